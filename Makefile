@@ -1,0 +1,250 @@
+# SPDX-License-Identifier: MIT
+#
+# edgeprof — a kbuild-style, non-recursive Makefile.
+#
+#   make <board>_defconfig     configure for boards/<board> (remembered in build/.board)
+#   make menuconfig            change the configuration of the current board
+#   make olddefconfig | savedefconfig | allnoconfig | allyesconfig
+#   make [V=1]                 build into build/<board>/
+#   make test [BOARD=b] [SAN=1]  unit tests (under qemu-user for ARM boards) + integration tests
+#   make testconfigs           build every board, allno/allyes and each feature alone
+#   make install DESTDIR=d     lay out binaries, config and init files
+#   make clean | distclean
+#
+# Each area (port/, pprof/, agent/, bpf/, store/, tools/) lists its objects, binaries and unit
+# tests in its own Build.mk; features compile in by whole files: obj-$(CONFIG_X) += x.o.
+
+VERSION    := 0.1.0
+PYTHON     := /usr/bin/python3
+KCONFIG    := $(PYTHON) kconfig/kconfig.py
+BOARD_FILE := build/.board
+BOARD      ?= $(or $(shell cat $(BOARD_FILE) 2>/dev/null),host-x86_64)
+ifneq ($(SAN),)
+O          ?= build/$(BOARD)-san
+else
+O          ?= build/$(BOARD)
+endif
+PREFIX     ?= /usr
+DESTDIR    ?=
+
+ifeq ($(V),1)
+Q :=
+quiet = @true
+else
+Q := @
+quiet = @printf '  %-8s %s\n'
+endif
+
+.DEFAULT_GOAL := all
+.DELETE_ON_ERROR:
+.SUFFIXES:
+
+unquote = $(patsubst "%",%,$(1))
+
+# ---------------------------------------------------------------------------------------------
+# Configuration verbs: they need no .config to exist.
+
+no-config-goals := %config menuconfig help clean distclean setup
+config-only := $(if $(MAKECMDGOALS),$(if $(filter-out $(no-config-goals),$(MAKECMDGOALS)),,1),)
+
+%_defconfig:
+	@test -f boards/$*/defconfig || { echo "No board '$*'. Boards: $$(ls boards)"; exit 2; }
+	$(Q)$(MAKE) --no-print-directory BOARD=$* defconfig
+
+defconfig:
+	@test -f boards/$(BOARD)/defconfig || { echo "No board '$(BOARD)'. Boards: $$(ls boards)"; exit 2; }
+	@mkdir -p $(O)
+	$(Q)$(KCONFIG) defconfig $(O)/.config boards/$(BOARD)/defconfig
+	@echo $(BOARD) > $(BOARD_FILE)
+	@echo "  CONFIG   $(O)/.config (board $(BOARD))"
+
+olddefconfig menuconfig: | $(O)/.config
+	$(Q)$(KCONFIG) $@ $(O)/.config
+
+savedefconfig: | $(O)/.config
+	$(Q)$(KCONFIG) savedefconfig $(O)/.config $(O)/defconfig
+	@echo "  SAVED    $(O)/defconfig (copy it to boards/$(BOARD)/defconfig to keep it)"
+
+# allnoconfig/allyesconfig keep the board's toolchain; SET="SYM=y ..." turns single features on.
+allnoconfig allyesconfig: | $(O)/.config
+	$(Q)$(KCONFIG) $@ $(O)/.config $(SET)
+
+# A board used for the first time gets its defconfig.
+$(O)/.config:
+	@test -f boards/$(BOARD)/defconfig || { echo "No board '$(BOARD)'. Boards: $$(ls boards)"; exit 2; }
+	@mkdir -p $(O)
+	$(Q)$(KCONFIG) defconfig $@ boards/$(BOARD)/defconfig
+
+$(O)/include/config/auto.conf: $(O)/.config kconfig/Kconfig $(wildcard */Kconfig)
+	$(quiet) GEN $(O)/include/generated/autoconf.h
+	$(Q)$(KCONFIG) genconfig $(O)/.config $(O)/include/generated/autoconf.h $@
+	$(Q)touch $@
+
+ifeq ($(config-only),)
+include $(O)/include/config/auto.conf
+endif
+
+# ---------------------------------------------------------------------------------------------
+# Toolchain.
+
+ARCH          := $(call unquote,$(CONFIG_ARCH))
+CROSS_COMPILE ?= $(call unquote,$(CONFIG_CROSS_COMPILE))
+CC            := $(CROSS_COMPILE)gcc
+STRIP         := $(CROSS_COMPILE)strip
+HOSTCC        := gcc
+TRIPLE        := $(patsubst %-,%,$(CROSS_COMPILE))
+QEMU-arm64    := qemu-aarch64
+QEMU-armhf    := qemu-arm
+HOST_ARCH     := x86_64
+
+ifneq ($(CROSS_COMPILE),)
+SYSROOT       := build/sysroot-$(ARCH)
+SYSROOT_LIB   := $(SYSROOT)/usr/lib/$(TRIPLE)
+TARGET_CPPFLAGS := -isystem $(SYSROOT)/usr/include
+TARGET_LDFLAGS  := -L$(SYSROOT_LIB) -Wl,-rpath-link,$(SYSROOT_LIB)
+# Tests run under qemu-user with the target's loader and the sysroot's shared libraries.
+RUN_TARGET    := $(QEMU-$(ARCH)) -L /usr/$(TRIPLE) -E LD_LIBRARY_PATH=$(abspath $(SYSROOT_LIB))
+endif
+
+OPT-y                      := -O2
+OPT-$(CONFIG_OPTIMIZE_SIZE) := -Os
+CPPFLAGS := -D_GNU_SOURCE -DEDGEPROF_VERSION='"$(VERSION)"' -I. -I$(O) -I$(O)/include \
+	    -include $(O)/include/generated/autoconf.h -include kconfig/kconfig.h \
+	    $(TARGET_CPPFLAGS)
+CFLAGS   := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter \
+	    $(OPT-y) -g -fno-omit-frame-pointer -ffunction-sections -fdata-sections -MMD -MP
+LDFLAGS  := -Wl,--gc-sections $(TARGET_LDFLAGS)
+LDFLAGS-static-$(CONFIG_STATIC) := -static
+
+ifneq ($(SAN),)
+CFLAGS   += -O1 -fsanitize=address,undefined -fno-sanitize-recover=all
+LDFLAGS  += -fsanitize=address,undefined
+LDFLAGS-static-y :=
+endif
+
+# ---------------------------------------------------------------------------------------------
+# What each area contributes. An area's Build.mk appends to:
+#   bin-y                 binaries;  <bin>-objs, <bin>-ldlibs
+#   lib-y                 shared libraries (objects built -fPIC under $(O)/pic/); <lib>-objs
+#   unit-tests-y          cmocka tests tests/unit/<name>-test.c; <name>-test-objs, -ldlibs
+#   generated-y           generated headers every object waits for
+#   install-y             extra install commands (a make function of the destination)
+
+bin-y :=
+lib-y :=
+unit-tests-y :=
+generated-y :=
+fuzz-y :=
+include $(sort $(wildcard */Build.mk))
+
+bins      := $(addprefix $(O)/,$(bin-y))
+libs      := $(addprefix $(O)/,$(lib-y))
+unittests := $(addprefix $(O)/tests/unit/,$(addsuffix -test,$(unit-tests-y)))
+
+all: $(bins) $(libs)
+	@echo "  BUILT    $(O): $(notdir $(bins) $(libs))"
+
+$(O)/%.o: %.c $(O)/include/config/auto.conf | $(generated-y)
+	$(quiet) CC $@
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(CFLAGS_$(notdir $*)) -c -o $@ $<
+
+$(O)/%.o: $(O)/%.c $(O)/include/config/auto.conf | $(generated-y)
+	$(quiet) CC $@
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(O)/pic/%.o: %.c $(O)/include/config/auto.conf | $(generated-y)
+	$(quiet) CC-PIC $@
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
+
+$(O)/pic/%.o: $(O)/%.c $(O)/include/config/auto.conf | $(generated-y)
+	$(quiet) CC-PIC $@
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
+
+# Binaries link to <bin>.debug (kept for symbolization on the build host) and ship stripped.
+define bin_rule
+$(O)/$(1).debug: $$(addprefix $(O)/,$$($(1)-objs))
+	$$(quiet) LD $$@
+	$(Q)$$(CC) $$(LDFLAGS) $$(LDFLAGS-static-y) -o $$@ $$^ $$($(1)-ldlibs)
+$(O)/$(1): $(O)/$(1).debug
+	$$(quiet) STRIP $$@
+	$(Q)$$(STRIP) -o $$@ $$<
+endef
+$(foreach b,$(bin-y),$(eval $(call bin_rule,$(b))))
+
+define lib_rule
+$(O)/$(1): $$(addprefix $(O)/pic/,$$($(1)-objs))
+	$$(quiet) LD-SO $$@
+	$(Q)$$(CC) $$(LDFLAGS) -shared -Wl,-soname,$(1) -o $$@ $$^ $$($(1)-ldlibs)
+endef
+$(foreach l,$(lib-y),$(eval $(call lib_rule,$(l))))
+
+# Unit tests link dynamically (cmocka ships no static library) with only the objects they list.
+define unit_rule
+$(O)/tests/unit/$(1)-test: $(O)/tests/unit/$(1)-test.o $$(addprefix $(O)/,$$($(1)-test-objs))
+	$$(quiet) LD $$@
+	$(Q)$$(CC) $$(LDFLAGS) -o $$@ $$^ $$($(1)-test-ldlibs) -lcmocka
+endef
+$(foreach t,$(unit-tests-y),$(eval $(call unit_rule,$(t))))
+
+-include $(shell find $(O) -name '*.d' 2>/dev/null)
+
+# ---------------------------------------------------------------------------------------------
+# Set-up: Debian packages and, for ARM boards, the cross toolchain and a sysroot from .debs.
+
+SETUP_STAMP := build/.setup-$(or $(ARCH),$(HOST_ARCH)).stamp
+$(SETUP_STAMP): tools/setup.sh $(wildcard tools/deps/*.list)
+	@if [ "$$(id -u)" != 0 ] && [ -z "$(SETUP_SKIP)" ]; then \
+	  echo "edgeprof: dependencies are not installed yet and this needs root. Run:"; \
+	  echo "    sudo tools/setup.sh --arch $(or $(ARCH),$(HOST_ARCH))"; \
+	  echo "then run make again (or SETUP_SKIP=1 if you installed them yourself)."; exit 1; fi
+	$(Q)if [ -z "$(SETUP_SKIP)" ]; then tools/setup.sh --arch $(or $(ARCH),$(HOST_ARCH)); fi
+	@mkdir -p build && touch $@
+
+setup:
+	$(Q)rm -f build/.setup-*.stamp
+	$(Q)tools/setup.sh --arch $(or $(ARCH),$(HOST_ARCH))
+	@mkdir -p build && touch $(SETUP_STAMP)
+
+# ---------------------------------------------------------------------------------------------
+# Tests.
+
+test: $(SETUP_STAMP)
+	$(Q)$(MAKE) --no-print-directory all-tests
+	$(Q)tools/run-tests.sh "$(O)" "$(ARCH)" "$(RUN_TARGET)" $(unittests)
+
+all-tests: all $(unittests)
+
+testconfigs: $(SETUP_STAMP)
+	$(Q)tools/testconfigs.sh
+
+fuzz: $(SETUP_STAMP)
+	$(Q)tools/run-fuzz.sh $(fuzz-y)
+
+# ---------------------------------------------------------------------------------------------
+# Install: binaries, library, public header.
+
+install: all
+	$(Q)install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include
+	$(Q)for b in $(bins); do install -m 0755 $$b $(DESTDIR)$(PREFIX)/bin/; done
+	$(Q)for l in $(libs); do install -m 0755 $$l $(DESTDIR)$(PREFIX)/lib/; done
+	$(Q)$(foreach i,$(install-y),$(call $(i),$(DESTDIR),$(PREFIX));)
+	@echo "  INSTALL  $(DESTDIR)$(PREFIX)"
+
+demo: $(SETUP_STAMP)
+	$(Q)$(MAKE) --no-print-directory BOARD=host-x86_64 O=build/host-x86_64 all
+	$(Q)tools/demo.sh build/host-x86_64
+
+clean:
+	$(Q)rm -rf $(O)
+
+distclean:
+	$(Q)rm -rf build
+
+help:
+	@sed -n '3,14p' Makefile | sed 's/^# \{0,1\}//'
+
+.PHONY: all test all-tests testconfigs fuzz install demo clean distclean help setup defconfig \
+	olddefconfig menuconfig savedefconfig allnoconfig allyesconfig

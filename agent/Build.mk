@@ -1,0 +1,7 @@
+# SPDX-License-Identifier: MIT
+# agent/ — the device daemon and the in-process sampler.
+agent-y := agent/main.o agent/features.o
+
+bin-y                  += edgeprof-agent
+edgeprof-agent-objs    = $(agent-y) $(port-y)
+edgeprof-agent-ldlibs  =

@@ -1,0 +1,8 @@
+# SPDX-License-Identifier: MIT
+# port/ — the porting layer: nothing above it calls the OS for clocks, files, sockets or TLS.
+port-y := port/clock.o port/rand.o port/file.o port/log.o
+
+unit-tests-y    += clock rand file
+clock-test-objs := port/clock.o
+rand-test-objs  := port/rand.o port/clock.o
+file-test-objs  := port/file.o

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+/* port/file.h — file helpers with the durability the agent and collector promise. */
+#ifndef EDGEPROF_PORT_FILE_H
+#define EDGEPROF_PORT_FILE_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/*
+ * Writes data to path so that a crash leaves either the old file or the new one, never a mix:
+ * write to a temporary name in the same directory, fsync it, rename over path, fsync the
+ * directory. Returns 0 or -errno.
+ */
+int port_file_write_atomic(const char *path, const void *data, size_t len, mode_t mode);
+
+/* fsync the directory that holds path (a rename or create is durable only after this). */
+int port_fsync_parent_dir(const char *path);
+
+/*
+ * Reads a whole file of at most max bytes into a malloc'd buffer (NUL-terminated for text).
+ * Returns 0, -EFBIG when larger than max, or -errno. *data is NULL on error.
+ */
+int port_file_read_all(const char *path, size_t max, void **data, size_t *len);
+
+/* write()/read() loops that finish the job across short writes and EINTR: 0 or -errno. */
+int port_write_full(int fd, const void *buf, size_t len);
+int port_pwrite_full(int fd, const void *buf, size_t len, off_t off);
+int port_pread_full(int fd, void *buf, size_t len, off_t off);
+
+#endif /* EDGEPROF_PORT_FILE_H */

@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <syslog.h>
+
+#include "port/log.h"
+
+static const char *log_ident = "edgeprof";
+static bool log_syslog;
+static int log_level = CONFIG_LOG_LEVEL;
+
+void port_log_open(const char *ident, bool use_syslog)
+{
+	log_ident = ident;
+	log_syslog = use_syslog;
+	if (use_syslog)
+		openlog(ident, LOG_PID | LOG_NDELAY, LOG_DAEMON);
+}
+
+void port_log_set_level(int level)
+{
+	log_level = level;
+}
+
+void port_log(int level, const char *fmt, ...)
+{
+	static const char *const names[] = { "error", "warning", "info", "debug" };
+	static const int prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG };
+	char line[512];
+	int saved_errno = errno;
+	va_list ap;
+
+	if (level > log_level || level < 0 || level > PORT_LOG_DEBUG)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (log_syslog)
+		syslog(prio[level], "%s", line);
+	else
+		fprintf(stderr, "%s: %s: %s\n", log_ident, names[level], line);
+	errno = saved_errno;
+}

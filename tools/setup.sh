@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Installs what edgeprof needs from Debian's archive, and for an ARM target the cross toolchain,
+# qemu-user and a sysroot unpacked from the target's .deb files (multiarch installs of :arm64
+# -dev packages fail on version skew here; download + dpkg -x does not).
+#
+#   tools/setup.sh [--arch x86_64|arm64|armhf]      (as root)
+set -euo pipefail
+
+arch=x86_64
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--arch) arch="$2"; shift 2 ;;
+	-h|--help) sed -n '3,7p' "$0"; exit 0 ;;
+	*) echo "setup: unknown argument $1" >&2; exit 2 ;;
+	esac
+done
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+if [ "$(id -u)" != 0 ]; then
+	echo "setup: needs root to install Debian packages. Run: sudo $0 --arch $arch" >&2
+	exit 1
+fi
+
+# Every list but target.list names host packages.
+list_packages() {
+	local f
+	for f in "$@"; do sed -e 's/#.*//' "$f"; done | tr -s ' \t\n' '\n' | sed '/^$/d' | sort -u
+}
+
+export DEBIAN_FRONTEND=noninteractive
+apt_update() {
+	# One failing index (a mirror hiccup, a foreign architecture's list) must not stop us.
+	apt-get update -qq || echo "setup: apt-get update reported errors; continuing" >&2
+}
+
+host_lists=$(ls "$top"/tools/deps/*.list | grep -v '/target.list$')
+# shellcheck disable=SC2086
+host_pkgs=$(list_packages $host_lists)
+case "$arch" in
+x86_64) cross_pkgs= ;;
+arm64)  cross_pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user" ;;
+armhf)  cross_pkgs="gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user" ;;
+*) echo "setup: unknown arch $arch (x86_64, arm64, armhf)" >&2; exit 2 ;;
+esac
+
+# Cross toolchains are cheap to have: install both so every board builds from one setup.
+cross_pkgs="$cross_pkgs gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user"
+
+missing=$(dpkg-query -W -f='${Package} ${Status}\n' $host_pkgs $cross_pkgs 2>/dev/null |
+	awk '$NF != "installed" {print $1}' || true)
+# dpkg-query prints nothing for packages it has never heard of: count those as missing too.
+for p in $host_pkgs $cross_pkgs; do
+	dpkg-query -W "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+missing=$(echo $missing | tr ' ' '\n' | sort -u | tr '\n' ' ')
+if [ -n "${missing// /}" ]; then
+	echo "setup: installing:$missing"
+	apt_update
+	# shellcheck disable=SC2086
+	apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+
+make_sysroot() {
+	local a=$1 sysroot="$top/build/sysroot-$1" debs="$top/build/debs-$1"
+	[ -f "$sysroot/.complete" ] && return 0
+	echo "setup: building the $a sysroot from Debian .debs in $sysroot"
+	dpkg --print-foreign-architectures | grep -qx "$a" || dpkg --add-architecture "$a"
+	apt_update
+	rm -rf "$sysroot" "$debs"
+	mkdir -p "$sysroot" "$debs"
+	local pkgs
+	pkgs=$(list_packages "$top/tools/deps/target.list" | sed "s/\$/:$a/")
+	# shellcheck disable=SC2086
+	(cd "$debs" && apt-get download -qq -o APT::Sandbox::User=root $pkgs)
+	for d in "$debs"/*.deb; do dpkg -x "$d" "$sysroot"; done
+	touch "$sysroot/.complete"
+}
+
+case "$arch" in
+arm64|armhf) make_sysroot "$arch" ;;
+esac
+echo "setup: done ($arch)"
