@@ -135,7 +135,7 @@ lib-y :=
 unit-tests-y :=
 generated-y :=
 fuzz-y :=
-include $(sort $(wildcard */Build.mk))
+include $(sort $(wildcard */Build.mk */Build-*.mk))
 
 bins      := $(addprefix $(O)/,$(bin-y))
 libs      := $(addprefix $(O)/,$(lib-y))

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent/sample.h — the contract between the samplers (SIGPROF ring, BPF ring buffer) and the
+ * agent's aggregation: one stack sample, decoded, before symbolization.
+ */
+#ifndef EDGEPROF_AGENT_SAMPLE_H
+#define EDGEPROF_AGENT_SAMPLE_H
+
+#include <stdint.h>
+
+#define SAMPLE_MAX_LABELS 8
+
+struct sample_label {
+	const char *key;
+	const char *value;
+};
+
+struct agent_sample {
+	uint64_t time_ns;      /* CLOCK_MONOTONIC */
+	uint32_t pid, tid;
+	const char *comm;      /* may be NULL */
+	uint16_t n_kernel;     /* frames[0 .. n_kernel) are kernel addresses (leaf first) */
+	uint16_t n_user;       /* frames[n_kernel .. n_kernel + n_user) are user addresses */
+	uint16_t flags;        /* SAMPLE_F_* */
+	uint16_t n_labels;
+	struct sample_label labels[SAMPLE_MAX_LABELS];
+	const uint64_t *frames;
+	uint64_t weight_ns;    /* CPU time this sample stands for (period, or measured) */
+};
+
+#define SAMPLE_F_TRUNCATED 0x1 /* the stack was deeper than CONFIG_MAX_STACK_DEPTH */
+
+/* What a sampler hands each sample to. Returns 0, or -ENOSPC when a bound dropped it. */
+typedef int (*sample_sink_fn)(void *ctx, const struct agent_sample *s);
+
+#endif /* EDGEPROF_AGENT_SAMPLE_H */
