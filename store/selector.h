@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store/selector.h — Pyroscope/FlameQL-style selectors:
+ *
+ *   service{label="v", other!="x", re=~"eu-.*", nre!~"test.*"}     service{}     {}     service
+ *
+ * Values are double-quoted with \" \\ \n escapes; regexes are POSIX extended, anchored at both
+ * ends (as Prometheus does). The service name is matched exactly ("" or absent = any service);
+ * it may also be given as a matcher on the label "service" or "__name__". A matcher on the label
+ * "device" matches the record's device (the client certificate's CN). A label that is absent
+ * compares as "" (so x!="v" matches records without x, x="" matches them too).
+ *
+ * For Pyroscope's ingest (name=app.cpu{env=prod,region=eu}) SELECTOR_F_INGEST accepts unquoted
+ * values with only '=', and the caller reads the result back with selector__matcher().
+ */
+#ifndef EDGEPROF_STORE_SELECTOR_H
+#define EDGEPROF_STORE_SELECTOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "store/ringfile.h"
+
+#define SELECTOR_MAX_MATCHERS 64
+#define SELECTOR_MAX_LEN 4096
+
+enum selector_op { SEL_EQ, SEL_NE, SEL_RE, SEL_NRE };
+
+enum { SELECTOR_F_INGEST = 1 << 0 };
+
+struct selector;
+
+/*
+ * Parses text; returns 0 or -EINVAL / -E2BIG / -ENOMEM with a message naming the column
+ * (1-based), e.g. "selector: expected '=' after label name at column 9".
+ */
+int selector__parse(const char *text, unsigned flags, struct selector **out, char *err,
+		    size_t errlen);
+
+/* The service name, or "" when the selector matches any service. */
+const char *selector__service(const struct selector *sel);
+size_t selector__n_matchers(const struct selector *sel);
+/* The i-th matcher (0-based) in the order written; 0 or -ENOENT. */
+int selector__matcher(const struct selector *sel, size_t i, const char **name,
+		      enum selector_op *op, const char **value);
+
+bool selector__match(const struct selector *sel, const char *service, const char *device,
+		     const struct record_label *labels, size_t n_labels);
+
+void selector__free(struct selector *sel); /* NULL-safe */
+
+#endif /* EDGEPROF_STORE_SELECTOR_H */
