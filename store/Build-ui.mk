@@ -1,0 +1,12 @@
+# SPDX-License-Identifier: MIT
+# store/ — the collector's web UI, embedded in the binary.
+ui-files := $(sort $(wildcard store/ui/*.html store/ui/*.js store/ui/*.css))
+store-ui-y := store/ui.o store/ui_assets.o
+
+$(O)/store/ui_assets.c: $(ui-files) tools/embed.sh
+	$(quiet) EMBED $@
+	@mkdir -p $(dir $@)
+	$(Q)tools/embed.sh $@ /ui/ $(ui-files)
+
+unit-tests-y   += ui
+ui-test-objs    = $(store-ui-y)
