@@ -1,0 +1,62 @@
+# SPDX-License-Identifier: MIT
+# bpf/ — the eBPF system-wide sampler: profile.bpf.c is built with clang -target bpf into a
+# libbpf skeleton ($(O)/bpf/profile.skel.h) that sampler.c embeds: nothing extra to deploy.
+#
+# The agent links $(bpf-y) with $(bpf-ldlibs) (static order: libbpf needs libelf, which needs
+# zlib and zstd).
+
+BPF_CLANG  ?= clang
+BPF_STRIP  ?= llvm-strip
+BPFTOOL    ?= bpftool
+BPF_ARCH-x86_64 := x86
+BPF_ARCH-arm64  := arm64
+# clang -target bpf knows no multiarch directory: point it at the target's <asm/*.h>.
+BPF_ASM_INC-x86_64 := /usr/include/x86_64-linux-gnu
+BPF_ASM_INC-arm64  := /usr/aarch64-linux-gnu/include
+
+bpf-y :=
+bpf-$(CONFIG_SAMPLER_BPF) += bpf/sampler.o agent/ksyms.o
+bpf-ldlibs = -lbpf -lelf -lz -lzstd
+
+ifeq ($(CONFIG_SAMPLER_BPF),y)
+generated-y += $(O)/bpf/profile.skel.h
+
+$(O)/bpf/profile.bpf.o: bpf/profile.bpf.c bpf/profile.h $(O)/include/config/auto.conf
+	$(quiet) CLANG-BPF $@
+	@mkdir -p $(dir $@)
+	$(Q)$(BPF_CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH-$(ARCH)) \
+		-DPROFILE_MAX_DEPTH=$(CONFIG_MAX_STACK_DEPTH) -I. -idirafter $(BPF_ASM_INC-$(ARCH)) \
+		-Wall -Werror -c -o $@ $<
+	$(Q)$(BPF_STRIP) -g $@
+
+$(O)/bpf/profile.skel.h: $(O)/bpf/profile.bpf.o
+	$(quiet) GEN-SKEL $@
+	$(Q)$(BPFTOOL) gen skeleton $< name profile_bpf > $@.tmp && mv $@.tmp $@
+
+# The sampler and its BPF side must agree on the record layout (same PROFILE_MAX_DEPTH).
+CFLAGS_sampler := -DPROFILE_MAX_DEPTH=$(CONFIG_MAX_STACK_DEPTH)
+CFLAGS_bpf-probe := -DPROFILE_MAX_DEPTH=$(CONFIG_MAX_STACK_DEPTH)
+
+# Test driver (not installed): samples the system for N seconds and prints folded stacks.
+# (Rule prerequisites expand now, before port/Build.mk set port-y: name the port objects.)
+bpf-probe-objs := bpf/bpf-probe.o $(bpf-y) port/clock.o port/log.o
+$(O)/tests/bpf-probe: $(addprefix $(O)/,$(bpf-probe-objs))
+	$(quiet) LD $@
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(LDFLAGS) $(LDFLAGS-static-y) -o $@ $^ $(bpf-ldlibs)
+
+# Workloads for the BPF tests: frame pointers on, not PIE, so nm(1) names their addresses.
+$(O)/tests/workloads/bpf-work: tests/workloads/bpf-work.c
+	$(quiet) CC $@
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -O1 -g -fno-omit-frame-pointer -fno-inline -no-pie -pthread -o $@ $<
+
+all-tests: $(O)/tests/bpf-probe $(O)/tests/workloads/bpf-work
+unit-tests-y += bpf-sampler
+bpf-sampler-test-objs = bpf/sampler.o agent/ksyms.o $(port-y)
+bpf-sampler-test-ldlibs = $(bpf-ldlibs)
+CFLAGS_bpf-sampler-test := -DPROFILE_MAX_DEPTH=$(CONFIG_MAX_STACK_DEPTH)
+endif # CONFIG_SAMPLER_BPF
+
+unit-tests-y += ksyms
+ksyms-test-objs = agent/ksyms.o $(port-y)

@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * bpf/profile.bpf.c — the system-wide CPU sampler, run on every CPU-clock perf event.
+ *
+ * No vmlinux.h, no BTF, no CO-RE: only uapi headers and libbpf's helper declarations, so the
+ * object loads on old vendor kernels without BTF (bpf_get_stack needs 4.18, the ring buffer
+ * 5.8). Filters run here so filtered samples never cost ring space or a wake-up.
+ */
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <linux/bpf_perf_event.h>
+#include <bpf/bpf_helpers.h>
+
+#include "bpf/profile.h"
+
+/* Run-time knobs, set by sampler.c between open and load (they become constants for the verifier). */
+const volatile __u32 user_depth = PROFILE_MAX_DEPTH;
+const volatile __u32 kernel_depth = PROFILE_MAX_DEPTH; /* 0: no kernel stacks */
+const volatile __u8 include_idle;
+const volatile __u8 filter_pids;
+const volatile __u64 filter_cgroup; /* 0: any */
+const volatile __u32 comm_prefix_len;
+const volatile char comm_prefix[PROFILE_COMM_LEN];
+/*
+ * Wake the reader only once this much waits in the ring: a batch per wake-up instead of one
+ * wake-up per sample (the reader also polls on its own timeout). 0: wake on every sample.
+ */
+const volatile __u64 wakeup_bytes;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024); /* resized from CONFIG_BPF_RINGBUF_KB before load */
+} events SEC(".maps");
+
+/* Samples the ring had no room for, per CPU (summed by user space). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} drops SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PROFILE_MAX_PIDS);
+	__type(key, __u32);
+	__type(value, __u8);
+} pids SEC(".maps");
+
+static __always_inline int comm_matches(const char *comm)
+{
+	/* Bounded loop the verifier can unroll: comm_prefix_len is a load-time constant. */
+#pragma unroll
+	for (int i = 0; i < PROFILE_COMM_LEN; i++) {
+		if (i >= comm_prefix_len)
+			return 1;
+		if (comm[i] != comm_prefix[i])
+			return 0;
+	}
+	return 1;
+}
+
+static __always_inline void count_drop(void)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&drops, &zero);
+
+	if (n)
+		*n += 1; /* per-CPU value: no atomics needed */
+}
+
+SEC("perf_event")
+int do_sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct profile_event *e;
+	char comm[PROFILE_COMM_LEN];
+	long n;
+
+	if (tid == 0 && !include_idle)
+		return 0;
+	if (filter_pids && !bpf_map_lookup_elem(&pids, &tgid))
+		return 0;
+	if (filter_cgroup && bpf_get_current_cgroup_id() != filter_cgroup)
+		return 0;
+	if (bpf_get_current_comm(comm, sizeof(comm)))
+		comm[0] = 0;
+	if (comm_prefix_len && !comm_matches(comm))
+		return 0;
+
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_drop();
+		return 0;
+	}
+	e->time_ns = bpf_ktime_get_ns();
+	e->period = ctx->sample_period;
+	e->cgroup_id = bpf_get_current_cgroup_id();
+	e->tgid = tgid;
+	e->tid = tid;
+	e->cpu = bpf_get_smp_processor_id();
+	e->flags = 0;
+	__builtin_memcpy(e->comm, comm, sizeof(comm));
+
+	e->n_kernel = 0;
+	if (kernel_depth) {
+		n = bpf_get_stack(ctx, e->kstack, kernel_depth * sizeof(__u64), 0);
+		if (n < 0)
+			e->flags |= PROFILE_F_KSTACK_ERR;
+		else
+			e->n_kernel = n / sizeof(__u64);
+		if (e->n_kernel >= kernel_depth)
+			e->flags |= PROFILE_F_TRUNCATED;
+	}
+	e->n_user = 0;
+	n = bpf_get_stack(ctx, e->ustack, user_depth * sizeof(__u64), BPF_F_USER_STACK);
+	if (n < 0)
+		e->flags |= PROFILE_F_USTACK_ERR;
+	else
+		e->n_user = n / sizeof(__u64);
+	if (e->n_user >= user_depth)
+		e->flags |= PROFILE_F_TRUNCATED;
+
+	if (wakeup_bytes && bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) < wakeup_bytes)
+		bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	else
+		bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -1,0 +1,576 @@
+// SPDX-License-Identifier: MIT
+/*
+ * bpf/sampler.c — loads profile.bpf.c (embedded skeleton), attaches it to one CPU-clock perf
+ * event per online CPU and drains its ring buffer into the agent's sample sink.
+ *
+ * Everything is bounded: the ring (opts.ringbuf_kb), the batch per poll (SAMPLER_BATCH), the
+ * per-process label cache (PROC_CACHE_SLOTS). Every loss is counted: ring full (per-CPU counters
+ * in the kernel), sink full (dropped_sink).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <linux/types.h>
+#include <linux/perf_event.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "bpf/profile.h"
+#include "bpf/profile.skel.h"
+#include "bpf/sampler.h"
+#include "port/clock.h"
+#include "port/log.h"
+
+#define SAMPLER_BATCH      4096 /* samples per bpf_sampler__poll(): bounds the time in it */
+#define PROC_CACHE_SLOTS   256  /* processes whose exe/cgroup labels are cached */
+#define PROC_SWEEP_NS      (5 * NSEC_PER_SEC)
+#define CPU_RESCAN_NS      (10 * NSEC_PER_SEC)
+#define EXE_LEN            160
+#define CGROUP_LEN         96
+#define BATCH_FULL         (-EAGAIN) /* returned by the ring callback to stop a batch */
+
+/* Labels of one process, looked up once (readlink, a small read) and reused. */
+struct proc_entry {
+	uint32_t pid;   /* 0: free */
+	bool valid;
+	char exe[EXE_LEN];
+	char cgroup[CGROUP_LEN];
+};
+
+struct bpf_sampler {
+	struct profile_bpf *skel;
+	struct ring_buffer *rb;
+	sample_sink_fn sink;
+	void *ctx;
+	int ncpus;                 /* possible CPUs */
+	int *pfd;                  /* perf event fd per possible CPU, -1: none */
+	struct bpf_link **links;
+	unsigned hz;
+	uint64_t last_sweep_ns, last_rescan_ns;
+	int batch;                 /* samples delivered in the current poll */
+	struct bpf_sampler_stats st;
+	uint64_t frames[2 * PROFILE_MAX_DEPTH];
+	struct proc_entry procs[PROC_CACHE_SLOTS];
+};
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static int read_int_file(const char *path, long *v)
+{
+	char buf[32];
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = 0;
+	*v = strtol(buf, NULL, 10);
+	return 0;
+}
+
+/* libbpf prints through us, and only its warnings: its debug chatter is not ours to show. */
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	char line[256];
+	size_t n;
+
+	if (level == LIBBPF_DEBUG)
+		return 0;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	n = strlen(line);
+	if (n && line[n - 1] == '\n')
+		line[n - 1] = 0;
+	pr_debug("libbpf: %s", line);
+	return 0;
+}
+
+/*
+ * Says which kernel feature or capability is missing before libbpf tries (and fails with a
+ * verifier dump): bpf() itself, the privilege, bpf_get_stack (4.18), the ring buffer (5.8).
+ */
+static int check_kernel(char *err, size_t errlen)
+{
+	long v = -1;
+	int fd;
+
+	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, NULL, 4, 4, 1, NULL);
+	if (fd >= 0) {
+		close(fd);
+	} else if (fd == -ENOSYS) {
+		set_err(err, errlen, "BPF unavailable: no bpf() syscall (kernel without "
+			"CONFIG_BPF_SYSCALL, or emulated by qemu-user)");
+		return -ENOSYS;
+	} else if (fd == -EPERM || fd == -EACCES) {
+		read_int_file("/proc/sys/kernel/unprivileged_bpf_disabled", &v);
+		set_err(err, errlen, "BPF not permitted: needs CAP_BPF and CAP_PERFMON, or root "
+			"(kernel.unprivileged_bpf_disabled=%ld)", v);
+		return -EPERM;
+	} else {
+		set_err(err, errlen, "BPF unavailable: bpf(BPF_MAP_CREATE) failed: %s",
+			strerror(-fd));
+		return fd;
+	}
+	if (libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_PERF_EVENT, NULL) != 1) {
+		set_err(err, errlen, "BPF unavailable: kernel has no perf_event BPF programs "
+			"(CONFIG_BPF_EVENTS, Linux 4.9)");
+		return -EOPNOTSUPP;
+	}
+	if (libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_get_stack, NULL) != 1) {
+		set_err(err, errlen, "BPF unavailable: kernel has no bpf_get_stack (Linux 4.18)");
+		return -EOPNOTSUPP;
+	}
+	if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL) != 1) {
+		/* The perf-buffer fallback for 4.18..5.7 is not written yet: say so plainly. */
+		set_err(err, errlen, "BPF unavailable: kernel has no BPF ring buffer (Linux 5.8); "
+			"the perf-buffer fallback is not implemented");
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+static unsigned ring_bytes(unsigned kb)
+{
+	unsigned long page = (unsigned long)sysconf(_SC_PAGESIZE);
+	unsigned long want = (unsigned long)kb * 1024, sz = page;
+
+	/* The kernel wants a power-of-two multiple of the page size. */
+	while (sz < want && sz < (1UL << 30))
+		sz <<= 1;
+	return (unsigned)sz;
+}
+
+static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, char *err,
+		     size_t errlen)
+{
+	struct profile_bpf *skel = s->skel;
+	unsigned depth = o->max_depth, ring;
+	size_t plen = o->comm_prefix ? strlen(o->comm_prefix) : 0;
+	int ret;
+
+	if (!depth || depth > PROFILE_MAX_DEPTH)
+		depth = PROFILE_MAX_DEPTH;
+	if (plen > PROFILE_COMM_LEN - 1) {
+		set_err(err, errlen, "comm prefix longer than %d characters", PROFILE_COMM_LEN - 1);
+		return -EINVAL;
+	}
+	if (o->n_pids > PROFILE_MAX_PIDS) {
+		set_err(err, errlen, "more than %d pids to filter", PROFILE_MAX_PIDS);
+		return -EINVAL;
+	}
+	ring = ring_bytes(o->ringbuf_kb ? o->ringbuf_kb : CONFIG_BPF_RINGBUF_KB);
+	skel->rodata->user_depth = depth;
+	skel->rodata->kernel_depth = o->kernel_stacks ? depth : 0;
+	skel->rodata->include_idle = o->include_idle;
+	skel->rodata->filter_pids = o->n_pids > 0;
+	skel->rodata->filter_cgroup = o->cgroup_id;
+	skel->rodata->comm_prefix_len = plen;
+	memcpy((char *)skel->rodata->comm_prefix, o->comm_prefix ? o->comm_prefix : "", plen);
+	skel->rodata->wakeup_bytes = ring / 2;
+	ret = bpf_map__set_max_entries(skel->maps.events, ring);
+	if (ret) {
+		set_err(err, errlen, "cannot size the ring buffer to %u bytes", ring);
+		return ret;
+	}
+	return 0;
+}
+
+static int fill_pids(struct bpf_sampler *s, const struct bpf_sampler_opts *o)
+{
+	int fd = bpf_map__fd(s->skel->maps.pids);
+	uint8_t one = 1;
+
+	for (size_t i = 0; i < o->n_pids; i++) {
+		if (bpf_map_update_elem(fd, &o->pids[i], &one, BPF_ANY))
+			return -errno;
+	}
+	return 0;
+}
+
+static int perf_open_cpu(unsigned hz, int cpu)
+{
+	struct perf_event_attr attr = {
+		.type = PERF_TYPE_SOFTWARE,
+		.size = sizeof(attr),
+		.config = PERF_COUNT_SW_CPU_CLOCK,
+		.freq = 1,
+		.sample_freq = hz,
+	};
+	long fd = syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+
+	return fd < 0 ? -errno : (int)fd;
+}
+
+static void perf_open_error(int ret, unsigned hz, char *err, size_t errlen)
+{
+	long v = -1;
+
+	if (ret == -EACCES || ret == -EPERM) {
+		read_int_file("/proc/sys/kernel/perf_event_paranoid", &v);
+		set_err(err, errlen, "perf_event_open not permitted: needs CAP_PERFMON or root "
+			"(kernel.perf_event_paranoid=%ld)", v);
+	} else if (ret == -EINVAL) {
+		read_int_file("/proc/sys/kernel/perf_event_max_sample_rate", &v);
+		set_err(err, errlen, "perf_event_open rejected %u Hz "
+			"(kernel.perf_event_max_sample_rate=%ld)", hz, v);
+	} else if (ret == -ENOSYS || ret == -ENOENT || ret == -EOPNOTSUPP) {
+		set_err(err, errlen, "no perf events: kernel without CONFIG_PERF_EVENTS (%s)",
+			strerror(-ret));
+	} else {
+		set_err(err, errlen, "perf_event_open failed: %s", strerror(-ret));
+	}
+}
+
+/*
+ * Attaches to every CPU that has no event yet. A CPU that is offline (ENODEV) is skipped with
+ * a log line and picked up by a later rescan when it comes online. Returns CPUs attached now.
+ */
+static int attach_cpus(struct bpf_sampler *s, char *err, size_t errlen)
+{
+	int attached = 0, first_err = 0;
+
+	for (int cpu = 0; cpu < s->ncpus; cpu++) {
+		int fd;
+
+		if (s->pfd[cpu] >= 0)
+			continue;
+		fd = perf_open_cpu(s->hz, cpu);
+		if (fd == -ENODEV || fd == -ENXIO) {
+			pr_debug("bpf sampler: CPU %d is offline, skipped", cpu);
+			continue;
+		}
+		if (fd < 0) {
+			if (!first_err) {
+				first_err = fd;
+				perf_open_error(fd, s->hz, err, errlen);
+			}
+			continue;
+		}
+		s->links[cpu] = bpf_program__attach_perf_event(s->skel->progs.do_sample, fd);
+		if (!s->links[cpu]) {
+			int e = -errno;
+
+			close(fd);
+			if (!first_err) {
+				first_err = e;
+				set_err(err, errlen, "attaching the BPF program to CPU %d: %s", cpu,
+					strerror(-e));
+			}
+			continue;
+		}
+		s->pfd[cpu] = fd;
+		s->st.cpus++;
+		attached++;
+	}
+	return attached ? attached : first_err;
+}
+
+static bool proc_is_kernel_thread(const struct profile_event *e)
+{
+	return e->n_user == 0 && (e->flags & PROFILE_F_USTACK_ERR);
+}
+
+static void proc_fill(struct proc_entry *p, uint32_t pid)
+{
+	char path[64], buf[512];
+	ssize_t n;
+	int fd;
+
+	p->pid = pid;
+	p->valid = true;
+	p->exe[0] = p->cgroup[0] = 0;
+	snprintf(path, sizeof(path), "/proc/%u/exe", pid);
+	n = readlink(path, p->exe, sizeof(p->exe) - 1);
+	p->exe[n > 0 ? n : 0] = 0;
+
+	/* cgroup v2: the "0::/path" line; the root cgroup "/" gets no label. */
+	snprintf(path, sizeof(path), "/proc/%u/cgroup", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = 0;
+	for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		if (strncmp(line, "0::", 3))
+			continue;
+		line += 3;
+		n = strcspn(line, "\n");
+		if (n > 1 && n < CGROUP_LEN) {
+			memcpy(p->cgroup, line, n);
+			p->cgroup[n] = 0;
+		}
+		break;
+	}
+}
+
+/* Direct-mapped by pid: a collision replaces the older process (a bound, not a leak). */
+static struct proc_entry *proc_get(struct bpf_sampler *s, uint32_t pid)
+{
+	struct proc_entry *p = &s->procs[(pid * 2654435761u) % PROC_CACHE_SLOTS];
+
+	if (p->pid != pid || !p->valid)
+		proc_fill(p, pid);
+	return p;
+}
+
+/* Drops the entries of processes that exited, so a reused pid never inherits old labels. */
+static void proc_sweep(struct bpf_sampler *s)
+{
+	for (int i = 0; i < PROC_CACHE_SLOTS; i++) {
+		struct proc_entry *p = &s->procs[i];
+
+		if (p->pid && kill((pid_t)p->pid, 0) && errno == ESRCH)
+			p->pid = 0;
+	}
+}
+
+static int on_event(void *ctx, void *data, size_t size)
+{
+	struct bpf_sampler *s = ctx;
+	const struct profile_event *e = data;
+	struct agent_sample as = { 0 };
+	struct proc_entry *p = NULL;
+	char pidbuf[12], comm[PROFILE_COMM_LEN + 1];
+	unsigned nk, nu;
+
+	if (size < sizeof(*e))
+		return 0;
+	nk = e->n_kernel < PROFILE_MAX_DEPTH ? e->n_kernel : PROFILE_MAX_DEPTH;
+	nu = e->n_user < PROFILE_MAX_DEPTH ? e->n_user : PROFILE_MAX_DEPTH;
+	memcpy(s->frames, e->kstack, nk * sizeof(uint64_t));
+	memcpy(s->frames + nk, e->ustack, nu * sizeof(uint64_t));
+	memcpy(comm, e->comm, PROFILE_COMM_LEN);
+	comm[PROFILE_COMM_LEN] = 0;
+	snprintf(pidbuf, sizeof(pidbuf), "%u", e->tgid);
+
+	as.time_ns = e->time_ns;
+	as.pid = e->tgid;
+	as.tid = e->tid;
+	as.comm = comm;
+	as.n_kernel = nk;
+	as.n_user = nu;
+	as.flags = (e->flags & PROFILE_F_TRUNCATED) ? SAMPLE_F_TRUNCATED : 0;
+	as.frames = s->frames;
+	as.weight_ns = e->period ? e->period : NSEC_PER_SEC / s->hz;
+	as.labels[as.n_labels++] = (struct sample_label){ "pid", pidbuf };
+	as.labels[as.n_labels++] = (struct sample_label){ "comm", comm };
+	if (e->tgid && !proc_is_kernel_thread(e))
+		p = proc_get(s, e->tgid);
+	if (p && p->exe[0])
+		as.labels[as.n_labels++] = (struct sample_label){ "exe", p->exe };
+	if (p && p->cgroup[0])
+		as.labels[as.n_labels++] = (struct sample_label){ "cgroup", p->cgroup };
+
+	if (as.flags & SAMPLE_F_TRUNCATED)
+		s->st.truncated++;
+	if (s->sink(s->ctx, &as) < 0)
+		s->st.dropped_sink++;
+	else
+		s->st.samples++;
+	return ++s->batch >= SAMPLER_BATCH ? BATCH_FULL : 0;
+}
+
+int bpf_sampler__open(const struct bpf_sampler_opts *o, sample_sink_fn sink, void *ctx,
+		      struct bpf_sampler **out, char *err, size_t errlen)
+{
+	struct bpf_sampler *s;
+	int ret;
+
+	*out = NULL;
+	set_err(err, errlen, "%s", "");
+	libbpf_set_print(libbpf_print);
+	ret = check_kernel(err, errlen);
+	if (ret)
+		return ret;
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		set_err(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	s->sink = sink;
+	s->ctx = ctx;
+	s->hz = o->hz ? o->hz : CONFIG_SAMPLE_HZ;
+	s->ncpus = libbpf_num_possible_cpus();
+	if (s->ncpus <= 0) {
+		set_err(err, errlen, "cannot count the possible CPUs");
+		ret = -EIO;
+		goto out_free;
+	}
+	s->pfd = malloc(sizeof(*s->pfd) * s->ncpus);
+	s->links = calloc(s->ncpus, sizeof(*s->links));
+	if (!s->pfd || !s->links) {
+		set_err(err, errlen, "out of memory");
+		ret = -ENOMEM;
+		goto out_free;
+	}
+	for (int i = 0; i < s->ncpus; i++)
+		s->pfd[i] = -1;
+
+	s->skel = profile_bpf__open();
+	if (!s->skel) {
+		ret = -errno;
+		set_err(err, errlen, "opening the BPF object: %s", strerror(-ret));
+		goto out_free;
+	}
+	ret = configure(s, o, err, errlen);
+	if (ret)
+		goto out_free;
+	ret = profile_bpf__load(s->skel);
+	if (ret) {
+		set_err(err, errlen, "loading the BPF program: %s (verifier or memlock limit)",
+			strerror(-ret));
+		goto out_free;
+	}
+	ret = fill_pids(s, o);
+	if (ret) {
+		set_err(err, errlen, "filling the pid filter: %s", strerror(-ret));
+		goto out_free;
+	}
+	s->rb = ring_buffer__new(bpf_map__fd(s->skel->maps.events), on_event, s, NULL);
+	if (!s->rb) {
+		ret = -errno;
+		set_err(err, errlen, "reading the BPF ring buffer: %s", strerror(-ret));
+		goto out_free;
+	}
+	ret = attach_cpus(s, err, errlen);
+	if (ret < 0)
+		goto out_free;
+	if (s->st.cpus < (unsigned)s->ncpus)
+		pr_info("bpf sampler: %u of %d possible CPUs online and sampled", s->st.cpus,
+			s->ncpus);
+	s->last_sweep_ns = s->last_rescan_ns = port_clock_mono_ns();
+	set_err(err, errlen, "%s", "");
+	*out = s;
+	return 0;
+
+out_free:
+	bpf_sampler__free(s);
+	return ret;
+}
+
+/* Housekeeping between batches: forget exited processes, attach CPUs that came online. */
+static void housekeeping(struct bpf_sampler *s)
+{
+	uint64_t now = port_clock_mono_ns();
+	char err[160];
+
+	if (now - s->last_sweep_ns >= PROC_SWEEP_NS) {
+		proc_sweep(s);
+		s->last_sweep_ns = now;
+	}
+	if (now - s->last_rescan_ns >= CPU_RESCAN_NS && s->st.cpus < (unsigned)s->ncpus) {
+		if (attach_cpus(s, err, sizeof(err)) > 0)
+			pr_info("bpf sampler: now sampling %u CPUs", s->st.cpus);
+		s->last_rescan_ns = now;
+	}
+}
+
+int bpf_sampler__poll(struct bpf_sampler *s, int timeout_ms)
+{
+	struct epoll_event ev;
+	int ret;
+
+	/*
+	 * The BPF side wakes us only when the ring is half full: wait for that or the timeout,
+	 * then take what is there, at most one batch.
+	 */
+	ret = epoll_wait(ring_buffer__epoll_fd(s->rb), &ev, 1, timeout_ms);
+	if (ret < 0 && errno != EINTR)
+		return -errno;
+	s->batch = 0;
+	ret = ring_buffer__consume(s->rb);
+	housekeeping(s);
+	if (ret < 0 && ret != BATCH_FULL)
+		return ret;
+	return s->batch;
+}
+
+int bpf_sampler__fd(const struct bpf_sampler *s)
+{
+	return ring_buffer__epoll_fd(s->rb);
+}
+
+void bpf_sampler__stats(const struct bpf_sampler *s, struct bpf_sampler_stats *st)
+{
+	uint64_t *vals;
+	uint32_t zero = 0;
+
+	*st = s->st;
+	st->dropped_ringbuf = 0;
+	vals = calloc(s->ncpus, sizeof(*vals));
+	if (!vals)
+		return;
+	/* A per-CPU map returns one 8-byte-aligned value per possible CPU. */
+	if (!bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.drops), &zero, vals)) {
+		for (int i = 0; i < s->ncpus; i++)
+			st->dropped_ringbuf += vals[i];
+	}
+	free(vals);
+}
+
+void bpf_sampler__free(struct bpf_sampler *s)
+{
+	if (!s)
+		return;
+	ring_buffer__free(s->rb);
+	for (int i = 0; s->links && i < s->ncpus; i++)
+		bpf_link__destroy(s->links[i]);
+	for (int i = 0; s->pfd && i < s->ncpus; i++) {
+		if (s->pfd[i] >= 0)
+			close(s->pfd[i]);
+	}
+	profile_bpf__destroy(s->skel);
+	free(s->links);
+	free(s->pfd);
+	free(s);
+}
+
+int bpf_sampler__cgroup_id(const char *cgroup_path, uint64_t *id)
+{
+	_Alignas(8) char buf[sizeof(struct file_handle) + sizeof(uint64_t)];
+	struct file_handle *fh = (struct file_handle *)buf;
+	struct stat st;
+	int mount_id;
+
+	/* The kernel's cgroup id is the kernfs file handle; the inode number where that fails. */
+	fh->handle_bytes = sizeof(uint64_t);
+	if (!name_to_handle_at(AT_FDCWD, cgroup_path, fh, &mount_id, 0) &&
+	    fh->handle_bytes == sizeof(uint64_t)) {
+		memcpy(id, fh->f_handle, sizeof(*id));
+		return 0;
+	}
+	if (stat(cgroup_path, &st))
+		return -errno;
+	*id = st.st_ino;
+	return 0;
+}

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bpf/sampler.h — the eBPF system-wide sampler: one CPU-clock perf event per online CPU runs
+ * profile.bpf.c, which writes tgid, tid, comm and the kernel and user stacks of every sample
+ * into a fixed-size BPF ring buffer; bpf_sampler__poll() drains it into the agent's sink.
+ *
+ * Needs bpf() with CAP_BPF+CAP_PERFMON or root, bpf_get_stack (Linux 4.18) and the BPF ring
+ * buffer (5.8); no BTF. Without them bpf_sampler__open() fails with -errno and one line naming
+ * what is missing, and the agent runs the SIGPROF sampler only.
+ */
+#ifndef EDGEPROF_BPF_SAMPLER_H
+#define EDGEPROF_BPF_SAMPLER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/sample.h"
+
+struct bpf_sampler_opts {
+	unsigned hz;              /* per CPU; 0: CONFIG_SAMPLE_HZ */
+	unsigned ringbuf_kb;      /* 0: CONFIG_BPF_RINGBUF_KB; rounded up to a power of two */
+	unsigned max_depth;       /* frames per stack; 0 or above the build's bound: the bound */
+	bool kernel_stacks;
+	bool include_idle;        /* sample the idle task (pid 0) too */
+	const uint32_t *pids;     /* only these processes (tgids); n_pids 0: all */
+	size_t n_pids;
+	const char *comm_prefix;  /* only tasks whose comm starts with it; NULL or "": all */
+	uint64_t cgroup_id;       /* only tasks of this cgroup v2 (see bpf_sampler__cgroup_id) */
+};
+
+struct bpf_sampler_stats {
+	uint64_t samples;         /* delivered to the sink */
+	uint64_t dropped_ringbuf; /* ring buffer full in the kernel (sum of the per-CPU counters) */
+	uint64_t dropped_sink;    /* the sink refused them (-ENOSPC: its bound) */
+	uint64_t truncated;       /* stacks deeper than max_depth (delivered, cut) */
+	unsigned cpus;            /* CPUs with a perf event attached */
+};
+
+struct bpf_sampler;
+
+/*
+ * Opens, loads and attaches. Returns 0, or -errno with a one-line reason in err (the missing
+ * kernel feature or capability). sink gets each sample from bpf_sampler__poll().
+ */
+int bpf_sampler__open(const struct bpf_sampler_opts *o, sample_sink_fn sink, void *ctx,
+		      struct bpf_sampler **out, char *err, size_t errlen);
+/* Waits up to timeout_ms (-1: forever) and delivers a bounded batch: count, or -errno. */
+int bpf_sampler__poll(struct bpf_sampler *s, int timeout_ms);
+/* An epoll fd that becomes readable when samples wait (to embed in the agent's own loop). */
+int bpf_sampler__fd(const struct bpf_sampler *s);
+void bpf_sampler__stats(const struct bpf_sampler *s, struct bpf_sampler_stats *st);
+void bpf_sampler__free(struct bpf_sampler *s);                   /* NULL-safe */
+
+/* The cgroup v2 id of a cgroup directory (its inode number), for opts.cgroup_id; or -errno. */
+int bpf_sampler__cgroup_id(const char *cgroup_path, uint64_t *id);
+
+#endif /* EDGEPROF_BPF_SAMPLER_H */

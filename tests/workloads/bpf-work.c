@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tests/workloads/bpf-work.c — workloads for the BPF sampler tests (built -O1, frame pointers,
+ * not PIE, so nm(1) names their addresses):
+ *   bpf-work split SECONDS [THREADS]  work_a/work_b/work_c burn CPU 50/30/20 (same loop,
+ *                                      iteration counts 5:3:2); THREADS (default 1) run it
+ *   bpf-work syscall SECONDS           sys_reader() reads /dev/zero: most time in the kernel
+ * The comm is set to "bpfw-<mode>" so comm filters can find it.
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#define UNIT 200000L /* loop iterations per share point: a round is ~10 UNITs */
+
+static double seconds;
+static struct timespec start;
+
+static int expired(void)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (now.tv_sec - start.tv_sec) + (now.tv_nsec - start.tv_nsec) / 1e9 >= seconds;
+}
+
+__attribute__((noinline)) void work_a(void)
+{
+	for (volatile long i = 0; i < 5 * UNIT; i++)
+		;
+}
+
+__attribute__((noinline)) void work_b(void)
+{
+	for (volatile long i = 0; i < 3 * UNIT; i++)
+		;
+}
+
+__attribute__((noinline)) void work_c(void)
+{
+	for (volatile long i = 0; i < 2 * UNIT; i++)
+		;
+}
+
+static void *split_thread(void *arg)
+{
+	while (!expired()) {
+		work_a();
+		work_b();
+		work_c();
+	}
+	return NULL;
+}
+
+__attribute__((noinline)) void sys_reader(int fd)
+{
+	static char buf[65536];
+
+	while (!expired()) {
+		if (read(fd, buf, sizeof(buf)) < 0)
+			break;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	char comm[16];
+
+	if (argc < 3) {
+		fprintf(stderr, "usage: bpf-work split|syscall SECONDS [THREADS]\n");
+		return 2;
+	}
+	seconds = atof(argv[2]);
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	snprintf(comm, sizeof(comm), "bpfw-%s", argv[1]);
+	prctl(PR_SET_NAME, comm);
+	if (!strcmp(argv[1], "split")) {
+		int n = argc > 3 ? atoi(argv[3]) : 1;
+		pthread_t t[16];
+
+		for (int i = 1; i < n && i < 16; i++)
+			pthread_create(&t[i], NULL, split_thread, NULL);
+		split_thread(NULL);
+		for (int i = 1; i < n && i < 16; i++)
+			pthread_join(t[i], NULL);
+		return 0;
+	}
+	if (!strcmp(argv[1], "syscall")) {
+		int fd = open("/dev/zero", O_RDONLY);
+
+		if (fd < 0)
+			return 1;
+		sys_reader(fd);
+		return 0;
+	}
+	return 2;
+}
