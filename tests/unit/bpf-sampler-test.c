@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The BPF sampler against this machine's real kernel (root; no mocks): it loads, samples this
+ * process, filters by pid and comm, records kernel stacks only when asked, and counts what it
+ * drops. Without bpf() (qemu-user, no privilege) open fails with one line and the rest skips.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "bpf/sampler.h"
+
+struct seen {
+	unsigned n, mine, others, with_kernel, with_user, labelled;
+	int refuse; /* sink returns -ENOSPC */
+};
+
+static char self_exe[256];
+
+static int sink(void *ctx, const struct agent_sample *s)
+{
+	struct seen *v = ctx;
+	bool pid = false, exe = false;
+
+	if (v->refuse)
+		return -ENOSPC;
+	v->n++;
+	if (s->pid == (uint32_t)getpid())
+		v->mine++;
+	else
+		v->others++;
+	v->with_kernel += s->n_kernel > 0;
+	v->with_user += s->n_user > 0;
+	for (int i = 0; i < s->n_labels; i++) {
+		pid |= !strcmp(s->labels[i].key, "pid") &&
+		       (uint32_t)atoi(s->labels[i].value) == s->pid;
+		exe |= !strcmp(s->labels[i].key, "exe") && !strcmp(s->labels[i].value, self_exe);
+	}
+	v->labelled += pid && exe;
+	return 0;
+}
+
+static double cpu_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void burn_user(double secs)
+{
+	double end = cpu_seconds() + secs;
+	volatile unsigned long x = 0;
+
+	while (cpu_seconds() < end)
+		for (int i = 0; i < 100000; i++)
+			x += i;
+}
+
+/* Reads /dev/zero: most of the time is spent in the kernel. */
+static void burn_syscalls(double secs)
+{
+	static char buf[65536];
+	double end = cpu_seconds() + secs;
+	int fd = open("/dev/zero", O_RDONLY);
+
+	assert_true(fd >= 0);
+	while (cpu_seconds() < end)
+		assert_true(read(fd, buf, sizeof(buf)) > 0);
+	close(fd);
+}
+
+static bool bpf_missing;
+
+static struct bpf_sampler *open_or_skip(struct bpf_sampler_opts *o, struct seen *v)
+{
+	struct bpf_sampler *s = NULL;
+	char err[256];
+	int ret;
+
+	if (bpf_missing)
+		skip();
+	ret = bpf_sampler__open(o, sink, v, &s, err, sizeof(err));
+	if (ret == -ENOSYS || ret == -EPERM) {
+		/* The one-line reason the agent prints; then nothing else can run here. */
+		assert_true(strlen(err) > 10);
+		assert_null(strchr(err, '\n'));
+		assert_null(s);
+		print_message("bpf sampler unavailable here: %s\n", err);
+		bpf_missing = true;
+		skip();
+	}
+	if (ret)
+		fail_msg("bpf_sampler__open: %d: %s", ret, err);
+	return s;
+}
+
+static void drain(struct bpf_sampler *s)
+{
+	int n;
+
+	while ((n = bpf_sampler__poll(s, 0)) > 0)
+		;
+	assert_true(n >= 0);
+}
+
+static void samples_this_process_with_labels(void **state)
+{
+	uint32_t me = getpid();
+	struct bpf_sampler_opts o = { .hz = 499, .ringbuf_kb = 1024, .pids = &me, .n_pids = 1 };
+	struct seen v = { 0 };
+	struct bpf_sampler_stats st;
+	struct bpf_sampler *s = open_or_skip(&o, &v);
+
+	burn_user(0.5); /* ~250 samples at 499 Hz */
+	drain(s);
+	bpf_sampler__stats(s, &st);
+	print_message("samples %u (with user stack %u), dropped %llu, cpus %u\n", v.n,
+		      v.with_user, (unsigned long long)st.dropped_ringbuf, st.cpus);
+	assert_true(st.cpus >= 1);
+	assert_true(v.mine >= 50);
+	assert_int_equal(v.others, 0);
+	assert_true(v.with_user >= v.n * 9 / 10);
+	assert_true(v.labelled >= v.n * 9 / 10);
+	assert_int_equal(st.samples, v.n);
+	assert_int_equal(st.dropped_ringbuf, 0);
+	bpf_sampler__free(s);
+}
+
+static void comm_prefix_filters(void **state)
+{
+	char comm[32] = "", prefix[8];
+	FILE *f = fopen("/proc/self/comm", "re");
+	struct seen v = { 0 }, none = { 0 };
+	struct bpf_sampler_opts o = { .hz = 499, .ringbuf_kb = 1024, .comm_prefix = prefix };
+	struct bpf_sampler *s;
+
+	assert_non_null(f);
+	assert_non_null(fgets(comm, sizeof(comm), f));
+	fclose(f);
+	snprintf(prefix, sizeof(prefix), "%.5s", comm);
+	s = open_or_skip(&o, &v);
+	burn_user(0.3);
+	drain(s);
+	bpf_sampler__free(s);
+	assert_true(v.mine >= 20);
+
+	o.comm_prefix = "zz-no-such-comm";
+	s = open_or_skip(&o, &none);
+	burn_user(0.3);
+	drain(s);
+	bpf_sampler__free(s);
+	assert_int_equal(none.n, 0);
+}
+
+static void kernel_stacks_only_when_asked(void **state)
+{
+	uint32_t me = getpid();
+	struct bpf_sampler_opts o = { .hz = 499, .ringbuf_kb = 1024, .pids = &me, .n_pids = 1,
+				      .kernel_stacks = true };
+	struct seen with = { 0 }, without = { 0 };
+	struct bpf_sampler *s = open_or_skip(&o, &with);
+
+	burn_syscalls(0.4);
+	drain(s);
+	bpf_sampler__free(s);
+	print_message("kernel stacks in %u of %u samples\n", with.with_kernel, with.n);
+	assert_true(with.n >= 40);
+	assert_true(with.with_kernel >= with.n / 4);
+
+	o.kernel_stacks = false;
+	s = open_or_skip(&o, &without);
+	burn_syscalls(0.4);
+	drain(s);
+	bpf_sampler__free(s);
+	assert_true(without.n >= 40);
+	assert_int_equal(without.with_kernel, 0);
+}
+
+/* One page of ring at 4999 Hz, read only afterwards: most samples cannot fit and are counted. */
+static void full_ring_is_counted(void **state)
+{
+	uint32_t me = getpid();
+	struct bpf_sampler_opts o = { .hz = 4999, .ringbuf_kb = 4, .pids = &me, .n_pids = 1 };
+	struct seen v = { 0 };
+	struct bpf_sampler_stats st;
+	struct bpf_sampler *s = open_or_skip(&o, &v);
+
+	burn_user(0.3);
+	drain(s);
+	bpf_sampler__stats(s, &st);
+	print_message("delivered %u, dropped in the ring %llu\n", v.n,
+		      (unsigned long long)st.dropped_ringbuf);
+	assert_true(v.n >= 1);
+	assert_true(st.dropped_ringbuf >= 50);
+	assert_true(v.n < st.dropped_ringbuf);
+	bpf_sampler__free(s);
+}
+
+static void refused_by_sink_is_counted(void **state)
+{
+	uint32_t me = getpid();
+	struct bpf_sampler_opts o = { .hz = 499, .ringbuf_kb = 1024, .pids = &me, .n_pids = 1 };
+	struct seen v = { .refuse = 1 };
+	struct bpf_sampler_stats st;
+	struct bpf_sampler *s = open_or_skip(&o, &v);
+
+	burn_user(0.2);
+	drain(s);
+	bpf_sampler__stats(s, &st);
+	assert_int_equal(st.samples, 0);
+	assert_true(st.dropped_sink >= 20);
+	bpf_sampler__free(s);
+}
+
+static void bad_options_say_why(void **state)
+{
+	struct bpf_sampler_opts o = { .comm_prefix = "a-very-long-comm-prefix" };
+	struct bpf_sampler *s = (void *)1;
+	struct seen v = { 0 };
+	char err[256];
+	int ret;
+
+	if (bpf_missing)
+		skip();
+	ret = bpf_sampler__open(&o, sink, &v, &s, err, sizeof(err));
+	if (ret == -ENOSYS || ret == -EPERM)
+		skip();
+	assert_int_equal(ret, -EINVAL);
+	assert_null(s);
+	assert_non_null(strstr(err, "comm"));
+	bpf_sampler__free(NULL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(samples_this_process_with_labels),
+		cmocka_unit_test(comm_prefix_filters),
+		cmocka_unit_test(kernel_stacks_only_when_asked),
+		cmocka_unit_test(full_ring_is_counted),
+		cmocka_unit_test(refused_by_sink_is_counted),
+		cmocka_unit_test(bad_options_say_why),
+	};
+	ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
+
+	self_exe[n > 0 ? n : 0] = 0;
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
