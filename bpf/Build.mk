@@ -54,7 +54,8 @@ $(O)/tests/workloads/bpf-work: tests/workloads/bpf-work.c
 all-tests: $(O)/tests/bpf-probe $(O)/tests/workloads/bpf-work
 unit-tests-y += bpf-sampler
 bpf-sampler-test-objs = bpf/sampler.o agent/ksyms.o $(port-y)
-bpf-sampler-test-ldlibs = $(bpf-ldlibs)
+# Static: the cross sysroot keeps libz.so.1 where neither the linker nor qemu looks.
+bpf-sampler-test-ldlibs = -Wl,-Bstatic $(bpf-ldlibs) -Wl,-Bdynamic
 CFLAGS_bpf-sampler-test := -DPROFILE_MAX_DEPTH=$(CONFIG_MAX_STACK_DEPTH)
 endif # CONFIG_SAMPLER_BPF
 
