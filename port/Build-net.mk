@@ -1,0 +1,9 @@
+# SPDX-License-Identifier: MIT
+# port/ networking: sockets, HTTP/1.1 framing, mutual TLS (mbedtls 2.28), certificate writer.
+port-net-y      := port/net.o port/http.o port/tls.o port/tls-cert.o
+port-net-ldlibs  = -lmbedtls -lmbedx509 -lmbedcrypto -lpthread
+
+unit-tests-y    += http tls
+http-test-objs   = port/http.o
+tls-test-objs    = port/tls.o port/tls-cert.o port/net.o port/http.o $(port-y)
+tls-test-ldlibs  = $(port-net-ldlibs)

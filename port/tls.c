@@ -1,0 +1,537 @@
+// SPDX-License-Identifier: MIT
+/*
+ * port/tls.c — mbedtls 2.28 behind port/tls.h. The transport is our own pair of bio callbacks
+ * on a socket that poll() against the connection's deadline, so a peer that stalls mid-record
+ * costs a timeout, not a thread.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <mbedtls/asn1.h>
+#include <mbedtls/ctr_drbg.h>
+#include <mbedtls/entropy.h>
+#include <mbedtls/error.h>
+#include <mbedtls/net_sockets.h>
+#include <mbedtls/oid.h>
+#include <mbedtls/pk.h>
+#include <mbedtls/ssl.h>
+#include <mbedtls/ssl_cache.h>
+#include <mbedtls/ssl_ticket.h>
+#include <mbedtls/x509_crt.h>
+
+#include "port/clock.h"
+#include "port/tls.h"
+
+#define TLS_SESSION_CACHE_ENTRIES 1024
+#define TLS_TICKET_LIFETIME_S	  86400
+
+static const int tls_ciphersuites[] = {
+	MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	MBEDTLS_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	MBEDTLS_TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	MBEDTLS_TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	MBEDTLS_TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+	0,
+};
+
+static const mbedtls_ecp_group_id tls_curves[] = {
+	MBEDTLS_ECP_DP_CURVE25519,
+	MBEDTLS_ECP_DP_SECP256R1,
+	MBEDTLS_ECP_DP_SECP384R1,
+	MBEDTLS_ECP_DP_NONE,
+};
+
+struct tls_config {
+	bool server;
+	mbedtls_ssl_config conf;
+	mbedtls_entropy_context entropy;
+	mbedtls_ctr_drbg_context drbg;
+	mbedtls_x509_crt ca;
+	mbedtls_x509_crt cert;
+	mbedtls_pk_context key;
+	mbedtls_ssl_ticket_context ticket;	/* server */
+	mbedtls_ssl_cache_context cache;	/* server */
+	pthread_mutex_t lock;			/* client: guards session */
+	mbedtls_ssl_session session;		/* client: last session, for resumption */
+	bool have_session;
+};
+
+struct tls_conn {
+	struct tls_config *cfg;
+	mbedtls_ssl_context ssl;
+	int fd;
+	uint64_t deadline_ns;
+	bool timed_out;
+	bool resumed;
+	bool have_ip;
+	unsigned char ip[16];
+	size_t ip_len;
+	char err[192];
+};
+
+static void tls_strerror(int ret, const char *what, char *err, size_t errlen)
+{
+	char buf[128];
+
+	mbedtls_strerror(ret, buf, sizeof(buf));
+	snprintf(err, errlen, "%s: %s (-0x%04x)", what, buf, (unsigned)-ret);
+}
+
+void tls_config__free(struct tls_config *cfg)
+{
+	if (!cfg)
+		return;
+	mbedtls_ssl_config_free(&cfg->conf);
+	mbedtls_ssl_ticket_free(&cfg->ticket);
+	mbedtls_ssl_cache_free(&cfg->cache);
+	mbedtls_ssl_session_free(&cfg->session);
+	mbedtls_x509_crt_free(&cfg->ca);
+	mbedtls_x509_crt_free(&cfg->cert);
+	mbedtls_pk_free(&cfg->key);
+	mbedtls_ctr_drbg_free(&cfg->drbg);
+	mbedtls_entropy_free(&cfg->entropy);
+	pthread_mutex_destroy(&cfg->lock);
+	free(cfg);
+}
+
+static int tls_config_load(struct tls_config *cfg, const char *ca_file, const char *cert_file,
+			   const char *key_file, char *err, size_t errlen)
+{
+	int ret;
+
+	ret = mbedtls_x509_crt_parse_file(&cfg->ca, ca_file);
+	if (ret) {
+		tls_strerror(ret, ca_file, err, errlen);
+		return -EINVAL;
+	}
+	if (!cert_file && !cfg->server)
+		return 0; /* a client without a certificate: only for tests of refusal */
+	ret = mbedtls_x509_crt_parse_file(&cfg->cert, cert_file);
+	if (ret) {
+		tls_strerror(ret, cert_file, err, errlen);
+		return -EINVAL;
+	}
+	ret = mbedtls_pk_parse_keyfile(&cfg->key, key_file, NULL);
+	if (ret) {
+		tls_strerror(ret, key_file, err, errlen);
+		return -EINVAL;
+	}
+	ret = mbedtls_pk_check_pair(&cfg->cert.pk, &cfg->key);
+	if (ret) {
+		snprintf(err, errlen, "%s does not match the key in %s", cert_file, key_file);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static struct tls_config *tls_config_new(bool server, const char *ca_file, const char *cert_file,
+					 const char *key_file, char *err, size_t errlen)
+{
+	static const char pers[] = "edgeprof-tls";
+	struct tls_config *cfg = calloc(1, sizeof(*cfg));
+	int ret;
+
+	if (!cfg) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	cfg->server = server;
+	pthread_mutex_init(&cfg->lock, NULL);
+	mbedtls_ssl_config_init(&cfg->conf);
+	mbedtls_entropy_init(&cfg->entropy);
+	mbedtls_ctr_drbg_init(&cfg->drbg);
+	mbedtls_x509_crt_init(&cfg->ca);
+	mbedtls_x509_crt_init(&cfg->cert);
+	mbedtls_pk_init(&cfg->key);
+	mbedtls_ssl_ticket_init(&cfg->ticket);
+	mbedtls_ssl_cache_init(&cfg->cache);
+	mbedtls_ssl_session_init(&cfg->session);
+
+	ret = mbedtls_ctr_drbg_seed(&cfg->drbg, mbedtls_entropy_func, &cfg->entropy,
+				    (const unsigned char *)pers, sizeof(pers));
+	if (ret) {
+		tls_strerror(ret, "random generator", err, errlen);
+		goto out_free;
+	}
+	if (tls_config_load(cfg, ca_file, cert_file, key_file, err, errlen))
+		goto out_free;
+	ret = mbedtls_ssl_config_defaults(&cfg->conf,
+					  server ? MBEDTLS_SSL_IS_SERVER : MBEDTLS_SSL_IS_CLIENT,
+					  MBEDTLS_SSL_TRANSPORT_STREAM, MBEDTLS_SSL_PRESET_DEFAULT);
+	if (ret) {
+		tls_strerror(ret, "TLS defaults", err, errlen);
+		goto out_free;
+	}
+	mbedtls_ssl_conf_rng(&cfg->conf, mbedtls_ctr_drbg_random, &cfg->drbg);
+	mbedtls_ssl_conf_min_version(&cfg->conf, MBEDTLS_SSL_MAJOR_VERSION_3,
+				     MBEDTLS_SSL_MINOR_VERSION_3);
+	mbedtls_ssl_conf_max_version(&cfg->conf, MBEDTLS_SSL_MAJOR_VERSION_3,
+				     MBEDTLS_SSL_MINOR_VERSION_3);
+	mbedtls_ssl_conf_ciphersuites(&cfg->conf, tls_ciphersuites);
+	mbedtls_ssl_conf_curves(&cfg->conf, tls_curves);
+	mbedtls_ssl_conf_authmode(&cfg->conf, MBEDTLS_SSL_VERIFY_REQUIRED);
+	mbedtls_ssl_conf_ca_chain(&cfg->conf, &cfg->ca, NULL);
+	ret = cert_file ? mbedtls_ssl_conf_own_cert(&cfg->conf, &cfg->cert, &cfg->key) : 0;
+	if (ret) {
+		tls_strerror(ret, "own certificate", err, errlen);
+		goto out_free;
+	}
+	mbedtls_ssl_conf_renegotiation(&cfg->conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
+	if (server) {
+		ret = mbedtls_ssl_ticket_setup(&cfg->ticket, mbedtls_ctr_drbg_random, &cfg->drbg,
+					       MBEDTLS_CIPHER_AES_256_GCM, TLS_TICKET_LIFETIME_S);
+		if (ret) {
+			tls_strerror(ret, "session tickets", err, errlen);
+			goto out_free;
+		}
+		mbedtls_ssl_conf_session_tickets_cb(&cfg->conf, mbedtls_ssl_ticket_write,
+						    mbedtls_ssl_ticket_parse, &cfg->ticket);
+		mbedtls_ssl_cache_set_max_entries(&cfg->cache, TLS_SESSION_CACHE_ENTRIES);
+		mbedtls_ssl_conf_session_cache(&cfg->conf, &cfg->cache, mbedtls_ssl_cache_get,
+					       mbedtls_ssl_cache_set);
+	} else {
+		mbedtls_ssl_conf_session_tickets(&cfg->conf, MBEDTLS_SSL_SESSION_TICKETS_ENABLED);
+	}
+	return cfg;
+
+out_free:
+	tls_config__free(cfg);
+	return NULL;
+}
+
+struct tls_config *tls_config__new_server(const char *ca_file, const char *cert_file,
+					  const char *key_file, char *err, size_t errlen)
+{
+	return tls_config_new(true, ca_file, cert_file, key_file, err, errlen);
+}
+
+struct tls_config *tls_config__new_client(const char *ca_file, const char *cert_file,
+					  const char *key_file, char *err, size_t errlen)
+{
+	return tls_config_new(false, ca_file, cert_file, key_file, err, errlen);
+}
+
+void tls_config__forget_session(struct tls_config *cfg)
+{
+	pthread_mutex_lock(&cfg->lock);
+	mbedtls_ssl_session_free(&cfg->session);
+	mbedtls_ssl_session_init(&cfg->session);
+	cfg->have_session = false;
+	pthread_mutex_unlock(&cfg->lock);
+}
+
+/* Waits until fd is ready for events or the deadline passes: 0 or an mbedtls error. */
+static int tls_wait(struct tls_conn *c, short events)
+{
+	for (;;) {
+		struct pollfd pfd = { .fd = c->fd, .events = events };
+		int timeout = -1, n;
+
+		if (c->deadline_ns) {
+			uint64_t now = port_clock_mono_ns();
+
+			if (now >= c->deadline_ns) {
+				c->timed_out = true;
+				return MBEDTLS_ERR_SSL_TIMEOUT;
+			}
+			timeout = (int)((c->deadline_ns - now + NSEC_PER_MSEC - 1) / NSEC_PER_MSEC);
+		}
+		n = poll(&pfd, 1, timeout);
+		if (n > 0)
+			return 0;
+		if (n < 0 && errno != EINTR)
+			return MBEDTLS_ERR_NET_POLL_FAILED;
+	}
+}
+
+static int tls_bio_send(void *ctx, const unsigned char *buf, size_t len)
+{
+	struct tls_conn *c = ctx;
+
+	for (;;) {
+		ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+		int ret;
+
+		if (n >= 0)
+			return (int)n;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return (errno == EPIPE || errno == ECONNRESET) ? MBEDTLS_ERR_NET_CONN_RESET
+								       : MBEDTLS_ERR_NET_SEND_FAILED;
+		ret = tls_wait(c, POLLOUT);
+		if (ret)
+			return ret;
+	}
+}
+
+static int tls_bio_recv(void *ctx, unsigned char *buf, size_t len)
+{
+	struct tls_conn *c = ctx;
+
+	for (;;) {
+		ssize_t n = recv(c->fd, buf, len, MSG_DONTWAIT);
+		int ret;
+
+		if (n >= 0)
+			return (int)n;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return errno == ECONNRESET ? MBEDTLS_ERR_NET_CONN_RESET
+						   : MBEDTLS_ERR_NET_RECV_FAILED;
+		ret = tls_wait(c, POLLIN);
+		if (ret)
+			return ret;
+	}
+}
+
+/*
+ * mbedtls 2.28 lists only dNSName SANs, so an IP literal is checked here, on the raw DER:
+ * find the subjectAltName extension and compare every iPAddress [7] entry.
+ */
+static bool tls_crt_has_ip(const mbedtls_x509_crt *crt, const unsigned char *ip, size_t ip_len)
+{
+	static const unsigned char san_oid[] = { 0x06, 0x03, 0x55, 0x1d, 0x11 };
+	const unsigned char *p = crt->raw.p, *end = crt->raw.p + crt->raw.len;
+
+	for (; p + sizeof(san_oid) < end; p++) {
+		unsigned char *q = (unsigned char *)p + sizeof(san_oid);
+		const unsigned char *seq_end;
+		size_t len;
+
+		if (memcmp(p, san_oid, sizeof(san_oid)))
+			continue;
+		if (q < end && *q == MBEDTLS_ASN1_BOOLEAN && q + 3 <= end)
+			q += 3;
+		if (mbedtls_asn1_get_tag(&q, end, &len, MBEDTLS_ASN1_OCTET_STRING) ||
+		    mbedtls_asn1_get_tag(&q, end, &len,
+					 MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE))
+			return false;
+		seq_end = q + len;
+		while (q < seq_end) {
+			unsigned char tag = *q++;
+
+			if (mbedtls_asn1_get_len(&q, seq_end, &len))
+				return false;
+			if (tag == (MBEDTLS_ASN1_CONTEXT_SPECIFIC | 7) && len == ip_len &&
+			    !memcmp(q, ip, ip_len))
+				return true;
+			q += len;
+		}
+		return false;
+	}
+	return false;
+}
+
+static int tls_verify_ip(void *ctx, mbedtls_x509_crt *crt, int depth, uint32_t *flags)
+{
+	struct tls_conn *c = ctx;
+
+	if (depth == 0 && !tls_crt_has_ip(crt, c->ip, c->ip_len))
+		*flags |= MBEDTLS_X509_BADCERT_CN_MISMATCH;
+	return 0;
+}
+
+static int tls_conn_set_name(struct tls_conn *c, const char *name)
+{
+	if (inet_pton(AF_INET, name, c->ip) == 1) {
+		c->ip_len = 4;
+	} else if (inet_pton(AF_INET6, name, c->ip) == 1) {
+		c->ip_len = 16;
+	} else {
+		return mbedtls_ssl_set_hostname(&c->ssl, name) ? -ENOMEM : 0;
+	}
+	c->have_ip = true;
+	mbedtls_ssl_set_verify(&c->ssl, tls_verify_ip, c);
+	return 0;
+}
+
+struct tls_conn *tls_conn__new(struct tls_config *cfg, int fd, const char *server_name)
+{
+	struct tls_conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->cfg = cfg;
+	c->fd = fd;
+	mbedtls_ssl_init(&c->ssl);
+	if (mbedtls_ssl_setup(&c->ssl, &cfg->conf))
+		goto out_free;
+	mbedtls_ssl_set_bio(&c->ssl, c, tls_bio_send, tls_bio_recv, NULL);
+	if (!cfg->server) {
+		if (tls_conn_set_name(c, server_name ? server_name : "localhost"))
+			goto out_free;
+		pthread_mutex_lock(&cfg->lock);
+		if (cfg->have_session)
+			mbedtls_ssl_set_session(&c->ssl, &cfg->session);
+		pthread_mutex_unlock(&cfg->lock);
+	}
+	return c;
+
+out_free:
+	tls_conn__free(c);
+	return NULL;
+}
+
+void tls_conn__free(struct tls_conn *c)
+{
+	if (!c)
+		return;
+	mbedtls_ssl_free(&c->ssl);
+	free(c);
+}
+
+void tls_conn__set_deadline(struct tls_conn *c, uint64_t mono_ns)
+{
+	c->deadline_ns = mono_ns;
+	c->timed_out = false;
+}
+
+const char *tls_conn__error(const struct tls_conn *c)
+{
+	return c->err;
+}
+
+static int tls_map_error(struct tls_conn *c, int ret, const char *what)
+{
+	uint32_t flags;
+
+	if (ret == MBEDTLS_ERR_SSL_TIMEOUT || c->timed_out) {
+		snprintf(c->err, sizeof(c->err), "%s: timed out", what);
+		return -ETIMEDOUT;
+	}
+	if (ret == MBEDTLS_ERR_NET_CONN_RESET || ret == MBEDTLS_ERR_SSL_CONN_EOF) {
+		snprintf(c->err, sizeof(c->err), "%s: connection closed by peer", what);
+		return -ECONNRESET;
+	}
+	if (ret == MBEDTLS_ERR_SSL_NO_CLIENT_CERTIFICATE) {
+		snprintf(c->err, sizeof(c->err), "%s: the client sent no certificate", what);
+		return -EACCES;
+	}
+	flags = mbedtls_ssl_get_verify_result(&c->ssl);
+	if (flags && flags != (uint32_t)-1) {
+		char info[160];
+		int n;
+
+		mbedtls_x509_crt_verify_info(info, sizeof(info), "", flags);
+		n = (int)strlen(info);
+		while (n > 0 && info[n - 1] == '\n')
+			info[--n] = '\0';
+		for (char *p = info; *p; p++)
+			if (*p == '\n')
+				*p = ';';
+		snprintf(c->err, sizeof(c->err), "%s: certificate refused: %s", what, info);
+		return -EACCES;
+	}
+	tls_strerror(ret, what, c->err, sizeof(c->err));
+	return -EPROTO;
+}
+
+int tls_conn__handshake(struct tls_conn *c)
+{
+	int ret = 0;
+
+	/*
+	 * Step by step: an abbreviated (resumed) handshake jumps from ServerHello straight to
+	 * ChangeCipherSpec on both sides, never passing through the server-certificate state.
+	 */
+	c->resumed = true;
+	while (c->ssl.state != MBEDTLS_SSL_HANDSHAKE_OVER) {
+		if (c->ssl.state == MBEDTLS_SSL_SERVER_CERTIFICATE)
+			c->resumed = false;
+		ret = mbedtls_ssl_handshake_step(&c->ssl);
+		if (ret == MBEDTLS_ERR_SSL_WANT_READ || ret == MBEDTLS_ERR_SSL_WANT_WRITE)
+			continue;
+		if (ret)
+			break;
+	}
+	if (ret)
+		return tls_map_error(c, ret, "TLS handshake");
+	if (!c->cfg->server && !tls_conn__resumed(c)) {
+		pthread_mutex_lock(&c->cfg->lock);
+		mbedtls_ssl_session_free(&c->cfg->session);
+		mbedtls_ssl_session_init(&c->cfg->session);
+		c->cfg->have_session = !mbedtls_ssl_get_session(&c->ssl, &c->cfg->session);
+		pthread_mutex_unlock(&c->cfg->lock);
+	}
+	return 0;
+}
+
+ssize_t tls_conn__read(struct tls_conn *c, void *buf, size_t len)
+{
+	for (;;) {
+		int ret = mbedtls_ssl_read(&c->ssl, buf, len);
+
+		if (ret > 0)
+			return ret;
+		if (ret == 0 || ret == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY ||
+		    ret == MBEDTLS_ERR_SSL_CONN_EOF)
+			return 0;
+		if (ret == MBEDTLS_ERR_SSL_WANT_READ || ret == MBEDTLS_ERR_SSL_WANT_WRITE)
+			continue;
+		return tls_map_error(c, ret, "TLS read");
+	}
+}
+
+int tls_conn__write(struct tls_conn *c, const void *buf, size_t len)
+{
+	const unsigned char *p = buf;
+
+	while (len) {
+		int ret = mbedtls_ssl_write(&c->ssl, p, len);
+
+		if (ret == MBEDTLS_ERR_SSL_WANT_READ || ret == MBEDTLS_ERR_SSL_WANT_WRITE)
+			continue;
+		if (ret < 0)
+			return tls_map_error(c, ret, "TLS write");
+		p += ret;
+		len -= (size_t)ret;
+	}
+	return 0;
+}
+
+void tls_conn__close(struct tls_conn *c)
+{
+	int ret;
+
+	do {
+		ret = mbedtls_ssl_close_notify(&c->ssl);
+	} while (ret == MBEDTLS_ERR_SSL_WANT_WRITE);
+}
+
+int tls_conn__peer_cn(const struct tls_conn *c, char *buf, size_t len)
+{
+	const mbedtls_x509_crt *crt = mbedtls_ssl_get_peer_cert(&c->ssl);
+	const mbedtls_x509_name *n;
+
+	if (!crt)
+		return -ENOENT;
+	for (n = &crt->subject; n; n = n->next) {
+		if (MBEDTLS_OID_CMP(MBEDTLS_OID_AT_CN, &n->oid))
+			continue;
+		if (n->val.len >= len)
+			return -ENAMETOOLONG;
+		memcpy(buf, n->val.p, n->val.len);
+		buf[n->val.len] = '\0';
+		return 0;
+	}
+	return -ENOENT;
+}
+
+bool tls_conn__resumed(const struct tls_conn *c)
+{
+	return c->resumed;
+}
+
+const char *tls_conn__cipher(const struct tls_conn *c)
+{
+	return mbedtls_ssl_get_ciphersuite(&c->ssl);
+}
