@@ -3,3 +3,7 @@
 # ringfile.o + crc32c.o are also linked by the agent's spool (no collector needed).
 store-ring-y := store/ringfile.o store/crc32c.o
 store-core-y = $(store-ring-y) store/index.o store/selector.o store/timeparse.o store/query.o
+
+unit-tests-y       += ringfile
+ringfile-test-objs  = $(store-ring-y) $(port-y)
+ringfile-test-ldlibs = -lpthread

@@ -1,0 +1,1219 @@
+// SPDX-License-Identifier: MIT
+/*
+ * store/ringfile.c — the ring file (format and rules in ringfile.h).
+ *
+ * In memory we keep one small slot per live sequence number (offset, length, flags, time) in a
+ * circular array: seqs are dense, so slot(seq) is O(1), and a seq whose record was torn or
+ * corrupt is a hole (len 0) that is never served.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "port/clock.h"
+#include "port/file.h"
+#include "port/log.h"
+#include "port/rand.h"
+#include "store/crc32c.h"
+#include "store/ringfile.h"
+
+#define HDR_MAGIC	"EPRING\0\1"
+#define HDR_VERSION	1u
+#define HDR_CRC_OFF	48u
+#define REC_MAGIC	0x43525045u /* "EPRC" */
+#define REC_ALIGN	8u
+
+struct rf_slot {
+	uint64_t off;	/* 0 = hole (torn/corrupt, never served) */
+	uint64_t time_ns;
+	uint32_t len;	/* total record length (unpadded) */
+	uint16_t flags;
+};
+
+struct ringfile {
+	int fd;
+	char *path;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;	/* durable_seq advanced or a sync finished */
+	uint64_t size, data_off, data_end;
+	uint32_t gen;
+	uint64_t head;		/* where the next record goes */
+	/* slots for seqs [first_seq, next_seq): slots[(slot0 + seq - first_seq) % cap] */
+	struct rf_slot *slots;
+	size_t cap, slot0;
+	uint64_t first_seq, next_seq;
+	uint64_t consumed;
+	uint64_t live_records, live_bytes;
+	unsigned fsync_ms;
+	uint64_t written_seq, durable_seq;
+	uint64_t dirty_since_ns; /* mono time of the oldest unsynced write, 0 = clean */
+	bool syncing, broken;
+	struct ringfile_stats st; /* counters only; the rest is filled in by stats() */
+};
+
+/* ---- little-endian helpers ---------------------------------------------------------------- */
+
+static inline void put16(uint8_t *p, uint16_t v)
+{
+	p[0] = v;
+	p[1] = v >> 8;
+}
+
+static inline void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = v >> (8 * i);
+}
+
+static inline void put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = v >> (8 * i);
+}
+
+static inline uint16_t get16(const uint8_t *p)
+{
+	return p[0] | (uint16_t)p[1] << 8;
+}
+
+static inline uint32_t get32(const uint8_t *p)
+{
+	return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t get64(const uint8_t *p)
+{
+	return get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+static inline uint64_t align8(uint64_t v)
+{
+	return (v + REC_ALIGN - 1) & ~(uint64_t)(REC_ALIGN - 1);
+}
+
+/* ---- record header ------------------------------------------------------------------------ */
+
+struct rec_hdr {
+	uint16_t hdr_len, flags;
+	uint32_t total, crc, gen, payload_len;
+	uint64_t seq, time_ns, wm_oldest, wm_consumed;
+};
+
+static void rec__put_fixed(uint8_t *p, const struct rec_hdr *h)
+{
+	put32(p, REC_MAGIC);
+	put16(p + 4, h->hdr_len);
+	put16(p + 6, h->flags);
+	put32(p + 8, h->total);
+	put32(p + 12, 0);
+	put64(p + 16, h->seq);
+	put64(p + 24, h->time_ns);
+	put64(p + 32, h->wm_oldest);
+	put64(p + 40, h->wm_consumed);
+	put32(p + 48, h->gen);
+	put32(p + 52, h->payload_len);
+}
+
+/* Decodes and sanity-checks the fixed header (not the CRC): false when it cannot be a record. */
+static bool rec__get_fixed(const uint8_t *p, uint64_t room, struct rec_hdr *h)
+{
+	if (room < RINGFILE_REC_FIXED || get32(p) != REC_MAGIC)
+		return false;
+	h->hdr_len = get16(p + 4);
+	h->flags = get16(p + 6);
+	h->total = get32(p + 8);
+	h->crc = get32(p + 12);
+	h->seq = get64(p + 16);
+	h->time_ns = get64(p + 24);
+	h->wm_oldest = get64(p + 32);
+	h->wm_consumed = get64(p + 40);
+	h->gen = get32(p + 48);
+	h->payload_len = get32(p + 52);
+	return h->hdr_len >= RINGFILE_REC_FIXED && h->total <= room &&
+	       (uint64_t)h->hdr_len + h->payload_len == h->total;
+}
+
+static uint32_t rec__crc(const uint8_t *rec, size_t len)
+{
+	static const uint8_t zero[4];
+	uint32_t c = crc32c(0, rec, 12);
+
+	c = crc32c(c, zero, 4);
+	return crc32c(c, rec + 16, len - 16);
+}
+
+static size_t meta__str_len(const char *s)
+{
+	return s ? strlen(s) : 0;
+}
+
+/* Metadata bytes for meta, or 0 with -EINVAL in *err when something is too long. */
+static size_t meta__encoded_len(const struct record_meta *m, int *err)
+{
+	const char *strs[4] = { m->service, m->type, m->device, m->key };
+	size_t n = 2;
+
+	*err = 0;
+	if (m->n_labels > RINGFILE_MAX_LABELS || (m->n_labels && !m->labels)) {
+		*err = -EINVAL;
+		return 0;
+	}
+	for (int i = 0; i < 4; i++) {
+		size_t l = meta__str_len(strs[i]);
+
+		if (l > RINGFILE_MAX_STR)
+			*err = -EINVAL;
+		n += 2 + l;
+	}
+	for (size_t i = 0; i < m->n_labels; i++) {
+		size_t kl = meta__str_len(m->labels[i].key), vl = meta__str_len(m->labels[i].value);
+
+		if (!kl || kl > RINGFILE_MAX_STR || vl > RINGFILE_MAX_STR)
+			*err = -EINVAL;
+		n += 4 + kl + vl;
+	}
+	return *err ? 0 : n;
+}
+
+static uint8_t *meta__put_str(uint8_t *p, const char *s)
+{
+	size_t l = meta__str_len(s);
+
+	put16(p, l);
+	if (l)
+		memcpy(p + 2, s, l);
+	return p + 2 + l;
+}
+
+static int label__cmp(const void *a, const void *b)
+{
+	const struct record_label *x = a, *y = b;
+
+	return strcmp(x->key, y->key);
+}
+
+/* Writes the metadata block; labels are sorted by key, a duplicate key is -EINVAL. */
+static int meta__encode(uint8_t *p, const struct record_meta *m)
+{
+	struct record_label sorted[RINGFILE_MAX_LABELS];
+
+	p = meta__put_str(p, m->service);
+	p = meta__put_str(p, m->type);
+	p = meta__put_str(p, m->device);
+	p = meta__put_str(p, m->key);
+	memcpy(sorted, m->labels, m->n_labels * sizeof(*sorted));
+	qsort(sorted, m->n_labels, sizeof(*sorted), label__cmp);
+	put16(p, m->n_labels);
+	p += 2;
+	for (size_t i = 0; i < m->n_labels; i++) {
+		if (i && !strcmp(sorted[i - 1].key, sorted[i].key))
+			return -EINVAL;
+		p = meta__put_str(p, sorted[i].key);
+		p = meta__put_str(p, sorted[i].value);
+	}
+	return 0;
+}
+
+size_t ringfile__record_size(const struct record_meta *meta, size_t len)
+{
+	int err;
+	size_t m = meta__encoded_len(meta, &err);
+
+	return err ? 0 : align8(RINGFILE_REC_FIXED + m + len);
+}
+
+/*
+ * Decodes the metadata at rec + RINGFILE_REC_FIXED into meta, with strings copied NUL-terminated
+ * into out (which has room for hdr_len + 8 + RINGFILE_MAX_LABELS * sizeof(label) bytes), after
+ * the label array. Returns 0 or -EIO when the metadata is inconsistent.
+ */
+static int meta__decode(const uint8_t *rec, const struct rec_hdr *h, uint8_t *out,
+			struct record_meta *meta)
+{
+	const uint8_t *p = rec + RINGFILE_REC_FIXED, *end = rec + h->hdr_len;
+	const char **strs[4] = { &meta->service, &meta->type, &meta->device, &meta->key };
+	struct record_label *labels = (struct record_label *)out;
+	char *sp;
+	size_t n_labels;
+
+	memset(meta, 0, sizeof(*meta));
+	meta->time_ns = h->time_ns;
+	meta->flags = h->flags;
+	if (end - p < 2 * 4 + 2)
+		return -EIO;
+	/* labels count sits after the four strings: find it first to place the string area */
+	{
+		const uint8_t *q = p;
+
+		for (int i = 0; i < 4; i++) {
+			if (end - q < 2 || end - q - 2 < get16(q))
+				return -EIO;
+			q += 2 + get16(q);
+		}
+		if (end - q < 2)
+			return -EIO;
+		n_labels = get16(q);
+		if (n_labels > RINGFILE_MAX_LABELS)
+			return -EIO;
+	}
+	sp = (char *)(labels + n_labels);
+	for (int i = 0; i < 4; i++) {
+		size_t l = get16(p);
+
+		memcpy(sp, p + 2, l);
+		sp[l] = 0;
+		*strs[i] = sp;
+		sp += l + 1;
+		p += 2 + l;
+	}
+	p += 2;
+	for (size_t i = 0; i < n_labels; i++) {
+		const char **kv[2] = { &labels[i].key, &labels[i].value };
+
+		for (int j = 0; j < 2; j++) {
+			size_t l;
+
+			if (end - p < 2 || end - p - 2 < get16(p))
+				return -EIO;
+			l = get16(p);
+			memcpy(sp, p + 2, l);
+			sp[l] = 0;
+			*kv[j] = sp;
+			sp += l + 1;
+			p += 2 + l;
+		}
+	}
+	meta->labels = n_labels ? labels : NULL;
+	meta->n_labels = n_labels;
+	return 0;
+}
+
+/* Bytes the decoded metadata needs (see meta__decode). */
+static size_t meta__decoded_room(const struct rec_hdr *h)
+{
+	return h->hdr_len + 16 + RINGFILE_MAX_LABELS * sizeof(struct record_label) + 2 * 8 +
+	       (RINGFILE_MAX_LABELS * 2 + 4);
+}
+
+/* ---- slots -------------------------------------------------------------------------------- */
+
+static struct rf_slot *rf__slot(struct ringfile *rf, uint64_t seq)
+{
+	return &rf->slots[(rf->slot0 + (seq - rf->first_seq)) % rf->cap];
+}
+
+static bool rf__empty_slots(const struct ringfile *rf)
+{
+	return rf->first_seq == rf->next_seq;
+}
+
+static int rf__push_slot(struct ringfile *rf, const struct rf_slot *s)
+{
+	size_t n = rf->next_seq - rf->first_seq;
+
+	if (n == rf->cap) {
+		size_t ncap = rf->cap ? rf->cap * 2 : 64;
+		struct rf_slot *ns = malloc(ncap * sizeof(*ns));
+
+		if (!ns)
+			return -ENOMEM;
+		for (size_t i = 0; i < n; i++)
+			ns[i] = rf->slots[(rf->slot0 + i) % rf->cap];
+		free(rf->slots);
+		rf->slots = ns;
+		rf->cap = ncap;
+		rf->slot0 = 0;
+	}
+	rf->next_seq++;
+	*rf__slot(rf, rf->next_seq - 1) = *s;
+	if (s->off && !(s->flags & (RINGFILE_F_CONSUME | RINGFILE_F_SKIP))) {
+		rf->live_records++;
+		rf->live_bytes += s->len;
+	}
+	return 0;
+}
+
+/* Drops the oldest slot; counted as overwritten when it held a data record. */
+static void rf__pop_slot(struct ringfile *rf, bool count)
+{
+	struct rf_slot *s = rf__slot(rf, rf->first_seq);
+
+	if (s->off && !(s->flags & RINGFILE_F_CONSUME)) {
+		rf->live_records--;
+		rf->live_bytes -= s->len;
+		if (count)
+			rf->st.overwritten++;
+	}
+	rf->first_seq++;
+	rf->slot0 = (rf->slot0 + 1) % rf->cap;
+}
+
+/* Holes at the front occupy no space: drop them so the oldest slot is a real record. */
+static void rf__trim_holes(struct ringfile *rf)
+{
+	while (!rf__empty_slots(rf) && !rf__slot(rf, rf->first_seq)->off)
+		rf__pop_slot(rf, false);
+}
+
+/* ---- header ------------------------------------------------------------------------------- */
+
+static void hdr__encode(uint8_t *b, const struct ringfile *rf)
+{
+	memset(b, 0, RINGFILE_HDR_SIZE);
+	memcpy(b, HDR_MAGIC, 8);
+	put32(b + 8, HDR_VERSION);
+	put32(b + 12, RINGFILE_HDR_SIZE);
+	put64(b + 16, rf->size);
+	put64(b + 24, rf->data_off);
+	put32(b + 32, rf->gen);
+	put64(b + 40, port_clock_real_ns());
+	put32(b + HDR_CRC_OFF, crc32c(0, b, HDR_CRC_OFF));
+}
+
+static bool hdr__decode(const uint8_t *b, struct ringfile *rf)
+{
+	if (memcmp(b, HDR_MAGIC, 8) || get32(b + 8) != HDR_VERSION ||
+	    get32(b + 12) != RINGFILE_HDR_SIZE || get32(b + HDR_CRC_OFF) != crc32c(0, b, HDR_CRC_OFF))
+		return false;
+	if (get64(b + 24) != RINGFILE_HDR_SIZE || get64(b + 16) < RINGFILE_MIN_SIZE ||
+	    get64(b + 16) % REC_ALIGN)
+		return false;
+	rf->size = get64(b + 16);
+	rf->gen = get32(b + 32);
+	return true;
+}
+
+static int rf__write_header(struct ringfile *rf)
+{
+	uint8_t b[RINGFILE_HDR_SIZE];
+	int err;
+
+	hdr__encode(b, rf);
+	err = port_pwrite_full(rf->fd, b, sizeof(b), 0);
+	if (!err && fdatasync(rf->fd))
+		err = -errno;
+	return err;
+}
+
+static uint32_t rf__new_gen(void)
+{
+	uint32_t g = 0;
+
+	while (!g)
+		g = (uint32_t)port_rand_u64();
+	return g;
+}
+
+/* ---- open: scan and rebuild ------------------------------------------------------------- */
+
+struct scan_rec {
+	uint64_t seq, off, time_ns, wm_oldest, wm_consumed;
+	uint32_t len, gen;
+	uint16_t flags;
+};
+
+struct scan {
+	struct scan_rec *v;
+	size_t n, cap;
+	uint64_t torn_seq; /* seq field of an invalid record at the head, if plausible */
+};
+
+static int scan__push(struct scan *sc, const struct scan_rec *r)
+{
+	if (sc->n == sc->cap) {
+		size_t ncap = sc->cap ? sc->cap * 2 : 256;
+		struct scan_rec *nv = realloc(sc->v, ncap * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		sc->v = nv;
+		sc->cap = ncap;
+	}
+	sc->v[sc->n++] = *r;
+	return 0;
+}
+
+/* Walks the data area: valid records (any generation when gen == 0) go into sc. */
+static int rf__scan_area(struct ringfile *rf, const uint8_t *map, uint32_t gen, struct scan *sc)
+{
+	uint64_t pos = rf->data_off;
+
+	while (pos + RINGFILE_REC_FIXED <= rf->data_end) {
+		struct rec_hdr h;
+		struct scan_rec r;
+		int err;
+
+		if (!rec__get_fixed(map + pos, rf->data_end - pos, &h) || (gen && h.gen != gen) ||
+		    !h.gen || rec__crc(map + pos, h.total) != h.crc) {
+			pos += REC_ALIGN;
+			continue;
+		}
+		if (!(h.flags & RINGFILE_F_SKIP) && h.seq) {
+			r = (struct scan_rec){ .seq = h.seq, .off = pos, .time_ns = h.time_ns,
+					       .wm_oldest = h.wm_oldest, .wm_consumed = h.wm_consumed,
+					       .len = h.total, .gen = h.gen, .flags = h.flags };
+			err = scan__push(sc, &r);
+			if (err)
+				return err;
+		}
+		pos += align8(h.total);
+	}
+	return 0;
+}
+
+static int scan_rec__cmp(const void *a, const void *b)
+{
+	const struct scan_rec *x = a, *y = b;
+
+	if (x->seq != y->seq)
+		return x->seq < y->seq ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* The generation most valid records carry (used when the header is unreadable). */
+static uint32_t scan__majority_gen(const struct scan *sc)
+{
+	uint32_t best = 0;
+	size_t best_n = 0;
+
+	for (size_t i = 0; i < sc->n; i++) {
+		size_t n = 0;
+
+		for (size_t j = 0; j < sc->n && sc->v[i].gen != best; j++)
+			n += sc->v[j].gen == sc->v[i].gen;
+		if (n > best_n) {
+			best_n = n;
+			best = sc->v[i].gen;
+		}
+	}
+	return best;
+}
+
+/* Keeps only generation gen, sorted by seq, duplicates dropped (counted stale). */
+static void scan__filter(struct ringfile *rf, struct scan *sc, uint32_t gen)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < sc->n; i++)
+		if (sc->v[i].gen == gen)
+			sc->v[k++] = sc->v[i];
+	sc->n = k;
+	qsort(sc->v, sc->n, sizeof(*sc->v), scan_rec__cmp);
+	k = 0;
+	for (size_t i = 0; i < sc->n; i++) {
+		if (k && sc->v[k - 1].seq == sc->v[i].seq) {
+			rf->st.stale++;
+			continue;
+		}
+		sc->v[k++] = sc->v[i];
+	}
+	sc->n = k;
+}
+
+/* Rebuilds the slots, head and watermarks from the scanned records. */
+static int rf__rebuild(struct ringfile *rf, const uint8_t *map, struct scan *sc)
+{
+	const struct scan_rec *newest;
+	uint64_t first;
+	size_t i = 0;
+	struct rec_hdr h;
+
+	rf->head = rf->data_off;
+	rf->first_seq = rf->next_seq = 1;
+	if (!sc->n)
+		return 0;
+	newest = &sc->v[sc->n - 1];
+	first = newest->wm_oldest && newest->wm_oldest <= newest->seq ? newest->wm_oldest
+								       : newest->seq;
+	while (i < sc->n && sc->v[i].seq < first) {
+		rf->st.stale++;
+		i++;
+	}
+	/*
+	 * Seqs missing just above the watermark were being overwritten by a write that a crash
+	 * interrupted: they were leaving the ring anyway, count them as overwritten.
+	 */
+	rf->st.overwritten += sc->v[i].seq - first;
+	rf->first_seq = rf->next_seq = sc->v[i].seq;
+	for (; i < sc->n; i++) {
+		struct rf_slot s = { .off = sc->v[i].off, .time_ns = sc->v[i].time_ns,
+				     .len = sc->v[i].len, .flags = sc->v[i].flags };
+		int err;
+
+		while (rf->next_seq < sc->v[i].seq) {
+			struct rf_slot hole = { 0 };
+
+			err = rf__push_slot(rf, &hole);
+			if (err)
+				return err;
+			rf->st.corrupt++;
+		}
+		err = rf__push_slot(rf, &s);
+		if (err)
+			return err;
+	}
+	rf->consumed = newest->wm_consumed;
+	rf->head = align8(newest->off + newest->len);
+	/* A torn record at the head: count it, and never reuse its seq. */
+	if (rf->head + RINGFILE_REC_FIXED <= rf->data_end &&
+	    get32(map + rf->head) == REC_MAGIC) {
+		bool plausible = get64(map + rf->head + 16) == rf->next_seq &&
+				 get32(map + rf->head + 48) == rf->gen;
+
+		if (!rec__get_fixed(map + rf->head, rf->data_end - rf->head, &h) ||
+		    rec__crc(map + rf->head, h.total) != h.crc || h.gen != rf->gen) {
+			rf->st.corrupt++;
+			if (plausible) {
+				struct rf_slot hole = { 0 };
+
+				return rf__push_slot(rf, &hole);
+			}
+		}
+	}
+	return 0;
+}
+
+static int rf__scan(struct ringfile *rf, bool header_ok, bool quiet)
+{
+	struct scan sc = { 0 };
+	uint8_t *map;
+	int err = 0;
+
+	map = mmap(NULL, rf->size, PROT_READ, MAP_SHARED, rf->fd, 0);
+	if (map == MAP_FAILED)
+		return -errno;
+	madvise(map, rf->size, MADV_SEQUENTIAL);
+	err = rf__scan_area(rf, map, header_ok ? rf->gen : 0, &sc);
+	if (err)
+		goto out;
+	if (!header_ok) {
+		rf->gen = scan__majority_gen(&sc);
+		rf->st.header_repaired = true;
+		if (!rf->gen) {
+			rf->gen = rf__new_gen();
+			rf->st.reinitialised = true;
+		}
+		if (!quiet)
+			pr_warn("ringfile: %s: header unreadable; %s", rf->path,
+				rf->st.reinitialised ? "no records found, ring reinitialised"
+						     : "rebuilt from the records' generation");
+		err = rf__write_header(rf);
+		if (err)
+			goto out;
+	}
+	scan__filter(rf, &sc, rf->gen);
+	err = rf__rebuild(rf, map, &sc);
+out:
+	munmap(map, rf->size);
+	free(sc.v);
+	return err;
+}
+
+/* ---- open --------------------------------------------------------------------------------- */
+
+static int rf__preallocate(struct ringfile *rf, uint64_t from)
+{
+	int err = posix_fallocate(rf->fd, from, rf->size - from);
+
+	if (err == EOPNOTSUPP || err == EINVAL)
+		err = ftruncate(rf->fd, rf->size) ? errno : 0;
+	return -err;
+}
+
+static int rf__create(struct ringfile *rf)
+{
+	int err;
+
+	rf->gen = rf__new_gen();
+	err = rf__preallocate(rf, 0);
+	if (!err)
+		err = rf__write_header(rf);
+	if (!err)
+		err = port_fsync_parent_dir(rf->path);
+	rf->head = rf->data_off;
+	rf->first_seq = rf->next_seq = 1;
+	return err;
+}
+
+/* Opens an existing file: checks the header, repairs a truncation, then scans. */
+static int rf__load(struct ringfile *rf, const struct ringfile_opts *opts, uint64_t st_size,
+		    char *err, size_t errlen)
+{
+	uint8_t b[RINGFILE_HDR_SIZE] = { 0 };
+	bool header_ok = false;
+	int e;
+
+	if (st_size >= RINGFILE_HDR_SIZE && port_pread_full(rf->fd, b, sizeof(b), 0) == 0)
+		header_ok = hdr__decode(b, rf);
+	if (!header_ok)
+		rf->size = (opts->size ? opts->size : st_size) & ~(uint64_t)(REC_ALIGN - 1);
+	if (rf->size < RINGFILE_MIN_SIZE) {
+		snprintf(err, errlen, "ringfile: %s: size %" PRIu64 " is below the minimum %u",
+			 rf->path, rf->size, RINGFILE_MIN_SIZE);
+		return -EINVAL;
+	}
+	if (header_ok && opts->size && opts->size != rf->size && !opts->quiet)
+		pr_warn("ringfile: %s: keeping its size %" PRIu64 " (asked %" PRIu64
+			"): a new size needs a new file", rf->path, rf->size, opts->size);
+	if (st_size < rf->size) {
+		if (!opts->quiet)
+			pr_warn("ringfile: %s: truncated to %" PRIu64 " of %" PRIu64
+				" bytes; extending it, records past the cut are lost",
+				rf->path, st_size, rf->size);
+		e = rf__preallocate(rf, st_size > RINGFILE_HDR_SIZE ? st_size : 0);
+		if (e) {
+			snprintf(err, errlen, "ringfile: %s: cannot extend: %s", rf->path,
+				 strerror(-e));
+			return e;
+		}
+	}
+	rf->data_end = rf->size;
+	e = rf__scan(rf, header_ok, opts->quiet);
+	if (e)
+		snprintf(err, errlen, "ringfile: %s: scan failed: %s", rf->path, strerror(-e));
+	return e;
+}
+
+struct ringfile *ringfile__open(const char *path, const struct ringfile_opts *opts, char *err,
+				size_t errlen)
+{
+	struct ringfile *rf = calloc(1, sizeof(*rf));
+	pthread_condattr_t ca;
+	struct stat st;
+	int e;
+
+	if (!rf || !(rf->path = strdup(path))) {
+		free(rf);
+		snprintf(err, errlen, "ringfile: out of memory");
+		errno = ENOMEM;
+		return NULL;
+	}
+	rf->fd = -1;
+	pthread_mutex_init(&rf->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&rf->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	rf->fsync_ms = opts->fsync_ms;
+	rf->data_off = RINGFILE_HDR_SIZE;
+	rf->fd = open(path, O_RDWR | O_CLOEXEC | (opts->create ? O_CREAT : 0), 0600);
+	if (rf->fd < 0 || fstat(rf->fd, &st)) {
+		e = -errno;
+		snprintf(err, errlen, "ringfile: %s: %s", path, strerror(-e));
+		goto err_free;
+	}
+	if (st.st_size == 0) {
+		rf->size = opts->size & ~(uint64_t)(REC_ALIGN - 1);
+		if (rf->size < RINGFILE_MIN_SIZE) {
+			e = -EINVAL;
+			snprintf(err, errlen, "ringfile: %s: size %" PRIu64
+				 " is below the minimum %u", path, opts->size, RINGFILE_MIN_SIZE);
+			goto err_free;
+		}
+		rf->data_end = rf->size;
+		e = rf__create(rf);
+		if (e)
+			snprintf(err, errlen, "ringfile: %s: cannot create: %s", path, strerror(-e));
+	} else {
+		e = rf__load(rf, opts, st.st_size, err, errlen);
+	}
+	if (e)
+		goto err_free;
+	rf->written_seq = rf->durable_seq = rf->next_seq - 1;
+	/* what a previous process left in the page cache is made durable before we build on it */
+	fdatasync(rf->fd);
+	return rf;
+
+err_free:
+	ringfile__free(rf);
+	errno = -e;
+	return NULL;
+}
+
+/* ---- append --------------------------------------------------------------------------------- */
+
+/* Evicts the oldest records that start inside [head, head + need). */
+static void rf__evict_range(struct ringfile *rf, uint64_t head, uint64_t need)
+{
+	rf__trim_holes(rf);
+	while (!rf__empty_slots(rf)) {
+		struct rf_slot *s = rf__slot(rf, rf->first_seq);
+
+		if (s->off < head || s->off >= head + need)
+			break;
+		rf__pop_slot(rf, true);
+		rf__trim_holes(rf);
+	}
+}
+
+static int rf__write_skip(struct ringfile *rf)
+{
+	uint8_t b[RINGFILE_REC_FIXED];
+	struct rec_hdr h = { .hdr_len = RINGFILE_REC_FIXED, .flags = RINGFILE_F_SKIP,
+			     .total = RINGFILE_REC_FIXED, .gen = rf->gen };
+
+	rec__put_fixed(b, &h);
+	put32(b + 12, rec__crc(b, sizeof(b)));
+	return port_pwrite_full(rf->fd, b, sizeof(b), rf->head);
+}
+
+/* Makes room for need bytes at the head (wrapping and evicting); returns the offset. */
+static int rf__make_room(struct ringfile *rf, uint64_t need)
+{
+	int err = 0;
+
+	if (rf->head + need > rf->data_end) {
+		/* the end of the lap and everything that starts in it is dead */
+		rf__evict_range(rf, rf->head, rf->data_end - rf->head);
+		if (rf->head + RINGFILE_REC_FIXED <= rf->data_end)
+			err = rf__write_skip(rf);
+		rf->head = rf->data_off;
+	}
+	rf__evict_range(rf, rf->head, need);
+	return err;
+}
+
+static int rf__append_locked(struct ringfile *rf, uint16_t flags, const struct record_meta *meta,
+			     const void *payload, size_t len, uint64_t *seq_out)
+{
+	static const struct record_meta empty;
+	struct rec_hdr h = { .flags = flags, .gen = rf->gen };
+	uint8_t *hb;
+	size_t mlen;
+	uint64_t need;
+	struct rf_slot s;
+	int err;
+
+	if (!meta)
+		meta = &empty;
+	mlen = meta__encoded_len(meta, &err);
+	if (err)
+		return err;
+	if (len > UINT32_MAX - RINGFILE_REC_FIXED - mlen)
+		return -EFBIG;
+	h.hdr_len = RINGFILE_REC_FIXED + mlen;
+	h.total = h.hdr_len + len;
+	h.payload_len = len;
+	need = align8(h.total);
+	if (need > rf->data_end - rf->data_off)
+		return -EFBIG;
+	if (rf->broken)
+		return -EIO;
+	hb = malloc(h.hdr_len);
+	if (!hb)
+		return -ENOMEM;
+	err = meta__encode(hb + RINGFILE_REC_FIXED, meta);
+	if (err)
+		goto out;
+	err = rf__make_room(rf, need);
+	if (err)
+		goto out_broken;
+	h.seq = rf->next_seq;
+	h.time_ns = meta->time_ns;
+	h.wm_oldest = rf__empty_slots(rf) ? h.seq : rf->first_seq;
+	h.wm_consumed = rf->consumed;
+	rec__put_fixed(hb, &h);
+	/* CRC over header (crc field as 0) continued over the payload */
+	h.crc = crc32c(rec__crc(hb, h.hdr_len), payload, len);
+	put32(hb + 12, h.crc);
+	{
+		struct iovec iov[2] = { { hb, h.hdr_len }, { (void *)payload, len } };
+		ssize_t n = pwritev(rf->fd, iov, len ? 2 : 1, rf->head);
+
+		if (n != (ssize_t)h.total) {
+			err = n < 0 ? -errno : -EIO;
+			goto out_broken;
+		}
+	}
+	s = (struct rf_slot){ .off = rf->head, .time_ns = h.time_ns, .len = h.total,
+			      .flags = flags };
+	err = rf__push_slot(rf, &s);
+	if (err)
+		goto out_broken;
+	rf->head += need;
+	rf->written_seq = h.seq;
+	if (!rf->dirty_since_ns)
+		rf->dirty_since_ns = port_clock_mono_ns();
+	rf->st.appends++;
+	*seq_out = h.seq;
+	free(hb);
+	return 0;
+
+out_broken:
+	/* the head is no longer known to be consistent: refuse writes until reopened */
+	rf->broken = true;
+	pr_err("ringfile: %s: write failed (%s); no more writes until reopened", rf->path,
+	       strerror(-err));
+out:
+	free(hb);
+	return err;
+}
+
+int ringfile__append(struct ringfile *rf, const struct record_meta *meta, const void *payload,
+		     size_t len, uint64_t *seq_out)
+{
+	uint64_t seq = 0;
+	int err;
+
+	if (!meta || (meta->flags & (RINGFILE_F_SKIP | RINGFILE_F_CONSUME)) || (len && !payload))
+		return -EINVAL;
+	pthread_mutex_lock(&rf->lock);
+	err = rf__append_locked(rf, meta->flags, meta, payload, len, &seq);
+	if (!err && rf->fsync_ms && rf->dirty_since_ns &&
+	    port_clock_mono_ns() >= rf->dirty_since_ns + rf->fsync_ms * NSEC_PER_MSEC &&
+	    !rf->syncing) {
+		/* the group-commit deadline passed: the next append syncs even if nobody waits */
+		pthread_mutex_unlock(&rf->lock);
+		err = ringfile__sync(rf);
+		pthread_mutex_lock(&rf->lock);
+	}
+	pthread_mutex_unlock(&rf->lock);
+	if (err)
+		return err;
+	if (seq_out)
+		*seq_out = seq;
+	return rf->fsync_ms ? 0 : ringfile__wait_durable(rf, seq);
+}
+
+/* ---- durability ---------------------------------------------------------------------------- */
+
+/* Called with the lock held; drops it around fdatasync so that appends go on meanwhile. */
+static int rf__sync_locked(struct ringfile *rf)
+{
+	uint64_t target = rf->written_seq;
+	int err = 0;
+
+	rf->syncing = true;
+	rf->dirty_since_ns = 0;
+	pthread_mutex_unlock(&rf->lock);
+	if (fdatasync(rf->fd))
+		err = -errno;
+	pthread_mutex_lock(&rf->lock);
+	rf->syncing = false;
+	rf->st.syncs++;
+	if (err) {
+		rf->broken = true;
+		pr_err("ringfile: %s: fdatasync failed: %s", rf->path, strerror(-err));
+	} else if (target > rf->durable_seq) {
+		rf->durable_seq = target;
+	}
+	pthread_cond_broadcast(&rf->cond);
+	return err;
+}
+
+int ringfile__sync(struct ringfile *rf)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&rf->lock);
+	while (rf->syncing)
+		pthread_cond_wait(&rf->cond, &rf->lock);
+	if (rf->durable_seq < rf->written_seq)
+		err = rf__sync_locked(rf);
+	pthread_mutex_unlock(&rf->lock);
+	return err;
+}
+
+int ringfile__wait_durable(struct ringfile *rf, uint64_t seq)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&rf->lock);
+	while (rf->durable_seq < seq && !err) {
+		uint64_t now, due;
+		struct timespec ts;
+
+		if (rf->broken) {
+			err = -EIO;
+			break;
+		}
+		if (rf->syncing) {
+			pthread_cond_wait(&rf->cond, &rf->lock);
+			continue;
+		}
+		now = port_clock_mono_ns();
+		due = rf->dirty_since_ns + rf->fsync_ms * NSEC_PER_MSEC;
+		if (!rf->dirty_since_ns || now >= due) {
+			err = rf__sync_locked(rf);
+			continue;
+		}
+		ts.tv_sec = due / NSEC_PER_SEC;
+		ts.tv_nsec = due % NSEC_PER_SEC;
+		pthread_cond_timedwait(&rf->cond, &rf->lock, &ts);
+	}
+	pthread_mutex_unlock(&rf->lock);
+	return err;
+}
+
+uint64_t ringfile__durable_seq(struct ringfile *rf)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&rf->lock);
+	v = rf->durable_seq;
+	pthread_mutex_unlock(&rf->lock);
+	return v;
+}
+
+uint64_t ringfile__sync_due_ns(struct ringfile *rf)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&rf->lock);
+	v = rf->dirty_since_ns ? rf->dirty_since_ns + rf->fsync_ms * NSEC_PER_MSEC : 0;
+	pthread_mutex_unlock(&rf->lock);
+	return v;
+}
+
+/* ---- read ---------------------------------------------------------------------------------- */
+
+static bool rf__live_data(struct ringfile *rf, uint64_t seq, struct rf_slot *out)
+{
+	struct rf_slot *s;
+
+	if (seq < rf->first_seq || seq >= rf->next_seq)
+		return false;
+	s = rf__slot(rf, seq);
+	if (!s->off || (s->flags & RINGFILE_F_CONSUME))
+		return false;
+	*out = *s;
+	return true;
+}
+
+/*
+ * Reads and validates the record in slot s (expected seq) into one allocation:
+ * [payload][NUL pad][decoded metadata]. with_payload = false skips the payload and the CRC
+ * (the header is still checked against seq and generation).
+ */
+static int rf__load_record(struct ringfile *rf, const struct rf_slot *s, uint64_t seq,
+			   bool with_payload, struct record_meta *meta, void **out, size_t *len)
+{
+	struct rec_hdr h;
+	size_t plen, room;
+	uint8_t *rec, *buf;
+	size_t rlen = with_payload ? s->len : 0;
+	int err;
+
+	if (!with_payload) {
+		uint8_t fixed[RINGFILE_REC_FIXED];
+
+		err = port_pread_full(rf->fd, fixed, sizeof(fixed), s->off);
+		if (err)
+			return err;
+		if (!rec__get_fixed(fixed, s->len, &h) || h.seq != seq || h.gen != rf->gen)
+			return -EIO;
+		rlen = h.hdr_len;
+	}
+	rec = malloc(rlen);
+	if (!rec)
+		return -ENOMEM;
+	err = port_pread_full(rf->fd, rec, rlen, s->off);
+	if (err)
+		goto out;
+	err = -EIO;
+	if (!rec__get_fixed(rec, s->len, &h) || h.seq != seq || h.gen != rf->gen ||
+	    h.total != s->len || (with_payload && rec__crc(rec, h.total) != h.crc))
+		goto out;
+	plen = with_payload ? h.payload_len : 0;
+	room = align8(plen + 1) + meta__decoded_room(&h);
+	buf = malloc(room);
+	err = -ENOMEM;
+	if (!buf)
+		goto out;
+	memcpy(buf, rec + h.hdr_len, plen);
+	buf[plen] = 0;
+	err = meta__decode(rec, &h, buf + align8(plen + 1), meta);
+	if (err) {
+		free(buf);
+		goto out;
+	}
+	*out = buf;
+	if (len)
+		*len = plen;
+out:
+	free(rec);
+	return err;
+}
+
+int ringfile__read(struct ringfile *rf, uint64_t seq, struct record_meta *meta, void **payload,
+		   size_t *len)
+{
+	struct rf_slot s;
+	int err;
+
+	*payload = NULL;
+	pthread_mutex_lock(&rf->lock);
+	if (!rf__live_data(rf, seq, &s)) {
+		pthread_mutex_unlock(&rf->lock);
+		return -ENOENT;
+	}
+	pthread_mutex_unlock(&rf->lock);
+	/* read without the lock: an append may overwrite the record meanwhile, the CRC tells */
+	err = rf__load_record(rf, &s, seq, true, meta, payload, len);
+	if (err == -EIO) {
+		pthread_mutex_lock(&rf->lock);
+		if (!rf__live_data(rf, seq, &s))
+			err = -ENOENT;
+		else
+			rf->st.corrupt++;
+		pthread_mutex_unlock(&rf->lock);
+	}
+	return err;
+}
+
+int ringfile__foreach(struct ringfile *rf, uint64_t from_seq, bool with_payload,
+		      ringfile_iter_fn cb, void *ctx)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&rf->lock);
+	for (uint64_t seq = from_seq > rf->first_seq ? from_seq : rf->first_seq;
+	     seq < rf->next_seq && !ret; seq++) {
+		struct record_meta meta;
+		struct rf_slot s;
+		void *buf;
+		size_t len;
+		int err;
+
+		if (!rf__live_data(rf, seq, &s))
+			continue;
+		err = rf__load_record(rf, &s, seq, with_payload, &meta, &buf, &len);
+		if (err == -ENOMEM) {
+			ret = err;
+			break;
+		}
+		if (err) {
+			rf->st.corrupt++;
+			continue;
+		}
+		ret = cb(ctx, seq, &meta, with_payload ? buf : NULL, len);
+		free(buf);
+	}
+	pthread_mutex_unlock(&rf->lock);
+	return ret;
+}
+
+/* ---- spool ---------------------------------------------------------------------------------- */
+
+int ringfile__consume(struct ringfile *rf, uint64_t upto, bool durable)
+{
+	struct record_meta m = { .time_ns = port_clock_real_ns() };
+	uint64_t seq = 0;
+	int err = 0;
+
+	pthread_mutex_lock(&rf->lock);
+	if (upto >= rf->next_seq)
+		upto = rf->next_seq - 1;
+	if (upto > rf->consumed) {
+		rf->consumed = upto;
+		err = rf__append_locked(rf, RINGFILE_F_CONSUME, &m, NULL, 0, &seq);
+	}
+	pthread_mutex_unlock(&rf->lock);
+	if (!err && seq && durable)
+		err = ringfile__wait_durable(rf, seq);
+	return err;
+}
+
+int ringfile__peek_oldest(struct ringfile *rf, uint64_t *seq)
+{
+	int err = -ENOENT;
+
+	pthread_mutex_lock(&rf->lock);
+	for (uint64_t s = rf->first_seq > rf->consumed ? rf->first_seq : rf->consumed + 1;
+	     s < rf->next_seq; s++) {
+		struct rf_slot slot;
+
+		if (rf__live_data(rf, s, &slot)) {
+			*seq = s;
+			err = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&rf->lock);
+	return err;
+}
+
+bool ringfile__is_empty(struct ringfile *rf)
+{
+	uint64_t seq;
+
+	return ringfile__peek_oldest(rf, &seq) != 0;
+}
+
+/* ---- state ---------------------------------------------------------------------------------- */
+
+void ringfile__stats(struct ringfile *rf, struct ringfile_stats *st)
+{
+	pthread_mutex_lock(&rf->lock);
+	*st = rf->st;
+	st->records = rf->live_records;
+	st->bytes = rf->live_bytes;
+	st->capacity = rf->data_end - rf->data_off;
+	st->last_seq = rf->next_seq - 1;
+	st->durable_seq = rf->durable_seq;
+	st->consumed_seq = rf->consumed;
+	st->first_seq = 0;
+	st->used = 0;
+	for (uint64_t seq = rf->first_seq; seq < rf->next_seq; seq++) {
+		struct rf_slot *s = rf__slot(rf, seq);
+
+		if (!s->off)
+			continue;
+		if (!st->used)
+			st->used = s->off < rf->head ? rf->head - s->off
+						     : st->capacity - (s->off - rf->head);
+		if (s->flags & RINGFILE_F_CONSUME)
+			continue;
+		st->first_seq = seq;
+		st->oldest_time_ns = s->time_ns;
+		break;
+	}
+	pthread_mutex_unlock(&rf->lock);
+}
+
+uint64_t ringfile__first_seq(struct ringfile *rf)
+{
+	uint64_t v = 0;
+
+	pthread_mutex_lock(&rf->lock);
+	for (uint64_t seq = rf->first_seq; seq < rf->next_seq; seq++) {
+		struct rf_slot *s = rf__slot(rf, seq);
+
+		if (s->off && !(s->flags & RINGFILE_F_CONSUME)) {
+			v = seq;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&rf->lock);
+	return v;
+}
+
+const char *ringfile__path(const struct ringfile *rf)
+{
+	return rf->path;
+}
+
+void ringfile__free(struct ringfile *rf)
+{
+	if (!rf)
+		return;
+	if (rf->fd >= 0) {
+		if (rf->written_seq > rf->durable_seq && !rf->broken)
+			fdatasync(rf->fd);
+		close(rf->fd);
+	}
+	pthread_cond_destroy(&rf->cond);
+	pthread_mutex_destroy(&rf->lock);
+	free(rf->slots);
+	free(rf->path);
+	free(rf);
+}

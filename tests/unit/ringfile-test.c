@@ -1,0 +1,503 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "store/crc32c.h"
+#include "store/ringfile.h"
+
+struct fixture {
+	char dir[64];
+	char path[96];
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	strcpy(f->dir, "/tmp/edgeprof-ringfile-test.XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->path, sizeof(f->path), "%s/ring", f->dir);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
+	assert_int_equal(system(cmd), 0);
+	free(f);
+	return 0;
+}
+
+static struct ringfile *open_ring(const char *path, uint64_t size, unsigned fsync_ms)
+{
+	struct ringfile_opts o = { .size = size, .fsync_ms = fsync_ms, .create = true,
+				   .quiet = true };
+	char err[256] = "";
+	struct ringfile *rf = ringfile__open(path, &o, err, sizeof(err));
+
+	if (!rf)
+		fail_msg("open: %s", err);
+	return rf;
+}
+
+/* Payload i: deterministic bytes of a length that varies with i. */
+static size_t payload_of(uint64_t i, uint8_t *buf, size_t max)
+{
+	size_t len = 100 + (i * 7919) % (max - 100);
+
+	for (size_t k = 0; k < len; k++)
+		buf[k] = (uint8_t)(i * 31 + k * 7);
+	return len;
+}
+
+static uint64_t append_n(struct ringfile *rf, uint64_t i, size_t max)
+{
+	uint8_t buf[8192];
+	char key[32], dev[32];
+	struct record_label labels[] = { { "zone", "b" }, { "arch", "arm64" } };
+	struct record_meta m = { .time_ns = 1000 + i, .service = "svc", .type = "cpu",
+				 .device = dev, .key = key, .labels = labels, .n_labels = 2 };
+	size_t len = payload_of(i, buf, max);
+	uint64_t seq = 0;
+
+	snprintf(key, sizeof(key), "key-%" PRIu64, i);
+	snprintf(dev, sizeof(dev), "dev-%" PRIu64, i % 5);
+	assert_int_equal(ringfile__append(rf, &m, buf, len, &seq), 0);
+	return seq;
+}
+
+/* Checks that seq holds payload i with the metadata append_n wrote. */
+static void check_record(struct ringfile *rf, uint64_t seq, uint64_t i, size_t max)
+{
+	uint8_t want[8192];
+	size_t want_len = payload_of(i, want, max), len = 0;
+	struct record_meta m;
+	void *p = NULL;
+	char key[32];
+
+	assert_int_equal(ringfile__read(rf, seq, &m, &p, &len), 0);
+	assert_int_equal(len, want_len);
+	assert_memory_equal(p, want, len);
+	snprintf(key, sizeof(key), "key-%" PRIu64, i);
+	assert_string_equal(m.key, key);
+	assert_string_equal(m.service, "svc");
+	assert_string_equal(m.type, "cpu");
+	assert_int_equal(m.time_ns, 1000 + i);
+	assert_int_equal(m.n_labels, 2);
+	assert_string_equal(m.labels[0].key, "arch"); /* sorted on write */
+	assert_string_equal(m.labels[0].value, "arm64");
+	assert_string_equal(m.labels[1].key, "zone");
+	free(p);
+}
+
+static void crc32c_check_value(void **state)
+{
+	assert_int_equal(crc32c(0, "123456789", 9), 0xe3069283);
+	assert_int_equal(crc32c(crc32c(0, "1234", 4), "56789", 5), 0xe3069283);
+	assert_int_equal(crc32c(0, "", 0), 0);
+}
+
+static void append_read_reopen(void **state)
+{
+	struct fixture *f = *state;
+	struct ringfile *rf = open_ring(f->path, 256 * 1024, 0);
+	struct ringfile_stats st;
+	uint64_t seqs[20];
+
+	for (int i = 0; i < 20; i++)
+		seqs[i] = append_n(rf, i, 4000);
+	assert_int_equal(seqs[0], 1);
+	assert_int_equal(seqs[19], 20);
+	for (int i = 0; i < 20; i++)
+		check_record(rf, seqs[i], i, 4000);
+	assert_int_equal(ringfile__durable_seq(rf), 20);
+	ringfile__free(rf);
+
+	rf = open_ring(f->path, 0, 0);
+	ringfile__stats(rf, &st);
+	assert_int_equal(st.records, 20);
+	assert_int_equal(st.corrupt, 0);
+	assert_int_equal(st.first_seq, 1);
+	assert_int_equal(st.oldest_time_ns, 1000);
+	for (int i = 0; i < 20; i++)
+		check_record(rf, seqs[i], i, 4000);
+	assert_int_equal(append_n(rf, 20, 4000), 21);
+	assert_int_equal(ringfile__read(rf, 99, &(struct record_meta){ 0 }, &(void *){ NULL },
+					NULL), -ENOENT);
+	ringfile__free(rf);
+}
+
+static void bad_input(void **state)
+{
+	struct fixture *f = *state;
+	struct ringfile *rf = open_ring(f->path, 16 * 1024, 0);
+	struct record_label dup[] = { { "a", "1" }, { "a", "2" } };
+	struct record_meta m = { .service = "s", .labels = dup, .n_labels = 2 };
+	static uint8_t big[32 * 1024];
+	struct ringfile_opts o = { .size = 1000, .create = true };
+	char err[256] = "", p2[128];
+	uint64_t seq;
+
+	assert_int_equal(ringfile__append(rf, &m, "x", 1, &seq), -EINVAL);
+	m.n_labels = 0;
+	assert_int_equal(ringfile__append(rf, &m, big, sizeof(big), &seq), -EFBIG);
+	assert_int_equal(ringfile__append(rf, &m, "x", 1, &seq), 0);
+	ringfile__free(rf);
+	snprintf(p2, sizeof(p2), "%s/small", f->dir);
+	assert_null(ringfile__open(p2, &o, err, sizeof(err)));
+	assert_non_null(strstr(err, "below the minimum"));
+	o.create = false;
+	snprintf(p2, sizeof(p2), "%s/missing", f->dir);
+	assert_null(ringfile__open(p2, &o, err, sizeof(err)));
+	assert_int_equal(errno, ENOENT);
+}
+
+/* Writes 5x the ring size: the newest records are served, the oldest are gone, counts match. */
+static void wraparound(void **state)
+{
+	struct fixture *f = *state;
+	struct ringfile *rf = open_ring(f->path, 64 * 1024, 0);
+	struct ringfile_stats st, st2;
+	uint64_t bytes = 0, n = 0, first;
+
+	while (bytes < 5 * 64 * 1024) {
+		uint8_t buf[8192];
+
+		bytes += payload_of(n, buf, 3000);
+		assert_int_equal(append_n(rf, n, 3000), n + 1);
+		n++;
+	}
+	ringfile__stats(rf, &st);
+	assert_true(st.records > 5 && st.records < n);
+	assert_int_equal(st.records + st.overwritten, n);
+	assert_int_equal(st.last_seq, n);
+	assert_true(st.used <= st.capacity);
+	assert_true(st.bytes <= st.capacity);
+	first = st.first_seq;
+	assert_int_equal(first, n - st.records + 1);
+	for (uint64_t s = first; s <= n; s++)
+		check_record(rf, s, s - 1, 3000);
+	assert_int_equal(ringfile__read(rf, first - 1, &(struct record_meta){ 0 },
+					&(void *){ NULL }, NULL), -ENOENT);
+	assert_int_equal(ringfile__read(rf, 1, &(struct record_meta){ 0 }, &(void *){ NULL },
+					NULL), -ENOENT);
+	ringfile__free(rf);
+
+	/* the scan finds exactly the same live set: stale records of older laps are ignored */
+	rf = open_ring(f->path, 0, 0);
+	ringfile__stats(rf, &st2);
+	assert_int_equal(st2.records, st.records);
+	assert_int_equal(st2.first_seq, first);
+	assert_int_equal(st2.last_seq, n);
+	assert_int_equal(st2.corrupt, 0);
+	for (uint64_t s = first; s <= n; s++)
+		check_record(rf, s, s - 1, 3000);
+	ringfile__free(rf);
+}
+
+static int count_cb(void *ctx, uint64_t seq, const struct record_meta *m, const void *p,
+		    size_t len)
+{
+	uint64_t *last = ctx;
+
+	assert_true(seq > *last);
+	assert_non_null(p);
+	*last = seq;
+	return 0;
+}
+
+static void foreach_order(void **state)
+{
+	struct fixture *f = *state;
+	struct ringfile *rf = open_ring(f->path, 32 * 1024, 0);
+	uint64_t last = 0;
+
+	for (int i = 0; i < 40; i++)
+		append_n(rf, i, 2000);
+	assert_int_equal(ringfile__foreach(rf, 0, true, count_cb, &last), 0);
+	assert_int_equal(last, 40);
+	ringfile__free(rf);
+}
+
+static void flip_byte(const char *path, off_t off)
+{
+	int fd = open(path, O_RDWR);
+	uint8_t b;
+
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &b, 1, off), 1);
+	b ^= 0x5a;
+	assert_int_equal(pwrite(fd, &b, 1, off), 1);
+	close(fd);
+}
+
+/* Offset of record seq, found the slow way (scan for the magic and the seq field). */
+static off_t find_record(const char *path, uint64_t seq)
+{
+	int fd = open(path, O_RDONLY);
+	struct stat st;
+	uint8_t *m;
+	off_t off = -1;
+
+	assert_true(fd >= 0);
+	fstat(fd, &st);
+	m = malloc(st.st_size);
+	assert_int_equal(pread(fd, m, st.st_size, 0), st.st_size);
+	for (off_t o = RINGFILE_HDR_SIZE; o + 56 <= st.st_size; o += 8) {
+		uint64_t s;
+
+		memcpy(&s, m + o + 16, 8);
+		if (!memcmp(m + o, "EPRC", 4) && s == seq) {
+			off = o;
+			break;
+		}
+	}
+	free(m);
+	close(fd);
+	return off;
+}
+
+static void corrupt_record_is_skipped(void **state)
+{
+	struct fixture *f = *state;
+	struct ringfile *rf = open_ring(f->path, 128 * 1024, 0);
+	struct ringfile_stats st;
+	off_t off;
+
+	for (int i = 0; i < 10; i++)
+		append_n(rf, i, 2000);
+	ringfile__free(rf);
+	off = find_record(f->path, 5);
+	assert_true(off > 0);
+	flip_byte(f->path, off + 200); /* in its payload */
+	off = find_record(f->path, 7);
+	flip_byte(f->path, off + 8); /* its length field */
+
+	rf = open_ring(f->path, 0, 0);
+	ringfile__stats(rf, &st);
+	assert_int_equal(st.corrupt, 2);
+	assert_int_equal(st.records, 8);
+	for (int i = 0; i < 10; i++) {
+		if (i == 4 || i == 6)
+			assert_int_equal(ringfile__read(rf, i + 1, &(struct record_meta){ 0 },
+							&(void *){ NULL }, NULL), -ENOENT);
+		else
+			check_record(rf, i + 1, i, 2000);
+	}
+	/* a record corrupted after open is caught by the CRC on read: -EIO, never garbage */
+	off = find_record(f->path, 9);
+	flip_byte(f->path, off + 100);
+	assert_int_equal(ringfile__read(rf, 9, &(struct record_meta){ 0 }, &(void *){ NULL },
+					NULL), -EIO);
+	assert_int_equal(append_n(rf, 10, 2000), 11);
+	ringfile__free(rf);
+}
+
+static void torn_tail(void **state)
+{
+	struct fixture *f = *state;
+	struct ringfile *rf = open_ring(f->path, 128 * 1024, 0);
+	struct ringfile_stats st;
+	off_t off;
+	int fd;
+
+	for (int i = 0; i < 5; i++)
+		append_n(rf, i, 2000);
+	ringfile__free(rf);
+	/* simulate a crash in the middle of writing record 5: its second half is zeros */
+	off = find_record(f->path, 5);
+	fd = open(f->path, O_RDWR);
+	{
+		uint8_t z[1000] = { 0 };
+
+		assert_int_equal(pwrite(fd, z, sizeof(z), off + 120), sizeof(z));
+	}
+	close(fd);
+	rf = open_ring(f->path, 0, 0);
+	ringfile__stats(rf, &st);
+	assert_int_equal(st.records, 4);
+	assert_int_equal(st.corrupt, 1);
+	assert_int_equal(ringfile__read(rf, 5, &(struct record_meta){ 0 }, &(void *){ NULL }, NULL),
+			 -ENOENT);
+	/* the torn seq is not reused for another profile */
+	assert_int_equal(append_n(rf, 5, 2000), 6);
+	check_record(rf, 6, 5, 2000);
+	ringfile__free(rf);
+	rf = open_ring(f->path, 0, 0);
+	check_record(rf, 4, 3, 2000);
+	check_record(rf, 6, 5, 2000);
+	ringfile__free(rf);
+}
+
+static void zeroed_header_recovers(void **state)
+{
+	struct fixture *f = *state;
+	struct ringfile *rf = open_ring(f->path, 128 * 1024, 0);
+	struct ringfile_stats st;
+	uint8_t z[RINGFILE_HDR_SIZE] = { 0 };
+	int fd;
+
+	for (int i = 0; i < 10; i++)
+		append_n(rf, i, 2000);
+	ringfile__free(rf);
+	fd = open(f->path, O_RDWR);
+	assert_int_equal(pwrite(fd, z, sizeof(z), 0), sizeof(z));
+	close(fd);
+	rf = open_ring(f->path, 128 * 1024, 0);
+	ringfile__stats(rf, &st);
+	assert_true(st.header_repaired);
+	assert_false(st.reinitialised);
+	assert_int_equal(st.records, 10);
+	for (int i = 0; i < 10; i++)
+		check_record(rf, i + 1, i, 2000);
+	ringfile__free(rf);
+	/* the header was rewritten: the next open is clean */
+	rf = open_ring(f->path, 0, 0);
+	ringfile__stats(rf, &st);
+	assert_false(st.header_repaired);
+	assert_int_equal(st.records, 10);
+	ringfile__free(rf);
+}
+
+static void zeroed_file_reinitialises(void **state)
+{
+	struct fixture *f = *state;
+	struct ringfile_stats st;
+	struct ringfile *rf;
+	int fd = open(f->path, O_RDWR | O_CREAT, 0600);
+
+	assert_int_equal(ftruncate(fd, 64 * 1024), 0);
+	close(fd);
+	rf = open_ring(f->path, 0, 0);
+	ringfile__stats(rf, &st);
+	assert_true(st.reinitialised);
+	assert_int_equal(st.records, 0);
+	assert_int_equal(append_n(rf, 0, 2000), 1);
+	ringfile__free(rf);
+}
+
+static void truncated_file(void **state)
+{
+	struct fixture *f = *state;
+	struct ringfile *rf = open_ring(f->path, 128 * 1024, 0);
+	struct ringfile_stats st;
+	struct stat sb;
+	off_t cut;
+
+	for (int i = 0; i < 20; i++)
+		append_n(rf, i, 2000);
+	ringfile__free(rf);
+	cut = find_record(f->path, 15) + 300; /* in the middle of record 15 */
+	assert_int_equal(truncate(f->path, cut), 0);
+	rf = open_ring(f->path, 0, 0);
+	assert_int_equal(stat(f->path, &sb), 0);
+	assert_int_equal(sb.st_size, 128 * 1024);
+	ringfile__stats(rf, &st);
+	assert_int_equal(st.records, 14);
+	assert_int_equal(st.last_seq >= 14, 1);
+	for (int i = 0; i < 14; i++)
+		check_record(rf, i + 1, i, 2000);
+	assert_true(append_n(rf, 20, 2000) > 14);
+	ringfile__free(rf);
+
+	/* truncated into the header: the file is rebuilt and the ring starts empty */
+	assert_int_equal(truncate(f->path, 100), 0);
+	rf = open_ring(f->path, 128 * 1024, 0);
+	ringfile__stats(rf, &st);
+	assert_true(st.reinitialised);
+	assert_int_equal(st.records, 0);
+	ringfile__free(rf);
+}
+
+static void spool_consume(void **state)
+{
+	struct fixture *f = *state;
+	struct ringfile *rf = open_ring(f->path, 16 * 1024, 0);
+	struct ringfile_stats st;
+	uint64_t seq, last = 0;
+
+	assert_true(ringfile__is_empty(rf));
+	for (int i = 0; i < 5; i++)
+		append_n(rf, i, 1000);
+	assert_int_equal(ringfile__peek_oldest(rf, &seq), 0);
+	assert_int_equal(seq, 1);
+	assert_int_equal(ringfile__consume(rf, 2, true), 0);
+	assert_int_equal(ringfile__peek_oldest(rf, &seq), 0);
+	assert_int_equal(seq, 3);
+	ringfile__free(rf);
+
+	rf = open_ring(f->path, 0, 0);
+	assert_int_equal(ringfile__peek_oldest(rf, &seq), 0);
+	assert_int_equal(seq, 3);
+	check_record(rf, 3, 2, 1000);
+	assert_int_equal(ringfile__consume(rf, 5, true), 0);
+	assert_true(ringfile__is_empty(rf));
+	ringfile__stats(rf, &st);
+	assert_int_equal(st.consumed_seq, 5);
+	ringfile__free(rf);
+
+	rf = open_ring(f->path, 0, 0);
+	assert_true(ringfile__is_empty(rf));
+	/* fill the spool past its size: the oldest unconsumed are dropped and counted */
+	for (int i = 10; i < 60; i++)
+		last = append_n(rf, i, 1000);
+	ringfile__stats(rf, &st);
+	assert_true(st.overwritten > 0);
+	assert_int_equal(ringfile__peek_oldest(rf, &seq), 0);
+	assert_int_equal(seq, st.first_seq);
+	check_record(rf, last, 59, 1000);
+	ringfile__free(rf);
+}
+
+static void group_commit(void **state)
+{
+	struct fixture *f = *state;
+	struct ringfile *rf = open_ring(f->path, 64 * 1024, 200);
+	uint64_t seq = 0;
+
+	for (int i = 0; i < 5; i++)
+		seq = append_n(rf, i, 1000);
+	assert_true(ringfile__sync_due_ns(rf) != 0);
+	assert_int_equal(ringfile__wait_durable(rf, seq), 0);
+	assert_true(ringfile__durable_seq(rf) >= seq);
+	assert_int_equal(ringfile__sync_due_ns(rf), 0);
+	seq = append_n(rf, 5, 1000);
+	assert_int_equal(ringfile__sync(rf), 0);
+	assert_int_equal(ringfile__durable_seq(rf), seq);
+	ringfile__free(rf);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(crc32c_check_value),
+		cmocka_unit_test_setup_teardown(append_read_reopen, setup, teardown),
+		cmocka_unit_test_setup_teardown(bad_input, setup, teardown),
+		cmocka_unit_test_setup_teardown(wraparound, setup, teardown),
+		cmocka_unit_test_setup_teardown(foreach_order, setup, teardown),
+		cmocka_unit_test_setup_teardown(corrupt_record_is_skipped, setup, teardown),
+		cmocka_unit_test_setup_teardown(torn_tail, setup, teardown),
+		cmocka_unit_test_setup_teardown(zeroed_header_recovers, setup, teardown),
+		cmocka_unit_test_setup_teardown(zeroed_file_reinitialises, setup, teardown),
+		cmocka_unit_test_setup_teardown(truncated_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(spool_consume, setup, teardown),
+		cmocka_unit_test_setup_teardown(group_commit, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
