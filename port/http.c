@@ -337,8 +337,8 @@ ssize_t http_chunked_decode(struct http_chunked *st, const char *in, size_t len,
 				n = (size_t)st->remaining;
 			if (n > cap - *out_len)
 				n = cap - *out_len;
-			if (!n)
-				return -EFBIG;
+			if (!n) /* out is full: report progress first, -EFBIG next time */
+				return i ? (ssize_t)i : -EFBIG;
 			memcpy(out + *out_len, in + i, n);
 			*out_len += n;
 			i += n;
