@@ -7,3 +7,7 @@ store-core-y = $(store-ring-y) store/index.o store/selector.o store/timeparse.o 
 unit-tests-y       += ringfile
 ringfile-test-objs  = $(store-ring-y) $(port-y)
 ringfile-test-ldlibs = -lpthread
+
+unit-tests-y        += timeparse selector
+timeparse-test-objs  = store/timeparse.o
+selector-test-objs   = store/selector.o

@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "store/selector.h"
+
+static struct selector *parse(const char *s, unsigned flags)
+{
+	char err[200] = "";
+	struct selector *sel = NULL;
+
+	if (selector__parse(s, flags, &sel, err, sizeof(err)))
+		fail_msg("'%s': %s", s, err);
+	return sel;
+}
+
+static void bad(const char *s, const char *msg)
+{
+	char err[200] = "";
+	struct selector *sel = (void *)1;
+
+	assert_int_equal(selector__parse(s, 0, &sel, err, sizeof(err)), -EINVAL);
+	assert_null(sel);
+	if (strcmp(err, msg))
+		fail_msg("'%s': got '%s', want '%s'", s, err, msg);
+}
+
+static const struct record_label eu[] = {
+	{ "env", "prod" }, { "region", "eu-west" }, { "version", "1.4.2" },
+};
+static const struct record_label us[] = {
+	{ "env", "test-3" }, { "region", "us-east" },
+};
+
+static bool m(const char *s, const char *svc, const struct record_label *l, size_t n)
+{
+	struct selector *sel = parse(s, 0);
+	bool r = selector__match(sel, svc, "gw-7", l, n);
+
+	selector__free(sel);
+	return r;
+}
+
+static void forms(void **state)
+{
+	struct selector *sel = parse("  api.server { a = \"x\\\"y\" , b!=\"\", c=~\"e.*\", d!~\"t\",}",
+				     0);
+	const char *name, *value;
+	enum selector_op op;
+
+	assert_string_equal(selector__service(sel), "api.server");
+	assert_int_equal(selector__n_matchers(sel), 4);
+	assert_int_equal(selector__matcher(sel, 0, &name, &op, &value), 0);
+	assert_string_equal(name, "a");
+	assert_string_equal(value, "x\"y");
+	assert_int_equal(op, SEL_EQ);
+	assert_int_equal(selector__matcher(sel, 3, &name, &op, &value), 0);
+	assert_int_equal(op, SEL_NRE);
+	assert_int_equal(selector__matcher(sel, 4, &name, &op, &value), -ENOENT);
+	selector__free(sel);
+
+	sel = parse("svc", 0);
+	assert_string_equal(selector__service(sel), "svc");
+	assert_int_equal(selector__n_matchers(sel), 0);
+	selector__free(sel);
+	sel = parse("{}", 0);
+	assert_string_equal(selector__service(sel), "");
+	selector__free(sel);
+	sel = parse("", 0);
+	assert_true(selector__match(sel, "x", NULL, NULL, 0));
+	selector__free(sel);
+	sel = parse("{__name__=\"svc\"}", 0);
+	assert_string_equal(selector__service(sel), "svc");
+	selector__free(sel);
+}
+
+static void matching(void **state)
+{
+	assert_true(m("svc", "svc", eu, 3));
+	assert_false(m("svc", "other", eu, 3));
+	assert_true(m("{}", "other", eu, 3));
+	assert_true(m("svc{region=\"eu-west\"}", "svc", eu, 3));
+	assert_false(m("svc{region=\"eu\"}", "svc", eu, 3));
+	assert_true(m("svc{region=~\"eu-.*\"}", "svc", eu, 3));
+	assert_false(m("svc{region=~\"eu\"}", "svc", eu, 3)); /* anchored */
+	assert_false(m("svc{region=~\"eu-.*\"}", "svc", us, 2));
+	assert_true(m("svc{env!~\"test.*\"}", "svc", eu, 3));
+	assert_false(m("svc{env!~\"test.*\"}", "svc", us, 2));
+	assert_true(m("svc{env!=\"prod\"}", "svc", us, 2));
+	assert_false(m("svc{env!=\"prod\"}", "svc", eu, 3));
+	assert_true(m("svc{version=~\"1\\\\.4.*\"}", "svc", eu, 3));
+	assert_false(m("svc{version=~\"1\\\\.4.*\"}", "svc", us, 2));
+	/* absent labels compare as "" */
+	assert_true(m("svc{version!=\"1.4.2\"}", "svc", us, 2));
+	assert_true(m("svc{version=\"\"}", "svc", us, 2));
+	assert_false(m("svc{version=~\".+\"}", "svc", us, 2));
+	/* device is the certificate's CN */
+	assert_true(m("{device=\"gw-7\"}", "svc", us, 2));
+	assert_false(m("{device=~\"gw-[0-6]\"}", "svc", us, 2));
+	assert_true(m("svc{region=~\"eu-.*\", env=\"prod\", version!~\"2.*\"}", "svc", eu, 3));
+}
+
+static void errors(void **state)
+{
+	bad("service{label \"v\"}", "selector: expected '=' after label name at column 15");
+	bad("service{labl\"v\"}", "selector: expected '=' after label name at column 13");
+	bad("svc{a=v}", "selector: expected '\"' to start the value at column 7");
+	bad("svc{a=\"v}", "selector: unterminated value (missing '\"') at column 10");
+	bad("svc{a=\"v\"", "selector: missing '}' at the end at column 10");
+	bad("svc{a=\"v\" b=\"w\"}", "selector: expected ',' or '}' after a matcher at column 11");
+	bad("svc{=\"v\"}", "selector: expected a label name at column 5");
+	bad("svc{a=\"v\"} x", "selector: unexpected text after the selector at column 12");
+	bad("=\"x\"", "selector: expected a service name or '{' at column 1");
+	bad("svc{a=\"\\q\"}", "selector: unknown escape in value at column 9");
+	{
+		char err[200];
+		struct selector *sel;
+
+		assert_int_equal(selector__parse("svc{a=~\"(\"}", 0, &sel, err, sizeof(err)),
+				 -EINVAL);
+		assert_non_null(strstr(err, "selector: bad regex \"(\" at column 8"));
+	}
+}
+
+static void ingest_names(void **state)
+{
+	struct selector *sel = parse("myapp.cpu{env=staging, region = eu-1}", SELECTOR_F_INGEST);
+	const char *name, *value;
+	enum selector_op op;
+	char err[200];
+
+	assert_string_equal(selector__service(sel), "myapp.cpu");
+	assert_int_equal(selector__n_matchers(sel), 2);
+	assert_int_equal(selector__matcher(sel, 1, &name, &op, &value), 0);
+	assert_string_equal(name, "region");
+	assert_string_equal(value, "eu-1");
+	selector__free(sel);
+	assert_int_equal(selector__parse("app{a!=b}", SELECTOR_F_INGEST, &sel, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "only '='"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(forms),
+		cmocka_unit_test(matching),
+		cmocka_unit_test(errors),
+		cmocka_unit_test(ingest_names),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
