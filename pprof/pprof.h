@@ -94,6 +94,13 @@ struct pprof_profile {
 	size_t n_comments;
 	int64_t default_sample_type; /* string index */
 	int64_t doc_url;             /* string index */
+	/*
+	 * Internal. Profiles made by pprof_read() and the merger keep their strings and their
+	 * per-sample / per-location arrays in a few big blocks owned here (one malloc per kind, not
+	 * per element): do not free or realloc those arrays one by one. Profiles built by hand leave
+	 * this NULL; pprof_profile__free() then frees every array and string on its own.
+	 */
+	struct pprof_blocks *blocks;
 };
 
 void pprof_profile__free(struct pprof_profile *p);

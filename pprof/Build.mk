@@ -1,0 +1,34 @@
+# SPDX-License-Identifier: MIT
+# pprof/ — the profile format: proto, nanopb-generated definitions, builder, reader, merge.
+# The nanopb code is generated at build time into $(O)/pprof/ (never committed) by Debian's
+# generator; the runtime comes from libnanopb-dev (-lprotobuf-nanopb, also in the sysroots).
+pprof-y      = pprof/profile.pb.o pprof/util.o pprof/builder.o pprof/writer.o pprof/reader.o \
+	       pprof/merge.o
+pprof-ldlibs = -lprotobuf-nanopb -lz
+
+NANOPB_GEN := $(PYTHON) /usr/bin/nanopb_generator.py
+
+generated-y += $(O)/pprof/profile.pb.h
+$(O)/pprof/profile.pb.h $(O)/pprof/profile.pb.c &: pprof/profile.proto pprof/profile.options
+	$(quiet) NANOPB $@
+	@mkdir -p $(O)/pprof
+	$(Q)$(NANOPB_GEN) -q -I pprof -D $(O)/pprof -f pprof/profile.options pprof/profile.proto
+
+unit-tests-y              += pprof-builder pprof-reader pprof-merge
+pprof-builder-test-objs   = $(pprof-y)
+pprof-builder-test-ldlibs = $(pprof-ldlibs)
+pprof-reader-test-objs    = $(pprof-y)
+pprof-reader-test-ldlibs  = $(pprof-ldlibs)
+pprof-merge-test-objs     = $(pprof-y)
+pprof-merge-test-ldlibs   = $(pprof-ldlibs)
+
+# Helpers for the oracle test and the benchmark (not installed): built by `make all-tests`.
+pprof-tests-y := $(O)/tests/pprof-tool
+all-tests: $(pprof-tests-y)
+$(O)/tests/pprof-tool: $(O)/tests/pprof-tool.o $(addprefix $(O)/,$(pprof-y) port/file.o)
+	$(quiet) LD $@
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(pprof-ldlibs)
+
+# Fuzz targets: tools/run-fuzz.sh NAME... builds tests/fuzz/NAME.c with clang's libFuzzer
+# against the sources listed in tests/fuzz/NAME.srcs and runs it for a bounded time.
+fuzz-y += pprof-reader

@@ -1,0 +1,3 @@
+module edgeprof/oracle
+
+go 1.19

@@ -1,0 +1,341 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tests/pprof-tool.c — a small driver of pprof/ for the oracle test and the benchmark (not
+ * installed; the real CLI is tools/cli's `edgeprof`).
+ *
+ *   pprof-tool flat FILE...            merge, print "<flat> <function>" per function (the default
+ *                                      sample type; leaf's innermost function), sorted by name
+ *   pprof-tool merge -o OUT FILE...    read + merge, write gzip pprof
+ *   pprof-tool dump FILE               canonical text of a profile (for round-trip comparison)
+ *   pprof-tool rewrite IN OUT          read then write again (pprof_write_profile)
+ *   pprof-tool build OUT               a profile using every builder feature
+ *   pprof-tool encode OUT SAMPLES STACKS DEPTH   builder benchmark
+ *   pprof-tool check FILE              read; print the error and exit 1 if invalid
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pprof/pprof.h"
+#include "port/file.h"
+
+static struct pprof_profile *load(const char *path)
+{
+	struct pprof_profile *p;
+	char err[256];
+	void *data;
+	size_t len;
+	int ret;
+
+	ret = port_file_read_all(path, 64 << 20, &data, &len);
+	if (ret) {
+		fprintf(stderr, "%s: %s\n", path, strerror(-ret));
+		exit(1);
+	}
+	ret = pprof_read(data, len, NULL, &p, err, sizeof(err));
+	free(data);
+	if (ret) {
+		fprintf(stderr, "%s: %s\n", path, err);
+		exit(1);
+	}
+	return p;
+}
+
+static struct pprof_profile *load_merged(char **files, int n)
+{
+	struct pprof_merger *m = pprof_merger__new();
+	struct pprof_profile *out;
+	char err[256];
+	int i;
+
+	for (i = 0; i < n; i++) {
+		struct pprof_profile *p = load(files[i]);
+
+		if (pprof_merger__add(m, p, err, sizeof(err))) {
+			fprintf(stderr, "%s: %s\n", files[i], err);
+			exit(1);
+		}
+		pprof_profile__free(p);
+	}
+	if (pprof_merger__finish(m, &out, err, sizeof(err))) {
+		fprintf(stderr, "merge: %s\n", err);
+		exit(1);
+	}
+	pprof_merger__free(m);
+	return out;
+}
+
+static int write_file(const struct pprof_profile *p, const char *path)
+{
+	FILE *f = fopen(path, "wb");
+	int ret;
+
+	if (!f)
+		return -errno;
+	ret = pprof_write_profile(p, NULL, pprof_file_write, f);
+	if (fclose(f) && !ret)
+		ret = -errno;
+	return ret;
+}
+
+struct flat {
+	const char *name;
+	int64_t v;
+};
+
+static int flat_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct flat *)a)->name, ((const struct flat *)b)->name);
+}
+
+static size_t value_index(const struct pprof_profile *p)
+{
+	size_t i;
+
+	if (p->default_sample_type)
+		for (i = 0; i < p->n_sample_type; i++)
+			if (!strcmp(pprof_str(p, p->sample_type[i].type),
+				    pprof_str(p, p->default_sample_type)))
+				return i;
+	return p->n_sample_type ? p->n_sample_type - 1 : 0;
+}
+
+static int cmd_flat(char **files, int n)
+{
+	struct pprof_profile *p = load_merged(files, n);
+	struct flat *fl = calloc(p->n_functions + 1, sizeof(*fl));
+	size_t vi = value_index(p), i;
+
+	for (i = 0; i < p->n_functions; i++)
+		fl[i].name = pprof_str(p, p->functions[i].name);
+	for (i = 0; i < p->n_samples; i++) {
+		const struct pprof_sample *s = &p->samples[i];
+		const struct pprof_location *l;
+
+		if (!s->n_locations || !p->n_sample_type)
+			continue;
+		l = &p->locations[s->location_ids[0] - 1];
+		if (l->n_lines && l->lines[0].function_id)
+			fl[l->lines[0].function_id - 1].v += s->values[vi];
+	}
+	/* Functions with the same name (different files or start lines) print as one row. */
+	qsort(fl, p->n_functions, sizeof(*fl), flat_cmp);
+	for (i = 0; i < p->n_functions; i++) {
+		int64_t v = fl[i].v;
+
+		while (i + 1 < p->n_functions && !strcmp(fl[i].name, fl[i + 1].name))
+			v += fl[++i].v;
+		if (v)
+			printf("%" PRId64 " %s\n", v, fl[i].name);
+	}
+	free(fl);
+	pprof_profile__free(p);
+	return 0;
+}
+
+static void dump(const struct pprof_profile *p)
+{
+	size_t i, j, k;
+
+	for (i = 0; i < p->n_sample_type; i++)
+		printf("type %s/%s\n", pprof_str(p, p->sample_type[i].type),
+		       pprof_str(p, p->sample_type[i].unit));
+	printf("period %s/%s %" PRId64 "\n", pprof_str(p, p->period_type.type),
+	       pprof_str(p, p->period_type.unit), p->period);
+	printf("time %" PRId64 " duration %" PRId64 " drop '%s' keep '%s' default '%s' doc '%s'\n",
+	       p->time_nanos, p->duration_nanos, pprof_str(p, p->drop_frames),
+	       pprof_str(p, p->keep_frames), pprof_str(p, p->default_sample_type),
+	       pprof_str(p, p->doc_url));
+	for (i = 0; i < p->n_comments; i++)
+		printf("comment %s\n", pprof_str(p, p->comments[i]));
+	for (i = 0; i < p->n_mappings; i++) {
+		const struct pprof_mapping *m = &p->mappings[i];
+
+		printf("mapping %" PRIu64 " %#" PRIx64 "-%#" PRIx64 " +%#" PRIx64 " %s %s %d%d%d%d\n",
+		       m->id, m->memory_start, m->memory_limit, m->file_offset,
+		       pprof_str(p, m->filename), pprof_str(p, m->build_id), m->has_functions,
+		       m->has_filenames, m->has_line_numbers, m->has_inline_frames);
+	}
+	for (i = 0; i < p->n_samples; i++) {
+		const struct pprof_sample *s = &p->samples[i];
+
+		printf("sample");
+		for (j = 0; j < p->n_sample_type; j++)
+			printf(" %" PRId64, s->values[j]);
+		for (j = 0; j < s->n_labels; j++) {
+			const struct pprof_label *l = &s->labels[j];
+
+			if (l->str)
+				printf(" [%s=%s]", pprof_str(p, l->key), pprof_str(p, l->str));
+			else
+				printf(" [%s=%" PRId64 "%s]", pprof_str(p, l->key), l->num,
+				       pprof_str(p, l->num_unit));
+		}
+		printf("\n");
+		for (j = 0; j < s->n_locations; j++) {
+			const struct pprof_location *l = &p->locations[s->location_ids[j] - 1];
+
+			printf("  %#" PRIx64 " m%" PRIu64 "%s", l->address, l->mapping_id,
+			       l->is_folded ? " folded" : "");
+			for (k = 0; k < l->n_lines; k++) {
+				const struct pprof_function *f =
+					l->lines[k].function_id ?
+						&p->functions[l->lines[k].function_id - 1] : NULL;
+
+				printf(" %s(%s %s:%" PRId64 ")@%" PRId64 ":%" PRId64,
+				       f ? pprof_str(p, f->name) : "?",
+				       f ? pprof_str(p, f->system_name) : "",
+				       f ? pprof_str(p, f->filename) : "",
+				       f ? f->start_line : 0, l->lines[k].line, l->lines[k].column);
+			}
+			printf("\n");
+		}
+	}
+}
+
+static int cmd_build(const char *path)
+{
+	FILE *f = fopen(path, "wb");
+	struct pprof_builder *b = pprof_builder__new(NULL, pprof_file_write, f);
+	struct pprof_mapping_desc md = { 0x400000, 0x500000, 0x1000, "/usr/bin/app",
+					 "0123456789abcdef0123456789abcdef01234567", true, true,
+					 true };
+	struct pprof_mapping_desc lib = { 0x7f0000000000, 0x7f0000100000, 0, "/lib/libc.so.6",
+					  NULL, false, false, false };
+	struct pprof_label_desc labels[] = {
+		{ "thread", "worker-1", 0, NULL }, { "bytes", NULL, 4096, "bytes" },
+	};
+	uint64_t m1, m2, fmain, fwork, finl, l1, l2, l3, stack[3];
+	int64_t v[2];
+	int i, ret = 0;
+
+	if (!f || !b)
+		return 1;
+	pprof_builder__add_sample_type(b, "samples", "count");
+	pprof_builder__add_sample_type(b, "cpu", "nanoseconds");
+	pprof_builder__set_period(b, "cpu", "nanoseconds", 10000000);
+	pprof_builder__set_time(b, 1700000000000000000LL, 10000000000LL);
+	pprof_builder__add_comment(b, "edgeprof test profile");
+	pprof_builder__add_comment(b, "dropped: 3 samples");
+	pprof_builder__set_drop_frames(b, "edgeprof_sigprof.*");
+	pprof_builder__set_default_sample_type(b, "cpu");
+	m1 = pprof_builder__mapping(b, &md);
+	m2 = pprof_builder__mapping(b, &lib);
+	fmain = pprof_builder__function(b, "main", "main", "app.c", 10);
+	fwork = pprof_builder__function(b, "work", "_Z4workv", "work.c", 20);
+	finl = pprof_builder__function(b, "inlined_helper", NULL, "work.c", 5);
+	l1 = pprof_builder__location(b, m1, 0x401000,
+				     (struct pprof_line_desc[]){ { fmain, 12 } }, 1);
+	l2 = pprof_builder__location(b, m1, 0x402000,
+				     (struct pprof_line_desc[]){ { finl, 6 }, { fwork, 22 } }, 2);
+	l3 = pprof_builder__location(b, m2, 0x7f0000001234, NULL, 0);
+	for (i = 0; i < 100; i++) {
+		stack[0] = i % 2 ? l3 : l2;
+		stack[1] = i % 2 ? l2 : l1;
+		stack[2] = l1;
+		v[0] = 1;
+		v[1] = 10000000;
+		ret |= pprof_builder__add_sample(b, stack, i % 2 ? 3 : 2, v, labels, i % 3 ? 2 : 0);
+	}
+	ret |= pprof_builder__finish(b);
+	pprof_builder__free(b);
+	ret |= fclose(f);
+	return ret ? 1 : 0;
+}
+
+static int cmd_encode(const char *path, long n_samples, long n_stacks, long depth)
+{
+	struct pprof_builder_opts opts = { 0 };
+	FILE *f = fopen(path, "wb");
+	struct pprof_builder *b = pprof_builder__new(&opts, pprof_file_write, f);
+	uint64_t *stacks = malloc(n_stacks * depth * sizeof(*stacks));
+	struct timespec t0, t1;
+	uint64_t m, fn[256], seed = 42;
+	long i, j;
+	int ret = 0;
+
+	if (!f || !b || !stacks)
+		return 1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	pprof_builder__add_sample_type(b, "samples", "count");
+	pprof_builder__add_sample_type(b, "cpu", "nanoseconds");
+	pprof_builder__set_period(b, "cpu", "nanoseconds", 52631578);
+	m = pprof_builder__mapping(b, &(struct pprof_mapping_desc){ 0x400000, 0x4000000, 0, "/app",
+								   "deadbeef", true, true, true });
+	for (i = 0; i < 256; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "func_%ld", i);
+		fn[i] = pprof_builder__function(b, name, name, "app.c", i);
+	}
+	/* Stacks share their outer frames (like real ones): a tree of random branches. */
+	for (i = 0; i < n_stacks; i++) {
+		for (j = 0; j < depth; j++) {
+			struct pprof_line_desc ln;
+			uint64_t pc;
+
+			seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+			pc = j < depth / 2 ? (uint64_t)(0x400000 + j * 64 + (i % 8)) :
+					     0x400000 + ((seed >> 33) % 0x3000000);
+			ln.function_id = fn[(pc >> 4) % 256];
+			ln.line = pc % 1000;
+			stacks[i * depth + j] = pprof_builder__location(b, m, pc, &ln, 1);
+		}
+	}
+	for (i = 0; i < n_samples && !ret; i++) {
+		int64_t v[2] = { 1, 52631578 };
+
+		seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+		ret = pprof_builder__add_sample(b, stacks + ((seed >> 33) % n_stacks) * depth,
+						depth, v, NULL, 0);
+	}
+	if (!ret)
+		ret = pprof_builder__finish(b);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	pprof_builder__free(b);
+	fclose(f);
+	free(stacks);
+	fprintf(stderr, "encode: %ld samples, %ld stacks x %ld: %.1f ms\n", n_samples, n_stacks,
+		depth, (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
+	return ret ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 3 && !strcmp(argv[1], "flat"))
+		return cmd_flat(argv + 2, argc - 2);
+	if (argc >= 5 && !strcmp(argv[1], "merge") && !strcmp(argv[2], "-o")) {
+		struct pprof_profile *p = load_merged(argv + 4, argc - 4);
+		int ret = write_file(p, argv[3]);
+
+		pprof_profile__free(p);
+		return ret ? 1 : 0;
+	}
+	if (argc == 3 && !strcmp(argv[1], "dump")) {
+		struct pprof_profile *p = load(argv[2]);
+
+		dump(p);
+		pprof_profile__free(p);
+		return 0;
+	}
+	if (argc == 4 && !strcmp(argv[1], "rewrite")) {
+		struct pprof_profile *p = load(argv[2]);
+		int ret = write_file(p, argv[3]);
+
+		pprof_profile__free(p);
+		return ret ? 1 : 0;
+	}
+	if (argc == 3 && !strcmp(argv[1], "check")) {
+		pprof_profile__free(load(argv[2]));
+		return 0;
+	}
+	if (argc == 3 && !strcmp(argv[1], "build"))
+		return cmd_build(argv[2]);
+	if (argc == 6 && !strcmp(argv[1], "encode"))
+		return cmd_encode(argv[2], atol(argv[3]), atol(argv[4]), atol(argv[5]));
+	fprintf(stderr, "usage: see tests/pprof-tool.c\n");
+	return 2;
+}
