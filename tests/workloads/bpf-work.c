@@ -29,19 +29,19 @@ static int expired(void)
 	return (now.tv_sec - start.tv_sec) + (now.tv_nsec - start.tv_nsec) / 1e9 >= seconds;
 }
 
-__attribute__((noinline)) void work_a(void)
+__attribute__((noinline, aligned(64))) void work_a(void)
 {
 	for (volatile long i = 0; i < 5 * UNIT; i++)
 		;
 }
 
-__attribute__((noinline)) void work_b(void)
+__attribute__((noinline, aligned(64))) void work_b(void)
 {
 	for (volatile long i = 0; i < 3 * UNIT; i++)
 		;
 }
 
-__attribute__((noinline)) void work_c(void)
+__attribute__((noinline, aligned(64))) void work_c(void)
 {
 	for (volatile long i = 0; i < 2 * UNIT; i++)
 		;
@@ -57,12 +57,38 @@ static void *split_thread(void *arg)
 	return NULL;
 }
 
+/*
+ * read(2) issued right here, not through libc's read(): glibc is built without frame pointers,
+ * so a frame-pointer walk from inside its read() skips the caller. With the syscall inlined,
+ * the user leaf of every in-kernel sample is sys_reader() itself.
+ */
+static inline __attribute__((always_inline)) long raw_read(int fd, void *buf, unsigned long n)
+{
+#if defined(__x86_64__)
+	long ret;
+
+	__asm__ volatile("syscall" : "=a"(ret) : "0"(0L /* SYS_read */), "D"((long)fd), "S"(buf),
+			 "d"(n) : "rcx", "r11", "memory");
+	return ret;
+#elif defined(__aarch64__)
+	register long x0 __asm__("x0") = fd;
+	register long x1 __asm__("x1") = (long)buf;
+	register long x2 __asm__("x2") = (long)n;
+	register long x8 __asm__("x8") = 63; /* __NR_read */
+
+	__asm__ volatile("svc #0" : "+r"(x0) : "r"(x1), "r"(x2), "r"(x8) : "memory");
+	return x0;
+#else
+	return read(fd, buf, n);
+#endif
+}
+
 __attribute__((noinline)) void sys_reader(int fd)
 {
 	static char buf[65536];
 
 	while (!expired()) {
-		if (read(fd, buf, sizeof(buf)) < 0)
+		if (raw_read(fd, buf, sizeof(buf)) < 0)
 			break;
 	}
 }

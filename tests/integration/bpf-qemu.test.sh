@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Under qemu-user there is no bpf(): the aarch64 sampler says so in one line and exits cleanly
+# (no crash, no libbpf dump). Needs the gateway-arm64 build (make BOARD=gateway-arm64 all-tests).
+set -u
+probe=$EP_TOP/build/gateway-arm64/tests/bpf-probe
+command -v qemu-aarch64 >/dev/null || { echo "no qemu-aarch64"; exit 77; }
+[ -x "$probe" ] || { echo "gateway-arm64 bpf-probe not built"; exit 77; }
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+timeout 60 qemu-aarch64 "$probe" --seconds 1 >"$out" 2>&1
+rc=$?
+cat "$out"
+[ "$rc" = 3 ] || { echo "expected exit 3 (sampler unavailable), got $rc"; exit 1; }
+[ "$(wc -l <"$out")" = 1 ] || { echo "expected exactly one line"; exit 1; }
+grep -q "BPF unavailable: no bpf() syscall" "$out" || { echo "no clear reason"; exit 1; }
+echo "bpf under qemu-user: ok"
