@@ -11,3 +11,6 @@ ringfile-test-ldlibs = -lpthread
 unit-tests-y        += timeparse selector
 timeparse-test-objs  = store/timeparse.o
 selector-test-objs   = store/selector.o
+
+unit-tests-y    += index
+index-test-objs  = store/index.o
