@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: MIT
+/* tools/cli/flamegraph.c — `edgeprof flame -o out.svg FILE...`: interactive SVG flame graph. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/cli/cli.h"
+#include "tools/cli/flame.h"
+#include "tools/cli/units.h"
+
+static void flame_help(FILE *out)
+{
+	fprintf(out, "usage: edgeprof flame -o OUT.svg [-i TYPE] [--title T] [--width PX] FILE...\n"
+		     "\n"
+		     "Draws a self-contained interactive SVG flame graph (several files are merged\n"
+		     "first). Width is value; hover shows name, value and percent; click zooms\n"
+		     "(Reset Zoom or Escape returns); Search (or Ctrl-F) highlights a regex and\n"
+		     "prints the share it covers. Colour is by Go package, C++ namespace or binary.\n"
+		     "Frames narrower than --min-width pixels are merged into '[N small frames]'.\n"
+		     "\n"
+		     "  -o, --output OUT       the SVG file ('-' = stdout; required)\n"
+		     "  -i, --sample-index X   sample type name or index (default: the profile's)\n"
+		     "      --title T          title (default: the sample type)\n"
+		     "      --width PX         image width (default 1200)\n"
+		     "      --min-width PX     merge frames narrower than this (default 0.1)\n"
+		     "      --max-frames N     draw at most N boxes (default 200000)\n"
+		     "  -h, --help             this text\n");
+}
+
+int cli_flame_parse(int argc, char **argv, const char *cmd, struct flame_args *a)
+{
+	static const struct option opts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "sample-index", required_argument, NULL, 'i' },
+		{ "title", required_argument, NULL, 't' },
+		{ "width", required_argument, NULL, 'w' },
+		{ "min-width", required_argument, NULL, 'm' },
+		{ "max-frames", required_argument, NULL, 'x' },
+		{ NULL, 0, NULL, 0 },
+	};
+	char *end;
+	double v;
+	int c;
+
+	memset(a, 0, sizeof(*a));
+	while ((c = getopt_long(argc, argv, "o:i:", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o': a->out = optarg; break;
+		case 'i': a->spec = optarg; break;
+		case 't': a->title = optarg; break;
+		case 'w':
+		case 'm':
+		case 'x':
+			v = strtod(optarg, &end);
+			if (*end || !(v > 0) || v > 1e9)
+				return cli_usage_error(cmd, "a positive number, not '%s'", optarg);
+			if (c == 'w')
+				a->fo.width = (unsigned)v;
+			else if (c == 'm')
+				a->fo.min_width = v;
+			else
+				a->fo.max_rects = (size_t)v;
+			break;
+		default:
+			return CLI_USAGE;
+		}
+	}
+	if (!a->out)
+		return cli_usage_error(cmd, "-o OUT.svg is required");
+	return CLI_OK;
+}
+
+static int flame_run(int argc, char **argv)
+{
+	struct pprof_profile *p = NULL;
+	struct ftree *t = NULL;
+	struct flame_args a;
+	char sub[256], tot[48];
+	int vi, ret = CLI_FAIL;
+	FILE *out;
+
+	if (cli_wants_help(argc, argv)) {
+		flame_help(stdout);
+		return CLI_OK;
+	}
+	ret = cli_flame_parse(argc, argv, "flame", &a);
+	if (ret)
+		return ret;
+	if (optind >= argc)
+		return cli_usage_error("flame", "no profile given");
+	ret = CLI_FAIL;
+	if (cli_load(argv + optind, (size_t)(argc - optind), &p))
+		return CLI_FAIL;
+	t = ftree__new(0);
+	if (!t)
+		goto out;
+	vi = cli_profile_tree(p, a.spec, t, 0, "flame");
+	if (vi < 0)
+		goto out;
+	a.fo.unit = pprof_str(p, p->sample_type[vi].unit);
+	a.fo.title = a.title ? a.title : pprof_str(p, p->sample_type[vi].type);
+	units__format(tot, sizeof(tot), t->nodes[0].total[0],
+		      units__auto(a.fo.unit, t->nodes[0].total[0]));
+	snprintf(sub, sizeof(sub), "%s: total %s in %zu samples%s", a.fo.title, tot, p->n_samples,
+		 argc - optind > 1 ? " (merged)" : "");
+	a.fo.subtitle = sub;
+	out = cli_open_output(a.out);
+	if (!out)
+		goto out;
+	ret = cli_flame_write(t, &a, out) ? CLI_FAIL : CLI_OK;
+out:
+	ftree__free(t);
+	pprof_profile__free(p);
+	return ret;
+}
+
+int cli_flame_write(const struct ftree *t, const struct flame_args *a, FILE *out)
+{
+	int ret = flame__svg(t, &a->fo, out);
+
+	if (ret)
+		fprintf(stderr, "edgeprof: %s: drawing failed: %s\n", a->out, strerror(-ret));
+	return cli_close_output(out, a->out) ? -EIO : ret;
+}
+
+CLI_COMMAND(flame, "interactive SVG flame graph", flame_run, flame_help);
