@@ -14,3 +14,7 @@ selector-test-objs   = store/selector.o
 
 unit-tests-y    += index
 index-test-objs  = store/index.o
+
+unit-tests-y     += query
+query-test-objs   = $(store-core-y) $(pprof-y) $(port-y)
+query-test-ldlibs = $(pprof-ldlibs) -lpthread

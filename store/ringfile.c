@@ -858,9 +858,10 @@ out:
 	return err;
 }
 
-int ringfile__append(struct ringfile *rf, const struct record_meta *meta, const void *payload,
-		     size_t len, uint64_t *seq_out)
+int ringfile__append_async(struct ringfile *rf, const struct record_meta *meta,
+			   const void *payload, size_t len, uint64_t *seq_out)
 {
+	bool sync_now;
 	uint64_t seq = 0;
 	int err;
 
@@ -868,15 +869,23 @@ int ringfile__append(struct ringfile *rf, const struct record_meta *meta, const 
 		return -EINVAL;
 	pthread_mutex_lock(&rf->lock);
 	err = rf__append_locked(rf, meta->flags, meta, payload, len, &seq);
-	if (!err && rf->fsync_ms && rf->dirty_since_ns &&
-	    port_clock_mono_ns() >= rf->dirty_since_ns + rf->fsync_ms * NSEC_PER_MSEC &&
-	    !rf->syncing) {
-		/* the group-commit deadline passed: the next append syncs even if nobody waits */
-		pthread_mutex_unlock(&rf->lock);
-		err = ringfile__sync(rf);
-		pthread_mutex_lock(&rf->lock);
-	}
+	/* a passed group-commit deadline is honoured even when nobody waits */
+	sync_now = !err && rf->fsync_ms && rf->dirty_since_ns && !rf->syncing &&
+		   port_clock_mono_ns() >= rf->dirty_since_ns + rf->fsync_ms * NSEC_PER_MSEC;
 	pthread_mutex_unlock(&rf->lock);
+	if (err)
+		return err;
+	if (seq_out)
+		*seq_out = seq;
+	return sync_now ? ringfile__sync(rf) : 0;
+}
+
+int ringfile__append(struct ringfile *rf, const struct record_meta *meta, const void *payload,
+		     size_t len, uint64_t *seq_out)
+{
+	uint64_t seq = 0;
+	int err = ringfile__append_async(rf, meta, payload, len, &seq);
+
 	if (err)
 		return err;
 	if (seq_out)
@@ -1038,7 +1047,7 @@ static int rf__load_record(struct ringfile *rf, const struct rf_slot *s, uint64_
 	}
 	*out = buf;
 	if (len)
-		*len = plen;
+		*len = h.payload_len;
 out:
 	free(rec);
 	return err;

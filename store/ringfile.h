@@ -132,6 +132,13 @@ struct ringfile *ringfile__open(const char *path, const struct ringfile_opts *op
 int ringfile__append(struct ringfile *rf, const struct record_meta *meta, const void *payload,
 		     size_t len, uint64_t *seq_out);
 
+/*
+ * As append, but never waits for durability (also with fsync_ms == 0): the caller acknowledges
+ * seq only after ringfile__wait_durable(rf, seq). Lets many writers share one fdatasync.
+ */
+int ringfile__append_async(struct ringfile *rf, const struct record_meta *meta,
+			   const void *payload, size_t len, uint64_t *seq_out);
+
 /* Bytes a record with this metadata and payload takes in the ring (header + payload, aligned). */
 size_t ringfile__record_size(const struct record_meta *meta, size_t len);
 
@@ -154,7 +161,8 @@ int ringfile__read(struct ringfile *rf, uint64_t seq, struct record_meta *meta, 
 
 /*
  * Calls cb for every live data record from oldest to newest (cb's meta and payload are valid
- * only during the call; payload is NULL when with_payload is false). A nonzero return from cb
+ * only during the call; payload is NULL when with_payload is false, len is the payload length
+ * in both cases; without payload only the header is checked, not the CRC). A nonzero return from cb
  * stops the walk and is returned. Records failing validation are skipped and counted. The ring
  * is locked during the walk: cb must not call back into rf.
  */

@@ -1,0 +1,346 @@
+// SPDX-License-Identifier: MIT
+/*
+ * store/query.c — the collector's store: ring file + index under one lock, and queries.
+ *
+ * Writers hold the lock only to check the idempotency key, append and index; the fdatasync
+ * that makes the record durable is waited for outside it, so concurrent uploads share one
+ * sync (group commit) instead of queueing behind each other's.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "port/log.h"
+#include "store/query.h"
+
+#ifdef CONFIG_COLLECTOR_RING_MB
+#define STORE_DEFAULT_RING_BYTES ((uint64_t)CONFIG_COLLECTOR_RING_MB << 20)
+#else
+#define STORE_DEFAULT_RING_BYTES (64ull << 20)
+#endif
+#ifdef CONFIG_COLLECTOR_INDEX_ENTRIES
+#define STORE_DEFAULT_INDEX_ENTRIES CONFIG_COLLECTOR_INDEX_ENTRIES
+#else
+#define STORE_DEFAULT_INDEX_ENTRIES 65536
+#endif
+
+struct store {
+	pthread_mutex_t lock;
+	struct ringfile *rf;
+	struct index *ix;
+	size_t max_merge;
+	uint64_t puts, duplicates, put_errors, merges, merge_skipped;
+};
+
+static int store__index_cb(void *ctx, uint64_t seq, const struct record_meta *meta,
+			   const void *payload, size_t len)
+{
+	struct store *s = ctx;
+	int err = index__add(s->ix, seq, meta, len, NULL);
+
+	/* a second copy of a key (only possible if the index once dropped the first) is skipped */
+	return err == -EEXIST ? 0 : err;
+}
+
+struct store *store__open(const struct store_opts *opts, char *err, size_t errlen)
+{
+	struct ringfile_opts ro = { .size = opts->size, .fsync_ms = opts->fsync_ms,
+				    .create = true, .quiet = opts->quiet };
+	struct store *s = calloc(1, sizeof(*s));
+	struct ringfile_stats st;
+	int e;
+
+	if (!s) {
+		snprintf(err, errlen, "store: out of memory");
+		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_init(&s->lock, NULL);
+	s->max_merge = opts->max_merge ? opts->max_merge : STORE_DEFAULT_MAX_MERGE;
+	if (!ro.size && access(opts->path, F_OK))
+		ro.size = STORE_DEFAULT_RING_BYTES;
+	s->rf = ringfile__open(opts->path, &ro, err, errlen);
+	if (!s->rf)
+		goto err_free;
+	s->ix = index__new(opts->index_entries ? opts->index_entries
+					       : STORE_DEFAULT_INDEX_ENTRIES);
+	if (!s->ix) {
+		errno = ENOMEM;
+		snprintf(err, errlen, "store: out of memory");
+		goto err_free;
+	}
+	e = ringfile__foreach(s->rf, 0, false, store__index_cb, s);
+	if (e) {
+		snprintf(err, errlen, "store: rebuilding the index failed: %s", strerror(-e));
+		errno = -e;
+		goto err_free;
+	}
+	ringfile__stats(s->rf, &st);
+	if (!opts->quiet)
+		pr_info("store: %s: %" PRIu64 " profiles (%" PRIu64 " of %" PRIu64
+			" bytes used), %" PRIu64 " corrupt or torn records skipped",
+			opts->path, st.records, st.used, st.capacity, st.corrupt);
+	return s;
+
+err_free:
+	e = errno;
+	store__free(s);
+	errno = e;
+	return NULL;
+}
+
+void store__free(struct store *s)
+{
+	if (!s)
+		return;
+	ringfile__free(s->rf);
+	index__free(s->ix);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+int store__put(struct store *s, const struct record_meta *meta, const void *payload, size_t len,
+	       uint64_t *seq_out, bool *duplicate)
+{
+	uint64_t seq = 0;
+	int err;
+
+	*duplicate = false;
+	pthread_mutex_lock(&s->lock);
+	if (index__find_key(s->ix, meta->key, &seq) == 0) {
+		*duplicate = true;
+		s->duplicates++;
+		pthread_mutex_unlock(&s->lock);
+		*seq_out = seq;
+		/* the first copy may still be waiting for its group commit */
+		return ringfile__wait_durable(s->rf, seq);
+	}
+	err = ringfile__append_async(s->rf, meta, payload, len, &seq);
+	if (!err) {
+		index__evict_before(s->ix, ringfile__first_seq(s->rf));
+		err = index__add(s->ix, seq, meta, len, NULL);
+		if (err == -ENOMEM)
+			pr_warn("store: out of memory indexing profile %" PRIu64, seq);
+		err = 0; /* stored; at worst not indexed (counted nowhere else: say so above) */
+		s->puts++;
+	} else {
+		s->put_errors++;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (err)
+		return err;
+	*seq_out = seq;
+	return ringfile__wait_durable(s->rf, seq);
+}
+
+int store__get(struct store *s, uint64_t seq, struct record_meta *meta, void **payload,
+	       size_t *len)
+{
+	return ringfile__read(s->rf, seq, meta, payload, len);
+}
+
+/* ---- selection ------------------------------------------------------------------------------ */
+
+struct select_ctx {
+	const struct store_query *q;
+	index_iter_fn cb;
+	void *ctx;
+	size_t n, limit;
+};
+
+static bool query__match(const struct store_query *q, const struct index_view *v)
+{
+	if (q->type && *q->type && strcmp(q->type, v->type))
+		return false;
+	return selector__match(q->sel, v->service, v->device, v->labels, v->n_labels);
+}
+
+static int select__cb(void *ctx, const struct index_view *v)
+{
+	struct select_ctx *sc = ctx;
+	int ret;
+
+	if (!query__match(sc->q, v))
+		return 0;
+	ret = sc->cb(sc->ctx, v);
+	if (ret)
+		return ret;
+	return ++sc->n == sc->limit ? 1 : 0;
+}
+
+static int store__select_locked(struct store *s, const struct store_query *q, size_t limit,
+				bool newest_first, index_iter_fn cb, void *ctx)
+{
+	struct select_ctx sc = { .q = q, .cb = cb, .ctx = ctx, .limit = limit };
+	uint64_t to = q->to_ns ? q->to_ns : UINT64_MAX;
+	int ret = index__foreach(s->ix, q->from_ns, to, newest_first, select__cb, &sc);
+
+	if (ret < 0)
+		return ret;
+	return sc.n > INT32_MAX ? INT32_MAX : (int)sc.n;
+}
+
+int store__list(struct store *s, const struct store_query *q, index_iter_fn cb, void *ctx)
+{
+	int ret;
+
+	pthread_mutex_lock(&s->lock);
+	ret = store__select_locked(s, q, q->limit, q->newest_first, cb, ctx);
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+int store__services(struct store *s, int (*cb)(void *ctx, const char *service), void *ctx)
+{
+	int ret;
+
+	pthread_mutex_lock(&s->lock);
+	ret = index__foreach_service(s->ix, cb, ctx);
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+/* ---- merge ---------------------------------------------------------------------------------- */
+
+struct seq_list {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static int seq_list__cb(void *ctx, const struct index_view *v)
+{
+	struct seq_list *l = ctx;
+
+	if (l->n < l->cap)
+		l->v[l->n] = v->seq;
+	l->n++;
+	return 0;
+}
+
+/* Reads, decodes and adds one stored profile: 0, or -ENOENT/-EIO/-EINVAL for a bad record. */
+static int merge__one(struct store *s, struct pprof_merger *m, uint64_t seq, char *err,
+		      size_t errlen)
+{
+	struct pprof_profile *p = NULL;
+	struct record_meta meta;
+	void *payload;
+	size_t len;
+	char perr[192];
+	int e;
+
+	e = ringfile__read(s->rf, seq, &meta, &payload, &len);
+	if (e) {
+		snprintf(err, errlen, "profile %" PRIu64 " is no longer stored", seq);
+		return e;
+	}
+	e = pprof_read(payload, len, NULL, &p, perr, sizeof(perr));
+	free(payload);
+	if (e) {
+		snprintf(err, errlen, "profile %" PRIu64 " does not decode: %s", seq, perr);
+		return e == -ENOMEM ? e : -EIO;
+	}
+	e = pprof_merger__add(m, p, err, errlen);
+	pprof_profile__free(p);
+	return e;
+}
+
+static int merge__run(struct store *s, const uint64_t *seqs, size_t n, bool skip_bad,
+		      struct pprof_profile **out, size_t *n_merged, size_t *skipped, char *err,
+		      size_t errlen)
+{
+	struct pprof_merger *m = pprof_merger__new();
+	size_t merged = 0, bad = 0;
+	int e = 0;
+
+	if (!m)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		e = merge__one(s, m, seqs[i], err, errlen);
+		if (!e) {
+			merged++;
+			continue;
+		}
+		/* evicted meanwhile or unreadable: skipped when selecting, fatal when asked by id */
+		if (skip_bad && (e == -ENOENT || e == -EIO)) {
+			bad++;
+			e = 0;
+			continue;
+		}
+		break;
+	}
+	if (!e && !merged) {
+		snprintf(err, errlen, "no profiles match");
+		e = -ENOENT;
+	}
+	if (!e)
+		e = pprof_merger__finish(m, out, err, errlen);
+	pprof_merger__free(m);
+	pthread_mutex_lock(&s->lock);
+	s->merges++;
+	s->merge_skipped += bad;
+	pthread_mutex_unlock(&s->lock);
+	if (n_merged)
+		*n_merged = merged;
+	if (skipped)
+		*skipped = bad;
+	return e;
+}
+
+int store__merge(struct store *s, const struct store_query *q, struct pprof_profile **out,
+		 size_t *n_merged, size_t *skipped, char *err, size_t errlen)
+{
+	/* an explicit limit merges the newest `limit` profiles; without one, all or -E2BIG */
+	bool limited = q->limit && q->limit <= s->max_merge;
+	size_t cap = limited ? q->limit : s->max_merge;
+	struct seq_list l = { .cap = cap };
+	int e;
+
+	*out = NULL;
+	l.v = malloc(cap * sizeof(*l.v));
+	if (!l.v)
+		return -ENOMEM;
+	pthread_mutex_lock(&s->lock);
+	e = store__select_locked(s, q, limited ? cap : 0, limited, seq_list__cb, &l);
+	pthread_mutex_unlock(&s->lock);
+	if (e >= 0 && l.n > cap) {
+		snprintf(err, errlen, "query matches %zu profiles, more than the limit of %zu: "
+			 "narrow the time range or the selector", l.n, s->max_merge);
+		e = -E2BIG;
+	} else if (e >= 0 && !l.n) {
+		snprintf(err, errlen, "no profiles match");
+		e = -ENOENT;
+	} else if (e >= 0) {
+		e = merge__run(s, l.v, l.n, true, out, n_merged, skipped, err, errlen);
+	}
+	free(l.v);
+	return e;
+}
+
+int store__merge_seqs(struct store *s, const uint64_t *seqs, size_t n, struct pprof_profile **out,
+		      char *err, size_t errlen)
+{
+	*out = NULL;
+	if (n > s->max_merge) {
+		snprintf(err, errlen, "%zu profiles asked, more than the limit of %zu", n,
+			 s->max_merge);
+		return -E2BIG;
+	}
+	return merge__run(s, seqs, n, false, out, NULL, NULL, err, errlen);
+}
+
+void store__stats(struct store *s, struct store_stats *st)
+{
+	ringfile__stats(s->rf, &st->ring);
+	pthread_mutex_lock(&s->lock);
+	index__stats(s->ix, &st->index);
+	st->puts = s->puts;
+	st->duplicates = s->duplicates;
+	st->put_errors = s->put_errors;
+	st->merges = s->merges;
+	st->merge_skipped = s->merge_skipped;
+	pthread_mutex_unlock(&s->lock);
+}
