@@ -655,7 +655,6 @@ static int validate_tables(struct rd *r, const struct idmap *maps, const struct 
 	for (i = 0; i < p->n_mappings; i++) {
 		check_str(r, p->mappings[i].filename, "mapping %zu filename", i);
 		check_str(r, p->mappings[i].build_id, "mapping %zu build_id", i);
-		p->mappings[i].id = i + 1;
 	}
 	for (i = 0; i < p->n_functions; i++) {
 		struct pprof_function *fn = &p->functions[i];
@@ -663,7 +662,6 @@ static int validate_tables(struct rd *r, const struct idmap *maps, const struct 
 		check_str(r, fn->name, "function %zu name", i);
 		check_str(r, fn->system_name, "function %zu system_name", i);
 		check_str(r, fn->filename, "function %zu filename", i);
-		fn->id = i + 1;
 	}
 	for (i = 0; i < p->n_locations; i++) {
 		struct pprof_location *l = &p->locations[i];
@@ -739,8 +737,13 @@ static int validate(struct rd *r)
 	if (!err) {
 		size_t i;
 
+		/* Last: the id maps above read the original ids from the tables. */
 		for (i = 0; i < p->n_locations; i++)
 			p->locations[i].id = i + 1;
+		for (i = 0; i < p->n_mappings; i++)
+			p->mappings[i].id = i + 1;
+		for (i = 0; i < p->n_functions; i++)
+			p->functions[i].id = i + 1;
 	}
 	pp_htab__free(&maps.ht);
 	pp_htab__free(&funcs.ht);

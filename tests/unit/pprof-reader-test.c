@@ -1,0 +1,418 @@
+// SPDX-License-Identifier: MIT
+/* Crafted inputs for pprof_read(): every malformation gets -EINVAL/-EFBIG and a clear message. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+#include <cmocka.h>
+
+#include "pprof/pprof.h"
+
+/* ---- a tiny protobuf writer for hand-made messages ---------------------------------------- */
+
+struct pb {
+	uint8_t d[8192];
+	size_t n;
+};
+
+static void pb_varint(struct pb *b, uint64_t v)
+{
+	while (v >= 0x80) {
+		b->d[b->n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	b->d[b->n++] = (uint8_t)v;
+}
+
+static void pb_u(struct pb *b, unsigned field, uint64_t v)
+{
+	pb_varint(b, field << 3);
+	pb_varint(b, v);
+}
+
+static void pb_bytes(struct pb *b, unsigned field, const void *data, size_t len)
+{
+	pb_varint(b, field << 3 | 2);
+	pb_varint(b, len);
+	memcpy(b->d + b->n, data, len);
+	b->n += len;
+}
+
+static void pb_msg(struct pb *b, unsigned field, const struct pb *m)
+{
+	pb_bytes(b, field, m->d, m->n);
+}
+
+static void pb_str(struct pb *b, const char *s)
+{
+	pb_bytes(b, 6, s, strlen(s));
+}
+
+/* A valid profile: strings "", "cpu", "ns", "main"; 1 function, 1 location, 1 sample. */
+static void base_tables(struct pb *b)
+{
+	struct pb vt = { 0 }, fn = { 0 }, loc = { 0 }, line = { 0 };
+
+	pb_str(b, "");
+	pb_str(b, "cpu");
+	pb_str(b, "ns");
+	pb_str(b, "main");
+	pb_u(&vt, 1, 1);
+	pb_u(&vt, 2, 2);
+	pb_msg(b, 1, &vt);
+	pb_u(&fn, 1, 1);
+	pb_u(&fn, 2, 3);
+	pb_msg(b, 5, &fn);
+	pb_u(&line, 1, 1);
+	pb_u(&line, 2, 7);
+	pb_u(&loc, 1, 1);
+	pb_u(&loc, 3, 0x1234);
+	pb_msg(&loc, 4, &line);
+	pb_msg(b, 4, &loc);
+}
+
+static void add_sample(struct pb *b, uint64_t loc_id, int64_t value)
+{
+	struct pb s = { 0 };
+
+	pb_u(&s, 1, loc_id);
+	pb_u(&s, 2, (uint64_t)value);
+	pb_msg(b, 2, &s);
+}
+
+static int read_pb(const struct pb *b, const struct pprof_read_limits *lim, char *err, size_t len,
+		   struct pprof_profile **p)
+{
+	return pprof_read(b->d, b->n, lim, p, err, len);
+}
+
+static void expect_error(const struct pb *b, int want, const char *msg)
+{
+	struct pprof_profile *p = (void *)1;
+	char err[256];
+
+	assert_int_equal(read_pb(b, NULL, err, sizeof(err), &p), want);
+	assert_null(p);
+	if (!strstr(err, msg))
+		fail_msg("error \"%s\" does not contain \"%s\"", err, msg);
+}
+
+/* ---- tests -------------------------------------------------------------------------------- */
+
+static void reads_a_valid_profile(void **state)
+{
+	struct pb b = { 0 };
+	struct pprof_profile *p;
+	char err[256];
+
+	base_tables(&b);
+	add_sample(&b, 1, -3);
+	assert_int_equal(read_pb(&b, NULL, err, sizeof(err), &p), 0);
+	assert_int_equal(p->n_samples, 1);
+	assert_int_equal(p->samples[0].values[0], -3);
+	assert_int_equal(p->locations[0].lines[0].line, 7);
+	assert_string_equal(pprof_str(p, p->functions[0].name), "main");
+	assert_string_equal(pprof_str(p, 99), ""); /* out of range is "" */
+	pprof_profile__free(p);
+}
+
+static void names_the_missing_location(void **state)
+{
+	struct pb b = { 0 };
+
+	base_tables(&b);
+	add_sample(&b, 1, 1);
+	add_sample(&b, 99, 1);
+	expect_error(&b, -EINVAL, "sample 1 references location 99, profile has 1");
+}
+
+static void value_count_must_match_types(void **state)
+{
+	struct pb b = { 0 }, s = { 0 };
+
+	base_tables(&b);
+	pb_u(&s, 1, 1);
+	pb_u(&s, 2, 1);
+	pb_u(&s, 2, 2);
+	pb_msg(&b, 2, &s);
+	expect_error(&b, -EINVAL, "sample 0 has 2 values, profile has 1 sample types");
+}
+
+static void string_indexes_are_checked(void **state)
+{
+	struct pb b = { 0 }, fn = { 0 };
+
+	base_tables(&b);
+	pb_u(&fn, 1, 2);
+	pb_u(&fn, 2, 40);
+	pb_msg(&b, 5, &fn);
+	expect_error(&b, -EINVAL, "function 1 name references string 40, profile has 4");
+
+	b.n = 0;
+	base_tables(&b);
+	pb_u(&b, 14, 17);
+	expect_error(&b, -EINVAL, "default_sample_type references string 17");
+
+	b.n = 0;
+	base_tables(&b);
+	pb_u(&b, 13, 5);
+	expect_error(&b, -EINVAL, "comment 0 references string 5");
+}
+
+static void string_zero_must_be_empty(void **state)
+{
+	struct pb b = { 0 };
+
+	pb_str(&b, "x");
+	expect_error(&b, -EINVAL, "string_table[0] must be \"\"");
+	b.n = 0;
+	pb_u(&b, 9, 1); /* no string table at all */
+	expect_error(&b, -EINVAL, "string_table[0]");
+}
+
+static void ids_must_be_unique_and_nonzero(void **state)
+{
+	struct pb b = { 0 }, fn = { 0 };
+
+	base_tables(&b);
+	pb_u(&fn, 1, 1);
+	pb_msg(&b, 5, &fn);
+	expect_error(&b, -EINVAL, "duplicate function id 1");
+
+	b.n = 0;
+	fn.n = 0;
+	base_tables(&b);
+	pb_u(&fn, 2, 3);
+	pb_msg(&b, 5, &fn);
+	expect_error(&b, -EINVAL, "function 1 has id 0");
+}
+
+static void location_references_are_checked(void **state)
+{
+	struct pb b = { 0 }, loc = { 0 }, line = { 0 };
+
+	base_tables(&b);
+	pb_u(&loc, 1, 2);
+	pb_u(&loc, 2, 5);
+	pb_msg(&b, 4, &loc);
+	expect_error(&b, -EINVAL, "location 1 references mapping 5, profile has 0");
+
+	b.n = loc.n = 0;
+	base_tables(&b);
+	pb_u(&line, 1, 8);
+	pb_u(&loc, 1, 2);
+	pb_msg(&loc, 4, &line);
+	pb_msg(&b, 4, &loc);
+	expect_error(&b, -EINVAL, "location 1 references function 8, profile has 1");
+}
+
+/* Sparse ids (any producer may use them) come out dense, with every reference remapped. */
+static void sparse_ids_are_renumbered(void **state)
+{
+	struct pb b = { 0 }, vt = { 0 }, fn = { 0 }, loc = { 0 }, line = { 0 }, map = { 0 };
+	struct pprof_profile *p;
+	char err[256];
+
+	pb_str(&b, "");
+	pb_str(&b, "f");
+	pb_u(&vt, 1, 1);
+	pb_msg(&b, 1, &vt);
+	pb_u(&map, 1, 1000);
+	pb_u(&map, 2, 0x10);
+	pb_msg(&b, 3, &map);
+	pb_u(&fn, 1, 77);
+	pb_u(&fn, 2, 1);
+	pb_msg(&b, 5, &fn);
+	pb_u(&line, 1, 77);
+	pb_u(&loc, 1, 500);
+	pb_u(&loc, 2, 1000);
+	pb_msg(&loc, 4, &line);
+	pb_msg(&b, 4, &loc);
+	loc.n = 0;
+	pb_u(&loc, 1, 40);
+	pb_msg(&b, 4, &loc);
+	add_sample(&b, 40, 1);
+	add_sample(&b, 500, 2);
+	if (read_pb(&b, NULL, err, sizeof(err), &p))
+		fail_msg("%s", err);
+	assert_int_equal(p->mappings[0].id, 1);
+	assert_int_equal(p->functions[0].id, 1);
+	assert_int_equal(p->locations[0].id, 1);
+	assert_int_equal(p->locations[0].mapping_id, 1);
+	assert_int_equal(p->locations[0].lines[0].function_id, 1);
+	assert_int_equal(p->locations[1].id, 2);
+	assert_int_equal(p->samples[0].location_ids[0], 2);
+	assert_int_equal(p->samples[1].location_ids[0], 1);
+	pprof_profile__free(p);
+}
+
+static void packed_and_unpacked_are_both_read(void **state)
+{
+	struct pb b = { 0 }, s = { 0 }, packed = { 0 };
+	struct pprof_profile *p;
+	char err[256];
+
+	base_tables(&b);
+	pb_varint(&packed, 1);
+	pb_varint(&packed, 1);
+	pb_bytes(&s, 1, packed.d, packed.n); /* packed location ids */
+	pb_u(&s, 2, 300);                    /* unpacked value */
+	pb_msg(&b, 2, &s);
+	pb_u(&b, 13, 3); /* unpacked comment */
+	pb_u(&b, 100, 5); /* unknown field: skipped */
+	assert_int_equal(read_pb(&b, NULL, err, sizeof(err), &p), 0);
+	assert_int_equal(p->samples[0].n_locations, 2);
+	assert_int_equal(p->samples[0].values[0], 300);
+	assert_string_equal(pprof_str(p, p->comments[0]), "main");
+	pprof_profile__free(p);
+}
+
+static void wrong_wire_types_are_refused(void **state)
+{
+	struct pb b = { 0 };
+
+	base_tables(&b);
+	pb_u(&b, 2, 5); /* sample as a varint */
+	expect_error(&b, -EINVAL, "sample has wire type 0");
+	b.n = 0;
+	base_tables(&b);
+	pb_bytes(&b, 9, "x", 1); /* time_nanos as bytes */
+	expect_error(&b, -EINVAL, "time_nanos has wire type 2");
+}
+
+/* Every prefix of a valid profile is refused cleanly (or, at a field boundary, read). */
+static void truncations_never_crash(void **state)
+{
+	struct pb b = { 0 };
+	struct pprof_profile *p;
+	char err[256];
+	size_t n, full;
+	int bad = 0;
+
+	base_tables(&b);
+	add_sample(&b, 1, 5);
+	full = b.n;
+	for (n = 1; n < full; n++) {
+		b.n = n;
+		if (read_pb(&b, NULL, err, sizeof(err), &p)) {
+			assert_null(p);
+			assert_true(strlen(err) > 0);
+			bad++;
+		} else {
+			pprof_profile__free(p);
+		}
+	}
+	assert_true(bad > (int)full / 2);
+	b.n = full - 1; /* cut inside the last sample's value */
+	expect_error(&b, -EINVAL, "truncated");
+}
+
+static void limits_are_enforced(void **state)
+{
+	struct pprof_read_limits lim = { .max_samples = 2, .max_stack_depth = 3 };
+	struct pb b = { 0 }, s = { 0 };
+	struct pprof_profile *p;
+	char err[256];
+	int i;
+
+	base_tables(&b);
+	for (i = 0; i < 3; i++)
+		add_sample(&b, 1, 1);
+	assert_int_equal(read_pb(&b, &lim, err, sizeof(err), &p), -EFBIG);
+	assert_non_null(strstr(err, "more than 2 samples"));
+
+	b.n = 0;
+	base_tables(&b);
+	for (i = 0; i < 4; i++)
+		pb_u(&s, 1, 1);
+	pb_u(&s, 2, 1);
+	pb_msg(&b, 2, &s);
+	assert_int_equal(read_pb(&b, &lim, err, sizeof(err), &p), -EFBIG);
+	assert_non_null(strstr(err, "sample 0 has 4 locations, limit 3"));
+
+	lim = (struct pprof_read_limits){ .max_input = 10 };
+	assert_int_equal(read_pb(&b, &lim, err, sizeof(err), &p), -EFBIG);
+	assert_int_equal(pprof_read(NULL, 0, NULL, &p, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "empty"));
+}
+
+static size_t gzip(const void *in, size_t len, uint8_t *out, size_t cap)
+{
+	z_stream z = { 0 };
+	size_t n;
+
+	assert_int_equal(deflateInit2(&z, 9, Z_DEFLATED, 16 + 15, 9, Z_DEFAULT_STRATEGY), Z_OK);
+	z.next_in = (void *)in;
+	z.avail_in = len;
+	z.next_out = out;
+	z.avail_out = cap;
+	assert_int_equal(deflate(&z, Z_FINISH), Z_STREAM_END);
+	n = cap - z.avail_out;
+	deflateEnd(&z);
+	return n;
+}
+
+static void gzip_is_checked(void **state)
+{
+	static uint8_t big[8 << 20], gz[65536];
+	struct pb b = { 0 };
+	struct pprof_profile *p;
+	char err[256];
+	uint8_t two[2 * sizeof(gz)];
+	size_t n;
+
+	/* A bomb: 8 MiB of zeros in ~8 KiB is a ratio of ~1000. */
+	n = gzip(big, sizeof(big), gz, sizeof(gz));
+	assert_int_equal(pprof_read(gz, n, NULL, &p, err, sizeof(err)), -EFBIG);
+	assert_non_null(strstr(err, "expands beyond"));
+
+	base_tables(&b);
+	add_sample(&b, 1, 9);
+	n = gzip(b.d, b.n, gz, sizeof(gz));
+	assert_int_equal(pprof_read(gz, n, NULL, &p, err, sizeof(err)), 0);
+	assert_int_equal(p->samples[0].values[0], 9);
+	pprof_profile__free(p);
+
+	assert_int_equal(pprof_read(gz, n - 5, NULL, &p, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "truncated"));
+
+	memcpy(two, gz, n);
+	memcpy(two + n, "junk", 4);
+	assert_int_equal(pprof_read(two, n + 4, NULL, &p, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "garbage after the gzip stream"));
+
+	memcpy(two + n, gz, n); /* two members: one stream, as gzip -d reads it */
+	assert_int_equal(pprof_read(two, 2 * n, NULL, &p, err, sizeof(err)), -EINVAL);
+	/* ...whose content is two profiles concatenated: two sample types now. */
+	if (!strstr(err, "sample 0 has 1 values, profile has 2 sample types"))
+		fail_msg("%s", err);
+
+	gz[n / 2] ^= 0xff;
+	assert_int_equal(pprof_read(gz, n, NULL, &p, err, sizeof(err)), -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(reads_a_valid_profile),
+		cmocka_unit_test(names_the_missing_location),
+		cmocka_unit_test(value_count_must_match_types),
+		cmocka_unit_test(string_indexes_are_checked),
+		cmocka_unit_test(string_zero_must_be_empty),
+		cmocka_unit_test(ids_must_be_unique_and_nonzero),
+		cmocka_unit_test(location_references_are_checked),
+		cmocka_unit_test(sparse_ids_are_renumbered),
+		cmocka_unit_test(packed_and_unpacked_are_both_read),
+		cmocka_unit_test(wrong_wire_types_are_refused),
+		cmocka_unit_test(truncations_never_crash),
+		cmocka_unit_test(limits_are_enforced),
+		cmocka_unit_test(gzip_is_checked),
+	};
+
+	return cmocka_run_group_tests_name("pprof-reader", tests, NULL, NULL);
+}
