@@ -1,0 +1,24 @@
+# SPDX-License-Identifier: MIT
+# agent/ transport: mTLS upload, offline spool (store/ringfile on flash), retry/backoff.
+# Included before agent/Build.mk (sort order), so everything here that names other areas'
+# variables uses deferred '='. The lead links $(agent-transport-y) into edgeprof-agent.
+agent-transport-$(CONFIG_UPLOAD_MTLS) += agent/upload.o agent/transport.o
+agent-transport-$(CONFIG_SPOOL)       += agent/spool.o
+agent-transport-objs    = $(agent-transport-y) $(port-net-y) \
+			  $(if $(CONFIG_SPOOL),$(store-ring-y))
+agent-transport-ldlibs  = $(port-net-ldlibs)
+
+ifeq ($(CONFIG_UPLOAD_MTLS),y)
+# tests/Build-transport.mk builds tests/drivers/push-dir from these objects.
+unit-tests-y          += upload transport
+upload-test-objs       = agent/upload.o $(port-net-y) $(port-y)
+upload-test-ldlibs     = $(port-net-ldlibs) -lpthread
+transport-test-objs    = $(agent-transport-objs) $(port-y)
+transport-test-ldlibs  = $(port-net-ldlibs)
+endif
+
+ifeq ($(CONFIG_SPOOL),y)
+unit-tests-y      += spool
+spool-test-objs    = agent/spool.o $(store-ring-y) $(port-y)
+spool-test-ldlibs  = -lpthread
+endif

@@ -1,0 +1,12 @@
+# SPDX-License-Identifier: MIT
+# tests/drivers/push-dir: pushes a directory of .pb.gz files through agent/transport (tests,
+# demo, benchmarks; cross-built to prove the transport on the target architectures). Lives
+# here, after port/ and store/ in the include order, because its prerequisites are expanded
+# when the rule is read.
+ifeq ($(CONFIG_UPLOAD_MTLS),y)
+push-dir-objs = tests/drivers/push-dir.o $(agent-transport-objs) $(port-y)
+$(O)/tests/drivers/push-dir: $(addprefix $(O)/,$(push-dir-objs))
+	$(quiet) LD $@
+	$(Q)$(CC) $(LDFLAGS) $(LDFLAGS-static-y) -o $@ $^ $(agent-transport-ldlibs)
+all-tests: $(O)/tests/drivers/push-dir
+endif
