@@ -14,7 +14,7 @@ unit-tests-y          += upload transport
 upload-test-objs       = agent/upload.o $(port-net-y) $(port-y)
 upload-test-ldlibs     = $(port-net-ldlibs) -lpthread
 transport-test-objs    = $(agent-transport-objs) $(port-y)
-transport-test-ldlibs  = $(port-net-ldlibs)
+transport-test-ldlibs  = $(port-net-ldlibs) -lpthread
 endif
 
 ifeq ($(CONFIG_SPOOL),y)

@@ -195,8 +195,9 @@ static void *peer_thread(void *arg)
 	return NULL;
 }
 
-/* Starts a peer with server certificate cert ("server", "wrongname") of CA ca. */
-static inline struct peer *peer_start(const char *ca, const char *cert)
+/* Starts a peer with server certificate cert ("server", "wrongname") of CA ca, on port
+ * (NULL = any free one). */
+static inline struct peer *peer_start_on(const char *ca, const char *cert, const char *port)
 {
 	struct peer *p = calloc(1, sizeof(*p));
 	char err[256], crt[256], key[256], cacrt[256];
@@ -210,10 +211,20 @@ static inline struct peer *peer_start(const char *ca, const char *cert)
 		abort();
 	}
 	pthread_mutex_init(&p->lock, NULL);
-	p->lfd = net_listen("127.0.0.1:0", 16, err, sizeof(err));
+	snprintf(key, sizeof(key), "127.0.0.1:%s", port ? port : "0");
+	p->lfd = net_listen(key, 16, err, sizeof(err));
+	if (p->lfd < 0) {
+		fprintf(stderr, "peer: %s\n", err);
+		abort();
+	}
 	snprintf(p->port, sizeof(p->port), "%d", net_local_port(p->lfd));
 	pthread_create(&p->th, NULL, peer_thread, p);
 	return p;
+}
+
+static inline struct peer *peer_start(const char *ca, const char *cert)
+{
+	return peer_start_on(ca, cert, NULL);
 }
 
 static inline void peer_stop(struct peer *p)
