@@ -411,7 +411,7 @@ int flame__svg(const struct ftree *t, const struct flame_opts *o, FILE *out)
 		write_rect(t, &rects[i], o, width, height, max_d, out);
 	fputs("</g>\n", out);
 	if (elided)
-		fprintf(out, "<!-- %zu frames not drawn: more than %zu boxes -->\n", elided,
+		fprintf(out, "<!-- %zu subtrees not drawn: more than %zu boxes -->\n", elided,
 			o->max_rects ? o->max_rects : (size_t)200000);
 	fputs("</svg>\n", out);
 	free(rects);

@@ -7,7 +7,7 @@
  * first for the usual alphabetical order). Boxes narrower than min_frac are not drawn one by
  * one: a run of such siblings becomes one "[N small frames]" box, and their subtrees are
  * skipped, which bounds the output at about depth / min_frac boxes; max_rects is a hard bound
- * on top (what it cuts is counted in *elided).
+ * on top (the subtrees it cuts are counted in *elided).
  *
  * SVG: root at the bottom; hovering shows name, value and percent; a click zooms into a frame
  * (its ancestors stay as faded full-width bars), "Reset Zoom" or Escape returns; "Search"
@@ -37,7 +37,8 @@ struct flame_rect {
 
 /*
  * Lays out t (widths from slot). On success *rects is malloc'd (caller frees) with *n boxes in
- * pre-order (parents before children), *elided counts boxes not drawn because of max_rects.
+ * pre-order (parents before children); *elided counts the subtrees (a frame with all it calls)
+ * left out because of max_rects.
  */
 int flame__layout(const struct ftree *t, int slot, double min_frac, size_t max_rects,
 		  struct flame_rect **rects, size_t *n, size_t *elided);
