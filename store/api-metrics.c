@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: MIT
+/* store/api-metrics.c — GET /metrics in Prometheus' text format. */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "port/clock.h"
+#include "store/server.h"
+
+static void metric(struct sbuf *b, const char *name, const char *type, const char *help,
+		   uint64_t v)
+{
+	sbuf_printf(b, "# HELP edgeprof_collector_%s %s\n# TYPE edgeprof_collector_%s %s\n"
+		    "edgeprof_collector_%s %" PRIu64 "\n", name, help, name, type, name, v);
+}
+
+static void metric_family(struct sbuf *b, const char *name, const char *help,
+			  const char *label, const char *const *names,
+			  const atomic_uint_fast64_t *values, size_t n)
+{
+	sbuf_printf(b, "# HELP edgeprof_collector_%s %s\n# TYPE edgeprof_collector_%s counter\n",
+		    name, help, name);
+	for (size_t i = 0; i < n; i++)
+		sbuf_printf(b, "edgeprof_collector_%s{%s=\"%s\"} %" PRIu64 "\n", name, label,
+			    names[i], (uint64_t)values[i]);
+}
+
+void api_metrics(struct api_ctx *a)
+{
+	const struct server_metrics *m = a->metrics;
+	struct store_stats st;
+	struct sbuf b = { 0 };
+	uint64_t now = port_clock_real_ns(), age = 0;
+
+	store__stats(a->store, &st);
+	if (st.ring.oldest_time_ns && st.ring.oldest_time_ns < now)
+		age = (now - st.ring.oldest_time_ns) / NSEC_PER_SEC;
+	metric(&b, "http_requests_total", "counter", "HTTP requests read whole.", m->requests);
+	metric(&b, "profiles_received_total", "counter",
+	       "Profiles received on any ingest API.", m->received);
+	metric(&b, "profiles_stored_total", "counter", "Profiles stored durably.", m->stored);
+	metric(&b, "profiles_duplicate_total", "counter",
+	       "Uploads whose idempotency key was already stored (nothing written).",
+	       m->duplicates);
+	metric(&b, "received_bytes_total", "counter", "Profile bytes received.",
+	       m->bytes_received);
+	metric_family(&b, "requests_rejected_total", "Requests refused, by reason.", "reason",
+		      reject_reason_names, m->rejected, REJ__N);
+	metric(&b, "ring_capacity_bytes", "gauge", "Data area of the ring file.",
+	       st.ring.capacity);
+	metric(&b, "ring_used_bytes", "gauge", "Bytes of the ring holding live records.",
+	       st.ring.used);
+	metric(&b, "ring_records", "gauge", "Live records in the ring.", st.ring.records);
+	metric(&b, "ring_oldest_record_age_seconds", "gauge",
+	       "Age of the oldest live record (the retention the ring gives now).", age);
+	metric(&b, "ring_overwritten_total", "counter",
+	       "Records evicted by wraparound since start.", st.ring.overwritten);
+	metric(&b, "ring_corrupt_records_total", "counter",
+	       "Torn or corrupt records skipped (never served).", st.ring.corrupt);
+	metric(&b, "ring_syncs_total", "counter", "fdatasync calls.", st.ring.syncs);
+	metric(&b, "index_entries", "gauge", "Profiles in the in-memory index.",
+	       st.index.entries);
+	metric(&b, "index_memory_bytes", "gauge", "Heap held by the index.", st.index.mem_bytes);
+	metric(&b, "index_dropped_total", "counter",
+	       "Index entries dropped because the index was full.", st.index.dropped);
+	metric(&b, "tls_handshakes_total", "counter", "Completed TLS handshakes.",
+	       m->tls_handshakes);
+	metric(&b, "tls_resumed_total", "counter", "Handshakes that resumed a session.",
+	       m->tls_resumed);
+	metric_family(&b, "tls_handshake_failures_total", "TLS handshakes refused or failed.",
+		      "reason", tls_fail_names, m->tls_failures, TLSF__N);
+	metric(&b, "connections_active", "gauge", "Open connections.",
+	       (uint64_t)m->conns_active);
+	metric(&b, "connections_total", "counter", "Accepted connections.", m->conns_total);
+	metric(&b, "connections_refused_total", "counter",
+	       "Connections closed at once because the connection cap was reached.",
+	       m->conns_refused);
+	api_json(a, &b);
+	a->content_type = "text/plain; version=0.0.4";
+}

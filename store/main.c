@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: MIT
+/*
+ * store/main.c — edgeprof-collector: options, signals, then the server.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "port/log.h"
+#include "store/server.h"
+
+static struct server *the_server;
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: edgeprof-collector --listen HOST:PORT --tls-ca F --tls-cert F --tls-key F\n"
+		"                          --ring PATH [--ring-size SIZE] [--fsync-ms N]\n"
+		"                          [--http-listen HOST:PORT [--http-token TOKEN]]\n"
+		"                          [--max-body SIZE] [--max-conns N] [--request-timeout-ms N]\n"
+		"                          [--idle-timeout-ms N] [--index-entries N] [--syslog] [-v]\n"
+		"\n"
+		"Receives profiles over mutual TLS (client certificates signed by --tls-ca are\n"
+		"required; their CN becomes the device label) and keeps them in one preallocated\n"
+		"ring file of SIZE bytes (K/M/G suffixes; default %d MiB; the oldest are\n"
+		"overwritten). A profile is acknowledged once durable: fsync per record, or every N\n"
+		"ms with --fsync-ms (group commit). --http-listen adds a plain-HTTP listener for SDKs\n"
+		"without client certificates: loopback only unless --http-token is set, and with a\n"
+		"token every request needs 'Authorization: Bearer TOKEN' (or Basic, token as\n"
+		"password). API: store/README.md.\n", CONFIG_COLLECTOR_RING_MB);
+}
+
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	switch (*end) {
+	case 'k': case 'K': v <<= 10; end++; break;
+	case 'm': case 'M': v <<= 20; end++; break;
+	case 'g': case 'G': v <<= 30; end++; break;
+	default: break;
+	}
+	if (*end == 'i' || *end == 'B')
+		end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
+	if (*end)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static void on_signal(int sig)
+{
+	if (the_server)
+		server__stop(the_server);
+}
+
+static int parse_args(int argc, char **argv, struct server_opts *o)
+{
+	static const struct option opts[] = {
+		{ "listen", required_argument, NULL, 'l' },
+		{ "tls-ca", required_argument, NULL, 'C' },
+		{ "tls-cert", required_argument, NULL, 'c' },
+		{ "tls-key", required_argument, NULL, 'k' },
+		{ "ring", required_argument, NULL, 'r' },
+		{ "ring-size", required_argument, NULL, 's' },
+		{ "fsync-ms", required_argument, NULL, 'f' },
+		{ "http-listen", required_argument, NULL, 'H' },
+		{ "http-token", required_argument, NULL, 'T' },
+		{ "max-body", required_argument, NULL, 'b' },
+		{ "max-conns", required_argument, NULL, 'm' },
+		{ "request-timeout-ms", required_argument, NULL, 't' },
+		{ "idle-timeout-ms", required_argument, NULL, 'i' },
+		{ "index-entries", required_argument, NULL, 'x' },
+		{ "syslog", no_argument, NULL, 'S' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	uint64_t v;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'l': o->listen = optarg; break;
+		case 'C': o->tls_ca = optarg; break;
+		case 'c': o->tls_cert = optarg; break;
+		case 'k': o->tls_key = optarg; break;
+		case 'r': o->store.path = optarg; break;
+		case 'H': o->http_listen = optarg; break;
+		case 'T': o->http_token = optarg; break;
+		case 'S': port_log_open("edgeprof-collector", true); break;
+		case 'v': port_log_set_level(PORT_LOG_DEBUG); break;
+		case 'h': usage(stdout); exit(0);
+		case 's': case 'f': case 'b': case 'm': case 't': case 'i': case 'x':
+			if (parse_size(optarg, &v)) {
+				fprintf(stderr, "edgeprof-collector: '%s' is not a number or size\n",
+					optarg);
+				return -EINVAL;
+			}
+			if (c == 's') o->store.size = v;
+			else if (c == 'f') o->store.fsync_ms = (unsigned)v;
+			else if (c == 'b') o->max_body = v;
+			else if (c == 'm') o->max_conns = (unsigned)v;
+			else if (c == 't') o->request_timeout_ms = (unsigned)v;
+			else if (c == 'i') o->idle_timeout_ms = (unsigned)v;
+			else o->store.index_entries = v;
+			break;
+		default:
+			return -EINVAL;
+		}
+	}
+	if (optind != argc || !o->store.path || (!o->listen && !o->http_listen) ||
+	    (o->listen && (!o->tls_ca || !o->tls_cert || !o->tls_key))) {
+		fprintf(stderr, "edgeprof-collector: needs --ring and --listen with --tls-ca, "
+			"--tls-cert, --tls-key (or --http-listen)\n");
+		return -EINVAL;
+	}
+	if (o->http_token && !o->http_listen) {
+		fprintf(stderr, "edgeprof-collector: --http-token without --http-listen\n");
+		return -EINVAL;
+	}
+	if (o->http_token && strlen(o->http_token) < 8) {
+		fprintf(stderr, "edgeprof-collector: --http-token must be at least 8 characters\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct server_opts o = {
+		.store = { .size = 0, .fsync_ms = CONFIG_COLLECTOR_FSYNC_MS },
+		.max_body = (size_t)CONFIG_COLLECTOR_MAX_BODY_KB << 10,
+		.max_conns = CONFIG_COLLECTOR_MAX_CONNS,
+		.request_timeout_ms = 30000,
+		.idle_timeout_ms = 60000,
+		.handshake_timeout_ms = 10000,
+	};
+	struct sigaction sa = { .sa_handler = on_signal };
+	char err[512] = "";
+	int ret;
+
+	port_log_open("edgeprof-collector", false);
+	if (parse_args(argc, argv, &o)) {
+		usage(stderr);
+		return 2;
+	}
+	if (o.request_timeout_ms < o.handshake_timeout_ms)
+		o.handshake_timeout_ms = o.request_timeout_ms;
+	signal(SIGPIPE, SIG_IGN);
+	the_server = server__new(&o, err, sizeof(err));
+	if (!the_server) {
+		pr_err("%s", err);
+		return 1;
+	}
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	if (o.listen)
+		pr_info("listening on %s (mutual TLS, port %d)", o.listen,
+			server__port(the_server, true));
+	if (o.http_listen)
+		pr_info("listening on %s (plain HTTP%s, port %d)", o.http_listen,
+			o.http_token ? ", token required" : "", server__port(the_server, false));
+	ret = server__run(the_server);
+	pr_info("shutting down");
+	server__free(the_server);
+	return ret ? 1 : 0;
+}

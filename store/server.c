@@ -1,0 +1,510 @@
+// SPDX-License-Identifier: MIT
+/*
+ * store/server.c — listeners, the connection cap, one thread per connection, TLS handshake and
+ * device identity, HTTP keep-alive with per-request deadlines, plain-HTTP token check, clean
+ * shutdown. The handlers live in store/api*.c.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <mbedtls/base64.h>
+
+#include "port/clock.h"
+#include "port/log.h"
+#include "port/net.h"
+#include "port/tls.h"
+#include "store/server.h"
+
+#define CONN_STACK_SIZE (512u * 1024)
+
+const char *const reject_reason_names[REJ__N] = {
+	"bad_request", "bad_profile", "too_large", "header_too_large", "timeout",
+	"unauthorized", "not_found", "method", "store", "busy",
+};
+const char *const tls_fail_names[TLSF__N] = { "no_cert", "bad_cert", "timeout", "other" };
+
+struct server {
+	struct server_opts o;
+	struct store *store;
+	struct tls_config *tls;
+	int tls_fd, http_fd;
+	int stop_pipe[2];
+	atomic_bool stopping;
+	pthread_mutex_t lock;
+	pthread_cond_t idle;
+	unsigned active;
+	struct server_metrics m;
+};
+
+struct conn {
+	struct server *srv;
+	int fd;
+	bool tls;		/* from the mTLS listener */
+	struct tls_conn *tc;	/* NULL on the plain-HTTP listener */
+	uint64_t deadline;
+	char peer[64];
+	char device[256];
+	struct http_stream stream;
+	struct http_message msg;
+};
+
+static ssize_t conn_read_plain(void *ctx, void *buf, size_t len)
+{
+	struct conn *c = ctx;
+
+	return net_read(c->fd, buf, len, c->deadline);
+}
+
+static int conn_write_plain(void *ctx, const void *buf, size_t len)
+{
+	struct conn *c = ctx;
+
+	return net_write(c->fd, buf, len, c->deadline);
+}
+
+static ssize_t conn_read_tls(void *ctx, void *buf, size_t len)
+{
+	struct conn *c = ctx;
+
+	return tls_conn__read(c->tc, buf, len);
+}
+
+static int conn_write_tls(void *ctx, const void *buf, size_t len)
+{
+	struct conn *c = ctx;
+
+	return tls_conn__write(c->tc, buf, len);
+}
+
+static void conn_set_deadline(struct conn *c, uint64_t ms)
+{
+	c->deadline = port_clock_mono_ns() + ms * NSEC_PER_MSEC;
+	if (c->tc)
+		tls_conn__set_deadline(c->tc, c->deadline);
+}
+
+static enum tls_fail_reason tls_fail_reason(int ret, const char *msg)
+{
+	if (ret == -ETIMEDOUT)
+		return TLSF_TIMEOUT;
+	if (ret == -EACCES)
+		return strstr(msg, "no certificate") ? TLSF_NO_CERT : TLSF_BAD_CERT;
+	return TLSF_OTHER;
+}
+
+/* The CN becomes a label value: refuse what a label value cannot hold. */
+static bool device_name_ok(const char *cn)
+{
+	if (!*cn)
+		return false;
+	for (const char *p = cn; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			return false;
+	return true;
+}
+
+static int conn_handshake(struct conn *c)
+{
+	struct server *s = c->srv;
+	int ret;
+
+	c->tc = tls_conn__new(s->tls, c->fd, NULL);
+	if (!c->tc)
+		return -ENOMEM;
+	conn_set_deadline(c, s->o.handshake_timeout_ms);
+	ret = tls_conn__handshake(c->tc);
+	if (ret) {
+		const char *msg = tls_conn__error(c->tc);
+
+		s->m.tls_failures[tls_fail_reason(ret, msg)]++;
+		/* A peer that connects and leaves (port scan, health check) is not news. */
+		if (ret == -ECONNRESET)
+			pr_debug("%s: %s", c->peer, msg);
+		else
+			pr_warn("refused TLS client %s: %s", c->peer, msg);
+		return ret;
+	}
+	s->m.tls_handshakes++;
+	if (tls_conn__resumed(c->tc))
+		s->m.tls_resumed++;
+	if (tls_conn__peer_cn(c->tc, c->device, sizeof(c->device)) ||
+	    !device_name_ok(c->device)) {
+		s->m.tls_failures[TLSF_BAD_CERT]++;
+		pr_warn("refused TLS client %s: its certificate has no usable CN", c->peer);
+		return -EACCES;
+	}
+	pr_debug("%s: device %s (%s%s)", c->peer, c->device, tls_conn__cipher(c->tc),
+		 tls_conn__resumed(c->tc) ? ", resumed" : "");
+	return 0;
+}
+
+/* Waits for the next request's first byte, the idle timeout, or shutdown: true to go on. */
+static bool conn_wait_request(struct conn *c)
+{
+	struct server *s = c->srv;
+	struct pollfd pfd[2] = {
+		{ .fd = c->fd, .events = POLLIN },
+		{ .fd = s->stop_pipe[0], .events = POLLIN },
+	};
+	int n;
+
+	if (c->stream.len > c->stream.consumed || (c->tc && tls_conn__pending(c->tc)))
+		return true;
+	do {
+		n = poll(pfd, 2, (int)s->o.idle_timeout_ms);
+	} while (n < 0 && errno == EINTR);
+	return n > 0 && !(pfd[1].revents & POLLIN) && (pfd[0].revents & (POLLIN | POLLHUP));
+}
+
+static bool token_ok(const char *want, const char *got, size_t len)
+{
+	size_t wl = strlen(want);
+	unsigned char diff = (unsigned char)(wl != len);
+
+	for (size_t i = 0; i < len; i++)
+		diff |= (unsigned char)(got[i] ^ want[i % (wl ? wl : 1)]);
+	return !diff;
+}
+
+/* Plain HTTP with a token: "Bearer TOKEN", or "Basic base64(user:TOKEN)". */
+static bool conn_authorized(struct conn *c)
+{
+	const char *want = c->srv->o.http_token;
+	const char *auth = http_header(&c->msg, "authorization");
+	unsigned char dec[512];
+	size_t n = 0;
+
+	if (c->tc || !want || !strcmp(c->msg.path, "/healthz"))
+		return true;
+	if (!auth)
+		return false;
+	if (!strncasecmp(auth, "Bearer ", 7))
+		return token_ok(want, auth + 7, strlen(auth + 7));
+	if (strncasecmp(auth, "Basic ", 6) ||
+	    mbedtls_base64_decode(dec, sizeof(dec) - 1, &n, (const unsigned char *)auth + 6,
+				  strlen(auth + 6)))
+		return false;
+	dec[n] = '\0';
+	{
+		char *colon = strchr((char *)dec, ':');
+
+		return colon && token_ok(want, colon + 1, strlen(colon + 1));
+	}
+}
+
+static void conn_answer(struct conn *c, struct api_ctx *a, bool keep_alive)
+{
+	int ret = http_write_response(&c->stream, a->status, a->content_type,
+				      a->extra[0] ? a->extra : NULL, a->body, a->body_len,
+				      keep_alive);
+
+	if (ret)
+		pr_debug("%s: writing the answer: %s", c->peer, strerror(-ret));
+}
+
+/* A request that could not be read whole: answer (best effort) and close. */
+static void conn_read_failed(struct conn *c, struct api_ctx *a, int ret)
+{
+	struct server *s = c->srv;
+
+	switch (ret) {
+	case -EMSGSIZE:
+	case -E2BIG:
+		api_error(a, 431, REJ_HEADER_TOO_LARGE,
+			  "request head larger than %d bytes or more than %d headers",
+			  HTTP_HEAD_MAX, HTTP_MAX_HEADERS);
+		break;
+	case -EINVAL:
+		api_error(a, 400, REJ_BAD_REQUEST, "malformed HTTP request");
+		break;
+	case -EFBIG:
+		api_error(a, 413, REJ_TOO_LARGE, "body larger than the limit of %zu bytes",
+			  s->o.max_body);
+		break;
+	case -ENOSYS:
+		api_error(a, 501, REJ_BAD_REQUEST, "only chunked transfer coding is supported");
+		break;
+	case -ETIMEDOUT:
+		api_error(a, 408, REJ_TIMEOUT, "request not complete within %u ms",
+			  s->o.request_timeout_ms);
+		break;
+	default:
+		return; /* the peer went away */
+	}
+	pr_info("%s%s%s: %d %.*s", c->peer, c->device[0] ? " device " : "", c->device, a->status,
+		(int)a->body_len, (char *)a->body);
+	conn_set_deadline(c, 2000);
+	conn_answer(c, a, false);
+}
+
+static void conn_serve(struct conn *c)
+{
+	struct server *s = c->srv;
+	struct api_ctx a;
+
+	for (;;) {
+		bool keep;
+		int ret;
+
+		if (!conn_wait_request(c))
+			return;
+		memset(&a, 0, sizeof(a));
+		a.store = s->store;
+		a.metrics = &s->m;
+		a.req = &c->msg;
+		a.device = c->device;
+		a.peer = c->peer;
+		a.max_body = s->o.max_body;
+		conn_set_deadline(c, s->o.request_timeout_ms);
+		ret = http_read_request(&c->stream, &c->msg, s->o.max_body);
+		if (ret) {
+			conn_read_failed(c, &a, ret);
+			api_reset(&a);
+			return;
+		}
+		s->m.requests++;
+		if (conn_authorized(c)) {
+			api_handle(&a);
+		} else {
+			api_error(&a, 401, REJ_UNAUTHORIZED, "this listener needs a token: "
+				  "Authorization: Bearer TOKEN");
+			snprintf(a.extra, sizeof(a.extra),
+				 "WWW-Authenticate: Bearer realm=\"edgeprof\"\r\n");
+		}
+		keep = c->msg.keep_alive && !s->stopping;
+		conn_answer(c, &a, keep);
+		api_reset(&a);
+		if (!keep)
+			return;
+	}
+}
+
+static void *conn_thread(void *arg)
+{
+	struct conn *c = arg;
+	struct server *s = c->srv;
+
+	if (!c->tls || !conn_handshake(c)) {
+		http_stream__init(&c->stream, c->tls ? conn_read_tls : conn_read_plain,
+				  c->tls ? conn_write_tls : conn_write_plain, c);
+		conn_serve(c);
+		if (c->tls) {
+			conn_set_deadline(c, 1000);
+			tls_conn__close(c->tc);
+		}
+	}
+	http_message__reset(&c->msg);
+	tls_conn__free(c->tc);
+	close(c->fd);
+	free(c);
+	pthread_mutex_lock(&s->lock);
+	if (--s->active == 0)
+		pthread_cond_broadcast(&s->idle);
+	s->m.conns_active = (int)s->active;
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+static void server_refuse(struct server *s, int fd, bool tls)
+{
+	static const char busy[] =
+		"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+		"Content-Length: 54\r\nConnection: close\r\nRetry-After: 1\r\n\r\n"
+		"{\"code\":503,\"error\":\"too many connections, retry later\"}";
+
+	s->m.conns_refused++;
+	s->m.rejected[REJ_BUSY]++;
+	if (!tls) /* best effort, never blocks */
+		(void)!send(fd, busy, sizeof(busy) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+	close(fd);
+}
+
+static void server_accept(struct server *s, int lfd, bool tls)
+{
+	pthread_attr_t attr;
+	pthread_t th;
+	struct conn *c;
+	char peer[64];
+	int fd = net_accept(lfd, peer, sizeof(peer));
+
+	if (fd < 0) {
+		if (fd != -EAGAIN && fd != -ECONNABORTED)
+			pr_warn("accept: %s", strerror(-fd));
+		return;
+	}
+	s->m.conns_total++;
+	pthread_mutex_lock(&s->lock);
+	if (s->active >= s->o.max_conns) {
+		pthread_mutex_unlock(&s->lock);
+		pr_info("refused %s: %u connections open (the limit)", peer, s->o.max_conns);
+		server_refuse(s, fd, tls);
+		return;
+	}
+	s->active++;
+	s->m.conns_active = (int)s->active;
+	pthread_mutex_unlock(&s->lock);
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		goto out_unwind;
+	c->srv = s;
+	c->fd = fd;
+	c->tls = tls;
+	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, CONN_STACK_SIZE);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&th, &attr, conn_thread, c)) {
+		pthread_attr_destroy(&attr);
+		free(c);
+		goto out_unwind;
+	}
+	pthread_attr_destroy(&attr);
+	return;
+
+out_unwind:
+	pr_warn("no memory or thread for %s", peer);
+	close(fd);
+	pthread_mutex_lock(&s->lock);
+	s->active--;
+	pthread_mutex_unlock(&s->lock);
+}
+
+static int server_listen(const char *what, const char *hostport, char *err, size_t errlen)
+{
+	char msg[256];
+	int fd = net_listen(hostport, 128, msg, sizeof(msg));
+
+	if (fd < 0)
+		snprintf(err, errlen, "%s: %s", what, msg);
+	return fd;
+}
+
+static bool is_loopback(const char *hostport)
+{
+	return !strncmp(hostport, "127.", 4) || !strncmp(hostport, "localhost:", 10) ||
+	       !strncmp(hostport, "[::1]:", 6);
+}
+
+struct server *server__new(const struct server_opts *o, char *err, size_t errlen)
+{
+	struct server *s = calloc(1, sizeof(*s));
+
+	if (!s) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	s->o = *o;
+	s->tls_fd = s->http_fd = s->stop_pipe[0] = s->stop_pipe[1] = -1;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->idle, NULL);
+	if (o->http_listen && !o->http_token && !is_loopback(o->http_listen)) {
+		snprintf(err, errlen, "--http-listen %s is not a loopback address: it needs "
+			 "--http-token", o->http_listen);
+		goto out_free;
+	}
+	if (pipe2(s->stop_pipe, O_CLOEXEC | O_NONBLOCK)) {
+		snprintf(err, errlen, "pipe: %s", strerror(errno));
+		goto out_free;
+	}
+	if (o->listen) {
+		s->tls = tls_config__new_server(o->tls_ca, o->tls_cert, o->tls_key, err, errlen);
+		if (!s->tls)
+			goto out_free;
+		s->tls_fd = server_listen("--listen", o->listen, err, errlen);
+		if (s->tls_fd < 0)
+			goto out_free;
+	}
+	if (o->http_listen) {
+		s->http_fd = server_listen("--http-listen", o->http_listen, err, errlen);
+		if (s->http_fd < 0)
+			goto out_free;
+	}
+	s->store = store__open(&o->store, err, errlen);
+	if (!s->store)
+		goto out_free;
+	return s;
+
+out_free:
+	server__free(s);
+	return NULL;
+}
+
+int server__port(const struct server *s, bool tls)
+{
+	int fd = tls ? s->tls_fd : s->http_fd;
+
+	return fd < 0 ? -ENOENT : net_local_port(fd);
+}
+
+void server__stop(struct server *s)
+{
+	s->stopping = true;
+	(void)!write(s->stop_pipe[1], "x", 1);
+}
+
+int server__run(struct server *s)
+{
+	struct pollfd pfd[3] = {
+		{ .fd = s->stop_pipe[0], .events = POLLIN },
+		{ .fd = s->tls_fd, .events = POLLIN },
+		{ .fd = s->http_fd, .events = POLLIN },
+	};
+	struct timespec until;
+
+	while (!s->stopping) {
+		int n = poll(pfd, 3, -1);
+
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		if (n <= 0)
+			continue;
+		if (pfd[1].revents & POLLIN)
+			server_accept(s, s->tls_fd, true);
+		if (pfd[2].revents & POLLIN)
+			server_accept(s, s->http_fd, false);
+	}
+	/* Stop listening, let every connection finish the request it is in. */
+	if (s->tls_fd >= 0)
+		close(s->tls_fd);
+	if (s->http_fd >= 0)
+		close(s->http_fd);
+	s->tls_fd = s->http_fd = -1;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += s->o.request_timeout_ms / 1000 + 3;
+	pthread_mutex_lock(&s->lock);
+	while (s->active && pthread_cond_timedwait(&s->idle, &s->lock, &until) != ETIMEDOUT)
+		;
+	if (s->active)
+		pr_warn("%u connections still open at shutdown", s->active);
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+void server__free(struct server *s)
+{
+	if (!s)
+		return;
+	if (s->active) /* threads still use the store and the TLS config: leak rather than crash */
+		return;
+	store__free(s->store);
+	tls_config__free(s->tls);
+	if (s->tls_fd >= 0)
+		close(s->tls_fd);
+	if (s->http_fd >= 0)
+		close(s->http_fd);
+	if (s->stop_pipe[0] >= 0) {
+		close(s->stop_pipe[0]);
+		close(s->stop_pipe[1]);
+	}
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->idle);
+	free(s);
+}

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store/server.h — the collector's network side: listeners (mutual TLS, optional plain HTTP),
+ * one thread per connection up to a hard cap, and the API handlers (store/api*.c) they call.
+ *
+ * Why threads and not an event loop: a connection spends its time in three blocking things —
+ * the TLS handshake (ECDHE + ECDSA, CPU), reading a body, and waiting for the ring's fsync
+ * (group commit). mbedtls' blocking mode with our deadline-aware bio keeps the TLS state machine
+ * mbedtls' own; an event loop would still need a worker pool for the fsync waits and the pprof
+ * validation. The cap (--max-conns, CONFIG_COLLECTOR_MAX_CONNS) bounds threads and memory:
+ * per connection a 256 KiB stack (virtual; a few pages touched), a 16 KiB read buffer, a 16 KiB
+ * parsed head, mbedtls' two 16 KiB record buffers, and the body (<= CONFIG_COLLECTOR_MAX_BODY_KB).
+ * Every request has a deadline (slowloris), every idle keep-alive connection a timeout.
+ */
+#ifndef EDGEPROF_STORE_SERVER_H
+#define EDGEPROF_STORE_SERVER_H
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "port/http.h"
+#include "store/query.h"
+
+struct server_opts {
+	const char *listen;		/* mTLS HOST:PORT (NULL = none) */
+	const char *tls_ca, *tls_cert, *tls_key;
+	const char *http_listen;	/* plain HTTP HOST:PORT (NULL = off) */
+	const char *http_token;		/* required on plain HTTP when set */
+	struct store_opts store;
+	size_t max_body;		/* bytes */
+	unsigned max_conns;
+	unsigned request_timeout_ms;	/* whole request, head and body */
+	unsigned idle_timeout_ms;	/* keep-alive wait for the next request */
+	unsigned handshake_timeout_ms;
+};
+
+enum reject_reason {
+	REJ_BAD_REQUEST,	/* malformed HTTP, bad parameters, bad selector */
+	REJ_BAD_PROFILE,	/* body is not a valid pprof (or has no samples) */
+	REJ_TOO_LARGE,		/* body over the limit, gzip bomb */
+	REJ_HEADER_TOO_LARGE,
+	REJ_TIMEOUT,		/* request not complete before its deadline */
+	REJ_UNAUTHORIZED,	/* plain HTTP without the token */
+	REJ_NOT_FOUND,		/* unknown endpoint or id */
+	REJ_METHOD,
+	REJ_STORE,		/* the ring could not store it */
+	REJ_BUSY,		/* connection cap reached */
+	REJ__N,
+};
+
+enum tls_fail_reason { TLSF_NO_CERT, TLSF_BAD_CERT, TLSF_TIMEOUT, TLSF_OTHER, TLSF__N };
+
+struct server_metrics {
+	atomic_uint_fast64_t requests, received, stored, duplicates, bytes_received;
+	atomic_uint_fast64_t rejected[REJ__N];
+	atomic_uint_fast64_t tls_handshakes, tls_resumed, tls_failures[TLSF__N];
+	atomic_uint_fast64_t conns_total, conns_refused;
+	atomic_int conns_active;
+};
+
+extern const char *const reject_reason_names[REJ__N];
+extern const char *const tls_fail_names[TLSF__N];
+
+struct server;
+
+struct server *server__new(const struct server_opts *o, char *err, size_t errlen);
+/* Serves until server__stop(); then waits for connections to finish their request. 0/-errno. */
+int server__run(struct server *s);
+void server__stop(struct server *s);	/* async-signal-safe */
+void server__free(struct server *s);	/* closes the store (syncs); NULL-safe */
+int server__port(const struct server *s, bool tls);
+
+/* ---- handlers (store/api*.c) ---------------------------------------------------------------- */
+
+/* A growable output buffer (JSON, metrics); oom sticks and turns the answer into a 500. */
+struct sbuf {
+	char *p;
+	size_t len, cap;
+	bool oom;
+};
+void sbuf_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sbuf_json_str(struct sbuf *b, const char *s);	/* quoted, escaped */
+void sbuf_free(struct sbuf *b);
+
+struct api_ctx {
+	struct store *store;
+	struct server_metrics *metrics;
+	const struct http_message *req;
+	const char *device;	/* client certificate CN; "" on the plain-HTTP listener */
+	const char *peer;	/* "ip:port", for log lines */
+	size_t max_body;
+	/* the answer */
+	int status;
+	const char *content_type;
+	unsigned char *body;	/* malloc'd unless body_static */
+	size_t body_len;
+	bool body_static;
+	char extra[256];	/* extra header lines */
+};
+
+void api_handle(struct api_ctx *a);
+void api_reset(struct api_ctx *a);	/* frees the answer */
+/* Sets a JSON error answer {"code":N,"error":"..."} and counts it under r. */
+void api_error(struct api_ctx *a, int status, enum reject_reason r, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+void api_json(struct api_ctx *a, struct sbuf *b);	/* takes b's buffer as a 200 answer */
+
+/*
+ * Validates and stores one profile (every ingest path ends here): the device label comes from
+ * the certificate, never from the client; the time from created (ns, 0 = the profile's own time,
+ * else receive time). Sets the answer on error and returns -errno; on success *seq, *dup.
+ */
+struct ingest {
+	const char *service, *type, *key;
+	struct record_label labels[RINGFILE_MAX_LABELS];
+	size_t n_labels;
+	int64_t created_ns;
+	char time_label[32];
+};
+int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, size_t len,
+		      uint64_t *seq, bool *dup, int64_t *time_ns);
+
+void api_pyroscope_ingest(struct api_ctx *a);
+void api_alloy_push(struct api_ctx *a);
+void api_metrics(struct api_ctx *a);
+
+#endif /* EDGEPROF_STORE_SERVER_H */
