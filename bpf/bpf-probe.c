@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "agent/ksyms.h"
 #include "bpf/sampler.h"
@@ -55,6 +56,14 @@ static int probe_sink(void *ctx, const struct agent_sample *s)
 	return 0;
 }
 
+static long maxrss_kb(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_maxrss;
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: bpf-probe [--seconds N] [--hz N] [--ring-kb N] [--depth N]\n"
@@ -79,6 +88,7 @@ int main(int argc, char **argv)
 	double seconds = 5;
 	int poll_ms = 100, c, ret;
 	uint64_t end, t0, open_ns;
+	long rss_start = maxrss_kb(), rss_open, rss_ksyms;
 	char err[256];
 
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -118,7 +128,9 @@ int main(int argc, char **argv)
 		return 3;
 	}
 	open_ns = port_clock_mono_ns() - t0;
+	rss_open = maxrss_kb();
 	p.ks = ksyms__load();
+	rss_ksyms = maxrss_kb();
 	end = port_clock_mono_ns() + (uint64_t)(seconds * 1e9);
 	while (port_clock_mono_ns() < end) {
 		if (poll_ms > 100)
@@ -136,12 +148,13 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	fprintf(stderr, "samples=%llu dropped_ringbuf=%llu dropped_sink=%llu truncated=%llu "
 		"cpus=%u open_ms=%.1f first_sample_ms=%.1f kernel_frames=%llu named=%llu "
-		"ksyms=%u hidden=%d\n",
+		"ksyms=%u hidden=%d maxrss_kb=start:%ld,open:%ld,ksyms:%ld,end:%ld\n",
 		(unsigned long long)st.samples, (unsigned long long)st.dropped_ringbuf,
 		(unsigned long long)st.dropped_sink, (unsigned long long)st.truncated, st.cpus,
 		open_ns / 1e6, p.first_ns ? (p.first_ns - t0) / 1e6 : -1.0,
 		(unsigned long long)p.kernel_frames, (unsigned long long)p.kernel_frames_named,
-		ksyms__count(p.ks), ksyms__hidden(p.ks));
+		ksyms__count(p.ks), ksyms__hidden(p.ks), rss_start, rss_open, rss_ksyms,
+		maxrss_kb());
 	bpf_sampler__free(s);
 	ksyms__free(p.ks);
 	return 0;

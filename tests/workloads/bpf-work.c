@@ -5,6 +5,8 @@
  *   bpf-work split SECONDS [THREADS]  work_a/work_b/work_c burn CPU 50/30/20 (same loop,
  *                                      iteration counts 5:3:2); THREADS (default 1) run it
  *   bpf-work syscall SECONDS           sys_reader() reads /dev/zero: most time in the kernel
+ *   bpf-work fixed ROUNDS              ROUNDS rounds of the split, then exit: a fixed amount of
+ *                                      work whose slowdown gives a profiler's per-sample cost
  * The comm is set to "bpfw-<mode>" so comm filters can find it.
  */
 #include <fcntl.h>
@@ -98,7 +100,7 @@ int main(int argc, char **argv)
 	char comm[16];
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: bpf-work split|syscall SECONDS [THREADS]\n");
+		fprintf(stderr, "usage: bpf-work split|syscall SECONDS [THREADS] | fixed ROUNDS\n");
 		return 2;
 	}
 	seconds = atof(argv[2]);
@@ -114,6 +116,14 @@ int main(int argc, char **argv)
 		split_thread(NULL);
 		for (int i = 1; i < n && i < 16; i++)
 			pthread_join(t[i], NULL);
+		return 0;
+	}
+	if (!strcmp(argv[1], "fixed")) {
+		for (long r = atol(argv[2]); r > 0; r--) {
+			work_a();
+			work_b();
+			work_c();
+		}
 		return 0;
 	}
 	if (!strcmp(argv[1], "syscall")) {

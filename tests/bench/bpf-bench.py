@@ -1,0 +1,338 @@
+# SPDX-License-Identifier: MIT
+"""BPF sampler benchmark: ours (bpf-probe: the agent's BPF sampler + kallsyms, printing every
+sample as folded text) against `perf record -a -g` and, where it runs, bcc's `profile`, in the
+same run on the same workload. Run through tests/bench/bpf-bench.sh (root).
+
+Per frequency (19 Hz, 99 Hz) all profilers sample the same 1-thread split workload (50/30/20)
+at once, system-wide; reported: the profiler's own CPU seconds and peak RSS (wait4 rusage), time
+from launch to its first sample (CLOCK_MONOTONIC), output bytes, the workload's function shares
+and stack completeness (leaf caller present). Then the per-sample cost: a fixed amount of work
+run alone and under each profiler at 4999 Hz, medians of alternating runs.
+"""
+import collections
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(TOP, "bpf"))
+import probe_report as pr  # noqa: E402
+
+BUILD = os.environ.get("EP_BUILD", os.path.join(TOP, "build", "host-x86_64"))
+PROBE = os.path.join(BUILD, "tests", "bpf-probe")
+WORK = os.path.join(BUILD, "tests", "workloads", "bpf-work")
+SECONDS = float(os.environ.get("SECONDS_PER_RUN", "10"))
+COST_RUNS = int(os.environ.get("COST_RUNS", "7"))
+COST_ROUNDS = os.environ.get("COST_ROUNDS", "1500")
+FUNCS = ("work_a", "work_b", "work_c")
+BCC = shutil.which("profile-bpfcc") or "/usr/sbin/profile-bpfcc"
+BCC_MODULES = None  # a /lib/modules replacement that points bcc at installed headers
+
+
+def bcc_argv(args):
+    """bcc compiles against /lib/modules/$(uname -r)/build. Where this kernel has none, Debian's
+    headers are linked there inside a private mount namespace (the system is not touched)."""
+    cmd = " ".join([BCC] + [str(a) for a in args])
+    if not BCC_MODULES:
+        return [BCC] + [str(a) for a in args]
+    return ["unshare", "-m", "sh", "-c", f"mount --bind {BCC_MODULES} /lib/modules && exec {cmd}"]
+
+
+def bcc_headers(tmp):
+    global BCC_MODULES
+    rel = os.uname().release
+    if os.path.exists(f"/lib/modules/{rel}/build"):
+        return ""
+    arch = [d for d in sorted(os.listdir("/usr/src")) if d.startswith("linux-headers-")
+            and not d.endswith("-common")]
+    if not arch:
+        return " (no kernel headers installed)"
+    build = os.path.join("/usr/src", arch[-1])
+    common = build.rsplit("-", 1)[0] + "-common"
+    BCC_MODULES = os.path.join(tmp, "modules")
+    os.makedirs(os.path.join(BCC_MODULES, rel))
+    os.symlink(build, os.path.join(BCC_MODULES, rel, "build"))
+    os.symlink(common if os.path.isdir(common) else build,
+               os.path.join(BCC_MODULES, rel, "source"))
+    return f" (headers of {arch[-1]} linked in for kernel {rel})"
+
+
+def mono():
+    return time.clock_gettime(time.CLOCK_MONOTONIC)
+
+
+class Run:
+    """A profiler process under /usr/bin/time: launch time, CPU and peak RSS at exit.
+
+    Not wait4() from here: a child forked from Python inherits Python's RSS high-water mark
+    across exec, which would charge ~10 MB of Python to every profiler.
+    """
+
+    def __init__(self, name, argv, stdout, stderr, env=None):
+        self.name = name
+        self.time_path = stdout + ".time"
+        self.t0 = mono()
+        self.out_path = stdout
+        self.p = subprocess.Popen(["/usr/bin/time", "-f", "%U %S %M", "-o", self.time_path]
+                                  + argv, stdout=open(stdout, "wb"),
+                                  stderr=open(stderr, "wb"), env=env)
+        self.ru = None
+        self.rc = None
+
+    def wait(self, timeout):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            pid, status, ru = os.wait4(self.p.pid, os.WNOHANG)
+            if pid:
+                self.ru, self.rc = ru, os.waitstatus_to_exitcode(status)
+                self.p.returncode = self.rc
+                return True
+            time.sleep(0.05)
+        self.p.send_signal(signal.SIGINT)
+        _, status, self.ru = os.wait4(self.p.pid, 0)
+        self.rc = os.waitstatus_to_exitcode(status)
+        self.p.returncode = self.rc
+        return False
+
+    def _time(self):
+        with open(self.time_path) as f:
+            u, s, m = f.read().split()[-3:]
+        return float(u) + float(s), int(m) / 1024.0
+
+    def cpu(self):
+        return self._time()[0]
+
+    def rss_mb(self):
+        return self._time()[1]
+
+
+def leaf_shares(leaves):
+    total = sum(leaves[f] for f in FUNCS)
+    return {f: 100.0 * leaves[f] / total if total else float("nan") for f in FUNCS}, total
+
+
+def ours_result(path, err_path, pid, nm):
+    samples = [s for s in pr.load(path) if s.pid == pid]
+    leaves = collections.Counter(nm.leaf(s) for s in samples)
+    complete = sum(1 for s in samples if "split_thread" in nm.frames(s))
+    first = None
+    with open(err_path) as f:
+        for tok in f.read().split():
+            if tok.startswith("first_sample_ms="):
+                first = float(tok.split("=")[1]) / 1000.0
+    return leaves, complete, len(samples), first
+
+
+def perf_result(data, pid, t0, tmp):
+    """perf script: per sample 'comm pid time:' then the callchain, innermost first."""
+    txt = os.path.join(tmp, "perf.txt")
+    with open(txt, "w") as f:
+        subprocess.run(["perf", "script", "-i", data, "-F", "comm,pid,time,ip,sym"], stdout=f,
+                       stderr=subprocess.DEVNULL, check=False)
+    leaves, complete, n, first = collections.Counter(), 0, 0, None
+    cur_pid, chain = None, []
+
+    def flush():
+        nonlocal complete, n
+        if cur_pid == pid and chain:
+            n += 1
+            user = [c for c in chain if c in FUNCS or c == "split_thread"]
+            leaves[chain[0] if chain[0] in FUNCS else (user[0] if user else chain[0])] += 1
+            complete += "split_thread" in chain
+
+    with open(txt) as f:
+        for line in f:
+            if not line.strip():
+                flush()
+                cur_pid, chain = None, []
+            elif not line.startswith((" ", "\t")):
+                flush()
+                parts = line.split()
+                chain = []
+                try:
+                    cur_pid = int(parts[1])
+                    ts = float(parts[2].rstrip(":"))
+                    first = ts if first is None else min(first, ts)
+                except (IndexError, ValueError):
+                    cur_pid = None
+            else:
+                parts = line.split()
+                if len(parts) >= 2:
+                    chain.append(parts[1].split("+")[0])
+    flush()
+    return leaves, complete, n, (first - t0) if first is not None else None
+
+
+def bcc_result(path, pid_comm="bpfw-split"):
+    """bcc profile -f: 'comm;frame;...;leaf count' (with -d: a '-' separator before kernel)."""
+    leaves, complete, n = collections.Counter(), 0, 0
+    with open(path, errors="replace") as f:
+        for line in f:
+            stack, _, cnt = line.rstrip("\n").rpartition(" ")
+            frames = stack.split(";")
+            if not frames or frames[0] != pid_comm or not cnt.isdigit():
+                continue
+            c = int(cnt)
+            n += c
+            user = [x for x in frames[1:] if x and not x.endswith("_[k]") and x != "-"]
+            leaves[user[-1] if user else "?"] += c
+            complete += c if "split_thread" in frames else 0
+    return leaves, complete, n
+
+
+def fmt_shares(sh):
+    return " ".join(f"{f[5:]}={sh[f]:5.1f}%" for f in FUNCS)
+
+
+def profile_round(hz, tmp, nm, bcc_ok):
+    work = subprocess.Popen([WORK, "split", str(SECONDS + 6), "1"])
+    time.sleep(1.0)
+    runs = {}
+    runs["ours"] = Run("ours", [PROBE, "--seconds", str(SECONDS), "--hz", str(hz)],
+                       os.path.join(tmp, "ours.txt"), os.path.join(tmp, "ours.err"))
+    perf_data = os.path.join(tmp, "perf.data")
+    runs["perf"] = Run("perf", ["perf", "record", "-a", "-g", "-F", str(hz), "-k",
+                                "CLOCK_MONOTONIC", "-o", perf_data, "--", "sleep", str(SECONDS)],
+                       os.path.join(tmp, "perf.out"), os.path.join(tmp, "perf.err"))
+    if bcc_ok:
+        runs["bcc"] = Run("bcc", bcc_argv(["-F", hz, "-f", int(SECONDS)]),
+                          os.path.join(tmp, "bcc.txt"), os.path.join(tmp, "bcc.err"))
+    for r in runs.values():
+        r.wait(SECONDS + 60)
+    work.terminate()
+    work.wait()
+
+    res = {}
+    leaves, complete, n, first = ours_result(runs["ours"].out_path, os.path.join(tmp, "ours.err"),
+                                             work.pid, nm)
+    res["ours"] = (leaves, complete, n, first, os.path.getsize(runs["ours"].out_path))
+    leaves, complete, n, first = perf_result(perf_data, work.pid, runs["perf"].t0, tmp)
+    res["perf"] = (leaves, complete, n, first, os.path.getsize(perf_data))
+    if "bcc" in runs:
+        leaves, complete, n = bcc_result(runs["bcc"].out_path)
+        res["bcc"] = (leaves, complete, n, None, os.path.getsize(runs["bcc"].out_path))
+
+    print(f"\n== {hz} Hz, {SECONDS:g} s, system-wide, 1-thread split workload (pid {work.pid})")
+    print(f"{'':6} {'cpu s':>7} {'rss MB':>7} {'first ms':>9} {'out KB':>8} {'samples':>8} "
+          f"{'complete':>9}  shares")
+    perf_sh, _ = leaf_shares(res["perf"][0])
+    for name, r in runs.items():
+        leaves, complete, n, first, size = res[name]
+        sh, _ = leaf_shares(leaves)
+        first_ms = f"{first * 1000:9.1f}" if first is not None else f"{'-':>9}"
+        comp = f"{100.0 * complete / n:8.1f}%" if n else f"{'-':>9}"
+        print(f"{name:6} {r.cpu():7.3f} {r.rss_mb():7.1f} {first_ms} {size / 1024:8.1f} "
+              f"{n:8d} {comp}  {fmt_shares(sh)}  (exit {r.rc})")
+    if "bcc" in res and res["bcc"][2]:
+        named = sum(res["bcc"][0][f] for f in FUNCS)
+        print(f"bcc named {100.0 * named / res['bcc'][2]:.0f}% of the workload's samples")
+    osh, n_ours = leaf_shares(res["ours"][0])
+    se = 100.0 * (0.25 / max(n_ours, 1)) ** 0.5
+    print(f"(expected 50/30/20; sampling error of a share here is about ±{se:.1f} pp)")
+    diffs = " ".join(f"{f[5:]}={osh[f] - perf_sh[f]:+.1f}pp" for f in FUNCS)
+    print(f"ours - perf shares: {diffs}")
+    for peer in [p for p in runs if p != "ours"]:
+        o, q = runs["ours"], runs[peer]
+        print(f"ours/{peer}: cpu {o.cpu() / max(q.cpu(), 1e-6):.2f}  rss "
+              f"{o.rss_mb() / max(q.rss_mb(), 1e-6):.2f}  output "
+              f"{res['ours'][4] / max(res[peer][4], 1):.2f}")
+    return runs
+
+
+def timed_fixed(prefix_run):
+    """Runs the fixed workload; returns (wall, cpu) seconds of the workload alone."""
+    t0 = mono()
+    p = subprocess.Popen([WORK, "fixed", COST_ROUNDS])
+    _, _, ru = os.wait4(p.pid, 0)
+    return mono() - t0, ru.ru_utime + ru.ru_stime
+
+
+def with_profiler(argv, tmp):
+    prof = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(
+        os.path.join(tmp, "cost.err"), "wb"))
+    time.sleep(1.0)
+    r = timed_fixed(None)
+    prof.send_signal(signal.SIGINT)
+    try:
+        prof.wait(30)
+    except subprocess.TimeoutExpired:
+        prof.kill()
+        prof.wait()
+    return r
+
+
+def per_sample_cost(tmp):
+    hz = 4999
+    ours = [PROBE, "--seconds", "600", "--hz", str(hz), "--quiet", "--ring-kb", "4096"]
+    perf = ["perf", "record", "-a", "-g", "-F", str(hz), "-o", os.path.join(tmp, "cost.data")]
+    res = collections.defaultdict(list)
+    for _ in range(COST_RUNS):
+        res["none"].append(timed_fixed(None))
+        res["ours"].append(with_profiler(ours, tmp))
+        res["perf"].append(with_profiler(perf, tmp))
+    base_w = statistics.median(w for w, _ in res["none"])
+    base_c = statistics.median(c for _, c in res["none"])
+    print(f"\n== per-sample cost at {hz} Hz: fixed work ({COST_ROUNDS} rounds), "
+          f"median of {COST_RUNS} alternating runs; alone: {base_w:.3f} s wall, "
+          f"{base_c:.3f} s cpu")
+    cost = {}
+    for name in ("ours", "perf"):
+        w = statistics.median(x for x, _ in res[name])
+        c = statistics.median(x for _, x in res[name])
+        samples = c * hz  # samples the workload itself took
+        cost[name] = (w - base_w) / samples * 1e6
+        print(f"{name:6} wall {w:.3f} s (+{100 * (w / base_w - 1):5.1f}%)  cpu {c:.3f} s "
+              f"(+{100 * (c / base_c - 1):5.1f}%)  per sample {cost[name]:6.1f} us (wall), "
+              f"{(c - base_c) / samples * 1e6:6.1f} us (cpu)")
+    if cost["perf"] > 0:
+        print(f"ours/perf per-sample cost (wall): {cost['ours'] / cost['perf']:.2f}")
+
+
+def bcc_runs(tmp):
+    if not os.path.exists(BCC):
+        print(f"note: bcc profile not installed ({BCC}); bcc skipped "
+              "(apt-get install bpfcc-tools; it also needs this kernel's headers)")
+        return False
+    how = bcc_headers(tmp)
+    r = subprocess.run(bcc_argv(["-F", 19, 1]), capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        last = (r.stderr.strip().splitlines() or ["?"])[-1]
+        print(f"note: bcc profile cannot run on this kernel{how}, skipped: {last}")
+        return False
+    print(f"note: bcc profile runs{how}")
+    return True
+
+
+def main():
+    if os.geteuid() != 0:
+        print("needs root (bpf, perf -a)")
+        return 77
+    for exe in (PROBE, WORK):
+        if not os.access(exe, os.X_OK):
+            print(f"missing {exe}: make all-tests first")
+            return 1
+    rate_path = "/proc/sys/kernel/perf_event_max_sample_rate"
+    with open(rate_path) as f:
+        saved_rate = f.read().strip()
+    nm = pr.Nm(WORK)
+    tmp = tempfile.mkdtemp(prefix="bpf-bench.")
+    try:
+        bcc_ok = bcc_runs(tmp)
+        for hz in (19, 99):
+            profile_round(hz, tmp, nm, bcc_ok)
+        per_sample_cost(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        # perf lowers the kernel's rate limit when interrupts run long: give it back.
+        with open(rate_path, "w") as f:
+            f.write(saved_rate)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
