@@ -49,10 +49,19 @@ static void usage(FILE *out)
 		     "Exit status: 0 ok, 1 failure, 2 usage error.\n");
 }
 
+static void help_help(FILE *out)
+{
+	fprintf(out, "usage: edgeprof help [COMMAND]\n\nDescribes COMMAND, or lists the commands.\n");
+}
+
 static int help_run(int argc, char **argv)
 {
 	const struct cli_command *c;
 
+	if (cli_wants_help(argc, argv)) {
+		help_help(stdout);
+		return CLI_OK;
+	}
 	if (argc < 2) {
 		usage(stdout);
 		return CLI_OK;
@@ -62,11 +71,6 @@ static int help_run(int argc, char **argv)
 		return cli_usage_error("help", "no command '%s'", argv[1]);
 	c->help(stdout);
 	return CLI_OK;
-}
-
-static void help_help(FILE *out)
-{
-	fprintf(out, "usage: edgeprof help [COMMAND]\n\nDescribes COMMAND, or lists the commands.\n");
 }
 
 CLI_COMMAND(help, "describe a command", help_run, help_help);
