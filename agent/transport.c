@@ -285,3 +285,8 @@ void transport__stats(const struct transport *t, struct transport_stats *st)
 	}
 	upload__stats(t->up, &st->upload);
 }
+
+void transport__forget_session(struct transport *t)
+{
+	upload__forget_session(t->up);
+}

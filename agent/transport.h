@@ -94,6 +94,9 @@ uint64_t transport__next_poll_ns(const struct transport *t);
 bool transport__idle(const struct transport *t);
 void transport__stats(const struct transport *t, struct transport_stats *st);
 
+/* The next connection does a full TLS handshake (benchmarks). */
+void transport__forget_session(struct transport *t);
+
 /* Fills time_ns and clock_unset for a profile made now. */
 void transport_item__stamp(struct transport_item *item);
 

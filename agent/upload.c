@@ -177,7 +177,7 @@ static int upload_bio_write(void *ctx, const void *buf, size_t len)
 static int upload_connect(struct uploader *u, uint64_t deadline)
 {
 	char neterr[160];
-	uint64_t cpu0;
+	uint64_t cpu0, cpu;
 	int fd, ret;
 
 	fd = net_connect(u->host, u->port, deadline, neterr, sizeof(neterr));
@@ -196,7 +196,8 @@ static int upload_connect(struct uploader *u, uint64_t deadline)
 	tls_conn__set_deadline(u->conn, deadline);
 	cpu0 = port_clock_cputime_ns();
 	ret = tls_conn__handshake(u->conn);
-	u->stats.handshake_cpu_ns += port_clock_cputime_ns() - cpu0;
+	cpu = port_clock_cputime_ns() - cpu0;
+	u->stats.handshake_cpu_ns += cpu;
 	if (ret) {
 		/*
 		 * A collector that refuses our certificate (expired, other CA, wrong usage) just
@@ -219,8 +220,12 @@ static int upload_connect(struct uploader *u, uint64_t deadline)
 		return ret;
 	}
 	u->stats.handshakes++;
-	if (tls_conn__resumed(u->conn))
+	if (tls_conn__resumed(u->conn)) {
 		u->stats.resumed++;
+		u->stats.resumed_cpu_ns += cpu;
+	} else {
+		u->stats.full_cpu_ns += cpu;
+	}
 	return 0;
 }
 

@@ -6,11 +6,13 @@
  *   push-dir --upload https://HOST:PORT --tls-ca F --tls-cert F --tls-key F
  *            [--spool PATH --spool-size SIZE] [--service S] [--type T] [--labels k=v,..]
  *            [--device ID] [--round R] [--repeat N] [--no-drain] [--drain-timeout SECONDS]
- *            [--backoff-ms MS] [--timeout-ms MS] [--clock-unset] [--forget-session]
+ *            [--backoff-ms MS] [--timeout-ms MS] [--clock-unset] [--seq-label NAME]
  *            [FILE | DIR]...
+ *   push-dir --make-expired-cert CERTDIR ID    (tests: CERTDIR/ID.crt, expired yesterday)
  *
  * Every file (a directory's *.pb.gz in name order) is submitted in turn with the key
- * DEVICE-ROUND-SEQ; "spooled KEY" / "uploaded KEY" lines (flushed) tell a test what was
+ * DEVICE-ROUND-SEQ (and, with --seq-label, a label NAME=ROUND-SEQ that the collector's list shows);
+ * "spooled KEY" / "uploaded KEY" lines (flushed) tell a test what was
  * durably accepted before a kill -9. Then, unless --no-drain, the spool is drained until empty
  * or the drain timeout. The last lines are stats "name=value". Exit 0 when nothing is left in
  * the spool, 3 when something is, 2 for bad usage, 1 for other errors.
@@ -27,13 +29,15 @@
 #include "port/clock.h"
 #include "port/file.h"
 #include "port/log.h"
+#include "port/tls.h"
 
 #define PUSH_MAX_FILES 4096
 #define PUSH_MAX_FILE  (16u << 20)
 
 struct push_args {
 	struct transport_opts t;
-	const char *service, *type, *device, *round;
+	const char *service, *type, *device, *round, *seq_label;
+	char seq_value[64];
 	char labels_buf[1024];
 	struct upload_label labels[UPLOAD_MAX_LABELS];
 	size_t n_labels;
@@ -143,6 +147,7 @@ static int push_parse(struct push_args *a, int argc, char **argv)
 		{ "timeout-ms", required_argument, NULL, 'o' },
 		{ "clock-unset", no_argument, NULL, 'U' },
 		{ "forget-session", no_argument, NULL, 'F' },
+		{ "seq-label", required_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ 0 },
 	};
@@ -183,6 +188,7 @@ static int push_parse(struct push_args *a, int argc, char **argv)
 		case 'o': a->t.upload.timeout_ms = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'U': a->clock_unset = true; break;
 		case 'F': a->forget_session = true; break;
+		case 'q': a->seq_label = optarg; break;
 		case 'v': port_log_set_level(PORT_LOG_DEBUG); break;
 		default: return -EINVAL;
 		}
@@ -204,7 +210,15 @@ static int push_one(struct transport *t, struct push_args *a, const char *path, 
 	};
 	void *data = NULL;
 	size_t len = 0;
-	int ret = port_file_read_all(path, PUSH_MAX_FILE, &data, &len);
+	int ret;
+
+	if (a->seq_label) {
+		/* the key's ROUND-SEQ tail, as a label the collector's list shows */
+		snprintf(a->seq_value, sizeof(a->seq_value), "%s", key + strlen(a->device) + 1);
+		a->labels[a->n_labels] = (struct upload_label){ a->seq_label, a->seq_value };
+		it.n_labels++;
+	}
+	ret = port_file_read_all(path, PUSH_MAX_FILE, &data, &len);
 
 	if (ret) {
 		fprintf(stderr, "push-dir: %s: %s\n", path, strerror(-ret));
@@ -212,6 +226,8 @@ static int push_one(struct transport *t, struct push_args *a, const char *path, 
 	}
 	it.data = data;
 	it.len = len;
+	if (a->forget_session)
+		transport__forget_session(t);
 	transport_item__stamp(&it);
 	if (a->clock_unset) {
 		it.clock_unset = true;
@@ -231,6 +247,21 @@ static int push_one(struct transport *t, struct push_args *a, const char *path, 
 	return ret;
 }
 
+/* Peak resident set of this process in KiB (VmHWM), 0 when unknown. */
+static unsigned long push_vm_hwm_kb(void)
+{
+	unsigned long kb = 0;
+	char line[128];
+	FILE *f = fopen("/proc/self/status", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmHWM: %lu kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb;
+}
+
 static void push_print_stats(struct transport *t)
 {
 	struct transport_stats st;
@@ -247,6 +278,8 @@ static void push_print_stats(struct transport *t)
 	       st.spool_pending, st.spool_bytes, st.upload.connects, st.upload.handshakes,
 	       st.upload.resumed, st.upload.reused, st.upload.bytes_out, st.upload.handshake_cpu_ns,
 	       st.upload.last_status);
+	printf("full_cpu_ns=%" PRIu64 "\nresumed_cpu_ns=%" PRIu64 "\nvm_hwm_kb=%lu\n",
+	       st.upload.full_cpu_ns, st.upload.resumed_cpu_ns, push_vm_hwm_kb());
 	fflush(stdout);
 }
 
@@ -269,6 +302,27 @@ static void push_drain(struct transport *t, unsigned timeout_s)
 	}
 }
 
+/* An expired device certificate (tests of refusal): CERTDIR/ID.crt, ID.key. */
+static int push_make_expired(const char *dir, const char *id)
+{
+	int64_t now = (int64_t)(port_clock_real_ns() / NSEC_PER_SEC);
+	struct tls_cert_req req = {
+		.kind = TLS_CERT_CLIENT, .cn = id,
+		.not_before = now - 30 * 86400, .not_after = now - 86400,
+	};
+	char ca[512], cakey[512], crt[512], key[512], err[256];
+
+	snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+	snprintf(cakey, sizeof(cakey), "%s/ca.key", dir);
+	snprintf(crt, sizeof(crt), "%s/%s.crt", dir, id);
+	snprintf(key, sizeof(key), "%s/%s.key", dir, id);
+	if (tls_cert_make(&req, ca, cakey, crt, key, err, sizeof(err))) {
+		fprintf(stderr, "push-dir: %s\n", err);
+		return 1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct push_args a;
@@ -278,6 +332,8 @@ int main(int argc, char **argv)
 	int rc;
 
 	port_log_open("push-dir", false);
+	if (argc == 4 && !strcmp(argv[1], "--make-expired-cert"))
+		return push_make_expired(argv[2], argv[3]);
 	if (push_parse(&a, argc, argv)) {
 		push_usage();
 		return 2;
