@@ -101,6 +101,12 @@ struct pprof_merger *pprof_merger__new(void)
 	return m;
 }
 
+/* Sums wrap around like Go's int64 (pprof's), instead of being undefined in C. */
+static int64_t wrap_add(int64_t a, int64_t b)
+{
+	return (int64_t)((uint64_t)a + (uint64_t)b);
+}
+
 /* ---- strings ------------------------------------------------------------------------------ */
 
 static int64_t map_str(struct pprof_merger *m, const struct pprof_profile *p, int64_t i)
@@ -217,7 +223,7 @@ static int merge_header(struct pprof_merger *m, const struct pprof_profile *p)
 
 	if (p->time_nanos && (!m->time_nanos || p->time_nanos < m->time_nanos))
 		m->time_nanos = p->time_nanos;
-	m->duration_nanos += p->duration_nanos;
+	m->duration_nanos = wrap_add(m->duration_nanos, p->duration_nanos);
 	if (p->period > m->period)
 		m->period = p->period;
 	if (!m->default_sample_type)
@@ -426,7 +432,8 @@ static int add_sample(struct pprof_merger *m, const uint64_t *ids, size_t n_ids,
 		    memcmp(m->labels + s->label_off, labels, n_labels * sizeof(*labels)))
 			continue;
 		for (i = 0; i < m->n_types; i++)
-			m->values[e * m->n_types + i] += values[i];
+			m->values[e * m->n_types + i] = wrap_add(m->values[e * m->n_types + i],
+								 values[i]);
 		return 0;
 	}
 	if (m->n_ids + n_ids > UINT32_MAX || m->n_labels + n_labels > UINT32_MAX ||
@@ -695,7 +702,8 @@ static int build_header(struct pprof_merger *m, struct out_ctx *o, struct pprof_
 	for (i = 0; i < o->n_cols; i++)
 		p->sample_type[i] = m->types[o->col[i]];
 	p->n_sample_type = o->n_cols;
-	memcpy(p->comments, m->comments, m->n_comments * sizeof(*p->comments));
+	if (m->n_comments)
+		memcpy(p->comments, m->comments, m->n_comments * sizeof(*p->comments));
 	p->n_comments = m->n_comments;
 	p->period_type = m->period_type;
 	p->period = m->period;

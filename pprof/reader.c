@@ -129,12 +129,14 @@ static int count_repeated(const struct fld *f, size_t *n)
 /* Appends the elements of a repeated varint field to v (room was counted in pass 1). */
 static int read_repeated(const struct fld *f, uint64_t *v, size_t *n)
 {
-	struct cur c = { f->data, f->data + f->len };
+	struct cur c;
 
 	if (f->wt == WT_VARINT) {
 		v[(*n)++] = f->v;
 		return 0;
 	}
+	/* Only a WT_LEN field has data (found by fuzzing: f->data is stale/NULL otherwise). */
+	c = (struct cur){ f->data, f->data + f->len };
 	while (c.p < c.end)
 		if (get_varint(&c, &v[(*n)++]))
 			return -1;

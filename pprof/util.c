@@ -59,7 +59,8 @@ int pp_grow(void *arr, size_t *cap, size_t len, size_t n, size_t sz)
 	size_t c = *cap ? *cap : 8;
 	void *q;
 
-	if (len + n <= *cap)
+	/* Always allocated afterwards, even for n == 0: memcpy/qsort never see NULL. */
+	if (len + n <= *cap && *p)
 		return 0;
 	while (c < len + n) {
 		if (c > SIZE_MAX / 2 / sz)

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
+#include <dirent.h>
 #include <cmocka.h>
 
 #include "pprof/pprof.h"
@@ -396,6 +397,54 @@ static void gzip_is_checked(void **state)
 	assert_int_equal(pprof_read(gz, n, NULL, &p, err, sizeof(err)), -EINVAL);
 }
 
+/*
+ * Inputs that once crashed the fuzz target (tests/fuzz/pprof-reader.regress/): a field read as
+ * packed when it was a varint (NULL + 0), and int64 sums overflowing in merge. Read them, write
+ * back and merge whatever is accepted. Under SAN=1 any out-of-bounds access or UB fails.
+ */
+static void fuzz_regressions(void **state)
+{
+	const char *dir = "tests/fuzz/pprof-reader.regress";
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d))) {
+		static uint8_t data[1 << 20];
+		struct pprof_buf out = { 0 };
+		struct pprof_profile *p;
+		char path[512], err[256];
+		size_t len;
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		f = fopen(path, "rb");
+		assert_non_null(f);
+		len = fread(data, 1, sizeof(data), f);
+		fclose(f);
+		if (!pprof_read(data, len, NULL, &p, err, sizeof(err))) {
+			struct pprof_merger *m = pprof_merger__new();
+			struct pprof_profile *q = NULL;
+
+			assert_int_equal(pprof_write_profile(p, NULL, pprof_buf_write, &out), 0);
+			/* As the fuzz target does: merge it with itself (sums may overflow). */
+			if (!pprof_merger__add(m, p, err, sizeof(err)) &&
+			    !pprof_merger__add(m, p, err, sizeof(err)))
+				assert_int_equal(pprof_merger__finish(m, &q, err, sizeof(err)), 0);
+			pprof_profile__free(q);
+			pprof_merger__free(m);
+			pprof_profile__free(p);
+			free(out.data);
+		}
+		n++;
+	}
+	closedir(d);
+	assert_true(n > 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -412,6 +461,7 @@ int main(void)
 		cmocka_unit_test(truncations_never_crash),
 		cmocka_unit_test(limits_are_enforced),
 		cmocka_unit_test(gzip_is_checked),
+		cmocka_unit_test(fuzz_regressions),
 	};
 
 	return cmocka_run_group_tests_name("pprof-reader", tests, NULL, NULL);
