@@ -5,6 +5,7 @@ set -euo pipefail
 : "${EP_TOP:?}" "${EP_BUILD:?}"
 B=$EP_BUILD
 PY=/usr/bin/python3
+export LC_ALL=C
 PUSH=$B/tests/drivers/push-dir
 for f in "$B/edgeprof" "$B/edgeprof-collector" "$PUSH"; do
 	if [ ! -x "$f" ]; then
