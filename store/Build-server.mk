@@ -13,3 +13,13 @@ bin-$(CONFIG_COLLECTOR)      += edgeprof-collector
 edgeprof-collector-objs      = store/main.o $(store-server-y) $(store-core-y) $(store-ui-y) \
 			       $(pprof-y) $(port-net-y) $(port-y)
 edgeprof-collector-ldlibs    = $(port-net-ldlibs) $(pprof-ldlibs)
+
+# The load client of the benchmark and the crash test (not installed): built by make all-tests.
+collector-tests-y := $(O)/tests/bench/collector-load
+all-tests: $(collector-tests-y)
+$(O)/tests/bench/collector-load: $(O)/tests/bench/collector-load.o \
+		$(addprefix $(O)/,$(port-net-y) $(port-y))
+	$(quiet) LD $@
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(port-net-ldlibs)
+
+fuzz-y += http-parser

@@ -1,0 +1,257 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tests/bench/collector-load.c — a load client for edgeprof-collector, built on port/tls and
+ * port/http (the code the agent and the CLI use): N threads, each on one keep-alive mutual-TLS
+ * connection, POST the same profile file to /api/0/profiles with a unique idempotency key.
+ *
+ *   collector-load --url https://HOST:PORT --ca F --cert F --key F --file P
+ *                  [--clients N] [--seconds S | --count N] [--prefix P] [--ack-log F]
+ *                  [--service S]
+ *
+ * Prints one line: "clients=N profiles=N seconds=S profiles_per_s=X mb_per_s=Y p50_ms=.. p99_ms=..".
+ * --ack-log appends "ID KEY" for every acknowledged upload (written before the next request), the
+ * crash test's record of what the collector promised to keep. A failed request ends the thread
+ * (and the run's exit status is 1 when nothing was acknowledged).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "port/clock.h"
+#include "port/file.h"
+#include "port/http.h"
+#include "port/net.h"
+#include "port/tls.h"
+
+#define MAX_LAT (1u << 20)
+
+static struct {
+	const char *url, *ca, *cert, *key, *file, *prefix, *service;
+	char host[256], port[16];
+	unsigned clients;
+	double seconds;
+	long count;
+	int ack_fd;
+	void *data;
+	size_t len;
+	struct tls_config *tls;
+	uint64_t end_ns;
+	atomic_long issued, done, failed;
+	atomic_uint n_lat;
+	uint32_t *lat_us;
+} g = { .clients = 1, .seconds = 5, .count = -1, .ack_fd = -1, .prefix = "load",
+	.service = "bench" };
+
+struct worker {
+	unsigned id;
+	int fd;
+	struct tls_conn *tc;
+	struct http_stream s;
+	struct http_message m;
+};
+
+static ssize_t w_read(void *ctx, void *buf, size_t len)
+{
+	return tls_conn__read(((struct worker *)ctx)->tc, buf, len);
+}
+
+static int w_write(void *ctx, const void *buf, size_t len)
+{
+	return tls_conn__write(((struct worker *)ctx)->tc, buf, len);
+}
+
+static int w_connect(struct worker *w)
+{
+	char err[256];
+	uint64_t deadline = port_clock_mono_ns() + 10 * NSEC_PER_SEC;
+
+	w->fd = net_connect(g.host, g.port, deadline, err, sizeof(err));
+	if (w->fd < 0) {
+		fprintf(stderr, "client %u: %s\n", w->id, err);
+		return w->fd;
+	}
+	w->tc = tls_conn__new(g.tls, w->fd, g.host);
+	tls_conn__set_deadline(w->tc, deadline);
+	if (tls_conn__handshake(w->tc)) {
+		fprintf(stderr, "client %u: %s\n", w->id, tls_conn__error(w->tc));
+		return -EPROTO;
+	}
+	http_stream__init(&w->s, w_read, w_write, w);
+	return 0;
+}
+
+static bool w_more(void)
+{
+	if (g.count >= 0)
+		return atomic_fetch_add(&g.issued, 1) < g.count;
+	return port_clock_mono_ns() < g.end_ns;
+}
+
+static int w_upload(struct worker *w, unsigned long n)
+{
+	char target[512], hdr[256], key[160], line[256];
+	uint64_t t0 = port_clock_mono_ns();
+	const char *id;
+	int ret;
+
+	snprintf(key, sizeof(key), "%s-%u-%lu", g.prefix, w->id, n);
+	snprintf(target, sizeof(target), "/api/0/profiles?service=%s&type=cpu&labels=client=%u",
+		 g.service, w->id);
+	snprintf(hdr, sizeof(hdr), "X-Edgeprof-Key: %s\r\nContent-Type: application/octet-stream"
+		 "\r\n", key);
+	tls_conn__set_deadline(w->tc, t0 + 30 * NSEC_PER_SEC);
+	ret = http_write_request(&w->s, "POST", g.host, target, hdr, g.data, g.len);
+	if (!ret)
+		ret = http_read_response(&w->s, &w->m, 1 << 20);
+	if (ret)
+		return ret;
+	if (w->m.status != 200) {
+		fprintf(stderr, "client %u: %d %.*s\n", w->id, w->m.status, (int)w->m.body_len,
+			(char *)w->m.body);
+		return -EPROTO;
+	}
+	{
+		unsigned i = atomic_fetch_add(&g.n_lat, 1);
+
+		if (i < MAX_LAT)
+			g.lat_us[i] = (uint32_t)((port_clock_mono_ns() - t0) / 1000);
+	}
+	if (g.ack_fd >= 0) {
+		id = strstr((char *)w->m.body, "\"id\":\"");
+		if (!id)
+			return -EPROTO;
+		id += 6;
+		snprintf(line, sizeof(line), "%.*s %s\n", (int)strcspn(id, "\""), id, key);
+		if (port_write_full(g.ack_fd, line, strlen(line)))
+			return -EIO;
+	}
+	return 0;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	unsigned long n = 0;
+
+	if (w_connect(w)) {
+		g.failed++;
+		return NULL;
+	}
+	while (w_more()) {
+		int ret = w_upload(w, n++);
+
+		if (ret) {
+			fprintf(stderr, "client %u: request failed: %s\n", w->id, strerror(-ret));
+			g.failed++;
+			break;
+		}
+		g.done++;
+	}
+	tls_conn__close(w->tc);
+	tls_conn__free(w->tc);
+	close(w->fd);
+	http_message__reset(&w->m);
+	return NULL;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int parse(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "url", 1, NULL, 'u' }, { "ca", 1, NULL, 'a' }, { "cert", 1, NULL, 'c' },
+		{ "key", 1, NULL, 'k' }, { "file", 1, NULL, 'f' }, { "clients", 1, NULL, 'n' },
+		{ "seconds", 1, NULL, 's' }, { "count", 1, NULL, 'N' }, { "prefix", 1, NULL, 'p' },
+		{ "ack-log", 1, NULL, 'l' }, { "service", 1, NULL, 'S' }, { NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'u': g.url = optarg; break;
+		case 'a': g.ca = optarg; break;
+		case 'c': g.cert = optarg; break;
+		case 'k': g.key = optarg; break;
+		case 'f': g.file = optarg; break;
+		case 'n': g.clients = (unsigned)atoi(optarg); break;
+		case 's': g.seconds = atof(optarg); break;
+		case 'N': g.count = atol(optarg); break;
+		case 'p': g.prefix = optarg; break;
+		case 'S': g.service = optarg; break;
+		case 'l':
+			g.ack_fd = open(optarg, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+			if (g.ack_fd < 0) {
+				perror(optarg);
+				return -1;
+			}
+			break;
+		default: return -1;
+		}
+	}
+	if (!g.url || strncmp(g.url, "https://", 8) || !g.ca || !g.cert || !g.key || !g.file ||
+	    !g.clients || g.clients > 4096 ||
+	    net_split_hostport(g.url + 8, g.host, sizeof(g.host), g.port, sizeof(g.port))) {
+		fprintf(stderr, "usage: collector-load --url https://HOST:PORT --ca F --cert F "
+			"--key F --file P [--clients N] [--seconds S | --count N] [--ack-log F]\n");
+		return -1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct worker *w;
+	pthread_t *th;
+	char err[256];
+	uint64_t t0, t1;
+	double secs;
+	unsigned n;
+
+	if (parse(argc, argv))
+		return 2;
+	if (port_file_read_all(g.file, 64 << 20, &g.data, &g.len)) {
+		fprintf(stderr, "%s: cannot read\n", g.file);
+		return 2;
+	}
+	g.tls = tls_config__new_client(g.ca, g.cert, g.key, err, sizeof(err));
+	if (!g.tls) {
+		fprintf(stderr, "%s\n", err);
+		return 2;
+	}
+	g.lat_us = calloc(MAX_LAT, sizeof(*g.lat_us));
+	w = calloc(g.clients, sizeof(*w));
+	th = calloc(g.clients, sizeof(*th));
+	t0 = port_clock_mono_ns();
+	g.end_ns = t0 + (uint64_t)(g.seconds * 1e9);
+	for (unsigned i = 0; i < g.clients; i++) {
+		w[i].id = i;
+		pthread_create(&th[i], NULL, worker_main, &w[i]);
+	}
+	for (unsigned i = 0; i < g.clients; i++)
+		pthread_join(th[i], NULL);
+	t1 = port_clock_mono_ns();
+	secs = (double)(t1 - t0) / 1e9;
+	n = g.n_lat < MAX_LAT ? g.n_lat : MAX_LAT;
+	qsort(g.lat_us, n, sizeof(*g.lat_us), cmp_u32);
+	printf("clients=%u profiles=%ld failed=%ld seconds=%.2f profiles_per_s=%.0f mb_per_s=%.2f "
+	       "p50_ms=%.2f p99_ms=%.2f\n", g.clients, (long)g.done, (long)g.failed, secs,
+	       (double)g.done / secs, (double)g.done * (double)g.len / secs / 1e6,
+	       n ? g.lat_us[n / 2] / 1000.0 : 0, n ? g.lat_us[n * 99 / 100] / 1000.0 : 0);
+	tls_config__free(g.tls);
+	free(g.data);
+	free(g.lat_us);
+	free(w);
+	free(th);
+	return g.done ? 0 : 1;
+}
