@@ -5,6 +5,8 @@
  *     <pid> <tid> <comm>;u:0x<addr>;...;k:<kernel symbol>;... 1
  * (root first: user frames outermost first, then kernel frames, leaf last), then one stats line
  * on stderr. User addresses stay raw; tests name them with nm(1) from the workload's binary.
+ * The first sample of each process also prints "#first <pid> <alive>": whether its
+ * /proc/<pid>/maps could still be read when the sample reached user space.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -12,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "agent/ksyms.h"
 #include "bpf/sampler.h"
@@ -19,6 +22,7 @@
 #include "port/log.h"
 
 #define PROBE_MAX_PIDS 64
+#define PROBE_SEEN_SLOTS 8192 /* open addressing; full: no more "#first" lines */
 
 struct probe {
 	struct ksyms *ks;
@@ -26,7 +30,27 @@ struct probe {
 	uint64_t start_ns, first_ns;
 	uint64_t sink_max, seen;
 	uint64_t kernel_frames_named, kernel_frames;
+	uint32_t first[PROBE_SEEN_SLOTS];
+	unsigned n_seen;
 };
+
+/* True the first time pid shows up. */
+static bool probe_first(struct probe *p, uint32_t pid)
+{
+	unsigned i = (pid * 2654435761u) % PROBE_SEEN_SLOTS;
+
+	if (p->n_seen >= PROBE_SEEN_SLOTS / 2)
+		return false;
+	for (;; i = (i + 1) % PROBE_SEEN_SLOTS) {
+		if (p->first[i] == pid + 1)
+			return false;
+		if (!p->first[i]) {
+			p->first[i] = pid + 1;
+			p->n_seen++;
+			return true;
+		}
+	}
+}
 
 static int probe_sink(void *ctx, const struct agent_sample *s)
 {
@@ -39,6 +63,12 @@ static int probe_sink(void *ctx, const struct agent_sample *s)
 	p->seen++;
 	if (p->quiet)
 		return 0;
+	if (probe_first(p, s->pid)) {
+		char maps[40];
+
+		snprintf(maps, sizeof(maps), "/proc/%u/maps", s->pid);
+		printf("#first %u %d\n", s->pid, access(maps, R_OK) == 0);
+	}
 	printf("%u %u %s", s->pid, s->tid, s->comm ? s->comm : "?");
 	for (int i = s->n_kernel + s->n_user - 1; i >= s->n_kernel; i--)
 		printf(";u:0x%llx", (unsigned long long)s->frames[i]);
@@ -68,7 +98,8 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: bpf-probe [--seconds N] [--hz N] [--ring-kb N] [--depth N]\n"
 		"    [--pid P]... [--comm PREFIX] [--cgroup DIR] [--no-kernel] [--idle]\n"
-		"    [--poll-ms MS] [--sink-max N] [--quiet]\n");
+		"    [--poll-ms MS (epoll timeout)] [--sleep-ms MS (between polls)] [--sink-max N]\n"
+		"    [--quiet]\n");
 }
 
 int main(int argc, char **argv)
@@ -77,7 +108,8 @@ int main(int argc, char **argv)
 		{ "seconds", 1, 0, 's' }, { "hz", 1, 0, 'f' }, { "ring-kb", 1, 0, 'r' },
 		{ "depth", 1, 0, 'd' }, { "pid", 1, 0, 'p' }, { "comm", 1, 0, 'c' },
 		{ "cgroup", 1, 0, 'g' }, { "no-kernel", 0, 0, 'K' }, { "idle", 0, 0, 'i' },
-		{ "poll-ms", 1, 0, 'P' }, { "sink-max", 1, 0, 'm' }, { "quiet", 0, 0, 'q' },
+		{ "poll-ms", 1, 0, 'P' }, { "sleep-ms", 1, 0, 'S' }, { "sink-max", 1, 0, 'm' },
+		{ "quiet", 0, 0, 'q' },
 		{ 0 }
 	};
 	struct bpf_sampler_opts o = { .kernel_stacks = true };
@@ -86,7 +118,7 @@ int main(int argc, char **argv)
 	struct bpf_sampler_stats st;
 	uint32_t pids[PROBE_MAX_PIDS];
 	double seconds = 5;
-	int poll_ms = 100, c, ret;
+	int poll_ms = 100, sleep_ms = 0, c, ret;
 	uint64_t end, t0, open_ns;
 	long rss_start = maxrss_kb(), rss_open, rss_ksyms;
 	char err[256];
@@ -113,6 +145,7 @@ int main(int argc, char **argv)
 		case 'K': o.kernel_stacks = false; break;
 		case 'i': o.include_idle = true; break;
 		case 'P': poll_ms = atoi(optarg); break;
+		case 'S': sleep_ms = atoi(optarg); break;
 		case 'm': p.sink_max = strtoull(optarg, NULL, 10); break;
 		case 'q': p.quiet = true; break;
 		default: usage(); return 2;
@@ -133,9 +166,11 @@ int main(int argc, char **argv)
 	rss_ksyms = maxrss_kb();
 	end = port_clock_mono_ns() + (uint64_t)(seconds * 1e9);
 	while (port_clock_mono_ns() < end) {
-		if (poll_ms > 100)
-			port_sleep_ns(poll_ms * NSEC_PER_MSEC); /* a slow reader: the ring fills */
-		ret = bpf_sampler__poll(s, poll_ms > 100 ? 0 : poll_ms);
+		uint64_t left_ms = (end - port_clock_mono_ns()) / NSEC_PER_MSEC;
+
+		if (sleep_ms)
+			port_sleep_ns(sleep_ms * NSEC_PER_MSEC); /* a slow reader: the ring fills */
+		ret = bpf_sampler__poll(s, left_ms < (uint64_t)poll_ms ? (int)left_ms + 1 : poll_ms);
 		if (ret < 0) {
 			fprintf(stderr, "bpf-probe: poll: %s\n", strerror(-ret));
 			break;

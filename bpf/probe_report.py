@@ -21,7 +21,7 @@ def load(path):
     with open(path) as f:
         for line in f:
             line = line.rstrip("\n")
-            if not line:
+            if not line or line.startswith("#"):
                 continue
             head, _, _count = line.rpartition(" ")
             pid, tid, rest = head.split(" ", 2)
@@ -29,6 +29,17 @@ def load(path):
             user = [int(p[2:], 16) for p in parts[1:] if p.startswith("u:")]
             kernel = [p[2:] for p in parts[1:] if p.startswith("k:")]
             out.append(Sample(int(pid), int(tid), parts[0], user, kernel))
+    return out
+
+
+def first_seen(path):
+    """{pid: alive} from the "#first <pid> <alive>" lines."""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            if line.startswith("#first "):
+                _, pid, alive = line.split()
+                out[int(pid)] = alive == "1"
     return out
 
 

@@ -47,6 +47,27 @@ struct {
 	__type(value, __u8);
 } pids SEC(".maps");
 
+/*
+ * Processes seen lately. The first sample of a new process wakes the reader at once, so the
+ * agent can read its /proc/<pid>/maps while it still lives (short-lived processes).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, PROFILE_SEEN_PIDS);
+	__type(key, __u32);
+	__type(value, __u8);
+} seen SEC(".maps");
+
+static __always_inline int first_sample_of(__u32 tgid)
+{
+	__u8 one = 1;
+
+	if (bpf_map_lookup_elem(&seen, &tgid))
+		return 0;
+	bpf_map_update_elem(&seen, &tgid, &one, BPF_ANY);
+	return 1;
+}
+
 static __always_inline int comm_matches(const char *comm)
 {
 	/* Bounded loop the verifier can unroll: comm_prefix_len is a load-time constant. */
@@ -122,7 +143,8 @@ int do_sample(struct bpf_perf_event_data *ctx)
 	if (e->n_user >= user_depth)
 		e->flags |= PROFILE_F_TRUNCATED;
 
-	if (wakeup_bytes && bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) < wakeup_bytes)
+	if (wakeup_bytes && !first_sample_of(tgid) &&
+	    bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) < wakeup_bytes)
 		bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	else
 		bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);

@@ -18,7 +18,7 @@ fi
 "$work" split 6 2 &
 wpid=$!
 sleep 0.3
-"$probe" --seconds 3 --hz 4999 --ring-kb 4 --poll-ms 1000 --pid "$wpid" --quiet \
+"$probe" --seconds 3 --hz 4999 --ring-kb 4 --sleep-ms 1000 --pid "$wpid" --quiet \
 	>/dev/null 2>"$tmp/err" || { cat "$tmp/err"; exit 1; }
 cat "$tmp/err"
 samples=$(sed -n 's/.*samples=\([0-9]*\).*/\1/p' "$tmp/err")
