@@ -10,3 +10,9 @@ $(O)/store/ui_assets.c: $(ui-files) tools/embed.sh
 
 unit-tests-y   += ui
 ui-test-objs    = $(store-ui-y)
+
+# The JSON/flamebearer/folded renderings behind /api/0/render, on the CLI's stack tree.
+store-render-y := store/render.o tools/cli/stacks.o tools/cli/tree.o
+unit-tests-y       += render
+render-test-objs    = $(store-render-y) $(pprof-y)
+render-test-ldlibs  = $(pprof-ldlibs)
