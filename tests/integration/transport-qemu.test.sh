@@ -2,12 +2,12 @@
 # SPDX-License-Identifier: MIT
 # The transport on the target architectures: push-dir cross-built (static) for gateway-arm64 and
 # gateway-armv7 runs under qemu-user and pushes over mutual TLS to the host's collector, spooling
-# first while the collector is down, then draining with a resumed session.
+# first while the collector is down, then draining on one connection, then uploading directly
+# with resumed TLS sessions.
 . "$EP_TOP/tests/integration/transport-lib.sh"
 
 make_certs
 make_profiles "$W/in" 3
-port=$(free_port)
 ran=0
 for board in gateway-arm64 gateway-armv7; do
 	case $board in
@@ -25,6 +25,7 @@ for board in gateway-arm64 gateway-armv7; do
 		{ tail -n 20 "$W/$board.make"; fail "$board: cross build failed"; }
 	file "$drv" | grep -q "statically linked" || fail "$board: push-dir is not static"
 
+	port=$(free_port)
 	args=(--upload "https://127.0.0.1:$port" --tls-ca "$W/certs/ca.crt"
 	      --tls-cert "$W/certs/dev-1.crt" --tls-key "$W/certs/dev-1.key"
 	      --service "qemu-$board" --round "$board" --seq-label seq --spool "$W/$board.spool"
@@ -32,7 +33,7 @@ for board in gateway-arm64 gateway-armv7; do
 	rc=0
 	"$qemu" "$drv" "${args[@]}" --no-drain "$W/in" >"$W/$board.off" 2>&1 || rc=$?
 	[ "$rc" = 3 ] || { cat "$W/$board.off"; fail "$board: expected the profiles spooled (exit 3), got $rc"; }
-	[ "$ran" = 1 ] || start_collector "$port"
+	start_collector "$port"
 	timeout 300 "$qemu" "$drv" "${args[@]}" --drain-timeout 200 "$W/in" >"$W/$board.on" 2>&1 ||
 		{ cat "$W/$board.on"; fail "$board: push under qemu failed"; }
 	grep -E '^(uploaded|from_spool|handshakes|resumed)=' "$W/$board.on" | tr '\n' ' '
@@ -43,6 +44,12 @@ for board in gateway-arm64 gateway-armv7; do
 		"$board-000001" "$board-000002" | head -n 3 >"$W/$board.want1"
 	[ "$(wc -l <"$W/$board.got")" = 3 ] || { cat "$W/$board.got"; fail "$board: expected 3 (same keys twice)"; }
 	diff "$W/$board.want1" "$W/$board.got" || fail "$board: wrong order"
+	# direct uploads, a connection each: the second and third resume the TLS session
+	timeout 300 "$qemu" "$drv" "${args[@]}" --round "$board-b" "$W/in" >"$W/$board.direct" 2>&1 ||
+		{ cat "$W/$board.direct"; fail "$board: direct push failed"; }
+	echo "direct: $(grep -E '^(uploaded|handshakes|resumed|full_cpu_ns|resumed_cpu_ns)=' "$W/$board.direct" | tr '\n' ' ')"
+	[ "$(stat_of "$W/$board.direct" resumed)" = 2 ] || fail "$board: sessions not resumed"
+	stop_collector
 	ran=1
 done
 if [ "$ran" = 0 ]; then
