@@ -40,6 +40,20 @@ struct {
 	__type(value, __u64);
 } drops SEC(".maps");
 
+/* The perf-buffer fallback's output (one buffer per CPU) and record scratch. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(__u32));
+} pb_events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct profile_event);
+} scratch SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, PROFILE_MAX_PIDS);
@@ -90,31 +104,27 @@ static __always_inline void count_drop(void)
 		*n += 1; /* per-CPU value: no atomics needed */
 }
 
-SEC("perf_event")
-int do_sample(struct bpf_perf_event_data *ctx)
+/* The in-kernel filters: 1 if this task is to be sampled; its comm in comm. */
+static __always_inline int wanted(__u32 tgid, __u32 tid, char *comm)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, tid = (__u32)id;
-	struct profile_event *e;
-	char comm[PROFILE_COMM_LEN];
-	long n;
-
 	if (tid == 0 && !include_idle)
 		return 0;
 	if (filter_pids && !bpf_map_lookup_elem(&pids, &tgid))
 		return 0;
 	if (filter_cgroup && bpf_get_current_cgroup_id() != filter_cgroup)
 		return 0;
-	if (bpf_get_current_comm(comm, sizeof(comm)))
+	if (bpf_get_current_comm(comm, PROFILE_COMM_LEN))
 		comm[0] = 0;
 	if (comm_prefix_len && !comm_matches(comm))
 		return 0;
+	return 1;
+}
 
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_drop();
-		return 0;
-	}
+static __always_inline void fill(struct bpf_perf_event_data *ctx, struct profile_event *e,
+				 __u32 tgid, __u32 tid, const char *comm)
+{
+	long n;
+
 	e->time_ns = bpf_ktime_get_ns();
 	e->period = ctx->sample_period;
 	e->cgroup_id = bpf_get_current_cgroup_id();
@@ -122,7 +132,7 @@ int do_sample(struct bpf_perf_event_data *ctx)
 	e->tid = tid;
 	e->cpu = bpf_get_smp_processor_id();
 	e->flags = 0;
-	__builtin_memcpy(e->comm, comm, sizeof(comm));
+	__builtin_memcpy(e->comm, comm, PROFILE_COMM_LEN);
 
 	e->n_kernel = 0;
 	if (kernel_depth) {
@@ -142,12 +152,54 @@ int do_sample(struct bpf_perf_event_data *ctx)
 		e->n_user = n / sizeof(__u64);
 	if (e->n_user >= user_depth)
 		e->flags |= PROFILE_F_TRUNCATED;
+}
 
+/* Linux 5.8+: straight into the shared ring buffer, no copy. */
+SEC("perf_event")
+int do_sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct profile_event *e;
+	char comm[PROFILE_COMM_LEN];
+
+	if (!wanted(tgid, tid, comm))
+		return 0;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_drop();
+		return 0;
+	}
+	fill(ctx, e, tgid, tid, comm);
 	if (wakeup_bytes && !first_sample_of(tgid) &&
 	    bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) < wakeup_bytes)
 		bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	else
 		bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	return 0;
+}
+
+/*
+ * Kernels without the ring buffer (5.2..5.7; global data needs 5.2): build the record in a
+ * per-CPU scratch slot (too big for the 512-byte BPF stack) and copy it into this CPU's perf
+ * buffer. sampler.c loads exactly one of the two programs.
+ */
+SEC("perf_event")
+int do_sample_pb(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id, zero = 0;
+	struct profile_event *e;
+	char comm[PROFILE_COMM_LEN];
+
+	if (!wanted(tgid, tid, comm))
+		return 0;
+	e = bpf_map_lookup_elem(&scratch, &zero);
+	if (!e)
+		return 0;
+	fill(ctx, e, tgid, tid, comm);
+	if (bpf_perf_event_output(ctx, &pb_events, BPF_F_CURRENT_CPU, e, sizeof(*e)))
+		count_drop();
 	return 0;
 }
 

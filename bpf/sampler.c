@@ -51,13 +51,17 @@ struct proc_entry {
 
 struct bpf_sampler {
 	struct profile_bpf *skel;
-	struct ring_buffer *rb;
+	struct ring_buffer *rb;    /* Linux 5.8+ */
+	struct perf_buffer *pb;    /* or the fallback */
+	struct bpf_program *prog;  /* the one of the two that is loaded */
 	sample_sink_fn sink;
 	void *ctx;
 	int ncpus;                 /* possible CPUs */
 	int *pfd;                  /* perf event fd per possible CPU, -1: none */
 	struct bpf_link **links;
 	unsigned hz;
+	unsigned ring_bytes;
+	bool perfbuf;
 	uint64_t last_sweep_ns, last_rescan_ns;
 	int batch;                 /* samples delivered in the current poll */
 	struct bpf_sampler_stats st;
@@ -116,8 +120,10 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
  * Says which kernel feature or capability is missing before libbpf tries (and fails with a
  * verifier dump): bpf() itself, the privilege, bpf_get_stack (4.18), the ring buffer (5.8).
  */
-static int check_kernel(char *err, size_t errlen)
+static int check_kernel(bool *perfbuf, char *err, size_t errlen)
 {
+	LIBBPF_OPTS(bpf_map_create_opts, ro, .map_flags = BPF_F_RDONLY_PROG);
+	const char *force = getenv("EDGEPROF_BPF_PERFBUF");
 	long v = -1;
 	int fd;
 
@@ -147,11 +153,19 @@ static int check_kernel(char *err, size_t errlen)
 		set_err(err, errlen, "BPF unavailable: kernel has no bpf_get_stack (Linux 4.18)");
 		return -EOPNOTSUPP;
 	}
-	if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL) != 1) {
-		/* The perf-buffer fallback for 4.18..5.7 is not written yet: say so plainly. */
-		set_err(err, errlen, "BPF unavailable: kernel has no BPF ring buffer (Linux 5.8); "
-			"the perf-buffer fallback is not implemented");
+	/* The run-time knobs are read-only global data (.rodata), which needs 5.2. */
+	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, NULL, 4, 32, 1, &ro);
+	if (fd < 0) {
+		set_err(err, errlen, "BPF unavailable: kernel has no BPF global data (Linux 5.2)");
 		return -EOPNOTSUPP;
+	}
+	close(fd);
+	if (force && *force == '1') {
+		*perfbuf = true;
+		pr_info("bpf sampler: EDGEPROF_BPF_PERFBUF=1: using perf buffers");
+	} else if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL) != 1) {
+		*perfbuf = true;
+		pr_info("bpf sampler: kernel has no BPF ring buffer (Linux 5.8): using perf buffers");
 	}
 	return 0;
 }
@@ -194,6 +208,15 @@ static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, ch
 	skel->rodata->comm_prefix_len = plen;
 	memcpy((char *)skel->rodata->comm_prefix, o->comm_prefix ? o->comm_prefix : "", plen);
 	skel->rodata->wakeup_bytes = ring / 2;
+	/* Load one of the two programs, and create only the maps it uses. */
+	bpf_program__set_autoload(skel->progs.do_sample, !s->perfbuf);
+	bpf_map__set_autocreate(skel->maps.events, !s->perfbuf);
+	bpf_map__set_autocreate(skel->maps.seen, !s->perfbuf);
+	bpf_program__set_autoload(skel->progs.do_sample_pb, s->perfbuf);
+	bpf_map__set_autocreate(skel->maps.pb_events, s->perfbuf);
+	bpf_map__set_autocreate(skel->maps.scratch, s->perfbuf);
+	s->prog = s->perfbuf ? skel->progs.do_sample_pb : skel->progs.do_sample;
+	s->ring_bytes = ring;
 	ret = bpf_map__set_max_entries(skel->maps.events, ring);
 	if (ret) {
 		set_err(err, errlen, "cannot size the ring buffer to %u bytes", ring);
@@ -273,7 +296,7 @@ static int attach_cpus(struct bpf_sampler *s, char *err, size_t errlen)
 			}
 			continue;
 		}
-		s->links[cpu] = bpf_program__attach_perf_event(s->skel->progs.do_sample, fd);
+		s->links[cpu] = bpf_program__attach_perf_event(s->prog, fd);
 		if (!s->links[cpu]) {
 			int e = -errno;
 
@@ -400,16 +423,60 @@ static int on_event(void *ctx, void *data, size_t size)
 	return ++s->batch >= SAMPLER_BATCH ? BATCH_FULL : 0;
 }
 
+static void on_pb_sample(void *ctx, int cpu, void *data, __u32 size)
+{
+	on_event(ctx, data, size); /* a perf buffer cannot stop mid-way: its size bounds the batch */
+}
+
+/* The kernel's own count of records it could not write; ours (the drops map) counts them too. */
+static void on_pb_lost(void *ctx, int cpu, __u64 n)
+{
+	pr_debug("bpf sampler: perf buffer of CPU %d lost %llu samples", cpu,
+		 (unsigned long long)n);
+}
+
+/* Perf buffers are per CPU: the ring budget is shared out, a power of two pages each. */
+static int open_perfbuf(struct bpf_sampler *s, char *err, size_t errlen)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = 1;
+
+	while (pages * 2 * page * s->ncpus <= s->ring_bytes)
+		pages *= 2;
+	s->pb = perf_buffer__new(bpf_map__fd(s->skel->maps.pb_events), pages, on_pb_sample,
+				 on_pb_lost, s, NULL);
+	if (!s->pb) {
+		set_err(err, errlen, "opening the perf buffers: %s", strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+static int open_output(struct bpf_sampler *s, char *err, size_t errlen)
+{
+	int ret;
+
+	if (s->perfbuf)
+		return open_perfbuf(s, err, errlen);
+	s->rb = ring_buffer__new(bpf_map__fd(s->skel->maps.events), on_event, s, NULL);
+	if (!s->rb) {
+		ret = -errno;
+		set_err(err, errlen, "reading the BPF ring buffer: %s", strerror(-ret));
+		return ret;
+	}
+	return 0;
+}
+
 int bpf_sampler__open(const struct bpf_sampler_opts *o, sample_sink_fn sink, void *ctx,
 		      struct bpf_sampler **out, char *err, size_t errlen)
 {
 	struct bpf_sampler *s;
+	bool perfbuf = false;
 	int ret;
 
 	*out = NULL;
 	set_err(err, errlen, "%s", "");
 	libbpf_set_print(libbpf_print);
-	ret = check_kernel(err, errlen);
+	ret = check_kernel(&perfbuf, err, errlen);
 	if (ret)
 		return ret;
 	s = calloc(1, sizeof(*s));
@@ -417,6 +484,7 @@ int bpf_sampler__open(const struct bpf_sampler_opts *o, sample_sink_fn sink, voi
 		set_err(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
+	s->perfbuf = perfbuf;
 	s->sink = sink;
 	s->ctx = ctx;
 	s->hz = o->hz ? o->hz : CONFIG_SAMPLE_HZ;
@@ -456,12 +524,9 @@ int bpf_sampler__open(const struct bpf_sampler_opts *o, sample_sink_fn sink, voi
 		set_err(err, errlen, "filling the pid filter: %s", strerror(-ret));
 		goto out_free;
 	}
-	s->rb = ring_buffer__new(bpf_map__fd(s->skel->maps.events), on_event, s, NULL);
-	if (!s->rb) {
-		ret = -errno;
-		set_err(err, errlen, "reading the BPF ring buffer: %s", strerror(-ret));
+	ret = open_output(s, err, errlen);
+	if (ret)
 		goto out_free;
-	}
 	ret = attach_cpus(s, err, errlen);
 	if (ret < 0)
 		goto out_free;
@@ -504,11 +569,11 @@ int bpf_sampler__poll(struct bpf_sampler *s, int timeout_ms)
 	 * The BPF side wakes us only when the ring is half full: wait for that or the timeout,
 	 * then take what is there, at most one batch.
 	 */
-	ret = epoll_wait(ring_buffer__epoll_fd(s->rb), &ev, 1, timeout_ms);
+	ret = epoll_wait(bpf_sampler__fd(s), &ev, 1, timeout_ms);
 	if (ret < 0 && errno != EINTR)
 		return -errno;
 	s->batch = 0;
-	ret = ring_buffer__consume(s->rb);
+	ret = s->pb ? perf_buffer__consume(s->pb) : ring_buffer__consume(s->rb);
 	housekeeping(s);
 	if (ret < 0 && ret != BATCH_FULL)
 		return ret;
@@ -517,7 +582,7 @@ int bpf_sampler__poll(struct bpf_sampler *s, int timeout_ms)
 
 int bpf_sampler__fd(const struct bpf_sampler *s)
 {
-	return ring_buffer__epoll_fd(s->rb);
+	return s->pb ? perf_buffer__epoll_fd(s->pb) : ring_buffer__epoll_fd(s->rb);
 }
 
 void bpf_sampler__stats(const struct bpf_sampler *s, struct bpf_sampler_stats *st)
@@ -527,6 +592,7 @@ void bpf_sampler__stats(const struct bpf_sampler *s, struct bpf_sampler_stats *s
 
 	*st = s->st;
 	st->dropped_ringbuf = 0;
+	st->perf_buffer = s->perfbuf;
 	vals = calloc(s->ncpus, sizeof(*vals));
 	if (!vals)
 		return;
@@ -543,6 +609,7 @@ void bpf_sampler__free(struct bpf_sampler *s)
 	if (!s)
 		return;
 	ring_buffer__free(s->rb);
+	perf_buffer__free(s->pb);
 	for (int i = 0; s->links && i < s->ncpus; i++)
 		bpf_link__destroy(s->links[i]);
 	for (int i = 0; s->pfd && i < s->ncpus; i++) {

@@ -4,9 +4,11 @@
  * profile.bpf.c, which writes tgid, tid, comm and the kernel and user stacks of every sample
  * into a fixed-size BPF ring buffer; bpf_sampler__poll() drains it into the agent's sink.
  *
- * Needs bpf() with CAP_BPF+CAP_PERFMON or root, bpf_get_stack (Linux 4.18) and the BPF ring
- * buffer (5.8); no BTF. Without them bpf_sampler__open() fails with -errno and one line naming
- * what is missing, and the agent runs the SIGPROF sampler only.
+ * Needs bpf() with CAP_BPF+CAP_PERFMON or root, bpf_get_stack (Linux 4.18) and BPF global data
+ * (5.2); no BTF. Uses the BPF ring buffer (5.8), else per-CPU perf buffers (the ring budget
+ * shared out; environment EDGEPROF_BPF_PERFBUF=1 forces them, for tests). Without what it needs
+ * bpf_sampler__open() fails with -errno and one line naming it, and the agent runs the SIGPROF
+ * sampler only.
  */
 #ifndef EDGEPROF_BPF_SAMPLER_H
 #define EDGEPROF_BPF_SAMPLER_H
@@ -35,6 +37,7 @@ struct bpf_sampler_stats {
 	uint64_t dropped_sink;    /* the sink refused them (-ENOSPC: its bound) */
 	uint64_t truncated;       /* stacks deeper than max_depth (delivered, cut) */
 	unsigned cpus;            /* CPUs with a perf event attached */
+	bool perf_buffer;         /* the fallback for kernels before 5.8 is in use */
 };
 
 struct bpf_sampler;

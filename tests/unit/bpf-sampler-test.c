@@ -128,6 +128,7 @@ static void samples_this_process_with_labels(void **state)
 	print_message("samples %u (with user stack %u), dropped %llu, cpus %u\n", v.n,
 		      v.with_user, (unsigned long long)st.dropped_ringbuf, st.cpus);
 	assert_true(st.cpus >= 1);
+	assert_int_equal(st.perf_buffer, getenv("EDGEPROF_BPF_PERFBUF") != NULL);
 	assert_true(v.mine >= 50);
 	assert_int_equal(v.others, 0);
 	assert_true(v.with_user >= v.n * 9 / 10);
@@ -223,6 +224,21 @@ static void refused_by_sink_is_counted(void **state)
 	bpf_sampler__free(s);
 }
 
+/* The fallback for kernels before 5.8 (per-CPU perf buffers), forced here. */
+static void perf_buffer_fallback_samples(void **state)
+{
+	setenv("EDGEPROF_BPF_PERFBUF", "1", 1);
+	samples_this_process_with_labels(state);
+	unsetenv("EDGEPROF_BPF_PERFBUF");
+}
+
+static void perf_buffer_full_is_counted(void **state)
+{
+	setenv("EDGEPROF_BPF_PERFBUF", "1", 1);
+	full_ring_is_counted(state);
+	unsetenv("EDGEPROF_BPF_PERFBUF");
+}
+
 static void bad_options_say_why(void **state)
 {
 	struct bpf_sampler_opts o = { .comm_prefix = "a-very-long-comm-prefix" };
@@ -250,6 +266,8 @@ int main(void)
 		cmocka_unit_test(kernel_stacks_only_when_asked),
 		cmocka_unit_test(full_ring_is_counted),
 		cmocka_unit_test(refused_by_sink_is_counted),
+		cmocka_unit_test(perf_buffer_fallback_samples),
+		cmocka_unit_test(perf_buffer_full_is_counted),
 		cmocka_unit_test(bad_options_say_why),
 	};
 	ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
