@@ -262,6 +262,21 @@ static unsigned long push_vm_hwm_kb(void)
 	return kb;
 }
 
+/* Bytes this process caused to be sent to the storage layer (/proc/self/io), 0 if unknown. */
+static unsigned long long push_io_write_bytes(void)
+{
+	unsigned long long b = 0;
+	char line[128];
+	FILE *f = fopen("/proc/self/io", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "write_bytes: %llu", &b) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return b;
+}
+
 static void push_print_stats(struct transport *t)
 {
 	struct transport_stats st;
@@ -278,8 +293,9 @@ static void push_print_stats(struct transport *t)
 	       st.spool_pending, st.spool_bytes, st.upload.connects, st.upload.handshakes,
 	       st.upload.resumed, st.upload.reused, st.upload.bytes_out, st.upload.handshake_cpu_ns,
 	       st.upload.last_status);
-	printf("full_cpu_ns=%" PRIu64 "\nresumed_cpu_ns=%" PRIu64 "\nvm_hwm_kb=%lu\n",
-	       st.upload.full_cpu_ns, st.upload.resumed_cpu_ns, push_vm_hwm_kb());
+	printf("full_cpu_ns=%" PRIu64 "\nresumed_cpu_ns=%" PRIu64 "\nvm_hwm_kb=%lu\n"
+	       "io_write_bytes=%llu\n", st.upload.full_cpu_ns, st.upload.resumed_cpu_ns,
+	       push_vm_hwm_kb(), push_io_write_bytes());
 	fflush(stdout);
 }
 
