@@ -7,3 +7,6 @@ unit-tests-y    += http tls
 http-test-objs   = port/http.o
 tls-test-objs    = port/tls.o port/tls-cert.o port/net.o port/http.o $(port-y)
 tls-test-ldlibs  = $(port-net-ldlibs)
+
+# libFuzzer target of the HTTP parser (tests/fuzz/http-parser.c; make fuzz).
+fuzz-y          += http-parser

@@ -572,8 +572,10 @@ int http_read_response(struct http_stream *s, struct http_message *m, size_t max
 	} while (!ret && m->status >= 100 && m->status < 200); /* 100 Continue and friends */
 	if (ret)
 		return ret;
-	if (m->status == 204 || m->status == 304)
-		return http_body_alloc(m, 0);
+	if (m->status == 204 || m->status == 304) {
+		m->content_length = 0; /* no body, whatever the head says */
+		m->chunked = false;
+	}
 	return http_read_body(s, m, max_body, true);
 }
 

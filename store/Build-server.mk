@@ -22,4 +22,3 @@ $(O)/tests/bench/collector-load: $(O)/tests/bench/collector-load.o \
 	$(quiet) LD $@
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(port-net-ldlibs)
 
-fuzz-y += http-parser

@@ -74,6 +74,7 @@ bad=$(md5sum "$T"/all.* | awk '{print $1}' | sort -u | comm -23 - "$T/sources.md
 total=$(ls "$T"/all.* | wc -l)
 corrupt=$(metric ring_corrupt_records_total)
 stop_collector
-echo "collector crash safety: ok ($TRIALS kill -9 trials, $acked acknowledged profiles all" \
-	"present and identical, $total stored, $corrupt torn records skipped, $empty trials killed" \
+echo "collector crash safety: ok ($TRIALS kill -9 trials; after each restart all of its" \
+	"acknowledged profiles were present and identical, $acked in all; $total stored at the end" \
+	"(the ring wraps), $corrupt torn records skipped, $empty trials killed" \
 	"before the first ack)"
