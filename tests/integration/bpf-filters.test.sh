@@ -36,7 +36,7 @@ pids+=("$a" "$b")
 sleep 0.3
 
 # pids of the samples (column 1), counted per pid.
-probe_pids() { "$probe" --seconds 1.5 --hz 199 "$@" 2>"$tmp/err" | awk '{print $1}' | sort | uniq -c; }
+probe_pids() { "$probe" --seconds 1.5 --hz 199 "$@" 2>"$tmp/err" | awk '!/^#/ {print $1}' | sort | uniq -c; }
 
 echo "-- unfiltered: both workloads, never pid 0"
 probe_pids >"$tmp/all"
