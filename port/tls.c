@@ -498,6 +498,11 @@ int tls_conn__write(struct tls_conn *c, const void *buf, size_t len)
 	return 0;
 }
 
+size_t tls_conn__pending(const struct tls_conn *c)
+{
+	return mbedtls_ssl_get_bytes_avail(&c->ssl);
+}
+
 void tls_conn__close(struct tls_conn *c)
 {
 	int ret;

@@ -56,6 +56,8 @@ const char *tls_conn__error(const struct tls_conn *c);
 ssize_t tls_conn__read(struct tls_conn *c, void *buf, size_t len);
 /* Writes everything: 0 or -errno. */
 int tls_conn__write(struct tls_conn *c, const void *buf, size_t len);
+/* Decrypted bytes buffered inside TLS that a read returns without touching the socket. */
+size_t tls_conn__pending(const struct tls_conn *c);
 /* Sends close_notify (best effort). */
 void tls_conn__close(struct tls_conn *c);
 
