@@ -190,11 +190,11 @@ uint64_t pprof_builder__mapping(struct pprof_builder *b, const struct pprof_mapp
 		   (uint64_t)m.filename << 32 ^ (uint64_t)m.build_id);
 	if (pp_htab__reserve(&b->map_ht, 1))
 		return 0;
-	for (pos = pp_htab__pos(&b->map_ht, h); b->map_ht.slot[pos];
+	for (pos = pp_htab__pos(&b->map_ht, h); b->map_ht.e[pos].slot;
 	     pos = (pos + 1) & (b->map_ht.cap - 1)) {
-		uint32_t i = b->map_ht.slot[pos] - 1;
+		uint32_t i = b->map_ht.e[pos].slot - 1;
 
-		if (b->map_ht.hash[pos] == (uint32_t)h && mapping_eq(&b->maps[i], &m))
+		if (b->map_ht.e[pos].hash == (uint32_t)h && mapping_eq(&b->maps[i], &m))
 			return i + 1;
 	}
 	if (b->n_maps >= b->opts.max_mappings ||
@@ -219,11 +219,11 @@ uint64_t pprof_builder__function(struct pprof_builder *b, const char *name,
 	h = pp_mix(pp_mix(pp_mix(f.name, f.system_name), f.filename), f.start_line);
 	if (pp_htab__reserve(&b->func_ht, 1))
 		return 0;
-	for (pos = pp_htab__pos(&b->func_ht, h); b->func_ht.slot[pos];
+	for (pos = pp_htab__pos(&b->func_ht, h); b->func_ht.e[pos].slot;
 	     pos = (pos + 1) & (b->func_ht.cap - 1)) {
-		const struct pprof_function *e = &b->funcs[b->func_ht.slot[pos] - 1];
+		const struct pprof_function *e = &b->funcs[b->func_ht.e[pos].slot - 1];
 
-		if (b->func_ht.hash[pos] == (uint32_t)h && e->name == f.name &&
+		if (b->func_ht.e[pos].hash == (uint32_t)h && e->name == f.name &&
 		    e->system_name == f.system_name && e->filename == f.filename &&
 		    e->start_line == f.start_line)
 			return e->id;
@@ -269,11 +269,11 @@ uint64_t pprof_builder__location(struct pprof_builder *b, uint64_t mapping_id, u
 	}
 	if (pp_htab__reserve(&b->loc_ht, 1))
 		return 0;
-	for (pos = pp_htab__pos(&b->loc_ht, h); b->loc_ht.slot[pos];
+	for (pos = pp_htab__pos(&b->loc_ht, h); b->loc_ht.e[pos].slot;
 	     pos = (pos + 1) & (b->loc_ht.cap - 1)) {
-		uint32_t idx = b->loc_ht.slot[pos] - 1;
+		uint32_t idx = b->loc_ht.e[pos].slot - 1;
 
-		if (b->loc_ht.hash[pos] == (uint32_t)h &&
+		if (b->loc_ht.e[pos].hash == (uint32_t)h &&
 		    location_eq(b, &b->locs[idx], mapping_id, address, lines, n_lines))
 			return idx + 1;
 	}

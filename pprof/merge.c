@@ -272,12 +272,12 @@ static int map_mapping(struct pprof_merger *m, const struct pprof_profile *p, ui
 	h = pp_mix(pp_mix(size, src->file_offset), key_file);
 	if (pp_htab__reserve(&m->map_ht, 1))
 		return -ENOMEM;
-	for (pos = pp_htab__pos(&m->map_ht, h); m->map_ht.slot[pos];
+	for (pos = pp_htab__pos(&m->map_ht, h); m->map_ht.e[pos].slot;
 	     pos = (pos + 1) & (m->map_ht.cap - 1)) {
-		const struct pprof_mapping *e = &m->maps[m->map_ht.slot[pos] - 1];
+		const struct pprof_mapping *e = &m->maps[m->map_ht.e[pos].slot - 1];
 		uint64_t esize = ((e->memory_limit - e->memory_start) + 0xfff) & ~(uint64_t)0xfff;
 
-		if (m->map_ht.hash[pos] == (uint32_t)h && esize == size &&
+		if (m->map_ht.e[pos].hash == (uint32_t)h && esize == size &&
 		    e->file_offset == src->file_offset &&
 		    (e->build_id ? e->build_id : e->filename) == key_file) {
 			mi->id = e->id;
@@ -314,11 +314,11 @@ static int64_t map_function(struct pprof_merger *m, const struct pprof_profile *
 	h = pp_mix(pp_mix(pp_mix(f.name, f.system_name), f.filename), f.start_line);
 	if (pp_htab__reserve(&m->func_ht, 1))
 		return -ENOMEM;
-	for (pos = pp_htab__pos(&m->func_ht, h); m->func_ht.slot[pos];
+	for (pos = pp_htab__pos(&m->func_ht, h); m->func_ht.e[pos].slot;
 	     pos = (pos + 1) & (m->func_ht.cap - 1)) {
-		const struct pprof_function *e = &m->funcs[m->func_ht.slot[pos] - 1];
+		const struct pprof_function *e = &m->funcs[m->func_ht.e[pos].slot - 1];
 
-		if (m->func_ht.hash[pos] == (uint32_t)h && e->name == f.name &&
+		if (m->func_ht.e[pos].hash == (uint32_t)h && e->name == f.name &&
 		    e->system_name == f.system_name && e->filename == f.filename &&
 		    e->start_line == f.start_line)
 			return m->func_map[id - 1] = e->id;
@@ -376,11 +376,11 @@ static int64_t map_location(struct pprof_merger *m, const struct pprof_profile *
 	l.n_lines = src->n_lines;
 	if (pp_htab__reserve(&m->loc_ht, 1))
 		return -ENOMEM;
-	for (pos = pp_htab__pos(&m->loc_ht, h); m->loc_ht.slot[pos];
+	for (pos = pp_htab__pos(&m->loc_ht, h); m->loc_ht.e[pos].slot;
 	     pos = (pos + 1) & (m->loc_ht.cap - 1)) {
-		uint32_t e = m->loc_ht.slot[pos] - 1;
+		uint32_t e = m->loc_ht.e[pos].slot - 1;
 
-		if (m->loc_ht.hash[pos] == (uint32_t)h && mloc_eq(m, &m->locs[e], &l, lines))
+		if (m->loc_ht.e[pos].hash == (uint32_t)h && mloc_eq(m, &m->locs[e], &l, lines))
 			return m->loc_map[id - 1] = e + 1;
 	}
 	if (pp_grow(&m->locs, &m->cap_locs, m->n_locs, 1, sizeof(l)))
@@ -421,12 +421,12 @@ static int add_sample(struct pprof_merger *m, const uint64_t *ids, size_t n_ids,
 			   labels[i].num_unit);
 	if (pp_htab__reserve(&m->sample_ht, 1))
 		return -ENOMEM;
-	for (pos = pp_htab__pos(&m->sample_ht, h); m->sample_ht.slot[pos];
+	for (pos = pp_htab__pos(&m->sample_ht, h); m->sample_ht.e[pos].slot;
 	     pos = (pos + 1) & (m->sample_ht.cap - 1)) {
-		uint32_t e = m->sample_ht.slot[pos] - 1;
+		uint32_t e = m->sample_ht.e[pos].slot - 1;
 
 		s = &m->samples[e];
-		if (m->sample_ht.hash[pos] != (uint32_t)h || s->n_ids != n_ids ||
+		if (m->sample_ht.e[pos].hash != (uint32_t)h || s->n_ids != n_ids ||
 		    s->n_labels != n_labels ||
 		    memcmp(m->ids + s->id_off, ids, n_ids * sizeof(*ids)) ||
 		    memcmp(m->labels + s->label_off, labels, n_labels * sizeof(*labels)))

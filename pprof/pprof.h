@@ -116,14 +116,18 @@ static inline const char *pprof_str(const struct pprof_profile *p, int64_t idx)
 struct pprof_read_limits {
 	size_t max_input;          /* bytes of (compressed) input; 0 = default 64 MiB */
 	size_t max_decoded;        /* bytes after gunzip; 0 = default 256 MiB */
-	unsigned max_ratio;        /* gunzip expansion ratio bound (zip bombs); 0 = default 200 */
+	unsigned max_ratio;        /* gunzip expansion ratio bound (zip bombs); 0 = default 200;
+				    * applies above 1 MiB of output (small inputs may expand more) */
 	size_t max_samples;        /* 0 = default 10,000,000 */
 	size_t max_stack_depth;    /* 0 = default 4096 */
 };
 
 /*
- * Decodes gzip or raw pprof. On error returns -EINVAL (malformed), -EFBIG (a limit) or -ENOMEM,
- * *out stays NULL and err holds a message that names what is wrong, e.g.
+ * Decodes gzip or raw pprof (concatenated gzip members are one stream; unknown fields are
+ * skipped; packed and unpacked repeated fields are accepted). Memory: the decoded bytes plus
+ * the profile, whose arrays are sized exactly (about 1-3x the decoded size).
+ * On error returns -EINVAL (malformed), -EFBIG (a limit) or -ENOMEM, *out stays NULL and err
+ * holds a message that names what is wrong, e.g.
  * "sample 12 references location 99, profile has 40".
  */
 int pprof_read(const void *data, size_t len, const struct pprof_read_limits *limits,
@@ -136,6 +140,18 @@ bool pprof_is_gzip(const void *data, size_t len);
 /* Where encoded (gzip) bytes go: returns 0 or -errno. */
 typedef int (*pprof_write_fn)(void *ctx, const void *buf, size_t len);
 
+/*
+ * Memory bound of a builder (64-bit host; hash indexes run at most half full, and growable
+ * arrays at most double their use):
+ *   fixed      ~300 KiB: zlib's deflate state at windowBits 15 / memLevel 8 (256 KiB + ~6 KiB,
+ *              none with gzip_level -1) and two 16 KiB staging buffers;
+ *   strings    length + 1 bytes, + 8 B of index, + 16 B of hash index, each (x2 when growing);
+ *   functions  40 B + 16 B;   mappings 56 B + 16 B;   locations 24 B + 16 B, + 24 B per line;
+ *   labels     one scratch label (32 B) per label of the largest sample.
+ * So at most ~2 x (tables) + 300 KiB, with every table capped by opts (max_*). A sample is
+ * encoded into the deflate stream the moment it is added and costs no memory afterwards; only
+ * strings it introduces (label keys and values) grow the string table.
+ */
 struct pprof_builder_opts {
 	int gzip_level;        /* 1..9; 0 = default 6; -1 = no gzip (raw protobuf) */
 	size_t max_strings;    /* table bounds; 0 = default 1,000,000 each */
@@ -209,6 +225,11 @@ int pprof_file_write(void *ctx, const void *buf, size_t len);
 
 /* ---- merge -------------------------------------------------------------------------------- */
 
+/*
+ * Memory of a merger: the merged tables (strings, mappings, functions, locations) and one entry
+ * per unique (stack, labels) with its values, plus per-input id maps sized to the input being
+ * added. It does not grow with the number of inputs that repeat known stacks.
+ */
 struct pprof_merger;
 
 struct pprof_merger *pprof_merger__new(void);

@@ -63,7 +63,7 @@ static inline int get_varint(struct cur *c, uint64_t *v)
 }
 
 /* 1 = a field, 0 = end of message, -1 = malformed. */
-static int next_field(struct cur *c, struct fld *f)
+static inline __attribute__((always_inline)) int next_field(struct cur *c, struct fld *f)
 {
 	uint64_t tag, len;
 
@@ -408,12 +408,12 @@ static int read_line(struct rd *r, const struct fld *lf, struct pprof_line *ln)
 static int read_location(struct rd *r, const struct fld *lf, struct pprof_location *l)
 {
 	struct cur c = { lf->data, lf->data + lf->len };
-	struct fld f;
+	struct fld f = { 0 };
 	int ret;
 
 	l->lines = r->p->blocks->lines + r->n_lines;
 	while ((ret = next_field(&c, &f)) > 0) {
-		if (f.num == perftools_profiles_Location_line_tag) {
+		if (f.num == perftools_profiles_Location_line_tag && f.wt == WT_LEN) {
 			if (read_line(r, &f, &l->lines[l->n_lines++]))
 				return -EINVAL;
 			continue;
@@ -588,8 +588,8 @@ static int idmap__build(struct rd *r, struct idmap *m)
 
 		if (!id)
 			return bad(r, "%s %zu has id 0", m->what, i);
-		for (pos = pp_htab__pos(&m->ht, h); m->ht.slot[pos]; pos = (pos + 1) & (m->ht.cap - 1))
-			if (idmap__id(m, m->ht.slot[pos] - 1) == id)
+		for (pos = pp_htab__pos(&m->ht, h); m->ht.e[pos].slot; pos = (pos + 1) & (m->ht.cap - 1))
+			if (idmap__id(m, m->ht.e[pos].slot - 1) == id)
 				return bad(r, "duplicate %s id %" PRIu64, m->what, id);
 		pp_htab__set(&m->ht, pos, h, i);
 	}
@@ -605,10 +605,10 @@ static uint64_t idmap__get(const struct idmap *m, uint64_t id)
 		return id <= m->n ? id : 0;
 	if (!m->ht.cap)
 		return 0;
-	for (pos = pp_htab__pos(&m->ht, pp_mix(0, id)); m->ht.slot[pos];
+	for (pos = pp_htab__pos(&m->ht, pp_mix(0, id)); m->ht.e[pos].slot;
 	     pos = (pos + 1) & (m->ht.cap - 1))
-		if (idmap__id(m, m->ht.slot[pos] - 1) == id)
-			return m->ht.slot[pos];
+		if (idmap__id(m, m->ht.e[pos].slot - 1) == id)
+			return m->ht.e[pos].slot;
 	return 0;
 }
 

@@ -11,7 +11,7 @@
 int pp_htab__reserve(struct pp_htab *t, size_t more)
 {
 	size_t cap = t->cap ? t->cap : 16, i;
-	uint32_t *slot, *hash;
+	struct pp_htab_slot *e;
 
 	while ((t->n + more) * 2 > cap)
 		cap *= 2;
@@ -19,37 +19,29 @@ int pp_htab__reserve(struct pp_htab *t, size_t more)
 		return 0;
 	if (cap > UINT32_MAX)
 		return -ENOMEM;
-	slot = calloc(cap, sizeof(*slot));
-	hash = malloc(cap * sizeof(*hash));
-	if (!slot || !hash) {
-		free(slot);
-		free(hash);
+	e = calloc(cap, sizeof(*e));
+	if (!e)
 		return -ENOMEM;
-	}
 	/* Rehash: the stored hashes make this a pure index shuffle. */
 	for (i = 0; i < t->cap; i++) {
 		size_t pos;
 
-		if (!t->slot[i])
+		if (!t->e[i].slot)
 			continue;
-		pos = t->hash[i] & (cap - 1);
-		while (slot[pos])
+		pos = t->e[i].hash & (cap - 1);
+		while (e[pos].slot)
 			pos = (pos + 1) & (cap - 1);
-		slot[pos] = t->slot[i];
-		hash[pos] = t->hash[i];
+		e[pos] = t->e[i];
 	}
-	free(t->slot);
-	free(t->hash);
-	t->slot = slot;
-	t->hash = hash;
+	free(t->e);
+	t->e = e;
 	t->cap = cap;
 	return 0;
 }
 
 void pp_htab__free(struct pp_htab *t)
 {
-	free(t->slot);
-	free(t->hash);
+	free(t->e);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -84,10 +76,10 @@ int64_t pp_strtab__intern(struct pp_strtab *st, const char *s, size_t len)
 	err = pp_htab__reserve(&st->ht, 1);
 	if (err)
 		return err;
-	for (pos = pp_htab__pos(&st->ht, h); st->ht.slot[pos]; pos = (pos + 1) & (st->ht.cap - 1)) {
-		uint32_t i = st->ht.slot[pos] - 1;
+	for (pos = pp_htab__pos(&st->ht, h); st->ht.e[pos].slot; pos = (pos + 1) & (st->ht.cap - 1)) {
+		uint32_t i = st->ht.e[pos].slot - 1;
 
-		if (st->ht.hash[pos] == h && st->len[i] == len &&
+		if (st->ht.e[pos].hash == h && st->len[i] == len &&
 		    !memcmp(st->data + st->off[i], s, len))
 			return i;
 	}

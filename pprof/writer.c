@@ -141,9 +141,25 @@ static bool enc_packed_u64(pb_ostream_t *os, uint32_t tag, const uint64_t *v, si
 		size += varint_size(v[i]);
 	if (!pb_encode_tag(os, PB_WT_STRING, tag) || !pb_encode_varint(os, size))
 		return false;
-	for (i = 0; i < n; i++)
-		if (!pb_encode_varint(os, v[i]))
+	if (!os->callback) /* nanopb's sizing pass: only the length matters */
+		return pb_write(os, NULL, size);
+	/* Varints are gathered locally: one pb_write per 512 bytes rather than one per byte. */
+	for (i = 0; i < n;) {
+		pb_byte_t buf[512 + 10];
+		size_t len = 0;
+
+		for (; i < n && len < 512; i++) {
+			uint64_t x = v[i];
+
+			while (x >= 0x80) {
+				buf[len++] = (pb_byte_t)(x | 0x80);
+				x >>= 7;
+			}
+			buf[len++] = (pb_byte_t)x;
+		}
+		if (!pb_write(os, buf, len))
 			return false;
+	}
 	return true;
 }
 

@@ -11,6 +11,8 @@
  *   pprof-tool build OUT               a profile using every builder feature
  *   pprof-tool encode OUT SAMPLES STACKS DEPTH   builder benchmark
  *   pprof-tool check FILE              read; print the error and exit 1 if invalid
+ *   pprof-tool vary IN OUT SEED        a variant of IN for benchmarks: values scaled by 1..4,
+ *                                      ~1/8 of the samples dropped, time shifted
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -248,7 +250,10 @@ static int cmd_build(const char *path)
 
 static int cmd_encode(const char *path, long n_samples, long n_stacks, long depth)
 {
-	struct pprof_builder_opts opts = { 0 };
+	/* PPROF_GZIP_LEVEL: -1 (raw) .. 9; unset = the builder's default (6). */
+	struct pprof_builder_opts opts = {
+		.gzip_level = getenv("PPROF_GZIP_LEVEL") ? atoi(getenv("PPROF_GZIP_LEVEL")) : 0,
+	};
 	FILE *f = fopen(path, "wb");
 	struct pprof_builder *b = pprof_builder__new(&opts, pprof_file_write, f);
 	uint64_t *stacks = malloc(n_stacks * depth * sizeof(*stacks));
@@ -303,6 +308,31 @@ static int cmd_encode(const char *path, long n_samples, long n_stacks, long dept
 	return ret ? 1 : 0;
 }
 
+static int cmd_vary(const char *in, const char *out, uint64_t seed)
+{
+	struct pprof_profile *p = load(in);
+	size_t i, j, n = 0;
+	int ret;
+
+	for (i = 0; i < p->n_samples; i++) {
+		uint64_t k;
+
+		seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+		k = seed >> 60;
+		if (k == 0 && p->n_samples > 1)
+			continue; /* dropped; the sample arrays live in the profile's blocks */
+		p->samples[n] = p->samples[i];
+		for (j = 0; j < p->n_sample_type; j++)
+			p->samples[n].values[j] *= 1 + (int64_t)(k & 3);
+		n++;
+	}
+	p->n_samples = n;
+	p->time_nanos += (int64_t)(seed >> 40);
+	ret = write_file(p, out);
+	pprof_profile__free(p);
+	return ret ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 3 && !strcmp(argv[1], "flat"))
@@ -334,6 +364,8 @@ int main(int argc, char **argv)
 	}
 	if (argc == 3 && !strcmp(argv[1], "build"))
 		return cmd_build(argv[2]);
+	if (argc == 5 && !strcmp(argv[1], "vary"))
+		return cmd_vary(argv[2], argv[3], strtoull(argv[4], NULL, 0));
 	if (argc == 6 && !strcmp(argv[1], "encode"))
 		return cmd_encode(argv[2], atol(argv[3]), atol(argv[4]), atol(argv[5]));
 	fprintf(stderr, "usage: see tests/pprof-tool.c\n");

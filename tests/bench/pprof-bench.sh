@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Benchmark of pprof/ (not run by make test):
+#  - encode: 1,000,000 samples over 10,000 unique stacks of depth 30 through the streaming
+#    builder (tests/pprof-tool encode): time and peak RSS;
+#  - decode + merge of 100 and 1,000 real-sized CPU profiles (~12-15 KB gzip each, from
+#    `go test -cpuprofile` on Go standard-library benchmarks, varied per file) by us
+#    (tests/pprof-tool merge) and by `go tool pprof -proto` in the same run, alternating:
+#    medians of 3 of wall time and peak RSS (/usr/bin/time), and the ours/peer ratios.
+#
+#   tests/bench/pprof-bench.sh [BUILD_DIR]     (default build/host-x86_64; run make all-tests)
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+build=$(cd "${1:-$top/build/host-x86_64}" && pwd)
+tool="$build/tests/pprof-tool"
+work="$build/bench-pprof"
+runs=3
+[ -x "$tool" ] || { echo "missing $tool: run make all-tests"; exit 1; }
+command -v go >/dev/null || { echo "go is not installed"; exit 1; }
+export GOCACHE="$build/go-cache" HOME="$work" GOFLAGS= GOPROXY=off GOTOOLCHAIN=local
+mkdir -p "$work/base" "$GOCACHE"
+tmp=$(mktemp -d "$work/run.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+# Base profiles: Go's own std-library benchmarks, CPU-profiled (cached across runs).
+specs=("strings:Index|Split|Replace" "bytes:Index|Equal|Fields" "sort:Sort|Stable"
+       "strconv:Format|Parse|Append" "regexp:Match|Find")
+for spec in "${specs[@]}"; do
+	pkg=${spec%%:*} re=${spec#*:} n=${pkg//\//_}
+	[ -s "$work/base/$n.pb.gz" ] && continue
+	echo "generating base profile: go test -bench='$re' -cpuprofile $pkg"
+	(cd "$tmp" && go test -run=NONE -bench="$re" -benchtime=50ms \
+		-cpuprofile "$work/base/$n.pb.gz" -o "$tmp/$n.test" "$pkg" >/dev/null)
+done
+bases=("$work/base"/*.pb.gz)
+
+# 1,000 inputs: each base profile varied (values scaled, samples dropped, time shifted).
+if [ ! -s "$work/in/p0999.pb.gz" ]; then
+	mkdir -p "$work/in"
+	for i in $(seq 0 999); do
+		"$tool" vary "${bases[$((i % ${#bases[@]}))]}" "$(printf '%s/in/p%04d.pb.gz' "$work" "$i")" $((i + 1))
+	done
+fi
+sizes=$(ls -l "$work"/in/*.pb.gz | awk '{s += $5; n++} END {printf "%d files, mean %.1f KB", n, s / n / 1024}')
+echo "inputs: $sizes"
+
+measure() { # out-file cmd... -> appends "seconds maxrss_kb"
+	local out=$1
+	shift
+	/usr/bin/time -f "%e %M" -o "$tmp/t" "$@" >/dev/null 2>"$tmp/err" ||
+		{ cat "$tmp/err"; echo "failed: $*"; exit 1; }
+	tail -n 1 "$tmp/t" >>"$out"
+}
+
+median() { # file column -> median
+	awk -v c="$2" '{print $c}' "$1" | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'
+}
+
+echo
+echo "== encode: 1,000,000 samples, 10,000 unique stacks, depth 30 (gzip level 6)"
+: >"$tmp/enc"
+for r in $(seq $runs); do
+	measure "$tmp/enc" "$tool" encode "$tmp/enc.pb.gz" 1000000 10000 30
+done
+printf 'ours: %.3f s, peak RSS %.1f MB, output %s bytes (median of %d)\n' \
+	"$(median "$tmp/enc" 1)" "$(echo "$(median "$tmp/enc" 2) / 1024" | bc -l)" \
+	"$(stat -c %s "$tmp/enc.pb.gz")" "$runs"
+go tool pprof -raw "$tmp/enc.pb.gz" >/dev/null 2>&1 && echo "go tool pprof reads it: yes"
+
+for n in 100 1000; do
+	files=()
+	for i in $(seq 0 $((n - 1))); do files+=("$(printf '%s/in/p%04d.pb.gz' "$work" "$i")"); done
+	: >"$tmp/ours" && : >"$tmp/peer"
+	for r in $(seq $runs); do
+		measure "$tmp/ours" "$tool" merge -o "$tmp/ours.pb.gz" "${files[@]}"
+		measure "$tmp/peer" go tool pprof -proto -output "$tmp/peer.pb.gz" "${files[@]}"
+	done
+	# Same answer: identical flat values per function.
+	"$tool" flat "$tmp/ours.pb.gz" >"$tmp/a"
+	"$tool" flat "$tmp/peer.pb.gz" >"$tmp/b"
+	cmp -s "$tmp/a" "$tmp/b" || { echo "merge results differ from go tool pprof"; exit 1; }
+	ot=$(median "$tmp/ours" 1) om=$(median "$tmp/ours" 2)
+	pt=$(median "$tmp/peer" 1) pm=$(median "$tmp/peer" 2)
+	echo
+	echo "== decode + merge of $n profiles (median of $runs; same result as the peer)"
+	printf 'ours:             %7.3f s  peak RSS %7.1f MB\n' "$ot" "$(echo "$om / 1024" | bc -l)"
+	printf 'go tool pprof:    %7.3f s  peak RSS %7.1f MB\n' "$pt" "$(echo "$pm / 1024" | bc -l)"
+	printf 'ours/peer:  time %.3f (%.1fx faster)   peak RSS %.3f\n' \
+		"$(echo "$ot / $pt" | bc -l)" "$(echo "$pt / ($ot + 0.0005)" | bc -l)" \
+		"$(echo "$om / $pm" | bc -l)"
+done
