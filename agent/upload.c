@@ -32,6 +32,7 @@ struct uploader {
 	struct upload_stats stats;
 	char err[256];
 	struct http_stream stream;	/* 16 KiB head buffer, reused by every request */
+	struct http_message resp;	/* the response (holds its own 16 KiB head): off the stack */
 	char target[UPLOAD_TARGET_MAX];
 };
 
@@ -165,12 +166,19 @@ static void upload_set_state(struct uploader *u, enum upload_state s)
 
 static ssize_t upload_bio_read(void *ctx, void *buf, size_t len)
 {
-	return tls_conn__read(ctx, buf, len);
+	struct uploader *u = ctx;
+
+	return tls_conn__read(u->conn, buf, len);
 }
 
 static int upload_bio_write(void *ctx, const void *buf, size_t len)
 {
-	return tls_conn__write(ctx, buf, len);
+	struct uploader *u = ctx;
+	int ret = tls_conn__write(u->conn, buf, len);
+
+	if (!ret)
+		u->stats.bytes_out += len;
+	return ret;
 }
 
 /* Opens and handshakes a connection: 0, or the failure's state (reason in u->err). */
@@ -219,6 +227,8 @@ static int upload_connect(struct uploader *u, uint64_t deadline)
 		upload__close(u);
 		return ret;
 	}
+	/* one stream per connection: bytes read past a response stay for the next one */
+	http_stream__init(&u->stream, upload_bio_read, upload_bio_write, u);
 	u->stats.handshakes++;
 	if (tls_conn__resumed(u->conn)) {
 		u->stats.resumed++;
@@ -294,7 +304,7 @@ int upload_label__check(const char *key, const char *value)
 /* One request/response on the open connection: the HTTP status (> 0), or -errno. */
 static int upload_exchange(struct uploader *u, const struct upload_req *req, uint64_t deadline)
 {
-	struct http_message m;
+	struct http_message *m = &u->resp;
 	char extra[512];
 	int ret, n;
 
@@ -305,27 +315,25 @@ static int upload_exchange(struct uploader *u, const struct upload_req *req, uin
 	if (n < 0 || (size_t)n >= sizeof(extra))
 		return -ENAMETOOLONG;
 	tls_conn__set_deadline(u->conn, deadline);
-	http_stream__init(&u->stream, upload_bio_read, upload_bio_write, u->conn);
 	ret = http_write_request(&u->stream, "POST", u->host_header, u->target, extra, req->data,
 				 req->len);
 	if (ret)
 		return ret;
-	u->stats.bytes_out += strlen(u->target) + (size_t)n + req->len + 64;
-	memset(&m, 0, sizeof(m));
-	ret = http_read_response(&u->stream, &m, UPLOAD_MAX_RESPONSE);
+	memset(m, 0, sizeof(*m));
+	ret = http_read_response(&u->stream, m, UPLOAD_MAX_RESPONSE);
 	if (ret) {
-		http_message__reset(&m);
+		http_message__reset(m);
 		return ret;
 	}
-	ret = m.status;
+	ret = m->status;
 	if (ret < 200 || ret > 299) {
 		/* Keep the collector's JSON error for the log: it says what was wrong. */
 		snprintf(u->err, sizeof(u->err), "collector answered %d: %.180s", ret,
-			 m.body ? (const char *)m.body : http_reason(ret));
+			 m->body ? (const char *)m->body : http_reason(ret));
 	}
-	if (!m.keep_alive)
+	if (!m->keep_alive)
 		upload__close(u);
-	http_message__reset(&m);
+	http_message__reset(m);
 	return ret;
 }
 

@@ -68,7 +68,7 @@ struct upload_stats {
 	uint64_t connects;	/* TCP connections opened */
 	uint64_t handshakes, resumed;	/* TLS handshakes, and how many resumed a session */
 	uint64_t reused;	/* requests sent on a kept-alive connection */
-	uint64_t bytes_out;	/* application bytes written (head + body) */
+	uint64_t bytes_out;	/* HTTP bytes written (head + body), before TLS framing */
 	uint64_t handshake_cpu_ns; /* process CPU time inside handshakes (full + resumed) */
 	uint64_t full_cpu_ns, resumed_cpu_ns; /* the same, split by kind */
 	int last_status;	/* HTTP status of the last response, 0 when none */
