@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -162,6 +163,31 @@ static void drop_frames_prunes_like_pprof(void **state)
 	stacks__free(s);
 }
 
+static void unique_groups_identical_stacks(void **state)
+{
+	static uint64_t again[] = { 3, 2, 1 }; /* same ids as sample 0, other memory */
+	static int64_t va[] = { 5, 50 }, vz[] = { 0, 0 };
+	struct pprof_sample more[6];
+	struct pprof_profile p = profile();
+	struct stacks_unique *u = NULL;
+	size_t n = 0;
+
+	memcpy(more, samples, sizeof(samples));
+	more[4] = (struct pprof_sample){ .location_ids = again, .n_locations = 3, .values = va };
+	more[5] = (struct pprof_sample){ .location_ids = st1, .n_locations = 3, .values = vz };
+	p.samples = more;
+	p.n_samples = 6;
+	assert_int_equal(stacks__unique(&p, 1, &u, &n), 0);
+	assert_int_equal(n, 4); /* 0+4 joined, 5 is zero: adds nothing to 1 */
+	assert_int_equal(u[0].sample, 0);
+	assert_int_equal(u[0].value, 60);
+	assert_int_equal(u[1].sample, 1);
+	assert_int_equal(u[1].value, 20);
+	assert_int_equal(u[3].sample, 3);
+	assert_int_equal(u[3].value, 40);
+	free(u);
+}
+
 static void bad_regex_is_an_error(void **state)
 {
 	static char *bad_strings[] = { "", "([unclosed" };
@@ -184,6 +210,7 @@ int main(void)
 		cmocka_unit_test(deep_stacks_keep_their_leaves),
 		cmocka_unit_test(sample_index_by_name_number_and_default),
 		cmocka_unit_test(drop_frames_prunes_like_pprof),
+		cmocka_unit_test(unique_groups_identical_stacks),
 		cmocka_unit_test(bad_regex_is_an_error),
 	};
 

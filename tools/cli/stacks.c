@@ -383,3 +383,88 @@ int stacks__sample_index(const struct pprof_profile *p, const char *spec, char *
 					pprof_str(p, p->sample_type[i].type));
 	return -EINVAL;
 }
+
+static uint64_t hash_stack(const struct pprof_sample *smp)
+{
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ smp->n_locations;
+	size_t i;
+
+	for (i = 0; i < smp->n_locations; i++) {
+		h = (h ^ smp->location_ids[i]) * 0xbf58476d1ce4e5b9ull;
+		h ^= h >> 31;
+	}
+	return h;
+}
+
+static bool same_stack(const struct pprof_sample *a, const struct pprof_sample *b)
+{
+	return a->n_locations == b->n_locations &&
+	       (!a->n_locations || !memcmp(a->location_ids, b->location_ids,
+					    a->n_locations * sizeof(*a->location_ids)));
+}
+
+/* Slot table of indexes into out[] (+1; 0 = empty), rebuilt twice as large when half full. */
+static int unique_grow(const struct pprof_profile *p, const struct stacks_unique *u, size_t n,
+		       size_t **slots, size_t *cap)
+{
+	size_t nc = *cap ? *cap * 2 : 1024, i, j;
+	size_t *ns = calloc(nc, sizeof(*ns));
+
+	if (!ns)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		for (j = hash_stack(&p->samples[u[i].sample]) & (nc - 1); ns[j]; j = (j + 1) & (nc - 1))
+			;
+		ns[j] = i + 1;
+	}
+	free(*slots);
+	*slots = ns;
+	*cap = nc;
+	return 0;
+}
+
+int stacks__unique(const struct pprof_profile *p, int vi, struct stacks_unique **out, size_t *n)
+{
+	struct stacks_unique *u = NULL, *nu;
+	size_t *slots = NULL, cap = 0, n_u = 0, u_cap = 0, i, j, k;
+	const struct pprof_sample *smp;
+	int ret = -ENOMEM;
+
+	if (unique_grow(p, u, 0, &slots, &cap))
+		goto out;
+	for (i = 0; i < p->n_samples; i++) {
+		smp = &p->samples[i];
+		if (!smp->values[vi])
+			continue;
+		for (j = hash_stack(smp) & (cap - 1); (k = slots[j]); j = (j + 1) & (cap - 1))
+			if (same_stack(&p->samples[u[k - 1].sample], smp))
+				break;
+		if (k) {
+			u[k - 1].value += smp->values[vi];
+			continue;
+		}
+		if (n_u == u_cap) {
+			u_cap = u_cap ? u_cap * 2 : 256;
+			nu = realloc(u, u_cap * sizeof(*u));
+			if (!nu)
+				goto out;
+			u = nu;
+		}
+		u[n_u] = (struct stacks_unique){ .sample = i, .value = smp->values[vi] };
+		slots[j] = ++n_u;
+		if (n_u * 2 > cap && unique_grow(p, u, n_u, &slots, &cap))
+			goto out;
+	}
+	/* values that cancelled out (negative samples) leave nothing to draw */
+	for (i = j = 0; i < n_u; i++)
+		if (u[i].value)
+			u[j++] = u[i];
+	*out = u;
+	*n = j;
+	u = NULL;
+	ret = 0;
+out:
+	free(u);
+	free(slots);
+	return ret;
+}

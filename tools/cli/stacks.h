@@ -48,6 +48,18 @@ size_t stacks__sample(struct stacks *s, size_t i, const struct stack_frame **fra
 size_t stacks__truncated(const struct stacks *s);
 
 /*
+ * Samples grouped by identical stacks (the same location ids), value vi summed, zero sums
+ * left out. A million samples usually hold a few thousand stacks: every consumer walks those
+ * instead. *out (malloc'd, caller frees) holds one representative sample index per stack in
+ * first-seen order. Memory: about 24 bytes per distinct stack. 0 or -ENOMEM.
+ */
+struct stacks_unique {
+	size_t sample;
+	int64_t value;
+};
+int stacks__unique(const struct pprof_profile *p, int vi, struct stacks_unique **out, size_t *n);
+
+/*
  * Which value of each sample to use: spec is a sample type name ("cpu"), an index ("1"), or
  * NULL for pprof's default (default_sample_type, else the last type). Returns the index, or
  * -EINVAL with err naming the types there are.

@@ -39,6 +39,8 @@ struct top {
 	struct top_edge *edges;
 	size_t n_edges, edges_cap;
 	int64_t total;
+	struct stacks_unique *unique; /* the samples grouped by stack: each pass walks these */
+	size_t n_unique;
 };
 
 static uint64_t hash_str(const char *s)
@@ -130,7 +132,8 @@ static int edge_add(struct top *t, uint32_t from, uint32_t to, bool inl)
 }
 
 /*
- * One pass of pprof's newGraph over all samples, counting only kept nodes: a dropped leaf
+ * One pass of pprof's newGraph over all samples (grouped by stack: the result depends only on
+ * the stack and the summed value), counting only kept nodes: a dropped leaf
  * loses its flat value (pprof's "residual"), as in pprof.
  */
 static int build(struct top *t, const struct stack_frame **frames)
@@ -146,11 +149,9 @@ static int build(struct top *t, const struct stack_frame **frames)
 	free(t->edges);
 	t->edges = NULL;
 	t->n_edges = t->edges_cap = 0;
-	for (i = 0; i < t->p->n_samples; i++) {
-		v = t->p->samples[i].values[t->vi];
-		if (!v)
-			continue;
-		n = stacks__sample(t->s, i, frames, STACKS_MAX_DEPTH);
+	for (i = 0; i < t->n_unique; i++) {
+		v = t->unique[i].value;
+		n = stacks__sample(t->s, t->unique[i].sample, frames, STACKS_MAX_DEPTH);
 		parent = -1;
 		residual = false;
 		for (k = 0; k < n; k++) {
@@ -411,7 +412,9 @@ static int report(struct top *t, const struct top_args *a)
 		return -ENOMEM;
 	for (i = 0; i < t->p->n_samples; i++)
 		t->total += abs64(t->p->samples[i].values[t->vi]);
-	ret = build(t, frames);
+	ret = stacks__unique(t->p, t->vi, &t->unique, &t->n_unique);
+	if (!ret)
+		ret = build(t, frames);
 	if (ret)
 		goto out;
 	for (i = 0; i < t->n; i++)
@@ -490,6 +493,7 @@ out:
 	free(t.nodes);
 	free(t.index);
 	free(t.edges);
+	free(t.unique);
 	pprof_profile__free(p);
 	return ret;
 }

@@ -16,11 +16,16 @@ static uint64_t hash_str(const char *s)
 	return h;
 }
 
+/* splitmix64's finalizer: aligned pointers and sequential parents need every bit mixed. */
 static uint64_t hash_edge(uint32_t parent, const char *name)
 {
-	uint64_t h = (uint64_t)(uintptr_t)name * 0x9e3779b97f4a7c15ull;
+	uint64_t x = (uint64_t)(uintptr_t)name * 0x9e3779b97f4a7c15ull + parent;
 
-	return (h ^ (h >> 29)) + parent * 0xc2b2ae3d27d4eb4full;
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
 }
 
 static int intern_grow(struct ftree *t)
@@ -194,17 +199,19 @@ int ftree__add_profile(struct ftree *t, struct stacks *s, const struct pprof_pro
 		       int slot)
 {
 	const struct stack_frame **frames = malloc(STACKS_MAX_DEPTH * sizeof(*frames));
-	size_t i, n;
-	int ret = 0;
+	struct stacks_unique *u = NULL;
+	size_t i, n, n_u = 0;
+	int ret;
 
 	if (!frames)
 		return -ENOMEM;
-	for (i = 0; i < p->n_samples && !ret; i++) {
-		if (!p->samples[i].values[vi])
-			continue;
-		n = stacks__sample(s, i, frames, STACKS_MAX_DEPTH);
-		ret = ftree__add(t, frames, n, p->samples[i].values[vi], slot);
+	/* whole stacks first: the tree then sees each distinct stack once */
+	ret = stacks__unique(p, vi, &u, &n_u);
+	for (i = 0; i < n_u && !ret; i++) {
+		n = stacks__sample(s, u[i].sample, frames, STACKS_MAX_DEPTH);
+		ret = ftree__add(t, frames, n, u[i].value, slot);
 	}
+	free(u);
 	free(frames);
 	return ret;
 }
