@@ -10,7 +10,7 @@ agent-transport-ldlibs  = $(port-net-ldlibs)
 
 ifeq ($(CONFIG_UPLOAD_MTLS),y)
 # tests/Build-transport.mk builds tests/drivers/push-dir from these objects.
-unit-tests-y          += upload transport
+unit-tests-y          += upload
 upload-test-objs       = agent/upload.o $(port-net-y) $(port-y)
 upload-test-ldlibs     = $(port-net-ldlibs) -lpthread
 transport-test-objs    = $(agent-transport-objs) $(port-y)
@@ -18,7 +18,7 @@ transport-test-ldlibs  = $(port-net-ldlibs) -lpthread
 endif
 
 ifeq ($(CONFIG_SPOOL),y)
-unit-tests-y      += spool
+unit-tests-y      += spool transport
 spool-test-objs    = agent/spool.o $(store-ring-y) $(port-y)
 spool-test-ldlibs  = -lpthread
 endif
