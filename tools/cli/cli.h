@@ -10,8 +10,15 @@
  * The macro places a struct cli_command in the "cli_commands" ELF section. The linker provides
  * __start_cli_commands/__stop_cli_commands for any section whose name is a C identifier, and
  * `used, retain` keep the entry (and with it the command's code) through -Wl,--gc-sections and
- * static links, so adding a command means adding a file to `edgeprof-objs` in a Build*.mk and
- * editing nothing else. main.c lists the commands sorted by name.
+ * static links, so adding a command means adding a file and, in the area's own Build*.mk,
+ *
+ *	cli-y      += store/cli_query.o
+ *	cli-ldlibs += -lmbedtls -lmbedx509 -lmbedcrypto
+ *
+ * and editing nothing else (tools/Build.mk links $(cli-y) $(pprof-y) $(port-y) into edgeprof).
+ * main.c lists the commands sorted by name. Reusable pieces without CLI I/O: stacks.h (samples
+ * as named frames), tree.h (folded-stack tree), flame.h (layout + SVG), units.h (pprof's units);
+ * their objects are $(cli-lib-y).
  *
  * Contract for run(argc, argv): argv[0] is the command name, options follow (getopt_long works:
  * optind starts at 1). Return CLI_OK (0), CLI_FAIL (1: the work failed, message printed) or
