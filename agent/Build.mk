@@ -1,11 +1,42 @@
 # SPDX-License-Identifier: MIT
-# agent/ — the device daemon and the in-process sampler.
-agent-y := agent/main.o agent/features.o agent/ring.o
+# agent/ — the device daemon (edgeprof-agent) and the in-process sampler (libedgeprof.so).
+# Other areas' lists (pprof-y, port-y, bpf-y, agent-transport-y) are set in files included
+# after this one: everything naming them uses deferred '='.
+
+agent-core-y := agent/ring.o agent/aggregate.o agent/rounds.o agent/procmaps.o agent/elf.o \
+		agent/output.o
+agent-core-$(CONFIG_SYMBOLIZE) += agent/symbolize.o
+
+agent-y := agent/main.o agent/features.o $(agent-core-y)
 
 bin-y                  += edgeprof-agent
-edgeprof-agent-objs    = $(agent-y) $(port-y)
-edgeprof-agent-ldlibs  =
+edgeprof-agent-objs    = $(agent-y) $(pprof-y) $(bpf-y) $(agent-transport-objs) $(port-y)
+edgeprof-agent-ldlibs  = $(pprof-ldlibs) $(bpf-ldlibs) $(agent-transport-ldlibs)
 
-unit-tests-y    += ring
-ring-test-objs  = agent/ring.o
-ring-test-ldlibs = -lpthread
+# libedgeprof.so: the SIGPROF sampler, with the pprof writer for standalone mode. Only its
+# public API is exported (objects are built -fvisibility=hidden; static archives excluded).
+lib-$(CONFIG_SAMPLER_SIGPROF) += libedgeprof.so
+libedgeprof.so-objs   = agent/sigprof.o agent/unwind.o $(agent-core-y) $(pprof-y) port/file.o
+libedgeprof.so-ldlibs = -Wl,--exclude-libs,ALL $(pprof-ldlibs) -ldl -lpthread -lrt
+install-y += agent-install-header
+agent-install-header = install -m 0644 agent/edgeprof.h $(1)$(2)/include/
+
+unit-tests-y      += ring aggregate rounds elf
+ring-test-objs     = agent/ring.o
+ring-test-ldlibs   = -lpthread
+aggregate-test-objs = agent/aggregate.o
+rounds-test-objs   = agent/rounds.o
+elf-test-objs      = agent/elf.o agent/procmaps.o port/file.o
+
+# Workloads (test helpers, not installed): frame pointers on, -O2 so leaves have no frame.
+agent-workloads := split torture
+agent-workload-bins := $(addprefix $(O)/tests/workloads/,$(agent-workloads))
+$(O)/tests/workloads/%: tests/workloads/%.c
+	$(quiet) CC $@
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -O2 -g -fno-omit-frame-pointer -pthread -o $@ $< -ldl
+# The same split, stripped: its profile must carry the build-id for desktop symbolization.
+$(O)/tests/workloads/split-stripped: $(O)/tests/workloads/split
+	$(quiet) STRIP $@
+	$(Q)$(STRIP) -o $@ $<
+all-tests: $(agent-workload-bins) $(O)/tests/workloads/split-stripped

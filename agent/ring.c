@@ -373,3 +373,21 @@ const char *ring__labels_get(struct ring *r, uint32_t id, size_t *len)
 	*len = ls->len;
 	return ls->blob;
 }
+
+void ring__rec_to_sample(struct ring *r, const struct ring_rec *rec, struct agent_sample *s)
+{
+	size_t len = 0;
+	const char *p = ring__labels_get(r, rec->labels_id, &len), *end = p ? p + len : NULL;
+
+	*s = (struct agent_sample){ .time_ns = rec->time_ns, .pid = rec->pid, .tid = rec->tid,
+				    .n_user = rec->n_frames, .flags = rec->flags,
+				    .frames = rec->frames, .weight_ns = rec->weight_ns };
+	while (p && p < end && s->n_labels < SAMPLE_MAX_LABELS) {
+		const char *k = p, *v = memchr(k, 0, (size_t)(end - k));
+
+		if (!v || ++v >= end || !memchr(v, 0, (size_t)(end - v)))
+			break; /* blobs are written by the producer: never trust them */
+		s->labels[s->n_labels++] = (struct sample_label){ k, v };
+		p = v + strlen(v) + 1;
+	}
+}

@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/sample.h"
+
 #define RING_MAGIC   0x45505247u /* "EPRG" */
 #define RING_VERSION 1
 #define RING_LABEL_SETS      64  /* label sets per ring (per process) */
@@ -108,5 +110,9 @@ void ring__stats(struct ring *r, struct ring_stats *st);
 uint32_t ring__labels_intern(struct ring *r, const char *blob, size_t len);
 /* The blob of id, or NULL. */
 const char *ring__labels_get(struct ring *r, uint32_t id, size_t *len);
+
+/* Fills s from rec (labels point into r's label table, frames into rec: use s before the next
+ * ring__drain()). All frames are user frames. */
+void ring__rec_to_sample(struct ring *r, const struct ring_rec *rec, struct agent_sample *s);
 
 #endif /* EDGEPROF_AGENT_RING_H */

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent/output.h — one round's aggregate → one pprof (gzip): sample types samples/count and
+ * cpu/nanoseconds, period cpu/nanoseconds = 1e9 / hz, mappings with build-id and file offset,
+ * labels (the sample's label set, pid and thread as numeric labels), and every drop counter of
+ * the round as a comment. Function names only when a symbolizer is given.
+ */
+#ifndef EDGEPROF_AGENT_OUTPUT_H
+#define EDGEPROF_AGENT_OUTPUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/aggregate.h"
+#include "agent/procmaps.h"
+#include "agent/symbolize.h"
+#include "pprof/pprof.h"
+
+struct ksyms;
+
+struct output_opts {
+	const char *service;
+	uint32_t hz;
+	uint64_t time_ns, duration_ns;   /* round start (unix ns) and length */
+	struct proctab *procs;           /* mappings per pid */
+	struct symbolizer *sym;          /* NULL: addresses and build-ids only */
+	const struct ksyms *ksyms;       /* NULL: kernel frames stay addresses */
+	const char *const *comments;     /* drop counters etc., one line each */
+	size_t n_comments;
+	int gzip_level;                  /* 0: default */
+};
+
+/* Encodes the aggregate with w/ctx: 0 or -errno. */
+int output__pprof(const struct aggregate *a, const struct output_opts *o, pprof_write_fn w,
+		  void *ctx);
+
+/*
+ * Writes <dir>/<service>-cpu-<YYYYmmddTHHMMSSZ>-<n>.pb.gz atomically (temporary name, fsync,
+ * rename); the path written goes to path_out. 0 or -errno.
+ */
+int output__write_dir(const struct aggregate *a, const struct output_opts *o, const char *dir,
+		      char *path_out, size_t path_len);
+/* Writes exactly to path (standalone mode). */
+int output__write_file(const struct aggregate *a, const struct output_opts *o, const char *path);
+
+#endif /* EDGEPROF_AGENT_OUTPUT_H */

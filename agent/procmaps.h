@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent/procmaps.h — executable mappings of processes (/proc/<pid>/maps) with each file's
+ * build-id, and a bounded per-process cache of them.
+ *
+ * The cache (proctab) captures a process's mappings the first time one of its samples is seen
+ * and again when an address falls in no known mapping, so a process that exits before the end
+ * of the round is still symbolized. It holds at most max_procs processes (least recently used
+ * evicted, counted) and at most max_maps executable mappings per process.
+ */
+#ifndef EDGEPROF_AGENT_PROCMAPS_H
+#define EDGEPROF_AGENT_PROCMAPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agent/elf.h"
+
+#define PROCMAP_PATH 240
+
+struct procmap {
+	uint64_t start, limit, offset;
+	char path[PROCMAP_PATH];          /* as in maps; "[vdso]" for the vDSO */
+	char build_id[ELF_BUILD_ID_HEX];  /* "" when the file has none */
+};
+
+struct procmaps {
+	uint32_t pid;
+	unsigned int n;
+	struct procmap maps[];
+};
+
+/* Reads the executable mappings of pid (0 = self) from maps_path or /proc/<pid>/maps. */
+int procmaps__read(uint32_t pid, unsigned int max_maps, struct procmaps **out);
+int procmaps__parse_file(const char *maps_path, uint32_t pid, unsigned int max_maps,
+			 struct procmaps **out);
+const struct procmap *procmaps__find(const struct procmaps *pm, uint64_t addr);
+void procmaps__free(struct procmaps *pm);
+
+struct proctab;
+
+struct proctab_stats {
+	uint64_t reads, refreshes, evicted, unknown_addr;
+	unsigned int procs;
+};
+
+struct proctab *proctab__new(unsigned int max_procs, unsigned int max_maps);
+void proctab__free(struct proctab *t);
+/* Captures pid's mappings now if not yet known (call while the process lives). */
+int proctab__touch(struct proctab *t, uint32_t pid);
+/* The mapping holding addr in pid; re-reads the maps (once per round) on a miss. */
+const struct procmap *proctab__resolve(struct proctab *t, uint32_t pid, uint64_t addr);
+/* A new round: processes no longer alive and unused in the last round are dropped. */
+void proctab__new_round(struct proctab *t);
+void proctab__stats(const struct proctab *t, struct proctab_stats *st);
+
+#endif /* EDGEPROF_AGENT_PROCMAPS_H */

@@ -1,0 +1,524 @@
+// SPDX-License-Identifier: MIT
+/*
+ * agent/sigprof.c — libedgeprof.so: per-thread CPU-time timers deliver SIGPROF to the thread
+ * that used the CPU; the handler unwinds (agent/unwind.c) and writes one record into the ring
+ * (shared with the agent, or private in standalone mode, where a drain thread aggregates and
+ * the profile is written at exit). See agent/edgeprof.h for the interface.
+ *
+ * The handler is async-signal-safe: no allocation, no locks, no stdio; errno is preserved;
+ * everything it touches is preallocated (the ring, initial-exec TLS).
+ */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/aggregate.h"
+#include "agent/edgeprof.h"
+#include "agent/output.h"
+#include "agent/procmaps.h"
+#include "agent/ring.h"
+#include "agent/symbolize.h"
+#include "agent/unwind.h"
+
+#define EP_API __attribute__((visibility("default")))
+#define EP_MAX_THREADS 1024
+#define EP_LABEL_DEPTH 8
+#define EP_TLS __thread __attribute__((tls_model("initial-exec")))
+
+struct ep_thread {
+	pid_t tid;
+	uintptr_t stack_lo, stack_hi;
+	uint32_t labels_id;
+	uint8_t depth;
+	uint16_t blob_len;
+	uint16_t off[EP_LABEL_DEPTH];
+	uint32_t ids[EP_LABEL_DEPTH];
+	char blob[RING_LABEL_SET_BYTES - 8];
+	volatile sig_atomic_t in_handler;
+};
+
+static EP_TLS struct ep_thread self;
+
+struct ep_timer {
+	pid_t tid;
+	timer_t timer;
+};
+
+static struct {
+	struct ring *ring;
+	volatile sig_atomic_t running;
+	pid_t pid;
+	unsigned int hz, max_depth;
+	uint64_t interval_ns;
+	enum unwind_mode unwind;
+	bool standalone;
+	char output[4096], ring_path[4096];
+	/* timers, owned by the threads they sample; the table is only touched outside the handler */
+	pthread_mutex_t lock;
+	struct ep_timer timers[EP_MAX_THREADS];
+	unsigned int n_timers;
+	uint64_t untimed_threads;
+	pthread_key_t key;
+	/* standalone: drain thread and aggregate */
+	pthread_t drainer;
+	volatile int drain_stop;
+	struct aggregate *agg;
+	uint64_t start_real_ns, start_mono_ns;
+} ep = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static int (*real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- the handler -------------------------------------------------------------------------- */
+
+static void on_sigprof(int sig, siginfo_t *si, void *uctx)
+{
+	int saved_errno = errno;
+	uint64_t frames[CONFIG_MAX_STACK_DEPTH];
+	struct ring_rec *rec;
+	bool truncated;
+	unsigned int n;
+
+	if (!ep.running || si->si_code != SI_TIMER || self.in_handler)
+		goto out;
+	self.in_handler = 1;
+	if (!self.tid)
+		self.tid = (pid_t)syscall(SYS_gettid);
+	n = unwind__stack(uctx, self.stack_lo, self.stack_hi, ep.unwind, frames, ep.max_depth,
+			  &truncated);
+	rec = ring__reserve(ep.ring, n);
+	if (rec) {
+		rec->time_ns = mono_ns();
+		/* the timer's period on the thread's own CPU clock, times the expiries it stands
+		 * for: CPU time actually used, whatever the kernel's tick let through */
+		rec->weight_ns = ep.interval_ns * (1 + (uint64_t)(si->si_overrun > 0 ? si->si_overrun : 0));
+		rec->pid = (uint32_t)ep.pid;
+		rec->tid = (uint32_t)self.tid;
+		rec->labels_id = self.labels_id;
+		rec->n_frames = (uint16_t)n;
+		rec->flags = truncated ? SAMPLE_F_TRUNCATED : 0;
+		memcpy(rec->frames, frames, n * sizeof(frames[0]));
+		ring__commit(ep.ring, rec);
+	}
+	self.in_handler = 0;
+out:
+	errno = saved_errno;
+}
+
+/* ---- timers ------------------------------------------------------------------------------- */
+
+/* The CPU clock of any thread of this process (the kernel's MAKE_THREAD_CPUCLOCK). */
+static clockid_t thread_cpu_clock(pid_t tid)
+{
+	return (clockid_t)((~(unsigned int)tid << 3) | 6);
+}
+
+static int arm_thread(pid_t tid)
+{
+	struct sigevent sev;
+	struct itimerspec its;
+	struct ep_timer *t;
+	timer_t timer;
+	int err = 0;
+
+	memset(&sev, 0, sizeof(sev));
+	sev.sigev_notify = SIGEV_THREAD_ID;
+	sev.sigev_signo = SIGPROF;
+	sev._sigev_un._tid = tid;
+	pthread_mutex_lock(&ep.lock);
+	for (unsigned int i = 0; i < ep.n_timers; i++)
+		if (ep.timers[i].tid == tid)
+			goto out; /* already sampled */
+	if (ep.n_timers == EP_MAX_THREADS) {
+		ep.untimed_threads++;
+		err = -ENOSPC;
+		goto out;
+	}
+	if (timer_create(thread_cpu_clock(tid), &sev, &timer) < 0) {
+		err = -errno;
+		goto out;
+	}
+	its.it_interval.tv_sec = (time_t)(ep.interval_ns / 1000000000ull);
+	its.it_interval.tv_nsec = (long)(ep.interval_ns % 1000000000ull);
+	its.it_value = its.it_interval;
+	if (timer_settime(timer, 0, &its, NULL) < 0) {
+		err = -errno;
+		timer_delete(timer);
+		goto out;
+	}
+	t = &ep.timers[ep.n_timers++];
+	t->tid = tid;
+	t->timer = timer;
+out:
+	pthread_mutex_unlock(&ep.lock);
+	return err;
+}
+
+static void disarm_thread(pid_t tid)
+{
+	pthread_mutex_lock(&ep.lock);
+	for (unsigned int i = 0; i < ep.n_timers; i++) {
+		if (ep.timers[i].tid != tid)
+			continue;
+		timer_delete(ep.timers[i].timer);
+		ep.timers[i] = ep.timers[--ep.n_timers];
+		break;
+	}
+	pthread_mutex_unlock(&ep.lock);
+}
+
+/* Records this thread's stack bounds (so the unwinder reads no further) and arms its timer. */
+static void thread_begin(void)
+{
+	pthread_attr_t attr;
+	void *addr;
+	size_t size;
+
+	self.tid = (pid_t)syscall(SYS_gettid);
+	if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+		if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+			self.stack_lo = (uintptr_t)addr;
+			self.stack_hi = (uintptr_t)addr + size;
+		}
+		pthread_attr_destroy(&attr);
+	}
+	pthread_setspecific(ep.key, (void *)1);
+	arm_thread(self.tid);
+}
+
+static void thread_end(void *unused)
+{
+	disarm_thread((pid_t)syscall(SYS_gettid));
+}
+
+struct start_arg {
+	void *(*fn)(void *);
+	void *arg;
+};
+
+static void *thread_start(void *p)
+{
+	struct start_arg sa = *(struct start_arg *)p;
+
+	free(p);
+	if (ep.running)
+		thread_begin();
+	return sa.fn(sa.arg);
+}
+
+static int call_real_pthread_create(pthread_t *th, const pthread_attr_t *attr,
+				    void *(*fn)(void *), void *arg)
+{
+	if (!real_pthread_create)
+		*(void **)&real_pthread_create = dlsym(RTLD_NEXT, "pthread_create");
+	if (!real_pthread_create)
+		return EAGAIN;
+	return real_pthread_create(th, attr, fn, arg);
+}
+
+/* Threads created while sampling get their own timer from their first instruction. */
+EP_API int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *),
+			  void *arg)
+{
+	struct start_arg *sa;
+	int rc;
+
+	if (!ep.running)
+		return call_real_pthread_create(th, attr, fn, arg);
+	sa = malloc(sizeof(*sa));
+	if (!sa)
+		return call_real_pthread_create(th, attr, fn, arg);
+	sa->fn = fn;
+	sa->arg = arg;
+	rc = call_real_pthread_create(th, attr, thread_start, sa);
+	if (rc)
+		free(sa);
+	return rc;
+}
+
+/* Threads that existed before edgeprof_start(): timers on their CPU clocks, by tid. */
+static void arm_existing_threads(void)
+{
+	char path[64];
+	struct dirent *d;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", ep.pid);
+	dir = opendir(path);
+	if (!dir)
+		return;
+	while ((d = readdir(dir)))
+		if (d->d_name[0] != '.' && atoi(d->d_name) != self.tid)
+			arm_thread((pid_t)atoi(d->d_name));
+	closedir(dir);
+}
+
+/* ---- labels ------------------------------------------------------------------------------- */
+
+EP_API int edgeprof_labels_push(const char *key, const char *value)
+{
+	size_t kl = strlen(key) + 1, vl = strlen(value) + 1;
+	uint32_t id;
+
+	if (self.depth == EP_LABEL_DEPTH || self.blob_len + kl + vl > sizeof(self.blob))
+		return -ENOSPC;
+	self.off[self.depth] = self.blob_len;
+	self.ids[self.depth] = self.labels_id;
+	memcpy(self.blob + self.blob_len, key, kl);
+	memcpy(self.blob + self.blob_len + kl, value, vl);
+	id = ep.ring ? ring__labels_intern(ep.ring, self.blob, self.blob_len + kl + vl) : 0;
+	self.depth++;
+	self.blob_len = (uint16_t)(self.blob_len + kl + vl);
+	/* one store: the handler sees the old set or the new one */
+	__atomic_store_n(&self.labels_id, id, __ATOMIC_RELAXED);
+	return id || !ep.ring ? 0 : -ENOSPC;
+}
+
+EP_API void edgeprof_labels_pop(void)
+{
+	if (!self.depth)
+		return;
+	self.depth--;
+	__atomic_store_n(&self.labels_id, self.ids[self.depth], __ATOMIC_RELAXED);
+	self.blob_len = self.off[self.depth];
+}
+
+/* ---- standalone mode: drain into an aggregate, write a pprof at the end ------------------- */
+
+static int drain_one(void *ctx, const struct ring_rec *rec)
+{
+	struct agent_sample s;
+
+	ring__rec_to_sample(ep.ring, rec, &s);
+	aggregate__add(ep.agg, &s);
+	return 0;
+}
+
+static void *drain_main(void *unused)
+{
+	sigset_t set;
+
+	/* this thread has no timer; also keep stray SIGPROFs off it */
+	sigemptyset(&set);
+	sigaddset(&set, SIGPROF);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	while (!ep.drain_stop) {
+		while (ring__drain(ep.ring, 512, mono_ns(), drain_one, NULL) > 0)
+			;
+		usleep(20000);
+	}
+	return NULL;
+}
+
+static void write_standalone(void)
+{
+	struct ring_stats rs;
+	struct agg_stats as;
+	struct unwind_stats us;
+	struct proctab *procs = proctab__new(1, 512);
+	struct symbolizer *sym = IS_ENABLED(CONFIG_SYMBOLIZE) ? symbolizer__new(0) : NULL;
+	char c1[256], c2[256], c3[256];
+	const char *comments[] = { c1, c2, c3 };
+	struct output_opts o = {
+		.service = ring__shared(ep.ring)->service, .hz = ep.hz,
+		.time_ns = ep.start_real_ns, .duration_ns = mono_ns() - ep.start_mono_ns,
+		.procs = procs, .sym = sym, .comments = comments, .n_comments = 3,
+	};
+	char path[4200];
+	int err;
+
+	while (ring__drain(ep.ring, 4096, mono_ns(), drain_one, NULL) > 0)
+		;
+	ring__stats(ep.ring, &rs);
+	aggregate__stats(ep.agg, &as);
+	unwind__stats(&us);
+	snprintf(c1, sizeof(c1), "edgeprof sigprof: hz=%u samples=%llu dropped_ring_full=%llu "
+		 "torn=%llu labels_dropped=%llu untimed_threads=%llu", ep.hz,
+		 (unsigned long long)as.samples, (unsigned long long)rs.dropped_full,
+		 (unsigned long long)rs.torn, (unsigned long long)rs.labels_dropped,
+		 (unsigned long long)ep.untimed_threads);
+	snprintf(c2, sizeof(c2), "edgeprof aggregate: stacks=%zu dropped_table=%llu "
+		 "dropped_frames=%llu dropped_labels=%llu truncated=%llu", as.entries,
+		 (unsigned long long)as.dropped_table, (unsigned long long)as.dropped_frames,
+		 (unsigned long long)as.dropped_labels, (unsigned long long)as.truncated);
+	snprintf(c3, sizeof(c3), "edgeprof unwind: leaf_cfi=%llu rescued_cfi=%llu no_fde=%llu",
+		 (unsigned long long)us.cfi_leaf, (unsigned long long)us.cfi_rescue,
+		 (unsigned long long)us.no_fde);
+	/* "%p" in the path is the pid, so processes of one run do not overwrite each other */
+	const char *p = strstr(ep.output, "%p");
+
+	if (p)
+		snprintf(path, sizeof(path), "%.*s%d%s", (int)(p - ep.output), ep.output, ep.pid,
+			 p + 2);
+	else
+		snprintf(path, sizeof(path), "%s", ep.output);
+	err = procs ? proctab__touch(procs, (uint32_t)ep.pid) : -ENOMEM;
+	if (!err)
+		err = output__write_file(ep.agg, &o, path);
+	if (err)
+		fprintf(stderr, "edgeprof: cannot write %s: %s\n", path, strerror(-err));
+	symbolizer__free(sym);
+	proctab__free(procs);
+}
+
+/* ---- start / stop ------------------------------------------------------------------------- */
+
+static unsigned long env_ulong(const char *name, unsigned long def, unsigned long lo,
+			       unsigned long hi)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long x;
+
+	if (!v || !*v)
+		return def;
+	errno = 0;
+	x = strtoul(v, &end, 10);
+	if (errno || *end || x < lo || x > hi) {
+		fprintf(stderr, "edgeprof: %s=%s is not a number in %lu..%lu; using %lu\n", name, v,
+			lo, hi, def);
+		return def;
+	}
+	return x;
+}
+
+static int open_ring(void)
+{
+	const char *reg = getenv("EDGEPROF_REGISTRY");
+	const char *svc = getenv("EDGEPROF_SERVICE");
+	size_t kb = env_ulong("EDGEPROF_RING_KB", CONFIG_RING_KB, 16, 65536);
+	int err;
+
+	if (!svc || !*svc)
+		svc = program_invocation_short_name;
+	if (ep.standalone)
+		return ring__create(NULL, kb * 1024, svc, ep.hz, &ep.ring);
+	if (!reg || !*reg)
+		reg = "/dev/shm/edgeprof";
+	mkdir(reg, 01777);
+	snprintf(ep.ring_path, sizeof(ep.ring_path), "%s/%d.ring", reg, ep.pid);
+	err = ring__create(ep.ring_path, kb * 1024, svc, ep.hz, &ep.ring);
+	if (err)
+		fprintf(stderr, "edgeprof: cannot create the ring %s: %s; not sampling\n",
+			ep.ring_path, strerror(-err));
+	return err;
+}
+
+static void at_fork_child(void)
+{
+	/* timers are not inherited: the child is not sampled and owns nothing of the parent's */
+	ep.running = 0;
+	ep.n_timers = 0;
+	pthread_mutex_init(&ep.lock, NULL);
+}
+
+EP_API int edgeprof_start(void)
+{
+	static bool once;
+	const char *out = getenv("EDGEPROF_OUTPUT"), *uw = getenv("EDGEPROF_UNWIND");
+	struct sigaction sa;
+	int err;
+
+	if (ep.running)
+		return -EALREADY;
+	if (getenv("EDGEPROF_DISABLE") && strcmp(getenv("EDGEPROF_DISABLE"), "0"))
+		return -ECANCELED;
+	ep.pid = getpid();
+	ep.hz = (unsigned int)env_ulong("EDGEPROF_HZ", CONFIG_SAMPLE_HZ, 1, 10000);
+	ep.interval_ns = 1000000000ull / ep.hz;
+	ep.max_depth = (unsigned int)env_ulong("EDGEPROF_MAX_DEPTH", CONFIG_MAX_STACK_DEPTH, 1,
+					       CONFIG_MAX_STACK_DEPTH);
+	ep.unwind = uw && !strcmp(uw, "fp") ? UNWIND_FP : UNWIND_FP_LEAF_CFI;
+	ep.standalone = out && *out;
+	if (ep.standalone)
+		snprintf(ep.output, sizeof(ep.output), "%s", out);
+	if (!ep.ring) {
+		err = open_ring();
+		if (err)
+			return err;
+	}
+	if (ep.standalone && !ep.agg) {
+		ep.agg = aggregate__new(NULL);
+		if (!ep.agg)
+			return -ENOMEM;
+	}
+	if (!once) {
+		once = true;
+		pthread_key_create(&ep.key, thread_end);
+		pthread_atfork(NULL, NULL, at_fork_child);
+	}
+	unwind__init();
+	ep.start_mono_ns = mono_ns();
+	{
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ep.start_real_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	}
+	ring__shared(ep.ring)->start_real_ns = ep.start_real_ns;
+	ring__shared(ep.ring)->max_depth = ep.max_depth;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_sigprof;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGPROF, &sa, NULL) < 0)
+		return -errno;
+	if (ep.standalone) {
+		ep.drain_stop = 0;
+		err = call_real_pthread_create(&ep.drainer, NULL, drain_main, NULL);
+		if (err)
+			return -err;
+	}
+	ep.running = 1;
+	thread_begin();
+	arm_existing_threads();
+	return 0;
+}
+
+EP_API void edgeprof_stop(void)
+{
+	if (!ep.running || getpid() != ep.pid)
+		return;
+	ep.running = 0;
+	pthread_mutex_lock(&ep.lock);
+	for (unsigned int i = 0; i < ep.n_timers; i++)
+		timer_delete(ep.timers[i].timer);
+	ep.n_timers = 0;
+	pthread_mutex_unlock(&ep.lock);
+	if (ep.standalone) {
+		ep.drain_stop = 1;
+		pthread_join(ep.drainer, NULL);
+		write_standalone();
+		aggregate__reset(ep.agg);
+	}
+}
+
+/* Preloaded (or linked with EDGEPROF_OUTPUT set), the library starts by itself. */
+__attribute__((constructor)) static void edgeprof_init(void)
+{
+	const char *pre = getenv("LD_PRELOAD");
+
+	if ((pre && strstr(pre, "libedgeprof")) || getenv("EDGEPROF_OUTPUT"))
+		edgeprof_start();
+}
+
+__attribute__((destructor)) static void edgeprof_fini(void)
+{
+	edgeprof_stop();
+}

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent/unwind.h — the SIGPROF sampler's async-signal-safe stack walker.
+ *
+ * Frame pointers for the body of the stack; the leaf frame (and any frame where the frame
+ * pointer chain breaks) is unwound with the CFA rules of the module's .eh_frame (found through
+ * PT_GNU_EH_FRAME), so a leaf function that set up no frame (GCC -O2 with frame pointers) or a
+ * sample taken in a prologue or epilogue still yields the leaf's caller.
+ *
+ * Every stack read is checked: against the thread's stack bounds when known, else through
+ * process_vm_readv(2) (which fails instead of faulting). Unwind tables are read only inside
+ * modules recorded by unwind__init() (not async-signal-safe: call it outside the handler, and
+ * again after dlopen() if you want new modules' tables). Depth is bounded by the caller.
+ *
+ * x86_64 and aarch64 use both methods; 32-bit ARM records the PC and the link register only
+ * (ARM EHABI tables are not .eh_frame).
+ */
+#ifndef EDGEPROF_AGENT_UNWIND_H
+#define EDGEPROF_AGENT_UNWIND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define UNWIND_MAX_MODULES 256
+
+struct unwind_stats {
+	uint64_t cfi_leaf;      /* leaf frames unwound through .eh_frame */
+	uint64_t cfi_rescue;    /* frames past a broken frame pointer recovered by .eh_frame */
+	uint64_t no_fde;        /* pc in no module or no FDE: frame pointers only */
+};
+
+/* Records the loaded modules and their .eh_frame_hdr; returns how many, or -errno. */
+int unwind__init(void);
+
+enum unwind_mode { UNWIND_FP = 0, UNWIND_FP_LEAF_CFI = 1 };
+
+/*
+ * Walks the stack of the interrupted context uctx (a ucontext_t *). Writes at most max return
+ * addresses, leaf first (frames[0] is the interrupted pc), sets *truncated when the chain went
+ * on beyond max. stack_lo/hi bound the thread's stack (0/0 = unknown). Returns the count.
+ */
+unsigned int unwind__stack(const void *uctx, uintptr_t stack_lo, uintptr_t stack_hi,
+			   enum unwind_mode mode, uint64_t *frames, unsigned int max,
+			   bool *truncated);
+
+void unwind__stats(struct unwind_stats *st);
+
+#endif /* EDGEPROF_AGENT_UNWIND_H */

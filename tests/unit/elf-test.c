@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: MIT
+/* Unit tests of agent/elf.c and agent/procmaps.c against this test binary itself. */
+#include <elf.h>
+#include <errno.h>
+#include <link.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "agent/elf.h"
+#include "agent/procmaps.h"
+
+__attribute__((noinline)) int elf_test_marker_function(int x)
+{
+	return x * 3 + 1;
+}
+
+/* The build-id as the loader mapped it: what the file must say too. */
+static int note_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+	char *hex = data;
+
+	if (info->dlpi_name && info->dlpi_name[0])
+		return 0; /* the main program comes first, with an empty name */
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		const unsigned char *p = (const void *)(info->dlpi_addr + ph->p_vaddr);
+		size_t off = 0;
+
+		if (ph->p_type != PT_NOTE)
+			continue;
+		while (off + 12 <= ph->p_filesz) {
+			const ElfW(Nhdr) *n = (const void *)(p + off);
+			size_t desc = off + 12 + ((n->n_namesz + 3) & ~3u);
+
+			if (n->n_type == NT_GNU_BUILD_ID) {
+				for (unsigned int k = 0; k < n->n_descsz && k < 20; k++)
+					sprintf(hex + 2 * k, "%02x", p[desc + k]);
+				return 1;
+			}
+			off = desc + ((n->n_descsz + 3) & ~3u);
+		}
+	}
+	return 1;
+}
+
+static void build_id_matches_the_loaded_note(void **state)
+{
+	char want[64] = "", got[ELF_BUILD_ID_HEX];
+
+	dl_iterate_phdr(note_cb, want);
+	assert_true(strlen(want) == 40);
+	assert_int_equal(elf__build_id("/proc/self/exe", got, sizeof(got)), 0);
+	assert_string_equal(got, want);
+}
+
+static void function_address_resolves_to_its_name(void **state)
+{
+	struct procmaps *pm;
+	struct elf_syms *syms;
+	uintptr_t addr = (uintptr_t)elf_test_marker_function + 2;
+	const struct procmap *m;
+	uint64_t start;
+
+	assert_int_equal(procmaps__read(0, 256, &pm), 0);
+	m = procmaps__find(pm, addr);
+	assert_non_null(m);
+	assert_true(m->build_id[0] != 0);
+	assert_int_equal(elf_syms__load(m->path, 1 << 24, &syms), 0);
+	assert_true(elf_syms__count(syms) > 10);
+	assert_string_equal(elf_syms__lookup(syms, addr - m->start + m->offset, &start),
+			    "elf_test_marker_function");
+	assert_int_equal(elf_syms__lookup(syms, addr - m->start + m->offset, NULL) != NULL, 1);
+	/* a budget too small is refused, not overrun */
+	struct elf_syms *tiny;
+
+	assert_int_equal(elf_syms__load(m->path, 64, &tiny), -EFBIG);
+	assert_null(tiny);
+	elf_syms__free(syms);
+	procmaps__free(pm);
+	assert_int_equal(elf_test_marker_function(1), 4);
+}
+
+static void non_elf_is_rejected(void **state)
+{
+	char path[] = "/tmp/edgeprof-elf-test.XXXXXX", hex[ELF_BUILD_ID_HEX];
+	int fd = mkstemp(path);
+	struct elf_syms *s;
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "\177ELFgarbage-garbage-garbage-garbage-garbage-garbage-garbage"
+				   "-garbage-garbage", 75), 75);
+	close(fd);
+	assert_int_equal(elf__build_id(path, hex, sizeof(hex)), -EINVAL);
+	assert_int_equal(elf_syms__load(path, 1 << 20, &s), -EINVAL);
+	assert_int_equal(elf__build_id("/nonexistent", hex, sizeof(hex)), -ENOENT);
+	unlink(path);
+}
+
+static void maps_parsing_keeps_executable_mappings(void **state)
+{
+	char path[] = "/tmp/edgeprof-maps-test.XXXXXX";
+	int fd = mkstemp(path);
+	struct procmaps *pm;
+	FILE *f = fdopen(fd, "w");
+
+	fprintf(f, "55d0c0000000-55d0c0001000 r--p 00000000 08:01 123 /usr/bin/x\n"
+		   "55d0c0001000-55d0c0005000 r-xp 00001000 08:01 123 /usr/bin/x\n"
+		   "7f0000000000-7f0000100000 rw-p 00000000 00:00 0 \n"
+		   "7ffd1000000-7ffd1002000 r-xp 00000000 00:00 0 [vdso]\n"
+		   "ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]\n");
+	fclose(f);
+	assert_int_equal(procmaps__parse_file(path, 1, 16, &pm), 0);
+	assert_int_equal(pm->n, 2);
+	assert_string_equal(pm->maps[0].path, "/usr/bin/x");
+	assert_int_equal(pm->maps[0].offset, 0x1000);
+	assert_string_equal(pm->maps[1].path, "[vdso]");
+	assert_ptr_equal(procmaps__find(pm, 0x55d0c0002000), &pm->maps[0]);
+	assert_null(procmaps__find(pm, 0x55d0c0000800));
+	procmaps__free(pm);
+	/* bounded: at most max_maps kept */
+	assert_int_equal(procmaps__parse_file(path, 1, 1, &pm), 0);
+	assert_int_equal(pm->n, 1);
+	procmaps__free(pm);
+	unlink(path);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(build_id_matches_the_loaded_note),
+		cmocka_unit_test(function_address_resolves_to_its_name),
+		cmocka_unit_test(non_elf_is_rejected),
+		cmocka_unit_test(maps_parsing_keeps_executable_mappings),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
