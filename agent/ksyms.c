@@ -89,6 +89,8 @@ static void ksyms__finish(struct ksyms *ks)
 {
 	unsigned out = 0;
 
+	if (!ks->n)
+		return;
 	qsort(ks->syms, ks->n, sizeof(*ks->syms), ksym__cmp);
 	for (unsigned i = 0; i < ks->n; i++) {
 		if (out && ks->syms[out - 1].addr == ks->syms[i].addr)

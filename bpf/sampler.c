@@ -66,6 +66,7 @@ struct bpf_sampler {
 	int batch;                 /* samples delivered in the current poll */
 	struct bpf_sampler_stats st;
 	uint64_t frames[2 * PROFILE_MAX_DEPTH];
+	struct profile_event pb_copy; /* aligned copy of a perf buffer record */
 	struct proc_entry procs[PROC_CACHE_SLOTS];
 };
 
@@ -423,9 +424,18 @@ static int on_event(void *ctx, void *data, size_t size)
 	return ++s->batch >= SAMPLER_BATCH ? BATCH_FULL : 0;
 }
 
+/*
+ * A perf buffer's raw sample sits after a 4-byte size: only 4-byte aligned. Copy it out to read
+ * its 8-byte fields. A perf buffer cannot stop mid-way: its size bounds the batch.
+ */
 static void on_pb_sample(void *ctx, int cpu, void *data, __u32 size)
 {
-	on_event(ctx, data, size); /* a perf buffer cannot stop mid-way: its size bounds the batch */
+	struct bpf_sampler *s = ctx;
+
+	if (size < sizeof(s->pb_copy))
+		return;
+	memcpy(&s->pb_copy, data, sizeof(s->pb_copy));
+	on_event(ctx, &s->pb_copy, sizeof(s->pb_copy));
 }
 
 /* The kernel's own count of records it could not write; ours (the drops map) counts them too. */
