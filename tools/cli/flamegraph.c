@@ -33,6 +33,7 @@ int cli_flame_parse(int argc, char **argv, const char *cmd, struct flame_args *a
 	static const struct option opts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "sample-index", required_argument, NULL, 'i' },
+		{ "sample_index", required_argument, NULL, 'i' }, /* pprof spelling */
 		{ "title", required_argument, NULL, 't' },
 		{ "width", required_argument, NULL, 'w' },
 		{ "min-width", required_argument, NULL, 'm' },

@@ -25,6 +25,7 @@ static int folded_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "sample-index", required_argument, NULL, 'i' },
+		{ "sample_index", required_argument, NULL, 'i' }, /* pprof spelling */
 		{ "output", required_argument, NULL, 'o' },
 		{ NULL, 0, NULL, 0 },
 	};

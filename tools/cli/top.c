@@ -322,6 +322,7 @@ static int parse(int argc, char **argv, struct top_args *a)
 		{ "nodecount", required_argument, NULL, 'n' },
 		{ "cum", no_argument, NULL, 'c' },
 		{ "sample-index", required_argument, NULL, 'i' },
+		{ "sample_index", required_argument, NULL, 'i' }, /* pprof spelling */
 		{ "nodefraction", required_argument, NULL, 'f' },
 		{ NULL, 0, NULL, 0 },
 	};
