@@ -5,8 +5,8 @@
  *     <pid> <tid> <comm>;u:0x<addr>;...;k:<kernel symbol>;... 1
  * (root first: user frames outermost first, then kernel frames, leaf last), then one stats line
  * on stderr. User addresses stay raw; tests name them with nm(1) from the workload's binary.
- * The first sample of each process also prints "#first <pid> <alive>": whether its
- * /proc/<pid>/maps could still be read when the sample reached user space.
+ * The first sample of each process also prints "#first <pid> <alive> <key>=<value>...": whether
+ * its /proc/<pid>/maps could still be read when the sample reached user space, and its labels.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -67,7 +67,10 @@ static int probe_sink(void *ctx, const struct agent_sample *s)
 		char maps[40];
 
 		snprintf(maps, sizeof(maps), "/proc/%u/maps", s->pid);
-		printf("#first %u %d\n", s->pid, access(maps, R_OK) == 0);
+		printf("#first %u %d", s->pid, access(maps, R_OK) == 0);
+		for (int i = 0; i < s->n_labels; i++)
+			printf(" %s=%s", s->labels[i].key, s->labels[i].value);
+		printf("\n");
 	}
 	printf("%u %u %s", s->pid, s->tid, s->comm ? s->comm : "?");
 	for (int i = s->n_kernel + s->n_user - 1; i >= s->n_kernel; i--)

@@ -32,13 +32,24 @@ def load(path):
     return out
 
 
+def labels(path):
+    """{pid: {key: value}} from the "#first" lines (values without spaces)."""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            if line.startswith("#first "):
+                parts = line.split()
+                out[int(parts[1])] = dict(p.split("=", 1) for p in parts[3:] if "=" in p)
+    return out
+
+
 def first_seen(path):
     """{pid: alive} from the "#first <pid> <alive>" lines."""
     out = {}
     with open(path) as f:
         for line in f:
             if line.startswith("#first "):
-                _, pid, alive = line.split()
+                _, pid, alive = line.split()[:3]
                 out[int(pid)] = alive == "1"
     return out
 

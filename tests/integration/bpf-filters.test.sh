@@ -75,6 +75,12 @@ if [ -n "$cg2" ] && [ -w "$cg2/cgroup.procs" ]; then
 	probe_pids --cgroup "$cg" >"$tmp/cg"
 	cat "$tmp/cg"
 	[ "$(wc -l <"$tmp/cg")" = 1 ] && grep -q " $a\$" "$tmp/cg" || fail "cgroup filter"
+	# Its samples carry the cgroup (container) label, with exe and comm.
+	"$probe" --seconds 1 --hz 199 --pid "$a" 2>/dev/null | grep '^#first' >"$tmp/labels"
+	cat "$tmp/labels"
+	grep -q " cgroup=/edgeprof-bpf-test-$$\( \|\$\)" "$tmp/labels" || fail "cgroup label"
+	grep -q " exe=$work\( \|\$\)" "$tmp/labels" || fail "exe label"
+	grep -q " comm=bpfw-split\( \|\$\)" "$tmp/labels" || fail "comm label"
 else
 	echo "-- cgroup v2 not writable here: cgroup filter not tested"
 fi
