@@ -133,6 +133,11 @@ for c in info top merge folded flame diff help; do
 	grep -q "^usage: edgeprof $c" out.txt || fail "$c --help prints no usage line"
 done
 "$E" --help | grep -q '^  top ' || fail "--help does not list top"
+# every registered command, whichever area added it, answers --help and `help CMD` with 0
+for c in $("$E" --help | sed -n 's/^  \([a-z][a-z-]*\)  .*/\1/p'); do
+	expect 0 "$c" --help
+	expect 0 help "$c"
+done
 
 [ $fails = 0 ] || { echo "$fails check(s) failed"; exit 1; }
 echo "all cli-top checks passed"
