@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,6 +157,14 @@ int main(int argc, char **argv)
 	if (o.request_timeout_ms < o.handshake_timeout_ms)
 		o.handshake_timeout_ms = o.request_timeout_ms;
 	signal(SIGPIPE, SIG_IGN);
+	/*
+	 * Every upload allocates and frees the same few buffers (body, decoded profile). glibc's
+	 * default gives small heaps back to the kernel at each free and faults them in again at the
+	 * next request (~10% of the CPU in page faults at 1,000 profiles/s): keep up to 8 MiB per
+	 * arena instead. A fixed mmap threshold also stops it from creeping up to 32 MiB.
+	 */
+	mallopt(M_MMAP_THRESHOLD, 1 << 20);
+	mallopt(M_TRIM_THRESHOLD, 8 << 20);
 	the_server = server__new(&o, err, sizeof(err));
 	if (!the_server) {
 		pr_err("%s", err);
