@@ -14,9 +14,10 @@
 
 static void add(struct ftree *t, const char *a, const char *b, const char *c, int64_t v, int slot)
 {
-	struct stack_frame f[3] = { { .name = a, .module = "pkg" }, { .name = b, .module = "pkg" },
-				    { .name = c, .module = "lib" } };
-	const struct stack_frame *fp[3] = { &f[0], &f[1], &f[2] };
+	struct stack_frame f[3] = {{.name = a, .module = "pkg"},
+				   {.name = b, .module = "pkg"},
+				   {.name = c, .module = "lib"}};
+	const struct stack_frame *fp[3] = {&f[0], &f[1], &f[2]};
 
 	assert_int_equal(ftree__add(t, fp, c ? 3 : (b ? 2 : 1), v, slot), 0);
 }
@@ -129,7 +130,7 @@ static char *svg(const struct ftree *t, const struct flame_opts *o)
 static void svg_escapes_and_has_tooltips(void **state)
 {
 	struct ftree *t = ftree__new(0);
-	struct flame_opts o = { .title = "cpu <test>", .unit = "nanoseconds" };
+	struct flame_opts o = {.title = "cpu <test>", .unit = "nanoseconds"};
 	char *out;
 
 	add(t, "main", "operator<<(a&b)", NULL, 1500000000, 0);
@@ -150,12 +151,12 @@ static void svg_escapes_and_has_tooltips(void **state)
 static void diff_colours_follow_share_change(void **state)
 {
 	struct ftree *t = ftree__new(0);
-	struct flame_opts o = { .unit = "count", .diff = true };
+	struct flame_opts o = {.unit = "count", .diff = true};
 	char *out, *grew, *shrank;
 
 	add(t, "main", "grows", NULL, 10, 0);
 	add(t, "main", "shrinks", NULL, 90, 0);
-	add(t, "main", "grows", NULL, 600, 1); /* 10% -> 60% */
+	add(t, "main", "grows", NULL, 600, 1);	 /* 10% -> 60% */
 	add(t, "main", "shrinks", NULL, 400, 1); /* 90% -> 40%, though its value went up */
 	ftree__sort(t);
 	out = svg(t, &o);
@@ -187,12 +188,12 @@ static void xml_escape_bounds_characters(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(widths_are_shares_and_children_nest),
-		cmocka_unit_test(narrow_siblings_merge),
-		cmocka_unit_test(max_rects_bounds_output),
-		cmocka_unit_test(svg_escapes_and_has_tooltips),
-		cmocka_unit_test(diff_colours_follow_share_change),
-		cmocka_unit_test(xml_escape_bounds_characters),
+	    cmocka_unit_test(widths_are_shares_and_children_nest),
+	    cmocka_unit_test(narrow_siblings_merge),
+	    cmocka_unit_test(max_rects_bounds_output),
+	    cmocka_unit_test(svg_escapes_and_has_tooltips),
+	    cmocka_unit_test(diff_colours_follow_share_change),
+	    cmocka_unit_test(xml_escape_bounds_characters),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -17,52 +17,61 @@
 enum { S_EMPTY, S_MAIN, S_A, S_B, S_C, S_CPU, S_NS, S_LIB, S_SAMPLES, S_COUNT, S_DROP };
 
 static char *strings[] = {
-	"", "main.main", "main.alpha", "net/http.(*conn).serve", "memcpy", "cpu", "nanoseconds",
-	"/usr/lib/libfoo.so", "samples", "count", "main.alpha|memcpy",
+    "",	       "main.main", "main.alpha",	 "net/http.(*conn).serve",
+    "memcpy",  "cpu",	    "nanoseconds",	 "/usr/lib/libfoo.so",
+    "samples", "count",	    "main.alpha|memcpy",
 };
 
 static struct pprof_function functions[] = {
-	{ .id = 1, .name = S_MAIN }, { .id = 2, .name = S_A },
-	{ .id = 3, .name = S_B },    { .id = 4, .name = S_C },
+    {.id = 1, .name = S_MAIN},
+    {.id = 2, .name = S_A},
+    {.id = 3, .name = S_B},
+    {.id = 4, .name = S_C},
 };
 
 static struct pprof_mapping mappings[] = {
-	{ .id = 1, .memory_start = 0x1000, .memory_limit = 0x9000, .filename = S_LIB },
+    {.id = 1, .memory_start = 0x1000, .memory_limit = 0x9000, .filename = S_LIB},
 };
 
-static struct pprof_line l_main = { 1, 10, 0 }, l_a = { 2, 20, 0 }, l_b = { 3, 30, 0 };
-static struct pprof_line l_c_in_b[] = { { 4, 40, 0 }, { 3, 31, 0 } }; /* memcpy inlined in b */
+static struct pprof_line l_main = {1, 10, 0}, l_a = {2, 20, 0}, l_b = {3, 30, 0};
+static struct pprof_line l_c_in_b[] = {{4, 40, 0}, {3, 31, 0}}; /* memcpy inlined in b */
 
 static struct pprof_location locations[] = {
-	{ .id = 1, .lines = &l_main, .n_lines = 1 },
-	{ .id = 2, .lines = &l_a, .n_lines = 1 },
-	{ .id = 3, .lines = &l_b, .n_lines = 1 },
-	{ .id = 4, .mapping_id = 1, .address = 0x1234 }, /* unsymbolized */
-	{ .id = 5, .lines = l_c_in_b, .n_lines = 2 },
-	{ .id = 6, .address = 0xdead },                 /* no mapping either */
+    {.id = 1, .lines = &l_main, .n_lines = 1},
+    {.id = 2, .lines = &l_a, .n_lines = 1},
+    {.id = 3, .lines = &l_b, .n_lines = 1},
+    {.id = 4, .mapping_id = 1, .address = 0x1234}, /* unsymbolized */
+    {.id = 5, .lines = l_c_in_b, .n_lines = 2},
+    {.id = 6, .address = 0xdead}, /* no mapping either */
 };
 
-static uint64_t st0[] = { 3, 2, 1 }, st1[] = { 4, 2, 1 }, st2[] = { 5, 1 }, st3[] = { 6 };
-static int64_t v0[] = { 1, 10 }, v1[] = { 2, 20 }, v2[] = { 3, 30 }, v3[] = { 4, 40 };
+static uint64_t st0[] = {3, 2, 1}, st1[] = {4, 2, 1}, st2[] = {5, 1}, st3[] = {6};
+static int64_t v0[] = {1, 10}, v1[] = {2, 20}, v2[] = {3, 30}, v3[] = {4, 40};
 
 static struct pprof_sample samples[] = {
-	{ .location_ids = st0, .n_locations = 3, .values = v0 },
-	{ .location_ids = st1, .n_locations = 3, .values = v1 },
-	{ .location_ids = st2, .n_locations = 2, .values = v2 },
-	{ .location_ids = st3, .n_locations = 1, .values = v3 },
+    {.location_ids = st0, .n_locations = 3, .values = v0},
+    {.location_ids = st1, .n_locations = 3, .values = v1},
+    {.location_ids = st2, .n_locations = 2, .values = v2},
+    {.location_ids = st3, .n_locations = 1, .values = v3},
 };
 
-static struct pprof_value_type types[] = { { S_SAMPLES, S_COUNT }, { S_CPU, S_NS } };
+static struct pprof_value_type types[] = {{S_SAMPLES, S_COUNT}, {S_CPU, S_NS}};
 
 static struct pprof_profile profile(void)
 {
 	return (struct pprof_profile){
-		.sample_type = types, .n_sample_type = 2,
-		.samples = samples, .n_samples = 4,
-		.mappings = mappings, .n_mappings = 1,
-		.locations = locations, .n_locations = 6,
-		.functions = functions, .n_functions = 4,
-		.strings = strings, .n_strings = sizeof(strings) / sizeof(strings[0]),
+	    .sample_type = types,
+	    .n_sample_type = 2,
+	    .samples = samples,
+	    .n_samples = 4,
+	    .mappings = mappings,
+	    .n_mappings = 1,
+	    .locations = locations,
+	    .n_locations = 6,
+	    .functions = functions,
+	    .n_functions = 4,
+	    .strings = strings,
+	    .n_strings = sizeof(strings) / sizeof(strings[0]),
 	};
 }
 
@@ -165,16 +174,16 @@ static void drop_frames_prunes_like_pprof(void **state)
 
 static void unique_groups_identical_stacks(void **state)
 {
-	static uint64_t again[] = { 3, 2, 1 }; /* same ids as sample 0, other memory */
-	static int64_t va[] = { 5, 50 }, vz[] = { 0, 0 };
+	static uint64_t again[] = {3, 2, 1}; /* same ids as sample 0, other memory */
+	static int64_t va[] = {5, 50}, vz[] = {0, 0};
 	struct pprof_sample more[6];
 	struct pprof_profile p = profile();
 	struct stacks_unique *u = NULL;
 	size_t n = 0;
 
 	memcpy(more, samples, sizeof(samples));
-	more[4] = (struct pprof_sample){ .location_ids = again, .n_locations = 3, .values = va };
-	more[5] = (struct pprof_sample){ .location_ids = st1, .n_locations = 3, .values = vz };
+	more[4] = (struct pprof_sample){.location_ids = again, .n_locations = 3, .values = va};
+	more[5] = (struct pprof_sample){.location_ids = st1, .n_locations = 3, .values = vz};
 	p.samples = more;
 	p.n_samples = 6;
 	assert_int_equal(stacks__unique(&p, 1, &u, &n), 0);
@@ -190,7 +199,7 @@ static void unique_groups_identical_stacks(void **state)
 
 static void bad_regex_is_an_error(void **state)
 {
-	static char *bad_strings[] = { "", "([unclosed" };
+	static char *bad_strings[] = {"", "([unclosed"};
 	struct pprof_profile p = profile();
 	char err[128] = "";
 
@@ -206,12 +215,12 @@ static void bad_regex_is_an_error(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(frames_are_root_first_with_inlines_and_addresses),
-		cmocka_unit_test(deep_stacks_keep_their_leaves),
-		cmocka_unit_test(sample_index_by_name_number_and_default),
-		cmocka_unit_test(drop_frames_prunes_like_pprof),
-		cmocka_unit_test(unique_groups_identical_stacks),
-		cmocka_unit_test(bad_regex_is_an_error),
+	    cmocka_unit_test(frames_are_root_first_with_inlines_and_addresses),
+	    cmocka_unit_test(deep_stacks_keep_their_leaves),
+	    cmocka_unit_test(sample_index_by_name_number_and_default),
+	    cmocka_unit_test(drop_frames_prunes_like_pprof),
+	    cmocka_unit_test(unique_groups_identical_stacks),
+	    cmocka_unit_test(bad_regex_is_an_error),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

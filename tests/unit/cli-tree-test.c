@@ -24,7 +24,7 @@ static int add(struct ftree *t, const char *folded, int64_t v, int slot)
 	snprintf(buf, sizeof(buf), "%s", folded);
 	for (tok = strtok_r(buf, ";", &save); tok && n < 16; tok = strtok_r(NULL, ";", &save)) {
 		snprintf(names[n], sizeof(names[n]), "%s", tok);
-		fr[n] = (struct stack_frame){ .name = names[n], .module = "m" };
+		fr[n] = (struct stack_frame){.name = names[n], .module = "m"};
 		fp[n] = &fr[n];
 		n++;
 	}
@@ -104,7 +104,7 @@ static void full_tree_cuts_stacks_and_counts(void **state)
 static void separators_and_empty_stacks(void **state)
 {
 	struct ftree *t = ftree__new(0);
-	struct stack_frame f = { .name = "std::map<a;b>::at", .module = "std" };
+	struct stack_frame f = {.name = "std::map<a;b>::at", .module = "std"};
 	const struct stack_frame *fp = &f;
 	char *out;
 
@@ -120,20 +120,26 @@ static void separators_and_empty_stacks(void **state)
 /* A small profile through stacks: values of the chosen type, zero values skipped. */
 static void whole_profile(void **state)
 {
-	static char *strings[] = { "", "main", "work", "cpu", "ns" };
-	static struct pprof_function fns[] = { { .id = 1, .name = 1 }, { .id = 2, .name = 2 } };
-	static struct pprof_line l1 = { 1, 0, 0 }, l2 = { 2, 0, 0 };
-	static struct pprof_location locs[] = { { .id = 1, .lines = &l1, .n_lines = 1 },
-						{ .id = 2, .lines = &l2, .n_lines = 1 } };
-	static uint64_t st[] = { 2, 1 };
-	static int64_t va[] = { 7 }, vb[] = { 0 };
-	static struct pprof_sample smp[] = { { .location_ids = st, .n_locations = 2, .values = va },
-					     { .location_ids = st, .n_locations = 1, .values = vb } };
-	static struct pprof_value_type ty = { 3, 4 };
-	struct pprof_profile p = { .sample_type = &ty, .n_sample_type = 1, .samples = smp,
-				   .n_samples = 2, .locations = locs, .n_locations = 2,
-				   .functions = fns, .n_functions = 2, .strings = strings,
-				   .n_strings = 5 };
+	static char *strings[] = {"", "main", "work", "cpu", "ns"};
+	static struct pprof_function fns[] = {{.id = 1, .name = 1}, {.id = 2, .name = 2}};
+	static struct pprof_line l1 = {1, 0, 0}, l2 = {2, 0, 0};
+	static struct pprof_location locs[] = {{.id = 1, .lines = &l1, .n_lines = 1},
+					       {.id = 2, .lines = &l2, .n_lines = 1}};
+	static uint64_t st[] = {2, 1};
+	static int64_t va[] = {7}, vb[] = {0};
+	static struct pprof_sample smp[] = {{.location_ids = st, .n_locations = 2, .values = va},
+					    {.location_ids = st, .n_locations = 1, .values = vb}};
+	static struct pprof_value_type ty = {3, 4};
+	struct pprof_profile p = {.sample_type = &ty,
+				  .n_sample_type = 1,
+				  .samples = smp,
+				  .n_samples = 2,
+				  .locations = locs,
+				  .n_locations = 2,
+				  .functions = fns,
+				  .n_functions = 2,
+				  .strings = strings,
+				  .n_strings = 5};
 	char err[64];
 	struct stacks *s = stacks__new(&p, err, sizeof(err));
 	struct ftree *t = ftree__new(0);
@@ -150,11 +156,11 @@ static void whole_profile(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(sums_and_sorted_folded_output),
-		cmocka_unit_test(slots_are_independent_and_names_meet),
-		cmocka_unit_test(full_tree_cuts_stacks_and_counts),
-		cmocka_unit_test(separators_and_empty_stacks),
-		cmocka_unit_test(whole_profile),
+	    cmocka_unit_test(sums_and_sorted_folded_output),
+	    cmocka_unit_test(slots_are_independent_and_names_meet),
+	    cmocka_unit_test(full_tree_cuts_stacks_and_counts),
+	    cmocka_unit_test(separators_and_empty_stacks),
+	    cmocka_unit_test(whole_profile),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

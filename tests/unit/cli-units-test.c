@@ -75,10 +75,10 @@ static void nanos_only_for_time_units(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(auto_scales_time_bytes_and_counts),
-		cmocka_unit_test(pick_uses_smallest_value_and_total),
-		cmocka_unit_test(percent_like_pprof),
-		cmocka_unit_test(nanos_only_for_time_units),
+	    cmocka_unit_test(auto_scales_time_bytes_and_counts),
+	    cmocka_unit_test(pick_uses_smallest_value_and_total),
+	    cmocka_unit_test(percent_like_pprof),
+	    cmocka_unit_test(nanos_only_for_time_units),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -45,11 +45,10 @@ struct cli_command {
 	void (*help)(FILE *out);
 };
 
-#define CLI_COMMAND(id, summary_, run_, help_)                                              \
-	static const struct cli_command cli_command_##id                                   \
-		__attribute__((used, retain, section("cli_commands"), aligned(sizeof(void *)))) = { \
-			.name = #id, .summary = (summary_), .run = (run_), .help = (help_)   \
-		}
+#define CLI_COMMAND(id, summary_, run_, help_)                                                     \
+	static const struct cli_command cli_command_##id                                           \
+	    __attribute__((used, retain, section("cli_commands"), aligned(sizeof(void *)))) = {    \
+		.name = #id, .summary = (summary_), .run = (run_), .help = (help_)}
 
 /* Finds a registered command by name; NULL when there is none. */
 const struct cli_command *cli_command_find(const char *name);

@@ -123,7 +123,8 @@ int cli_load(char *const *paths, size_t n, struct pprof_profile **out)
 		ret = pprof_merger__add(m, p, err, sizeof(err));
 		pprof_profile__free(p);
 		if (ret) {
-			fprintf(stderr, "edgeprof: %s: %s\n", paths[i], err[0] ? err : strerror(-ret));
+			fprintf(stderr, "edgeprof: %s: %s\n", paths[i],
+				err[0] ? err : strerror(-ret));
 			goto out_free_merger;
 		}
 	}
@@ -137,7 +138,7 @@ out_free_merger:
 
 int cli_write_profile(const struct pprof_profile *p, const char *path)
 {
-	struct pprof_buf buf = { 0 };
+	struct pprof_buf buf = {0};
 	int ret;
 
 	ret = pprof_write_profile(p, NULL, pprof_buf_write, &buf);
@@ -215,4 +216,3 @@ int cli_profile_tree(const struct pprof_profile *p, const char *spec, struct ftr
 	stacks__free(s);
 	return ret < 0 ? ret : vi;
 }
-

@@ -12,20 +12,21 @@
 
 static void diff_help(FILE *out)
 {
-	fprintf(out, "usage: edgeprof diff BASE NEW -o OUT.svg [-i TYPE] [--title T] [--width PX]\n"
-		     "\n"
-		     "Differential flame graph: the frames of NEW, sized by NEW's values, coloured by\n"
-		     "how each frame's share of the total changed from BASE to NEW: red grew, blue\n"
-		     "shrank, white unchanged; the deeper the colour, the larger the change. Shares\n"
-		     "are normalised to each profile's total. Hover shows both values and the change.\n"
-		     "Stacks only in BASE have no width in NEW and are not drawn; swap the arguments\n"
-		     "to see what disappeared.\n"
-		     "\n"
-		     "  -o, --output OUT       the SVG file ('-' = stdout; required)\n"
-		     "  -i, --sample-index X   sample type name or index (default: the profile's)\n"
-		     "      --title T          title (default: \"TYPE: BASE -> NEW\")\n"
-		     "      --width PX, --min-width PX, --max-frames N   as for flame\n"
-		     "  -h, --help             this text\n");
+	fprintf(out,
+		"usage: edgeprof diff BASE NEW -o OUT.svg [-i TYPE] [--title T] [--width PX]\n"
+		"\n"
+		"Differential flame graph: the frames of NEW, sized by NEW's values, coloured by\n"
+		"how each frame's share of the total changed from BASE to NEW: red grew, blue\n"
+		"shrank, white unchanged; the deeper the colour, the larger the change. Shares\n"
+		"are normalised to each profile's total. Hover shows both values and the change.\n"
+		"Stacks only in BASE have no width in NEW and are not drawn; swap the arguments\n"
+		"to see what disappeared.\n"
+		"\n"
+		"  -o, --output OUT       the SVG file ('-' = stdout; required)\n"
+		"  -i, --sample-index X   sample type name or index (default: the profile's)\n"
+		"      --title T          title (default: \"TYPE: BASE -> NEW\")\n"
+		"      --width PX, --min-width PX, --max-frames N   as for flame\n"
+		"  -h, --help             this text\n");
 }
 
 static int diff_run(int argc, char **argv)
@@ -45,7 +46,8 @@ static int diff_run(int argc, char **argv)
 	if (ret)
 		return ret;
 	if (argc - optind != 2)
-		return cli_usage_error("diff", "wants BASE and NEW, got %d profiles", argc - optind);
+		return cli_usage_error("diff", "wants BASE and NEW, got %d profiles",
+				       argc - optind);
 	ret = CLI_FAIL;
 	if (cli_load_one(argv[optind], &base) || cli_load_one(argv[optind + 1], &cur))
 		goto out;
@@ -58,8 +60,10 @@ static int diff_run(int argc, char **argv)
 	vn = cli_profile_tree(cur, a.spec, t, 1, "diff");
 	if (vn < 0)
 		goto out;
-	if (strcmp(pprof_str(base, base->sample_type[vb].type), pprof_str(cur, cur->sample_type[vn].type)) ||
-	    strcmp(pprof_str(base, base->sample_type[vb].unit), pprof_str(cur, cur->sample_type[vn].unit))) {
+	if (strcmp(pprof_str(base, base->sample_type[vb].type),
+		   pprof_str(cur, cur->sample_type[vn].type)) ||
+	    strcmp(pprof_str(base, base->sample_type[vb].unit),
+		   pprof_str(cur, cur->sample_type[vn].unit))) {
 		fprintf(stderr, "edgeprof diff: BASE measures %s/%s, NEW %s/%s: not comparable\n",
 			pprof_str(base, base->sample_type[vb].type),
 			pprof_str(base, base->sample_type[vb].unit),
@@ -76,8 +80,10 @@ static int diff_run(int argc, char **argv)
 		      units__auto(a.fo.unit, t->nodes[0].total[0]));
 	units__format(n, sizeof(n), t->nodes[0].total[1],
 		      units__auto(a.fo.unit, t->nodes[0].total[1]));
-	snprintf(sub, sizeof(sub), "base total %s, new total %s; red grew, blue shrank (share of "
-		 "total)", b, n);
+	snprintf(sub, sizeof(sub),
+		 "base total %s, new total %s; red grew, blue shrank (share of "
+		 "total)",
+		 b, n);
 	a.fo.subtitle = sub;
 	out = cli_open_output(a.out);
 	if (out && !cli_flame_write(t, &a, out))

@@ -8,12 +8,12 @@
 #include "tools/cli/flame.h"
 #include "tools/cli/units.h"
 
-#define FRAME_H    16
-#define FONT_PX    12
-#define PAD        10
-#define TOP_PX     46
-#define BOTTOM_PX  30
-#define CHAR_W     (FONT_PX * 0.59) /* average Verdana glyph width, as flamegraph.pl */
+#define FRAME_H 16
+#define FONT_PX 12
+#define PAD 10
+#define TOP_PX 46
+#define BOTTOM_PX 30
+#define CHAR_W (FONT_PX * 0.59) /* average Verdana glyph width, as flamegraph.pl */
 
 struct lay {
 	const struct ftree *t;
@@ -68,10 +68,12 @@ static int push(struct lay *l, uint32_t node, double x)
 static int lay_node(struct lay *l, uint32_t n, double x)
 {
 	const struct ftree_node *nd = &l->t->nodes[n], *c;
-	struct flame_rect r = { .node = n, .depth = nd->depth, .x = x,
-				.w = nd->total[l->slot] / l->total,
-				.value = { nd->total[0], nd->total[1] } };
-	struct flame_rect run = { .node = FTREE_NONE };
+	struct flame_rect r = {.node = n,
+			       .depth = nd->depth,
+			       .x = x,
+			       .w = nd->total[l->slot] / l->total,
+			       .value = {nd->total[0], nd->total[1]}};
+	struct flame_rect run = {.node = FTREE_NONE};
 	double cx = x, w;
 	uint32_t ci;
 	int ret;
@@ -88,7 +90,7 @@ static int lay_node(struct lay *l, uint32_t n, double x)
 			continue;
 		if (w < l->min_frac) {
 			if (!run.n_merged)
-				run = (struct flame_rect){ .node = ci, .depth = c->depth, .x = cx };
+				run = (struct flame_rect){.node = ci, .depth = c->depth, .x = cx};
 			else
 				run.node = FTREE_NONE;
 			run.n_merged++;
@@ -108,8 +110,8 @@ static int lay_node(struct lay *l, uint32_t n, double x)
 int flame__layout(const struct ftree *t, int slot, double min_frac, size_t max_rects,
 		  struct flame_rect **rects, size_t *n, size_t *elided)
 {
-	struct lay l = { .t = t, .slot = slot, .min_frac = min_frac,
-			 .max = max_rects ? max_rects : 200000 };
+	struct lay l = {
+	    .t = t, .slot = slot, .min_frac = min_frac, .max = max_rects ? max_rects : 200000};
 	int ret = 0;
 
 	*rects = NULL;
@@ -166,18 +168,36 @@ static size_t utf8_len(const unsigned char *s)
 	return n;
 }
 
+static const char *xml_entity(unsigned char c)
+{
+	switch (c) {
+	case '&':
+		return "&amp;";
+	case '<':
+		return "&lt;";
+	case '>':
+		return "&gt;";
+	case '"':
+		return "&quot;";
+	case '\'':
+		return "&apos;";
+	default:
+		return NULL;
+	}
+}
+
 void flame__xml_escape(const char *str, size_t max_chars, FILE *out)
 {
 	const unsigned char *s = (const unsigned char *)str;
 	size_t chars = 0, n;
+	const char *e;
 
 	for (; *s && chars < max_chars; chars++) {
-		switch (*s) {
-		case '&': fputs("&amp;", out); s++; continue;
-		case '<': fputs("&lt;", out); s++; continue;
-		case '>': fputs("&gt;", out); s++; continue;
-		case '"': fputs("&quot;", out); s++; continue;
-		case '\'': fputs("&apos;", out); s++; continue;
+		e = xml_entity(*s);
+		if (e) {
+			fputs(e, out);
+			s++;
+			continue;
 		}
 		n = utf8_len(s);
 		if (!n || (*s < 0x20 && *s != '\t')) {
@@ -243,68 +263,84 @@ static void diff_colour(double d, double max_abs, char *buf, size_t len)
 }
 
 static const char script[] =
-	"var W,fw=" "7.08" ",frames,det,mt,unz,sb,box=[];\n"
-	"function $(i){return document.getElementById(i);}\n"
-	"function nm(g){return g.getElementsByTagName('title')[0].textContent.split('\\n')[0];}\n"
-	"function init(){W=parseFloat(document.documentElement.getAttribute('width'));"
-	"det=$('details').firstChild;mt=$('matched').firstChild;unz=$('unzoom');sb=$('search');\n"
-	" frames=$('frames').getElementsByTagName('g');\n"
-	" for(var i=0;i<frames.length;i++){var g=frames[i],r=g.getElementsByTagName('rect')[0];"
-	"g.ox=parseFloat(r.getAttribute('x'));g.ow=parseFloat(r.getAttribute('width'));"
-	"g.d=parseInt(g.getAttribute('data-d'));}\n"
-	" $('frames').addEventListener('mouseover',function(e){var g=e.target.closest('g');"
-	"if(g&&g.ow!==undefined)det.nodeValue=g.getElementsByTagName('title')[0].textContent"
-	".replace('\\n',': ');});\n"
-	" $('frames').addEventListener('mouseout',function(){det.nodeValue=' ';});\n"
-	" $('frames').addEventListener('click',function(e){var g=e.target.closest('g');"
-	"if(g&&g.ow!==undefined)zoom(g);});\n"
-	" unz.addEventListener('click',unzoom);sb.addEventListener('click',function(){"
-	"if(sb.classList.contains('on'))reset_search();else search(prompt('Search (regex):',''));});\n"
-	" window.addEventListener('keydown',function(e){if(e.key==='Escape'){unzoom();"
-	"reset_search();}else if((e.ctrlKey||e.metaKey)&&e.key==='f'){e.preventDefault();"
-	"search(prompt('Search (regex):',''));}});\n"
-	" var h=decodeURIComponent(location.hash.substring(1)),k=h.indexOf('=');\n"
-	" if(k>0&&h.substring(0,k)==='s')search(h.substring(k+1));\n"
-	" if(k>0&&h.substring(0,k)==='z')for(var i=0;i<frames.length;i++)"
-	"if(nm(frames[i])===h.substring(k+1)){zoom(frames[i]);break;}\n"
-	"}\n"
-	"function place(g,x,w){var r=g.getElementsByTagName('rect')[0],t=g.getElementsByTagName('text')[0];"
-	"r.setAttribute('x',x.toFixed(2));r.setAttribute('width',w.toFixed(2));"
-	"t.setAttribute('x',(x+3).toFixed(2));var n=nm(g),m=Math.floor((w-6)/fw);"
-	"t.textContent=m<3?'':(n.length<=m?n:n.substring(0,m-2)+'..');}\n"
-	"function zoom(z){var x=z.ox,w=z.ow,s=(W-2*" "10" ")/w,e=1e-6;unz.classList.remove('hide');\n"
-	" for(var i=0;i<frames.length;i++){var f=frames[i];\n"
-	"  if(f.d<z.d&&f.ox<=x+e&&f.ox+f.ow>=x+w-e){f.classList.remove('hide');f.classList.add('parent');"
-	"place(f," "10" ",W-2*" "10" ");}\n"
-	"  else if(f.d>=z.d&&f.ox>=x-e&&f.ox+f.ow<=x+w+e){f.classList.remove('hide','parent');"
-	"place(f," "10" "+(f.ox-x)*s,f.ow*s);}\n"
-	"  else f.classList.add('hide');}}\n"
-	"function unzoom(){unz.classList.add('hide');for(var i=0;i<frames.length;i++){var f=frames[i];"
-	"f.classList.remove('hide','parent');place(f,f.ox,f.ow);}}\n"
-	"function reset_search(){for(var i=0;i<frames.length;i++)frames[i].classList.remove('match');"
-	"mt.nodeValue=' ';sb.classList.remove('on');}\n"
-	"function search(re){if(!re)return;var rx;try{rx=new RegExp(re);}catch(err){"
-	"mt.nodeValue='bad regex';return;}reset_search();var iv=[];\n"
-	" for(var i=0;i<frames.length;i++){var f=frames[i];if(rx.test(nm(f))){f.classList.add('match');"
-	"iv.push([f.ox,f.ox+f.ow]);}}\n"
-	" iv.sort(function(a,b){return a[0]-b[0];});var cov=0,end=-1;\n"
-	" for(var j=0;j<iv.length;j++){var a=Math.max(iv[j][0],end);if(iv[j][1]>a){cov+=iv[j][1]-a;"
-	"end=iv[j][1];}}\n"
-	" mt.nodeValue='Matched: '+(100*cov/(W-2*" "10" ")).toFixed(1)+'%';sb.classList.add('on');}\n";
+    "var W,fw="
+    "7.08"
+    ",frames,det,mt,unz,sb,box=[];\n"
+    "function $(i){return document.getElementById(i);}\n"
+    "function nm(g){return g.getElementsByTagName('title')[0].textContent.split('\\n')[0];}\n"
+    "function init(){W=parseFloat(document.documentElement.getAttribute('width'));"
+    "det=$('details').firstChild;mt=$('matched').firstChild;unz=$('unzoom');sb=$('search');\n"
+    " frames=$('frames').getElementsByTagName('g');\n"
+    " for(var i=0;i<frames.length;i++){var g=frames[i],r=g.getElementsByTagName('rect')[0];"
+    "g.ox=parseFloat(r.getAttribute('x'));g.ow=parseFloat(r.getAttribute('width'));"
+    "g.d=parseInt(g.getAttribute('data-d'));}\n"
+    " $('frames').addEventListener('mouseover',function(e){var g=e.target.closest('g');"
+    "if(g&&g.ow!==undefined)det.nodeValue=g.getElementsByTagName('title')[0].textContent"
+    ".replace('\\n',': ');});\n"
+    " $('frames').addEventListener('mouseout',function(){det.nodeValue=' ';});\n"
+    " $('frames').addEventListener('click',function(e){var g=e.target.closest('g');"
+    "if(g&&g.ow!==undefined)zoom(g);});\n"
+    " unz.addEventListener('click',unzoom);sb.addEventListener('click',function(){"
+    "if(sb.classList.contains('on'))reset_search();else search(prompt('Search (regex):',''));});\n"
+    " window.addEventListener('keydown',function(e){if(e.key==='Escape'){unzoom();"
+    "reset_search();}else if((e.ctrlKey||e.metaKey)&&e.key==='f'){e.preventDefault();"
+    "search(prompt('Search (regex):',''));}});\n"
+    " var h=decodeURIComponent(location.hash.substring(1)),k=h.indexOf('=');\n"
+    " if(k>0&&h.substring(0,k)==='s')search(h.substring(k+1));\n"
+    " if(k>0&&h.substring(0,k)==='z')for(var i=0;i<frames.length;i++)"
+    "if(nm(frames[i])===h.substring(k+1)){zoom(frames[i]);break;}\n"
+    "}\n"
+    "function place(g,x,w){var "
+    "r=g.getElementsByTagName('rect')[0],t=g.getElementsByTagName('text')[0];"
+    "r.setAttribute('x',x.toFixed(2));r.setAttribute('width',w.toFixed(2));"
+    "t.setAttribute('x',(x+3).toFixed(2));var n=nm(g),m=Math.floor((w-6)/fw);"
+    "t.textContent=m<3?'':(n.length<=m?n:n.substring(0,m-2)+'..');}\n"
+    "function zoom(z){var x=z.ox,w=z.ow,s=(W-2*"
+    "10"
+    ")/w,e=1e-6;unz.classList.remove('hide');\n"
+    " for(var i=0;i<frames.length;i++){var f=frames[i];\n"
+    "  "
+    "if(f.d<z.d&&f.ox<=x+e&&f.ox+f.ow>=x+w-e){f.classList.remove('hide');f.classList.add('parent');"
+    "place(f,"
+    "10"
+    ",W-2*"
+    "10"
+    ");}\n"
+    "  else if(f.d>=z.d&&f.ox>=x-e&&f.ox+f.ow<=x+w+e){f.classList.remove('hide','parent');"
+    "place(f,"
+    "10"
+    "+(f.ox-x)*s,f.ow*s);}\n"
+    "  else f.classList.add('hide');}}\n"
+    "function unzoom(){unz.classList.add('hide');for(var i=0;i<frames.length;i++){var f=frames[i];"
+    "f.classList.remove('hide','parent');place(f,f.ox,f.ow);}}\n"
+    "function reset_search(){for(var i=0;i<frames.length;i++)frames[i].classList.remove('match');"
+    "mt.nodeValue=' ';sb.classList.remove('on');}\n"
+    "function search(re){if(!re)return;var rx;try{rx=new RegExp(re);}catch(err){"
+    "mt.nodeValue='bad regex';return;}reset_search();var iv=[];\n"
+    " for(var i=0;i<frames.length;i++){var f=frames[i];if(rx.test(nm(f))){f.classList.add('match');"
+    "iv.push([f.ox,f.ox+f.ow]);}}\n"
+    " iv.sort(function(a,b){return a[0]-b[0];});var cov=0,end=-1;\n"
+    " for(var j=0;j<iv.length;j++){var a=Math.max(iv[j][0],end);if(iv[j][1]>a){cov+=iv[j][1]-a;"
+    "end=iv[j][1];}}\n"
+    " mt.nodeValue='Matched: '+(100*cov/(W-2*"
+    "10"
+    ")).toFixed(1)+'%';sb.classList.add('on');}\n";
 
 static void write_head(const struct flame_opts *o, unsigned width, unsigned height, FILE *out)
 {
-	fprintf(out, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
-		     "<svg version=\"1.1\" width=\"%u\" height=\"%u\" viewBox=\"0 0 %u %u\" "
-		     "onload=\"init(evt)\" xmlns=\"http://www.w3.org/2000/svg\">\n",
+	fprintf(out,
+		"<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
+		"<svg version=\"1.1\" width=\"%u\" height=\"%u\" viewBox=\"0 0 %u %u\" "
+		"onload=\"init(evt)\" xmlns=\"http://www.w3.org/2000/svg\">\n",
 		width, height, width, height);
-	fprintf(out, "<style type=\"text/css\">\n"
-		     "text{font-family:Verdana,sans-serif;font-size:%dpx;fill:#000}\n"
-		     "#title{font-size:17px;text-anchor:middle}#sub{fill:#555;text-anchor:middle}\n"
-		     "#frames g{cursor:pointer}#frames g:hover rect{stroke:#000;stroke-width:0.6}\n"
-		     "#frames text{pointer-events:none}.hide{display:none}.parent{opacity:0.55}\n"
-		     ".match rect{fill:rgb(230,0,230)}.btn{cursor:pointer;fill:#06c}"
-		     ".btn.on{font-weight:bold}\n</style>\n",
+	fprintf(out,
+		"<style type=\"text/css\">\n"
+		"text{font-family:Verdana,sans-serif;font-size:%dpx;fill:#000}\n"
+		"#title{font-size:17px;text-anchor:middle}#sub{fill:#555;text-anchor:middle}\n"
+		"#frames g{cursor:pointer}#frames g:hover rect{stroke:#000;stroke-width:0.6}\n"
+		"#frames text{pointer-events:none}.hide{display:none}.parent{opacity:0.55}\n"
+		".match rect{fill:rgb(230,0,230)}.btn{cursor:pointer;fill:#06c}"
+		".btn.on{font-weight:bold}\n</style>\n",
 		FONT_PX);
 	fprintf(out, "<script type=\"text/ecmascript\"><![CDATA[\n%s]]></script>\n", script);
 	fprintf(out, "<rect x=\"0\" y=\"0\" width=\"%u\" height=\"%u\" fill=\"#f8f8f8\"/>\n", width,
@@ -313,8 +349,9 @@ static void write_head(const struct flame_opts *o, unsigned width, unsigned heig
 	flame__xml_escape(o->title ? o->title : "Flame Graph", 200, out);
 	fprintf(out, "</text>\n<text id=\"sub\" x=\"%u\" y=\"38\">", width / 2);
 	flame__xml_escape(o->subtitle ? o->subtitle : "", 300, out);
-	fprintf(out, "</text>\n<text id=\"unzoom\" class=\"btn hide\" x=\"%d\" y=\"22\">"
-		     "Reset Zoom</text>\n",
+	fprintf(out,
+		"</text>\n<text id=\"unzoom\" class=\"btn hide\" x=\"%d\" y=\"22\">"
+		"Reset Zoom</text>\n",
 		PAD);
 	fprintf(out, "<text id=\"search\" class=\"btn\" x=\"%u\" y=\"22\">Search</text>\n",
 		width - PAD - 60);
@@ -368,8 +405,9 @@ static void write_rect(const struct ftree *t, const struct flame_rect *r,
 		snprintf(fill, sizeof(fill), "rgb(200,200,200)");
 	fprintf(out, "<g data-d=\"%u\">", r->depth);
 	write_title(t, r, label, o, out);
-	fprintf(out, "<rect x=\"%.2f\" y=\"%u\" width=\"%.2f\" height=\"%d\" rx=\"2\" fill=\"%s\"/>",
-		x, y, w, FRAME_H - 1, fill);
+	fprintf(out,
+		"<rect x=\"%.2f\" y=\"%u\" width=\"%.2f\" height=\"%d\" rx=\"2\" fill=\"%s\"/>", x,
+		y, w, FRAME_H - 1, fill);
 	fprintf(out, "<text x=\"%.2f\" y=\"%u\">", x + 3, y + FRAME_H - 4);
 	/* the same fitting as the script's place(), for viewers that run no script */
 	chars = char_count(label);

@@ -28,10 +28,10 @@
 #include "tools/cli/tree.h"
 
 struct flame_rect {
-	uint32_t node;     /* tree node, or FTREE_NONE for a run of merged narrow siblings */
-	uint32_t depth;    /* root = 0 */
+	uint32_t node;	   /* tree node, or FTREE_NONE for a run of merged narrow siblings */
+	uint32_t depth;	   /* root = 0 */
 	uint32_t n_merged; /* siblings in a merged box */
-	double x, w;       /* fractions of the root's width */
+	double x, w;	   /* fractions of the root's width */
 	int64_t value[2];  /* total values (a merged box: summed) */
 };
 
@@ -47,10 +47,10 @@ struct flame_opts {
 	const char *title;
 	const char *subtitle; /* a line under the title, e.g. sample type and total; may be NULL */
 	const char *unit;     /* the sample unit ("nanoseconds", "bytes", "count") */
-	unsigned width;       /* px; 0 = 1200 */
+	unsigned width;	      /* px; 0 = 1200 */
 	double min_width;     /* px below which frames merge; 0 = 0.1 */
 	size_t max_rects;     /* 0 = 200000 */
-	bool diff;            /* widths from slot 1 (new), colours from new vs slot 0 (base) */
+	bool diff;	      /* widths from slot 1 (new), colours from new vs slot 0 (base) */
 };
 
 /* Writes the SVG for t: 0, -ENOMEM or -EIO. */

@@ -11,34 +11,35 @@
 
 static void flame_help(FILE *out)
 {
-	fprintf(out, "usage: edgeprof flame -o OUT.svg [-i TYPE] [--title T] [--width PX] FILE...\n"
-		     "\n"
-		     "Draws a self-contained interactive SVG flame graph (several files are merged\n"
-		     "first). Width is value; hover shows name, value and percent; click zooms\n"
-		     "(Reset Zoom or Escape returns); Search (or Ctrl-F) highlights a regex and\n"
-		     "prints the share it covers. Colour is by Go package, C++ namespace or binary.\n"
-		     "Frames narrower than --min-width pixels are merged into '[N small frames]'.\n"
-		     "\n"
-		     "  -o, --output OUT       the SVG file ('-' = stdout; required)\n"
-		     "  -i, --sample-index X   sample type name or index (default: the profile's)\n"
-		     "      --title T          title (default: the sample type)\n"
-		     "      --width PX         image width (default 1200)\n"
-		     "      --min-width PX     merge frames narrower than this (default 0.1)\n"
-		     "      --max-frames N     draw at most N boxes (default 200000)\n"
-		     "  -h, --help             this text\n");
+	fprintf(out,
+		"usage: edgeprof flame -o OUT.svg [-i TYPE] [--title T] [--width PX] FILE...\n"
+		"\n"
+		"Draws a self-contained interactive SVG flame graph (several files are merged\n"
+		"first). Width is value; hover shows name, value and percent; click zooms\n"
+		"(Reset Zoom or Escape returns); Search (or Ctrl-F) highlights a regex and\n"
+		"prints the share it covers. Colour is by Go package, C++ namespace or binary.\n"
+		"Frames narrower than --min-width pixels are merged into '[N small frames]'.\n"
+		"\n"
+		"  -o, --output OUT       the SVG file ('-' = stdout; required)\n"
+		"  -i, --sample-index X   sample type name or index (default: the profile's)\n"
+		"      --title T          title (default: the sample type)\n"
+		"      --width PX         image width (default 1200)\n"
+		"      --min-width PX     merge frames narrower than this (default 0.1)\n"
+		"      --max-frames N     draw at most N boxes (default 200000)\n"
+		"  -h, --help             this text\n");
 }
 
 int cli_flame_parse(int argc, char **argv, const char *cmd, struct flame_args *a)
 {
 	static const struct option opts[] = {
-		{ "output", required_argument, NULL, 'o' },
-		{ "sample-index", required_argument, NULL, 'i' },
-		{ "sample_index", required_argument, NULL, 'i' }, /* pprof spelling */
-		{ "title", required_argument, NULL, 't' },
-		{ "width", required_argument, NULL, 'w' },
-		{ "min-width", required_argument, NULL, 'm' },
-		{ "max-frames", required_argument, NULL, 'x' },
-		{ NULL, 0, NULL, 0 },
+	    {"output", required_argument, NULL, 'o'},
+	    {"sample-index", required_argument, NULL, 'i'},
+	    {"sample_index", required_argument, NULL, 'i'}, /* pprof spelling */
+	    {"title", required_argument, NULL, 't'},
+	    {"width", required_argument, NULL, 'w'},
+	    {"min-width", required_argument, NULL, 'm'},
+	    {"max-frames", required_argument, NULL, 'x'},
+	    {NULL, 0, NULL, 0},
 	};
 	char *end;
 	double v;
@@ -47,9 +48,15 @@ int cli_flame_parse(int argc, char **argv, const char *cmd, struct flame_args *a
 	memset(a, 0, sizeof(*a));
 	while ((c = getopt_long(argc, argv, "o:i:", opts, NULL)) != -1) {
 		switch (c) {
-		case 'o': a->out = optarg; break;
-		case 'i': a->spec = optarg; break;
-		case 't': a->title = optarg; break;
+		case 'o':
+			a->out = optarg;
+			break;
+		case 'i':
+			a->spec = optarg;
+			break;
+		case 't':
+			a->title = optarg;
+			break;
 		case 'w':
 		case 'm':
 		case 'x':

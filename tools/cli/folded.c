@@ -9,25 +9,26 @@
 
 static void folded_help(FILE *out)
 {
-	fprintf(out, "usage: edgeprof folded [-i TYPE] [-o OUT] FILE...\n"
-		     "\n"
-		     "Prints one line per distinct stack, root first, frames joined by ';', then the\n"
-		     "value: the input of flamegraph.pl, speedscope and inferno. Several files are\n"
-		     "merged first. Inlined calls are frames of their own; unsymbolized frames print\n"
-		     "as 0xADDR (mapping basename); ';' inside a name prints as ':'.\n"
-		     "\n"
-		     "  -i, --sample-index X   sample type name or index (default: the profile's)\n"
-		     "  -o, --output OUT       write there instead of stdout\n"
-		     "  -h, --help             this text\n");
+	fprintf(out,
+		"usage: edgeprof folded [-i TYPE] [-o OUT] FILE...\n"
+		"\n"
+		"Prints one line per distinct stack, root first, frames joined by ';', then the\n"
+		"value: the input of flamegraph.pl, speedscope and inferno. Several files are\n"
+		"merged first. Inlined calls are frames of their own; unsymbolized frames print\n"
+		"as 0xADDR (mapping basename); ';' inside a name prints as ':'.\n"
+		"\n"
+		"  -i, --sample-index X   sample type name or index (default: the profile's)\n"
+		"  -o, --output OUT       write there instead of stdout\n"
+		"  -h, --help             this text\n");
 }
 
 static int folded_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "sample-index", required_argument, NULL, 'i' },
-		{ "sample_index", required_argument, NULL, 'i' }, /* pprof spelling */
-		{ "output", required_argument, NULL, 'o' },
-		{ NULL, 0, NULL, 0 },
+	    {"sample-index", required_argument, NULL, 'i'},
+	    {"sample_index", required_argument, NULL, 'i'}, /* pprof spelling */
+	    {"output", required_argument, NULL, 'o'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *spec = NULL, *path = "-";
 	struct pprof_profile *p = NULL;

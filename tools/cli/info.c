@@ -14,12 +14,13 @@
 
 static void info_help(FILE *out)
 {
-	fprintf(out, "usage: edgeprof info FILE...\n"
-		     "\n"
-		     "Describes each profile (not merged): sample types with totals, the default\n"
-		     "type, period, time range and duration, sample/location/function/mapping/string\n"
-		     "counts, label keys, comments, drop_frames, and every mapping with its address\n"
-		     "range, file offset, file, build-id and symbol flags.\n");
+	fprintf(out,
+		"usage: edgeprof info FILE...\n"
+		"\n"
+		"Describes each profile (not merged): sample types with totals, the default\n"
+		"type, period, time range and duration, sample/location/function/mapping/string\n"
+		"counts, label keys, comments, drop_frames, and every mapping with its address\n"
+		"range, file offset, file, build-id and symbol flags.\n");
 }
 
 static void print_utc(int64_t nanos)
@@ -108,14 +109,16 @@ static void print_mappings(const struct pprof_profile *p)
 		const struct pprof_mapping *m = &p->mappings[i];
 		const char *bid = pprof_str(p, m->build_id);
 
-		printf("  %-3" PRIu64 " 0x%" PRIx64 "-0x%" PRIx64 " +0x%" PRIx64 "  %s  build-id %s",
+		printf("  %-3" PRIu64 " 0x%" PRIx64 "-0x%" PRIx64 " +0x%" PRIx64
+		       "  %s  build-id %s",
 		       m->id, m->memory_start, m->memory_limit, m->file_offset,
 		       *pprof_str(p, m->filename) ? pprof_str(p, m->filename) : "(no file)",
 		       *bid ? bid : "(none)");
 		if (m->has_functions || m->has_filenames || m->has_line_numbers ||
 		    m->has_inline_frames)
 			printf("  [%s%s%s%s]", m->has_functions ? "+functions" : "",
-			       m->has_filenames ? "+files" : "", m->has_line_numbers ? "+lines" : "",
+			       m->has_filenames ? "+files" : "",
+			       m->has_line_numbers ? "+lines" : "",
 			       m->has_inline_frames ? "+inlines" : "");
 		putchar('\n');
 	}

@@ -40,9 +40,11 @@ static void usage(FILE *out)
 		sorted[i] = &__start_cli_commands[i];
 	qsort(sorted, n, sizeof(sorted[0]), by_name);
 
-	fprintf(out, "usage: edgeprof COMMAND [OPTIONS] [ARGS]\n\n"
-		     "Reads pprof profiles (gzip or raw, from any producer) and prints or draws them.\n\n"
-		     "Commands:\n");
+	fprintf(
+	    out,
+	    "usage: edgeprof COMMAND [OPTIONS] [ARGS]\n\n"
+	    "Reads pprof profiles (gzip or raw, from any producer) and prints or draws them.\n\n"
+	    "Commands:\n");
 	for (i = 0; i < n; i++)
 		fprintf(out, "  %-8s %s\n", sorted[i]->name, sorted[i]->summary);
 	fprintf(out, "\n'edgeprof COMMAND --help' or 'edgeprof help COMMAND' describes one.\n"
@@ -51,7 +53,8 @@ static void usage(FILE *out)
 
 static void help_help(FILE *out)
 {
-	fprintf(out, "usage: edgeprof help [COMMAND]\n\nDescribes COMMAND, or lists the commands.\n");
+	fprintf(out,
+		"usage: edgeprof help [COMMAND]\n\nDescribes COMMAND, or lists the commands.\n");
 }
 
 static int help_run(int argc, char **argv)

@@ -6,21 +6,22 @@
 
 static void merge_help(FILE *out)
 {
-	fprintf(out, "usage: edgeprof merge -o OUT FILE...\n"
-		     "\n"
-		     "Merges profiles as `pprof -proto a b ...` does: sample types shared by all\n"
-		     "inputs, identical stacks with identical labels summed, mappings, locations and\n"
-		     "functions unified. OUT is written gzipped and atomically ('-' = stdout).\n"
-		     "\n"
-		     "  -o, --output OUT   where to write the merged profile (required)\n"
-		     "  -h, --help         this text\n");
+	fprintf(out,
+		"usage: edgeprof merge -o OUT FILE...\n"
+		"\n"
+		"Merges profiles as `pprof -proto a b ...` does: sample types shared by all\n"
+		"inputs, identical stacks with identical labels summed, mappings, locations and\n"
+		"functions unified. OUT is written gzipped and atomically ('-' = stdout).\n"
+		"\n"
+		"  -o, --output OUT   where to write the merged profile (required)\n"
+		"  -h, --help         this text\n");
 }
 
 static int merge_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "output", required_argument, NULL, 'o' },
-		{ NULL, 0, NULL, 0 },
+	    {"output", required_argument, NULL, 'o'},
+	    {NULL, 0, NULL, 0},
 	};
 	struct pprof_profile *p;
 	const char *out = NULL;

@@ -10,17 +10,17 @@
 #include "tools/cli/stacks.h"
 
 struct loc_info {
-	size_t first, n;     /* frames[first .. first+n), innermost (leaf-most) first */
-	bool prune;          /* drop_frames matched the outermost line: drop the location */
-	bool prune_beneath;  /* drop_frames matched a line: drop what this location calls */
+	size_t first, n;    /* frames[first .. first+n), innermost (leaf-most) first */
+	bool prune;	    /* drop_frames matched the outermost line: drop the location */
+	bool prune_beneath; /* drop_frames matched a line: drop what this location calls */
 };
 
 struct stacks {
 	const struct pprof_profile *p;
-	struct loc_info *locs;      /* by location index */
+	struct loc_info *locs; /* by location index */
 	struct stack_frame *frames;
 	size_t n_frames;
-	char *text;                 /* names and modules made here, NUL-separated */
+	char *text; /* names and modules made here, NUL-separated */
 	size_t text_len, text_cap;
 	size_t truncated;
 };
@@ -235,7 +235,8 @@ static int compile(regex_t *re, const char *src, const char *what, char *err, si
 
 struct stacks *stacks__new(const struct pprof_profile *p, char *err, size_t errlen)
 {
-	const char *drop_src = pprof_str(p, p->drop_frames), *keep_src = pprof_str(p, p->keep_frames);
+	const char *drop_src = pprof_str(p, p->drop_frames),
+		   *keep_src = pprof_str(p, p->keep_frames);
 	regex_t drop, keep;
 	bool has_drop = false, has_keep = false;
 	struct stacks *s = calloc(1, sizeof(*s));
@@ -354,8 +355,7 @@ size_t stacks__truncated(const struct stacks *s)
 	return s->truncated;
 }
 
-int stacks__sample_index(const struct pprof_profile *p, const char *spec, char *err,
-			 size_t errlen)
+int stacks__sample_index(const struct pprof_profile *p, const char *spec, char *err, size_t errlen)
 {
 	const char *dflt = pprof_str(p, p->default_sample_type);
 	size_t i, off = 0;
@@ -400,7 +400,7 @@ static bool same_stack(const struct pprof_sample *a, const struct pprof_sample *
 {
 	return a->n_locations == b->n_locations &&
 	       (!a->n_locations || !memcmp(a->location_ids, b->location_ids,
-					    a->n_locations * sizeof(*a->location_ids)));
+					   a->n_locations * sizeof(*a->location_ids)));
 }
 
 /* Slot table of indexes into out[] (+1; 0 = empty), rebuilt twice as large when half full. */
@@ -413,7 +413,8 @@ static int unique_grow(const struct pprof_profile *p, const struct stacks_unique
 	if (!ns)
 		return -ENOMEM;
 	for (i = 0; i < n; i++) {
-		for (j = hash_stack(&p->samples[u[i].sample]) & (nc - 1); ns[j]; j = (j + 1) & (nc - 1))
+		for (j = hash_stack(&p->samples[u[i].sample]) & (nc - 1); ns[j];
+		     j = (j + 1) & (nc - 1))
 			;
 		ns[j] = i + 1;
 	}
@@ -450,7 +451,7 @@ int stacks__unique(const struct pprof_profile *p, int vi, struct stacks_unique *
 				goto out;
 			u = nu;
 		}
-		u[n_u] = (struct stacks_unique){ .sample = i, .value = smp->values[vi] };
+		u[n_u] = (struct stacks_unique){.sample = i, .value = smp->values[vi]};
 		slots[j] = ++n_u;
 		if (n_u * 2 > cap && unique_grow(p, u, n_u, &slots, &cap))
 			goto out;

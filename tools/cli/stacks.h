@@ -64,7 +64,6 @@ int stacks__unique(const struct pprof_profile *p, int vi, struct stacks_unique *
  * NULL for pprof's default (default_sample_type, else the last type). Returns the index, or
  * -EINVAL with err naming the types there are.
  */
-int stacks__sample_index(const struct pprof_profile *p, const char *spec, char *err,
-			 size_t errlen);
+int stacks__sample_index(const struct pprof_profile *p, const char *spec, char *err, size_t errlen);
 
 #endif /* EDGEPROF_TOOLS_STACKS_H */

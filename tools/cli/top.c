@@ -86,7 +86,7 @@ static long node_of(struct top *t, const char *name)
 		t->nodes = nn;
 		t->cap = t->cap ? t->cap * 2 : 256;
 	}
-	t->nodes[t->n] = (struct top_node){ .name = name, .kept = true };
+	t->nodes[t->n] = (struct top_node){.name = name, .kept = true};
 	t->index[j] = (uint32_t)++t->n;
 	if (t->n * 2 > t->index_cap && index_grow(t))
 		return -ENOMEM;
@@ -126,7 +126,7 @@ static int edge_add(struct top *t, uint32_t from, uint32_t to, bool inl)
 			return 0;
 		}
 	}
-	t->edges[j] = (struct top_edge){ .from = from, .to = to, .inline_only = inl };
+	t->edges[j] = (struct top_edge){.from = from, .to = to, .inline_only = inl};
 	t->n_edges++;
 	return 0;
 }
@@ -167,7 +167,8 @@ static int build(struct top *t, const struct stack_frame **frames)
 				t->nodes[nd].cum += v;
 			}
 			if (parent >= 0 && parent != nd) {
-				ret = edge_add(t, (uint32_t)parent, (uint32_t)nd, frames[k]->inlined);
+				ret =
+				    edge_add(t, (uint32_t)parent, (uint32_t)nd, frames[k]->inlined);
 				if (ret)
 					return ret;
 			}
@@ -246,8 +247,8 @@ static size_t sorted_nodes(struct top *t, struct top_node **out, bool cum)
 /* Go's "Jan 2, 2006 at 3:04pm (MST)" in local time, as pprof prints it. */
 static void print_time(int64_t nanos)
 {
-	static const char *const mon[] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
-					   "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
+	static const char *const mon[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+					  "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
 	time_t secs = (time_t)(nanos / 1000000000);
 	struct tm tm;
 	int h;
@@ -294,19 +295,22 @@ static void print_labels(const struct top *t, struct units_scale sc)
 
 static void top_help(FILE *out)
 {
-	fprintf(out,
-		"usage: edgeprof top [-n N] [--cum] [--sample-index=NAME] [--nodefraction=F] FILE...\n"
-		"\n"
-		"Flat and cumulative cost per function, as `go tool pprof -top` prints it:\n"
-		"flat (the function itself), flat%%, sum%% (running total), cum (with callees), cum%%.\n"
-		"Several files are merged first (as `pprof -proto a b ...`).\n"
-		"\n"
-		"  -n, --nodecount N      print at most N functions (default: all)\n"
-		"      --cum              sort by cumulative value\n"
-		"  -i, --sample-index X   sample type name or index (default: the profile's default,\n"
-		"                         else the last type)\n"
-		"      --nodefraction F   hide functions with cum below F of the total (default 0.005)\n"
-		"  -h, --help             this text\n");
+	fprintf(
+	    out,
+	    "usage: edgeprof top [-n N] [--cum] [--sample-index=NAME] [--nodefraction=F] FILE...\n"
+	    "\n"
+	    "Flat and cumulative cost per function, as `go tool pprof -top` prints it:\n"
+	    "flat (the function itself), flat%%, sum%% (running total), cum (with callees), "
+	    "cum%%.\n"
+	    "Several files are merged first (as `pprof -proto a b ...`).\n"
+	    "\n"
+	    "  -n, --nodecount N      print at most N functions (default: all)\n"
+	    "      --cum              sort by cumulative value\n"
+	    "  -i, --sample-index X   sample type name or index (default: the profile's default,\n"
+	    "                         else the last type)\n"
+	    "      --nodefraction F   hide functions with cum below F of the total (default "
+	    "0.005)\n"
+	    "  -h, --help             this text\n");
 }
 
 struct top_args {
@@ -319,17 +323,17 @@ struct top_args {
 static int parse(int argc, char **argv, struct top_args *a)
 {
 	static const struct option opts[] = {
-		{ "nodecount", required_argument, NULL, 'n' },
-		{ "cum", no_argument, NULL, 'c' },
-		{ "sample-index", required_argument, NULL, 'i' },
-		{ "sample_index", required_argument, NULL, 'i' }, /* pprof spelling */
-		{ "nodefraction", required_argument, NULL, 'f' },
-		{ NULL, 0, NULL, 0 },
+	    {"nodecount", required_argument, NULL, 'n'},
+	    {"cum", no_argument, NULL, 'c'},
+	    {"sample-index", required_argument, NULL, 'i'},
+	    {"sample_index", required_argument, NULL, 'i'}, /* pprof spelling */
+	    {"nodefraction", required_argument, NULL, 'f'},
+	    {NULL, 0, NULL, 0},
 	};
 	char *end;
 	int c;
 
-	*a = (struct top_args){ .nodefraction = 0.005 };
+	*a = (struct top_args){.nodefraction = 0.005};
 	while ((c = getopt_long(argc, argv, "n:i:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n':
@@ -391,12 +395,12 @@ static void print_table(struct top *t, struct top_node **nodes, size_t n, size_t
 	for (i = 0; i < n; i++) {
 		flat_sum += nodes[i]->flat;
 		inl = nodes[i]->inl ? (nodes[i]->noinl ? " (partial-inline)" : " (inline)") : "";
-		printf("%10s %s %s %10s %s  %s%s\n",
-		       units__format(a, sizeof(a), nodes[i]->flat, sc),
-		       units__percent(pa, sizeof(pa), nodes[i]->flat, t->total),
-		       units__percent(pb, sizeof(pb), flat_sum, t->total),
-		       units__format(b, sizeof(b), nodes[i]->cum, sc),
-		       units__percent(pc, sizeof(pc), nodes[i]->cum, t->total), nodes[i]->name, inl);
+		printf(
+		    "%10s %s %s %10s %s  %s%s\n", units__format(a, sizeof(a), nodes[i]->flat, sc),
+		    units__percent(pa, sizeof(pa), nodes[i]->flat, t->total),
+		    units__percent(pb, sizeof(pb), flat_sum, t->total),
+		    units__format(b, sizeof(b), nodes[i]->cum, sc),
+		    units__percent(pc, sizeof(pc), nodes[i]->cum, t->total), nodes[i]->name, inl);
 	}
 }
 
@@ -458,7 +462,7 @@ out:
 static int top_run(int argc, char **argv)
 {
 	struct pprof_profile *p = NULL;
-	struct top t = { 0 };
+	struct top t = {0};
 	struct top_args a;
 	char err[256] = "";
 	int ret;

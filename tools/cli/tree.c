@@ -100,8 +100,11 @@ struct ftree *ftree__new(size_t max_nodes)
 		ftree__free(t);
 		return NULL;
 	}
-	t->nodes[0] = (struct ftree_node){ .name = "all", .module = "", .parent = FTREE_NONE,
-					   .first_child = FTREE_NONE, .next_sibling = FTREE_NONE };
+	t->nodes[0] = (struct ftree_node){.name = "all",
+					  .module = "",
+					  .parent = FTREE_NONE,
+					  .first_child = FTREE_NONE,
+					  .next_sibling = FTREE_NONE};
 	t->n = 1;
 	return t;
 }
@@ -147,10 +150,12 @@ static uint32_t child(struct ftree *t, uint32_t parent, const char *name, const 
 		goto out_nomem;
 	t->slots[j] = (uint32_t)t->n;
 	nn = &t->nodes[t->n];
-	*nn = (struct ftree_node){ .name = name, .module = module, .parent = parent,
-				   .first_child = FTREE_NONE,
-				   .next_sibling = t->nodes[parent].first_child,
-				   .depth = t->nodes[parent].depth + 1 };
+	*nn = (struct ftree_node){.name = name,
+				  .module = module,
+				  .parent = parent,
+				  .first_child = FTREE_NONE,
+				  .next_sibling = t->nodes[parent].first_child,
+				  .depth = t->nodes[parent].depth + 1};
 	t->nodes[parent].first_child = (uint32_t)t->n;
 	t->n++;
 	if (t->n * 2 > t->n_slots && slots_grow(t))
@@ -164,8 +169,8 @@ out_nomem:
 int ftree__add(struct ftree *t, const struct stack_frame *const *frames, size_t n, int64_t value,
 	       int slot)
 {
-	static const struct stack_frame none = { .name = "[no stack]", .module = "" };
-	static const struct stack_frame *const none_stack[1] = { &none };
+	static const struct stack_frame none = {.name = "[no stack]", .module = ""};
+	static const struct stack_frame *const none_stack[1] = {&none};
 	uint32_t at = 0, next;
 	const char *name;
 	size_t i;

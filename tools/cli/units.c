@@ -16,28 +16,25 @@ struct unit_def {
 
 /* The two families pprof scales; other units (count, samples, ...) print as plain numbers. */
 static const struct unit_def bytes_units[] = {
-	{ "B", { "b", "byte" }, 1 },
-	{ "kB", { "kb", "kbyte", "kilobyte" }, 1024.0 },
-	{ "MB", { "mb", "mbyte", "megabyte" }, 1048576.0 },
-	{ "GB", { "gb", "gbyte", "gigabyte" }, 1073741824.0 },
-	{ "TB", { "tb", "tbyte", "terabyte" }, 1099511627776.0 },
-	{ "PB", { "pb", "pbyte", "petabyte" }, 1125899906842624.0 },
-	{ NULL, { NULL }, 0 },
+    {"B", {"b", "byte"}, 1},
+    {"kB", {"kb", "kbyte", "kilobyte"}, 1024.0},
+    {"MB", {"mb", "mbyte", "megabyte"}, 1048576.0},
+    {"GB", {"gb", "gbyte", "gigabyte"}, 1073741824.0},
+    {"TB", {"tb", "tbyte", "terabyte"}, 1099511627776.0},
+    {"PB", {"pb", "pbyte", "petabyte"}, 1125899906842624.0},
+    {NULL, {NULL}, 0},
 };
 
 static const struct unit_def time_units[] = {
-	{ "ns", { "ns", "nanosecond" }, 1 },
-	{ "us", { "\xce\xbcs", "us", "microsecond" }, 1e3 },
-	{ "ms", { "ms", "millisecond" }, 1e6 },
-	{ "s", { "s", "sec", "second" }, 1e9 },
-	{ "hrs", { "hour", "hr" }, 3600e9 },
-	{ NULL, { NULL }, 0 },
+    {"ns", {"ns", "nanosecond"}, 1},	{"us", {"\xce\xbcs", "us", "microsecond"}, 1e3},
+    {"ms", {"ms", "millisecond"}, 1e6}, {"s", {"s", "sec", "second"}, 1e9},
+    {"hrs", {"hour", "hr"}, 3600e9},	{NULL, {NULL}, 0},
 };
 
 /* pprof's sniffUnit: lower case, a plural 's' dropped from names longer than two letters. */
 static const struct unit_def *sniff(const char *unit, const struct unit_def **family)
 {
-	static const struct unit_def *const families[] = { bytes_units, time_units };
+	static const struct unit_def *const families[] = {bytes_units, time_units};
 	char u[32];
 	size_t n, f, i, a;
 
@@ -59,7 +56,7 @@ static const struct unit_def *sniff(const char *unit, const struct unit_def **fa
 struct units_scale units__auto(const char *unit, int64_t value)
 {
 	const struct unit_def *family = NULL, *from = sniff(unit, &family), *best = NULL;
-	struct units_scale sc = { 1, "" };
+	struct units_scale sc = {1, ""};
 	double v;
 	size_t i;
 

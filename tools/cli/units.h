@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 struct units_scale {
-	double factor;     /* raw value / factor = displayed number */
+	double factor;	   /* raw value / factor = displayed number */
 	const char *label; /* "ms", "MB", or "" for counts */
 };
 
