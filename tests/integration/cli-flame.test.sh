@@ -91,6 +91,13 @@ if [[ $g == *"share +"*'fill="rgb(250,'* ]] && [[ $a == *"share -"*',250)"'* ]];
 else
 	fail "diff colours: gamma [$g] alpha [$a]"
 fi
+# a profile against itself: nothing changed, nothing lacking, every box white
+"$E" diff cpu1.pb.gz cpu1.pb.gz -o self.svg || fail "diff of a profile with itself exited $?"
+coloured=$(grep -o 'fill="rgb([0-9,]*)"' self.svg | grep -vc 'rgb(250,250,250)')
+grep -q '0.00% of base is in stacks NEW lacks' self.svg && [ "$coloured" = 0 ] ||
+	fail "self-diff: $coloured coloured boxes"
+"$E" diff cpu1.pb.gz heap.pb.gz -o bad.svg 2>/dev/null
+[ $? = 1 ] || fail "diff of cpu against heap did not fail"
 browse "file://$tmp/diff.svg" --screenshot="$tmp/diff.png" >/dev/null
 [ -s diff.png ] && cp diff.png "$EP_BUILD/test-logs/cli-diff.png" 2>/dev/null
 

@@ -29,12 +29,26 @@ static void diff_help(FILE *out)
 		"  -h, --help             this text\n");
 }
 
+/* BASE's value in subtrees that NEW lacks: the highest nodes with no NEW value. */
+static int64_t gone_value(const struct ftree *t)
+{
+	int64_t gone = 0;
+	size_t i;
+
+	for (i = 1; i < t->n; i++)
+		if (!t->nodes[i].total[1] &&
+		    (t->nodes[i].parent == 0 || t->nodes[t->nodes[i].parent].total[1]))
+			gone += t->nodes[i].total[0];
+	return gone;
+}
+
 static int diff_run(int argc, char **argv)
 {
 	struct pprof_profile *base = NULL, *cur = NULL;
 	struct ftree *t = NULL;
 	struct flame_args a;
 	char title[512], sub[256], b[48], n[48];
+	int64_t gone;
 	int vb, vn, ret;
 	FILE *out;
 
@@ -80,10 +94,11 @@ static int diff_run(int argc, char **argv)
 		      units__auto(a.fo.unit, t->nodes[0].total[0]));
 	units__format(n, sizeof(n), t->nodes[0].total[1],
 		      units__auto(a.fo.unit, t->nodes[0].total[1]));
+	gone = gone_value(t);
 	snprintf(sub, sizeof(sub),
-		 "base total %s, new total %s; red grew, blue shrank (share of "
-		 "total)",
-		 b, n);
+		 "base total %s, new total %s; red grew, blue shrank (share of total); "
+		 "%.2f%% of base is in stacks NEW lacks (not drawn)",
+		 b, n, t->nodes[0].total[0] ? 100.0 * gone / t->nodes[0].total[0] : 0.0);
 	a.fo.subtitle = sub;
 	out = cli_open_output(a.out);
 	if (out && !cli_flame_write(t, &a, out))
