@@ -44,12 +44,14 @@ fi
 sizes=$(ls -l "$work"/in/*.pb.gz | awk '{s += $5; n++} END {printf "%d files, mean %.1f KB", n, s / n / 1024}')
 echo "inputs: $sizes"
 
-measure() { # out-file cmd... -> appends "seconds maxrss_kb"
-	local out=$1
+measure() { # out-file cmd... -> appends "wall_seconds maxrss_kb cpu_seconds"
+	local out=$1 t0 t1
 	shift
-	/usr/bin/time -f "%e %M" -o "$tmp/t" "$@" >/dev/null 2>"$tmp/err" ||
+	t0=$(date +%s%N)
+	/usr/bin/time -f "%M %U %S" -o "$tmp/t" "$@" >/dev/null 2>"$tmp/err" ||
 		{ cat "$tmp/err"; echo "failed: $*"; exit 1; }
-	tail -n 1 "$tmp/t" >>"$out"
+	t1=$(date +%s%N)
+	tail -n 1 "$tmp/t" | awk -v w="$(( (t1 - t0) / 1000 ))" '{printf "%.4f %d %.2f\n", w / 1e6, $1, $2 + $3}' >>"$out"
 }
 
 median() { # file column -> median
@@ -66,6 +68,14 @@ printf 'ours: %.3f s, peak RSS %.1f MB, output %s bytes (median of %d)\n' \
 	"$(median "$tmp/enc" 1)" "$(echo "$(median "$tmp/enc" 2) / 1024" | bc -l)" \
 	"$(stat -c %s "$tmp/enc.pb.gz")" "$runs"
 go tool pprof -raw "$tmp/enc.pb.gz" >/dev/null 2>&1 && echo "go tool pprof reads it: yes"
+: >"$tmp/enc"
+for r in $(seq $runs); do
+	PPROF_GZIP_LEVEL=-1 measure "$tmp/enc" "$tool" encode "$tmp/enc.pb" 1000000 10000 30
+done
+printf 'ours, no gzip: %.3f s, peak RSS %.1f MB, output %s bytes (where the time goes: deflate)\n' \
+	"$(median "$tmp/enc" 1)" "$(echo "$(median "$tmp/enc" 2) / 1024" | bc -l)" \
+	"$(stat -c %s "$tmp/enc.pb")"
+rm -f "$tmp/enc.pb" "$tmp/enc.pb.gz"
 
 for n in 100 1000; do
 	files=()
@@ -79,13 +89,17 @@ for n in 100 1000; do
 	"$tool" flat "$tmp/ours.pb.gz" >"$tmp/a"
 	"$tool" flat "$tmp/peer.pb.gz" >"$tmp/b"
 	cmp -s "$tmp/a" "$tmp/b" || { echo "merge results differ from go tool pprof"; exit 1; }
-	ot=$(median "$tmp/ours" 1) om=$(median "$tmp/ours" 2)
-	pt=$(median "$tmp/peer" 1) pm=$(median "$tmp/peer" 2)
+	ot=$(median "$tmp/ours" 1) om=$(median "$tmp/ours" 2) oc=$(median "$tmp/ours" 3)
+	pt=$(median "$tmp/peer" 1) pm=$(median "$tmp/peer" 2) pc=$(median "$tmp/peer" 3)
 	echo
 	echo "== decode + merge of $n profiles (median of $runs; same result as the peer)"
-	printf 'ours:             %7.3f s  peak RSS %7.1f MB\n' "$ot" "$(echo "$om / 1024" | bc -l)"
-	printf 'go tool pprof:    %7.3f s  peak RSS %7.1f MB\n' "$pt" "$(echo "$pm / 1024" | bc -l)"
-	printf 'ours/peer:  time %.3f (%.1fx faster)   peak RSS %.3f\n' \
-		"$(echo "$ot / $pt" | bc -l)" "$(echo "$pt / ($ot + 0.0005)" | bc -l)" \
-		"$(echo "$om / $pm" | bc -l)"
+	printf 'ours:           wall %7.3f s  cpu %6.2f s  peak RSS %6.1f MB\n' "$ot" "$oc" \
+		"$(echo "$om / 1024" | bc -l)"
+	printf 'go tool pprof:  wall %7.3f s  cpu %6.2f s  peak RSS %6.1f MB\n' "$pt" "$pc" \
+		"$(echo "$pm / 1024" | bc -l)"
+	printf 'ours/peer:      wall %.3f (%.1fx faster)  cpu %.3f  peak RSS %.3f\n' \
+		"$(echo "$ot / $pt" | bc -l)" "$(echo "$pt / $ot" | bc -l)" \
+		"$(echo "($oc + 0.005) / ($pc + 0.005)" | bc -l)" "$(echo "$om / $pm" | bc -l)"
 done
+echo
+echo "load average during the run: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
