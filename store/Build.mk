@@ -18,3 +18,16 @@ index-test-objs  = store/index.o
 unit-tests-y     += query
 query-test-objs   = $(store-core-y) $(pprof-y) $(port-y)
 query-test-ldlibs = $(pprof-ldlibs) -lpthread
+
+# Test drivers (not installed), built by `make all-tests`: the crash/corruption/wraparound
+# integration tests and the benchmark run them.
+store-append-objs = tests/drivers/store-append.o $(store-ring-y) $(port-y)
+store-bench-objs  = tests/drivers/store-bench.o $(store-core-y) $(pprof-y) $(port-y)
+store-drivers-y  := $(O)/tests/drivers/store-append $(O)/tests/drivers/store-bench
+all-tests: $(store-drivers-y)
+$(O)/tests/drivers/store-append: $(addprefix $(O)/,$(store-append-objs))
+	$(quiet) LD $@
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lpthread
+$(O)/tests/drivers/store-bench: $(addprefix $(O)/,$(store-bench-objs))
+	$(quiet) LD $@
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(pprof-ldlibs) -lpthread
