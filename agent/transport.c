@@ -42,6 +42,66 @@ uint64_t transport_backoff_ns(unsigned failures, uint64_t min_ns, uint64_t max_n
 	return d / 2 + port_rand_below(d / 2 + 1);
 }
 
+void transport_opts__init(struct transport_opts *o)
+{
+	*o = (struct transport_opts){
+		.upload.url = CONFIG_UPLOAD_URL,
+#ifdef CONFIG_SPOOL
+		.spool_size = (uint64_t)CONFIG_SPOOL_KB * 1024,
+#endif
+	};
+}
+
+int transport_parse_size(const char *s, uint64_t *out)
+{
+	unsigned shift = 0;
+	uint64_t v = 0;
+	const char *p = s;
+
+	if (!*p)
+		return -EINVAL;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (v > (UINT64_MAX - 9) / 10)
+			return -EINVAL;
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	if (p == s)
+		return -EINVAL;
+	switch (*p) {
+	case 'k': case 'K': shift = 10; p++; break;
+	case 'm': case 'M': shift = 20; p++; break;
+	case 'g': case 'G': shift = 30; p++; break;
+	default: break;
+	}
+	if (*p == 'i' && shift)	/* "KiB" style */
+		p++;
+	if (*p == 'B' && shift)
+		p++;
+	if (*p || (shift && v > (UINT64_MAX >> shift)))
+		return -EINVAL;
+	*out = v << shift;
+	return 0;
+}
+
+int transport_opts__set(struct transport_opts *o, const char *name, const char *value)
+{
+	if (!strcmp(name, "upload"))
+		o->upload.url = value;
+	else if (!strcmp(name, "tls-ca"))
+		o->upload.ca_file = value;
+	else if (!strcmp(name, "tls-cert"))
+		o->upload.cert_file = value;
+	else if (!strcmp(name, "tls-key"))
+		o->upload.key_file = value;
+	else if (!strcmp(name, "spool"))
+		o->spool_path = value;
+	else if (!strcmp(name, "spool-size"))
+		return transport_parse_size(value, &o->spool_size);
+	else
+		return -ENOENT;
+	return 0;
+}
+
 void transport_item__stamp(struct transport_item *item)
 {
 	uint64_t real = port_clock_real_ns();
@@ -289,4 +349,9 @@ void transport__stats(const struct transport *t, struct transport_stats *st)
 void transport__forget_session(struct transport *t)
 {
 	upload__forget_session(t->up);
+}
+
+const char *transport__device(const struct transport *t)
+{
+	return upload__device(t->up);
 }

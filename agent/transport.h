@@ -34,7 +34,8 @@ struct transport_item {
 	const char *type;		/* "cpu" */
 	const struct upload_label *labels;
 	size_t n_labels;		/* at most UPLOAD_MAX_LABELS - 3 */
-	const char *key;		/* "<device>-<round start>-<seq>" */
+	const char *key;		/* "<device>-<round start>-<seq>", device = transport__device():
+					 * the collector's key space is fleet-wide */
 	uint64_t time_ns;		/* unix ns, or CLOCK_MONOTONIC ns when clock_unset */
 	bool clock_unset;
 	const void *data;		/* the gzip pprof */
@@ -69,6 +70,17 @@ struct transport_stats {
 
 struct transport;
 
+/* Kconfig defaults: CONFIG_UPLOAD_URL, spool size CONFIG_SPOOL_KB (no spool path). */
+void transport_opts__init(struct transport_opts *o);
+/*
+ * Applies one of the agent's transport flags by its long name without dashes: "upload",
+ * "tls-ca", "tls-cert", "tls-key", "spool", "spool-size" (bytes, or K/M/G suffix). value is
+ * kept by reference. 0, -ENOENT (not a transport flag) or -EINVAL (bad value).
+ */
+int transport_opts__set(struct transport_opts *o, const char *name, const char *value);
+/* "1048576", "1024K", "1M", "1G" -> bytes: 0 or -EINVAL. */
+int transport_parse_size(const char *s, uint64_t *out);
+
 /* NULL on error with the reason in err (bad URL, certificate files, spool file). */
 struct transport *transport__new(const struct transport_opts *opts, char *err, size_t errlen);
 void transport__free(struct transport *t);	/* NULL-safe; closes the connection, syncs the spool */
@@ -93,6 +105,9 @@ uint64_t transport__next_poll_ns(const struct transport *t);
 /* Nothing waits in the spool. */
 bool transport__idle(const struct transport *t);
 void transport__stats(const struct transport *t, struct transport_stats *st);
+
+/* This device's name: its certificate's CN (the collector's device label; prefix of keys). */
+const char *transport__device(const struct transport *t);
 
 /* The next connection does a full TLS handshake (benchmarks). */
 void transport__forget_session(struct transport *t);

@@ -9,6 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <mbedtls/oid.h>
+#include <mbedtls/x509_crt.h>
+
 #include "agent/upload.h"
 #include "port/clock.h"
 #include "port/http.h"
@@ -21,6 +24,7 @@
 
 struct uploader {
 	struct tls_config *tls;
+	char device[128];	/* our certificate's CN */
 	char host[280];		/* as in the URL, brackets removed */
 	char port[16];
 	char host_header[280];
@@ -35,6 +39,44 @@ struct uploader {
 	struct http_message resp;	/* the response (holds its own 16 KiB head): off the stack */
 	char target[UPLOAD_TARGET_MAX];
 };
+
+/*
+ * The subject CN of the PEM certificate in path: the collector's "device" label for us, and the
+ * prefix of our idempotency keys (the collector's key space is fleet-wide). port/tls exposes the
+ * peer's CN only; this one small read of our own certificate uses mbedtls' parser directly.
+ */
+int upload_cert_cn(const char *path, char *buf, size_t len)
+{
+	const mbedtls_x509_name *n;
+	mbedtls_x509_crt crt;
+	int ret = -ENOENT;
+
+	mbedtls_x509_crt_init(&crt);
+	if (mbedtls_x509_crt_parse_file(&crt, path)) {
+		ret = -EINVAL;
+		goto out;
+	}
+	for (n = &crt.subject; n; n = n->next) {
+		if (MBEDTLS_OID_CMP(MBEDTLS_OID_AT_CN, &n->oid))
+			continue;
+		if (n->val.len >= len) {
+			ret = -ENAMETOOLONG;
+			break;
+		}
+		memcpy(buf, n->val.p, n->val.len);
+		buf[n->val.len] = '\0';
+		ret = 0;
+		break;
+	}
+out:
+	mbedtls_x509_crt_free(&crt);
+	return ret;
+}
+
+const char *upload__device(const struct uploader *u)
+{
+	return u->device;
+}
 
 /* Splits https://HOST[:PORT][/] into host and port (443 by default). 0 or -EINVAL. */
 static int upload_parse_url(struct uploader *u, const char *url)
@@ -91,6 +133,11 @@ struct uploader *upload__new(const struct upload_opts *opts, char *err, size_t e
 					errlen);
 	if (!u->tls)
 		goto out_free;
+	if (upload_cert_cn(opts->cert_file, u->device, sizeof(u->device))) {
+		snprintf(err, errlen, "upload: %s: no usable subject CN", opts->cert_file);
+		tls_config__free(u->tls);
+		goto out_free;
+	}
 	return u;
 
 out_free:

@@ -90,6 +90,10 @@ void upload__close(struct uploader *u);
 void upload__forget_session(struct uploader *u);
 
 enum upload_state upload__state(const struct uploader *u);
+/* This device's identity: the CN of its certificate (what the collector labels it with). */
+const char *upload__device(const struct uploader *u);
+/* The subject CN of a PEM certificate file: 0, -EINVAL (unreadable), -ENOENT, -ENAMETOOLONG. */
+int upload_cert_cn(const char *path, char *buf, size_t len);
 void upload__stats(const struct uploader *u, struct upload_stats *st);
 
 /* Validates a label for the wire: 0 or -EINVAL. */

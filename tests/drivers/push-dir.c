@@ -11,7 +11,7 @@
  *   push-dir --make-expired-cert CERTDIR ID    (tests: CERTDIR/ID.crt, expired yesterday)
  *
  * Every file (a directory's *.pb.gz in name order) is submitted in turn with the key
- * DEVICE-ROUND-SEQ (and, with --seq-label, a label NAME=ROUND-SEQ that the collector's list shows);
+ * DEVICE-ROUND-SEQ (DEVICE defaults to the certificate's CN, ROUND to the unix time) (and, with --seq-label, a label NAME=ROUND-SEQ that the collector's list shows);
  * "spooled KEY" / "uploaded KEY" lines (flushed) tell a test what was
  * durably accepted before a kill -9. Then, unless --no-drain, the spool is drained until empty
  * or the drain timeout. The last lines are stats "name=value". Exit 0 when nothing is left in
@@ -155,7 +155,7 @@ static int push_parse(struct push_args *a, int argc, char **argv)
 
 	a->service = "push-dir";
 	a->type = "cpu";
-	a->device = "dev";
+	a->device = NULL;	/* default: the certificate's CN */
 	a->repeat = 1;
 	a->drain = true;
 	a->drain_timeout_s = 60;
@@ -364,6 +364,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "push-dir: %s\n", err);
 		return 1;
 	}
+	if (!a.device)
+		a.device = transport__device(t);
 	for (unsigned r = 0; r < a.repeat; r++) {
 		for (size_t i = 0; i < a.n_files; i++) {
 			snprintf(key, sizeof(key), "%s-%s-%06u", a.device, a.round, seq++);

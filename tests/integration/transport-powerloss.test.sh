@@ -24,7 +24,7 @@ for t in $(seq -f %03g 1 "$TRIALS"); do
 	sleep "$(rand_ms 5 250)"
 	kill -9 "$pid" 2>/dev/null || true
 	wait "$pid" 2>/dev/null || true
-	sed -n 's/^spooled dev-//p' "$W/t.out" >>"$W/reported"
+	sed -n 's/^spooled dev-1-//p' "$W/t.out" >>"$W/reported"
 	if grep -q "error" "$W/t.err"; then cat "$W/t.err"; fail "trial $t: spool error"; fi
 done
 echo "reported durable: $(wc -l <"$W/reported")"

@@ -296,6 +296,46 @@ static void bad_items_are_refused(void **state)
 	peer_free(p);
 }
 
+static void opts_from_flags(void **state)
+{
+	struct transport_opts o;
+	uint64_t v;
+
+	transport_opts__init(&o);
+	assert_string_equal(o.upload.url, CONFIG_UPLOAD_URL);
+	assert_int_equal(o.spool_size, (uint64_t)CONFIG_SPOOL_KB * 1024);
+	assert_int_equal(transport_opts__set(&o, "upload", "https://c:1"), 0);
+	assert_int_equal(transport_opts__set(&o, "tls-ca", "ca"), 0);
+	assert_int_equal(transport_opts__set(&o, "tls-cert", "crt"), 0);
+	assert_int_equal(transport_opts__set(&o, "tls-key", "key"), 0);
+	assert_int_equal(transport_opts__set(&o, "spool", "/var/lib/x"), 0);
+	assert_int_equal(transport_opts__set(&o, "spool-size", "2M"), 0);
+	assert_int_equal(transport_opts__set(&o, "period", "1"), -ENOENT);
+	assert_int_equal(transport_opts__set(&o, "spool-size", "2X"), -EINVAL);
+	assert_string_equal(o.upload.url, "https://c:1");
+	assert_string_equal(o.upload.key_file, "key");
+	assert_string_equal(o.spool_path, "/var/lib/x");
+	assert_int_equal(o.spool_size, 2u << 20);
+	assert_int_equal(transport_parse_size("16384", &v), 0);
+	assert_int_equal(v, 16384);
+	assert_int_equal(transport_parse_size("64KiB", &v), 0);
+	assert_int_equal(v, 65536);
+	assert_int_equal(transport_parse_size("1g", &v), 0);
+	assert_int_equal(v, 1u << 30);
+	assert_int_equal(transport_parse_size("", &v), -EINVAL);
+	assert_int_equal(transport_parse_size("K", &v), -EINVAL);
+	assert_int_equal(transport_parse_size("99999999999999999999", &v), -EINVAL);
+	assert_int_equal(transport_parse_size("17179869184G", &v), -EINVAL);
+}
+
+static void device_is_the_certificate_cn(void **state)
+{
+	struct transport *t = new_transport("1", false, 0);
+
+	assert_string_equal(transport__device(t), "dev-1");
+	transport__free(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -308,6 +348,8 @@ int main(void)
 		cmocka_unit_test_setup(clock_unset_is_labelled, fresh),
 		cmocka_unit_test_setup(no_spool_drops_and_counts, fresh),
 		cmocka_unit_test_setup(bad_items_are_refused, fresh),
+		cmocka_unit_test(opts_from_flags),
+		cmocka_unit_test(device_is_the_certificate_cn),
 	};
 
 	return cmocka_run_group_tests(tests, setup, peer_remove_certs);
