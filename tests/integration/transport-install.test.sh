@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# make install DESTDIR=...: binaries, the agent's config file (kept when it exists), systemd units
+# and the BusyBox/OpenWrt init script, with the right modes; the units parse (systemd-analyze);
+# the init script starts, reports and stops a daemon under BusyBox sh + start-stop-daemon, with
+# the arguments built from the config file. The daemon is a stand-in script that records its
+# arguments: the agent's own flags are tested by its own tests.
+set -euo pipefail
+: "${EP_TOP:?}" "${EP_BUILD:?}"
+W=$(mktemp -d "${TMPDIR:-/tmp}/edgeprof-install.XXXXXX")
+trap 'EDGEPROF_PIDFILE=$W/agent.pid sh "$W/root/etc/init.d/edgeprof-agent" stop >/dev/null 2>&1 || true; rm -rf "$W"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+mode() { stat -c %a "$1"; }
+
+R=$W/root
+make -s --no-print-directory -C "$EP_TOP" BOARD=host-x86_64 O="$EP_BUILD" install DESTDIR="$R" \
+	>"$W/install.log" 2>&1 || { cat "$W/install.log"; fail "make install"; }
+for f in usr/bin/edgeprof-agent usr/bin/edgeprof-collector usr/bin/edgeprof \
+	 etc/edgeprof/edgeprof-agent.conf etc/init.d/edgeprof-agent \
+	 usr/lib/systemd/system/edgeprof-agent.service usr/lib/systemd/system/edgeprof-collector.service \
+	 usr/share/doc/edgeprof/transport.md; do
+	[ -e "$R/$f" ] || fail "missing $f"
+done
+[ "$(mode "$R/etc/edgeprof/edgeprof-agent.conf")" = 640 ] || fail "config mode"
+[ "$(mode "$R/etc/init.d/edgeprof-agent")" = 755 ] || fail "init script mode"
+[ "$(mode "$R/var/lib/edgeprof")" = 700 ] || fail "spool directory mode"
+[ "$(mode "$R/usr/lib/systemd/system/edgeprof-agent.service")" = 644 ] || fail "unit mode"
+
+echo "-- a second install keeps the device's own configuration"
+echo 'EDGEPROF_ARGS="--labels site=lab"' >>"$R/etc/edgeprof/edgeprof-agent.conf"
+make -s --no-print-directory -C "$EP_TOP" BOARD=host-x86_64 O="$EP_BUILD" install DESTDIR="$R" >/dev/null 2>&1
+grep -q 'site=lab' "$R/etc/edgeprof/edgeprof-agent.conf" || fail "install overwrote the config"
+
+if command -v systemd-analyze >/dev/null; then
+	echo "-- systemd units parse"
+	for u in edgeprof-agent edgeprof-collector; do
+		systemd-analyze verify "$R/usr/lib/systemd/system/$u.service" >"$W/$u.verify" 2>&1 || true
+		# the binaries are not installed on this host: only syntax problems count
+		if grep -E "Unknown (key|section)|Failed to parse|Invalid|bad-setting" "$W/$u.verify"; then
+			fail "$u.service does not parse"
+		fi
+	done
+fi
+
+if ! command -v busybox >/dev/null; then
+	echo "skip: busybox is not installed (tools/deps/transport.list), init script not run"
+	exit 77
+fi
+echo "-- the init script under BusyBox"
+mkdir -p "$W/bin" "$W/rc.d"
+for a in sh start-stop-daemon pidof sleep kill cat; do ln -s "$(command -v busybox)" "$W/bin/$a"; done
+cat >"$W/fake-agent" <<EOF2
+#!/bin/sh
+echo "\$@" >"$W/agent.args"
+exec sleep 600
+EOF2
+chmod +x "$W/fake-agent"
+sed -i 's|^EDGEPROF_SPOOL=.*|EDGEPROF_SPOOL="'"$W"'/spool/spool.ring"|' "$R/etc/edgeprof/edgeprof-agent.conf"
+init() {
+	PATH="$W/bin:/usr/bin:/bin" EDGEPROF_DAEMON="$W/fake-agent" \
+		EDGEPROF_CONF="$R/etc/edgeprof/edgeprof-agent.conf" EDGEPROF_PIDFILE="$W/agent.pid" \
+		EDGEPROF_RCDIR="$W/rc.d" busybox sh "$R/etc/init.d/edgeprof-agent" "$@"
+}
+init start
+for i in $(seq 1 50); do [ -s "$W/agent.args" ] && break; sleep 0.1; done
+cat "$W/agent.args"
+grep -q -- "--upload https://collector.local:8443 --tls-ca /etc/edgeprof/ca.crt" "$W/agent.args" ||
+	fail "arguments not taken from the config"
+grep -q -- "--spool $W/spool/spool.ring --spool-size 1M --labels site=lab" "$W/agent.args" ||
+	fail "spool or extra arguments missing"
+[ "$(mode "$W/spool")" = 700 ] || fail "spool directory not made 0700"
+init status | grep -q running || fail "status does not say running"
+init start | grep -q "already running" || fail "a second start did not notice"
+pid=$(cat "$W/agent.pid")
+init stop
+kill -0 "$pid" 2>/dev/null && fail "stop left the daemon running"
+rc=0; init status >/dev/null || rc=$?
+[ "$rc" = 3 ] || fail "status after stop should exit 3, got $rc"
+init enable
+[ -L "$W/rc.d/S95edgeprof-agent" ] || fail "enable made no S95 link"
+init disable
+[ ! -e "$W/rc.d/S95edgeprof-agent" ] || fail "disable left the link"
+echo "ok"
