@@ -152,6 +152,7 @@ struct rd {
 	struct pprof_profile *p;
 	size_t n_ids, n_values, n_labels, n_lines, str_bytes; /* totals from pass 1 */
 	size_t n_comments;
+	bool seen_time;
 };
 
 #define bad(r, ...) (pp_err((r)->err, (r)->errlen, __VA_ARGS__), -EINVAL)
@@ -240,6 +241,12 @@ static int count_field(struct rd *r, const struct fld *f)
 	default:
 		if (f->num < 16 && f->wt != WT_VARINT)
 			return bad(r, "%s has wire type %u, want 0", field_names[f->num], f->wt);
+		/* As Go's decoder: two time_nanos mean two encodings were concatenated. */
+		if (f->num == perftools_profiles_Profile_time_nanos_tag && f->v) {
+			if (r->seen_time)
+				return bad(r, "concatenated profiles (a second time_nanos)");
+			r->seen_time = true;
+		}
 		return 0; /* unknown fields are skipped */
 	}
 	switch (f->num) {

@@ -3,8 +3,8 @@
  * tests/pprof-tool.c — a small driver of pprof/ for the oracle test and the benchmark (not
  * installed; the real CLI is tools/cli's `edgeprof`).
  *
- *   pprof-tool flat FILE...            merge, print "<flat> <function>" per function (the default
- *                                      sample type; leaf's innermost function), sorted by name
+ *   pprof-tool flat FILE...            merge, print "<flat> <cum> <function>" per function like
+ *                                      pprof -top (default sample type), sorted by name
  *   pprof-tool merge -o OUT FILE...    read + merge, write gzip pprof
  *   pprof-tool dump FILE               canonical text of a profile (for round-trip comparison)
  *   pprof-tool rewrite IN OUT          read then write again (pprof_write_profile)
@@ -85,7 +85,8 @@ static int write_file(const struct pprof_profile *p, const char *path)
 
 struct flat {
 	const char *name;
-	int64_t v;
+	int64_t flat, cum;
+	size_t seen; /* last sample (+1) that counted this function's cum */
 };
 
 static int flat_cmp(const void *a, const void *b)
@@ -105,6 +106,35 @@ static size_t value_index(const struct pprof_profile *p)
 	return p->n_sample_type ? p->n_sample_type - 1 : 0;
 }
 
+/*
+ * pprof -top at function granularity: flat goes to the innermost function of the leaf
+ * location; cum to every function of the stack, once per sample.
+ */
+static void flat_sample(const struct pprof_profile *p, struct flat *fl, size_t i, size_t vi)
+{
+	const struct pprof_sample *s = &p->samples[i];
+	int64_t v = s->values[vi];
+	size_t j, k;
+
+	for (j = 0; j < s->n_locations; j++) {
+		const struct pprof_location *l = &p->locations[s->location_ids[j] - 1];
+
+		for (k = 0; k < l->n_lines; k++) {
+			struct flat *f;
+
+			if (!l->lines[k].function_id)
+				continue;
+			f = &fl[l->lines[k].function_id - 1];
+			if (j == 0 && k == 0)
+				f->flat += v;
+			if (f->seen != i + 1) {
+				f->seen = i + 1;
+				f->cum += v;
+			}
+		}
+	}
+}
+
 static int cmd_flat(char **files, int n)
 {
 	struct pprof_profile *p = load_merged(files, n);
@@ -113,25 +143,22 @@ static int cmd_flat(char **files, int n)
 
 	for (i = 0; i < p->n_functions; i++)
 		fl[i].name = pprof_str(p, p->functions[i].name);
-	for (i = 0; i < p->n_samples; i++) {
-		const struct pprof_sample *s = &p->samples[i];
-		const struct pprof_location *l;
-
-		if (!s->n_locations || !p->n_sample_type)
-			continue;
-		l = &p->locations[s->location_ids[0] - 1];
-		if (l->n_lines && l->lines[0].function_id)
-			fl[l->lines[0].function_id - 1].v += s->values[vi];
-	}
-	/* Functions with the same name (different files or start lines) print as one row. */
+	for (i = 0; p->n_sample_type && i < p->n_samples; i++)
+		flat_sample(p, fl, i, vi);
+	/*
+	 * Functions with the same name (other file or start line) print as one row; their cum
+	 * may then count a sample twice, as pprof's does for such nodes.
+	 */
 	qsort(fl, p->n_functions, sizeof(*fl), flat_cmp);
 	for (i = 0; i < p->n_functions; i++) {
-		int64_t v = fl[i].v;
+		int64_t v = fl[i].flat, c = fl[i].cum;
 
-		while (i + 1 < p->n_functions && !strcmp(fl[i].name, fl[i + 1].name))
-			v += fl[++i].v;
-		if (v)
-			printf("%" PRId64 " %s\n", v, fl[i].name);
+		while (i + 1 < p->n_functions && !strcmp(fl[i].name, fl[i + 1].name)) {
+			v += fl[++i].flat;
+			c += fl[i].cum;
+		}
+		if (v || c)
+			printf("%" PRId64 " %" PRId64 " %s\n", v, c, fl[i].name);
 	}
 	free(fl);
 	pprof_profile__free(p);

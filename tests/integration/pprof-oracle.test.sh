@@ -14,7 +14,7 @@ set -euo pipefail
 
 tool="$EP_BUILD/tests/pprof-tool"
 work=$(mktemp -d "$EP_BUILD/pprof-oracle.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 
 command -v go >/dev/null || { echo "FAIL: go is not installed (tools/deps/oracles.list: golang-go)"; exit 1; }
 [ -x "$tool" ] || { echo "FAIL: $tool is missing (make all-tests builds it)"; exit 1; }
@@ -39,23 +39,29 @@ unit_flag() { # profile -> -unit=... so that go prints raw integers
 	esac
 }
 
-go_flat() { # files... -> "<flat> <name>" sorted by name, as our `pprof-tool flat` prints
+go_flat() { # files... -> "<flat> <cum> <name>" sorted by name, as `pprof-tool flat` prints
 	local u
 	u=$(unit_flag "$1")
+	# A function go shows twice (inlined and not) gets cum "-": pprof counts such a sample in
+	# both nodes, which a per-name sum cannot reproduce. The flat values still add up.
 	# shellcheck disable=SC2086
 	go tool pprof -top -nodefraction=0 -nodecount=1000000 $u "$@" 2>/dev/null |
 		awk '/^ *flat  *flat%/ {on=1; next}
 		     on && NF >= 6 {
-			v=$1; sub(/(ns|B)$/, "", v); name=$6
+			v=$1; sub(/(ns|B)$/, "", v); c=$4; sub(/(ns|B)$/, "", c); name=$6
 			for (i = 7; i <= NF; i++) name = name " " $i
 			sub(/ \(inline\)$/, "", name)
-			if (v != "0") s[name] += v
+			s[name] += v; cum[name] += c; rows[name]++
 		     }
-		     END { for (n in s) printf "%d %s\n", s[n], n }' | LC_ALL=C sort -k2
+		     END { for (n in s) printf "%d %s %s\n", s[n], (rows[n] > 1 ? "-" : cum[n]), n }' |
+		LC_ALL=C sort -k3
 }
 
-our_flat() {
-	"$tool" flat "$@" | LC_ALL=C sort -k2
+our_flat() { # files... -> like go_flat, with "-" where go_flat has it (given as $work/go.txt)
+	"$tool" flat "$@" | LC_ALL=C sort -k3 |
+		awk 'NR == FNR { if ($2 == "-") dash[substr($0, index($0, $3))] = 1; next }
+		     { n = substr($0, index($0, $3)); if (n in dash) $2 = "-"; print }' \
+			"$work/go.txt" -
 }
 
 compare_flat() { # label files...
@@ -67,10 +73,10 @@ compare_flat() { # label files...
 		echo "note: go shows no samples for $what"
 	fi
 	if ! diff -u "$work/go.txt" "$work/our.txt"; then
-		echo "FAIL: flat values differ from go tool pprof -top for $what"
+		echo "FAIL: flat/cum values differ from go tool pprof -top for $what"
 		exit 1
 	fi
-	echo "ok   flat == go tool pprof -top: $what ($(wc -l <"$work/our.txt") functions)"
+	echo "ok   flat and cum == go tool pprof -top: $what ($(wc -l <"$work/our.txt") functions)"
 }
 
 # 1. read every Go profile; same flat values as go tool pprof -top.

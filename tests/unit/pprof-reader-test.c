@@ -275,6 +275,16 @@ static void packed_and_unpacked_are_both_read(void **state)
 	pprof_profile__free(p);
 }
 
+static void concatenated_profiles_are_refused(void **state)
+{
+	struct pb b = { 0 };
+
+	base_tables(&b);
+	pb_u(&b, 9, 1000);
+	pb_u(&b, 9, 2000);
+	expect_error(&b, -EINVAL, "concatenated profiles");
+}
+
 static void wrong_wire_types_are_refused(void **state)
 {
 	struct pb b = { 0 };
@@ -459,6 +469,7 @@ int main(void)
 		cmocka_unit_test(location_references_are_checked),
 		cmocka_unit_test(sparse_ids_are_renumbered),
 		cmocka_unit_test(packed_and_unpacked_are_both_read),
+		cmocka_unit_test(concatenated_profiles_are_refused),
 		cmocka_unit_test(wrong_wire_types_are_refused),
 		cmocka_unit_test(truncations_never_crash),
 		cmocka_unit_test(limits_are_enforced),
