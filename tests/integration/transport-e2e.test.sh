@@ -33,10 +33,40 @@ id=$(head -n 1 "$W/list" | cut -d' ' -f2)
 curl_get "$port" "/api/0/profiles/$id" >"$W/one.pb.gz"
 cmp "$W/one.pb.gz" "$W/in/p0000.pb.gz" || fail "stored profile differs from the pushed file"
 
-echo "== a device without a clock"
-push "$port" --service e2e-noclock --round 7 --clock-unset "$W/in/p0000.pb.gz" >"$W/push3.out" 2>&1
+echo "== a device without a clock: its profile says 12 s after boot (1970)"
+$PY - "$EP_TOP/tests/fuzz/pprof-reader.corpus/go-cpu.pb.gz" "$W/t1970.pb.gz" <<'PYEOF'
+import gzip, sys
+d = gzip.decompress(open(sys.argv[1], "rb").read())
+def varint(b, i):
+    v = s = 0
+    while True:
+        c = b[i]; i += 1; v |= (c & 0x7f) << s; s += 7
+        if not c & 0x80: return v, i
+def enc(v):
+    o = bytearray()
+    while True:
+        c = v & 0x7f; v >>= 7
+        if not v: o.append(c); return bytes(o)
+        o.append(c | 0x80)
+out, i = bytearray(), 0
+while i < len(d):  # rewrite Profile.time_nanos (field 9) at the top level
+    start = i
+    tag, i = varint(d, i)
+    wt = tag & 7
+    if wt == 0: _, i = varint(d, i)
+    elif wt == 2: n, i = varint(d, i); i += n
+    elif wt == 1: i += 8
+    elif wt == 5: i += 4
+    out += enc(9 << 3) + enc(12 * 10**9) if tag >> 3 == 9 else d[start:i]
+open(sys.argv[2], "wb").write(gzip.compress(bytes(out)))
+PYEOF
+push "$port" --service e2e-noclock --round 7 --clock-unset "$W/t1970.pb.gz" >"$W/push3.out" 2>&1
+[ "$(stat_of "$W/push3.out" uploaded)" = 1 ] || { cat "$W/push3.out"; fail "clock-less profile refused"; }
+# placed at receive time: found in the last hour, labelled as such
 curl_get "$port" "/api/0/profiles?service=e2e-noclock&from=now-1h&to=now%2B1h" >"$W/noclock.json"
-grep -q '"key":"clock","value":"unset"' "$W/noclock.json" || { cat "$W/noclock.json"; fail "no clock=unset label"; }
+cat "$W/noclock.json"; echo
+grep -q '"key":"clock","value":"unset"' "$W/noclock.json" || fail "no clock=unset label"
+grep -q '"key":"age_s"' "$W/noclock.json" || fail "no age_s label"
 
 echo "== merged profile through go tool pprof"
 curl_get "$port" "/api/0/profiles/merge?service=e2e&type=cpu&from=now-1h&to=now%2B1h" >"$W/merged.pb.gz"
