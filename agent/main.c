@@ -1,43 +1,615 @@
 // SPDX-License-Identifier: MIT
-/* edgeprof-agent — the device daemon. */
+/*
+ * edgeprof-agent — the device daemon: finds the rings of processes running libedgeprof.so in
+ * the registry directory (and, where built and permitted, runs the BPF system-wide sampler),
+ * aggregates their samples per round into a bounded stack table per service, and at each
+ * round's end writes one pprof per service into the output directory.
+ */
+#include <dirent.h>
+#include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "agent/aggregate.h"
 #include "agent/features.h"
+#include "agent/output.h"
+#include "agent/procmaps.h"
+#include "agent/ring.h"
+#include "agent/rounds.h"
+#include "agent/symbolize.h"
+#include "port/clock.h"
 #include "port/log.h"
+#include "port/rand.h"
+#ifdef CONFIG_SAMPLER_BPF
+#include "agent/ksyms.h"
+#include "bpf/sampler.h"
+#endif
+
+#define MAX_RINGS    256
+#define MAX_SERVICES 16
+#define DRAIN_MS     50
+
+struct config {
+	unsigned long hz, round_s, period_s, jitter_pct, seconds, stack_entries, max_procs;
+	unsigned long bpf_ringbuf_kb;
+	const char *registry, *output_dir, *sampler, *bpf_service;
+	bool once, symbolize, kernel_stacks;
+};
+
+struct service {
+	char name[64];
+	struct aggregate *agg;
+};
+
+struct agent {
+	struct config cfg;
+	struct ring *rings[MAX_RINGS];
+	char ring_paths[MAX_RINGS][300];
+	unsigned int n_rings;
+	struct service services[MAX_SERVICES];
+	unsigned int n_services;
+	uint64_t dropped_services, dropped_rings;
+	struct proctab *procs;
+	struct symbolizer *sym;
+	const struct ksyms *ksyms;
+	void *bpf; /* struct bpf_sampler * */
+	uint64_t round_real_ns;
+};
+
+static volatile sig_atomic_t stop;
+
+static void on_stop(int sig)
+{
+	stop = 1;
+}
+
+/* ---- options ------------------------------------------------------------------------------ */
+
+struct opt_desc {
+	const char *name;
+	int has_arg;
+	const char *help;
+};
+
+static const struct opt_desc opt_descs[] = {
+	{ "hz", 1, "samples per CPU-second (BPF sampler; SIGPROF producers set their own)" },
+	{ "registry", 1, "directory where instrumented processes put their rings" },
+	{ "output-dir", 1, "write <service>-cpu-<time>.pb.gz files here" },
+	{ "round-seconds", 1, "length of a round" },
+	{ "period-seconds", 1, "a round starts every this many seconds (= round: continuous)" },
+	{ "jitter-percent", 1, "random +/- shift of each round start, percent of the period" },
+	{ "once", 0, "one round now, then exit (with --seconds)" },
+	{ "seconds", 1, "length of the --once round" },
+	{ "sampler", 1, "auto | bpf | sigprof (auto: BPF when it can run, plus rings)" },
+	{ "bpf-service", 1, "service name of the BPF sampler's system-wide profile" },
+	{ "bpf-ringbuf-kb", 1, "BPF ring buffer size" },
+	{ "no-kernel-stacks", 0, "BPF: user stacks only" },
+	{ "stack-entries", 1, "unique stacks per service and round" },
+	{ "max-procs", 1, "processes whose mappings are cached" },
+	{ "no-symbolize", 0, "do not name functions on the device (build-ids and addresses only)" },
+	{ "config", 1, "read options from a file: one 'name = value' (or 'name') per line" },
+	{ "version", 0, "print version and compiled-in features" },
+	{ "help", 0, "this text" },
+};
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-		"usage: edgeprof-agent [options]\n"
-		"  -V, --version   print version and compiled-in features\n"
-		"  -h, --help      this text\n");
+	fprintf(out, "usage: edgeprof-agent [options]\n");
+	for (size_t i = 0; i < sizeof(opt_descs) / sizeof(opt_descs[0]); i++)
+		fprintf(out, "  --%s%s%*s%s\n", opt_descs[i].name, opt_descs[i].has_arg ? " N" : "",
+			(int)(20 - strlen(opt_descs[i].name) - (opt_descs[i].has_arg ? 2 : 0)), "",
+			opt_descs[i].help);
+	fprintf(out, "Defaults come from the build's Kconfig (edgeprof-agent --version shows them).\n");
+}
+
+static int parse_ulong(const char *name, const char *v, unsigned long lo, unsigned long hi,
+		       unsigned long *out)
+{
+	char *end;
+	unsigned long x;
+
+	errno = 0;
+	x = strtoul(v ? v : "", &end, 10);
+	if (!v || !*v || *end || errno || x < lo || x > hi || v[0] == '-') {
+		fprintf(stderr, "edgeprof-agent: --%s: '%s' is not a number in %lu..%lu\n", name,
+			v ? v : "", lo, hi);
+		return -EINVAL;
+	}
+	*out = x;
+	return 0;
+}
+
+static int read_config_file(struct config *c, const char *path);
+
+/* Applies one option by name: 0, 1 (exit 0: --help/--version), or -EINVAL. */
+static int apply_opt(struct config *c, const char *name, const char *v)
+{
+	if (!strcmp(name, "hz"))
+		return parse_ulong(name, v, 1, 10000, &c->hz);
+	if (!strcmp(name, "round-seconds"))
+		return parse_ulong(name, v, 1, 3600, &c->round_s);
+	if (!strcmp(name, "period-seconds"))
+		return parse_ulong(name, v, 1, 86400, &c->period_s);
+	if (!strcmp(name, "jitter-percent"))
+		return parse_ulong(name, v, 0, 50, &c->jitter_pct);
+	if (!strcmp(name, "seconds"))
+		return parse_ulong(name, v, 1, 86400, &c->seconds);
+	if (!strcmp(name, "stack-entries"))
+		return parse_ulong(name, v, 64, 1048576, &c->stack_entries);
+	if (!strcmp(name, "max-procs"))
+		return parse_ulong(name, v, 1, 65536, &c->max_procs);
+	if (!strcmp(name, "bpf-ringbuf-kb"))
+		return parse_ulong(name, v, 4, 1048576, &c->bpf_ringbuf_kb);
+	if (!strcmp(name, "registry"))
+		return (c->registry = v) && *v ? 0 : -EINVAL;
+	if (!strcmp(name, "output-dir"))
+		return (c->output_dir = v) && *v ? 0 : -EINVAL;
+	if (!strcmp(name, "bpf-service"))
+		return (c->bpf_service = v) && *v ? 0 : -EINVAL;
+	if (!strcmp(name, "sampler")) {
+		if (v && (!strcmp(v, "auto") || !strcmp(v, "bpf") || !strcmp(v, "sigprof"))) {
+			c->sampler = v;
+			return 0;
+		}
+		fprintf(stderr, "edgeprof-agent: --sampler: '%s' is not auto, bpf or sigprof\n",
+			v ? v : "");
+		return -EINVAL;
+	}
+	if (!strcmp(name, "once"))
+		return c->once = true, 0;
+	if (!strcmp(name, "no-symbolize"))
+		return c->symbolize = false, 0;
+	if (!strcmp(name, "no-kernel-stacks"))
+		return c->kernel_stacks = false, 0;
+	if (!strcmp(name, "config"))
+		return read_config_file(c, v);
+	if (!strcmp(name, "version")) {
+		features_print(stdout, "edgeprof-agent");
+		return 1;
+	}
+	if (!strcmp(name, "help")) {
+		usage(stdout);
+		return 1;
+	}
+	fprintf(stderr, "edgeprof-agent: unknown option '%s'\n", name);
+	return -EINVAL;
+}
+
+static int read_config_file(struct config *c, const char *path)
+{
+	char line[512];
+	int lineno = 0, err = 0;
+	FILE *f = path ? fopen(path, "re") : NULL;
+
+	if (!f) {
+		fprintf(stderr, "edgeprof-agent: --config %s: %s\n", path ? path : "",
+			strerror(errno));
+		return -EINVAL;
+	}
+	while (!err && fgets(line, sizeof(line), f)) {
+		char *p = line, *eq, *name, *val = NULL;
+
+		lineno++;
+		p[strcspn(p, "#\n")] = 0;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (!*p)
+			continue;
+		name = p;
+		eq = strchr(p, '=');
+		if (eq) {
+			*eq = 0;
+			val = eq + 1;
+			while (*val == ' ' || *val == '\t')
+				val++;
+			for (char *e = val + strlen(val); e > val && (e[-1] == ' ' || e[-1] == '\t');)
+				*--e = 0;
+			val = strdup(val); /* kept for the life of the process */
+		}
+		for (char *e = name + strlen(name); e > name && (e[-1] == ' ' || e[-1] == '\t');)
+			*--e = 0;
+		if (!strcmp(name, "config") || !strcmp(name, "help") || !strcmp(name, "version"))
+			err = -EINVAL;
+		else
+			err = apply_opt(c, name, val);
+		if (err)
+			fprintf(stderr, "edgeprof-agent: %s:%d: bad line\n", path, lineno);
+	}
+	fclose(f);
+	return err ? -EINVAL : 0;
+}
+
+static int parse_args(struct config *c, int argc, char **argv)
+{
+	struct option lopts[sizeof(opt_descs) / sizeof(opt_descs[0]) + 1];
+	int idx, ch, rc;
+
+	for (size_t i = 0; i < sizeof(opt_descs) / sizeof(opt_descs[0]); i++)
+		lopts[i] = (struct option){ opt_descs[i].name, opt_descs[i].has_arg, NULL, 0 };
+	lopts[sizeof(opt_descs) / sizeof(opt_descs[0])] = (struct option){ 0 };
+	while ((ch = getopt_long(argc, argv, "Vh", lopts, &idx)) != -1) {
+		if (ch == 'V')
+			rc = apply_opt(c, "version", NULL);
+		else if (ch == 'h')
+			rc = apply_opt(c, "help", NULL);
+		else if (ch == 0)
+			rc = apply_opt(c, lopts[idx].name, optarg);
+		else
+			rc = -EINVAL;
+		if (rc)
+			return rc;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "edgeprof-agent: unexpected argument '%s'\n", argv[optind]);
+		return -EINVAL;
+	}
+	if (c->round_s > c->period_s) {
+		fprintf(stderr, "edgeprof-agent: --round-seconds %lu is longer than --period-seconds "
+			"%lu\n", c->round_s, c->period_s);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* ---- services and rings ------------------------------------------------------------------- */
+
+static struct service *service_get(struct agent *a, const char *name)
+{
+	struct agg_opts o = { .max_entries = a->cfg.stack_entries };
+
+	for (unsigned int i = 0; i < a->n_services; i++)
+		if (!strcmp(a->services[i].name, name))
+			return &a->services[i];
+	if (a->n_services == MAX_SERVICES) {
+		a->dropped_services++;
+		return NULL;
+	}
+	struct service *s = &a->services[a->n_services];
+
+	s->agg = aggregate__new(&o);
+	if (!s->agg)
+		return NULL;
+	snprintf(s->name, sizeof(s->name), "%s", name[0] ? name : "unknown");
+	a->n_services++;
+	return s;
+}
+
+static bool pid_alive(uint32_t pid)
+{
+	return kill((pid_t)pid, 0) == 0 || errno != ESRCH;
+}
+
+/* Opens rings that appeared in the registry directory. */
+static void scan_registry(struct agent *a)
+{
+	DIR *d = opendir(a->cfg.registry);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		char path[300];
+		size_t len = strlen(e->d_name);
+		bool known = false;
+		struct ring *r;
+
+		if (len < 6 || strcmp(e->d_name + len - 5, ".ring"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", a->cfg.registry, e->d_name);
+		for (unsigned int i = 0; i < a->n_rings && !known; i++)
+			known = !strcmp(a->ring_paths[i], path);
+		if (known)
+			continue;
+		if (a->n_rings == MAX_RINGS) {
+			a->dropped_rings++;
+			continue;
+		}
+		if (ring__open(path, &r)) {
+			pr_warn("%s is not a ring; ignored", path);
+			continue;
+		}
+		snprintf(a->ring_paths[a->n_rings], sizeof(a->ring_paths[0]), "%s", path);
+		a->rings[a->n_rings++] = r;
+		/* capture the mappings while the process lives */
+		proctab__touch(a->procs, ring__shared(r)->pid);
+		pr_info("ring %s (pid %u, service %s)", path, ring__shared(r)->pid,
+			ring__shared(r)->service);
+	}
+	closedir(d);
+}
+
+struct drain_ctx {
+	struct agent *a;
+	struct ring *r;
+	struct service *svc;
+};
+
+static int drain_rec(void *ctx, const struct ring_rec *rec)
+{
+	struct drain_ctx *dc = ctx;
+	struct agent_sample s;
+
+	ring__rec_to_sample(dc->r, rec, &s);
+	s.pid = ring__shared(dc->r)->pid; /* the ring's owner, not what the record claims */
+	if (dc->svc)
+		aggregate__add(dc->svc->agg, &s);
+	return 0;
+}
+
+/* Drains every ring; rings of processes that exited are closed and removed once empty. */
+static void drain_rings(struct agent *a, bool final)
+{
+	for (unsigned int i = 0; i < a->n_rings;) {
+		struct ring *r = a->rings[i];
+		struct ring_shared *sh = ring__shared(r);
+		char svc[sizeof(sh->service)];
+		bool dead = !pid_alive(sh->pid);
+		struct drain_ctx dc = { a, r, NULL };
+
+		memcpy(svc, sh->service, sizeof(svc));
+		svc[sizeof(svc) - 1] = 0;
+		dc.svc = service_get(a, svc);
+		if (dead) /* nobody will finish a half-written record now */
+			ring__set_stall_timeout(r, 0);
+		while (ring__drain(r, 1024, port_clock_mono_ns(), drain_rec, &dc) > 0)
+			;
+		if (dead && ring__is_empty(r)) {
+			unlink(a->ring_paths[i]);
+			ring__free(r);
+			a->n_rings--;
+			a->rings[i] = a->rings[a->n_rings];
+			memcpy(a->ring_paths[i], a->ring_paths[a->n_rings], sizeof(a->ring_paths[0]));
+			continue;
+		}
+		i++;
+	}
+	(void)final;
+}
+
+static void set_paused(struct agent *a, bool paused)
+{
+	for (unsigned int i = 0; i < a->n_rings; i++)
+		__atomic_store_n(&ring__shared(a->rings[i])->paused, paused, __ATOMIC_RELAXED);
+}
+
+/* ---- BPF ---------------------------------------------------------------------------------- */
+
+#ifdef CONFIG_SAMPLER_BPF
+static int bpf_sink(void *ctx, const struct agent_sample *s)
+{
+	struct agent *a = ctx;
+	struct service *svc = service_get(a, a->cfg.bpf_service);
+
+	if (!svc)
+		return -ENOSPC;
+	if (s->n_user)
+		proctab__touch(a->procs, s->pid);
+	return aggregate__add(svc->agg, s);
+}
+
+static void bpf_start(struct agent *a)
+{
+	struct bpf_sampler_opts o = { .hz = (unsigned int)a->cfg.hz,
+				      .ringbuf_kb = (unsigned int)a->cfg.bpf_ringbuf_kb,
+				      .kernel_stacks = a->cfg.kernel_stacks };
+	struct bpf_sampler *s;
+	char err[256] = "";
+
+	if (!strcmp(a->cfg.sampler, "sigprof"))
+		return;
+	if (bpf_sampler__open(&o, bpf_sink, a, &s, err, sizeof(err))) {
+		pr_warn("BPF sampler unavailable (%s): SIGPROF rings only", err);
+		return;
+	}
+	a->bpf = s;
+	if (o.kernel_stacks) {
+		struct ksyms *ks = ksyms__load();
+
+		if (ks && ksyms__hidden(ks))
+			pr_warn("kernel addresses hidden (kptr_restrict): kernel frames unnamed");
+		a->ksyms = ks;
+	}
+}
+
+static void bpf_poll(struct agent *a, int timeout_ms)
+{
+	if (a->bpf)
+		bpf_sampler__poll(a->bpf, timeout_ms);
+	else
+		port_sleep_ns((uint64_t)timeout_ms * NSEC_PER_MSEC);
+}
+
+static void bpf_stop(struct agent *a)
+{
+	bpf_sampler__free(a->bpf);
+	ksyms__free((struct ksyms *)a->ksyms);
+}
+
+static void bpf_comment(struct agent *a, char *buf, size_t len)
+{
+	struct bpf_sampler_stats st;
+
+	if (!a->bpf) {
+		buf[0] = 0;
+		return;
+	}
+	bpf_sampler__stats(a->bpf, &st);
+	snprintf(buf, len, "edgeprof bpf: samples=%llu dropped_ringbuf=%llu dropped_sink=%llu "
+		 "truncated=%llu cpus=%u", (unsigned long long)st.samples,
+		 (unsigned long long)st.dropped_ringbuf, (unsigned long long)st.dropped_sink,
+		 (unsigned long long)st.truncated, st.cpus);
+}
+#else
+static void bpf_start(struct agent *a)
+{
+	if (!strcmp(a->cfg.sampler, "bpf"))
+		pr_warn("built without the BPF sampler: SIGPROF rings only");
+}
+
+static void bpf_poll(struct agent *a, int timeout_ms)
+{
+	port_sleep_ns((uint64_t)timeout_ms * NSEC_PER_MSEC);
+}
+
+static void bpf_stop(struct agent *a) {}
+
+static void bpf_comment(struct agent *a, char *buf, size_t len)
+{
+	buf[0] = 0;
+}
+#endif /* CONFIG_SAMPLER_BPF */
+
+/* ---- rounds ------------------------------------------------------------------------------- */
+
+static void write_round(struct agent *a, uint64_t duration_ns)
+{
+	char c1[256], c2[256], c3[256];
+	const char *comments[] = { c1, c2, c3 };
+	struct proctab_stats ps;
+
+	proctab__stats(a->procs, &ps);
+	bpf_comment(a, c3, sizeof(c3));
+	for (unsigned int i = 0; i < a->n_services; i++) {
+		struct service *s = &a->services[i];
+		struct output_opts o = { .service = s->name, .hz = (uint32_t)a->cfg.hz,
+					 .time_ns = a->round_real_ns, .duration_ns = duration_ns,
+					 .procs = a->procs, .sym = a->sym, .ksyms = a->ksyms,
+					 .comments = comments, .n_comments = c3[0] ? 3 : 2 };
+		struct agg_stats as;
+		uint64_t full = 0, torn = 0;
+		char path[512];
+		int err;
+
+		aggregate__stats(s->agg, &as);
+		if (!as.samples && !as.dropped_table) {
+			continue;
+		}
+		for (unsigned int k = 0; k < a->n_rings; k++) {
+			struct ring_stats rs;
+
+			if (strncmp(ring__shared(a->rings[k])->service, s->name, sizeof(s->name)))
+				continue;
+			ring__stats(a->rings[k], &rs);
+			full += rs.dropped_full;
+			torn += rs.torn;
+			/* the ring's own rate, for the period of this service's profile */
+			o.hz = ring__shared(a->rings[k])->hz;
+		}
+		snprintf(c1, sizeof(c1), "edgeprof agent: samples=%llu stacks=%zu dropped_table=%llu "
+			 "dropped_frames=%llu dropped_labels=%llu truncated=%llu",
+			 (unsigned long long)as.samples, as.entries,
+			 (unsigned long long)as.dropped_table, (unsigned long long)as.dropped_frames,
+			 (unsigned long long)as.dropped_labels, (unsigned long long)as.truncated);
+		snprintf(c2, sizeof(c2), "edgeprof rings: dropped_full=%llu torn=%llu "
+			 "dropped_rings=%llu dropped_services=%llu unknown_addresses=%llu "
+			 "evicted_procs=%llu", (unsigned long long)full, (unsigned long long)torn,
+			 (unsigned long long)a->dropped_rings,
+			 (unsigned long long)a->dropped_services,
+			 (unsigned long long)ps.unknown_addr, (unsigned long long)ps.evicted);
+		err = output__write_dir(s->agg, &o, a->cfg.output_dir, path, sizeof(path));
+		if (err)
+			pr_err("cannot write %s: %s", path, strerror(-err));
+		else
+			pr_info("wrote %s (%llu samples)", path, (unsigned long long)as.samples);
+		aggregate__reset(s->agg);
+	}
+	proctab__new_round(a->procs);
+}
+
+static int run(struct agent *a)
+{
+	struct rounds rs;
+	uint64_t round_ns = (a->cfg.once ? a->cfg.seconds : a->cfg.round_s) * NSEC_PER_SEC;
+	uint64_t period_ns = a->cfg.once ? round_ns : a->cfg.period_s * NSEC_PER_SEC;
+	uint64_t last_scan = 0, started = 0;
+	int rc = rounds__init(&rs, round_ns, period_ns, a->cfg.once ? 0 : (unsigned)a->cfg.jitter_pct,
+			      port_clock_mono_ns(), port_rand_below);
+
+	if (rc)
+		return rc;
+	bpf_start(a);
+	while (!stop) {
+		uint64_t now = port_clock_mono_ns(), wait;
+		enum round_event ev;
+
+		if (now - last_scan >= NSEC_PER_SEC) {
+			scan_registry(a);
+			set_paused(a, !rs.in_round);
+			last_scan = now;
+		}
+		while ((ev = rounds__poll(&rs, now, &wait)) != ROUND_NONE) {
+			if (ev == ROUND_START) {
+				drain_rings(a, false);
+				for (unsigned int i = 0; i < a->n_services; i++)
+					aggregate__reset(a->services[i].agg);
+				a->round_real_ns = port_clock_real_ns();
+				started = now;
+				set_paused(a, false);
+			} else {
+				drain_rings(a, true);
+				write_round(a, now - started);
+				if (a->cfg.once)
+					goto out;
+				set_paused(a, rs.period_ns != rs.round_ns);
+			}
+		}
+		if (rs.in_round)
+			drain_rings(a, false);
+		bpf_poll(a, (int)(wait / NSEC_PER_MSEC < DRAIN_MS ? wait / NSEC_PER_MSEC : DRAIN_MS) + 1);
+	}
+	if (rs.in_round) { /* stopped mid-round: keep what was sampled */
+		drain_rings(a, true);
+		write_round(a, port_clock_mono_ns() - started);
+	}
+out:
+	set_paused(a, false);
+	bpf_stop(a);
+	return 0;
 }
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "version", no_argument, NULL, 'V' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	int c;
+	static struct agent a;
+	struct sigaction sa = { .sa_handler = on_stop };
+	int rc;
 
+	a.cfg = (struct config){
+		.hz = CONFIG_SAMPLE_HZ, .round_s = CONFIG_ROUND_SECONDS,
+		.period_s = CONFIG_PERIOD_SECONDS, .jitter_pct = CONFIG_JITTER_PERCENT,
+		.seconds = CONFIG_ROUND_SECONDS, .stack_entries = CONFIG_STACK_TABLE_ENTRIES,
+		.max_procs = 64, .registry = "/dev/shm/edgeprof", .output_dir = ".",
+		.sampler = "auto", .bpf_service = "system", .symbolize = true,
+		.kernel_stacks = true,
+	};
+#ifdef CONFIG_BPF_RINGBUF_KB
+	a.cfg.bpf_ringbuf_kb = CONFIG_BPF_RINGBUF_KB;
+#endif
 	port_log_open("edgeprof-agent", false);
-	while ((c = getopt_long(argc, argv, "Vh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'V':
-			features_print(stdout, "edgeprof-agent");
-			return 0;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
+	rc = parse_args(&a.cfg, argc, argv);
+	if (rc)
+		return rc > 0 ? 0 : 2;
+	mkdir(a.cfg.registry, 01777);
+	if (access(a.cfg.output_dir, W_OK)) {
+		fprintf(stderr, "edgeprof-agent: --output-dir %s: %s\n", a.cfg.output_dir,
+			strerror(errno));
+		return 2;
 	}
-	usage(stderr);
-	return 2;
+	a.procs = proctab__new((unsigned int)a.cfg.max_procs, 256);
+	if (a.cfg.symbolize)
+		a.sym = symbolizer__new(0);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	rc = run(&a);
+	for (unsigned int i = 0; i < a.n_services; i++)
+		aggregate__free(a.services[i].agg);
+	for (unsigned int i = 0; i < a.n_rings; i++)
+		ring__free(a.rings[i]);
+	symbolizer__free(a.sym);
+	proctab__free(a.procs);
+	return rc ? 1 : 0;
 }

@@ -49,7 +49,9 @@ struct ring_shared {
 	uint32_t hz, max_depth;
 	char service[64];
 	uint64_t start_real_ns;
-	uint64_t pad0[4];
+	uint32_t paused;    /* set by the agent between rounds: producers skip sampling */
+	uint32_t pad1;
+	uint64_t pad0[3];
 	uint64_t head __attribute__((aligned(64)));     /* producers: next free byte (CAS) */
 	uint64_t dropped_full;                           /* producers: records not written */
 	uint64_t written;                                /* producers: records committed */

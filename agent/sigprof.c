@@ -95,7 +95,8 @@ static void on_sigprof(int sig, siginfo_t *si, void *uctx)
 	bool truncated;
 	unsigned int n;
 
-	if (!ep.running || si->si_code != SI_TIMER || self.in_handler)
+	if (!ep.running || si->si_code != SI_TIMER || self.in_handler ||
+	    __atomic_load_n(&ring__shared(ep.ring)->paused, __ATOMIC_RELAXED))
 		goto out;
 	self.in_handler = 1;
 	if (!self.tid)
