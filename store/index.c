@@ -172,8 +172,10 @@ static struct lset *lset__get(struct index *ix, const struct record_label *label
 
 	if (n > RINGFILE_MAX_LABELS)
 		return NULL;
-	memcpy(sorted, labels, n * sizeof(*sorted));
-	qsort(sorted, n, sizeof(*sorted), label_cmp);
+	if (n) {
+		memcpy(sorted, labels, n * sizeof(*sorted));
+		qsort(sorted, n, sizeof(*sorted), label_cmp);
+	}
 	for (size_t i = 0; i < n; i++)
 		h = mix64(h ^ hash_str(sorted[i].key)) ^ hash_str(sorted[i].value ? sorted[i].value
 										: "");

@@ -210,8 +210,10 @@ static int meta__encode(uint8_t *p, const struct record_meta *m)
 	p = meta__put_str(p, m->type);
 	p = meta__put_str(p, m->device);
 	p = meta__put_str(p, m->key);
-	memcpy(sorted, m->labels, m->n_labels * sizeof(*sorted));
-	qsort(sorted, m->n_labels, sizeof(*sorted), label__cmp);
+	if (m->n_labels) {
+		memcpy(sorted, m->labels, m->n_labels * sizeof(*sorted));
+		qsort(sorted, m->n_labels, sizeof(*sorted), label__cmp);
+	}
 	put16(p, m->n_labels);
 	p += 2;
 	for (size_t i = 0; i < m->n_labels; i++) {
@@ -507,7 +509,8 @@ static void scan__filter(struct ringfile *rf, struct scan *sc, uint32_t gen)
 		if (sc->v[i].gen == gen)
 			sc->v[k++] = sc->v[i];
 	sc->n = k;
-	qsort(sc->v, sc->n, sizeof(*sc->v), scan_rec__cmp);
+	if (sc->n)
+		qsort(sc->v, sc->n, sizeof(*sc->v), scan_rec__cmp);
 	k = 0;
 	for (size_t i = 0; i < sc->n; i++) {
 		if (k && sc->v[k - 1].seq == sc->v[i].seq) {
