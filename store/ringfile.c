@@ -591,6 +591,8 @@ static int rf__scan(struct ringfile *rf, bool header_ok, bool quiet)
 	uint8_t *map;
 	int err = 0;
 
+	if (rf->size > SIZE_MAX)
+		return -EFBIG; /* a 32-bit process scans rings below 4 GiB only */
 	map = mmap(NULL, rf->size, PROT_READ, MAP_SHARED, rf->fd, 0);
 	if (map == MAP_FAILED)
 		return -errno;
