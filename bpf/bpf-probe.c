@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,8 @@ struct probe {
 	bool quiet;
 	uint64_t start_ns, first_ns;
 	uint64_t sink_max, seen;
+	uint32_t count_pid;
+	uint64_t pid_samples;
 	uint64_t kernel_frames_named, kernel_frames;
 	uint32_t first[PROBE_SEEN_SLOTS];
 	unsigned n_seen;
@@ -61,6 +64,7 @@ static int probe_sink(void *ctx, const struct agent_sample *s)
 	if (p->sink_max && p->seen >= p->sink_max)
 		return -ENOSPC;
 	p->seen++;
+	p->pid_samples += s->pid == p->count_pid;
 	if (p->quiet)
 		return 0;
 	if (probe_first(p, s->pid)) {
@@ -89,6 +93,13 @@ static int probe_sink(void *ctx, const struct agent_sample *s)
 	return 0;
 }
 
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	stop = 1;
+}
+
 static long maxrss_kb(void)
 {
 	struct rusage ru;
@@ -102,7 +113,7 @@ static void usage(void)
 	fprintf(stderr, "usage: bpf-probe [--seconds N] [--hz N] [--ring-kb N] [--depth N]\n"
 		"    [--pid P]... [--comm PREFIX] [--cgroup DIR] [--no-kernel] [--idle]\n"
 		"    [--poll-ms MS (epoll timeout)] [--sleep-ms MS (between polls)] [--sink-max N]\n"
-		"    [--quiet]\n");
+		"    [--quiet] [--count-pid P (its samples in the stats line)]\n");
 }
 
 int main(int argc, char **argv)
@@ -112,7 +123,7 @@ int main(int argc, char **argv)
 		{ "depth", 1, 0, 'd' }, { "pid", 1, 0, 'p' }, { "comm", 1, 0, 'c' },
 		{ "cgroup", 1, 0, 'g' }, { "no-kernel", 0, 0, 'K' }, { "idle", 0, 0, 'i' },
 		{ "poll-ms", 1, 0, 'P' }, { "sleep-ms", 1, 0, 'S' }, { "sink-max", 1, 0, 'm' },
-		{ "quiet", 0, 0, 'q' },
+		{ "quiet", 0, 0, 'q' }, { "count-pid", 1, 0, 'C' },
 		{ 0 }
 	};
 	struct bpf_sampler_opts o = { .kernel_stacks = true };
@@ -151,11 +162,15 @@ int main(int argc, char **argv)
 		case 'S': sleep_ms = atoi(optarg); break;
 		case 'm': p.sink_max = strtoull(optarg, NULL, 10); break;
 		case 'q': p.quiet = true; break;
+		case 'C': p.count_pid = strtoul(optarg, NULL, 10); break;
 		default: usage(); return 2;
 		}
 	}
 	o.pids = pids;
 	port_log_open("bpf-probe", false);
+	/* SIGINT/SIGTERM end the run early, still with the stats line. */
+	sigaction(SIGINT, &(struct sigaction){ .sa_handler = on_signal }, NULL);
+	sigaction(SIGTERM, &(struct sigaction){ .sa_handler = on_signal }, NULL);
 	t0 = port_clock_mono_ns();
 	p.start_ns = t0;
 	ret = bpf_sampler__open(&o, probe_sink, &p, &s, err, sizeof(err));
@@ -168,7 +183,7 @@ int main(int argc, char **argv)
 	p.ks = ksyms__load();
 	rss_ksyms = maxrss_kb();
 	end = port_clock_mono_ns() + (uint64_t)(seconds * 1e9);
-	while (port_clock_mono_ns() < end) {
+	while (!stop && port_clock_mono_ns() < end) {
 		uint64_t left_ms = (end - port_clock_mono_ns()) / NSEC_PER_MSEC;
 
 		if (sleep_ms)
@@ -186,13 +201,14 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	fprintf(stderr, "samples=%llu dropped_ringbuf=%llu dropped_sink=%llu truncated=%llu "
 		"cpus=%u open_ms=%.1f first_sample_ms=%.1f kernel_frames=%llu named=%llu "
-		"ksyms=%u hidden=%d maxrss_kb=start:%ld,open:%ld,ksyms:%ld,end:%ld\n",
+		"ksyms=%u hidden=%d maxrss_kb=start:%ld,open:%ld,ksyms:%ld,end:%ld "
+		"pid_samples=%llu\n",
 		(unsigned long long)st.samples, (unsigned long long)st.dropped_ringbuf,
 		(unsigned long long)st.dropped_sink, (unsigned long long)st.truncated, st.cpus,
 		open_ns / 1e6, p.first_ns ? (p.first_ns - t0) / 1e6 : -1.0,
 		(unsigned long long)p.kernel_frames, (unsigned long long)p.kernel_frames_named,
 		ksyms__count(p.ks), ksyms__hidden(p.ks), rss_start, rss_open, rss_ksyms,
-		maxrss_kb());
+		maxrss_kb(), (unsigned long long)p.pid_samples);
 	bpf_sampler__free(s);
 	ksyms__free(p.ks);
 	return 0;

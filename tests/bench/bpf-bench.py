@@ -244,53 +244,112 @@ def profile_round(hz, tmp, nm, bcc_ok):
     return runs
 
 
-def timed_fixed(prefix_run):
-    """Runs the fixed workload; returns (wall, cpu) seconds of the workload alone."""
+def timed_fixed(started=None):
+    """Runs the fixed workload: (wall, cpu) seconds, and its pid."""
     t0 = mono()
-    p = subprocess.Popen([WORK, "fixed", COST_ROUNDS])
+    p = subprocess.Popen([WORK, "fixed", COST_ROUNDS]) if started is None else started
     _, _, ru = os.wait4(p.pid, 0)
-    return mono() - t0, ru.ru_utime + ru.ru_stime
+    return mono() - t0, ru.ru_utime + ru.ru_stime, p.pid
 
 
-def with_profiler(argv, tmp):
-    prof = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(
-        os.path.join(tmp, "cost.err"), "wb"))
-    time.sleep(1.0)
-    r = timed_fixed(None)
+def count_perf_samples(data, pid):
+    r = subprocess.run(["perf", "script", "-i", data, "-F", "pid"], capture_output=True,
+                       text=True)
+    return sum(1 for line in r.stdout.split() if line.strip() == str(pid))
+
+
+def with_profiler(name, tmp, hz):
+    """The workload under a profiler; returns (wall, cpu, samples the workload took)."""
+    data = os.path.join(tmp, "cost.data")
+    err = os.path.join(tmp, "cost.err")
+    # Start the workload stopped, so its pid is known to the profiler from its first cycle.
+    work = subprocess.Popen(["sh", "-c", f'kill -STOP $$; exec {WORK} fixed {COST_ROUNDS}'])
+    while open(f"/proc/{work.pid}/stat").read().split(")")[1].split()[0] != "T":
+        time.sleep(0.01)
+    if name == "ours":
+        argv = [PROBE, "--seconds", "600", "--hz", str(hz), "--quiet", "--ring-kb", "4096",
+                "--count-pid", str(work.pid)]
+    else:
+        argv = ["perf", "record", "-a", "-g", "-F", str(hz), "-o", data]
+    prof = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(err, "wb"))
+    time.sleep(1.5)
+    os.kill(work.pid, signal.SIGCONT)
+    wall, cpu, pid = timed_fixed(work)
     prof.send_signal(signal.SIGINT)
     try:
-        prof.wait(30)
+        prof.wait(60)
     except subprocess.TimeoutExpired:
         prof.kill()
         prof.wait()
-    return r
+    if name == "ours":
+        with open(err) as f:
+            n = [int(t.split("=")[1]) for t in f.read().split() if t.startswith("pid_samples=")]
+        samples = n[0] if n else 0
+    else:
+        samples = count_perf_samples(data, pid)
+    return wall, cpu, samples
+
+
+def bpf_prog_ns(hz):
+    """The kernel's own account of our BPF program's run time per sample (bpf_stats)."""
+    stats = "/proc/sys/kernel/bpf_stats_enabled"
+    try:
+        with open(stats, "w") as f:
+            f.write("1")
+    except OSError:
+        return None
+    try:
+        work = subprocess.Popen([WORK, "split", "5", "1"])
+        prof = subprocess.Popen([PROBE, "--seconds", "4", "--hz", str(hz), "--quiet"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(3)
+        out = subprocess.run(["bpftool", "prog", "show"], capture_output=True,
+                             text=True).stdout
+        prof.wait()
+        work.wait()
+    finally:
+        with open(stats, "w") as f:
+            f.write("0")
+    for line in out.splitlines():
+        if " do_sample " in line + " " and "run_time_ns" in line:
+            f = line.split()
+            ns, cnt = int(f[f.index("run_time_ns") + 1]), int(f[f.index("run_cnt") + 1])
+            return ns / max(cnt, 1)
+    return None
 
 
 def per_sample_cost(tmp):
+    """Workload slowdown per sample it took. CPU time is the steadier figure on a shared
+    machine (the interrupt and the BPF program are charged to the interrupted task); wall
+    time also counts the profiler's reader competing for the CPUs."""
     hz = 4999
-    ours = [PROBE, "--seconds", "600", "--hz", str(hz), "--quiet", "--ring-kb", "4096"]
-    perf = ["perf", "record", "-a", "-g", "-F", str(hz), "-o", os.path.join(tmp, "cost.data")]
     res = collections.defaultdict(list)
     for _ in range(COST_RUNS):
-        res["none"].append(timed_fixed(None))
-        res["ours"].append(with_profiler(ours, tmp))
-        res["perf"].append(with_profiler(perf, tmp))
-    base_w = statistics.median(w for w, _ in res["none"])
-    base_c = statistics.median(c for _, c in res["none"])
+        w, c, _ = timed_fixed()
+        res["none"].append((w, c, 0))
+        res["ours"].append(with_profiler("ours", tmp, hz))
+        res["perf"].append(with_profiler("perf", tmp, hz))
+    base_w = statistics.median(r[0] for r in res["none"])
+    base_c = statistics.median(r[1] for r in res["none"])
     print(f"\n== per-sample cost at {hz} Hz: fixed work ({COST_ROUNDS} rounds), "
           f"median of {COST_RUNS} alternating runs; alone: {base_w:.3f} s wall, "
           f"{base_c:.3f} s cpu")
     cost = {}
     for name in ("ours", "perf"):
-        w = statistics.median(x for x, _ in res[name])
-        c = statistics.median(x for _, x in res[name])
-        samples = c * hz  # samples the workload itself took
-        cost[name] = (w - base_w) / samples * 1e6
-        print(f"{name:6} wall {w:.3f} s (+{100 * (w / base_w - 1):5.1f}%)  cpu {c:.3f} s "
-              f"(+{100 * (c / base_c - 1):5.1f}%)  per sample {cost[name]:6.1f} us (wall), "
-              f"{(c - base_c) / samples * 1e6:6.1f} us (cpu)")
+        w = statistics.median(r[0] for r in res[name])
+        c = statistics.median(r[1] for r in res[name])
+        n = statistics.median(r[2] for r in res[name])
+        cost[name] = (c - base_c) / max(n, 1) * 1e6
+        print(f"{name:6} wall {w:.3f} s ({100 * (w / base_w - 1):+5.1f}%)  cpu {c:.3f} s "
+              f"({100 * (c / base_c - 1):+5.1f}%)  samples of the workload {n:.0f} "
+              f"({n / max(c, 1e-9):.0f}/cpu-s)  per sample {cost[name]:6.1f} us cpu, "
+              f"{(w - base_w) / max(n, 1) * 1e6:6.1f} us wall")
     if cost["perf"] > 0:
-        print(f"ours/perf per-sample cost (wall): {cost['ours'] / cost['perf']:.2f}")
+        print(f"ours/perf per-sample cost (cpu): {cost['ours'] / cost['perf']:.2f}")
+    ns = bpf_prog_ns(999)
+    if ns is not None:
+        print(f"our BPF program itself: {ns / 1000:.1f} us per sample "
+              "(kernel.bpf_stats_enabled, 999 Hz, 2 stacks)")
 
 
 def bcc_runs(tmp):
