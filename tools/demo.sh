@@ -11,7 +11,7 @@ cd "$top"
 B=${1:-build/host-x86_64}
 D=build/demo
 ROUNDS=${DEMO_ROUNDS:-2}
-ROUND_S=${DEMO_ROUND_SECONDS:-3}
+ROUND_S=${DEMO_ROUND_SECONDS:-4}
 PY=/usr/bin/python3
 PIDS=()
 
@@ -71,56 +71,83 @@ push_round() { # DIR ROUND KEY-ROUND: hand a round's profiles to the transport (
 	echo "    round $2: $(grep -c '^accepted \|^spooled ' "$D/push-$2.log") profile(s) pushed over mutual TLS"
 }
 
-say "4/7  Profiling: $ROUNDS short rounds with a random start jitter"
-# Which profile source this build has (the agent daemon's flags, see edgeprof-agent --help):
-#   agent-upload  the agent pushes over mTLS itself (--upload, --rounds, --round-seconds)
-#   agent-output  the agent writes <service>-cpu-<time>.pb.gz to --output; push-dir pushes them
-#   oracle        neither yet: the bundled Go workload profiles itself; push-dir pushes that
+say "4/7  Profiling: $ROUNDS rounds of ${ROUND_S}s, each starting after a random jitter"
+# Which profile source this build has (see edgeprof-agent --help):
+#   agent-upload  the agent pushes over mTLS itself (--upload ...)
+#   agent-output  the agent writes <service>-cpu-<time>.pb.gz (--output-dir); push-dir pushes them
+#   oracle        neither: the bundled Go workload profiles itself; push-dir pushes that
 agent_help=$("$B/edgeprof-agent" --help 2>&1 || true)
 has() { grep -q -- "$1" <<<"$agent_help"; }
-workload=""
-if has --upload && has --rounds && has --round-seconds; then
-	mode=agent-upload
-elif has --output && has --rounds && has --round-seconds; then
+mode=oracle
+if has --once && has --seconds && has --output-dir; then
 	mode=agent-output
+	has --upload && has --tls-cert && mode=agent-upload
 fi
-if [ -n "${mode:-}" ]; then
-	if [ "$(id -u)" = 0 ] && grep -q "bpf" <<<"$agent_help"; then
-		echo "Running edgeprof-agent system-wide with the BPF sampler (we are root)."
+workload=$B/tests/workloads/split
+sampler=sigprof
+if [ "$mode" != oracle ]; then
+	[ -x "$workload" ] || make -s --no-print-directory O="$B" BOARD=host-x86_64 "$workload" >/dev/null 2>&1 || true
+	[ -x "$workload" ] || die "the demo workload $workload is missing (make all-tests builds it)"
+	mkdir -p "$D/probe" "$D/registry"
+	if [ "$(id -u)" = 0 ] && "$B/edgeprof-agent" --version | grep -q '+sampler-bpf' &&
+	   timeout 20 "$B/edgeprof-agent" --once --seconds 1 --sampler bpf --bpf-service probe \
+		--registry "$D/registry" --output-dir "$D/probe" >"$D/bpf-probe.log" 2>&1; then
+		sampler=bpf
+		echo "We are root and the kernel runs BPF: edgeprof-agent samples the whole system"
+		echo "with its eBPF sampler while the demo workload (tests/workloads/split: work_a, work_b,"
+		echo "work_c at 50/30/20 % of its CPU) runs alongside."
 	else
-		echo "Running edgeprof-agent with the SIGPROF sampler on the bundled demo workload."
+		echo "No BPF here (not root, or the kernel refused): edgeprof-agent reads the SIGPROF"
+		echo "sampler (libedgeprof.so, LD_PRELOAD) inside the demo workload tests/workloads/split"
+		echo "(work_a, work_b, work_c at 50/30/20 % of its CPU)."
 	fi
+	rm -rf "$D/probe"
 else
-	mode=oracle
-	echo "This build's edgeprof-agent cannot write profiles yet (agent daemon still in progress),"
-	echo "so each round profiles the bundled Go workload (tests/oracle: sha256 / sort / strings"
-	echo "loops) with Go's own runtime profiler. Transport, collector and query are the real ones."
+	echo "This build's edgeprof-agent cannot write profiles, so each round profiles the bundled Go"
+	echo "workload (tests/oracle) with Go's own runtime profiler. Transport, collector and query"
+	echo "are the real ones."
 	command -v go >/dev/null || die "go is missing (tools/setup.sh installs golang-go)"
 	export GOCACHE="$top/$B/go-cache" HOME="$top/$D" GOFLAGS=-mod=mod GOPROXY=off GOTOOLCHAIN=local
 	(cd tests/oracle && go build -o "$top/$D/oracle" .) || die "could not build tests/oracle"
-	workload="$D/oracle"
 fi
+
+agent_round() { # OUTDIR: one round of the agent, the workload running through it
+	local lib=$top/$B/libedgeprof.so
+	mkdir -p "$D/registry"
+	if [ "$sampler" = bpf ]; then
+		"$workload" --seconds $((ROUND_S + 2)) >/dev/null &
+	else
+		EDGEPROF_REGISTRY="$top/$D/registry" EDGEPROF_SERVICE=demo LD_PRELOAD="$lib" \
+			"$workload" --seconds $((ROUND_S + 2)) >/dev/null &
+	fi
+	local wl=$!
+	PIDS+=($wl)
+	sleep 0.3
+	local args=(--once --seconds "$ROUND_S" --sampler "$sampler" --registry "$D/registry")
+	[ "$sampler" = bpf ] && args+=(--bpf-service demo)
+	if [ "$mode" = agent-upload ]; then
+		args+=(--upload "https://127.0.0.1:$port" "${TLS[@]}" --spool "$D/spool.ring" --spool-size 1M)
+	else
+		args+=(--output-dir "$1")
+	fi
+	run timeout $((ROUND_S + 30)) "$B/edgeprof-agent" "${args[@]}" >"$D/agent.log" 2>&1 ||
+		{ cat "$D/agent.log"; die "the agent failed"; }
+	wait "$wl" 2>/dev/null || true
+}
+
 for r in $(seq 1 "$ROUNDS"); do
 	jitter_ms=$((RANDOM % 1000))
 	echo "    round $r: waiting ${jitter_ms} ms of jitter, then profiling"
 	run sleep "$(printf "0.%03d" "$jitter_ms")"
 	out="$D/rounds/$r"
 	mkdir -p "$out"
-	if [ "$mode" = agent-upload ]; then
-		run timeout $((ROUND_S + 30)) "$B/edgeprof-agent" --upload "https://127.0.0.1:$port" \
-			"${TLS[@]}" --spool "$D/spool.ring" --spool-size 1M --service demo \
-			--rounds 1 --round-seconds "$ROUND_S" >"$D/agent-$r.log" 2>&1 ||
-			{ cat "$D/agent-$r.log"; die "the agent failed in round $r"; }
-		echo "    round $r: the agent profiled for ${ROUND_S}s and pushed over mutual TLS"
-		continue
-	elif [ "$mode" = agent-output ]; then
-		run timeout $((ROUND_S + 30)) "$B/edgeprof-agent" --output "$out" --service demo \
-			--rounds 1 --round-seconds "$ROUND_S" >"$D/agent-$r.log" 2>&1 ||
-			{ cat "$D/agent-$r.log"; die "the agent failed in round $r"; }
-	else
-		run "$workload" "$out" "$((r - 1))" >/dev/null
+	if [ "$mode" = oracle ]; then
+		run "$D/oracle" "$out" "$((r - 1))" >/dev/null
 		find "$out" -type f ! -name cpu.pb.gz -delete
 		mv "$out/cpu.pb.gz" "$out/demo-cpu-$(date +%s).pb.gz"
+	else
+		agent_round "$out"
+		[ "$mode" = agent-upload ] && { echo "    round $r: the agent pushed its profile over mutual TLS"; continue; }
 	fi
 	push_round "$out" "$r" "$(date +%s)"
 done
