@@ -112,8 +112,8 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: bpf-probe [--seconds N] [--hz N] [--ring-kb N] [--depth N]\n"
 		"    [--pid P]... [--comm PREFIX] [--cgroup DIR] [--no-kernel] [--idle]\n"
-		"    [--poll-ms MS (epoll timeout)] [--sleep-ms MS (between polls)] [--sink-max N]\n"
-		"    [--quiet] [--count-pid P (its samples in the stats line)]\n");
+		"    [--poll-ms MS (epoll timeout)] [--sleep-ms MS (between polls)]\n"
+		"    [--sink-max N] [--quiet] [--count-pid P (its samples in the stats line)]\n");
 }
 
 int main(int argc, char **argv)
@@ -188,7 +188,8 @@ int main(int argc, char **argv)
 
 		if (sleep_ms)
 			port_sleep_ns(sleep_ms * NSEC_PER_MSEC); /* a slow reader: the ring fills */
-		ret = bpf_sampler__poll(s, left_ms < (uint64_t)poll_ms ? (int)left_ms + 1 : poll_ms);
+		ret = bpf_sampler__poll(s, left_ms < (uint64_t)poll_ms ? (int)left_ms + 1
+								       : poll_ms);
 		if (ret < 0) {
 			fprintf(stderr, "bpf-probe: poll: %s\n", strerror(-ret));
 			break;

@@ -13,7 +13,7 @@
 
 #include "bpf/profile.h"
 
-/* Run-time knobs, set by sampler.c between open and load (they become constants for the verifier). */
+/* Run-time knobs, set by sampler.c between open and load: constants to the verifier. */
 const volatile __u32 user_depth = PROFILE_MAX_DEPTH;
 const volatile __u32 kernel_depth = PROFILE_MAX_DEPTH; /* 0: no kernel stacks */
 const volatile __u8 include_idle;

@@ -166,7 +166,7 @@ static int check_kernel(bool *perfbuf, char *err, size_t errlen)
 		pr_info("bpf sampler: EDGEPROF_BPF_PERFBUF=1: using perf buffers");
 	} else if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL) != 1) {
 		*perfbuf = true;
-		pr_info("bpf sampler: kernel has no BPF ring buffer (Linux 5.8): using perf buffers");
+		pr_info("bpf sampler: no BPF ring buffer (Linux 5.8): using perf buffers");
 	}
 	return 0;
 }
@@ -323,7 +323,7 @@ static bool proc_is_kernel_thread(const struct profile_event *e)
 
 static void proc_fill(struct proc_entry *p, uint32_t pid)
 {
-	char path[64], buf[512];
+	char path[64], buf[512], *line;
 	ssize_t n;
 	int fd;
 
@@ -344,16 +344,14 @@ static void proc_fill(struct proc_entry *p, uint32_t pid)
 	if (n <= 0)
 		return;
 	buf[n] = 0;
-	for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
-		if (strncmp(line, "0::", 3))
-			continue;
-		line += 3;
-		n = strcspn(line, "\n");
-		if (n > 1 && n < CGROUP_LEN) {
-			memcpy(p->cgroup, line, n);
-			p->cgroup[n] = 0;
-		}
-		break;
+	line = strncmp(buf, "0::", 3) ? strstr(buf, "\n0::") : buf;
+	if (!line)
+		return;
+	line += *line == '\n' ? 4 : 3;
+	n = strcspn(line, "\n");
+	if (n > 1 && n < CGROUP_LEN) {
+		memcpy(p->cgroup, line, n);
+		p->cgroup[n] = 0;
 	}
 }
 
