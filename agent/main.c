@@ -284,6 +284,16 @@ static bool pid_alive(uint32_t pid)
 	return kill((pid_t)pid, 0) == 0 || errno != ESRCH;
 }
 
+static void adopt_ring_maps(struct agent *a, struct ring *r)
+{
+	static char text[RING_MAPS_BYTES];
+	struct procmaps *pm;
+
+	if (ring__get_maps(r, text, sizeof(text)) &&
+	    !procmaps__parse_text(text, ring__shared(r)->pid, 256, &pm))
+		proctab__adopt(a->procs, pm);
+}
+
 /* Opens rings that appeared in the registry directory. */
 static void scan_registry(struct agent *a)
 {
@@ -315,8 +325,9 @@ static void scan_registry(struct agent *a)
 		}
 		snprintf(a->ring_paths[a->n_rings], sizeof(a->ring_paths[0]), "%s", path);
 		a->rings[a->n_rings++] = r;
-		/* capture the mappings while the process lives */
-		proctab__touch(a->procs, ring__shared(r)->pid);
+		/* the mappings: read now while the process lives, or the copy it left in the ring */
+		if (proctab__touch(a->procs, ring__shared(r)->pid))
+			adopt_ring_maps(a, r);
 		pr_info("ring %s (pid %u, service %s)", path, ring__shared(r)->pid,
 			ring__shared(r)->service);
 	}
@@ -354,8 +365,10 @@ static void drain_rings(struct agent *a, bool final)
 		memcpy(svc, sh->service, sizeof(svc));
 		svc[sizeof(svc) - 1] = 0;
 		dc.svc = service_get(a, svc);
-		if (dead) /* nobody will finish a half-written record now */
+		if (dead) { /* nobody will finish a half-written record now */
 			ring__set_stall_timeout(r, 0);
+			adopt_ring_maps(a, r);
+		}
 		while (ring__drain(r, 1024, port_clock_mono_ns(), drain_rec, &dc) > 0)
 			;
 		if (dead && ring__is_empty(r)) {

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,36 @@ static void map_build_id(uint32_t pid, struct procmap *m)
 		elf__build_id(m->path, m->build_id, sizeof(m->build_id));
 }
 
+/* One maps line: an executable, file-backed (or vDSO) mapping into m; false otherwise. */
+static bool parse_line(char *line, uint32_t pid, struct procmap *m)
+{
+	uint64_t start, end, off;
+	char perms[8];
+	int pos = 0;
+	char *path;
+
+	if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*u %n", &start, &end, perms,
+		   &off, &pos) < 4 || !pos || strlen(perms) < 3 || perms[2] != 'x')
+		return false;
+	path = line + pos;
+	path[strcspn(path, "\n")] = 0;
+	if (!strcmp(path, "[vsyscall]"))
+		return false;
+	*m = (struct procmap){ .start = start, .limit = end, .offset = off };
+	snprintf(m->path, sizeof(m->path), "%s", path);
+	map_build_id(pid, m);
+	return true;
+}
+
+static struct procmaps *procmaps_alloc(uint32_t pid, unsigned int max_maps)
+{
+	struct procmaps *pm = calloc(1, sizeof(*pm) + max_maps * sizeof(struct procmap));
+
+	if (pm)
+		pm->pid = pid;
+	return pm;
+}
+
 int procmaps__parse_file(const char *maps_path, uint32_t pid, unsigned int max_maps,
 			 struct procmaps **out)
 {
@@ -34,34 +65,58 @@ int procmaps__parse_file(const char *maps_path, uint32_t pid, unsigned int max_m
 	f = fopen(maps_path, "re");
 	if (!f)
 		return -errno;
-	pm = calloc(1, sizeof(*pm) + max_maps * sizeof(struct procmap));
+	pm = procmaps_alloc(pid, max_maps);
 	if (!pm) {
 		fclose(f);
 		return -ENOMEM;
 	}
-	pm->pid = pid;
-	while (fgets(line, sizeof(line), f) && pm->n < max_maps) {
-		uint64_t start, end, off;
-		char perms[8];
-		int pos = 0;
-
-		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*u %n", &start, &end,
-			   perms, &off, &pos) < 4 || perms[2] != 'x')
-			continue;
-		struct procmap *m = &pm->maps[pm->n];
-		char *path = line + pos;
-
-		path[strcspn(path, "\n")] = 0;
-		if (!strcmp(path, "[vsyscall]"))
-			continue;
-		*m = (struct procmap){ .start = start, .limit = end, .offset = off };
-		snprintf(m->path, sizeof(m->path), "%s", path);
-		map_build_id(pid, m);
-		pm->n++;
-	}
+	while (fgets(line, sizeof(line), f) && pm->n < max_maps)
+		if (parse_line(line, pid, &pm->maps[pm->n]))
+			pm->n++;
 	fclose(f);
 	*out = pm;
 	return 0;
+}
+
+int procmaps__parse_text(const char *text, uint32_t pid, unsigned int max_maps,
+			 struct procmaps **out)
+{
+	struct procmaps *pm = procmaps_alloc(pid, max_maps);
+	char line[PROCMAP_PATH + 128];
+
+	*out = NULL;
+	if (!pm)
+		return -ENOMEM;
+	while (*text && pm->n < max_maps) {
+		size_t n = strcspn(text, "\n");
+
+		snprintf(line, sizeof(line), "%.*s", (int)n, text);
+		if (parse_line(line, pid, &pm->maps[pm->n]))
+			pm->n++;
+		text += n + (text[n] == '\n');
+	}
+	*out = pm;
+	return 0;
+}
+
+size_t procmaps__exec_lines(const char *text, char *out, size_t max)
+{
+	size_t len = 0;
+
+	while (*text) {
+		size_t n = strcspn(text, "\n");
+		const char *sp = memchr(text, ' ', n);
+
+		if (sp && (size_t)(sp - text) + 3 < n && sp[3] == 'x' && len + n + 2 <= max) {
+			memcpy(out + len, text, n);
+			len += n;
+			out[len++] = '\n';
+		}
+		text += n + (text[n] == '\n');
+	}
+	if (len < max)
+		out[len] = 0;
+	return len;
 }
 
 int procmaps__read(uint32_t pid, unsigned int max_maps, struct procmaps **out)
@@ -165,6 +220,29 @@ static int proctab_load(struct proctab *t, uint32_t pid, struct proc_slot **out)
 	s->last_used = s->refreshed = t->round;
 	*out = s;
 	return 0;
+}
+
+void proctab__adopt(struct proctab *t, struct procmaps *pm)
+{
+	struct proc_slot *s = proctab_find(t, pm->pid), *victim = NULL;
+
+	if (s) {
+		procmaps__free(pm);
+		return;
+	}
+	for (unsigned int i = 0; i < t->max_procs && !s; i++) {
+		if (!t->slots[i].pm)
+			s = &t->slots[i];
+		else if (!victim || t->slots[i].last_used < victim->last_used)
+			victim = &t->slots[i];
+	}
+	if (!s) {
+		s = victim;
+		procmaps__free(s->pm);
+		t->st.evicted++;
+	}
+	s->pm = pm;
+	s->last_used = s->refreshed = t->round;
 }
 
 int proctab__touch(struct proctab *t, uint32_t pid)

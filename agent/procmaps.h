@@ -34,6 +34,11 @@ struct procmaps {
 int procmaps__read(uint32_t pid, unsigned int max_maps, struct procmaps **out);
 int procmaps__parse_file(const char *maps_path, uint32_t pid, unsigned int max_maps,
 			 struct procmaps **out);
+/* Same, from maps text (e.g. the copy a producer left in its ring). */
+int procmaps__parse_text(const char *text, uint32_t pid, unsigned int max_maps,
+			 struct procmaps **out);
+/* Only the executable lines of maps text, into out (at most max bytes): what a ring keeps. */
+size_t procmaps__exec_lines(const char *text, char *out, size_t max);
 const struct procmap *procmaps__find(const struct procmaps *pm, uint64_t addr);
 void procmaps__free(struct procmaps *pm);
 
@@ -48,6 +53,8 @@ struct proctab *proctab__new(unsigned int max_procs, unsigned int max_maps);
 void proctab__free(struct proctab *t);
 /* Captures pid's mappings now if not yet known (call while the process lives). */
 int proctab__touch(struct proctab *t, uint32_t pid);
+/* Takes pm for its pid when the pid is not known yet (a process that already exited). */
+void proctab__adopt(struct proctab *t, struct procmaps *pm);
 /* The mapping holding addr in pid; re-reads the maps (once per round) on a miss. */
 const struct procmap *proctab__resolve(struct proctab *t, uint32_t pid, uint64_t addr);
 /* A new round: processes no longer alive and unused in the last round are dropped. */

@@ -36,7 +36,8 @@ static inline uint64_t *ring_hdr_at(struct ring *r, uint64_t pos)
 
 static size_t ring_map_len(uint32_t data_size)
 {
-	return RING_PAGE + sizeof(struct ring_label_set) * RING_LABEL_SETS + data_size;
+	return RING_PAGE + sizeof(struct ring_label_set) * RING_LABEL_SETS + RING_MAPS_BYTES +
+	       data_size;
 }
 
 static int ring_attach(struct ring *r, void *map, size_t len)
@@ -86,7 +87,8 @@ int ring__create(const char *path, size_t data_bytes, const char *service, uint3
 
 	sh->version = RING_VERSION;
 	sh->labels_off = RING_PAGE;
-	sh->data_off = RING_PAGE + sizeof(struct ring_label_set) * RING_LABEL_SETS;
+	sh->maps_off = RING_PAGE + sizeof(struct ring_label_set) * RING_LABEL_SETS;
+	sh->data_off = sh->maps_off + RING_MAPS_BYTES;
 	sh->data_size = size;
 	sh->pid = (uint32_t)getpid();
 	sh->hz = hz;
@@ -128,7 +130,8 @@ int ring__open(const char *path, struct ring **out)
 	err = -EINVAL;
 	if (hdr.magic != RING_MAGIC || hdr.version != RING_VERSION || hdr.data_size < 4096 ||
 	    (hdr.data_size & (hdr.data_size - 1)) || hdr.labels_off != RING_PAGE ||
-	    hdr.data_off != RING_PAGE + sizeof(struct ring_label_set) * RING_LABEL_SETS ||
+	    hdr.maps_off != RING_PAGE + sizeof(struct ring_label_set) * RING_LABEL_SETS ||
+	    hdr.data_off != hdr.maps_off + RING_MAPS_BYTES ||
 	    (uint64_t)st.st_size != ring_map_len(hdr.data_size))
 		goto out_close;
 	map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -390,4 +393,36 @@ void ring__rec_to_sample(struct ring *r, const struct ring_rec *rec, struct agen
 		s->labels[s->n_labels++] = (struct sample_label){ k, v };
 		p = v + strlen(v) + 1;
 	}
+}
+
+void ring__set_maps(struct ring *r, const char *text, size_t len)
+{
+	char *dst = (char *)r->sh + r->sh->maps_off;
+
+	if (len >= RING_MAPS_BYTES) { /* keep whole lines */
+		len = RING_MAPS_BYTES - 1;
+		while (len && text[len - 1] != '\n')
+			len--;
+	}
+	__atomic_store_n(&r->sh->maps_len, 0, __ATOMIC_RELEASE);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	memcpy(dst, text, len);
+	__atomic_store_n(&r->sh->maps_len, (uint32_t)len, __ATOMIC_RELEASE);
+}
+
+size_t ring__get_maps(struct ring *r, char *buf, size_t max)
+{
+	const char *src = (const char *)r->sh + r->sh->maps_off;
+	uint32_t len = __atomic_load_n(&r->sh->maps_len, __ATOMIC_ACQUIRE);
+
+	if (!max)
+		return 0;
+	if (len >= RING_MAPS_BYTES || len >= max)
+		len = 0;
+	memcpy(buf, src, len);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&r->sh->maps_len, __ATOMIC_ACQUIRE) != len)
+		len = 0; /* rewritten meanwhile */
+	buf[len] = 0;
+	return len;
 }

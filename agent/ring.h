@@ -24,6 +24,7 @@
 #define RING_VERSION 1
 #define RING_LABEL_SETS      64  /* label sets per ring (per process) */
 #define RING_LABEL_SET_BYTES 256 /* "k\0v\0k\0v\0" per set */
+#define RING_MAPS_BYTES      16384 /* the producer's executable mappings, /proc/<pid>/maps text */
 
 /* Header word of each record: tag (high 32) | flags | length in bytes (low 24). */
 #define RING_HDR_COMMIT (1u << 31)
@@ -50,8 +51,10 @@ struct ring_shared {
 	char service[64];
 	uint64_t start_real_ns;
 	uint32_t paused;    /* set by the agent between rounds: producers skip sampling */
-	uint32_t pad1;
-	uint64_t pad0[3];
+	uint32_t maps_len;  /* bytes of maps text; 0 while the producer rewrites it */
+	uint32_t maps_off;
+	uint32_t pad2;
+	uint64_t pad0[2];
 	uint64_t head __attribute__((aligned(64)));     /* producers: next free byte (CAS) */
 	uint64_t dropped_full;                           /* producers: records not written */
 	uint64_t written;                                /* producers: records committed */
@@ -112,6 +115,14 @@ void ring__stats(struct ring *r, struct ring_stats *st);
 uint32_t ring__labels_intern(struct ring *r, const char *blob, size_t len);
 /* The blob of id, or NULL. */
 const char *ring__labels_get(struct ring *r, uint32_t id, size_t *len);
+
+/*
+ * The producer's executable mappings (lines of /proc/self/maps), so the agent can symbolize a
+ * process that exited before it looked: set by the producer (truncated at whole lines to
+ * RING_MAPS_BYTES), read by the agent into buf (NUL-terminated; 0 when none or being rewritten).
+ */
+void ring__set_maps(struct ring *r, const char *text, size_t len);
+size_t ring__get_maps(struct ring *r, char *buf, size_t max);
 
 /* Fills s from rec (labels point into r's label table, frames into rec: use s before the next
  * ring__drain()). All frames are user frames. */

@@ -28,6 +28,7 @@
 #include "agent/ring.h"
 #include "agent/symbolize.h"
 #include "agent/unwind.h"
+#include "port/file.h"
 
 #define EP_API __attribute__((visibility("default")))
 #define EP_MAX_THREADS 1024
@@ -378,6 +379,20 @@ static void write_standalone(void)
 	proctab__free(procs);
 }
 
+/* Leaves our executable mappings in the ring: the agent symbolizes us even after we exit. */
+static void publish_maps(void)
+{
+	static char lines[RING_MAPS_BYTES];
+	void *text;
+	size_t len;
+
+	if (ep.standalone || port_file_read_all("/proc/self/maps", 1 << 20, &text, &len))
+		return;
+	len = procmaps__exec_lines(text, lines, sizeof(lines));
+	ring__set_maps(ep.ring, lines, len);
+	free(text);
+}
+
 /* ---- start / stop ------------------------------------------------------------------------- */
 
 static unsigned long env_ulong(const char *name, unsigned long def, unsigned long lo,
@@ -486,6 +501,7 @@ EP_API int edgeprof_start(void)
 		if (err)
 			return -err;
 	}
+	publish_maps();
 	ep.running = 1;
 	thread_begin();
 	arm_existing_threads();
@@ -502,6 +518,7 @@ EP_API void edgeprof_stop(void)
 		timer_delete(ep.timers[i].timer);
 	ep.n_timers = 0;
 	pthread_mutex_unlock(&ep.lock);
+	publish_maps(); /* libraries dlopen'ed since the start */
 	if (ep.standalone) {
 		ep.drain_stop = 1;
 		pthread_join(ep.drainer, NULL);
