@@ -11,10 +11,7 @@ cli-y     += tools/cli/main.o tools/cli/common.o $(cli-lib-y) \
 	     tools/cli/flamegraph.o tools/cli/diff.o
 cli-ldlibs += -lm
 
-# The CLI links the pprof library; until pprof/Build.mk lists its objects there is nothing to link.
-ifneq ($(strip $(pprof-y)),)
 bin-$(CONFIG_TOOLS) += edgeprof
-endif
 edgeprof-objs   = $(cli-y) $(pprof-y) $(port-y)
 edgeprof-ldlibs = $(cli-ldlibs) $(pprof-ldlibs)
 
