@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -239,6 +240,54 @@ static void perf_buffer_full_is_counted(void **state)
 	unsetenv("EDGEPROF_BPF_PERFBUF");
 }
 
+/* Above kernel.perf_event_max_sample_rate: refused with the limit named, nothing left open. */
+static void too_high_frequency_says_why(void **state)
+{
+	struct bpf_sampler_opts o = { .hz = 10000000 };
+	struct bpf_sampler *s = (void *)1;
+	struct seen v = { 0 };
+	char err[256];
+	int ret;
+
+	if (bpf_missing)
+		skip();
+	ret = bpf_sampler__open(&o, sink, &v, &s, err, sizeof(err));
+	if (ret == -ENOSYS || ret == -EPERM)
+		skip();
+	print_message("%s\n", err);
+	assert_int_equal(ret, -EINVAL);
+	assert_null(s);
+	assert_non_null(strstr(err, "perf_event_max_sample_rate"));
+}
+
+/* The id of the cgroup v2 root; a missing directory is an error, not id 0. */
+static void cgroup_ids(void **state)
+{
+	char line[512], root[256] = "";
+	struct stat st;
+	FILE *f = fopen("/proc/mounts", "re");
+	uint64_t id = 0;
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		char dev[64], dir[256], type[64];
+
+		if (sscanf(line, "%63s %255s %63s", dev, dir, type) == 3 && !strcmp(type, "cgroup2")) {
+			snprintf(root, sizeof(root), "%s", dir);
+			break;
+		}
+	}
+	fclose(f);
+	assert_int_equal(bpf_sampler__cgroup_id("/nonexistent/cgroup", &id), -ENOENT);
+	if (!root[0])
+		skip(); /* no cgroup v2 mounted here */
+	assert_int_equal(bpf_sampler__cgroup_id(root, &id), 0);
+	/* kernfs: the id in the file handle is the directory's inode number (1 at the root). */
+	assert_int_equal(stat(root, &st), 0);
+	assert_true(id == st.st_ino);
+	assert_true(id != 0);
+}
+
 static void bad_options_say_why(void **state)
 {
 	struct bpf_sampler_opts o = { .comm_prefix = "a-very-long-comm-prefix" };
@@ -268,6 +317,8 @@ int main(void)
 		cmocka_unit_test(refused_by_sink_is_counted),
 		cmocka_unit_test(perf_buffer_fallback_samples),
 		cmocka_unit_test(perf_buffer_full_is_counted),
+		cmocka_unit_test(too_high_frequency_says_why),
+		cmocka_unit_test(cgroup_ids),
 		cmocka_unit_test(bad_options_say_why),
 	};
 	ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
