@@ -11,6 +11,9 @@
  *       stores N realistic cpu profiles (300 functions, 2,000 samples each, gzip) in a ring
  *       under DIR, then times one store__merge of all of them and prints
  *       "profiles=N merge_seconds=S samples=K stored_bytes=B".
+ *   store-bench open PATH
+ *       times a collector start on an existing ring (scan + CRC check + index rebuild):
+ *       "records=N ring_bytes=B open_seconds=S".
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -163,12 +166,34 @@ static int bench_merge(const char *dir, size_t n)
 	return 0;
 }
 
+static int bench_open(const char *path)
+{
+	struct store_opts o = { .path = path, .quiet = true };
+	struct store_stats st;
+	char err[256];
+	uint64_t t0 = port_clock_mono_ns();
+	struct store *s = store__open(&o, err, sizeof(err));
+	double secs = (port_clock_mono_ns() - t0) / 1e9;
+
+	if (!s) {
+		fprintf(stderr, "store-bench: %s\n", err);
+		return 1;
+	}
+	store__stats(s, &st);
+	printf("records=%" PRIu64 " ring_bytes=%" PRIu64 " open_seconds=%.3f\n", st.ring.records,
+	       st.ring.capacity, secs);
+	store__free(s);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 3 && !strcmp(argv[1], "open"))
+		return bench_open(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "index"))
 		return bench_index(strtoul(argv[2], NULL, 0));
 	if (argc == 4 && !strcmp(argv[1], "merge"))
 		return bench_merge(argv[2], strtoul(argv[3], NULL, 0));
-	fprintf(stderr, "usage: store-bench index N | store-bench merge DIR N\n");
+	fprintf(stderr, "usage: store-bench index N | merge DIR N | open PATH\n");
 	return 2;
 }

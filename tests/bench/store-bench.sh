@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Storage benchmark of the collector (issue 6), all in one run on the same disk:
+#  1. ring-file write bandwidth against dd with the same fsync policy:
+#       every record  — ours: fdatasync per record;  dd: oflag=dsync (O_DSYNC per write)
+#       group commit  — ours: fsync_ms=1000;         dd: conv=fdatasync (one sync at the end)
+#     both into a preallocated file of the same size, 20 KiB records; median of RUNS, ratio.
+#  2. index memory with 1,000,000 indexed profiles (RSS growth, bytes per entry).
+#  3. query + merge of 1,000 stored profiles (300 functions, 2,000 samples each).
+#  4. collector start on a full 512 MiB ring (scan, CRC of every record, index rebuild).
+# Usage: tests/bench/store-bench.sh [BUILD_DIR]   (env: RUNS=5 DIR=/var/tmp N=2000 COLD=1)
+set -eu
+top=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-$top/build/host-x86_64}
+drv=$build/tests/drivers/store-append
+bench=$build/tests/drivers/store-bench
+[ -x "$drv" ] && [ -x "$bench" ] || { echo "build first: make all-tests"; exit 1; }
+RUNS=${RUNS:-5}
+N=${N:-2000}
+LEN=20480
+dir=$(mktemp -d "${DIR:-/var/tmp}/edgeprof-store-bench.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+size=$(( (N * (LEN + 128)) + (1 << 20) ))
+
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+ours() { # fsync_ms -> MB/s
+	rm -f "$dir/ring"
+	"$drv" bench "$dir/ring" "$size" "$1" "$N" "$LEN" |
+		sed -n 's/bytes=\([0-9]*\) seconds=\([0-9.]*\)/\1 \2/p' | awk '{ printf "%.2f\n", $1 / $2 / 1e6 }'
+}
+
+dd_run() { # dd flags -> MB/s
+	rm -f "$dir/dd"
+	fallocate -l "$size" "$dir/dd"
+	# shellcheck disable=SC2086
+	dd if=/dev/zero of="$dir/dd" bs=$LEN count="$N" conv=notrunc $1 2>&1 |
+		awk '/bytes/ { printf "%.2f\n", $1 / $(NF - 3) / 1e6 }'
+}
+
+echo "== ring-file write bandwidth vs dd ($N records of $LEN bytes, $RUNS runs each, on $(df --output=source "$dir" | tail -n 1))"
+for policy in "every-record 0 oflag=dsync" "group-commit 1000 conv=fdatasync"; do
+	set -- $policy
+	: >"$dir/o" && : >"$dir/d"
+	for _ in $(seq "$RUNS"); do
+		ours "$2" >>"$dir/o"
+		dd_run "$3" >>"$dir/d"
+	done
+	o=$(median <"$dir/o") d=$(median <"$dir/d")
+	printf '%-13s ours %8.2f MB/s   dd %8.2f MB/s   ours/dd %.2f   (runs: ours %s; dd %s)\n' \
+		"$1" "$o" "$d" "$(awk -v o="$o" -v d="$d" 'BEGIN { print o / d }')" \
+		"$(tr '\n' ' ' <"$dir/o")" "$(tr '\n' ' ' <"$dir/d")"
+done
+
+echo "== index memory"
+"$bench" index 1000000
+
+echo "== query + merge"
+"$bench" merge "$dir" 1000
+
+echo "== start on a full ring (512 MiB of 20 KiB records)"
+rm -f "$dir/ring"
+"$drv" bench "$dir/ring" $((512 << 20)) 1000 26000 $LEN >/dev/null
+sync
+# COLD=1 (root) drops the page cache first: a cold start, but it slows everything else running
+if [ -n "${COLD:-}" ] && echo 3 >/proc/sys/vm/drop_caches 2>/dev/null; then
+	echo "(page cache dropped: cold start)"
+else
+	echo "(warm page cache; COLD=1 for a cold start)"
+fi
+"$bench" open "$dir/ring"
