@@ -57,6 +57,7 @@ struct ringfile {
 	uint64_t written_seq, durable_seq;
 	uint64_t dirty_since_ns; /* mono time of the oldest unsynced write, 0 = clean */
 	bool syncing, broken;
+	bool foreign;		/* at open: neither our header, nor zeros, nor any record */
 	struct ringfile_stats st; /* counters only; the rest is filled in by stats() */
 };
 
@@ -603,6 +604,11 @@ static int rf__scan(struct ringfile *rf, bool header_ok, bool quiet)
 	if (!header_ok) {
 		rf->gen = scan__majority_gen(&sc);
 		rf->st.header_repaired = true;
+		if (!rf->gen && rf->foreign) {
+			/* never reinitialise (overwrite) a file that was not a ring: wrong --ring? */
+			err = -EBADF;
+			goto out;
+		}
 		if (!rf->gen) {
 			rf->gen = rf__new_gen();
 			rf->st.reinitialised = true;
@@ -657,8 +663,13 @@ static int rf__load(struct ringfile *rf, const struct ringfile_opts *opts, uint6
 	bool header_ok = false;
 	int e;
 
-	if (st_size >= RINGFILE_HDR_SIZE && port_pread_full(rf->fd, b, sizeof(b), 0) == 0)
+	if (port_pread_full(rf->fd, b, st_size < sizeof(b) ? st_size : sizeof(b), 0) == 0)
 		header_ok = hdr__decode(b, rf);
+	if (!header_ok) {
+		static const uint8_t zero[RINGFILE_HDR_SIZE];
+
+		rf->foreign = memcmp(b, zero, sizeof(b)) && memcmp(b, HDR_MAGIC, 6);
+	}
 	if (!header_ok)
 		rf->size = (opts->size ? opts->size : st_size) & ~(uint64_t)(REC_ALIGN - 1);
 	if (rf->size < RINGFILE_MIN_SIZE) {
@@ -683,7 +694,10 @@ static int rf__load(struct ringfile *rf, const struct ringfile_opts *opts, uint6
 	}
 	rf->data_end = rf->size;
 	e = rf__scan(rf, header_ok, opts->quiet);
-	if (e)
+	if (e == -EBADF)
+		snprintf(err, errlen, "ringfile: %s: not a ring file (no header, no records); "
+			 "refusing to overwrite it", rf->path);
+	else if (e)
 		snprintf(err, errlen, "ringfile: %s: scan failed: %s", rf->path, strerror(-e));
 	return e;
 }
@@ -942,6 +956,8 @@ int ringfile__wait_durable(struct ringfile *rf, uint64_t seq)
 	int err = 0;
 
 	pthread_mutex_lock(&rf->lock);
+	if (seq > rf->written_seq)
+		err = -EINVAL; /* never appended: waiting would never end */
 	while (rf->durable_seq < seq && !err) {
 		uint64_t now, due;
 		struct timespec ts;

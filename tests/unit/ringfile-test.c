@@ -165,6 +165,23 @@ static void bad_input(void **state)
 	snprintf(p2, sizeof(p2), "%s/missing", f->dir);
 	assert_null(ringfile__open(p2, &o, err, sizeof(err)));
 	assert_int_equal(errno, ENOENT);
+	/* a file that is not a ring (wrong --ring path) is never overwritten */
+	snprintf(p2, sizeof(p2), "%s/notes.txt", f->dir);
+	{
+		FILE *fp = fopen(p2, "w");
+
+		for (int i = 0; i < 4000; i++)
+			fprintf(fp, "line %d of somebody's notes\n", i);
+		fclose(fp);
+	}
+	o.size = 0;
+	assert_null(ringfile__open(p2, &o, err, sizeof(err)));
+	assert_int_equal(errno, EBADF);
+	assert_non_null(strstr(err, "not a ring file"));
+	/* waiting for a seq that was never appended is an error, not a hang */
+	rf = open_ring(f->path, 0, 0);
+	assert_int_equal(ringfile__wait_durable(rf, 1000), -EINVAL);
+	ringfile__free(rf);
 }
 
 /* Writes 5x the ring size: the newest records are served, the oldest are gone, counts match. */
@@ -506,8 +523,16 @@ static void truncated_file(void **state)
 	assert_true(append_n(rf, 20, 2000) > 14);
 	ringfile__free(rf);
 
-	/* truncated into the header: the file is rebuilt and the ring starts empty */
+	/* truncated past the header's fields: the header still holds, the ring starts empty */
 	assert_int_equal(truncate(f->path, 100), 0);
+	rf = open_ring(f->path, 128 * 1024, 0);
+	ringfile__stats(rf, &st);
+	assert_false(st.reinitialised);
+	assert_int_equal(st.records, 0);
+	assert_int_equal(append_n(rf, 0, 2000), 1);
+	ringfile__free(rf);
+	/* truncated inside the header: reinitialised */
+	assert_int_equal(truncate(f->path, 20), 0);
 	rf = open_ring(f->path, 128 * 1024, 0);
 	ringfile__stats(rf, &st);
 	assert_true(st.reinitialised);
