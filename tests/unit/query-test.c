@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <pthread.h>
 
 #include "store/query.h"
 
@@ -273,6 +274,73 @@ static void eviction_follows_ring(void **state)
 	store__free(s);
 }
 
+struct thread_arg {
+	struct store *s;
+	struct pprof_buf *prof;
+	int id, dups;
+};
+
+/*
+ * Every thread puts the same 100 shared keys (each must be stored exactly once) and 100 keys
+ * of its own (all stored).
+ */
+static void *put_thread(void *p)
+{
+	struct thread_arg *a = p;
+
+	for (int i = 0; i < 200; i++) {
+		char key[16];
+		struct record_meta m = { .time_ns = i, .service = "api", .type = "cpu", .key = key };
+		uint64_t seq;
+		bool dup;
+
+		if (i % 2)
+			snprintf(key, sizeof(key), "k%d", i / 2);
+		else
+			snprintf(key, sizeof(key), "t%d-%d", a->id, i / 2);
+		if (store__put(a->s, &m, a->prof->data, a->prof->len, &seq, &dup))
+			return (void *)1;
+		a->dups += dup;
+	}
+	return NULL;
+}
+
+static void concurrent_puts(void **state)
+{
+	struct fixture *f = *state;
+	struct store_opts o = { .path = f->path, .size = 8 << 20, .index_entries = 4096,
+				.quiet = true };
+	struct pprof_buf prof = make_profile(3, 1);
+	struct thread_arg args[8];
+	pthread_t th[8];
+	struct store_stats st;
+	char err[256];
+	struct store *s = store__open(&o, err, sizeof(err));
+	int dups = 0;
+
+	assert_non_null(s);
+	for (int t = 0; t < 8; t++) {
+		args[t] = (struct thread_arg){ .s = s, .prof = &prof, .id = t };
+		assert_int_equal(pthread_create(&th[t], NULL, put_thread, &args[t]), 0);
+	}
+	for (int t = 0; t < 8; t++) {
+		void *ret;
+
+		assert_int_equal(pthread_join(th[t], &ret), 0);
+		assert_null(ret);
+		dups += args[t].dups;
+	}
+	store__stats(s, &st);
+	assert_int_equal(st.ring.records, 900);
+	assert_int_equal(st.puts, 900);
+	assert_int_equal(dups, 700);
+	assert_int_equal(st.ring.durable_seq, st.ring.last_seq);
+	print_message("concurrent_puts: %" PRIu64 " appends, %" PRIu64 " fdatasyncs\n",
+		      st.ring.appends, st.ring.syncs);
+	store__free(s);
+	free(prof.data);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -280,6 +348,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(merge_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(idempotency_and_reopen, setup, teardown),
 		cmocka_unit_test_setup_teardown(eviction_follows_ring, setup, teardown),
+		cmocka_unit_test_setup_teardown(concurrent_puts, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
