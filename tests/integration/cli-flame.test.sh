@@ -110,7 +110,7 @@ narrowest=$(grep -o '<rect x="[0-9.]*" y="[0-9]*" width="[0-9.]*"' narrow.svg |
 	awk -v w="$narrowest" 'BEGIN { exit !(w >= 60) }' ||
 	fail "--min-width 60: narrowest box $narrowest px, $(grep -c '<g data-d' narrow.svg) boxes"
 "$E" flame --max-frames 5 -o few.svg cpu1.pb.gz || fail "flame --max-frames exited $?"
-[ "$(grep -c '<g data-d' few.svg)" -le 5 ] && grep -q 'subtrees not drawn' few.svg ||
+[ "$(grep -c '<g data-d' few.svg)" -le 5 ] && grep -q 'boxes, frames under' few.svg ||
 	fail "--max-frames 5 drew $(grep -c '<g data-d' few.svg) frames"
 xmllint --noout narrow.svg few.svg || fail "bounded SVGs are not well-formed"
 echo "ok   bounds: merged narrow frames, frame budget"

@@ -122,7 +122,7 @@ static char *svg(const struct ftree *t, const struct flame_opts *o)
 	size_t len = 0;
 	FILE *f = open_memstream(&out, &len);
 
-	assert_int_equal(flame__svg(t, o, f), 0);
+	assert_int_equal(flame__svg(t, o, f, NULL), 0);
 	fclose(f);
 	return out;
 }
@@ -173,6 +173,31 @@ static void diff_colours_follow_share_change(void **state)
 	ftree__free(t);
 }
 
+static void budget_raises_min_width(void **state)
+{
+	struct ftree *t = ftree__new(0);
+	struct flame_opts o = {.unit = "count", .max_rects = 40};
+	struct flame_result res;
+	char name[16], *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+	int k;
+
+	for (k = 0; k < 100; k++) { /* 100 siblings, 11.8 px each at 1200 px */
+		snprintf(name, sizeof(name), "fn%02d", k);
+		add(t, "main", name, NULL, 1, 0);
+	}
+	ftree__sort(t);
+	assert_int_equal(flame__svg(t, &o, f, &res), 0);
+	fclose(f);
+	assert_true(res.boxes <= 40);
+	assert_int_equal(res.elided, 0);
+	assert_true(res.min_width > 11.8); /* 0.1 doubled until the siblings merged */
+	assert_non_null(strstr(out, "small frames]"));
+	free(out);
+	ftree__free(t);
+}
+
 static void xml_escape_bounds_characters(void **state)
 {
 	char *out = NULL;
@@ -193,6 +218,7 @@ int main(void)
 	    cmocka_unit_test(max_rects_bounds_output),
 	    cmocka_unit_test(svg_escapes_and_has_tooltips),
 	    cmocka_unit_test(diff_colours_follow_share_change),
+	    cmocka_unit_test(budget_raises_min_width),
 	    cmocka_unit_test(xml_escape_bounds_characters),
 	};
 

@@ -110,8 +110,10 @@ static int lay_node(struct lay *l, uint32_t n, double x)
 int flame__layout(const struct ftree *t, int slot, double min_frac, size_t max_rects,
 		  struct flame_rect **rects, size_t *n, size_t *elided)
 {
-	struct lay l = {
-	    .t = t, .slot = slot, .min_frac = min_frac, .max = max_rects ? max_rects : 200000};
+	struct lay l = {.t = t,
+			.slot = slot,
+			.min_frac = min_frac,
+			.max = max_rects ? max_rects : FLAME_DEFAULT_MAX_RECTS};
 	int ret = 0;
 
 	*rects = NULL;
@@ -421,18 +423,40 @@ static void write_rect(const struct ftree *t, const struct flame_rect *r,
 	fputs("</text></g>\n", out);
 }
 
-int flame__svg(const struct ftree *t, const struct flame_opts *o, FILE *out)
+/*
+ * Lays out with the requested minimum width, doubling it while the boxes exceed the budget:
+ * the picture stays whole (narrow frames merged) instead of losing arbitrary subtrees. Only a
+ * tree too deep for the budget at any width still elides.
+ */
+static int fit_layout(const struct ftree *t, const struct flame_opts *o, double px,
+		      struct flame_rect **rects, size_t *n, struct flame_result *res)
+{
+	int tries, ret;
+
+	res->min_width = o->min_width > 0 ? o->min_width : 0.1;
+	for (tries = 0;; tries++) {
+		ret = flame__layout(t, o->diff ? 1 : 0, res->min_width / px, o->max_rects, rects, n,
+				    &res->elided);
+		if (ret || !res->elided || tries == 24 || res->min_width >= px)
+			return ret;
+		free(*rects);
+		res->min_width *= 2;
+	}
+}
+
+int flame__svg(const struct ftree *t, const struct flame_opts *o, FILE *out,
+	       struct flame_result *result)
 {
 	unsigned width = o->width ? o->width : 1200, height, max_depth = 0;
-	double min_px = o->min_width > 0 ? o->min_width : 0.1, max_d = 0, d;
+	struct flame_result res = {0};
+	double max_d = 0, d;
 	struct flame_rect *rects;
-	size_t n, elided, i;
+	size_t n, i;
 	int ret;
 
 	if (width < 200)
 		width = 200;
-	ret = flame__layout(t, o->diff ? 1 : 0, min_px / (width - 2 * PAD), o->max_rects, &rects,
-			    &n, &elided);
+	ret = fit_layout(t, o, width - 2 * PAD, &rects, &n, &res);
 	if (ret)
 		return ret;
 	for (i = 0; i < n; i++) {
@@ -448,10 +472,14 @@ int flame__svg(const struct ftree *t, const struct flame_opts *o, FILE *out)
 	for (i = 0; i < n; i++)
 		write_rect(t, &rects[i], o, width, height, max_d, out);
 	fputs("</g>\n", out);
-	if (elided)
-		fprintf(out, "<!-- %zu subtrees not drawn: more than %zu boxes -->\n", elided,
-			o->max_rects ? o->max_rects : (size_t)200000);
-	fputs("</svg>\n", out);
+	fprintf(out, "<!-- %zu boxes, frames under %.2f px merged", n, res.min_width);
+	if (res.elided)
+		fprintf(out, ", %zu subtrees not drawn (budget %zu boxes)", res.elided,
+			o->max_rects ? o->max_rects : (size_t)FLAME_DEFAULT_MAX_RECTS);
+	fputs(" -->\n</svg>\n", out);
+	res.boxes = n;
+	if (result)
+		*result = res;
 	free(rects);
 	return ferror(out) ? -EIO : 0;
 }

@@ -7,7 +7,8 @@
  * first for the usual alphabetical order). Boxes narrower than min_frac are not drawn one by
  * one: a run of such siblings becomes one "[N small frames]" box, and their subtrees are
  * skipped, which bounds the output at about depth / min_frac boxes; max_rects is a hard bound
- * on top (the subtrees it cuts are counted in *elided).
+ * on top: flame__svg() doubles the minimum width until the boxes fit, and only a tree deeper
+ * than the budget loses subtrees (counted).
  *
  * SVG: root at the bottom; hovering shows name, value and percent; a click zooms into a frame
  * (its ancestors stay as faded full-width bars), "Reset Zoom" or Escape returns; "Search"
@@ -43,18 +44,31 @@ struct flame_rect {
 int flame__layout(const struct ftree *t, int slot, double min_frac, size_t max_rects,
 		  struct flame_rect **rects, size_t *n, size_t *elided);
 
+/* About 170 bytes of SVG each: 50,000 boxes is ~8.5 MB, which browsers still zoom smoothly. */
+#define FLAME_DEFAULT_MAX_RECTS 50000
+
 struct flame_opts {
 	const char *title;
 	const char *subtitle; /* a line under the title, e.g. sample type and total; may be NULL */
 	const char *unit;     /* the sample unit ("nanoseconds", "bytes", "count") */
 	unsigned width;	      /* px; 0 = 1200 */
 	double min_width;     /* px below which frames merge; 0 = 0.1 */
-	size_t max_rects;     /* 0 = 200000 */
+	size_t max_rects;     /* 0 = FLAME_DEFAULT_MAX_RECTS */
 	bool diff;	      /* widths from slot 1 (new), colours from new vs slot 0 (base) */
 };
 
-/* Writes the SVG for t: 0, -ENOMEM or -EIO. */
-int flame__svg(const struct ftree *t, const struct flame_opts *o, FILE *out);
+struct flame_result {
+	size_t boxes;	  /* drawn */
+	double min_width; /* px: frames narrower were merged (raised to fit max_rects) */
+	size_t elided;	  /* subtrees left out even at the widest minimum (very deep trees) */
+};
+
+/*
+ * Writes the SVG for t: 0, -ENOMEM or -EIO; *result may be NULL. When the boxes at min_width
+ * exceed max_rects, the minimum width doubles until they fit.
+ */
+int flame__svg(const struct ftree *t, const struct flame_opts *o, FILE *out,
+	       struct flame_result *result);
 
 /* XML text for s: escapes markup and replaces control bytes and invalid UTF-8 with '?'. */
 void flame__xml_escape(const char *s, size_t max_chars, FILE *out);

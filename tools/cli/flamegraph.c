@@ -25,7 +25,8 @@ static void flame_help(FILE *out)
 		"      --title T          title (default: the sample type)\n"
 		"      --width PX         image width (default 1200)\n"
 		"      --min-width PX     merge frames narrower than this (default 0.1)\n"
-		"      --max-frames N     draw at most N boxes (default 200000)\n"
+		"      --max-frames N     draw at most N boxes (default 50000): the minimum width\n"
+		"                         doubles until the graph fits\n"
 		"  -h, --help             this text\n");
 }
 
@@ -125,7 +126,17 @@ out:
 
 int cli_flame_write(const struct ftree *t, const struct flame_args *a, FILE *out)
 {
-	int ret = flame__svg(t, &a->fo, out);
+	struct flame_result res = {0};
+	int ret = flame__svg(t, &a->fo, out, &res);
+
+	if (!ret && res.elided)
+		fprintf(stderr,
+			"edgeprof: %s: %zu subtrees not drawn: deeper than --max-frames allows\n",
+			a->out, res.elided);
+	else if (!ret && a->fo.min_width && res.min_width > a->fo.min_width)
+		fprintf(stderr,
+			"edgeprof: %s: frames under %.2f px merged to stay under --max-frames\n",
+			a->out, res.min_width);
 
 	if (ret)
 		fprintf(stderr, "edgeprof: %s: drawing failed: %s\n", a->out, strerror(-ret));
