@@ -4,7 +4,7 @@
 # median wall time and peak RSS of `top` on one profile and on N profiles merged, and the
 # cost of `folded` and `flame` on the merged set. Not part of `make test`.
 #
-#   tools/cli/bench.sh BUILD_DIR PROFILE [N=100] [RUNS=5]
+#   tests/bench/cli-bench.sh BUILD_DIR PROFILE [N=100] [RUNS=5]
 #
 # PROFILE should be real-sized (e.g. `go test -run=NONE -bench=. -cpuprofile p.prof strings`,
 # about 20 KB gzipped); the N inputs are copies of it, so the merge dedups everything.
