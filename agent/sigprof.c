@@ -45,6 +45,7 @@ struct ep_thread {
 	uint32_t ids[EP_LABEL_DEPTH];
 	char blob[RING_LABEL_SET_BYTES - 8];
 	volatile sig_atomic_t in_handler;
+	struct unwind_cache cache;
 };
 
 static EP_TLS struct ep_thread self;
@@ -74,9 +75,18 @@ static struct {
 	volatile int drain_stop;
 	struct aggregate *agg;
 	uint64_t start_real_ns, start_mono_ns;
+	uint64_t handler_ns, handler_calls; /* time inside the handler: the per-sample cost */
 } ep = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static int (*real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+
+static uint64_t cpu_ns_self(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static uint64_t mono_ns(void)
 {
@@ -100,9 +110,12 @@ static void on_sigprof(int sig, siginfo_t *si, void *uctx)
 	    __atomic_load_n(&ring__shared(ep.ring)->paused, __ATOMIC_RELAXED))
 		goto out;
 	self.in_handler = 1;
+	uint64_t t0 = cpu_ns_self();
+
 	if (!self.tid)
 		self.tid = (pid_t)syscall(SYS_gettid);
-	n = unwind__stack(uctx, self.stack_lo, self.stack_hi, ep.unwind, frames, ep.max_depth,
+	n = unwind__stack(uctx, self.stack_lo, self.stack_hi, ep.unwind, &self.cache, frames,
+			  ep.max_depth,
 			  &truncated);
 	rec = ring__reserve(ep.ring, n);
 	if (rec) {
@@ -117,6 +130,8 @@ static void on_sigprof(int sig, siginfo_t *si, void *uctx)
 		rec->flags = truncated ? SAMPLE_F_TRUNCATED : 0;
 		memcpy(rec->frames, frames, n * sizeof(frames[0]));
 		ring__commit(ep.ring, rec);
+		__atomic_fetch_add(&ep.handler_ns, cpu_ns_self() - t0, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&ep.handler_calls, 1, __ATOMIC_RELAXED);
 	}
 	self.in_handler = 0;
 out:
@@ -359,9 +374,10 @@ static void write_standalone(void)
 		 "dropped_frames=%llu dropped_labels=%llu truncated=%llu", as.entries,
 		 (unsigned long long)as.dropped_table, (unsigned long long)as.dropped_frames,
 		 (unsigned long long)as.dropped_labels, (unsigned long long)as.truncated);
-	snprintf(c3, sizeof(c3), "edgeprof unwind: leaf_cfi=%llu rescued_cfi=%llu no_fde=%llu",
-		 (unsigned long long)us.cfi_leaf, (unsigned long long)us.cfi_rescue,
-		 (unsigned long long)us.no_fde);
+	snprintf(c3, sizeof(c3), "edgeprof unwind: leaf_cfi=%llu rescued_cfi=%llu no_fde=%llu "
+		 "handler_ns_avg=%llu", (unsigned long long)us.cfi_leaf,
+		 (unsigned long long)us.cfi_rescue, (unsigned long long)us.no_fde,
+		 (unsigned long long)(ep.handler_calls ? ep.handler_ns / ep.handler_calls : 0));
 	/* "%p" in the path is the pid, so processes of one run do not overwrite each other */
 	const char *p = strstr(ep.output, "%p");
 

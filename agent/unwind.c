@@ -455,14 +455,61 @@ static bool cfa_rules_at(const struct module *m, uintptr_t pc, struct cfa_rules 
 	return run_cfa(c.p, c.end, &ci, begin, pc, r, &init);
 }
 
-/* One frame by unwind tables: false when pc has none or the rules cannot be followed. */
-static bool step_cfi(struct regs *r, const struct stack *st, bool leaf)
+#define RULE_OK     0x1ull
+#define RULE_CFA_FP 0x2ull
+#define RULE_FP     0x4ull
+#define RULE_RA     0x8ull
+
+static bool fits16(int64_t v)
 {
-	const struct module *m = module_of(leaf ? r->pc : r->pc - 1);
+	return v >= INT16_MIN && v <= INT16_MAX;
+}
+
+/* Rules at pc, through the thread's cache: false when pc has none usable. */
+static bool rules_cached(struct unwind_cache *c, uintptr_t pc, struct cfa_rules *cr)
+{
+	unsigned int i = (unsigned int)((pc >> 2) ^ (pc >> 11)) % UNWIND_CACHE_ENTRIES;
+	const struct module *m;
+	uint64_t rule;
+	bool ok;
+
+	if (c && c->pc[i] == pc) {
+		rule = c->rule[i];
+		c->hits++;
+		if (!(rule & RULE_OK))
+			return false;
+		*cr = (struct cfa_rules){
+			.cfa_reg = rule & RULE_CFA_FP ? DW_FP : DW_SP,
+			.cfa_off = (int16_t)(rule >> 16), .fp_saved = rule & RULE_FP,
+			.fp_off = (int16_t)(rule >> 32), .ra_saved = rule & RULE_RA,
+			.ra_off = (int16_t)(rule >> 48),
+		};
+		return true;
+	}
+	m = module_of(pc);
+	ok = m && cfa_rules_at(m, pc, cr) && (cr->cfa_reg == DW_SP || cr->cfa_reg == DW_FP);
+	if (!c)
+		return ok;
+	c->misses++;
+	if (ok && !(fits16(cr->cfa_off) && fits16(cr->fp_off) && fits16(cr->ra_off)))
+		return ok; /* a huge frame: correct but not cached */
+	rule = ok ? RULE_OK | (cr->cfa_reg == DW_FP ? RULE_CFA_FP : 0) |
+			    (cr->fp_saved ? RULE_FP : 0) | (cr->ra_saved ? RULE_RA : 0) |
+			    (uint64_t)(uint16_t)cr->cfa_off << 16 |
+			    (uint64_t)(uint16_t)cr->fp_off << 32 | (uint64_t)(uint16_t)cr->ra_off << 48
+		  : 0;
+	c->rule[i] = rule;
+	c->pc[i] = pc;
+	return ok;
+}
+
+/* One frame by unwind tables: false when pc has none or the rules cannot be followed. */
+static bool step_cfi(struct regs *r, const struct stack *st, bool leaf, struct unwind_cache *c)
+{
 	struct cfa_rules cr;
 	uintptr_t cfa, ra, fp = r->fp;
 
-	if (!m || !cfa_rules_at(m, leaf ? r->pc : r->pc - 1, &cr)) {
+	if (!rules_cached(c, leaf ? r->pc : r->pc - 1, &cr)) {
 		__atomic_fetch_add(&ustats.no_fde, 1, __ATOMIC_RELAXED);
 		return false;
 	}
@@ -514,8 +561,8 @@ static bool plausible_pc(uintptr_t pc)
 }
 
 unsigned int unwind__stack(const void *uctx, uintptr_t stack_lo, uintptr_t stack_hi,
-			   enum unwind_mode mode, uint64_t *frames, unsigned int max,
-			   bool *truncated)
+			   enum unwind_mode mode, struct unwind_cache *cache, uint64_t *frames,
+			   unsigned int max, bool *truncated)
 {
 	struct stack st = { stack_lo, stack_hi };
 	struct regs r;
@@ -534,7 +581,7 @@ unsigned int unwind__stack(const void *uctx, uintptr_t stack_lo, uintptr_t stack
 #endif
 	ok = false;
 	if (mode == UNWIND_FP_LEAF_CFI) {
-		ok = step_cfi(&r, &st, true);
+		ok = step_cfi(&r, &st, true, cache);
 		if (ok)
 			__atomic_fetch_add(&ustats.cfi_leaf, 1, __ATOMIC_RELAXED);
 	}
@@ -550,7 +597,7 @@ unsigned int unwind__stack(const void *uctx, uintptr_t stack_lo, uintptr_t stack
 			break; /* the outermost frame (_start / clone) clears the frame pointer */
 		ok = step_fp(&r, &st);
 		if (!ok && mode == UNWIND_FP_LEAF_CFI) {
-			ok = step_cfi(&r, &st, false);
+			ok = step_cfi(&r, &st, false, cache);
 			if (ok)
 				__atomic_fetch_add(&ustats.cfi_rescue, 1, __ATOMIC_RELAXED);
 		}

@@ -35,13 +35,25 @@ int unwind__init(void);
 enum unwind_mode { UNWIND_FP = 0, UNWIND_FP_LEAF_CFI = 1 };
 
 /*
+ * The CFA rules of recently unwound pcs. A handler starts with cold caches and TLBs (the
+ * kernel entry flushed them), so walking .eh_frame_hdr and the FDE again costs microseconds;
+ * a hit costs one cache line. One per thread (TLS), never shared: no locking needed.
+ */
+#define UNWIND_CACHE_ENTRIES 64
+struct unwind_cache {
+	uint64_t pc[UNWIND_CACHE_ENTRIES];
+	uint64_t rule[UNWIND_CACHE_ENTRIES];
+	uint64_t hits, misses;
+};
+
+/*
  * Walks the stack of the interrupted context uctx (a ucontext_t *). Writes at most max return
  * addresses, leaf first (frames[0] is the interrupted pc), sets *truncated when the chain went
  * on beyond max. stack_lo/hi bound the thread's stack (0/0 = unknown). Returns the count.
  */
 unsigned int unwind__stack(const void *uctx, uintptr_t stack_lo, uintptr_t stack_hi,
-			   enum unwind_mode mode, uint64_t *frames, unsigned int max,
-			   bool *truncated);
+			   enum unwind_mode mode, struct unwind_cache *cache, uint64_t *frames,
+			   unsigned int max, bool *truncated);
 
 void unwind__stats(struct unwind_stats *st);
 
