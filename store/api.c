@@ -219,6 +219,21 @@ static int ingest_add_label(struct api_ctx *a, struct ingest *in, const char *k,
 	return 0;
 }
 
+/* Sets k=v, replacing the client's own k: every parser leaves room for one more label. */
+static void ingest_set_label(struct ingest *in, const char *k, const char *v)
+{
+	for (size_t i = 0; i < in->n_labels; i++) {
+		if (!strcmp(in->labels[i].key, k)) {
+			in->labels[i].value = v;
+			return;
+		}
+	}
+	if (in->n_labels < RINGFILE_MAX_LABELS) {
+		in->labels[in->n_labels].key = k;
+		in->labels[in->n_labels++].value = v;
+	}
+}
+
 /* profefe's labels=k=v,k2=v2 (already percent-decoded), split in place. */
 static int parse_label_list(struct api_ctx *a, char *s, struct ingest *in)
 {
@@ -332,7 +347,7 @@ int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, si
 			/* The device had no clock (booted in 1970): place it at receive time. */
 			meta.time_ns = port_clock_real_ns();
 			meta.flags |= RINGFILE_F_CLOCK_UNSET;
-			ingest_add_label(a, in, "clock", "receive");
+			ingest_set_label(in, "clock", "unset");
 		}
 	}
 	if (!in->type)

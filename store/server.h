@@ -118,7 +118,6 @@ struct ingest {
 	struct record_label labels[RINGFILE_MAX_LABELS];
 	size_t n_labels;
 	int64_t created_ns;
-	char time_label[32];
 };
 int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, size_t len,
 		      uint64_t *seq, bool *dup, int64_t *time_ns);
