@@ -57,7 +57,7 @@ HANDLER = []
 
 def ours_profile(path):
     for line in pt.header(path):
-        m = re.search(r"handler_ns_avg=(\d+)", line)
+        m = re.search(r"handler_ns_p50=(\d+)", line)
         if m:
             HANDLER.append(int(m.group(1)))
     ss = pt.samples(path)
@@ -153,8 +153,8 @@ def main():
                       f"added RSS {o[1]/g[1] if g[1] > 0 else float('nan'):.2f}, "
                       f"cpu accounted {o[2]:.3f} vs {g[2]:.3f}")
         if HANDLER:
-            print(f"edgeprof handler time per sample (unwind + ring write, measured inside the "
-                  f"handler; excludes the kernel's signal delivery): median "
+            print(f"edgeprof handler time per sample (unwind + ring write, vDSO clock inside "
+                  f"the handler, log2-bucket median; excludes the kernel's signal delivery): "
                   f"{statistics.median(HANDLER)} ns")
         ps = perf_shares(split, a.rounds, tmp) if shutil.which("perf") else None
         if ps:
