@@ -314,15 +314,17 @@ static void *conn_thread(void *arg)
 
 static void server_refuse(struct server *s, int fd, bool tls)
 {
-	static const char busy[] =
-		"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-		"Content-Length: 54\r\nConnection: close\r\nRetry-After: 1\r\n\r\n"
-		"{\"code\":503,\"error\":\"too many connections, retry later\"}";
+	static const char body[] = "{\"code\":503,\"error\":\"too many connections, retry later\"}\n";
+	char msg[256];
+	int n = snprintf(msg, sizeof(msg),
+			 "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+			 "Content-Length: %zu\r\nConnection: close\r\nRetry-After: 1\r\n\r\n%s",
+			 sizeof(body) - 1, body);
 
 	s->m.conns_refused++;
 	s->m.rejected[REJ_BUSY]++;
 	if (!tls) /* best effort, never blocks */
-		(void)!send(fd, busy, sizeof(busy) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+		(void)!send(fd, msg, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
 	close(fd);
 }
 

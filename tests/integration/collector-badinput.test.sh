@@ -3,7 +3,8 @@
 # Bad input gets a clear JSON error and changes nothing, and the collector keeps serving others:
 # malformed pprof, a gzip bomb, an oversized body (sized and chunked), an oversized head, a bad
 # selector, a bad type, an unknown endpoint, a wrong method, a slowloris client (plain HTTP and a
-# TLS client that never handshakes), and the plain-HTTP token check (Bearer and Basic).
+# TLS client that never handshakes), the plain-HTTP token check (Bearer and Basic), and the
+# connection cap.
 . "$(dirname "$0")/collector-lib.sh"
 
 make_pki
@@ -90,5 +91,27 @@ grep -q 'refused TLS client.*timed out' "$T/collector.log" || fail "TLS handshak
 dcurl dev-1 "$(URL /metrics)" | grep '^edgeprof_collector_requests_rejected_total' | grep -v ' 0$'
 [ "$(dcurl dev-1 "$(URL /metrics)" | grep 'rejected_total{reason="too_large"}' |
 	awk '{print $2}')" -ge 3 ] || fail "too-large rejections not counted"
+stop_collector
+
+# The connection cap: with --max-conns 2 and two idle connections open, a third is answered
+# 503 at once (and counted); once they close, service resumes.
+start_collector --max-conns 2 --http-listen 127.0.0.1:0 --http-token "$TOKEN"
+exec 5<>/dev/tcp/127.0.0.1/"$HTTP_PORT"
+exec 6<>/dev/tcp/127.0.0.1/"$HTTP_PORT"
+sleep 0.3
+out=$(curl -sS -w '\nHTTP %{http_code}' -H "Authorization: Bearer $TOKEN" \
+	"http://127.0.0.1:$HTTP_PORT/api/0/version")
+echo "over the cap: $out"
+echo "$out" | grep -q 'HTTP 503' || fail "connection over the cap not refused"
+echo "$out" | grep -q 'too many connections' || fail "no clear message over the cap"
+exec 5<&- 6<&-
+for _ in $(seq 50); do
+	code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TOKEN" \
+		"http://127.0.0.1:$HTTP_PORT/api/0/version")
+	[ "$code" = 200 ] && break
+	sleep 0.1
+done
+[ "$code" = 200 ] || fail "no service after the idle connections closed: $code"
+[ "$(metric connections_refused_total)" -ge 1 ] || fail "refusal not counted"
 stop_collector
 echo "collector bad input: ok"
