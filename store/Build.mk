@@ -31,3 +31,6 @@ $(O)/tests/drivers/store-append: $(addprefix $(O)/,$(store-append-objs))
 $(O)/tests/drivers/store-bench: $(addprefix $(O)/,$(store-bench-objs))
 	$(quiet) LD $@
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(pprof-ldlibs) -lpthread
+
+# Fuzz targets (make fuzz): any file as a ring file; any text as a selector or a time.
+fuzz-y += store-ringfile store-selector

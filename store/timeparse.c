@@ -71,8 +71,8 @@ static int parse_date(const char *s, int64_t *out, char *err, size_t errlen)
 			}
 		}
 	}
-	if (mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 ||
-	    sec > 60) {
+	if (y < 1700 || y > 2200 || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) ||
+	    h > 23 || mi > 59 || sec > 60) {
 		snprintf(err, errlen, "time: '%s' is not a valid date and time", s);
 		return -EINVAL;
 	}

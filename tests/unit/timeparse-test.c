@@ -43,6 +43,8 @@ static void profefe_dates(void **state)
 	assert_int_equal(ok("2024-02-29T00:00:00"), 1709164800LL * S);
 	assert_int_equal(ok("1969-12-31T23:59:59"), -S);
 	bad("2023-02-29T00:00:00", "not a valid date");
+	bad("1616-11-11", "not a valid date"); /* outside what int64 ns can hold */
+	bad("9999-01-01T00:00:00", "not a valid date");
 	bad("2006-13-02T15:04:05", "not a valid date");
 	bad("2006-01-02T15:04", "cannot read");
 	bad("yesterday", "cannot read");
