@@ -34,8 +34,8 @@ struct transport_item {
 	const char *type;		/* "cpu" */
 	const struct upload_label *labels;
 	size_t n_labels;		/* at most UPLOAD_MAX_LABELS - 3 */
-	const char *key;		/* "<device>-<round start>-<seq>", device = transport__device():
-					 * the collector's key space is fleet-wide */
+	/* "<device>-<round start>-<seq>", device = transport__device(): keys are fleet-wide */
+	const char *key;
 	uint64_t time_ns;		/* unix ns, or CLOCK_MONOTONIC ns when clock_unset */
 	bool clock_unset;
 	const void *data;		/* the gzip pprof */
@@ -83,7 +83,8 @@ int transport_parse_size(const char *s, uint64_t *out);
 
 /* NULL on error with the reason in err (bad URL, certificate files, spool file). */
 struct transport *transport__new(const struct transport_opts *opts, char *err, size_t errlen);
-void transport__free(struct transport *t);	/* NULL-safe; closes the connection, syncs the spool */
+/* NULL-safe; closes the connection, syncs the spool. */
+void transport__free(struct transport *t);
 
 /*
  * Hands over one profile (data is copied or written out before the call returns). Returns 0 when

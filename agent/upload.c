@@ -36,7 +36,7 @@ struct uploader {
 	struct upload_stats stats;
 	char err[256];
 	struct http_stream stream;	/* 16 KiB head buffer, reused by every request */
-	struct http_message resp;	/* the response (holds its own 16 KiB head): off the stack */
+	struct http_message resp;	/* the response (its own 16 KiB head): off the stack */
 	char target[UPLOAD_TARGET_MAX];
 };
 
@@ -126,7 +126,8 @@ struct uploader *upload__new(const struct upload_opts *opts, char *err, size_t e
 		goto out_free;
 	}
 	if (!opts->ca_file || !opts->cert_file || !opts->key_file) {
-		snprintf(err, errlen, "upload: --tls-ca, --tls-cert and --tls-key are all required");
+		snprintf(err, errlen,
+			 "upload: --tls-ca, --tls-cert and --tls-key are all required");
 		goto out_free;
 	}
 	u->tls = tls_config__new_client(opts->ca_file, opts->cert_file, opts->key_file, err,

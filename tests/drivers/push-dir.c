@@ -11,7 +11,8 @@
  *   push-dir --make-expired-cert CERTDIR ID    (tests: CERTDIR/ID.crt, expired yesterday)
  *
  * Every file (a directory's *.pb.gz in name order) is submitted in turn with the key
- * DEVICE-ROUND-SEQ (DEVICE defaults to the certificate's CN, ROUND to the unix time) (and, with --seq-label, a label NAME=ROUND-SEQ that the collector's list shows);
+ * DEVICE-ROUND-SEQ (DEVICE defaults to the certificate's CN, ROUND to the unix time; with
+ * --seq-label also a label NAME=ROUND-SEQ that the collector's list shows);
  * "spooled KEY" / "uploaded KEY" lines (flushed) tell a test what was
  * durably accepted before a kill -9. Then, unless --no-drain, the spool is drained until empty
  * or the drain timeout. The last lines are stats "name=value". Exit 0 when nothing is left in
@@ -120,7 +121,8 @@ static void push_usage(void)
 {
 	fprintf(stderr,
 		"usage: push-dir --upload https://HOST:PORT --tls-ca F --tls-cert F --tls-key F\n"
-		"       [--spool PATH --spool-size SIZE] [--service S] [--type T] [--labels k=v,..]\n"
+		"       [--spool PATH --spool-size SIZE] [--service S] [--type T]\n"
+		"       [--labels k=v,..]\n"
 		"       [--device ID] [--round R] [--repeat N] [--no-drain] [--drain-timeout S]\n"
 		"       [--backoff-ms MS] [--timeout-ms MS] [--clock-unset] [--forget-session]\n"
 		"       [FILE|DIR]...\n");
@@ -248,7 +250,7 @@ static int push_one(struct transport *t, struct push_args *a, const char *path, 
 }
 
 /* Peak resident set of this process in KiB (VmHWM), 0 when unknown. */
-static unsigned long push_vm_hwm_kb(void)
+static uint64_t push_vm_hwm_kb(void)
 {
 	unsigned long kb = 0;
 	char line[128];
@@ -263,7 +265,7 @@ static unsigned long push_vm_hwm_kb(void)
 }
 
 /* Bytes this process caused to be sent to the storage layer (/proc/self/io), 0 if unknown. */
-static unsigned long long push_io_write_bytes(void)
+static uint64_t push_io_write_bytes(void)
 {
 	unsigned long long b = 0;
 	char line[128];
@@ -282,20 +284,36 @@ static void push_print_stats(struct transport *t)
 	struct transport_stats st;
 
 	transport__stats(t, &st);
-	printf("submitted=%" PRIu64 "\nuploaded=%" PRIu64 "\nspooled=%" PRIu64
-	       "\nfrom_spool=%" PRIu64 "\ndropped_permanent=%" PRIu64 "\ndropped_spool_full=%" PRIu64
-	       "\ndropped_no_spool=%" PRIu64 "\ndropped_too_big=%" PRIu64 "\ndropped_corrupt=%" PRIu64
-	       "\nspool_pending=%" PRIu64 "\nspool_bytes=%" PRIu64 "\nconnects=%" PRIu64
-	       "\nhandshakes=%" PRIu64 "\nresumed=%" PRIu64 "\nreused=%" PRIu64
-	       "\nbytes_out=%" PRIu64 "\nhandshake_cpu_ns=%" PRIu64 "\nlast_status=%d\n",
-	       st.submitted, st.uploaded, st.spooled, st.from_spool, st.dropped_permanent,
-	       st.dropped_spool_full, st.dropped_no_spool, st.dropped_too_big, st.dropped_corrupt,
-	       st.spool_pending, st.spool_bytes, st.upload.connects, st.upload.handshakes,
-	       st.upload.resumed, st.upload.reused, st.upload.bytes_out, st.upload.handshake_cpu_ns,
-	       st.upload.last_status);
-	printf("full_cpu_ns=%" PRIu64 "\nresumed_cpu_ns=%" PRIu64 "\nvm_hwm_kb=%lu\n"
-	       "io_write_bytes=%llu\n", st.upload.full_cpu_ns, st.upload.resumed_cpu_ns,
-	       push_vm_hwm_kb(), push_io_write_bytes());
+	const struct {
+		const char *name;
+		uint64_t v;
+	} rows[] = {
+		{ "submitted", st.submitted },
+		{ "uploaded", st.uploaded },
+		{ "spooled", st.spooled },
+		{ "from_spool", st.from_spool },
+		{ "dropped_permanent", st.dropped_permanent },
+		{ "dropped_spool_full", st.dropped_spool_full },
+		{ "dropped_no_spool", st.dropped_no_spool },
+		{ "dropped_too_big", st.dropped_too_big },
+		{ "dropped_corrupt", st.dropped_corrupt },
+		{ "spool_pending", st.spool_pending },
+		{ "spool_bytes", st.spool_bytes },
+		{ "connects", st.upload.connects },
+		{ "handshakes", st.upload.handshakes },
+		{ "resumed", st.upload.resumed },
+		{ "reused", st.upload.reused },
+		{ "bytes_out", st.upload.bytes_out },
+		{ "handshake_cpu_ns", st.upload.handshake_cpu_ns },
+		{ "last_status", (uint64_t)st.upload.last_status },
+		{ "full_cpu_ns", st.upload.full_cpu_ns },
+		{ "resumed_cpu_ns", st.upload.resumed_cpu_ns },
+		{ "vm_hwm_kb", push_vm_hwm_kb() },
+		{ "io_write_bytes", push_io_write_bytes() },
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		printf("%s=%" PRIu64 "\n", rows[i].name, rows[i].v);
 	fflush(stdout);
 }
 
