@@ -36,8 +36,7 @@ struct store {
 	uint64_t puts, duplicates, put_errors, merges, merge_skipped;
 };
 
-static int store__index_cb(void *ctx, uint64_t seq, const struct record_meta *meta,
-			   const void *payload, size_t len)
+static int store__index_cb(void *ctx, uint64_t seq, const struct record_meta *meta, size_t len)
 {
 	struct store *s = ctx;
 	int err = index__add(s->ix, seq, meta, len, NULL);
@@ -48,9 +47,10 @@ static int store__index_cb(void *ctx, uint64_t seq, const struct record_meta *me
 
 struct store *store__open(const struct store_opts *opts, char *err, size_t errlen)
 {
-	struct ringfile_opts ro = { .size = opts->size, .fsync_ms = opts->fsync_ms,
-				    .create = true, .quiet = opts->quiet };
 	struct store *s = calloc(1, sizeof(*s));
+	struct ringfile_opts ro = { .size = opts->size, .fsync_ms = opts->fsync_ms,
+				    .create = true, .quiet = opts->quiet,
+				    .on_record = store__index_cb, .ctx = s };
 	struct ringfile_stats st;
 	int e;
 
@@ -63,9 +63,6 @@ struct store *store__open(const struct store_opts *opts, char *err, size_t errle
 	s->max_merge = opts->max_merge ? opts->max_merge : STORE_DEFAULT_MAX_MERGE;
 	if (!ro.size && access(opts->path, F_OK))
 		ro.size = STORE_DEFAULT_RING_BYTES;
-	s->rf = ringfile__open(opts->path, &ro, err, errlen);
-	if (!s->rf)
-		goto err_free;
 	s->ix = index__new(opts->index_entries ? opts->index_entries
 					       : STORE_DEFAULT_INDEX_ENTRIES);
 	if (!s->ix) {
@@ -73,12 +70,10 @@ struct store *store__open(const struct store_opts *opts, char *err, size_t errle
 		snprintf(err, errlen, "store: out of memory");
 		goto err_free;
 	}
-	e = ringfile__foreach(s->rf, 0, false, store__index_cb, s);
-	if (e) {
-		snprintf(err, errlen, "store: rebuilding the index failed: %s", strerror(-e));
-		errno = -e;
+	/* the index is rebuilt by the ring's own scan (on_record) */
+	s->rf = ringfile__open(opts->path, &ro, err, errlen);
+	if (!s->rf)
 		goto err_free;
-	}
 	ringfile__stats(s->rf, &st);
 	if (!opts->quiet)
 		pr_info("store: %s: %" PRIu64 " profiles (%" PRIu64 " of %" PRIu64

@@ -586,8 +586,44 @@ static int rf__rebuild(struct ringfile *rf, const uint8_t *map, struct scan *sc)
 	return 0;
 }
 
-static int rf__scan(struct ringfile *rf, bool header_ok, bool quiet)
+/*
+ * Hands every live data record's metadata to opts->on_record, oldest first, straight from the
+ * mapping the scan just validated: a collector rebuilds its index without reading twice.
+ */
+static int rf__replay(struct ringfile *rf, const uint8_t *map, const struct ringfile_opts *opts)
 {
+	uint8_t *buf = NULL;
+	size_t cap = 0;
+	int ret = 0;
+
+	for (uint64_t seq = rf->first_seq; seq < rf->next_seq && !ret; seq++) {
+		const struct rf_slot *sl = rf__slot(rf, seq);
+		struct record_meta meta;
+		struct rec_hdr h;
+		size_t need;
+
+		if (!sl->off || (sl->flags & RINGFILE_F_CONSUME))
+			continue;
+		rec__get_fixed(map + sl->off, sl->len, &h);
+		need = meta__decoded_room(&h);
+		if (need > cap) {
+			free(buf);
+			cap = need * 2;
+			buf = malloc(cap);
+			if (!buf)
+				return -ENOMEM;
+		}
+		if (meta__decode(map + sl->off, &h, buf, &meta))
+			continue; /* cannot happen: the scan validated it */
+		ret = opts->on_record(opts->ctx, seq, &meta, h.payload_len);
+	}
+	free(buf);
+	return ret;
+}
+
+static int rf__scan(struct ringfile *rf, bool header_ok, const struct ringfile_opts *opts)
+{
+	bool quiet = opts->quiet;
 	struct scan sc = { 0 };
 	uint8_t *map;
 	int err = 0;
@@ -623,6 +659,8 @@ static int rf__scan(struct ringfile *rf, bool header_ok, bool quiet)
 	}
 	scan__filter(rf, &sc, rf->gen);
 	err = rf__rebuild(rf, map, &sc);
+	if (!err && opts->on_record)
+		err = rf__replay(rf, map, opts);
 out:
 	munmap(map, rf->size);
 	free(sc.v);
@@ -693,7 +731,7 @@ static int rf__load(struct ringfile *rf, const struct ringfile_opts *opts, uint6
 		}
 	}
 	rf->data_end = rf->size;
-	e = rf__scan(rf, header_ok, opts->quiet);
+	e = rf__scan(rf, header_ok, opts);
 	if (e == -EBADF)
 		snprintf(err, errlen, "ringfile: %s: not a ring file (no header, no records); "
 			 "refusing to overwrite it", rf->path);

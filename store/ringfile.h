@@ -95,6 +95,13 @@ struct ringfile_opts {
 	unsigned fsync_ms;	/* 0 = fdatasync every record; N = group commit every N ms */
 	bool create;		/* create the file when missing (otherwise -ENOENT) */
 	bool quiet;		/* no pr_info/pr_warn about repairs (tests) */
+	/*
+	 * Optional: called at open for every live data record, oldest first, with its metadata
+	 * (valid during the call) and payload length, so that an index is rebuilt from the
+	 * scan itself. A nonzero return fails the open with that error.
+	 */
+	int (*on_record)(void *ctx, uint64_t seq, const struct record_meta *meta, size_t len);
+	void *ctx;
 };
 
 struct ringfile_stats {

@@ -8,6 +8,7 @@
 #  2. index memory with 1,000,000 indexed profiles (RSS growth, bytes per entry).
 #  3. query + merge of 1,000 stored profiles (300 functions, 2,000 samples each).
 #  4. collector start on a full 512 MiB ring (scan, CRC of every record, index rebuild).
+#  5. the store (ring slot table + index) with 1,000,000 profiles: RSS and start time.
 # Usage: tests/bench/store-bench.sh [BUILD_DIR]   (env: RUNS=5 DIR=/var/tmp N=2000 COLD=1)
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -69,3 +70,7 @@ else
 	echo "(warm page cache; COLD=1 for a cold start)"
 fi
 "$bench" open "$dir/ring"
+
+echo "== store with 1,000,000 indexed profiles (200-byte payloads, fleet-like metadata)"
+"$bench" fill "$dir/m.ring" $((400 << 20)) 1000000 200
+"$bench" open "$dir/m.ring"

@@ -13,7 +13,10 @@
  *       "profiles=N merge_seconds=S samples=K stored_bytes=B".
  *   store-bench open PATH
  *       times a collector start on an existing ring (scan + CRC check + index rebuild):
- *       "records=N ring_bytes=B open_seconds=S".
+ *       "records=N ring_bytes=B open_seconds=S rss_bytes=R per_record=P" (RSS growth of the
+ *       whole store: ring slot table + index).
+ *   store-bench fill PATH SIZE N LEN
+ *       appends N records of LEN bytes with fleet-like metadata (as `index`) to a new ring.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -38,30 +41,66 @@ static uint64_t rss_bytes(void)
 	return (uint64_t)rss * sysconf(_SC_PAGESIZE);
 }
 
+static const char *const svcs[] = { "gateway", "modem-mgr", "sensor-hub", "updater" };
+static const char *const regions[] = { "eu-west", "eu-central", "us-east", "ap-south" };
+static const char *const versions[] = { "1.4.0", "1.4.1", "1.5.0" };
+static const char *const envs[] = { "prod", "staging" };
+
+struct fleet_meta {
+	char key[48], dev[24];
+	struct record_label l[3];
+	struct record_meta m;
+};
+
+/* Profile i of a fleet of 10,000 devices: 4 services, 24 label sets, a unique key. */
+static const struct record_meta *fleet_meta(struct fleet_meta *f, size_t i)
+{
+	f->l[0] = (struct record_label){ "region", regions[i % 4] };
+	f->l[1] = (struct record_label){ "version", versions[(i / 7) % 3] };
+	f->l[2] = (struct record_label){ "env", envs[(i / 3) % 2] };
+	f->m = (struct record_meta){ .time_ns = 1700000000000000000ull + i * 1000000000ull,
+				     .service = svcs[i % 4], .type = "cpu", .device = f->dev,
+				     .key = f->key, .labels = f->l, .n_labels = 3 };
+	snprintf(f->dev, sizeof(f->dev), "gw-%05zu", i % 10000);
+	snprintf(f->key, sizeof(f->key), "%s/%" PRIu64 "/%zu", f->dev, f->m.time_ns, i);
+	return &f->m;
+}
+
+static int bench_fill(const char *path, uint64_t size, size_t n, size_t len)
+{
+	struct ringfile_opts o = { .size = size, .fsync_ms = 10000, .create = true, .quiet = true };
+	unsigned char *buf = calloc(1, len + 1);
+	struct fleet_meta f;
+	char err[256];
+	struct ringfile *rf;
+
+	unlink(path);
+	rf = ringfile__open(path, &o, err, sizeof(err));
+	if (!rf || !buf) {
+		fprintf(stderr, "store-bench: %s\n", err);
+		return 1;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (ringfile__append_async(rf, fleet_meta(&f, i), buf, len, NULL)) {
+			fprintf(stderr, "store-bench: append %zu failed\n", i);
+			return 1;
+		}
+	ringfile__free(rf);
+	free(buf);
+	return 0;
+}
+
 static int bench_index(size_t n)
 {
-	static const char *const svcs[] = { "gateway", "modem-mgr", "sensor-hub", "updater" };
-	static const char *const regions[] = { "eu-west", "eu-central", "us-east", "ap-south" };
-	static const char *const versions[] = { "1.4.0", "1.4.1", "1.5.0" };
-	static const char *const envs[] = { "prod", "staging" };
 	struct index *ix = index__new(n);
 	struct index_stats st;
 	uint64_t r0 = rss_bytes(), r1, t0 = port_clock_mono_ns();
+	struct fleet_meta f;
 
 	if (!ix)
 		return 1;
 	for (size_t i = 0; i < n; i++) {
-		char key[48], dev[24];
-		struct record_label l[] = { { "region", regions[i % 4] },
-					    { "version", versions[(i / 7) % 3] },
-					    { "env", envs[(i / 3) % 2] } };
-		struct record_meta m = { .time_ns = 1700000000000000000ull + i * 1000000000ull,
-					 .service = svcs[i % 4], .type = "cpu", .device = dev,
-					 .key = key, .labels = l, .n_labels = 3 };
-
-		snprintf(dev, sizeof(dev), "gw-%05zu", i % 10000);
-		snprintf(key, sizeof(key), "%s/%" PRIu64 "/%zu", dev, m.time_ns, i);
-		if (index__add(ix, i + 1, &m, 20000, NULL)) {
+		if (index__add(ix, i + 1, fleet_meta(&f, i), 20000, NULL)) {
 			fprintf(stderr, "store-bench: index__add %zu failed\n", i);
 			return 1;
 		}
@@ -168,32 +207,37 @@ static int bench_merge(const char *dir, size_t n)
 
 static int bench_open(const char *path)
 {
-	struct store_opts o = { .path = path, .quiet = true };
+	struct store_opts o = { .path = path, .index_entries = 2000000, .quiet = true };
 	struct store_stats st;
 	char err[256];
-	uint64_t t0 = port_clock_mono_ns();
+	uint64_t r0 = rss_bytes(), t0 = port_clock_mono_ns(), r1;
 	struct store *s = store__open(&o, err, sizeof(err));
 	double secs = (port_clock_mono_ns() - t0) / 1e9;
 
+	r1 = rss_bytes();
 	if (!s) {
 		fprintf(stderr, "store-bench: %s\n", err);
 		return 1;
 	}
 	store__stats(s, &st);
-	printf("records=%" PRIu64 " ring_bytes=%" PRIu64 " open_seconds=%.3f\n", st.ring.records,
-	       st.ring.capacity, secs);
+	printf("records=%" PRIu64 " ring_bytes=%" PRIu64 " open_seconds=%.3f rss_bytes=%" PRIu64
+	       " per_record=%.1f\n", st.ring.records, st.ring.capacity, secs, r1 - r0,
+	       st.ring.records ? (double)(r1 - r0) / st.ring.records : 0.0);
 	store__free(s);
 	return 0;
 }
 
 int main(int argc, char **argv)
 {
+	if (argc == 6 && !strcmp(argv[1], "fill"))
+		return bench_fill(argv[2], strtoull(argv[3], NULL, 0), strtoul(argv[4], NULL, 0),
+				  strtoul(argv[5], NULL, 0));
 	if (argc == 3 && !strcmp(argv[1], "open"))
 		return bench_open(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "index"))
 		return bench_index(strtoul(argv[2], NULL, 0));
 	if (argc == 4 && !strcmp(argv[1], "merge"))
 		return bench_merge(argv[2], strtoul(argv[3], NULL, 0));
-	fprintf(stderr, "usage: store-bench index N | merge DIR N | open PATH\n");
+	fprintf(stderr, "usage: store-bench index N | merge DIR N | open PATH | fill PATH SIZE N LEN\n");
 	return 2;
 }
