@@ -11,6 +11,9 @@
  * that re-send a no-op at the collector.
  * Without CONFIG_SPOOL a profile that cannot be uploaded is dropped and counted.
  *
+ * Threads: not thread-safe; one thread (the agent's main loop) calls it. submit() and poll()
+ * block for at most the upload timeout per request.
+ *
  * Devices without a real-time clock: an item stamped with clock_unset carries a monotonic time;
  * it is sent with the label clock=unset (and age_s, its age at upload when known), and the
  * collector places it at receive time.

@@ -86,28 +86,45 @@ push() { # name via extra args
 
 echo
 echo "== 1. handshake CPU (client side, process CPU time inside the handshake)"
+# REPS runs of N/REPS uploads each; medians over the runs' per-handshake means.
+REPS=5
+per=$(( N / REPS > 0 ? N / REPS : 1 ))
+median() { $PY -c 'import statistics, sys; print(int(statistics.median(map(float, sys.argv[1:]))))' "$@"; }
 read -r u0 d0 < <(relay_bytes)
-push --round full --repeat "$N" --forget-session "$W/one" >"$W/full.out" 2>"$W/full.err"
+fulls=() ress=() curls=()
+for rep in $(seq 1 $REPS); do
+	push --round "full$rep" --repeat "$per" --forget-session "$W/one" >"$W/full.out" 2>"$W/full.err"
+	fulls+=($(( $(stat_of "$W/full.out" full_cpu_ns) / $(stat_of "$W/full.out" handshakes) )))
+done
 read -r u1 d1 < <(relay_bytes)
-push --round resumed --repeat "$N" "$W/one" >"$W/res.out" 2>"$W/res.err"
+for rep in $(seq 1 $REPS); do
+	push --round "res$rep" --repeat "$per" "$W/one" >"$W/res.out" 2>"$W/res.err"
+	nres=$(stat_of "$W/res.out" resumed)
+	[ "$nres" -gt 0 ] || { echo "no resumed handshake: $(cat "$W/res.err")"; exit 1; }
+	ress+=($(( $(stat_of "$W/res.out" resumed_cpu_ns) / nres )))
+done
 read -r u2 d2 < <(relay_bytes)
-full_ns=$(( $(stat_of "$W/full.out" full_cpu_ns) / $(stat_of "$W/full.out" handshakes) ))
-nres=$(stat_of "$W/res.out" resumed)
-res_ns=$(( $(stat_of "$W/res.out" resumed_cpu_ns) / (nres > 0 ? nres : 1) ))
 # peer: curl (OpenSSL), one process per full mTLS POST of the same profile
-/usr/bin/time -f "%e %U %S" -o "$W/curl.time" bash -c '
-for i in $(seq 1 '"$N"'); do
-	curl -sS -o /dev/null --cacert "'"$W"'/certs/ca.crt" --cert "'"$W"'/certs/bench-1.crt" \
-		--key "'"$W"'/certs/bench-1.key" -H "X-Edgeprof-Key: curl-$i" \
-		--data-binary @"'"$W"'/one/p.pb.gz" "https://127.0.0.1:'"$relay"'/api/0/profiles?service=bench-curl&type=cpu"
-done'
+for rep in $(seq 1 $REPS); do
+	/usr/bin/time -f "%U %S" -o "$W/curl.time" bash -c '
+	for i in $(seq 1 '"$per"'); do
+		curl -sS -o /dev/null --cacert "'"$W"'/certs/ca.crt" --cert "'"$W"'/certs/bench-1.crt" \
+			--key "'"$W"'/certs/bench-1.key" -H "X-Edgeprof-Key: curl-'"$rep"'-$i" \
+			--data-binary @"'"$W"'/one/p.pb.gz" \
+			"https://127.0.0.1:'"$relay"'/api/0/profiles?service=bench-curl&type=cpu"
+	done'
+	read -r cu cs <"$W/curl.time"
+	curls+=($($PY -c "print(int(($cu + $cs) * 1e9 / $per))"))
+done
 read -r u3 d3 < <(relay_bytes)
-read -r _ cu cs <"$W/curl.time"
-curl_ns=$($PY -c "print(int(($cu + $cs) * 1e9 / $N))")
-echo "full handshake:    $((full_ns / 1000)) us CPU  (mean over $(stat_of "$W/full.out" handshakes))"
-echo "resumed handshake: $((res_ns / 1000)) us CPU  ($nres resumed of $(stat_of "$W/res.out" handshakes))"
+full_ns=$(median "${fulls[@]}")
+res_ns=$(median "${ress[@]}")
+curl_ns=$(median "${curls[@]}")
+N=$((per * REPS))
+echo "full handshake:    $((full_ns / 1000)) us CPU  (median of $REPS runs x $per)"
+echo "resumed handshake: $((res_ns / 1000)) us CPU  (median of $REPS runs; the first of each run is full)"
 $PY -c "print('resumed/full ratio: %.3f  (goal <= 0.200)' % ($res_ns / $full_ns))"
-echo "peer: curl+OpenSSL, whole process per full-handshake POST: $((curl_ns / 1000)) us CPU"
+echo "peer: curl+OpenSSL, whole process per full-handshake POST: $((curl_ns / 1000)) us CPU (median)"
 $PY -c "print('ours full handshake / curl whole POST: %.2f' % ($full_ns / $curl_ns))"
 
 echo
