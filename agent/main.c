@@ -25,6 +25,9 @@
 #include "port/clock.h"
 #include "port/log.h"
 #include "port/rand.h"
+#ifdef CONFIG_UPLOAD_MTLS
+#include "agent/transport.h"
+#endif
 #ifdef CONFIG_SAMPLER_BPF
 #include "agent/ksyms.h"
 #include "bpf/sampler.h"
@@ -38,7 +41,10 @@ struct config {
 	unsigned long hz, round_s, period_s, jitter_pct, seconds, stack_entries, max_procs;
 	unsigned long bpf_ringbuf_kb;
 	const char *registry, *output_dir, *sampler, *bpf_service;
-	bool once, symbolize, kernel_stacks;
+	bool once, symbolize, kernel_stacks, upload;
+#ifdef CONFIG_UPLOAD_MTLS
+	struct transport_opts tr;
+#endif
 };
 
 struct service {
@@ -58,6 +64,8 @@ struct agent {
 	struct symbolizer *sym;
 	const struct ksyms *ksyms;
 	void *bpf; /* struct bpf_sampler * */
+	void *transport; /* struct transport * */
+	uint64_t seq;
 	uint64_t round_real_ns;
 };
 
@@ -92,6 +100,14 @@ static const struct opt_desc opt_descs[] = {
 	{ "stack-entries", 1, "unique stacks per service and round" },
 	{ "max-procs", 1, "processes whose mappings are cached" },
 	{ "no-symbolize", 0, "do not name functions on the device (build-ids and addresses only)" },
+#ifdef CONFIG_UPLOAD_MTLS
+	{ "upload", 1, "push each profile to this collector URL over mutual TLS" },
+	{ "tls-ca", 1, "the collector's CA certificate (pinned)" },
+	{ "tls-cert", 1, "this device's certificate (its CN is the device)" },
+	{ "tls-key", 1, "this device's private key" },
+	{ "spool", 1, "offline spool file for profiles that could not be uploaded" },
+	{ "spool-size", 1, "spool size (bytes, or K/M/G)" },
+#endif
 	{ "config", 1, "read options from a file: one 'name = value' (or 'name') per line" },
 	{ "version", 0, "print version and compiled-in features" },
 	{ "help", 0, "this text" },
@@ -168,6 +184,17 @@ static int apply_opt(struct config *c, const char *name, const char *v)
 		return c->kernel_stacks = false, 0;
 	if (!strcmp(name, "config"))
 		return read_config_file(c, v);
+#ifdef CONFIG_UPLOAD_MTLS
+	int rc = transport_opts__set(&c->tr, name, v);
+
+	if (rc == 0 && !strcmp(name, "upload"))
+		c->upload = true;
+	if (rc != -ENOENT) {
+		if (rc)
+			fprintf(stderr, "edgeprof-agent: --%s: bad value '%s'\n", name, v ? v : "");
+		return rc;
+	}
+#endif
 	if (!strcmp(name, "version")) {
 		features_print(stdout, "edgeprof-agent");
 		return 1;
@@ -477,6 +504,70 @@ static void bpf_comment(struct agent *a, char *buf, size_t len)
 }
 #endif /* CONFIG_SAMPLER_BPF */
 
+/* ---- upload ------------------------------------------------------------------------------ */
+
+#ifdef CONFIG_UPLOAD_MTLS
+static int transport_start(struct agent *a)
+{
+	char err[256] = "";
+
+	if (!a->cfg.upload)
+		return 0;
+	a->transport = transport__new(&a->cfg.tr, err, sizeof(err));
+	if (!a->transport) {
+		fprintf(stderr, "edgeprof-agent: upload: %s\n", err);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Hands one service's round to the transport (uploaded now, or spooled for later). */
+static void submit(struct agent *a, const char *service, const struct aggregate *agg,
+		   const struct output_opts *o)
+{
+	struct pprof_buf buf = { 0 };
+	struct transport_item item = { .service = service, .type = "cpu" };
+	char key[200];
+	int err = output__pprof(agg, o, pprof_buf_write, &buf);
+
+	if (!err) {
+		/* device, round start, sequence: a re-sent profile is recognized by the collector */
+		snprintf(key, sizeof(key), "%s-%llu-%llu", transport__device(a->transport),
+			 (unsigned long long)(o->time_ns / NSEC_PER_SEC),
+			 (unsigned long long)a->seq++);
+		item.key = key;
+		item.data = buf.data;
+		item.len = buf.len;
+		transport_item__stamp(&item);
+		err = transport__submit(a->transport, &item);
+	}
+	if (err)
+		pr_warn("profile of %s not uploaded nor spooled: %s", service, strerror(-err));
+	else
+		pr_info("profile of %s handed to the transport (%zu bytes)", service, buf.len);
+	free(buf.data);
+}
+
+static void transport_poll(struct agent *a)
+{
+	if (a->transport && port_clock_mono_ns() >= transport__next_poll_ns(a->transport))
+		transport__poll(a->transport, port_clock_mono_ns());
+}
+
+static void transport_stop(struct agent *a)
+{
+	transport__free(a->transport);
+}
+#else
+static int transport_start(struct agent *a) { return 0; }
+static void submit(struct agent *a, const char *service, const struct aggregate *agg,
+		   const struct output_opts *o)
+{
+}
+static void transport_poll(struct agent *a) {}
+static void transport_stop(struct agent *a) {}
+#endif /* CONFIG_UPLOAD_MTLS */
+
 /* ---- rounds ------------------------------------------------------------------------------- */
 
 static void write_round(struct agent *a, uint64_t duration_ns)
@@ -524,11 +615,16 @@ static void write_round(struct agent *a, uint64_t duration_ns)
 			 (unsigned long long)a->dropped_rings,
 			 (unsigned long long)a->dropped_services,
 			 (unsigned long long)ps.unknown_addr, (unsigned long long)ps.evicted);
-		err = output__write_dir(s->agg, &o, a->cfg.output_dir, path, sizeof(path));
-		if (err)
-			pr_err("cannot write %s: %s", path, strerror(-err));
-		else
-			pr_info("wrote %s (%llu samples)", path, (unsigned long long)as.samples);
+		if (a->cfg.output_dir) {
+			err = output__write_dir(s->agg, &o, a->cfg.output_dir, path, sizeof(path));
+			if (err)
+				pr_err("cannot write %s: %s", path, strerror(-err));
+			else
+				pr_info("wrote %s (%llu samples)", path,
+					(unsigned long long)as.samples);
+		}
+		if (a->transport)
+			submit(a, s->name, s->agg, &o);
 		aggregate__reset(s->agg);
 	}
 	proctab__new_round(a->procs);
@@ -573,6 +669,7 @@ static int run(struct agent *a)
 		}
 		if (rs.in_round)
 			drain_rings(a, false);
+		transport_poll(a);
 		bpf_poll(a, (int)(wait / NSEC_PER_MSEC < DRAIN_MS ? wait / NSEC_PER_MSEC : DRAIN_MS) + 1);
 	}
 	if (rs.in_round) { /* stopped mid-round: keep what was sampled */
@@ -582,6 +679,7 @@ static int run(struct agent *a)
 out:
 	set_paused(a, false);
 	bpf_stop(a);
+	transport_stop(a);
 	return 0;
 }
 
@@ -595,19 +693,24 @@ int main(int argc, char **argv)
 		.hz = CONFIG_SAMPLE_HZ, .round_s = CONFIG_ROUND_SECONDS,
 		.period_s = CONFIG_PERIOD_SECONDS, .jitter_pct = CONFIG_JITTER_PERCENT,
 		.seconds = CONFIG_ROUND_SECONDS, .stack_entries = CONFIG_STACK_TABLE_ENTRIES,
-		.max_procs = 64, .registry = "/dev/shm/edgeprof", .output_dir = ".",
+		.max_procs = 64, .registry = "/dev/shm/edgeprof",
 		.sampler = "auto", .bpf_service = "system", .symbolize = true,
 		.kernel_stacks = true,
 	};
 #ifdef CONFIG_BPF_RINGBUF_KB
 	a.cfg.bpf_ringbuf_kb = CONFIG_BPF_RINGBUF_KB;
 #endif
+#ifdef CONFIG_UPLOAD_MTLS
+	transport_opts__init(&a.cfg.tr);
+#endif
 	port_log_open("edgeprof-agent", false);
 	rc = parse_args(&a.cfg, argc, argv);
 	if (rc)
 		return rc > 0 ? 0 : 2;
+	if (!a.cfg.output_dir && !a.cfg.upload)
+		a.cfg.output_dir = "."; /* nowhere else to put the profiles */
 	mkdir(a.cfg.registry, 01777);
-	if (access(a.cfg.output_dir, W_OK)) {
+	if (a.cfg.output_dir && access(a.cfg.output_dir, W_OK)) {
 		fprintf(stderr, "edgeprof-agent: --output-dir %s: %s\n", a.cfg.output_dir,
 			strerror(errno));
 		return 2;
@@ -615,6 +718,8 @@ int main(int argc, char **argv)
 	a.procs = proctab__new((unsigned int)a.cfg.max_procs, 256);
 	if (a.cfg.symbolize)
 		a.sym = symbolizer__new(0);
+	if (transport_start(&a))
+		return 2;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	rc = run(&a);
