@@ -427,7 +427,6 @@ struct scan_rec {
 struct scan {
 	struct scan_rec *v;
 	size_t n, cap;
-	uint64_t torn_seq; /* seq field of an invalid record at the head, if plausible */
 };
 
 static int scan__push(struct scan *sc, const struct scan_rec *r)
