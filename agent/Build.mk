@@ -21,7 +21,8 @@ libedgeprof.so-ldlibs = -Wl,--exclude-libs,ALL $(pprof-ldlibs) -ldl -lpthread -l
 install-y += agent-install-header
 agent-install-header = install -m 0644 agent/edgeprof.h $(1)$(2)/include/
 
-unit-tests-y      += ring aggregate rounds elf
+unit-tests-y      += ring aggregate rounds elf unwind
+unwind-test-objs   = agent/unwind.o
 ring-test-objs     = agent/ring.o
 ring-test-ldlibs   = -lpthread
 aggregate-test-objs = agent/aggregate.o
