@@ -21,7 +21,7 @@ sleep 0.3
 "$probe" --seconds 3 --hz 4999 --ring-kb 4 --sleep-ms 1000 --pid "$wpid" --quiet \
 	>/dev/null 2>"$tmp/err" || { cat "$tmp/err"; exit 1; }
 cat "$tmp/err"
-samples=$(sed -n 's/.*samples=\([0-9]*\).*/\1/p' "$tmp/err")
+samples=$(sed -n 's/^samples=\([0-9]*\).*/\1/p' "$tmp/err")
 dropped=$(sed -n 's/.*dropped_ringbuf=\([0-9]*\).*/\1/p' "$tmp/err")
 [ -n "$samples" ] && [ -n "$dropped" ] || { echo "no stats line"; exit 1; }
 # ~3 s x 2 CPUs x 4999 Hz offered; a 4 KiB ring holds a few records per second read.
