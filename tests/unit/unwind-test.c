@@ -111,7 +111,7 @@ static void depth_is_bounded(void **state)
 
 static void broken_chains_stop_cleanly(void **state)
 {
-	static const uintptr_t bad[] = { 0, 8, 0x1234, (uintptr_t)-16, 0x7fffdeadbee0 };
+	static const uintptr_t bad[] = { 0, 8, 0x1234, (uintptr_t)-16, (uintptr_t)0x7fffdeadbee0ull };
 	uintptr_t lo = lo_of();
 	struct fake f;
 	uint64_t frames[16];
