@@ -175,7 +175,7 @@ int main(int argc, char **argv)
 	p.start_ns = t0;
 	ret = bpf_sampler__open(&o, probe_sink, &p, &s, err, sizeof(err));
 	if (ret) {
-		fprintf(stderr, "bpf-probe: %s\n", err);
+		fprintf(stderr, "bpf-probe: BPF sampler unavailable: %s\n", err);
 		return 3;
 	}
 	open_ns = port_clock_mono_ns() - t0;

@@ -132,32 +132,31 @@ static int check_kernel(bool *perfbuf, char *err, size_t errlen)
 	if (fd >= 0) {
 		close(fd);
 	} else if (fd == -ENOSYS) {
-		set_err(err, errlen, "BPF unavailable: no bpf() syscall (kernel without "
-			"CONFIG_BPF_SYSCALL, or emulated by qemu-user)");
+		set_err(err, errlen, "no bpf() syscall: kernel without CONFIG_BPF_SYSCALL, "
+			"or run under qemu-user");
 		return -ENOSYS;
 	} else if (fd == -EPERM || fd == -EACCES) {
 		read_int_file("/proc/sys/kernel/unprivileged_bpf_disabled", &v);
-		set_err(err, errlen, "BPF not permitted: needs CAP_BPF and CAP_PERFMON, or root "
+		set_err(err, errlen, "bpf() not permitted: needs CAP_BPF and CAP_PERFMON, or root "
 			"(kernel.unprivileged_bpf_disabled=%ld)", v);
 		return -EPERM;
 	} else {
-		set_err(err, errlen, "BPF unavailable: bpf(BPF_MAP_CREATE) failed: %s",
-			strerror(-fd));
+		set_err(err, errlen, "bpf(BPF_MAP_CREATE) failed: %s", strerror(-fd));
 		return fd;
 	}
 	if (libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_PERF_EVENT, NULL) != 1) {
-		set_err(err, errlen, "BPF unavailable: kernel has no perf_event BPF programs "
+		set_err(err, errlen, "kernel has no perf_event BPF programs "
 			"(CONFIG_BPF_EVENTS, Linux 4.9)");
 		return -EOPNOTSUPP;
 	}
 	if (libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_get_stack, NULL) != 1) {
-		set_err(err, errlen, "BPF unavailable: kernel has no bpf_get_stack (Linux 4.18)");
+		set_err(err, errlen, "kernel has no bpf_get_stack (Linux 4.18)");
 		return -EOPNOTSUPP;
 	}
 	/* The run-time knobs are read-only global data (.rodata), which needs 5.2. */
 	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, NULL, 4, 32, 1, &ro);
 	if (fd < 0) {
-		set_err(err, errlen, "BPF unavailable: kernel has no BPF global data (Linux 5.2)");
+		set_err(err, errlen, "kernel has no BPF global data (Linux 5.2)");
 		return -EOPNOTSUPP;
 	}
 	close(fd);
