@@ -70,17 +70,23 @@ static struct pprof_profile *load_merged(char **files, int n)
 	return out;
 }
 
-static int write_file(const struct pprof_profile *p, const char *path)
+static int write_file_level(const struct pprof_profile *p, const char *path, int level)
 {
+	struct pprof_builder_opts opts = { .gzip_level = level };
 	FILE *f = fopen(path, "wb");
 	int ret;
 
 	if (!f)
 		return -errno;
-	ret = pprof_write_profile(p, NULL, pprof_file_write, f);
+	ret = pprof_write_profile(p, &opts, pprof_file_write, f);
 	if (fclose(f) && !ret)
 		ret = -errno;
 	return ret;
+}
+
+static int write_file(const struct pprof_profile *p, const char *path)
+{
+	return write_file_level(p, path, 0);
 }
 
 struct flat {
@@ -355,7 +361,7 @@ static int cmd_vary(const char *in, const char *out, uint64_t seed)
 	}
 	p->n_samples = n;
 	p->time_nanos += (int64_t)(seed >> 40);
-	ret = write_file(p, out);
+	ret = write_file_level(p, out, 1); /* gzip.BestSpeed, as Go's runtime/pprof writes */
 	pprof_profile__free(p);
 	return ret ? 1 : 0;
 }
