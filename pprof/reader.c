@@ -501,6 +501,12 @@ static int fill_field(struct rd *r, const struct fld *f, struct fill *k)
 	return 0;
 }
 
+/* malloc of n elements of sz bytes, NULL on overflow (32-bit boards: counts near 2^28). */
+static void *alloc_n(size_t n, size_t sz)
+{
+	return n > (SIZE_MAX - sz) / sz ? NULL : malloc((n + 1) * sz);
+}
+
 static int alloc_arrays(struct rd *r)
 {
 	struct pprof_profile *p = r->p;
@@ -514,10 +520,10 @@ static int alloc_arrays(struct rd *r)
 	p->functions = calloc(p->n_functions + 1, sizeof(*p->functions));
 	p->strings = calloc(p->n_strings + 1, sizeof(*p->strings));
 	p->comments = calloc(r->n_comments + 1, sizeof(*p->comments));
-	bl->strdata = malloc(r->str_bytes + 1);
-	bl->ids = malloc((r->n_ids + 1) * sizeof(*bl->ids));
-	bl->values = malloc((r->n_values + 1) * sizeof(*bl->values));
-	bl->labels = malloc((r->n_labels + 1) * sizeof(*bl->labels));
+	bl->strdata = alloc_n(r->str_bytes, 1);
+	bl->ids = alloc_n(r->n_ids, sizeof(*bl->ids));
+	bl->values = alloc_n(r->n_values, sizeof(*bl->values));
+	bl->labels = alloc_n(r->n_labels, sizeof(*bl->labels));
 	bl->lines = calloc(r->n_lines + 1, sizeof(*bl->lines));
 	if (!p->sample_type || !p->samples || !p->mappings || !p->locations || !p->functions ||
 	    !p->strings || !p->comments || !bl->strdata || !bl->ids || !bl->values ||
