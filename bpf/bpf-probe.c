@@ -71,7 +71,8 @@ static int probe_sink(void *ctx, const struct agent_sample *s)
 		char maps[40];
 
 		snprintf(maps, sizeof(maps), "/proc/%u/maps", s->pid);
-		printf("#first %u %d", s->pid, access(maps, R_OK) == 0);
+		printf("#first %u %d comm=%s", s->pid, access(maps, R_OK) == 0,
+		       s->comm ? s->comm : "");
 		for (int i = 0; i < s->n_labels; i++)
 			printf(" %s=%s", s->labels[i].key, s->labels[i].value);
 		printf("\n");

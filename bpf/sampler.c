@@ -381,7 +381,7 @@ static int on_event(void *ctx, void *data, size_t size)
 	const struct profile_event *e = data;
 	struct agent_sample as = { 0 };
 	struct proc_entry *p = NULL;
-	char pidbuf[12], comm[PROFILE_COMM_LEN + 1];
+	char comm[PROFILE_COMM_LEN + 1];
 	unsigned nk, nu;
 
 	if (size < sizeof(*e))
@@ -392,7 +392,6 @@ static int on_event(void *ctx, void *data, size_t size)
 	memcpy(s->frames + nk, e->ustack, nu * sizeof(uint64_t));
 	memcpy(comm, e->comm, PROFILE_COMM_LEN);
 	comm[PROFILE_COMM_LEN] = 0;
-	snprintf(pidbuf, sizeof(pidbuf), "%u", e->tgid);
 
 	as.time_ns = e->time_ns;
 	as.pid = e->tgid;
@@ -403,8 +402,7 @@ static int on_event(void *ctx, void *data, size_t size)
 	as.flags = (e->flags & PROFILE_F_TRUNCATED) ? SAMPLE_F_TRUNCATED : 0;
 	as.frames = s->frames;
 	as.weight_ns = e->period ? e->period : NSEC_PER_SEC / s->hz;
-	as.labels[as.n_labels++] = (struct sample_label){ "pid", pidbuf };
-	as.labels[as.n_labels++] = (struct sample_label){ "comm", comm };
+	/* pid, tid and comm travel in their own fields (the agent labels them): no duplicates. */
 	if (e->tgid && !proc_is_kernel_thread(e))
 		p = proc_get(s, e->tgid);
 	if (p && p->exe[0])

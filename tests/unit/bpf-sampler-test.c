@@ -30,7 +30,7 @@ static char self_exe[256];
 static int sink(void *ctx, const struct agent_sample *s)
 {
 	struct seen *v = ctx;
-	bool pid = false, exe = false;
+	bool comm = s->comm && s->comm[0], exe = false;
 
 	if (v->refuse)
 		return -ENOSPC;
@@ -42,11 +42,12 @@ static int sink(void *ctx, const struct agent_sample *s)
 	v->with_kernel += s->n_kernel > 0;
 	v->with_user += s->n_user > 0;
 	for (int i = 0; i < s->n_labels; i++) {
-		pid |= !strcmp(s->labels[i].key, "pid") &&
-		       (uint32_t)atoi(s->labels[i].value) == s->pid;
+		/* pid and comm have their own fields: never repeated as labels */
+		assert_string_not_equal(s->labels[i].key, "pid");
+		assert_string_not_equal(s->labels[i].key, "comm");
 		exe |= !strcmp(s->labels[i].key, "exe") && !strcmp(s->labels[i].value, self_exe);
 	}
-	v->labelled += pid && exe;
+	v->labelled += comm && exe;
 	return 0;
 }
 
