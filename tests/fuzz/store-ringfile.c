@@ -30,6 +30,11 @@ static int read_cb(void *ctx, uint64_t seq, const struct record_meta *m, const v
 	return 0;
 }
 
+static void remove_ring(void)
+{
+	unlink(path);
+}
+
 static void make_base(void)
 {
 	struct ringfile_opts o = { .size = RING_SIZE, .create = true, .quiet = true };
@@ -41,8 +46,11 @@ static void make_base(void)
 	unsigned char payload[700];
 	FILE *f;
 
-	snprintf(path, sizeof(path), "/tmp/edgeprof-fuzz-ring.%d", getpid());
+	/* tmpfs when there is one: fdatasync is then free and the fuzzer runs 10x faster */
+	snprintf(path, sizeof(path), "%s/edgeprof-fuzz-ring.%d",
+		 access("/dev/shm", W_OK) ? "/tmp" : "/dev/shm", getpid());
 	unlink(path);
+	atexit(remove_ring);
 	rf = ringfile__open(path, &o, err, sizeof(err));
 	if (!rf)
 		abort();
