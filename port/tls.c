@@ -73,7 +73,8 @@ struct tls_conn {
 	bool have_ip;
 	unsigned char ip[16];
 	size_t ip_len;
-	char err[192];
+	char seen_cn[64];	/* the peer leaf certificate's CN, once seen */
+	char err[256];
 };
 
 static void tls_strerror(int ret, const char *what, char *err, size_t errlen)
@@ -331,11 +332,38 @@ static bool tls_crt_has_ip(const mbedtls_x509_crt *crt, const unsigned char *ip,
 	return false;
 }
 
-static int tls_verify_ip(void *ctx, mbedtls_x509_crt *crt, int depth, uint32_t *flags)
+/* The subject CN of crt into buf (truncated), "" when it has none. */
+static void tls_crt_cn(const mbedtls_x509_crt *crt, char *buf, size_t len)
+{
+	const mbedtls_x509_name *n;
+
+	buf[0] = '\0';
+	for (n = &crt->subject; n; n = n->next) {
+		if (!MBEDTLS_OID_CMP(MBEDTLS_OID_AT_CN, &n->oid)) {
+			size_t l = n->val.len < len - 1 ? n->val.len : len - 1;
+
+			memcpy(buf, n->val.p, l);
+			buf[l] = '\0';
+			for (size_t i = 0; i < l; i++)
+				if ((unsigned char)buf[i] < 0x20 || buf[i] == 0x7f)
+					buf[i] = '?';
+			return;
+		}
+	}
+}
+
+/*
+ * Runs for every certificate of the peer's chain: remembers the leaf's CN (so a refusal can
+ * name who was refused) and, for an IP literal, checks the leaf's IP SANs.
+ */
+static int tls_verify(void *ctx, mbedtls_x509_crt *crt, int depth, uint32_t *flags)
 {
 	struct tls_conn *c = ctx;
 
-	if (depth == 0 && !tls_crt_has_ip(crt, c->ip, c->ip_len))
+	if (depth)
+		return 0;
+	tls_crt_cn(crt, c->seen_cn, sizeof(c->seen_cn));
+	if (c->have_ip && !tls_crt_has_ip(crt, c->ip, c->ip_len))
 		*flags |= MBEDTLS_X509_BADCERT_CN_MISMATCH;
 	return 0;
 }
@@ -350,7 +378,6 @@ static int tls_conn_set_name(struct tls_conn *c, const char *name)
 		return mbedtls_ssl_set_hostname(&c->ssl, name) ? -ENOMEM : 0;
 	}
 	c->have_ip = true;
-	mbedtls_ssl_set_verify(&c->ssl, tls_verify_ip, c);
 	return 0;
 }
 
@@ -366,6 +393,7 @@ struct tls_conn *tls_conn__new(struct tls_config *cfg, int fd, const char *serve
 	if (mbedtls_ssl_setup(&c->ssl, &cfg->conf))
 		goto out_free;
 	mbedtls_ssl_set_bio(&c->ssl, c, tls_bio_send, tls_bio_recv, NULL);
+	mbedtls_ssl_set_verify(&c->ssl, tls_verify, c);
 	if (!cfg->server) {
 		if (tls_conn_set_name(c, server_name ? server_name : "localhost"))
 			goto out_free;
@@ -428,7 +456,8 @@ static int tls_map_error(struct tls_conn *c, int ret, const char *what)
 		for (char *p = info; *p; p++)
 			if (*p == '\n')
 				*p = ';';
-		snprintf(c->err, sizeof(c->err), "%s: certificate refused: %s", what, info);
+		snprintf(c->err, sizeof(c->err), "%s: certificate refused: %s%s%s%s", what, info,
+			 c->seen_cn[0] ? " (CN=" : "", c->seen_cn, c->seen_cn[0] ? ")" : "");
 		return -EACCES;
 	}
 	tls_strerror(ret, what, c->err, sizeof(c->err));

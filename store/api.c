@@ -108,6 +108,7 @@ static void api_set_body(struct api_ctx *a, int status, const char *ctype, void 
 void api_error(struct api_ctx *a, int status, enum reject_reason r, const char *fmt, ...)
 {
 	struct sbuf b = { 0 };
+	const char *path;
 	char msg[512];
 	va_list ap;
 
@@ -124,11 +125,13 @@ void api_error(struct api_ctx *a, int status, enum reject_reason r, const char *
 		return;
 	}
 	api_set_body(a, status, "application/json", b.p, b.len, false);
+	/* The path is unknown when the request could not be read (408, 413, 431). */
+	path = a->req->path ? a->req->path : "(request)";
 	if (status >= 500)
-		pr_warn("%s %s: %d %s", a->peer, a->req->path, status, msg);
+		pr_warn("%s %s: %d %s", a->peer, path, status, msg);
 	else
 		pr_info("%s%s%s %s: %d %s", a->peer, a->device[0] ? " device " : "", a->device,
-			a->req->path, status, msg);
+			path, status, msg);
 }
 
 void api_json(struct api_ctx *a, struct sbuf *b)

@@ -238,8 +238,6 @@ static void conn_read_failed(struct conn *c, struct api_ctx *a, int ret)
 	default:
 		return; /* the peer went away */
 	}
-	pr_info("%s%s%s: %d %.*s", c->peer, c->device[0] ? " device " : "", c->device, a->status,
-		(int)a->body_len, (char *)a->body);
 	conn_set_deadline(c, 2000);
 	conn_answer(c, a, false);
 }
