@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * agent/ksyms.c — /proc/kallsyms in two arrays: symbols {address, name offset} sorted by
- * address, and one pool of names. A lookup is a binary search.
+ * agent/ksyms.c — /proc/kallsyms as addresses and name offsets (parallel arrays sorted by
+ * address, 12 bytes a symbol) and one pool of names. A lookup is a binary search. The sort is
+ * an in-place heapsort, skipped when the kernel listed them in order (it nearly does): qsort's
+ * temporary copy would double the table at the agent's peak RSS.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -14,13 +16,9 @@
 /* Past the last symbol we still name addresses up to this far (the last function's body). */
 #define KSYMS_TAIL_BYTES (1u << 20)
 
-struct ksym {
-	uint64_t addr;
-	uint32_t name; /* offset in pool */
-};
-
 struct ksyms {
-	struct ksym *syms;
+	uint64_t *addr;
+	uint32_t *name; /* offset in pool */
 	unsigned n, cap;
 	char *pool;
 	size_t pool_len, pool_cap;
@@ -31,11 +29,16 @@ static int ksyms__grow(struct ksyms *ks, size_t name_len)
 {
 	if (ks->n == ks->cap) {
 		unsigned cap = ks->cap ? ks->cap * 2 : 4096;
-		struct ksym *p = realloc(ks->syms, cap * sizeof(*p));
+		uint64_t *a = realloc(ks->addr, cap * sizeof(*a));
+		uint32_t *nm;
 
-		if (!p)
+		if (!a)
 			return -ENOMEM;
-		ks->syms = p;
+		ks->addr = a;
+		nm = realloc(ks->name, cap * sizeof(*nm));
+		if (!nm)
+			return -ENOMEM;
+		ks->name = nm;
 		ks->cap = cap;
 	}
 	if (ks->pool_len + name_len + 1 > ks->pool_cap) {
@@ -67,21 +70,77 @@ static int ksyms__add(struct ksyms *ks, uint64_t addr, const char *name)
 
 	if (ksyms__grow(ks, len))
 		return -ENOMEM;
-	ks->syms[ks->n].addr = addr;
-	ks->syms[ks->n].name = (uint32_t)ks->pool_len;
+	ks->addr[ks->n] = addr;
+	ks->name[ks->n] = (uint32_t)ks->pool_len;
 	memcpy(ks->pool + ks->pool_len, name, len + 1);
 	ks->pool_len += len + 1;
 	ks->n++;
 	return 0;
 }
 
-static int ksym__cmp(const void *a, const void *b)
+/* Order: address, then the order listed (name offsets grow as lines are read). */
+static bool ksyms__less(const struct ksyms *ks, unsigned i, unsigned j)
 {
-	const struct ksym *x = a, *y = b;
+	if (ks->addr[i] != ks->addr[j])
+		return ks->addr[i] < ks->addr[j];
+	return ks->name[i] < ks->name[j];
+}
 
-	if (x->addr != y->addr)
-		return x->addr < y->addr ? -1 : 1;
-	return x->name < y->name ? -1 : x->name > y->name; /* stable: first listed wins */
+static void ksyms__swap(struct ksyms *ks, unsigned i, unsigned j)
+{
+	uint64_t a = ks->addr[i];
+	uint32_t n = ks->name[i];
+
+	ks->addr[i] = ks->addr[j];
+	ks->name[i] = ks->name[j];
+	ks->addr[j] = a;
+	ks->name[j] = n;
+}
+
+static void ksyms__sift_down(struct ksyms *ks, unsigned root, unsigned end)
+{
+	for (;;) {
+		unsigned child = 2 * root + 1;
+
+		if (child >= end)
+			return;
+		if (child + 1 < end && ksyms__less(ks, child, child + 1))
+			child++;
+		if (!ksyms__less(ks, root, child))
+			return;
+		ksyms__swap(ks, root, child);
+		root = child;
+	}
+}
+
+static void ksyms__sort(struct ksyms *ks)
+{
+	unsigned i;
+
+	for (i = 1; i < ks->n && !ksyms__less(ks, i, i - 1); i++)
+		;
+	if (i >= ks->n)
+		return; /* already in order */
+	for (i = ks->n / 2; i-- > 0;)
+		ksyms__sift_down(ks, i, ks->n);
+	for (i = ks->n; i-- > 1;) {
+		ksyms__swap(ks, 0, i);
+		ksyms__sift_down(ks, 0, i);
+	}
+}
+
+/* Gives back the unused tail of the arrays (a failed shrink keeps the larger block). */
+static void ksyms__shrink(struct ksyms *ks, unsigned n)
+{
+	uint64_t *a = realloc(ks->addr, n * sizeof(*a));
+	uint32_t *nm;
+
+	if (a)
+		ks->addr = a;
+	nm = realloc(ks->name, n * sizeof(*nm));
+	if (nm)
+		ks->name = nm;
+	ks->cap = n;
 }
 
 /* Sorts, drops aliases (same address: keep the first listed), and gives back spare memory. */
@@ -91,11 +150,12 @@ static void ksyms__finish(struct ksyms *ks)
 
 	if (!ks->n)
 		return;
-	qsort(ks->syms, ks->n, sizeof(*ks->syms), ksym__cmp);
+	ksyms__sort(ks);
 	for (unsigned i = 0; i < ks->n; i++) {
-		if (out && ks->syms[out - 1].addr == ks->syms[i].addr)
+		if (out && ks->addr[out - 1] == ks->addr[i])
 			continue;
-		ks->syms[out++] = ks->syms[i];
+		ks->addr[out] = ks->addr[i];
+		ks->name[out++] = ks->name[i];
 	}
 	ks->n = out;
 	if (ks->pool_len) {
@@ -106,14 +166,7 @@ static void ksyms__finish(struct ksyms *ks)
 			ks->pool_cap = ks->pool_len;
 		}
 	}
-	if (out) {
-		struct ksym *p = realloc(ks->syms, out * sizeof(*p));
-
-		if (p) {
-			ks->syms = p;
-			ks->cap = out;
-		}
-	}
+	ksyms__shrink(ks, out);
 }
 
 static int ksyms__parse(struct ksyms *ks, FILE *f)
@@ -178,23 +231,23 @@ const char *ksyms__resolve(const struct ksyms *ks, uint64_t addr, uint64_t *sym_
 {
 	unsigned lo = 0, hi;
 
-	if (!ks || !ks->n || addr < ks->syms[0].addr)
+	if (!ks || !ks->n || addr < ks->addr[0])
 		return NULL;
 	hi = ks->n;
 	/* Last symbol with start <= addr. */
 	while (hi - lo > 1) {
 		unsigned mid = lo + (hi - lo) / 2;
 
-		if (ks->syms[mid].addr <= addr)
+		if (ks->addr[mid] <= addr)
 			lo = mid;
 		else
 			hi = mid;
 	}
-	if (lo == ks->n - 1 && addr - ks->syms[lo].addr > KSYMS_TAIL_BYTES)
+	if (lo == ks->n - 1 && addr - ks->addr[lo] > KSYMS_TAIL_BYTES)
 		return NULL;
 	if (sym_start)
-		*sym_start = ks->syms[lo].addr;
-	return ks->pool + ks->syms[lo].name;
+		*sym_start = ks->addr[lo];
+	return ks->pool + ks->name[lo];
 }
 
 bool ksyms__hidden(const struct ksyms *ks)
@@ -211,7 +264,8 @@ void ksyms__free(struct ksyms *ks)
 {
 	if (!ks)
 		return;
-	free(ks->syms);
+	free(ks->addr);
+	free(ks->name);
 	free(ks->pool);
 	free(ks);
 }

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
-"""BPF sampler benchmark: ours (bpf-probe: the agent's BPF sampler + kallsyms, printing every
-sample as folded text) against `perf record -a -g` and, where it runs, bcc's `profile`, in the
-same run on the same workload. Run through tests/bench/bpf-bench.sh (root).
+"""BPF sampler benchmark: ours — `edgeprof-agent --once --sampler bpf` (the whole agent: BPF
+sampler, aggregation, symbolization, pprof out) and bpf-probe (the sampler alone, which also
+times the first sample) — against `perf record -a -g` and, where it runs, bcc's `profile`, in
+the same run on the same workload. Run through tests/bench/bpf-bench.sh (root).
 
 Per frequency (19 Hz, 99 Hz) all profilers sample the same 1-thread split workload (50/30/20)
 at once, system-wide; reported: the profiler's own CPU seconds and peak RSS (wait4 rusage), time
@@ -25,6 +26,7 @@ import probe_report as pr  # noqa: E402
 
 BUILD = os.environ.get("EP_BUILD", os.path.join(TOP, "build", "host-x86_64"))
 PROBE = os.path.join(BUILD, "tests", "bpf-probe")
+AGENT = os.path.join(BUILD, "edgeprof-agent")
 WORK = os.path.join(BUILD, "tests", "workloads", "bpf-work")
 SECONDS = float(os.environ.get("SECONDS_PER_RUN", "10"))
 COST_RUNS = int(os.environ.get("COST_RUNS", "7"))
@@ -168,6 +170,39 @@ def perf_result(data, pid, t0, tmp):
     return leaves, complete, n, (first - t0) if first is not None else None
 
 
+UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def agent_result(outdir):
+    """The agent's pprof through `go tool pprof -traces` (an independent reader)."""
+    files = [os.path.join(outdir, f) for f in os.listdir(outdir) if f.endswith(".pb.gz")]
+    leaves, complete, n, size = collections.Counter(), 0, 0, sum(map(os.path.getsize, files))
+    for f in files:
+        txt = subprocess.run(["go", "tool", "pprof", "-traces", "-tagfocus", "comm=bpfw-split",
+                              f], capture_output=True, text=True).stdout
+        for block in txt.split("-----------+")[1:]:
+            frames, w = [], 0.0
+            for line in block.splitlines():
+                parts = line.split()
+                if not parts or parts[0].endswith(":") or parts[0].startswith("---"):
+                    continue
+                unit = next((u for u in ("ms", "us", "ns", "s") if parts[0].endswith(u)), None)
+                if unit and len(parts) > 1:
+                    try:
+                        w = float(parts[0][:-len(unit)]) * UNITS[unit]
+                        frames.append(parts[1])
+                        continue
+                    except ValueError:
+                        pass
+                frames.append(parts[0])
+            if not frames:
+                continue
+            leaves[frames[0]] += w
+            complete += w if "split_thread" in frames else 0
+            n += w
+    return leaves, complete, n, size
+
+
 def bcc_result(path, pid_comm="bpfw-split"):
     """bcc profile -f: 'comm;frame;...;leaf count' (with -d: a '-' separator before kernel)."""
     leaves, complete, n = collections.Counter(), 0, 0
@@ -193,8 +228,14 @@ def profile_round(hz, tmp, nm, bcc_ok):
     work = subprocess.Popen([WORK, "split", str(SECONDS + 6), "1"])
     time.sleep(1.0)
     runs = {}
-    runs["ours"] = Run("ours", [PROBE, "--seconds", str(SECONDS), "--hz", str(hz)],
-                       os.path.join(tmp, "ours.txt"), os.path.join(tmp, "ours.err"))
+    outdir = os.path.join(tmp, "agent-out")
+    shutil.rmtree(outdir, ignore_errors=True)
+    os.makedirs(outdir)
+    runs["agent"] = Run("agent", [AGENT, "--once", "--seconds", str(int(SECONDS)), "--hz",
+                                  str(hz), "--sampler", "bpf", "--output-dir", outdir],
+                        os.path.join(tmp, "agent.out"), os.path.join(tmp, "agent.err"))
+    runs["probe"] = Run("probe", [PROBE, "--seconds", str(SECONDS), "--hz", str(hz)],
+                        os.path.join(tmp, "ours.txt"), os.path.join(tmp, "ours.err"))
     perf_data = os.path.join(tmp, "perf.data")
     runs["perf"] = Run("perf", ["perf", "record", "-a", "-g", "-F", str(hz), "-k",
                                 "CLOCK_MONOTONIC", "-o", perf_data, "--", "sleep", str(SECONDS)],
@@ -208,9 +249,11 @@ def profile_round(hz, tmp, nm, bcc_ok):
     work.wait()
 
     res = {}
-    leaves, complete, n, first = ours_result(runs["ours"].out_path, os.path.join(tmp, "ours.err"),
-                                             work.pid, nm)
-    res["ours"] = (leaves, complete, n, first, os.path.getsize(runs["ours"].out_path))
+    leaves, complete, n, size = agent_result(outdir)
+    res["agent"] = (leaves, complete, n, None, size)
+    leaves, complete, n, first = ours_result(runs["probe"].out_path,
+                                             os.path.join(tmp, "ours.err"), work.pid, nm)
+    res["probe"] = (leaves, complete, n, first, os.path.getsize(runs["probe"].out_path))
     leaves, complete, n, first = perf_result(perf_data, work.pid, runs["perf"].t0, tmp)
     res["perf"] = (leaves, complete, n, first, os.path.getsize(perf_data))
     if "bcc" in runs:
@@ -219,28 +262,36 @@ def profile_round(hz, tmp, nm, bcc_ok):
 
     print(f"\n== {hz} Hz, {SECONDS:g} s, system-wide, 1-thread split workload (pid {work.pid})")
     print(f"{'':6} {'cpu s':>7} {'rss MB':>7} {'first ms':>9} {'out KB':>8} {'samples':>8} "
-          f"{'complete':>9}  shares")
+          f"{'complete':>9}  shares (agent: sample-seconds)")
     perf_sh, _ = leaf_shares(res["perf"][0])
     for name, r in runs.items():
         leaves, complete, n, first, size = res[name]
         sh, _ = leaf_shares(leaves)
         first_ms = f"{first * 1000:9.1f}" if first is not None else f"{'-':>9}"
         comp = f"{100.0 * complete / n:8.1f}%" if n else f"{'-':>9}"
+        ns = f"{n:8.2f}" if isinstance(n, float) else f"{n:8d}"
         print(f"{name:6} {r.cpu():7.3f} {r.rss_mb():7.1f} {first_ms} {size / 1024:8.1f} "
-              f"{n:8d} {comp}  {fmt_shares(sh)}  (exit {r.rc})")
+              f"{ns} {comp}  {fmt_shares(sh)}  (exit {r.rc})")
     if "bcc" in res and res["bcc"][2]:
         named = sum(res["bcc"][0][f] for f in FUNCS)
         print(f"bcc named {100.0 * named / res['bcc'][2]:.0f}% of the workload's samples")
-    osh, n_ours = leaf_shares(res["ours"][0])
+    osh, n_ours = leaf_shares(res["probe"][0])
     se = 100.0 * (0.25 / max(n_ours, 1)) ** 0.5
     print(f"(expected 50/30/20; sampling error of a share here is about ±{se:.1f} pp)")
-    diffs = " ".join(f"{f[5:]}={osh[f] - perf_sh[f]:+.1f}pp" for f in FUNCS)
-    print(f"ours - perf shares: {diffs}")
-    for peer in [p for p in runs if p != "ours"]:
-        o, q = runs["ours"], runs[peer]
-        print(f"ours/{peer}: cpu {o.cpu() / max(q.cpu(), 1e-6):.2f}  rss "
+    for name in ("agent", "probe"):
+        sh, _ = leaf_shares(res[name][0])
+        diffs = " ".join(f"{f[5:]}={sh[f] - perf_sh[f]:+.1f}pp" for f in FUNCS)
+        print(f"{name} - perf shares: {diffs}")
+    for peer in [p for p in runs if p not in ("agent", "probe")]:
+        o, q = runs["agent"], runs[peer]
+        print(f"agent/{peer}: cpu {o.cpu() / max(q.cpu(), 1e-6):.2f}  rss "
               f"{o.rss_mb() / max(q.rss_mb(), 1e-6):.2f}  output "
-              f"{res['ours'][4] / max(res[peer][4], 1):.2f}")
+              f"{res['agent'][4] / max(res[peer][4], 1):.2f}  first sample (probe) "
+              f"{(res['probe'][3] or 0) / max(res[peer][3] or 1e-9, 1e-9):.3f}"
+              if res[peer][3] else
+              f"agent/{peer}: cpu {o.cpu() / max(q.cpu(), 1e-6):.2f}  rss "
+              f"{o.rss_mb() / max(q.rss_mb(), 1e-6):.2f}  output "
+              f"{res['agent'][4] / max(res[peer][4], 1):.2f}")
     return runs
 
 
@@ -267,6 +318,7 @@ def with_profiler(name, tmp, hz):
     while open(f"/proc/{work.pid}/stat").read().split(")")[1].split()[0] != "T":
         time.sleep(0.01)
     if name == "ours":
+        # The sampler alone (bpf-probe): it counts the workload's samples exactly.
         argv = [PROBE, "--seconds", "600", "--hz", str(hz), "--quiet", "--ring-kb", "4096",
                 "--count-pid", str(work.pid)]
     else:
@@ -371,7 +423,7 @@ def main():
     if os.geteuid() != 0:
         print("needs root (bpf, perf -a)")
         return 77
-    for exe in (PROBE, WORK):
+    for exe in (PROBE, WORK, AGENT):
         if not os.access(exe, os.X_OK):
             print(f"missing {exe}: make all-tests first")
             return 1

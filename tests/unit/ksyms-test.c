@@ -64,6 +64,32 @@ static void resolves_unsorted_text_symbols(void **state)
 	ksyms__free(ks);
 }
 
+/* Thousands of symbols listed backwards: the in-place sort orders them all. */
+static void sorts_many_reversed(void **state)
+{
+	size_t cap = 4000 * 40, len = 0;
+	char *text = malloc(cap);
+	struct ksyms *ks;
+
+	assert_non_null(text);
+	for (int i = 3999; i >= 0; i--)
+		len += snprintf(text + len, cap - len, "%016llx T f%d\n",
+				0xffffffff81000000ull + 16ull * i, i);
+	ks = load_text(text);
+	free(text);
+	assert_int_equal(ksyms__count(ks), 4000);
+	for (int i = 0; i < 4000; i += 7) {
+		char want[16];
+		uint64_t start;
+
+		snprintf(want, sizeof(want), "f%d", i);
+		assert_string_equal(ksyms__resolve(ks, 0xffffffff81000000ull + 16ull * i + 15,
+						   &start), want);
+		assert_true(start == 0xffffffff81000000ull + 16ull * i);
+	}
+	ksyms__free(ks);
+}
+
 static void out_of_range_is_null(void **state)
 {
 	struct ksyms *ks = load_text("ffffffff81000000 T first\nffffffff81001000 T last\n");
@@ -153,6 +179,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(resolves_unsorted_text_symbols),
+		cmocka_unit_test(sorts_many_reversed),
 		cmocka_unit_test(out_of_range_is_null),
 		cmocka_unit_test(aliases_keep_first),
 		cmocka_unit_test(zeroed_addresses_are_hidden),
