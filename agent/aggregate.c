@@ -132,7 +132,7 @@ static int64_t intern_labels(struct aggregate *a, const struct agent_sample *s)
 	if (a->n_lsets == a->o.max_label_sets || a->lblob_used + len > a->o.label_bytes)
 		return -1;
 	memcpy(a->lblob + a->lblob_used, blob, len);
-	a->lsets[a->n_lsets] = (struct agg_lset){ h, (uint32_t)a->lblob_used, (uint32_t)len };
+	a->lsets[a->n_lsets] = (struct agg_lset){h, (uint32_t)a->lblob_used, (uint32_t)len};
 	a->lblob_used += len;
 	return (int64_t)++a->n_lsets;
 }
@@ -164,10 +164,14 @@ int aggregate__add(struct aggregate *a, const struct agent_sample *s)
 				return -ENOSPC;
 			}
 			e = &a->ents[a->n_ents];
-			*e = (struct agg_ent){ .hash = h, .pid = s->pid, .tid = s->tid,
-					       .labels = (uint32_t)lid, .frame_off = (uint32_t)a->n_frames,
-					       .n_kernel = s->n_kernel, .n_user = s->n_user,
-					       .flags = s->flags };
+			*e = (struct agg_ent){.hash = h,
+					      .pid = s->pid,
+					      .tid = s->tid,
+					      .labels = (uint32_t)lid,
+					      .frame_off = (uint32_t)a->n_frames,
+					      .n_kernel = s->n_kernel,
+					      .n_user = s->n_user,
+					      .flags = s->flags};
 			memcpy(a->frames + a->n_frames, s->frames, nf * sizeof(uint64_t));
 			a->n_frames += nf;
 			a->index[slot] = (uint32_t)++a->n_ents;
@@ -199,8 +203,9 @@ int aggregate__foreach(const struct aggregate *a, int (*fn)(void *ctx, const str
 {
 	for (size_t i = 0; i < a->n_ents; i++) {
 		const struct agg_ent *e = &a->ents[i];
-		struct agg_entry out = { e->pid, e->tid, e->labels, e->n_kernel, e->n_user, e->flags,
-					 e->count, e->weight_ns, a->frames + e->frame_off };
+		struct agg_entry out = {e->pid,	     e->tid,	   e->labels,
+					e->n_kernel, e->n_user,	   e->flags,
+					e->count,    e->weight_ns, a->frames + e->frame_off};
 		int rc = fn(ctx, &out);
 
 		if (rc)

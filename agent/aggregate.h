@@ -21,7 +21,7 @@ struct agg_opts {
 
 struct agg_entry {
 	uint32_t pid, tid;
-	uint32_t labels;       /* 0 = none, else aggregate__labels() id */
+	uint32_t labels; /* 0 = none, else aggregate__labels() id */
 	uint16_t n_kernel, n_user;
 	uint16_t flags;
 	uint64_t count, weight_ns;
@@ -29,7 +29,7 @@ struct agg_entry {
 };
 
 struct agg_stats {
-	uint64_t samples, weight_ns;        /* accepted */
+	uint64_t samples, weight_ns; /* accepted */
 	uint64_t dropped_table, dropped_frames, dropped_labels, truncated;
 	size_t entries;
 };

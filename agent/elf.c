@@ -86,15 +86,17 @@ static int elf_open(const char *path, struct elf_file *ef, bool want_sections)
 		if (ef->is64) {
 			Elf64_Phdr ph;
 
-			if (port_pread_full(ef->fd, &ph, sizeof(ph), (off_t)(phoff + i * sizeof(ph))))
+			if (port_pread_full(ef->fd, &ph, sizeof(ph),
+					    (off_t)(phoff + i * sizeof(ph))))
 				goto bad;
-			*p = (struct elf_phdr){ ph.p_type, ph.p_offset, ph.p_vaddr, ph.p_filesz };
+			*p = (struct elf_phdr){ph.p_type, ph.p_offset, ph.p_vaddr, ph.p_filesz};
 		} else {
 			Elf32_Phdr ph;
 
-			if (port_pread_full(ef->fd, &ph, sizeof(ph), (off_t)(phoff + i * sizeof(ph))))
+			if (port_pread_full(ef->fd, &ph, sizeof(ph),
+					    (off_t)(phoff + i * sizeof(ph))))
 				goto bad;
-			*p = (struct elf_phdr){ ph.p_type, ph.p_offset, ph.p_vaddr, ph.p_filesz };
+			*p = (struct elf_phdr){ph.p_type, ph.p_offset, ph.p_vaddr, ph.p_filesz};
 		}
 	}
 	ef->n_ph = phnum;
@@ -109,17 +111,19 @@ static int elf_open(const char *path, struct elf_file *ef, bool want_sections)
 		if (ef->is64) {
 			Elf64_Shdr sh;
 
-			if (port_pread_full(ef->fd, &sh, sizeof(sh), (off_t)(shoff + i * sizeof(sh))))
+			if (port_pread_full(ef->fd, &sh, sizeof(sh),
+					    (off_t)(shoff + i * sizeof(sh))))
 				goto bad;
-			*s = (struct elf_shdr){ sh.sh_type, sh.sh_link, sh.sh_offset, sh.sh_size,
-						sh.sh_entsize };
+			*s = (struct elf_shdr){sh.sh_type, sh.sh_link, sh.sh_offset, sh.sh_size,
+					       sh.sh_entsize};
 		} else {
 			Elf32_Shdr sh;
 
-			if (port_pread_full(ef->fd, &sh, sizeof(sh), (off_t)(shoff + i * sizeof(sh))))
+			if (port_pread_full(ef->fd, &sh, sizeof(sh),
+					    (off_t)(shoff + i * sizeof(sh))))
 				goto bad;
-			*s = (struct elf_shdr){ sh.sh_type, sh.sh_link, sh.sh_offset, sh.sh_size,
-						sh.sh_entsize };
+			*s = (struct elf_shdr){sh.sh_type, sh.sh_link, sh.sh_offset, sh.sh_size,
+					       sh.sh_entsize};
 		}
 	}
 	ef->n_sh = shnum;
@@ -191,8 +195,7 @@ static int sym_cmp(const void *a, const void *b)
 }
 
 /* Reads the function symbols of section si into s (names copied from its string table). */
-static int load_symtab(struct elf_file *ef, unsigned int si, size_t max_bytes,
-		       struct elf_syms *s)
+static int load_symtab(struct elf_file *ef, unsigned int si, size_t max_bytes, struct elf_syms *s)
 {
 	const struct elf_shdr *st = &ef->sh[si], *str;
 	size_t esz = ef->is64 ? sizeof(Elf64_Sym) : sizeof(Elf32_Sym), n;
@@ -238,7 +241,7 @@ static int load_symtab(struct elf_file *ef, unsigned int si, size_t max_bytes,
 			continue;
 		if (!ef->is64)
 			value &= ~1ull; /* Thumb bit */
-		s->syms[s->n_syms++] = (struct elf_sym){ value, (uint32_t)size, name };
+		s->syms[s->n_syms++] = (struct elf_sym){value, (uint32_t)size, name};
 	}
 	qsort(s->syms, s->n_syms, sizeof(*s->syms), sym_cmp);
 	err = s->n_syms ? 0 : -ENOENT;

@@ -33,9 +33,9 @@
 #include "bpf/sampler.h"
 #endif
 
-#define MAX_RINGS    256
+#define MAX_RINGS 256
 #define MAX_SERVICES 16
-#define DRAIN_MS     50
+#define DRAIN_MS 50
 
 struct config {
 	unsigned long hz, round_s, period_s, jitter_pct, seconds, stack_entries, max_procs;
@@ -63,7 +63,7 @@ struct agent {
 	struct proctab *procs;
 	struct symbolizer *sym;
 	const struct ksyms *ksyms;
-	void *bpf; /* struct bpf_sampler * */
+	void *bpf;	 /* struct bpf_sampler * */
 	void *transport; /* struct transport * */
 	uint64_t seq;
 	uint64_t round_real_ns;
@@ -85,32 +85,32 @@ struct opt_desc {
 };
 
 static const struct opt_desc opt_descs[] = {
-	{ "hz", 1, "samples per CPU-second (BPF sampler; SIGPROF producers set their own)" },
-	{ "registry", 1, "directory where instrumented processes put their rings" },
-	{ "output-dir", 1, "write <service>-cpu-<time>.pb.gz files here" },
-	{ "round-seconds", 1, "length of a round" },
-	{ "period-seconds", 1, "a round starts every this many seconds (= round: continuous)" },
-	{ "jitter-percent", 1, "random +/- shift of each round start, percent of the period" },
-	{ "once", 0, "one round now, then exit (with --seconds)" },
-	{ "seconds", 1, "length of the --once round" },
-	{ "sampler", 1, "auto | bpf | sigprof (auto: BPF when it can run, plus rings)" },
-	{ "bpf-service", 1, "service name of the BPF sampler's system-wide profile" },
-	{ "bpf-ringbuf-kb", 1, "BPF ring buffer size" },
-	{ "no-kernel-stacks", 0, "BPF: user stacks only" },
-	{ "stack-entries", 1, "unique stacks per service and round" },
-	{ "max-procs", 1, "processes whose mappings are cached" },
-	{ "no-symbolize", 0, "do not name functions on the device (build-ids and addresses only)" },
+    {"hz", 1, "samples per CPU-second (BPF sampler; SIGPROF producers set their own)"},
+    {"registry", 1, "directory where instrumented processes put their rings"},
+    {"output-dir", 1, "write <service>-cpu-<time>.pb.gz files here"},
+    {"round-seconds", 1, "length of a round"},
+    {"period-seconds", 1, "a round starts every this many seconds (= round: continuous)"},
+    {"jitter-percent", 1, "random +/- shift of each round start, percent of the period"},
+    {"once", 0, "one round now, then exit (with --seconds)"},
+    {"seconds", 1, "length of the --once round"},
+    {"sampler", 1, "auto | bpf | sigprof (auto: BPF when it can run, plus rings)"},
+    {"bpf-service", 1, "service name of the BPF sampler's system-wide profile"},
+    {"bpf-ringbuf-kb", 1, "BPF ring buffer size"},
+    {"no-kernel-stacks", 0, "BPF: user stacks only"},
+    {"stack-entries", 1, "unique stacks per service and round"},
+    {"max-procs", 1, "processes whose mappings are cached"},
+    {"no-symbolize", 0, "do not name functions on the device (build-ids and addresses only)"},
 #ifdef CONFIG_UPLOAD_MTLS
-	{ "upload", 1, "push each profile to this collector URL over mutual TLS" },
-	{ "tls-ca", 1, "the collector's CA certificate (pinned)" },
-	{ "tls-cert", 1, "this device's certificate (its CN is the device)" },
-	{ "tls-key", 1, "this device's private key" },
-	{ "spool", 1, "offline spool file for profiles that could not be uploaded" },
-	{ "spool-size", 1, "spool size (bytes, or K/M/G)" },
+    {"upload", 1, "push each profile to this collector URL over mutual TLS"},
+    {"tls-ca", 1, "the collector's CA certificate (pinned)"},
+    {"tls-cert", 1, "this device's certificate (its CN is the device)"},
+    {"tls-key", 1, "this device's private key"},
+    {"spool", 1, "offline spool file for profiles that could not be uploaded"},
+    {"spool-size", 1, "spool size (bytes, or K/M/G)"},
 #endif
-	{ "config", 1, "read options from a file: one 'name = value' (or 'name') per line" },
-	{ "version", 0, "print version and compiled-in features" },
-	{ "help", 0, "this text" },
+    {"config", 1, "read options from a file: one 'name = value' (or 'name') per line"},
+    {"version", 0, "print version and compiled-in features"},
+    {"help", 0, "this text"},
 };
 
 static void usage(FILE *out)
@@ -120,7 +120,8 @@ static void usage(FILE *out)
 		fprintf(out, "  --%s%s%*s%s\n", opt_descs[i].name, opt_descs[i].has_arg ? " N" : "",
 			(int)(20 - strlen(opt_descs[i].name) - (opt_descs[i].has_arg ? 2 : 0)), "",
 			opt_descs[i].help);
-	fprintf(out, "Defaults come from the build's Kconfig (edgeprof-agent --version shows them).\n");
+	fprintf(out,
+		"Defaults come from the build's Kconfig (edgeprof-agent --version shows them).\n");
 }
 
 static int parse_ulong(const char *name, const char *v, unsigned long lo, unsigned long hi,
@@ -234,7 +235,8 @@ static int read_config_file(struct config *c, const char *path)
 			val = eq + 1;
 			while (*val == ' ' || *val == '\t')
 				val++;
-			for (char *e = val + strlen(val); e > val && (e[-1] == ' ' || e[-1] == '\t');)
+			for (char *e = val + strlen(val);
+			     e > val && (e[-1] == ' ' || e[-1] == '\t');)
 				*--e = 0;
 			val = strdup(val); /* kept for the life of the process */
 		}
@@ -257,8 +259,8 @@ static int parse_args(struct config *c, int argc, char **argv)
 	int idx, ch, rc;
 
 	for (size_t i = 0; i < sizeof(opt_descs) / sizeof(opt_descs[0]); i++)
-		lopts[i] = (struct option){ opt_descs[i].name, opt_descs[i].has_arg, NULL, 0 };
-	lopts[sizeof(opt_descs) / sizeof(opt_descs[0])] = (struct option){ 0 };
+		lopts[i] = (struct option){opt_descs[i].name, opt_descs[i].has_arg, NULL, 0};
+	lopts[sizeof(opt_descs) / sizeof(opt_descs[0])] = (struct option){0};
 	while ((ch = getopt_long(argc, argv, "Vh", lopts, &idx)) != -1) {
 		if (ch == 'V')
 			rc = apply_opt(c, "version", NULL);
@@ -276,8 +278,10 @@ static int parse_args(struct config *c, int argc, char **argv)
 		return -EINVAL;
 	}
 	if (c->round_s > c->period_s) {
-		fprintf(stderr, "edgeprof-agent: --round-seconds %lu is longer than --period-seconds "
-			"%lu\n", c->round_s, c->period_s);
+		fprintf(stderr,
+			"edgeprof-agent: --round-seconds %lu is longer than --period-seconds "
+			"%lu\n",
+			c->round_s, c->period_s);
 		return -EINVAL;
 	}
 	return 0;
@@ -287,7 +291,7 @@ static int parse_args(struct config *c, int argc, char **argv)
 
 static struct service *service_get(struct agent *a, const char *name)
 {
-	struct agg_opts o = { .max_entries = a->cfg.stack_entries };
+	struct agg_opts o = {.max_entries = a->cfg.stack_entries};
 
 	for (unsigned int i = 0; i < a->n_services; i++)
 		if (!strcmp(a->services[i].name, name))
@@ -352,7 +356,8 @@ static void scan_registry(struct agent *a)
 		}
 		snprintf(a->ring_paths[a->n_rings], sizeof(a->ring_paths[0]), "%s", path);
 		a->rings[a->n_rings++] = r;
-		/* the mappings: read now while the process lives, or the copy it left in the ring */
+		/* the mappings: read now while the process lives, or the copy it left in the ring
+		 */
 		if (proctab__touch(a->procs, ring__shared(r)->pid))
 			adopt_ring_maps(a, r);
 		pr_info("ring %s (pid %u, service %s)", path, ring__shared(r)->pid,
@@ -387,7 +392,7 @@ static void drain_rings(struct agent *a, bool final)
 		struct ring_shared *sh = ring__shared(r);
 		char svc[sizeof(sh->service)];
 		bool dead = !pid_alive(sh->pid);
-		struct drain_ctx dc = { a, r, NULL };
+		struct drain_ctx dc = {a, r, NULL};
 
 		memcpy(svc, sh->service, sizeof(svc));
 		svc[sizeof(svc) - 1] = 0;
@@ -403,12 +408,13 @@ static void drain_rings(struct agent *a, bool final)
 			ring__free(r);
 			a->n_rings--;
 			a->rings[i] = a->rings[a->n_rings];
-			memcpy(a->ring_paths[i], a->ring_paths[a->n_rings], sizeof(a->ring_paths[0]));
+			memcpy(a->ring_paths[i], a->ring_paths[a->n_rings],
+			       sizeof(a->ring_paths[0]));
 			continue;
 		}
 		i++;
 	}
-	(void)final;
+	(void) final;
 }
 
 static void set_paused(struct agent *a, bool paused)
@@ -434,9 +440,9 @@ static int bpf_sink(void *ctx, const struct agent_sample *s)
 
 static void bpf_start(struct agent *a)
 {
-	struct bpf_sampler_opts o = { .hz = (unsigned int)a->cfg.hz,
-				      .ringbuf_kb = (unsigned int)a->cfg.bpf_ringbuf_kb,
-				      .kernel_stacks = a->cfg.kernel_stacks };
+	struct bpf_sampler_opts o = {.hz = (unsigned int)a->cfg.hz,
+				     .ringbuf_kb = (unsigned int)a->cfg.bpf_ringbuf_kb,
+				     .kernel_stacks = a->cfg.kernel_stacks};
 	struct bpf_sampler *s;
 	char err[256] = "";
 
@@ -479,10 +485,11 @@ static void bpf_comment(struct agent *a, char *buf, size_t len)
 		return;
 	}
 	bpf_sampler__stats(a->bpf, &st);
-	snprintf(buf, len, "edgeprof bpf: samples=%llu dropped_ringbuf=%llu dropped_sink=%llu "
-		 "truncated=%llu cpus=%u", (unsigned long long)st.samples,
-		 (unsigned long long)st.dropped_ringbuf, (unsigned long long)st.dropped_sink,
-		 (unsigned long long)st.truncated, st.cpus);
+	snprintf(buf, len,
+		 "edgeprof bpf: samples=%llu dropped_ringbuf=%llu dropped_sink=%llu "
+		 "truncated=%llu cpus=%u",
+		 (unsigned long long)st.samples, (unsigned long long)st.dropped_ringbuf,
+		 (unsigned long long)st.dropped_sink, (unsigned long long)st.truncated, st.cpus);
 }
 #else
 static void bpf_start(struct agent *a)
@@ -496,7 +503,9 @@ static void bpf_poll(struct agent *a, int timeout_ms)
 	port_sleep_ns((uint64_t)timeout_ms * NSEC_PER_MSEC);
 }
 
-static void bpf_stop(struct agent *a) {}
+static void bpf_stop(struct agent *a)
+{
+}
 
 static void bpf_comment(struct agent *a, char *buf, size_t len)
 {
@@ -525,13 +534,14 @@ static int transport_start(struct agent *a)
 static void submit(struct agent *a, const char *service, const struct aggregate *agg,
 		   const struct output_opts *o)
 {
-	struct pprof_buf buf = { 0 };
-	struct transport_item item = { .service = service, .type = "cpu" };
+	struct pprof_buf buf = {0};
+	struct transport_item item = {.service = service, .type = "cpu"};
 	char key[200];
 	int err = output__pprof(agg, o, pprof_buf_write, &buf);
 
 	if (!err) {
-		/* device, round start, sequence: a re-sent profile is recognized by the collector */
+		/* device, round start, sequence: a re-sent profile is recognized by the collector
+		 */
 		snprintf(key, sizeof(key), "%s-%llu-%llu", transport__device(a->transport),
 			 (unsigned long long)(o->time_ns / NSEC_PER_SEC),
 			 (unsigned long long)a->seq++);
@@ -559,13 +569,20 @@ static void transport_stop(struct agent *a)
 	transport__free(a->transport);
 }
 #else
-static int transport_start(struct agent *a) { return 0; }
+static int transport_start(struct agent *a)
+{
+	return 0;
+}
 static void submit(struct agent *a, const char *service, const struct aggregate *agg,
 		   const struct output_opts *o)
 {
 }
-static void transport_poll(struct agent *a) {}
-static void transport_stop(struct agent *a) {}
+static void transport_poll(struct agent *a)
+{
+}
+static void transport_stop(struct agent *a)
+{
+}
 #endif /* CONFIG_UPLOAD_MTLS */
 
 /* ---- rounds ------------------------------------------------------------------------------- */
@@ -573,17 +590,22 @@ static void transport_stop(struct agent *a) {}
 static void write_round(struct agent *a, uint64_t duration_ns)
 {
 	char c1[256], c2[256], c3[256];
-	const char *comments[] = { c1, c2, c3 };
+	const char *comments[] = {c1, c2, c3};
 	struct proctab_stats ps;
 
 	proctab__stats(a->procs, &ps);
 	bpf_comment(a, c3, sizeof(c3));
 	for (unsigned int i = 0; i < a->n_services; i++) {
 		struct service *s = &a->services[i];
-		struct output_opts o = { .service = s->name, .hz = (uint32_t)a->cfg.hz,
-					 .time_ns = a->round_real_ns, .duration_ns = duration_ns,
-					 .procs = a->procs, .sym = a->sym, .ksyms = a->ksyms,
-					 .comments = comments, .n_comments = c3[0] ? 3 : 2 };
+		struct output_opts o = {.service = s->name,
+					.hz = (uint32_t)a->cfg.hz,
+					.time_ns = a->round_real_ns,
+					.duration_ns = duration_ns,
+					.procs = a->procs,
+					.sym = a->sym,
+					.ksyms = a->ksyms,
+					.comments = comments,
+					.n_comments = c3[0] ? 3 : 2};
 		struct agg_stats as;
 		uint64_t full = 0, torn = 0;
 		char path[512];
@@ -604,14 +626,18 @@ static void write_round(struct agent *a, uint64_t duration_ns)
 			/* the ring's own rate, for the period of this service's profile */
 			o.hz = ring__shared(a->rings[k])->hz;
 		}
-		snprintf(c1, sizeof(c1), "edgeprof agent: samples=%llu stacks=%zu dropped_table=%llu "
+		snprintf(c1, sizeof(c1),
+			 "edgeprof agent: samples=%llu stacks=%zu dropped_table=%llu "
 			 "dropped_frames=%llu dropped_labels=%llu truncated=%llu",
 			 (unsigned long long)as.samples, as.entries,
-			 (unsigned long long)as.dropped_table, (unsigned long long)as.dropped_frames,
+			 (unsigned long long)as.dropped_table,
+			 (unsigned long long)as.dropped_frames,
 			 (unsigned long long)as.dropped_labels, (unsigned long long)as.truncated);
-		snprintf(c2, sizeof(c2), "edgeprof rings: dropped_full=%llu torn=%llu "
+		snprintf(c2, sizeof(c2),
+			 "edgeprof rings: dropped_full=%llu torn=%llu "
 			 "dropped_rings=%llu dropped_services=%llu unknown_addresses=%llu "
-			 "evicted_procs=%llu", (unsigned long long)full, (unsigned long long)torn,
+			 "evicted_procs=%llu",
+			 (unsigned long long)full, (unsigned long long)torn,
 			 (unsigned long long)a->dropped_rings,
 			 (unsigned long long)a->dropped_services,
 			 (unsigned long long)ps.unknown_addr, (unsigned long long)ps.evicted);
@@ -636,8 +662,9 @@ static int run(struct agent *a)
 	uint64_t round_ns = (a->cfg.once ? a->cfg.seconds : a->cfg.round_s) * NSEC_PER_SEC;
 	uint64_t period_ns = a->cfg.once ? round_ns : a->cfg.period_s * NSEC_PER_SEC;
 	uint64_t last_scan = 0, started = 0;
-	int rc = rounds__init(&rs, round_ns, period_ns, a->cfg.once ? 0 : (unsigned)a->cfg.jitter_pct,
-			      port_clock_mono_ns(), port_rand_below);
+	int rc =
+	    rounds__init(&rs, round_ns, period_ns, a->cfg.once ? 0 : (unsigned)a->cfg.jitter_pct,
+			 port_clock_mono_ns(), port_rand_below);
 
 	if (rc)
 		return rc;
@@ -670,7 +697,9 @@ static int run(struct agent *a)
 		if (rs.in_round)
 			drain_rings(a, false);
 		transport_poll(a);
-		bpf_poll(a, (int)(wait / NSEC_PER_MSEC < DRAIN_MS ? wait / NSEC_PER_MSEC : DRAIN_MS) + 1);
+		bpf_poll(a,
+			 (int)(wait / NSEC_PER_MSEC < DRAIN_MS ? wait / NSEC_PER_MSEC : DRAIN_MS) +
+			     1);
 	}
 	if (rs.in_round) { /* stopped mid-round: keep what was sampled */
 		drain_rings(a, true);
@@ -686,16 +715,22 @@ out:
 int main(int argc, char **argv)
 {
 	static struct agent a;
-	struct sigaction sa = { .sa_handler = on_stop };
+	struct sigaction sa = {.sa_handler = on_stop};
 	int rc;
 
 	a.cfg = (struct config){
-		.hz = CONFIG_SAMPLE_HZ, .round_s = CONFIG_ROUND_SECONDS,
-		.period_s = CONFIG_PERIOD_SECONDS, .jitter_pct = CONFIG_JITTER_PERCENT,
-		.seconds = CONFIG_ROUND_SECONDS, .stack_entries = CONFIG_STACK_TABLE_ENTRIES,
-		.max_procs = 64, .registry = "/dev/shm/edgeprof",
-		.sampler = "auto", .bpf_service = "system", .symbolize = true,
-		.kernel_stacks = true,
+	    .hz = CONFIG_SAMPLE_HZ,
+	    .round_s = CONFIG_ROUND_SECONDS,
+	    .period_s = CONFIG_PERIOD_SECONDS,
+	    .jitter_pct = CONFIG_JITTER_PERCENT,
+	    .seconds = CONFIG_ROUND_SECONDS,
+	    .stack_entries = CONFIG_STACK_TABLE_ENTRIES,
+	    .max_procs = 64,
+	    .registry = "/dev/shm/edgeprof",
+	    .sampler = "auto",
+	    .bpf_service = "system",
+	    .symbolize = true,
+	    .kernel_stacks = true,
 	};
 #ifdef CONFIG_BPF_RINGBUF_KB
 	a.cfg.bpf_ringbuf_kb = CONFIG_BPF_RINGBUF_KB;

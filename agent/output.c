@@ -33,7 +33,7 @@ static const char *kernel_name(const struct output_opts *o, uint64_t addr)
 
 static uint64_t location(struct out_ctx *c, uint64_t map_id, uint64_t addr, const char *name)
 {
-	struct pprof_line_desc line = { 0, 0 };
+	struct pprof_line_desc line = {0, 0};
 
 	if (name) {
 		line.function_id = pprof_builder__function(c->b, name, name, NULL, 0);
@@ -51,12 +51,16 @@ static uint64_t user_location(struct out_ctx *c, uint32_t pid, uint64_t addr)
 
 	if (m) {
 		struct pprof_mapping_desc md = {
-			.memory_start = m->start, .memory_limit = m->limit, .file_offset = m->offset,
-			.filename = m->path, .build_id = m->build_id[0] ? m->build_id : NULL,
+		    .memory_start = m->start,
+		    .memory_limit = m->limit,
+		    .file_offset = m->offset,
+		    .filename = m->path,
+		    .build_id = m->build_id[0] ? m->build_id : NULL,
 		};
 
 		name = symbolizer__name(c->o->sym, pid, m, addr);
-		/* false: desktop pprof then symbolizes what the device could not (stripped files) */
+		/* false: desktop pprof then symbolizes what the device could not (stripped files)
+		 */
 		md.has_functions = false;
 		map_id = pprof_builder__mapping(c->b, &md);
 		if (!map_id)
@@ -73,7 +77,7 @@ static int add_entry(void *ctx, const struct agg_entry *e)
 	struct pprof_label_desc labels[SAMPLE_MAX_LABELS + 4];
 	const char *keys[SAMPLE_MAX_LABELS + 1], *vals[SAMPLE_MAX_LABELS + 1];
 	size_t nl = aggregate__labels(c->a, e->labels, keys, vals, SAMPLE_MAX_LABELS + 1);
-	int64_t values[2] = { (int64_t)e->count, (int64_t)e->weight_ns };
+	int64_t values[2] = {(int64_t)e->count, (int64_t)e->weight_ns};
 
 	for (size_t i = 0; i < nf && n < sizeof(locs) / sizeof(locs[0]); i++) {
 		uint64_t addr = e->frames[i], id;
@@ -93,20 +97,22 @@ static int add_entry(void *ctx, const struct agg_entry *e)
 		locs[n++] = id;
 	}
 	for (size_t i = 0; i < nl; i++)
-		labels[i] = (struct pprof_label_desc){ .key = keys[i], .str = vals[i] };
-	labels[nl++] = (struct pprof_label_desc){ .key = "pid", .num = e->pid };
-	labels[nl++] = (struct pprof_label_desc){ .key = "thread", .num = e->tid };
+		labels[i] = (struct pprof_label_desc){.key = keys[i], .str = vals[i]};
+	labels[nl++] = (struct pprof_label_desc){.key = "pid", .num = e->pid};
+	labels[nl++] = (struct pprof_label_desc){.key = "thread", .num = e->tid};
 	return pprof_builder__add_sample(c->b, locs, n, values, labels, nl);
 }
 
 int output__pprof(const struct aggregate *a, const struct output_opts *o, pprof_write_fn w,
 		  void *ctx)
 {
-	struct pprof_builder_opts bo = { .gzip_level = o->gzip_level };
-	struct out_ctx c = { .o = o, .a = a,
-			     .km = { .memory_start = 0x8000000000000000ull,
-				     .memory_limit = UINT64_MAX, .filename = KERNEL_MAPPING,
-				     .has_functions = o->ksyms != NULL } };
+	struct pprof_builder_opts bo = {.gzip_level = o->gzip_level};
+	struct out_ctx c = {.o = o,
+			    .a = a,
+			    .km = {.memory_start = 0x8000000000000000ull,
+				   .memory_limit = UINT64_MAX,
+				   .filename = KERNEL_MAPPING,
+				   .has_functions = o->ksyms != NULL}};
 	int err;
 
 	c.b = pprof_builder__new(&bo, w, ctx);
@@ -133,7 +139,7 @@ int output__pprof(const struct aggregate *a, const struct output_opts *o, pprof_
 
 static int write_buf(const struct aggregate *a, const struct output_opts *o, const char *path)
 {
-	struct pprof_buf buf = { 0 };
+	struct pprof_buf buf = {0};
 	int err = output__pprof(a, o, pprof_buf_write, &buf);
 
 	if (!err)

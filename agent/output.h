@@ -21,13 +21,13 @@ struct ksyms;
 struct output_opts {
 	const char *service;
 	uint32_t hz;
-	uint64_t time_ns, duration_ns;   /* round start (unix ns) and length */
-	struct proctab *procs;           /* mappings per pid */
-	struct symbolizer *sym;          /* NULL: addresses and build-ids only */
-	const struct ksyms *ksyms;       /* NULL: kernel frames stay addresses */
-	const char *const *comments;     /* drop counters etc., one line each */
+	uint64_t time_ns, duration_ns; /* round start (unix ns) and length */
+	struct proctab *procs;	       /* mappings per pid */
+	struct symbolizer *sym;	       /* NULL: addresses and build-ids only */
+	const struct ksyms *ksyms;     /* NULL: kernel frames stay addresses */
+	const char *const *comments;   /* drop counters etc., one line each */
 	size_t n_comments;
-	int gzip_level;                  /* 0: default */
+	int gzip_level; /* 0: default */
 };
 
 /* Encodes the aggregate with w/ctx: 0 or -errno. */

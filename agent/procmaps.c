@@ -33,13 +33,14 @@ static bool parse_line(char *line, uint32_t pid, struct procmap *m)
 	char *path;
 
 	if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*u %n", &start, &end, perms,
-		   &off, &pos) < 4 || !pos || strlen(perms) < 3 || perms[2] != 'x')
+		   &off, &pos) < 4 ||
+	    !pos || strlen(perms) < 3 || perms[2] != 'x')
 		return false;
 	path = line + pos;
 	path[strcspn(path, "\n")] = 0;
 	if (!strcmp(path, "[vsyscall]"))
 		return false;
-	*m = (struct procmap){ .start = start, .limit = end, .offset = off };
+	*m = (struct procmap){.start = start, .limit = end, .offset = off};
 	snprintf(m->path, sizeof(m->path), "%s", path);
 	map_build_id(pid, m);
 	return true;
@@ -145,8 +146,8 @@ void procmaps__free(struct procmaps *pm)
 
 struct proc_slot {
 	struct procmaps *pm;
-	uint64_t last_used;     /* round number */
-	uint64_t refreshed;     /* round of the last re-read */
+	uint64_t last_used; /* round number */
+	uint64_t refreshed; /* round of the last re-read */
 };
 
 struct proctab {

@@ -20,8 +20,8 @@
 
 struct procmap {
 	uint64_t start, limit, offset;
-	char path[PROCMAP_PATH];          /* as in maps; "[vdso]" for the vDSO */
-	char build_id[ELF_BUILD_ID_HEX];  /* "" when the file has none */
+	char path[PROCMAP_PATH];	 /* as in maps; "[vdso]" for the vDSO */
+	char build_id[ELF_BUILD_ID_HEX]; /* "" when the file has none */
 };
 
 struct procmaps {

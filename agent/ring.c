@@ -10,7 +10,7 @@
 
 #include "agent/ring.h"
 
-#define RING_PAGE    4096u
+#define RING_PAGE 4096u
 #define RING_REC_MIN (8 + sizeof(struct ring_rec))
 
 struct ring {
@@ -191,7 +191,8 @@ struct ring_rec *ring__reserve(struct ring *r, unsigned int n_frames)
 					      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
 	if (pad) {
 		__atomic_store_n(ring_hdr_at(r, head),
-				 (uint64_t)ring_tag(head) << 32 | RING_HDR_COMMIT | RING_HDR_PAD | pad,
+				 (uint64_t)ring_tag(head) << 32 | RING_HDR_COMMIT | RING_HDR_PAD |
+				     pad,
 				 __ATOMIC_RELEASE);
 		head += pad;
 	}
@@ -277,8 +278,8 @@ int ring__drain(struct ring *r, unsigned int max, uint64_t now_ns, ring_rec_fn f
 		hdr = __atomic_load_n(ring_hdr_at(r, tail), __ATOMIC_ACQUIRE);
 		len = hdr & RING_HDR_LEN;
 		room = sh->data_size - (tail & r->mask);
-		if ((uint32_t)(hdr >> 32) != ring_tag(tail) || len < 8 || (len & 7) ||
-		    len > room || len > head - tail) {
+		if ((uint32_t)(hdr >> 32) != ring_tag(tail) || len < 8 || (len & 7) || len > room ||
+		    len > head - tail) {
 			/* header not written yet (producer between CAS and store, or dead there) */
 			if (!ring_stalled(r, tail, now_ns))
 				break;
@@ -382,15 +383,19 @@ void ring__rec_to_sample(struct ring *r, const struct ring_rec *rec, struct agen
 	size_t len = 0;
 	const char *p = ring__labels_get(r, rec->labels_id, &len), *end = p ? p + len : NULL;
 
-	*s = (struct agent_sample){ .time_ns = rec->time_ns, .pid = rec->pid, .tid = rec->tid,
-				    .n_user = rec->n_frames, .flags = rec->flags,
-				    .frames = rec->frames, .weight_ns = rec->weight_ns };
+	*s = (struct agent_sample){.time_ns = rec->time_ns,
+				   .pid = rec->pid,
+				   .tid = rec->tid,
+				   .n_user = rec->n_frames,
+				   .flags = rec->flags,
+				   .frames = rec->frames,
+				   .weight_ns = rec->weight_ns};
 	while (p && p < end && s->n_labels < SAMPLE_MAX_LABELS) {
 		const char *k = p, *v = memchr(k, 0, (size_t)(end - k));
 
 		if (!v || ++v >= end || !memchr(v, 0, (size_t)(end - v)))
 			break; /* blobs are written by the producer: never trust them */
-		s->labels[s->n_labels++] = (struct sample_label){ k, v };
+		s->labels[s->n_labels++] = (struct sample_label){k, v};
 		p = v + strlen(v) + 1;
 	}
 }

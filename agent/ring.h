@@ -20,16 +20,16 @@
 
 #include "agent/sample.h"
 
-#define RING_MAGIC   0x45505247u /* "EPRG" */
+#define RING_MAGIC 0x45505247u /* "EPRG" */
 #define RING_VERSION 1
-#define RING_LABEL_SETS      64  /* label sets per ring (per process) */
+#define RING_LABEL_SETS 64	 /* label sets per ring (per process) */
 #define RING_LABEL_SET_BYTES 256 /* "k\0v\0k\0v\0" per set */
-#define RING_MAPS_BYTES      16384 /* the producer's executable mappings, /proc/<pid>/maps text */
+#define RING_MAPS_BYTES 16384	 /* the producer's executable mappings, /proc/<pid>/maps text */
 
 /* Header word of each record: tag (high 32) | flags | length in bytes (low 24). */
 #define RING_HDR_COMMIT (1u << 31)
-#define RING_HDR_PAD    (1u << 30)
-#define RING_HDR_LEN    0x00ffffffu
+#define RING_HDR_PAD (1u << 30)
+#define RING_HDR_LEN 0x00ffffffu
 
 /* What a record carries after its header word (frames follow, leaf first). */
 struct ring_rec {
@@ -38,29 +38,29 @@ struct ring_rec {
 	uint32_t pid, tid;
 	uint32_t labels_id; /* 0 = none, else a ring__labels_intern() id */
 	uint16_t n_frames;
-	uint16_t flags;     /* SAMPLE_F_* */
+	uint16_t flags; /* SAMPLE_F_* */
 	uint64_t frames[];
 };
 
 /* The shared header (first page of the file). Layout is the ABI between library and agent. */
 struct ring_shared {
 	uint32_t magic, version;
-	uint32_t data_off, data_size;   /* data_size is a power of two */
+	uint32_t data_off, data_size; /* data_size is a power of two */
 	uint32_t labels_off, pid;
 	uint32_t hz, max_depth;
 	char service[64];
 	uint64_t start_real_ns;
-	uint32_t paused;    /* set by the agent between rounds: producers skip sampling */
-	uint32_t maps_len;  /* bytes of maps text; 0 while the producer rewrites it */
+	uint32_t paused;   /* set by the agent between rounds: producers skip sampling */
+	uint32_t maps_len; /* bytes of maps text; 0 while the producer rewrites it */
 	uint32_t maps_off;
 	uint32_t pad2;
 	uint64_t pad0[2];
-	uint64_t head __attribute__((aligned(64)));     /* producers: next free byte (CAS) */
-	uint64_t dropped_full;                           /* producers: records not written */
-	uint64_t written;                                /* producers: records committed */
-	uint64_t labels_dropped;                         /* label sets that did not fit */
-	uint64_t tail __attribute__((aligned(64)));     /* consumer: next byte to read */
-	uint64_t consumed, torn, torn_bytes;             /* consumer counters */
+	uint64_t head __attribute__((aligned(64))); /* producers: next free byte (CAS) */
+	uint64_t dropped_full;			    /* producers: records not written */
+	uint64_t written;			    /* producers: records committed */
+	uint64_t labels_dropped;		    /* label sets that did not fit */
+	uint64_t tail __attribute__((aligned(64))); /* consumer: next byte to read */
+	uint64_t consumed, torn, torn_bytes;	    /* consumer counters */
 };
 
 struct ring_label_set {

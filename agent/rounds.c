@@ -11,8 +11,9 @@ static uint64_t jittered(struct rounds *r, uint64_t nominal, uint64_t not_before
 	if (r->jitter_ns) {
 		uint64_t d = r->rand_below(2 * r->jitter_ns + 1);
 
-		s = d >= r->jitter_ns ? nominal + (d - r->jitter_ns)
-				      : (nominal > r->jitter_ns - d ? nominal - (r->jitter_ns - d) : 0);
+		s = d >= r->jitter_ns
+			? nominal + (d - r->jitter_ns)
+			: (nominal > r->jitter_ns - d ? nominal - (r->jitter_ns - d) : 0);
 	}
 	return s < not_before ? not_before : s;
 }
@@ -22,8 +23,8 @@ int rounds__init(struct rounds *r, uint64_t round_ns, uint64_t period_ns, unsign
 {
 	if (!round_ns || !period_ns || round_ns > period_ns || jitter_pct > 50 || !rand_below)
 		return -EINVAL;
-	*r = (struct rounds){ .round_ns = round_ns, .period_ns = period_ns,
-			      .rand_below = rand_below };
+	*r =
+	    (struct rounds){.round_ns = round_ns, .period_ns = period_ns, .rand_below = rand_below};
 	/* continuous profiling has no gaps to move rounds into */
 	if (period_ns > round_ns)
 		r->jitter_ns = period_ns / 100 * jitter_pct;

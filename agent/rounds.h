@@ -17,11 +17,11 @@ enum round_event { ROUND_NONE = 0, ROUND_START, ROUND_END };
 
 struct rounds {
 	uint64_t round_ns, period_ns, jitter_ns;
-	uint64_t nominal;     /* nominal start of the next round */
-	uint64_t next_start;  /* its jittered start */
-	uint64_t start, end;  /* current (or last) round */
+	uint64_t nominal;    /* nominal start of the next round */
+	uint64_t next_start; /* its jittered start */
+	uint64_t start, end; /* current (or last) round */
 	bool in_round;
-	uint64_t skipped;     /* rounds missed because nobody polled in time */
+	uint64_t skipped; /* rounds missed because nobody polled in time */
 	uint64_t (*rand_below)(uint64_t bound);
 };
 

@@ -64,7 +64,8 @@ static struct {
 	enum unwind_mode unwind;
 	bool standalone;
 	char output[4096], ring_path[4096];
-	/* timers, owned by the threads they sample; the table is only touched outside the handler */
+	/* timers, owned by the threads they sample; the table is only touched outside the handler
+	 */
 	pthread_mutex_t lock;
 	struct ep_timer timers[EP_MAX_THREADS];
 	unsigned int n_timers;
@@ -78,7 +79,7 @@ static struct {
 	/* wall time inside the handler (vDSO clock), log2 buckets: a median that preemption
 	 * on a loaded machine does not drag */
 	uint64_t handler_hist[24];
-} ep = { .lock = PTHREAD_MUTEX_INITIALIZER };
+} ep = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static int (*real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 
@@ -109,14 +110,14 @@ static void on_sigprof(int sig, siginfo_t *si, void *uctx)
 	if (!self.tid)
 		self.tid = (pid_t)syscall(SYS_gettid);
 	n = unwind__stack(uctx, self.stack_lo, self.stack_hi, ep.unwind, &self.cache, frames,
-			  ep.max_depth,
-			  &truncated);
+			  ep.max_depth, &truncated);
 	rec = ring__reserve(ep.ring, n);
 	if (rec) {
 		rec->time_ns = t0;
 		/* the timer's period on the thread's own CPU clock, times the expiries it stands
 		 * for: CPU time actually used, whatever the kernel's tick let through */
-		rec->weight_ns = ep.interval_ns * (1 + (uint64_t)(si->si_overrun > 0 ? si->si_overrun : 0));
+		rec->weight_ns =
+		    ep.interval_ns * (1 + (uint64_t)(si->si_overrun > 0 ? si->si_overrun : 0));
 		rec->pid = (uint32_t)ep.pid;
 		rec->tid = (uint32_t)self.tid;
 		rec->labels_id = self.labels_id;
@@ -239,8 +240,8 @@ static void *thread_start(void *p)
 	return sa.fn(sa.arg);
 }
 
-static int call_real_pthread_create(pthread_t *th, const pthread_attr_t *attr,
-				    void *(*fn)(void *), void *arg)
+static int call_real_pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *),
+				    void *arg)
 {
 	if (!real_pthread_create)
 		*(void **)&real_pthread_create = dlsym(RTLD_NEXT, "pthread_create");
@@ -250,8 +251,7 @@ static int call_real_pthread_create(pthread_t *th, const pthread_attr_t *attr,
 }
 
 /* Threads created while sampling get their own timer from their first instruction. */
-EP_API int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *),
-			  void *arg)
+EP_API int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
 	struct start_arg *sa;
 	int rc;
@@ -366,11 +366,16 @@ static void write_standalone(void)
 	struct proctab *procs = proctab__new(1, 512);
 	struct symbolizer *sym = IS_ENABLED(CONFIG_SYMBOLIZE) ? symbolizer__new(0) : NULL;
 	char c1[256], c2[256], c3[256];
-	const char *comments[] = { c1, c2, c3 };
+	const char *comments[] = {c1, c2, c3};
 	struct output_opts o = {
-		.service = ring__shared(ep.ring)->service, .hz = ep.hz,
-		.time_ns = ep.start_real_ns, .duration_ns = mono_ns() - ep.start_mono_ns,
-		.procs = procs, .sym = sym, .comments = comments, .n_comments = 3,
+	    .service = ring__shared(ep.ring)->service,
+	    .hz = ep.hz,
+	    .time_ns = ep.start_real_ns,
+	    .duration_ns = mono_ns() - ep.start_mono_ns,
+	    .procs = procs,
+	    .sym = sym,
+	    .comments = comments,
+	    .n_comments = 3,
 	};
 	char path[4200];
 	int err;
@@ -380,19 +385,23 @@ static void write_standalone(void)
 	ring__stats(ep.ring, &rs);
 	aggregate__stats(ep.agg, &as);
 	unwind__stats(&us);
-	snprintf(c1, sizeof(c1), "edgeprof sigprof: hz=%u samples=%llu dropped_ring_full=%llu "
-		 "torn=%llu labels_dropped=%llu untimed_threads=%llu", ep.hz,
-		 (unsigned long long)as.samples, (unsigned long long)rs.dropped_full,
+	snprintf(c1, sizeof(c1),
+		 "edgeprof sigprof: hz=%u samples=%llu dropped_ring_full=%llu "
+		 "torn=%llu labels_dropped=%llu untimed_threads=%llu",
+		 ep.hz, (unsigned long long)as.samples, (unsigned long long)rs.dropped_full,
 		 (unsigned long long)rs.torn, (unsigned long long)rs.labels_dropped,
 		 (unsigned long long)ep.untimed_threads);
-	snprintf(c2, sizeof(c2), "edgeprof aggregate: stacks=%zu dropped_table=%llu "
-		 "dropped_frames=%llu dropped_labels=%llu truncated=%llu", as.entries,
-		 (unsigned long long)as.dropped_table, (unsigned long long)as.dropped_frames,
-		 (unsigned long long)as.dropped_labels, (unsigned long long)as.truncated);
-	snprintf(c3, sizeof(c3), "edgeprof unwind: leaf_cfi=%llu rescued_cfi=%llu no_fde=%llu "
-		 "handler_ns_p50=%llu", (unsigned long long)us.cfi_leaf,
-		 (unsigned long long)us.cfi_rescue, (unsigned long long)us.no_fde,
-		 (unsigned long long)handler_median_ns());
+	snprintf(c2, sizeof(c2),
+		 "edgeprof aggregate: stacks=%zu dropped_table=%llu "
+		 "dropped_frames=%llu dropped_labels=%llu truncated=%llu",
+		 as.entries, (unsigned long long)as.dropped_table,
+		 (unsigned long long)as.dropped_frames, (unsigned long long)as.dropped_labels,
+		 (unsigned long long)as.truncated);
+	snprintf(c3, sizeof(c3),
+		 "edgeprof unwind: leaf_cfi=%llu rescued_cfi=%llu no_fde=%llu "
+		 "handler_ns_p50=%llu",
+		 (unsigned long long)us.cfi_leaf, (unsigned long long)us.cfi_rescue,
+		 (unsigned long long)us.no_fde, (unsigned long long)handler_median_ns());
 	/* "%p" in the path is the pid, so processes of one run do not overwrite each other */
 	const char *p = strstr(ep.output, "%p");
 

@@ -11,8 +11,8 @@
 #define SYM_MAX_FILES 128
 
 struct sym_file {
-	char key[PROCMAP_PATH];   /* build-id, or path */
-	struct elf_syms *syms;    /* NULL: failed, remembered */
+	char key[PROCMAP_PATH]; /* build-id, or path */
+	struct elf_syms *syms;	/* NULL: failed, remembered */
 	uint64_t last_used;
 };
 
@@ -99,7 +99,8 @@ static struct sym_file *load(struct symbolizer *s, uint32_t pid, const struct pr
 	if (m->build_id[0]) {
 		char id[ELF_BUILD_ID_HEX];
 
-		if ((elf__build_id(path, id, sizeof(id)) && elf__build_id(m->path, id, sizeof(id))) ||
+		if ((elf__build_id(path, id, sizeof(id)) &&
+		     elf__build_id(m->path, id, sizeof(id))) ||
 		    strcmp(id, m->build_id)) {
 			elf_syms__free(syms);
 			s->st.failed++;

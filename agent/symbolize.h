@@ -29,8 +29,13 @@ const char *symbolizer__name(struct symbolizer *s, uint32_t pid, const struct pr
 			     uint64_t addr);
 void symbolizer__stats(const struct symbolizer *s, struct symbolizer_stats *st);
 #else
-static inline struct symbolizer *symbolizer__new(size_t max_bytes) { return NULL; }
-static inline void symbolizer__free(struct symbolizer *s) {}
+static inline struct symbolizer *symbolizer__new(size_t max_bytes)
+{
+	return NULL;
+}
+static inline void symbolizer__free(struct symbolizer *s)
+{
+}
 static inline const char *symbolizer__name(struct symbolizer *s, uint32_t pid,
 					   const struct procmap *m, uint64_t addr)
 {
@@ -38,7 +43,7 @@ static inline const char *symbolizer__name(struct symbolizer *s, uint32_t pid,
 }
 static inline void symbolizer__stats(const struct symbolizer *s, struct symbolizer_stats *st)
 {
-	*st = (struct symbolizer_stats){ 0 };
+	*st = (struct symbolizer_stats){0};
 }
 #endif /* CONFIG_SYMBOLIZE */
 

@@ -17,9 +17,9 @@
 #include "agent/unwind.h"
 
 struct module {
-	uintptr_t lo, hi;           /* all PT_LOAD segments: bounds of unwind-table reads */
+	uintptr_t lo, hi;	    /* all PT_LOAD segments: bounds of unwind-table reads */
 	uintptr_t text_lo, text_hi; /* executable segments */
-	const uint8_t *eh_hdr;      /* PT_GNU_EH_FRAME, or NULL */
+	const uint8_t *eh_hdr;	    /* PT_GNU_EH_FRAME, or NULL */
 };
 
 static struct module modules[UNWIND_MAX_MODULES];
@@ -73,7 +73,7 @@ static void regs_from_uctx(const void *uctx, struct regs *r)
 static int add_module(struct dl_phdr_info *info, size_t size, void *data)
 {
 	unsigned int *n = data;
-	struct module m = { .lo = UINTPTR_MAX, .text_lo = UINTPTR_MAX };
+	struct module m = {.lo = UINTPTR_MAX, .text_lo = UINTPTR_MAX};
 
 	if (*n >= UNWIND_MAX_MODULES)
 		return 1;
@@ -141,7 +141,7 @@ static bool read_word(const struct stack *st, uintptr_t addr, uintptr_t *val)
 		return true;
 	}
 	/* stack bounds unknown (a thread that existed before we started): let the kernel check */
-	struct iovec local = { val, sizeof(*val) }, remote = { (void *)addr, sizeof(*val) };
+	struct iovec local = {val, sizeof(*val)}, remote = {(void *)addr, sizeof(*val)};
 
 	return syscall(SYS_process_vm_readv, getpid(), &local, 1, &remote, 1, 0) ==
 	       (long)sizeof(*val);
@@ -216,22 +216,49 @@ static uintptr_t cur_encoded(struct cursor *c, uint8_t enc, uintptr_t datarel)
 	if (enc == 0xff)
 		return 0;
 	switch (enc & 0x0f) {
-	case 0x00: v = (uintptr_t)cur_fixed(c, sizeof(uintptr_t)); break;
-	case 0x01: v = (uintptr_t)cur_uleb(c); break;
-	case 0x02: v = (uintptr_t)cur_fixed(c, 2); break;
-	case 0x03: v = (uintptr_t)cur_fixed(c, 4); break;
-	case 0x04: v = (uintptr_t)cur_fixed(c, 8); break;
-	case 0x09: v = (uintptr_t)cur_sleb(c); break;
-	case 0x0a: v = (uintptr_t)(int16_t)cur_fixed(c, 2); break;
-	case 0x0b: v = (uintptr_t)(int32_t)cur_fixed(c, 4); break;
-	case 0x0c: v = (uintptr_t)cur_fixed(c, 8); break;
-	default: c->bad = true; return 0;
+	case 0x00:
+		v = (uintptr_t)cur_fixed(c, sizeof(uintptr_t));
+		break;
+	case 0x01:
+		v = (uintptr_t)cur_uleb(c);
+		break;
+	case 0x02:
+		v = (uintptr_t)cur_fixed(c, 2);
+		break;
+	case 0x03:
+		v = (uintptr_t)cur_fixed(c, 4);
+		break;
+	case 0x04:
+		v = (uintptr_t)cur_fixed(c, 8);
+		break;
+	case 0x09:
+		v = (uintptr_t)cur_sleb(c);
+		break;
+	case 0x0a:
+		v = (uintptr_t)(int16_t)cur_fixed(c, 2);
+		break;
+	case 0x0b:
+		v = (uintptr_t)(int32_t)cur_fixed(c, 4);
+		break;
+	case 0x0c:
+		v = (uintptr_t)cur_fixed(c, 8);
+		break;
+	default:
+		c->bad = true;
+		return 0;
 	}
 	switch (enc & 0x70) {
-	case 0x00: break;
-	case 0x10: v += at; break;
-	case 0x30: v += datarel; break;
-	default: c->bad = true; return 0;
+	case 0x00:
+		break;
+	case 0x10:
+		v += at;
+		break;
+	case 0x30:
+		v += datarel;
+		break;
+	default:
+		c->bad = true;
+		return 0;
 	}
 	if (enc & 0x80)
 		c->bad = true; /* indirect: never used for pc ranges */
@@ -255,7 +282,7 @@ struct cie_info {
 
 static bool parse_cie(const uint8_t *cie, const struct module *m, struct cie_info *ci)
 {
-	struct cursor c = { cie, (const uint8_t *)m->hi, false };
+	struct cursor c = {cie, (const uint8_t *)m->hi, false};
 	uint32_t len = (uint32_t)cur_fixed(&c, 4);
 	const char *aug;
 
@@ -303,12 +330,12 @@ static bool parse_cie(const uint8_t *cie, const struct module *m, struct cie_inf
 }
 
 /* Runs CFA instructions until the location passes pc. Returns false on anything unsupported. */
-static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info *ci,
-		    uintptr_t loc, uintptr_t pc, struct cfa_rules *r, const struct cfa_rules *init)
+static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info *ci, uintptr_t loc,
+		    uintptr_t pc, struct cfa_rules *r, const struct cfa_rules *init)
 {
 	struct cfa_rules stack[4];
 	unsigned int depth = 0;
-	struct cursor c = { p, end, false };
+	struct cursor c = {p, end, false};
 
 	while (c.p < c.end && !c.bad) {
 		uint8_t op = cur_u8(&c), lo = op & 0x3f;
@@ -323,31 +350,66 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 			continue;
 		case 2: /* offset */
 			off = (int64_t)cur_uleb(&c) * ci->data_align;
-			if (lo == DW_FP) { r->fp_saved = true; r->fp_off = off; }
-			if (lo == DW_RA) { r->ra_saved = true; r->ra_off = off; }
+			if (lo == DW_FP) {
+				r->fp_saved = true;
+				r->fp_off = off;
+			}
+			if (lo == DW_RA) {
+				r->ra_saved = true;
+				r->ra_off = off;
+			}
 			continue;
 		case 3: /* restore */
-			if (init && lo == DW_FP) { r->fp_saved = init->fp_saved; r->fp_off = init->fp_off; }
-			if (init && lo == DW_RA) { r->ra_saved = init->ra_saved; r->ra_off = init->ra_off; }
+			if (init && lo == DW_FP) {
+				r->fp_saved = init->fp_saved;
+				r->fp_off = init->fp_off;
+			}
+			if (init && lo == DW_RA) {
+				r->ra_saved = init->ra_saved;
+				r->ra_off = init->ra_off;
+			}
 			continue;
 		}
 		switch (op) {
-		case 0x00: break;
-		case 0x02: loc += cur_fixed(&c, 1) * ci->code_align; if (loc > pc) return true; break;
-		case 0x03: loc += cur_fixed(&c, 2) * ci->code_align; if (loc > pc) return true; break;
-		case 0x04: loc += cur_fixed(&c, 4) * ci->code_align; if (loc > pc) return true; break;
+		case 0x00:
+			break;
+		case 0x02:
+			loc += cur_fixed(&c, 1) * ci->code_align;
+			if (loc > pc)
+				return true;
+			break;
+		case 0x03:
+			loc += cur_fixed(&c, 2) * ci->code_align;
+			if (loc > pc)
+				return true;
+			break;
+		case 0x04:
+			loc += cur_fixed(&c, 4) * ci->code_align;
+			if (loc > pc)
+				return true;
+			break;
 		case 0x05: /* offset_extended */
 		case 0x11: /* offset_extended_sf */
 			reg = cur_uleb(&c);
 			off = op == 0x05 ? (int64_t)cur_uleb(&c) * ci->data_align
 					 : cur_sleb(&c) * ci->data_align;
-			if (reg == DW_FP) { r->fp_saved = true; r->fp_off = off; }
-			if (reg == DW_RA) { r->ra_saved = true; r->ra_off = off; }
+			if (reg == DW_FP) {
+				r->fp_saved = true;
+				r->fp_off = off;
+			}
+			if (reg == DW_RA) {
+				r->ra_saved = true;
+				r->ra_off = off;
+			}
 			break;
-		case 0x06: case 0x07: case 0x08: /* restore_extended, undefined, same_value */
+		case 0x06:
+		case 0x07:
+		case 0x08: /* restore_extended, undefined, same_value */
 			reg = cur_uleb(&c);
-			if (reg == DW_FP) r->fp_saved = op == 0x06 && init && init->fp_saved;
-			if (reg == DW_RA) r->ra_saved = op == 0x06 && init && init->ra_saved;
+			if (reg == DW_FP)
+				r->fp_saved = op == 0x06 && init && init->fp_saved;
+			if (reg == DW_RA)
+				r->ra_saved = op == 0x06 && init && init->ra_saved;
 			break;
 		case 0x09: /* register: a saved value in another register, untracked */
 			reg = cur_uleb(&c);
@@ -369,20 +431,28 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 			r->cfa_reg = (unsigned int)cur_uleb(&c);
 			r->cfa_off = (int64_t)cur_uleb(&c);
 			break;
-		case 0x0d: r->cfa_reg = (unsigned int)cur_uleb(&c); break;
-		case 0x0e: r->cfa_off = (int64_t)cur_uleb(&c); break;
+		case 0x0d:
+			r->cfa_reg = (unsigned int)cur_uleb(&c);
+			break;
+		case 0x0e:
+			r->cfa_off = (int64_t)cur_uleb(&c);
+			break;
 		case 0x12:
 			r->cfa_reg = (unsigned int)cur_uleb(&c);
 			r->cfa_off = cur_sleb(&c) * ci->data_align;
 			break;
-		case 0x13: r->cfa_off = cur_sleb(&c) * ci->data_align; break;
-		case 0x10: case 0x16: /* expression, val_expression */
+		case 0x13:
+			r->cfa_off = cur_sleb(&c) * ci->data_align;
+			break;
+		case 0x10:
+		case 0x16: /* expression, val_expression */
 			reg = cur_uleb(&c);
 			c.p += cur_uleb(&c);
 			if (reg == DW_FP || reg == DW_RA)
 				return false;
 			break;
-		case 0x14: case 0x15: /* val_offset(_sf) */
+		case 0x14:
+		case 0x15: /* val_offset(_sf) */
 			reg = cur_uleb(&c);
 			if (op == 0x14)
 				cur_uleb(&c);
@@ -391,8 +461,11 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 			if (reg == DW_FP || reg == DW_RA)
 				return false;
 			break;
-		case 0x2e: cur_uleb(&c); break; /* GNU_args_size */
-		default: return false;          /* def_cfa_expression and the rest: give up */
+		case 0x2e:
+			cur_uleb(&c);
+			break; /* GNU_args_size */
+		default:
+			return false; /* def_cfa_expression and the rest: give up */
 		}
 	}
 	return !c.bad;
@@ -407,7 +480,7 @@ static bool cfa_rules_at(const struct module *m, uintptr_t pc, struct cfa_rules 
 
 	if (!hdr || hdr[0] != 1 || hdr[2] != 0x03 || hdr[3] != 0x3b)
 		return false;
-	c = (struct cursor){ hdr + 4, (const uint8_t *)m->hi, false };
+	c = (struct cursor){hdr + 4, (const uint8_t *)m->hi, false};
 	cur_encoded(&c, hdr[1], (uintptr_t)hdr);
 	uint32_t count = (uint32_t)cur_fixed(&c, 4);
 	const int32_t *table = (const int32_t *)c.p;
@@ -428,7 +501,7 @@ static bool cfa_rules_at(const struct module *m, uintptr_t pc, struct cfa_rules 
 
 	if ((uintptr_t)fde < m->lo || (uintptr_t)fde + 16 > m->hi)
 		return false;
-	c = (struct cursor){ fde, (const uint8_t *)m->hi, false };
+	c = (struct cursor){fde, (const uint8_t *)m->hi, false};
 	uint32_t len = (uint32_t)cur_fixed(&c, 4);
 
 	if (len == 0 || len == 0xffffffffu || len > (size_t)(c.end - c.p))
@@ -447,7 +520,7 @@ static bool cfa_rules_at(const struct module *m, uintptr_t pc, struct cfa_rules 
 	if (c.bad || c.p > c.end)
 		return false;
 
-	struct cfa_rules init = { .cfa_reg = DW_SP };
+	struct cfa_rules init = {.cfa_reg = DW_SP};
 
 	if (!run_cfa(ci.insns, ci.insns_end, &ci, begin, UINTPTR_MAX, &init, NULL))
 		return false;
@@ -455,10 +528,10 @@ static bool cfa_rules_at(const struct module *m, uintptr_t pc, struct cfa_rules 
 	return run_cfa(c.p, c.end, &ci, begin, pc, r, &init);
 }
 
-#define RULE_OK     0x1ull
+#define RULE_OK 0x1ull
 #define RULE_CFA_FP 0x2ull
-#define RULE_FP     0x4ull
-#define RULE_RA     0x8ull
+#define RULE_FP 0x4ull
+#define RULE_RA 0x8ull
 
 static bool fits16(int64_t v)
 {
@@ -479,10 +552,12 @@ static bool rules_cached(struct unwind_cache *c, uintptr_t pc, struct cfa_rules 
 		if (!(rule & RULE_OK))
 			return false;
 		*cr = (struct cfa_rules){
-			.cfa_reg = rule & RULE_CFA_FP ? DW_FP : DW_SP,
-			.cfa_off = (int16_t)(rule >> 16), .fp_saved = rule & RULE_FP,
-			.fp_off = (int16_t)(rule >> 32), .ra_saved = rule & RULE_RA,
-			.ra_off = (int16_t)(rule >> 48),
+		    .cfa_reg = rule & RULE_CFA_FP ? DW_FP : DW_SP,
+		    .cfa_off = (int16_t)(rule >> 16),
+		    .fp_saved = rule & RULE_FP,
+		    .fp_off = (int16_t)(rule >> 32),
+		    .ra_saved = rule & RULE_RA,
+		    .ra_off = (int16_t)(rule >> 48),
 		};
 		return true;
 	}
@@ -494,9 +569,9 @@ static bool rules_cached(struct unwind_cache *c, uintptr_t pc, struct cfa_rules 
 	if (ok && !(fits16(cr->cfa_off) && fits16(cr->fp_off) && fits16(cr->ra_off)))
 		return ok; /* a huge frame: correct but not cached */
 	rule = ok ? RULE_OK | (cr->cfa_reg == DW_FP ? RULE_CFA_FP : 0) |
-			    (cr->fp_saved ? RULE_FP : 0) | (cr->ra_saved ? RULE_RA : 0) |
-			    (uint64_t)(uint16_t)cr->cfa_off << 16 |
-			    (uint64_t)(uint16_t)cr->fp_off << 32 | (uint64_t)(uint16_t)cr->ra_off << 48
+			(cr->fp_saved ? RULE_FP : 0) | (cr->ra_saved ? RULE_RA : 0) |
+			(uint64_t)(uint16_t)cr->cfa_off << 16 |
+			(uint64_t)(uint16_t)cr->fp_off << 32 | (uint64_t)(uint16_t)cr->ra_off << 48
 		  : 0;
 	c->rule[i] = rule;
 	c->pc[i] = pc;
@@ -564,7 +639,7 @@ unsigned int unwind__stack(const void *uctx, uintptr_t stack_lo, uintptr_t stack
 			   enum unwind_mode mode, struct unwind_cache *cache, uint64_t *frames,
 			   unsigned int max, bool *truncated)
 {
-	struct stack st = { stack_lo, stack_hi };
+	struct stack st = {stack_lo, stack_hi};
 	struct regs r;
 	unsigned int n = 0;
 	bool ok;

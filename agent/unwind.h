@@ -24,9 +24,9 @@
 #define UNWIND_MAX_MODULES 256
 
 struct unwind_stats {
-	uint64_t cfi_leaf;      /* leaf frames unwound through .eh_frame */
-	uint64_t cfi_rescue;    /* frames past a broken frame pointer recovered by .eh_frame */
-	uint64_t no_fde;        /* pc in no module or no FDE: frame pointers only */
+	uint64_t cfi_leaf;   /* leaf frames unwound through .eh_frame */
+	uint64_t cfi_rescue; /* frames past a broken frame pointer recovered by .eh_frame */
+	uint64_t no_fde;     /* pc in no module or no FDE: frame pointers only */
 };
 
 /* Records the loaded modules and their .eh_frame_hdr; returns how many, or -errno. */

@@ -27,17 +27,17 @@ static int add_up(void *ctx, const struct agg_entry *e)
 
 static struct agent_sample sample(uint32_t tid, const uint64_t *frames, uint16_t n)
 {
-	return (struct agent_sample){ .pid = 7, .tid = tid, .n_user = n, .frames = frames,
-				      .weight_ns = 10 };
+	return (struct agent_sample){
+	    .pid = 7, .tid = tid, .n_user = n, .frames = frames, .weight_ns = 10};
 }
 
 static void same_stack_counts_once(void **state)
 {
-	struct agg_opts o = { .max_entries = 8 };
+	struct agg_opts o = {.max_entries = 8};
 	struct aggregate *a = aggregate__new(&o);
-	uint64_t f1[] = { 1, 2, 3 }, f2[] = { 1, 2, 4 };
+	uint64_t f1[] = {1, 2, 3}, f2[] = {1, 2, 4};
 	struct agent_sample s = sample(1, f1, 3);
-	struct sum sum = { 0 };
+	struct sum sum = {0};
 
 	assert_non_null(a);
 	for (int i = 0; i < 5; i++)
@@ -57,7 +57,7 @@ static void same_stack_counts_once(void **state)
 
 static void bounds_drop_and_count(void **state)
 {
-	struct agg_opts o = { .max_entries = 4, .max_frames = 1000 };
+	struct agg_opts o = {.max_entries = 4, .max_frames = 1000};
 	struct aggregate *a = aggregate__new(&o);
 	struct agg_stats st;
 	uint64_t f[1];
@@ -82,9 +82,9 @@ static void bounds_drop_and_count(void **state)
 	assert_int_equal(aggregate__add(a, &s), 0);
 	aggregate__free(a);
 
-	o = (struct agg_opts){ .max_entries = 100, .max_frames = 5 };
+	o = (struct agg_opts){.max_entries = 100, .max_frames = 5};
 	a = aggregate__new(&o);
-	uint64_t g[3] = { 1, 2, 3 };
+	uint64_t g[3] = {1, 2, 3};
 
 	s = sample(1, g, 3);
 	assert_int_equal(aggregate__add(a, &s), 0);
@@ -116,12 +116,12 @@ static int check_labels(void *ctx, const struct agg_entry *e)
 static void labels_are_part_of_the_key(void **state)
 {
 	struct aggregate *a = aggregate__new(NULL);
-	uint64_t f[] = { 1 }, g[] = { 2 };
+	uint64_t f[] = {1}, g[] = {2};
 	struct agent_sample s = sample(1, f, 1);
-	struct sum sum = { 0 };
+	struct sum sum = {0};
 
 	s.n_labels = 1;
-	s.labels[0] = (struct sample_label){ "fn", "a" };
+	s.labels[0] = (struct sample_label){"fn", "a"};
 	s.comm = "work";
 	assert_int_equal(aggregate__add(a, &s), 0);
 	assert_int_equal(aggregate__add(a, &s), 0);
@@ -136,9 +136,9 @@ static void labels_are_part_of_the_key(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(same_stack_counts_once),
-		cmocka_unit_test(bounds_drop_and_count),
-		cmocka_unit_test(labels_are_part_of_the_key),
+	    cmocka_unit_test(same_stack_counts_once),
+	    cmocka_unit_test(bounds_drop_and_count),
+	    cmocka_unit_test(labels_are_part_of_the_key),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

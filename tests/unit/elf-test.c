@@ -94,8 +94,11 @@ static void non_elf_is_rejected(void **state)
 	struct elf_syms *s;
 
 	assert_true(fd >= 0);
-	assert_int_equal(write(fd, "\177ELFgarbage-garbage-garbage-garbage-garbage-garbage-garbage"
-				   "-garbage-garbage", 75), 75);
+	assert_int_equal(write(fd,
+			       "\177ELFgarbage-garbage-garbage-garbage-garbage-garbage-garbage"
+			       "-garbage-garbage",
+			       75),
+			 75);
 	close(fd);
 	assert_int_equal(elf__build_id(path, hex, sizeof(hex)), -EINVAL);
 	assert_int_equal(elf_syms__load(path, 1 << 20, &s), -EINVAL);
@@ -134,10 +137,10 @@ static void maps_parsing_keeps_executable_mappings(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(build_id_matches_the_loaded_note),
-		cmocka_unit_test(function_address_resolves_to_its_name),
-		cmocka_unit_test(non_elf_is_rejected),
-		cmocka_unit_test(maps_parsing_keeps_executable_mappings),
+	    cmocka_unit_test(build_id_matches_the_loaded_note),
+	    cmocka_unit_test(function_address_resolves_to_its_name),
+	    cmocka_unit_test(non_elf_is_rejected),
+	    cmocka_unit_test(maps_parsing_keeps_executable_mappings),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

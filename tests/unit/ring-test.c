@@ -43,7 +43,7 @@ static int check_rec(void *ctx, const struct ring_rec *rec)
 
 static int put(struct ring *r, uint32_t tid, uint64_t seq, unsigned int n)
 {
-	struct ring_rec h = { .time_ns = seq, .weight_ns = seq + n, .pid = 1, .tid = tid };
+	struct ring_rec h = {.time_ns = seq, .weight_ns = seq + n, .pid = 1, .tid = tid};
 	uint64_t frames[64];
 
 	for (unsigned int i = 0; i < n; i++)
@@ -53,7 +53,7 @@ static int put(struct ring *r, uint32_t tid, uint64_t seq, unsigned int n)
 
 static void roundtrip_across_many_wraps(void **state)
 {
-	struct seen s = { .ordered = true };
+	struct seen s = {.ordered = true};
 	struct ring *r;
 
 	assert_int_equal(ring__create(NULL, 4096, "svc", 99, &r), 0);
@@ -73,7 +73,7 @@ static void roundtrip_across_many_wraps(void **state)
 
 static void overflow_is_counted_exactly(void **state)
 {
-	struct seen s = { .ordered = true };
+	struct seen s = {.ordered = true};
 	struct ring_stats st;
 	unsigned int ok = 0, full = 0;
 	struct ring *r;
@@ -116,17 +116,17 @@ static void *producer_main(void *arg)
 
 static void concurrent_producers_one_consumer(void **state)
 {
-	struct seen s = { .ordered = true };
+	struct seen s = {.ordered = true};
 	struct producer p[4];
 	pthread_t t[4];
 	struct ring_stats st;
 	struct ring *r;
 	uint64_t ok = 0;
-	bool running = true, joined[4] = { false };
+	bool running = true, joined[4] = {false};
 
 	assert_int_equal(ring__create(NULL, 16384, "svc", 99, &r), 0);
 	for (int i = 0; i < 4; i++) {
-		p[i] = (struct producer){ .r = r, .idx = (uint32_t)i, .count = 50000 };
+		p[i] = (struct producer){.r = r, .idx = (uint32_t)i, .count = 50000};
 		assert_int_equal(pthread_create(&t[i], NULL, producer_main, &p[i]), 0);
 	}
 	while (running) {
@@ -150,15 +150,15 @@ static void concurrent_producers_one_consumer(void **state)
 	assert_int_equal(st.consumed, ok);
 	assert_int_equal(st.dropped_full + ok, 4 * 50000);
 	assert_int_equal(st.torn, 0);
-	print_message("concurrent: %llu delivered, %llu dropped (full)\n",
-		      (unsigned long long)ok, (unsigned long long)st.dropped_full);
+	print_message("concurrent: %llu delivered, %llu dropped (full)\n", (unsigned long long)ok,
+		      (unsigned long long)st.dropped_full);
 	ring__free(r);
 }
 
 static void producer_killed_mid_record(void **state)
 {
 	char path[] = "/tmp/edgeprof-ring-test.XXXXXX";
-	struct seen s = { .ordered = true };
+	struct seen s = {.ordered = true};
 	struct ring_stats st;
 	struct ring *prod, *cons;
 	int fd = mkstemp(path), status;
@@ -210,7 +210,7 @@ static void producer_killed_mid_record(void **state)
 
 static void producer_dead_before_header(void **state)
 {
-	struct seen s = { .ordered = true };
+	struct seen s = {.ordered = true};
 	struct ring_stats st;
 	struct ring *r;
 
@@ -280,13 +280,13 @@ static void label_sets_are_interned(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(roundtrip_across_many_wraps),
-		cmocka_unit_test(overflow_is_counted_exactly),
-		cmocka_unit_test(concurrent_producers_one_consumer),
-		cmocka_unit_test(producer_killed_mid_record),
-		cmocka_unit_test(producer_dead_before_header),
-		cmocka_unit_test(open_rejects_non_rings),
-		cmocka_unit_test(label_sets_are_interned),
+	    cmocka_unit_test(roundtrip_across_many_wraps),
+	    cmocka_unit_test(overflow_is_counted_exactly),
+	    cmocka_unit_test(concurrent_producers_one_consumer),
+	    cmocka_unit_test(producer_killed_mid_record),
+	    cmocka_unit_test(producer_dead_before_header),
+	    cmocka_unit_test(open_rejects_non_rings),
+	    cmocka_unit_test(label_sets_are_interned),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

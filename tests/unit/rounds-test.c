@@ -26,8 +26,8 @@ static uint64_t zero_rand(uint64_t bound)
 }
 
 /* Drives the schedule with 1 ms ticks; records starts and ends. */
-static size_t run(struct rounds *r, uint64_t from, uint64_t until, uint64_t *starts,
-		  uint64_t *ends, size_t max)
+static size_t run(struct rounds *r, uint64_t from, uint64_t until, uint64_t *starts, uint64_t *ends,
+		  size_t max)
 {
 	size_t ns = 0, ne = 0;
 
@@ -71,11 +71,12 @@ static void jitter_moves_starts_within_bounds(void **state)
 	for (size_t i = 1; i + 1 < n; i++) {
 		int64_t off = (int64_t)starts[i] - (int64_t)(i * 60 * S);
 
-		assert_true(off >= -(int64_t)(6 * S) - 1000000 && off <= (int64_t)(6 * S) + 1000000);
+		assert_true(off >= -(int64_t)(6 * S) - 1000000 &&
+			    off <= (int64_t)(6 * S) + 1000000);
 		early += off < -(int64_t)S;
 		late += off > (int64_t)S;
 		sum += off;
-		assert_true(starts[i] >= ends[i - 1]);       /* never overlaps */
+		assert_true(starts[i] >= ends[i - 1]);	       /* never overlaps */
 		assert_int_equal(ends[i] - starts[i], 10 * S); /* every round is whole */
 	}
 	/* uniform in +/- 6 s: both directions, mean near 0 */
@@ -128,11 +129,11 @@ static void bad_values_are_rejected(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(continuous_rounds_are_back_to_back),
-		cmocka_unit_test(jitter_moves_starts_within_bounds),
-		cmocka_unit_test(no_jitter_is_exact),
-		cmocka_unit_test(missed_rounds_are_skipped_not_replayed),
-		cmocka_unit_test(bad_values_are_rejected),
+	    cmocka_unit_test(continuous_rounds_are_back_to_back),
+	    cmocka_unit_test(jitter_moves_starts_within_bounds),
+	    cmocka_unit_test(no_jitter_is_exact),
+	    cmocka_unit_test(missed_rounds_are_skipped_not_replayed),
+	    cmocka_unit_test(bad_values_are_rejected),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -78,8 +78,8 @@ static void leaf_caller_found_with_eh_frame(void **state)
 	memset(&cache, 0, sizeof(cache));
 	make_leaf_context(&f, ra);
 	for (int round = 0; round < 2; round++) { /* cold, then from the cache */
-		n = unwind__stack(&f.uc, lo, lo + 8 * 1024 * 1024, UNWIND_FP_LEAF_CFI, &cache, frames,
-				  16, &trunc);
+		n = unwind__stack(&f.uc, lo, lo + 8 * 1024 * 1024, UNWIND_FP_LEAF_CFI, &cache,
+				  frames, 16, &trunc);
 		assert_true(n >= 2);
 		assert_int_equal(frames[0], (uintptr_t)unwind_test_leaf + 8);
 		assert_int_equal(frames[1], ra);
@@ -103,7 +103,8 @@ static void depth_is_bounded(void **state)
 
 	make_leaf_context(&f, ra);
 	assert_int_equal(unwind__stack(&f.uc, lo, lo + 8 * 1024 * 1024, UNWIND_FP_LEAF_CFI, NULL,
-				       frames, 1, &trunc), 1);
+				       frames, 1, &trunc),
+			 1);
 #if defined(__x86_64__) || defined(__aarch64__)
 	assert_true(trunc);
 #endif
@@ -111,7 +112,7 @@ static void depth_is_bounded(void **state)
 
 static void broken_chains_stop_cleanly(void **state)
 {
-	static const uintptr_t bad[] = { 0, 8, 0x1234, (uintptr_t)-16, (uintptr_t)0x7fffdeadbee0ull };
+	static const uintptr_t bad[] = {0, 8, 0x1234, (uintptr_t)-16, (uintptr_t)0x7fffdeadbee0ull};
 	uintptr_t lo = lo_of();
 	struct fake f;
 	uint64_t frames[16];
@@ -127,8 +128,8 @@ static void broken_chains_stop_cleanly(void **state)
 		/* known bounds, then unknown bounds (reads checked by the kernel) */
 		assert_true(unwind__stack(&f.uc, lo, lo + 8 * 1024 * 1024, UNWIND_FP_LEAF_CFI, NULL,
 					  frames, 16, &trunc) <= 2);
-		assert_true(unwind__stack(&f.uc, 0, 0, UNWIND_FP_LEAF_CFI, NULL, frames, 16,
-					  &trunc) <= 2);
+		assert_true(
+		    unwind__stack(&f.uc, 0, 0, UNWIND_FP_LEAF_CFI, NULL, frames, 16, &trunc) <= 2);
 		assert_true(unwind__stack(&f.uc, 0, 0, UNWIND_FP, NULL, frames, 16, &trunc) <= 2);
 	}
 }
@@ -136,9 +137,9 @@ static void broken_chains_stop_cleanly(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(leaf_caller_found_with_eh_frame),
-		cmocka_unit_test(depth_is_bounded),
-		cmocka_unit_test(broken_chains_stop_cleanly),
+	    cmocka_unit_test(leaf_caller_found_with_eh_frame),
+	    cmocka_unit_test(depth_is_bounded),
+	    cmocka_unit_test(broken_chains_stop_cleanly),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

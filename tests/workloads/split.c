@@ -109,7 +109,8 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--labels"))
 			labels = 1;
 		else {
-			fprintf(stderr, "usage: split --seconds N [--threads T] [--rounds R] [--labels]\n");
+			fprintf(stderr,
+				"usage: split --seconds N [--threads T] [--rounds R] [--labels]\n");
 			return 2;
 		}
 	}
@@ -129,6 +130,6 @@ int main(int argc, char **argv)
 	}
 	getrusage(RUSAGE_SELF, &ru);
 	printf("cpu_ns=%lld\n", (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000LL +
-				(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000LL);
+				    (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000LL);
 	return 0;
 }

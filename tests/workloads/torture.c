@@ -153,7 +153,7 @@ int main(int argc, char **argv)
 	getrusage(RUSAGE_SELF, &ru);
 	printf("cpu_ns=%lld forks=%llu ops=%llu\n",
 	       (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000LL +
-		       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000LL,
+		   (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000LL,
 	       (unsigned long long)forks, (unsigned long long)ops);
 	return failed;
 }
