@@ -69,6 +69,8 @@ struct tls_conn {
 	int fd;
 	uint64_t deadline_ns;
 	bool timed_out;
+	bool cancelled;
+	int cancel_fd;		/* -1, or an fd whose readability aborts waits */
 	bool resumed;
 	bool have_ip;
 	unsigned char ip[16];
@@ -228,11 +230,17 @@ void tls_config__forget_session(struct tls_config *cfg)
 	pthread_mutex_unlock(&cfg->lock);
 }
 
-/* Waits until fd is ready for events or the deadline passes: 0 or an mbedtls error. */
+/*
+ * Waits until fd is ready for events, the deadline passes, or the cancel fd becomes readable:
+ * 0 or an mbedtls error.
+ */
 static int tls_wait(struct tls_conn *c, short events)
 {
 	for (;;) {
-		struct pollfd pfd = { .fd = c->fd, .events = events };
+		struct pollfd pfd[2] = {
+			{ .fd = c->fd, .events = events },
+			{ .fd = c->cancel_fd, .events = POLLIN },
+		};
 		int timeout = -1, n;
 
 		if (c->deadline_ns) {
@@ -244,7 +252,11 @@ static int tls_wait(struct tls_conn *c, short events)
 			}
 			timeout = (int)((c->deadline_ns - now + NSEC_PER_MSEC - 1) / NSEC_PER_MSEC);
 		}
-		n = poll(&pfd, 1, timeout);
+		n = poll(pfd, c->cancel_fd >= 0 ? 2 : 1, timeout);
+		if (n > 0 && c->cancel_fd >= 0 && (pfd[1].revents & POLLIN)) {
+			c->cancelled = true;
+			return MBEDTLS_ERR_NET_RECV_FAILED;
+		}
 		if (n > 0)
 			return 0;
 		if (n < 0 && errno != EINTR)
@@ -389,6 +401,7 @@ struct tls_conn *tls_conn__new(struct tls_config *cfg, int fd, const char *serve
 		return NULL;
 	c->cfg = cfg;
 	c->fd = fd;
+	c->cancel_fd = -1;
 	mbedtls_ssl_init(&c->ssl);
 	if (mbedtls_ssl_setup(&c->ssl, &cfg->conf))
 		goto out_free;
@@ -423,6 +436,11 @@ void tls_conn__set_deadline(struct tls_conn *c, uint64_t mono_ns)
 	c->timed_out = false;
 }
 
+void tls_conn__set_cancel_fd(struct tls_conn *c, int fd)
+{
+	c->cancel_fd = fd;
+}
+
 const char *tls_conn__error(const struct tls_conn *c)
 {
 	return c->err;
@@ -432,6 +450,10 @@ static int tls_map_error(struct tls_conn *c, int ret, const char *what)
 {
 	uint32_t flags;
 
+	if (c->cancelled) {
+		snprintf(c->err, sizeof(c->err), "%s: cancelled", what);
+		return -ECANCELED;
+	}
 	if (ret == MBEDTLS_ERR_SSL_TIMEOUT || c->timed_out) {
 		snprintf(c->err, sizeof(c->err), "%s: timed out", what);
 		return -ETIMEDOUT;

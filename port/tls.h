@@ -45,8 +45,11 @@ void tls_conn__free(struct tls_conn *c);			/* NULL-safe; does not close fd */
 /* Absolute CLOCK_MONOTONIC deadline for the following I/O (0 = none). */
 void tls_conn__set_deadline(struct tls_conn *c, uint64_t mono_ns);
 
+/* While fd (e.g. a shutdown pipe) is readable, I/O fails at once with -ECANCELED (-1 = none). */
+void tls_conn__set_cancel_fd(struct tls_conn *c, int fd);
+
 /*
- * Runs the handshake: 0, -ETIMEDOUT, -ECONNRESET, or -EPROTO / -EACCES (certificate refused)
+ * Runs the handshake: 0, -ETIMEDOUT, -ECANCELED, -ECONNRESET, or -EPROTO / -EACCES (certificate refused)
  * with the reason in tls_conn__error().
  */
 int tls_conn__handshake(struct tls_conn *c);

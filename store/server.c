@@ -119,13 +119,15 @@ static int conn_handshake(struct conn *c)
 	if (!c->tc)
 		return -ENOMEM;
 	conn_set_deadline(c, s->o.handshake_timeout_ms);
+	tls_conn__set_cancel_fd(c->tc, s->stop_pipe[0]); /* shutdown does not wait for hellos */
 	ret = tls_conn__handshake(c->tc);
+	tls_conn__set_cancel_fd(c->tc, -1); /* a request in progress is finished */
 	if (ret) {
 		const char *msg = tls_conn__error(c->tc);
 
 		s->m.tls_failures[tls_fail_reason(ret, msg)]++;
 		/* A peer that connects and leaves (port scan, health check) is not news. */
-		if (ret == -ECONNRESET)
+		if (ret == -ECONNRESET || ret == -ECANCELED)
 			pr_debug("%s: %s", c->peer, msg);
 		else
 			pr_warn("refused TLS client %s: %s", c->peer, msg);

@@ -4,7 +4,8 @@
 # labelled by its certificate's CN (a spoofed device label is ignored), an idempotent retry
 # stores nothing, `edgeprof ls/query` pull the profile back; refused: no client certificate,
 # a certificate from another CA, an expired one, one with the wrong key usage — each with a
-# clear log line, a handshake-failure count, and nothing stored. SIGTERM exits cleanly.
+# clear log line, a handshake-failure count, and nothing stored. SIGTERM exits cleanly and at
+# once, even with a client stuck before its TLS hello.
 . "$(dirname "$0")/collector-lib.sh"
 
 make_pki
@@ -72,6 +73,12 @@ fails=$(dcurl dev-1 "$(URL /metrics)" | grep '^edgeprof_collector_tls_handshake_
 
 # The server still serves after all that.
 dcurl dev-1 "$(URL /healthz)" | grep -q 'HTTP 200' || fail "not serving after refusals"
+# SIGTERM does not wait for a client stuck before its TLS hello (the handshake timeout is 10 s).
+exec 3<>/dev/tcp/127.0.0.1/"$TLS_PORT"
+sleep 0.3
+t0=$(date +%s)
 stop_collector
+[ $(( $(date +%s) - t0 )) -lt 6 ] || fail "shutdown waited for a silent client"
+exec 3<&-
 grep -q "shutting down" "$T/collector.log" || fail "no shutdown line"
 echo "collector mTLS: ok"

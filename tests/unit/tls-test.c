@@ -306,6 +306,32 @@ static void silent_peer_times_out(void **state)
 	tls_config__free(s);
 }
 
+static void cancel_fd_aborts_a_handshake(void **state)
+{
+	struct tls_config *s = server_cfg();
+	char err[64];
+	int lfd = net_listen("127.0.0.1:0", 4, err, sizeof(err)), cfd, sfd, p[2];
+	struct tls_conn *c;
+
+	snprintf(err, sizeof(err), "%d", net_local_port(lfd));
+	cfd = net_connect("127.0.0.1", err, 0, err, sizeof(err));
+	assert_int_equal(net_wait(lfd, 1, port_clock_mono_ns() + 5 * NSEC_PER_SEC), 0);
+	sfd = net_accept(lfd, NULL, 0);
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(write(p[1], "x", 1), 1);
+	c = tls_conn__new(s, sfd, NULL);
+	tls_conn__set_deadline(c, port_clock_mono_ns() + 60 * NSEC_PER_SEC);
+	tls_conn__set_cancel_fd(c, p[0]);
+	assert_int_equal(tls_conn__handshake(c), -ECANCELED); /* not -ETIMEDOUT a minute later */
+	tls_conn__free(c);
+	close(p[0]);
+	close(p[1]);
+	close(sfd);
+	close(cfd);
+	close(lfd);
+	tls_config__free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -318,6 +344,7 @@ int main(void)
 		cmocka_unit_test(server_from_other_ca_refused_by_client),
 		cmocka_unit_test(mismatched_key_is_a_config_error),
 		cmocka_unit_test(silent_peer_times_out),
+		cmocka_unit_test(cancel_fd_aborts_a_handshake),
 	};
 
 	return cmocka_run_group_tests(tests, setup_certs, remove_certs);
