@@ -269,6 +269,42 @@ EP_API int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
 	return rc;
 }
 
+/*
+ * dlopen/dlclose: the unwinder reads the unwind tables of loaded modules, so its table follows
+ * the process's: rebuilt after a load, emptied before an unload (no read of unmapped tables).
+ */
+EP_API void *dlopen(const char *file, int mode)
+{
+	static void *(*real)(const char *, int);
+	void *h;
+
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "dlopen");
+	if (!real)
+		return NULL;
+	h = real(file, mode);
+	if (h && ep.running)
+		unwind__init();
+	return h;
+}
+
+EP_API int dlclose(void *handle)
+{
+	static int (*real)(void *);
+	int rc;
+
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "dlclose");
+	if (!real)
+		return -1;
+	if (ep.running)
+		unwind__suspend();
+	rc = real(handle);
+	if (ep.running)
+		unwind__init();
+	return rc;
+}
+
 /* Threads that existed before edgeprof_start(): timers on their CPU clocks, by tid. */
 static void arm_existing_threads(void)
 {

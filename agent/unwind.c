@@ -6,6 +6,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <link.h>
+#include <sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <string.h>
@@ -23,7 +24,9 @@ struct module {
 };
 
 static struct module modules[UNWIND_MAX_MODULES];
-static unsigned int n_modules; /* published with release after the table is written */
+static unsigned int n_modules;	/* published with release after the table is written */
+static unsigned int in_flight;	/* walks running now: the table is rewritten only at 0 */
+static unsigned int generation; /* bumped per table: per-thread caches of older ones are void */
 static struct unwind_stats ustats;
 
 struct regs {
@@ -98,14 +101,26 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *data)
 	return 0;
 }
 
+/*
+ * Empties the table and waits for the walks that may still read it (they take microseconds,
+ * on other threads: this thread's own handler cannot be in the middle of one while it runs
+ * here). A walk that starts afterwards sees no modules and follows frame pointers only.
+ */
+void unwind__suspend(void)
+{
+	__atomic_store_n(&n_modules, 0, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&in_flight, __ATOMIC_SEQ_CST))
+		sched_yield();
+}
+
 int unwind__init(void)
 {
 	unsigned int n = 0;
 
-	/* readers never see a half-written table: shrink to 0 first, publish the count after */
-	__atomic_store_n(&n_modules, 0, __ATOMIC_RELEASE);
+	unwind__suspend();
 	dl_iterate_phdr(add_module, &n);
-	__atomic_store_n(&n_modules, n, __ATOMIC_RELEASE);
+	__atomic_fetch_add(&generation, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&n_modules, n, __ATOMIC_SEQ_CST);
 	return (int)n;
 }
 
@@ -542,10 +557,15 @@ static bool fits16(int64_t v)
 static bool rules_cached(struct unwind_cache *c, uintptr_t pc, struct cfa_rules *cr)
 {
 	unsigned int i = (unsigned int)((pc >> 2) ^ (pc >> 11)) % UNWIND_CACHE_ENTRIES;
+	unsigned int gen = __atomic_load_n(&generation, __ATOMIC_RELAXED);
 	const struct module *m;
 	uint64_t rule;
 	bool ok;
 
+	if (c && c->gen != gen) { /* modules came or went: the addresses mean other code now */
+		memset(c->pc, 0, sizeof(c->pc));
+		c->gen = gen;
+	}
 	if (c && c->pc[i] == pc) {
 		rule = c->rule[i];
 		c->hits++;
@@ -635,9 +655,9 @@ static bool plausible_pc(uintptr_t pc)
 	return pc > 4096 && (n == 0 || module_of(pc - 1));
 }
 
-unsigned int unwind__stack(const void *uctx, uintptr_t stack_lo, uintptr_t stack_hi,
-			   enum unwind_mode mode, struct unwind_cache *cache, uint64_t *frames,
-			   unsigned int max, bool *truncated)
+static unsigned int walk(const void *uctx, uintptr_t stack_lo, uintptr_t stack_hi,
+			 enum unwind_mode mode, struct unwind_cache *cache, uint64_t *frames,
+			 unsigned int max, bool *truncated)
 {
 	struct stack st = {stack_lo, stack_hi};
 	struct regs r;
@@ -677,5 +697,18 @@ unsigned int unwind__stack(const void *uctx, uintptr_t stack_lo, uintptr_t stack
 				__atomic_fetch_add(&ustats.cfi_rescue, 1, __ATOMIC_RELAXED);
 		}
 	}
+	return n;
+}
+
+unsigned int unwind__stack(const void *uctx, uintptr_t stack_lo, uintptr_t stack_hi,
+			   enum unwind_mode mode, struct unwind_cache *cache, uint64_t *frames,
+			   unsigned int max, bool *truncated)
+{
+	unsigned int n;
+
+	/* counted before the table is read (see unwind__suspend) */
+	__atomic_fetch_add(&in_flight, 1, __ATOMIC_SEQ_CST);
+	n = walk(uctx, stack_lo, stack_hi, mode, cache, frames, max, truncated);
+	__atomic_fetch_sub(&in_flight, 1, __ATOMIC_SEQ_CST);
 	return n;
 }

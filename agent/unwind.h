@@ -29,8 +29,13 @@ struct unwind_stats {
 	uint64_t no_fde;     /* pc in no module or no FDE: frame pointers only */
 };
 
-/* Records the loaded modules and their .eh_frame_hdr; returns how many, or -errno. */
+/*
+ * Records the loaded modules and their .eh_frame_hdr; returns how many. Safe while other
+ * threads unwind (it waits for them); call it again after dlopen()/dlclose().
+ */
 int unwind__init(void);
+/* Forgets the modules (until the next unwind__init): call before dlclose() unmaps one. */
+void unwind__suspend(void);
 
 enum unwind_mode { UNWIND_FP = 0, UNWIND_FP_LEAF_CFI = 1 };
 
@@ -44,6 +49,7 @@ struct unwind_cache {
 	uint64_t pc[UNWIND_CACHE_ENTRIES];
 	uint64_t rule[UNWIND_CACHE_ENTRIES];
 	uint64_t hits, misses;
+	unsigned int gen; /* the module table these entries belong to */
 };
 
 /*

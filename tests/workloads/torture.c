@@ -2,13 +2,15 @@
 /*
  * tests/workloads/torture.c — a workload that stresses a signal-based sampler: threads that
  * malloc/free, lock a shared mutex, fork (children exit at once or after a little work), write
- * and read files, and burn CPU, all at once.
+ * and read files, load and unload a shared library (dlopen/dlclose of libzstd), and burn CPU, all
+ * at once.
  *
  *   torture --seconds N [--threads T]
  *
- * Prints "cpu_ns=<getrusage of the process> forks=<n> ops=<n>" at exit; exits 1 if a check of
- * its own (malloc'd data intact, file read back equal) fails.
+ * Prints "cpu_ns=<getrusage of the process> forks=<n> ops=<n> dlopens=<n>" at exit; exits 1 if a
+ * check of its own (malloc'd data intact, file read back equal) fails.
  */
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -22,7 +24,7 @@
 
 static double seconds = 3;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t shared_counter, forks, ops;
+static uint64_t shared_counter, forks, ops, dls;
 static volatile int failed;
 
 static double now(void)
@@ -110,6 +112,21 @@ __attribute__((noinline)) static uint64_t do_cpu(uint64_t x)
 	return x;
 }
 
+__attribute__((noinline)) static void do_dl(void)
+{
+	/* a library nobody else here loads, so dlclose really unmaps it */
+	void *h = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
+	unsigned int (*version)(void);
+
+	if (!h)
+		return; /* no zstd here: nothing to load */
+	*(void **)&version = dlsym(h, "ZSTD_versionNumber");
+	if (!version || !version())
+		failed = 1;
+	__atomic_fetch_add(&dls, 1, __ATOMIC_RELAXED);
+	dlclose(h);
+}
+
 static void *worker(void *arg)
 {
 	unsigned int seed = (unsigned int)(uintptr_t)arg;
@@ -123,6 +140,8 @@ static void *worker(void *arg)
 		x = do_cpu(x);
 		if (i % 8 == 0)
 			do_io(id);
+		if (i % 16 == id % 16)
+			do_dl();
 		if (i % 64 == id % 64)
 			do_fork();
 		__atomic_fetch_add(&ops, 1, __ATOMIC_RELAXED);
@@ -151,9 +170,9 @@ int main(int argc, char **argv)
 	if (shared_counter != ops * 1000)
 		failed = 1;
 	getrusage(RUSAGE_SELF, &ru);
-	printf("cpu_ns=%lld forks=%llu ops=%llu\n",
+	printf("cpu_ns=%lld forks=%llu ops=%llu dlopens=%llu\n",
 	       (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000LL +
 		   (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000LL,
-	       (unsigned long long)forks, (unsigned long long)ops);
+	       (unsigned long long)forks, (unsigned long long)ops, (unsigned long long)dls);
 	return failed;
 }
