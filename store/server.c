@@ -47,6 +47,7 @@ struct conn {
 	struct server *srv;
 	int fd;
 	bool tls;		/* from the mTLS listener */
+	bool linger;		/* answered before reading all the client sent */
 	struct tls_conn *tc;	/* NULL on the plain-HTTP listener */
 	uint64_t deadline;
 	char peer[64];
@@ -240,6 +241,7 @@ static void conn_read_failed(struct conn *c, struct api_ctx *a, int ret)
 	default:
 		return; /* the peer went away */
 	}
+	c->linger = ret != -ETIMEDOUT;
 	conn_set_deadline(c, 2000);
 	conn_answer(c, a, false);
 }
@@ -286,6 +288,27 @@ static void conn_serve(struct conn *c)
 	}
 }
 
+/*
+ * After an early answer (413, 431, 400) the client may still be sending: closing now would reset
+ * the connection and the client could lose the answer. Stop writing, then read and drop what
+ * still comes, for a bounded time and amount (what nginx calls a lingering close).
+ */
+static void conn_linger(struct conn *c)
+{
+	uint64_t deadline = port_clock_mono_ns() + 2 * NSEC_PER_SEC;
+	size_t total = 0;
+	char buf[4096];
+
+	shutdown(c->fd, SHUT_WR);
+	while (total < (64u << 20)) {
+		ssize_t n = net_read(c->fd, buf, sizeof(buf), deadline);
+
+		if (n <= 0)
+			break;
+		total += (size_t)n;
+	}
+}
+
 static void *conn_thread(void *arg)
 {
 	struct conn *c = arg;
@@ -300,6 +323,8 @@ static void *conn_thread(void *arg)
 			tls_conn__close(c->tc);
 		}
 	}
+	if (c->linger)
+		conn_linger(c);
 	http_message__reset(&c->msg);
 	tls_conn__free(c->tc);
 	close(c->fd);

@@ -84,6 +84,14 @@ echo "$slow" | grep -q '^HTTP/1.1 408' || fail "slow client did not get a 408"
 echo "$slow" | grep -q '"code":408' || fail "no JSON error for the slow client"
 timeout 20 cat <&4 >/dev/null
 exec 4<&-
+# The same over mutual TLS: a device that completes the handshake and then dribbles.
+if command -v openssl >/dev/null; then
+	slow=$( (printf 'POST /api/0/profiles?service=gw&type=cpu HTTP/1.1\r\nHost: x\r\n'
+		sleep 6) | timeout 20 openssl s_client -quiet -connect "127.0.0.1:$TLS_PORT" \
+		-cert "$T/pki/dev-1.crt" -key "$T/pki/dev-1.key" -CAfile "$T/pki/ca.crt" 2>/dev/null)
+	echo "slow TLS client got: $(echo "$slow" | head -n 1)"
+	echo "$slow" | grep -q '^HTTP/1.1 408' || fail "slow TLS client did not get a 408"
+fi
 sleep 0.3
 grep -q 'refused TLS client.*timed out' "$T/collector.log" || fail "TLS handshake timeout not logged"
 
