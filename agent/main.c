@@ -310,11 +310,6 @@ static struct service *service_get(struct agent *a, const char *name)
 	return s;
 }
 
-static bool pid_alive(uint32_t pid)
-{
-	return kill((pid_t)pid, 0) == 0 || errno != ESRCH;
-}
-
 static void adopt_ring_maps(struct agent *a, struct ring *r)
 {
 	static char text[RING_MAPS_BYTES];
@@ -391,7 +386,7 @@ static void drain_rings(struct agent *a, bool final)
 		struct ring *r = a->rings[i];
 		struct ring_shared *sh = ring__shared(r);
 		char svc[sizeof(sh->service)];
-		bool dead = !pid_alive(sh->pid);
+		bool dead = !ring__producer_alive(r);
 		struct drain_ctx dc = {a, r, NULL};
 
 		memcpy(svc, sh->service, sizeof(svc));

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* agent/ring.c — see ring.h for the protocol. */
 #include <errno.h>
+#include <signal.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +93,7 @@ int ring__create(const char *path, size_t data_bytes, const char *service, uint3
 	sh->data_off = sh->maps_off + RING_MAPS_BYTES;
 	sh->data_size = size;
 	sh->pid = (uint32_t)getpid();
+	sh->proc_start = path ? ring_proc_start(0) : 0;
 	sh->hz = hz;
 	if (service)
 		strncpy(sh->service, service, sizeof(sh->service) - 1);
@@ -430,4 +433,42 @@ size_t ring__get_maps(struct ring *r, char *buf, size_t max)
 		len = 0; /* rewritten meanwhile */
 	buf[len] = 0;
 	return len;
+}
+
+uint64_t ring_proc_start(uint32_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long start = 0;
+	ssize_t n;
+	int fd;
+
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/stat");
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	p = strrchr(buf, ')'); /* the comm may hold spaces and parentheses */
+	if (!p || sscanf(p + 2,
+			 "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
+			 "%*d %*d %llu",
+			 &start) != 1)
+		return 0;
+	return start;
+}
+
+bool ring__producer_alive(struct ring *r)
+{
+	struct ring_shared *sh = r->sh;
+
+	if (kill((pid_t)sh->pid, 0) < 0 && errno == ESRCH)
+		return false;
+	/* the pid may be someone else's now */
+	return !sh->proc_start || ring_proc_start(sh->pid) == sh->proc_start;
 }

@@ -54,7 +54,8 @@ struct ring_shared {
 	uint32_t maps_len; /* bytes of maps text; 0 while the producer rewrites it */
 	uint32_t maps_off;
 	uint32_t pad2;
-	uint64_t pad0[2];
+	uint64_t proc_start; /* the producer's start time (/proc/<pid>/stat field 22): pid reuse */
+	uint64_t pad0;
 	uint64_t head __attribute__((aligned(64))); /* producers: next free byte (CAS) */
 	uint64_t dropped_full;			    /* producers: records not written */
 	uint64_t written;			    /* producers: records committed */
@@ -123,6 +124,11 @@ const char *ring__labels_get(struct ring *r, uint32_t id, size_t *len);
  */
 void ring__set_maps(struct ring *r, const char *text, size_t len);
 size_t ring__get_maps(struct ring *r, char *buf, size_t max);
+
+/* Start time of pid in clock ticks since boot (/proc/<pid>/stat field 22), 0 if unknown. */
+uint64_t ring_proc_start(uint32_t pid);
+/* The ring's producer still runs (same pid and same start time). */
+bool ring__producer_alive(struct ring *r);
 
 /* Fills s from rec (labels point into r's label table, frames into rec: use s before the next
  * ring__drain()). All frames are user frames. */

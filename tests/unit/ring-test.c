@@ -277,6 +277,36 @@ static void label_sets_are_interned(void **state)
 	ring__free(r);
 }
 
+static void producer_liveness_survives_pid_reuse(void **state)
+{
+	char path[] = "/tmp/edgeprof-ring-test.XXXXXX";
+	int fd = mkstemp(path), status;
+	struct ring *r, *cons;
+	pid_t pid;
+
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(ring__create(path, 4096, "svc", 99, &r), 0);
+	assert_true(ring__shared(r)->proc_start != 0);
+	assert_true(ring__producer_alive(r));
+	/* same pid, another start time: a reused pid is not our producer */
+	ring__shared(r)->proc_start++;
+	assert_false(ring__producer_alive(r));
+	ring__free(r);
+	/* a producer that exited */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(ring__create(path, 4096, "svc", 99, &r) ? 1 : 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_int_equal(ring__open(path, &cons), 0);
+	assert_int_equal(ring__shared(cons)->pid, (uint32_t)pid);
+	assert_false(ring__producer_alive(cons));
+	ring__free(cons);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -287,6 +317,7 @@ int main(void)
 	    cmocka_unit_test(producer_dead_before_header),
 	    cmocka_unit_test(open_rejects_non_rings),
 	    cmocka_unit_test(label_sets_are_interned),
+	    cmocka_unit_test(producer_liveness_survives_pid_reuse),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
