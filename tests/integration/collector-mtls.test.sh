@@ -58,7 +58,10 @@ refuse() { # name, curl cert args..., expected log text
 	curl -sS --max-time 30 --cacert "$T/pki/ca.crt" "$@" --data-binary @"$T/p.pb.gz" \
 		"$(URL '/api/0/profiles?service=gw&type=cpu')" >"$T/$name.out" 2>&1 &&
 		fail "$name: upload accepted: $(cat "$T/$name.out")"
-	sleep 0.2
+	for _ in $(seq 100); do # the alert reaches curl just before the log line is written
+		grep -q "refused TLS client .*$want" "$T/collector.log" && break
+		sleep 0.1
+	done
 	grep -q "refused TLS client .*$want" "$T/collector.log" || fail "$name: no log line '$want'"
 	echo "refused $name: $(grep "refused TLS client .*$want" "$T/collector.log" | tail -n 1)"
 }
