@@ -4,9 +4,10 @@
 # variables uses deferred '='. The lead links $(agent-transport-y) into edgeprof-agent.
 agent-transport-$(CONFIG_UPLOAD_MTLS) += agent/upload.o agent/transport.o
 agent-transport-$(CONFIG_SPOOL)       += agent/spool.o
-agent-transport-objs    = $(agent-transport-y) $(port-net-y) \
-			  $(if $(CONFIG_SPOOL),$(store-ring-y))
-agent-transport-ldlibs  = $(port-net-ldlibs)
+# Nothing (not even port/tls.o and mbedtls) without CONFIG_UPLOAD_MTLS.
+agent-transport-objs    = $(if $(CONFIG_UPLOAD_MTLS),$(agent-transport-y) $(port-net-y) \
+			  $(if $(CONFIG_SPOOL),$(store-ring-y)))
+agent-transport-ldlibs  = $(if $(CONFIG_UPLOAD_MTLS),$(port-net-ldlibs))
 
 ifeq ($(CONFIG_UPLOAD_MTLS),y)
 # tests/Build-transport.mk builds tests/drivers/push-dir from these objects.
