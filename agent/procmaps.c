@@ -55,6 +55,14 @@ static struct procmaps *procmaps_alloc(uint32_t pid, unsigned int max_maps)
 	return pm;
 }
 
+/* Gives back the room of the mappings not used: a cached process costs what it maps. */
+static struct procmaps *procmaps_shrink(struct procmaps *pm)
+{
+	struct procmaps *small = realloc(pm, sizeof(*pm) + pm->n * sizeof(struct procmap));
+
+	return small ? small : pm;
+}
+
 int procmaps__parse_file(const char *maps_path, uint32_t pid, unsigned int max_maps,
 			 struct procmaps **out)
 {
@@ -75,7 +83,7 @@ int procmaps__parse_file(const char *maps_path, uint32_t pid, unsigned int max_m
 		if (parse_line(line, pid, &pm->maps[pm->n]))
 			pm->n++;
 	fclose(f);
-	*out = pm;
+	*out = procmaps_shrink(pm);
 	return 0;
 }
 
@@ -96,7 +104,7 @@ int procmaps__parse_text(const char *text, uint32_t pid, unsigned int max_maps,
 			pm->n++;
 		text += n + (text[n] == '\n');
 	}
-	*out = pm;
+	*out = procmaps_shrink(pm);
 	return 0;
 }
 
