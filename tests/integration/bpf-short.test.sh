@@ -18,7 +18,7 @@ if ! "$probe" --seconds 0.1 --quiet 2>"$tmp/check" >/dev/null; then
 	cat "$tmp/check"; tail -n 1 "$tmp/check"; exit 77
 fi
 # A large ring: only the new-process wake-up can bring samples out early.
-"$probe" --seconds 8 --hz 199 --ring-kb 8192 --poll-ms 20000 --comm bpfw-split >"$tmp/out" 2>"$tmp/err" &
+"$probe" --seconds 8 --hz 999 --ring-kb 8192 --poll-ms 20000 --comm bpfw-split >"$tmp/out" 2>"$tmp/err" &
 ppid_=$!
 sleep 0.5
 shorts=()

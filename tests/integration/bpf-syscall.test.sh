@@ -22,7 +22,7 @@ fi
 "$work" syscall 8 &
 wpid=$!
 sleep 0.5
-"$probe" --seconds 4 --hz 499 --pid "$wpid" >"$tmp/out" 2>"$tmp/err" || { cat "$tmp/err"; exit 1; }
+"$probe" --seconds 4 --hz 1999 --pid "$wpid" >"$tmp/out" 2>"$tmp/err" || { cat "$tmp/err"; exit 1; }
 cat "$tmp/err"
 PYTHONPATH="$EP_TOP/bpf" /usr/bin/python3 - "$tmp/out" "$work" "$wpid" <<'PY'
 import sys, collections
