@@ -53,6 +53,7 @@ def gperf_profile(split, path):
 
 
 HANDLER = []
+PERF_COMPLETE = []
 
 
 def ours_profile(path):
@@ -65,6 +66,13 @@ def ours_profile(path):
     return n, sum(s.value for s in ss), pt.shares(ss, ("work_a", "work_b", "work_c"))
 
 
+def completeness(ss):
+    """Share of the cpu in work_a/b/c whose stack keeps the leaf's caller (run_split)."""
+    work = [x for x in ss if x.leaf in ("work_a", "work_b", "work_c")]
+    full = sum(x.value for x in work if len(x.frames) > 1 and x.frames[1] == "run_split")
+    return 100.0 * full / max(sum(x.value for x in work), 1)
+
+
 def perf_shares(split, rounds, tmp):
     data = os.path.join(tmp, "perf.data")
     r = subprocess.run(["perf", "record", "-g", "-F", "999", "-o", data, "--", split,
@@ -73,17 +81,22 @@ def perf_shares(split, rounds, tmp):
         return None
     out = subprocess.run(["perf", "script", "-i", data, "-F", "ip,sym"], capture_output=True,
                          text=True, timeout=300).stdout
-    leaves, first = {}, True
-    for line in out.splitlines():
+    leaves, stacks, cur = {}, [], []
+    for line in out.splitlines() + [""]:
         if not line.strip():
-            first = True
+            if cur:
+                stacks.append(cur)
+            cur = []
             continue
-        if first:
-            sym = line.strip().split()[-1] if line.strip() else ""
-            leaves[sym] = leaves.get(sym, 0) + 1
-            first = False
-    tot = sum(leaves.get(f, 0) for f in ("work_a", "work_b", "work_c"))
-    return {f: 100.0 * leaves.get(f, 0) / max(tot, 1) for f in ("work_a", "work_b", "work_c")}
+        cur.append(line.strip().split()[-1])
+    for st in stacks:
+        leaves[st[0]] = leaves.get(st[0], 0) + 1
+    work = [st for st in stacks if st[0] in ("work_a", "work_b", "work_c")]
+    tot = len(work)
+    res = {f: 100.0 * leaves.get(f, 0) / max(tot, 1) for f in ("work_a", "work_b", "work_c")}
+    PERF_COMPLETE.append(100.0 * sum(1 for st in work if len(st) > 1 and st[1] == "run_split")
+                         / max(tot, 1))
+    return res
 
 
 def agent_rss(build, split, tmp):
@@ -163,6 +176,23 @@ def main():
             for (hz, name), (_, _, _, sh) in sorted(results.items()):
                 d = max(abs(sh[f] - ps[f]) for f in ps)
                 print(f"  {name} at {hz} Hz: max |share - perf's| = {d:.2f} pp")
+        # stack completeness: the leaf's caller, in ours (both unwinders) and gperftools'
+        c_cmd = [split, "--rounds", str(max(a.rounds // 4, 100))]
+        line = "stack completeness (leaf's caller present), 1 kHz:"
+        for mode in ("cfi", "fp"):
+            p = os.path.join(tmp, f"compl-{mode}.pb.gz")
+            run(c_cmd, {"LD_PRELOAD": lib, "EDGEPROF_OUTPUT": p, "EDGEPROF_HZ": "1000",
+                        "EDGEPROF_UNWIND": mode})
+            line += f" edgeprof({mode}) {completeness(pt.samples(p)):.1f}%"
+        if have_gperf:
+            g = os.path.join(tmp, "compl-gperf.prof")
+            run(c_cmd, {"LD_PRELOAD": GPERF, "CPUPROFILE": g, "CPUPROFILE_FREQUENCY": "1000"})
+            subprocess.run(["go", "tool", "pprof", "-proto", "-output", g + ".pb.gz", split, g],
+                           capture_output=True, timeout=300)
+            line += f" gperftools {completeness(pt.samples(g + '.pb.gz')):.1f}%"
+        if PERF_COMPLETE:
+            line += f" perf -g {PERF_COMPLETE[0]:.1f}%"
+        print(line)
         print(f"edgeprof-agent peak RSS (draining one 2-thread producer at 999 Hz, sigprof only): "
               f"{agent_rss(build, split, tmp)} KiB")
         print(f"libedgeprof.so size: {os.path.getsize(lib)} bytes")
