@@ -66,6 +66,26 @@ def ours_profile(path):
     return n, sum(s.value for s in ss), pt.shares(ss, ("work_a", "work_b", "work_c"))
 
 
+def perf_attributed(cmd, env, dsos, tmp, tag):
+    """perf record -F 20000 (hrtimer cpu-clock: not tick-limited) of the profiled run; returns
+    the CPU seconds perf attributes to the profiler's own libraries (user space)."""
+    data = os.path.join(tmp, f"attr-{tag}.data")
+    pre = ["env"] + [f"{k}={v}" for k, v in env.items()]
+    r = subprocess.run(["perf", "record", "-F", "20000", "-e", "cpu-clock", "-o", data, "--"] +
+                       pre + cmd, capture_output=True, text=True, timeout=900)
+    if r.returncode != 0:
+        return None
+    out = subprocess.run(["perf", "report", "-i", data, "--sort", "dso", "--stdio",
+                          "--show-nr-samples"], capture_output=True, text=True,
+                         timeout=300).stdout
+    n = 0
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and not line.startswith("#") and any(d in parts[2] for d in dsos):
+            n += int(parts[1])
+    return n / 20000.0
+
+
 def completeness(ss):
     """Share of the cpu in work_a/b/c whose stack keeps the leaf's caller (run_split)."""
     work = [x for x in ss if x.leaf in ("work_a", "work_b", "work_c")]
@@ -176,6 +196,33 @@ def main():
             for (hz, name), (_, _, _, sh) in sorted(results.items()):
                 d = max(abs(sh[f] - ps[f]) for f in ps)
                 print(f"  {name} at {hz} Hz: max |share - perf's| = {d:.2f} pp")
+        # per-sample cost by attribution: slowdown is below the noise (the tick limits samples)
+        if shutil.which("perf"):
+            for hz in (1000, 4999):
+                line = f"per-sample cost at {hz} Hz (perf-attributed CPU in the profiler's own " \
+                       f"libraries / its samples, median of {a.reps}):"
+                costs = {}
+                for rep in range(a.reps):
+                    p = os.path.join(tmp, f"attr-ours-{hz}-{rep}.pb.gz")
+                    cpu = perf_attributed(cmd, {"LD_PRELOAD": lib, "EDGEPROF_OUTPUT": p,
+                                                "EDGEPROF_HZ": str(hz)}, ["libedgeprof"], tmp,
+                                          f"o{hz}{rep}")
+                    if cpu is not None:
+                        costs.setdefault("edgeprof", []).append(cpu / ours_profile(p)[0])
+                    if have_gperf:
+                        g = os.path.join(tmp, f"attr-gperf-{hz}-{rep}.prof")
+                        cpu = perf_attributed(cmd, {"LD_PRELOAD": GPERF, "CPUPROFILE": g,
+                                                    "CPUPROFILE_FREQUENCY": str(hz)},
+                                              ["libprofiler", "libunwind"], tmp, f"g{hz}{rep}")
+                        if cpu is not None:
+                            costs.setdefault("gperftools", []).append(
+                                cpu / gperf_profile(split, g)[0])
+                med = {k: statistics.median(v) * 1e6 for k, v in costs.items()}
+                for k, v in med.items():
+                    line += f" {k} {v:.2f} us"
+                if "edgeprof" in med and med.get("gperftools"):
+                    line += f"; ours/peer {med['edgeprof'] / med['gperftools']:.2f}"
+                print(line)
         # stack completeness: the leaf's caller, in ours (both unwinders) and gperftools'
         c_cmd = [split, "--rounds", str(max(a.rounds // 4, 100))]
         line = "stack completeness (leaf's caller present), 1 kHz:"
