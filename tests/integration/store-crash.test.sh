@@ -42,6 +42,7 @@ for t in $(seq 1 "$TRIALS"); do
 		awk '{print $2, $3}' "$work/acks" >>"$acked"
 		next_i=$(( $(tail -n 1 "$work/acks" | awk '{print $4}') + 1 ))
 		last_first=$(tail -n 1 "$work/acks" | awk '{print $5}')
+		last_seq=$(tail -n 1 "$work/acks" | awk '{print $2}')
 	fi
 	# records of the in-flight append use i = next_i; the next writer skips past it
 	next_i=$((next_i + 1))
@@ -52,6 +53,9 @@ for t in $(seq 1 "$TRIALS"); do
 	fi
 	stats=$(tail -n 1 "$work/verify")
 	first=$(sed -n 's/.*first=\([0-9]*\).*/\1/p' <<<"$stats")
+	last=$(sed -n 's/.*last=\([0-9]*\).*/\1/p' <<<"$stats")
+	corrupt=$(sed -n 's/.*corrupt=\([0-9]*\).*/\1/p' <<<"$stats")
+	overwritten=$(sed -n 's/.*overwritten=\([0-9]*\).*/\1/p' <<<"$stats")
 	[ "$first" = 0 ] && first=$(( $(sed -n 's/.*last=\([0-9]*\).*/\1/p' <<<"$stats") + 1 ))
 	# every acknowledged record from the oldest live one on: present and identical
 	missing=$(awk -v first="$first" '
@@ -69,7 +73,15 @@ for t in $(seq 1 "$TRIALS"); do
 		echo "trial $t: oldest live seq $first jumped past $last_first: acknowledged records lost"
 		exit 1
 	fi
+	# when the kill left no trace on disk (no newer record, nothing torn, nothing overwritten
+	# at open), the oldest live record must be exactly the one of the last acknowledgement
+	if [ -n "${last_seq:-}" ] && [ "$last" = "$last_seq" ] && [ "$corrupt" = 0 ] &&
+		[ "$overwritten" = 0 ] && [ "$first" != "$last_first" ]; then
+		echo "trial $t: oldest live seq is $first, was $last_first, and nothing was written"
+		exit 1
+	fi
 	last_first=$first
+	last_seq=$last
 	# keep the acknowledgement list to what can still be in the ring
 	awk -v first="$first" '$1 >= first' "$acked" >"$acked.new" && mv "$acked.new" "$acked"
 done
