@@ -34,7 +34,7 @@ curl_get "$port" "/api/0/profiles/$id" >"$W/one.pb.gz"
 cmp "$W/one.pb.gz" "$W/in/p0000.pb.gz" || fail "stored profile differs from the pushed file"
 
 echo "== a device without a clock: its profile says 12 s after boot (1970)"
-$PY - "$EP_TOP/tests/fuzz/pprof-reader.corpus/go-cpu.pb.gz" "$W/t1970.pb.gz" <<'PYEOF'
+$PY - "$W/in/p0000.pb.gz" "$W/t1970.pb.gz" <<'PYEOF'
 import gzip, sys
 d = gzip.decompress(open(sys.argv[1], "rb").read())
 def varint(b, i):
@@ -79,7 +79,7 @@ if command -v go >/dev/null; then
 		grep -qF "$fn" "$W/top.txt" || fail "function $fn missing from the merged profile"
 	done <"$W/want"
 	# the merge of the 5 stored copies has 5x the samples of one
-	total() { go tool pprof -top "$1" 2>/dev/null | sed -n 's/.*Total samples = \([0-9.]*\)ms.*/\1/p'; }
+	total() { go tool pprof -top -unit=ms "$1" 2>/dev/null | sed -n 's/.*Total samples = \([0-9.]*\)ms.*/\1/p'; }
 	one=$(total "$W/in/p0000.pb.gz")
 	all=$(total "$W/merged.pb.gz")
 	echo "one profile: ${one}ms, merged: ${all}ms"

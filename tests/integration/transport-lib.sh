@@ -85,14 +85,60 @@ for p in d:
 '
 }
 
-# make_profiles DIR N: N distinct valid gzip pprof files (the builder's feature profile with
-# different sample values would be nicer; distinct content is what matters here)
+# write_profile FILE [PAD]: a valid gzip pprof of our own (no fixture of another area needed):
+# CPU profile, 3 functions (main -> hashLoop 70 %, main -> sortLoop 30 %), time now; PAD adds an
+# unreferenced, incompressible string of about PAD bytes (to make the profile that much larger).
+write_profile() {
+	$PY - "$1" "${2:-0}" <<'PYEOF'
+import base64, gzip, os, sys, time
+def varint(v):
+    o = bytearray()
+    while True:
+        c = v & 0x7f; v >>= 7
+        if not v: o.append(c); return bytes(o)
+        o.append(c | 0x80)
+def field(n, v):          # varint field
+    return varint(n << 3) + varint(v)
+def msg(n, b):            # length-delimited field
+    return varint(n << 3 | 2) + varint(len(b)) + b
+def packed(n, vals):
+    return msg(n, b"".join(varint(v) for v in vals))
+strings = ["", "samples", "count", "cpu", "nanoseconds", "main", "hashLoop", "sortLoop",
+           "/usr/bin/transport-test"]
+pad = int(sys.argv[2])
+if pad:
+    strings.append(base64.b64encode(os.urandom(pad * 3 // 4)).decode())
+S = {s: i for i, s in enumerate(strings)}
+p = bytearray()
+p += msg(1, field(1, S["samples"]) + field(2, S["count"]))
+p += msg(1, field(1, S["cpu"]) + field(2, S["nanoseconds"]))
+period = 10_000_000
+for stack, n in (([2, 1], 70), ([3, 1], 30)):      # location ids, leaf first
+    p += msg(2, packed(1, stack) + packed(2, [n, n * period]))
+p += msg(3, field(1, 1) + field(2, 0x400000) + field(3, 0x500000) + field(5, S["/usr/bin/transport-test"])
+         + field(7, 1) + field(8, 1) + field(9, 1))  # symbolized: nothing for pprof to look up
+for lid, fid, addr in ((1, 1, 0x401000), (2, 2, 0x402000), (3, 3, 0x403000)):
+    p += msg(4, field(1, lid) + field(2, 1) + field(3, addr) + msg(4, field(1, fid) + field(2, 10 * lid)))
+for fid, name in ((1, "main"), (2, "hashLoop"), (3, "sortLoop")):
+    p += msg(5, field(1, fid) + field(2, S[name]) + field(3, S[name]) + field(4, S["/usr/bin/transport-test"]))
+for s in strings:
+    p += msg(6, s.encode())
+p += field(9, time.time_ns()) + field(10, 10_000_000_000)
+p += msg(11, field(1, S["cpu"]) + field(2, S["nanoseconds"])) + field(12, period)
+open(sys.argv[1], "wb").write(gzip.compress(bytes(p)))
+PYEOF
+}
+
+# make_profiles DIR N [PAD]: N copies of one profile (the transport does not care about content;
+# identical bytes let tests compare what the collector stores with what was pushed)
 make_profiles() {
 	local dir=$1 n=$2 i
 	mkdir -p "$dir"
+	write_profile "$dir/.one" "${3:-0}"
 	for i in $(seq -f %04g 0 $((n - 1))); do
-		cp "$EP_TOP/tests/fuzz/pprof-reader.corpus/go-cpu.pb.gz" "$dir/p$i.pb.gz"
+		cp "$dir/.one" "$dir/p$i.pb.gz"
 	done
+	rm -f "$dir/.one"
 }
 
 stat_of() { # stat_of FILE NAME -> value of NAME=value in a push-dir output

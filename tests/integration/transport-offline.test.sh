@@ -37,11 +37,12 @@ push "$port" --service offline --spool "$W/spool" >"$W/again.out" 2>&1
 push "$port" --service offline --round r1 --seq-label seq "$W/in/p0000.pb.gz" >"$W/dup.out" 2>&1
 [ "$(list_seq "$port" offline | wc -l)" = 12 ] || fail "a re-sent key was stored twice"
 
-echo "== spool full: 16 KiB spool, 42 profiles while down"
+echo "== spool full: 16 KiB spool, 42 profiles of about 1.2 KB while down"
 stop_collector
+make_profiles "$W/big" 3 1200
 rc=0
 push "$port" --service full --round f --seq-label seq --spool "$W/small" --spool-size 16K \
-	--no-drain --repeat 14 "$W/in" >"$W/full.out" 2>&1 || rc=$?
+	--no-drain --repeat 14 "$W/big" >"$W/full.out" 2>&1 || rc=$?
 [ "$rc" = 3 ] || { cat "$W/full.out"; fail "expected exit 3, got $rc"; }
 pending=$(stat_of "$W/full.out" spool_pending)
 echo "spool holds $pending of 42"
