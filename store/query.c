@@ -259,7 +259,7 @@ static int merge__run(struct store *s, const uint64_t *seqs, size_t n, bool skip
 			merged++;
 			continue;
 		}
-		/* evicted meanwhile or unreadable: skipped when selecting, fatal when asked by id */
+		/* evicted meanwhile or unreadable: skipped when selecting, fatal by id */
 		if (skip_bad && (e == -ENOENT || e == -EIO)) {
 			bad++;
 			e = 0;

@@ -20,7 +20,7 @@
 
 struct store_opts {
 	const char *path;	/* ring file */
-	uint64_t size;		/* bytes (0 = existing file's, else CONFIG_COLLECTOR_RING_MB) */
+	uint64_t size;		/* bytes (0 = the file's, or CONFIG_COLLECTOR_RING_MB) */
 	unsigned fsync_ms;	/* CONFIG_COLLECTOR_FSYNC_MS */
 	size_t index_entries;	/* 0 = CONFIG_COLLECTOR_INDEX_ENTRIES */
 	size_t max_merge;	/* profiles per merge/get query; 0 = STORE_DEFAULT_MAX_MERGE */

@@ -385,7 +385,8 @@ static void hdr__encode(uint8_t *b, const struct ringfile *rf)
 static bool hdr__decode(const uint8_t *b, struct ringfile *rf)
 {
 	if (memcmp(b, HDR_MAGIC, 8) || get32(b + 8) != HDR_VERSION ||
-	    get32(b + 12) != RINGFILE_HDR_SIZE || get32(b + HDR_CRC_OFF) != crc32c(0, b, HDR_CRC_OFF))
+	    get32(b + 12) != RINGFILE_HDR_SIZE ||
+	    get32(b + HDR_CRC_OFF) != crc32c(0, b, HDR_CRC_OFF))
 		return false;
 	if (get64(b + 24) != RINGFILE_HDR_SIZE || get64(b + 16) < RINGFILE_MIN_SIZE ||
 	    get64(b + 16) % REC_ALIGN)
@@ -461,8 +462,9 @@ static int rf__scan_area(struct ringfile *rf, const uint8_t *map, uint32_t gen, 
 		}
 		if (!(h.flags & RINGFILE_F_SKIP) && h.seq) {
 			r = (struct scan_rec){ .seq = h.seq, .off = pos, .time_ns = h.time_ns,
-					       .wm_oldest = h.wm_oldest, .wm_consumed = h.wm_consumed,
-					       .len = h.total, .gen = h.gen, .flags = h.flags };
+					       .wm_oldest = h.wm_oldest,
+					       .wm_consumed = h.wm_consumed, .len = h.total,
+					       .gen = h.gen, .flags = h.flags };
 			err = scan__push(sc, &r);
 			if (err)
 				return err;
@@ -640,7 +642,7 @@ static int rf__scan(struct ringfile *rf, bool header_ok, const struct ringfile_o
 		rf->gen = scan__majority_gen(&sc);
 		rf->st.header_repaired = true;
 		if (!rf->gen && rf->foreign) {
-			/* never reinitialise (overwrite) a file that was not a ring: wrong --ring? */
+			/* never overwrite a file that was not a ring (a wrong --ring path?) */
 			err = -EBADF;
 			goto out;
 		}
@@ -778,7 +780,8 @@ struct ringfile *ringfile__open(const char *path, const struct ringfile_opts *op
 		rf->data_end = rf->size;
 		e = rf__create(rf);
 		if (e)
-			snprintf(err, errlen, "ringfile: %s: cannot create: %s", path, strerror(-e));
+			snprintf(err, errlen, "ringfile: %s: cannot create: %s", path,
+				 strerror(-e));
 	} else {
 		e = rf__load(rf, opts, st.st_size, err, errlen);
 	}

@@ -60,7 +60,7 @@
 #define RINGFILE_REC_FIXED	56u	/* fixed part of a record header */
 #define RINGFILE_MIN_SIZE	(16u * 1024)
 #define RINGFILE_MAX_LABELS	64u
-#define RINGFILE_MAX_STR	4096u	/* longest service/type/device/key/label key or value */
+#define RINGFILE_MAX_STR	4096u	/* longest service, type, device, key, label */
 
 enum {
 	RINGFILE_F_SKIP = 1 << 0,	/* end-of-lap filler */
@@ -91,7 +91,7 @@ struct record_meta {
 };
 
 struct ringfile_opts {
-	uint64_t size;		/* file size in bytes, >= RINGFILE_MIN_SIZE; 0 = keep existing */
+	uint64_t size;		/* file bytes, >= RINGFILE_MIN_SIZE; 0 = keep existing */
 	unsigned fsync_ms;	/* 0 = fdatasync every record; N = group commit every N ms */
 	bool create;		/* create the file when missing (otherwise -ENOENT) */
 	bool quiet;		/* no pr_info/pr_warn about repairs (tests) */

@@ -228,7 +228,8 @@ static void hoist_service(struct selector *sel)
 	for (size_t i = 0; i < sel->n; i++) {
 		struct matcher *m = &sel->m[i];
 
-		if (m->op == SEL_EQ && (!strcmp(m->name, "service") || !strcmp(m->name, "__name__"))) {
+		if (m->op == SEL_EQ &&
+		    (!strcmp(m->name, "service") || !strcmp(m->name, "__name__"))) {
 			free(sel->service);
 			sel->service = strdup(m->value);
 			return;

@@ -87,7 +87,8 @@ static int cmd_append(char **argv)
 		if (!err)
 			err = ringfile__wait_durable(rf, seq);
 		if (err) {
-			fprintf(stderr, "store-append: append %" PRIu64 ": %s\n", i, strerror(-err));
+			fprintf(stderr, "store-append: append %" PRIu64 ": %s\n", i,
+				strerror(-err));
 			return 1;
 		}
 		printf("ack %" PRIu64 " %016" PRIx64 " %" PRIu64 " %" PRIu64 "\n", seq,

@@ -238,6 +238,7 @@ int main(int argc, char **argv)
 		return bench_index(strtoul(argv[2], NULL, 0));
 	if (argc == 4 && !strcmp(argv[1], "merge"))
 		return bench_merge(argv[2], strtoul(argv[3], NULL, 0));
-	fprintf(stderr, "usage: store-bench index N | merge DIR N | open PATH | fill PATH SIZE N LEN\n");
+	fprintf(stderr, "usage: store-bench index N | merge DIR N | open PATH |"
+			" fill PATH SIZE N LEN\n");
 	return 2;
 }

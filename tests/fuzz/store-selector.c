@@ -24,9 +24,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			enum selector_op op;
 
 			selector__match(sel, "svc", "dev", l, 2);
-			for (size_t i = 0; i < selector__n_matchers(sel); i++)
-				if (selector__matcher(sel, i, &name, &op, &value) || !name || !value)
+			for (size_t i = 0; i < selector__n_matchers(sel); i++) {
+				if (selector__matcher(sel, i, &name, &op, &value))
 					abort();
+				if (!name || !value)
+					abort();
+			}
 			selector__free(sel);
 		} else if (!strstr(err, "selector: ")) {
 			abort(); /* every error says what it is */

@@ -130,8 +130,8 @@ static void merge_by_selector(void **state)
 		char key[16];
 
 		snprintf(key, sizeof(key), "k%d", i);
-		put(s, i < 8 ? "api" : "db", i % 2 ? "eu-west" : "us-east", key, 10 + i, 1, 1000 + i,
-		    NULL);
+		put(s, i < 8 ? "api" : "db", i % 2 ? "eu-west" : "us-east", key, 10 + i, 1,
+		    1000 + i, NULL);
 	}
 	/* eu-west api profiles: i = 1, 3, 5, 7 → work 11+13+15+17, idle 4 */
 	assert_int_equal(store__merge(s, &q, &p, &merged, &skipped, err, sizeof(err)), 0);
@@ -290,7 +290,8 @@ static void *put_thread(void *p)
 
 	for (int i = 0; i < 200; i++) {
 		char key[16];
-		struct record_meta m = { .time_ns = i, .service = "api", .type = "cpu", .key = key };
+		struct record_meta m = { .time_ns = i, .service = "api", .type = "cpu",
+					 .key = key };
 		uint64_t seq;
 		bool dup;
 

@@ -48,8 +48,8 @@ static bool m(const char *s, const char *svc, const struct record_label *l, size
 
 static void forms(void **state)
 {
-	struct selector *sel = parse("  api.server { a = \"x\\\"y\" , b!=\"\", c=~\"e.*\", d!~\"t\",}",
-				     0);
+	struct selector *sel =
+		parse("  api.server { a = \"x\\\"y\" , b!=\"\", c=~\"e.*\", d!~\"t\",}", 0);
 	const char *name, *value;
 	enum selector_op op;
 
