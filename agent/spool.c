@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+#include <sys/stat.h>
 
 #include "agent/spool.h"
 #include "port/file.h"
@@ -79,12 +79,12 @@ static int spool_scan_cb(void *ctx, uint64_t seq, const struct record_meta *meta
 struct spool *spool__open(const char *path, uint64_t size, char *err, size_t errlen)
 {
 	struct ringfile_opts o = {
-		/* size 0 keeps an existing spool as it is, else makes one of the default size */
-		.size = size ? size : access(path, F_OK) ? (uint64_t)CONFIG_SPOOL_KB * 1024 : 0,
+		.size = size,
 		.fsync_ms = 0,	/* every push is durable before it returns */
 		.create = true,
 		.quiet = false,
 	};
+	struct stat sb;
 	struct ringfile_stats st;
 	struct spool_scan sc = { 0 };
 	struct spool *s = calloc(1, sizeof(*s));
@@ -93,6 +93,12 @@ struct spool *spool__open(const char *path, uint64_t size, char *err, size_t err
 		snprintf(err, errlen, "spool: out of memory");
 		return NULL;
 	}
+	/*
+	 * Size 0 keeps an existing spool as it is; a missing one, or one cut short before its
+	 * header was written (power lost at creation), is made with the default size.
+	 */
+	if (!o.size && (stat(path, &sb) || sb.st_size < (off_t)RINGFILE_MIN_SIZE))
+		o.size = (uint64_t)CONFIG_SPOOL_KB * 1024;
 	s->rf = ringfile__open(path, &o, err, errlen);
 	if (!s->rf) {
 		free(s);
