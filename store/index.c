@@ -32,6 +32,7 @@ struct lset {
 
 struct ix_entry {
 	uint64_t seq, time_ns, key_hash;
+	int64_t value;
 	uint32_t size;
 	uint16_t flags;
 	struct istr *service, *type, *device;
@@ -384,7 +385,7 @@ int index__add(struct index *ix, uint64_t seq, const struct record_meta *meta, u
 	       uint64_t *existing)
 {
 	struct ix_entry e = { .seq = seq, .time_ns = meta->time_ns, .size = size,
-			      .flags = meta->flags };
+			      .value = meta->value, .flags = meta->flags };
 	uint64_t dup;
 	size_t pos;
 	int err;
@@ -440,6 +441,7 @@ static void ix__view(const struct ix_entry *e, struct index_view *v)
 	v->seq = e->seq;
 	v->time_ns = e->time_ns;
 	v->size = e->size;
+	v->value = e->value;
 	v->flags = e->flags;
 	v->service = e->service->s;
 	v->type = e->type->s;

@@ -31,6 +31,7 @@ struct index_view {
 	const char *service, *type, *device;
 	const struct record_label *labels; /* sorted by key */
 	size_t n_labels;
+	int64_t value;		/* the profile's total (record_meta.value) */
 };
 
 struct index_stats {

@@ -182,6 +182,7 @@ static size_t meta__encoded_len(const struct record_meta *m, int *err)
 			*err = -EINVAL;
 		n += 4 + kl + vl;
 	}
+	n += 8; /* value */
 	return *err ? 0 : n;
 }
 
@@ -223,6 +224,7 @@ static int meta__encode(uint8_t *p, const struct record_meta *m)
 		p = meta__put_str(p, sorted[i].key);
 		p = meta__put_str(p, sorted[i].value);
 	}
+	put64(p, (uint64_t)m->value);
 	return 0;
 }
 
@@ -297,6 +299,8 @@ static int meta__decode(const uint8_t *rec, const struct rec_hdr *h, uint8_t *ou
 	}
 	meta->labels = n_labels ? labels : NULL;
 	meta->n_labels = n_labels;
+	if (end - p >= 8)
+		meta->value = (int64_t)get64(p);
 	return 0;
 }
 

@@ -25,7 +25,8 @@
  *   40 u64 consumed-up-to sequence when this record was written (spool drain pointer)
  *   48 u32 generation (must equal the header's)   52 u32 payload length
  *   56 metadata: u16 length + bytes for service, type, device, key; u16 label count, then per
- *      label u16 length + key, u16 length + value (labels sorted by key, keys unique)
+ *      label u16 length + key, u16 length + value (labels sorted by key, keys unique); then
+ *      i64 value (the profile's total, for timelines; absent in records that predate it = 0)
  *   .. payload (the gzip pprof as received)
  * A skip marker (flag RINGFILE_F_SKIP, no metadata, no payload) ends a lap when the next record
  * does not fit before the end of the file; a gap shorter than the 56-byte fixed header is simply
@@ -88,6 +89,8 @@ struct record_meta {
 	const char *key;	/* idempotency key (may be "") */
 	const struct record_label *labels;
 	size_t n_labels;
+	int64_t value;		/* the profile's total of its default sample type, for timelines
+				 * without decoding payloads (0 = unknown) */
 };
 
 struct ringfile_opts {

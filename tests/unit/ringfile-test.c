@@ -142,6 +142,27 @@ static void append_read_reopen(void **state)
 	ringfile__free(rf);
 }
 
+/* The profile total rides in the metadata so timelines need no payload decode, across reopen. */
+static void value_survives_reopen(void **state)
+{
+	struct fixture *f = *state;
+	struct ringfile *rf = open_ring(f->path, 64 * 1024, 0);
+	struct record_meta m = { .time_ns = 5, .service = "svc", .type = "cpu", .value = 123456789 };
+	struct record_meta got;
+	void *payload;
+	size_t len;
+	uint64_t seq;
+
+	assert_int_equal(ringfile__append(rf, &m, "x", 1, &seq), 0);
+	ringfile__free(rf);
+	rf = open_ring(f->path, 0, 0);
+	assert_int_equal(ringfile__read(rf, seq, &got, &payload, &len), 0);
+	assert_int_equal(got.value, 123456789);
+	assert_string_equal(got.service, "svc");
+	free(payload);
+	ringfile__free(rf);
+}
+
 static void bad_input(void **state)
 {
 	struct fixture *f = *state;
@@ -603,6 +624,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(crc32c_check_value),
 		cmocka_unit_test_setup_teardown(append_read_reopen, setup, teardown),
+		cmocka_unit_test_setup_teardown(value_survives_reopen, setup, teardown),
 		cmocka_unit_test_setup_teardown(bad_input, setup, teardown),
 		cmocka_unit_test_setup_teardown(wraparound, setup, teardown),
 		cmocka_unit_test_setup_teardown(foreach_order, setup, teardown),
