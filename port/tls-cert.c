@@ -124,7 +124,8 @@ static int cert_set_usage(struct cert_ctx *x, const struct tls_cert_req *req)
 	if (!ret && eku)
 		ret = mbedtls_x509write_crt_set_extension(
 			&x->crt, MBEDTLS_OID_EXTENDED_KEY_USAGE,
-			MBEDTLS_OID_SIZE(MBEDTLS_OID_EXTENDED_KEY_USAGE), 0, eku, sizeof(eku_server));
+			MBEDTLS_OID_SIZE(MBEDTLS_OID_EXTENDED_KEY_USAGE), 0, eku,
+			sizeof(eku_server));
 	if (!ret && req->kind == TLS_CERT_SERVER && (req->dns_name || req->ip)) {
 		unsigned char san[320];
 		int len = cert_san_der(req, san, sizeof(san));

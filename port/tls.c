@@ -276,9 +276,10 @@ static int tls_bio_send(void *ctx, const unsigned char *buf, size_t len)
 			return (int)n;
 		if (errno == EINTR)
 			continue;
+		if (errno == EPIPE || errno == ECONNRESET)
+			return MBEDTLS_ERR_NET_CONN_RESET;
 		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			return (errno == EPIPE || errno == ECONNRESET) ? MBEDTLS_ERR_NET_CONN_RESET
-								       : MBEDTLS_ERR_NET_SEND_FAILED;
+			return MBEDTLS_ERR_NET_SEND_FAILED;
 		ret = tls_wait(c, POLLOUT);
 		if (ret)
 			return ret;

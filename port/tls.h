@@ -49,8 +49,8 @@ void tls_conn__set_deadline(struct tls_conn *c, uint64_t mono_ns);
 void tls_conn__set_cancel_fd(struct tls_conn *c, int fd);
 
 /*
- * Runs the handshake: 0, -ETIMEDOUT, -ECANCELED, -ECONNRESET, or -EPROTO / -EACCES (certificate refused)
- * with the reason in tls_conn__error().
+ * Runs the handshake: 0, -ETIMEDOUT, -ECANCELED, -ECONNRESET, or -EPROTO / -EACCES (certificate
+ * refused) with the reason in tls_conn__error().
  */
 int tls_conn__handshake(struct tls_conn *c);
 const char *tls_conn__error(const struct tls_conn *c);
@@ -76,7 +76,7 @@ enum tls_cert_kind {
 	TLS_CERT_CA,		/* CA:TRUE, keyCertSign|cRLSign */
 	TLS_CERT_SERVER,	/* digitalSignature, EKU serverAuth, SAN dns_name/ip */
 	TLS_CERT_CLIENT,	/* digitalSignature, EKU clientAuth */
-	TLS_CERT_BAD_USAGE,	/* keyCertSign only, EKU serverAuth: a client cert TLS must refuse */
+	TLS_CERT_BAD_USAGE,	/* keyCertSign only, EKU serverAuth: TLS must refuse it (tests) */
 };
 
 struct tls_cert_req {

@@ -164,7 +164,8 @@ void api_pyroscope_ingest(struct api_ctx *a)
 		int64_t u;
 
 		if (pyro_time(until, &u))
-			return api_error(a, 400, REJ_BAD_REQUEST, "until '%s' is not a time", until);
+			return api_error(a, 400, REJ_BAD_REQUEST, "until '%s' is not a time",
+					 until);
 	}
 	if (selector__parse(name, SELECTOR_F_INGEST, &sel, err, sizeof(err)))
 		return api_error(a, 400, REJ_BAD_REQUEST, "name '%s': %s", name, err);
@@ -354,7 +355,7 @@ void api_alloy_push(struct api_ctx *a)
 	else if (!p.failed)
 		a->status = 200; /* an empty PushResponse */
 	a->content_type = a->status == 200 ? "application/proto" : a->content_type;
-	/* On a failure mid-request, say how many were stored before it (a retry dedups keyed ones) */
+	/* On a failure mid-request, say how many were stored before it (keyed retries dedup) */
 	snprintf(a->extra, sizeof(a->extra), "X-Edgeprof-Stored: %zu\r\n", p.stored);
 	free(p.s);
 }

@@ -364,7 +364,8 @@ int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, si
 	meta.n_labels = in->n_labels;
 	ret = store__put(a->store, &meta, body, len, seq, dup);
 	if (ret == -EFBIG)
-		api_error(a, 413, REJ_TOO_LARGE, "profile of %zu bytes cannot fit in the ring", len);
+		api_error(a, 413, REJ_TOO_LARGE, "profile of %zu bytes cannot fit in the ring",
+			  len);
 	else if (ret == -EINVAL)
 		api_error(a, 400, REJ_BAD_REQUEST, "metadata refused by the store");
 	else if (ret)

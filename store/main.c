@@ -15,23 +15,26 @@
 
 static struct server *the_server;
 
+static const char usage_text[] =
+	"usage: edgeprof-collector --listen HOST:PORT --tls-ca F --tls-cert F --tls-key F\n"
+	"                          --ring PATH [--ring-size SIZE] [--fsync-ms N]\n"
+	"                          [--http-listen HOST:PORT [--http-token TOKEN]]\n"
+	"                          [--max-body SIZE] [--max-conns N]\n"
+	"                          [--request-timeout-ms N] [--idle-timeout-ms N]\n"
+	"                          [--index-entries N] [--syslog] [-v]\n"
+	"\n"
+	"Receives profiles over mutual TLS (client certificates signed by --tls-ca are\n"
+	"required; their CN becomes the device label) and keeps them in one preallocated\n"
+	"ring file of SIZE bytes (K/M/G suffixes; default %d MiB; the oldest are\n"
+	"overwritten). A profile is acknowledged once durable: fsync per record, or every N\n"
+	"ms with --fsync-ms (group commit). --http-listen adds a plain-HTTP listener for SDKs\n"
+	"without client certificates: loopback only unless --http-token is set, and with a\n"
+	"token every request needs 'Authorization: Bearer TOKEN' (or Basic, token as\n"
+	"password). API: store/README.md.\n";
+
 static void usage(FILE *out)
 {
-	fprintf(out,
-		"usage: edgeprof-collector --listen HOST:PORT --tls-ca F --tls-cert F --tls-key F\n"
-		"                          --ring PATH [--ring-size SIZE] [--fsync-ms N]\n"
-		"                          [--http-listen HOST:PORT [--http-token TOKEN]]\n"
-		"                          [--max-body SIZE] [--max-conns N] [--request-timeout-ms N]\n"
-		"                          [--idle-timeout-ms N] [--index-entries N] [--syslog] [-v]\n"
-		"\n"
-		"Receives profiles over mutual TLS (client certificates signed by --tls-ca are\n"
-		"required; their CN becomes the device label) and keeps them in one preallocated\n"
-		"ring file of SIZE bytes (K/M/G suffixes; default %d MiB; the oldest are\n"
-		"overwritten). A profile is acknowledged once durable: fsync per record, or every N\n"
-		"ms with --fsync-ms (group commit). --http-listen adds a plain-HTTP listener for SDKs\n"
-		"without client certificates: loopback only unless --http-token is set, and with a\n"
-		"token every request needs 'Authorization: Bearer TOKEN' (or Basic, token as\n"
-		"password). API: store/README.md.\n", CONFIG_COLLECTOR_RING_MB);
+	fprintf(out, usage_text, CONFIG_COLLECTOR_RING_MB);
 }
 
 static int parse_size(const char *s, uint64_t *out)
@@ -102,8 +105,7 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 		case 'h': usage(stdout); exit(0);
 		case 's': case 'f': case 'b': case 'm': case 't': case 'i': case 'x':
 			if (parse_size(optarg, &v)) {
-				fprintf(stderr, "edgeprof-collector: '%s' is not a number or size\n",
-					optarg);
+				fprintf(stderr, "edgeprof-collector: '%s' is not a size\n", optarg);
 				return -EINVAL;
 			}
 			if (c == 's') o->store.size = v;

@@ -339,7 +339,8 @@ static void *conn_thread(void *arg)
 
 static void server_refuse(struct server *s, int fd, bool tls)
 {
-	static const char body[] = "{\"code\":503,\"error\":\"too many connections, retry later\"}\n";
+	static const char body[] =
+		"{\"code\":503,\"error\":\"too many connections, retry later\"}\n";
 	char msg[256];
 	int n = snprintf(msg, sizeof(msg),
 			 "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"

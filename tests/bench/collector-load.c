@@ -8,7 +8,8 @@
  *                  [--clients N] [--seconds S | --count N] [--prefix P] [--ack-log F]
  *                  [--service S]
  *
- * Prints one line: "clients=N profiles=N seconds=S profiles_per_s=X mb_per_s=Y p50_ms=.. p99_ms=..".
+ * Prints one line: "clients=N profiles=N failed=N seconds=S profiles_per_s=X mb_per_s=Y
+ * p50_ms=.. p99_ms=..".
  * --ack-log appends "ID KEY" for every acknowledged upload (written before the next request), the
  * crash test's record of what the collector promised to keep. A failed request ends the thread
  * (and the run's exit status is 1 when nothing was acknowledged).

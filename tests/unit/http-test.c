@@ -110,7 +110,8 @@ static void malformed_requests_refused(void **state)
 	} cases[] = {
 		{ "GET / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
 		  -EINVAL },
-		{ "POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", -EINVAL },
+		{ "POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
+		  -EINVAL },
 		{ "POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", -EINVAL },
 		{ "POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n", -EINVAL },
 		{ "GET / HTTP/1.1\r\nBad Name: x\r\n\r\n", -EINVAL },
@@ -173,7 +174,8 @@ static void chunked_body_with_extensions_and_trailers(void **state)
 		struct mem_io io;
 		struct http_stream *s = stream(&io,
 			"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
-			"5;name=val\r\nhello\r\n1\r\n \r\nA\r\n0123456789\r\n0\r\nTrailer: t\r\n\r\n"
+			"5;name=val\r\nhello\r\n1\r\n \r\nA\r\n0123456789\r\n"
+			"0\r\nTrailer: t\r\n\r\n"
 			"\r\nGET /next HTTP/1.0\r\n\r\n", steps[i]);
 		struct http_message *m = calloc(1, sizeof(*m));
 

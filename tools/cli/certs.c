@@ -33,8 +33,8 @@ static void certs_help(FILE *out)
 		"init    makes DIR/ca.crt ca.key (the fleet's private CA) and DIR/server.crt\n"
 		"        server.key for the collector, valid for NAME (default localhost) and IP\n"
 		"        (default 127.0.0.1). Refuses to replace an existing CA without --force.\n"
-		"device  makes DIR/ID.crt ID.key signed by DIR/ca.key, with CN = ID: the collector\n"
-		"        labels every profile from this certificate with device=ID.\n"
+		"device  makes DIR/ID.crt ID.key signed by DIR/ca.key, with CN = ID: the\n"
+		"        collector labels every profile from this certificate with device=ID.\n"
 		"\n"
 		"Keys are EC P-256, written mode 0600; certificates last --days (default 825).\n"
 		"Keep ca.key off the devices: copy only ca.crt, ID.crt and ID.key to device ID.\n");

@@ -260,7 +260,8 @@ static void json_labels(const char *p, const char *end, char *out, size_t len)
 		obj_end = memchr(q, '}', (size_t)(close - q));
 		json_get(q, obj_end, "key", k, sizeof(k));
 		json_get(q, obj_end, "value", v, sizeof(v));
-		n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%s%s=%s", n ? "," : "", k, v);
+		n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%s%s=%s", n ? "," : "", k,
+				      v);
 		if (n >= len)
 			break;
 		q = obj_end;
@@ -318,7 +319,8 @@ static void query_help(FILE *out)
 {
 	fprintf(out,
 		"usage: edgeprof query [SELECTOR] [--from T] [--to T] [--type T] [-o OUT.pb.gz]\n"
-		"       edgeprof ls [SELECTOR] [--from T] [--to T] [--type T] [--limit N] [--json]\n"
+		"       edgeprof ls [SELECTOR] [--from T] [--to T] [--type T] [--limit N]\n"
+		"                   [--json]\n"
 		"connection: --collector https://HOST:PORT --tls-ca F --tls-cert F --tls-key F\n"
 		"            (or EDGEPROF_COLLECTOR, EDGEPROF_TLS_CA, _CERT, _KEY; http:// with\n"
 		"            --token / EDGEPROF_TOKEN for a plain-HTTP listener)\n"
@@ -327,8 +329,8 @@ static void query_help(FILE *out)
 		"       profile.pb.gz, '-' = stdout): open it with go tool pprof or edgeprof top.\n"
 		"ls     lists the stored profiles that match, newest first.\n"
 		"\n"
-		"SELECTOR  service{label=\"v\", other!=\"x\", re=~\"eu-.*\", nre!~\"test.*\"}; the\n"
-		"          label device is the device's certificate CN. Default: everything.\n"
+		"SELECTOR  service{label=\"v\", other!=\"x\", re=~\"eu-.*\", nre!~\"t.*\"};\n"
+		"          the label device is the device's certificate CN. Default: everything.\n"
 		"T         2006-01-02T15:04:05, unix seconds, or now-1h / now-15m / now-7d.\n"
 		"          Default: --from now-1h --to now.\n");
 }
