@@ -143,6 +143,32 @@ static void unreachable_is_retryable(void **state)
 	upload__free(u);
 }
 
+/* A collector that accepts the connection and then says nothing costs one timeout, no more. */
+static void silent_collector_times_out(void **state)
+{
+	char err[128], port[16];
+	int lfd = net_listen("127.0.0.1:0", 4, err, sizeof(err));	/* never accepted */
+	struct upload_opts o = { .url = url, .ca_file = peer_path("ca.crt"),
+				 .cert_file = peer_path("dev-1.crt"),
+				 .key_file = peer_path("dev-1.key"), .timeout_ms = 300 };
+	struct uploader *u;
+	uint64_t t0;
+
+	assert_true(lfd >= 0);
+	snprintf(port, sizeof(port), "%d", net_local_port(lfd));
+	snprintf(url, sizeof(url), "https://127.0.0.1:%s", port);
+	u = upload__new(&o, err, sizeof(err));
+	assert_non_null(u);
+	t0 = port_clock_mono_ns();
+	assert_int_equal(post(u, "k"), UPLOAD_RETRY);
+	assert_true(port_clock_mono_ns() - t0 < 5 * NSEC_PER_SEC);
+	assert_true(port_clock_mono_ns() - t0 >= 250 * NSEC_PER_MSEC);
+	assert_non_null(strstr(upload__error(u), "timed out"));
+	assert_int_equal(upload__state(u), UPLOAD_STATE_UNREACHABLE);
+	upload__free(u);
+	close(lfd);
+}
+
 static void refused(const char *ca, const char *server, const char *dev, const char *why)
 {
 	struct peer *p = peer_start("ca", server);
@@ -203,6 +229,7 @@ int main(void)
 		cmocka_unit_test(statuses_are_classified),
 		cmocka_unit_test(peer_closing_each_connection_is_fine),
 		cmocka_unit_test(unreachable_is_retryable),
+		cmocka_unit_test(silent_collector_times_out),
 		cmocka_unit_test(foreign_ca_refused),
 		cmocka_unit_test(server_for_another_name_refused),
 		cmocka_unit_test(expired_device_cert_refused),
