@@ -44,11 +44,17 @@ struct bpf_sampler;
 
 /*
  * Opens, loads and attaches. Returns 0, or -errno with a one-line reason in err (the missing
- * kernel feature or capability). sink gets each sample from bpf_sampler__poll().
+ * kernel feature or capability). sink gets each sample from bpf_sampler__poll(): pid, tid and
+ * comm in their fields, labels "exe" and "cgroup" (cgroup v2 path, not for the root) where
+ * known; every pointer in it is valid during the call only.
  */
 int bpf_sampler__open(const struct bpf_sampler_opts *o, sample_sink_fn sink, void *ctx,
 		      struct bpf_sampler **out, char *err, size_t errlen);
-/* Waits up to timeout_ms (-1: forever) and delivers a bounded batch: count, or -errno. */
+/*
+ * Waits up to timeout_ms and delivers a bounded batch: count, or -errno. The kernel wakes the
+ * reader when the ring is half full or a new process shows up; otherwise samples wait for the
+ * timeout, so use a finite one (the round's latency budget, e.g. 100..1000 ms).
+ */
 int bpf_sampler__poll(struct bpf_sampler *s, int timeout_ms);
 /* An epoll fd that becomes readable when samples wait (to embed in the agent's own loop). */
 int bpf_sampler__fd(const struct bpf_sampler *s);
