@@ -67,6 +67,7 @@ struct bpf_sampler {
 	struct bpf_sampler_stats st;
 	uint64_t frames[2 * PROFILE_MAX_DEPTH];
 	struct profile_event pb_copy; /* aligned copy of a perf buffer record */
+	unsigned pb_batch, pb_batch_max; /* records from the current CPU buffer, and the bound */
 	struct proc_entry procs[PROC_CACHE_SLOTS];
 };
 
@@ -419,39 +420,73 @@ static int on_event(void *ctx, void *data, size_t size)
 	return ++s->batch >= SAMPLER_BATCH ? BATCH_FULL : 0;
 }
 
+/* A perf buffer's sample record: the header, the raw size, the BPF program's bytes. */
+struct pb_sample {
+	struct perf_event_header header;
+	__u32 size;
+	char data[];
+};
+
 /*
- * A perf buffer's raw sample sits after a 4-byte size: only 4-byte aligned. Copy it out to read
- * its 8-byte fields. A perf buffer cannot stop mid-way: its size bounds the batch.
+ * The raw data is only 4-byte aligned: copy it out to read its 8-byte fields. Returning DONE
+ * ends this CPU's buffer for this poll (the record is consumed), which bounds the batch.
  */
-static void on_pb_sample(void *ctx, int cpu, void *data, __u32 size)
+static enum bpf_perf_event_ret on_pb_event(void *ctx, int cpu, struct perf_event_header *h)
 {
 	struct bpf_sampler *s = ctx;
+	const struct pb_sample *r = (const struct pb_sample *)h;
 
-	if (size < sizeof(s->pb_copy))
-		return;
-	memcpy(&s->pb_copy, data, sizeof(s->pb_copy));
-	on_event(ctx, &s->pb_copy, sizeof(s->pb_copy));
+	if (h->type == PERF_RECORD_SAMPLE && r->size >= sizeof(s->pb_copy)) {
+		memcpy(&s->pb_copy, r->data, sizeof(s->pb_copy));
+		on_event(s, &s->pb_copy, sizeof(s->pb_copy));
+	} else if (h->type == PERF_RECORD_LOST) {
+		/* The kernel's count of what it could not write; the drops map counts it too. */
+		pr_debug("bpf sampler: perf buffer of CPU %d lost samples", cpu);
+	}
+	return ++s->pb_batch >= s->pb_batch_max ? LIBBPF_PERF_EVENT_DONE : LIBBPF_PERF_EVENT_CONT;
 }
 
-/* The kernel's own count of records it could not write; ours (the drops map) counts them too. */
-static void on_pb_lost(void *ctx, int cpu, __u64 n)
-{
-	pr_debug("bpf sampler: perf buffer of CPU %d lost %llu samples", cpu,
-		 (unsigned long long)n);
-}
-
-/* Perf buffers are per CPU: the ring budget is shared out, a power of two pages each. */
+/*
+ * Perf buffers are per CPU: the ring budget is shared out, a power of two pages each. Like the
+ * ring buffer, a buffer wakes the reader only once half full (a watermark), not per sample.
+ */
 static int open_perfbuf(struct bpf_sampler *s, char *err, size_t errlen)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = 1;
+	struct perf_event_attr attr = {
+		.type = PERF_TYPE_SOFTWARE,
+		.size = sizeof(attr),
+		.config = PERF_COUNT_SW_BPF_OUTPUT,
+		.sample_type = PERF_SAMPLE_RAW,
+		.sample_period = 1,
+		.watermark = 1,
+	};
 
 	while (pages * 2 * page * s->ncpus <= s->ring_bytes)
 		pages *= 2;
-	s->pb = perf_buffer__new(bpf_map__fd(s->skel->maps.pb_events), pages, on_pb_sample,
-				 on_pb_lost, s, NULL);
+	attr.wakeup_watermark = pages * page / 2;
+	s->pb_batch_max = SAMPLER_BATCH / s->ncpus ? SAMPLER_BATCH / s->ncpus : 1;
+	s->pb = perf_buffer__new_raw(bpf_map__fd(s->skel->maps.pb_events), pages, &attr,
+				     on_pb_event, s, NULL);
 	if (!s->pb) {
 		set_err(err, errlen, "opening the perf buffers: %s", strerror(errno));
 		return -errno;
+	}
+	return 0;
+}
+
+/* Each CPU's buffer in turn, at most pb_batch_max records from each. */
+static int consume_perfbuf(struct bpf_sampler *s)
+{
+	size_t n = perf_buffer__buffer_cnt(s->pb);
+
+	for (size_t i = 0; i < n; i++) {
+		int ret;
+
+		s->pb_batch = 0;
+		ret = perf_buffer__consume_buffer(s->pb, i);
+		if (ret < 0)
+			return ret;
 	}
 	return 0;
 }
@@ -578,7 +613,7 @@ int bpf_sampler__poll(struct bpf_sampler *s, int timeout_ms)
 	if (ret < 0 && errno != EINTR)
 		return -errno;
 	s->batch = 0;
-	ret = s->pb ? perf_buffer__consume(s->pb) : ring_buffer__consume(s->rb);
+	ret = s->pb ? consume_perfbuf(s) : ring_buffer__consume(s->rb);
 	housekeeping(s);
 	if (ret < 0 && ret != BATCH_FULL)
 		return ret;
