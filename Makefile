@@ -55,7 +55,8 @@ defconfig:
 	@test -f boards/$(BOARD)/defconfig || { echo "No board '$(BOARD)'. Boards: $$(ls boards)"; exit 2; }
 	@mkdir -p $(O)
 	$(Q)$(KCONFIG) defconfig $(O)/.config boards/$(BOARD)/defconfig
-	@echo $(BOARD) > $(BOARD_FILE)
+	@# Only the board's own build directory becomes the default (not O= builds elsewhere).
+	@if [ "$(O)" = "build/$(BOARD)" ]; then echo $(BOARD) > $(BOARD_FILE); fi
 	@echo "  CONFIG   $(O)/.config (board $(BOARD))"
 
 olddefconfig menuconfig: | $(O)/.config

@@ -94,8 +94,8 @@ void api_reset(struct api_ctx *a)
 	a->body_static = false;
 }
 
-static void api_set_body(struct api_ctx *a, int status, const char *ctype, void *body,
-			 size_t len, bool is_static)
+void api_set_body(struct api_ctx *a, int status, const char *ctype, void *body,
+		  size_t len, bool is_static)
 {
 	api_reset(a);
 	a->status = status;
@@ -172,7 +172,7 @@ static void json_labels(struct sbuf *b, const struct record_label *l, size_t n)
 /* ---- parameters ---------------------------------------------------------------------------- */
 
 /* Query parameter name into out: 1 present, 0 absent, -1 bad (answer set). */
-static int api_param(struct api_ctx *a, const char *name, char *out, size_t outlen)
+int api_param(struct api_ctx *a, const char *name, char *out, size_t outlen)
 {
 	int ret = http_query_get(a->req->query, name, out, outlen);
 
@@ -330,6 +330,20 @@ static int api_validate(struct api_ctx *a, const void *body, size_t len,
 	return 0;
 }
 
+/* The total of the default sample type (pprof's: default_sample_type, else the last). */
+static int64_t profile_total(const struct pprof_profile *p)
+{
+	size_t vi = p->n_sample_type ? p->n_sample_type - 1 : 0;
+	int64_t total = 0;
+
+	for (size_t i = 0; i < p->n_sample_type && p->default_sample_type; i++)
+		if (p->sample_type[i].type == p->default_sample_type)
+			vi = i;
+	for (size_t i = 0; i < p->n_samples && p->n_sample_type; i++)
+		total += p->samples[i].values[vi];
+	return total;
+}
+
 int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, size_t len,
 		      uint64_t *seq, bool *dup, int64_t *time_ns)
 {
@@ -355,6 +369,7 @@ int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, si
 	}
 	if (!in->type)
 		in->type = type_from_profile(p);
+	meta.value = profile_total(p);
 	pprof_profile__free(p);
 	meta.service = in->service;
 	meta.type = in->type;
@@ -512,7 +527,7 @@ static int api_time(struct api_ctx *a, const char *name, uint64_t *out)
 }
 
 /* Fills q from the request; 0 or -1 with the answer set. q->sel must be freed by the caller. */
-static int api_query(struct api_ctx *a, struct store_query *q, char *type, size_t typelen)
+int api_query(struct api_ctx *a, struct store_query *q, char *type, size_t typelen)
 {
 	char limit[32];
 
@@ -764,6 +779,8 @@ static const struct route routes[] = {
 	{ "GET", "/api/0/profiles/", api_get_one },
 	{ "GET", "/api/0/services", api_services },
 	{ "GET", "/api/0/version", api_version },
+	{ "GET", "/api/0/render", api_render },
+	{ "GET", "/api/0/timeline", api_timeline },
 	{ "POST", "/ingest", api_pyroscope_ingest },
 	{ "POST", "/push.v1.PusherService/Push", api_alloy_push },
 	{ "GET", "/metrics", api_metrics },

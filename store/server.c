@@ -176,7 +176,21 @@ static bool token_ok(const char *want, const char *got, size_t len)
 	return !diff;
 }
 
-/* Plain HTTP with a token: "Bearer TOKEN", or "Basic base64(user:TOKEN)". */
+/* The web UI's cookie (see ui_login): "edgeprof_token=TOKEN" among the request's cookies. */
+static bool cookie_token_ok(struct conn *c, const char *want)
+{
+	const char *cookie = http_header(&c->msg, "cookie"), *v;
+
+	for (v = cookie; v && (v = strstr(v, "edgeprof_token=")); v++) {
+		if (v != cookie && v[-1] != ' ' && v[-1] != ';')
+			continue;
+		v += strlen("edgeprof_token=");
+		return token_ok(want, v, strcspn(v, "; "));
+	}
+	return false;
+}
+
+/* Plain HTTP with a token: "Bearer TOKEN", "Basic base64(user:TOKEN)", or the UI's cookie. */
 static bool conn_authorized(struct conn *c)
 {
 	const char *want = c->srv->o.http_token;
@@ -185,6 +199,8 @@ static bool conn_authorized(struct conn *c)
 	size_t n = 0;
 
 	if (c->tc || !want || !strcmp(c->msg.path, "/healthz"))
+		return true;
+	if (cookie_token_ok(c, want))
 		return true;
 	if (!auth)
 		return false;
@@ -200,6 +216,39 @@ static bool conn_authorized(struct conn *c)
 
 		return colon && token_ok(want, colon + 1, strlen(colon + 1));
 	}
+}
+
+static const char login_form[] =
+	"<!doctype html><html><head><meta charset=\"utf-8\"><title>edgeprof</title></head>"
+	"<body style=\"font:14px sans-serif;margin:40px\"><h2>edgeprof</h2>"
+	"<form method=\"get\" action=\"/\"><label>access token "
+	"<input name=\"token\" type=\"password\" autofocus></label> "
+	"<button>open</button></form></body></html>";
+
+/*
+ * Browsers hold no bearer tokens: a page of the web UI asked without one takes it once, from
+ * /?token=TOKEN or the login form, and keeps it in an HttpOnly cookie. True when it answered.
+ */
+static bool ui_login(struct conn *c, struct api_ctx *a)
+{
+	const char *want = c->srv->o.http_token;
+	char token[256];
+
+	if (strcmp(c->msg.method, "GET") ||
+	    (strcmp(c->msg.path, "/") && strncmp(c->msg.path, "/ui/", 4)))
+		return false;
+	if (http_query_get(c->msg.query, "token", token, sizeof(token)) >= 0 &&
+	    token_ok(want, token, strlen(token))) {
+		api_set_body(a, 303, "text/plain", "ok\n", 3, true);
+		/* The token is the cookie's value; Strict keeps other sites from sending it. */
+		snprintf(a->extra, sizeof(a->extra),
+			 "Location: /\r\nSet-Cookie: edgeprof_token=%s; HttpOnly; SameSite=Strict; "
+			 "Path=/\r\n", token);
+		return true;
+	}
+	api_set_body(a, 401, "text/html; charset=utf-8", (void *)login_form, sizeof(login_form) - 1,
+		     true);
+	return true;
 }
 
 static void conn_answer(struct conn *c, struct api_ctx *a, bool keep_alive)
@@ -274,6 +323,8 @@ static void conn_serve(struct conn *c)
 		s->m.requests++;
 		if (conn_authorized(c)) {
 			api_handle(&a);
+		} else if (ui_login(c, &a)) {
+			s->m.rejected[REJ_UNAUTHORIZED] += a.status == 401;
 		} else {
 			api_error(&a, 401, REJ_UNAUTHORIZED, "this listener needs a token: "
 				  "Authorization: Bearer TOKEN");

@@ -107,6 +107,15 @@ void api_reset(struct api_ctx *a);	/* frees the answer */
 void api_error(struct api_ctx *a, int status, enum reject_reason r, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 void api_json(struct api_ctx *a, struct sbuf *b);	/* takes b's buffer as a 200 answer */
+/* Sets the answer; body is malloc'd (taken over) unless is_static. */
+void api_set_body(struct api_ctx *a, int status, const char *ctype, void *body, size_t len,
+		  bool is_static);
+/* Query parameter name into out: 1 present, 0 absent, -1 bad (answer set). */
+int api_param(struct api_ctx *a, const char *name, char *out, size_t outlen);
+/* Fills q from query=/service=/labels=/type=/from=/to=/limit=: 0, or -1 with the answer set.
+ * The caller frees q->sel. */
+struct store_query;
+int api_query(struct api_ctx *a, struct store_query *q, char *type, size_t typelen);
 
 /*
  * Validates and stores one profile (every ingest path ends here): the device label comes from
@@ -125,5 +134,7 @@ int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, si
 void api_pyroscope_ingest(struct api_ctx *a);
 void api_alloy_push(struct api_ctx *a);
 void api_metrics(struct api_ctx *a);
+void api_render(struct api_ctx *a);	/* store/api-render.c */
+void api_timeline(struct api_ctx *a);
 
 #endif /* EDGEPROF_STORE_SERVER_H */

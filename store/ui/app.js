@@ -459,4 +459,14 @@ function init() {
 	run(async () => { await loadServices(); await applyAll(); });
 }
 
+// What is on screen, for the browser test and for scripts driving the page.
+window.edgeprofUI = {
+	state,
+	flameFrames: () => flameRects.map(([, , w, i]) => ({ name: nameOf(state.tree, i), w })),
+	diffFrames: () => diffRects.map(([, , w, i]) => ({
+		name: nameOf(state.diff.model, i), w, a: state.diff.va[i], b: state.diff.vb[i],
+		color: diffColor(state.diff.va, state.diff.vb, i),
+	})),
+};
+
 init();

@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: MIT
+/*
+ * store/api-render.c — the JSON endpoints behind the web UI, usable by scripts too:
+ *
+ *   GET /api/0/render?query=&type=&from=&to=&format=json|flamebearer|folded
+ *       the merged profile of the selection as a call tree (store/render.h)
+ *   GET /api/0/timeline?query=&type=&from=&to=&step=SECONDS
+ *       {"from":s,"step":s,"profiles":n,"values":[...]}: the profiles' totals per time bucket,
+ *       from the index alone (records carry their total), so it costs no payload decode.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "port/clock.h"
+#include "store/render.h"
+#include "store/server.h"
+
+#define TIMELINE_MAX_BUCKETS 2000
+#define TIMELINE_DEFAULT_BUCKETS 120
+#define TIMELINE_DEFAULT_SPAN (3600 * NSEC_PER_SEC)
+
+void api_render(struct api_ctx *a)
+{
+	struct pprof_profile *p = NULL;
+	struct store_query q;
+	enum render_format fmt;
+	size_t n = 0, skipped = 0, len = 0;
+	char type[64], format[32], err[300] = "", *out = NULL;
+	int ret;
+
+	if (api_param(a, "format", format, sizeof(format)) < 0)
+		return;
+	if (render_format_parse(format, &fmt))
+		return api_error(a, 400, REJ_BAD_REQUEST,
+				 "unknown format '%s': json, flamebearer or folded", format);
+	if (api_query(a, &q, type, sizeof(type)))
+		return;
+	q.limit = 0;
+	q.newest_first = false;
+	ret = store__merge(a->store, &q, &p, &n, &skipped, err, sizeof(err));
+	selector__free((struct selector *)q.sel);
+	if (ret == -ENOENT)
+		return api_set_body(a, 204, NULL, NULL, 0, true);
+	if (ret)
+		return api_error(a, ret == -ENOMEM ? 503 : 400,
+				 ret == -ENOMEM ? REJ_STORE : REJ_BAD_REQUEST, "render: %s",
+				 err[0] ? err : strerror(-ret));
+	ret = render_profile(p, fmt, n, 0, &out, &len, err, sizeof(err));
+	pprof_profile__free(p);
+	if (ret)
+		return api_error(a, 500, REJ_STORE, "%s", err);
+	api_set_body(a, 200, fmt == RENDER_FOLDED ? "text/plain; charset=utf-8" : "application/json",
+		     out, len, false);
+}
+
+struct timeline {
+	uint64_t from_ns, step_ns;
+	size_t n_buckets, profiles;
+	int64_t *values;
+};
+
+static int timeline_one(void *ctx, const struct index_view *v)
+{
+	struct timeline *t = ctx;
+	uint64_t b;
+
+	if (v->time_ns < t->from_ns)
+		return 0;
+	b = (v->time_ns - t->from_ns) / t->step_ns;
+	if (b < t->n_buckets) {
+		t->values[b] += v->value;
+		t->profiles++;
+	}
+	return 0;
+}
+
+void api_timeline(struct api_ctx *a)
+{
+	struct timeline t = { 0 };
+	struct store_query q;
+	struct sbuf b = { 0 };
+	char type[64], step[32];
+	uint64_t span;
+	int ret;
+
+	if (api_param(a, "step", step, sizeof(step)) < 0 || api_query(a, &q, type, sizeof(type)))
+		return;
+	q.limit = 0;
+	if (!q.to_ns)
+		q.to_ns = port_clock_real_ns();
+	if (!q.from_ns)
+		q.from_ns = q.to_ns > TIMELINE_DEFAULT_SPAN ? q.to_ns - TIMELINE_DEFAULT_SPAN : 0;
+	span = q.to_ns - q.from_ns + 1;
+	t.step_ns = step[0] ? strtoull(step, NULL, 10) * NSEC_PER_SEC : 0;
+	if (!t.step_ns)
+		t.step_ns = (span + TIMELINE_DEFAULT_BUCKETS - 1) / TIMELINE_DEFAULT_BUCKETS;
+	/* Whole seconds, so the UI's times and ours agree. */
+	t.step_ns = (t.step_ns + NSEC_PER_SEC - 1) / NSEC_PER_SEC * NSEC_PER_SEC;
+	t.from_ns = q.from_ns / NSEC_PER_SEC * NSEC_PER_SEC;
+	t.n_buckets = (q.to_ns - t.from_ns) / t.step_ns + 1;
+	if (t.n_buckets > TIMELINE_MAX_BUCKETS) {
+		selector__free((struct selector *)q.sel);
+		return api_error(a, 400, REJ_BAD_REQUEST,
+				 "timeline of %zu buckets: more than %d, use a larger step",
+				 t.n_buckets, TIMELINE_MAX_BUCKETS);
+	}
+	t.values = calloc(t.n_buckets, sizeof(*t.values));
+	ret = t.values ? store__list(a->store, &q, timeline_one, &t) : -ENOMEM;
+	selector__free((struct selector *)q.sel);
+	if (ret < 0) {
+		free(t.values);
+		return api_error(a, 503, REJ_STORE, "timeline: %s", strerror(-ret));
+	}
+	sbuf_printf(&b, "{\"from\":%" PRIu64 ",\"step\":%" PRIu64 ",\"profiles\":%zu,\"values\":[",
+		    (uint64_t)(t.from_ns / NSEC_PER_SEC), (uint64_t)(t.step_ns / NSEC_PER_SEC),
+		    t.profiles);
+	for (size_t i = 0; i < t.n_buckets; i++)
+		sbuf_printf(&b, "%s%" PRId64, i ? "," : "", t.values[i]);
+	sbuf_printf(&b, "]}");
+	free(t.values);
+	api_json(a, &b);
+}
