@@ -40,13 +40,14 @@ struct {
 	__type(value, __u64);
 } drops SEC(".maps");
 
-/* The perf-buffer fallback's output (one buffer per CPU) and record scratch. */
+/* The perf-buffer fallback's output (one buffer per CPU). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
 	__uint(key_size, sizeof(__u32));
 	__uint(value_size, sizeof(__u32));
 } pb_events SEC(".maps");
 
+/* Where each record is built before it is sent (per CPU: no two programs share one). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -120,9 +121,11 @@ static __always_inline int wanted(__u32 tgid, __u32 tid, char *comm)
 	return 1;
 }
 
-static __always_inline void fill(struct bpf_perf_event_data *ctx, struct profile_event *e,
-				 __u32 tgid, __u32 tid, const char *comm)
+/* Fills e; returns the bytes of it to send (header and the frames in use). */
+static __always_inline __u32 fill(struct bpf_perf_event_data *ctx, struct profile_event *e,
+				  __u32 tgid, __u32 tid, const char *comm)
 {
+	__u32 nk = 0, nu = 0;
 	long n;
 
 	e->time_ns = bpf_ktime_get_ns();
@@ -134,61 +137,70 @@ static __always_inline void fill(struct bpf_perf_event_data *ctx, struct profile
 	e->flags = 0;
 	__builtin_memcpy(e->comm, comm, PROFILE_COMM_LEN);
 
-	e->n_kernel = 0;
 	if (kernel_depth) {
-		n = bpf_get_stack(ctx, e->kstack, kernel_depth * sizeof(__u64), 0);
+		n = bpf_get_stack(ctx, e->frames, kernel_depth * sizeof(__u64), 0);
 		if (n < 0)
 			e->flags |= PROFILE_F_KSTACK_ERR;
 		else
-			e->n_kernel = n / sizeof(__u64);
-		if (e->n_kernel >= kernel_depth)
+			nk = n / sizeof(__u64);
+		if (nk >= kernel_depth)
 			e->flags |= PROFILE_F_TRUNCATED;
 	}
-	e->n_user = 0;
-	n = bpf_get_stack(ctx, e->ustack, user_depth * sizeof(__u64), BPF_F_USER_STACK);
+	/* The verifier must see the user stack start inside the array. */
+	if (nk > PROFILE_MAX_DEPTH)
+		nk = PROFILE_MAX_DEPTH;
+	n = bpf_get_stack(ctx, &e->frames[nk], user_depth * sizeof(__u64), BPF_F_USER_STACK);
 	if (n < 0)
 		e->flags |= PROFILE_F_USTACK_ERR;
 	else
-		e->n_user = n / sizeof(__u64);
-	if (e->n_user >= user_depth)
+		nu = n / sizeof(__u64);
+	if (nu >= user_depth)
 		e->flags |= PROFILE_F_TRUNCATED;
+	if (nu > PROFILE_MAX_DEPTH)
+		nu = PROFILE_MAX_DEPTH;
+	e->n_kernel = nk;
+	e->n_user = nu;
+	return PROFILE_EVENT_HDR + (nk + nu) * sizeof(__u64);
 }
 
-/* Linux 5.8+: straight into the shared ring buffer, no copy. */
+/*
+ * Linux 5.8+: the record is built in a per-CPU scratch slot (too big for the 512-byte BPF
+ * stack) and only its used part is copied into the shared ring buffer.
+ */
 SEC("perf_event")
 int do_sample(struct bpf_perf_event_data *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, tid = (__u32)id;
+	__u32 tgid = id >> 32, tid = (__u32)id, zero = 0, size;
 	struct profile_event *e;
 	char comm[PROFILE_COMM_LEN];
+	__u64 flags = BPF_RB_FORCE_WAKEUP;
 
 	if (!wanted(tgid, tid, comm))
 		return 0;
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_drop();
+	e = bpf_map_lookup_elem(&scratch, &zero);
+	if (!e)
 		return 0;
-	}
-	fill(ctx, e, tgid, tid, comm);
+	size = fill(ctx, e, tgid, tid, comm);
+	if (size > sizeof(*e))
+		return 0; /* cannot happen; tells the verifier the bound */
 	if (wakeup_bytes && !first_sample_of(tgid) &&
-	    bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) < wakeup_bytes)
-		bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
-	else
-		bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	    bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) + size < wakeup_bytes)
+		flags = BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_output(&events, e, size, flags))
+		count_drop();
 	return 0;
 }
 
 /*
- * Kernels without the ring buffer (5.2..5.7; global data needs 5.2): build the record in a
- * per-CPU scratch slot (too big for the 512-byte BPF stack) and copy it into this CPU's perf
- * buffer. sampler.c loads exactly one of the two programs.
+ * Kernels without the ring buffer (5.2..5.7; global data needs 5.2): the same record into
+ * this CPU's perf buffer. sampler.c loads exactly one of the two programs.
  */
 SEC("perf_event")
 int do_sample_pb(struct bpf_perf_event_data *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, tid = (__u32)id, zero = 0;
+	__u32 tgid = id >> 32, tid = (__u32)id, zero = 0, size;
 	struct profile_event *e;
 	char comm[PROFILE_COMM_LEN];
 
@@ -197,8 +209,10 @@ int do_sample_pb(struct bpf_perf_event_data *ctx)
 	e = bpf_map_lookup_elem(&scratch, &zero);
 	if (!e)
 		return 0;
-	fill(ctx, e, tgid, tid, comm);
-	if (bpf_perf_event_output(ctx, &pb_events, BPF_F_CURRENT_CPU, e, sizeof(*e)))
+	size = fill(ctx, e, tgid, tid, comm);
+	if (size > sizeof(*e))
+		return 0;
+	if (bpf_perf_event_output(ctx, &pb_events, BPF_F_CURRENT_CPU, e, size))
 		count_drop();
 	return 0;
 }

@@ -24,18 +24,24 @@
 #define PROFILE_F_USTACK_ERR 0x2 /* ... for the user stack (e.g. a kernel thread) */
 #define PROFILE_F_TRUNCATED  0x4 /* a stack filled its whole array: probably deeper */
 
+/*
+ * One sample. Only the header and the frames in use are sent: a record is
+ * PROFILE_EVENT_HDR + 8 * (n_kernel + n_user) bytes, so a deep stack bound costs ring space
+ * only where stacks are deep.
+ */
 struct profile_event {
 	__u64 time_ns;       /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
 	__u64 period;        /* sample period of the perf event (ns of CPU clock) */
 	__u64 cgroup_id;     /* cgroup v2 id of the task */
 	__u32 tgid, tid;
 	__u32 cpu;
-	__u16 n_kernel;      /* frames in kstack[] */
-	__u16 n_user;        /* frames in ustack[] */
+	__u16 n_kernel;      /* frames[0 .. n_kernel): kernel stack, leaf first */
+	__u16 n_user;        /* frames[n_kernel .. n_kernel + n_user): user stack, leaf first */
 	__u32 flags;         /* PROFILE_F_* */
 	char comm[PROFILE_COMM_LEN];
-	__u64 kstack[PROFILE_MAX_DEPTH];
-	__u64 ustack[PROFILE_MAX_DEPTH];
+	__u64 frames[2 * PROFILE_MAX_DEPTH];
 };
+
+#define PROFILE_EVENT_HDR __builtin_offsetof(struct profile_event, frames)
 
 #endif /* EDGEPROF_BPF_PROFILE_H */

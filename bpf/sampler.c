@@ -65,7 +65,6 @@ struct bpf_sampler {
 	uint64_t last_sweep_ns, last_rescan_ns;
 	int batch;                 /* samples delivered in the current poll */
 	struct bpf_sampler_stats st;
-	uint64_t frames[2 * PROFILE_MAX_DEPTH];
 	struct profile_event pb_copy; /* aligned copy of a perf buffer record */
 	unsigned pb_batch, pb_batch_max; /* records from the current CPU buffer, and the bound */
 	struct proc_entry procs[PROC_CACHE_SLOTS];
@@ -215,7 +214,6 @@ static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, ch
 	bpf_map__set_autocreate(skel->maps.seen, !s->perfbuf);
 	bpf_program__set_autoload(skel->progs.do_sample_pb, s->perfbuf);
 	bpf_map__set_autocreate(skel->maps.pb_events, s->perfbuf);
-	bpf_map__set_autocreate(skel->maps.scratch, s->perfbuf);
 	s->prog = s->perfbuf ? skel->progs.do_sample_pb : skel->progs.do_sample;
 	s->ring_bytes = ring;
 	ret = bpf_map__set_max_entries(skel->maps.events, ring);
@@ -385,12 +383,13 @@ static int on_event(void *ctx, void *data, size_t size)
 	char comm[PROFILE_COMM_LEN + 1];
 	unsigned nk, nu;
 
-	if (size < sizeof(*e))
+	/* Records carry only the frames in use: never read past what the kernel sent. */
+	if (size < PROFILE_EVENT_HDR)
 		return 0;
 	nk = e->n_kernel < PROFILE_MAX_DEPTH ? e->n_kernel : PROFILE_MAX_DEPTH;
 	nu = e->n_user < PROFILE_MAX_DEPTH ? e->n_user : PROFILE_MAX_DEPTH;
-	memcpy(s->frames, e->kstack, nk * sizeof(uint64_t));
-	memcpy(s->frames + nk, e->ustack, nu * sizeof(uint64_t));
+	if (PROFILE_EVENT_HDR + (nk + nu) * sizeof(uint64_t) > size)
+		return 0;
 	memcpy(comm, e->comm, PROFILE_COMM_LEN);
 	comm[PROFILE_COMM_LEN] = 0;
 
@@ -401,7 +400,7 @@ static int on_event(void *ctx, void *data, size_t size)
 	as.n_kernel = nk;
 	as.n_user = nu;
 	as.flags = (e->flags & PROFILE_F_TRUNCATED) ? SAMPLE_F_TRUNCATED : 0;
-	as.frames = s->frames;
+	as.frames = (const uint64_t *)e->frames; /* kernel then user, as agent_sample wants */
 	as.weight_ns = e->period ? e->period : NSEC_PER_SEC / s->hz;
 	/* pid, tid and comm travel in their own fields (the agent labels them): no duplicates. */
 	if (e->tgid && !proc_is_kernel_thread(e))
@@ -436,9 +435,11 @@ static enum bpf_perf_event_ret on_pb_event(void *ctx, int cpu, struct perf_event
 	struct bpf_sampler *s = ctx;
 	const struct pb_sample *r = (const struct pb_sample *)h;
 
-	if (h->type == PERF_RECORD_SAMPLE && r->size >= sizeof(s->pb_copy)) {
-		memcpy(&s->pb_copy, r->data, sizeof(s->pb_copy));
-		on_event(s, &s->pb_copy, sizeof(s->pb_copy));
+	if (h->type == PERF_RECORD_SAMPLE) {
+		size_t n = r->size < sizeof(s->pb_copy) ? r->size : sizeof(s->pb_copy);
+
+		memcpy(&s->pb_copy, r->data, n);
+		on_event(s, &s->pb_copy, n);
 	} else if (h->type == PERF_RECORD_LOST) {
 		/* The kernel's count of what it could not write; the drops map counts it too. */
 		pr_debug("bpf sampler: perf buffer of CPU %d lost samples", cpu);
