@@ -7,7 +7,8 @@ $(O)/store/push.pb.h $(O)/store/push.pb.c &: store/push.proto
 	$(Q)$(NANOPB_GEN) -q -I store -D $(O)/store store/push.proto
 
 store-server-y = store/server.o store/api.o store/api-ingest.o store/api-metrics.o \
-		 store/api-render.o store/push.pb.o
+		 store/api-render.o store/api-debuginfo.o store/debuginfo.o agent/elf.o \
+		 store/push.pb.o
 
 bin-$(CONFIG_COLLECTOR)      += edgeprof-collector
 edgeprof-collector-objs      = store/main.o $(store-server-y) $(store-core-y) $(store-ui-y) \

@@ -47,6 +47,7 @@ void api_render(struct api_ctx *a)
 		return api_error(a, ret == -ENOMEM ? 503 : 400,
 				 ret == -ENOMEM ? REJ_STORE : REJ_BAD_REQUEST, "render: %s",
 				 err[0] ? err : strerror(-ret));
+	p = api_symbolize(a, p);
 	ret = render_profile(p, fmt, n, 0, &out, &len, err, sizeof(err));
 	pprof_profile__free(p);
 	if (ret)

@@ -609,7 +609,10 @@ static void api_list(struct api_ctx *a)
 static void api_send_profile(struct api_ctx *a, struct pprof_profile *p, size_t n)
 {
 	struct pprof_buf out = { .max = API_MAX_OUTPUT };
-	int ret = pprof_write_profile(p, NULL, pprof_buf_write, &out);
+	int ret;
+
+	p = api_symbolize(a, p);
+	ret = pprof_write_profile(p, NULL, pprof_buf_write, &out);
 
 	pprof_profile__free(p);
 	if (ret) {
@@ -780,6 +783,8 @@ static const struct route routes[] = {
 	{ "GET", "/api/0/services", api_services },
 	{ "GET", "/api/0/version", api_version },
 	{ "GET", "/api/0/render", api_render },
+	{ "POST", "/api/0/debuginfo/", api_debuginfo_put },
+	{ "GET", "/api/0/debuginfo", api_debuginfo_list },
 	{ "GET", "/api/0/timeline", api_timeline },
 	{ "POST", "/ingest", api_pyroscope_ingest },
 	{ "POST", "/push.v1.PusherService/Push", api_alloy_push },

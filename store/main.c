@@ -21,7 +21,7 @@ static const char usage_text[] =
 	"                          [--http-listen HOST:PORT [--http-token TOKEN]]\n"
 	"                          [--max-body SIZE] [--max-conns N]\n"
 	"                          [--request-timeout-ms N] [--idle-timeout-ms N]\n"
-	"                          [--index-entries N] [--syslog] [-v]\n"
+	"                          [--index-entries N] [--debuginfo-dir DIR] [--syslog] [-v]\n"
 	"\n"
 	"Receives profiles over mutual TLS (client certificates signed by --tls-ca are\n"
 	"required; their CN becomes the device label) and keeps them in one preallocated\n"
@@ -83,6 +83,7 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 		{ "request-timeout-ms", required_argument, NULL, 't' },
 		{ "idle-timeout-ms", required_argument, NULL, 'i' },
 		{ "index-entries", required_argument, NULL, 'x' },
+		{ "debuginfo-dir", required_argument, NULL, 'D' },
 		{ "syslog", no_argument, NULL, 'S' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -100,6 +101,7 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 		case 'r': o->store.path = optarg; break;
 		case 'H': o->http_listen = optarg; break;
 		case 'T': o->http_token = optarg; break;
+		case 'D': o->debuginfo_dir = optarg; break;
 		case 'S': port_log_open("edgeprof-collector", true); break;
 		case 'v': port_log_set_level(PORT_LOG_DEBUG); break;
 		case 'h': usage(stdout); exit(0);

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include "port/log.h"
 #include "port/net.h"
 #include "port/tls.h"
+#include "store/debuginfo.h"
 #include "store/server.h"
 
 #define CONN_STACK_SIZE (512u * 1024)
@@ -33,6 +35,7 @@ const char *const tls_fail_names[TLSF__N] = { "no_cert", "bad_cert", "timeout", 
 struct server {
 	struct server_opts o;
 	struct store *store;
+	struct debuginfo *debuginfo;
 	struct tls_config *tls;
 	int tls_fd, http_fd;
 	int stop_pipe[2];
@@ -308,6 +311,7 @@ static void conn_serve(struct conn *c)
 			return;
 		memset(&a, 0, sizeof(a));
 		a.store = s->store;
+		a.debuginfo = s->debuginfo;
 		a.metrics = &s->m;
 		a.req = &c->msg;
 		a.device = c->device;
@@ -509,6 +513,18 @@ struct server *server__new(const struct server_opts *o, char *err, size_t errlen
 	s->store = store__open(&o->store, err, errlen);
 	if (!s->store)
 		goto out_free;
+	{
+		char dir[PATH_MAX];
+		struct debuginfo_opts dopts = { .dir = o->debuginfo_dir };
+
+		if (!dopts.dir) {
+			snprintf(dir, sizeof(dir), "%s.debuginfo", o->store.path);
+			dopts.dir = dir;
+		}
+		s->debuginfo = debuginfo__open(&dopts, err, errlen);
+		if (!s->debuginfo)
+			goto out_free;
+	}
 	return s;
 
 out_free:
@@ -574,6 +590,7 @@ void server__free(struct server *s)
 	if (s->active) /* threads still use the store and the TLS config: leak rather than crash */
 		return;
 	store__free(s->store);
+	debuginfo__free(s->debuginfo);
 	tls_config__free(s->tls);
 	if (s->tls_fd >= 0)
 		close(s->tls_fd);

@@ -30,6 +30,7 @@ struct server_opts {
 	const char *http_listen;	/* plain HTTP HOST:PORT (NULL = off) */
 	const char *http_token;		/* required on plain HTTP when set */
 	struct store_opts store;
+	const char *debuginfo_dir;	/* debug-file store (NULL = <ring>.debuginfo) */
 	size_t max_body;		/* bytes */
 	unsigned max_conns;
 	unsigned request_timeout_ms;	/* whole request, head and body */
@@ -87,6 +88,7 @@ void sbuf_free(struct sbuf *b);
 
 struct api_ctx {
 	struct store *store;
+	struct debuginfo *debuginfo;
 	struct server_metrics *metrics;
 	const struct http_message *req;
 	const char *device;	/* client certificate CN; "" on the plain-HTTP listener */
@@ -135,6 +137,11 @@ void api_pyroscope_ingest(struct api_ctx *a);
 void api_alloy_push(struct api_ctx *a);
 void api_metrics(struct api_ctx *a);
 void api_render(struct api_ctx *a);	/* store/api-render.c */
+void api_debuginfo_put(struct api_ctx *a);	/* store/api-debuginfo.c */
+void api_debuginfo_list(struct api_ctx *a);
+/* The profile to export: p symbolized with the debug-file store when it can name anything
+ * (p is then freed), else p itself. */
+struct pprof_profile *api_symbolize(struct api_ctx *a, struct pprof_profile *p);
 void api_timeline(struct api_ctx *a);
 
 #endif /* EDGEPROF_STORE_SERVER_H */

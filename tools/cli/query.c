@@ -23,156 +23,33 @@
 #include "port/net.h"
 #include "port/tls.h"
 #include "tools/cli/cli.h"
+#include "tools/cli/client.h"
 
-#define QUERY_TIMEOUT_S	 120
-#define QUERY_MAX_ANSWER (512u << 20)
 
 struct query_args {
-	const char *cmd;
-	const char *collector, *ca, *cert, *key, *token;
+	struct cli_conn conn;
 	const char *selector, *from, *to, *type, *out, *limit;
 	bool json;
 };
 
-struct client {
-	struct tls_config *tls;
-	struct tls_conn *tc;
-	int fd;
-	uint64_t deadline;
-	char host[256], port[16];
-	struct http_stream s;
-};
-
-static ssize_t cl_read(void *ctx, void *buf, size_t len)
-{
-	struct client *c = ctx;
-
-	return c->tc ? tls_conn__read(c->tc, buf, len) : net_read(c->fd, buf, len, c->deadline);
-}
-
-static int cl_write(void *ctx, const void *buf, size_t len)
-{
-	struct client *c = ctx;
-
-	return c->tc ? tls_conn__write(c->tc, buf, len) : net_write(c->fd, buf, len, c->deadline);
-}
-
-static int client_open(struct client *c, const struct query_args *a)
-{
-	char err[512], hp[300];
-	bool https = !strncmp(a->collector, "https://", 8);
-
-	memset(c, 0, sizeof(*c));
-	c->fd = -1;
-	if (!https && strncmp(a->collector, "http://", 7)) {
-		fprintf(stderr, "edgeprof %s: --collector %s: expected https://HOST:PORT\n", a->cmd,
-			a->collector);
-		return -EINVAL;
-	}
-	snprintf(hp, sizeof(hp), "%s", a->collector + (https ? 8 : 7));
-	hp[strcspn(hp, "/")] = '\0';
-	if (net_split_hostport(hp, c->host, sizeof(c->host), c->port, sizeof(c->port))) {
-		fprintf(stderr, "edgeprof %s: --collector %s: expected https://HOST:PORT\n", a->cmd,
-			a->collector);
-		return -EINVAL;
-	}
-	if (https) {
-		if (!a->ca || !a->cert || !a->key) {
-			fprintf(stderr, "edgeprof %s: mutual TLS needs --tls-ca, --tls-cert and "
-				"--tls-key (or EDGEPROF_TLS_CA, _CERT, _KEY)\n", a->cmd);
-			return -EINVAL;
-		}
-		c->tls = tls_config__new_client(a->ca, a->cert, a->key, err, sizeof(err));
-		if (!c->tls) {
-			fprintf(stderr, "edgeprof %s: %s\n", a->cmd, err);
-			return -EINVAL;
-		}
-	}
-	c->deadline = port_clock_mono_ns() + QUERY_TIMEOUT_S * NSEC_PER_SEC;
-	c->fd = net_connect(c->host, c->port, c->deadline, err, sizeof(err));
-	if (c->fd < 0) {
-		fprintf(stderr, "edgeprof %s: %s\n", a->cmd, err);
-		return c->fd;
-	}
-	if (https) {
-		int ret;
-
-		c->tc = tls_conn__new(c->tls, c->fd, c->host);
-		if (!c->tc)
-			return -ENOMEM;
-		tls_conn__set_deadline(c->tc, c->deadline);
-		ret = tls_conn__handshake(c->tc);
-		if (ret) {
-			fprintf(stderr, "edgeprof %s: %s:%s: %s\n", a->cmd, c->host, c->port,
-				tls_conn__error(c->tc));
-			return ret;
-		}
-	}
-	http_stream__init(&c->s, cl_read, cl_write, c);
-	return 0;
-}
-
-static void client_close(struct client *c)
-{
-	if (c->tc)
-		tls_conn__close(c->tc);
-	tls_conn__free(c->tc);
-	if (c->fd >= 0)
-		close(c->fd);
-	tls_config__free(c->tls);
-}
-
-/* Appends "&name=value" (encoded) when value is set. */
-static int add_param(char *t, size_t len, const char *name, const char *value)
-{
-	char enc[8192];
-	size_t n = strlen(t);
-
-	if (!value || !*value)
-		return 0;
-	if (http_url_encode(value, enc, sizeof(enc)) < 0 ||
-	    (size_t)snprintf(t + n, len - n, "%s%s=%s", strchr(t, '?') ? "&" : "?", name, enc) >=
-		    len - n)
-		return -ENAMETOOLONG;
-	return 0;
-}
-
 /* GET target; 0 with the answer in m, or -errno (printed). */
 static int client_get(const struct query_args *a, const char *target, struct http_message *m)
 {
-	struct client c;
-	char auth[300] = "";
-	int ret = client_open(&c, a);
-
-	if (!ret) {
-		if (a->token && !c.tc)
-			snprintf(auth, sizeof(auth), "Authorization: Bearer %s\r\n", a->token);
-		ret = http_write_request(&c.s, "GET", c.host, target, auth[0] ? auth : NULL,
-					 NULL, 0);
-		if (!ret)
-			ret = http_read_response(&c.s, m, QUERY_MAX_ANSWER);
-		if (ret)
-			fprintf(stderr, "edgeprof %s: %s:%s: %s\n", a->cmd, c.host, c.port,
-				strerror(-ret));
-	}
-	client_close(&c);
-	return ret;
+	return cli_request(&a->conn, "GET", target, NULL, NULL, 0, m);
 }
 
 static int answer_error(const struct query_args *a, const struct http_message *m)
 {
-	fprintf(stderr, "edgeprof %s: collector answered %d: %.*s\n", a->cmd, m->status,
-		(int)(m->body_len > 1000 ? 1000 : m->body_len), m->body ? (char *)m->body : "");
-	return CLI_FAIL;
+	return cli_answer_error(&a->conn, m);
 }
 
 static int build_target(const struct query_args *a, const char *path, char *t, size_t len)
 {
 	snprintf(t, len, "%s", path);
-	if (add_param(t, len, "query", a->selector) || add_param(t, len, "from", a->from) ||
-	    add_param(t, len, "to", a->to) || add_param(t, len, "type", a->type) ||
-	    add_param(t, len, "limit", a->limit)) {
-		fprintf(stderr, "edgeprof %s: selector too long\n", a->cmd);
+	if (cli_add_param(t, len, "query", a->selector) || cli_add_param(t, len, "from", a->from) ||
+	    cli_add_param(t, len, "to", a->to) || cli_add_param(t, len, "type", a->type) ||
+	    cli_add_param(t, len, "limit", a->limit)) {
+		fprintf(stderr, "edgeprof %s: selector too long\n", a->conn.cmd);
 		return -ENAMETOOLONG;
 	}
 	return 0;
@@ -353,20 +230,16 @@ static int query_parse(int argc, char **argv, struct query_args *a)
 	};
 	int c;
 
-	a->collector = getenv("EDGEPROF_COLLECTOR");
-	a->ca = getenv("EDGEPROF_TLS_CA");
-	a->cert = getenv("EDGEPROF_TLS_CERT");
-	a->key = getenv("EDGEPROF_TLS_KEY");
-	a->token = getenv("EDGEPROF_TOKEN");
+	cli_conn_from_env(&a->conn);
 	a->from = "now-1h";
 	a->out = "profile.pb.gz";
 	while ((c = getopt_long(argc, argv, "o:", opts, NULL)) != -1) {
 		switch (c) {
-		case 'c': a->collector = optarg; break;
-		case 'A': a->ca = optarg; break;
-		case 'C': a->cert = optarg; break;
-		case 'K': a->key = optarg; break;
-		case 'T': a->token = optarg; break;
+		case 'c': a->conn.collector = optarg; break;
+		case 'A': a->conn.ca = optarg; break;
+		case 'C': a->conn.cert = optarg; break;
+		case 'K': a->conn.key = optarg; break;
+		case 'T': a->conn.token = optarg; break;
 		case 'f': a->from = optarg; break;
 		case 't': a->to = optarg; break;
 		case 'y': a->type = optarg; break;
@@ -379,16 +252,16 @@ static int query_parse(int argc, char **argv, struct query_args *a)
 	if (optind < argc)
 		a->selector = argv[optind++];
 	if (optind < argc)
-		return cli_usage_error(a->cmd, "one selector at most (quote it)");
-	if (!a->collector)
-		return cli_usage_error(a->cmd, "which collector? --collector https://HOST:PORT "
+		return cli_usage_error(a->conn.cmd, "one selector at most (quote it)");
+	if (!a->conn.collector)
+		return cli_usage_error(a->conn.cmd, "which collector? --collector https://HOST:PORT "
 				       "or EDGEPROF_COLLECTOR");
 	return CLI_OK;
 }
 
 static int query_run(int argc, char **argv)
 {
-	struct query_args a = { .cmd = "query" };
+	struct query_args a = { .conn.cmd = "query" };
 	int ret;
 
 	if (cli_wants_help(argc, argv)) {
@@ -401,7 +274,7 @@ static int query_run(int argc, char **argv)
 
 static int ls_run(int argc, char **argv)
 {
-	struct query_args a = { .cmd = "ls" };
+	struct query_args a = { .conn.cmd = "ls" };
 	int ret;
 
 	if (cli_wants_help(argc, argv)) {

@@ -1,0 +1,328 @@
+// SPDX-License-Identifier: MIT
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent/elf.h"
+#include "port/file.h"
+#include "port/log.h"
+#include "pprof/symbolize.h"
+#include "store/debuginfo.h"
+
+#define CACHE_SLOTS 64
+
+struct cached_syms {
+	char build_id[81];
+	struct elf_syms *syms;	/* NULL: the file has no symbols (remembered, not retried) */
+	uint64_t last_use;
+};
+
+struct debuginfo {
+	char dir[PATH_MAX - 320]; /* room for "/" + a file name */
+	uint64_t max_total, total;
+	size_t cache_bytes, cached_bytes;
+	uint64_t clock;
+	struct cached_syms cache[CACHE_SLOTS];
+	struct debuginfo_stats st;
+	pthread_mutex_t lock;
+};
+
+bool debuginfo__valid_build_id(const char *id)
+{
+	size_t n = strspn(id, "0123456789abcdef");
+
+	return n >= 2 && n <= 80 && !id[n];
+}
+
+static int scan_total(struct debuginfo *d)
+{
+	DIR *dir = opendir(d->dir);
+	struct dirent *e;
+
+	if (!dir)
+		return -errno;
+	d->total = 0;
+	d->st.files = 0;
+	while ((e = readdir(dir))) {
+		char path[PATH_MAX];
+		struct stat sb;
+
+		if (!debuginfo__valid_build_id(e->d_name))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", d->dir, e->d_name);
+		if (!stat(path, &sb) && S_ISREG(sb.st_mode)) {
+			d->total += (uint64_t)sb.st_size;
+			d->st.files++;
+		}
+	}
+	closedir(dir);
+	return 0;
+}
+
+struct debuginfo *debuginfo__open(const struct debuginfo_opts *o, char *err, size_t errlen)
+{
+	struct debuginfo *d = calloc(1, sizeof(*d));
+	int ret;
+
+	if (!d) {
+		snprintf(err, errlen, "debuginfo: out of memory");
+		return NULL;
+	}
+	if (snprintf(d->dir, sizeof(d->dir), "%s", o->dir) >= (int)sizeof(d->dir)) {
+		snprintf(err, errlen, "debuginfo: directory name too long");
+		free(d);
+		return NULL;
+	}
+	d->max_total = o->max_total ? o->max_total
+				    : (uint64_t)CONFIG_COLLECTOR_DEBUGINFO_TOTAL_MB << 20;
+	d->cache_bytes = o->cache_bytes ? o->cache_bytes
+					: (size_t)CONFIG_COLLECTOR_SYMBOL_CACHE_MB << 20;
+	pthread_mutex_init(&d->lock, NULL);
+	if (mkdir(d->dir, 0750) && errno != EEXIST) {
+		snprintf(err, errlen, "debuginfo: %s: %s", d->dir, strerror(errno));
+		goto fail;
+	}
+	ret = scan_total(d);
+	if (ret) {
+		snprintf(err, errlen, "debuginfo: %s: %s", d->dir, strerror(-ret));
+		goto fail;
+	}
+	return d;
+fail:
+	pthread_mutex_destroy(&d->lock);
+	free(d);
+	return NULL;
+}
+
+static void cache_drop(struct debuginfo *d, struct cached_syms *c)
+{
+	if (c->syms)
+		d->cached_bytes -= elf_syms__bytes(c->syms);
+	elf_syms__free(c->syms);
+	memset(c, 0, sizeof(*c));
+}
+
+void debuginfo__free(struct debuginfo *d)
+{
+	if (!d)
+		return;
+	for (int i = 0; i < CACHE_SLOTS; i++)
+		cache_drop(d, &d->cache[i]);
+	pthread_mutex_destroy(&d->lock);
+	free(d);
+}
+
+static struct cached_syms *cache_find(struct debuginfo *d, const char *build_id)
+{
+	for (int i = 0; i < CACHE_SLOTS; i++)
+		if (d->cache[i].build_id[0] && !strcmp(d->cache[i].build_id, build_id))
+			return &d->cache[i];
+	return NULL;
+}
+
+int debuginfo__put(struct debuginfo *d, const char *build_id, const void *data, size_t len,
+		   char *err, size_t errlen)
+{
+	char tmp[PATH_MAX], path[PATH_MAX], got[ELF_BUILD_ID_HEX];
+	struct stat old;
+	uint64_t old_size = 0;
+	int ret;
+
+	err[0] = '\0';
+	if (!debuginfo__valid_build_id(build_id)) {
+		snprintf(err, errlen, "build-id must be 2..80 lowercase hex digits");
+		return -EINVAL;
+	}
+	if (len < 16 || memcmp(data, "\177ELF", 4)) {
+		snprintf(err, errlen, "not an ELF file");
+		return -EINVAL;
+	}
+	snprintf(path, sizeof(path), "%s/%s", d->dir, build_id);
+	snprintf(tmp, sizeof(tmp), "%s/.upload-%s", d->dir, build_id);
+	pthread_mutex_lock(&d->lock);
+	if (!stat(path, &old))
+		old_size = (uint64_t)old.st_size;
+	if (d->total - old_size + len > d->max_total) {
+		pthread_mutex_unlock(&d->lock);
+		snprintf(err, errlen, "debug-file store full (%llu of %llu bytes used)",
+			 (unsigned long long)d->total, (unsigned long long)d->max_total);
+		d->st.rejected++;
+		return -ENOSPC;
+	}
+	/* Written under a temporary name and checked there: a bad upload never replaces a file. */
+	ret = port_file_write_atomic(tmp, data, len, 0640);
+	if (!ret) {
+		ret = elf__build_id(tmp, got, sizeof(got));
+		if (ret == -ENOENT || (!ret && strcmp(got, build_id))) {
+			snprintf(err, errlen, ret ? "the ELF file has no GNU build-id note"
+						  : "the file's build-id is %s, not %s", got, build_id);
+			ret = -EINVAL;
+		} else if (ret) {
+			snprintf(err, errlen, "not a readable ELF file: %s", strerror(-ret));
+			ret = -EINVAL;
+		}
+	}
+	if (!ret && rename(tmp, path))
+		ret = -errno;
+	if (ret) {
+		unlink(tmp);
+		d->st.rejected++;
+		if (!err[0])
+			snprintf(err, errlen, "storing the debug file: %s", strerror(-ret));
+	} else {
+		struct cached_syms *c = cache_find(d, build_id);
+
+		if (c)
+			cache_drop(d, c); /* a replaced file must be read again */
+		d->total = d->total - old_size + len;
+		d->st.files += old_size ? 0 : 1;
+		d->st.uploads++;
+		port_fsync_parent_dir(path);
+	}
+	pthread_mutex_unlock(&d->lock);
+	return ret;
+}
+
+int debuginfo__list(struct debuginfo *d,
+		    int (*cb)(void *ctx, const char *build_id, uint64_t size), void *ctx)
+{
+	DIR *dir = opendir(d->dir);
+	struct dirent *e;
+	int n = 0, ret;
+
+	if (!dir)
+		return -errno;
+	while ((e = readdir(dir))) {
+		char path[PATH_MAX];
+		struct stat sb;
+
+		if (!debuginfo__valid_build_id(e->d_name))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", d->dir, e->d_name);
+		if (stat(path, &sb) || !S_ISREG(sb.st_mode))
+			continue;
+		ret = cb(ctx, e->d_name, (uint64_t)sb.st_size);
+		if (ret < 0) {
+			closedir(dir);
+			return ret;
+		}
+		n++;
+	}
+	closedir(dir);
+	return n;
+}
+
+/* Makes room for need bytes: least recently used tables go first. Called locked. */
+static struct cached_syms *cache_slot(struct debuginfo *d, size_t need)
+{
+	struct cached_syms *free_slot = NULL;
+
+	for (;;) {
+		struct cached_syms *lru = NULL;
+
+		for (int i = 0; i < CACHE_SLOTS; i++) {
+			struct cached_syms *c = &d->cache[i];
+
+			if (!c->build_id[0])
+				free_slot = free_slot ? free_slot : c;
+			else if (!lru || c->last_use < lru->last_use)
+				lru = c;
+		}
+		if (free_slot && d->cached_bytes + need <= d->cache_bytes)
+			return free_slot;
+		if (!lru)
+			return free_slot;
+		cache_drop(d, lru);
+		d->st.cache_evictions++;
+	}
+}
+
+/* The symbol table of build_id, loading it on first use; NULL when there is none. Locked. */
+static const struct elf_syms *syms_for(struct debuginfo *d, const char *build_id)
+{
+	struct cached_syms *c = cache_find(d, build_id);
+	struct elf_syms *syms = NULL;
+	char path[PATH_MAX];
+
+	if (c) {
+		c->last_use = ++d->clock;
+		d->st.cache_hits++;
+		return c->syms;
+	}
+	if (!debuginfo__valid_build_id(build_id))
+		return NULL;
+	snprintf(path, sizeof(path), "%s/%s", d->dir, build_id);
+	if (access(path, R_OK))
+		return NULL;
+	if (elf_syms__load(path, d->cache_bytes, &syms))
+		pr_warn("debuginfo: %s has no usable symbol table", build_id);
+	d->st.cache_loads++;
+	c = cache_slot(d, syms ? elf_syms__bytes(syms) : 0);
+	if (!c) {
+		elf_syms__free(syms);
+		return NULL;
+	}
+	snprintf(c->build_id, sizeof(c->build_id), "%s", build_id);
+	c->syms = syms;
+	c->last_use = ++d->clock;
+	if (syms)
+		d->cached_bytes += elf_syms__bytes(syms);
+	return syms;
+}
+
+static const char *resolve(void *ctx, const struct pprof_profile *p,
+			   const struct pprof_mapping *m, uint64_t address)
+{
+	struct debuginfo *d = ctx;
+	const struct elf_syms *syms;
+
+	if (!m->build_id || address < m->memory_start)
+		return NULL;
+	syms = syms_for(d, pprof_str(p, m->build_id));
+	/* A file offset, as /proc/<pid>/maps arithmetic gives it: what elf_syms wants. */
+	return syms ? elf_syms__lookup(syms, address - m->memory_start + m->file_offset, NULL)
+		    : NULL;
+}
+
+int debuginfo__symbolize(struct debuginfo *d, const struct pprof_profile *p,
+			 struct pprof_profile **out, size_t *n_resolved)
+{
+	bool any = false;
+	size_t n = 0;
+	int ret;
+
+	*out = NULL;
+	if (n_resolved)
+		*n_resolved = 0;
+	if (!d)
+		return 0;
+	pthread_mutex_lock(&d->lock);
+	/* Cheap check first: most queries touch no build-id that has a debug file. */
+	for (size_t i = 0; i < p->n_mappings && !any; i++)
+		any = p->mappings[i].build_id && !p->mappings[i].has_functions &&
+		      syms_for(d, pprof_str(p, p->mappings[i].build_id));
+	ret = any ? pprof_symbolize(p, resolve, d, out, &n) : 0;
+	pthread_mutex_unlock(&d->lock);
+	if (!ret && out && *out && !n) {
+		pprof_profile__free(*out);
+		*out = NULL;
+	}
+	if (n_resolved)
+		*n_resolved = n;
+	return ret;
+}
+
+void debuginfo__stats(struct debuginfo *d, struct debuginfo_stats *st)
+{
+	pthread_mutex_lock(&d->lock);
+	*st = d->st;
+	st->bytes = d->total;
+	pthread_mutex_unlock(&d->lock);
+}

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Symbolization from build-ids at the collector: a stripped binary profiled on the "device"
+# shows addresses (never wrong names) until its unstripped twin is uploaded with
+# `edgeprof debuginfo upload`; then the merged export names work_a/b/c for go tool pprof.
+# Bad uploads (not ELF, wrong build-id, bad id, too large) get clear errors and change nothing.
+. "$EP_TOP/tests/integration/collector-lib.sh"
+W=$EP_BUILD/tests/workloads
+command -v go >/dev/null || fail "go is not installed (tools/deps/oracles.list)"
+export GOCACHE=$T/gocache HOME=$T PPROF_BINARY_PATH=/nonexistent
+
+make_pki
+start_collector --max-body 512K
+export EDGEPROF_COLLECTOR=https://localhost:$TLS_PORT EDGEPROF_TLS_CA=$T/pki/ca.crt \
+	EDGEPROF_TLS_CERT=$T/pki/dev-1.crt EDGEPROF_TLS_KEY=$T/pki/dev-1.key
+
+EDGEPROF_OUTPUT=$T/s.pb.gz EDGEPROF_HZ=499 LD_PRELOAD=$EP_BUILD/libedgeprof.so \
+	"$W/split-stripped" --seconds 1 >/dev/null || fail "profiling split-stripped"
+dcurl dev-1 --data-binary "@$T/s.pb.gz" "$(URL '/api/0/profiles?service=app&type=cpu')" \
+	| grep -q '"code":200' || fail "upload profile"
+
+top() { # -> go tool pprof -top of the merged export, without local symbolization
+	"$EP" query 'app' -o "$T/m.pb.gz" 2>/dev/null || fail "query"
+	go tool pprof -symbolize=none -top "$T/m.pb.gz" 2>/dev/null
+}
+top >"$T/before.txt"
+grep -q 'work_a' "$T/before.txt" && fail "names before any debug file: $(cat "$T/before.txt")"
+grep -q '\[split-stripped\]' "$T/before.txt" || fail "expected bare addresses: $(cat "$T/before.txt")"
+
+id=$(file -L "$W/split" | sed -n 's/.*BuildID\[sha1\]=\([0-9a-f]*\).*/\1/p')
+[ -n "$id" ] || fail "no build-id on $W/split"
+# Refused: not ELF, another file's build-id, a bad id, a file over the body limit.
+expect() { # CODE PATTERN curl-args...
+	local code=$1 pat=$2
+	shift 2
+	dcurl dev-1 "$@" >"$T/answer" || true
+	grep -q "HTTP $code" "$T/answer" && grep -q "$pat" "$T/answer" \
+		|| fail "expected $code /$pat/: $(cat "$T/answer")"
+}
+echo "not an elf file at all" >"$T/junk"
+expect 400 'not an ELF file' --data-binary "@$T/junk" "$(URL "/api/0/debuginfo/$id")"
+expect 400 'build-id is' --data-binary "@$EP_BUILD/tests/workloads/torture" "$(URL "/api/0/debuginfo/$id")"
+expect 400 'lowercase hex' --data-binary "@$W/split" "$(URL '/api/0/debuginfo/XYZ')"
+expect 413 'larger than the limit' --data-binary "@$EP_BUILD/edgeprof-collector.debug" \
+	"$(URL '/api/0/debuginfo/00aa')"
+dcurl dev-1 "$(URL /api/0/debuginfo)" | grep -q '"body":\[\]' || fail "a refused upload was stored"
+
+"$EP" debuginfo upload "$W/split" | grep -q "^$id " || fail "debuginfo upload"
+dcurl dev-1 "$(URL /api/0/debuginfo)" | grep -q "\"build_id\":\"$id\"" || fail "debuginfo list"
+top >"$T/after.txt"
+for f in work_a work_b work_c run_split; do
+	grep -q " $f\$" "$T/after.txt" || fail "$f not named after upload: $(cat "$T/after.txt")"
+done
+# Shares are the workload's 50/30/20, within a wide margin (sampling noise on a loaded box).
+share() { awk -v f="$1" '$NF == f { sub("%", "", $2); print int($2) }' "$T/after.txt"; }
+a=$(share work_a)
+[ "$a" -ge 35 ] && [ "$a" -le 65 ] || fail "work_a share $a%"
+# The single-profile download stays byte-identical to what the device sent.
+dcurl dev-1 -o "$T/one.pb.gz" "$(URL /api/0/profiles/1)" >/dev/null
+cmp -s "$T/one.pb.gz" "$T/s.pb.gz" || fail "GET /api/0/profiles/1 is not the stored bytes"
+echo "ok: names after upload: $(grep -c work_ "$T/after.txt") work_ frames"
