@@ -13,7 +13,9 @@ fail() { echo "FAIL: $*"; exit 1; }
 mode() { stat -c %a "$1"; }
 
 R=$W/root
-make -s --no-print-directory -C "$EP_TOP" BOARD=host-x86_64 O="$EP_BUILD" install DESTDIR="$R" \
+# the build's own (relative) O: an absolute one names other object paths and rebuilds
+O=$(realpath --relative-to="$EP_TOP" "$EP_BUILD")
+make -s --no-print-directory -C "$EP_TOP" BOARD=host-x86_64 O="$O" install DESTDIR="$R" \
 	>"$W/install.log" 2>&1 || { cat "$W/install.log"; fail "make install"; }
 for f in usr/bin/edgeprof-agent usr/bin/edgeprof-collector usr/bin/edgeprof \
 	 etc/edgeprof/edgeprof-agent.conf etc/init.d/edgeprof-agent \
@@ -28,7 +30,7 @@ done
 
 echo "-- a second install keeps the device's own configuration"
 echo 'hz = 7 # site=lab' >>"$R/etc/edgeprof/edgeprof-agent.conf"
-make -s --no-print-directory -C "$EP_TOP" BOARD=host-x86_64 O="$EP_BUILD" install DESTDIR="$R" >/dev/null 2>&1
+make -s --no-print-directory -C "$EP_TOP" BOARD=host-x86_64 O="$O" install DESTDIR="$R" >/dev/null 2>&1
 grep -q 'site=lab' "$R/etc/edgeprof/edgeprof-agent.conf" || fail "install overwrote the config"
 
 if command -v systemd-analyze >/dev/null; then
