@@ -249,6 +249,12 @@ def profile_round(hz, tmp, nm, bcc_ok):
     work.wait()
 
     res = {}
+    for f in sorted(os.listdir(outdir)):
+        com = subprocess.run(["go", "tool", "pprof", "-comments", os.path.join(outdir, f)],
+                             capture_output=True, text=True).stdout
+        for line in com.splitlines():
+            if line.startswith("edgeprof bpf") or line.startswith("edgeprof agent"):
+                print(f"  agent comment: {line.strip()}")
     leaves, complete, n, size = agent_result(outdir)
     res["agent"] = (leaves, complete, n, None, size)
     leaves, complete, n, first = ours_result(runs["probe"].out_path,
