@@ -571,6 +571,11 @@ int bpf_sampler__open(const struct bpf_sampler_opts *o, sample_sink_fn sink, voi
 	ret = attach_cpus(s, err, errlen);
 	if (ret < 0)
 		goto out_free;
+	if (!s->st.cpus) {
+		set_err(err, errlen, "no online CPU to sample (perf_event_open: ENODEV on all)");
+		ret = -ENODEV;
+		goto out_free;
+	}
 	if (s->st.cpus < (unsigned)s->ncpus)
 		pr_info("bpf sampler: %u of %d possible CPUs online and sampled", s->st.cpus,
 			s->ncpus);
