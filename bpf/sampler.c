@@ -589,7 +589,35 @@ out_free:
 	return ret;
 }
 
-/* Housekeeping between batches: forget exited processes, attach CPUs that came online. */
+/* cpuN/online reads 0 for an offline CPU; CPUs that cannot go offline have no such file. */
+static bool cpu_online(int cpu)
+{
+	char path[64];
+	long v = 1;
+
+	snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/online", cpu);
+	return read_int_file(path, &v) || v != 0;
+}
+
+/*
+ * A CPU that went offline takes its per-CPU event out of service for good on some kernels:
+ * drop it, so the attach below opens a fresh one once the CPU is back.
+ */
+static void detach_offline_cpus(struct bpf_sampler *s)
+{
+	for (int cpu = 0; cpu < s->ncpus; cpu++) {
+		if (s->pfd[cpu] < 0 || cpu_online(cpu))
+			continue;
+		bpf_link__destroy(s->links[cpu]);
+		s->links[cpu] = NULL;
+		close(s->pfd[cpu]);
+		s->pfd[cpu] = -1;
+		s->st.cpus--;
+		pr_info("bpf sampler: CPU %d went offline", cpu);
+	}
+}
+
+/* Housekeeping between batches: forget exited processes, follow CPU hotplug. */
 static void housekeeping(struct bpf_sampler *s)
 {
 	uint64_t now = port_clock_mono_ns();
@@ -599,8 +627,9 @@ static void housekeeping(struct bpf_sampler *s)
 		proc_sweep(s);
 		s->last_sweep_ns = now;
 	}
-	if (now - s->last_rescan_ns >= CPU_RESCAN_NS && s->st.cpus < (unsigned)s->ncpus) {
-		if (attach_cpus(s, err, sizeof(err)) > 0)
+	if (now - s->last_rescan_ns >= CPU_RESCAN_NS) {
+		detach_offline_cpus(s);
+		if (s->st.cpus < (unsigned)s->ncpus && attach_cpus(s, err, sizeof(err)) > 0)
 			pr_info("bpf sampler: now sampling %u CPUs", s->st.cpus);
 		s->last_rescan_ns = now;
 	}
