@@ -109,7 +109,7 @@ endif
 
 OPT-y                      := -O2
 OPT-$(CONFIG_OPTIMIZE_SIZE) := -Os
-CPPFLAGS := -D_GNU_SOURCE -DEDGEPROF_VERSION='"$(VERSION)"' -I. -I$(O) -I$(O)/include \
+CPPFLAGS := -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -DEDGEPROF_VERSION='"$(VERSION)"' -I. -I$(O) -I$(O)/include \
 	    -include $(O)/include/generated/autoconf.h -include kconfig/kconfig.h \
 	    $(TARGET_CPPFLAGS)
 CFLAGS   := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter \

@@ -10,5 +10,3 @@ $(O)/tests/drivers/push-dir: $(addprefix $(O)/,$(push-dir-objs))
 	$(Q)$(CC) $(LDFLAGS) $(LDFLAGS-static-y) -o $@ $^ $(agent-transport-ldlibs)
 all-tests: $(O)/tests/drivers/push-dir
 endif
-# readdir() of a 32-bit target fails with EOVERFLOW on 64-bit inodes (qemu-user on x86_64 hosts)
-CFLAGS_push-dir := -D_FILE_OFFSET_BITS=64
