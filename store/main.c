@@ -132,8 +132,8 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 		fprintf(stderr, "edgeprof-collector: --http-token without --http-listen\n");
 		return -EINVAL;
 	}
-	if (o->http_token && strlen(o->http_token) < 8) {
-		fprintf(stderr, "edgeprof-collector: --http-token must be at least 8 characters\n");
+	if (o->http_token && (strlen(o->http_token) < 8 || strlen(o->http_token) > 128)) {
+		fprintf(stderr, "edgeprof-collector: --http-token must be 8 to 128 characters\n");
 		return -EINVAL;
 	}
 	return 0;

@@ -235,7 +235,7 @@ static const char login_form[] =
 static bool ui_login(struct conn *c, struct api_ctx *a)
 {
 	const char *want = c->srv->o.http_token;
-	char token[256];
+	char token[129]; /* main.c refuses longer tokens */
 
 	if (strcmp(c->msg.method, "GET") ||
 	    (strcmp(c->msg.path, "/") && strncmp(c->msg.path, "/ui/", 4)))

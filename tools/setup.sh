@@ -4,13 +4,18 @@
 # qemu-user and a sysroot unpacked from the target's .deb files (multiarch installs of :arm64
 # -dev packages fail on version skew here; download + dpkg -x does not).
 #
-#   tools/setup.sh [--arch x86_64|arm64|armhf]      (as root)
+#   tools/setup.sh [--arch x86_64|arm64|armhf] [--bench]      (as root)
+#
+# tools/deps/*.list name what builds and tests need; *.bench-list add the peers that only the
+# benchmarks run (bcc and kernel headers: large, and no test depends on them).
 set -euo pipefail
 
 arch=x86_64
+bench=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--arch) arch="$2"; shift 2 ;;
+	--bench) bench=1; shift ;;
 	-h|--help) sed -n '3,7p' "$0"; exit 0 ;;
 	*) echo "setup: unknown argument $1" >&2; exit 2 ;;
 	esac
@@ -35,6 +40,7 @@ apt_update() {
 }
 
 host_lists=$(ls "$top"/tools/deps/*.list | grep -v '/target.list$')
+[ -n "$bench" ] && host_lists="$host_lists $(ls "$top"/tools/deps/*.bench-list)"
 # shellcheck disable=SC2086
 host_pkgs=$(list_packages $host_lists)
 case "$arch" in

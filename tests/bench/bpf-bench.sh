@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
+# Peers (bcc, kernel headers) are installed by `tools/setup.sh --bench`; perf comes with make test's setup.
 # BPF sampler benchmark (root): ours vs `perf record -a -g` (and bcc `profile` where it runs),
 # same run, same workload, 19 Hz and 99 Hz; then the per-sample cost at 4999 Hz.
 #   tests/bench/bpf-bench.sh            (after: make all-tests)
