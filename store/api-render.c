@@ -24,10 +24,9 @@
 void api_render(struct api_ctx *a)
 {
 	struct pprof_profile *p = NULL;
-	struct store_query q;
 	enum render_format fmt;
-	size_t n = 0, skipped = 0, len = 0;
-	char type[64], format[32], err[300] = "", *out = NULL;
+	size_t n = 0, len = 0;
+	char format[32], err[300] = "", *out = NULL;
 	int ret;
 
 	if (api_param(a, "format", format, sizeof(format)) < 0)
@@ -35,18 +34,8 @@ void api_render(struct api_ctx *a)
 	if (render_format_parse(format, &fmt))
 		return api_error(a, 400, REJ_BAD_REQUEST,
 				 "unknown format '%s': json, flamebearer or folded", format);
-	if (api_query(a, &q, type, sizeof(type)))
+	if (api_merge_query(a, &p, &n))
 		return;
-	q.limit = 0;
-	q.newest_first = false;
-	ret = store__merge(a->store, &q, &p, &n, &skipped, err, sizeof(err));
-	selector__free((struct selector *)q.sel);
-	if (ret == -ENOENT)
-		return api_set_body(a, 204, NULL, NULL, 0, true);
-	if (ret)
-		return api_error(a, ret == -ENOMEM ? 503 : 400,
-				 ret == -ENOMEM ? REJ_STORE : REJ_BAD_REQUEST, "render: %s",
-				 err[0] ? err : strerror(-ret));
 	p = api_symbolize(a, p);
 	ret = render_profile(p, fmt, n, 0, &out, &len, err, sizeof(err));
 	pprof_profile__free(p);

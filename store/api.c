@@ -623,27 +623,40 @@ static void api_send_profile(struct api_ctx *a, struct pprof_profile *p, size_t 
 	snprintf(a->extra, sizeof(a->extra), "X-Edgeprof-Profiles: %zu\r\n", n);
 }
 
-static void api_merge(struct api_ctx *a)
+int api_merge_query(struct api_ctx *a, struct pprof_profile **p, size_t *n)
 {
-	struct pprof_profile *p = NULL;
 	struct store_query q;
-	size_t n = 0, skipped = 0;
+	size_t skipped = 0;
 	char type[64], err[300] = "";
 	int ret;
 
+	*p = NULL;
+	*n = 0;
 	if (api_query(a, &q, type, sizeof(type)))
-		return;
+		return -1;
 	q.limit = 0;
 	q.newest_first = false;
-	ret = store__merge(a->store, &q, &p, &n, &skipped, err, sizeof(err));
+	ret = store__merge(a->store, &q, p, n, &skipped, err, sizeof(err));
 	selector__free((struct selector *)q.sel);
-	if (ret == -ENOENT)
-		return api_set_body(a, 204, NULL, NULL, 0, true);
-	if (ret)
-		return api_error(a, ret == -ENOMEM ? 503 : 400,
-				 ret == -ENOMEM ? REJ_STORE : REJ_BAD_REQUEST, "merge: %s",
-				 err[0] ? err : strerror(-ret));
-	api_send_profile(a, p, n);
+	if (ret == -ENOENT) {
+		api_set_body(a, 204, NULL, NULL, 0, true);
+		return -1;
+	}
+	if (ret) {
+		api_error(a, ret == -ENOMEM ? 503 : 400, ret == -ENOMEM ? REJ_STORE : REJ_BAD_REQUEST,
+			  "merge: %s", err[0] ? err : strerror(-ret));
+		return -1;
+	}
+	return 0;
+}
+
+static void api_merge(struct api_ctx *a)
+{
+	struct pprof_profile *p;
+	size_t n;
+
+	if (!api_merge_query(a, &p, &n))
+		api_send_profile(a, p, n);
 }
 
 /* "12+13+20" → seqs; 0 or -1 with the answer set. */

@@ -118,6 +118,9 @@ int api_param(struct api_ctx *a, const char *name, char *out, size_t outlen);
  * The caller frees q->sel. */
 struct store_query;
 int api_query(struct api_ctx *a, struct store_query *q, char *type, size_t typelen);
+/* Merges the request's selection into *p (*n profiles): 0, or -1 with the answer set (204 when
+ * nothing matches). */
+int api_merge_query(struct api_ctx *a, struct pprof_profile **p, size_t *n);
 
 /*
  * Validates and stores one profile (every ingest path ends here): the device label comes from
