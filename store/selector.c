@@ -137,12 +137,90 @@ static int read_op(struct parser *ps, enum selector_op *op)
 	return 0;
 }
 
+/* A {m,n} bound at *p (after '{'): advances past '}'; false when a number is too large. */
+static bool repeat_ok(const char **p)
+{
+	const char *s = *p;
+
+	while (*s && *s != '}') {
+		if (*s >= '0' && *s <= '9') {
+			char *end;
+
+			if (strtoul(s, &end, 10) > SELECTOR_MAX_REPEAT)
+				return false;
+			s = end;
+		} else {
+			s++;
+		}
+	}
+	*p = *s ? s + 1 : s;
+	return true;
+}
+
+/* Skips a bracket expression (p is after '['): returns what follows its closing ']'. */
+static const char *skip_bracket(const char *p)
+{
+	if (*p == '^')
+		p++;
+	if (*p == ']') /* a leading ']' is a literal */
+		p++;
+	while (*p && *p != ']') {
+		if (*p == '[' && (p[1] == ':' || p[1] == '.' || p[1] == '=')) {
+			const char close[3] = { p[1], ']', '\0' }, *end = strstr(p + 2, close);
+
+			p = end ? end + 2 : p + strlen(p);
+			continue;
+		}
+		p++;
+	}
+	return *p ? p + 1 : p;
+}
+
+/* NULL when re is safe to hand to regcomp(), else why not (see SELECTOR_MAX_REGEX). */
+static const char *regex_untamed(const char *re)
+{
+	unsigned quantifiers = 0, depth = 0;
+	bool after_quantifier = false;
+
+	if (strlen(re) > SELECTOR_MAX_REGEX)
+		return "longer than 256 characters";
+	for (const char *p = re; *p;) {
+		char c = *p++;
+		bool quant = c == '*' || c == '+' || c == '?' || c == '{';
+
+		if (quant && after_quantifier)
+			return "a quantifier after a quantifier";
+		if (quant && ++quantifiers > SELECTOR_MAX_QUANTIFIERS)
+			return "more than 16 quantifiers";
+		if (c == '{' && !repeat_ok(&p))
+			return "a repeat count over 100";
+		if (c == '\\' && *p)
+			p++;
+		else if (c == '[')
+			p = skip_bracket(p);
+		else if (c == '(' && ++depth > SELECTOR_MAX_GROUP_DEPTH)
+			return "groups nested deeper than 4";
+		else if (c == ')' && depth)
+			depth--;
+		after_quantifier = quant;
+	}
+	return NULL;
+}
+
 static int compile(struct parser *ps, struct matcher *m, const char *at)
 {
+	const char *why = regex_untamed(m->value);
 	size_t n = strlen(m->value);
-	char *anchored = malloc(n + 5);
+	char *anchored;
 	int rc;
 
+	if (why) {
+		ps->p = at;
+		snprintf(ps->err, ps->errlen, "selector: regex refused at column %zu: %s",
+			 (size_t)(at - ps->s) + 1, why);
+		return -EINVAL;
+	}
+	anchored = malloc(n + 5);
 	if (!anchored)
 		return -ENOMEM;
 	snprintf(anchored, n + 5, "^(%s)$", m->value);

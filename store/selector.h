@@ -23,6 +23,17 @@
 
 #define SELECTOR_MAX_MATCHERS 64
 #define SELECTOR_MAX_LEN 4096
+/*
+ * glibc's regcomp() takes exponential time and memory on some patterns (r**********...,
+ * nested counted repeats); selectors come from anyone who can query, so a regex is refused
+ * when longer than this, when a quantifier follows a quantifier (RE2, which Pyroscope and
+ * Prometheus use, refuses that too), when a {m,n} bound exceeds SELECTOR_MAX_REPEAT, or with
+ * more than SELECTOR_MAX_QUANTIFIERS quantifiers or SELECTOR_MAX_GROUP_DEPTH nested groups.
+ */
+#define SELECTOR_MAX_REGEX 256
+#define SELECTOR_MAX_REPEAT 100
+#define SELECTOR_MAX_QUANTIFIERS 16
+#define SELECTOR_MAX_GROUP_DEPTH 4
 
 enum selector_op { SEL_EQ, SEL_NE, SEL_RE, SEL_NRE };
 

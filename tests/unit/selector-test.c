@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -127,6 +128,34 @@ static void errors(void **state)
 	}
 }
 
+/* Patterns that make glibc's regcomp() blow up are refused before it sees them (fuzz finds). */
+static void costly_regexes_are_refused(void **state)
+{
+	char stars[120] = "r", pluses[80] = "7;";
+	struct selector *sel;
+	char err[200], sel_text[400];
+
+	memset(stars + 1, '*', 100);
+	memset(pluses + 2, '+', 60);
+	snprintf(sel_text, sizeof(sel_text), "{Z!~\"%s\"}", stars);
+	bad(sel_text, "selector: regex refused at column 5: a quantifier after a quantifier");
+	snprintf(sel_text, sizeof(sel_text), "{Z!~\"%s\"}", pluses);
+	bad(sel_text, "selector: regex refused at column 5: a quantifier after a quantifier");
+	bad("{a=~\"x{1000}\"}", "selector: regex refused at column 5: a repeat count over 100");
+	bad("{a=~\"(((((x)))))\"}", "selector: regex refused at column 5: groups nested deeper than 4");
+	/* Ordinary regexes, brackets with quantifier characters inside, and escapes still work. */
+	assert_int_equal(selector__parse("{a=~\"eu-.*\", b=~\"[*+?]+x{2,5}\\\\.\"}", 0, &sel, err,
+					 sizeof(err)), 0);
+	{
+		const struct record_label yes[] = { { "a", "eu-west" }, { "b", "*?xxx." } };
+		const struct record_label no[] = { { "a", "eu-west" }, { "b", "*?x." } };
+
+		assert_true(selector__match(sel, "s", "d", yes, 2));
+		assert_false(selector__match(sel, "s", "d", no, 2));
+	}
+	selector__free(sel);
+}
+
 static void ingest_names(void **state)
 {
 	struct selector *sel = parse("myapp.cpu{env=staging, region = eu-1}", SELECTOR_F_INGEST);
@@ -151,6 +180,7 @@ int main(void)
 		cmocka_unit_test(forms),
 		cmocka_unit_test(matching),
 		cmocka_unit_test(errors),
+		cmocka_unit_test(costly_regexes_are_refused),
 		cmocka_unit_test(ingest_names),
 	};
 
