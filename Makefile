@@ -176,9 +176,12 @@ endef
 $(foreach b,$(bin-y),$(eval $(call bin_rule,$(b))))
 
 define lib_rule
-$(O)/$(1): $$(addprefix $(O)/pic/,$$($(1)-objs))
+$(O)/$(1).debug: $$(addprefix $(O)/pic/,$$($(1)-objs))
 	$$(quiet) LD-SO $$@
 	$(Q)$$(CC) $$(LDFLAGS) -shared -Wl,-soname,$(1) -o $$@ $$^ $$($(1)-ldlibs)
+$(O)/$(1): $(O)/$(1).debug
+	$$(quiet) STRIP $$@
+	$(Q)$$(STRIP) --strip-unneeded -o $$@ $$<
 endef
 $(foreach l,$(lib-y),$(eval $(call lib_rule,$(l))))
 
