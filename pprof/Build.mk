@@ -3,8 +3,8 @@
 # The nanopb code is generated at build time into $(O)/pprof/ (never committed) by Debian's
 # generator; the runtime comes from libnanopb-dev (-lprotobuf-nanopb, also in the sysroots).
 pprof-y      = pprof/profile.pb.o pprof/util.o pprof/builder.o pprof/writer.o pprof/reader.o \
-	       pprof/merge.o pprof/symbolize.o
-pprof-ldlibs = -lprotobuf-nanopb -lz
+	       pprof/merge.o pprof/merge-parallel.o pprof/symbolize.o
+pprof-ldlibs = -lprotobuf-nanopb -lz -lpthread
 
 NANOPB_GEN := $(PYTHON) /usr/bin/nanopb_generator.py
 
@@ -14,7 +14,10 @@ $(O)/pprof/profile.pb.h $(O)/pprof/profile.pb.c &: pprof/profile.proto pprof/pro
 	@mkdir -p $(O)/pprof
 	$(Q)$(NANOPB_GEN) -q -I pprof -D $(O)/pprof -f pprof/profile.options pprof/profile.proto
 
-unit-tests-y              += pprof-builder pprof-reader pprof-merge pprof-symbolize
+unit-tests-y              += pprof-builder pprof-reader pprof-merge pprof-symbolize \
+			     pprof-merge-parallel
+pprof-merge-parallel-test-objs   = $(pprof-y)
+pprof-merge-parallel-test-ldlibs = $(pprof-ldlibs)
 pprof-symbolize-test-objs   = $(pprof-y)
 pprof-symbolize-test-ldlibs = $(pprof-ldlibs)
 pprof-builder-test-objs   = $(pprof-y)

@@ -245,4 +245,20 @@ int pprof_merger__finish(struct pprof_merger *m, struct pprof_profile **out, cha
 			 size_t errlen);
 void pprof_merger__free(struct pprof_merger *m);
 
+/*
+ * Reads and decodes input i (on a worker thread): 0 with *p, or -errno with err filled.
+ * Must be safe to call from several threads at once for different i.
+ */
+typedef int (*pprof_load_fn)(void *ctx, size_t i, struct pprof_profile **p, char *err,
+			     size_t errlen);
+
+/*
+ * Adds inputs 0..n-1 to m in input order (the same result as calling pprof_merger__add() on
+ * each), decoding on up to threads workers (0 = one per online CPU) while this thread merges.
+ * At most 2 x threads decoded inputs are held at once. On error returns it with err filled and
+ * *failed (may be NULL) the index of the input that failed (n on success).
+ */
+int pprof_merger__add_all(struct pprof_merger *m, size_t n, unsigned threads,
+			  pprof_load_fn load, void *ctx, size_t *failed, char *err, size_t errlen);
+
 #endif /* EDGEPROF_PPROF_H */

@@ -75,9 +75,9 @@ static int read_stdin(void **data, size_t *len)
 	return 0;
 }
 
-int cli_load_one(const char *path, struct pprof_profile **out)
+/* Reads and decodes path ("-" = stdin) without printing: 0, or -errno with err filled. */
+static int load_quiet(const char *path, struct pprof_profile **out, char *err, size_t errlen)
 {
-	char err[256] = "";
 	void *data = NULL;
 	size_t len = 0;
 	int ret;
@@ -88,23 +88,38 @@ int cli_load_one(const char *path, struct pprof_profile **out)
 	else
 		ret = port_file_read_all(path, CLI_MAX_FILE, &data, &len);
 	if (ret) {
-		fprintf(stderr, "edgeprof: %s: %s\n", path,
-			ret == -EFBIG ? "larger than 256 MiB" : strerror(-ret));
+		snprintf(err, errlen, "%s", ret == -EFBIG ? "larger than 256 MiB" : strerror(-ret));
 		return ret;
 	}
-	ret = pprof_read(data, len, NULL, out, err, sizeof(err));
+	ret = pprof_read(data, len, NULL, out, err, errlen);
 	free(data);
-	if (ret)
-		fprintf(stderr, "edgeprof: %s: %s\n", path, err[0] ? err : strerror(-ret));
+	if (ret && !err[0])
+		snprintf(err, errlen, "%s", strerror(-ret));
 	return ret;
+}
+
+int cli_load_one(const char *path, struct pprof_profile **out)
+{
+	char err[256] = "";
+	int ret = load_quiet(path, out, err, sizeof(err));
+
+	if (ret)
+		fprintf(stderr, "edgeprof: %s: %s\n", path, err);
+	return ret;
+}
+
+static int load_nth(void *ctx, size_t i, struct pprof_profile **p, char *err, size_t errlen)
+{
+	char *const *paths = ctx;
+
+	return load_quiet(paths[i], p, err, errlen);
 }
 
 int cli_load(char *const *paths, size_t n, struct pprof_profile **out)
 {
 	struct pprof_merger *m;
-	struct pprof_profile *p;
 	char err[256] = "";
-	size_t i;
+	size_t failed = 0;
 	int ret;
 
 	*out = NULL;
@@ -115,18 +130,12 @@ int cli_load(char *const *paths, size_t n, struct pprof_profile **out)
 		fprintf(stderr, "edgeprof: out of memory\n");
 		return -ENOMEM;
 	}
-	/* One input at a time: memory is the merged tables plus the largest input. */
-	for (i = 0; i < n; i++) {
-		ret = cli_load_one(paths[i], &p);
-		if (ret)
-			goto out_free_merger;
-		ret = pprof_merger__add(m, p, err, sizeof(err));
-		pprof_profile__free(p);
-		if (ret) {
-			fprintf(stderr, "edgeprof: %s: %s\n", paths[i],
-				err[0] ? err : strerror(-ret));
-			goto out_free_merger;
-		}
+	/* Inputs decode in parallel, merge in order: memory is the merged tables plus a window. */
+	ret = pprof_merger__add_all(m, n, 0, load_nth, (void *)paths, &failed, err, sizeof(err));
+	if (ret) {
+		fprintf(stderr, "edgeprof: %s: %s\n", failed < n ? paths[failed] : "merge",
+			err[0] ? err : strerror(-ret));
+		goto out_free_merger;
 	}
 	ret = pprof_merger__finish(m, out, err, sizeof(err));
 	if (ret)

@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: MIT
+/*
+ * pprof/merge-parallel.c — merging many inputs is mostly decoding (gunzip + wire decode), and
+ * each input decodes on its own: workers decode ahead while the caller's thread merges in input
+ * order, so the result is the same as the sequential merge. At most 2 × threads decoded inputs
+ * wait at once, so memory stays the merged tables plus a bounded window of inputs.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pprof/pprof.h"
+
+#define MAX_THREADS 16
+
+struct slot {
+	bool ready;
+	int ret;
+	struct pprof_profile *p;
+	char err[256];
+};
+
+struct pool {
+	pprof_load_fn load;
+	void *ctx;
+	size_t n, next_load, merged, window;
+	bool stop;
+	struct slot *slots;
+	pthread_mutex_t lock;
+	pthread_cond_t ready, space;
+};
+
+static void *worker(void *arg)
+{
+	struct pool *pl = arg;
+
+	pthread_mutex_lock(&pl->lock);
+	for (;;) {
+		struct slot *s;
+		size_t i;
+
+		while (!pl->stop && pl->next_load < pl->n && pl->next_load - pl->merged >= pl->window)
+			pthread_cond_wait(&pl->space, &pl->lock);
+		if (pl->stop || pl->next_load >= pl->n)
+			break;
+		i = pl->next_load++;
+		s = &pl->slots[i % pl->window];
+		pthread_mutex_unlock(&pl->lock);
+		s->err[0] = '\0';
+		s->ret = pl->load(pl->ctx, i, &s->p, s->err, sizeof(s->err));
+		pthread_mutex_lock(&pl->lock);
+		s->ready = true;
+		pthread_cond_broadcast(&pl->ready);
+	}
+	pthread_mutex_unlock(&pl->lock);
+	return NULL;
+}
+
+/* Waits for input i, merges it, frees it: 0 or the error (err filled). */
+static int merge_next(struct pool *pl, struct pprof_merger *m, size_t i, char *err, size_t errlen)
+{
+	struct slot *s = &pl->slots[i % pl->window];
+	int ret;
+
+	pthread_mutex_lock(&pl->lock);
+	while (!s->ready)
+		pthread_cond_wait(&pl->ready, &pl->lock);
+	pthread_mutex_unlock(&pl->lock);
+	ret = s->ret;
+	if (ret)
+		snprintf(err, errlen, "%s", s->err[0] ? s->err : strerror(-ret));
+	else
+		ret = pprof_merger__add(m, s->p, err, errlen);
+	pprof_profile__free(s->p);
+	pthread_mutex_lock(&pl->lock);
+	s->p = NULL;
+	s->ready = false;
+	pl->merged++;
+	pthread_cond_broadcast(&pl->space);
+	pthread_mutex_unlock(&pl->lock);
+	return ret;
+}
+
+static unsigned pick_threads(unsigned threads, size_t n)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (!threads)
+		threads = cpus > 0 ? (unsigned)cpus : 1;
+	if (threads > MAX_THREADS)
+		threads = MAX_THREADS;
+	return threads > n ? (unsigned)n : threads;
+}
+
+int pprof_merger__add_all(struct pprof_merger *m, size_t n, unsigned threads,
+			  pprof_load_fn load, void *ctx, size_t *failed, char *err, size_t errlen)
+{
+	pthread_t tids[MAX_THREADS];
+	struct pool pl = { .load = load, .ctx = ctx, .n = n };
+	unsigned started = 0;
+	size_t i;
+	int ret = 0;
+
+	threads = pick_threads(threads, n);
+	pl.window = 2 * (size_t)(threads ? threads : 1);
+	pl.slots = calloc(pl.window, sizeof(*pl.slots));
+	if (!pl.slots)
+		return -ENOMEM;
+	pthread_mutex_init(&pl.lock, NULL);
+	pthread_cond_init(&pl.ready, NULL);
+	pthread_cond_init(&pl.space, NULL);
+	for (; started < threads; started++)
+		if (pthread_create(&tids[started], NULL, worker, &pl))
+			break;
+	if (!started) /* no thread at all: decode on this one */
+		ret = -EAGAIN;
+	for (i = 0; i < n && !ret; i++)
+		ret = merge_next(&pl, m, i, err, errlen);
+	if (failed)
+		*failed = ret ? i - 1 : n;
+	pthread_mutex_lock(&pl.lock);
+	pl.stop = true;
+	pthread_cond_broadcast(&pl.space);
+	pthread_mutex_unlock(&pl.lock);
+	for (unsigned t = 0; t < started; t++)
+		pthread_join(tids[t], NULL);
+	for (i = 0; i < pl.window; i++)
+		pprof_profile__free(pl.slots[i].p);
+	free(pl.slots);
+	pthread_cond_destroy(&pl.space);
+	pthread_cond_destroy(&pl.ready);
+	pthread_mutex_destroy(&pl.lock);
+	if (ret == -EAGAIN && !started) {
+		/* Threads could not be made (a tight rlimit): the same merge, sequentially. */
+		for (i = 0, ret = 0; i < n && !ret; i++) {
+			struct pprof_profile *p = NULL;
+
+			err[0] = '\0';
+			ret = load(ctx, i, &p, err, errlen);
+			if (!ret)
+				ret = pprof_merger__add(m, p, err, errlen);
+			pprof_profile__free(p);
+		}
+		if (failed)
+			*failed = ret ? i - 1 : n;
+	}
+	return ret;
+}
