@@ -12,6 +12,18 @@
 #include "tools/cli/cli.h"
 #include "tools/cli/client.h"
 
+bool cli_conn_option(struct cli_conn *c, int opt, const char *arg)
+{
+	switch (opt) {
+	case 'c': c->collector = arg; return true;
+	case 'A': c->ca = arg; return true;
+	case 'C': c->cert = arg; return true;
+	case 'K': c->key = arg; return true;
+	case 'T': c->token = arg; return true;
+	default: return false;
+	}
+}
+
 void cli_conn_from_env(struct cli_conn *c)
 {
 	c->collector = getenv("EDGEPROF_COLLECTOR");

@@ -13,6 +13,7 @@
 #ifndef EDGEPROF_TOOLS_CLIENT_H
 #define EDGEPROF_TOOLS_CLIENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "port/http.h"
@@ -27,6 +28,17 @@ struct cli_conn {
 
 /* Fills the connection settings from the environment (flags override them afterwards). */
 void cli_conn_from_env(struct cli_conn *c);
+
+/* The connection flags, for a command's getopt_long table (their values are 'c' 'A' 'C' 'K' 'T'). */
+#define CLI_CONN_OPTIONS                                         \
+	{ "collector", required_argument, NULL, 'c' },           \
+	{ "tls-ca", required_argument, NULL, 'A' },              \
+	{ "tls-cert", required_argument, NULL, 'C' },            \
+	{ "tls-key", required_argument, NULL, 'K' },             \
+	{ "token", required_argument, NULL, 'T' }
+
+/* Takes getopt's opt/arg when it is a connection flag: true when it was one. */
+bool cli_conn_option(struct cli_conn *c, int opt, const char *arg);
 
 /*
  * Sends one request (body may be NULL) and reads the answer into m (free with

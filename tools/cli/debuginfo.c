@@ -83,11 +83,7 @@ static int list(const struct cli_conn *c)
 static int debuginfo_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "collector", required_argument, NULL, 'c' },
-		{ "tls-ca", required_argument, NULL, 'A' },
-		{ "tls-cert", required_argument, NULL, 'C' },
-		{ "tls-key", required_argument, NULL, 'K' },
-		{ "token", required_argument, NULL, 'T' },
+		CLI_CONN_OPTIONS,
 		{ NULL, 0, NULL, 0 },
 	};
 	struct cli_conn c = { .cmd = "debuginfo" };
@@ -99,14 +95,8 @@ static int debuginfo_run(int argc, char **argv)
 	}
 	cli_conn_from_env(&c);
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (opt) {
-		case 'c': c.collector = optarg; break;
-		case 'A': c.ca = optarg; break;
-		case 'C': c.cert = optarg; break;
-		case 'K': c.key = optarg; break;
-		case 'T': c.token = optarg; break;
-		default: return CLI_USAGE;
-		}
+		if (!cli_conn_option(&c, opt, optarg))
+			return CLI_USAGE;
 	}
 	if (optind >= argc)
 		return cli_usage_error("debuginfo", "upload FILE... or ls?");

@@ -215,11 +215,7 @@ static void query_help(FILE *out)
 static int query_parse(int argc, char **argv, struct query_args *a)
 {
 	static const struct option opts[] = {
-		{ "collector", required_argument, NULL, 'c' },
-		{ "tls-ca", required_argument, NULL, 'A' },
-		{ "tls-cert", required_argument, NULL, 'C' },
-		{ "tls-key", required_argument, NULL, 'K' },
-		{ "token", required_argument, NULL, 'T' },
+		CLI_CONN_OPTIONS,
 		{ "from", required_argument, NULL, 'f' },
 		{ "to", required_argument, NULL, 't' },
 		{ "type", required_argument, NULL, 'y' },
@@ -234,12 +230,9 @@ static int query_parse(int argc, char **argv, struct query_args *a)
 	a->from = "now-1h";
 	a->out = "profile.pb.gz";
 	while ((c = getopt_long(argc, argv, "o:", opts, NULL)) != -1) {
+		if (cli_conn_option(&a->conn, c, optarg))
+			continue;
 		switch (c) {
-		case 'c': a->conn.collector = optarg; break;
-		case 'A': a->conn.ca = optarg; break;
-		case 'C': a->conn.cert = optarg; break;
-		case 'K': a->conn.key = optarg; break;
-		case 'T': a->conn.token = optarg; break;
 		case 'f': a->from = optarg; break;
 		case 't': a->to = optarg; break;
 		case 'y': a->type = optarg; break;
