@@ -127,6 +127,8 @@ bad:
 	return -EINVAL;
 }
 
+#define MAX_RELATIVE_NS (100LL * 366 * 86400 * NS_S)
+
 static int parse_relative(const char *s, int64_t now, int64_t *out, char *err, size_t errlen)
 {
 	static const struct { const char *name; int64_t ns; } units[] = {
@@ -167,7 +169,8 @@ static int parse_relative(const char *s, int64_t now, int64_t *out, char *err, s
 				 (int)strcspn(p, "0123456789"), p, s);
 			return -EINVAL;
 		}
-		if (v > INT64_MAX / units[i].ns / 2)
+		/* Each term and the sum stay below a century, so now +/- total cannot overflow. */
+		if (v > MAX_RELATIVE_NS / units[i].ns || total > MAX_RELATIVE_NS - v * units[i].ns)
 			goto bad;
 		total += v * units[i].ns;
 		p += ul;

@@ -74,6 +74,10 @@ static void relative(void **state)
 	bad("now-3x", "unknown unit 'x'");
 	bad("now-", "cannot read");
 	bad("now-h", "cannot read");
+	/* fuzz: terms that each fit but whose sum overflowed int64 */
+	bad("now-7000w7000w7000w", "cannot read");
+	bad("now-36600d1s", "cannot read");
+	assert_int_equal(ok("now-36500d"), now - 36500LL * 86400 * S);
 	bad("nowish", "cannot read");
 }
 
