@@ -470,7 +470,10 @@ static int merge_sample(struct pprof_merger *m, const struct pprof_profile *p,
 	    pp_grow(&m->s_labels, &m->cap_s_labels, 0, s->n_labels, sizeof(*m->s_labels)))
 		return -ENOMEM;
 	for (i = 0; i < s->n_locations; i++) {
-		int64_t id = map_location(m, p, s->location_ids[i]);
+		uint64_t in = s->location_ids[i];
+		/* Cached after the first sample that used it: the common case, kept inline. */
+		int64_t id = m->loc_map[in - 1] ? (int64_t)m->loc_map[in - 1]
+						: map_location(m, p, in);
 
 		if (id < 0)
 			return id;
@@ -487,7 +490,8 @@ static int merge_sample(struct pprof_merger *m, const struct pprof_profile *p,
 		if (l->key < 0 || l->str < 0 || l->num_unit < 0)
 			return -ENOMEM;
 	}
-	qsort(m->s_labels, s->n_labels, sizeof(*m->s_labels), label_cmp);
+	if (s->n_labels > 1) /* most samples have none: skip qsort's setup cost */
+		qsort(m->s_labels, s->n_labels, sizeof(*m->s_labels), label_cmp);
 	return add_sample(m, m->s_ids, s->n_locations, m->s_labels, s->n_labels, m->s_values);
 }
 
