@@ -407,15 +407,25 @@ static int label_cmp(const void *a, const void *b)
 	return x->num_unit < y->num_unit ? -1 : x->num_unit > y->num_unit;
 }
 
+/*
+ * One step of the stack hash (FxHash's): cheaper than pp_mix per frame; its weak low bits are
+ * mixed once per stack by the pp_mix that follows.
+ */
+static inline uint64_t stack_step(uint64_t h, uint64_t v)
+{
+	return (((h << 5) | (h >> 59)) ^ v) * 0x517cc1b727220a95ULL;
+}
+
 static int add_sample(struct pprof_merger *m, const uint64_t *ids, size_t n_ids,
 		      const struct pprof_label *labels, size_t n_labels, const int64_t *values)
 {
-	uint64_t h = pp_mix(n_ids, n_labels);
+	uint64_t h = n_ids;
 	struct msample *s;
 	size_t i, pos;
 
 	for (i = 0; i < n_ids; i++)
-		h = pp_mix(h, ids[i]);
+		h = stack_step(h, ids[i]);
+	h = pp_mix(h, n_labels);
 	for (i = 0; i < n_labels; i++)
 		h = pp_mix(pp_mix(pp_mix(pp_mix(h, labels[i].key), labels[i].str), labels[i].num),
 			   labels[i].num_unit);
