@@ -129,6 +129,10 @@ struct pp_out {
 	pb_ostream_t os;
 };
 
+/* gzip of data[0..len) deflated in parts by up to `threads` threads (pprof/write-parallel.c). */
+int pp_gzip_parallel(const unsigned char *data, size_t len, int level, unsigned threads,
+		     pprof_write_fn write, void *ctx);
+
 int pp_out__init(struct pp_out *o, int gzip_level, pprof_write_fn write, void *ctx);
 int pp_out__finish(struct pp_out *o);
 void pp_out__release(struct pp_out *o);

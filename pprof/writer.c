@@ -499,14 +499,36 @@ static bool write_tables(pb_ostream_t *os, const struct pprof_profile *p)
 	return true;
 }
 
+/* Encodes raw into memory, then gzips it in parts on several threads. */
+static int write_profile_parallel(const struct pprof_profile *p,
+				  const struct pprof_builder_opts *opts, pprof_write_fn write,
+				  void *ctx)
+{
+	struct pprof_builder_opts raw_opts = *opts;
+	struct pprof_buf raw = { 0 };
+	int level = opts->gzip_level == 0 ? 6 : opts->gzip_level > 9 ? 9 : opts->gzip_level;
+	int err;
+
+	raw_opts.gzip_level = -1;
+	raw_opts.threads = 0;
+	err = pprof_write_profile(p, &raw_opts, pprof_buf_write, &raw);
+	if (!err)
+		err = pp_gzip_parallel(raw.data, raw.len, level, opts->threads, write, ctx);
+	free(raw.data);
+	return err;
+}
+
 int pprof_write_profile(const struct pprof_profile *p, const struct pprof_builder_opts *opts,
 			pprof_write_fn write, void *ctx)
 {
-	struct pp_out *o = malloc(sizeof(*o));
+	struct pp_out *o;
 	bool ok = true;
 	size_t i;
 	int err;
 
+	if (opts && opts->threads > 1 && opts->gzip_level >= 0)
+		return write_profile_parallel(p, opts, write, ctx);
+	o = malloc(sizeof(*o));
 	if (!o)
 		return -ENOMEM;
 	err = pp_out__init(o, opts ? opts->gzip_level : 0, write, ctx);

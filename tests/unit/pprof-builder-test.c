@@ -352,6 +352,76 @@ static void large_and_small_messages_round_trip(void **state)
 	free(buf.data);
 }
 
+/* A profile whose encoding is about 1 MiB: samples over a few thousand locations. */
+static struct pprof_profile *big_profile(void)
+{
+	enum { SAMPLES = 20000, DEPTH = 20, LOCS = 3000 };
+	struct pprof_profile *p = calloc(1, sizeof(*p));
+	uint64_t x = 88172645463325252ULL;
+	size_t i, j;
+
+	p->n_strings = 2;
+	p->strings = calloc(2, sizeof(char *));
+	p->strings[0] = strdup("");
+	p->strings[1] = strdup("cpu");
+	p->n_sample_type = 1;
+	p->sample_type = calloc(1, sizeof(*p->sample_type));
+	p->sample_type[0] = (struct pprof_value_type){ 1, 1 };
+	p->n_locations = LOCS;
+	p->locations = calloc(LOCS, sizeof(*p->locations));
+	for (i = 0; i < LOCS; i++)
+		p->locations[i] = (struct pprof_location){ .id = i + 1, .address = 0x401000 + 16 * i };
+	p->n_samples = SAMPLES;
+	p->samples = calloc(SAMPLES, sizeof(*p->samples));
+	for (i = 0; i < SAMPLES; i++) {
+		struct pprof_sample *s = &p->samples[i];
+
+		s->n_locations = DEPTH;
+		s->location_ids = calloc(DEPTH, sizeof(*s->location_ids));
+		for (j = 0; j < DEPTH; j++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			s->location_ids[j] = 1 + x % LOCS;
+		}
+		s->values = calloc(1, sizeof(*s->values));
+		s->values[0] = (int64_t)(x % 1000000);
+	}
+	return p;
+}
+
+/*
+ * threads > 1: the profile is gzipped in parts deflated at once. The result must be one valid
+ * gzip stream (pprof_read checks its CRC and length), decode to the same bytes, and be about as
+ * small as one stream.
+ */
+static void parallel_gzip_is_one_stream(void **state)
+{
+	struct pprof_profile *p = big_profile(), *q1, *q4;
+	struct pprof_builder_opts one = { 0 }, four = { .threads = 4 }, raw = { .gzip_level = -1 };
+	struct pprof_buf b1 = { 0 }, b4 = { 0 }, r1 = { 0 }, r4 = { 0 };
+	char err[128];
+
+	assert_int_equal(pprof_write_profile(p, &one, pprof_buf_write, &b1), 0);
+	assert_int_equal(pprof_write_profile(p, &four, pprof_buf_write, &b4), 0);
+	assert_memory_not_equal(b1.data, b4.data, b1.len < b4.len ? b1.len : b4.len);
+	assert_true(b4.len < b1.len + b1.len / 100);
+	assert_int_equal(pprof_read(b1.data, b1.len, NULL, &q1, err, sizeof(err)), 0);
+	assert_int_equal(pprof_read(b4.data, b4.len, NULL, &q4, err, sizeof(err)), 0);
+	assert_int_equal(pprof_write_profile(q1, &raw, pprof_buf_write, &r1), 0);
+	assert_int_equal(pprof_write_profile(q4, &raw, pprof_buf_write, &r4), 0);
+	assert_true(r1.len > 4 * 64 * 1024); /* four parts, not one */
+	assert_int_equal(r1.len, r4.len);
+	assert_memory_equal(r1.data, r4.data, r1.len);
+	pprof_profile__free(q1);
+	pprof_profile__free(q4);
+	/* A cut stream is refused: the parts are not each a complete gzip member. */
+	assert_int_not_equal(pprof_read(b4.data, b4.len / 2, NULL, &q4, err, sizeof(err)), 0);
+	pprof_profile__free(p);
+	free(b1.data);
+	free(b4.data);
+	free(r1.data);
+	free(r4.data);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -364,6 +434,7 @@ int main(void)
 		cmocka_unit_test(bounded_buffer_refuses_growth),
 		cmocka_unit_test(write_profile_by_hand),
 		cmocka_unit_test(large_and_small_messages_round_trip),
+		cmocka_unit_test(parallel_gzip_is_one_stream),
 	};
 
 	return cmocka_run_group_tests_name("pprof-builder", tests, NULL, NULL);
