@@ -105,7 +105,7 @@ for n in 100 1000; do
 		"$(echo "($oc + 0.005) / ($pc + 0.005)" | bc -l)" "$(echo "$om / $pm" | bc -l)"
 done
 if command -v valgrind >/dev/null; then
-	"$tool" encode "$tmp/read.pb.gz" 1400 130 16 >/dev/null
+	"$tool" encode "$tmp/read.pb.gz" 1400 130 16 >/dev/null 2>&1
 	ir=$(valgrind --tool=callgrind --toggle-collect=pprof_read --callgrind-out-file=/dev/null \
 		"$tool" check "$tmp/read.pb.gz" 2>&1 | awk '/refs:/ {gsub(",", "", $NF); print $NF}')
 	echo
