@@ -737,6 +737,20 @@ static int validate_tables(struct rd *r, const struct idmap *maps, const struct 
 	return 0;
 }
 
+/*
+ * Index of the first location id of s outside 1..n, or s->n_locations. Dense ids (the usual
+ * case) stay as they are and this is the whole check: one compare per frame.
+ */
+static size_t first_id_out_of_range(const struct pprof_sample *s, uint64_t n)
+{
+	size_t j;
+
+	for (j = 0; j < s->n_locations; j++)
+		if (s->location_ids[j] - 1 >= n)
+			break;
+	return j;
+}
+
 static int validate_samples(struct rd *r, const struct idmap *locs)
 {
 	struct pprof_profile *p = r->p;
@@ -745,11 +759,9 @@ static int validate_samples(struct rd *r, const struct idmap *locs)
 	for (i = 0; i < p->n_samples; i++) {
 		struct pprof_sample *s = &p->samples[i];
 
-		for (j = 0; j < s->n_locations; j++) {
-			/* dense ids (the usual case) stay as they are: only the range is checked */
-			uint64_t id = locs->dense ? (s->location_ids[j] - 1 < locs->n ?
-						     s->location_ids[j] : 0)
-						  : idmap__get(locs, s->location_ids[j]);
+		j = locs->dense ? first_id_out_of_range(s, locs->n) : 0;
+		for (; j < s->n_locations; j++) {
+			uint64_t id = locs->dense ? 0 : idmap__get(locs, s->location_ids[j]);
 
 			if (!id)
 				return bad(r, "sample %zu references location %" PRIu64
