@@ -57,7 +57,15 @@ struct pp_htab {
 	size_t cap, n;
 };
 
-int pp_htab__reserve(struct pp_htab *t, size_t more);
+int pp_htab__grow(struct pp_htab *t, size_t more);
+
+/* Room for `more` entries at load <= 1/2: 0 or -ENOMEM. Called per sample: the check is inline. */
+static inline int pp_htab__reserve(struct pp_htab *t, size_t more)
+{
+	if (t->cap && (t->n + more) * 2 <= t->cap)
+		return 0;
+	return pp_htab__grow(t, more);
+}
 void pp_htab__free(struct pp_htab *t);
 
 /* Position to start probing; walk with (pos + 1) & (cap - 1) until e[pos].slot == 0. */
@@ -76,7 +84,15 @@ static inline void pp_htab__set(struct pp_htab *t, size_t pos, uint32_t h, uint3
 /* ---- growable arrays ---------------------------------------------------------------------- */
 
 /* Makes room for n more elements of size sz in *arr (holding *len, capacity *cap): 0/-ENOMEM. */
-int pp_grow(void *arr, size_t *cap, size_t len, size_t n, size_t sz);
+int pp_grow_slow(void *arr, size_t *cap, size_t len, size_t n, size_t sz);
+
+static inline int pp_grow(void *arr, size_t *cap, size_t len, size_t n, size_t sz)
+{
+	/* Always allocated afterwards, even for n == 0: memcpy/qsort never see NULL. */
+	if (len + n <= *cap && *(void **)arr)
+		return 0;
+	return pp_grow_slow(arr, cap, len, n, sz);
+}
 
 /* ---- string interning --------------------------------------------------------------------- */
 
@@ -112,6 +128,10 @@ struct pp_out {
 	unsigned char zbuf[PP_STAGE_SIZE];  /* deflated bytes waiting for write */
 	pb_ostream_t os;
 };
+
+/* gzip of data[0..len) deflated in parts by up to `threads` threads (pprof/write-parallel.c). */
+int pp_gzip_parallel(const unsigned char *data, size_t len, int level, unsigned threads,
+		     pprof_write_fn write, void *ctx);
 
 int pp_out__init(struct pp_out *o, int gzip_level, pprof_write_fn write, void *ctx);
 int pp_out__finish(struct pp_out *o);

@@ -2,8 +2,9 @@
 /*
  * pprof/merge-parallel.c — merging many inputs is mostly decoding (gunzip + wire decode), and
  * each input decodes on its own: workers decode ahead while the caller's thread merges in input
- * order, so the result is the same as the sequential merge. At most 2 × threads decoded inputs
- * wait at once, so memory stays the merged tables plus a bounded window of inputs.
+ * order (and decodes too whenever the input it needs is not ready), so the result is the same as
+ * the sequential merge. At most 2 × threads decoded inputs wait at once, so memory stays the
+ * merged tables plus a bounded window of inputs.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -33,41 +34,62 @@ struct pool {
 	pthread_cond_t ready, space;
 };
 
+/* Under pl->lock: the next input to decode, if the window has room for it; else pl->n. */
+static size_t claim(struct pool *pl)
+{
+	if (pl->stop || pl->next_load >= pl->n || pl->next_load - pl->merged >= pl->window)
+		return pl->n;
+	return pl->next_load++;
+}
+
+/* Decodes claimed input i into its slot (without the lock), then marks it ready (with it). */
+static void decode(struct pool *pl, size_t i)
+{
+	struct slot *s = &pl->slots[i % pl->window];
+
+	pthread_mutex_unlock(&pl->lock);
+	s->err[0] = '\0';
+	s->ret = pl->load(pl->ctx, i, &s->p, s->err, sizeof(s->err));
+	pthread_mutex_lock(&pl->lock);
+	s->ready = true;
+	pthread_cond_broadcast(&pl->ready);
+}
+
 static void *worker(void *arg)
 {
 	struct pool *pl = arg;
+	size_t i;
 
 	pthread_mutex_lock(&pl->lock);
 	for (;;) {
-		struct slot *s;
-		size_t i;
-
-		while (!pl->stop && pl->next_load < pl->n && pl->next_load - pl->merged >= pl->window)
+		while ((i = claim(pl)) == pl->n && !pl->stop && pl->next_load < pl->n)
 			pthread_cond_wait(&pl->space, &pl->lock);
-		if (pl->stop || pl->next_load >= pl->n)
+		if (i == pl->n)
 			break;
-		i = pl->next_load++;
-		s = &pl->slots[i % pl->window];
-		pthread_mutex_unlock(&pl->lock);
-		s->err[0] = '\0';
-		s->ret = pl->load(pl->ctx, i, &s->p, s->err, sizeof(s->err));
-		pthread_mutex_lock(&pl->lock);
-		s->ready = true;
-		pthread_cond_broadcast(&pl->ready);
+		decode(pl, i);
 	}
 	pthread_mutex_unlock(&pl->lock);
 	return NULL;
 }
 
-/* Waits for input i, merges it, frees it: 0 or the error (err filled). */
+/*
+ * Waits for input i, merges it, frees it: 0 or the error (err filled). Rather than sleep while
+ * i decodes, this thread decodes the next unclaimed input itself: on a busy machine a sleeping
+ * thread waits for a CPU to wake up on, and with no worker at all it decodes everything.
+ */
 static int merge_next(struct pool *pl, struct pprof_merger *m, size_t i, char *err, size_t errlen)
 {
 	struct slot *s = &pl->slots[i % pl->window];
+	size_t j;
 	int ret;
 
 	pthread_mutex_lock(&pl->lock);
-	while (!s->ready)
-		pthread_cond_wait(&pl->ready, &pl->lock);
+	while (!s->ready) {
+		if ((j = claim(pl)) < pl->n)
+			decode(pl, j);
+		else
+			pthread_cond_wait(&pl->ready, &pl->lock);
+	}
 	pthread_mutex_unlock(&pl->lock);
 	ret = s->ret;
 	if (ret)
@@ -112,11 +134,10 @@ int pprof_merger__add_all(struct pprof_merger *m, size_t n, unsigned threads,
 	pthread_mutex_init(&pl.lock, NULL);
 	pthread_cond_init(&pl.ready, NULL);
 	pthread_cond_init(&pl.space, NULL);
+	/* If threads cannot be made (a tight rlimit), merge_next() decodes every input. */
 	for (; started < threads; started++)
 		if (pthread_create(&tids[started], NULL, worker, &pl))
 			break;
-	if (!started) /* no thread at all: decode on this one */
-		ret = -EAGAIN;
 	for (i = 0; i < n && !ret; i++)
 		ret = merge_next(&pl, m, i, err, errlen);
 	if (failed)
@@ -133,19 +154,5 @@ int pprof_merger__add_all(struct pprof_merger *m, size_t n, unsigned threads,
 	pthread_cond_destroy(&pl.space);
 	pthread_cond_destroy(&pl.ready);
 	pthread_mutex_destroy(&pl.lock);
-	if (ret == -EAGAIN && !started) {
-		/* Threads could not be made (a tight rlimit): the same merge, sequentially. */
-		for (i = 0, ret = 0; i < n && !ret; i++) {
-			struct pprof_profile *p = NULL;
-
-			err[0] = '\0';
-			ret = load(ctx, i, &p, err, errlen);
-			if (!ret)
-				ret = pprof_merger__add(m, p, err, errlen);
-			pprof_profile__free(p);
-		}
-		if (failed)
-			*failed = ret ? i - 1 : n;
-	}
 	return ret;
 }

@@ -407,15 +407,24 @@ static int label_cmp(const void *a, const void *b)
 	return x->num_unit < y->num_unit ? -1 : x->num_unit > y->num_unit;
 }
 
-static int add_sample(struct pprof_merger *m, const uint64_t *ids, size_t n_ids,
-		      const struct pprof_label *labels, size_t n_labels, const int64_t *values)
+/*
+ * One step of the stack hash (FxHash's): cheaper than pp_mix per frame; its weak low bits are
+ * mixed once per stack by the pp_mix that follows.
+ */
+static inline uint64_t stack_step(uint64_t h, uint64_t v)
 {
-	uint64_t h = pp_mix(n_ids, n_labels);
+	return (((h << 5) | (h >> 59)) ^ v) * 0x517cc1b727220a95ULL;
+}
+
+/* stack_hash: stack_step() over n_ids and then each id, as merge_sample() computes it. */
+static int add_sample(struct pprof_merger *m, uint64_t stack_hash, const uint64_t *ids,
+		      size_t n_ids, const struct pprof_label *labels, size_t n_labels,
+		      const int64_t *values)
+{
+	uint64_t h = pp_mix(stack_hash, n_labels);
 	struct msample *s;
 	size_t i, pos;
 
-	for (i = 0; i < n_ids; i++)
-		h = pp_mix(h, ids[i]);
 	for (i = 0; i < n_labels; i++)
 		h = pp_mix(pp_mix(pp_mix(pp_mix(h, labels[i].key), labels[i].str), labels[i].num),
 			   labels[i].num_unit);
@@ -458,6 +467,7 @@ static int merge_sample(struct pprof_merger *m, const struct pprof_profile *p,
 			const struct pprof_sample *s)
 {
 	bool zero = true;
+	uint64_t h;
 	size_t i;
 
 	for (i = 0; i < m->n_types; i++) {
@@ -469,12 +479,19 @@ static int merge_sample(struct pprof_merger *m, const struct pprof_profile *p,
 	if (pp_grow(&m->s_ids, &m->cap_s_ids, 0, s->n_locations, sizeof(*m->s_ids)) ||
 	    pp_grow(&m->s_labels, &m->cap_s_labels, 0, s->n_labels, sizeof(*m->s_labels)))
 		return -ENOMEM;
-	for (i = 0; i < s->n_locations; i++) {
-		int64_t id = map_location(m, p, s->location_ids[i]);
+	for (i = 0, h = s->n_locations; i < s->n_locations; i++) {
+		/* Cached after the first sample that used it: the common case, kept inline. */
+		uint64_t id = m->loc_map[s->location_ids[i] - 1];
 
-		if (id < 0)
-			return id;
+		if (!id) {
+			int64_t r = map_location(m, p, s->location_ids[i]);
+
+			if (r < 0)
+				return r;
+			id = r;
+		}
 		m->s_ids[i] = id;
+		h = stack_step(h, id);
 	}
 	for (i = 0; i < s->n_labels; i++) {
 		struct pprof_label *l = &m->s_labels[i];
@@ -487,8 +504,9 @@ static int merge_sample(struct pprof_merger *m, const struct pprof_profile *p,
 		if (l->key < 0 || l->str < 0 || l->num_unit < 0)
 			return -ENOMEM;
 	}
-	qsort(m->s_labels, s->n_labels, sizeof(*m->s_labels), label_cmp);
-	return add_sample(m, m->s_ids, s->n_locations, m->s_labels, s->n_labels, m->s_values);
+	if (s->n_labels > 1) /* most samples have none: skip qsort's setup cost */
+		qsort(m->s_labels, s->n_labels, sizeof(*m->s_labels), label_cmp);
+	return add_sample(m, h, m->s_ids, s->n_locations, m->s_labels, s->n_labels, m->s_values);
 }
 
 /* ---- add ---------------------------------------------------------------------------------- */

@@ -158,6 +158,12 @@ struct pprof_builder_opts {
 	size_t max_functions;
 	size_t max_locations;
 	size_t max_mappings;
+	/*
+	 * pprof_write_profile() only: with gzip and threads > 1, the encoded profile (held in
+	 * memory: about its raw size, plus its compressed copy) is deflated in up to `threads`
+	 * parts at once, each of at least 64 KiB. 0 or 1: one deflate stream, as the builder.
+	 */
+	unsigned threads;
 };
 
 struct pprof_builder;

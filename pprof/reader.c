@@ -49,6 +49,17 @@ static inline int get_varint(struct cur *c, uint64_t *v)
 		c->p = p + 1;
 		return 0;
 	}
+	if (c->end - p >= 10) { /* the longest varint fits: no end check per byte */
+		for (shift = 0; shift < 64; shift += 7, p++) {
+			r |= (uint64_t)(*p & 0x7f) << shift;
+			if (*p < 0x80) {
+				*v = r;
+				c->p = p + 1;
+				return 0;
+			}
+		}
+		return -1;
+	}
 	for (shift = 0; shift < 64 && p < c->end; shift += 7) {
 		uint8_t b = *p++;
 
@@ -98,17 +109,27 @@ static inline __attribute__((always_inline)) int next_field(struct cur *c, struc
 	}
 }
 
-/* Number of varints in a packed payload, or -1 when the last one is cut. */
+/*
+ * Number of varints in a packed payload, or -1 when the last one is cut. Each varint ends with
+ * exactly one byte below 0x80; they are counted 8 bytes at a time (this runs over every stack).
+ */
 static long packed_count(const uint8_t *d, size_t len)
 {
-	long n = 0;
-	size_t i;
+	const uint64_t high = 0x8080808080808080ULL, ones = 0x0101010101010101ULL;
+	size_t i = 0, cont = 0;
 
 	if (len && d[len - 1] >= 0x80)
 		return -1;
-	for (i = 0; i < len; i++)
-		n += d[i] < 0x80;
-	return n;
+	for (; len - i >= 8; i += 8) {
+		uint64_t w;
+
+		memcpy(&w, d + i, 8);
+		/* one per continuation byte, summed into the top byte (at most 8: no carry) */
+		cont += (((w & high) >> 7) * ones) >> 56;
+	}
+	for (; i < len; i++)
+		cont += d[i] >> 7;
+	return (long)(len - cont);
 }
 
 /* Counts a repeated varint field that may be packed or not: adds to *n, -1 on bad wire type. */
@@ -126,10 +147,15 @@ static int count_repeated(const struct fld *f, size_t *n)
 	return 0;
 }
 
-/* Appends the elements of a repeated varint field to v (room was counted in pass 1). */
+/*
+ * Appends the elements of a repeated varint field to v (room was counted in pass 1: one element
+ * per byte below 0x80). Ids and small values are one or two bytes: those skip the general loop.
+ */
 static int read_repeated(const struct fld *f, uint64_t *v, size_t *n)
 {
 	struct cur c;
+	size_t k = *n;
+	int ret = 0;
 
 	if (f->wt == WT_VARINT) {
 		v[(*n)++] = f->v;
@@ -137,10 +163,22 @@ static int read_repeated(const struct fld *f, uint64_t *v, size_t *n)
 	}
 	/* Only a WT_LEN field has data (found by fuzzing: f->data is stale/NULL otherwise). */
 	c = (struct cur){ f->data, f->data + f->len };
-	while (c.p < c.end)
-		if (get_varint(&c, &v[(*n)++]))
-			return -1;
-	return 0;
+	while (c.p < c.end) {
+		const uint8_t *p = c.p;
+
+		if (p[0] < 0x80) {
+			v[k++] = p[0];
+			c.p = p + 1;
+		} else if (c.end - p >= 2 && p[1] < 0x80) {
+			v[k++] = (uint64_t)(p[0] & 0x7f) | (uint64_t)p[1] << 7;
+			c.p = p + 2;
+		} else if (get_varint(&c, &v[k++])) {
+			ret = -1;
+			break;
+		}
+	}
+	*n = k;
+	return ret;
 }
 
 /* ---- reader state ------------------------------------------------------------------------- */
@@ -699,6 +737,20 @@ static int validate_tables(struct rd *r, const struct idmap *maps, const struct 
 	return 0;
 }
 
+/*
+ * Index of the first location id of s outside 1..n, or s->n_locations. Dense ids (the usual
+ * case) stay as they are and this is the whole check: one compare per frame.
+ */
+static size_t first_id_out_of_range(const struct pprof_sample *s, uint64_t n)
+{
+	size_t j;
+
+	for (j = 0; j < s->n_locations; j++)
+		if (s->location_ids[j] - 1 >= n)
+			break;
+	return j;
+}
+
 static int validate_samples(struct rd *r, const struct idmap *locs)
 {
 	struct pprof_profile *p = r->p;
@@ -707,8 +759,9 @@ static int validate_samples(struct rd *r, const struct idmap *locs)
 	for (i = 0; i < p->n_samples; i++) {
 		struct pprof_sample *s = &p->samples[i];
 
-		for (j = 0; j < s->n_locations; j++) {
-			uint64_t id = idmap__get(locs, s->location_ids[j]);
+		j = locs->dense ? first_id_out_of_range(s, locs->n) : 0;
+		for (; j < s->n_locations; j++) {
+			uint64_t id = locs->dense ? 0 : idmap__get(locs, s->location_ids[j]);
 
 			if (!id)
 				return bad(r, "sample %zu references location %" PRIu64

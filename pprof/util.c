@@ -8,7 +8,7 @@
 
 #include "pprof/internal.h"
 
-int pp_htab__reserve(struct pp_htab *t, size_t more)
+int pp_htab__grow(struct pp_htab *t, size_t more)
 {
 	size_t cap = t->cap ? t->cap : 16, i;
 	struct pp_htab_slot *e;
@@ -45,13 +45,12 @@ void pp_htab__free(struct pp_htab *t)
 	memset(t, 0, sizeof(*t));
 }
 
-int pp_grow(void *arr, size_t *cap, size_t len, size_t n, size_t sz)
+int pp_grow_slow(void *arr, size_t *cap, size_t len, size_t n, size_t sz)
 {
 	void **p = arr;
 	size_t c = *cap ? *cap : 8;
 	void *q;
 
-	/* Always allocated afterwards, even for n == 0: memcpy/qsort never see NULL. */
 	if (len + n <= *cap && *p)
 		return 0;
 	while (c < len + n) {

@@ -169,6 +169,139 @@ bool pp_enc_packed_i64(pb_ostream_t *os, uint32_t tag, const int64_t *v, size_t 
 	return enc_packed_u64(os, tag, (const uint64_t *)v, n);
 }
 
+/*
+ * Almost every sample, location and function is small: it is encoded by hand into a buffer on
+ * the stack and handed to the stream in one piece. nanopb's pb_encode_submessage encodes each
+ * message twice (once to learn its size) and calls the stream once per field, which made the
+ * writer the merge's largest serial cost. A message that does not fit takes the nanopb path,
+ * which gives the same bytes (fields in number order, proto3 zeros left out).
+ */
+#define MSG_MAX 1024
+
+struct msg {
+	size_t n;
+	bool full;
+	uint8_t b[MSG_MAX];
+};
+
+static void msg_varint(struct msg *m, uint64_t v)
+{
+	if (m->n > MSG_MAX - 10) {
+		m->full = true;
+		return;
+	}
+	while (v >= 0x80) {
+		m->b[m->n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	m->b[m->n++] = (uint8_t)v;
+}
+
+static void msg_field(struct msg *m, uint32_t tag, uint64_t v)
+{
+	if (!v)
+		return;
+	msg_varint(m, (uint64_t)tag << 3 | PB_WT_VARINT);
+	msg_varint(m, v);
+}
+
+static void msg_packed(struct msg *m, uint32_t tag, const uint64_t *v, size_t n)
+{
+	size_t i, size = 0;
+
+	if (!n)
+		return;
+	for (i = 0; i < n; i++)
+		size += varint_size(v[i]);
+	if (size > MSG_MAX) {
+		m->full = true;
+		return;
+	}
+	msg_varint(m, (uint64_t)tag << 3 | PB_WT_STRING);
+	msg_varint(m, size);
+	for (i = 0; i < n && !m->full; i++)
+		msg_varint(m, v[i]);
+}
+
+/*
+ * A nested Line or Label: at most 4 varint fields, so under 128 bytes and its length is one
+ * byte, reserved here and filled by msg_close().
+ */
+static size_t msg_open(struct msg *m, uint32_t tag)
+{
+	msg_varint(m, (uint64_t)tag << 3 | PB_WT_STRING);
+	msg_varint(m, 0);
+	return m->n - 1;
+}
+
+static void msg_close(struct msg *m, size_t len_at)
+{
+	if (!m->full)
+		m->b[len_at] = (uint8_t)(m->n - len_at - 1);
+}
+
+/* The message as Profile field tag: tag, length, bytes. */
+static bool msg_emit(pb_ostream_t *os, uint32_t tag, const struct msg *m)
+{
+	return pb_encode_tag(os, PB_WT_STRING, tag) && pb_encode_varint(os, m->n) &&
+	       pb_write(os, m->b, m->n);
+}
+
+/* Each msg_*() below is false when the message does not fit. */
+static bool msg_sample(struct msg *m, const uint64_t *ids, size_t n_ids, const int64_t *values,
+		       size_t n_values, const struct pprof_label *labels, size_t n_labels)
+{
+	size_t i;
+
+	m->n = 0;
+	m->full = false;
+	msg_packed(m, perftools_profiles_Sample_location_id_tag, ids, n_ids);
+	msg_packed(m, perftools_profiles_Sample_value_tag, (const uint64_t *)values, n_values);
+	for (i = 0; i < n_labels && !m->full; i++) {
+		size_t at = msg_open(m, perftools_profiles_Sample_label_tag);
+
+		msg_field(m, perftools_profiles_Label_key_tag, labels[i].key);
+		msg_field(m, perftools_profiles_Label_str_tag, labels[i].str);
+		msg_field(m, perftools_profiles_Label_num_tag, labels[i].num);
+		msg_field(m, perftools_profiles_Label_num_unit_tag, labels[i].num_unit);
+		msg_close(m, at);
+	}
+	return !m->full;
+}
+
+static bool msg_location(struct msg *m, const struct pprof_location *l)
+{
+	size_t i;
+
+	m->n = 0;
+	m->full = false;
+	msg_field(m, perftools_profiles_Location_id_tag, l->id);
+	msg_field(m, perftools_profiles_Location_mapping_id_tag, l->mapping_id);
+	msg_field(m, perftools_profiles_Location_address_tag, l->address);
+	for (i = 0; i < l->n_lines && !m->full; i++) {
+		size_t at = msg_open(m, perftools_profiles_Location_line_tag);
+
+		msg_field(m, perftools_profiles_Line_function_id_tag, l->lines[i].function_id);
+		msg_field(m, perftools_profiles_Line_line_tag, l->lines[i].line);
+		msg_field(m, perftools_profiles_Line_column_tag, l->lines[i].column);
+		msg_close(m, at);
+	}
+	msg_field(m, perftools_profiles_Location_is_folded_tag, l->is_folded);
+	return !m->full;
+}
+
+static bool msg_function(struct msg *m, const struct pprof_function *f)
+{
+	m->n = 0;
+	m->full = false;
+	msg_field(m, perftools_profiles_Function_id_tag, f->id);
+	msg_field(m, perftools_profiles_Function_name_tag, f->name);
+	msg_field(m, perftools_profiles_Function_system_name_tag, f->system_name);
+	msg_field(m, perftools_profiles_Function_filename_tag, f->filename);
+	msg_field(m, perftools_profiles_Function_start_line_tag, f->start_line);
+	return !m->full;
+}
+
 bool pp_enc_value_type(pb_ostream_t *os, uint32_t tag, const struct pprof_value_type *vt)
 {
 	perftools_profiles_ValueType m = { .type = vt->type, .unit = vt->unit };
@@ -222,12 +355,16 @@ bool pp_enc_sample(pb_ostream_t *os, const uint64_t *loc_ids, size_t n_locs, con
 		   size_t n_values, const struct pprof_label *labels, size_t n_labels)
 {
 	struct sample_arg a = { loc_ids, n_locs, values, n_values, labels, n_labels };
+	struct msg mb;
 	perftools_profiles_Sample m = {
 		.location_id = { .funcs.encode = cb_sample_ids, .arg = &a },
 		.value = { .funcs.encode = cb_sample_values, .arg = &a },
 		.label = { .funcs.encode = cb_sample_labels, .arg = &a },
 	};
 
+	if (msg_sample(&mb, loc_ids, n_locs, values, n_values, labels, n_labels))
+		return msg_emit(os, perftools_profiles_Profile_sample_tag, &mb);
+	/* too big for the buffer on the stack */
 	return pb_encode_tag(os, PB_WT_STRING, perftools_profiles_Profile_sample_tag) &&
 	       pb_encode_submessage(os, perftools_profiles_Sample_fields, &m);
 }
@@ -272,6 +409,7 @@ static bool cb_location_lines(pb_ostream_t *os, const pb_field_t *field, void *c
 
 bool pp_enc_location(pb_ostream_t *os, const struct pprof_location *l)
 {
+	struct msg mb;
 	perftools_profiles_Location m = {
 		.id = l->id,
 		.mapping_id = l->mapping_id,
@@ -280,12 +418,16 @@ bool pp_enc_location(pb_ostream_t *os, const struct pprof_location *l)
 		.is_folded = l->is_folded,
 	};
 
+	if (msg_location(&mb, l))
+		return msg_emit(os, perftools_profiles_Profile_location_tag, &mb);
+	/* too big for the buffer on the stack */
 	return pb_encode_tag(os, PB_WT_STRING, perftools_profiles_Profile_location_tag) &&
 	       pb_encode_submessage(os, perftools_profiles_Location_fields, &m);
 }
 
 bool pp_enc_function(pb_ostream_t *os, const struct pprof_function *f)
 {
+	struct msg mb;
 	perftools_profiles_Function m = {
 		.id = f->id,
 		.name = f->name,
@@ -294,6 +436,9 @@ bool pp_enc_function(pb_ostream_t *os, const struct pprof_function *f)
 		.start_line = f->start_line,
 	};
 
+	if (msg_function(&mb, f))
+		return msg_emit(os, perftools_profiles_Profile_function_tag, &mb);
+	/* too big for the buffer on the stack */
 	return pb_encode_tag(os, PB_WT_STRING, perftools_profiles_Profile_function_tag) &&
 	       pb_encode_submessage(os, perftools_profiles_Function_fields, &m);
 }
@@ -354,14 +499,36 @@ static bool write_tables(pb_ostream_t *os, const struct pprof_profile *p)
 	return true;
 }
 
+/* Encodes raw into memory, then gzips it in parts on several threads. */
+static int write_profile_parallel(const struct pprof_profile *p,
+				  const struct pprof_builder_opts *opts, pprof_write_fn write,
+				  void *ctx)
+{
+	struct pprof_builder_opts raw_opts = *opts;
+	struct pprof_buf raw = { 0 };
+	int level = opts->gzip_level == 0 ? 6 : opts->gzip_level > 9 ? 9 : opts->gzip_level;
+	int err;
+
+	raw_opts.gzip_level = -1;
+	raw_opts.threads = 0;
+	err = pprof_write_profile(p, &raw_opts, pprof_buf_write, &raw);
+	if (!err)
+		err = pp_gzip_parallel(raw.data, raw.len, level, opts->threads, write, ctx);
+	free(raw.data);
+	return err;
+}
+
 int pprof_write_profile(const struct pprof_profile *p, const struct pprof_builder_opts *opts,
 			pprof_write_fn write, void *ctx)
 {
-	struct pp_out *o = malloc(sizeof(*o));
+	struct pp_out *o;
 	bool ok = true;
 	size_t i;
 	int err;
 
+	if (opts && opts->threads > 1 && opts->gzip_level >= 0)
+		return write_profile_parallel(p, opts, write, ctx);
+	o = malloc(sizeof(*o));
 	if (!o)
 		return -ENOMEM;
 	err = pp_out__init(o, opts ? opts->gzip_level : 0, write, ctx);

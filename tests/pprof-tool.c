@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "pprof/pprof.h"
@@ -83,23 +84,39 @@ static struct pprof_profile *load_merged(char **files, int n)
 	return out;
 }
 
-static int write_file_level(const struct pprof_profile *p, const char *path, int level)
+static int write_file_opts(const struct pprof_profile *p, const char *path,
+			   const struct pprof_builder_opts *opts)
 {
-	struct pprof_builder_opts opts = { .gzip_level = level };
 	FILE *f = fopen(path, "wb");
 	int ret;
 
 	if (!f)
 		return -errno;
-	ret = pprof_write_profile(p, &opts, pprof_file_write, f);
+	ret = pprof_write_profile(p, opts, pprof_file_write, f);
 	if (fclose(f) && !ret)
 		ret = -errno;
 	return ret;
 }
 
+static int write_file_level(const struct pprof_profile *p, const char *path, int level)
+{
+	struct pprof_builder_opts opts = { .gzip_level = level };
+
+	return write_file_opts(p, path, &opts);
+}
+
 static int write_file(const struct pprof_profile *p, const char *path)
 {
 	return write_file_level(p, path, 0);
+}
+
+/* As `edgeprof merge` writes: gzip level 6, deflated in parts on every CPU. */
+static int write_file_parallel(const struct pprof_profile *p, const char *path)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	struct pprof_builder_opts opts = { .threads = cpus > 1 ? (unsigned)cpus : 1 };
+
+	return write_file_opts(p, path, &opts);
 }
 
 struct flat {
@@ -385,7 +402,7 @@ int main(int argc, char **argv)
 		return cmd_flat(argv + 2, argc - 2);
 	if (argc >= 5 && !strcmp(argv[1], "merge") && !strcmp(argv[2], "-o")) {
 		struct pprof_profile *p = load_merged(argv + 4, argc - 4);
-		int ret = write_file(p, argv[3]);
+		int ret = write_file_parallel(p, argv[3]);
 
 		pprof_profile__free(p);
 		return ret ? 1 : 0;

@@ -6,7 +6,10 @@
 #  - decode + merge of 100 and 1,000 real-sized CPU profiles (~12-15 KB gzip each, from
 #    `go test -cpuprofile` on Go standard-library benchmarks, varied per file) by us
 #    (tests/pprof-tool merge) and by `go tool pprof -proto` in the same run, alternating:
-#    medians of 3 of wall time and peak RSS (/usr/bin/time), and the ours/peer ratios.
+#    medians of 3 of wall time and peak RSS (/usr/bin/time), and the ours/peer ratios. Ours
+#    writes the result as `edgeprof merge` does: gzip level 6, deflated in parts on every CPU;
+#  - instructions of one pprof_read() of a 20 KB profile (callgrind, when valgrind is installed):
+#    unlike wall time on a shared machine, a number that only changes with the code.
 #
 #   tests/bench/pprof-bench.sh [BUILD_DIR]     (default build/host-x86_64; run make all-tests)
 set -euo pipefail
@@ -101,5 +104,13 @@ for n in 100 1000; do
 		"$(echo "$ot / $pt" | bc -l)" "$(echo "$pt / $ot" | bc -l)" \
 		"$(echo "($oc + 0.005) / ($pc + 0.005)" | bc -l)" "$(echo "$om / $pm" | bc -l)"
 done
+if command -v valgrind >/dev/null; then
+	"$tool" encode "$tmp/read.pb.gz" 1400 130 16 >/dev/null 2>&1
+	ir=$(valgrind --tool=callgrind --toggle-collect=pprof_read --callgrind-out-file=/dev/null \
+		"$tool" check "$tmp/read.pb.gz" 2>&1 | awk '/refs:/ {gsub(",", "", $NF); print $NF}')
+	echo
+	echo "== pprof_read of one $(stat -c %s "$tmp/read.pb.gz")-byte profile (encode 1400 130 16):" \
+		"$ir instructions (callgrind)"
+fi
 echo
 echo "load average during the run: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"

@@ -278,6 +278,150 @@ static void write_profile_by_hand(void **state)
 	free(buf.data);
 }
 
+/*
+ * The writer encodes small samples and locations by hand into a 1 KiB buffer and gives larger
+ * ones to nanopb: both paths, side by side in one profile, must read back exactly.
+ */
+static void large_and_small_messages_round_trip(void **state)
+{
+	enum { DEEP = 1500, LINES = 120 }; /* both over 1 KiB encoded */
+	struct pprof_profile *p = calloc(1, sizeof(*p)), *q;
+	struct pprof_builder_opts raw = { .gzip_level = -1 };
+	struct pprof_buf buf = { 0 };
+	char err[128];
+	size_t i, j;
+
+	p->n_strings = 3;
+	p->strings = calloc(3, sizeof(char *));
+	p->strings[0] = strdup("");
+	p->strings[1] = strdup("cpu");
+	p->strings[2] = strdup("f");
+	p->n_sample_type = 1;
+	p->sample_type = calloc(1, sizeof(*p->sample_type));
+	p->sample_type[0] = (struct pprof_value_type){ 1, 1 };
+	p->n_functions = 1;
+	p->functions = calloc(1, sizeof(*p->functions));
+	p->functions[0] = (struct pprof_function){ 1, 2, 2, 2, -7 };
+	p->n_locations = 2;
+	p->locations = calloc(2, sizeof(*p->locations));
+	for (i = 0; i < 2; i++) {
+		struct pprof_location *l = &p->locations[i];
+
+		*l = (struct pprof_location){ i + 1, 0, 0x400000 + i, NULL, i ? LINES : 1, true };
+		l->lines = calloc(l->n_lines, sizeof(*l->lines));
+		for (j = 0; j < l->n_lines; j++)
+			l->lines[j] = (struct pprof_line){ 1, (int64_t)j - 3, (int64_t)j * 1000 };
+	}
+	p->n_samples = 2;
+	p->samples = calloc(2, sizeof(*p->samples));
+	for (i = 0; i < 2; i++) {
+		struct pprof_sample *s = &p->samples[i];
+
+		s->n_locations = i ? DEEP : 2;
+		s->location_ids = calloc(s->n_locations, sizeof(*s->location_ids));
+		for (j = 0; j < s->n_locations; j++)
+			s->location_ids[j] = 1 + (j % 2);
+		s->values = calloc(1, sizeof(*s->values));
+		s->values[0] = i ? -1 : 5;
+		s->n_labels = 1;
+		s->labels = calloc(1, sizeof(*s->labels));
+		s->labels[0] = (struct pprof_label){ 2, 0, INT64_MIN, 1 };
+	}
+	assert_int_equal(pprof_write_profile(p, &raw, pprof_buf_write, &buf), 0);
+	assert_int_equal(pprof_read(buf.data, buf.len, NULL, &q, err, sizeof(err)), 0);
+	assert_int_equal(q->n_samples, 2);
+	assert_int_equal(q->n_locations, 2);
+	assert_memory_equal(q->functions, p->functions, sizeof(*p->functions));
+	for (i = 0; i < 2; i++) {
+		const struct pprof_sample *a = &p->samples[i], *b = &q->samples[i];
+		const struct pprof_location *la = &p->locations[i], *lb = &q->locations[i];
+
+		assert_int_equal(b->n_locations, a->n_locations);
+		assert_memory_equal(b->location_ids, a->location_ids,
+				    a->n_locations * sizeof(*a->location_ids));
+		assert_int_equal(b->values[0], a->values[0]);
+		assert_int_equal(b->n_labels, 1);
+		assert_memory_equal(b->labels, a->labels, sizeof(*a->labels));
+		assert_int_equal(lb->address, la->address);
+		assert_true(lb->is_folded);
+		assert_int_equal(lb->n_lines, la->n_lines);
+		assert_memory_equal(lb->lines, la->lines, la->n_lines * sizeof(*la->lines));
+	}
+	pprof_profile__free(q);
+	pprof_profile__free(p);
+	free(buf.data);
+}
+
+/* A profile whose encoding is about 1 MiB: samples over a few thousand locations. */
+static struct pprof_profile *big_profile(void)
+{
+	enum { SAMPLES = 20000, DEPTH = 20, LOCS = 3000 };
+	struct pprof_profile *p = calloc(1, sizeof(*p));
+	uint64_t x = 88172645463325252ULL;
+	size_t i, j;
+
+	p->n_strings = 2;
+	p->strings = calloc(2, sizeof(char *));
+	p->strings[0] = strdup("");
+	p->strings[1] = strdup("cpu");
+	p->n_sample_type = 1;
+	p->sample_type = calloc(1, sizeof(*p->sample_type));
+	p->sample_type[0] = (struct pprof_value_type){ 1, 1 };
+	p->n_locations = LOCS;
+	p->locations = calloc(LOCS, sizeof(*p->locations));
+	for (i = 0; i < LOCS; i++)
+		p->locations[i] = (struct pprof_location){ .id = i + 1, .address = 0x401000 + 16 * i };
+	p->n_samples = SAMPLES;
+	p->samples = calloc(SAMPLES, sizeof(*p->samples));
+	for (i = 0; i < SAMPLES; i++) {
+		struct pprof_sample *s = &p->samples[i];
+
+		s->n_locations = DEPTH;
+		s->location_ids = calloc(DEPTH, sizeof(*s->location_ids));
+		for (j = 0; j < DEPTH; j++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			s->location_ids[j] = 1 + x % LOCS;
+		}
+		s->values = calloc(1, sizeof(*s->values));
+		s->values[0] = (int64_t)(x % 1000000);
+	}
+	return p;
+}
+
+/*
+ * threads > 1: the profile is gzipped in parts deflated at once. The result must be one valid
+ * gzip stream (pprof_read checks its CRC and length), decode to the same bytes, and be about as
+ * small as one stream.
+ */
+static void parallel_gzip_is_one_stream(void **state)
+{
+	struct pprof_profile *p = big_profile(), *q1, *q4;
+	struct pprof_builder_opts one = { 0 }, four = { .threads = 4 }, raw = { .gzip_level = -1 };
+	struct pprof_buf b1 = { 0 }, b4 = { 0 }, r1 = { 0 }, r4 = { 0 };
+	char err[128];
+
+	assert_int_equal(pprof_write_profile(p, &one, pprof_buf_write, &b1), 0);
+	assert_int_equal(pprof_write_profile(p, &four, pprof_buf_write, &b4), 0);
+	assert_memory_not_equal(b1.data, b4.data, b1.len < b4.len ? b1.len : b4.len);
+	assert_true(b4.len < b1.len + b1.len / 100);
+	assert_int_equal(pprof_read(b1.data, b1.len, NULL, &q1, err, sizeof(err)), 0);
+	assert_int_equal(pprof_read(b4.data, b4.len, NULL, &q4, err, sizeof(err)), 0);
+	assert_int_equal(pprof_write_profile(q1, &raw, pprof_buf_write, &r1), 0);
+	assert_int_equal(pprof_write_profile(q4, &raw, pprof_buf_write, &r4), 0);
+	assert_true(r1.len > 4 * 64 * 1024); /* four parts, not one */
+	assert_int_equal(r1.len, r4.len);
+	assert_memory_equal(r1.data, r4.data, r1.len);
+	pprof_profile__free(q1);
+	pprof_profile__free(q4);
+	/* A cut stream is refused: the parts are not each a complete gzip member. */
+	assert_int_not_equal(pprof_read(b4.data, b4.len / 2, NULL, &q4, err, sizeof(err)), 0);
+	pprof_profile__free(p);
+	free(b1.data);
+	free(b4.data);
+	free(r1.data);
+	free(r4.data);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -289,6 +433,8 @@ int main(void)
 		cmocka_unit_test(sink_errors_are_reported),
 		cmocka_unit_test(bounded_buffer_refuses_growth),
 		cmocka_unit_test(write_profile_by_hand),
+		cmocka_unit_test(large_and_small_messages_round_trip),
+		cmocka_unit_test(parallel_gzip_is_one_stream),
 	};
 
 	return cmocka_run_group_tests_name("pprof-builder", tests, NULL, NULL);

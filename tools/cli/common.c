@@ -147,10 +147,13 @@ out_free_merger:
 
 int cli_write_profile(const struct pprof_profile *p, const char *path)
 {
+	/* A large output (a merge of many profiles) is deflated on every CPU. */
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	struct pprof_builder_opts opts = { .threads = cpus > 1 ? (unsigned)cpus : 1 };
 	struct pprof_buf buf = {0};
 	int ret;
 
-	ret = pprof_write_profile(p, NULL, pprof_buf_write, &buf);
+	ret = pprof_write_profile(p, &opts, pprof_buf_write, &buf);
 	if (ret) {
 		fprintf(stderr, "edgeprof: encoding: %s\n", strerror(-ret));
 		goto out;
