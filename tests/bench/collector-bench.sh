@@ -34,9 +34,10 @@ median() { sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 
 start() { # fsync_ms ring [taskset prefix]
 	rm -f "$2"
+	: >"$T/log" # here, not in the child: it may run after the first look for the port
 	${3:-} "$B/edgeprof-collector" --listen 127.0.0.1:0 --tls-ca "$T/pki/ca.crt" \
 		--tls-cert "$T/pki/server.crt" --tls-key "$T/pki/server.key" --ring "$2" \
-		--ring-size 1G --fsync-ms "$1" --max-conns 256 >"$T/log" 2>&1 &
+		--ring-size 1G --fsync-ms "$1" --max-conns 256 >>"$T/log" 2>&1 &
 	CPID=$!
 	for _ in $(seq 200); do
 		PORT=$(sed -n 's/.*mutual TLS, port \([0-9]*\)).*/\1/p' "$T/log")
