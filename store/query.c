@@ -2,9 +2,10 @@
 /*
  * store/query.c — the collector's store: ring file + index under one lock, and queries.
  *
- * Writers hold the lock only to check the idempotency key, append and index; the fdatasync
- * that makes the record durable is waited for outside it, so concurrent uploads share one
- * sync (group commit) instead of queueing behind each other's.
+ * Writers hold the lock only to check the idempotency key, reserve the record's place in the
+ * ring and index it; the CRC, the pwrite and the fdatasync that makes the record durable
+ * happen outside it, so concurrent uploads write in parallel and share one sync (group commit)
+ * instead of queueing behind each other's.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -101,6 +102,7 @@ void store__free(struct store *s)
 int store__put(struct store *s, const struct record_meta *meta, const void *payload, size_t len,
 	       uint64_t *seq_out, bool *duplicate)
 {
+	struct ringfile_append ap;
 	uint64_t seq = 0;
 	int err;
 
@@ -111,25 +113,31 @@ int store__put(struct store *s, const struct record_meta *meta, const void *payl
 		s->duplicates++;
 		pthread_mutex_unlock(&s->lock);
 		*seq_out = seq;
-		/* the first copy may still be waiting for its group commit */
+		/* the first copy may still be being written or waiting for its group commit */
 		return ringfile__wait_durable(s->rf, seq);
 	}
-	err = ringfile__append_async(s->rf, meta, payload, len, &seq);
-	if (!err) {
-		index__evict_before(s->ix, ringfile__first_seq(s->rf));
-		err = index__add(s->ix, seq, meta, len, NULL);
-		if (err == -ENOMEM)
-			pr_warn("store: out of memory indexing profile %" PRIu64, seq);
-		err = 0; /* stored; at worst not indexed (counted nowhere else: say so above) */
-		s->puts++;
-	} else {
+	/* seq order = index order = key check order; the bytes are written after unlocking */
+	err = ringfile__append_begin(s->rf, meta, payload, len, &ap);
+	if (err) {
 		s->put_errors++;
-	}
-	pthread_mutex_unlock(&s->lock);
-	if (err)
+		pthread_mutex_unlock(&s->lock);
 		return err;
-	*seq_out = seq;
-	return ringfile__wait_durable(s->rf, seq);
+	}
+	index__evict_before(s->ix, ringfile__first_seq(s->rf));
+	if (index__add(s->ix, ap.seq, meta, len, NULL) == -ENOMEM)
+		pr_warn("store: out of memory indexing profile %" PRIu64, ap.seq);
+	s->puts++; /* stored; at worst not indexed (counted nowhere else: say so above) */
+	pthread_mutex_unlock(&s->lock);
+	err = ringfile__append_finish(s->rf, &ap);
+	if (err) {
+		pthread_mutex_lock(&s->lock);
+		s->puts--;
+		s->put_errors++;
+		pthread_mutex_unlock(&s->lock);
+		return err;
+	}
+	*seq_out = ap.seq;
+	return ringfile__wait_durable(s->rf, ap.seq);
 }
 
 int store__get(struct store *s, uint64_t seq, struct record_meta *meta, void **payload,

@@ -37,6 +37,7 @@ struct rf_slot {
 	uint64_t time_ns;
 	uint32_t len;	/* total record length (unpadded) */
 	uint16_t flags;
+	bool pending;	/* reserved, its pwrite not finished: not readable, not evictable */
 };
 
 struct ringfile {
@@ -44,6 +45,8 @@ struct ringfile {
 	char *path;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;	/* durable_seq advanced or a sync finished */
+	pthread_cond_t written;	/* a pending record was written: signalled only when awaited */
+	unsigned written_waiters;
 	uint64_t size, data_off, data_end;
 	uint32_t gen;
 	uint64_t head;		/* where the next record goes */
@@ -54,7 +57,9 @@ struct ringfile {
 	uint64_t consumed;
 	uint64_t live_records, live_bytes;
 	unsigned fsync_ms;
-	uint64_t written_seq, durable_seq;
+	uint64_t written_seq;	/* every record up to it is written (none pending) */
+	uint64_t durable_seq;
+	size_t pending;		/* records reserved and not yet written */
 	uint64_t dirty_since_ns; /* mono time of the oldest unsynced write, 0 = clean */
 	bool syncing, broken;
 	bool foreign;		/* at open: neither our header, nor zeros, nor any record */
@@ -362,6 +367,16 @@ static void rf__pop_slot(struct ringfile *rf, bool count)
 	}
 	rf->first_seq++;
 	rf->slot0 = (rf->slot0 + 1) % rf->cap;
+}
+
+/* A record whose write failed becomes a hole: never served, counted nowhere as live. */
+static void rf__forget_slot(struct ringfile *rf, struct rf_slot *s)
+{
+	if (s->off && !(s->flags & (RINGFILE_F_CONSUME | RINGFILE_F_SKIP))) {
+		rf->live_records--;
+		rf->live_bytes -= s->len;
+	}
+	s->off = 0;
 }
 
 /* Holes at the front occupy no space: drop them so the oldest slot is a real record. */
@@ -765,6 +780,7 @@ struct ringfile *ringfile__open(const char *path, const struct ringfile_opts *op
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&rf->cond, &ca);
 	pthread_condattr_destroy(&ca);
+	pthread_cond_init(&rf->written, NULL);
 	rf->fsync_ms = opts->fsync_ms;
 	rf->data_off = RINGFILE_HDR_SIZE;
 	rf->fd = open(path, O_RDWR | O_CLOEXEC | (opts->create ? O_CREAT : 0), 0600);
@@ -804,8 +820,11 @@ err_free:
 
 /* ---- append --------------------------------------------------------------------------------- */
 
-/* Evicts the oldest records that start inside [head, head + need). */
-static void rf__evict_range(struct ringfile *rf, uint64_t head, uint64_t need)
+/*
+ * Evicts the oldest records that start inside [head, head + need). -EAGAIN when one of them is
+ * still being written (possible only when the ring is smaller than the writes in flight).
+ */
+static int rf__evict_range(struct ringfile *rf, uint64_t head, uint64_t need)
 {
 	rf__trim_holes(rf);
 	while (!rf__empty_slots(rf)) {
@@ -813,9 +832,12 @@ static void rf__evict_range(struct ringfile *rf, uint64_t head, uint64_t need)
 
 		if (s->off < head || s->off >= head + need)
 			break;
+		if (s->pending)
+			return -EAGAIN;
 		rf__pop_slot(rf, true);
 		rf__trim_holes(rf);
 	}
+	return 0;
 }
 
 static int rf__write_skip(struct ringfile *rf)
@@ -836,111 +858,229 @@ static int rf__make_room(struct ringfile *rf, uint64_t need)
 
 	if (rf->head + need > rf->data_end) {
 		/* the end of the lap and everything that starts in it is dead */
-		rf__evict_range(rf, rf->head, rf->data_end - rf->head);
+		err = rf__evict_range(rf, rf->head, rf->data_end - rf->head);
+		if (err)
+			return err;
 		if (rf->head + RINGFILE_REC_FIXED <= rf->data_end)
 			err = rf__write_skip(rf);
+		if (err)
+			return err;
 		rf->head = rf->data_off;
 	}
-	rf__evict_range(rf, rf->head, need);
-	return err;
+	return rf__evict_range(rf, rf->head, need);
 }
 
-static int rf__append_locked(struct ringfile *rf, uint16_t flags, const struct record_meta *meta,
-			     const void *payload, size_t len, uint64_t *seq_out)
+/*
+ * Called locked: waits until some pending record is written. Counted, so that completing a
+ * write wakes nobody (no futex call) in the common case where no one waits for one.
+ */
+static void rf__wait_written(struct ringfile *rf)
 {
-	static const struct record_meta empty;
-	struct rec_hdr h = { .flags = flags, .gen = rf->gen };
-	uint8_t *hb;
+	rf->written_waiters++;
+	pthread_cond_wait(&rf->written, &rf->lock);
+	rf->written_waiters--;
+}
+
+/*
+ * Appending is three steps so that the lock is held only for the bookkeeping, never for the
+ * CRC or the pwrite: reserve (under the lock: seq, place, eviction), write (no lock), complete
+ * (under the lock: the record becomes readable and part of the written prefix a sync covers).
+ */
+static int rf__prepare(const struct record_meta *meta, uint16_t flags, const void *payload,
+		       size_t len, struct ringfile_append *ap)
+{
 	size_t mlen;
-	uint64_t need;
-	struct rf_slot s;
 	int err;
 
-	if (!meta)
-		meta = &empty;
 	mlen = meta__encoded_len(meta, &err);
 	if (err)
 		return err;
 	if (len > UINT32_MAX - RINGFILE_REC_FIXED - mlen)
 		return -EFBIG;
-	h.hdr_len = RINGFILE_REC_FIXED + mlen;
-	h.total = h.hdr_len + len;
-	h.payload_len = len;
-	need = align8(h.total);
+	*ap = (struct ringfile_append){ .flags = flags, .time_ns = meta->time_ns,
+					.hdr_len = RINGFILE_REC_FIXED + mlen,
+					.payload = payload, .len = len };
+	ap->hdr = malloc(ap->hdr_len);
+	if (!ap->hdr)
+		return -ENOMEM;
+	err = meta__encode(ap->hdr + RINGFILE_REC_FIXED, meta);
+	if (err) {
+		free(ap->hdr);
+		ap->hdr = NULL;
+	}
+	return err;
+}
+
+/* Called locked. -EAGAIN: a record still being written is in the way (wait on cond, retry). */
+static int rf__reserve_locked(struct ringfile *rf, struct ringfile_append *ap)
+{
+	struct rec_hdr h = { .flags = ap->flags, .gen = rf->gen, .hdr_len = ap->hdr_len,
+			     .total = ap->hdr_len + ap->len, .payload_len = ap->len,
+			     .time_ns = ap->time_ns };
+	uint64_t need = align8(h.total);
+	struct rf_slot s;
+	int err;
+
 	if (need > rf->data_end - rf->data_off)
 		return -EFBIG;
 	if (rf->broken)
 		return -EIO;
-	hb = malloc(h.hdr_len);
-	if (!hb)
-		return -ENOMEM;
-	err = meta__encode(hb + RINGFILE_REC_FIXED, meta);
-	if (err)
-		goto out;
 	err = rf__make_room(rf, need);
+	if (err == -EAGAIN)
+		return err;
 	if (err)
-		goto out_broken;
+		goto broken;
 	h.seq = rf->next_seq;
-	h.time_ns = meta->time_ns;
 	h.wm_oldest = rf__empty_slots(rf) ? h.seq : rf->first_seq;
 	h.wm_consumed = rf->consumed;
-	rec__put_fixed(hb, &h);
-	/* CRC over header (crc field as 0) continued over the payload */
-	h.crc = crc32c(rec__crc(hb, h.hdr_len), payload, len);
-	put32(hb + 12, h.crc);
-	{
-		struct iovec iov[2] = { { hb, h.hdr_len }, { (void *)payload, len } };
-		ssize_t n = pwritev(rf->fd, iov, len ? 2 : 1, rf->head);
-
-		if (n != (ssize_t)h.total) {
-			err = n < 0 ? -errno : -EIO;
-			goto out_broken;
-		}
-	}
+	rec__put_fixed(ap->hdr, &h);
 	s = (struct rf_slot){ .off = rf->head, .time_ns = h.time_ns, .len = h.total,
-			      .flags = flags };
+			      .flags = ap->flags, .pending = true };
 	err = rf__push_slot(rf, &s);
 	if (err)
-		goto out_broken;
+		goto broken;
+	ap->seq = h.seq;
+	ap->off = rf->head;
 	rf->head += need;
-	rf->written_seq = h.seq;
-	if (!rf->dirty_since_ns)
-		rf->dirty_since_ns = port_clock_mono_ns();
-	rf->st.appends++;
-	*seq_out = h.seq;
-	free(hb);
+	rf->pending++;
 	return 0;
 
-out_broken:
+broken:
 	/* the head is no longer known to be consistent: refuse writes until reopened */
 	rf->broken = true;
 	pr_err("ringfile: %s: write failed (%s); no more writes until reopened", rf->path,
 	       strerror(-err));
-out:
-	free(hb);
 	return err;
 }
 
-int ringfile__append_async(struct ringfile *rf, const struct record_meta *meta,
-			   const void *payload, size_t len, uint64_t *seq_out)
+/* Reserves, waiting while records still being written stand where this one must go. */
+static int rf__reserve_wait_locked(struct ringfile *rf, struct ringfile_append *ap)
 {
-	bool sync_now;
-	uint64_t seq = 0;
+	int err;
+
+	while ((err = rf__reserve_locked(rf, ap)) == -EAGAIN)
+		rf__wait_written(rf);
+	return err;
+}
+
+/* The CRC (header with its CRC field as 0, continued over the payload) and the pwrite. */
+static int rf__write_reserved(struct ringfile *rf, struct ringfile_append *ap)
+{
+	struct iovec iov[2] = { { ap->hdr, ap->hdr_len }, { (void *)ap->payload, ap->len } };
+	size_t total = ap->hdr_len + ap->len;
+	ssize_t n;
+
+	put32(ap->hdr + 12, crc32c(rec__crc(ap->hdr, ap->hdr_len), ap->payload, ap->len));
+	n = pwritev(rf->fd, iov, ap->len ? 2 : 1, (off_t)ap->off);
+	if (n == (ssize_t)total)
+		return 0;
+	return n < 0 ? -errno : -EIO;
+}
+
+/*
+ * Called locked: the record is on its way to the disk (or failed: then it becomes a hole and
+ * the ring read-only). written_seq advances over the prefix of records no longer pending, so
+ * a sync that starts now covers exactly the records acknowledged by it.
+ */
+static void rf__complete_locked(struct ringfile *rf, struct ringfile_append *ap, int err)
+{
+	struct rf_slot *s = ap->seq >= rf->first_seq ? rf__slot(rf, ap->seq) : NULL;
+
+	rf->pending--;
+	if (s) {
+		s->pending = false;
+		if (err) {
+			rf__forget_slot(rf, s);
+			rf->broken = true;
+			pr_err("ringfile: %s: write failed (%s); no more writes until reopened",
+			       rf->path, strerror(-err));
+		}
+	}
+	while (rf->written_seq + 1 < rf->next_seq) {
+		uint64_t next = rf->written_seq + 1;
+
+		if (next >= rf->first_seq && rf__slot(rf, next)->pending)
+			break;
+		rf->written_seq = next;
+	}
+	if (!err) {
+		if (!rf->dirty_since_ns)
+			rf->dirty_since_ns = port_clock_mono_ns();
+		rf->st.appends++;
+	}
+	free(ap->hdr);
+	ap->hdr = NULL;
+	if (rf->written_waiters)
+		pthread_cond_broadcast(&rf->written);
+}
+
+/* The whole append with the lock held (small records: consume markers). */
+static int rf__append_locked(struct ringfile *rf, uint16_t flags, const struct record_meta *meta,
+			     const void *payload, size_t len, uint64_t *seq_out)
+{
+	struct ringfile_append ap;
+	int err = rf__prepare(meta, flags, payload, len, &ap);
+
+	if (err)
+		return err;
+	err = rf__reserve_wait_locked(rf, &ap);
+	if (err) {
+		free(ap.hdr);
+		return err;
+	}
+	err = rf__write_reserved(rf, &ap);
+	rf__complete_locked(rf, &ap, err);
+	*seq_out = ap.seq;
+	return err;
+}
+
+int ringfile__append_begin(struct ringfile *rf, const struct record_meta *meta,
+			   const void *payload, size_t len, struct ringfile_append *ap)
+{
 	int err;
 
 	if (!meta || (meta->flags & (RINGFILE_F_SKIP | RINGFILE_F_CONSUME)) || (len && !payload))
 		return -EINVAL;
+	err = rf__prepare(meta, meta->flags, payload, len, ap);
+	if (err)
+		return err;
 	pthread_mutex_lock(&rf->lock);
-	err = rf__append_locked(rf, meta->flags, meta, payload, len, &seq);
+	err = rf__reserve_wait_locked(rf, ap);
+	pthread_mutex_unlock(&rf->lock);
+	if (err) {
+		free(ap->hdr);
+		ap->hdr = NULL;
+	}
+	return err;
+}
+
+int ringfile__append_finish(struct ringfile *rf, struct ringfile_append *ap)
+{
+	int err = rf__write_reserved(rf, ap);
+	bool sync_now;
+
+	pthread_mutex_lock(&rf->lock);
+	rf__complete_locked(rf, ap, err);
 	/* a passed group-commit deadline is honoured even when nobody waits */
 	sync_now = !err && rf->fsync_ms && rf->dirty_since_ns && !rf->syncing &&
 		   port_clock_mono_ns() >= rf->dirty_since_ns + rf->fsync_ms * NSEC_PER_MSEC;
 	pthread_mutex_unlock(&rf->lock);
 	if (err)
 		return err;
-	if (seq_out)
-		*seq_out = seq;
 	return sync_now ? ringfile__sync(rf) : 0;
+}
+
+int ringfile__append_async(struct ringfile *rf, const struct record_meta *meta,
+			   const void *payload, size_t len, uint64_t *seq_out)
+{
+	struct ringfile_append ap;
+	int err = ringfile__append_begin(rf, meta, payload, len, &ap);
+
+	if (err)
+		return err;
+	if (seq_out)
+		*seq_out = ap.seq;
+	return ringfile__append_finish(rf, &ap);
 }
 
 int ringfile__append(struct ringfile *rf, const struct record_meta *meta, const void *payload,
@@ -1000,7 +1140,7 @@ int ringfile__wait_durable(struct ringfile *rf, uint64_t seq)
 	int err = 0;
 
 	pthread_mutex_lock(&rf->lock);
-	if (seq > rf->written_seq)
+	if (seq >= rf->next_seq)
 		err = -EINVAL; /* never appended: waiting would never end */
 	while (rf->durable_seq < seq && !err) {
 		uint64_t now, due;
@@ -1012,6 +1152,11 @@ int ringfile__wait_durable(struct ringfile *rf, uint64_t seq)
 		}
 		if (rf->syncing) {
 			pthread_cond_wait(&rf->cond, &rf->lock);
+			continue;
+		}
+		if (seq > rf->written_seq) {
+			/* an older record is still being written: a sync now could not cover seq */
+			rf__wait_written(rf);
 			continue;
 		}
 		now = port_clock_mono_ns();
@@ -1050,13 +1195,19 @@ uint64_t ringfile__sync_due_ns(struct ringfile *rf)
 
 /* ---- read ---------------------------------------------------------------------------------- */
 
+/* Called locked: the slot of a live data record; one still being written is waited for. */
 static bool rf__live_data(struct ringfile *rf, uint64_t seq, struct rf_slot *out)
 {
 	struct rf_slot *s;
 
-	if (seq < rf->first_seq || seq >= rf->next_seq)
-		return false;
-	s = rf__slot(rf, seq);
+	for (;;) {
+		if (seq < rf->first_seq || seq >= rf->next_seq)
+			return false;
+		s = rf__slot(rf, seq);
+		if (!s->pending)
+			break;
+		rf__wait_written(rf);
+	}
 	if (!s->off || (s->flags & RINGFILE_F_CONSUME))
 		return false;
 	*out = *s;
@@ -1286,6 +1437,7 @@ void ringfile__free(struct ringfile *rf)
 		close(rf->fd);
 	}
 	pthread_cond_destroy(&rf->cond);
+	pthread_cond_destroy(&rf->written);
 	pthread_mutex_destroy(&rf->lock);
 	free(rf->slots);
 	free(rf->path);

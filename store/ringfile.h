@@ -46,7 +46,11 @@
  * Durability: append() writes with pwrite(); with fsync_ms == 0 it fdatasync()s before it
  * returns. With fsync_ms = N it returns at once and the caller acknowledges a record only once
  * ringfile__durable_seq() >= its seq: ringfile__wait_durable() blocks until then (group commit:
- * the first waiter whose deadline has come syncs for everyone), ringfile__sync() syncs now.
+ * the first waiter whose deadline has come leads one fdatasync that covers every record fully
+ * written before it started, the others wait on a condition variable; with fsync_ms == 0 the
+ * deadline is "now", so concurrent writers still share syncs). ringfile__sync() syncs now.
+ * No lock is held during a pwrite (CRC included) or an fdatasync: appends only reserve their
+ * place under it.
  *
  * Thread safety: all functions may be called from several threads (one internal mutex).
  */
@@ -148,6 +152,27 @@ int ringfile__append(struct ringfile *rf, const struct record_meta *meta, const 
  */
 int ringfile__append_async(struct ringfile *rf, const struct record_meta *meta,
 			   const void *payload, size_t len, uint64_t *seq_out);
+
+/*
+ * The same in two steps, so that a caller can order its own bookkeeping (an index) with the
+ * ring's sequence under its own lock and still write without any lock held:
+ * append_begin() reserves the record's place and seq (ap->seq), which is not readable yet
+ * (readers of it wait) and not covered by any sync; append_finish() computes the CRC, writes,
+ * and makes it readable. Every begin that returned 0 must be finished, soon: a later append
+ * that needs the space waits for it. payload must stay valid until finish. Errors as append.
+ */
+struct ringfile_append {
+	uint64_t seq;
+	/* private */
+	uint64_t off, time_ns;
+	uint8_t *hdr;
+	size_t hdr_len, len;
+	const void *payload;
+	uint16_t flags;
+};
+int ringfile__append_begin(struct ringfile *rf, const struct record_meta *meta,
+			   const void *payload, size_t len, struct ringfile_append *ap);
+int ringfile__append_finish(struct ringfile *rf, struct ringfile_append *ap);
 
 /* Bytes a record with this metadata and payload takes in the ring (header + payload, aligned). */
 size_t ringfile__record_size(const struct record_meta *meta, size_t len);

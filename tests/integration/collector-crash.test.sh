@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Crash safety of the real collector: TRIALS (default 100) times, 2 keep-alive mTLS clients
+# Crash safety of the real collector: TRIALS (default 100) times, 4 keep-alive mTLS clients
 # stream uploads (each acknowledged id is logged by the client before its next request) and the
 # collector is killed with SIGKILL at a random moment. After the restart every acknowledged
 # profile is served byte-identical, a retried key gets its old id back (nothing stored twice),
 # and no stored profile is torn: every profile listed at the end is one of the uploaded files.
+# Trials alternate fsync policies: every record (--fsync-ms 0) and group commit (--fsync-ms 5);
+# concurrent clients make records finish their writes out of order under both.
 . "$(dirname "$0")/collector-lib.sh"
 [ -x "$LOAD" ] || { echo "collector-load not built (make all-tests)"; exit 77; }
 TRIALS=${TRIALS:-100}
@@ -16,7 +18,8 @@ for i in 0 1 2 3 4; do # five distinct payloads, 2-12 KB
 done
 md5sum "$T"/p?.pb.gz | awk '{print $1}' | sort >"$T/sources.md5"
 RING_SIZE=16M
-start_collector
+fsync_of() { echo $(( $1 % 2 ? 0 : 5 )); } # trial -> the policy it runs under
+start_collector --fsync-ms "$(fsync_of 1)"
 acked=0 verified=0 empty=0
 
 verify_trial() { # trial: every acknowledged id of that trial, fetched in one keep-alive curl
@@ -46,7 +49,7 @@ verify_trial() { # trial: every acknowledged id of that trial, fetched in one ke
 
 for t in $(seq 1 "$TRIALS"); do
 	"$LOAD" --url "https://localhost:$TLS_PORT" --ca "$T/pki/ca.crt" --cert "$T/pki/dev-1.crt" \
-		--key "$T/pki/dev-1.key" --file "$T/p$((t % 5)).pb.gz" --clients 2 --seconds 30 \
+		--key "$T/pki/dev-1.key" --file "$T/p$((t % 5)).pb.gz" --clients 4 --seconds 30 \
 		--prefix "t$t" --ack-log "$T/ack.$t" >"$T/load.$t" 2>&1 &
 	lpid=$!
 	sleep "0.$(printf '%02d' $((RANDOM % 25 + 2)))"
@@ -54,7 +57,7 @@ for t in $(seq 1 "$TRIALS"); do
 	wait "$CPID" 2>/dev/null
 	CPID=
 	wait "$lpid"
-	start_collector
+	start_collector --fsync-ms "$(fsync_of $((t + 1)))"
 	verify_trial "$t"
 	[ $((t % 10)) = 0 ] && echo "trial $t: $acked acknowledged so far, all present and identical"
 done
