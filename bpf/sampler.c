@@ -36,7 +36,7 @@
 #define SAMPLER_BATCH      4096 /* samples per bpf_sampler__poll(): bounds the time in it */
 #define PROC_CACHE_SLOTS   256  /* processes whose exe/cgroup labels are cached */
 #define PROC_SWEEP_NS      (5 * NSEC_PER_SEC)
-#define CPU_RESCAN_NS      (10 * NSEC_PER_SEC)
+#define CPU_RESCAN_NS      (2 * NSEC_PER_SEC) /* a few sysfs reads and one read() per CPU */
 #define EXE_LEN            160
 #define CGROUP_LEN         96
 #define BATCH_FULL         (-EAGAIN) /* returned by the ring callback to stop a batch */
@@ -58,6 +58,7 @@ struct bpf_sampler {
 	void *ctx;
 	int ncpus;                 /* possible CPUs */
 	int *pfd;                  /* perf event fd per possible CPU, -1: none */
+	uint64_t *enabled_ns;      /* each event's time enabled at the last rescan */
 	struct bpf_link **links;
 	unsigned hz;
 	unsigned ring_bytes;
@@ -244,6 +245,8 @@ static int perf_open_cpu(unsigned hz, int cpu)
 		.config = PERF_COUNT_SW_CPU_CLOCK,
 		.freq = 1,
 		.sample_freq = hz,
+		/* a read() tells whether the event still runs: see detach_dead_cpus() */
+		.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED,
 	};
 	long fd = syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 
@@ -308,6 +311,7 @@ static int attach_cpus(struct bpf_sampler *s, char *err, size_t errlen)
 			continue;
 		}
 		s->pfd[cpu] = fd;
+		s->enabled_ns[cpu] = 0;
 		s->st.cpus++;
 		attached++;
 	}
@@ -537,7 +541,8 @@ int bpf_sampler__open(const struct bpf_sampler_opts *o, sample_sink_fn sink, voi
 	}
 	s->pfd = malloc(sizeof(*s->pfd) * s->ncpus);
 	s->links = calloc(s->ncpus, sizeof(*s->links));
-	if (!s->pfd || !s->links) {
+	s->enabled_ns = calloc(s->ncpus, sizeof(*s->enabled_ns));
+	if (!s->pfd || !s->links || !s->enabled_ns) {
 		set_err(err, errlen, "out of memory");
 		ret = -ENOMEM;
 		goto out_free;
@@ -600,20 +605,37 @@ static bool cpu_online(int cpu)
 }
 
 /*
- * A CPU that went offline takes its per-CPU event out of service for good on some kernels:
- * drop it, so the attach below opens a fresh one once the CPU is back.
+ * Whether the event of cpu still counts. A CPU that goes offline switches its per-CPU events
+ * off for good, even once it is back: their time enabled stops. Offline and back between two
+ * rescans leaves the CPU online with a dead event, so the online flag alone is not enough.
  */
-static void detach_offline_cpus(struct bpf_sampler *s)
+static bool cpu_event_alive(struct bpf_sampler *s, int cpu)
+{
+	uint64_t v[2]; /* count, time enabled */
+	bool alive;
+
+	if (!cpu_online(cpu))
+		return false;
+	if (read(s->pfd[cpu], v, sizeof(v)) != (ssize_t)sizeof(v))
+		return true; /* cannot tell: keep it */
+	alive = v[1] != s->enabled_ns[cpu];
+	s->enabled_ns[cpu] = v[1];
+	return alive;
+}
+
+/* Drops the events of CPUs that went offline (or came back), so attach_cpus() opens new ones. */
+static void detach_dead_cpus(struct bpf_sampler *s)
 {
 	for (int cpu = 0; cpu < s->ncpus; cpu++) {
-		if (s->pfd[cpu] < 0 || cpu_online(cpu))
+		if (s->pfd[cpu] < 0 || cpu_event_alive(s, cpu))
 			continue;
 		bpf_link__destroy(s->links[cpu]);
 		s->links[cpu] = NULL;
 		close(s->pfd[cpu]);
 		s->pfd[cpu] = -1;
 		s->st.cpus--;
-		pr_info("bpf sampler: CPU %d went offline", cpu);
+		s->st.cpu_offline++;
+		pr_info("bpf sampler: CPU %d went offline: its samples stop until it is back", cpu);
 	}
 }
 
@@ -628,7 +650,7 @@ static void housekeeping(struct bpf_sampler *s)
 		s->last_sweep_ns = now;
 	}
 	if (now - s->last_rescan_ns >= CPU_RESCAN_NS) {
-		detach_offline_cpus(s);
+		detach_dead_cpus(s);
 		if (s->st.cpus < (unsigned)s->ncpus && attach_cpus(s, err, sizeof(err)) > 0)
 			pr_info("bpf sampler: now sampling %u CPUs", s->st.cpus);
 		s->last_rescan_ns = now;
@@ -694,6 +716,7 @@ void bpf_sampler__free(struct bpf_sampler *s)
 	profile_bpf__destroy(s->skel);
 	free(s->links);
 	free(s->pfd);
+	free(s->enabled_ns);
 	free(s);
 }
 

@@ -37,6 +37,7 @@ struct bpf_sampler_stats {
 	uint64_t dropped_sink;    /* the sink refused them (-ENOSPC: its bound) */
 	uint64_t truncated;       /* stacks deeper than max_depth (delivered, cut) */
 	unsigned cpus;            /* CPUs with a perf event attached */
+	unsigned cpu_offline;     /* times a CPU's event was dropped (offline) */
 	bool perf_buffer;         /* the fallback for kernels before 5.8 is in use */
 };
 
