@@ -48,6 +48,8 @@ struct ksyms {
 	char path[256];
 	unsigned max_entries;
 	struct ksym_named *cache; /* sorted by addr */
+	ksyms_namer_fn namer;
+	void *namer_ctx;
 	unsigned n_cache;
 	uint64_t *want;           /* open-addressed set of wanted addresses, 0 = free */
 	unsigned want_mask, n_want;
@@ -549,8 +551,11 @@ static int cache_add(struct ksyms *ks, uint64_t addr, const struct ksym_best *b)
 	return 0;
 }
 
-/* Caches each wanted address with the best symbol at or below it (see the head comment). */
-static int commit(struct ksyms *ks, const struct lazy_ctx *lc)
+/*
+ * Caches each wanted address with its symbol. After a kallsyms pass (propagate) an address with
+ * no symbol of its own in its gap takes the next lower one's (see the head comment).
+ */
+static int commit(struct ksyms *ks, const struct lazy_ctx *lc, bool propagate)
 {
 	const struct ksym_best *b = NULL;
 
@@ -562,9 +567,11 @@ static int commit(struct ksyms *ks, const struct lazy_ctx *lc)
 	for (unsigned j = 0; j < lc->n; j++) {
 		const struct ksym_best *use;
 
-		if (lc->best[j].has)
+		if (lc->best[j].has || !propagate)
 			b = &lc->best[j];
-		use = b && !(b->start == lc->max_start && lc->addrs[j] - b->start > KSYMS_TAIL_BYTES)
+		use = b && b->has &&
+			      !(propagate && b->start == lc->max_start &&
+				lc->addrs[j] - b->start > KSYMS_TAIL_BYTES)
 			      ? b
 			      : NULL;
 		if (cache_add(ks, lc->addrs[j], use))
@@ -574,10 +581,40 @@ static int commit(struct ksyms *ks, const struct lazy_ctx *lc)
 	return 0;
 }
 
+void ksyms__set_namer(struct ksyms *ks, ksyms_namer_fn fn, void *ctx)
+{
+	if (!ks)
+		return;
+	ks->namer = fn;
+	ks->namer_ctx = ctx;
+}
+
+/* Asks the namer for each address; false (and it is dropped) when it cannot answer at all. */
+static bool ask_namer(struct ksyms *ks, struct lazy_ctx *lc)
+{
+	for (unsigned j = 0; j < lc->n; j++) {
+		struct ksym_best *b = &lc->best[j];
+		int err = ks->namer(ks->namer_ctx, lc->addrs[j], b->name, sizeof(b->name),
+				    &b->start);
+
+		ks->st.lookups++;
+		if (err && err != -ENOENT) {
+			pr_info("kernel symbol lookup through BPF failed (%s): reading "
+				"/proc/kallsyms instead", strerror(-err));
+			ks->namer = NULL;
+			memset(lc->best, 0, lc->n * sizeof(*lc->best));
+			return false;
+		}
+		b->has = !err;
+	}
+	return true;
+}
+
 int ksyms__update(struct ksyms *ks)
 {
 	struct lazy_ctx lc = {0};
 	uint64_t *addrs;
+	bool named = false;
 	int ret;
 
 	if (!ks || !ks->lazy || !ks->n_want)
@@ -585,10 +622,20 @@ int ksyms__update(struct ksyms *ks)
 	addrs = take_wants(ks, &lc.n);
 	lc.addrs = addrs;
 	lc.best = calloc(lc.n ? lc.n : 1, sizeof(*lc.best));
-	ret = addrs && lc.best ? ksyms__scan(ks->path, lazy_line, &lc) : -ENOMEM;
-	ks->st.passes++;
-	if (!ret)
-		ret = commit(ks, &lc);
+	if (!addrs || !lc.best) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	if (ks->namer)
+		named = ask_namer(ks, &lc);
+	if (!named) {
+		ret = ksyms__scan(ks->path, lazy_line, &lc);
+		ks->st.passes++;
+		if (ret)
+			goto out;
+	}
+	ret = commit(ks, &lc, !named);
+out:
 	free(lc.best);
 	free(addrs);
 	return ret;

@@ -6,8 +6,9 @@
  *  - resident (ksyms__load): every text symbol, sorted by address. About 12 bytes plus the name
  *    per symbol (~2.3 MB for 64k symbols on a 6.x x86 kernel): for short-lived tools.
  *  - lazy (ksyms__open): nothing is read up front. Addresses are noted as samples arrive
- *    (ksyms__want), and ksyms__update names all of them in one streaming pass over kallsyms,
- *    typically once a round and only when new call sites showed up. Names stay cached (at most
+ *    (ksyms__want), and ksyms__update names all of them, once a round and only when new call
+ *    sites showed up: by asking the kernel for each (a namer, see ksyms__set_namer), or in one
+ *    streaming pass over kallsyms. Names stay cached (at most
  *    max_entries addresses; when full the cache starts over, counted), so the agent holds
  *    only the kernel functions it has seen: tens of KB, and no 35 ms kallsyms read at start.
  * Both skip non-text symbols and the __pfx_ padding of 6.x kernels; the same address listed
@@ -24,6 +25,7 @@ struct ksyms;
 
 struct ksyms_stats {
 	uint64_t passes;    /* streaming reads of kallsyms */
+	uint64_t lookups;   /* addresses the namer (the kernel, through BPF) was asked for */
 	uint64_t named;     /* addresses named by those reads */
 	uint64_t unnamed;   /* addresses no text symbol holds */
 	uint64_t dropped;   /* wants that did not fit (their frames stay unnamed this round) */
@@ -37,8 +39,18 @@ struct ksyms *ksyms__load_file(const char *path); /* same, from a kallsyms-forma
 struct ksyms *ksyms__open(const char *path, unsigned max_entries);
 /* Lazy: notes addr for the next ksyms__update unless it is named already. */
 void ksyms__want(struct ksyms *ks, uint64_t addr);
-/* Lazy: names every address wanted since the last call (one pass); 0 or -errno. */
+/*
+ * Lazy: names every address wanted since the last call: through the namer if one is set, else
+ * (or when it fails) in one pass over kallsyms; 0 or -errno.
+ */
 int ksyms__update(struct ksyms *ks);
+/*
+ * A cheaper source of names (the kernel's own lookup, run through BPF): the function holding
+ * addr into name (len bytes) and its start; 0, -ENOENT (no symbol), other -errno: unusable.
+ */
+typedef int (*ksyms_namer_fn)(void *ctx, uint64_t addr, char *name, size_t len,
+			      uint64_t *start);
+void ksyms__set_namer(struct ksyms *ks, ksyms_namer_fn fn, void *ctx);
 /* Name of the function holding addr (its start in *sym_start if not NULL), or NULL. */
 const char *ksyms__resolve(const struct ksyms *ks, uint64_t addr, uint64_t *sym_start);
 bool ksyms__hidden(const struct ksyms *ks);       /* addresses zeroed by kptr_restrict */

@@ -63,6 +63,7 @@ struct bpf_sampler {
 	unsigned hz;
 	unsigned ring_bytes;
 	bool perfbuf;
+	bool namer;                /* name_kernel_addr is loaded (5.14+) */
 	uint64_t last_sweep_ns, last_rescan_ns;
 	int batch;                 /* samples delivered in the current poll */
 	struct bpf_sampler_stats st;
@@ -209,6 +210,9 @@ static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, ch
 	skel->rodata->comm_prefix_len = plen;
 	memcpy((char *)skel->rodata->comm_prefix, o->comm_prefix ? o->comm_prefix : "", plen);
 	skel->rodata->wakeup_bytes = ring / 2;
+	/* The kernel-symbol namer only where the kernel has what it needs (else kallsyms). */
+	bpf_program__set_autoload(skel->progs.name_kernel_addr, s->namer);
+	bpf_map__set_autocreate(skel->maps.bss, s->namer);
 	/* Load one of the two programs, and create only the maps it uses. */
 	bpf_program__set_autoload(skel->progs.do_sample, !s->perfbuf);
 	bpf_map__set_autocreate(skel->maps.events, !s->perfbuf);
@@ -511,11 +515,72 @@ static int open_output(struct bpf_sampler *s, char *err, size_t errlen)
 	return 0;
 }
 
+/* Syscall programs and bpf_snprintf's %pS (Linux 5.14): the kernel names its own addresses. */
+static bool can_name_kernel(void)
+{
+	return libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_SYSCALL, NULL) == 1 &&
+	       libbpf_probe_bpf_helper(BPF_PROG_TYPE_SYSCALL, BPF_FUNC_snprintf, NULL) == 1;
+}
+
+/* Opens, configures and loads the skeleton; *at_load: it was the kernel that refused. */
+static int open_and_load(struct bpf_sampler *s, const struct bpf_sampler_opts *o, char *err,
+			 size_t errlen, bool *at_load)
+{
+	int ret;
+
+	*at_load = false;
+	profile_bpf__destroy(s->skel);
+	s->skel = profile_bpf__open();
+	if (!s->skel) {
+		ret = -errno;
+		set_err(err, errlen, "opening the BPF object: %s", strerror(-ret));
+		return ret;
+	}
+	ret = configure(s, o, err, errlen);
+	if (ret)
+		return ret;
+	ret = profile_bpf__load(s->skel);
+	if (ret) {
+		*at_load = true;
+		set_err(err, errlen, "loading the BPF program: %s (verifier or memlock limit)",
+			strerror(-ret));
+	}
+	return ret;
+}
+
+int bpf_sampler__name_kernel(void *ctx, uint64_t addr, char *name, size_t len, uint64_t *start)
+{
+	struct bpf_sampler *s = ctx;
+	LIBBPF_OPTS(bpf_test_run_opts, opts);
+	char buf[PROFILE_KNAME_LEN], *plus, *end;
+	unsigned long long off;
+
+	if (!s->namer || !s->skel->bss)
+		return -EOPNOTSUPP;
+	s->skel->bss->kname_addr = addr;
+	s->skel->bss->kname[0] = 0;
+	if (bpf_prog_test_run_opts(bpf_program__fd(s->skel->progs.name_kernel_addr), &opts))
+		return -errno;
+	memcpy(buf, s->skel->bss->kname, sizeof(buf));
+	buf[sizeof(buf) - 1] = 0;
+	/* "func+0x1a/0x40 [mod]"; an address with no symbol prints as a bare number */
+	plus = strchr(buf, '+');
+	if (!plus || plus == buf)
+		return -ENOENT;
+	off = strtoull(plus + 1, &end, 16);
+	if (end == plus + 1 || *end != '/' || off > addr)
+		return -ENOENT;
+	*plus = 0;
+	snprintf(name, len, "%s", buf);
+	*start = addr - off;
+	return 0;
+}
+
 int bpf_sampler__open(const struct bpf_sampler_opts *o, sample_sink_fn sink, void *ctx,
 		      struct bpf_sampler **out, char *err, size_t errlen)
 {
 	struct bpf_sampler *s;
-	bool perfbuf = false;
+	bool perfbuf = false, at_load;
 	int ret;
 
 	*out = NULL;
@@ -550,21 +615,16 @@ int bpf_sampler__open(const struct bpf_sampler_opts *o, sample_sink_fn sink, voi
 	for (int i = 0; i < s->ncpus; i++)
 		s->pfd[i] = -1;
 
-	s->skel = profile_bpf__open();
-	if (!s->skel) {
-		ret = -errno;
-		set_err(err, errlen, "opening the BPF object: %s", strerror(-ret));
-		goto out_free;
+	s->namer = can_name_kernel();
+	ret = open_and_load(s, o, err, errlen, &at_load);
+	if (ret && at_load && s->namer) {
+		/* the sampler matters, the namer does not: without it, kallsyms is read */
+		pr_info("bpf sampler: loading without the kernel-symbol namer (%s)", err);
+		s->namer = false;
+		ret = open_and_load(s, o, err, errlen, &at_load);
 	}
-	ret = configure(s, o, err, errlen);
 	if (ret)
 		goto out_free;
-	ret = profile_bpf__load(s->skel);
-	if (ret) {
-		set_err(err, errlen, "loading the BPF program: %s (verifier or memlock limit)",
-			strerror(-ret));
-		goto out_free;
-	}
 	ret = fill_pids(s, o);
 	if (ret) {
 		set_err(err, errlen, "filling the pid filter: %s", strerror(-ret));

@@ -372,6 +372,53 @@ static void real_kallsyms_lazy_matches(void **state)
 	ksyms__free(lazy);
 }
 
+/* A namer that knows one function, or cannot answer at all (an old kernel). */
+static int fake_namer(void *ctx, uint64_t addr, char *name, size_t len, uint64_t *start)
+{
+	int *mode = ctx;
+
+	if (*mode)
+		return -EOPNOTSUPP;
+	if (addr < 0xffffffff81000100ull || addr >= 0xffffffff81000200ull)
+		return -ENOENT;
+	snprintf(name, len, "from_kernel");
+	*start = 0xffffffff81000100ull;
+	return 0;
+}
+
+/* With a namer, kallsyms is not read; a namer that fails once is dropped for the pass. */
+static void lazy_namer_spares_the_pass(void **state)
+{
+	char *path;
+	struct ksyms *ks = open_text("ffffffff81000100 T alpha\nffffffff81000200 T beta\n", 16,
+				     &path);
+	struct ksyms_stats st;
+	int mode = 0;
+	uint64_t start;
+
+	ksyms__set_namer(ks, fake_namer, &mode);
+	ksyms__want(ks, 0xffffffff81000150ull);
+	ksyms__want(ks, 0xffffffff81000250ull);
+	assert_int_equal(ksyms__update(ks), 0);
+	assert_string_equal(ksyms__resolve(ks, 0xffffffff81000150ull, &start), "from_kernel");
+	assert_true(start == 0xffffffff81000100ull);
+	assert_null(ksyms__resolve(ks, 0xffffffff81000250ull, NULL)); /* -ENOENT: no name */
+	ksyms__stats(ks, &st);
+	assert_int_equal(st.passes, 0);
+	assert_int_equal(st.lookups, 2);
+	assert_int_equal(st.unnamed, 1);
+	mode = 1;
+	assert_string_equal(lazy_name(ks, 0xffffffff81000210ull, NULL), "beta");
+	ksyms__stats(ks, &st);
+	assert_int_equal(st.passes, 1);
+	assert_string_equal(lazy_name(ks, 0xffffffff81000110ull, NULL), "alpha");
+	ksyms__stats(ks, &st);
+	assert_int_equal(st.lookups, 3); /* dropped after its failure */
+	unlink(path);
+	free(path);
+	ksyms__free(ks);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -388,6 +435,7 @@ int main(void)
 		cmocka_unit_test(lazy_bounds_are_counted),
 		cmocka_unit_test(lazy_hidden_and_missing),
 		cmocka_unit_test(real_kallsyms_lazy_matches),
+		cmocka_unit_test(lazy_namer_spares_the_pass),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
