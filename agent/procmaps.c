@@ -96,8 +96,11 @@ static bool parse_line(char *line, uint32_t pid, struct procmap *m)
 	uint64_t start, end, off;
 	char perms[8];
 	int pos = 0;
-	char *path;
+	char *path, *sp = strchr(line, ' ');
 
+	/* most lines map data: skip them before the (costly) sscanf */
+	if (!sp || strnlen(sp, 4) < 4 || sp[3] != 'x')
+		return false;
 	if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*u %n", &start, &end, perms,
 		   &off, &pos) < 4 ||
 	    !pos || strlen(perms) < 3 || perms[2] != 'x')
