@@ -496,11 +496,11 @@ static void bpf_comment(struct agent *a, char *buf, size_t len)
 	ksyms__stats(a->ksyms, &ks);
 	snprintf(buf, len,
 		 "edgeprof bpf: samples=%llu dropped_ringbuf=%llu dropped_sink=%llu "
-		 "truncated=%llu cpus=%u ksyms_named=%llu ksyms_unnamed=%llu "
+		 "truncated=%llu cpus=%u cpu_offline=%u ksyms_named=%llu ksyms_unnamed=%llu "
 		 "ksyms_dropped=%llu ksyms_resets=%llu ksyms_passes=%llu ksyms_lookups=%llu",
 		 (unsigned long long)st.samples, (unsigned long long)st.dropped_ringbuf,
 		 (unsigned long long)st.dropped_sink, (unsigned long long)st.truncated, st.cpus,
-		 (unsigned long long)ks.named, (unsigned long long)ks.unnamed,
+		 st.cpu_offline, (unsigned long long)ks.named, (unsigned long long)ks.unnamed,
 		 (unsigned long long)ks.dropped, (unsigned long long)ks.resets,
 		 (unsigned long long)ks.passes, (unsigned long long)ks.lookups);
 }
