@@ -62,7 +62,7 @@ struct agent {
 	uint64_t dropped_services, dropped_rings;
 	struct proctab *procs;
 	struct symbolizer *sym;
-	const struct ksyms *ksyms;
+	struct ksyms *ksyms; /* kernel names, lazily read (BPF with kernel stacks) */
 	void *bpf;	 /* struct bpf_sampler * */
 	void *transport; /* struct transport * */
 	uint64_t seq;
@@ -430,6 +430,8 @@ static int bpf_sink(void *ctx, const struct agent_sample *s)
 		return -ENOSPC;
 	if (s->n_user)
 		proctab__touch(a->procs, s->pid);
+	for (unsigned int i = 0; a->ksyms && i < s->n_kernel; i++)
+		ksyms__want(a->ksyms, s->frames[i]);
 	return aggregate__add(svc->agg, s);
 }
 
@@ -448,12 +450,13 @@ static void bpf_start(struct agent *a)
 		return;
 	}
 	a->bpf = s;
+	/* Names are read at the end of a round, only for the kernel addresses it saw. */
 	if (o.kernel_stacks) {
-		struct ksyms *ks = ksyms__load();
-
-		if (ks && ksyms__hidden(ks))
-			pr_warn("kernel addresses hidden (kptr_restrict): kernel frames unnamed");
-		a->ksyms = ks;
+		a->ksyms = ksyms__open("/proc/kallsyms", CONFIG_KSYMS_CACHE_ENTRIES);
+		if (!a->ksyms)
+			pr_warn("cannot read /proc/kallsyms (%s): kernel frames unnamed",
+				strerror(errno));
+		ksyms__set_namer(a->ksyms, bpf_sampler__name_kernel, s);
 	}
 }
 
@@ -468,23 +471,38 @@ static void bpf_poll(struct agent *a, int timeout_ms)
 static void bpf_stop(struct agent *a)
 {
 	bpf_sampler__free(a->bpf);
-	ksyms__free((struct ksyms *)a->ksyms);
+	ksyms__free(a->ksyms);
+}
+
+/* One pass over kallsyms names the kernel call sites first seen this round. */
+static void bpf_name_kernel_frames(struct agent *a)
+{
+	int err = ksyms__update(a->ksyms);
+
+	if (err)
+		pr_warn("reading /proc/kallsyms: %s: kernel frames unnamed", strerror(-err));
 }
 
 static void bpf_comment(struct agent *a, char *buf, size_t len)
 {
 	struct bpf_sampler_stats st;
+	struct ksyms_stats ks;
 
 	if (!a->bpf) {
 		buf[0] = 0;
 		return;
 	}
 	bpf_sampler__stats(a->bpf, &st);
+	ksyms__stats(a->ksyms, &ks);
 	snprintf(buf, len,
 		 "edgeprof bpf: samples=%llu dropped_ringbuf=%llu dropped_sink=%llu "
-		 "truncated=%llu cpus=%u",
+		 "truncated=%llu cpus=%u cpu_offline=%u ksyms_named=%llu ksyms_unnamed=%llu "
+		 "ksyms_dropped=%llu ksyms_resets=%llu ksyms_passes=%llu ksyms_lookups=%llu",
 		 (unsigned long long)st.samples, (unsigned long long)st.dropped_ringbuf,
-		 (unsigned long long)st.dropped_sink, (unsigned long long)st.truncated, st.cpus);
+		 (unsigned long long)st.dropped_sink, (unsigned long long)st.truncated, st.cpus,
+		 st.cpu_offline, (unsigned long long)ks.named, (unsigned long long)ks.unnamed,
+		 (unsigned long long)ks.dropped, (unsigned long long)ks.resets,
+		 (unsigned long long)ks.passes, (unsigned long long)ks.lookups);
 }
 #else
 static void bpf_start(struct agent *a)
@@ -499,6 +517,10 @@ static void bpf_poll(struct agent *a, int timeout_ms)
 }
 
 static void bpf_stop(struct agent *a)
+{
+}
+
+static void bpf_name_kernel_frames(struct agent *a)
 {
 }
 
@@ -584,11 +606,12 @@ static void transport_stop(struct agent *a)
 
 static void write_round(struct agent *a, uint64_t duration_ns)
 {
-	char c1[256], c2[256], c3[256];
+	char c1[256], c2[256], c3[384];
 	const char *comments[] = {c1, c2, c3};
 	struct proctab_stats ps;
 
 	proctab__stats(a->procs, &ps);
+	bpf_name_kernel_frames(a);
 	bpf_comment(a, c3, sizeof(c3));
 	for (unsigned int i = 0; i < a->n_services; i++) {
 		struct service *s = &a->services[i];

@@ -1,15 +1,76 @@
 // SPDX-License-Identifier: MIT
 /* agent/procmaps.c — see procmaps.h. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent/procmaps.h"
+
+/*
+ * Build-ids of the files seen, keyed by what changes when the file does (device, inode, size,
+ * mtime): the same libc mapped by a hundred processes is read once, and a maps refresh costs one
+ * stat per mapping instead of an open and a read of its ELF headers. Direct-mapped and bounded;
+ * a collision re-reads, and failures are remembered too ("" build-id).
+ */
+struct build_id_slot {
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+	bool used;
+	char hex[ELF_BUILD_ID_HEX];
+};
+
+static struct build_id_slot build_ids[PROCMAPS_BUILD_ID_CACHE];
+static struct procmaps_stats pm_stats;
+
+static struct build_id_slot *build_id_slot(const struct stat *st, bool *hit)
+{
+	uint64_t h = ((uint64_t)st->st_dev * 0x9E3779B97F4A7C15ull) ^ (uint64_t)st->st_ino;
+	struct build_id_slot *b = &build_ids[(h * 0x9E3779B97F4A7C15ull >> 40) %
+					     PROCMAPS_BUILD_ID_CACHE];
+
+	*hit = b->used && b->dev == st->st_dev && b->ino == st->st_ino &&
+	       b->size == st->st_size && b->mtime.tv_sec == st->st_mtim.tv_sec &&
+	       b->mtime.tv_nsec == st->st_mtim.tv_nsec;
+	return b;
+}
+
+/* The build-id of path (hex, "" when none), from the cache when the file did not change. */
+static int cached_build_id(const char *path, char *hex, size_t hexlen)
+{
+	struct build_id_slot *b;
+	struct stat st;
+	bool hit;
+	int err;
+
+	if (stat(path, &st))
+		return -errno;
+	b = build_id_slot(&st, &hit);
+	if (!hit) {
+		char id[ELF_BUILD_ID_HEX] = "";
+
+		err = elf__build_id(path, id, sizeof(id));
+		if (err && err != -ENOENT && err != -EINVAL)
+			return err; /* unreadable now: not remembered */
+		/* no note, or not ELF: remembered as such ("") */
+		*b = (struct build_id_slot){.dev = st.st_dev, .ino = st.st_ino, .size = st.st_size,
+					    .mtime = st.st_mtim, .used = true};
+		snprintf(b->hex, sizeof(b->hex), "%s", err ? "" : id);
+		pm_stats.build_id_reads++;
+	} else {
+		pm_stats.build_id_hits++;
+	}
+	snprintf(hex, hexlen, "%s", b->hex);
+	return 0;
+}
 
 /* The file behind a mapping, seen through the process's root when it lives (containers). */
 static void map_build_id(uint32_t pid, struct procmap *m)
@@ -20,8 +81,13 @@ static void map_build_id(uint32_t pid, struct procmap *m)
 	if (m->path[0] != '/')
 		return;
 	snprintf(p, sizeof(p), "/proc/%u/root%s", pid, m->path);
-	if (pid == 0 || elf__build_id(p, m->build_id, sizeof(m->build_id)) != 0)
-		elf__build_id(m->path, m->build_id, sizeof(m->build_id));
+	if (pid == 0 || cached_build_id(p, m->build_id, sizeof(m->build_id)) != 0)
+		cached_build_id(m->path, m->build_id, sizeof(m->build_id));
+}
+
+void procmaps__stats(struct procmaps_stats *st)
+{
+	*st = pm_stats;
 }
 
 /* One maps line: an executable, file-backed (or vDSO) mapping into m; false otherwise. */
@@ -30,8 +96,11 @@ static bool parse_line(char *line, uint32_t pid, struct procmap *m)
 	uint64_t start, end, off;
 	char perms[8];
 	int pos = 0;
-	char *path;
+	char *path, *sp = strchr(line, ' ');
 
+	/* most lines map data: skip them before the (costly) sscanf */
+	if (!sp || strnlen(sp, 4) < 4 || sp[3] != 'x')
+		return false;
 	if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*u %n", &start, &end, perms,
 		   &off, &pos) < 4 ||
 	    !pos || strlen(perms) < 3 || perms[2] != 'x')
@@ -128,15 +197,44 @@ size_t procmaps__exec_lines(const char *text, char *out, size_t max)
 	return len;
 }
 
+/* Field 22 of /proc/<pid>/stat (clock ticks after boot): with the pid, names one process. */
+static uint64_t proc_start_time(uint32_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long t = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	p = strrchr(buf, ')'); /* the comm may hold spaces and parentheses */
+	if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+				"%*d %*d %*d %llu", &t) != 1)
+		return 0;
+	return t;
+}
+
 int procmaps__read(uint32_t pid, unsigned int max_maps, struct procmaps **out)
 {
 	char path[64];
+	uint32_t real = pid ? pid : (uint32_t)getpid();
+	int err;
 
 	if (pid == 0)
 		snprintf(path, sizeof(path), "/proc/self/maps");
 	else
 		snprintf(path, sizeof(path), "/proc/%u/maps", pid);
-	return procmaps__parse_file(path, pid ? pid : (uint32_t)getpid(), max_maps, out);
+	err = procmaps__parse_file(path, real, max_maps, out);
+	if (!err)
+		(*out)->start_time = proc_start_time(real);
+	return err;
 }
 
 const struct procmap *procmaps__find(const struct procmaps *pm, uint64_t addr)
@@ -154,14 +252,19 @@ void procmaps__free(struct procmaps *pm)
 
 struct proc_slot {
 	struct procmaps *pm;
-	uint64_t last_used; /* round number */
-	uint64_t refreshed; /* round of the last re-read */
+	uint64_t last_used;  /* access clock: the least recently used slot is evicted */
+	uint64_t used_round; /* round of the last use */
+	uint64_t refreshed;  /* round of the last re-read */
 };
+
+/* Pids whose maps could not be read this round (exited before we looked): not retried. */
+#define PROCTAB_GONE 256
 
 struct proctab {
 	unsigned int max_procs, max_maps;
 	struct proc_slot *slots;
-	uint64_t round;
+	uint64_t round, clock;
+	uint32_t gone[PROCTAB_GONE]; /* direct-mapped by pid; cleared each round */
 	struct proctab_stats st;
 };
 
@@ -200,58 +303,73 @@ static struct proc_slot *proctab_find(struct proctab *t, uint32_t pid)
 	return NULL;
 }
 
+static void proctab_use(struct proctab *t, struct proc_slot *s)
+{
+	s->last_used = ++t->clock;
+	s->used_round = t->round;
+}
+
+/* A free slot, or the least recently used one emptied (counted). */
+static struct proc_slot *proctab_free_slot(struct proctab *t)
+{
+	struct proc_slot *victim = NULL;
+
+	for (unsigned int i = 0; i < t->max_procs; i++) {
+		if (!t->slots[i].pm)
+			return &t->slots[i];
+		if (!victim || t->slots[i].last_used < victim->last_used)
+			victim = &t->slots[i];
+	}
+	procmaps__free(victim->pm);
+	victim->pm = NULL;
+	t->st.evicted++;
+	return victim;
+}
+
+static uint32_t *proctab_gone(struct proctab *t, uint32_t pid)
+{
+	return &t->gone[pid % PROCTAB_GONE];
+}
+
 static int proctab_load(struct proctab *t, uint32_t pid, struct proc_slot **out)
 {
-	struct proc_slot *s = proctab_find(t, pid), *victim = NULL;
+	struct proc_slot *s = proctab_find(t, pid);
 	struct procmaps *pm;
-	int err = procmaps__read(pid, t->max_maps, &pm);
+	int err;
 
-	if (err)
+	if (pid && *proctab_gone(t, pid) == pid)
+		return -ESRCH;
+	err = procmaps__read(pid, t->max_maps, &pm);
+	if (err) {
+		*proctab_gone(t, pid) = pid;
 		return err;
+	}
 	t->st.reads++;
-	if (!s) {
-		for (unsigned int i = 0; i < t->max_procs && !s; i++) {
-			if (!t->slots[i].pm)
-				s = &t->slots[i];
-			else if (!victim || t->slots[i].last_used < victim->last_used)
-				victim = &t->slots[i];
-		}
-		if (!s) {
-			s = victim;
-			procmaps__free(s->pm);
-			t->st.evicted++;
-		}
-	} else {
+	if (s) {
 		procmaps__free(s->pm);
 		t->st.refreshes++;
+	} else {
+		s = proctab_free_slot(t);
 	}
 	s->pm = pm;
-	s->last_used = s->refreshed = t->round;
+	s->refreshed = t->round;
+	proctab_use(t, s);
 	*out = s;
 	return 0;
 }
 
 void proctab__adopt(struct proctab *t, struct procmaps *pm)
 {
-	struct proc_slot *s = proctab_find(t, pm->pid), *victim = NULL;
+	struct proc_slot *s = proctab_find(t, pm->pid);
 
 	if (s) {
 		procmaps__free(pm);
 		return;
 	}
-	for (unsigned int i = 0; i < t->max_procs && !s; i++) {
-		if (!t->slots[i].pm)
-			s = &t->slots[i];
-		else if (!victim || t->slots[i].last_used < victim->last_used)
-			victim = &t->slots[i];
-	}
-	if (!s) {
-		s = victim;
-		procmaps__free(s->pm);
-		t->st.evicted++;
-	}
+	s = proctab_free_slot(t);
 	s->pm = pm;
-	s->last_used = s->refreshed = t->round;
+	s->refreshed = t->round;
+	proctab_use(t, s);
 }
 
 int proctab__touch(struct proctab *t, uint32_t pid)
@@ -259,7 +377,7 @@ int proctab__touch(struct proctab *t, uint32_t pid)
 	struct proc_slot *s = proctab_find(t, pid);
 
 	if (s) {
-		s->last_used = t->round;
+		proctab_use(t, s);
 		return 0;
 	}
 	return proctab_load(t, pid, &s);
@@ -271,7 +389,7 @@ const struct procmap *proctab__resolve(struct proctab *t, uint32_t pid, uint64_t
 	const struct procmap *m = NULL;
 
 	if (s) {
-		s->last_used = t->round;
+		proctab_use(t, s);
 		m = procmaps__find(s->pm, addr);
 		if (m || s->refreshed == t->round)
 			goto out;
@@ -284,17 +402,36 @@ out:
 	return m;
 }
 
+/*
+ * Whether slot s should go at a round's end: its pid now names another process (its maps
+ * would misname the new one's addresses), or it exited and had no sample in the round (a
+ * process that exited during the round stays one more, for samples still in flight).
+ */
+static bool proctab_stale(struct proctab *t, const struct proc_slot *s)
+{
+	uint64_t now;
+
+	if (kill((pid_t)s->pm->pid, 0) < 0 && errno == ESRCH)
+		return s->used_round < t->round;
+	now = proc_start_time(s->pm->pid);
+	if (s->pm->start_time && now && now != s->pm->start_time) {
+		t->st.reused_pids++;
+		return true;
+	}
+	return false;
+}
+
 void proctab__new_round(struct proctab *t)
 {
 	for (unsigned int i = 0; i < t->max_procs; i++) {
 		struct proc_slot *s = &t->slots[i];
 
-		if (s->pm && s->last_used < t->round && kill((pid_t)s->pm->pid, 0) < 0 &&
-		    errno == ESRCH) {
+		if (s->pm && proctab_stale(t, s)) {
 			procmaps__free(s->pm);
 			s->pm = NULL;
 		}
 	}
+	memset(t->gone, 0, sizeof(t->gone));
 	t->round++;
 }
 

@@ -4,9 +4,14 @@
  * build-id, and a bounded per-process cache of them.
  *
  * The cache (proctab) captures a process's mappings the first time one of its samples is seen
- * and again when an address falls in no known mapping, so a process that exits before the end
- * of the round is still symbolized. It holds at most max_procs processes (least recently used
- * evicted, counted) and at most max_maps executable mappings per process.
+ * and again when an address falls in no known mapping (at most once a round), so a process that
+ * exits before the end of the round is still symbolized. It holds at most max_procs processes
+ * (least recently used evicted, counted) and at most max_maps executable mappings per process.
+ * A process is known by its pid and start time: at each new round the processes that exited, or
+ * whose pid now belongs to another process, are dropped.
+ *
+ * Build-ids are cached per file (device, inode, size, mtime; CONFIG_BUILD_ID_CACHE_ENTRIES
+ * slots, shared by all processes), so re-reading maps does not re-read the files.
  */
 #ifndef EDGEPROF_AGENT_PROCMAPS_H
 #define EDGEPROF_AGENT_PROCMAPS_H
@@ -17,6 +22,7 @@
 #include "agent/elf.h"
 
 #define PROCMAP_PATH 240
+#define PROCMAPS_BUILD_ID_CACHE CONFIG_BUILD_ID_CACHE_ENTRIES
 
 struct procmap {
 	uint64_t start, limit, offset;
@@ -26,6 +32,7 @@ struct procmap {
 
 struct procmaps {
 	uint32_t pid;
+	uint64_t start_time; /* clock ticks after boot (/proc/<pid>/stat), 0: unknown */
 	unsigned int n;
 	struct procmap maps[];
 };
@@ -42,10 +49,16 @@ size_t procmaps__exec_lines(const char *text, char *out, size_t max);
 const struct procmap *procmaps__find(const struct procmaps *pm, uint64_t addr);
 void procmaps__free(struct procmaps *pm);
 
+struct procmaps_stats {
+	uint64_t build_id_reads, build_id_hits; /* files opened, and lookups served from cache */
+};
+
+void procmaps__stats(struct procmaps_stats *st);
+
 struct proctab;
 
 struct proctab_stats {
-	uint64_t reads, refreshes, evicted, unknown_addr;
+	uint64_t reads, refreshes, evicted, unknown_addr, reused_pids;
 	unsigned int procs;
 };
 

@@ -18,6 +18,7 @@
 #define PROFILE_COMM_LEN  16
 #define PROFILE_MAX_PIDS  1024 /* entries of the pid filter map */
 #define PROFILE_SEEN_PIDS 4096 /* processes remembered to wake the reader on a new one */
+#define PROFILE_KNAME_LEN 192  /* "name+0xoff/0xsize [module]" of one kernel address */
 
 /* flags */
 #define PROFILE_F_KSTACK_ERR 0x1 /* bpf_get_stack failed for the kernel stack */

@@ -36,7 +36,7 @@
 #define SAMPLER_BATCH      4096 /* samples per bpf_sampler__poll(): bounds the time in it */
 #define PROC_CACHE_SLOTS   256  /* processes whose exe/cgroup labels are cached */
 #define PROC_SWEEP_NS      (5 * NSEC_PER_SEC)
-#define CPU_RESCAN_NS      (10 * NSEC_PER_SEC)
+#define CPU_RESCAN_NS      (2 * NSEC_PER_SEC) /* a few sysfs reads and one read() per CPU */
 #define EXE_LEN            160
 #define CGROUP_LEN         96
 #define BATCH_FULL         (-EAGAIN) /* returned by the ring callback to stop a batch */
@@ -58,10 +58,12 @@ struct bpf_sampler {
 	void *ctx;
 	int ncpus;                 /* possible CPUs */
 	int *pfd;                  /* perf event fd per possible CPU, -1: none */
+	uint64_t *enabled_ns;      /* each event's time enabled at the last rescan */
 	struct bpf_link **links;
 	unsigned hz;
 	unsigned ring_bytes;
 	bool perfbuf;
+	bool namer;                /* name_kernel_addr is loaded (5.14+) */
 	uint64_t last_sweep_ns, last_rescan_ns;
 	int batch;                 /* samples delivered in the current poll */
 	struct bpf_sampler_stats st;
@@ -208,6 +210,9 @@ static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, ch
 	skel->rodata->comm_prefix_len = plen;
 	memcpy((char *)skel->rodata->comm_prefix, o->comm_prefix ? o->comm_prefix : "", plen);
 	skel->rodata->wakeup_bytes = ring / 2;
+	/* The kernel-symbol namer only where the kernel has what it needs (else kallsyms). */
+	bpf_program__set_autoload(skel->progs.name_kernel_addr, s->namer);
+	bpf_map__set_autocreate(skel->maps.bss, s->namer);
 	/* Load one of the two programs, and create only the maps it uses. */
 	bpf_program__set_autoload(skel->progs.do_sample, !s->perfbuf);
 	bpf_map__set_autocreate(skel->maps.events, !s->perfbuf);
@@ -244,6 +249,8 @@ static int perf_open_cpu(unsigned hz, int cpu)
 		.config = PERF_COUNT_SW_CPU_CLOCK,
 		.freq = 1,
 		.sample_freq = hz,
+		/* a read() tells whether the event still runs: see detach_dead_cpus() */
+		.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED,
 	};
 	long fd = syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 
@@ -308,6 +315,7 @@ static int attach_cpus(struct bpf_sampler *s, char *err, size_t errlen)
 			continue;
 		}
 		s->pfd[cpu] = fd;
+		s->enabled_ns[cpu] = 0;
 		s->st.cpus++;
 		attached++;
 	}
@@ -507,11 +515,72 @@ static int open_output(struct bpf_sampler *s, char *err, size_t errlen)
 	return 0;
 }
 
+/* Syscall programs and bpf_snprintf's %pS (Linux 5.14): the kernel names its own addresses. */
+static bool can_name_kernel(void)
+{
+	return libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_SYSCALL, NULL) == 1 &&
+	       libbpf_probe_bpf_helper(BPF_PROG_TYPE_SYSCALL, BPF_FUNC_snprintf, NULL) == 1;
+}
+
+/* Opens, configures and loads the skeleton; *at_load: it was the kernel that refused. */
+static int open_and_load(struct bpf_sampler *s, const struct bpf_sampler_opts *o, char *err,
+			 size_t errlen, bool *at_load)
+{
+	int ret;
+
+	*at_load = false;
+	profile_bpf__destroy(s->skel);
+	s->skel = profile_bpf__open();
+	if (!s->skel) {
+		ret = -errno;
+		set_err(err, errlen, "opening the BPF object: %s", strerror(-ret));
+		return ret;
+	}
+	ret = configure(s, o, err, errlen);
+	if (ret)
+		return ret;
+	ret = profile_bpf__load(s->skel);
+	if (ret) {
+		*at_load = true;
+		set_err(err, errlen, "loading the BPF program: %s (verifier or memlock limit)",
+			strerror(-ret));
+	}
+	return ret;
+}
+
+int bpf_sampler__name_kernel(void *ctx, uint64_t addr, char *name, size_t len, uint64_t *start)
+{
+	struct bpf_sampler *s = ctx;
+	LIBBPF_OPTS(bpf_test_run_opts, opts);
+	char buf[PROFILE_KNAME_LEN], *plus, *end;
+	unsigned long long off;
+
+	if (!s->namer || !s->skel->bss)
+		return -EOPNOTSUPP;
+	s->skel->bss->kname_addr = addr;
+	s->skel->bss->kname[0] = 0;
+	if (bpf_prog_test_run_opts(bpf_program__fd(s->skel->progs.name_kernel_addr), &opts))
+		return -errno;
+	memcpy(buf, s->skel->bss->kname, sizeof(buf));
+	buf[sizeof(buf) - 1] = 0;
+	/* "func+0x1a/0x40 [mod]"; an address with no symbol prints as a bare number */
+	plus = strchr(buf, '+');
+	if (!plus || plus == buf)
+		return -ENOENT;
+	off = strtoull(plus + 1, &end, 16);
+	if (end == plus + 1 || *end != '/' || off > addr)
+		return -ENOENT;
+	*plus = 0;
+	snprintf(name, len, "%s", buf);
+	*start = addr - off;
+	return 0;
+}
+
 int bpf_sampler__open(const struct bpf_sampler_opts *o, sample_sink_fn sink, void *ctx,
 		      struct bpf_sampler **out, char *err, size_t errlen)
 {
 	struct bpf_sampler *s;
-	bool perfbuf = false;
+	bool perfbuf = false, at_load;
 	int ret;
 
 	*out = NULL;
@@ -537,7 +606,8 @@ int bpf_sampler__open(const struct bpf_sampler_opts *o, sample_sink_fn sink, voi
 	}
 	s->pfd = malloc(sizeof(*s->pfd) * s->ncpus);
 	s->links = calloc(s->ncpus, sizeof(*s->links));
-	if (!s->pfd || !s->links) {
+	s->enabled_ns = calloc(s->ncpus, sizeof(*s->enabled_ns));
+	if (!s->pfd || !s->links || !s->enabled_ns) {
 		set_err(err, errlen, "out of memory");
 		ret = -ENOMEM;
 		goto out_free;
@@ -545,21 +615,16 @@ int bpf_sampler__open(const struct bpf_sampler_opts *o, sample_sink_fn sink, voi
 	for (int i = 0; i < s->ncpus; i++)
 		s->pfd[i] = -1;
 
-	s->skel = profile_bpf__open();
-	if (!s->skel) {
-		ret = -errno;
-		set_err(err, errlen, "opening the BPF object: %s", strerror(-ret));
-		goto out_free;
+	s->namer = can_name_kernel();
+	ret = open_and_load(s, o, err, errlen, &at_load);
+	if (ret && at_load && s->namer) {
+		/* the sampler matters, the namer does not: without it, kallsyms is read */
+		pr_info("bpf sampler: loading without the kernel-symbol namer (%s)", err);
+		s->namer = false;
+		ret = open_and_load(s, o, err, errlen, &at_load);
 	}
-	ret = configure(s, o, err, errlen);
 	if (ret)
 		goto out_free;
-	ret = profile_bpf__load(s->skel);
-	if (ret) {
-		set_err(err, errlen, "loading the BPF program: %s (verifier or memlock limit)",
-			strerror(-ret));
-		goto out_free;
-	}
 	ret = fill_pids(s, o);
 	if (ret) {
 		set_err(err, errlen, "filling the pid filter: %s", strerror(-ret));
@@ -600,20 +665,37 @@ static bool cpu_online(int cpu)
 }
 
 /*
- * A CPU that went offline takes its per-CPU event out of service for good on some kernels:
- * drop it, so the attach below opens a fresh one once the CPU is back.
+ * Whether the event of cpu still counts. A CPU that goes offline switches its per-CPU events
+ * off for good, even once it is back: their time enabled stops. Offline and back between two
+ * rescans leaves the CPU online with a dead event, so the online flag alone is not enough.
  */
-static void detach_offline_cpus(struct bpf_sampler *s)
+static bool cpu_event_alive(struct bpf_sampler *s, int cpu)
+{
+	uint64_t v[2]; /* count, time enabled */
+	bool alive;
+
+	if (!cpu_online(cpu))
+		return false;
+	if (read(s->pfd[cpu], v, sizeof(v)) != (ssize_t)sizeof(v))
+		return true; /* cannot tell: keep it */
+	alive = v[1] != s->enabled_ns[cpu];
+	s->enabled_ns[cpu] = v[1];
+	return alive;
+}
+
+/* Drops the events of CPUs that went offline (or came back), so attach_cpus() opens new ones. */
+static void detach_dead_cpus(struct bpf_sampler *s)
 {
 	for (int cpu = 0; cpu < s->ncpus; cpu++) {
-		if (s->pfd[cpu] < 0 || cpu_online(cpu))
+		if (s->pfd[cpu] < 0 || cpu_event_alive(s, cpu))
 			continue;
 		bpf_link__destroy(s->links[cpu]);
 		s->links[cpu] = NULL;
 		close(s->pfd[cpu]);
 		s->pfd[cpu] = -1;
 		s->st.cpus--;
-		pr_info("bpf sampler: CPU %d went offline", cpu);
+		s->st.cpu_offline++;
+		pr_info("bpf sampler: CPU %d went offline: its samples stop until it is back", cpu);
 	}
 }
 
@@ -628,7 +710,7 @@ static void housekeeping(struct bpf_sampler *s)
 		s->last_sweep_ns = now;
 	}
 	if (now - s->last_rescan_ns >= CPU_RESCAN_NS) {
-		detach_offline_cpus(s);
+		detach_dead_cpus(s);
 		if (s->st.cpus < (unsigned)s->ncpus && attach_cpus(s, err, sizeof(err)) > 0)
 			pr_info("bpf sampler: now sampling %u CPUs", s->st.cpus);
 		s->last_rescan_ns = now;
@@ -694,6 +776,7 @@ void bpf_sampler__free(struct bpf_sampler *s)
 	profile_bpf__destroy(s->skel);
 	free(s->links);
 	free(s->pfd);
+	free(s->enabled_ns);
 	free(s);
 }
 

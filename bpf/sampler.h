@@ -37,6 +37,7 @@ struct bpf_sampler_stats {
 	uint64_t dropped_sink;    /* the sink refused them (-ENOSPC: its bound) */
 	uint64_t truncated;       /* stacks deeper than max_depth (delivered, cut) */
 	unsigned cpus;            /* CPUs with a perf event attached */
+	unsigned cpu_offline;     /* times a CPU's event was dropped (offline) */
 	bool perf_buffer;         /* the fallback for kernels before 5.8 is in use */
 };
 
@@ -59,6 +60,12 @@ int bpf_sampler__poll(struct bpf_sampler *s, int timeout_ms);
 /* An epoll fd that becomes readable when samples wait (to embed in the agent's own loop). */
 int bpf_sampler__fd(const struct bpf_sampler *s);
 void bpf_sampler__stats(const struct bpf_sampler *s, struct bpf_sampler_stats *st);
+/*
+ * The kernel's name for one of its addresses (%pS through a BPF syscall program, 5.14+), in
+ * the shape of ksyms_namer_fn (ctx: the sampler): 0, -ENOENT (no symbol), -EOPNOTSUPP (older
+ * kernel: read kallsyms instead).
+ */
+int bpf_sampler__name_kernel(void *ctx, uint64_t addr, char *name, size_t len, uint64_t *start);
 void bpf_sampler__free(struct bpf_sampler *s);                   /* NULL-safe */
 
 /* The cgroup v2 id of a cgroup directory (its inode number), for opts.cgroup_id; or -errno. */

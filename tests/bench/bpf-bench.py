@@ -8,7 +8,8 @@ Per frequency (19 Hz, 99 Hz) all profilers sample the same 1-thread split worklo
 at once, system-wide; reported: the profiler's own CPU seconds and peak RSS (wait4 rusage), time
 from launch to its first sample (CLOCK_MONOTONIC), output bytes, the workload's function shares
 and stack completeness (leaf caller present). Then the per-sample cost: a fixed amount of work
-run alone and under each profiler at 4999 Hz, medians of alternating runs.
+run alone and under each profiler at 4999 Hz, medians and quartiles of alternating runs,
+with a verdict on whether ours and perf differ by more than the noise.
 """
 import collections
 import os
@@ -29,7 +30,7 @@ PROBE = os.path.join(BUILD, "tests", "bpf-probe")
 AGENT = os.path.join(BUILD, "edgeprof-agent")
 WORK = os.path.join(BUILD, "tests", "workloads", "bpf-work")
 SECONDS = float(os.environ.get("SECONDS_PER_RUN", "10"))
-COST_RUNS = int(os.environ.get("COST_RUNS", "7"))
+COST_RUNS = int(os.environ.get("COST_RUNS", "9"))
 COST_ROUNDS = os.environ.get("COST_ROUNDS", "1500")
 FUNCS = ("work_a", "work_b", "work_c")
 BCC = shutil.which("profile-bpfcc") or "/usr/sbin/profile-bpfcc"
@@ -376,10 +377,20 @@ def bpf_prog_ns(hz):
     return None
 
 
+def quartiles(xs):
+    """(q1, median, q3) of a small sample."""
+    q = statistics.quantiles(xs, n=4, method="inclusive") if len(xs) > 1 else [xs[0]] * 3
+    return q[0], statistics.median(xs), q[2]
+
+
 def per_sample_cost(tmp):
     """Workload slowdown per sample it took. CPU time is the steadier figure on a shared
     machine (the interrupt and the BPF program are charged to the interrupted task); wall
-    time also counts the profiler's reader competing for the CPUs."""
+    time also counts the profiler's reader competing for the CPUs.
+
+    Runs alternate (alone, ours, perf) so drifting load hits all three alike. Each profiled
+    run's cost is set against the median of the runs alone; the spread (quartiles) of those
+    per-run costs says whether ours and perf differ by more than the noise."""
     hz = 4999
     res = collections.defaultdict(list)
     for _ in range(COST_RUNS):
@@ -389,21 +400,32 @@ def per_sample_cost(tmp):
         res["perf"].append(with_profiler("perf", tmp, hz))
     base_w = statistics.median(r[0] for r in res["none"])
     base_c = statistics.median(r[1] for r in res["none"])
+    q1, _, q3 = quartiles([r[1] for r in res["none"]])
     print(f"\n== per-sample cost at {hz} Hz: fixed work ({COST_ROUNDS} rounds), "
-          f"median of {COST_RUNS} alternating runs; alone: {base_w:.3f} s wall, "
-          f"{base_c:.3f} s cpu")
+          f"{COST_RUNS} alternating runs each; alone: {base_w:.3f} s wall, "
+          f"{base_c:.3f} s cpu (quartiles {q1:.3f}-{q3:.3f})")
     cost = {}
     for name in ("ours", "perf"):
         w = statistics.median(r[0] for r in res[name])
         c = statistics.median(r[1] for r in res[name])
         n = statistics.median(r[2] for r in res[name])
-        cost[name] = (c - base_c) / max(n, 1) * 1e6
+        per_run = [(r[1] - base_c) / max(r[2], 1) * 1e6 for r in res[name]]
+        cost[name] = quartiles(per_run)
         print(f"{name:6} wall {w:.3f} s ({100 * (w / base_w - 1):+5.1f}%)  cpu {c:.3f} s "
               f"({100 * (c / base_c - 1):+5.1f}%)  samples of the workload {n:.0f} "
-              f"({n / max(c, 1e-9):.0f}/cpu-s)  per sample {cost[name]:6.1f} us cpu, "
+              f"({n / max(c, 1e-9):.0f}/cpu-s)  per sample {cost[name][1]:6.1f} us cpu "
+              f"(quartiles {cost[name][0]:.1f}-{cost[name][2]:.1f}), "
               f"{(w - base_w) / max(n, 1) * 1e6:6.1f} us wall")
-    if cost["perf"] > 0:
-        print(f"ours/perf per-sample cost (cpu): {cost['ours'] / cost['perf']:.2f}")
+    # The noise of the baseline alone, per sample: what a difference must exceed to count.
+    n_ours = statistics.median(r[2] for r in res["ours"])
+    noise = (q3 - q1) / max(n_ours, 1) * 1e6
+    o, p = cost["ours"], cost["perf"]
+    if p[1] > 0:
+        print(f"ours/perf per-sample cost (cpu, medians): {o[1] / p[1]:.2f}")
+    overlap = o[0] <= p[2] and p[0] <= o[2]
+    verdict = ("ours <= perf" if o[1] <= p[1] else "ours > perf") + (
+        ", but the quartiles overlap: within noise" if overlap else ", beyond the quartiles")
+    print(f"verdict: {verdict} (baseline spread alone is {noise:.1f} us a sample)")
     ns = bpf_prog_ns(999)
     if ns is not None:
         print(f"our BPF program itself: {ns / 1000:.1f} us per sample "

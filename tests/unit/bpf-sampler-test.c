@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "agent/ksyms.h"
 #include "bpf/sampler.h"
 
 struct seen {
@@ -308,6 +309,56 @@ static void bad_options_say_why(void **state)
 	bpf_sampler__free(NULL);
 }
 
+/*
+ * The kernel's own names (BPF %pS) agree with /proc/kallsyms read in full: same function, same
+ * start, for addresses inside functions of the core kernel; unknown addresses are -ENOENT.
+ */
+static void kernel_names_match_kallsyms(void **state)
+{
+	struct bpf_sampler_opts o = { .hz = 19, .kernel_stacks = true };
+	struct seen v = { 0 };
+	struct bpf_sampler *s = open_or_skip(&o, &v);
+	struct ksyms *ks = ksyms__load();
+	FILE *f = fopen("/proc/kallsyms", "re");
+	char line[512], sym[256], type, name[128];
+	unsigned long long addr;
+	unsigned checked = 0, line_no = 0;
+	uint64_t start;
+	int ret;
+
+	ret = bpf_sampler__name_kernel(s, 0xffffffff81000000ull, name, sizeof(name), &start);
+	if (ret == -EOPNOTSUPP || !ks || ksyms__hidden(ks) || !f) {
+		bpf_sampler__free(s);
+		ksyms__free(ks);
+		if (f)
+			fclose(f);
+		skip(); /* kernel before 5.14, or addresses hidden */
+	}
+	while (fgets(line, sizeof(line), f) && checked < 300) {
+		const char *want;
+		uint64_t want_start;
+
+		if (line_no++ % 211 || sscanf(line, "%llx %c %255s", &addr, &type, sym) != 3 ||
+		    (type != 'T' && type != 't') || strchr(line, '[') || !strncmp(sym, "__pfx_", 6))
+			continue; /* (padding before a function is no code a sample lands in) */
+		want = ksyms__resolve(ks, addr + 1, &want_start);
+		assert_int_equal(bpf_sampler__name_kernel(s, addr + 1, name, sizeof(name), &start),
+				 0);
+		/* aliases (two names, one address) may differ; the start may not */
+		if (start != want_start)
+			fail_msg("0x%llx: kernel %s at 0x%llx, kallsyms %s at 0x%llx", addr + 1, name,
+				 (unsigned long long)start, want, (unsigned long long)want_start);
+		if (strcmp(name, want))
+			print_message("alias: kernel says %s, kallsyms lists %s first\n", name, want);
+		checked++;
+	}
+	assert_true(checked > 100);
+	assert_int_equal(bpf_sampler__name_kernel(s, 8, name, sizeof(name), &start), -ENOENT);
+	fclose(f);
+	ksyms__free(ks);
+	bpf_sampler__free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -321,6 +372,7 @@ int main(void)
 		cmocka_unit_test(too_high_frequency_says_why),
 		cmocka_unit_test(cgroup_ids),
 		cmocka_unit_test(bad_options_say_why),
+		cmocka_unit_test(kernel_names_match_kallsyms),
 	};
 	ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
 

@@ -10,6 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -134,6 +138,127 @@ static void maps_parsing_keeps_executable_mappings(void **state)
 	unlink(path);
 }
 
+/* Reading our own maps twice opens no ELF file the second time: build-ids come from the cache. */
+static void build_ids_are_cached_per_file(void **state)
+{
+	struct procmaps_stats a, b;
+	struct procmaps *pm1, *pm2;
+	unsigned files = 0;
+
+	assert_int_equal(procmaps__read(0, 256, &pm1), 0);
+	procmaps__stats(&a);
+	assert_int_equal(procmaps__read(0, 256, &pm2), 0);
+	procmaps__stats(&b);
+	for (unsigned i = 0; i < pm2->n; i++) {
+		files += pm2->maps[i].path[0] == '/';
+		assert_string_equal(pm2->maps[i].build_id, pm1->maps[i].build_id);
+	}
+	assert_true(files > 0);
+	assert_true(pm2->start_time > 0);
+	assert_true(b.build_id_reads == a.build_id_reads);
+	assert_true(b.build_id_hits >= a.build_id_hits + files);
+	procmaps__free(pm1);
+	procmaps__free(pm2);
+}
+
+static struct procmaps *maps_of(const char *path)
+{
+	char line[300];
+	struct procmaps *pm;
+
+	snprintf(line, sizeof(line), "1000-2000 r-xp 00000000 08:01 1 %s\n", path);
+	assert_int_equal(procmaps__parse_text(line, (uint32_t)getpid(), 4, &pm), 0);
+	assert_int_equal(pm->n, 1);
+	return pm;
+}
+
+/* The cache key is the file as it is now: a copy is read, a changed mtime is read again. */
+static void build_id_cache_follows_the_file(void **state)
+{
+	char path[] = "/tmp/edgeprof-bid-test.XXXXXX", cmd[160], id[ELF_BUILD_ID_HEX];
+	struct procmaps_stats a, b, c, d;
+	struct timespec times[2] = {{0, UTIME_OMIT}, {12345, 0}};
+	struct procmaps *pm;
+	int fd = mkstemp(path);
+
+	close(fd);
+	snprintf(cmd, sizeof(cmd), "cp /proc/%d/exe %s", getpid(), path);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(elf__build_id(path, id, sizeof(id)), 0);
+	procmaps__stats(&a);
+	pm = maps_of(path);
+	assert_string_equal(pm->maps[0].build_id, id);
+	procmaps__free(pm);
+	procmaps__stats(&b);
+	assert_true(b.build_id_reads == a.build_id_reads + 1);
+	procmaps__free(maps_of(path));
+	procmaps__stats(&c);
+	assert_true(c.build_id_reads == b.build_id_reads);
+	assert_int_equal(utimensat(AT_FDCWD, path, times, 0), 0);
+	pm = maps_of(path);
+	assert_string_equal(pm->maps[0].build_id, id);
+	procmaps__free(pm);
+	procmaps__stats(&d);
+	assert_true(d.build_id_reads == c.build_id_reads + 1);
+	unlink(path);
+}
+
+/* A process that exited is not re-read again and again within a round (each a failed open). */
+static void exited_pid_is_not_retried(void **state)
+{
+	struct proctab *t = proctab__new(4, 64);
+	struct proctab_stats st;
+	pid_t child = fork();
+
+	if (child == 0)
+		_exit(0);
+	assert_true(child > 0);
+	waitpid(child, NULL, 0);
+	assert_int_equal(proctab__touch(t, (uint32_t)child), -ENOENT);
+	assert_int_equal(proctab__touch(t, (uint32_t)child), -ESRCH); /* remembered */
+	assert_null(proctab__resolve(t, (uint32_t)child, 0x1000));
+	proctab__new_round(t);
+	assert_int_equal(proctab__touch(t, (uint32_t)child), -ENOENT); /* a new round looks again */
+	/* ourselves: read once, then served from the table */
+	assert_int_equal(proctab__touch(t, (uint32_t)getpid()), 0);
+	assert_int_equal(proctab__touch(t, (uint32_t)getpid()), 0);
+	assert_non_null(proctab__resolve(t, (uint32_t)getpid(),
+					 (uint64_t)(uintptr_t)elf_test_marker_function));
+	proctab__stats(t, &st);
+	assert_int_equal(st.reads, 1);
+	assert_int_equal(st.procs, 1);
+	proctab__free(t);
+}
+
+/* The least recently used process is evicted, not the one in use. */
+static void eviction_is_least_recently_used(void **state)
+{
+	struct proctab *t = proctab__new(2, 64);
+	struct proctab_stats st;
+	pid_t kids[2];
+
+	for (int i = 0; i < 2; i++) {
+		kids[i] = fork();
+		if (kids[i] == 0) {
+			pause();
+			_exit(0);
+		}
+	}
+	assert_int_equal(proctab__touch(t, (uint32_t)getpid()), 0);
+	assert_int_equal(proctab__touch(t, (uint32_t)kids[0]), 0);
+	assert_int_equal(proctab__touch(t, (uint32_t)getpid()), 0); /* used again */
+	assert_int_equal(proctab__touch(t, (uint32_t)kids[1]), 0);  /* evicts kids[0] */
+	assert_int_equal(proctab__touch(t, (uint32_t)getpid()), 0);
+	proctab__stats(t, &st);
+	assert_int_equal(st.reads, 3);
+	assert_int_equal(st.evicted, 1);
+	for (int i = 0; i < 2; i++) {
+		kill(kids[i], SIGKILL);
+		waitpid(kids[i], NULL, 0);
+	}
+	proctab__free(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -141,6 +266,10 @@ int main(void)
 	    cmocka_unit_test(function_address_resolves_to_its_name),
 	    cmocka_unit_test(non_elf_is_rejected),
 	    cmocka_unit_test(maps_parsing_keeps_executable_mappings),
+	    cmocka_unit_test(build_ids_are_cached_per_file),
+	    cmocka_unit_test(build_id_cache_follows_the_file),
+	    cmocka_unit_test(exited_pid_is_not_retried),
+	    cmocka_unit_test(eviction_is_least_recently_used),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

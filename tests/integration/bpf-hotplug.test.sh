@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# CPU hotplug: a CPU taken offline while the BPF sampler runs is dropped with a log line, the
+# sampler keeps running, and once the CPU is back it is sampled again: a workload pinned to it
+# afterwards gets its samples. Also offline-and-back between two rescans (the event died but the
+# CPU reads online). The CPU is always put back online (trap).
+set -u
+probe=$EP_BUILD/tests/bpf-probe
+work=$EP_BUILD/tests/workloads/bpf-work
+cpu=1
+online=/sys/devices/system/cpu/cpu$cpu/online
+[ -x "$probe" ] && [ -x "$work" ] || { echo "bpf-probe not built (CONFIG_SAMPLER_BPF off)"; exit 77; }
+[ "$(id -u)" = 0 ] || { echo "needs root for bpf() and CPU hotplug"; exit 77; }
+[ -w "$online" ] || { echo "CPU $cpu cannot go offline here (no $online)"; exit 77; }
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+	echo 1 >"$online" 2>/dev/null
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+if ! "$probe" --seconds 0.1 --quiet 2>"$tmp/check" >/dev/null; then
+	tail -n 1 "$tmp/check"; exit 77
+fi
+[ "$(cat "$online")" = 1 ] || { echo "CPU $cpu is offline before the test"; exit 77; }
+
+run_case() { # name, seconds offline (0.3: back before the sampler's next 2 s rescan)
+	local name=$1 off=$2 ppid wpid n
+	"$probe" --seconds 11 --hz 499 >"$tmp/out.$name" 2>"$tmp/err.$name" &
+	ppid=$!
+	pids+=("$ppid")
+	sleep 1
+	echo 0 >"$online" || { echo "cannot take CPU $cpu offline"; return 2; }
+	sleep "$off"
+	echo 1 >"$online" || { echo "cannot bring CPU $cpu back"; return 1; }
+	sleep 4 # the next rescan attaches to it again
+	taskset -c "$cpu" "$work" split 3 1 &
+	wpid=$!
+	pids+=("$wpid")
+	wait "$wpid"
+	wait "$ppid" || { echo "$name: bpf-probe failed"; cat "$tmp/err.$name"; return 1; }
+	grep -E "went offline|now sampling|CPUs online" "$tmp/err.$name"
+	n=$(grep -c "^$wpid " "$tmp/out.$name")
+	echo "$name: workload on CPU $cpu after it came back: $n samples (3 s at 499 Hz)"
+	grep -q "CPU $cpu went offline" "$tmp/err.$name" || { echo "$name: offline not noticed"; return 1; }
+	grep -q "now sampling 2 CPUs" "$tmp/err.$name" || { echo "$name: CPU not re-attached"; return 1; }
+	[ "$n" -ge 300 ] || { echo "$name: CPU $cpu not sampled again"; return 1; }
+}
+
+rc=0
+run_case long 3 || rc=1
+run_case blink 0.3 || rc=1
+[ "$rc" = 0 ] && echo "PASS: CPU hotplug followed" || echo "FAIL"
+exit "$rc"
