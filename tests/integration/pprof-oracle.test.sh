@@ -42,15 +42,17 @@ unit_flag() { # profile -> -unit=... so that go prints raw integers
 go_flat() { # files... -> "<flat> <cum> <name>" sorted by name, as `pprof-tool flat` prints
 	local u
 	u=$(unit_flag "$1")
-	# A function go shows twice (inlined and not) gets cum "-": pprof counts such a sample in
-	# both nodes, which a per-name sum cannot reproduce. The flat values still add up.
+	# go marks a node reached inlined ("(inline)") or both ways ("(partial-inline)", seen on
+	# some runs of the Go program); names are compared without the mark. A function go shows
+	# twice (inlined and not) gets cum "-": pprof counts such a sample in both nodes, which a
+	# per-name sum cannot reproduce. The flat values still add up.
 	# shellcheck disable=SC2086
 	go tool pprof -top -nodefraction=0 -nodecount=1000000 $u "$@" 2>/dev/null |
 		awk '/^ *flat  *flat%/ {on=1; next}
 		     on && NF >= 6 {
 			v=$1; sub(/(ns|B)$/, "", v); c=$4; sub(/(ns|B)$/, "", c); name=$6
 			for (i = 7; i <= NF; i++) name = name " " $i
-			sub(/ \(inline\)$/, "", name)
+			sub(/ \((partial-)?inline\)$/, "", name)
 			s[name] += v; cum[name] += c; rows[name]++
 		     }
 		     END { for (n in s) printf "%d %s %s\n", s[n], (rows[n] > 1 ? "-" : cum[n]), n }' |
