@@ -95,7 +95,7 @@ struct store_stats {
 	uint64_t puts, duplicates, put_errors;
 	uint64_t merges, merge_skipped;
 	uint64_t rollups_built, rollups_dropped;	/* by the compactor; dropped = failed */
-	uint64_t rollups_read, rollups_stale;	/* by merges; stale = merged from raws instead */
+	uint64_t rollups_read, rollups_stale;	/* by merges; stale: merged from raws */
 	uint64_t rollup_build_ns;		/* compactor thread CPU time */
 };
 void store__stats(struct store *s, struct store_stats *st);

@@ -28,9 +28,11 @@
 #ifndef CONFIG_COLLECTOR_ROLLUP_MAX_PENDING
 #define CONFIG_COLLECTOR_ROLLUP_MAX_PENDING 256
 #endif
-#define ROLLUP_DEFAULT_GRACE_S	60	/* uploads are late by their interval plus retries */
+/* uploads are late by their interval plus retries */
+#define ROLLUP_DEFAULT_GRACE_S	60
 #define ROLLUP_DEFAULT_POLL_MS	5000
-#define ROLLUP_MAX_SCAN		(1u << 18) /* entries listed per pass: 16 MiB of plan_entry */
+/* entries listed per pass: 16 MiB of plan_entry */
+#define ROLLUP_MAX_SCAN		(1u << 18)
 
 struct rollup {
 	struct store *s;
@@ -44,7 +46,7 @@ struct rollup {
 	uint64_t built, dropped, cpu_ns; /* under lock */
 };
 
-/* ---- reading a rollup back -------------------------------------------------------------------- */
+/* ---- reading a rollup back ------------------------------------------------------------------- */
 
 /* The raws a rollup record covers, from its key: 0, or -EINVAL when it is not a rollup key. */
 static int rollup_key_parse(const char *key, uint64_t *count, uint64_t *seq_sum)
@@ -243,8 +245,8 @@ static int rollup__build(struct rollup *r, struct plan_entry *e, size_t n, unsig
 		b.meta.value = 0; /* rollups are not listed: timelines sum the raws */
 		ret = store__put(r->s, &b.meta, b.out.data, b.out.len, &seq, &dup);
 	} else {
-		pr_debug("rollup: level %u at %" PRIu64 ": %s", level, (uint64_t)(start / 1000000000ull),
-			 err[0] ? err : strerror(-ret));
+		pr_debug("rollup: level %u at %" PRIu64 ": %s", level,
+			 (uint64_t)(start / 1000000000ull), err[0] ? err : strerror(-ret));
 	}
 	merge_plan__free(&pl);
 	free(b.meta_payload);

@@ -73,7 +73,8 @@ struct merge_plan {
 void merge_plan__free(struct merge_plan *pl);
 
 /*
- * Plans a merge of entries e[0..n) (sorted here; store/rollup-plan.c, always built) for the range [from_ns, to_ns]: 0 or -ENOMEM.
+ * Plans a merge of entries e[0..n) (sorted here) for the range [from_ns, to_ns]: 0 or -ENOMEM.
+ * In store/rollup-plan.c, always built.
  * With bucket_s == 0 every raw entry is its own item and rollups are ignored.
  */
 int rollup__plan(struct plan_entry *e, size_t n, uint64_t from_ns, uint64_t to_ns,

@@ -142,7 +142,7 @@ static int bench_fill(const char *path, int devices, int profiles, uint64_t end_
 				    (uint64_t)d * 1000000ull;
 			if (profile_build(pg, (uint64_t)d * 100000 + i, &buf) ||
 			    ringfile__append_async(rf, &m, buf.data, buf.len, NULL)) {
-				fprintf(stderr, "render-bench: storing profile %d/%d failed\n", d, i);
+				fprintf(stderr, "render-bench: storing %d/%d failed\n", d, i);
 				return 1;
 			}
 			stored += buf.len;
