@@ -116,7 +116,12 @@ go_med=$(for _ in $(seq "$RUNS"); do
 	go tool pprof -proto "$dir"/dev/*.pb.gz >"$dir/go.pb.gz" 2>/dev/null
 	awk -v a="$s" -v b="$(date +%s.%N)" 'BEGIN { print b - a }'
 done | median)
-printf 'peer 2: go tool pprof -proto of one device-hour (%d profiles): %.3f s; ours (render json,' "$n" "$go_med"
-printf ' same device and hour, HTTP): %s s; ours/peer2 = %.3f\n' "$ours_dev" \
-	"$(awk -v a="$ours_dev" -v b="$go_med" 'BEGIN { print a / b }')"
+dev_raw=$("$drv" merge "$ring" "$a_from" "$a_to" "$RUNS" raw json '{device="gw-000"}' |
+	sed 's/seconds=\([^ ]*\).*/\1/' | tr , '\n' | median)
+printf 'peer 2: go tool pprof -proto of one device-hour (%d profiles): %.3f s (median of %d)\n' \
+	"$n" "$go_med" "$RUNS"
+printf '  ours, same device and hour: render json over HTTP (span rollup) %s s, ours/peer2 = %.3f;\n' \
+	"$ours_dev" "$(awk -v a="$ours_dev" -v b="$go_med" 'BEGIN { print a / b }')"
+printf '  raw records only (in process, merge + render) %s s, ours/peer2 = %.3f\n' \
+	"$dev_raw" "$(awk -v a="$dev_raw" -v b="$go_med" 'BEGIN { print a / b }')"
 echo "uptime at end: $(uptime)"

@@ -9,7 +9,7 @@
  *       (skewed, as real programs are) from 3,000 call paths of a 400-function program, so one
  *       profile has a few hundred distinct stacks and an hour of them a few thousand.
  *       Prints "records=N stored_bytes=B".
- *   render-bench merge RING FROM_S TO_S RUNS raw|rollup json|flamebearer
+ *   render-bench merge RING FROM_S TO_S RUNS raw|rollup json|flamebearer [SELECTOR]
  *       times store__merge + render of [FROM_S, TO_S] RUNS times, on the store's rollups (bucket
  *       300 s, the ones in the ring; none are built) or raw records only, with no merge limit.
  *       Prints "seconds=S1,S2,... profiles=N records_read=R bytes=B".
@@ -156,7 +156,7 @@ static int bench_fill(const char *path, int devices, int profiles, uint64_t end_
 }
 
 static int bench_merge(const char *path, uint64_t from_s, uint64_t to_s, int runs, bool raw,
-		       const char *format)
+		       const char *format, const char *selector)
 {
 	struct store_opts o = { .path = path, .index_entries = 1 << 20, .max_merge = 1 << 20,
 				.quiet = true };
@@ -171,6 +171,11 @@ static int bench_merge(const char *path, uint64_t from_s, uint64_t to_s, int run
 	/* rollups are planned with the collector's bucket; none are built here (see below) */
 	o.rollup.bucket_s = 300;
 	o.rollup.grace_s = 86400 * 365 * 50; /* the thread never finds a closed bucket */
+	if (selector && selector__parse(selector, 0, (struct selector **)&q.sel, err,
+					sizeof(err))) {
+		fprintf(stderr, "render-bench: %s\n", err);
+		return 1;
+	}
 	s = store__open(&o, err, sizeof(err));
 	if (!s || render_format_parse(format, &fmt)) {
 		fprintf(stderr, "render-bench: %s\n", s ? "bad format" : err);
@@ -197,6 +202,7 @@ static int bench_merge(const char *path, uint64_t from_s, uint64_t to_s, int run
 	printf(" profiles=%zu rollups_read=%" PRIu64 " bytes=%zu\n", n,
 	       (st1.rollups_read - st0.rollups_read) / (uint64_t)runs, len);
 	store__free(s);
+	selector__free((struct selector *)q.sel);
 	return 0;
 }
 
@@ -297,17 +303,17 @@ int main(int argc, char **argv)
 	if (argc == 6 && !strcmp(argv[1], "fill"))
 		return bench_fill(argv[2], atoi(argv[3]), atoi(argv[4]),
 				  strtoull(argv[5], NULL, 10));
-	if (argc == 8 && !strcmp(argv[1], "merge"))
+	if ((argc == 8 || argc == 9) && !strcmp(argv[1], "merge"))
 		return bench_merge(argv[2], strtoull(argv[3], NULL, 10),
 				   strtoull(argv[4], NULL, 10), atoi(argv[5]),
-				   !strcmp(argv[6], "raw"), argv[7]);
+				   !strcmp(argv[6], "raw"), argv[7], argc == 9 ? argv[8] : NULL);
 	if (argc == 7 && !strcmp(argv[1], "export"))
 		return bench_export(argv[2], argv[3], strtoull(argv[4], NULL, 10),
 				    strtoull(argv[5], NULL, 10), argv[6]);
 	if (argc == 4 && !strcmp(argv[1], "frames"))
 		return bench_frames(atoi(argv[2]), argv[3]);
 	fprintf(stderr, "usage: render-bench fill RING DEVICES PROFILES END_S |\n"
-		"  merge RING FROM_S TO_S RUNS raw|rollup json|flamebearer |\n"
+		"  merge RING FROM_S TO_S RUNS raw|rollup json|flamebearer [SELECTOR] |\n"
 		"  export RING DEVICE FROM_S TO_S DIR | frames N OUT\n");
 	return 2;
 }
