@@ -2,7 +2,9 @@
 # store/ — the collector's storage engine: ring file, index, selectors, times, queries.
 # ringfile.o + crc32c.o are also linked by the agent's spool (no collector needed).
 store-ring-y := store/ringfile.o store/crc32c.o
-store-core-y = $(store-ring-y) store/index.o store/selector.o store/timeparse.o store/query.o
+store-core-y = $(store-ring-y) store/index.o store/selector.o store/timeparse.o store/query.o \
+	       store/rollup-plan.o $(store-rollup-y)
+store-rollup-$(CONFIG_COLLECTOR_ROLLUP) := store/rollup.o
 
 unit-tests-y       += ringfile
 ringfile-test-objs  = $(store-ring-y) $(port-y)

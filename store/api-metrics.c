@@ -24,6 +24,22 @@ static void metric_family(struct sbuf *b, const char *name, const char *help,
 			    names[i], (uint64_t)values[i]);
 }
 
+static void metric_rollups(struct sbuf *b, const struct store_stats *st)
+{
+	metric(b, "rollups_built_total", "counter",
+	       "Rollup records built (one series bucket merged into one record).",
+	       st->rollups_built);
+	metric(b, "rollups_dropped_total", "counter",
+	       "Rollups not built (merge or append failed, bucket too large): left raw.",
+	       st->rollups_dropped);
+	metric(b, "rollup_build_cpu_milliseconds_total", "counter",
+	       "CPU time spent building rollups.", st->rollup_build_ns / 1000000);
+	metric(b, "rollups_read_total", "counter", "Rollups read by merges.", st->rollups_read);
+	metric(b, "rollups_stale_total", "counter",
+	       "Rollups not used because their raws changed (late or evicted): merged raw.",
+	       st->rollups_stale);
+}
+
 void api_metrics(struct api_ctx *a)
 {
 	const struct server_metrics *m = a->metrics;
@@ -62,6 +78,8 @@ void api_metrics(struct api_ctx *a)
 	metric(&b, "index_memory_bytes", "gauge", "Heap held by the index.", st.index.mem_bytes);
 	metric(&b, "index_dropped_total", "counter",
 	       "Index entries dropped because the index was full.", st.index.dropped);
+	if (IS_ENABLED(CONFIG_COLLECTOR_ROLLUP))
+		metric_rollups(&b, &st);
 	metric(&b, "tls_handshakes_total", "counter", "Completed TLS handshakes.",
 	       m->tls_handshakes);
 	metric(&b, "tls_resumed_total", "counter", "Handshakes that resumed a session.",

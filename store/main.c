@@ -15,6 +15,12 @@
 
 static struct server *the_server;
 
+#ifdef CONFIG_COLLECTOR_ROLLUP_BUCKET_S
+#define ROLLUP_DEFAULT_S CONFIG_COLLECTOR_ROLLUP_BUCKET_S
+#else
+#define ROLLUP_DEFAULT_S 0
+#endif
+
 static const char usage_text[] =
 	"usage: edgeprof-collector --listen HOST:PORT --tls-ca F --tls-cert F --tls-key F\n"
 	"                          --ring PATH [--ring-size SIZE] [--fsync-ms N]\n"
@@ -22,6 +28,7 @@ static const char usage_text[] =
 	"                          [--max-body SIZE] [--max-conns N]\n"
 	"                          [--request-timeout-ms N] [--idle-timeout-ms N]\n"
 	"                          [--index-entries N] [--debuginfo-dir DIR] [--syslog] [-v]\n"
+	"                          [--rollup-seconds N]\n"
 	"\n"
 	"Receives profiles over mutual TLS (client certificates signed by --tls-ca are\n"
 	"required; their CN becomes the device label) and keeps them in one preallocated\n"
@@ -30,11 +37,12 @@ static const char usage_text[] =
 	"ms with --fsync-ms (group commit). --http-listen adds a plain-HTTP listener for SDKs\n"
 	"without client certificates: loopback only unless --http-token is set, and with a\n"
 	"token every request needs 'Authorization: Bearer TOKEN' (or Basic, token as\n"
-	"password). API: store/README.md.\n";
+	"password). --rollup-seconds sets the rollup bucket (0 = no rollups; default %d).\n"
+	"API: store/README.md.\n";
 
 static void usage(FILE *out)
 {
-	fprintf(out, usage_text, CONFIG_COLLECTOR_RING_MB);
+	fprintf(out, usage_text, CONFIG_COLLECTOR_RING_MB, ROLLUP_DEFAULT_S);
 }
 
 static int parse_size(const char *s, uint64_t *out)
@@ -84,6 +92,7 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 		{ "idle-timeout-ms", required_argument, NULL, 'i' },
 		{ "index-entries", required_argument, NULL, 'x' },
 		{ "debuginfo-dir", required_argument, NULL, 'D' },
+		{ "rollup-seconds", required_argument, NULL, 'R' },
 		{ "syslog", no_argument, NULL, 'S' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -105,6 +114,14 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 		case 'S': port_log_open("edgeprof-collector", true); break;
 		case 'v': port_log_set_level(PORT_LOG_DEBUG); break;
 		case 'h': usage(stdout); exit(0);
+		case 'R':
+			if (parse_size(optarg, &v) || (v && (v < 10 || v > 86400))) {
+				fprintf(stderr, "edgeprof-collector: --rollup-seconds: 0 or "
+					"10..86400\n");
+				return -EINVAL;
+			}
+			o->store.rollup.bucket_s = (unsigned)v;
+			break;
 		case 's': case 'f': case 'b': case 'm': case 't': case 'i': case 'x':
 			if (parse_size(optarg, &v)) {
 				fprintf(stderr, "edgeprof-collector: '%s' is not a size\n", optarg);
@@ -142,7 +159,8 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 int main(int argc, char **argv)
 {
 	struct server_opts o = {
-		.store = { .size = 0, .fsync_ms = CONFIG_COLLECTOR_FSYNC_MS },
+		.store = { .size = 0, .fsync_ms = CONFIG_COLLECTOR_FSYNC_MS,
+			   .rollup = { .bucket_s = ROLLUP_DEFAULT_S } },
 		.max_body = (size_t)CONFIG_COLLECTOR_MAX_BODY_KB << 10,
 		.max_conns = CONFIG_COLLECTOR_MAX_CONNS,
 		.request_timeout_ms = 30000,

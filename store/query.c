@@ -35,6 +35,9 @@ struct store {
 	struct index *ix;
 	size_t max_merge;
 	uint64_t puts, duplicates, put_errors, merges, merge_skipped;
+	uint64_t rollups_read, rollups_stale;
+	struct rollup *ru;	/* the compactor (NULL: no rollups) */
+	unsigned rollup_s;	/* its bucket seconds (0: plan raw records only) */
 };
 
 static int store__index_cb(void *ctx, uint64_t seq, const struct record_meta *meta, size_t len)
@@ -80,6 +83,15 @@ struct store *store__open(const struct store_opts *opts, char *err, size_t errle
 		pr_info("store: %s: %" PRIu64 " profiles (%" PRIu64 " of %" PRIu64
 			" bytes used), %" PRIu64 " corrupt or torn records skipped",
 			opts->path, st.records, st.used, st.capacity, st.corrupt);
+	if (opts->rollup.bucket_s && IS_ENABLED(CONFIG_COLLECTOR_ROLLUP)) {
+		s->ru = rollup__start(s, &opts->rollup);
+		if (!s->ru) {
+			snprintf(err, errlen, "store: starting the rollup thread: %s",
+				 strerror(errno));
+			goto err_free;
+		}
+		s->rollup_s = rollup__bucket_s(s->ru);
+	}
 	return s;
 
 err_free:
@@ -93,6 +105,7 @@ void store__free(struct store *s)
 {
 	if (!s)
 		return;
+	rollup__stop(s->ru);
 	ringfile__free(s->rf);
 	index__free(s->ix);
 	pthread_mutex_destroy(&s->lock);
@@ -159,6 +172,8 @@ static bool query__match(const struct store_query *q, const struct index_view *v
 {
 	if (q->type && *q->type && strcmp(q->type, v->type))
 		return false;
+	if ((v->flags & STORE_F_ROLLUP) && !q->with_rollups)
+		return false;
 	return selector__match(q->sel, v->service, v->device, v->labels, v->n_labels);
 }
 
@@ -209,71 +224,96 @@ int store__services(struct store *s, int (*cb)(void *ctx, const char *service), 
 
 /* ---- merge ---------------------------------------------------------------------------------- */
 
-struct seq_list {
-	uint64_t *v;
+struct entry_list {
+	struct plan_entry *v;
 	size_t n, cap;
 };
 
-static int seq_list__cb(void *ctx, const struct index_view *v)
+static int entry_list__cb(void *ctx, const struct index_view *v)
 {
-	struct seq_list *l = ctx;
+	struct entry_list *l = ctx;
 
 	if (l->n < l->cap)
-		l->v[l->n] = v->seq;
+		l->v[l->n] = (struct plan_entry){ .seq = v->seq, .time_ns = v->time_ns,
+						  .service = v->service, .type = v->type,
+						  .device = v->device, .labels = v->labels,
+						  .level = rollup_level(v->flags) };
 	l->n++;
 	return 0;
 }
 
-/* Reads, decodes and adds one stored profile: 0, or -ENOENT/-EIO/-EINVAL for a bad record. */
-static int merge__one(struct store *s, struct pprof_merger *m, uint64_t seq, char *err,
-		      size_t errlen)
+int store__read_profile(struct store *s, uint64_t seq, struct pprof_profile **p, char *err,
+			size_t errlen)
 {
-	struct pprof_profile *p = NULL;
 	struct record_meta meta;
 	void *payload;
 	size_t len;
 	char perr[192];
 	int e;
 
+	*p = NULL;
 	e = ringfile__read(s->rf, seq, &meta, &payload, &len);
 	if (e) {
 		snprintf(err, errlen, "profile %" PRIu64 " is no longer stored", seq);
 		return e;
 	}
-	e = pprof_read(payload, len, NULL, &p, perr, sizeof(perr));
+	e = pprof_read(payload, len, NULL, p, perr, sizeof(perr));
 	free(payload);
 	if (e) {
 		snprintf(err, errlen, "profile %" PRIu64 " does not decode: %s", seq, perr);
 		return e == -ENOMEM ? e : -EIO;
 	}
-	e = pprof_merger__add(m, p, err, errlen);
-	pprof_profile__free(p);
+	return 0;
+}
+
+struct merge_ctx {
+	struct store *s;
+	const struct merge_plan *plan;
+	size_t base;			/* items before base were merged or skipped */
+	uint64_t rollups_read, rollups_stale; /* atomically added (worker threads) */
+};
+
+/* pprof_load_fn: reads one planned record (on a worker thread). */
+static int merge__load(void *ctx, size_t i, struct pprof_profile **p, char *err, size_t errlen)
+{
+	struct merge_ctx *mc = ctx;
+	const struct merge_item *it = &mc->plan->items[mc->base + i];
+	bool used = false;
+	int e;
+
+	if (!it->n)
+		return store__read_profile(mc->s, it->seq, p, err, errlen);
+	e = rollup__load(mc->s, mc->plan, it, p, &used, err, errlen);
+	__atomic_add_fetch(used ? &mc->rollups_read : &mc->rollups_stale, 1, __ATOMIC_RELAXED);
 	return e;
 }
 
-static int merge__run(struct store *s, const uint64_t *seqs, size_t n, bool skip_bad,
+static int merge__run(struct store *s, const struct merge_plan *pl, bool skip_bad,
 		      struct pprof_profile **out, size_t *n_merged, size_t *skipped, char *err,
 		      size_t errlen)
 {
 	struct pprof_merger *m = pprof_merger__new();
-	size_t merged = 0, bad = 0;
+	struct merge_ctx mc = { .s = s, .plan = pl };
+	size_t merged = 0, bad = 0, failed;
 	int e = 0;
 
 	if (!m)
 		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		e = merge__one(s, m, seqs[i], err, errlen);
+	/* a bad record stops add_all at it: count it and go on after it */
+	while (mc.base < pl->n_items) {
+		e = pprof_merger__add_all(m, pl->n_items - mc.base, 0, merge__load, &mc, &failed,
+					  err, errlen);
 		if (!e) {
-			merged++;
-			continue;
+			merged += pl->n_items - mc.base;
+			break;
 		}
 		/* evicted meanwhile or unreadable: skipped when selecting, fatal by id */
-		if (skip_bad && (e == -ENOENT || e == -EIO)) {
-			bad++;
-			e = 0;
-			continue;
-		}
-		break;
+		if (!skip_bad || (e != -ENOENT && e != -EIO))
+			break;
+		merged += failed;
+		bad++;
+		mc.base += failed + 1;
+		e = 0;
 	}
 	if (!e && !merged) {
 		snprintf(err, errlen, "no profiles match");
@@ -285,40 +325,68 @@ static int merge__run(struct store *s, const uint64_t *seqs, size_t n, bool skip
 	pthread_mutex_lock(&s->lock);
 	s->merges++;
 	s->merge_skipped += bad;
+	s->rollups_read += mc.rollups_read;
+	s->rollups_stale += mc.rollups_stale;
 	pthread_mutex_unlock(&s->lock);
-	if (n_merged)
-		*n_merged = merged;
+	if (n_merged) /* raw profiles stand behind the items: report those */
+		*n_merged = merged == pl->n_items ? pl->n_profiles : merged;
 	if (skipped)
 		*skipped = bad;
 	return e;
 }
 
+/* The entries a merge query selects (rollups too), at most cap: 0, or -errno. */
+static int merge__select(struct store *s, const struct store_query *q, size_t cap,
+			 struct entry_list *l)
+{
+	struct store_query sq = *q;
+	int e;
+
+	/* an explicit limit merges the newest `limit` profiles, raw ones */
+	sq.with_rollups = !q->raw_only && !(q->limit && q->limit <= s->max_merge) && s->rollup_s;
+	l->cap = cap;
+	l->v = malloc(cap * sizeof(*l->v));
+	if (!l->v)
+		return -ENOMEM;
+	pthread_mutex_lock(&s->lock);
+	e = store__select_locked(s, &sq, q->limit && q->limit <= s->max_merge ? cap : 0,
+				 q->limit && q->limit <= s->max_merge, entry_list__cb, l);
+	pthread_mutex_unlock(&s->lock);
+	return e < 0 ? e : 0;
+}
+
 int store__merge(struct store *s, const struct store_query *q, struct pprof_profile **out,
 		 size_t *n_merged, size_t *skipped, char *err, size_t errlen)
 {
-	/* an explicit limit merges the newest `limit` profiles; without one, all or -E2BIG */
 	bool limited = q->limit && q->limit <= s->max_merge;
-	size_t cap = limited ? q->limit : s->max_merge;
-	struct seq_list l = { .cap = cap };
+	/* rollups stand for many raws: select up to 64 x the limit, plan, then check the limit */
+	size_t cap = limited ? q->limit : s->rollup_s && !q->raw_only ? 64 * s->max_merge
+								      : s->max_merge;
+	struct merge_plan pl = { 0 };
+	struct entry_list l = { 0 };
 	int e;
 
 	*out = NULL;
-	l.v = malloc(cap * sizeof(*l.v));
-	if (!l.v)
-		return -ENOMEM;
-	pthread_mutex_lock(&s->lock);
-	e = store__select_locked(s, q, limited ? cap : 0, limited, seq_list__cb, &l);
-	pthread_mutex_unlock(&s->lock);
-	if (e >= 0 && l.n > cap) {
+	e = merge__select(s, q, cap, &l);
+	if (!e && l.n > cap) {
 		snprintf(err, errlen, "query matches %zu profiles, more than the limit of %zu: "
 			 "narrow the time range or the selector", l.n, s->max_merge);
 		e = -E2BIG;
-	} else if (e >= 0 && !l.n) {
+	}
+	if (!e)
+		e = rollup__plan(l.v, l.n, q->from_ns, q->to_ns ? q->to_ns : UINT64_MAX,
+				 !limited && !q->raw_only ? s->rollup_s : 0, &pl);
+	if (!e && pl.n_items > s->max_merge) {
+		snprintf(err, errlen, "query matches %zu profiles, more than the limit of %zu: "
+			 "narrow the time range or the selector", pl.n_items, s->max_merge);
+		e = -E2BIG;
+	} else if (!e && !pl.n_items) {
 		snprintf(err, errlen, "no profiles match");
 		e = -ENOENT;
-	} else if (e >= 0) {
-		e = merge__run(s, l.v, l.n, true, out, n_merged, skipped, err, errlen);
+	} else if (!e) {
+		e = merge__run(s, &pl, true, out, n_merged, skipped, err, errlen);
 	}
+	merge_plan__free(&pl);
 	free(l.v);
 	return e;
 }
@@ -326,13 +394,23 @@ int store__merge(struct store *s, const struct store_query *q, struct pprof_prof
 int store__merge_seqs(struct store *s, const uint64_t *seqs, size_t n, struct pprof_profile **out,
 		      char *err, size_t errlen)
 {
+	struct merge_plan pl = { .n_items = n, .n_profiles = n };
+	int e;
+
 	*out = NULL;
 	if (n > s->max_merge) {
 		snprintf(err, errlen, "%zu profiles asked, more than the limit of %zu", n,
 			 s->max_merge);
 		return -E2BIG;
 	}
-	return merge__run(s, seqs, n, false, out, NULL, NULL, err, errlen);
+	pl.items = calloc(n ? n : 1, sizeof(*pl.items));
+	if (!pl.items)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		pl.items[i].seq = seqs[i];
+	e = merge__run(s, &pl, false, out, NULL, NULL, err, errlen);
+	merge_plan__free(&pl);
+	return e;
 }
 
 void store__stats(struct store *s, struct store_stats *st)
@@ -345,5 +423,9 @@ void store__stats(struct store *s, struct store_stats *st)
 	st->put_errors = s->put_errors;
 	st->merges = s->merges;
 	st->merge_skipped = s->merge_skipped;
+	st->rollups_read = s->rollups_read;
+	st->rollups_stale = s->rollups_stale;
+	st->rollups_built = st->rollups_dropped = st->rollup_build_ns = 0;
 	pthread_mutex_unlock(&s->lock);
+	rollup__stats(s->ru, st);
 }

@@ -16,6 +16,7 @@
 #include "pprof/pprof.h"
 #include "store/index.h"
 #include "store/ringfile.h"
+#include "store/rollup.h"
 #include "store/selector.h"
 
 struct store_opts {
@@ -25,6 +26,7 @@ struct store_opts {
 	size_t index_entries;	/* 0 = CONFIG_COLLECTOR_INDEX_ENTRIES */
 	size_t max_merge;	/* profiles per merge/get query; 0 = STORE_DEFAULT_MAX_MERGE */
 	bool quiet;
+	struct rollup_opts rollup; /* bucket_s 0 = no rollups (store/rollup.h) */
 };
 
 #define STORE_DEFAULT_MAX_MERGE 10000
@@ -54,6 +56,8 @@ struct store_query {
 	uint64_t from_ns, to_ns;	/* inclusive; 0 / 0 = no bound (to_ns 0 means no upper) */
 	size_t limit;			/* 0 = no limit (list); merge uses max_merge */
 	bool newest_first;		/* list order (merge reads oldest first) */
+	bool raw_only;			/* merge: read raw records, no rollups (benchmarks) */
+	bool with_rollups;		/* list: rollup records too (the compactor) */
 };
 
 /*
@@ -67,13 +71,19 @@ int store__services(struct store *s, int (*cb)(void *ctx, const char *service), 
 
 /*
  * Merges every profile matching q into one decoded profile (write it with
- * pprof_write_profile()). Errors: -ENOENT "no profiles match", -E2BIG "query matches 12000
- * profiles, more than the limit of 10000: narrow the time range or the selector", -EINVAL
- * (incompatible profiles, named). A stored record that no longer decodes is skipped and counted
- * in *skipped (may be NULL). *n_merged (may be NULL) gets the number merged.
+ * pprof_write_profile()), reading rollups for whole buckets (store/rollup.h) and decoding on
+ * worker threads. Errors: -ENOENT "no profiles match", -E2BIG "query matches 12000 profiles,
+ * more than the limit of 10000: narrow the time range or the selector" (counting records read:
+ * a rollup counts once), -EINVAL (incompatible profiles, named). A stored record that no longer
+ * decodes is skipped and counted in *skipped (may be NULL). *n_merged (may be NULL) gets the
+ * number of raw profiles merged (directly or through rollups).
  */
 int store__merge(struct store *s, const struct store_query *q, struct pprof_profile **out,
 		 size_t *n_merged, size_t *skipped, char *err, size_t errlen);
+
+/* Reads and decodes one stored profile: 0, -ENOENT (not stored), -EIO (does not decode). */
+int store__read_profile(struct store *s, uint64_t seq, struct pprof_profile **p, char *err,
+			size_t errlen);
 
 /* Merges the given seqs (GET /api/0/profiles/<id1>+<id2>); -ENOENT names the missing id. */
 int store__merge_seqs(struct store *s, const uint64_t *seqs, size_t n, struct pprof_profile **out,
@@ -84,6 +94,9 @@ struct store_stats {
 	struct index_stats index;
 	uint64_t puts, duplicates, put_errors;
 	uint64_t merges, merge_skipped;
+	uint64_t rollups_built, rollups_dropped;	/* by the compactor; dropped = failed */
+	uint64_t rollups_read, rollups_stale;	/* by merges; stale: merged from raws */
+	uint64_t rollup_build_ns;		/* compactor thread CPU time */
 };
 void store__stats(struct store *s, struct store_stats *st);
 

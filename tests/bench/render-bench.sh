@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Render benchmark of the collector (issue 8): the flame graph of 1 hour of a 100-device fleet.
+#  1. a ring with DEVICES devices x 2 hours of realistic cpu profiles (one per device every 10 s,
+#     ~20 KB each, render-bench fill), ending just before the current clock hour;
+#  2. the collector on it with rollups (300 s buckets, hour spans); we wait until all are built
+#     and report their CPU cost and the ring space they take;
+#  3. GET /api/0/render (json, flamebearer) over HTTP, median of RUNS, for
+#       aligned  the last clock hour [H-1h, H] (one span rollup per device),
+#       sliding  an hour that starts and ends mid-bucket (11 bucket rollups per device and the
+#                raw profiles of the two partial buckets: the UI's "last hour" case);
+#  4. peer 1: our own merge + render of the aligned hour from raw records only (in process, no
+#     merge limit, render-bench merge ... raw), RUNS_RAW runs;
+#  5. peer 2: `go tool pprof -proto` merging one device's hour (360 files) against our render
+#     of the same device and hour.
+# Usage: tests/bench/render-bench.sh [BUILD_DIR]
+#        (env: RUNS=5 RUNS_RAW=3 DEVICES=100 DIR=/var/tmp RING=<reuse a filled ring>)
+set -eu
+top=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-$top/build/host-x86_64}
+drv=$build/tests/drivers/render-bench
+coll=$build/edgeprof-collector
+[ -x "$drv" ] && [ -x "$coll" ] || { echo "build first: make all-tests"; exit 1; }
+RUNS=${RUNS:-5}
+RUNS_RAW=${RUNS_RAW:-3}
+DEVICES=${DEVICES:-100}
+dir=$(mktemp -d "${DIR:-/var/tmp}/edgeprof-render-bench.XXXXXX")
+cpid=
+trap '[ -n "$cpid" ] && kill "$cpid" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"' EXIT
+
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+metric() { curl -s "http://127.0.0.1:$port/metrics" | awk -v m="edgeprof_collector_$1" '$1 == m { print $2 }'; }
+
+start() { # rollup-seconds
+	"$coll" --ring "$ring" --http-listen 127.0.0.1:0 --rollup-seconds "$1" >"$dir/log" 2>&1 &
+	cpid=$!
+	for _ in $(seq 600); do
+		port=$(sed -n 's/.*plain HTTP, port \([0-9]*\).*/\1/p' "$dir/log")
+		[ -n "$port" ] && return 0
+		sleep 0.1
+	done
+	echo "collector did not start:"; cat "$dir/log"; exit 1
+}
+stop() { kill "$cpid"; wait "$cpid" 2>/dev/null || true; cpid=; }
+
+render() { # query-string -> median seconds of RUNS
+	for _ in $(seq "$RUNS"); do
+		curl -s -o "$dir/out" -w '%{http_code} %{time_total}\n' \
+			"http://127.0.0.1:$port/api/0/render?$1" >"$dir/t"
+		read -r code secs <"$dir/t"
+		[ "$code" = 200 ] || { echo "render $1: HTTP $code" >&2; exit 1; }
+		echo "$secs"
+	done | median
+}
+
+hour=$(( $(date +%s) / 3600 * 3600 ))
+end=$(( hour - 10 ))	# the last profile of each device, 2 x 360 profiles back from there
+echo "render benchmark: $(nproc) CPUs, uptime: $(uptime)"
+if [ -n "${RING:-}" ]; then
+	ring=$RING
+	echo "reusing $ring (filled for the hour before $hour? it must be)"
+else
+	ring=$dir/ring
+	echo "filling $ring: $DEVICES devices x 720 profiles (2 hours)..."
+	"$drv" fill "$ring" "$DEVICES" 720 "$end"
+fi
+
+start 0
+used0=$(metric ring_used_bytes)
+stop
+start 300
+want=$(( DEVICES * 26 ))	# 2 hours: 24 bucket rollups + 2 span rollups per device
+for _ in $(seq 1200); do
+	[ "$(metric rollups_built_total)" -ge "$want" ] && break
+	sleep 1
+done
+built=$(metric rollups_built_total)
+cpu_ms=$(metric rollup_build_cpu_milliseconds_total)
+used1=$(metric ring_used_bytes)
+echo "rollups: $built built (want $want), $(metric rollups_dropped_total) dropped;" \
+	"build CPU $(awk -v c="$cpu_ms" 'BEGIN { printf "%.1f s for 2 hours = %.1f s per fleet-hour", c / 1e3, c / 2e3 }');" \
+	"ring space $(( (used1 - used0) >> 20 )) MiB over $(( used0 >> 20 )) MiB of profiles" \
+	"($(awk -v a="$used0" -v b="$used1" 'BEGIN { printf "%.1f", (b - a) * 100 / a }')%)"
+
+a_from=$(( hour - 3600 )) a_to=$hour
+s_from=$(( hour - 5400 + 150 )) s_to=$(( hour - 1800 + 150 ))
+printf '\n%-34s %10s\n' "render over HTTP (median of $RUNS)" seconds
+for fmt in json flamebearer; do
+	aj=$(render "format=$fmt&from=$a_from&to=$a_to")
+	printf '%-34s %10s\n' "aligned hour, $fmt" "$aj"
+	[ "$fmt" = json ] && ours_aligned=$aj
+	printf '%-34s %10s\n' "sliding hour, $fmt" "$(render "format=$fmt&from=$s_from&to=$s_to")"
+done
+echo "rollups read: $(metric rollups_read_total), stale: $(metric rollups_stale_total)"
+sel=$(printf '%s' '{device="gw-000"}' | sed 's/{/%7B/; s/}/%7D/; s/"/%22/g; s/=/%3D/')
+ours_dev=$(render "format=json&query=$sel&from=$a_from&to=$a_to")
+stop
+
+echo
+echo "peer 1: our merge + render of the aligned hour from raw records (in process, $RUNS_RAW runs)"
+raw=$("$drv" merge "$ring" "$a_from" "$a_to" "$RUNS_RAW" raw json)
+rol=$("$drv" merge "$ring" "$a_from" "$a_to" "$RUNS" rollup json)
+raw_med=$(echo "$raw" | sed 's/seconds=\([^ ]*\).*/\1/' | tr , '\n' | median)
+rol_med=$(echo "$rol" | sed 's/seconds=\([^ ]*\).*/\1/' | tr , '\n' | median)
+echo "  raw:     $raw"
+echo "  rollups: $rol"
+printf '  medians: raw %s s, rollups %s s (in process), over HTTP %s s; ours/peer1 = %.3f\n' \
+	"$raw_med" "$rol_med" "$ours_aligned" "$(awk -v a="$ours_aligned" -v b="$raw_med" 'BEGIN { print a / b }')"
+
+echo
+mkdir "$dir/dev"
+"$drv" export "$ring" gw-000 "$a_from" "$a_to" "$dir/dev" >/dev/null
+n=$(ls "$dir/dev" | wc -l)
+go_med=$(for _ in $(seq "$RUNS"); do
+	s=$(date +%s.%N)
+	go tool pprof -proto "$dir"/dev/*.pb.gz >"$dir/go.pb.gz" 2>/dev/null
+	awk -v a="$s" -v b="$(date +%s.%N)" 'BEGIN { print b - a }'
+done | median)
+dev_raw=$("$drv" merge "$ring" "$a_from" "$a_to" "$RUNS" raw json '{device="gw-000"}' |
+	sed 's/seconds=\([^ ]*\).*/\1/' | tr , '\n' | median)
+printf 'peer 2: go tool pprof -proto of one device-hour (%d profiles): %.3f s (median of %d)\n' \
+	"$n" "$go_med" "$RUNS"
+printf '  ours, same device and hour: render json over HTTP (span rollup) %s s, ours/peer2 = %.3f;\n' \
+	"$ours_dev" "$(awk -v a="$ours_dev" -v b="$go_med" 'BEGIN { print a / b }')"
+printf '  raw records only (in process, merge + render) %s s, ours/peer2 = %.3f\n' \
+	"$dev_raw" "$(awk -v a="$dev_raw" -v b="$go_med" 'BEGIN { print a / b }')"
+echo "uptime at end: $(uptime)"
