@@ -6,6 +6,14 @@ pprof-y      = pprof/profile.pb.o pprof/util.o pprof/builder.o pprof/writer.o pp
 	       pprof/merge.o pprof/merge-parallel.o pprof/write-parallel.o pprof/symbolize.o
 pprof-ldlibs = -lprotobuf-nanopb -lz -lpthread
 
+# gzip input: libdeflate's whole-buffer inflate where the board has it, zlib's path always.
+pprof-inflate-y := pprof/inflate-zlib.o
+ifeq ($(CONFIG_PPROF_LIBDEFLATE),y)
+pprof-inflate-y := pprof/inflate-libdeflate.o
+pprof-ldlibs    += -ldeflate
+endif
+pprof-y += $(pprof-inflate-y)
+
 NANOPB_GEN := $(PYTHON) /usr/bin/nanopb_generator.py
 
 generated-y += $(O)/pprof/profile.pb.h

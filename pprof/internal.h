@@ -158,6 +158,13 @@ struct pprof_blocks {
 	struct pprof_line *lines;
 };
 
+/*
+ * A faster whole-buffer gunzip of at most @max output bytes (pprof/inflate-*.c, chosen by
+ * CONFIG_PPROF_LIBDEFLATE). 0 with a malloc'd *out, or -EAGAIN: use zlib's streaming path, which
+ * is the reference for every error and limit.
+ */
+int pp_inflate_fast(const uint8_t *in, size_t len, size_t max, uint8_t **out, size_t *out_len);
+
 void pp_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif /* EDGEPROF_PPROF_INTERNAL_H */

@@ -833,6 +833,8 @@ static int gunzip(struct rd *r, const uint8_t *in, size_t len, uint8_t **out, si
 	max = ratio_max < MiB ? MiB : ratio_max;
 	if (max > r->lim.max_decoded)
 		max = r->lim.max_decoded;
+	if (!pp_inflate_fast(in, len, max, out, out_len))
+		return 0;
 	cap = len < max / 4 ? (len * 4 < 65536 ? 65536 : len * 4) : max;
 	if (cap > max)
 		cap = max;

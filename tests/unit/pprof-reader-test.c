@@ -410,6 +410,40 @@ static void gzip_is_checked(void **state)
 }
 
 /*
+ * With CONFIG_PPROF_LIBDEFLATE the reader sizes its buffer from the gzip trailer and decodes
+ * member by member: one profile split across two members must read as one, and a trailer that
+ * lies about the size (retries past the hint) must end in zlib's error, not a short read.
+ */
+static void gzip_members_and_trailers(void **state)
+{
+	static uint8_t gz[65536];
+	struct pb b = { 0 };
+	struct pprof_profile *p;
+	char err[256];
+	size_t n1, n2, half;
+
+	(void)state;
+	base_tables(&b);
+	for (int i = 0; i < 500; i++)	/* ~5 KB of the 8 KB buffer */
+		add_sample(&b, 1, i);
+	half = b.n / 2;
+	n1 = gzip(b.d, half, gz, sizeof(gz));
+	n2 = gzip(b.d + half, b.n - half, gz + n1, sizeof(gz) - n1);
+	assert_int_equal(pprof_read(gz, n1 + n2, NULL, &p, err, sizeof(err)), 0);
+	assert_int_equal(p->n_samples, 500);
+	assert_int_equal(p->samples[499].values[0], 499);
+	pprof_profile__free(p);
+
+	n1 = gzip(b.d, b.n, gz, sizeof(gz));
+	memcpy(gz + n1 - 4, "\x01\x00\x00\x00", 4);	/* ISIZE = 1: far too small */
+	assert_int_equal(pprof_read(gz, n1, NULL, &p, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "gzip"));
+	memcpy(gz + n1 - 4, "\xff\xff\xff\x7f", 4);	/* beyond every bound */
+	assert_int_equal(pprof_read(gz, n1, NULL, &p, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "gzip"));
+}
+
+/*
  * Inputs that once crashed the fuzz target (tests/fuzz/pprof-reader.regress/): a field read as
  * packed when it was a varint (NULL + 0), and int64 sums overflowing in merge. Read them, write
  * back and merge whatever is accepted. Under SAN=1 any out-of-bounds access or UB fails.
@@ -474,6 +508,7 @@ int main(void)
 		cmocka_unit_test(truncations_never_crash),
 		cmocka_unit_test(limits_are_enforced),
 		cmocka_unit_test(gzip_is_checked),
+		cmocka_unit_test(gzip_members_and_trailers),
 		cmocka_unit_test(fuzz_regressions),
 	};
 
