@@ -636,7 +636,8 @@ int dwarf_lines__parse(const struct dwarf_line_sections *s, size_t max_bytes,
 		dwarf_lines__free(l);
 		return ps.ret;
 	}
-	qsort(l->rows, l->n_rows, sizeof(*l->rows), row_cmp);
+	if (l->n_rows)
+		qsort(l->rows, l->n_rows, sizeof(*l->rows), row_cmp);
 	*out = l;
 	return 0;
 }

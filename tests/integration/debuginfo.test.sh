@@ -51,6 +51,18 @@ top >"$T/after.txt"
 for f in work_a work_b work_c run_split; do
 	grep -q " $f\$" "$T/after.txt" || fail "$f not named after upload: $(cat "$T/after.txt")"
 done
+# file:line from the DWARF line table (the workload is built with -g): each work_ function's hot
+# lines are in the split.c lines of its body.
+"$EP" query 'app' -o "$T/m.pb.gz" 2>/dev/null || fail "query"
+go tool pprof -symbolize=none -top -lines "$T/m.pb.gz" >"$T/lines.txt" 2>/dev/null
+src=$EP_TOP/tests/workloads/split.c
+body() { awk -v f="$1" 'index($0, " " f "(") { s = NR } s && /^}/ { print s, NR; exit }' "$src"; }
+for f in work_a work_b work_c; do
+	read -r first last < <(body $f)
+	n=$(awk -v f="$f" -v a="$first" -v b="$last" '$(NF-1) == f && $NF ~ /\/tests\/workloads\/split\.c:[0-9]+$/ {
+		l = $NF; sub(/.*:/, "", l); if (l + 0 >= a && l + 0 <= b) n++ } END { print n + 0 }' "$T/lines.txt")
+	[ "$n" -ge 1 ] || fail "$f has no split.c:$first-$last line: $(cat "$T/lines.txt")"
+done
 # Shares are the workload's 50/30/20, within a wide margin (sampling noise on a loaded box).
 share() { awk -v f="$1" '$NF == f { sub("%", "", $2); print int($2) }' "$T/after.txt"; }
 a=$(share work_a)
@@ -58,4 +70,5 @@ a=$(share work_a)
 # The single-profile download stays byte-identical to what the device sent.
 dcurl dev-1 -o "$T/one.pb.gz" "$(URL /api/0/profiles/1)" >/dev/null
 cmp -s "$T/one.pb.gz" "$T/s.pb.gz" || fail "GET /api/0/profiles/1 is not the stored bytes"
-echo "ok: names after upload: $(grep -c work_ "$T/after.txt") work_ frames"
+echo "ok: names after upload: $(grep -c work_ "$T/after.txt") work_ frames;" \
+	"$(grep -m1 ' work_a ' "$T/lines.txt" | awk '{ print $(NF-1), $NF }')"
