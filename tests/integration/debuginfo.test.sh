@@ -45,6 +45,24 @@ expect 413 'larger than the limit' --data-binary "@$EP_BUILD/edgeprof-collector.
 	"$(URL '/api/0/debuginfo/00aa')"
 dcurl dev-1 "$(URL /api/0/debuginfo)" | grep -q '"body":\[\]' || fail "a refused upload was stored"
 
+
+# A debug file whose line table is garbage (version 9): names, no file:line, a counted error.
+cp "$W/split" "$T/bad-dwarf"
+off=$(readelf -S -W "$T/bad-dwarf" | awk '{ sub(/^ *\[ *[0-9]+\] */, "") } $1 == ".debug_line" { print $4 }')
+[ -n "$off" ] || fail "no .debug_line in $W/split"
+printf '\x09' | dd of="$T/bad-dwarf" bs=1 seek=$((0x$off + 4)) conv=notrunc status=none
+dcurl dev-1 --data-binary "@$T/bad-dwarf" "$(URL "/api/0/debuginfo/$id")" | grep -q '"code":200' \
+	|| fail "upload of the bad-dwarf twin"
+"$EP" query 'app' -o "$T/m.pb.gz" 2>/dev/null || fail "query"
+go tool pprof -symbolize=none -top -lines "$T/m.pb.gz" >"$T/bad.txt" 2>/dev/null
+grep -q ' work_a$' "$T/bad.txt" || fail "bad line table: work_a not named alone: $(cat "$T/bad.txt")"
+grep -q 'split\.c:' "$T/bad.txt" && fail "bad line table gave file:line: $(cat "$T/bad.txt")"
+metric() { dcurl dev-1 "$(URL /metrics)" | awk -v m="edgeprof_collector_$1" '$1 == m { print $2 }'; }
+[ "$(metric debuginfo_line_errors_total)" = 1 ] || fail "line table error not counted"
+grep -q 'no file:line, names only: line table version 9' "$T/collector.log" \
+	|| fail "no clear log of the bad line table"
+
+# The good twin replaces it.
 "$EP" debuginfo upload "$W/split" | grep -q "^$id " || fail "debuginfo upload"
 dcurl dev-1 "$(URL /api/0/debuginfo)" | grep -q "\"build_id\":\"$id\"" || fail "debuginfo list"
 top >"$T/after.txt"
