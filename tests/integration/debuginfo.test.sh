@@ -10,7 +10,7 @@ command -v go >/dev/null || fail "go is not installed (tools/deps/oracles.list)"
 export GOCACHE=$T/gocache HOME=$T PPROF_BINARY_PATH=/nonexistent
 
 make_pki
-start_collector --max-body 512K
+start_collector --max-body 512K --max-debuginfo 2M
 export EDGEPROF_COLLECTOR=https://localhost:$TLS_PORT EDGEPROF_TLS_CA=$T/pki/ca.crt \
 	EDGEPROF_TLS_CERT=$T/pki/dev-1.crt EDGEPROF_TLS_KEY=$T/pki/dev-1.key
 
@@ -41,8 +41,18 @@ echo "not an elf file at all" >"$T/junk"
 expect 400 'not an ELF file' --data-binary "@$T/junk" "$(URL "/api/0/debuginfo/$id")"
 expect 400 'build-id is' --data-binary "@$EP_BUILD/tests/workloads/torture" "$(URL "/api/0/debuginfo/$id")"
 expect 400 'lowercase hex' --data-binary "@$W/split" "$(URL '/api/0/debuginfo/XYZ')"
-expect 413 'larger than the limit' --data-binary "@$EP_BUILD/edgeprof-collector.debug" \
+# Debug files have their own body bound (2M here), other requests keep --max-body (512K).
+big=$EP_BUILD/edgeprof-collector.debug
+[ "$(stat -c %s "$big")" -gt 524288 ] && [ "$(stat -c %s "$big")" -lt 2097152 ] \
+	|| fail "$big is no longer between the two bounds"
+expect 400 'build-id is' --data-binary "@$big" "$(URL '/api/0/debuginfo/00aa')"
+cat "$big" "$big" >"$T/huge"
+expect 413 'larger than the limit of 2097152 bytes' --data-binary "@$T/huge" \
 	"$(URL '/api/0/debuginfo/00aa')"
+expect 413 'larger than the limit of 2097152 bytes' --data-binary "@$T/huge" \
+	-H 'Transfer-Encoding: chunked' "$(URL '/api/0/debuginfo/00aa')"
+expect 413 'larger than the limit of 524288 bytes' --data-binary "@$big" \
+	"$(URL '/api/0/profiles?service=app&type=cpu')"
 dcurl dev-1 "$(URL /api/0/debuginfo)" | grep -q '"body":\[\]' || fail "a refused upload was stored"
 
 
