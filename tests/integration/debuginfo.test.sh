@@ -81,16 +81,32 @@ for f in work_a work_b work_c run_split; do
 done
 # file:line from the DWARF line table (the workload is built with -g): each work_ function's hot
 # lines are in the split.c lines of its body.
-"$EP" query 'app' -o "$T/m.pb.gz" 2>/dev/null || fail "query"
-go tool pprof -symbolize=none -top -lines "$T/m.pb.gz" >"$T/lines.txt" 2>/dev/null
 src=$EP_TOP/tests/workloads/split.c
 body() { awk -v f="$1" 'index($0, " " f "(") { s = NR } s && /^}/ { print s, NR; exit }' "$src"; }
-for f in work_a work_b work_c; do
-	read -r first last < <(body $f)
-	n=$(awk -v f="$f" -v a="$first" -v b="$last" '$(NF-1) == f && $NF ~ /\/tests\/workloads\/split\.c:[0-9]+$/ {
-		l = $NF; sub(/.*:/, "", l); if (l + 0 >= a && l + 0 <= b) n++ } END { print n + 0 }' "$T/lines.txt")
-	[ "$n" -ge 1 ] || fail "$f has no split.c:$first-$last line: $(cat "$T/lines.txt")"
-done
+check_lines() { # what was uploaded
+	"$EP" query 'app' -o "$T/m.pb.gz" 2>/dev/null || fail "query"
+	go tool pprof -symbolize=none -top -lines "$T/m.pb.gz" >"$T/lines.txt" 2>/dev/null
+	for f in work_a work_b work_c; do
+		read -r first last < <(body $f)
+		n=$(awk -v f="$f" -v a="$first" -v b="$last" '
+			$(NF-1) == f && $NF ~ /\/tests\/workloads\/split\.c:[0-9]+$/ {
+				l = $NF; sub(/.*:/, "", l); if (l + 0 >= a && l + 0 <= b) n++ }
+			END { print n + 0 }' "$T/lines.txt")
+		[ "$n" -ge 1 ] || fail "$1: $f has no split.c:$first-$last line: $(cat "$T/lines.txt")"
+	done
+}
+check_lines "the debug file"
+# The same with zlib-compressed debug sections (SHF_COMPRESSED, as gcc -gz or objcopy write).
+objcopy --compress-debug-sections=zlib "$W/split" "$T/split-z"
+readelf -S -W "$T/split-z" | grep -q ' \.debug_line .* C ' || fail "objcopy did not compress"
+dcurl dev-1 --data-binary "@$T/split-z" "$(URL "/api/0/debuginfo/$id")" | grep -q '"code":200' \
+	|| fail "upload of the compressed twin"
+check_lines "the compressed debug file"
+cp "$T/lines.txt" "$T/lines-z.txt"
+"$EP" debuginfo upload "$W/split" >/dev/null || fail "debuginfo upload"
+check_lines "the debug file again"
+cmp -s "$T/lines.txt" "$T/lines-z.txt" || fail "compressed and plain debug files differ"
+[ "$(metric debuginfo_line_errors_total)" = 1 ] || fail "line table errors: not just the bad one"
 # Shares are the workload's 50/30/20, within a wide margin (sampling noise on a loaded box).
 share() { awk -v f="$1" '$NF == f { sub("%", "", $2); print int($2) }' "$T/after.txt"; }
 a=$(share work_a)
@@ -98,5 +114,5 @@ a=$(share work_a)
 # The single-profile download stays byte-identical to what the device sent.
 dcurl dev-1 -o "$T/one.pb.gz" "$(URL /api/0/profiles/1)" >/dev/null
 cmp -s "$T/one.pb.gz" "$T/s.pb.gz" || fail "GET /api/0/profiles/1 is not the stored bytes"
-echo "ok: names after upload: $(grep -c work_ "$T/after.txt") work_ frames;" \
-	"$(grep -m1 ' work_a ' "$T/lines.txt" | awk '{ print $(NF-1), $NF }')"
+echo "ok: names after upload: $(grep -c work_ "$T/after.txt") work_ frames; go tool pprof -top -lines:"
+grep -m3 ' work_' "$T/lines.txt"
