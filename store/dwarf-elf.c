@@ -181,8 +181,9 @@ int dwarf_lines__load(const char *path, size_t max_bytes, struct dwarf_lines **o
 	*out = NULL;
 	e.fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (e.fd < 0) {
-		snprintf(err, errlen, "%s", strerror(errno));
-		return -errno;
+		ret = -errno;
+		snprintf(err, errlen, "%s", strerror(-ret));
+		return ret;
 	}
 	ret = read_headers(&e);
 	if (!ret)
