@@ -530,9 +530,21 @@ static int http_read_body(struct http_stream *s, struct http_message *m, size_t 
 	return ret;
 }
 
+static size_t http_fixed_limit(void *ctx, const struct http_message *m)
+{
+	return *(const size_t *)ctx;
+}
+
 int http_read_request(struct http_stream *s, struct http_message *m, size_t max_body)
 {
+	return http_read_request_limit(s, m, http_fixed_limit, &max_body);
+}
+
+int http_read_request_limit(struct http_stream *s, struct http_message *m,
+			    http_body_limit_fn limit, void *ctx)
+{
 	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+	size_t max_body;
 	int ret;
 
 	http_message__reset(m);
@@ -550,6 +562,7 @@ int http_read_request(struct http_stream *s, struct http_message *m, size_t max_
 	ret = http_read_head(s, m, http_parse_request);
 	if (ret)
 		return ret;
+	max_body = limit(ctx, m);
 	if (m->content_length > 0 && (uint64_t)m->content_length > max_body)
 		return -EFBIG;
 	if (m->expect_continue && m->minor >= 1 && s->consumed == s->len &&

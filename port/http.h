@@ -92,6 +92,10 @@ ssize_t http_chunked_decode(struct http_chunked *st, const char *in, size_t len,
  * Answers "Expect: 100-continue" itself when the body will be accepted.
  */
 int http_read_request(struct http_stream *s, struct http_message *m, size_t max_body);
+/* The same with the body bound chosen once the head is read (by method and path, say). */
+typedef size_t (*http_body_limit_fn)(void *ctx, const struct http_message *m);
+int http_read_request_limit(struct http_stream *s, struct http_message *m,
+			    http_body_limit_fn limit, void *ctx);
 /* The same for a response; a body with neither length nor chunking runs to end of stream. */
 int http_read_response(struct http_stream *s, struct http_message *m, size_t max_body);
 

@@ -17,6 +17,7 @@ struct sym_ctx {
 	void *rctx;
 	uint64_t *map_ids, *loc_ids; /* old id - 1 -> new id */
 	bool *resolved_map;	     /* some location of mapping i got a name */
+	bool *lines_map;	     /* ... got a file:line */
 	size_t n_resolved;
 };
 
@@ -47,7 +48,7 @@ static int copy_header(struct sym_ctx *c)
 }
 
 /* Resolves what can be, so the mappings know their has_functions before they are written. */
-static int resolve_locations(struct sym_ctx *c, const char **names)
+static int resolve_locations(struct sym_ctx *c, struct pprof_resolved *names)
 {
 	const struct pprof_profile *p = c->p;
 
@@ -55,17 +56,19 @@ static int resolve_locations(struct sym_ctx *c, const char **names)
 		const struct pprof_location *l = &p->locations[i];
 		const struct pprof_mapping *m;
 
-		names[i] = NULL;
 		if (l->n_lines || !l->mapping_id || l->mapping_id > p->n_mappings)
 			continue;
 		m = &p->mappings[l->mapping_id - 1];
 		if (m->has_functions)
 			continue;
-		names[i] = c->resolve(c->rctx, p, m, l->address);
-		if (names[i]) {
-			c->resolved_map[l->mapping_id - 1] = true;
-			c->n_resolved++;
+		if (!c->resolve(c->rctx, p, m, l->address, &names[i]) || !names[i].function) {
+			names[i] = (struct pprof_resolved){ 0 };
+			continue;
 		}
+		c->resolved_map[l->mapping_id - 1] = true;
+		if (names[i].filename && names[i].line > 0)
+			c->lines_map[l->mapping_id - 1] = true;
+		c->n_resolved++;
 	}
 	return 0;
 }
@@ -81,7 +84,8 @@ static int copy_mappings(struct sym_ctx *c)
 			.file_offset = m->file_offset, .filename = s_(c, m->filename),
 			.build_id = m->build_id ? s_(c, m->build_id) : NULL,
 			.has_functions = m->has_functions || c->resolved_map[i],
-			.has_filenames = m->has_filenames, .has_line_numbers = m->has_line_numbers,
+			.has_filenames = m->has_filenames || c->lines_map[i],
+			.has_line_numbers = m->has_line_numbers || c->lines_map[i],
 		};
 
 		c->map_ids[i] = pprof_builder__mapping(c->b, &d);
@@ -91,7 +95,17 @@ static int copy_mappings(struct sym_ctx *c)
 	return 0;
 }
 
-static int copy_locations(struct sym_ctx *c, const char **names)
+/* The one line of a resolved location. */
+static void resolved_line(struct sym_ctx *c, const struct pprof_resolved *r,
+			  struct pprof_line_desc *line)
+{
+	const char *file = r->filename && r->line > 0 ? r->filename : "";
+
+	line->function_id = pprof_builder__function(c->b, r->function, r->function, file, 0);
+	line->line = *file ? r->line : 0;
+}
+
+static int copy_locations(struct sym_ctx *c, const struct pprof_resolved *names)
 {
 	const struct pprof_profile *p = c->p;
 	struct pprof_line_desc *lines = NULL;
@@ -100,7 +114,8 @@ static int copy_locations(struct sym_ctx *c, const char **names)
 
 	for (size_t i = 0; i < p->n_locations && !err; i++) {
 		const struct pprof_location *l = &p->locations[i];
-		size_t n = names[i] ? 1 : l->n_lines;
+		bool named = names[i].function;
+		size_t n = named ? 1 : l->n_lines;
 
 		if (n > cap) {
 			struct pprof_line_desc *nl = realloc(lines, n * sizeof(*lines));
@@ -112,11 +127,9 @@ static int copy_locations(struct sym_ctx *c, const char **names)
 			lines = nl;
 			cap = n;
 		}
-		if (names[i]) {
-			lines[0].function_id = pprof_builder__function(c->b, names[i], names[i], "", 0);
-			lines[0].line = 0;
-		}
-		for (size_t k = 0; !names[i] && k < n; k++) {
+		if (named)
+			resolved_line(c, &names[i], &lines[0]);
+		for (size_t k = 0; !named && k < n; k++) {
 			const struct pprof_function *f = &p->functions[l->lines[k].function_id - 1];
 
 			lines[k].function_id = pprof_builder__function(c->b, s_(c, f->name),
@@ -187,7 +200,7 @@ int pprof_symbolize(const struct pprof_profile *p, pprof_resolve_fn resolve, voi
 	struct pprof_builder_opts opts = { .gzip_level = -1 };
 	struct pprof_buf buf = { 0 };
 	struct sym_ctx c = { .p = p, .resolve = resolve, .rctx = ctx };
-	const char **names = calloc(p->n_locations + 1, sizeof(*names));
+	struct pprof_resolved *names = calloc(p->n_locations + 1, sizeof(*names));
 	char err_msg[256];
 	int err;
 
@@ -195,8 +208,10 @@ int pprof_symbolize(const struct pprof_profile *p, pprof_resolve_fn resolve, voi
 	c.map_ids = calloc(p->n_mappings + 1, sizeof(*c.map_ids));
 	c.loc_ids = calloc(p->n_locations + 1, sizeof(*c.loc_ids));
 	c.resolved_map = calloc(p->n_mappings + 1, sizeof(*c.resolved_map));
+	c.lines_map = calloc(p->n_mappings + 1, sizeof(*c.lines_map));
 	c.b = pprof_builder__new(&opts, pprof_buf_write, &buf);
-	err = names && c.map_ids && c.loc_ids && c.resolved_map && c.b ? 0 : -ENOMEM;
+	err = names && c.map_ids && c.loc_ids && c.resolved_map && c.lines_map && c.b ? 0
+										       : -ENOMEM;
 	if (!err)
 		err = copy_header(&c);
 	if (!err)
@@ -219,5 +234,6 @@ int pprof_symbolize(const struct pprof_profile *p, pprof_resolve_fn resolve, voi
 	free(c.map_ids);
 	free(c.loc_ids);
 	free(c.resolved_map);
+	free(c.lines_map);
 	return err;
 }

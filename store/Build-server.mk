@@ -8,7 +8,20 @@ $(O)/store/push.pb.h $(O)/store/push.pb.c &: store/push.proto
 
 store-server-y = store/server.o store/api.o store/api-ingest.o store/api-metrics.o \
 		 store/api-render.o store/api-debuginfo.o store/debuginfo.o agent/elf.o \
-		 store/push.pb.o
+		 store/push.pb.o $(store-dwarf-y)
+store-dwarf-$(CONFIG_COLLECTOR_DWARF) := store/dwarf-line.o store/dwarf-elf.o
+
+# The line-table reader on gcc-built objects (DWARF 5 and 4), and on any bytes (make fuzz).
+unit-tests-$(CONFIG_COLLECTOR_DWARF) += dwarf-line
+dwarf-line-test-objs   = $(store-dwarf-y) port/file.o
+dwarf-line-test-ldlibs = -lz
+dwarf-fixtures := $(addprefix $(O)/tests/unit/dwarf-line-fixture-,5 4 stripped)
+$(O)/tests/unit/dwarf-line-test: | $(dwarf-fixtures)
+$(O)/tests/unit/dwarf-line-fixture-%: tests/unit/dwarf-line-fixture.c
+	$(quiet) CC $@
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -O0 $(if $(filter stripped,$*),-g0,-gdwarf-$*) -no-pie -o $@ $<
+fuzz-$(CONFIG_COLLECTOR_DWARF) += dwarf-line
 
 bin-$(CONFIG_COLLECTOR)      += edgeprof-collector
 edgeprof-collector-objs      = store/main.o $(store-server-y) $(store-core-y) $(store-ui-y) \

@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "port/clock.h"
+#include "store/debuginfo.h"
 #include "store/server.h"
 
 static void metric(struct sbuf *b, const char *name, const char *type, const char *help,
@@ -38,6 +39,21 @@ static void metric_rollups(struct sbuf *b, const struct store_stats *st)
 	metric(b, "rollups_stale_total", "counter",
 	       "Rollups not used because their raws changed (late or evicted): merged raw.",
 	       st->rollups_stale);
+}
+
+static void metric_debuginfo(struct sbuf *b, struct debuginfo *d)
+{
+	struct debuginfo_stats st;
+
+	if (!d)
+		return;
+	debuginfo__stats(d, &st);
+	metric(b, "debuginfo_files", "gauge", "Debug files stored.", st.files);
+	metric(b, "debuginfo_line_tables_total", "counter",
+	       "Debug files loaded with a DWARF line table (file:line).", st.line_tables);
+	metric(b, "debuginfo_line_errors_total", "counter",
+	       "Debug files whose DWARF line table was malformed or too big: names only.",
+	       st.line_errors);
 }
 
 void api_metrics(struct api_ctx *a)
@@ -80,6 +96,7 @@ void api_metrics(struct api_ctx *a)
 	       "Index entries dropped because the index was full.", st.index.dropped);
 	if (IS_ENABLED(CONFIG_COLLECTOR_ROLLUP))
 		metric_rollups(&b, &st);
+	metric_debuginfo(&b, a->debuginfo);
 	metric(&b, "tls_handshakes_total", "counter", "Completed TLS handshakes.",
 	       m->tls_handshakes);
 	metric(&b, "tls_resumed_total", "counter", "Handshakes that resumed a session.",

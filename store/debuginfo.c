@@ -15,12 +15,14 @@
 #include "port/log.h"
 #include "pprof/symbolize.h"
 #include "store/debuginfo.h"
+#include "store/dwarf-line.h"
 
 #define CACHE_SLOTS 64
 
 struct cached_syms {
 	char build_id[81];
 	struct elf_syms *syms;	/* NULL: the file has no symbols (remembered, not retried) */
+	struct dwarf_lines *lines; /* NULL: no usable line table; names only */
 	uint64_t last_use;
 };
 
@@ -101,11 +103,16 @@ fail:
 	return NULL;
 }
 
+static size_t cached_size(const struct cached_syms *c)
+{
+	return (c->syms ? elf_syms__bytes(c->syms) : 0) + dwarf_lines__bytes(c->lines);
+}
+
 static void cache_drop(struct debuginfo *d, struct cached_syms *c)
 {
-	if (c->syms)
-		d->cached_bytes -= elf_syms__bytes(c->syms);
+	d->cached_bytes -= cached_size(c);
 	elf_syms__free(c->syms);
+	dwarf_lines__free(c->lines);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -244,17 +251,43 @@ static struct cached_syms *cache_slot(struct debuginfo *d, size_t need)
 	}
 }
 
-/* The symbol table of build_id, loading it on first use; NULL when there is none. Locked. */
-static const struct elf_syms *syms_for(struct debuginfo *d, const char *build_id)
+/*
+ * The line table of a debug file, within what the cache has left after its symbols. A bad one
+ * is counted and logged once (the entry is cached): its functions keep their names.
+ */
+static struct dwarf_lines *lines_load(struct debuginfo *d, const char *build_id,
+				      const char *path, size_t syms_bytes)
+{
+	struct dwarf_lines *lines = NULL;
+	char err[256] = "";
+	int ret;
+
+	if (syms_bytes >= d->cache_bytes)
+		return NULL;
+	ret = dwarf_lines__load(path, d->cache_bytes - syms_bytes, &lines, err, sizeof(err));
+	if (ret == -ENOENT)
+		return NULL;
+	if (ret) {
+		d->st.line_errors++;
+		pr_warn("debuginfo: %s: no file:line, names only: %s", build_id, err);
+		return NULL;
+	}
+	d->st.line_tables++;
+	return lines;
+}
+
+/* The cached tables of build_id, loading them on first use; NULL without a file. Locked. */
+static const struct cached_syms *entry_for(struct debuginfo *d, const char *build_id)
 {
 	struct cached_syms *c = cache_find(d, build_id);
 	struct elf_syms *syms = NULL;
+	struct dwarf_lines *lines;
 	char path[PATH_MAX];
 
 	if (c) {
 		c->last_use = ++d->clock;
 		d->st.cache_hits++;
-		return c->syms;
+		return c;
 	}
 	if (!debuginfo__valid_build_id(build_id))
 		return NULL;
@@ -263,32 +296,50 @@ static const struct elf_syms *syms_for(struct debuginfo *d, const char *build_id
 		return NULL;
 	if (elf_syms__load(path, d->cache_bytes, &syms))
 		pr_warn("debuginfo: %s has no usable symbol table", build_id);
+	lines = syms ? lines_load(d, build_id, path, elf_syms__bytes(syms)) : NULL;
 	d->st.cache_loads++;
-	c = cache_slot(d, syms ? elf_syms__bytes(syms) : 0);
+	c = cache_slot(d, (syms ? elf_syms__bytes(syms) : 0) + dwarf_lines__bytes(lines));
 	if (!c) {
 		elf_syms__free(syms);
+		dwarf_lines__free(lines);
 		return NULL;
 	}
 	snprintf(c->build_id, sizeof(c->build_id), "%s", build_id);
 	c->syms = syms;
+	c->lines = lines;
 	c->last_use = ++d->clock;
-	if (syms)
-		d->cached_bytes += elf_syms__bytes(syms);
-	return syms;
+	d->cached_bytes += cached_size(c);
+	return c;
 }
 
-static const char *resolve(void *ctx, const struct pprof_profile *p,
-			   const struct pprof_mapping *m, uint64_t address)
+static const struct elf_syms *syms_for(struct debuginfo *d, const char *build_id)
+{
+	const struct cached_syms *c = entry_for(d, build_id);
+
+	return c ? c->syms : NULL;
+}
+
+static bool resolve(void *ctx, const struct pprof_profile *p, const struct pprof_mapping *m,
+		    uint64_t address, struct pprof_resolved *out)
 {
 	struct debuginfo *d = ctx;
-	const struct elf_syms *syms;
+	const struct cached_syms *c;
+	/* A file offset, as /proc/<pid>/maps arithmetic gives it: what elf_syms wants. */
+	uint64_t off = address - m->memory_start + m->file_offset, vaddr;
+	uint32_t line;
 
 	if (!m->build_id || address < m->memory_start)
-		return NULL;
-	syms = syms_for(d, pprof_str(p, m->build_id));
-	/* A file offset, as /proc/<pid>/maps arithmetic gives it: what elf_syms wants. */
-	return syms ? elf_syms__lookup(syms, address - m->memory_start + m->file_offset, NULL)
-		    : NULL;
+		return false;
+	c = entry_for(d, pprof_str(p, m->build_id));
+	if (!c || !c->syms)
+		return false;
+	out->function = elf_syms__lookup(c->syms, off, NULL);
+	if (!out->function)
+		return false;
+	vaddr = elf_syms__vaddr(c->syms, off);
+	if (vaddr && dwarf_lines__lookup(c->lines, vaddr, &out->filename, &line))
+		out->line = line;
+	return true;
 }
 
 int debuginfo__symbolize(struct debuginfo *d, const struct pprof_profile *p,

@@ -6,10 +6,11 @@
  * Devices run stripped binaries; their profiles carry build-ids and addresses. A build host
  * uploads the unstripped twin (`edgeprof debuginfo upload FILE`), and every query that exports a
  * profile names the functions of mappings whose build-id has a file here (.symtab, else
- * .dynsym). Unknown build-ids stay addresses: never a wrong name.
+ * .dynsym) and, with CONFIG_COLLECTOR_DWARF, gives them file:line from the DWARF line table
+ * (store/dwarf-line.h). Unknown build-ids stay addresses: never a wrong name.
  *
- * Bounded: total bytes on disk (uploads past it are refused), symbol tables in memory (least
- * recently used dropped). Thread-safe.
+ * Bounded: total bytes on disk (uploads past it are refused), symbol and line tables in memory
+ * (least recently used dropped). Thread-safe.
  */
 #ifndef EDGEPROF_STORE_DEBUGINFO_H
 #define EDGEPROF_STORE_DEBUGINFO_H
@@ -55,6 +56,8 @@ int debuginfo__symbolize(struct debuginfo *d, const struct pprof_profile *p,
 
 struct debuginfo_stats {
 	uint64_t files, bytes, uploads, rejected, cache_hits, cache_loads, cache_evictions;
+	uint64_t line_tables; /* debug files loaded with a usable DWARF line table */
+	uint64_t line_errors; /* ... whose line table was malformed or too big (names only) */
 };
 void debuginfo__stats(struct debuginfo *d, struct debuginfo_stats *st);
 

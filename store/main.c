@@ -25,7 +25,7 @@ static const char usage_text[] =
 	"usage: edgeprof-collector --listen HOST:PORT --tls-ca F --tls-cert F --tls-key F\n"
 	"                          --ring PATH [--ring-size SIZE] [--fsync-ms N]\n"
 	"                          [--http-listen HOST:PORT [--http-token TOKEN]]\n"
-	"                          [--max-body SIZE] [--max-conns N]\n"
+	"                          [--max-body SIZE] [--max-debuginfo SIZE] [--max-conns N]\n"
 	"                          [--request-timeout-ms N] [--idle-timeout-ms N]\n"
 	"                          [--index-entries N] [--debuginfo-dir DIR] [--syslog] [-v]\n"
 	"                          [--rollup-seconds N]\n"
@@ -38,6 +38,8 @@ static const char usage_text[] =
 	"without client certificates: loopback only unless --http-token is set, and with a\n"
 	"token every request needs 'Authorization: Bearer TOKEN' (or Basic, token as\n"
 	"password). --rollup-seconds sets the rollup bucket (0 = no rollups; default %d).\n"
+	"--max-debuginfo bounds debug-file uploads (POST /api/0/debuginfo/ID) apart from\n"
+	"--max-body, which bounds every other request.\n"
 	"API: store/README.md.\n";
 
 static void usage(FILE *out)
@@ -87,6 +89,7 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 		{ "http-listen", required_argument, NULL, 'H' },
 		{ "http-token", required_argument, NULL, 'T' },
 		{ "max-body", required_argument, NULL, 'b' },
+		{ "max-debuginfo", required_argument, NULL, 'g' },
 		{ "max-conns", required_argument, NULL, 'm' },
 		{ "request-timeout-ms", required_argument, NULL, 't' },
 		{ "idle-timeout-ms", required_argument, NULL, 'i' },
@@ -122,7 +125,7 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 			}
 			o->store.rollup.bucket_s = (unsigned)v;
 			break;
-		case 's': case 'f': case 'b': case 'm': case 't': case 'i': case 'x':
+		case 's': case 'f': case 'b': case 'g': case 'm': case 't': case 'i': case 'x':
 			if (parse_size(optarg, &v)) {
 				fprintf(stderr, "edgeprof-collector: '%s' is not a size\n", optarg);
 				return -EINVAL;
@@ -130,6 +133,7 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 			if (c == 's') o->store.size = v;
 			else if (c == 'f') o->store.fsync_ms = (unsigned)v;
 			else if (c == 'b') o->max_body = v;
+			else if (c == 'g') o->max_debuginfo_body = v;
 			else if (c == 'm') o->max_conns = (unsigned)v;
 			else if (c == 't') o->request_timeout_ms = (unsigned)v;
 			else if (c == 'i') o->idle_timeout_ms = (unsigned)v;

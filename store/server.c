@@ -264,6 +264,19 @@ static void conn_answer(struct conn *c, struct api_ctx *a, bool keep_alive)
 		pr_debug("%s: writing the answer: %s", c->peer, strerror(-ret));
 }
 
+/*
+ * The body bound of a request: debug files (unstripped ELF, often far larger than a profile)
+ * have their own; every other request keeps --max-body.
+ */
+static size_t request_body_limit(void *ctx, const struct http_message *m)
+{
+	const struct server *s = ctx;
+
+	if (!strcmp(m->method, "POST") && m->path && !strncmp(m->path, "/api/0/debuginfo/", 17))
+		return s->o.max_debuginfo_body;
+	return s->o.max_body;
+}
+
 /* A request that could not be read whole: answer (best effort) and close. */
 static void conn_read_failed(struct conn *c, struct api_ctx *a, int ret)
 {
@@ -281,7 +294,7 @@ static void conn_read_failed(struct conn *c, struct api_ctx *a, int ret)
 		break;
 	case -EFBIG:
 		api_error(a, 413, REJ_TOO_LARGE, "body larger than the limit of %zu bytes",
-			  s->o.max_body);
+			  request_body_limit(s, &c->msg));
 		break;
 	case -ENOSYS:
 		api_error(a, 501, REJ_BAD_REQUEST, "only chunked transfer coding is supported");
@@ -318,7 +331,7 @@ static void conn_serve(struct conn *c)
 		a.peer = c->peer;
 		a.max_body = s->o.max_body;
 		conn_set_deadline(c, s->o.request_timeout_ms);
-		ret = http_read_request(&c->stream, &c->msg, s->o.max_body);
+		ret = http_read_request_limit(&c->stream, &c->msg, request_body_limit, s);
 		if (ret) {
 			conn_read_failed(c, &a, ret);
 			api_reset(&a);
@@ -485,6 +498,10 @@ struct server *server__new(const struct server_opts *o, char *err, size_t errlen
 		return NULL;
 	}
 	s->o = *o;
+	if (!s->o.max_debuginfo_body)
+		s->o.max_debuginfo_body = (size_t)CONFIG_COLLECTOR_DEBUGINFO_MAX_MB << 20;
+	if (s->o.max_debuginfo_body < s->o.max_body)
+		s->o.max_debuginfo_body = s->o.max_body; /* never below what a profile may be */
 	s->tls_fd = s->http_fd = s->stop_pipe[0] = s->stop_pipe[1] = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->idle, NULL);

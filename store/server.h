@@ -32,6 +32,7 @@ struct server_opts {
 	struct store_opts store;
 	const char *debuginfo_dir;	/* debug-file store (NULL = <ring>.debuginfo) */
 	size_t max_body;		/* bytes */
+	size_t max_debuginfo_body;	/* POST /api/0/debuginfo/<id>; 0 = Kconfig default */
 	unsigned max_conns;
 	unsigned request_timeout_ms;	/* whole request, head and body */
 	unsigned idle_timeout_ms;	/* keep-alive wait for the next request */

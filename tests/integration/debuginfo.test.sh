@@ -10,7 +10,7 @@ command -v go >/dev/null || fail "go is not installed (tools/deps/oracles.list)"
 export GOCACHE=$T/gocache HOME=$T PPROF_BINARY_PATH=/nonexistent
 
 make_pki
-start_collector --max-body 512K
+start_collector --max-body 512K --max-debuginfo 2M
 export EDGEPROF_COLLECTOR=https://localhost:$TLS_PORT EDGEPROF_TLS_CA=$T/pki/ca.crt \
 	EDGEPROF_TLS_CERT=$T/pki/dev-1.crt EDGEPROF_TLS_KEY=$T/pki/dev-1.key
 
@@ -41,16 +41,72 @@ echo "not an elf file at all" >"$T/junk"
 expect 400 'not an ELF file' --data-binary "@$T/junk" "$(URL "/api/0/debuginfo/$id")"
 expect 400 'build-id is' --data-binary "@$EP_BUILD/tests/workloads/torture" "$(URL "/api/0/debuginfo/$id")"
 expect 400 'lowercase hex' --data-binary "@$W/split" "$(URL '/api/0/debuginfo/XYZ')"
-expect 413 'larger than the limit' --data-binary "@$EP_BUILD/edgeprof-collector.debug" \
+# Debug files have their own body bound (2M here), other requests keep --max-body (512K).
+big=$EP_BUILD/edgeprof-collector.debug
+[ "$(stat -c %s "$big")" -gt 524288 ] && [ "$(stat -c %s "$big")" -lt 2097152 ] \
+	|| fail "$big is no longer between the two bounds"
+expect 400 'build-id is' --data-binary "@$big" "$(URL '/api/0/debuginfo/00aa')"
+cat "$big" "$big" >"$T/huge"
+expect 413 'larger than the limit of 2097152 bytes' --data-binary "@$T/huge" \
 	"$(URL '/api/0/debuginfo/00aa')"
+expect 413 'larger than the limit of 2097152 bytes' --data-binary "@$T/huge" \
+	-H 'Transfer-Encoding: chunked' "$(URL '/api/0/debuginfo/00aa')"
+expect 413 'larger than the limit of 524288 bytes' --data-binary "@$big" \
+	"$(URL '/api/0/profiles?service=app&type=cpu')"
 dcurl dev-1 "$(URL /api/0/debuginfo)" | grep -q '"body":\[\]' || fail "a refused upload was stored"
 
+
+# A debug file whose line table is garbage (version 9): names, no file:line, a counted error.
+cp "$W/split" "$T/bad-dwarf"
+off=$(readelf -S -W "$T/bad-dwarf" | awk '{ sub(/^ *\[ *[0-9]+\] */, "") } $1 == ".debug_line" { print $4 }')
+[ -n "$off" ] || fail "no .debug_line in $W/split"
+printf '\x09' | dd of="$T/bad-dwarf" bs=1 seek=$((0x$off + 4)) conv=notrunc status=none
+dcurl dev-1 --data-binary "@$T/bad-dwarf" "$(URL "/api/0/debuginfo/$id")" | grep -q '"code":200' \
+	|| fail "upload of the bad-dwarf twin"
+"$EP" query 'app' -o "$T/m.pb.gz" 2>/dev/null || fail "query"
+go tool pprof -symbolize=none -top -lines "$T/m.pb.gz" >"$T/bad.txt" 2>/dev/null
+grep -q ' work_a$' "$T/bad.txt" || fail "bad line table: work_a not named alone: $(cat "$T/bad.txt")"
+grep -q 'split\.c:' "$T/bad.txt" && fail "bad line table gave file:line: $(cat "$T/bad.txt")"
+metric() { dcurl dev-1 "$(URL /metrics)" | awk -v m="edgeprof_collector_$1" '$1 == m { print $2 }'; }
+[ "$(metric debuginfo_line_errors_total)" = 1 ] || fail "line table error not counted"
+grep -q 'no file:line, names only: line table version 9' "$T/collector.log" \
+	|| fail "no clear log of the bad line table"
+
+# The good twin replaces it.
 "$EP" debuginfo upload "$W/split" | grep -q "^$id " || fail "debuginfo upload"
 dcurl dev-1 "$(URL /api/0/debuginfo)" | grep -q "\"build_id\":\"$id\"" || fail "debuginfo list"
 top >"$T/after.txt"
 for f in work_a work_b work_c run_split; do
 	grep -q " $f\$" "$T/after.txt" || fail "$f not named after upload: $(cat "$T/after.txt")"
 done
+# file:line from the DWARF line table (the workload is built with -g): each work_ function's hot
+# lines are in the split.c lines of its body.
+src=$EP_TOP/tests/workloads/split.c
+body() { awk -v f="$1" 'index($0, " " f "(") { s = NR } s && /^}/ { print s, NR; exit }' "$src"; }
+check_lines() { # what was uploaded
+	"$EP" query 'app' -o "$T/m.pb.gz" 2>/dev/null || fail "query"
+	go tool pprof -symbolize=none -top -lines "$T/m.pb.gz" >"$T/lines.txt" 2>/dev/null
+	for f in work_a work_b work_c; do
+		read -r first last < <(body $f)
+		n=$(awk -v f="$f" -v a="$first" -v b="$last" '
+			$(NF-1) == f && $NF ~ /\/tests\/workloads\/split\.c:[0-9]+$/ {
+				l = $NF; sub(/.*:/, "", l); if (l + 0 >= a && l + 0 <= b) n++ }
+			END { print n + 0 }' "$T/lines.txt")
+		[ "$n" -ge 1 ] || fail "$1: $f has no split.c:$first-$last line: $(cat "$T/lines.txt")"
+	done
+}
+check_lines "the debug file"
+# The same with zlib-compressed debug sections (SHF_COMPRESSED, as gcc -gz or objcopy write).
+objcopy --compress-debug-sections=zlib "$W/split" "$T/split-z"
+readelf -S -W "$T/split-z" | grep -q ' \.debug_line .* C ' || fail "objcopy did not compress"
+dcurl dev-1 --data-binary "@$T/split-z" "$(URL "/api/0/debuginfo/$id")" | grep -q '"code":200' \
+	|| fail "upload of the compressed twin"
+check_lines "the compressed debug file"
+cp "$T/lines.txt" "$T/lines-z.txt"
+"$EP" debuginfo upload "$W/split" >/dev/null || fail "debuginfo upload"
+check_lines "the debug file again"
+cmp -s "$T/lines.txt" "$T/lines-z.txt" || fail "compressed and plain debug files differ"
+[ "$(metric debuginfo_line_errors_total)" = 1 ] || fail "line table errors: not just the bad one"
 # Shares are the workload's 50/30/20, within a wide margin (sampling noise on a loaded box).
 share() { awk -v f="$1" '$NF == f { sub("%", "", $2); print int($2) }' "$T/after.txt"; }
 a=$(share work_a)
@@ -58,4 +114,5 @@ a=$(share work_a)
 # The single-profile download stays byte-identical to what the device sent.
 dcurl dev-1 -o "$T/one.pb.gz" "$(URL /api/0/profiles/1)" >/dev/null
 cmp -s "$T/one.pb.gz" "$T/s.pb.gz" || fail "GET /api/0/profiles/1 is not the stored bytes"
-echo "ok: names after upload: $(grep -c work_ "$T/after.txt") work_ frames"
+echo "ok: names after upload: $(grep -c work_ "$T/after.txt") work_ frames; go tool pprof -top -lines:"
+grep -m3 ' work_' "$T/lines.txt"

@@ -45,16 +45,17 @@ static struct pprof_profile *stripped_profile(void)
 
 static int calls;
 
-static const char *resolve(void *ctx, const struct pprof_profile *p,
-			   const struct pprof_mapping *m, uint64_t address)
+/* parse_request has file:line (a DWARF line table), main only its name (.symtab). */
+static bool resolve(void *ctx, const struct pprof_profile *p, const struct pprof_mapping *m,
+		    uint64_t address, struct pprof_resolved *out)
 {
 	calls++;
 	assert_string_equal(pprof_str(p, m->build_id), "c0ffee");
 	if (address >= 0x401000 && address < 0x402000)
-		return "parse_request";
-	if (address >= 0x402000 && address < 0x403000)
-		return "main";
-	return NULL;
+		*out = (struct pprof_resolved){ "parse_request", "/src/app/req.c", 42 };
+	else if (address >= 0x402000 && address < 0x403000)
+		out->function = "main";
+	return out->function;
 }
 
 static const char *frame_name(const struct pprof_profile *p, uint64_t loc_id)
@@ -89,14 +90,38 @@ static void names_the_known_addresses_only(void **state)
 	assert_int_equal(out->n_mappings, 1);
 	assert_string_equal(pprof_str(out, out->mappings[0].build_id), "c0ffee");
 	assert_true(out->mappings[0].has_functions);
+	assert_true(out->mappings[0].has_filenames);
+	assert_true(out->mappings[0].has_line_numbers);
 	pprof_profile__free(out);
 	pprof_profile__free(p);
 }
 
-static const char *resolve_nothing(void *ctx, const struct pprof_profile *p,
-				   const struct pprof_mapping *m, uint64_t address)
+static void fills_file_and_line_where_known(void **state)
 {
-	return NULL;
+	struct pprof_profile *p = stripped_profile(), *out = NULL;
+	const struct pprof_location *req, *main_loc;
+	const struct pprof_function *f;
+
+	assert_int_equal(pprof_symbolize(p, resolve, NULL, &out, NULL), 0);
+	req = &out->locations[out->samples[0].location_ids[1] - 1];
+	main_loc = &out->locations[out->samples[0].location_ids[2] - 1];
+	assert_int_equal(req->n_lines, 1);
+	assert_int_equal(req->lines[0].line, 42);
+	f = &out->functions[req->lines[0].function_id - 1];
+	assert_string_equal(pprof_str(out, f->filename), "/src/app/req.c");
+	assert_int_equal(main_loc->n_lines, 1);
+	assert_int_equal(main_loc->lines[0].line, 0);
+	f = &out->functions[main_loc->lines[0].function_id - 1];
+	assert_string_equal(pprof_str(out, f->filename), "");
+	pprof_profile__free(out);
+	pprof_profile__free(p);
+}
+
+static bool resolve_nothing(void *ctx, const struct pprof_profile *p,
+			    const struct pprof_mapping *m, uint64_t address,
+			    struct pprof_resolved *out)
+{
+	return false;
 }
 
 static void unknown_build_id_changes_nothing(void **state)
@@ -107,6 +132,7 @@ static void unknown_build_id_changes_nothing(void **state)
 	assert_int_equal(pprof_symbolize(p, resolve_nothing, NULL, &out, &n), 0);
 	assert_int_equal(n, 0);
 	assert_false(out->mappings[0].has_functions);
+	assert_false(out->mappings[0].has_line_numbers);
 	assert_null(frame_name(out, out->samples[0].location_ids[1]));
 	pprof_profile__free(out);
 	pprof_profile__free(p);
@@ -116,6 +142,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(names_the_known_addresses_only),
+		cmocka_unit_test(fills_file_and_line_where_known),
 		cmocka_unit_test(unknown_build_id_changes_nothing),
 	};
 	return cmocka_run_group_tests_name("pprof/symbolize", tests, NULL, NULL);
