@@ -174,6 +174,9 @@ static bool query__match(const struct store_query *q, const struct index_view *v
 		return false;
 	if ((v->flags & STORE_F_ROLLUP) && !q->with_rollups)
 		return false;
+	/* the planner reads one only when the selector took every series of its group */
+	if ((v->flags & STORE_F_ROLLUP) && (v->flags & STORE_F_ROLLUP_GROUP))
+		return true;
 	return selector__match(q->sel, v->service, v->device, v->labels, v->n_labels);
 }
 
@@ -234,10 +237,8 @@ static int entry_list__cb(void *ctx, const struct index_view *v)
 	struct entry_list *l = ctx;
 
 	if (l->n < l->cap)
-		l->v[l->n] = (struct plan_entry){ .seq = v->seq, .time_ns = v->time_ns,
-						  .service = v->service, .type = v->type,
-						  .device = v->device, .labels = v->labels,
-						  .level = rollup_level(v->flags) };
+		l->v[l->n] = plan_entry_of(v->seq, v->time_ns, v->flags, v->value, v->service,
+					   v->type, v->device, v->labels);
 	l->n++;
 	return 0;
 }

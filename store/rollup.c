@@ -124,10 +124,8 @@ static int scan__cb(void *ctx, const struct index_view *v)
 	if (v->time_ns < sc->min_time)
 		sc->min_time = v->time_ns;
 	if (sc->n < sc->cap)
-		sc->v[sc->n] = (struct plan_entry){ .seq = v->seq, .time_ns = v->time_ns,
-						    .service = v->service, .type = v->type,
-						    .device = v->device, .labels = v->labels,
-						    .level = rollup_level(v->flags) };
+		sc->v[sc->n] = plan_entry_of(v->seq, v->time_ns, v->flags, v->value, v->service,
+					     v->type, v->device, v->labels);
 	sc->n++;
 	return 0;
 }
@@ -215,7 +213,7 @@ static int rollup__merge_plan(struct rollup *r, const struct merge_plan *pl, str
  * evicted or corrupt one fails the build, counted: the raws are then merged at query time).
  */
 static int rollup__build(struct rollup *r, struct plan_entry *e, size_t n, unsigned level,
-			 uint64_t start, uint64_t len)
+			 bool group, uint64_t start, uint64_t len)
 {
 	struct merge_plan pl;
 	struct built b = { 0 };
@@ -235,14 +233,21 @@ static int rollup__build(struct rollup *r, struct plan_entry *e, size_t n, unsig
 	if (!ret && !b.meta_payload) /* only rollups were read: a raw names the series */
 		ret = store__get(r->s, b.first, &b.meta, &b.meta_payload, NULL);
 	if (!ret) {
-		snprintf(key, sizeof(key), "rollup/%u/%zu/%" PRIu64 "/%" PRIu64,
+		snprintf(key, sizeof(key), "rollup/%u/%zu/%" PRIu64 "/%" PRIu64 "%s",
 			 level == 2 ? r->o.bucket_s * ROLLUP_SPAN_BUCKETS : r->o.bucket_s,
-			 pl.n_profiles, b.first, b.seq_sum);
+			 pl.n_profiles, b.first, b.seq_sum, group ? "/g" : "");
 		b.meta.time_ns = start;
 		b.meta.flags = (b.meta.flags & ~RINGFILE_F_USER_MASK) | STORE_F_ROLLUP |
-			       (level == 2 ? STORE_F_ROLLUP_SPAN : 0);
+			       (level == 2 ? STORE_F_ROLLUP_SPAN : 0) |
+			       (group ? STORE_F_ROLLUP_GROUP : 0);
 		b.meta.key = key;
-		b.meta.value = 0; /* rollups are not listed: timelines sum the raws */
+		/* rollups are not listed (timelines sum the raws); the planner counts a group's */
+		b.meta.value = group ? (int64_t)pl.n_profiles : 0;
+		if (group) { /* of no one device */
+			b.meta.device = "";
+			b.meta.labels = NULL;
+			b.meta.n_labels = 0;
+		}
 		ret = store__put(r->s, &b.meta, b.out.data, b.out.len, &seq, &dup);
 	} else {
 		pr_debug("rollup: level %u at %" PRIu64 ": %s", level,
@@ -272,20 +277,38 @@ static bool rollup__stopping(struct rollup *r)
 	return stop;
 }
 
-/* Builds (or counts as left) the rollup of one group when it has >= 2 raws and none yet. */
+/* Whether e[0..n) holds raws of two series or more (a group rollup of one gains nothing). */
+static bool several_series(const struct plan_entry *e, size_t n)
+{
+	const struct plan_entry *first = NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		if (e[i].level)
+			continue;
+		if (first && (e[i].device != first->device || e[i].labels != first->labels))
+			return true;
+		first = first ? first : &e[i];
+	}
+	return false;
+}
+
+/*
+ * Builds (or counts as left) the rollup of one series' (or one group's) bucket or span e[0..n)
+ * when it has >= 2 raws and none yet.
+ */
 static void rollup__group(struct rollup *r, struct plan_entry *e, size_t n, unsigned level,
-			  size_t *tried, size_t *left)
+			  bool group, size_t *tried, size_t *left)
 {
 	uint64_t len = r->bucket_ns * (level == 2 ? ROLLUP_SPAN_BUCKETS : 1), t0;
 	size_t raws = 0;
 	int ret;
 
 	for (size_t i = 0; i < n; i++) {
-		if (e[i].level == level)
+		if (e[i].level == level && e[i].group == group)
 			return; /* done */
 		raws += !e[i].level;
 	}
-	if (raws < 2) /* one raw gains nothing */
+	if (raws < 2 || (group && !several_series(e, n))) /* one raw gains nothing */
 		return;
 	if (*tried == r->o.max_pending || rollup__stopping(r)) {
 		++*left;
@@ -293,7 +316,7 @@ static void rollup__group(struct rollup *r, struct plan_entry *e, size_t n, unsi
 	}
 	++*tried;
 	t0 = thread_cpu_ns();
-	ret = rollup__build(r, e, n, level, (e[0].time_ns / len) * len, len);
+	ret = rollup__build(r, e, n, level, group, (e[0].time_ns / len) * len, len);
 	pthread_mutex_lock(&r->lock);
 	r->cpu_ns += thread_cpu_ns() - t0;
 	if (ret)
@@ -303,20 +326,48 @@ static void rollup__group(struct rollup *r, struct plan_entry *e, size_t n, unsi
 	pthread_mutex_unlock(&r->lock);
 }
 
-/* Builds the missing rollups of one level of the listed groups: how many are left for later. */
-static size_t rollup__build_missing(struct rollup *r, struct scan *sc, unsigned level)
+/*
+ * Builds the missing rollups of one level of the listed series (or groups): how many are left
+ * for later.
+ */
+static size_t rollup__build_missing(struct rollup *r, struct scan *sc, unsigned level, bool group)
 {
 	size_t i = 0, tried = 0, left = 0;
 
-	plan_entries__sort(sc->v, sc->n, r->o.bucket_s);
+	if (group)
+		plan_entries__sort_by_group(sc->v, sc->n, r->o.bucket_s);
+	else
+		plan_entries__sort(sc->v, sc->n, r->o.bucket_s);
 	while (i < sc->n) {
-		size_t j = plan_entries__group_end(sc->v, sc->n, i, level == 2);
+		size_t j = group ? plan_entries__group_run_end(sc->v, sc->n, i, level == 2)
+				 : plan_entries__group_end(sc->v, sc->n, i, level == 2);
 
-		rollup__group(r, sc->v + i, j - i, level, &tried, &left);
-		/* rollup__build() sorted the group again: the same order, the same bounds */
+		rollup__group(r, sc->v + i, j - i, level, group, &tried, &left);
+		/* rollup__build() sorted the slice again: the same entries, the same bounds */
 		i = j;
 	}
 	return left;
+}
+
+static void rollup__count_dropped(struct rollup *r)
+{
+	pthread_mutex_lock(&r->lock);
+	r->dropped++;
+	pthread_mutex_unlock(&r->lock);
+}
+
+/*
+ * Lists [from, to) again (with the series' rollups just built) and builds the missing group
+ * rollups of one level: how many are left for later (E2BIG: counted dropped).
+ */
+static size_t rollup__build_groups(struct rollup *r, uint64_t from, uint64_t to, struct scan *sc,
+				   unsigned level)
+{
+	int e = rollup__list(r, from, to - 1, sc);
+
+	if (e == -E2BIG)
+		rollup__count_dropped(r);
+	return e ? 0 : rollup__build_missing(r, sc, level, true);
 }
 
 /* Starts from the oldest indexed profile (spools upload old ones): 0, or -ENOENT when empty. */
@@ -346,13 +397,6 @@ static int rollup__list_window(struct rollup *r, uint64_t from, uint64_t *end, s
 	}
 }
 
-static void rollup__count_dropped(struct rollup *r)
-{
-	pthread_mutex_lock(&r->lock);
-	r->dropped++;
-	pthread_mutex_unlock(&r->lock);
-}
-
 /*
  * One pass: the bucket rollups of the next closed buckets up to the end of their span, then,
  * when that completed the span, its span rollups. True when there is more to do at once.
@@ -376,13 +420,15 @@ static bool rollup__pass(struct rollup *r, struct scan *sc)
 		rollup__count_dropped(r);
 	else if (e)
 		return false;
-	else if (rollup__build_missing(r, sc, 1))
+	else if (rollup__build_missing(r, sc, 1, false) ||
+		 rollup__build_groups(r, r->done_until_ns, end, sc, 1))
 		return true; /* more rollups in this window: the next pass lists it again */
 	if (end % span_ns == 0) {
 		e = rollup__list(r, end - span_ns, end - 1, sc);
 		if (e == -E2BIG)
 			rollup__count_dropped(r);
-		else if (!e && rollup__build_missing(r, sc, 2))
+		else if (!e && (rollup__build_missing(r, sc, 2, false) ||
+				rollup__build_groups(r, end - span_ns, end, sc, 2)))
 			return true;
 	}
 	r->done_until_ns = end;

@@ -18,6 +18,14 @@
  * differ, and then that bucket is merged from its raws instead: the values are always those of
  * merging the raw records.
  *
+ * A group is every series of one (service, type). Once the bucket (or span) rollups of all its
+ * series are built, the compactor merges them into one group rollup (STORE_F_ROLLUP_GROUP,
+ * empty device and labels, value = how many raws it covers, same key scheme + "/g"). The
+ * planner reads it for a whole bucket or span when the query selected exactly that many raws of
+ * the group there, that is every series (the UI's default: a whole service); the loader checks
+ * the key's seq sum as for any rollup. Seqs only grow and the ring evicts the oldest, so a
+ * selection of the same count and seq sum is the very set the rollup covers.
+ *
  * Compiled in with CONFIG_COLLECTOR_ROLLUP; without it the planner is the identity (raws only).
  */
 #ifndef EDGEPROF_STORE_ROLLUP_H
@@ -41,6 +49,9 @@ struct plan_entry {
 	uint64_t bucket, span;	/* filled by plan_entries__sort() */
 	const void *service, *type, *device, *labels; /* interned by the index: series identity */
 	uint8_t level;		/* 0 raw, 1 bucket rollup, 2 span rollup */
+	bool group;		/* a group rollup: every series of (service, type) */
+	bool taken;		/* planned through a group rollup (rollup__plan) */
+	uint64_t covers;	/* group rollup: how many raws it covers (its record's value) */
 };
 
 /* A span rollup covers this many buckets (an hour of 5-minute buckets), built from theirs. */
@@ -49,10 +60,25 @@ struct plan_entry {
 /* RINGFILE_F_USER_MASK bits of rollup records: never listed, only merged. */
 #define STORE_F_ROLLUP		0x0100
 #define STORE_F_ROLLUP_SPAN	0x0200	/* with STORE_F_ROLLUP: a span rollup */
+#define STORE_F_ROLLUP_GROUP	0x0400	/* with STORE_F_ROLLUP: of a group, not a series */
 
 static inline uint8_t rollup_level(uint16_t flags)
 {
 	return !(flags & STORE_F_ROLLUP) ? 0 : (flags & STORE_F_ROLLUP_SPAN) ? 2 : 1;
+}
+
+/* The plan_entry of an index entry (the index's strings are interned: pointers compare). */
+static inline struct plan_entry plan_entry_of(uint64_t seq, uint64_t time_ns, uint16_t flags,
+					      int64_t value, const void *service,
+					      const void *type, const void *device,
+					      const void *labels)
+{
+	bool group = (flags & STORE_F_ROLLUP) && (flags & STORE_F_ROLLUP_GROUP);
+
+	return (struct plan_entry){ .seq = seq, .time_ns = time_ns, .service = service,
+				    .type = type, .device = device, .labels = labels,
+				    .level = rollup_level(flags), .group = group,
+				    .covers = group && value > 0 ? (uint64_t)value : 0 };
 }
 
 /* A record to read: a raw profile (n == 0) or a rollup covering raws[first .. first + n). */
@@ -87,6 +113,10 @@ int rollup__plan(struct plan_entry *e, size_t n, uint64_t from_ns, uint64_t to_n
  */
 void plan_entries__sort(struct plan_entry *e, size_t n, unsigned bucket_s);
 size_t plan_entries__group_end(const struct plan_entry *e, size_t n, size_t i, bool by_span);
+
+/* The same by (service, type) groups: every series of a group together. */
+void plan_entries__sort_by_group(struct plan_entry *e, size_t n, unsigned bucket_s);
+size_t plan_entries__group_run_end(const struct plan_entry *e, size_t n, size_t i, bool by_span);
 
 /* The rollup compactor's knobs (store_opts); 0 = the Kconfig default. */
 struct rollup_opts {

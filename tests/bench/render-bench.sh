@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Render benchmark of the collector (issue 8): the flame graph of 1 hour of a 100-device fleet.
-#  1. a ring with DEVICES devices x 2 hours of realistic cpu profiles (one per device every 10 s,
-#     ~20 KB each, render-bench fill), ending just before the current clock hour;
-#  2. the collector on it with rollups (300 s buckets, hour spans); we wait until all are built
+#  1. a ring with DEVICES devices x 2 h 10 min of realistic cpu profiles (one per device every
+#     10 s, ~20 KB each, render-bench fill) ending 10 minutes in the future, so that the newest
+#     buckets are still open while we measure, as they are for a live fleet;
+#  2. the collector on it with rollups (BUCKET-second buckets, spans of 12, per series and per
+#     group = all devices of the service); we wait until those of the closed buckets are built
 #     and report their CPU cost and the ring space they take;
 #  3. GET /api/0/render (json, flamebearer) over HTTP, median of RUNS, for
-#       aligned  the last clock hour [H-1h, H] (one span rollup per device),
-#       sliding  an hour that starts and ends mid-bucket (11 bucket rollups per device and the
-#                raw profiles of the two partial buckets: the UI's "last hour" case);
-#  4. peer 1: our own merge + render of the aligned hour from raw records only (in process, no
-#     merge limit, render-bench merge ... raw), RUNS_RAW runs;
+#       aligned  the last clock hour (spans wholly inside),
+#       sliding  an hour that starts and ends mid-bucket, 1 h 10 min to 10 min ago (bucket
+#                rollups and the raw profiles of the two partial buckets),
+#       live     the hour up to now: its newest buckets are open (raw profiles only; the UI's
+#                default "last hour");
+#  4. peer 1: our own merge + render of the aligned and sliding hours from raw records only (in
+#     process, no merge limit, render-bench merge ... raw), RUNS_RAW runs;
 #  5. peer 2: `go tool pprof -proto` merging one device's hour (360 files) against our render
 #     of the same device and hour.
 # Usage: tests/bench/render-bench.sh [BUILD_DIR]
-#        (env: RUNS=5 RUNS_RAW=3 DEVICES=100 DIR=/var/tmp RING=<reuse a filled ring>)
+#        (env: RUNS=5 RUNS_RAW=3 DEVICES=100 BUCKET=60 DIR=/var/tmp)
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$top/build/host-x86_64}
@@ -24,6 +28,7 @@ coll=$build/edgeprof-collector
 RUNS=${RUNS:-5}
 RUNS_RAW=${RUNS_RAW:-3}
 DEVICES=${DEVICES:-100}
+BUCKET=${BUCKET:-60}
 dir=$(mktemp -d "${DIR:-/var/tmp}/edgeprof-render-bench.XXXXXX")
 cpid=
 trap '[ -n "$cpid" ] && kill "$cpid" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"' EXIT
@@ -53,43 +58,47 @@ render() { # query-string -> median seconds of RUNS
 	done | median
 }
 
-hour=$(( $(date +%s) / 3600 * 3600 ))
-end=$(( hour - 10 ))	# the last profile of each device, 2 x 360 profiles back from there
+now=$(date +%s)
+end=$(( now / 10 * 10 + 600 ))	# the last profile of each device; 780 per device back from there
+hour=$(( now / 3600 * 3600 ))
 echo "render benchmark: $(nproc) CPUs, uptime: $(uptime)"
-if [ -n "${RING:-}" ]; then
-	ring=$RING
-	echo "reusing $ring (filled for the hour before $hour? it must be)"
-else
-	ring=$dir/ring
-	echo "filling $ring: $DEVICES devices x 720 profiles (2 hours)..."
-	"$drv" fill "$ring" "$DEVICES" 720 "$end"
-fi
+ring=$dir/ring
+echo "filling $ring: $DEVICES devices x 780 profiles (2 h 10 min)..."
+"$drv" fill "$ring" "$DEVICES" 780 "$end"
 
 start 0
 used0=$(metric ring_used_bytes)
 stop
-start 300
-want=$(( DEVICES * 26 ))	# 2 hours: 24 bucket rollups + 2 span rollups per device
-for _ in $(seq 1200); do
+start "$BUCKET"
+# the buckets and spans closed now (grace 60 s), per series and for the group
+closed=$(( ($(date +%s) - 60) / BUCKET * BUCKET ))
+first=$(( (end - 7800) / BUCKET * BUCKET ))
+want=$(( (DEVICES + 1) * ((closed - first) / BUCKET + (closed - first) / (12 * BUCKET)) ))
+t0=$(date +%s)
+for _ in $(seq 1800); do
 	[ "$(metric rollups_built_total)" -ge "$want" ] && break
 	sleep 1
 done
 built=$(metric rollups_built_total)
 cpu_ms=$(metric rollup_build_cpu_milliseconds_total)
 used1=$(metric ring_used_bytes)
-echo "rollups: $built built (want $want), $(metric rollups_dropped_total) dropped;" \
-	"build CPU $(awk -v c="$cpu_ms" 'BEGIN { printf "%.1f s for 2 hours = %.1f s per fleet-hour", c / 1e3, c / 2e3 }');" \
+span_h=$(awk -v c="$closed" -v f="$first" 'BEGIN { print (c - f) / 3600 }')
+echo "rollups ($BUCKET s buckets): $built built in $(( $(date +%s) - t0 )) s (want $want)," \
+	"$(metric rollups_dropped_total) dropped; build CPU $(awk -v c="$cpu_ms" -v h="$span_h" \
+	'BEGIN { printf "%.1f s for %.2f hours = %.1f s per fleet-hour", c / 1e3, h, c / 1e3 / h }');" \
 	"ring space $(( (used1 - used0) >> 20 )) MiB over $(( used0 >> 20 )) MiB of profiles" \
 	"($(awk -v a="$used0" -v b="$used1" 'BEGIN { printf "%.1f", (b - a) * 100 / a }')%)"
 
 a_from=$(( hour - 3600 )) a_to=$hour
-s_from=$(( hour - 5400 + 150 )) s_to=$(( hour - 1800 + 150 ))
+s_from=$(( (now - 4200) / 300 * 300 + 150 )); s_to=$(( s_from + 3600 ))
 printf '\n%-34s %10s\n' "render over HTTP (median of $RUNS)" seconds
 for fmt in json flamebearer; do
 	aj=$(render "format=$fmt&from=$a_from&to=$a_to")
-	printf '%-34s %10s\n' "aligned hour, $fmt" "$aj"
-	[ "$fmt" = json ] && ours_aligned=$aj
-	printf '%-34s %10s\n' "sliding hour, $fmt" "$(render "format=$fmt&from=$s_from&to=$s_to")"
+	sj=$(render "format=$fmt&from=$s_from&to=$s_to")
+	lj=$(render "format=$fmt&from=now-1h&to=now")
+	printf '%-34s %10s\n' "aligned hour, $fmt" "$aj" "sliding hour, $fmt" "$sj" \
+		"live hour (to now), $fmt" "$lj"
+	[ "$fmt" = json ] && ours_aligned=$aj ours_sliding=$sj
 done
 echo "rollups read: $(metric rollups_read_total), stale: $(metric rollups_stale_total)"
 sel=$(printf '%s' '{device="gw-000"}' | sed 's/{/%7B/; s/}/%7D/; s/"/%22/g; s/=/%3D/')
@@ -97,15 +106,16 @@ ours_dev=$(render "format=json&query=$sel&from=$a_from&to=$a_to")
 stop
 
 echo
-echo "peer 1: our merge + render of the aligned hour from raw records (in process, $RUNS_RAW runs)"
-raw=$("$drv" merge "$ring" "$a_from" "$a_to" "$RUNS_RAW" raw json)
-rol=$("$drv" merge "$ring" "$a_from" "$a_to" "$RUNS" rollup json)
-raw_med=$(echo "$raw" | sed 's/seconds=\([^ ]*\).*/\1/' | tr , '\n' | median)
-rol_med=$(echo "$rol" | sed 's/seconds=\([^ ]*\).*/\1/' | tr , '\n' | median)
-echo "  raw:     $raw"
-echo "  rollups: $rol"
-printf '  medians: raw %s s, rollups %s s (in process), over HTTP %s s; ours/peer1 = %.3f\n' \
-	"$raw_med" "$rol_med" "$ours_aligned" "$(awk -v a="$ours_aligned" -v b="$raw_med" 'BEGIN { print a / b }')"
+echo "peer 1: our merge + render from raw records only (in process, $RUNS_RAW runs)"
+peer1() { # name from to ours
+	raw=$("$drv" merge "$ring" "$2" "$3" "$RUNS_RAW" raw json)
+	raw_med=$(echo "$raw" | sed 's/seconds=\([^ ]*\).*/\1/' | tr , '\n' | median)
+	echo "  $1 raw:     $raw"
+	printf '  %s: raw %s s, ours over HTTP %s s; ours/peer1 = %.3f\n' "$1" "$raw_med" "$4" \
+		"$(awk -v a="$4" -v b="$raw_med" 'BEGIN { print a / b }')"
+}
+peer1 aligned "$a_from" "$a_to" "$ours_aligned"
+peer1 sliding "$s_from" "$s_to" "$ours_sliding"
 
 echo
 mkdir "$dir/dev"

@@ -11,7 +11,8 @@
  *       Prints "records=N stored_bytes=B".
  *   render-bench merge RING FROM_S TO_S RUNS raw|rollup json|flamebearer [SELECTOR]
  *       times store__merge + render of [FROM_S, TO_S] RUNS times, on the store's rollups (bucket
- *       300 s, the ones in the ring; none are built) or raw records only, with no merge limit.
+ *       $BUCKET s, default 60: the ones in the ring; none are built) or raw records only, with
+ *       no merge limit.
  *       Prints "seconds=S1,S2,... profiles=N records_read=R bytes=B".
  *   render-bench export RING DEVICE FROM_S TO_S DIR
  *       writes the raw payloads of DEVICE in the range as DIR/<seq>.pb.gz (for go tool pprof).
@@ -168,8 +169,8 @@ static int bench_merge(const char *path, uint64_t from_s, uint64_t to_s, int run
 	size_t len = 0, n = 0;
 	struct store *s;
 
-	/* rollups are planned with the collector's bucket; none are built here (see below) */
-	o.rollup.bucket_s = 300;
+	/* rollups are planned with the collector's bucket (env BUCKET); none are built here */
+	o.rollup.bucket_s = getenv("BUCKET") ? (unsigned)atoi(getenv("BUCKET")) : 60;
 	o.rollup.grace_s = 86400 * 365 * 50; /* the thread never finds a closed bucket */
 	if (selector && selector__parse(selector, 0, (struct selector **)&q.sel, err,
 					sizeof(err))) {

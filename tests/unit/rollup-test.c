@@ -3,7 +3,8 @@
  * Rollups (store/rollup.h): a store with 10-second buckets (120-second spans) over profiles of
  * the past, so the compactor rolls them up at once; every merge must give exactly the values
  * of merging the raw records (compared as folded stacks), for whole buckets, partial edges,
- * whole spans, one device, after a late upload into a rolled-up bucket and after a restart.
+ * whole spans, the group of all series, one device, some devices, after a late upload into a
+ * rolled-up bucket (from a known and from a new device) and after a restart.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -183,8 +184,8 @@ static uint64_t check_same(struct store *s, const char *sel, uint64_t from, uint
 	return st1.rollups_read - st0.rollups_read;
 }
 
-/* Per device: 24 bucket rollups (3 or 4 raws each) and 2 span rollups. */
-#define ROLLUPS (DEVICES * (24 + 2))
+/* Per device and for the group of all three: 24 bucket rollups and 2 span rollups. */
+#define ROLLUPS ((DEVICES + 1) * (24 + 2))
 
 static void rollups_equal_raw_merges(void **state)
 {
@@ -192,16 +193,21 @@ static void rollups_equal_raw_merges(void **state)
 	struct store *s = fill(f->path);
 
 	wait_built(s, ROLLUPS);
-	/* two whole spans: 2 span rollups per device, nothing raw */
-	assert_int_equal(check_same(s, NULL, T0, T0 + 240 * SEC - 1), 2 * DEVICES);
+	/* every series selected: the group's rollups. Two whole spans, nothing raw */
+	assert_int_equal(check_same(s, NULL, T0, T0 + 240 * SEC - 1), 2);
+	assert_int_equal(check_same(s, "gw", T0, T0 + 240 * SEC - 1), 2);
 	/* everything (no bounds) */
-	assert_int_equal(check_same(s, NULL, 0, 0), 2 * DEVICES);
-	/* partial edges: raws at both ends, bucket rollups between, no span */
-	assert_int_equal(check_same(s, NULL, T0 + 15 * SEC, T0 + 101 * SEC), 8 * DEVICES);
-	/* a span and three buckets of the next, one device */
+	assert_int_equal(check_same(s, NULL, 0, 0), 2);
+	/* partial edges: raws at both ends, the group's bucket rollups between, no span */
+	assert_int_equal(check_same(s, NULL, T0 + 15 * SEC, T0 + 101 * SEC), 8);
+	/* the group's first span and three buckets of the next */
+	assert_int_equal(check_same(s, "gw{}", T0, T0 + 150 * SEC), 1 + 3);
+	/* one device: its own span rollup and three buckets */
 	assert_int_equal(check_same(s, "{device=\"gw-1\"}", T0, T0 + 150 * SEC), 1 + 3);
-	/* a bucket's edge inside the range, by label */
-	assert_true(check_same(s, "{region=\"us\"}", T0 + 10 * SEC, T0 + 40 * SEC - 1) > 0);
+	/* two devices of three, by label: their own rollups, never the group's */
+	assert_int_equal(check_same(s, "{region=\"us\"}", T0, T0 + 240 * SEC - 1), 2 * 2);
+	assert_int_equal(check_same(s, "{region=\"us\"}", T0 + 10 * SEC, T0 + 40 * SEC - 1),
+			 3 * 2);
 	store__free(s);
 }
 
@@ -237,7 +243,35 @@ static void late_upload_falls_back_to_raws(void **state)
 	check_same(s, NULL, T0, T0 + 240 * SEC - 1);
 	check_same(s, NULL, T0 + 10 * SEC, T0 + 20 * SEC - 1);
 	store__stats(s, &st);
-	assert_int_equal(st.rollups_stale, 2); /* gw-1's first span, then its bucket */
+	/*
+	 * The group's span and bucket cover one raw less than selected: not planned. gw-1's
+	 * bucket rollup is read stale in both merges (its span is not planned: the other
+	 * buckets are read through the group's).
+	 */
+	assert_int_equal(st.rollups_stale, 2);
+	store__free(s);
+}
+
+/*
+ * A new device uploads into a rolled-up bucket: the group's rollups of that bucket and span
+ * cover one raw less than a whole-service selection, so they are not planned (nothing stale);
+ * a selection of every series but the new one is exactly what they cover.
+ */
+static void group_rollups_cover_exactly_their_raws(void **state)
+{
+	struct fixture *f = *state;
+	struct store *s = fill(f->path);
+	struct store_stats st;
+
+	wait_built(s, ROLLUPS);
+	put(s, 7, 0, T0 + 12 * SEC);
+	/* 11 buckets through the group; bucket 1 through each old series' rollup + gw-7's raw */
+	assert_int_equal(check_same(s, NULL, T0, T0 + 120 * SEC - 1), 11 + DEVICES);
+	assert_int_equal(check_same(s, "{device!=\"gw-7\"}", T0, T0 + 120 * SEC - 1), 1);
+	/* gw-1's own span rollup and gw-7's raw */
+	assert_int_equal(check_same(s, "{device=~\"gw-[17]\"}", T0, T0 + 120 * SEC - 1), 1);
+	store__stats(s, &st);
+	assert_int_equal(st.rollups_stale, 0);
 	store__free(s);
 }
 
@@ -254,7 +288,7 @@ static void rollups_survive_restart(void **state)
 	usleep(200000); /* passes of the new compactor: nothing left to build */
 	store__stats(s, &st);
 	assert_int_equal(st.rollups_built, 0);
-	assert_int_equal(check_same(s, NULL, T0, T0 + 240 * SEC - 1), 2 * DEVICES);
+	assert_int_equal(check_same(s, NULL, T0, T0 + 240 * SEC - 1), 2);
 	store__free(s);
 }
 
@@ -264,6 +298,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(rollups_equal_raw_merges, setup, teardown),
 		cmocka_unit_test_setup_teardown(rollups_are_not_listed, setup, teardown),
 		cmocka_unit_test_setup_teardown(late_upload_falls_back_to_raws, setup, teardown),
+		cmocka_unit_test_setup_teardown(group_rollups_cover_exactly_their_raws, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(rollups_survive_restart, setup, teardown),
 	};
 
