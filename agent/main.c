@@ -497,12 +497,14 @@ static void bpf_comment(struct agent *a, char *buf, size_t len)
 	snprintf(buf, len,
 		 "edgeprof bpf: samples=%llu dropped_ringbuf=%llu dropped_sink=%llu "
 		 "truncated=%llu cpus=%u cpu_offline=%u ksyms_named=%llu ksyms_unnamed=%llu "
-		 "ksyms_dropped=%llu ksyms_resets=%llu ksyms_passes=%llu ksyms_lookups=%llu",
+		 "ksyms_dropped=%llu ksyms_resets=%llu ksyms_passes=%llu ksyms_lookups=%llu "
+		 "label_reads=%llu",
 		 (unsigned long long)st.samples, (unsigned long long)st.dropped_ringbuf,
 		 (unsigned long long)st.dropped_sink, (unsigned long long)st.truncated, st.cpus,
 		 st.cpu_offline, (unsigned long long)ks.named, (unsigned long long)ks.unnamed,
 		 (unsigned long long)ks.dropped, (unsigned long long)ks.resets,
-		 (unsigned long long)ks.passes, (unsigned long long)ks.lookups);
+		 (unsigned long long)ks.passes, (unsigned long long)ks.lookups,
+		 (unsigned long long)st.label_reads);
 }
 #else
 static void bpf_start(struct agent *a)
@@ -606,11 +608,13 @@ static void transport_stop(struct agent *a)
 
 static void write_round(struct agent *a, uint64_t duration_ns)
 {
-	char c1[256], c2[256], c3[384];
+	char c1[256], c2[384], c3[512];
 	const char *comments[] = {c1, c2, c3};
 	struct proctab_stats ps;
+	struct procmaps_stats ms;
 
 	proctab__stats(a->procs, &ps);
+	procmaps__stats(&ms);
 	bpf_name_kernel_frames(a);
 	bpf_comment(a, c3, sizeof(c3));
 	for (unsigned int i = 0; i < a->n_services; i++) {
@@ -654,11 +658,13 @@ static void write_round(struct agent *a, uint64_t duration_ns)
 		snprintf(c2, sizeof(c2),
 			 "edgeprof rings: dropped_full=%llu torn=%llu "
 			 "dropped_rings=%llu dropped_services=%llu unknown_addresses=%llu "
-			 "evicted_procs=%llu",
+			 "evicted_procs=%llu maps_reads=%llu file_stats=%llu elf_opens=%llu",
 			 (unsigned long long)full, (unsigned long long)torn,
 			 (unsigned long long)a->dropped_rings,
 			 (unsigned long long)a->dropped_services,
-			 (unsigned long long)ps.unknown_addr, (unsigned long long)ps.evicted);
+			 (unsigned long long)ps.unknown_addr, (unsigned long long)ps.evicted,
+			 (unsigned long long)ms.maps_reads, (unsigned long long)ms.file_stats,
+			 (unsigned long long)ms.build_id_reads);
 		if (a->cfg.output_dir) {
 			err = output__write_dir(s->agg, &o, a->cfg.output_dir, path, sizeof(path));
 			if (err)
@@ -743,7 +749,7 @@ int main(int argc, char **argv)
 	    .jitter_pct = CONFIG_JITTER_PERCENT,
 	    .seconds = CONFIG_ROUND_SECONDS,
 	    .stack_entries = CONFIG_STACK_TABLE_ENTRIES,
-	    .max_procs = 64,
+	    .max_procs = CONFIG_PROC_CACHE_ENTRIES,
 	    .registry = "/dev/shm/edgeprof",
 	    .sampler = "auto",
 	    .bpf_service = "system",

@@ -14,75 +14,119 @@
 #include "agent/procmaps.h"
 
 /*
- * Build-ids of the files seen, keyed by what changes when the file does (device, inode, size,
- * mtime): the same libc mapped by a hundred processes is read once, and a maps refresh costs one
- * stat per mapping instead of an open and a read of its ELF headers. Direct-mapped and bounded;
- * a collision re-reads, and failures are remembered too ("" build-id).
+ * Build-ids of the files seen, keyed by the device and inode the maps line itself shows (and
+ * the path, so that two views of one inode never mix): the same libc mapped by a hundred
+ * processes is read once, and a new process costs no stat per mapping. The file's size and
+ * mtime are checked with one stat per file per generation (a round): a file rewritten in place,
+ * or a new file that got a freed inode number, is read again at its first use in the next
+ * round. Direct-mapped and bounded; a collision re-reads, and failures are remembered too ("").
  */
 struct build_id_slot {
-	dev_t dev;
-	ino_t ino;
+	uint64_t dev, ino, path_hash; /* the key, from the maps line */
 	off_t size;
 	struct timespec mtime;
+	uint64_t checked; /* generation of the last stat */
 	bool used;
 	char hex[ELF_BUILD_ID_HEX];
 };
 
+struct file_key {
+	uint64_t dev, ino, path_hash;
+};
+
 static struct build_id_slot build_ids[PROCMAPS_BUILD_ID_CACHE];
 static struct procmaps_stats pm_stats;
+static uint64_t generation = 1;
 
-static struct build_id_slot *build_id_slot(const struct stat *st, bool *hit)
+void procmaps__revalidate(void)
 {
-	uint64_t h = ((uint64_t)st->st_dev * 0x9E3779B97F4A7C15ull) ^ (uint64_t)st->st_ino;
+	generation++;
+}
+
+static uint64_t hash_path(const char *path)
+{
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+
+	while (*path)
+		h = (h ^ (unsigned char)*path++) * 0x100000001b3ull;
+	return h;
+}
+
+static struct build_id_slot *build_id_slot(const struct file_key *k, bool *hit)
+{
+	uint64_t h = (k->dev * 0x9E3779B97F4A7C15ull) ^ k->ino ^ k->path_hash;
 	struct build_id_slot *b = &build_ids[(h * 0x9E3779B97F4A7C15ull >> 40) %
 					     PROCMAPS_BUILD_ID_CACHE];
 
-	*hit = b->used && b->dev == st->st_dev && b->ino == st->st_ino &&
-	       b->size == st->st_size && b->mtime.tv_sec == st->st_mtim.tv_sec &&
-	       b->mtime.tv_nsec == st->st_mtim.tv_nsec;
+	*hit = b->used && b->dev == k->dev && b->ino == k->ino && b->path_hash == k->path_hash;
 	return b;
 }
 
-/* The build-id of path (hex, "" when none), from the cache when the file did not change. */
-static int cached_build_id(const char *path, char *hex, size_t hexlen)
+/* The cached build-id when the file was checked this generation: no system call at all. */
+static bool fresh_build_id(const struct file_key *k, char *hex, size_t hexlen)
+{
+	bool hit;
+	struct build_id_slot *b = build_id_slot(k, &hit);
+
+	if (!hit || b->checked != generation)
+		return false;
+	pm_stats.build_id_hits++;
+	snprintf(hex, hexlen, "%s", b->hex);
+	return true;
+}
+
+static bool same_file(const struct build_id_slot *b, const struct stat *st)
+{
+	return b->size == st->st_size && b->mtime.tv_sec == st->st_mtim.tv_sec &&
+	       b->mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+/* The build-id of path (hex, "" when none): one stat, and the ELF notes if the file changed. */
+static int cached_build_id(const char *path, const struct file_key *k, char *hex, size_t hexlen)
 {
 	struct build_id_slot *b;
 	struct stat st;
 	bool hit;
 	int err;
 
+	pm_stats.file_stats++;
 	if (stat(path, &st))
 		return -errno;
-	b = build_id_slot(&st, &hit);
-	if (!hit) {
+	b = build_id_slot(k, &hit);
+	if (!hit || !same_file(b, &st)) {
 		char id[ELF_BUILD_ID_HEX] = "";
 
 		err = elf__build_id(path, id, sizeof(id));
 		if (err && err != -ENOENT && err != -EINVAL)
 			return err; /* unreadable now: not remembered */
 		/* no note, or not ELF: remembered as such ("") */
-		*b = (struct build_id_slot){.dev = st.st_dev, .ino = st.st_ino, .size = st.st_size,
+		*b = (struct build_id_slot){.dev = k->dev, .ino = k->ino,
+					    .path_hash = k->path_hash, .size = st.st_size,
 					    .mtime = st.st_mtim, .used = true};
 		snprintf(b->hex, sizeof(b->hex), "%s", err ? "" : id);
 		pm_stats.build_id_reads++;
 	} else {
 		pm_stats.build_id_hits++;
 	}
+	b->checked = generation;
 	snprintf(hex, hexlen, "%s", b->hex);
 	return 0;
 }
 
 /* The file behind a mapping, seen through the process's root when it lives (containers). */
-static void map_build_id(uint32_t pid, struct procmap *m)
+static void map_build_id(uint32_t pid, struct procmap *m, struct file_key *k)
 {
 	char p[PROCMAP_PATH + 32];
 
 	m->build_id[0] = 0;
 	if (m->path[0] != '/')
 		return;
+	k->path_hash = hash_path(m->path);
+	if (fresh_build_id(k, m->build_id, sizeof(m->build_id)))
+		return;
 	snprintf(p, sizeof(p), "/proc/%u/root%s", pid, m->path);
-	if (pid == 0 || cached_build_id(p, m->build_id, sizeof(m->build_id)) != 0)
-		cached_build_id(m->path, m->build_id, sizeof(m->build_id));
+	if (pid == 0 || cached_build_id(p, k, m->build_id, sizeof(m->build_id)) != 0)
+		cached_build_id(m->path, k, m->build_id, sizeof(m->build_id));
 }
 
 void procmaps__stats(struct procmaps_stats *st)
@@ -94,6 +138,9 @@ void procmaps__stats(struct procmaps_stats *st)
 static bool parse_line(char *line, uint32_t pid, struct procmap *m)
 {
 	uint64_t start, end, off;
+	unsigned int major, minor;
+	unsigned long long ino;
+	struct file_key k;
 	char perms[8];
 	int pos = 0;
 	char *path, *sp = strchr(line, ' ');
@@ -101,8 +148,8 @@ static bool parse_line(char *line, uint32_t pid, struct procmap *m)
 	/* most lines map data: skip them before the (costly) sscanf */
 	if (!sp || strnlen(sp, 4) < 4 || sp[3] != 'x')
 		return false;
-	if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*u %n", &start, &end, perms,
-		   &off, &pos) < 4 ||
+	if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %llu %n", &start, &end,
+		   perms, &off, &major, &minor, &ino, &pos) < 7 ||
 	    !pos || strlen(perms) < 3 || perms[2] != 'x')
 		return false;
 	path = line + pos;
@@ -111,7 +158,8 @@ static bool parse_line(char *line, uint32_t pid, struct procmap *m)
 		return false;
 	*m = (struct procmap){.start = start, .limit = end, .offset = off};
 	snprintf(m->path, sizeof(m->path), "%s", path);
-	map_build_id(pid, m);
+	k = (struct file_key){.dev = (uint64_t)major << 32 | minor, .ino = ino};
+	map_build_id(pid, m, &k);
 	return true;
 }
 
@@ -143,6 +191,7 @@ int procmaps__parse_file(const char *maps_path, uint32_t pid, unsigned int max_m
 	f = fopen(maps_path, "re");
 	if (!f)
 		return -errno;
+	pm_stats.maps_reads++;
 	pm = procmaps_alloc(pid, max_maps);
 	if (!pm) {
 		fclose(f);
@@ -255,18 +304,33 @@ struct proc_slot {
 	uint64_t last_used;  /* access clock: the least recently used slot is evicted */
 	uint64_t used_round; /* round of the last use */
 	uint64_t refreshed;  /* round of the last re-read */
+	int next;	     /* next slot in the same hash bucket, -1: last */
 };
 
 /* Pids whose maps could not be read this round (exited before we looked): not retried. */
-#define PROCTAB_GONE 256
+#define PROCTAB_GONE CONFIG_PROC_GONE_ENTRIES
 
+/*
+ * Slots are found by pid through hash buckets (a sample's lookup costs a few compares, not a
+ * scan of the table); evicting the least recently used slot scans it, once per new process.
+ */
 struct proctab {
-	unsigned int max_procs, max_maps;
+	unsigned int max_procs, max_maps, n_buckets;
 	struct proc_slot *slots;
+	int *buckets; /* first slot of each bucket, -1: empty */
 	uint64_t round, clock;
 	uint32_t gone[PROCTAB_GONE]; /* direct-mapped by pid; cleared each round */
 	struct proctab_stats st;
 };
+
+static unsigned int bucket_count(unsigned int max_procs)
+{
+	unsigned int n = 16;
+
+	while (n < max_procs && n < (1u << 20))
+		n <<= 1;
+	return n;
+}
 
 struct proctab *proctab__new(unsigned int max_procs, unsigned int max_maps)
 {
@@ -276,11 +340,14 @@ struct proctab *proctab__new(unsigned int max_procs, unsigned int max_maps)
 		return NULL;
 	t->max_procs = max_procs;
 	t->max_maps = max_maps;
+	t->n_buckets = bucket_count(max_procs);
 	t->slots = calloc(max_procs, sizeof(*t->slots));
-	if (!t->slots) {
-		free(t);
+	t->buckets = malloc(t->n_buckets * sizeof(*t->buckets));
+	if (!t->slots || !t->buckets) {
+		proctab__free(t);
 		return NULL;
 	}
+	memset(t->buckets, -1, t->n_buckets * sizeof(*t->buckets));
 	t->round = 1;
 	return t;
 }
@@ -289,18 +356,49 @@ void proctab__free(struct proctab *t)
 {
 	if (!t)
 		return;
-	for (unsigned int i = 0; i < t->max_procs; i++)
+	for (unsigned int i = 0; t->slots && i < t->max_procs; i++)
 		procmaps__free(t->slots[i].pm);
 	free(t->slots);
+	free(t->buckets);
 	free(t);
+}
+
+static int *proctab_bucket(struct proctab *t, uint32_t pid)
+{
+	return &t->buckets[(pid * 2654435761u) & (t->n_buckets - 1)];
 }
 
 static struct proc_slot *proctab_find(struct proctab *t, uint32_t pid)
 {
-	for (unsigned int i = 0; i < t->max_procs; i++)
-		if (t->slots[i].pm && t->slots[i].pm->pid == pid)
+	for (int i = *proctab_bucket(t, pid); i >= 0; i = t->slots[i].next)
+		if (t->slots[i].pm->pid == pid)
 			return &t->slots[i];
 	return NULL;
+}
+
+/* Puts pm into the empty slot s and links it into its pid's bucket. */
+static void proctab_link(struct proctab *t, struct proc_slot *s, struct procmaps *pm)
+{
+	int *head = proctab_bucket(t, pm->pid);
+
+	s->pm = pm;
+	s->next = *head;
+	*head = (int)(s - t->slots);
+}
+
+/* Empties slot s: unlinked from its bucket, its maps freed. */
+static void proctab_drop(struct proctab *t, struct proc_slot *s)
+{
+	int idx = (int)(s - t->slots);
+
+	for (int *p = proctab_bucket(t, s->pm->pid); *p >= 0; p = &t->slots[*p].next) {
+		if (*p == idx) {
+			*p = s->next;
+			break;
+		}
+	}
+	procmaps__free(s->pm);
+	s->pm = NULL;
 }
 
 static void proctab_use(struct proctab *t, struct proc_slot *s)
@@ -320,8 +418,7 @@ static struct proc_slot *proctab_free_slot(struct proctab *t)
 		if (!victim || t->slots[i].last_used < victim->last_used)
 			victim = &t->slots[i];
 	}
-	procmaps__free(victim->pm);
-	victim->pm = NULL;
+	proctab_drop(t, victim);
 	t->st.evicted++;
 	return victim;
 }
@@ -346,12 +443,12 @@ static int proctab_load(struct proctab *t, uint32_t pid, struct proc_slot **out)
 	}
 	t->st.reads++;
 	if (s) {
-		procmaps__free(s->pm);
+		proctab_drop(t, s);
 		t->st.refreshes++;
 	} else {
 		s = proctab_free_slot(t);
 	}
-	s->pm = pm;
+	proctab_link(t, s, pm);
 	s->refreshed = t->round;
 	proctab_use(t, s);
 	*out = s;
@@ -367,7 +464,7 @@ void proctab__adopt(struct proctab *t, struct procmaps *pm)
 		return;
 	}
 	s = proctab_free_slot(t);
-	s->pm = pm;
+	proctab_link(t, s, pm);
 	s->refreshed = t->round;
 	proctab_use(t, s);
 }
@@ -426,12 +523,11 @@ void proctab__new_round(struct proctab *t)
 	for (unsigned int i = 0; i < t->max_procs; i++) {
 		struct proc_slot *s = &t->slots[i];
 
-		if (s->pm && proctab_stale(t, s)) {
-			procmaps__free(s->pm);
-			s->pm = NULL;
-		}
+		if (s->pm && proctab_stale(t, s))
+			proctab_drop(t, s);
 	}
 	memset(t->gone, 0, sizeof(t->gone));
+	procmaps__revalidate();
 	t->round++;
 }
 

@@ -172,7 +172,7 @@ static struct procmaps *maps_of(const char *path)
 	return pm;
 }
 
-/* The cache key is the file as it is now: a copy is read, a changed mtime is read again. */
+/* A copy is read; a changed mtime is read again at the first use in the next round. */
 static void build_id_cache_follows_the_file(void **state)
 {
 	char path[] = "/tmp/edgeprof-bid-test.XXXXXX", cmd[160], id[ELF_BUILD_ID_HEX];
@@ -194,7 +194,12 @@ static void build_id_cache_follows_the_file(void **state)
 	procmaps__free(maps_of(path));
 	procmaps__stats(&c);
 	assert_true(c.build_id_reads == b.build_id_reads);
+	assert_true(c.file_stats == b.file_stats); /* checked once a round, not per process */
 	assert_int_equal(utimensat(AT_FDCWD, path, times, 0), 0);
+	procmaps__free(maps_of(path)); /* this round: not stat'ed again, not noticed */
+	procmaps__stats(&c);
+	assert_true(c.build_id_reads == b.build_id_reads);
+	procmaps__revalidate(); /* a new round */
 	pm = maps_of(path);
 	assert_string_equal(pm->maps[0].build_id, id);
 	procmaps__free(pm);
