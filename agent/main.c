@@ -35,7 +35,7 @@
 
 #define MAX_RINGS 256
 #define MAX_SERVICES 16
-#define DRAIN_MS 50
+#define DRAIN_MS 50 /* SIGPROF rings are drained this often */
 
 struct config {
 	unsigned long hz, round_s, period_s, jitter_pct, seconds, stack_entries, max_procs;
@@ -420,6 +420,12 @@ static void set_paused(struct agent *a, bool paused)
 
 /* ---- BPF ---------------------------------------------------------------------------------- */
 
+/* Without BPF: a sleep a signal does not cut short, so never longer than DRAIN_MS (exit). */
+static void idle_sleep(int timeout_ms)
+{
+	port_sleep_ns((uint64_t)(timeout_ms < DRAIN_MS ? timeout_ms : DRAIN_MS) * NSEC_PER_MSEC);
+}
+
 #ifdef CONFIG_SAMPLER_BPF
 static int bpf_sink(void *ctx, const struct agent_sample *s)
 {
@@ -465,7 +471,7 @@ static void bpf_poll(struct agent *a, int timeout_ms)
 	if (a->bpf)
 		bpf_sampler__poll(a->bpf, timeout_ms);
 	else
-		port_sleep_ns((uint64_t)timeout_ms * NSEC_PER_MSEC);
+		idle_sleep(timeout_ms);
 }
 
 static void bpf_stop(struct agent *a)
@@ -515,7 +521,7 @@ static void bpf_start(struct agent *a)
 
 static void bpf_poll(struct agent *a, int timeout_ms)
 {
-	port_sleep_ns((uint64_t)timeout_ms * NSEC_PER_MSEC);
+	idle_sleep(timeout_ms);
 }
 
 static void bpf_stop(struct agent *a)
@@ -680,6 +686,22 @@ static void write_round(struct agent *a, uint64_t duration_ns)
 	proctab__new_round(a->procs);
 }
 
+/*
+ * How long to sleep: until the round event, but at most DRAIN_MS while SIGPROF rings need
+ * draining, else until the next registry scan (the BPF ring wakes us itself when half full or
+ * a new process shows up): 1 wake-up a second instead of 20 when only BPF samples.
+ */
+static int poll_timeout_ms(const struct agent *a, uint64_t wait_ns, uint64_t since_scan_ns)
+{
+	uint64_t cap = a->n_rings ? DRAIN_MS * NSEC_PER_MSEC
+				  : NSEC_PER_SEC - (since_scan_ns < NSEC_PER_SEC ? since_scan_ns
+										 : NSEC_PER_SEC);
+
+	if (wait_ns > cap)
+		wait_ns = cap;
+	return (int)(wait_ns / NSEC_PER_MSEC) + 1;
+}
+
 static int run(struct agent *a)
 {
 	struct rounds rs;
@@ -721,9 +743,7 @@ static int run(struct agent *a)
 		if (rs.in_round)
 			drain_rings(a, false);
 		transport_poll(a);
-		bpf_poll(a,
-			 (int)(wait / NSEC_PER_MSEC < DRAIN_MS ? wait / NSEC_PER_MSEC : DRAIN_MS) +
-			     1);
+		bpf_poll(a, poll_timeout_ms(a, wait, now - last_scan));
 	}
 	if (rs.in_round) { /* stopped mid-round: keep what was sampled */
 		drain_rings(a, true);

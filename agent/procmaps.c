@@ -19,13 +19,14 @@
  * processes is read once, and a new process costs no stat per mapping. The file's size and
  * mtime are checked with one stat per file per generation (a round): a file rewritten in place,
  * or a new file that got a freed inode number, is read again at its first use in the next
- * round. Direct-mapped and bounded; a collision re-reads, and failures are remembered too ("").
+ * round. Bounded (set-associative, see build_id_slot()); failures are remembered too ("").
  */
 struct build_id_slot {
 	uint64_t dev, ino, path_hash; /* the key, from the maps line */
 	off_t size;
 	struct timespec mtime;
 	uint64_t checked; /* generation of the last stat */
+	uint64_t used_at; /* build_id_clock at the last lookup: the set's oldest is replaced */
 	bool used;
 	char hex[ELF_BUILD_ID_HEX];
 };
@@ -36,7 +37,7 @@ struct file_key {
 
 static struct build_id_slot build_ids[PROCMAPS_BUILD_ID_CACHE];
 static struct procmaps_stats pm_stats;
-static uint64_t generation = 1;
+static uint64_t generation = 1, build_id_clock;
 
 void procmaps__revalidate(void)
 {
@@ -52,14 +53,35 @@ static uint64_t hash_path(const char *path)
 	return h;
 }
 
+/*
+ * Sets of BUILD_ID_WAYS slots: a file is looked for in its set; a new one replaces the set's
+ * least recently used slot, so that a stream of files seen once (a busy build machine) does not
+ * push out the libraries every process maps.
+ */
+#define BUILD_ID_WAYS 4
+#define BUILD_ID_SETS (PROCMAPS_BUILD_ID_CACHE / BUILD_ID_WAYS)
+
 static struct build_id_slot *build_id_slot(const struct file_key *k, bool *hit)
 {
 	uint64_t h = (k->dev * 0x9E3779B97F4A7C15ull) ^ k->ino ^ k->path_hash;
-	struct build_id_slot *b = &build_ids[(h * 0x9E3779B97F4A7C15ull >> 40) %
-					     PROCMAPS_BUILD_ID_CACHE];
+	struct build_id_slot *set = &build_ids[(h * 0x9E3779B97F4A7C15ull >> 40) % BUILD_ID_SETS *
+					       BUILD_ID_WAYS];
+	struct build_id_slot *oldest = set;
 
-	*hit = b->used && b->dev == k->dev && b->ino == k->ino && b->path_hash == k->path_hash;
-	return b;
+	for (int i = 0; i < BUILD_ID_WAYS; i++) {
+		struct build_id_slot *b = &set[i];
+
+		if (b->used && b->dev == k->dev && b->ino == k->ino &&
+		    b->path_hash == k->path_hash) {
+			b->used_at = ++build_id_clock;
+			*hit = true;
+			return b;
+		}
+		if (b->used_at < oldest->used_at)
+			oldest = b;
+	}
+	*hit = false;
+	return oldest; /* stamped when filled */
 }
 
 /* The cached build-id when the file was checked this generation: no system call at all. */
@@ -102,7 +124,8 @@ static int cached_build_id(const char *path, const struct file_key *k, char *hex
 		/* no note, or not ELF: remembered as such ("") */
 		*b = (struct build_id_slot){.dev = k->dev, .ino = k->ino,
 					    .path_hash = k->path_hash, .size = st.st_size,
-					    .mtime = st.st_mtim, .used = true};
+					    .mtime = st.st_mtim, .used_at = ++build_id_clock,
+					    .used = true};
 		snprintf(b->hex, sizeof(b->hex), "%s", err ? "" : id);
 		pm_stats.build_id_reads++;
 	} else {
