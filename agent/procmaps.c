@@ -194,8 +194,11 @@ static bool parse_fields(char *line, struct procmap *m, struct file_key *k, char
 	return true;
 }
 
-/* One maps line: an executable, file-backed (or vDSO) mapping into m; false otherwise. */
-static bool parse_line(char *line, uint32_t pid, struct procmap *m)
+/*
+ * One maps line: an executable, file-backed (or vDSO) mapping into m, its path copied into
+ * pathbuf (PROCMAP_PATH bytes); false otherwise.
+ */
+static bool parse_line(char *line, uint32_t pid, struct procmap *m, char *pathbuf)
 {
 	struct file_key k;
 	char *path, *sp = strchr(line, ' ');
@@ -208,26 +211,58 @@ static bool parse_line(char *line, uint32_t pid, struct procmap *m)
 	path[strcspn(path, "\n")] = 0;
 	if (!strcmp(path, "[vsyscall]"))
 		return false;
-	snprintf(m->path, sizeof(m->path), "%s", path);
+	snprintf(pathbuf, PROCMAP_PATH, "%s", path);
+	m->path = pathbuf;
 	map_build_id(pid, m, &k);
 	return true;
 }
 
+/* Room for max_maps mappings, then for their paths while parsing (PROCMAP_PATH each). */
 static struct procmaps *procmaps_alloc(uint32_t pid, unsigned int max_maps)
 {
-	struct procmaps *pm = calloc(1, sizeof(*pm) + max_maps * sizeof(struct procmap));
+	struct procmaps *pm =
+	    calloc(1, sizeof(*pm) + max_maps * (sizeof(struct procmap) + PROCMAP_PATH));
 
-	if (pm)
+	if (pm) {
 		pm->pid = pid;
+		pm->max = max_maps;
+	}
 	return pm;
 }
 
-/* Gives back the room of the mappings not used: a cached process costs what it maps. */
-static struct procmaps *procmaps_shrink(struct procmaps *pm)
+static char *path_scratch(struct procmaps *pm, unsigned int i)
 {
-	struct procmaps *small = realloc(pm, sizeof(*pm) + pm->n * sizeof(struct procmap));
+	return (char *)&pm->maps[pm->max] + (size_t)i * PROCMAP_PATH;
+}
 
-	return small ? small : pm;
+/*
+ * Copies the mappings in use and their paths, end to end, into one block of their size: a
+ * cached process costs what it maps (~100 bytes a mapping), not max_maps full-size paths.
+ * Without memory for the copy the parse block is kept (still valid, only bigger).
+ */
+static struct procmaps *procmaps_pack(struct procmaps *pm)
+{
+	size_t paths = 0, head = sizeof(*pm) + pm->n * sizeof(struct procmap);
+	struct procmaps *small;
+	char *p;
+
+	for (unsigned int i = 0; i < pm->n; i++)
+		paths += strlen(pm->maps[i].path) + 1;
+	small = malloc(head + paths);
+	if (!small)
+		return pm;
+	memcpy(small, pm, head);
+	small->max = small->n;
+	p = (char *)small + head;
+	for (unsigned int i = 0; i < pm->n; i++) {
+		size_t len = strlen(pm->maps[i].path) + 1;
+
+		memcpy(p, pm->maps[i].path, len);
+		small->maps[i].path = p;
+		p += len;
+	}
+	free(pm);
+	return small;
 }
 
 int procmaps__parse_file(const char *maps_path, uint32_t pid, unsigned int max_maps,
@@ -248,10 +283,10 @@ int procmaps__parse_file(const char *maps_path, uint32_t pid, unsigned int max_m
 		return -ENOMEM;
 	}
 	while (fgets(line, sizeof(line), f) && pm->n < max_maps)
-		if (parse_line(line, pid, &pm->maps[pm->n]))
+		if (parse_line(line, pid, &pm->maps[pm->n], path_scratch(pm, pm->n)))
 			pm->n++;
 	fclose(f);
-	*out = procmaps_shrink(pm);
+	*out = procmaps_pack(pm);
 	return 0;
 }
 
@@ -268,11 +303,11 @@ int procmaps__parse_text(const char *text, uint32_t pid, unsigned int max_maps,
 		size_t n = strcspn(text, "\n");
 
 		snprintf(line, sizeof(line), "%.*s", (int)n, text);
-		if (parse_line(line, pid, &pm->maps[pm->n]))
+		if (parse_line(line, pid, &pm->maps[pm->n], path_scratch(pm, pm->n)))
 			pm->n++;
 		text += n + (text[n] == '\n');
 	}
-	*out = procmaps_shrink(pm);
+	*out = procmaps_pack(pm);
 	return 0;
 }
 

@@ -27,14 +27,15 @@
 
 struct procmap {
 	uint64_t start, limit, offset;
-	char path[PROCMAP_PATH];	 /* as in maps; "[vdso]" for the vDSO */
+	const char *path;		 /* as in maps (at most PROCMAP_PATH - 1 bytes kept);
+					  * "[vdso]" for the vDSO; lives as long as its procmaps */
 	char build_id[ELF_BUILD_ID_HEX]; /* "" when the file has none */
 };
 
 struct procmaps {
 	uint32_t pid;
 	uint64_t start_time; /* clock ticks after boot (/proc/<pid>/stat), 0: unknown */
-	unsigned int n;
+	unsigned int n, max; /* mappings, and room for them */
 	struct procmap maps[];
 };
 
