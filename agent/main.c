@@ -35,7 +35,7 @@
 
 #define MAX_RINGS 256
 #define MAX_SERVICES 16
-#define DRAIN_MS 50
+#define DRAIN_MS 50 /* SIGPROF rings are drained this often */
 
 struct config {
 	unsigned long hz, round_s, period_s, jitter_pct, seconds, stack_entries, max_procs;
@@ -420,6 +420,12 @@ static void set_paused(struct agent *a, bool paused)
 
 /* ---- BPF ---------------------------------------------------------------------------------- */
 
+/* Without BPF: a sleep a signal does not cut short, so never longer than DRAIN_MS (exit). */
+static void idle_sleep(int timeout_ms)
+{
+	port_sleep_ns((uint64_t)(timeout_ms < DRAIN_MS ? timeout_ms : DRAIN_MS) * NSEC_PER_MSEC);
+}
+
 #ifdef CONFIG_SAMPLER_BPF
 static int bpf_sink(void *ctx, const struct agent_sample *s)
 {
@@ -465,7 +471,7 @@ static void bpf_poll(struct agent *a, int timeout_ms)
 	if (a->bpf)
 		bpf_sampler__poll(a->bpf, timeout_ms);
 	else
-		port_sleep_ns((uint64_t)timeout_ms * NSEC_PER_MSEC);
+		idle_sleep(timeout_ms);
 }
 
 static void bpf_stop(struct agent *a)
@@ -497,12 +503,14 @@ static void bpf_comment(struct agent *a, char *buf, size_t len)
 	snprintf(buf, len,
 		 "edgeprof bpf: samples=%llu dropped_ringbuf=%llu dropped_sink=%llu "
 		 "truncated=%llu cpus=%u cpu_offline=%u ksyms_named=%llu ksyms_unnamed=%llu "
-		 "ksyms_dropped=%llu ksyms_resets=%llu ksyms_passes=%llu ksyms_lookups=%llu",
+		 "ksyms_dropped=%llu ksyms_resets=%llu ksyms_passes=%llu ksyms_lookups=%llu "
+		 "label_reads=%llu",
 		 (unsigned long long)st.samples, (unsigned long long)st.dropped_ringbuf,
 		 (unsigned long long)st.dropped_sink, (unsigned long long)st.truncated, st.cpus,
 		 st.cpu_offline, (unsigned long long)ks.named, (unsigned long long)ks.unnamed,
 		 (unsigned long long)ks.dropped, (unsigned long long)ks.resets,
-		 (unsigned long long)ks.passes, (unsigned long long)ks.lookups);
+		 (unsigned long long)ks.passes, (unsigned long long)ks.lookups,
+		 (unsigned long long)st.label_reads);
 }
 #else
 static void bpf_start(struct agent *a)
@@ -513,7 +521,7 @@ static void bpf_start(struct agent *a)
 
 static void bpf_poll(struct agent *a, int timeout_ms)
 {
-	port_sleep_ns((uint64_t)timeout_ms * NSEC_PER_MSEC);
+	idle_sleep(timeout_ms);
 }
 
 static void bpf_stop(struct agent *a)
@@ -606,11 +614,13 @@ static void transport_stop(struct agent *a)
 
 static void write_round(struct agent *a, uint64_t duration_ns)
 {
-	char c1[256], c2[256], c3[384];
+	char c1[256], c2[384], c3[512];
 	const char *comments[] = {c1, c2, c3};
 	struct proctab_stats ps;
+	struct procmaps_stats ms;
 
 	proctab__stats(a->procs, &ps);
+	procmaps__stats(&ms);
 	bpf_name_kernel_frames(a);
 	bpf_comment(a, c3, sizeof(c3));
 	for (unsigned int i = 0; i < a->n_services; i++) {
@@ -654,11 +664,13 @@ static void write_round(struct agent *a, uint64_t duration_ns)
 		snprintf(c2, sizeof(c2),
 			 "edgeprof rings: dropped_full=%llu torn=%llu "
 			 "dropped_rings=%llu dropped_services=%llu unknown_addresses=%llu "
-			 "evicted_procs=%llu",
+			 "evicted_procs=%llu maps_reads=%llu file_stats=%llu elf_opens=%llu",
 			 (unsigned long long)full, (unsigned long long)torn,
 			 (unsigned long long)a->dropped_rings,
 			 (unsigned long long)a->dropped_services,
-			 (unsigned long long)ps.unknown_addr, (unsigned long long)ps.evicted);
+			 (unsigned long long)ps.unknown_addr, (unsigned long long)ps.evicted,
+			 (unsigned long long)ms.maps_reads, (unsigned long long)ms.file_stats,
+			 (unsigned long long)ms.build_id_reads);
 		if (a->cfg.output_dir) {
 			err = output__write_dir(s->agg, &o, a->cfg.output_dir, path, sizeof(path));
 			if (err)
@@ -672,6 +684,22 @@ static void write_round(struct agent *a, uint64_t duration_ns)
 		aggregate__reset(s->agg);
 	}
 	proctab__new_round(a->procs);
+}
+
+/*
+ * How long to sleep: until the round event, but at most DRAIN_MS while SIGPROF rings need
+ * draining, else until the next registry scan (the BPF ring wakes us itself when half full or
+ * a new process shows up): 1 wake-up a second instead of 20 when only BPF samples.
+ */
+static int poll_timeout_ms(const struct agent *a, uint64_t wait_ns, uint64_t since_scan_ns)
+{
+	uint64_t cap = a->n_rings ? DRAIN_MS * NSEC_PER_MSEC
+				  : NSEC_PER_SEC - (since_scan_ns < NSEC_PER_SEC ? since_scan_ns
+										 : NSEC_PER_SEC);
+
+	if (wait_ns > cap)
+		wait_ns = cap;
+	return (int)(wait_ns / NSEC_PER_MSEC) + 1;
 }
 
 static int run(struct agent *a)
@@ -715,9 +743,7 @@ static int run(struct agent *a)
 		if (rs.in_round)
 			drain_rings(a, false);
 		transport_poll(a);
-		bpf_poll(a,
-			 (int)(wait / NSEC_PER_MSEC < DRAIN_MS ? wait / NSEC_PER_MSEC : DRAIN_MS) +
-			     1);
+		bpf_poll(a, poll_timeout_ms(a, wait, now - last_scan));
 	}
 	if (rs.in_round) { /* stopped mid-round: keep what was sampled */
 		drain_rings(a, true);
@@ -743,7 +769,7 @@ int main(int argc, char **argv)
 	    .jitter_pct = CONFIG_JITTER_PERCENT,
 	    .seconds = CONFIG_ROUND_SECONDS,
 	    .stack_entries = CONFIG_STACK_TABLE_ENTRIES,
-	    .max_procs = 64,
+	    .max_procs = CONFIG_PROC_CACHE_ENTRIES,
 	    .registry = "/dev/shm/edgeprof",
 	    .sampler = "auto",
 	    .bpf_service = "system",

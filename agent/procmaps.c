@@ -14,75 +14,142 @@
 #include "agent/procmaps.h"
 
 /*
- * Build-ids of the files seen, keyed by what changes when the file does (device, inode, size,
- * mtime): the same libc mapped by a hundred processes is read once, and a maps refresh costs one
- * stat per mapping instead of an open and a read of its ELF headers. Direct-mapped and bounded;
- * a collision re-reads, and failures are remembered too ("" build-id).
+ * Build-ids of the files seen, keyed by the device and inode the maps line itself shows (and
+ * the path, so that two views of one inode never mix): the same libc mapped by a hundred
+ * processes is read once, and a new process costs no stat per mapping. The file's size and
+ * mtime are checked with one stat per file per generation (a round): a file rewritten in place,
+ * or a new file that got a freed inode number, is read again at its first use in the next
+ * round. Bounded (set-associative, see build_id_slot()); failures are remembered too ("").
  */
 struct build_id_slot {
-	dev_t dev;
-	ino_t ino;
+	uint64_t dev, ino, path_hash; /* the key, from the maps line */
 	off_t size;
 	struct timespec mtime;
+	uint64_t checked; /* generation of the last stat */
+	uint64_t used_at; /* build_id_clock at the last lookup: the set's oldest is replaced */
 	bool used;
 	char hex[ELF_BUILD_ID_HEX];
 };
 
+struct file_key {
+	uint64_t dev, ino, path_hash;
+};
+
 static struct build_id_slot build_ids[PROCMAPS_BUILD_ID_CACHE];
 static struct procmaps_stats pm_stats;
+static uint64_t generation = 1, build_id_clock;
 
-static struct build_id_slot *build_id_slot(const struct stat *st, bool *hit)
+void procmaps__revalidate(void)
 {
-	uint64_t h = ((uint64_t)st->st_dev * 0x9E3779B97F4A7C15ull) ^ (uint64_t)st->st_ino;
-	struct build_id_slot *b = &build_ids[(h * 0x9E3779B97F4A7C15ull >> 40) %
-					     PROCMAPS_BUILD_ID_CACHE];
-
-	*hit = b->used && b->dev == st->st_dev && b->ino == st->st_ino &&
-	       b->size == st->st_size && b->mtime.tv_sec == st->st_mtim.tv_sec &&
-	       b->mtime.tv_nsec == st->st_mtim.tv_nsec;
-	return b;
+	generation++;
 }
 
-/* The build-id of path (hex, "" when none), from the cache when the file did not change. */
-static int cached_build_id(const char *path, char *hex, size_t hexlen)
+static uint64_t hash_path(const char *path)
+{
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+
+	while (*path)
+		h = (h ^ (unsigned char)*path++) * 0x100000001b3ull;
+	return h;
+}
+
+/*
+ * Sets of BUILD_ID_WAYS slots: a file is looked for in its set; a new one replaces the set's
+ * least recently used slot, so that a stream of files seen once (a busy build machine) does not
+ * push out the libraries every process maps.
+ */
+#define BUILD_ID_WAYS 4
+#define BUILD_ID_SETS (PROCMAPS_BUILD_ID_CACHE / BUILD_ID_WAYS)
+
+static struct build_id_slot *build_id_slot(const struct file_key *k, bool *hit)
+{
+	uint64_t h = (k->dev * 0x9E3779B97F4A7C15ull) ^ k->ino ^ k->path_hash;
+	struct build_id_slot *set = &build_ids[(h * 0x9E3779B97F4A7C15ull >> 40) % BUILD_ID_SETS *
+					       BUILD_ID_WAYS];
+	struct build_id_slot *oldest = set;
+
+	for (int i = 0; i < BUILD_ID_WAYS; i++) {
+		struct build_id_slot *b = &set[i];
+
+		if (b->used && b->dev == k->dev && b->ino == k->ino &&
+		    b->path_hash == k->path_hash) {
+			b->used_at = ++build_id_clock;
+			*hit = true;
+			return b;
+		}
+		if (b->used_at < oldest->used_at)
+			oldest = b;
+	}
+	*hit = false;
+	return oldest; /* stamped when filled */
+}
+
+/* The cached build-id when the file was checked this generation: no system call at all. */
+static bool fresh_build_id(const struct file_key *k, char *hex, size_t hexlen)
+{
+	bool hit;
+	struct build_id_slot *b = build_id_slot(k, &hit);
+
+	if (!hit || b->checked != generation)
+		return false;
+	pm_stats.build_id_hits++;
+	snprintf(hex, hexlen, "%s", b->hex);
+	return true;
+}
+
+static bool same_file(const struct build_id_slot *b, const struct stat *st)
+{
+	return b->size == st->st_size && b->mtime.tv_sec == st->st_mtim.tv_sec &&
+	       b->mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+/* The build-id of path (hex, "" when none): one stat, and the ELF notes if the file changed. */
+static int cached_build_id(const char *path, const struct file_key *k, char *hex, size_t hexlen)
 {
 	struct build_id_slot *b;
 	struct stat st;
 	bool hit;
 	int err;
 
+	pm_stats.file_stats++;
 	if (stat(path, &st))
 		return -errno;
-	b = build_id_slot(&st, &hit);
-	if (!hit) {
+	b = build_id_slot(k, &hit);
+	if (!hit || !same_file(b, &st)) {
 		char id[ELF_BUILD_ID_HEX] = "";
 
 		err = elf__build_id(path, id, sizeof(id));
 		if (err && err != -ENOENT && err != -EINVAL)
 			return err; /* unreadable now: not remembered */
 		/* no note, or not ELF: remembered as such ("") */
-		*b = (struct build_id_slot){.dev = st.st_dev, .ino = st.st_ino, .size = st.st_size,
-					    .mtime = st.st_mtim, .used = true};
+		*b = (struct build_id_slot){.dev = k->dev, .ino = k->ino,
+					    .path_hash = k->path_hash, .size = st.st_size,
+					    .mtime = st.st_mtim, .used_at = ++build_id_clock,
+					    .used = true};
 		snprintf(b->hex, sizeof(b->hex), "%s", err ? "" : id);
 		pm_stats.build_id_reads++;
 	} else {
 		pm_stats.build_id_hits++;
 	}
+	b->checked = generation;
 	snprintf(hex, hexlen, "%s", b->hex);
 	return 0;
 }
 
 /* The file behind a mapping, seen through the process's root when it lives (containers). */
-static void map_build_id(uint32_t pid, struct procmap *m)
+static void map_build_id(uint32_t pid, struct procmap *m, struct file_key *k)
 {
 	char p[PROCMAP_PATH + 32];
 
 	m->build_id[0] = 0;
 	if (m->path[0] != '/')
 		return;
+	k->path_hash = hash_path(m->path);
+	if (fresh_build_id(k, m->build_id, sizeof(m->build_id)))
+		return;
 	snprintf(p, sizeof(p), "/proc/%u/root%s", pid, m->path);
-	if (pid == 0 || cached_build_id(p, m->build_id, sizeof(m->build_id)) != 0)
-		cached_build_id(m->path, m->build_id, sizeof(m->build_id));
+	if (pid == 0 || cached_build_id(p, k, m->build_id, sizeof(m->build_id)) != 0)
+		cached_build_id(m->path, k, m->build_id, sizeof(m->build_id));
 }
 
 void procmaps__stats(struct procmaps_stats *st)
@@ -90,46 +157,112 @@ void procmaps__stats(struct procmaps_stats *st)
 	*st = pm_stats;
 }
 
-/* One maps line: an executable, file-backed (or vDSO) mapping into m; false otherwise. */
-static bool parse_line(char *line, uint32_t pid, struct procmap *m)
+/* One number of a maps line, in base, that must end with stop: *p moves past stop. */
+static bool maps_field(char **p, int base, char stop, uint64_t *v)
 {
-	uint64_t start, end, off;
-	char perms[8];
-	int pos = 0;
-	char *path, *sp = strchr(line, ' ');
+	char *end;
 
-	/* most lines map data: skip them before the (costly) sscanf */
-	if (!sp || strnlen(sp, 4) < 4 || sp[3] != 'x')
+	*v = strtoull(*p, &end, base);
+	if (end == *p || *end != stop)
 		return false;
-	if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*u %n", &start, &end, perms,
-		   &off, &pos) < 4 ||
-	    !pos || strlen(perms) < 3 || perms[2] != 'x')
-		return false;
-	path = line + pos;
-	path[strcspn(path, "\n")] = 0;
-	if (!strcmp(path, "[vsyscall]"))
-		return false;
-	*m = (struct procmap){.start = start, .limit = end, .offset = off};
-	snprintf(m->path, sizeof(m->path), "%s", path);
-	map_build_id(pid, m);
+	*p = end + 1;
 	return true;
 }
 
+/*
+ * "start-end perms offset major:minor inode   path": parsed by hand (sscanf was a tenth of
+ * the agent's user time on a machine that starts many processes).
+ */
+static bool parse_fields(char *line, struct procmap *m, struct file_key *k, char **path)
+{
+	uint64_t major, minor;
+	char *p = line;
+
+	*m = (struct procmap){0};
+	*k = (struct file_key){0};
+	if (!maps_field(&p, 16, '-', &m->start) || !maps_field(&p, 16, ' ', &m->limit))
+		return false;
+	if (strnlen(p, 5) < 5 || p[2] != 'x' || p[4] != ' ')
+		return false;
+	p += 5;
+	if (!maps_field(&p, 16, ' ', &m->offset) || !maps_field(&p, 16, ':', &major) ||
+	    !maps_field(&p, 16, ' ', &minor))
+		return false;
+	k->ino = strtoull(p, &p, 10);
+	k->dev = major << 32 | minor;
+	*path = p + strspn(p, " \t\n");
+	return true;
+}
+
+/*
+ * One maps line: an executable, file-backed (or vDSO) mapping into m, its path copied into
+ * pathbuf (PROCMAP_PATH bytes); false otherwise.
+ */
+static bool parse_line(char *line, uint32_t pid, struct procmap *m, char *pathbuf)
+{
+	struct file_key k;
+	char *path, *sp = strchr(line, ' ');
+
+	/* most lines map data: skip them first */
+	if (!sp || strnlen(sp, 4) < 4 || sp[3] != 'x')
+		return false;
+	if (!parse_fields(line, m, &k, &path))
+		return false;
+	path[strcspn(path, "\n")] = 0;
+	if (!strcmp(path, "[vsyscall]"))
+		return false;
+	snprintf(pathbuf, PROCMAP_PATH, "%s", path);
+	m->path = pathbuf;
+	map_build_id(pid, m, &k);
+	return true;
+}
+
+/* Room for max_maps mappings, then for their paths while parsing (PROCMAP_PATH each). */
 static struct procmaps *procmaps_alloc(uint32_t pid, unsigned int max_maps)
 {
-	struct procmaps *pm = calloc(1, sizeof(*pm) + max_maps * sizeof(struct procmap));
+	struct procmaps *pm =
+	    calloc(1, sizeof(*pm) + max_maps * (sizeof(struct procmap) + PROCMAP_PATH));
 
-	if (pm)
+	if (pm) {
 		pm->pid = pid;
+		pm->max = max_maps;
+	}
 	return pm;
 }
 
-/* Gives back the room of the mappings not used: a cached process costs what it maps. */
-static struct procmaps *procmaps_shrink(struct procmaps *pm)
+static char *path_scratch(struct procmaps *pm, unsigned int i)
 {
-	struct procmaps *small = realloc(pm, sizeof(*pm) + pm->n * sizeof(struct procmap));
+	return (char *)&pm->maps[pm->max] + (size_t)i * PROCMAP_PATH;
+}
 
-	return small ? small : pm;
+/*
+ * Copies the mappings in use and their paths, end to end, into one block of their size: a
+ * cached process costs what it maps (~100 bytes a mapping), not max_maps full-size paths.
+ * Without memory for the copy the parse block is kept (still valid, only bigger).
+ */
+static struct procmaps *procmaps_pack(struct procmaps *pm)
+{
+	size_t paths = 0, head = sizeof(*pm) + pm->n * sizeof(struct procmap);
+	struct procmaps *small;
+	char *p;
+
+	for (unsigned int i = 0; i < pm->n; i++)
+		paths += strlen(pm->maps[i].path) + 1;
+	small = malloc(head + paths);
+	if (!small)
+		return pm;
+	memcpy(small, pm, head);
+	small->max = small->n;
+	p = (char *)small + head;
+	for (unsigned int i = 0; i < pm->n; i++) {
+		size_t len = strlen(pm->maps[i].path) + 1;
+
+		memcpy(p, pm->maps[i].path, len);
+		small->maps[i].path = p;
+		p += len;
+	}
+	free(pm);
+	return small;
 }
 
 int procmaps__parse_file(const char *maps_path, uint32_t pid, unsigned int max_maps,
@@ -143,16 +276,17 @@ int procmaps__parse_file(const char *maps_path, uint32_t pid, unsigned int max_m
 	f = fopen(maps_path, "re");
 	if (!f)
 		return -errno;
+	pm_stats.maps_reads++;
 	pm = procmaps_alloc(pid, max_maps);
 	if (!pm) {
 		fclose(f);
 		return -ENOMEM;
 	}
 	while (fgets(line, sizeof(line), f) && pm->n < max_maps)
-		if (parse_line(line, pid, &pm->maps[pm->n]))
+		if (parse_line(line, pid, &pm->maps[pm->n], path_scratch(pm, pm->n)))
 			pm->n++;
 	fclose(f);
-	*out = procmaps_shrink(pm);
+	*out = procmaps_pack(pm);
 	return 0;
 }
 
@@ -169,11 +303,11 @@ int procmaps__parse_text(const char *text, uint32_t pid, unsigned int max_maps,
 		size_t n = strcspn(text, "\n");
 
 		snprintf(line, sizeof(line), "%.*s", (int)n, text);
-		if (parse_line(line, pid, &pm->maps[pm->n]))
+		if (parse_line(line, pid, &pm->maps[pm->n], path_scratch(pm, pm->n)))
 			pm->n++;
 		text += n + (text[n] == '\n');
 	}
-	*out = procmaps_shrink(pm);
+	*out = procmaps_pack(pm);
 	return 0;
 }
 
@@ -255,18 +389,33 @@ struct proc_slot {
 	uint64_t last_used;  /* access clock: the least recently used slot is evicted */
 	uint64_t used_round; /* round of the last use */
 	uint64_t refreshed;  /* round of the last re-read */
+	int next;	     /* next slot in the same hash bucket, -1: last */
 };
 
 /* Pids whose maps could not be read this round (exited before we looked): not retried. */
-#define PROCTAB_GONE 256
+#define PROCTAB_GONE CONFIG_PROC_GONE_ENTRIES
 
+/*
+ * Slots are found by pid through hash buckets (a sample's lookup costs a few compares, not a
+ * scan of the table); evicting the least recently used slot scans it, once per new process.
+ */
 struct proctab {
-	unsigned int max_procs, max_maps;
+	unsigned int max_procs, max_maps, n_buckets;
 	struct proc_slot *slots;
+	int *buckets; /* first slot of each bucket, -1: empty */
 	uint64_t round, clock;
 	uint32_t gone[PROCTAB_GONE]; /* direct-mapped by pid; cleared each round */
 	struct proctab_stats st;
 };
+
+static unsigned int bucket_count(unsigned int max_procs)
+{
+	unsigned int n = 16;
+
+	while (n < max_procs && n < (1u << 20))
+		n <<= 1;
+	return n;
+}
 
 struct proctab *proctab__new(unsigned int max_procs, unsigned int max_maps)
 {
@@ -276,11 +425,14 @@ struct proctab *proctab__new(unsigned int max_procs, unsigned int max_maps)
 		return NULL;
 	t->max_procs = max_procs;
 	t->max_maps = max_maps;
+	t->n_buckets = bucket_count(max_procs);
 	t->slots = calloc(max_procs, sizeof(*t->slots));
-	if (!t->slots) {
-		free(t);
+	t->buckets = malloc(t->n_buckets * sizeof(*t->buckets));
+	if (!t->slots || !t->buckets) {
+		proctab__free(t);
 		return NULL;
 	}
+	memset(t->buckets, -1, t->n_buckets * sizeof(*t->buckets));
 	t->round = 1;
 	return t;
 }
@@ -289,18 +441,49 @@ void proctab__free(struct proctab *t)
 {
 	if (!t)
 		return;
-	for (unsigned int i = 0; i < t->max_procs; i++)
+	for (unsigned int i = 0; t->slots && i < t->max_procs; i++)
 		procmaps__free(t->slots[i].pm);
 	free(t->slots);
+	free(t->buckets);
 	free(t);
+}
+
+static int *proctab_bucket(struct proctab *t, uint32_t pid)
+{
+	return &t->buckets[(pid * 2654435761u) & (t->n_buckets - 1)];
 }
 
 static struct proc_slot *proctab_find(struct proctab *t, uint32_t pid)
 {
-	for (unsigned int i = 0; i < t->max_procs; i++)
-		if (t->slots[i].pm && t->slots[i].pm->pid == pid)
+	for (int i = *proctab_bucket(t, pid); i >= 0; i = t->slots[i].next)
+		if (t->slots[i].pm->pid == pid)
 			return &t->slots[i];
 	return NULL;
+}
+
+/* Puts pm into the empty slot s and links it into its pid's bucket. */
+static void proctab_link(struct proctab *t, struct proc_slot *s, struct procmaps *pm)
+{
+	int *head = proctab_bucket(t, pm->pid);
+
+	s->pm = pm;
+	s->next = *head;
+	*head = (int)(s - t->slots);
+}
+
+/* Empties slot s: unlinked from its bucket, its maps freed. */
+static void proctab_drop(struct proctab *t, struct proc_slot *s)
+{
+	int idx = (int)(s - t->slots);
+
+	for (int *p = proctab_bucket(t, s->pm->pid); *p >= 0; p = &t->slots[*p].next) {
+		if (*p == idx) {
+			*p = s->next;
+			break;
+		}
+	}
+	procmaps__free(s->pm);
+	s->pm = NULL;
 }
 
 static void proctab_use(struct proctab *t, struct proc_slot *s)
@@ -320,8 +503,7 @@ static struct proc_slot *proctab_free_slot(struct proctab *t)
 		if (!victim || t->slots[i].last_used < victim->last_used)
 			victim = &t->slots[i];
 	}
-	procmaps__free(victim->pm);
-	victim->pm = NULL;
+	proctab_drop(t, victim);
 	t->st.evicted++;
 	return victim;
 }
@@ -346,12 +528,12 @@ static int proctab_load(struct proctab *t, uint32_t pid, struct proc_slot **out)
 	}
 	t->st.reads++;
 	if (s) {
-		procmaps__free(s->pm);
+		proctab_drop(t, s);
 		t->st.refreshes++;
 	} else {
 		s = proctab_free_slot(t);
 	}
-	s->pm = pm;
+	proctab_link(t, s, pm);
 	s->refreshed = t->round;
 	proctab_use(t, s);
 	*out = s;
@@ -367,7 +549,7 @@ void proctab__adopt(struct proctab *t, struct procmaps *pm)
 		return;
 	}
 	s = proctab_free_slot(t);
-	s->pm = pm;
+	proctab_link(t, s, pm);
 	s->refreshed = t->round;
 	proctab_use(t, s);
 }
@@ -426,12 +608,11 @@ void proctab__new_round(struct proctab *t)
 	for (unsigned int i = 0; i < t->max_procs; i++) {
 		struct proc_slot *s = &t->slots[i];
 
-		if (s->pm && proctab_stale(t, s)) {
-			procmaps__free(s->pm);
-			s->pm = NULL;
-		}
+		if (s->pm && proctab_stale(t, s))
+			proctab_drop(t, s);
 	}
 	memset(t->gone, 0, sizeof(t->gone));
+	procmaps__revalidate();
 	t->round++;
 }
 

@@ -10,8 +10,9 @@
  * A process is known by its pid and start time: at each new round the processes that exited, or
  * whose pid now belongs to another process, are dropped.
  *
- * Build-ids are cached per file (device, inode, size, mtime; CONFIG_BUILD_ID_CACHE_ENTRIES
- * slots, shared by all processes), so re-reading maps does not re-read the files.
+ * Build-ids are cached per file (device and inode as the maps line shows them, and path;
+ * CONFIG_BUILD_ID_CACHE_ENTRIES slots, shared by all processes): a file is stat'ed at most once
+ * per round (size and mtime tell a rewritten file) and its ELF notes read only when it changed.
  */
 #ifndef EDGEPROF_AGENT_PROCMAPS_H
 #define EDGEPROF_AGENT_PROCMAPS_H
@@ -26,14 +27,15 @@
 
 struct procmap {
 	uint64_t start, limit, offset;
-	char path[PROCMAP_PATH];	 /* as in maps; "[vdso]" for the vDSO */
+	const char *path;		 /* as in maps (at most PROCMAP_PATH - 1 bytes kept);
+					  * "[vdso]" for the vDSO; lives as long as its procmaps */
 	char build_id[ELF_BUILD_ID_HEX]; /* "" when the file has none */
 };
 
 struct procmaps {
 	uint32_t pid;
 	uint64_t start_time; /* clock ticks after boot (/proc/<pid>/stat), 0: unknown */
-	unsigned int n;
+	unsigned int n, max; /* mappings, and room for them */
 	struct procmap maps[];
 };
 
@@ -51,9 +53,12 @@ void procmaps__free(struct procmaps *pm);
 
 struct procmaps_stats {
 	uint64_t build_id_reads, build_id_hits; /* files opened, and lookups served from cache */
+	uint64_t maps_reads, file_stats;	/* /proc/<pid>/maps opened, stat() of mapped files */
 };
 
 void procmaps__stats(struct procmaps_stats *st);
+/* Mapped files are stat'ed again at their next use (once per round: proctab__new_round). */
+void procmaps__revalidate(void);
 
 struct proctab;
 

@@ -34,7 +34,7 @@
 #include "port/log.h"
 
 #define SAMPLER_BATCH      4096 /* samples per bpf_sampler__poll(): bounds the time in it */
-#define PROC_CACHE_SLOTS   256  /* processes whose exe/cgroup labels are cached */
+#define PROC_CACHE_SLOTS   CONFIG_BPF_LABEL_CACHE_ENTRIES /* processes whose labels are cached */
 #define PROC_SWEEP_NS      (5 * NSEC_PER_SEC)
 #define CPU_RESCAN_NS      (2 * NSEC_PER_SEC) /* a few sysfs reads and one read() per CPU */
 #define EXE_LEN            160
@@ -327,7 +327,7 @@ static bool proc_is_kernel_thread(const struct profile_event *e)
 	return e->n_user == 0 && (e->flags & PROFILE_F_USTACK_ERR);
 }
 
-static void proc_fill(struct proc_entry *p, uint32_t pid)
+static void proc_fill(struct bpf_sampler *s, struct proc_entry *p, uint32_t pid)
 {
 	char path[64], buf[512], *line;
 	ssize_t n;
@@ -336,6 +336,7 @@ static void proc_fill(struct proc_entry *p, uint32_t pid)
 	p->pid = pid;
 	p->valid = true;
 	p->exe[0] = p->cgroup[0] = 0;
+	s->st.label_reads++;
 	snprintf(path, sizeof(path), "/proc/%u/exe", pid);
 	n = readlink(path, p->exe, sizeof(p->exe) - 1);
 	p->exe[n > 0 ? n : 0] = 0;
@@ -367,7 +368,7 @@ static struct proc_entry *proc_get(struct bpf_sampler *s, uint32_t pid)
 	struct proc_entry *p = &s->procs[(pid * 2654435761u) % PROC_CACHE_SLOTS];
 
 	if (p->pid != pid || !p->valid)
-		proc_fill(p, pid);
+		proc_fill(s, p, pid);
 	return p;
 }
 

@@ -38,6 +38,7 @@ struct bpf_sampler_stats {
 	uint64_t truncated;       /* stacks deeper than max_depth (delivered, cut) */
 	unsigned cpus;            /* CPUs with a perf event attached */
 	unsigned cpu_offline;     /* times a CPU's event was dropped (offline) */
+	uint64_t label_reads;     /* processes whose exe and cgroup were read (/proc) */
 	bool perf_buffer;         /* the fallback for kernels before 5.8 is in use */
 };
 

@@ -172,7 +172,7 @@ static struct procmaps *maps_of(const char *path)
 	return pm;
 }
 
-/* The cache key is the file as it is now: a copy is read, a changed mtime is read again. */
+/* A copy is read; a changed mtime is read again at the first use in the next round. */
 static void build_id_cache_follows_the_file(void **state)
 {
 	char path[] = "/tmp/edgeprof-bid-test.XXXXXX", cmd[160], id[ELF_BUILD_ID_HEX];
@@ -194,7 +194,12 @@ static void build_id_cache_follows_the_file(void **state)
 	procmaps__free(maps_of(path));
 	procmaps__stats(&c);
 	assert_true(c.build_id_reads == b.build_id_reads);
+	assert_true(c.file_stats == b.file_stats); /* checked once a round, not per process */
 	assert_int_equal(utimensat(AT_FDCWD, path, times, 0), 0);
+	procmaps__free(maps_of(path)); /* this round: not stat'ed again, not noticed */
+	procmaps__stats(&c);
+	assert_true(c.build_id_reads == b.build_id_reads);
+	procmaps__revalidate(); /* a new round */
 	pm = maps_of(path);
 	assert_string_equal(pm->maps[0].build_id, id);
 	procmaps__free(pm);
@@ -259,6 +264,90 @@ static void eviction_is_least_recently_used(void **state)
 	proctab__free(t);
 }
 
+/* Every field of the line, a path with spaces, an anonymous executable mapping; bad lines out. */
+static void maps_fields_are_parsed_exactly(void **state)
+{
+	const char *text = "10000-20000 r-xp 0000a000 fd:01 4242   /opt/a b (deleted)\n"
+			   "30000-40000 r-xp 00000000 00:00 0 \n"
+			   "5000x-60000 r-xp 00000000 08:01 1 /bad/start\n"
+			   "50000-60000 r-x 00000000 08:01 1 /bad/perms\n"
+			   "50000-60000 r-xp 0000000g 08:01 1 /bad/offset\n"
+			   "50000-60000 r-xp 00000000 0801 1 /bad/dev\n"
+			   "70000-80000 r-xp 00001000 08:01 7 /last";
+	struct procmaps *pm;
+
+	assert_int_equal(procmaps__parse_text(text, 1, 16, &pm), 0);
+	assert_int_equal(pm->n, 3);
+	assert_int_equal(pm->maps[0].start, 0x10000);
+	assert_int_equal(pm->maps[0].limit, 0x20000);
+	assert_int_equal(pm->maps[0].offset, 0xa000);
+	assert_string_equal(pm->maps[0].path, "/opt/a b (deleted)");
+	assert_string_equal(pm->maps[1].path, "");
+	assert_int_equal(pm->maps[1].start, 0x30000);
+	assert_string_equal(pm->maps[2].path, "/last");
+	assert_int_equal(pm->maps[2].offset, 0x1000);
+	procmaps__free(pm);
+}
+
+/* libc's entry survives a stream of files seen once (more than the cache holds). */
+static void common_file_survives_one_off_files(void **state)
+{
+	struct procmaps_stats a, b;
+	struct procmaps *pm;
+	const char *libc = NULL;
+	struct procmaps *self;
+
+	assert_int_equal(procmaps__read(0, 256, &self), 0);
+	for (unsigned i = 0; i < self->n && !libc; i++)
+		if (strstr(self->maps[i].path, "libc"))
+			libc = self->maps[i].path;
+	assert_non_null(libc);
+	procmaps__free(maps_of(libc));
+	procmaps__stats(&a);
+	for (unsigned i = 0; i < 4 * PROCMAPS_BUILD_ID_CACHE; i++) {
+		char one_off[300];
+
+		procmaps__free(maps_of(libc)); /* used all along */
+		/* a file that exists (so it is cached), under a new inode each time */
+		snprintf(one_off, sizeof(one_off), "1000-2000 r-xp 00000000 fd:77 %u /proc/%d/exe\n",
+			 1000 + i, getpid());
+		assert_int_equal(procmaps__parse_text(one_off, (uint32_t)getpid(), 4, &pm), 0);
+		procmaps__free(pm);
+	}
+	procmaps__stats(&b);
+	/* each one-off file read once, libc never again */
+	assert_int_equal(b.build_id_reads - a.build_id_reads, 4 * PROCMAPS_BUILD_ID_CACHE);
+	procmaps__free(self);
+}
+
+/* Many processes through the hashed table: each found again, evicted ones read again. */
+static void many_processes_are_found_again(void **state)
+{
+	struct proctab *t = proctab__new(3, 64);
+	struct proctab_stats st;
+	struct procmaps *pm;
+	char text[] = "1000-2000 r-xp 00000000 00:00 0 [vdso]\n";
+
+	/* exited processes adopted from rings: 40 pids, bucket chains of several */
+	for (uint32_t pid = 4000000; pid < 4000040; pid++) {
+		assert_int_equal(procmaps__parse_text(text, pid, 4, &pm), 0);
+		proctab__adopt(t, pm);
+		assert_non_null(proctab__resolve(t, pid, 0x1800));
+	}
+	proctab__stats(t, &st);
+	assert_int_equal(st.procs, 3);
+	assert_int_equal(st.evicted, 37);
+	assert_non_null(proctab__resolve(t, 4000039, 0x1800));
+	assert_non_null(proctab__resolve(t, 4000037, 0x1800));
+	assert_null(proctab__resolve(t, 4000000, 0x1800)); /* evicted, and gone */
+	assert_int_equal(proctab__touch(t, (uint32_t)getpid()), 0);
+	assert_non_null(proctab__resolve(t, (uint32_t)getpid(),
+					 (uint64_t)(uintptr_t)elf_test_marker_function));
+	proctab__stats(t, &st);
+	assert_int_equal(st.procs, 3);
+	proctab__free(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -270,6 +359,9 @@ int main(void)
 	    cmocka_unit_test(build_id_cache_follows_the_file),
 	    cmocka_unit_test(exited_pid_is_not_retried),
 	    cmocka_unit_test(eviction_is_least_recently_used),
+	    cmocka_unit_test(maps_fields_are_parsed_exactly),
+	    cmocka_unit_test(common_file_survives_one_off_files),
+	    cmocka_unit_test(many_processes_are_found_again),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
