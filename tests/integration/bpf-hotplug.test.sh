@@ -27,8 +27,10 @@ fi
 [ "$(cat "$online")" = 1 ] || { echo "CPU $cpu is offline before the test"; exit 77; }
 
 run_case() { # name, seconds offline (0.3: back before the sampler's next 2 s rescan)
+	# the probe outlives the ~11 s script below by 5 s, for loaded machines where the 3 s
+	# workload runs late
 	local name=$1 off=$2 ppid wpid n
-	"$probe" --seconds 11 --hz 499 >"$tmp/out.$name" 2>"$tmp/err.$name" &
+	"$probe" --seconds 16 --hz 499 >"$tmp/out.$name" 2>"$tmp/err.$name" &
 	ppid=$!
 	pids+=("$ppid")
 	sleep 1
