@@ -27,7 +27,7 @@ ring-test-objs     = agent/ring.o
 ring-test-ldlibs   = -lpthread
 aggregate-test-objs = agent/aggregate.o
 rounds-test-objs   = agent/rounds.o
-elf-test-objs      = agent/elf.o agent/procmaps.o port/file.o
+elf-test-objs      = agent/elf.o agent/procmaps.o agent/ring.o port/file.o
 
 # Workloads (test helpers, not installed): frame pointers on, -O2 so leaves have no frame.
 agent-workloads := split torture

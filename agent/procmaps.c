@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "agent/procmaps.h"
+#include "agent/ring.h"
 
 /*
  * Build-ids of the files seen, keyed by the device and inode the maps line itself shows (and
@@ -331,30 +332,6 @@ size_t procmaps__exec_lines(const char *text, char *out, size_t max)
 	return len;
 }
 
-/* Field 22 of /proc/<pid>/stat (clock ticks after boot): with the pid, names one process. */
-static uint64_t proc_start_time(uint32_t pid)
-{
-	char path[64], buf[1024], *p;
-	unsigned long long t = 0;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	p = strrchr(buf, ')'); /* the comm may hold spaces and parentheses */
-	if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
-				"%*d %*d %*d %llu", &t) != 1)
-		return 0;
-	return t;
-}
-
 int procmaps__read(uint32_t pid, unsigned int max_maps, struct procmaps **out)
 {
 	char path[64];
@@ -367,7 +344,7 @@ int procmaps__read(uint32_t pid, unsigned int max_maps, struct procmaps **out)
 		snprintf(path, sizeof(path), "/proc/%u/maps", pid);
 	err = procmaps__parse_file(path, real, max_maps, out);
 	if (!err)
-		(*out)->start_time = proc_start_time(real);
+		(*out)->start_time = ring_proc_start(real);
 	return err;
 }
 
@@ -595,7 +572,7 @@ static bool proctab_stale(struct proctab *t, const struct proc_slot *s)
 
 	if (kill((pid_t)s->pm->pid, 0) < 0 && errno == ESRCH)
 		return s->used_round < t->round;
-	now = proc_start_time(s->pm->pid);
+	now = ring_proc_start(s->pm->pid);
 	if (s->pm->start_time && now && now != s->pm->start_time) {
 		t->st.reused_pids++;
 		return true;

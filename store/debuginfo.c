@@ -43,28 +43,24 @@ bool debuginfo__valid_build_id(const char *id)
 	return n >= 2 && n <= 80 && !id[n];
 }
 
+static int add_to_total(void *ctx, const char *build_id, uint64_t size)
+{
+	struct debuginfo *d = ctx;
+
+	(void)build_id;
+	d->total += size;
+	return 0;
+}
+
 static int scan_total(struct debuginfo *d)
 {
-	DIR *dir = opendir(d->dir);
-	struct dirent *e;
+	int n;
 
-	if (!dir)
-		return -errno;
 	d->total = 0;
-	d->st.files = 0;
-	while ((e = readdir(dir))) {
-		char path[PATH_MAX];
-		struct stat sb;
-
-		if (!debuginfo__valid_build_id(e->d_name))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", d->dir, e->d_name);
-		if (!stat(path, &sb) && S_ISREG(sb.st_mode)) {
-			d->total += (uint64_t)sb.st_size;
-			d->st.files++;
-		}
-	}
-	closedir(dir);
+	n = debuginfo__list(d, add_to_total, d);
+	if (n < 0)
+		return n;
+	d->st.files = (uint64_t)n;
 	return 0;
 }
 
