@@ -8,6 +8,9 @@ agent-core-y := agent/ring.o agent/aggregate.o agent/rounds.o agent/procmaps.o a
 agent-core-$(CONFIG_SYMBOLIZE) += agent/symbolize.o
 
 agent-y := agent/main.o agent/features.o $(agent-core-y)
+# The BPF sampler's leaf frames: .eh_frame rules of the sampled processes' files.
+agent-y-$(CONFIG_SAMPLER_BPF) += agent/leaf.o agent/cfi.o
+agent-y += $(agent-y-y)
 
 bin-y                  += edgeprof-agent
 edgeprof-agent-objs    = $(agent-y) $(pprof-y) $(bpf-y) $(agent-transport-objs) $(port-y)
@@ -16,13 +19,13 @@ edgeprof-agent-ldlibs  = $(pprof-ldlibs) $(bpf-ldlibs) $(agent-transport-ldlibs)
 # libedgeprof.so: the SIGPROF sampler, with the pprof writer for standalone mode. Only its
 # public API is exported (objects are built -fvisibility=hidden; static archives excluded).
 lib-$(CONFIG_SAMPLER_SIGPROF) += libedgeprof.so
-libedgeprof.so-objs   = agent/sigprof.o agent/unwind.o $(agent-core-y) $(pprof-y) port/file.o
+libedgeprof.so-objs   = agent/sigprof.o agent/unwind.o agent/cfi.o $(agent-core-y) $(pprof-y) port/file.o
 libedgeprof.so-ldlibs = -Wl,--exclude-libs,ALL $(pprof-ldlibs) -ldl -lpthread -lrt
 install-y += agent-install-header
 agent-install-header = install -m 0644 agent/edgeprof.h $(1)$(2)/include/
 
 unit-tests-y      += ring aggregate rounds elf unwind
-unwind-test-objs   = agent/unwind.o
+unwind-test-objs   = agent/unwind.o agent/cfi.o
 ring-test-objs     = agent/ring.o
 ring-test-ldlibs   = -lpthread
 aggregate-test-objs = agent/aggregate.o

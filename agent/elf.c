@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent/elf.h"
@@ -28,6 +30,7 @@ struct elf_shdr {
 struct elf_file {
 	int fd;
 	bool is64;
+	uint16_t machine;
 	unsigned int n_ph, n_sh;
 	struct elf_phdr ph[ELF_MAX_PHDRS];
 	struct elf_shdr *sh;
@@ -40,7 +43,7 @@ struct elf_sym {
 
 struct elf_syms {
 	unsigned int n_load;
-	struct elf_phdr load[16];
+	struct elf_load load[ELF_EH_MAX_LOADS];
 	struct elf_sym *syms;
 	size_t n_syms;
 	char *names;
@@ -68,6 +71,7 @@ static int elf_open(const char *path, struct elf_file *ef, bool want_sections)
 			goto bad;
 		phoff = eh.e_phoff, shoff = eh.e_shoff, phnum = eh.e_phnum, shnum = eh.e_shnum;
 		phentsize = eh.e_phentsize, shentsize = eh.e_shentsize;
+		ef->machine = eh.e_machine;
 	} else {
 		Elf32_Ehdr eh;
 
@@ -75,6 +79,7 @@ static int elf_open(const char *path, struct elf_file *ef, bool want_sections)
 			goto bad;
 		phoff = eh.e_phoff, shoff = eh.e_shoff, phnum = eh.e_phnum, shnum = eh.e_shnum;
 		phentsize = eh.e_phentsize, shentsize = eh.e_shentsize;
+		ef->machine = eh.e_machine;
 	}
 	if (phnum > ELF_MAX_PHDRS || shnum > ELF_MAX_SHDRS ||
 	    phentsize != (ef->is64 ? sizeof(Elf64_Phdr) : sizeof(Elf32_Phdr)) ||
@@ -137,7 +142,8 @@ bad:
 
 static void elf_close(struct elf_file *ef)
 {
-	close(ef->fd);
+	if (ef->fd >= 0)
+		close(ef->fd);
 	free(ef->sh);
 }
 
@@ -185,6 +191,116 @@ int elf__build_id(const char *path, char *hex, size_t hexlen)
 	}
 	elf_close(&ef);
 	return err;
+}
+
+#if defined(__x86_64__)
+#define ELF_OWN_MACHINE EM_X86_64
+#elif defined(__aarch64__)
+#define ELF_OWN_MACHINE EM_AARCH64
+#elif defined(__arm__)
+#define ELF_OWN_MACHINE EM_ARM
+#else
+#define ELF_OWN_MACHINE EM_NONE
+#endif
+
+/* The load segment holding vaddr, or NULL. */
+static const struct elf_phdr *load_segment_at(const struct elf_file *ef, uint64_t vaddr)
+{
+	for (unsigned int i = 0; i < ef->n_ph; i++) {
+		const struct elf_phdr *p = &ef->ph[i];
+
+		if (p->type == PT_LOAD && vaddr >= p->vaddr && vaddr < p->vaddr + p->filesz)
+			return p;
+	}
+	return NULL;
+}
+
+/* The first ELF_EH_MAX_LOADS load segments (files have 2 to 5): how many. */
+static unsigned int load_segments(const struct elf_file *ef, struct elf_load *load)
+{
+	unsigned int n = 0;
+
+	for (unsigned int i = 0; i < ef->n_ph && n < ELF_EH_MAX_LOADS; i++) {
+		const struct elf_phdr *p = &ef->ph[i];
+
+		if (p->type == PT_LOAD)
+			load[n++] = (struct elf_load){p->offset, p->vaddr, p->filesz};
+	}
+	return n;
+}
+
+/* The vaddr of file offset off, or 0 when off is in no load segment. */
+static uint64_t load_vaddr(const struct elf_load *load, unsigned int n, uint64_t off)
+{
+	for (unsigned int i = 0; i < n; i++)
+		if (off >= load[i].offset && off < load[i].offset + load[i].filesz)
+			return off - load[i].offset + load[i].vaddr;
+	return 0;
+}
+
+int elf__map_eh_frame(const char *path, struct elf_eh_frame *eh)
+{
+	struct elf_file ef;
+	const struct elf_phdr *hdr = NULL, *seg;
+	long page = sysconf(_SC_PAGESIZE);
+	uint64_t start;
+	int err = elf_open(path, &ef, false);
+
+	memset(eh, 0, sizeof(*eh));
+	eh->fd = -1;
+	if (err)
+		return err;
+	err = -ENOENT;
+	for (unsigned int i = 0; i < ef.n_ph; i++)
+		if (ef.ph[i].type == PT_GNU_EH_FRAME)
+			hdr = &ef.ph[i];
+	if (ef.machine != ELF_OWN_MACHINE || ef.is64 != (sizeof(void *) == 8))
+		goto out; /* another ABI's table (a 32-bit process): other register numbers */
+	seg = hdr ? load_segment_at(&ef, hdr->vaddr) : NULL;
+	if (!seg || hdr->vaddr - seg->vaddr != hdr->offset - seg->offset)
+		goto out;
+	start = seg->offset & ~(uint64_t)(page - 1);
+	eh->map_len = seg->offset + seg->filesz - start;
+	eh->map = mmap(NULL, eh->map_len, PROT_READ, MAP_PRIVATE, ef.fd, (off_t)start);
+	if (eh->map == MAP_FAILED) {
+		err = -errno;
+		eh->map = NULL;
+		goto out;
+	}
+	eh->seg = (const uint8_t *)eh->map + (seg->offset - start);
+	eh->seg_vaddr = seg->vaddr;
+	eh->seg_len = seg->filesz;
+	eh->hdr_vaddr = hdr->vaddr;
+	eh->file_size = seg->offset + seg->filesz;
+	eh->n_load = load_segments(&ef, eh->load);
+	eh->fd = ef.fd; /* kept: its size is checked before the mapping is read again */
+	ef.fd = -1;
+	err = 0;
+out:
+	elf_close(&ef);
+	return err;
+}
+
+void elf__unmap_eh_frame(struct elf_eh_frame *eh)
+{
+	if (eh->map)
+		munmap(eh->map, eh->map_len);
+	if (eh->fd >= 0)
+		close(eh->fd);
+	eh->map = NULL;
+	eh->fd = -1;
+}
+
+bool elf__eh_frame_intact(const struct elf_eh_frame *eh)
+{
+	struct stat st;
+
+	return fstat(eh->fd, &st) == 0 && (uint64_t)st.st_size >= eh->file_size;
+}
+
+uint64_t elf__eh_frame_vaddr(const struct elf_eh_frame *eh, uint64_t off)
+{
+	return load_vaddr(eh->load, eh->n_load, off);
 }
 
 static int sym_cmp(const void *a, const void *b)
@@ -265,9 +381,7 @@ int elf_syms__load(const char *path, size_t max_bytes, struct elf_syms **out)
 		elf_close(&ef);
 		return -ENOMEM;
 	}
-	for (unsigned int i = 0; i < ef.n_ph && s->n_load < 16; i++)
-		if (ef.ph[i].type == PT_LOAD)
-			s->load[s->n_load++] = ef.ph[i];
+	s->n_load = load_segments(&ef, s->load);
 	for (unsigned int i = 0; i < ef.n_sh; i++) {
 		if (ef.sh[i].type == SHT_SYMTAB)
 			sym = (int)i;
@@ -296,13 +410,7 @@ int elf_syms__load(const char *path, size_t max_bytes, struct elf_syms **out)
 
 uint64_t elf_syms__vaddr(const struct elf_syms *s, uint64_t off)
 {
-	for (unsigned int i = 0; i < s->n_load; i++) {
-		const struct elf_phdr *p = &s->load[i];
-
-		if (off >= p->offset && off < p->offset + p->filesz)
-			return off - p->offset + p->vaddr;
-	}
-	return 0;
+	return load_vaddr(s->load, s->n_load, off);
 }
 
 const char *elf_syms__lookup(const struct elf_syms *s, uint64_t off, uint64_t *sym_vaddr)

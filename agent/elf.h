@@ -8,6 +8,7 @@
 #ifndef EDGEPROF_AGENT_ELF_H
 #define EDGEPROF_AGENT_ELF_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,6 +16,41 @@
 
 /* Lowercase hex build-id of path into hex: 0, -ENOENT (no build-id note), -EINVAL, -errno. */
 int elf__build_id(const char *path, char *hex, size_t hexlen);
+
+/*
+ * A file's unwind table for another process's pcs: the load segment holding .eh_frame_hdr
+ * (PT_GNU_EH_FRAME; .eh_frame sits beside it) mapped read-only, so only the pages a lookup
+ * reads are ever loaded. A pc's vaddr v is at seg + (v - seg_vaddr) in the mapping.
+ */
+#define ELF_EH_MAX_LOADS 8
+
+struct elf_load {
+	uint64_t offset, vaddr, filesz;
+};
+
+struct elf_eh_frame {
+	void *map;
+	size_t map_len;
+	int fd;			/* the mapped file (see elf__eh_frame_intact) */
+	const uint8_t *seg;	/* the segment's first byte in the mapping */
+	uint64_t seg_vaddr, seg_len, hdr_vaddr, file_size;
+	unsigned int n_load;
+	struct elf_load load[ELF_EH_MAX_LOADS];
+};
+
+/*
+ * Maps path's unwind table: 0, -ENOENT (none, or built for another machine or class than
+ * the agent), -EINVAL (not ELF), -errno.
+ */
+int elf__map_eh_frame(const char *path, struct elf_eh_frame *eh);
+void elf__unmap_eh_frame(struct elf_eh_frame *eh);
+/*
+ * Whether the mapping can still be read: a file truncated in place (not replaced) would make
+ * the pages past its new end fault with SIGBUS. One fstat.
+ */
+bool elf__eh_frame_intact(const struct elf_eh_frame *eh);
+/* The vaddr of file offset off, or 0 when off is in no load segment. */
+uint64_t elf__eh_frame_vaddr(const struct elf_eh_frame *eh, uint64_t off);
 
 struct elf_syms;
 

@@ -30,6 +30,7 @@
 #endif
 #ifdef CONFIG_SAMPLER_BPF
 #include "agent/ksyms.h"
+#include "agent/leaf.h"
 #include "bpf/sampler.h"
 #endif
 
@@ -64,6 +65,7 @@ struct agent {
 	struct symbolizer *sym;
 	struct ksyms *ksyms; /* kernel names, lazily read (BPF with kernel stacks) */
 	void *bpf;	 /* struct bpf_sampler * */
+	void *leaf;	 /* struct leaf *: the callers BPF stacks lost (NULL: not restored) */
 	void *transport; /* struct transport * */
 	uint64_t seq;
 	uint64_t round_real_ns;
@@ -431,11 +433,15 @@ static int bpf_sink(void *ctx, const struct agent_sample *s)
 {
 	struct agent *a = ctx;
 	struct service *svc = service_get(a, a->cfg.bpf_service);
+	uint64_t frames[2 * CONFIG_MAX_STACK_DEPTH + 1];
+	struct agent_sample fixed;
 
 	if (!svc)
 		return -ENOSPC;
 	if (s->n_user)
 		proctab__touch(a->procs, s->pid);
+	if (a->leaf && leaf__fix(a->leaf, a->procs, s, CONFIG_MAX_STACK_DEPTH, frames, &fixed))
+		s = &fixed;
 	for (unsigned int i = 0; a->ksyms && i < s->n_kernel; i++)
 		ksyms__want(a->ksyms, s->frames[i]);
 	return aggregate__add(svc->agg, s);
@@ -456,6 +462,9 @@ static void bpf_start(struct agent *a)
 		return;
 	}
 	a->bpf = s;
+	a->leaf = leaf__new(CONFIG_BPF_LEAF_TABLES, CONFIG_BPF_LEAF_RULES);
+	if (!a->leaf)
+		pr_warn("no memory for the leaf frames' unwind tables: leaf callers not restored");
 	/* Names are read at the end of a round, only for the kernel addresses it saw. */
 	if (o.kernel_stacks) {
 		a->ksyms = ksyms__open("/proc/kallsyms", CONFIG_KSYMS_CACHE_ENTRIES);
@@ -478,6 +487,7 @@ static void bpf_stop(struct agent *a)
 {
 	bpf_sampler__free(a->bpf);
 	ksyms__free(a->ksyms);
+	leaf__free(a->leaf);
 }
 
 /* One pass over kallsyms names the kernel call sites first seen this round. */
@@ -487,6 +497,25 @@ static void bpf_name_kernel_frames(struct agent *a)
 
 	if (err)
 		pr_warn("reading /proc/kallsyms: %s: kernel frames unnamed", strerror(-err));
+}
+
+/* What became of each sample's leaf frame (agent/leaf.h), appended to the BPF comment. */
+static void bpf_leaf_comment(struct agent *a, char *buf, size_t len)
+{
+	struct leaf_stats ls;
+
+	if (!a->leaf)
+		return;
+	leaf__stats(a->leaf, &ls);
+	snprintf(buf, len,
+		 " leaf_fixed=%llu leaf_linked=%llu leaf_no_context=%llu leaf_no_table=%llu "
+		 "leaf_no_rule=%llu leaf_deep=%llu leaf_implausible=%llu leaf_tables=%llu "
+		 "leaf_tables_evicted=%llu",
+		 (unsigned long long)ls.fixed, (unsigned long long)ls.linked,
+		 (unsigned long long)ls.no_context, (unsigned long long)ls.no_table,
+		 (unsigned long long)ls.no_rule, (unsigned long long)ls.deep,
+		 (unsigned long long)ls.implausible, (unsigned long long)ls.tables_mapped,
+		 (unsigned long long)ls.tables_evicted);
 }
 
 static void bpf_comment(struct agent *a, char *buf, size_t len)
@@ -511,6 +540,7 @@ static void bpf_comment(struct agent *a, char *buf, size_t len)
 		 (unsigned long long)ks.dropped, (unsigned long long)ks.resets,
 		 (unsigned long long)ks.passes, (unsigned long long)ks.lookups,
 		 (unsigned long long)st.label_reads);
+	bpf_leaf_comment(a, buf + strlen(buf), len - strlen(buf));
 }
 #else
 static void bpf_start(struct agent *a)
@@ -614,7 +644,7 @@ static void transport_stop(struct agent *a)
 
 static void write_round(struct agent *a, uint64_t duration_ns)
 {
-	char c1[256], c2[384], c3[512];
+	char c1[256], c2[384], c3[1024];
 	const char *comments[] = {c1, c2, c3};
 	struct proctab_stats ps;
 	struct procmaps_stats ms;

@@ -15,6 +15,16 @@ struct sample_label {
 	const char *value;
 };
 
+/*
+ * The user registers and top of the user stack at a system-wide sample: the leaf frame's
+ * return address is among them when the leaf has not linked its frame (see agent/leaf.h).
+ */
+struct sample_user_context {
+	uint64_t sp, lr;	/* lr: aarch64's link register, else 0 */
+	unsigned int n_words;
+	const uint64_t *words;	/* words[i] was at sp + 8 i */
+};
+
 struct agent_sample {
 	uint64_t time_ns;      /* CLOCK_MONOTONIC */
 	uint32_t pid, tid;
@@ -26,6 +36,7 @@ struct agent_sample {
 	struct sample_label labels[SAMPLE_MAX_LABELS];
 	const uint64_t *frames;
 	uint64_t weight_ns;    /* CPU time this sample stands for (period, or measured) */
+	const struct sample_user_context *user; /* BPF samples only; NULL: none */
 };
 
 #define SAMPLE_F_TRUNCATED 0x1 /* the stack was deeper than CONFIG_MAX_STACK_DEPTH */

@@ -18,6 +18,10 @@ bpf-y :=
 bpf-$(CONFIG_SAMPLER_BPF) += bpf/sampler.o agent/ksyms.o
 bpf-ldlibs = -lbpf -lelf -lz -lzstd
 
+# The sampler and its BPF side must agree on the record layout.
+BPF_RECORD_DEFS = -DPROFILE_MAX_DEPTH=$(CONFIG_MAX_STACK_DEPTH) \
+		  -DPROFILE_LEAF_WORDS=$(CONFIG_BPF_LEAF_WORDS)
+
 ifeq ($(CONFIG_SAMPLER_BPF),y)
 generated-y += $(O)/bpf/profile.skel.h
 
@@ -25,7 +29,7 @@ $(O)/bpf/profile.bpf.o: bpf/profile.bpf.c bpf/profile.h $(O)/include/config/auto
 	$(quiet) CLANG-BPF $@
 	@mkdir -p $(dir $@)
 	$(Q)$(BPF_CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH-$(ARCH)) \
-		-DPROFILE_MAX_DEPTH=$(CONFIG_MAX_STACK_DEPTH) -I. -idirafter $(BPF_ASM_INC-$(ARCH)) \
+		$(BPF_RECORD_DEFS) -I. -idirafter $(BPF_ASM_INC-$(ARCH)) \
 		-Wall -Werror -c -o $@ $<
 	$(Q)$(BPF_STRIP) -g $@
 
@@ -33,9 +37,8 @@ $(O)/bpf/profile.skel.h: $(O)/bpf/profile.bpf.o
 	$(quiet) GEN-SKEL $@
 	$(Q)$(BPFTOOL) gen skeleton $< name profile_bpf > $@.tmp && mv $@.tmp $@
 
-# The sampler and its BPF side must agree on the record layout (same PROFILE_MAX_DEPTH).
-CFLAGS_sampler := -DPROFILE_MAX_DEPTH=$(CONFIG_MAX_STACK_DEPTH)
-CFLAGS_bpf-probe := -DPROFILE_MAX_DEPTH=$(CONFIG_MAX_STACK_DEPTH)
+CFLAGS_sampler = $(BPF_RECORD_DEFS)
+CFLAGS_bpf-probe = $(BPF_RECORD_DEFS)
 
 # Test driver (not installed): samples the system for N seconds and prints folded stacks.
 # (Rule prerequisites expand now, before port/Build.mk set port-y: name the port objects.)
@@ -56,7 +59,7 @@ unit-tests-y += bpf-sampler
 bpf-sampler-test-objs = bpf/sampler.o agent/ksyms.o $(port-y)
 # Static: the cross sysroot keeps libz.so.1 where neither the linker nor qemu looks.
 bpf-sampler-test-ldlibs = -Wl,-Bstatic $(bpf-ldlibs) -Wl,-Bdynamic
-CFLAGS_bpf-sampler-test := -DPROFILE_MAX_DEPTH=$(CONFIG_MAX_STACK_DEPTH)
+CFLAGS_bpf-sampler-test = $(BPF_RECORD_DEFS)
 endif # CONFIG_SAMPLER_BPF
 
 unit-tests-y += ksyms

@@ -17,6 +17,7 @@
 const volatile __u32 user_depth = PROFILE_MAX_DEPTH;
 const volatile __u32 kernel_depth = PROFILE_MAX_DEPTH; /* 0: no kernel stacks */
 const volatile __u8 include_idle;
+const volatile __u8 leaf_context = 1; /* copy the user registers and leaf_words */
 const volatile __u8 filter_pids;
 const volatile __u64 filter_cgroup; /* 0: any */
 const volatile __u32 comm_prefix_len;
@@ -121,9 +122,87 @@ static __always_inline int wanted(__u32 tgid, __u32 tid, char *comm)
 	return 1;
 }
 
+/*
+ * Memory reads: the ring-buffer program runs on 5.8+ and has the split helpers (5.5); the
+ * perf-buffer one is for older kernels, where bpf_probe_read reads both (legacy is a
+ * constant per program, so each keeps only its own call).
+ */
+static __always_inline long read_user(void *dst, __u32 n, __u64 src, int legacy)
+{
+	return legacy ? bpf_probe_read(dst, n, (const void *)src)
+		      : bpf_probe_read_user(dst, n, (const void *)src);
+}
+
+#if defined(__TARGET_ARCH_x86)
+/*
+ * x86_64 keeps a task's user registers at the top of its kernel stack (task_pt_regs(): no
+ * padding on x86_64), and that stack is THREAD_SIZE-aligned. Found without BTF from the
+ * interrupted kernel stack pointer, and trusted only if they hold the user pc the kernel's
+ * own stack walk started from (a sample taken on the IRQ stack, or a kernel built with
+ * another THREAD_SIZE, fails that check and gets no user context).
+ */
+#define X86_THREAD_SIZE 16384
+
+static __always_inline int user_context(struct bpf_perf_event_data *ctx, __u64 pc0,
+					__u64 *sp, __u64 *lr, int legacy)
+{
+	struct pt_regs u;
+	__u64 top = (ctx->regs.rsp | (X86_THREAD_SIZE - 1)) + 1;
+	long err;
+
+	*lr = 0;
+	if ((ctx->regs.cs & 3) == 3) { /* interrupted in user mode */
+		*sp = ctx->regs.rsp;
+		return ctx->regs.rip == pc0;
+	}
+	err = legacy ? bpf_probe_read(&u, sizeof(u), (const void *)(top - sizeof(u)))
+		     : bpf_probe_read_kernel(&u, sizeof(u), (const void *)(top - sizeof(u)));
+	if (err || (u.cs & 3) != 3 || u.rip != pc0)
+		return 0;
+	*sp = u.rsp;
+	return 1;
+}
+#elif defined(__TARGET_ARCH_arm64)
+/* aarch64: user mode only (EL0, 64-bit); in a system call the registers are not looked for. */
+static __always_inline int user_context(struct bpf_perf_event_data *ctx, __u64 pc0,
+					__u64 *sp, __u64 *lr, int legacy)
+{
+	if ((ctx->regs.pstate & 0x1f) != 0 || ctx->regs.pc != pc0)
+		return 0;
+	*sp = ctx->regs.sp;
+	*lr = ctx->regs.regs[30];
+	return 1;
+}
+#else
+static __always_inline int user_context(struct bpf_perf_event_data *ctx, __u64 pc0,
+					__u64 *sp, __u64 *lr, int legacy)
+{
+	return 0;
+}
+#endif
+
+/*
+ * The user context of the leaf frame: stack pointer, link register and the words at the
+ * stack pointer, where the agent finds the return address of a leaf that has not linked its
+ * frame into the frame-pointer chain (see agent/leaf.h).
+ */
+static __always_inline void fill_leaf(struct bpf_perf_event_data *ctx, struct profile_event *e,
+				      __u64 pc0, int legacy)
+{
+	__u64 sp = 0, lr = 0;
+
+	if (!leaf_context || !user_context(ctx, pc0, &sp, &lr, legacy))
+		return;
+	e->flags |= PROFILE_F_USER_REGS;
+	e->user_sp = sp;
+	e->user_lr = lr;
+	if (!read_user(e->leaf_words, sizeof(e->leaf_words), sp, legacy))
+		e->n_leaf_words = PROFILE_LEAF_WORDS;
+}
+
 /* Fills e; returns the bytes of it to send (header and the frames in use). */
 static __always_inline __u32 fill(struct bpf_perf_event_data *ctx, struct profile_event *e,
-				  __u32 tgid, __u32 tid, const char *comm)
+				  __u32 tgid, __u32 tid, const char *comm, int legacy)
 {
 	__u32 nk = 0, nu = 0;
 	long n;
@@ -135,6 +214,8 @@ static __always_inline __u32 fill(struct bpf_perf_event_data *ctx, struct profil
 	e->tid = tid;
 	e->cpu = bpf_get_smp_processor_id();
 	e->flags = 0;
+	e->user_sp = e->user_lr = 0;
+	e->n_leaf_words = 0;
 	__builtin_memcpy(e->comm, comm, PROFILE_COMM_LEN);
 
 	if (kernel_depth) {
@@ -158,6 +239,8 @@ static __always_inline __u32 fill(struct bpf_perf_event_data *ctx, struct profil
 		e->flags |= PROFILE_F_TRUNCATED;
 	if (nu > PROFILE_MAX_DEPTH)
 		nu = PROFILE_MAX_DEPTH;
+	if (nu)
+		fill_leaf(ctx, e, e->frames[nk], legacy);
 	e->n_kernel = nk;
 	e->n_user = nu;
 	return PROFILE_EVENT_HDR + (nk + nu) * sizeof(__u64);
@@ -181,7 +264,7 @@ int do_sample(struct bpf_perf_event_data *ctx)
 	e = bpf_map_lookup_elem(&scratch, &zero);
 	if (!e)
 		return 0;
-	size = fill(ctx, e, tgid, tid, comm);
+	size = fill(ctx, e, tgid, tid, comm, 0);
 	if (size > sizeof(*e))
 		return 0; /* cannot happen; tells the verifier the bound */
 	if (wakeup_bytes && !first_sample_of(tgid) &&
@@ -209,7 +292,7 @@ int do_sample_pb(struct bpf_perf_event_data *ctx)
 	e = bpf_map_lookup_elem(&scratch, &zero);
 	if (!e)
 		return 0;
-	size = fill(ctx, e, tgid, tid, comm);
+	size = fill(ctx, e, tgid, tid, comm, 1);
 	if (size > sizeof(*e))
 		return 0;
 	if (bpf_perf_event_output(ctx, &pb_events, BPF_F_CURRENT_CPU, e, size))

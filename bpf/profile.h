@@ -15,6 +15,14 @@
 #define PROFILE_MAX_DEPTH 64
 #endif
 
+/*
+ * Words of the user stack copied at the user stack pointer of each sample: where a leaf
+ * function that has not linked its frame keeps its return address (see agent/leaf.h).
+ */
+#ifndef PROFILE_LEAF_WORDS
+#define PROFILE_LEAF_WORDS 8
+#endif
+
 #define PROFILE_COMM_LEN  16
 #define PROFILE_MAX_PIDS  1024 /* entries of the pid filter map */
 #define PROFILE_SEEN_PIDS 4096 /* processes remembered to wake the reader on a new one */
@@ -24,6 +32,7 @@
 #define PROFILE_F_KSTACK_ERR 0x1 /* bpf_get_stack failed for the kernel stack */
 #define PROFILE_F_USTACK_ERR 0x2 /* ... for the user stack (e.g. a kernel thread) */
 #define PROFILE_F_TRUNCATED  0x4 /* a stack filled its whole array: probably deeper */
+#define PROFILE_F_USER_REGS  0x8 /* user_sp, user_lr and leaf_words hold the user context */
 
 /*
  * One sample. Only the header and the frames in use are sent: a record is
@@ -40,6 +49,11 @@ struct profile_event {
 	__u16 n_user;        /* frames[n_kernel .. n_kernel + n_user): user stack, leaf first */
 	__u32 flags;         /* PROFILE_F_* */
 	char comm[PROFILE_COMM_LEN];
+	__u64 user_sp;       /* the user stack pointer at the sample (with PROFILE_F_USER_REGS) */
+	__u64 user_lr;       /* aarch64: the link register, a leaf's return address; else 0 */
+	__u32 n_leaf_words;  /* leaf_words[0 .. n) are the user stack at user_sp, sp upwards */
+	__u32 pad;
+	__u64 leaf_words[PROFILE_LEAF_WORDS];
 	__u64 frames[2 * PROFILE_MAX_DEPTH];
 };
 

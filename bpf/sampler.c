@@ -388,6 +388,7 @@ static int on_event(void *ctx, void *data, size_t size)
 	struct bpf_sampler *s = ctx;
 	const struct profile_event *e = data;
 	struct agent_sample as = { 0 };
+	struct sample_user_context uc;
 	struct proc_entry *p = NULL;
 	char comm[PROFILE_COMM_LEN + 1];
 	unsigned nk, nu;
@@ -411,6 +412,13 @@ static int on_event(void *ctx, void *data, size_t size)
 	as.flags = (e->flags & PROFILE_F_TRUNCATED) ? SAMPLE_F_TRUNCATED : 0;
 	as.frames = (const uint64_t *)e->frames; /* kernel then user, as agent_sample wants */
 	as.weight_ns = e->period ? e->period : NSEC_PER_SEC / s->hz;
+	if (nu && (e->flags & PROFILE_F_USER_REGS)) {
+		uc = (struct sample_user_context){
+			.sp = e->user_sp, .lr = e->user_lr, .words = (const uint64_t *)e->leaf_words,
+			.n_words = e->n_leaf_words < PROFILE_LEAF_WORDS ? e->n_leaf_words
+									: PROFILE_LEAF_WORDS};
+		as.user = &uc;
+	}
 	/* pid, tid and comm travel in their own fields (the agent labels them): no duplicates. */
 	if (e->tgid && !proc_is_kernel_thread(e))
 		p = proc_get(s, e->tgid);

@@ -7,6 +7,12 @@
  *   bpf-work syscall SECONDS           sys_reader() reads /dev/zero: most time in the kernel
  *   bpf-work fixed ROUNDS              ROUNDS rounds of the split, then exit: a fixed amount of
  *                                      work whose slowdown gives a profiler's per-sample cost
+ *   bpf-work leaf SECONDS              leaf_thread() spends its time in leaves that do not link
+ *                                      their frame: memcpy and read() in libc (no frame
+ *                                      pointers in Debian's build), and the prologue and
+ *                                      epilogue of a tiny function. The leaf's caller
+ *                                      (leaf_copy, leaf_read, leaf_tiny) is what a
+ *                                      frame-pointer walk alone loses
  * The comm is set to "bpfw-<mode>" so comm filters can find it.
  */
 #include <fcntl.h>
@@ -95,12 +101,59 @@ __attribute__((noinline)) void sys_reader(int fd)
 	}
 }
 
+/* ---- leaf mode ---- */
+
+static char copy_src[1 << 18], copy_dst[1 << 18];
+static int zero_fd = -1;
+
+__attribute__((noinline)) void leaf_copy(void)
+{
+	for (int i = 0; i < 40; i++) {
+		memcpy(copy_dst, copy_src, sizeof(copy_dst));
+		__asm__ volatile("" ::: "memory");
+	}
+}
+
+__attribute__((noinline)) void leaf_read(void)
+{
+	for (int i = 0; i < 40; i++)
+		if (read(zero_fd, copy_dst, sizeof(copy_dst)) < 0)
+			break;
+}
+
+/* With frame pointers, but so short that a good part of its samples fall in its prologue
+ * (before rbp is set) or epilogue (after it is restored). */
+__attribute__((noinline)) long tiny(long x)
+{
+	return x * 3 + 1;
+}
+
+__attribute__((noinline)) void leaf_tiny(void)
+{
+	long x = 1;
+
+	for (long i = 0; i < 2000000; i++) {
+		x = tiny(x);
+		__asm__ volatile("" : "+r"(x));
+	}
+}
+
+__attribute__((noinline)) void *leaf_thread(void *arg)
+{
+	while (!expired()) {
+		leaf_copy();
+		leaf_read();
+		leaf_tiny();
+	}
+	return arg;
+}
+
 int main(int argc, char **argv)
 {
 	char comm[16];
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: bpf-work split|syscall SECONDS [THREADS] | fixed ROUNDS\n");
+		fprintf(stderr, "usage: bpf-work split|syscall|leaf SECONDS [THREADS] | fixed ROUNDS\n");
 		return 2;
 	}
 	seconds = atof(argv[2]);
@@ -124,6 +177,13 @@ int main(int argc, char **argv)
 			work_b();
 			work_c();
 		}
+		return 0;
+	}
+	if (!strcmp(argv[1], "leaf")) {
+		zero_fd = open("/dev/zero", O_RDONLY);
+		if (zero_fd < 0)
+			return 1;
+		leaf_thread(NULL);
 		return 0;
 	}
 	if (!strcmp(argv[1], "syscall")) {

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent/cfi.h — call frame information: the CFA rules of one pc, read from a module's
+ * .eh_frame through its .eh_frame_hdr search table (PT_GNU_EH_FRAME).
+ *
+ * Only what a frame-pointer unwinder needs to step over one frame: where the CFA is (stack or
+ * frame pointer plus an offset) and where the frame pointer and the return address were saved.
+ * Anything else (expressions, registers saved in registers) makes the lookup fail.
+ *
+ * Pure functions over memory the caller names: no allocation, no locks, no system calls, so
+ * they are async-signal-safe (the SIGPROF unwinder calls them in its handler) and serve the
+ * BPF sampler too, on files of other processes mapped into the agent (agent/ehframe.c).
+ * Every read is checked against [lo, hi).
+ */
+#ifndef EDGEPROF_AGENT_CFI_H
+#define EDGEPROF_AGENT_CFI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* DWARF register numbers of the frame pointer, stack pointer and return address column. */
+#if defined(__x86_64__)
+#define CFI_REG_FP 6
+#define CFI_REG_SP 7
+#define CFI_REG_RA 16
+#elif defined(__aarch64__)
+#define CFI_REG_FP 29
+#define CFI_REG_SP 31
+#define CFI_REG_RA 30
+#else
+#define CFI_REG_FP 11
+#define CFI_REG_SP 13
+#define CFI_REG_RA 14
+#endif
+
+/*
+ * A module's unwind table as seen in memory: reads stay inside [lo, hi); eh_hdr points at
+ * .eh_frame_hdr. Pcs are in the same address space as the table's pc-relative pointers.
+ */
+struct cfi_table {
+	uintptr_t lo, hi;
+	const uint8_t *eh_hdr;
+};
+
+/* The rules at one pc: CFA = cfa_reg + cfa_off; FP and RA saved at CFA + off (or not saved). */
+struct cfi_rules {
+	unsigned int cfa_reg;
+	int64_t cfa_off;
+	bool fp_saved, ra_saved;
+	int64_t fp_off, ra_off;
+};
+
+/* The rules at pc: false when pc has no FDE or its rules are beyond what is tracked. */
+bool cfi__rules_at(const struct cfi_table *t, uintptr_t pc, struct cfi_rules *r);
+
+/*
+ * Rules packed in 64 bits, for caches: 0 means "no usable rules". Returns 0 also for rules
+ * that do not fit (offsets beyond 16 bits, a CFA on another register): correct, not cached.
+ */
+#define CFI_PACKED_NONE 0
+bool cfi__pack(const struct cfi_rules *r, uint64_t *packed);
+/* false for CFI_PACKED_NONE */
+bool cfi__unpack(uint64_t packed, struct cfi_rules *r);
+
+#endif /* EDGEPROF_AGENT_CFI_H */

@@ -1,0 +1,277 @@
+// SPDX-License-Identifier: MIT
+/* agent/leaf.c — the leaf frame of BPF samples by .eh_frame rules; see leaf.h. */
+#include <elf.h>
+#include <errno.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+
+#include "agent/cfi.h"
+#include "agent/elf.h"
+#include "agent/leaf.h"
+
+/* One file's mapped unwind table; failed opens are remembered too (!ok). */
+struct leaf_table {
+	uint64_t key; /* 0: free */
+	uint64_t used_at;
+	bool ok;
+	struct elf_eh_frame eh;
+	struct cfi_table cfi; /* the mapping, in the pointer space cfi reads */
+};
+
+/* A cached outcome for one file offset: packed rules, or one of the failures below. */
+struct leaf_rule {
+	uint64_t key, off, packed;
+};
+
+#define RULE_NO_TABLE 2 /* bit 0 clear: cfi__unpack refuses it, like CFI_PACKED_NONE */
+
+struct leaf {
+	unsigned int max_tables, max_rules;
+	uint64_t clock;
+	struct leaf_stats st;
+	struct leaf_table *tables;
+	struct leaf_rule *rules;
+};
+
+static void table_drop(struct leaf_table *t)
+{
+	if (t->eh.map)
+		elf__unmap_eh_frame(&t->eh);
+	memset(t, 0, sizeof(*t));
+	t->eh.fd = -1;
+}
+
+/*
+ * The vDSO has no file, but every native process of this kernel maps the same image: the
+ * agent's own copy (its ELF headers are in memory at AT_SYSINFO_EHDR, linked at 0) serves
+ * for all. clock_gettime() and friends are frameless leaves.
+ */
+static bool vdso_table(struct leaf_table *t)
+{
+	const uint8_t *base = (const uint8_t *)getauxval(AT_SYSINFO_EHDR);
+	const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)base;
+	uint64_t size = 0, hdr = 0;
+
+	if (!base || memcmp(eh->e_ident, ELFMAG, SELFMAG))
+		return false;
+	for (int i = 0; i < eh->e_phnum; i++) {
+		const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(base + eh->e_phoff) + i;
+
+		if (ph->p_type == PT_LOAD && ph->p_vaddr + ph->p_filesz > size)
+			size = ph->p_vaddr + ph->p_filesz;
+		else if (ph->p_type == PT_GNU_EH_FRAME)
+			hdr = ph->p_vaddr;
+	}
+	if (!size || !hdr || hdr >= size)
+		return false;
+	t->eh.seg = base;
+	t->eh.seg_len = size;
+	t->eh.n_load = 1;
+	t->eh.load[0] = (struct elf_load){0, 0, size};
+	t->cfi = (struct cfi_table){(uintptr_t)base, (uintptr_t)base + size, base + hdr};
+	return true;
+}
+
+struct leaf *leaf__new(unsigned int max_tables, unsigned int max_rules)
+{
+	struct leaf *l = calloc(1, sizeof(*l));
+
+	if (!l)
+		return NULL;
+	l->max_tables = max_tables;
+	l->max_rules = max_rules;
+	l->tables = calloc(max_tables, sizeof(*l->tables));
+	l->rules = calloc(max_rules, sizeof(*l->rules));
+	if (!l->tables || !l->rules) {
+		leaf__free(l);
+		return NULL;
+	}
+	for (unsigned int i = 0; i < max_tables; i++)
+		table_drop(&l->tables[i]);
+	return l;
+}
+
+void leaf__free(struct leaf *l)
+{
+	if (!l)
+		return;
+	for (unsigned int i = 0; l->tables && i < l->max_tables; i++)
+		table_drop(&l->tables[i]);
+	free(l->tables);
+	free(l->rules);
+	free(l);
+}
+
+void leaf__stats(const struct leaf *l, struct leaf_stats *st)
+{
+	*st = l->st;
+}
+
+/* A file by its build-id when it has one (a rewritten file gets a new one), else its path. */
+static uint64_t file_key(const struct procmap *m)
+{
+	const char *s = m->build_id[0] ? m->build_id : m->path;
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 0x100000001b3ull;
+	return h | 1; /* never 0, the free mark */
+}
+
+/* Maps the table of m's file, seen through the process's root first (containers). */
+static void table_fill(struct leaf *l, struct leaf_table *t, uint64_t key, uint32_t pid,
+		       const struct procmap *m)
+{
+	char path[PROCMAP_PATH + 32];
+
+	table_drop(t);
+	t->key = key;
+	t->used_at = ++l->clock;
+	if (m->path[0] != '/') {
+		t->ok = vdso_table(t);
+		return;
+	}
+	snprintf(path, sizeof(path), "/proc/%u/root%s", pid, m->path);
+	if (elf__map_eh_frame(path, &t->eh) && elf__map_eh_frame(m->path, &t->eh))
+		return;
+	t->ok = true;
+	l->st.tables_mapped++;
+	t->cfi = (struct cfi_table){
+		.lo = (uintptr_t)t->eh.seg,
+		.hi = (uintptr_t)t->eh.seg + t->eh.seg_len,
+		.eh_hdr = t->eh.seg + (t->eh.hdr_vaddr - t->eh.seg_vaddr),
+	};
+}
+
+/* The table of m's file, mapped on first use; the least recently used one makes room. */
+static struct leaf_table *table_get(struct leaf *l, uint32_t pid, const struct procmap *m,
+				    uint64_t key)
+{
+	struct leaf_table *oldest = &l->tables[0];
+
+	for (unsigned int i = 0; i < l->max_tables; i++) {
+		struct leaf_table *t = &l->tables[i];
+
+		if (t->key == key) {
+			t->used_at = ++l->clock;
+			return t;
+		}
+		if (t->used_at < oldest->used_at)
+			oldest = t;
+	}
+	if (oldest->key)
+		l->st.tables_evicted++;
+	table_fill(l, oldest, key, pid, m);
+	return oldest;
+}
+
+/* The rules at file offset off of m's file: packed, or CFI_PACKED_NONE / RULE_NO_TABLE. */
+static uint64_t rules_at(struct leaf *l, uint32_t pid, const struct procmap *m, uint64_t off)
+{
+	uint64_t key = file_key(m);
+	struct leaf_rule *r = &l->rules[((key ^ off) * 0x9E3779B97F4A7C15ull >> 32) % l->max_rules];
+	struct leaf_table *t;
+	struct cfi_rules cr;
+	uint64_t vaddr;
+
+	if (r->key == key && r->off == off) {
+		l->st.rule_hits++;
+		return r->packed;
+	}
+	l->st.rule_misses++;
+	*r = (struct leaf_rule){.key = key, .off = off, .packed = RULE_NO_TABLE};
+	t = table_get(l, pid, m, key);
+	if (!t->ok)
+		return r->packed;
+	if (t->eh.map && !elf__eh_frame_intact(&t->eh)) { /* truncated in place: its pages may be gone */
+		table_drop(t);
+		return r->packed;
+	}
+	vaddr = elf__eh_frame_vaddr(&t->eh, off);
+	if (!vaddr || !cfi__rules_at(&t->cfi, (uintptr_t)(vaddr - t->eh.seg_vaddr) + t->cfi.lo,
+				     &cr) || !cfi__pack(&cr, &r->packed))
+		r->packed = CFI_PACKED_NONE;
+	return r->packed;
+}
+
+/*
+ * The leaf's return address by its rules, or false (counted why). A frame based on the frame
+ * pointer is linked already: counted as such, nothing to find.
+ */
+static bool leaf_return(struct leaf *l, struct proctab *t, const struct agent_sample *s,
+			uint64_t pc, uint64_t *ra)
+{
+	const struct sample_user_context *u = s->user;
+	const struct procmap *m = proctab__resolve(t, s->pid, pc);
+	struct cfi_rules cr;
+	uint64_t packed;
+	int64_t slot;
+
+	if (!m || (m->path[0] != '/' && strcmp(m->path, "[vdso]"))) {
+		l->st.no_table++;
+		return false;
+	}
+	packed = rules_at(l, s->pid, m, pc - m->start + m->offset);
+	if (!cfi__unpack(packed, &cr)) {
+		if (packed == RULE_NO_TABLE)
+			l->st.no_table++;
+		else
+			l->st.no_rule++;
+		return false;
+	}
+	if (cr.cfa_reg == CFI_REG_FP) {
+		l->st.linked++;
+		return false;
+	}
+	if (!cr.ra_saved) { /* still in the link register (aarch64) */
+		*ra = u->lr;
+		if (!*ra)
+			l->st.no_rule++;
+		return *ra != 0;
+	}
+	slot = cr.cfa_off + cr.ra_off;
+	if (slot < 0 || slot % 8 || slot / 8 >= (int64_t)u->n_words) {
+		l->st.deep++;
+		return false;
+	}
+	*ra = u->words[slot / 8];
+	return true;
+}
+
+bool leaf__fix(struct leaf *l, struct proctab *t, const struct agent_sample *s,
+	       unsigned int max_user, uint64_t *frames, struct agent_sample *out)
+{
+	const uint64_t *user = s->frames + s->n_kernel;
+	unsigned int n = s->n_user;
+	uint64_t ra;
+
+	if (!s->user || n == 0 || max_user < 2) {
+		l->st.no_context += n != 0;
+		return false;
+	}
+	if (!leaf_return(l, t, s, user[0], &ra))
+		return false;
+	if (n > 1 && user[1] == ra) {
+		l->st.linked++;
+		return false;
+	}
+	if (!proctab__resolve(t, s->pid, ra - 1)) {
+		l->st.implausible++;
+		return false;
+	}
+	l->st.fixed++;
+	*out = *s;
+	memcpy(frames, s->frames, (s->n_kernel + 1) * sizeof(*frames));
+	frames[s->n_kernel + 1] = ra;
+	if (n + 1 > max_user) {
+		n = max_user - 1;
+		out->flags |= SAMPLE_F_TRUNCATED;
+	}
+	memcpy(frames + s->n_kernel + 2, user + 1, (n - 1) * sizeof(*frames));
+	out->n_user = (uint16_t)(n + 1);
+	out->frames = frames;
+	return true;
+}
