@@ -7,7 +7,9 @@ the same run on the same workload. Run through tests/bench/bpf-bench.sh (root).
 Per frequency (19 Hz, 99 Hz) all profilers sample the same 1-thread split workload (50/30/20)
 at once, system-wide; reported: the profiler's own CPU seconds and peak RSS (wait4 rusage), time
 from launch to its first sample (CLOCK_MONOTONIC), output bytes, the workload's function shares
-and stack completeness (leaf caller present). Then the per-sample cost: a fixed amount of work
+and stack completeness (split_thread present). Then, on a workload whose leaves do not link
+their frame (libc's memcpy and read(), a frameless function), the share of samples whose
+leaf keeps its caller. Then the per-sample cost: a fixed amount of work
 run alone and under each profiler at 4999 Hz, medians and quartiles of alternating runs,
 with a verdict on whether ours and perf differ by more than the noise.
 """
@@ -32,6 +34,7 @@ WORK = os.path.join(BUILD, "tests", "workloads", "bpf-work")
 SECONDS = float(os.environ.get("SECONDS_PER_RUN", "10"))
 COST_RUNS = int(os.environ.get("COST_RUNS", "9"))
 COST_ROUNDS = os.environ.get("COST_ROUNDS", "1500")
+PHASES = os.environ.get("PHASES", "profile,leaf,cost").split(",")
 FUNCS = ("work_a", "work_b", "work_c")
 BCC = shutil.which("profile-bpfcc") or "/usr/sbin/profile-bpfcc"
 BCC_MODULES = None  # a /lib/modules replacement that points bcc at installed headers
@@ -131,55 +134,58 @@ def ours_result(path, err_path, pid, nm):
     return leaves, complete, len(samples), first
 
 
-def perf_result(data, pid, t0, tmp):
-    """perf script: per sample 'comm pid time:' then the callchain, innermost first."""
+def perf_chains(data, tmp):
+    """perf script: per sample 'comm pid time:' then the callchain, innermost first.
+    Yields (pid, time, chain of symbol names)."""
     txt = os.path.join(tmp, "perf.txt")
     with open(txt, "w") as f:
         subprocess.run(["perf", "script", "-i", data, "-F", "comm,pid,time,ip,sym"], stdout=f,
                        stderr=subprocess.DEVNULL, check=False)
-    leaves, complete, n, first = collections.Counter(), 0, 0, None
-    cur_pid, chain = None, []
-
-    def flush():
-        nonlocal complete, n
-        if cur_pid == pid and chain:
-            n += 1
-            user = [c for c in chain if c in FUNCS or c == "split_thread"]
-            leaves[chain[0] if chain[0] in FUNCS else (user[0] if user else chain[0])] += 1
-            complete += "split_thread" in chain
-
+    cur_pid, ts, chain = None, None, []
     with open(txt) as f:
         for line in f:
-            if not line.strip():
-                flush()
+            if not line.strip() or not line.startswith((" ", "\t")):
+                if cur_pid is not None and chain:
+                    yield cur_pid, ts, chain
                 cur_pid, chain = None, []
-            elif not line.startswith((" ", "\t")):
-                flush()
+                if not line.strip():
+                    continue
                 parts = line.split()
-                chain = []
                 try:
                     cur_pid = int(parts[1])
                     ts = float(parts[2].rstrip(":"))
-                    first = ts if first is None else min(first, ts)
                 except (IndexError, ValueError):
                     cur_pid = None
             else:
                 parts = line.split()
                 if len(parts) >= 2:
                     chain.append(parts[1].split("+")[0])
-    flush()
+    if cur_pid is not None and chain:
+        yield cur_pid, ts, chain
+
+
+def perf_result(data, pid, t0, tmp):
+    leaves, complete, n, first = collections.Counter(), 0, 0, None
+    for p, ts, chain in perf_chains(data, tmp):
+        first = ts if first is None else min(first, ts)
+        if p != pid:
+            continue
+        n += 1
+        user = [c for c in chain if c in FUNCS or c == "split_thread"]
+        leaves[chain[0] if chain[0] in FUNCS else (user[0] if user else chain[0])] += 1
+        complete += "split_thread" in chain
     return leaves, complete, n, (first - t0) if first is not None else None
 
 
 UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
-def agent_result(outdir):
-    """The agent's pprof through `go tool pprof -traces` (an independent reader)."""
+def agent_stacks(outdir, comm):
+    """The agent's pprof through `go tool pprof -traces` (an independent reader):
+    (sample-seconds, frames leaf first) of each stack of processes named comm."""
     files = [os.path.join(outdir, f) for f in os.listdir(outdir) if f.endswith(".pb.gz")]
-    leaves, complete, n, size = collections.Counter(), 0, 0, sum(map(os.path.getsize, files))
     for f in files:
-        txt = subprocess.run(["go", "tool", "pprof", "-traces", "-tagfocus", "comm=bpfw-split",
+        txt = subprocess.run(["go", "tool", "pprof", "-traces", "-tagfocus", "comm=" + comm,
                               f], capture_output=True, text=True).stdout
         for block in txt.split("-----------+")[1:]:
             frames, w = [], 0.0
@@ -196,28 +202,39 @@ def agent_result(outdir):
                     except ValueError:
                         pass
                 frames.append(parts[0])
-            if not frames:
-                continue
-            leaves[frames[0]] += w
-            complete += w if "split_thread" in frames else 0
-            n += w
+            if frames:
+                yield w, frames
+
+
+def agent_result(outdir):
+    files = [os.path.join(outdir, f) for f in os.listdir(outdir) if f.endswith(".pb.gz")]
+    leaves, complete, n, size = collections.Counter(), 0, 0, sum(map(os.path.getsize, files))
+    for w, frames in agent_stacks(outdir, "bpfw-split"):
+        leaves[frames[0]] += w
+        complete += w if "split_thread" in frames else 0
+        n += w
     return leaves, complete, n, size
 
 
-def bcc_result(path, pid_comm="bpfw-split"):
-    """bcc profile -f: 'comm;frame;...;leaf count' (with -d: a '-' separator before kernel)."""
-    leaves, complete, n = collections.Counter(), 0, 0
+def bcc_stacks(path, comm):
+    """bcc profile -f: 'comm;frame;...;leaf count' (with -d: a '-' separator before kernel).
+    Yields (count, frames leaf first)."""
     with open(path, errors="replace") as f:
         for line in f:
             stack, _, cnt = line.rstrip("\n").rpartition(" ")
             frames = stack.split(";")
-            if not frames or frames[0] != pid_comm or not cnt.isdigit():
+            if not frames or frames[0] != comm or not cnt.isdigit():
                 continue
-            c = int(cnt)
-            n += c
-            user = [x for x in frames[1:] if x and not x.endswith("_[k]") and x != "-"]
-            leaves[user[-1] if user else "?"] += c
-            complete += c if "split_thread" in frames else 0
+            yield int(cnt), [x for x in reversed(frames[1:]) if x != "-"]
+
+
+def bcc_result(path, pid_comm="bpfw-split"):
+    leaves, complete, n = collections.Counter(), 0, 0
+    for c, frames in bcc_stacks(path, pid_comm):
+        n += c
+        user = [x for x in frames if x and not x.endswith("_[k]")]
+        leaves[user[0] if user else "?"] += c
+        complete += c if "split_thread" in frames else 0
     return leaves, complete, n
 
 
@@ -225,9 +242,8 @@ def fmt_shares(sh):
     return " ".join(f"{f[5:]}={sh[f]:5.1f}%" for f in FUNCS)
 
 
-def profile_round(hz, tmp, nm, bcc_ok):
-    work = subprocess.Popen([WORK, "split", str(SECONDS + 6), "1"])
-    time.sleep(1.0)
+def run_profilers(hz, tmp, bcc_ok):
+    """All profilers at once, system-wide, for SECONDS: (runs, agent's dir, perf.data)."""
     runs = {}
     outdir = os.path.join(tmp, "agent-out")
     shutil.rmtree(outdir, ignore_errors=True)
@@ -246,6 +262,13 @@ def profile_round(hz, tmp, nm, bcc_ok):
                           os.path.join(tmp, "bcc.txt"), os.path.join(tmp, "bcc.err"))
     for r in runs.values():
         r.wait(SECONDS + 60)
+    return runs, outdir, perf_data
+
+
+def profile_round(hz, tmp, nm, bcc_ok):
+    work = subprocess.Popen([WORK, "split", str(SECONDS + 6), "1"])
+    time.sleep(1.0)
+    runs, outdir, perf_data = run_profilers(hz, tmp, bcc_ok)
     work.terminate()
     work.wait()
 
@@ -301,6 +324,57 @@ def profile_round(hz, tmp, nm, bcc_ok):
               f"{o.rss_mb() / max(q.rss_mb(), 1e-6):.2f}  output "
               f"{res['agent'][4] / max(res[peer][4], 1):.2f}")
     return runs
+
+
+LEAF_CALLERS = ("leaf_copy", "leaf_read", "leaf_tiny")
+
+
+def leaf_completeness(stacks):
+    """Of leaf_thread's samples, the share whose leaf kept its caller (leaf_copy, leaf_read or
+    leaf_tiny in the stack) and each caller's inclusive share: (complete %, {caller: %}, n)."""
+    tot, ok, inc = 0.0, 0.0, collections.Counter()
+    for w, fr in stacks:
+        if "leaf_thread" not in fr:
+            continue
+        tot += w
+        ok += w if fr[0] == "leaf_thread" or any(c in fr for c in LEAF_CALLERS) else 0
+        for c in LEAF_CALLERS:
+            inc[c] += w if c in fr else 0
+    pc = lambda x: 100.0 * x / tot if tot else float("nan")  # noqa: E731
+    return pc(ok), {c: pc(inc[c]) for c in LEAF_CALLERS}, tot
+
+
+def leaf_round(hz, tmp, nm, bcc_ok):
+    """Stack completeness where frame pointers alone lose the leaf's caller: bpf-work leaf
+    (libc's memcpy and read(), a frameless tiny function; the binary has frame pointers)."""
+    work = subprocess.Popen([WORK, "leaf", str(SECONDS + 6)])
+    time.sleep(1.0)
+    runs, outdir, perf_data = run_profilers(hz, tmp, bcc_ok)
+    work.terminate()
+    work.wait()
+    stacks = {
+        "agent": list(agent_stacks(outdir, "bpfw-leaf")),
+        "probe": [(1, list(reversed(nm.frames(x)))) for x in pr.load(runs["probe"].out_path)
+                  if x.pid == work.pid],
+        "perf": [(1, ch) for p, _, ch in perf_chains(perf_data, tmp) if p == work.pid],
+    }
+    if "bcc" in runs:
+        stacks["bcc"] = list(bcc_stacks(runs["bcc"].out_path, "bpfw-leaf"))
+    print(f"\n== stack completeness at {hz} Hz, {SECONDS:g} s: leaves that do not link their "
+          f"frame (bpf-work leaf, pid {work.pid})")
+    print(f"{'':6} {'samples':>8} {'caller present':>15}  inclusive share of each caller "
+          "(memcpy, read(), tiny: about 10/10/80)")
+    comp = {}
+    for name, st in stacks.items():
+        c, inc, n = leaf_completeness(st)
+        comp[name] = c
+        incs = " ".join(f"{k}={v:5.1f}%" for k, v in inc.items())
+        ns = f"{n:8.2f}" if name == "agent" else f"{n:8.0f}"
+        print(f"{name:6} {ns} {c:14.1f}%  {incs}")
+    print("(agent: sample-seconds, the agent's pprof; probe: the sampler alone, before the "
+          "agent restores leaf callers)")
+    if comp.get("perf"):
+        print(f"agent/perf caller present: {comp['agent'] / comp['perf']:.2f}")
 
 
 def timed_fixed(started=None):
@@ -463,9 +537,12 @@ def main():
     tmp = tempfile.mkdtemp(prefix="bpf-bench.")
     try:
         bcc_ok = bcc_runs(tmp)
-        for hz in (19, 99):
+        for hz in (19, 99) if "profile" in PHASES else ():
             profile_round(hz, tmp, nm, bcc_ok)
-        per_sample_cost(tmp)
+        if "leaf" in PHASES:
+            leaf_round(99, tmp, nm, bcc_ok)
+        if "cost" in PHASES:
+            per_sample_cost(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         # perf lowers the kernel's rate limit when interrupts run long: give it back.
