@@ -31,6 +31,8 @@ ring-test-ldlibs   = -lpthread
 aggregate-test-objs = agent/aggregate.o
 rounds-test-objs   = agent/rounds.o
 elf-test-objs      = agent/elf.o agent/procmaps.o agent/ring.o port/file.o
+unit-tests-$(CONFIG_SAMPLER_BPF) += leaf
+leaf-test-objs     = agent/leaf.o agent/cfi.o $(elf-test-objs)
 
 # Workloads (test helpers, not installed): frame pointers on, -O2 so leaves have no frame.
 agent-workloads := split torture
