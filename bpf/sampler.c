@@ -205,6 +205,7 @@ static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, ch
 	skel->rodata->user_depth = depth;
 	skel->rodata->kernel_depth = o->kernel_stacks ? depth : 0;
 	skel->rodata->include_idle = o->include_idle;
+	skel->rodata->leaf_context = !o->no_leaf_context;
 	skel->rodata->filter_pids = o->n_pids > 0;
 	skel->rodata->filter_cgroup = o->cgroup_id;
 	skel->rodata->comm_prefix_len = plen;

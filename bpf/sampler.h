@@ -25,6 +25,8 @@ struct bpf_sampler_opts {
 	unsigned max_depth;       /* frames per stack; 0 or above the build's bound: the bound */
 	bool kernel_stacks;
 	bool include_idle;        /* sample the idle task (pid 0) too */
+	bool no_leaf_context;     /* do not read the user registers and stack words that
+				   * let the agent restore a leaf's caller (agent/leaf.h) */
 	const uint32_t *pids;     /* only these processes (tgids); n_pids 0: all */
 	size_t n_pids;
 	const char *comm_prefix;  /* only tasks whose comm starts with it; NULL or "": all */
