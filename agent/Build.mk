@@ -24,6 +24,7 @@ libedgeprof.so-ldlibs = -Wl,--exclude-libs,ALL $(pprof-ldlibs) -ldl -lpthread -l
 install-y += agent-install-header
 agent-install-header = install -m 0644 agent/edgeprof.h $(1)$(2)/include/
 
+fuzz-y            += cfi
 unit-tests-y      += ring aggregate rounds elf unwind
 unwind-test-objs   = agent/unwind.o agent/cfi.o
 ring-test-objs     = agent/ring.o

@@ -48,8 +48,25 @@ static int64_t cur_sleb(struct cursor *c)
 		shift += 7;
 	} while ((b & 0x80) && !c->bad);
 	if (shift < 64 && (b & 0x40))
-		v |= -(int64_t)((uint64_t)1 << shift);
+		v = (int64_t)((uint64_t)v | ~(uint64_t)0 << shift);
 	return v;
+}
+
+/* Skips n bytes, or marks the cursor bad when they are not all there. */
+static void cur_skip(struct cursor *c, uint64_t n)
+{
+	if (n > (uint64_t)(c->end - c->p)) {
+		c->bad = true;
+		c->p = c->end;
+		return;
+	}
+	c->p += n;
+}
+
+/* v * align without signed overflow (hostile tables: wraps instead of undefined). */
+static int64_t scaled(uint64_t v, int64_t align)
+{
+	return (int64_t)(v * (uint64_t)align);
 }
 
 static uint64_t cur_fixed(struct cursor *c, unsigned int n)
@@ -146,6 +163,8 @@ static bool parse_cie(const uint8_t *cie, const struct cfi_table *m, struct cie_
 	aug = (const char *)c.p;
 	while (cur_u8(&c) && !c.bad)
 		;
+	if (c.bad)
+		return false; /* no terminating NUL inside the CIE */
 	ci->code_align = cur_uleb(&c);
 	ci->data_align = cur_sleb(&c);
 	if (version == 1)
@@ -155,7 +174,9 @@ static bool parse_cie(const uint8_t *cie, const struct cfi_table *m, struct cie_
 	ci->fde_enc = 0;
 	if (aug[0] == 'z') {
 		uint64_t alen = cur_uleb(&c);
-		const uint8_t *aend = c.p + alen;
+		struct cursor aug_end = c;
+
+		cur_skip(&aug_end, alen);
 
 		for (const char *a = aug + 1; *a && !c.bad; a++) {
 			if (*a == 'R') {
@@ -170,7 +191,8 @@ static bool parse_cie(const uint8_t *cie, const struct cfi_table *m, struct cie_
 				break;
 			}
 		}
-		c.p = aend;
+		c.p = aug_end.p;
+		c.bad |= aug_end.bad;
 	} else if (aug[0]) {
 		return false;
 	}
@@ -199,7 +221,7 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 				return true;
 			continue;
 		case 2: /* offset */
-			off = (int64_t)cur_uleb(&c) * ci->data_align;
+			off = scaled(cur_uleb(&c), ci->data_align);
 			if (lo == CFI_REG_FP) {
 				r->fp_saved = true;
 				r->fp_off = off;
@@ -241,8 +263,8 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 		case 0x05: /* offset_extended */
 		case 0x11: /* offset_extended_sf */
 			reg = cur_uleb(&c);
-			off = op == 0x05 ? (int64_t)cur_uleb(&c) * ci->data_align
-					 : cur_sleb(&c) * ci->data_align;
+			off = scaled(op == 0x05 ? cur_uleb(&c) : (uint64_t)cur_sleb(&c),
+				     ci->data_align);
 			if (reg == CFI_REG_FP) {
 				r->fp_saved = true;
 				r->fp_off = off;
@@ -289,15 +311,15 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 			break;
 		case 0x12:
 			r->cfa_reg = (unsigned int)cur_uleb(&c);
-			r->cfa_off = cur_sleb(&c) * ci->data_align;
+			r->cfa_off = scaled((uint64_t)cur_sleb(&c), ci->data_align);
 			break;
 		case 0x13:
-			r->cfa_off = cur_sleb(&c) * ci->data_align;
+			r->cfa_off = scaled((uint64_t)cur_sleb(&c), ci->data_align);
 			break;
 		case 0x10:
 		case 0x16: /* expression, val_expression */
 			reg = cur_uleb(&c);
-			c.p += cur_uleb(&c);
+			cur_skip(&c, cur_uleb(&c));
 			if (reg == CFI_REG_FP || reg == CFI_REG_RA)
 				return false;
 			break;
@@ -322,42 +344,55 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 }
 
 /* Finds pc's FDE through .eh_frame_hdr's sorted table and computes the rules at pc. */
+/* Entry i of the search table (any alignment: the table may come from a hostile file). */
+static int32_t table_entry(const uint8_t *table, size_t i)
+{
+	int32_t v;
+
+	memcpy(&v, table + 4 * i, sizeof(v));
+	return v;
+}
+
 bool cfi__rules_at(const struct cfi_table *m, uintptr_t pc, struct cfi_rules *r)
 {
 	const uint8_t *hdr = m->eh_hdr;
 	struct cursor c;
 	struct cie_info ci;
 
-	if (!hdr || (uintptr_t)hdr < m->lo || (uintptr_t)hdr + 8 > m->hi || hdr[0] != 1 || hdr[2] != 0x03 || hdr[3] != 0x3b)
+	if (!hdr || (uintptr_t)hdr < m->lo || (uintptr_t)hdr + 8 > m->hi || hdr[0] != 1 ||
+	    hdr[2] != 0x03 || hdr[3] != 0x3b)
 		return false;
 	c = (struct cursor){hdr + 4, (const uint8_t *)m->hi, false};
 	cur_encoded(&c, hdr[1], (uintptr_t)hdr);
 	uint32_t count = (uint32_t)cur_fixed(&c, 4);
-	const int32_t *table = (const int32_t *)c.p;
+	const uint8_t *table = c.p;
 
-	if (c.bad || count == 0 || (uintptr_t)(table + 2 * (size_t)count) > m->hi)
+	if (c.bad || count == 0 || (m->hi - (uintptr_t)table) / 8 < count)
 		return false;
 	uint32_t lo = 0, hi = count;
 
 	while (hi - lo > 1) { /* last entry whose initial location <= pc */
 		uint32_t mid = lo + (hi - lo) / 2;
 
-		if ((uintptr_t)hdr + (intptr_t)table[2 * mid] <= pc)
+		if ((uintptr_t)hdr + (uintptr_t)(intptr_t)table_entry(table, 2 * (size_t)mid) <= pc)
 			lo = mid;
 		else
 			hi = mid;
 	}
-	const uint8_t *fde = hdr + table[2 * lo + 1];
+	uintptr_t fde = (uintptr_t)hdr + (uintptr_t)(intptr_t)table_entry(table, 2 * (size_t)lo + 1);
 
-	if ((uintptr_t)fde < m->lo || (uintptr_t)fde + 16 > m->hi)
+	if (fde < m->lo || fde >= m->hi || m->hi - fde < 16)
 		return false;
-	c = (struct cursor){fde, (const uint8_t *)m->hi, false};
+	c = (struct cursor){(const uint8_t *)fde, (const uint8_t *)m->hi, false};
 	uint32_t len = (uint32_t)cur_fixed(&c, 4);
 
 	if (len == 0 || len == 0xffffffffu || len > (size_t)(c.end - c.p))
 		return false;
 	c.end = c.p + len;
-	const uint8_t *cie = c.p - (uint32_t)cur_fixed(&c, 4);
+	uintptr_t cie_at = (uintptr_t)c.p;
+
+	cie_at -= (uint32_t)cur_fixed(&c, 4);
+	const uint8_t *cie = (const uint8_t *)cie_at;
 
 	if ((uintptr_t)cie < m->lo || (uintptr_t)cie >= m->hi || !parse_cie(cie, m, &ci))
 		return false;
@@ -366,7 +401,7 @@ bool cfi__rules_at(const struct cfi_table *m, uintptr_t pc, struct cfi_rules *r)
 
 	if (c.bad || pc < begin || pc >= begin + range)
 		return false;
-	c.p += cur_uleb(&c); /* 'z' augmentation data (the CIEs here all have it) */
+	cur_skip(&c, cur_uleb(&c)); /* 'z' augmentation data (the CIEs here all have it) */
 	if (c.bad || c.p > c.end)
 		return false;
 
