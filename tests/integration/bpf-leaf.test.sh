@@ -57,7 +57,7 @@ print(f"samples of leaf_thread: {len(ours)} ({total / 1e9:.2f} s); caller presen
       f"{pc(complete, total):.1f}%; tiny with leaf_tiny under it {pc(tiny_ok, tiny):.1f}%; "
       f"libc leaf with its caller under it {pc(libc_ok, in_libc):.1f}%; "
       f"kernel samples under leaf_read {pc(kern_ok, kern_w):.1f}% ; leaf_fixed={fixed}")
-ok = total >= 2e9 and fixed > 0  # CPU-seconds of leaf_thread (5 s round)
+ok = total >= 1e9 and fixed > 0  # CPU-seconds of leaf_thread: ~5 in the 5 s round when idle
 ok &= pc(complete, total) >= 95.0
 ok &= tiny > 0 and pc(tiny_ok, tiny) >= 95.0
 ok &= in_libc > 0 and pc(libc_ok, in_libc) >= 90.0
