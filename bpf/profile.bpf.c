@@ -135,11 +135,11 @@ static __always_inline long read_user(void *dst, __u32 n, __u64 src, int legacy)
 
 #if defined(__TARGET_ARCH_x86)
 /*
- * x86_64 keeps a task's user registers at the top of its kernel stack (task_pt_regs(): no
- * padding on x86_64), and that stack is THREAD_SIZE-aligned. Found without BTF from the
- * interrupted kernel stack pointer, and trusted only if they hold the user pc the kernel's
- * own stack walk started from (a sample taken on the IRQ stack, or a kernel built with
- * another THREAD_SIZE, fails that check and gets no user context).
+ * x86_64 keeps a task's user registers at the top of its kernel stack (task_pt_regs(), below
+ * TOP_OF_KERNEL_STACK_PADDING: 0, or 16 with FRED, 6.9+), and that stack is THREAD_SIZE-aligned.
+ * Found without BTF from the interrupted kernel stack pointer, and trusted only if they hold
+ * the user pc the kernel's own stack walk started from (a sample taken on the IRQ stack, or a
+ * kernel built with another THREAD_SIZE, fails that check and gets no user context).
  */
 #define X86_THREAD_SIZE 16384
 
@@ -147,7 +147,7 @@ static __always_inline int user_context(struct bpf_perf_event_data *ctx, __u64 p
 					__u64 *sp, __u64 *lr, int legacy)
 {
 	struct pt_regs u;
-	__u64 top = (ctx->regs.rsp | (X86_THREAD_SIZE - 1)) + 1;
+	__u64 top = (ctx->regs.rsp | (X86_THREAD_SIZE - 1)) + 1, at;
 	long err;
 
 	*lr = 0;
@@ -155,12 +155,17 @@ static __always_inline int user_context(struct bpf_perf_event_data *ctx, __u64 p
 		*sp = ctx->regs.rsp;
 		return ctx->regs.rip == pc0;
 	}
-	err = legacy ? bpf_probe_read(&u, sizeof(u), (const void *)(top - sizeof(u)))
-		     : bpf_probe_read_kernel(&u, sizeof(u), (const void *)(top - sizeof(u)));
-	if (err || (u.cs & 3) != 3 || u.rip != pc0)
-		return 0;
-	*sp = u.rsp;
-	return 1;
+#pragma unroll
+	for (int pad = 0; pad <= 16; pad += 16) {
+		at = top - pad - sizeof(u);
+		err = legacy ? bpf_probe_read(&u, sizeof(u), (const void *)at)
+			     : bpf_probe_read_kernel(&u, sizeof(u), (const void *)at);
+		if (!err && (u.cs & 3) == 3 && u.rip == pc0) {
+			*sp = u.rsp;
+			return 1;
+		}
+	}
+	return 0;
 }
 #elif defined(__TARGET_ARCH_arm64)
 /* aarch64: user mode only (EL0, 64-bit); in a system call the registers are not looked for. */
