@@ -377,21 +377,30 @@ def leaf_round(hz, tmp, nm, bcc_ok):
         print(f"agent/perf caller present: {comp['agent'] / comp['perf']:.2f}")
 
 
-# The fixed workload runs on the last CPU, the profilers' own processes on the others, so the
-# workload's CPU carries only the sampling interrupts (COST_PIN=0: no pinning).
+# The fixed workload runs on the last CPU (SCHED_FIFO), the profilers' own processes on the
+# others, so the workload's CPU carries only the sampling interrupts (COST_PIN=0: no pinning).
 PIN = os.environ.get("COST_PIN", "1") != "0" and (os.cpu_count() or 1) > 1
 WORK_CPU = {(os.cpu_count() or 1) - 1}
 PROF_CPUS = set(range((os.cpu_count() or 1) - 1)) or WORK_CPU
 
 
-def pinned(cpus):
-    return (lambda: os.sched_setaffinity(0, cpus)) if PIN else None
+def pinned(cpus, realtime=False):
+    """preexec_fn: run on cpus; the workload also SCHED_FIFO, so that other work on a shared
+    machine (builds) does not preempt it and pollute its caches between runs."""
+    def pin():
+        os.sched_setaffinity(0, cpus)
+        if realtime:
+            try:
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
+            except OSError:
+                pass  # not allowed here: pinned only
+    return pin if PIN else None
 
 
 def timed_fixed(started=None):
     """Runs the fixed workload: (wall, cpu) seconds, and its pid."""
     t0 = mono()
-    p = subprocess.Popen([WORK, "fixed", COST_ROUNDS], preexec_fn=pinned(WORK_CPU)) \
+    p = subprocess.Popen([WORK, "fixed", COST_ROUNDS], preexec_fn=pinned(WORK_CPU, True)) \
         if started is None else started
     _, _, ru = os.wait4(p.pid, 0)
     return mono() - t0, ru.ru_utime + ru.ru_stime, p.pid
@@ -409,7 +418,7 @@ def with_profiler(name, tmp, hz):
     err = os.path.join(tmp, "cost.err")
     # Start the workload stopped, so its pid is known to the profiler from its first cycle.
     work = subprocess.Popen(["sh", "-c", f'kill -STOP $$; exec {WORK} fixed {COST_ROUNDS}'],
-                            preexec_fn=pinned(WORK_CPU))
+                            preexec_fn=pinned(WORK_CPU, True))
     while open(f"/proc/{work.pid}/stat").read().split(")")[1].split()[0] != "T":
         time.sleep(0.01)
     if name == "ours":
@@ -491,7 +500,7 @@ def per_sample_cost(tmp):
     base_c = statistics.median(r[1] for r in res["none"])
     q1, _, q3 = quartiles([r[1] for r in res["none"]])
     print(f"\n== per-sample cost at {hz} Hz: fixed work ({COST_ROUNDS} rounds"
-          f"{', pinned to CPU %d' % max(WORK_CPU) if PIN else ''}), "
+          f"{', SCHED_FIFO on CPU %d' % max(WORK_CPU) if PIN else ''}), "
           f"{COST_RUNS} alternating runs each; alone: {base_w:.3f} s wall, "
           f"{base_c:.3f} s cpu (quartiles {q1:.3f}-{q3:.3f})")
     cost = {}
