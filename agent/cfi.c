@@ -139,7 +139,6 @@ static uintptr_t cur_encoded(struct cursor *c, uint8_t enc, uintptr_t datarel)
 	return v;
 }
 
-
 struct cie_info {
 	uint64_t code_align;
 	int64_t data_align;
@@ -379,7 +378,8 @@ bool cfi__rules_at(const struct cfi_table *m, uintptr_t pc, struct cfi_rules *r)
 		else
 			hi = mid;
 	}
-	uintptr_t fde = (uintptr_t)hdr + (uintptr_t)(intptr_t)table_entry(table, 2 * (size_t)lo + 1);
+	uintptr_t fde =
+	    (uintptr_t)hdr + (uintptr_t)(intptr_t)table_entry(table, 2 * (size_t)lo + 1);
 
 	if (fde < m->lo || fde >= m->hi || m->hi - fde < 16)
 		return false;

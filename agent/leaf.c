@@ -140,9 +140,9 @@ static void table_fill(struct leaf *l, struct leaf_table *t, uint64_t key, uint3
 	t->ok = true;
 	l->st.tables_mapped++;
 	t->cfi = (struct cfi_table){
-		.lo = (uintptr_t)t->eh.seg,
-		.hi = (uintptr_t)t->eh.seg + t->eh.seg_len,
-		.eh_hdr = t->eh.seg + (t->eh.hdr_vaddr - t->eh.seg_vaddr),
+	    .lo = (uintptr_t)t->eh.seg,
+	    .hi = (uintptr_t)t->eh.seg + t->eh.seg_len,
+	    .eh_hdr = t->eh.seg + (t->eh.hdr_vaddr - t->eh.seg_vaddr),
 	};
 }
 
@@ -186,13 +186,15 @@ static uint64_t rules_at(struct leaf *l, uint32_t pid, const struct procmap *m, 
 	t = table_get(l, pid, m, key);
 	if (!t->ok)
 		return r->packed;
-	if (t->eh.map && !elf__eh_frame_intact(&t->eh)) { /* truncated in place: its pages may be gone */
+	if (t->eh.map &&
+	    !elf__eh_frame_intact(&t->eh)) { /* truncated in place: its pages may be gone */
 		table_drop(t);
 		return r->packed;
 	}
 	vaddr = elf__eh_frame_vaddr(&t->eh, off);
-	if (!vaddr || !cfi__rules_at(&t->cfi, (uintptr_t)(vaddr - t->eh.seg_vaddr) + t->cfi.lo,
-				     &cr) || !cfi__pack(&cr, &r->packed))
+	if (!vaddr ||
+	    !cfi__rules_at(&t->cfi, (uintptr_t)(vaddr - t->eh.seg_vaddr) + t->cfi.lo, &cr) ||
+	    !cfi__pack(&cr, &r->packed))
 		r->packed = CFI_PACKED_NONE;
 	return r->packed;
 }

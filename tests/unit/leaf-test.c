@@ -45,15 +45,15 @@ static void make_sample(struct fixture *f, uint64_t ra, uint64_t caller_caller)
 {
 	memset(f->stack, 0, sizeof(f->stack));
 	f->stack[0] = ra;
-	f->uc = (struct sample_user_context){.sp = (uintptr_t)f->stack, .words = f->stack,
-					     .n_words = 8};
+	f->uc = (struct sample_user_context){
+	    .sp = (uintptr_t)f->stack, .words = f->stack, .n_words = 8};
 #if defined(__aarch64__)
 	f->uc.lr = ra;
 #endif
 	f->in[0] = (uintptr_t)leaf_test_leaf + 8;
 	f->in[1] = caller_caller;
-	f->s = (struct agent_sample){.pid = (uint32_t)getpid(), .n_user = 2, .frames = f->in,
-				     .user = &f->uc};
+	f->s = (struct agent_sample){
+	    .pid = (uint32_t)getpid(), .n_user = 2, .frames = f->in, .user = &f->uc};
 }
 
 static int setup(void **state)
