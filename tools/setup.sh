@@ -98,6 +98,8 @@ make_vm() {
 	local a=$1 vm="$top/build/vm-$1" p k pkgs=
 	[ -f "$vm/.complete" ] && return 0
 	echo "setup: fetching the $a VM's kernel and busybox into $vm"
+	dpkg --print-foreign-architectures | grep -qx "$a" || dpkg --add-architecture "$a"
+	apt_update # the kernel's ABI moves: stale lists name an image the mirror no longer has
 	rm -rf "$vm"
 	mkdir -p "$vm/debs" "$vm/x"
 	for p in $(list_packages "$top/tools/deps/vm.target-list"); do

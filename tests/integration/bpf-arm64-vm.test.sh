@@ -20,8 +20,9 @@ need_files=("$gw/tests/bpf-probe" "$gw/edgeprof-agent" "$gw/tests/workloads/bpf-
 for c in qemu-system-aarch64 cpio gzip go; do
 	command -v "$c" >/dev/null || { echo "no $c (tools/setup.sh installs it)"; exit 77; }
 done
-[ -f "$vm/vmlinuz" ] && [ -x "$vm/busybox" ] ||
-	{ echo "no arm64 kernel in $vm: run tools/setup.sh --arch arm64"; exit 77; }
+if [ ! -f "$vm/vmlinuz" ] || [ ! -x "$vm/busybox" ]; then
+	echo "no arm64 kernel in $vm: run tools/setup.sh --arch arm64"; exit 77
+fi
 for f in "${need_files[@]}"; do
 	[ -x "$f" ] || { echo "gateway-arm64 not built: make BOARD=gateway-arm64 all-tests"; exit 77; }
 done
@@ -141,6 +142,12 @@ n_memcpy = sum(s.value for s in memcpy) / tick
 n_caller = sum(s.value for s in memcpy if user(s.frames)[1:2] == ["leaf_copy"]) / tick
 print(f"leaf: samples of leaf_thread={total:.0f}; in libc memcpy={n_memcpy:.0f}, "
       f"leaf_copy under it={n_caller:.0f}; leaf_fixed={fixed}")
+tops = {}
+for s in ours:
+    k = " <- ".join(user(s.frames))
+    tops[k] = tops.get(k, 0) + s.value / tick
+for k, n in sorted(tops.items(), key=lambda kv: -kv[1])[:6]:
+    print(f"  {n:4.0f}  {k}")
 ok = fixed > 0 and n_memcpy >= 5 and n_caller >= 0.9 * n_memcpy
 sys.exit(0 if ok else 1)
 PY
