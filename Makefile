@@ -199,7 +199,7 @@ $(foreach t,$(unit-tests-y),$(eval $(call unit_rule,$(t))))
 # Set-up: Debian packages and, for ARM boards, the cross toolchain and a sysroot from .debs.
 
 SETUP_STAMP := build/.setup-$(or $(ARCH),$(HOST_ARCH)).stamp
-$(SETUP_STAMP): tools/setup.sh $(wildcard tools/deps/*.list)
+$(SETUP_STAMP): tools/setup.sh $(wildcard tools/deps/*.list tools/deps/*.target-list)
 	@if [ "$$(id -u)" != 0 ] && [ -z "$(SETUP_SKIP)" ]; then \
 	  echo "edgeprof: dependencies are not installed yet and this needs root. Run:"; \
 	  echo "    sudo tools/setup.sh --arch $(or $(ARCH),$(HOST_ARCH))"; \

@@ -2,12 +2,14 @@
 # SPDX-License-Identifier: MIT
 # Installs what edgeprof needs from Debian's archive, and for an ARM target the cross toolchain,
 # qemu-user and a sysroot unpacked from the target's .deb files (multiarch installs of :arm64
-# -dev packages fail on version skew here; download + dpkg -x does not).
+# -dev packages fail on version skew here; download + dpkg -x does not). For arm64 also a kernel
+# and a static busybox for the full-system VM test (build/vm-arm64).
 #
 #   tools/setup.sh [--arch x86_64|arm64|armhf] [--bench]      (as root)
 #
 # tools/deps/*.list name what builds and tests need; *.bench-list add the peers that only the
-# benchmarks run (bcc and kernel headers: large, and no test depends on them).
+# benchmarks run (bcc and kernel headers: large, and no test depends on them). vm.target-list
+# names target .debs for the arm64 VM test: downloaded and unpacked, never installed.
 set -euo pipefail
 
 arch=x86_64
@@ -83,7 +85,40 @@ make_sysroot() {
 	touch "$sysroot/.complete"
 }
 
+# A kernel meta package (linux-image-cloud-arm64) depends on the image of the current ABI
+# (linux-image-6.1.0-NN-cloud-arm64): download that one, whatever NN is today.
+kernel_of() {
+	{ apt-cache depends "$1" 2>/dev/null || true; } |
+		awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ && !n++ {print $2}'
+}
+
+# The arm64 VM test boots vmlinuz with an initramfs built around busybox: keep only those files
+# (the kernel's modules are 100 MB the test does not load).
+make_vm() {
+	local a=$1 vm="$top/build/vm-$1" p k pkgs=
+	[ -f "$vm/.complete" ] && return 0
+	echo "setup: fetching the $a VM's kernel and busybox into $vm"
+	dpkg --print-foreign-architectures | grep -qx "$a" || dpkg --add-architecture "$a"
+	apt_update # the kernel's ABI moves: stale lists name an image the mirror no longer has
+	rm -rf "$vm"
+	mkdir -p "$vm/debs" "$vm/x"
+	for p in $(list_packages "$top/tools/deps/vm.target-list"); do
+		k=$(kernel_of "$p:$a")
+		pkgs="$pkgs ${k:-$p:$a}"
+	done
+	# shellcheck disable=SC2086
+	(cd "$vm/debs" && apt-get download -qq -o APT::Sandbox::User=root $pkgs)
+	for d in "$vm"/debs/*.deb; do dpkg -x "$d" "$vm/x"; done
+	cp "$vm"/x/boot/vmlinuz-* "$vm/vmlinuz"
+	cp "$vm"/x/boot/config-* "$vm/config"
+	cp "$vm/x/bin/busybox" "$vm/busybox"
+	(cd "$vm/debs" && ls) >"$vm/debs.txt"
+	rm -rf "$vm/x" "$vm/debs"
+	touch "$vm/.complete"
+}
+
 case "$arch" in
-arm64|armhf) make_sysroot "$arch" ;;
+arm64) make_sysroot arm64; make_vm arm64 ;;
+armhf) make_sysroot armhf ;;
 esac
 echo "setup: done ($arch)"
