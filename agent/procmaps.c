@@ -374,11 +374,13 @@ static void query_add(struct procmaps *pm, const struct procmap_query *q, const 
 	struct procmap *m = &pm->maps[pm->n];
 	char *pathbuf = path_scratch(pm, pm->n);
 	struct file_key k = {.dev = (uint64_t)q->dev_major << 32 | q->dev_minor, .ino = q->inode};
+	size_t len = strnlen(name, PROCMAP_PATH - 1); /* cut as a text line's path is */
 
 	if (!strcmp(name, "[vsyscall]"))
 		return;
 	*m = (struct procmap){.start = q->vma_start, .limit = q->vma_end, .offset = q->vma_offset};
-	snprintf(pathbuf, PROCMAP_PATH, "%s", name);
+	memcpy(pathbuf, name, len);
+	pathbuf[len] = 0;
 	m->path = pathbuf;
 	map_build_id(pm->pid, m, &k);
 	pm->n++;
