@@ -362,8 +362,8 @@ struct procmap_query {
 	uint64_t vma_name_addr, build_id_addr;
 };
 
-#define PROCMAP_QUERY			   _IOWR('f', 17, struct procmap_query)
-#define PROCMAP_QUERY_VMA_EXECUTABLE	   0x04
+#define PROCMAP_QUERY _IOWR('f', 17, struct procmap_query)
+#define PROCMAP_QUERY_VMA_EXECUTABLE 0x04
 #define PROCMAP_QUERY_COVERING_OR_NEXT_VMA 0x10
 
 static bool query_missing;
@@ -394,11 +394,12 @@ static int query_maps(int fd, struct procmaps *pm)
 
 	while (pm->n < pm->max) {
 		struct procmap_query q = {
-			.size = sizeof(q),
-			.query_flags = PROCMAP_QUERY_VMA_EXECUTABLE | PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
-			.query_addr = addr,
-			.vma_name_addr = (uintptr_t)name,
-			.vma_name_size = sizeof(name),
+		    .size = sizeof(q),
+		    .query_flags =
+			PROCMAP_QUERY_VMA_EXECUTABLE | PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
+		    .query_addr = addr,
+		    .vma_name_addr = (uintptr_t)name,
+		    .vma_name_size = sizeof(name),
 		};
 
 		if (ioctl(fd, PROCMAP_QUERY, &q))
