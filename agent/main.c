@@ -429,19 +429,40 @@ static void idle_sleep(int timeout_ms)
 }
 
 #ifdef CONFIG_SAMPLER_BPF
+/*
+ * s with the exe label first, where the sampler used to put it, in l; s itself when the exe is
+ * unknown. It comes from the maps the process table reads anyway (their main-program mapping):
+ * no readlink per new process.
+ */
+static const struct agent_sample *with_exe(struct agent *a, const struct agent_sample *s,
+					   struct agent_sample *l)
+{
+	const char *exe = proctab__exe(a->procs, s->pid);
+
+	if (!exe || s->n_labels >= SAMPLE_MAX_LABELS)
+		return s;
+	*l = *s;
+	l->labels[0] = (struct sample_label){"exe", exe};
+	memcpy(&l->labels[1], s->labels, s->n_labels * sizeof(s->labels[0]));
+	l->n_labels++;
+	return l;
+}
+
 static int bpf_sink(void *ctx, const struct agent_sample *s)
 {
 	struct agent *a = ctx;
 	struct service *svc = service_get(a, a->cfg.bpf_service);
 	uint64_t frames[2 * CONFIG_MAX_STACK_DEPTH + 1];
-	struct agent_sample fixed;
+	struct agent_sample fixed, l;
+	bool known;
 
 	if (!svc)
 		return -ENOSPC;
-	if (s->n_user)
-		proctab__touch(a->procs, s->pid);
+	known = s->n_user && !proctab__touch(a->procs, s->pid);
 	if (a->leaf && leaf__fix(a->leaf, a->procs, s, CONFIG_MAX_STACK_DEPTH, frames, &fixed))
 		s = &fixed;
+	if (known)
+		s = with_exe(a, s, &l);
 	for (unsigned int i = 0; a->ksyms && i < s->n_kernel; i++)
 		ksyms__want(a->ksyms, s->frames[i]);
 	return aggregate__add(svc->agg, s);
@@ -451,7 +472,8 @@ static void bpf_start(struct agent *a)
 {
 	struct bpf_sampler_opts o = {.hz = (unsigned int)a->cfg.hz,
 				     .ringbuf_kb = (unsigned int)a->cfg.bpf_ringbuf_kb,
-				     .kernel_stacks = a->cfg.kernel_stacks};
+				     .kernel_stacks = a->cfg.kernel_stacks,
+				     .no_exe_label = true};
 	struct bpf_sampler *s;
 	char err[256] = "";
 
@@ -533,13 +555,13 @@ static void bpf_comment(struct agent *a, char *buf, size_t len)
 		 "edgeprof bpf: samples=%llu dropped_ringbuf=%llu dropped_sink=%llu "
 		 "truncated=%llu cpus=%u cpu_offline=%u ksyms_named=%llu ksyms_unnamed=%llu "
 		 "ksyms_dropped=%llu ksyms_resets=%llu ksyms_passes=%llu ksyms_lookups=%llu "
-		 "label_reads=%llu",
+		 "label_reads=%llu cgroup_reads=%llu",
 		 (unsigned long long)st.samples, (unsigned long long)st.dropped_ringbuf,
 		 (unsigned long long)st.dropped_sink, (unsigned long long)st.truncated, st.cpus,
 		 st.cpu_offline, (unsigned long long)ks.named, (unsigned long long)ks.unnamed,
 		 (unsigned long long)ks.dropped, (unsigned long long)ks.resets,
 		 (unsigned long long)ks.passes, (unsigned long long)ks.lookups,
-		 (unsigned long long)st.label_reads);
+		 (unsigned long long)st.label_reads, (unsigned long long)st.cgroup_reads);
 	bpf_leaf_comment(a, buf + strlen(buf), len - strlen(buf));
 }
 #else

@@ -36,6 +36,7 @@ struct procmaps {
 	uint32_t pid;
 	uint64_t start_time; /* clock ticks after boot (/proc/<pid>/stat), 0: unknown */
 	unsigned int n, max; /* mappings, and room for them */
+	int exe;	     /* maps[exe] holds the main program's text; -1: unknown */
 	struct procmap maps[];
 };
 
@@ -49,6 +50,8 @@ int procmaps__parse_text(const char *text, uint32_t pid, unsigned int max_maps,
 /* Only the executable lines of maps text, into out (at most max bytes): what a ring keeps. */
 size_t procmaps__exec_lines(const char *text, char *out, size_t max);
 const struct procmap *procmaps__find(const struct procmaps *pm, uint64_t addr);
+/* The main program's path as /proc/<pid>/exe names it (procmaps__read only), or NULL. */
+const char *procmaps__exe(const struct procmaps *pm);
 void procmaps__free(struct procmaps *pm);
 
 struct procmaps_stats {
@@ -71,6 +74,8 @@ struct proctab *proctab__new(unsigned int max_procs, unsigned int max_maps);
 void proctab__free(struct proctab *t);
 /* Captures pid's mappings now if not yet known (call while the process lives). */
 int proctab__touch(struct proctab *t, uint32_t pid);
+/* The exe of a known pid (procmaps__exe), or NULL: no system call. */
+const char *proctab__exe(struct proctab *t, uint32_t pid);
 /* Takes pm for its pid when the pid is not known yet (a process that already exited). */
 void proctab__adopt(struct proctab *t, struct procmaps *pm);
 /* The mapping holding addr in pid; re-reads the maps (once per round) on a miss. */

@@ -127,6 +127,11 @@ size_t ring__get_maps(struct ring *r, char *buf, size_t max);
 
 /* Start time of pid in clock ticks since boot (/proc/<pid>/stat field 22), 0 if unknown. */
 uint64_t ring_proc_start(uint32_t pid);
+/*
+ * The same, and the start of the main program's text (field 26; NULL: not wanted), in one read
+ * of /proc/<pid>/stat (pid 0: self). 0 or -errno.
+ */
+int ring_proc_stat(uint32_t pid, uint64_t *start_time, uint64_t *start_code);
 /* The ring's producer still runs (same pid and same start time). */
 bool ring__producer_alive(struct ring *r);
 

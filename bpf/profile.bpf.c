@@ -27,6 +27,8 @@ const volatile char comm_prefix[PROFILE_COMM_LEN];
  * wake-up per sample (the reader also polls on its own timeout). 0: wake on every sample.
  */
 const volatile __u64 wakeup_bytes;
+/* New processes wake the reader at most once per this many ns (0: each one at once). */
+const volatile __u64 new_proc_wake_ns;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -64,8 +66,9 @@ struct {
 } pids SEC(".maps");
 
 /*
- * Processes seen lately. The first sample of a new process wakes the reader at once, so the
- * agent can read its /proc/<pid>/maps while it still lives (short-lived processes).
+ * Processes seen lately. The first sample of a new process wakes the reader soon (see
+ * wake_for_new_process()), so the agent can read its /proc/<pid>/maps while it still lives
+ * (short-lived processes).
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -81,6 +84,45 @@ static __always_inline int first_sample_of(__u32 tgid)
 	if (bpf_map_lookup_elem(&seen, &tgid))
 		return 0;
 	bpf_map_update_elem(&seen, &tgid, &one, BPF_ANY);
+	return 1;
+}
+
+/* When new processes last woke the reader, and whether one has waited since (all CPUs). */
+struct new_proc_wake {
+	__u64 last_ns;
+	__u64 pending;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct new_proc_wake);
+} wake SEC(".maps");
+
+/*
+ * Whether this sample wakes the reader for a new process. A machine that starts many processes
+ * (a build) would wake it for each; instead a new process within new_proc_wake_ns of the last
+ * such wake-up is left pending, and the first sample on any CPU once that time is over wakes the
+ * reader for all that started meanwhile, while they still live. Unlocked: two CPUs at once may
+ * both wake it, which costs one spare wake-up, never a lost one.
+ */
+static __always_inline int wake_for_new_process(__u32 tgid, __u64 now)
+{
+	__u32 zero = 0;
+	int first = first_sample_of(tgid);
+	struct new_proc_wake *w = bpf_map_lookup_elem(&wake, &zero);
+
+	if (!w)
+		return first;
+	if (!first && !w->pending)
+		return 0;
+	if (now - w->last_ns < new_proc_wake_ns) {
+		w->pending = 1;
+		return 0;
+	}
+	w->last_ns = now;
+	w->pending = 0;
 	return 1;
 }
 
@@ -272,7 +314,7 @@ int do_sample(struct bpf_perf_event_data *ctx)
 	size = fill(ctx, e, tgid, tid, comm, 0);
 	if (size > sizeof(*e))
 		return 0; /* cannot happen; tells the verifier the bound */
-	if (wakeup_bytes && !first_sample_of(tgid) &&
+	if (wakeup_bytes && !wake_for_new_process(tgid, e->time_ns) &&
 	    bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) + size < wakeup_bytes)
 		flags = BPF_RB_NO_WAKEUP;
 	if (bpf_ringbuf_output(&events, e, size, flags))

@@ -4,8 +4,8 @@
  * event per online CPU and drains its ring buffer into the agent's sample sink.
  *
  * Everything is bounded: the ring (opts.ringbuf_kb), the batch per poll (SAMPLER_BATCH), the
- * per-process label cache (PROC_CACHE_SLOTS). Every loss is counted: ring full (per-CPU counters
- * in the kernel), sink full (dropped_sink).
+ * per-process exe cache (PROC_CACHE_SLOTS), the cgroup name cache (CGROUP_CACHE_SLOTS). Every
+ * loss is counted: ring full (per-CPU counters in the kernel), sink full (dropped_sink).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +19,7 @@
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -34,19 +35,30 @@
 #include "port/log.h"
 
 #define SAMPLER_BATCH      4096 /* samples per bpf_sampler__poll(): bounds the time in it */
-#define PROC_CACHE_SLOTS   CONFIG_BPF_LABEL_CACHE_ENTRIES /* processes whose labels are cached */
+#define PROC_CACHE_SLOTS   CONFIG_BPF_LABEL_CACHE_ENTRIES /* processes whose exe is cached */
+#define CGROUP_CACHE_SLOTS CONFIG_BPF_CGROUP_CACHE_ENTRIES /* cgroup ids whose path is cached */
 #define PROC_SWEEP_NS      (5 * NSEC_PER_SEC)
 #define CPU_RESCAN_NS      (2 * NSEC_PER_SEC) /* a few sysfs reads and one read() per CPU */
 #define EXE_LEN            160
 #define CGROUP_LEN         96
 #define BATCH_FULL         (-EAGAIN) /* returned by the ring callback to stop a batch */
 
-/* Labels of one process, looked up once (readlink, a small read) and reused. */
+/* The exe of one process, looked up once (readlink) and reused. */
 struct proc_entry {
 	uint32_t pid;   /* 0: free */
 	bool valid;
 	char exe[EXE_LEN];
-	char cgroup[CGROUP_LEN];
+};
+
+/*
+ * The path of one cgroup v2, by the id each record carries: the processes of a cgroup (a build,
+ * a container) share one entry, so /proc/<pid>/cgroup is read once per cgroup, not per process.
+ * Ids are not reused (64-bit kernfs ids), so an entry never goes stale.
+ */
+struct cgroup_entry {
+	uint64_t id;
+	bool used;
+	char path[CGROUP_LEN]; /* "": the root cgroup, or a path too long to label */
 };
 
 struct bpf_sampler {
@@ -69,7 +81,10 @@ struct bpf_sampler {
 	struct bpf_sampler_stats st;
 	struct profile_event pb_copy; /* aligned copy of a perf buffer record */
 	unsigned pb_batch, pb_batch_max; /* records from the current CPU buffer, and the bound */
+	bool exe_labels;           /* !opts.no_exe_label */
+	char cgroup_mnt[32];       /* where cgroup v2 is mounted, "": not found (no check) */
 	struct proc_entry procs[PROC_CACHE_SLOTS];
+	struct cgroup_entry cgroups[CGROUP_CACHE_SLOTS];
 };
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -211,6 +226,7 @@ static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, ch
 	skel->rodata->comm_prefix_len = plen;
 	memcpy((char *)skel->rodata->comm_prefix, o->comm_prefix ? o->comm_prefix : "", plen);
 	skel->rodata->wakeup_bytes = ring / 2;
+	skel->rodata->new_proc_wake_ns = (uint64_t)CONFIG_BPF_NEW_PROC_WAKE_MS * NSEC_PER_MSEC;
 	/* The kernel-symbol namer only where the kernel has what it needs (else kallsyms). */
 	bpf_program__set_autoload(skel->progs.name_kernel_addr, s->namer);
 	bpf_map__set_autocreate(skel->maps.bss, s->namer);
@@ -218,6 +234,7 @@ static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, ch
 	bpf_program__set_autoload(skel->progs.do_sample, !s->perfbuf);
 	bpf_map__set_autocreate(skel->maps.events, !s->perfbuf);
 	bpf_map__set_autocreate(skel->maps.seen, !s->perfbuf);
+	bpf_map__set_autocreate(skel->maps.wake, !s->perfbuf);
 	bpf_program__set_autoload(skel->progs.do_sample_pb, s->perfbuf);
 	bpf_map__set_autocreate(skel->maps.pb_events, s->perfbuf);
 	s->prog = s->perfbuf ? skel->progs.do_sample_pb : skel->progs.do_sample;
@@ -330,37 +347,15 @@ static bool proc_is_kernel_thread(const struct profile_event *e)
 
 static void proc_fill(struct bpf_sampler *s, struct proc_entry *p, uint32_t pid)
 {
-	char path[64], buf[512], *line;
+	char path[64];
 	ssize_t n;
-	int fd;
 
 	p->pid = pid;
 	p->valid = true;
-	p->exe[0] = p->cgroup[0] = 0;
 	s->st.label_reads++;
 	snprintf(path, sizeof(path), "/proc/%u/exe", pid);
 	n = readlink(path, p->exe, sizeof(p->exe) - 1);
 	p->exe[n > 0 ? n : 0] = 0;
-
-	/* cgroup v2: the "0::/path" line; the root cgroup "/" gets no label. */
-	snprintf(path, sizeof(path), "/proc/%u/cgroup", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return;
-	buf[n] = 0;
-	line = strncmp(buf, "0::", 3) ? strstr(buf, "\n0::") : buf;
-	if (!line)
-		return;
-	line += *line == '\n' ? 4 : 3;
-	n = strcspn(line, "\n");
-	if (n > 1 && n < CGROUP_LEN) {
-		memcpy(p->cgroup, line, n);
-		p->cgroup[n] = 0;
-	}
 }
 
 /* Direct-mapped by pid: a collision replaces the older process (a bound, not a leak). */
@@ -384,6 +379,88 @@ static void proc_sweep(struct bpf_sampler *s)
 	}
 }
 
+/* The cgroup v2 path of pid ("0::/path" in /proc/<pid>/cgroup) into path; false if unknown. */
+static bool cgroup_read(uint32_t pid, char *path, size_t size)
+{
+	char file[64], buf[1024], *line;
+	ssize_t n;
+	int fd;
+
+	snprintf(file, sizeof(file), "/proc/%u/cgroup", pid);
+	fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	line = strncmp(buf, "0::", 3) ? strstr(buf, "\n0::") : buf;
+	if (!line)
+		return false;
+	line += *line == '\n' ? 4 : 3;
+	n = strcspn(line, "\n");
+	if (n < 1 || (size_t)n >= size)
+		return false;
+	memcpy(path, line, n);
+	path[n] = 0;
+	return true;
+}
+
+/*
+ * Whether path (read after the sample) still names cgroup id: the process may have moved since.
+ * One name_to_handle_at, on a cache miss only; without a cgroup v2 mount to look in, trusted.
+ */
+static bool cgroup_is(const struct bpf_sampler *s, const char *path, uint64_t id)
+{
+	char full[sizeof(s->cgroup_mnt) + 512];
+	uint64_t now;
+
+	if (!s->cgroup_mnt[0])
+		return true;
+	snprintf(full, sizeof(full), "%s%s", s->cgroup_mnt, path);
+	return !bpf_sampler__cgroup_id(full, &now) && now == id;
+}
+
+/* cgroup v2 at /sys/fs/cgroup (unified), or at .../unified (hybrid); else none. */
+static void cgroup_find_mount(struct bpf_sampler *s)
+{
+	static const char *const where[] = {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"};
+	struct statfs fs;
+
+	for (size_t i = 0; i < sizeof(where) / sizeof(where[0]); i++) {
+		if (!statfs(where[i], &fs) && fs.f_type == 0x63677270 /* CGROUP2_SUPER_MAGIC */) {
+			snprintf(s->cgroup_mnt, sizeof(s->cgroup_mnt), "%s", where[i]);
+			return;
+		}
+	}
+}
+
+/*
+ * The cgroup label of a sample, by its cgroup id: read from /proc/<pid>/cgroup only for an id
+ * not cached (counted). Direct-mapped: a collision replaces the older cgroup. A path that does
+ * not name the id (the process moved, or exited) labels this sample but is not cached. The
+ * root, and paths too long for a label, are cached as "" (no label).
+ */
+static const char *cgroup_get(struct bpf_sampler *s, uint64_t id, uint32_t pid)
+{
+	struct cgroup_entry *c =
+		&s->cgroups[(id * 0x9E3779B97F4A7C15ull >> 32) % CGROUP_CACHE_SLOTS];
+	char path[512];
+	bool known;
+
+	if (c->used && c->id == id)
+		return c->path;
+	s->st.cgroup_reads++;
+	known = cgroup_read(pid, path, sizeof(path));
+	c->id = id;
+	c->used = known && cgroup_is(s, path, id);
+	c->path[0] = 0;
+	if (known && strlen(path) > 1 && strlen(path) < sizeof(c->path))
+		memcpy(c->path, path, strlen(path) + 1);
+	return c->path;
+}
+
 static int on_event(void *ctx, void *data, size_t size)
 {
 	struct bpf_sampler *s = ctx;
@@ -391,6 +468,7 @@ static int on_event(void *ctx, void *data, size_t size)
 	struct agent_sample as = { 0 };
 	struct sample_user_context uc;
 	struct proc_entry *p = NULL;
+	const char *cgroup = NULL;
 	char comm[PROFILE_COMM_LEN + 1];
 	unsigned nk, nu;
 
@@ -421,12 +499,15 @@ static int on_event(void *ctx, void *data, size_t size)
 		as.user = &uc;
 	}
 	/* pid, tid and comm travel in their own fields (the agent labels them): no duplicates. */
-	if (e->tgid && !proc_is_kernel_thread(e))
-		p = proc_get(s, e->tgid);
+	if (e->tgid && !proc_is_kernel_thread(e)) {
+		if (s->exe_labels)
+			p = proc_get(s, e->tgid);
+		cgroup = cgroup_get(s, e->cgroup_id, e->tgid);
+	}
 	if (p && p->exe[0])
 		as.labels[as.n_labels++] = (struct sample_label){ "exe", p->exe };
-	if (p && p->cgroup[0])
-		as.labels[as.n_labels++] = (struct sample_label){ "cgroup", p->cgroup };
+	if (cgroup && cgroup[0])
+		as.labels[as.n_labels++] = (struct sample_label){ "cgroup", cgroup };
 
 	if (as.flags & SAMPLE_F_TRUNCATED)
 		s->st.truncated++;
@@ -608,6 +689,8 @@ int bpf_sampler__open(const struct bpf_sampler_opts *o, sample_sink_fn sink, voi
 	s->sink = sink;
 	s->ctx = ctx;
 	s->hz = o->hz ? o->hz : CONFIG_SAMPLE_HZ;
+	s->exe_labels = !o->no_exe_label;
+	cgroup_find_mount(s);
 	s->ncpus = libbpf_num_possible_cpus();
 	if (s->ncpus <= 0) {
 		set_err(err, errlen, "cannot count the possible CPUs");
@@ -715,7 +798,7 @@ static void housekeeping(struct bpf_sampler *s)
 	uint64_t now = port_clock_mono_ns();
 	char err[160];
 
-	if (now - s->last_sweep_ns >= PROC_SWEEP_NS) {
+	if (s->exe_labels && now - s->last_sweep_ns >= PROC_SWEEP_NS) {
 		proc_sweep(s);
 		s->last_sweep_ns = now;
 	}

@@ -31,6 +31,7 @@ struct bpf_sampler_opts {
 	size_t n_pids;
 	const char *comm_prefix;  /* only tasks whose comm starts with it; NULL or "": all */
 	uint64_t cgroup_id;       /* only tasks of this cgroup v2 (see bpf_sampler__cgroup_id) */
+	bool no_exe_label;        /* the sink labels exe itself (the agent: from the maps it reads) */
 };
 
 struct bpf_sampler_stats {
@@ -40,7 +41,8 @@ struct bpf_sampler_stats {
 	uint64_t truncated;       /* stacks deeper than max_depth (delivered, cut) */
 	unsigned cpus;            /* CPUs with a perf event attached */
 	unsigned cpu_offline;     /* times a CPU's event was dropped (offline) */
-	uint64_t label_reads;     /* processes whose exe and cgroup were read (/proc) */
+	uint64_t label_reads;     /* processes whose exe was read (readlink /proc/<pid>/exe) */
+	uint64_t cgroup_reads;    /* cgroup ids not cached: /proc/<pid>/cgroup read */
 	bool perf_buffer;         /* the fallback for kernels before 5.8 is in use */
 };
 
@@ -49,8 +51,8 @@ struct bpf_sampler;
 /*
  * Opens, loads and attaches. Returns 0, or -errno with a one-line reason in err (the missing
  * kernel feature or capability). sink gets each sample from bpf_sampler__poll(): pid, tid and
- * comm in their fields, labels "exe" and "cgroup" (cgroup v2 path, not for the root) where
- * known; every pointer in it is valid during the call only.
+ * comm in their fields, labels "exe" (unless opts.no_exe_label) and "cgroup" (cgroup v2 path,
+ * not for the root) where known; every pointer in it is valid during the call only.
  */
 int bpf_sampler__open(const struct bpf_sampler_opts *o, sample_sink_fn sink, void *ctx,
 		      struct bpf_sampler **out, char *err, size_t errlen);
