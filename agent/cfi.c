@@ -2,6 +2,7 @@
 /*
  * agent/cfi.c — see cfi.h. Async-signal-safe: reads only the memory of the table it is given.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "agent/cfi.h"
@@ -352,11 +353,60 @@ static int32_t table_entry(const uint8_t *table, size_t i)
 	return v;
 }
 
+/*
+ * An FDE's CIE and initial location: the cursor is left at the FDE's address range. The CIE
+ * pointer is relative to its own field.
+ */
+static bool fde_open(const struct cfi_table *m, uintptr_t fde, struct cursor *c,
+		     struct cie_info *ci, uintptr_t *begin)
+{
+	uint32_t len;
+	uintptr_t cie;
+
+	if (fde < m->lo || fde >= m->hi || m->hi - fde < 16)
+		return false;
+	*c = (struct cursor){(const uint8_t *)fde, (const uint8_t *)m->hi, false};
+	len = (uint32_t)cur_fixed(c, 4);
+	if (len == 0 || len == 0xffffffffu || len > (size_t)(c->end - c->p))
+		return false;
+	c->end = c->p + len;
+	cie = (uintptr_t)c->p;
+	cie -= (uint32_t)cur_fixed(c, 4);
+	if (cie < m->lo || cie >= m->hi || !parse_cie((const uint8_t *)cie, m, ci))
+		return false;
+	*begin = cur_encoded(c, ci->fde_enc, 0);
+	return !c->bad;
+}
+
+/* The rules at pc by the FDE at fde: false unless it covers pc. */
+static bool rules_in_fde(const struct cfi_table *m, uintptr_t fde, uintptr_t pc,
+			 struct cfi_rules *r)
+{
+	struct cursor c;
+	struct cie_info ci;
+	uintptr_t begin, range;
+
+	if (!fde_open(m, fde, &c, &ci, &begin))
+		return false;
+	range = cur_encoded(&c, ci.fde_enc & 0x0f, 0);
+	if (c.bad || pc < begin || pc >= begin + range)
+		return false;
+	cur_skip(&c, cur_uleb(&c)); /* 'z' augmentation data (the CIEs here all have it) */
+	if (c.bad || c.p > c.end)
+		return false;
+
+	struct cfi_rules init = {.cfa_reg = CFI_REG_SP};
+
+	if (!run_cfa(ci.insns, ci.insns_end, &ci, begin, UINTPTR_MAX, &init, NULL))
+		return false;
+	*r = init;
+	return run_cfa(c.p, c.end, &ci, begin, pc, r, &init);
+}
+
 bool cfi__rules_at(const struct cfi_table *m, uintptr_t pc, struct cfi_rules *r)
 {
 	const uint8_t *hdr = m->eh_hdr;
 	struct cursor c;
-	struct cie_info ci;
 
 	if (!hdr || (uintptr_t)hdr < m->lo || (uintptr_t)hdr + 8 > m->hi || hdr[0] != 1 ||
 	    hdr[2] != 0x03 || hdr[3] != 0x3b)
@@ -378,39 +428,58 @@ bool cfi__rules_at(const struct cfi_table *m, uintptr_t pc, struct cfi_rules *r)
 		else
 			hi = mid;
 	}
-	uintptr_t fde =
-	    (uintptr_t)hdr + (uintptr_t)(intptr_t)table_entry(table, 2 * (size_t)lo + 1);
+	return rules_in_fde(
+	    m, (uintptr_t)hdr + (uintptr_t)(intptr_t)table_entry(table, 2 * (size_t)lo + 1), pc, r);
+}
 
-	if (fde < m->lo || fde >= m->hi || m->hi - fde < 16)
+static int fde_cmp(const void *a, const void *b)
+{
+	const struct cfi_fde *x = a, *y = b;
+
+	return (x->pc > y->pc) - (x->pc < y->pc);
+}
+
+size_t cfi__index(const struct cfi_table *m, const uint8_t *eh_frame, size_t len,
+		  struct cfi_fde *out, size_t max)
+{
+	uintptr_t p = (uintptr_t)eh_frame, end = p + len, begin;
+	struct cie_info ci;
+	struct cursor c;
+	size_t n = 0;
+
+	if (p < m->lo || p > m->hi || len > m->hi - p)
+		return 0;
+	while (end - p >= 8 && n < max) {
+		uint32_t l, id;
+
+		memcpy(&l, (const void *)p, 4);
+		memcpy(&id, (const void *)(p + 4), 4);
+		if (l == 0 || l == 0xffffffffu || l > end - p - 4)
+			break; /* the terminator, 64-bit DWARF (never in .eh_frame), or garbage */
+		if (id != 0 && fde_open(m, p, &c, &ci, &begin))
+			out[n++] = (struct cfi_fde){.pc = begin, .fde = p};
+		p += 4 + l;
+	}
+	qsort(out, n, sizeof(*out), fde_cmp);
+	return n;
+}
+
+bool cfi__rules_indexed(const struct cfi_table *m, const struct cfi_fde *idx, size_t n,
+			uintptr_t pc, struct cfi_rules *r)
+{
+	size_t lo = 0, hi = n;
+
+	if (n == 0 || pc < idx[0].pc)
 		return false;
-	c = (struct cursor){(const uint8_t *)fde, (const uint8_t *)m->hi, false};
-	uint32_t len = (uint32_t)cur_fixed(&c, 4);
+	while (hi - lo > 1) { /* last entry whose initial location <= pc */
+		size_t mid = lo + (hi - lo) / 2;
 
-	if (len == 0 || len == 0xffffffffu || len > (size_t)(c.end - c.p))
-		return false;
-	c.end = c.p + len;
-	uintptr_t cie_at = (uintptr_t)c.p;
-
-	cie_at -= (uint32_t)cur_fixed(&c, 4);
-	const uint8_t *cie = (const uint8_t *)cie_at;
-
-	if ((uintptr_t)cie < m->lo || (uintptr_t)cie >= m->hi || !parse_cie(cie, m, &ci))
-		return false;
-	uintptr_t begin = cur_encoded(&c, ci.fde_enc, 0);
-	uintptr_t range = cur_encoded(&c, ci.fde_enc & 0x0f, 0);
-
-	if (c.bad || pc < begin || pc >= begin + range)
-		return false;
-	cur_skip(&c, cur_uleb(&c)); /* 'z' augmentation data (the CIEs here all have it) */
-	if (c.bad || c.p > c.end)
-		return false;
-
-	struct cfi_rules init = {.cfa_reg = CFI_REG_SP};
-
-	if (!run_cfa(ci.insns, ci.insns_end, &ci, begin, UINTPTR_MAX, &init, NULL))
-		return false;
-	*r = init;
-	return run_cfa(c.p, c.end, &ci, begin, pc, r, &init);
+		if (idx[mid].pc <= pc)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return rules_in_fde(m, idx[lo].fde, pc, r);
 }
 
 #define PACK_OK 0x1ull

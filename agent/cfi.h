@@ -16,6 +16,7 @@
 #define EDGEPROF_AGENT_CFI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* DWARF register numbers of the frame pointer, stack pointer and return address column. */
@@ -52,6 +53,24 @@ struct cfi_rules {
 
 /* The rules at pc: false when pc has no FDE or its rules are beyond what is tracked. */
 bool cfi__rules_at(const struct cfi_table *t, uintptr_t pc, struct cfi_rules *r);
+
+/*
+ * A file with .eh_frame but no .eh_frame_hdr (gcc gives a static link none): its FDEs by
+ * initial location, built once by walking the section.
+ */
+struct cfi_fde {
+	uintptr_t pc, fde;
+};
+
+/*
+ * Indexes the FDEs of eh_frame (len bytes, inside t) into out, sorted: how many (<= max). Not
+ * for signal handlers (it sorts with qsort).
+ */
+size_t cfi__index(const struct cfi_table *t, const uint8_t *eh_frame, size_t len,
+		  struct cfi_fde *out, size_t max);
+/* cfi__rules_at() through such an index instead of .eh_frame_hdr. */
+bool cfi__rules_indexed(const struct cfi_table *t, const struct cfi_fde *idx, size_t n,
+			uintptr_t pc, struct cfi_rules *r);
 
 /*
  * Rules packed in 64 bits, for caches: 0 means "no usable rules". Returns 0 also for rules

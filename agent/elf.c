@@ -23,14 +23,15 @@ struct elf_phdr {
 };
 
 struct elf_shdr {
-	uint32_t type, link;
-	uint64_t offset, size, entsize;
+	uint32_t name, type, link;
+	uint64_t addr, offset, size, entsize;
 };
 
 struct elf_file {
 	int fd;
 	bool is64;
 	uint16_t machine;
+	unsigned int shstrndx;
 	unsigned int n_ph, n_sh;
 	struct elf_phdr ph[ELF_MAX_PHDRS];
 	struct elf_shdr *sh;
@@ -71,7 +72,7 @@ static int elf_open(const char *path, struct elf_file *ef, bool want_sections)
 			goto bad;
 		phoff = eh.e_phoff, shoff = eh.e_shoff, phnum = eh.e_phnum, shnum = eh.e_shnum;
 		phentsize = eh.e_phentsize, shentsize = eh.e_shentsize;
-		ef->machine = eh.e_machine;
+		ef->machine = eh.e_machine, ef->shstrndx = eh.e_shstrndx;
 	} else {
 		Elf32_Ehdr eh;
 
@@ -79,7 +80,7 @@ static int elf_open(const char *path, struct elf_file *ef, bool want_sections)
 			goto bad;
 		phoff = eh.e_phoff, shoff = eh.e_shoff, phnum = eh.e_phnum, shnum = eh.e_shnum;
 		phentsize = eh.e_phentsize, shentsize = eh.e_shentsize;
-		ef->machine = eh.e_machine;
+		ef->machine = eh.e_machine, ef->shstrndx = eh.e_shstrndx;
 	}
 	if (phnum > ELF_MAX_PHDRS || shnum > ELF_MAX_SHDRS ||
 	    phentsize != (ef->is64 ? sizeof(Elf64_Phdr) : sizeof(Elf32_Phdr)) ||
@@ -119,7 +120,8 @@ static int elf_open(const char *path, struct elf_file *ef, bool want_sections)
 			if (port_pread_full(ef->fd, &sh, sizeof(sh),
 					    (off_t)(shoff + i * sizeof(sh))))
 				goto bad;
-			*s = (struct elf_shdr){sh.sh_type, sh.sh_link, sh.sh_offset, sh.sh_size,
+			*s = (struct elf_shdr){sh.sh_name,   sh.sh_type, sh.sh_link,
+					       sh.sh_addr,   sh.sh_offset, sh.sh_size,
 					       sh.sh_entsize};
 		} else {
 			Elf32_Shdr sh;
@@ -127,7 +129,8 @@ static int elf_open(const char *path, struct elf_file *ef, bool want_sections)
 			if (port_pread_full(ef->fd, &sh, sizeof(sh),
 					    (off_t)(shoff + i * sizeof(sh))))
 				goto bad;
-			*s = (struct elf_shdr){sh.sh_type, sh.sh_link, sh.sh_offset, sh.sh_size,
+			*s = (struct elf_shdr){sh.sh_name,   sh.sh_type, sh.sh_link,
+					       sh.sh_addr,   sh.sh_offset, sh.sh_size,
 					       sh.sh_entsize};
 		}
 	}
@@ -238,27 +241,68 @@ static uint64_t load_vaddr(const struct elf_load *load, unsigned int n, uint64_t
 	return 0;
 }
 
+/* The section named want (names read from .shstrtab one at a time), or NULL. */
+static const struct elf_shdr *section_named(const struct elf_file *ef, const char *want)
+{
+	size_t len = strlen(want) + 1;
+	const struct elf_shdr *names;
+	char name[32];
+
+	if (ef->shstrndx >= ef->n_sh || len > sizeof(name))
+		return NULL;
+	names = &ef->sh[ef->shstrndx];
+	for (unsigned int i = 0; i < ef->n_sh; i++) {
+		const struct elf_shdr *sh = &ef->sh[i];
+
+		if (sh->name < names->size && names->size - sh->name >= len &&
+		    !port_pread_full(ef->fd, name, len, (off_t)(names->offset + sh->name)) &&
+		    !memcmp(name, want, len))
+			return sh;
+	}
+	return NULL;
+}
+
+/*
+ * Where the unwind table is: PT_GNU_EH_FRAME's .eh_frame_hdr, or (a static link, which gcc
+ * gives no header) the .eh_frame section itself; the vaddr of either, 0: none.
+ */
+static uint64_t eh_frame_at(const struct elf_file *ef, struct elf_eh_frame *eh)
+{
+	const struct elf_shdr *sec;
+
+	for (unsigned int i = 0; i < ef->n_ph; i++) {
+		if (ef->ph[i].type == PT_GNU_EH_FRAME) {
+			eh->hdr_vaddr = ef->ph[i].vaddr;
+			return eh->hdr_vaddr;
+		}
+	}
+	sec = section_named(ef, ".eh_frame");
+	if (!sec || !sec->addr || !sec->size)
+		return 0;
+	eh->frame_vaddr = sec->addr;
+	eh->frame_len = sec->size;
+	return sec->addr;
+}
+
 int elf__map_eh_frame(const char *path, struct elf_eh_frame *eh)
 {
 	struct elf_file ef;
-	const struct elf_phdr *hdr = NULL, *seg;
+	const struct elf_phdr *seg;
 	long page = sysconf(_SC_PAGESIZE);
-	uint64_t start;
-	int err = elf_open(path, &ef, false);
+	uint64_t start, at;
+	int err = elf_open(path, &ef, true);
 
 	memset(eh, 0, sizeof(*eh));
 	eh->fd = -1;
 	if (err)
 		return err;
 	err = -ENOENT;
-	for (unsigned int i = 0; i < ef.n_ph; i++)
-		if (ef.ph[i].type == PT_GNU_EH_FRAME)
-			hdr = &ef.ph[i];
 	if (ef.machine != ELF_OWN_MACHINE || ef.is64 != (sizeof(void *) == 8))
 		goto out; /* another ABI's table (a 32-bit process): other register numbers */
-	seg = hdr ? load_segment_at(&ef, hdr->vaddr) : NULL;
-	if (!seg || hdr->vaddr - seg->vaddr != hdr->offset - seg->offset)
-		goto out;
+	at = eh_frame_at(&ef, eh);
+	seg = at ? load_segment_at(&ef, at) : NULL;
+	if (!seg || (eh->frame_len && eh->frame_len > seg->vaddr + seg->filesz - at))
+		goto out; /* .eh_frame must lie inside the segment mapped */
 	start = seg->offset & ~(uint64_t)(page - 1);
 	eh->map_len = seg->offset + seg->filesz - start;
 	eh->map = mmap(NULL, eh->map_len, PROT_READ, MAP_PRIVATE, ef.fd, (off_t)start);
@@ -270,7 +314,6 @@ int elf__map_eh_frame(const char *path, struct elf_eh_frame *eh)
 	eh->seg = (const uint8_t *)eh->map + (seg->offset - start);
 	eh->seg_vaddr = seg->vaddr;
 	eh->seg_len = seg->filesz;
-	eh->hdr_vaddr = hdr->vaddr;
 	eh->file_size = seg->offset + seg->filesz;
 	eh->n_load = load_segments(&ef, eh->load);
 	eh->fd = ef.fd; /* kept: its size is checked before the mapping is read again */

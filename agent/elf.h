@@ -19,8 +19,9 @@ int elf__build_id(const char *path, char *hex, size_t hexlen);
 
 /*
  * A file's unwind table for another process's pcs: the load segment holding .eh_frame_hdr
- * (PT_GNU_EH_FRAME; .eh_frame sits beside it) mapped read-only, so only the pages a lookup
- * reads are ever loaded. A pc's vaddr v is at seg + (v - seg_vaddr) in the mapping.
+ * (PT_GNU_EH_FRAME; .eh_frame sits beside it), or .eh_frame alone where the file has no header
+ * (gcc gives static links none), mapped read-only, so only the pages a lookup reads are ever
+ * loaded. A pc's vaddr v is at seg + (v - seg_vaddr) in the mapping.
  */
 #define ELF_EH_MAX_LOADS 8
 
@@ -33,7 +34,9 @@ struct elf_eh_frame {
 	size_t map_len;
 	int fd;			/* the mapped file (see elf__eh_frame_intact) */
 	const uint8_t *seg;	/* the segment's first byte in the mapping */
-	uint64_t seg_vaddr, seg_len, hdr_vaddr, file_size;
+	uint64_t seg_vaddr, seg_len, file_size;
+	uint64_t hdr_vaddr;		/* .eh_frame_hdr, or 0 when the file has none: */
+	uint64_t frame_vaddr, frame_len; /* then .eh_frame itself (a static link) */
 	unsigned int n_load;
 	struct elf_load load[ELF_EH_MAX_LOADS];
 };

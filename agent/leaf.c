@@ -18,7 +18,9 @@ struct leaf_table {
 	uint64_t used_at;
 	bool ok;
 	struct elf_eh_frame eh;
-	struct cfi_table cfi; /* the mapping, in the pointer space cfi reads */
+	struct cfi_table cfi;  /* the mapping, in the pointer space cfi reads */
+	struct cfi_fde *index; /* FDEs by pc where the file has no .eh_frame_hdr */
+	size_t n_index;
 };
 
 /* A cached outcome for one file offset: packed rules, or one of the failures below. */
@@ -29,7 +31,7 @@ struct leaf_rule {
 #define RULE_NO_TABLE 2 /* bit 0 clear: cfi__unpack refuses it, like CFI_PACKED_NONE */
 
 struct leaf {
-	unsigned int max_tables, max_rules;
+	unsigned int max_tables, max_rules, max_fdes;
 	uint64_t clock;
 	struct leaf_stats st;
 	struct leaf_table *tables;
@@ -40,6 +42,7 @@ static void table_drop(struct leaf_table *t)
 {
 	if (t->eh.map)
 		elf__unmap_eh_frame(&t->eh);
+	free(t->index);
 	memset(t, 0, sizeof(*t));
 	t->eh.fd = -1;
 }
@@ -75,7 +78,7 @@ static bool vdso_table(struct leaf_table *t)
 	return true;
 }
 
-struct leaf *leaf__new(unsigned int max_tables, unsigned int max_rules)
+struct leaf *leaf__new(unsigned int max_tables, unsigned int max_rules, unsigned int max_fdes)
 {
 	struct leaf *l = calloc(1, sizeof(*l));
 
@@ -83,6 +86,7 @@ struct leaf *leaf__new(unsigned int max_tables, unsigned int max_rules)
 		return NULL;
 	l->max_tables = max_tables;
 	l->max_rules = max_rules;
+	l->max_fdes = max_fdes;
 	l->tables = calloc(max_tables, sizeof(*l->tables));
 	l->rules = calloc(max_rules, sizeof(*l->rules));
 	if (!l->tables || !l->rules) {
@@ -121,6 +125,25 @@ static uint64_t file_key(const struct procmap *m)
 	return h | 1; /* never 0, the free mark */
 }
 
+/*
+ * A file without .eh_frame_hdr (a static program): its FDEs sorted once, at most max_fdes
+ * (an FDE takes 20 bytes or more of .eh_frame, so its size bounds the count first).
+ */
+static bool table_index(struct leaf *l, struct leaf_table *t)
+{
+	const uint8_t *frame = t->eh.seg + (t->eh.frame_vaddr - t->eh.seg_vaddr);
+	size_t max = t->eh.frame_len / 20 + 1;
+
+	if (max > l->max_fdes)
+		max = l->max_fdes;
+	t->index = malloc(max * sizeof(*t->index));
+	if (!t->index)
+		return false;
+	t->n_index = cfi__index(&t->cfi, frame, t->eh.frame_len, t->index, max);
+	l->st.fdes_indexed += t->n_index;
+	return t->n_index > 0;
+}
+
 /* Maps the table of m's file, seen through the process's root first (containers). */
 static void table_fill(struct leaf *l, struct leaf_table *t, uint64_t key, uint32_t pid,
 		       const struct procmap *m)
@@ -137,13 +160,13 @@ static void table_fill(struct leaf *l, struct leaf_table *t, uint64_t key, uint3
 	snprintf(path, sizeof(path), "/proc/%u/root%s", pid, m->path);
 	if (elf__map_eh_frame(path, &t->eh) && elf__map_eh_frame(m->path, &t->eh))
 		return;
-	t->ok = true;
-	l->st.tables_mapped++;
 	t->cfi = (struct cfi_table){
 	    .lo = (uintptr_t)t->eh.seg,
 	    .hi = (uintptr_t)t->eh.seg + t->eh.seg_len,
-	    .eh_hdr = t->eh.seg + (t->eh.hdr_vaddr - t->eh.seg_vaddr),
+	    .eh_hdr = t->eh.hdr_vaddr ? t->eh.seg + (t->eh.hdr_vaddr - t->eh.seg_vaddr) : NULL,
 	};
+	t->ok = t->eh.hdr_vaddr || table_index(l, t);
+	l->st.tables_mapped += t->ok;
 }
 
 /* The table of m's file, mapped on first use; the least recently used one makes room. */
@@ -176,6 +199,8 @@ static uint64_t rules_at(struct leaf *l, uint32_t pid, const struct procmap *m, 
 	struct leaf_table *t;
 	struct cfi_rules cr;
 	uint64_t vaddr;
+	uintptr_t pc;
+	bool found;
 
 	if (r->key == key && r->off == off) {
 		l->st.rule_hits++;
@@ -192,9 +217,10 @@ static uint64_t rules_at(struct leaf *l, uint32_t pid, const struct procmap *m, 
 		return r->packed;
 	}
 	vaddr = elf__eh_frame_vaddr(&t->eh, off);
-	if (!vaddr ||
-	    !cfi__rules_at(&t->cfi, (uintptr_t)(vaddr - t->eh.seg_vaddr) + t->cfi.lo, &cr) ||
-	    !cfi__pack(&cr, &r->packed))
+	pc = (uintptr_t)(vaddr - t->eh.seg_vaddr) + t->cfi.lo; /* in the mapping's pointer space */
+	found = vaddr && (t->index ? cfi__rules_indexed(&t->cfi, t->index, t->n_index, pc, &cr)
+				   : cfi__rules_at(&t->cfi, pc, &cr));
+	if (!found || !cfi__pack(&cr, &r->packed))
 		r->packed = CFI_PACKED_NONE;
 	return r->packed;
 }

@@ -16,7 +16,8 @@
  * it is not the second frame the kernel found, it is the missing caller and is put back.
  *
  * Bounded: CONFIG_BPF_LEAF_TABLES files' tables mapped (least recently used unmapped first),
- * CONFIG_BPF_LEAF_RULES rules cached by pc. Every outcome is counted.
+ * CONFIG_BPF_LEAF_RULES rules cached by pc, CONFIG_BPF_LEAF_INDEX_FDES FDEs indexed for a file
+ * without .eh_frame_hdr (a static program). Every outcome is counted.
  */
 #ifndef EDGEPROF_AGENT_LEAF_H
 #define EDGEPROF_AGENT_LEAF_H
@@ -36,11 +37,13 @@ struct leaf_stats {
 	uint64_t deep;	      /* the return address lies beyond the words copied */
 	uint64_t implausible; /* the word found is in no executable mapping: left as it was */
 	uint64_t tables_mapped, tables_evicted, rule_hits, rule_misses;
+	uint64_t fdes_indexed; /* FDEs sorted for files without .eh_frame_hdr (static programs) */
 };
 
 struct leaf;
 
-struct leaf *leaf__new(unsigned int max_tables, unsigned int max_rules);
+/* Bounds: files mapped, rules cached, FDEs indexed per file without .eh_frame_hdr. */
+struct leaf *leaf__new(unsigned int max_tables, unsigned int max_rules, unsigned int max_fdes);
 void leaf__free(struct leaf *l); /* NULL-safe */
 
 /*

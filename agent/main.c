@@ -484,7 +484,8 @@ static void bpf_start(struct agent *a)
 		return;
 	}
 	a->bpf = s;
-	a->leaf = leaf__new(CONFIG_BPF_LEAF_TABLES, CONFIG_BPF_LEAF_RULES);
+	a->leaf = leaf__new(CONFIG_BPF_LEAF_TABLES, CONFIG_BPF_LEAF_RULES,
+			    CONFIG_BPF_LEAF_INDEX_FDES);
 	if (!a->leaf)
 		pr_warn("no memory for the leaf frames' unwind tables: leaf callers not restored");
 	/* Names are read at the end of a round, only for the kernel addresses it saw. */

@@ -54,7 +54,13 @@ $(O)/tests/workloads/bpf-work: tests/workloads/bpf-work.c
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -O1 -g -fno-omit-frame-pointer -fno-inline -no-pie -pthread -o $@ $<
 
-all-tests: $(O)/tests/bpf-probe $(O)/tests/workloads/bpf-work
+# The same, linked static: gcc gives it no .eh_frame_hdr (the agent indexes .eh_frame itself).
+$(O)/tests/workloads/bpf-work-static: tests/workloads/bpf-work.c
+	$(quiet) CC $@
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -O1 -g -fno-omit-frame-pointer -fno-inline -static -pthread -o $@ $<
+
+all-tests: $(O)/tests/bpf-probe $(O)/tests/workloads/bpf-work $(O)/tests/workloads/bpf-work-static
 unit-tests-y += bpf-sampler
 bpf-sampler-test-objs = bpf/sampler.o agent/ksyms.o $(port-y)
 # Static: the cross sysroot keeps libz.so.1 where neither the linker nor qemu looks.

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * tests/fuzz/cfi.c — any bytes as a module's unwind table: .eh_frame_hdr at an offset the
- * first bytes choose, .eh_frame wherever its pointers lead. Every read must stay inside the
+ * first bytes choose, .eh_frame wherever its pointers lead; then as a bare .eh_frame indexed
+ * and looked up without a header (a static program's). Every read must stay inside the
  * table (ASan sees the rest); a rule found must round-trip through the cache packing.
  */
 #include <stdint.h>
@@ -35,6 +36,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		     (r.ra_saved && back.ra_off != r.ra_off)))
 			abort();
 	}
+	/* the same bytes as a bare .eh_frame (a static program's), through a sorted index */
+	struct cfi_fde idx[64];
+	size_t n = cfi__index(&t, copy, size, idx, 64);
+
+	for (size_t i = 1; i < n; i++)
+		if (idx[i - 1].pc > idx[i].pc)
+			abort();
+	for (uint64_t k = 0; k < 16 && n; k++)
+		cfi__rules_indexed(&t, idx, n, idx[k % n].pc + k, &r);
 	free(copy);
 	return 0;
 }

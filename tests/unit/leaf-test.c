@@ -60,7 +60,7 @@ static int setup(void **state)
 {
 	static struct fixture f;
 
-	f.leaf = leaf__new(4, 64);
+	f.leaf = leaf__new(4, 64, 1024);
 	f.procs = proctab__new(4, 256);
 	assert_non_null(f.leaf);
 	assert_non_null(f.procs);
