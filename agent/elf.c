@@ -319,6 +319,10 @@ int elf__map_eh_frame(const char *path, struct elf_eh_frame *eh)
 	eh->fd = ef.fd; /* kept: its size is checked before the mapping is read again */
 	ef.fd = -1;
 	err = 0;
+	if (!elf__eh_frame_intact(eh)) { /* a segment past the end of the file */
+		elf__unmap_eh_frame(eh);
+		err = -EINVAL;
+	}
 out:
 	elf_close(&ef);
 	return err;
