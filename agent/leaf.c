@@ -117,12 +117,7 @@ void leaf__stats(const struct leaf *l, struct leaf_stats *st)
 /* A file by its build-id when it has one (a rewritten file gets a new one), else its path. */
 static uint64_t file_key(const struct procmap *m)
 {
-	const char *s = m->build_id[0] ? m->build_id : m->path;
-	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 0x100000001b3ull;
-	return h | 1; /* never 0, the free mark */
+	return procmaps__hash(m->build_id[0] ? m->build_id : m->path) | 1; /* 0: a free slot */
 }
 
 /*

@@ -47,7 +47,7 @@ void procmaps__revalidate(void)
 	generation++;
 }
 
-static uint64_t hash_path(const char *path)
+uint64_t procmaps__hash(const char *path)
 {
 	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
 
@@ -147,7 +147,7 @@ static void map_build_id(uint32_t pid, struct procmap *m, struct file_key *k)
 	m->build_id[0] = 0;
 	if (m->path[0] != '/')
 		return;
-	k->path_hash = hash_path(m->path);
+	k->path_hash = procmaps__hash(m->path);
 	if (fresh_build_id(k, m->build_id, sizeof(m->build_id)))
 		return;
 	snprintf(p, sizeof(p), "/proc/%u/root%s", pid, m->path);

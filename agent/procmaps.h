@@ -53,6 +53,8 @@ const struct procmap *procmaps__find(const struct procmaps *pm, uint64_t addr);
 /* The main program's path as /proc/<pid>/exe names it (procmaps__read only), or NULL. */
 const char *procmaps__exe(const struct procmaps *pm);
 void procmaps__free(struct procmaps *pm);
+/* FNV-1a of a path or build-id: the key of the caches that name files. */
+uint64_t procmaps__hash(const char *s);
 
 struct procmaps_stats {
 	uint64_t build_id_reads, build_id_hits; /* files opened, and lookups served from cache */
