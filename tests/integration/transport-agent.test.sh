@@ -71,7 +71,7 @@ if tot < 90:
 for f, want in (("work_a", 50), ("work_b", 30), ("work_c", 20)):
     got = 100 * flat.get(f, 0) / tot
     print("%s: %.1f%% of the split (want %d%%)" % (f, got, want))
-    if abs(got - want) > 8:  # about 3.5 sigma with 300 samples
+    if abs(got - want) > 8:  # ~2000 samples (2 x 5 s at 199 Hz): a loose bound, 7 sigma
         sys.exit("%s is %.1f%%, want %d +/- 8" % (f, got, want))
 PYEOF
 echo "ok"

@@ -7,6 +7,9 @@
  *   split --seconds N [--threads T] [--labels] [--rounds R]
  *
  * work_a, work_b and work_c run the same loop for 5:3:2 iterations: 50/30/20 % of the CPU.
+ * Each round's length is drawn at random (fixed seed per thread, so --rounds is still fixed
+ * work): CPU-time timers fire on kernel ticks, and a workload whose round evenly divides the
+ * tick would be sampled at the same phase every time (aliasing, not the sampler's error).
  * --threads T runs T threads (thread i named split-i), each doing the split.
  * --labels tags each call through edgeprof_labels_push("fn", "a"|"b"|"c") when libedgeprof
  *   is loaded (found with dlsym, so the workload runs without it too).
@@ -31,27 +34,27 @@ static int (*push)(const char *, const char *);
 static void (*pop)(void);
 static volatile uint64_t sink;
 
-__attribute__((noinline)) uint64_t work_a(uint64_t x)
+__attribute__((noinline)) uint64_t work_a(uint64_t x, long unit)
 {
-	for (long i = 0; i < 5 * UNIT; i++) {
+	for (long i = 0; i < 5 * unit; i++) {
 		x = x * 6364136223846793005ull + 1442695040888963407ull;
 		__asm__ volatile("" : "+r"(x));
 	}
 	return x;
 }
 
-__attribute__((noinline)) uint64_t work_b(uint64_t x)
+__attribute__((noinline)) uint64_t work_b(uint64_t x, long unit)
 {
-	for (long i = 0; i < 3 * UNIT; i++) {
+	for (long i = 0; i < 3 * unit; i++) {
 		x = x * 6364136223846793005ull + 1442695040888963407ull;
 		__asm__ volatile("" : "+r"(x));
 	}
 	return x;
 }
 
-__attribute__((noinline)) uint64_t work_c(uint64_t x)
+__attribute__((noinline)) uint64_t work_c(uint64_t x, long unit)
 {
-	for (long i = 0; i < 2 * UNIT; i++) {
+	for (long i = 0; i < 2 * unit; i++) {
 		x = x * 6364136223846793005ull + 1442695040888963407ull;
 		__asm__ volatile("" : "+r"(x));
 	}
@@ -66,11 +69,11 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static uint64_t call(uint64_t (*fn)(uint64_t), const char *label, uint64_t x)
+static uint64_t call(uint64_t (*fn)(uint64_t, long), const char *label, uint64_t x, long unit)
 {
 	if (push)
 		push("fn", label);
-	x = fn(x);
+	x = fn(x, unit);
 	if (pop)
 		pop();
 	return x;
@@ -79,15 +82,18 @@ static uint64_t call(uint64_t (*fn)(uint64_t), const char *label, uint64_t x)
 __attribute__((noinline)) void *run_split(void *arg)
 {
 	double end = now() + seconds;
-	uint64_t x = (uintptr_t)arg;
+	uint64_t x = (uintptr_t)arg, seed = 0x9e3779b97f4a7c15ull * ((uintptr_t)arg + 1);
 	char name[16];
+	long unit;
 
 	snprintf(name, sizeof(name), "split-%d", (int)(uintptr_t)arg);
 	prctl(PR_SET_NAME, name);
 	for (long r = 0; rounds ? r < rounds : now() < end; r++) {
-		x = call(work_a, "a", x);
-		x = call(work_b, "b", x);
-		x = call(work_c, "c", x);
+		seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17; /* xorshift64 */
+		unit = UNIT / 2 + (long)(seed % UNIT); /* 0.5..1.5 UNIT: UNIT on average */
+		x = call(work_a, "a", x, unit);
+		x = call(work_b, "b", x, unit);
+		x = call(work_c, "c", x, unit);
 	}
 	sink = x;
 	return NULL;
