@@ -10,6 +10,8 @@ agent-core-$(CONFIG_SYMBOLIZE) += agent/symbolize.o
 agent-y := agent/main.o agent/features.o $(agent-core-y)
 # The BPF sampler's leaf frames: .eh_frame rules of the sampled processes' files.
 agent-y-$(CONFIG_SAMPLER_BPF) += agent/leaf.o agent/cfi.o
+# New programs' mappings from the kernel's mmap records (the process table's loader).
+agent-y-$(CONFIG_BPF_MMAP_EVENTS) += bpf/mmapev.o
 agent-y += $(agent-y-y)
 
 bin-y                  += edgeprof-agent

@@ -31,6 +31,7 @@
 #ifdef CONFIG_SAMPLER_BPF
 #include "agent/ksyms.h"
 #include "agent/leaf.h"
+#include "bpf/mmapev.h"
 #include "bpf/sampler.h"
 #endif
 
@@ -66,6 +67,8 @@ struct agent {
 	struct ksyms *ksyms; /* kernel names, lazily read (BPF with kernel stacks) */
 	void *bpf;	 /* struct bpf_sampler * */
 	void *leaf;	 /* struct leaf *: the callers BPF stacks lost (NULL: not restored) */
+	void *mmapev;	 /* struct mmapev *: new programs' maps from mmap records (or NULL) */
+	bool bpf_ordered; /* BPF samples arrive in time order (ring buffer, not perf buffers) */
 	void *transport; /* struct transport * */
 	uint64_t seq;
 	uint64_t round_real_ns;
@@ -458,6 +461,8 @@ static int bpf_sink(void *ctx, const struct agent_sample *s)
 
 	if (!svc)
 		return -ENOSPC;
+	/* the exec and mmaps of everything up to this sample, before its maps are looked up */
+	mmapev__advance(a->mmapev, s->time_ns, a->bpf_ordered);
 	known = s->n_user && !proctab__touch(a->procs, s->pid);
 	if (a->leaf && leaf__fix(a->leaf, a->procs, s, CONFIG_MAX_STACK_DEPTH, frames, &fixed))
 		s = &fixed;
@@ -468,22 +473,46 @@ static int bpf_sink(void *ctx, const struct agent_sample *s)
 	return aggregate__add(svc->agg, s);
 }
 
+/* New programs' maps from the kernel's mmap records, where it grants them (bpf/mmapev.h). */
+static void bpf_mmap_events(struct agent *a)
+{
+	const char *off = getenv("EDGEPROF_NO_MMAP_EVENTS"); /* 1: /proc only (benchmarks) */
+	char err[256] = "";
+
+	if (off && *off == '1')
+		return;
+	a->mmapev = mmapev__open(a->procs, err, sizeof(err));
+	if (a->mmapev)
+		proctab__set_loader(a->procs, mmapev__take, a->mmapev);
+	else if (err[0])
+		pr_info("no mmap records (%s): new processes' maps read from /proc", err);
+}
+
 static void bpf_start(struct agent *a)
 {
 	struct bpf_sampler_opts o = {.hz = (unsigned int)a->cfg.hz,
 				     .ringbuf_kb = (unsigned int)a->cfg.bpf_ringbuf_kb,
 				     .kernel_stacks = a->cfg.kernel_stacks,
 				     .no_exe_label = true};
+	struct bpf_sampler_stats st;
 	struct bpf_sampler *s;
 	char err[256] = "";
 
 	if (!strcmp(a->cfg.sampler, "sigprof"))
 		return;
+	bpf_mmap_events(a);
+	/* with the mmap records, a new process need not be read from /proc before it exits */
+	o.no_new_proc_wake = a->mmapev != NULL;
 	if (bpf_sampler__open(&o, bpf_sink, a, &s, err, sizeof(err))) {
 		pr_warn("BPF sampler unavailable (%s): SIGPROF rings only", err);
+		proctab__set_loader(a->procs, NULL, NULL);
+		mmapev__free(a->mmapev);
+		a->mmapev = NULL;
 		return;
 	}
 	a->bpf = s;
+	bpf_sampler__stats(s, &st);
+	a->bpf_ordered = !st.perf_buffer;
 	a->leaf = leaf__new(CONFIG_BPF_LEAF_TABLES, CONFIG_BPF_LEAF_RULES,
 			    CONFIG_BPF_LEAF_INDEX_FDES);
 	if (!a->leaf)
@@ -500,15 +529,21 @@ static void bpf_start(struct agent *a)
 
 static void bpf_poll(struct agent *a, int timeout_ms)
 {
-	if (a->bpf)
-		bpf_sampler__poll(a->bpf, timeout_ms);
-	else
+	if (!a->bpf) {
 		idle_sleep(timeout_ms);
+		return;
+	}
+	bpf_sampler__poll(a->bpf, timeout_ms);
+	/* every sample up to now was delivered: the records up to now can be taken */
+	if (bpf_sampler__caught_up(a->bpf))
+		mmapev__advance(a->mmapev, port_clock_mono_ns(), true);
 }
 
 static void bpf_stop(struct agent *a)
 {
 	bpf_sampler__free(a->bpf);
+	proctab__set_loader(a->procs, NULL, NULL);
+	mmapev__free(a->mmapev);
 	ksyms__free(a->ksyms);
 	leaf__free(a->leaf);
 }
@@ -541,6 +576,24 @@ static void bpf_leaf_comment(struct agent *a, char *buf, size_t len)
 		 (unsigned long long)ls.tables_evicted);
 }
 
+/* Where new processes' maps came from (bpf/mmapev.h), appended to the BPF comment. */
+static void bpf_mmap_comment(struct agent *a, char *buf, size_t len)
+{
+	struct mmapev_stats ms;
+	struct proctab_stats ps;
+
+	mmapev__stats(a->mmapev, &ms);
+	proctab__stats(a->procs, &ps);
+	snprintf(buf, len,
+		 " mmap_cpus=%u mmap_build_ids=%d mmap_execs=%llu mmap_forks=%llu "
+		 "maps_from_records=%llu mmap_evicted=%llu mmap_overflow=%llu mmap_lost=%llu "
+		 "procs_forgotten=%llu",
+		 ms.cpus, ms.build_ids, (unsigned long long)ms.execs, (unsigned long long)ms.forks,
+		 (unsigned long long)ps.loaded, (unsigned long long)ms.evicted,
+		 (unsigned long long)ms.overflow, (unsigned long long)ms.lost,
+		 (unsigned long long)ps.forgotten);
+}
+
 static void bpf_comment(struct agent *a, char *buf, size_t len)
 {
 	struct bpf_sampler_stats st;
@@ -564,6 +617,7 @@ static void bpf_comment(struct agent *a, char *buf, size_t len)
 		 (unsigned long long)ks.passes, (unsigned long long)ks.lookups,
 		 (unsigned long long)st.label_reads, (unsigned long long)st.cgroup_reads);
 	bpf_leaf_comment(a, buf + strlen(buf), len - strlen(buf));
+	bpf_mmap_comment(a, buf + strlen(buf), len - strlen(buf));
 }
 #else
 static void bpf_start(struct agent *a)

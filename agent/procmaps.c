@@ -244,6 +244,34 @@ static char *path_scratch(struct procmaps *pm, unsigned int i)
 	return (char *)&pm->maps[pm->max] + (size_t)i * PROCMAP_PATH;
 }
 
+struct procmaps *procmaps__new(uint32_t pid, unsigned int max_maps)
+{
+	return procmaps_alloc(pid, max_maps);
+}
+
+bool procmaps__add(struct procmaps *pm, const struct procmap_desc *d)
+{
+	struct file_key k = {.dev = d->dev, .ino = d->ino};
+	size_t len = strnlen(d->path, PROCMAP_PATH - 1); /* cut as a text line's path is */
+	struct procmap *m;
+	char *pathbuf;
+
+	if (pm->n >= pm->max)
+		return false;
+	m = &pm->maps[pm->n];
+	pathbuf = path_scratch(pm, pm->n);
+	*m = (struct procmap){.start = d->start, .limit = d->limit, .offset = d->offset};
+	memcpy(pathbuf, d->path, len);
+	pathbuf[len] = 0;
+	m->path = pathbuf;
+	if (d->build_id)
+		snprintf(m->build_id, sizeof(m->build_id), "%s", d->build_id);
+	else
+		map_build_id(pm->pid, m, &k);
+	pm->n++;
+	return true;
+}
+
 /*
  * Copies the mappings in use and their paths, end to end, into one block of their size: a
  * cached process costs what it maps (~100 bytes a mapping), not max_maps full-size paths.
@@ -272,6 +300,12 @@ static struct procmaps *procmaps_pack(struct procmaps *pm)
 	}
 	free(pm);
 	return small;
+}
+
+struct procmaps *procmaps__done(struct procmaps *pm, int exe)
+{
+	pm->exe = exe >= 0 && (unsigned int)exe < pm->n ? exe : -1;
+	return procmaps_pack(pm);
 }
 
 /* The executable mappings of a maps file's text; f is closed. */
@@ -371,19 +405,12 @@ static bool query_missing;
 /* One queried mapping into pm (the same fields parse_line() takes from a text line). */
 static void query_add(struct procmaps *pm, const struct procmap_query *q, const char *name)
 {
-	struct procmap *m = &pm->maps[pm->n];
-	char *pathbuf = path_scratch(pm, pm->n);
-	struct file_key k = {.dev = (uint64_t)q->dev_major << 32 | q->dev_minor, .ino = q->inode};
-	size_t len = strnlen(name, PROCMAP_PATH - 1); /* cut as a text line's path is */
+	struct procmap_desc d = {.start = q->vma_start, .limit = q->vma_end,
+				 .offset = q->vma_offset, .path = name, .ino = q->inode,
+				 .dev = (uint64_t)q->dev_major << 32 | q->dev_minor};
 
-	if (!strcmp(name, "[vsyscall]"))
-		return;
-	*m = (struct procmap){.start = q->vma_start, .limit = q->vma_end, .offset = q->vma_offset};
-	memcpy(pathbuf, name, len);
-	pathbuf[len] = 0;
-	m->path = pathbuf;
-	map_build_id(pm->pid, m, &k);
-	pm->n++;
+	if (strcmp(name, "[vsyscall]"))
+		procmaps__add(pm, &d);
 }
 
 /* The executable mappings of the process whose maps file is fd, by PROCMAP_QUERY; or -errno. */
@@ -525,6 +552,8 @@ struct proctab {
 	int *buckets; /* first slot of each bucket, -1: empty */
 	uint64_t round, clock;
 	uint32_t gone[PROCTAB_GONE]; /* direct-mapped by pid; cleared each round */
+	proctab_loader_fn loader;
+	void *loader_ctx;
 	struct proctab_stats st;
 };
 
@@ -641,12 +670,18 @@ static int proctab_load(struct proctab *t, uint32_t pid, struct proc_slot **out)
 
 	if (pid && *proctab_gone(t, pid) == pid)
 		return -ESRCH;
-	err = procmaps__read(pid, t->max_maps, &pm);
-	if (err) {
-		*proctab_gone(t, pid) = pid;
-		return err;
+	/* the loader may forget other pids, never this one: it is not in the table (!s) */
+	pm = !s && t->loader ? t->loader(t->loader_ctx, pid, t->max_maps) : NULL;
+	if (pm) {
+		t->st.loaded++;
+	} else {
+		err = procmaps__read(pid, t->max_maps, &pm);
+		if (err) {
+			*proctab_gone(t, pid) = pid;
+			return err;
+		}
+		t->st.reads++;
 	}
-	t->st.reads++;
 	if (s) {
 		proctab_drop(t, s);
 		t->st.refreshes++;
@@ -672,6 +707,29 @@ void proctab__adopt(struct proctab *t, struct procmaps *pm)
 	proctab_link(t, s, pm);
 	s->refreshed = t->round;
 	proctab_use(t, s);
+}
+
+void proctab__set_loader(struct proctab *t, proctab_loader_fn fn, void *ctx)
+{
+	t->loader = fn;
+	t->loader_ctx = ctx;
+}
+
+void proctab__forget(struct proctab *t, uint32_t pid)
+{
+	struct proc_slot *s = proctab_find(t, pid);
+
+	if (s) {
+		proctab_drop(t, s);
+		t->st.forgotten++;
+	}
+}
+
+const struct procmaps *proctab__maps(struct proctab *t, uint32_t pid)
+{
+	struct proc_slot *s = proctab_find(t, pid);
+
+	return s ? s->pm : NULL;
 }
 
 const char *proctab__exe(struct proctab *t, uint32_t pid)

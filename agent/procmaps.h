@@ -49,6 +49,19 @@ int procmaps__parse_text(const char *text, uint32_t pid, unsigned int max_maps,
 			 struct procmaps **out);
 /* Only the executable lines of maps text, into out (at most max bytes): what a ring keeps. */
 size_t procmaps__exec_lines(const char *text, char *out, size_t max);
+/* One mapping as the kernel describes it (a maps line, PROCMAP_QUERY, a perf mmap record). */
+struct procmap_desc {
+	uint64_t start, limit, offset;
+	uint64_t dev, ino;    /* major << 32 | minor and inode: the build-id cache's key */
+	const char *path;     /* cut to PROCMAP_PATH - 1 bytes */
+	const char *build_id; /* hex, when the kernel gave it; NULL: read from the file (cached) */
+};
+
+/* Builds a procmaps mapping by mapping: new, add (false: max_maps reached), done (packs it). */
+struct procmaps *procmaps__new(uint32_t pid, unsigned int max_maps);
+bool procmaps__add(struct procmaps *pm, const struct procmap_desc *d);
+/* exe: index of the main program's mapping, -1: unknown. pm is consumed. */
+struct procmaps *procmaps__done(struct procmaps *pm, int exe);
 const struct procmap *procmaps__find(const struct procmaps *pm, uint64_t addr);
 /* The main program's path as /proc/<pid>/exe names it (procmaps__read only), or NULL. */
 const char *procmaps__exe(const struct procmaps *pm);
@@ -69,13 +82,25 @@ struct proctab;
 
 struct proctab_stats {
 	uint64_t reads, refreshes, evicted, unknown_addr, reused_pids;
+	uint64_t loaded, forgotten; /* maps from the loader, and processes forgotten (exec) */
 	unsigned int procs;
 };
 
 struct proctab *proctab__new(unsigned int max_procs, unsigned int max_maps);
 void proctab__free(struct proctab *t);
+/*
+ * Where the maps of a pid not yet known come from before /proc is read (bpf/mmapev: the
+ * kernel's mmap records): the maps, owned by the caller now, or NULL. It may call
+ * proctab__forget() for other pids.
+ */
+typedef struct procmaps *(*proctab_loader_fn)(void *ctx, uint32_t pid, unsigned int max_maps);
+void proctab__set_loader(struct proctab *t, proctab_loader_fn fn, void *ctx);
+/* pid exec'd another program: its maps are dropped now, so its next sample loads new ones. */
+void proctab__forget(struct proctab *t, uint32_t pid);
 /* Captures pid's mappings now if not yet known (call while the process lives). */
 int proctab__touch(struct proctab *t, uint32_t pid);
+/* The maps of a known pid, or NULL: no system call. Valid until the table changes. */
+const struct procmaps *proctab__maps(struct proctab *t, uint32_t pid);
 /* The exe of a known pid (procmaps__exe), or NULL: no system call. */
 const char *proctab__exe(struct proctab *t, uint32_t pid);
 /* Takes pm for its pid when the pid is not known yet (a process that already exited). */

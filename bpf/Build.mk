@@ -61,6 +61,8 @@ $(O)/tests/workloads/bpf-work-static: tests/workloads/bpf-work.c
 	$(Q)$(CC) -O1 -g -fno-omit-frame-pointer -fno-inline -static -pthread -o $@ $<
 
 all-tests: $(O)/tests/bpf-probe $(O)/tests/workloads/bpf-work $(O)/tests/workloads/bpf-work-static
+unit-tests-$(CONFIG_BPF_MMAP_EVENTS) += mmapev
+mmapev-test-objs = bpf/mmapev.o agent/procmaps.o agent/elf.o agent/ring.o port/file.o
 unit-tests-y += bpf-sampler
 bpf-sampler-test-objs = bpf/sampler.o agent/ksyms.o $(port-y)
 # Static: the cross sysroot keeps libz.so.1 where neither the linker nor qemu looks.

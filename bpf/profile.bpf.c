@@ -29,6 +29,8 @@ const volatile char comm_prefix[PROFILE_COMM_LEN];
 const volatile __u64 wakeup_bytes;
 /* New processes wake the reader at most once per this many ns (0: each one at once). */
 const volatile __u64 new_proc_wake_ns;
+/* 0: the reader has the new processes' maps without reading /proc (mmap records): no wake-up */
+const volatile __u8 wake_new_procs = 1;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -314,7 +316,7 @@ int do_sample(struct bpf_perf_event_data *ctx)
 	size = fill(ctx, e, tgid, tid, comm, 0);
 	if (size > sizeof(*e))
 		return 0; /* cannot happen; tells the verifier the bound */
-	if (wakeup_bytes && !wake_for_new_process(tgid, e->time_ns) &&
+	if (wakeup_bytes && !(wake_new_procs && wake_for_new_process(tgid, e->time_ns)) &&
 	    bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) + size < wakeup_bytes)
 		flags = BPF_RB_NO_WAKEUP;
 	if (bpf_ringbuf_output(&events, e, size, flags))

@@ -78,6 +78,7 @@ struct bpf_sampler {
 	bool namer;                /* name_kernel_addr is loaded (5.14+) */
 	uint64_t last_sweep_ns, last_rescan_ns;
 	int batch;                 /* samples delivered in the current poll */
+	bool cut;                  /* the last poll left samples waiting (a batch bound) */
 	struct bpf_sampler_stats st;
 	struct profile_event pb_copy; /* aligned copy of a perf buffer record */
 	unsigned pb_batch, pb_batch_max; /* records from the current CPU buffer, and the bound */
@@ -227,14 +228,15 @@ static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, ch
 	memcpy((char *)skel->rodata->comm_prefix, o->comm_prefix ? o->comm_prefix : "", plen);
 	skel->rodata->wakeup_bytes = ring / 2;
 	skel->rodata->new_proc_wake_ns = (uint64_t)CONFIG_BPF_NEW_PROC_WAKE_MS * NSEC_PER_MSEC;
+	skel->rodata->wake_new_procs = !o->no_new_proc_wake;
 	/* The kernel-symbol namer only where the kernel has what it needs (else kallsyms). */
 	bpf_program__set_autoload(skel->progs.name_kernel_addr, s->namer);
 	bpf_map__set_autocreate(skel->maps.bss, s->namer);
 	/* Load one of the two programs, and create only the maps it uses. */
 	bpf_program__set_autoload(skel->progs.do_sample, !s->perfbuf);
 	bpf_map__set_autocreate(skel->maps.events, !s->perfbuf);
-	bpf_map__set_autocreate(skel->maps.seen, !s->perfbuf);
-	bpf_map__set_autocreate(skel->maps.wake, !s->perfbuf);
+	bpf_map__set_autocreate(skel->maps.seen, !s->perfbuf && !o->no_new_proc_wake);
+	bpf_map__set_autocreate(skel->maps.wake, !s->perfbuf && !o->no_new_proc_wake);
 	bpf_program__set_autoload(skel->progs.do_sample_pb, s->perfbuf);
 	bpf_map__set_autocreate(skel->maps.pb_events, s->perfbuf);
 	s->prog = s->perfbuf ? skel->progs.do_sample_pb : skel->progs.do_sample;
@@ -515,7 +517,10 @@ static int on_event(void *ctx, void *data, size_t size)
 		s->st.dropped_sink++;
 	else
 		s->st.samples++;
-	return ++s->batch >= SAMPLER_BATCH ? BATCH_FULL : 0;
+	if (++s->batch < SAMPLER_BATCH)
+		return 0;
+	s->cut = true;
+	return BATCH_FULL;
 }
 
 /* A perf buffer's sample record: the header, the raw size, the BPF program's bytes. */
@@ -543,7 +548,10 @@ static enum bpf_perf_event_ret on_pb_event(void *ctx, int cpu, struct perf_event
 		/* The kernel's count of what it could not write; the drops map counts it too. */
 		pr_debug("bpf sampler: perf buffer of CPU %d lost samples", cpu);
 	}
-	return ++s->pb_batch >= s->pb_batch_max ? LIBBPF_PERF_EVENT_DONE : LIBBPF_PERF_EVENT_CONT;
+	if (++s->pb_batch < s->pb_batch_max)
+		return LIBBPF_PERF_EVENT_CONT;
+	s->cut = true;
+	return LIBBPF_PERF_EVENT_DONE;
 }
 
 /*
@@ -823,11 +831,17 @@ int bpf_sampler__poll(struct bpf_sampler *s, int timeout_ms)
 	if (ret < 0 && errno != EINTR)
 		return -errno;
 	s->batch = 0;
+	s->cut = false;
 	ret = s->pb ? consume_perfbuf(s) : ring_buffer__consume(s->rb);
 	housekeeping(s);
 	if (ret < 0 && ret != BATCH_FULL)
 		return ret;
 	return s->batch;
+}
+
+bool bpf_sampler__caught_up(const struct bpf_sampler *s)
+{
+	return !s->cut;
 }
 
 int bpf_sampler__fd(const struct bpf_sampler *s)

@@ -32,6 +32,8 @@ struct bpf_sampler_opts {
 	const char *comm_prefix;  /* only tasks whose comm starts with it; NULL or "": all */
 	uint64_t cgroup_id;       /* only tasks of this cgroup v2 (see bpf_sampler__cgroup_id) */
 	bool no_exe_label;        /* the sink labels exe itself (the agent: from the maps it reads) */
+	bool no_new_proc_wake;    /* a new process's first sample need not wake the reader (its
+				   * maps come from mmap records: bpf/mmapev.h) */
 };
 
 struct bpf_sampler_stats {
@@ -62,6 +64,11 @@ int bpf_sampler__open(const struct bpf_sampler_opts *o, sample_sink_fn sink, voi
  * timeout, so use a finite one (the round's latency budget, e.g. 100..1000 ms).
  */
 int bpf_sampler__poll(struct bpf_sampler *s, int timeout_ms);
+/*
+ * Whether the last poll took every sample that was waiting (no batch bound cut it short): then
+ * every sample taken before it began has been delivered.
+ */
+bool bpf_sampler__caught_up(const struct bpf_sampler *s);
 /* An epoll fd that becomes readable when samples wait (to embed in the agent's own loop). */
 int bpf_sampler__fd(const struct bpf_sampler *s);
 void bpf_sampler__stats(const struct bpf_sampler *s, struct bpf_sampler_stats *st);

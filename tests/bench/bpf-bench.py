@@ -35,6 +35,14 @@ SECONDS = float(os.environ.get("SECONDS_PER_RUN", "10"))
 COST_RUNS = int(os.environ.get("COST_RUNS", "9"))
 COST_ROUNDS = os.environ.get("COST_ROUNDS", "1500")
 PHASES = os.environ.get("PHASES", "profile,leaf,cost").split(",")
+# Process churn behind the profile phase: a machine that starts many programs, where the agent
+# learns each one's mappings. gcc: a compiler every 0.1 s; burn: a 12 ms program every 40 ms.
+CHURN = os.environ.get("CHURN", "")
+CHURN_CMDS = {
+    "gcc": "while :; do gcc -x c -c -o /dev/null /dev/null; sleep 0.1; done",
+    "burn": "while :; do {build}/tests/workloads/split --seconds 0.012 >/dev/null; sleep 0.028; "
+            "done",
+}
 FUNCS = ("work_a", "work_b", "work_c")
 BCC = shutil.which("profile-bpfcc") or "/usr/sbin/profile-bpfcc"
 BCC_MODULES = None  # a /lib/modules replacement that points bcc at installed headers
@@ -248,9 +256,18 @@ def run_profilers(hz, tmp, bcc_ok):
     outdir = os.path.join(tmp, "agent-out")
     shutil.rmtree(outdir, ignore_errors=True)
     os.makedirs(outdir)
-    runs["agent"] = Run("agent", [AGENT, "--once", "--seconds", str(int(SECONDS)), "--hz",
-                                  str(hz), "--sampler", "bpf", "--output-dir", outdir],
-                        os.path.join(tmp, "agent.out"), os.path.join(tmp, "agent.err"))
+    agent_argv = [AGENT, "--once", "--seconds", str(int(SECONDS)), "--hz", str(hz), "--sampler",
+                  "bpf", "--output-dir", outdir]
+    runs["agent"] = Run("agent", agent_argv, os.path.join(tmp, "agent.out"),
+                        os.path.join(tmp, "agent.err"))
+    if CHURN:
+        # the same agent reading every new process from /proc (no mmap records), same run
+        procdir = os.path.join(tmp, "agent-proc-out")
+        shutil.rmtree(procdir, ignore_errors=True)
+        os.makedirs(procdir)
+        runs["agent-proc"] = Run("agent-proc", agent_argv[:-1] + [procdir],
+                                 os.path.join(tmp, "agentp.out"), os.path.join(tmp, "agentp.err"),
+                                 env=dict(os.environ, EDGEPROF_NO_MMAP_EVENTS="1"))
     runs["probe"] = Run("probe", [PROBE, "--seconds", str(SECONDS), "--hz", str(hz)],
                         os.path.join(tmp, "ours.txt"), os.path.join(tmp, "ours.err"))
     perf_data = os.path.join(tmp, "perf.data")
@@ -262,15 +279,28 @@ def run_profilers(hz, tmp, bcc_ok):
                           os.path.join(tmp, "bcc.txt"), os.path.join(tmp, "bcc.err"))
     for r in runs.values():
         r.wait(SECONDS + 60)
+        if r.rc:
+            err = os.path.join(tmp, {"agent": "agent.err", "agent-proc": "agentp.err",
+                                     "probe": "ours.err", "perf": "perf.err",
+                                     "bcc": "bcc.err"}[r.name])
+            tail = open(err, errors="replace").read().strip().splitlines()[-3:]
+            print(f"  {r.name} exited {r.rc}: " + " | ".join(tail))
     return runs, outdir, perf_data
 
 
 def profile_round(hz, tmp, nm, bcc_ok):
     work = subprocess.Popen([WORK, "split", str(SECONDS + 6), "1"])
+    churn = None
+    if CHURN:
+        churn = subprocess.Popen(["bash", "-c", CHURN_CMDS[CHURN].format(build=BUILD)],
+                                 start_new_session=True)
     time.sleep(1.0)
     runs, outdir, perf_data = run_profilers(hz, tmp, bcc_ok)
     work.terminate()
     work.wait()
+    if churn:
+        os.killpg(churn.pid, signal.SIGTERM)
+        churn.wait()
 
     res = {}
     for f in sorted(os.listdir(outdir)):
@@ -282,6 +312,9 @@ def profile_round(hz, tmp, nm, bcc_ok):
                 print(f"  agent comment: {line.strip()}")
     leaves, complete, n, size = agent_result(outdir)
     res["agent"] = (leaves, complete, n, None, size)
+    if "agent-proc" in runs:
+        leaves, complete, n, size = agent_result(os.path.join(tmp, "agent-proc-out"))
+        res["agent-proc"] = (leaves, complete, n, None, size)
     leaves, complete, n, first = ours_result(runs["probe"].out_path,
                                              os.path.join(tmp, "ours.err"), work.pid, nm)
     res["probe"] = (leaves, complete, n, first, os.path.getsize(runs["probe"].out_path))
@@ -291,8 +324,10 @@ def profile_round(hz, tmp, nm, bcc_ok):
         leaves, complete, n = bcc_result(runs["bcc"].out_path)
         res["bcc"] = (leaves, complete, n, None, os.path.getsize(runs["bcc"].out_path))
 
-    print(f"\n== {hz} Hz, {SECONDS:g} s, system-wide, 1-thread split workload (pid {work.pid})")
-    print(f"{'':6} {'cpu s':>7} {'rss MB':>7} {'first ms':>9} {'out KB':>8} {'samples':>8} "
+    churned = f", churn: {CHURN}" if CHURN else ""
+    print(f"\n== {hz} Hz, {SECONDS:g} s, system-wide, 1-thread split workload (pid {work.pid})"
+          f"{churned}")
+    print(f"{'':10} {'cpu s':>7} {'rss MB':>7} {'first ms':>9} {'out KB':>8} {'samples':>8} "
           f"{'complete':>9}  shares (agent: sample-seconds)")
     perf_sh, _ = leaf_shares(res["perf"][0])
     for name, r in runs.items():
@@ -301,7 +336,7 @@ def profile_round(hz, tmp, nm, bcc_ok):
         first_ms = f"{first * 1000:9.1f}" if first is not None else f"{'-':>9}"
         comp = f"{100.0 * complete / n:8.1f}%" if n else f"{'-':>9}"
         ns = f"{n:8.2f}" if isinstance(n, float) else f"{n:8d}"
-        print(f"{name:6} {r.cpu():7.3f} {r.rss_mb():7.1f} {first_ms} {size / 1024:8.1f} "
+        print(f"{name:10} {r.cpu():7.3f} {r.rss_mb():7.1f} {first_ms} {size / 1024:8.1f} "
               f"{ns} {comp}  {fmt_shares(sh)}  (exit {r.rc})")
     if "bcc" in res and res["bcc"][2]:
         named = sum(res["bcc"][0][f] for f in FUNCS)
@@ -309,11 +344,15 @@ def profile_round(hz, tmp, nm, bcc_ok):
     osh, n_ours = leaf_shares(res["probe"][0])
     se = 100.0 * (0.25 / max(n_ours, 1)) ** 0.5
     print(f"(expected 50/30/20; sampling error of a share here is about ±{se:.1f} pp)")
-    for name in ("agent", "probe"):
+    for name in [n for n in ("agent", "agent-proc", "probe") if n in res]:
         sh, _ = leaf_shares(res[name][0])
         diffs = " ".join(f"{f[5:]}={sh[f] - perf_sh[f]:+.1f}pp" for f in FUNCS)
         print(f"{name} - perf shares: {diffs}")
     for peer in [p for p in runs if p not in ("agent", "probe")]:
+        if peer == "agent-proc":
+            print(f"agent/agent-proc (mmap records / /proc reads): cpu "
+                  f"{runs['agent'].cpu() / max(runs[peer].cpu(), 1e-6):.2f}")
+            continue
         o, q = runs["agent"], runs[peer]
         print(f"agent/{peer}: cpu {o.cpu() / max(q.cpu(), 1e-6):.2f}  rss "
               f"{o.rss_mb() / max(q.rss_mb(), 1e-6):.2f}  output "

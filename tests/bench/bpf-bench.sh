@@ -6,6 +6,7 @@
 #   tests/bench/bpf-bench.sh            (after: make all-tests)
 #   SECONDS_PER_RUN=10 COST_RUNS=5 COST_ROUNDS=1500 EP_BUILD=build/host-x86_64 tests/bench/bpf-bench.sh
 #   PHASES=leaf tests/bench/bpf-bench.sh   (any of profile,leaf,cost)
+#   CHURN=gcc PHASES=profile tests/bench/bpf-bench.sh   (profile while programs start: gcc, burn)
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
 export EP_BUILD=${EP_BUILD:-$top/build/host-x86_64}

@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: MIT
+/*
+ * bpf/mmapev against this machine's real kernel (root; no mocks): the mappings it stages for a
+ * program exec'd after it opened are the ones /proc/<pid>/maps shows, build-ids included; a
+ * fork that has not exec'd gets its parent's; records newer than the time asked for are not
+ * taken; an exec makes the process table forget the program the pid ran before. Where the
+ * kernel refuses the event (qemu-user, no privilege) the tests skip.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "agent/procmaps.h"
+#include "bpf/mmapev.h"
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static struct mmapev *open_or_skip(struct proctab *t)
+{
+	char err[256] = "";
+	struct mmapev *ev = mmapev__open(t, err, sizeof(err));
+
+	if (!ev) {
+		print_message("mmap records unavailable here (%s): skipped\n", err);
+		skip();
+	}
+	return ev;
+}
+
+/*
+ * A child that waits for a byte on go[0], then execs argv (NULL: stays this program), then
+ * sleeps until killed.
+ */
+static pid_t start_child(int go[2], char *const argv[])
+{
+	pid_t pid;
+	char c;
+
+	assert_int_equal(pipe(go), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(go[1]);
+		if (read(go[0], &c, 1) != 1)
+			_exit(1);
+		if (argv)
+			execv(argv[0], argv);
+		for (;;)
+			pause();
+	}
+	close(go[0]);
+	return pid;
+}
+
+static void release(int go[2])
+{
+	assert_int_equal(write(go[1], "x", 1), 1);
+	close(go[1]);
+}
+
+static void stop_child(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+/* Every mapping /proc shows for pid is in got, with the same file, offset and build-id. */
+static void assert_same_maps(uint32_t pid, const struct procmaps *got)
+{
+	struct procmaps *want;
+
+	assert_int_equal(procmaps__read(pid, 256, &want), 0);
+	assert_true(want->n > 0);
+	assert_int_equal(got->n, want->n);
+	for (unsigned i = 0; i < want->n; i++) {
+		const struct procmap *w = &want->maps[i];
+		const struct procmap *g = procmaps__find(got, w->start);
+
+		assert_non_null(g);
+		assert_int_equal(g->start, w->start);
+		assert_int_equal(g->limit, w->limit);
+		assert_int_equal(g->offset, w->offset);
+		assert_string_equal(g->path, w->path);
+		assert_string_equal(g->build_id, w->build_id);
+	}
+	procmaps__free(want);
+}
+
+static void exec_is_staged(void **state)
+{
+	char *argv[] = {"/bin/sleep", "30", NULL};
+	struct proctab *t = proctab__new(16, 256);
+	struct mmapev *ev = open_or_skip(t);
+	struct procmaps_stats before, after;
+	struct mmapev_stats st;
+	struct procmaps *pm;
+	uint64_t t0;
+	int go[2];
+	pid_t pid;
+
+	(void)state;
+	pid = start_child(go, argv);
+	t0 = now_ns();
+	release(go);
+	usleep(300 * 1000); /* sleep(1) has mapped its libraries and sleeps */
+	/* records after the time asked for stay in the rings: nothing staged yet */
+	mmapev__advance(ev, t0, true);
+	assert_null(mmapev__take(ev, (uint32_t)pid, 256));
+	mmapev__advance(ev, now_ns(), true);
+	procmaps__stats(&before);
+	pm = mmapev__take(ev, (uint32_t)pid, 256);
+	procmaps__stats(&after);
+	assert_non_null(pm);
+	mmapev__stats(ev, &st);
+	assert_true(st.execs >= 1);
+	assert_int_equal(st.lost, 0);
+	if (st.build_ids) /* the kernel gave the build-ids: no file opened for them */
+		assert_int_equal(after.build_id_reads + after.file_stats,
+				 before.build_id_reads + before.file_stats);
+	assert_int_equal(after.maps_reads, before.maps_reads);
+	assert_non_null(procmaps__exe(pm));
+	assert_non_null(strstr(procmaps__exe(pm), "sleep"));
+	assert_same_maps((uint32_t)pid, pm);
+	/* handed over once: the stage is gone */
+	assert_null(mmapev__take(ev, (uint32_t)pid, 256));
+	procmaps__free(pm);
+	stop_child(pid);
+	mmapev__free(ev);
+	proctab__free(t);
+}
+
+static void fork_gets_parent_maps(void **state)
+{
+	struct proctab *t = proctab__new(16, 256);
+	struct mmapev *ev = open_or_skip(t);
+	struct mmapev_stats st;
+	struct procmaps *pm;
+	int go[2];
+	pid_t pid;
+
+	(void)state;
+	/* the parent was sampled: its maps are in the table */
+	assert_int_equal(proctab__touch(t, (uint32_t)getpid()), 0);
+	pid = start_child(go, NULL);
+	usleep(100 * 1000);
+	mmapev__advance(ev, now_ns(), true);
+	mmapev__stats(ev, &st);
+	assert_true(st.forks >= 1);
+	pm = mmapev__take(ev, (uint32_t)pid, 256);
+	assert_non_null(pm);
+	assert_same_maps((uint32_t)pid, pm);
+	assert_string_equal(procmaps__exe(pm), procmaps__exe(proctab__maps(t, (uint32_t)getpid())));
+	procmaps__free(pm);
+	release(go);
+	stop_child(pid);
+	mmapev__free(ev);
+	proctab__free(t);
+}
+
+static void exec_forgets_old_program(void **state)
+{
+	char *argv[] = {"/bin/sleep", "30", NULL};
+	struct proctab *t = proctab__new(16, 256);
+	struct mmapev *ev = open_or_skip(t);
+	struct proctab_stats ps;
+	int go[2];
+	pid_t pid;
+
+	(void)state;
+	pid = start_child(go, argv);
+	usleep(100 * 1000);
+	/* sampled before its exec: read from /proc, this test program's maps */
+	assert_int_equal(proctab__touch(t, (uint32_t)pid), 0);
+	assert_non_null(proctab__maps(t, (uint32_t)pid));
+	release(go);
+	usleep(300 * 1000);
+	mmapev__advance(ev, now_ns(), true);
+	proctab__stats(t, &ps);
+	assert_int_equal(ps.forgotten, 1);
+	assert_null(proctab__maps(t, (uint32_t)pid));
+	/* its next sample loads the new program's maps from the records */
+	proctab__set_loader(t, mmapev__take, ev);
+	assert_int_equal(proctab__touch(t, (uint32_t)pid), 0);
+	proctab__stats(t, &ps);
+	assert_int_equal(ps.loaded, 1);
+	assert_non_null(strstr(proctab__exe(t, (uint32_t)pid), "sleep"));
+	stop_child(pid);
+	mmapev__free(ev);
+	proctab__free(t);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(exec_is_staged),
+	    cmocka_unit_test(fork_gets_parent_maps),
+	    cmocka_unit_test(exec_forgets_old_program),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
