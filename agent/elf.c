@@ -150,6 +150,19 @@ static void elf_close(struct elf_file *ef)
 	free(ef->sh);
 }
 
+void elf__build_id_hex(const uint8_t *id, size_t n, char *hex, size_t hexlen)
+{
+	static const char digits[] = "0123456789abcdef";
+	size_t k = 0;
+
+	for (; k < n && 2 * k + 3 <= hexlen; k++) {
+		hex[2 * k] = digits[id[k] >> 4];
+		hex[2 * k + 1] = digits[id[k] & 15];
+	}
+	if (hexlen)
+		hex[2 * k] = 0;
+}
+
 int elf__build_id(const char *path, char *hex, size_t hexlen)
 {
 	struct elf_file ef;
@@ -176,16 +189,7 @@ int elf__build_id(const char *path, char *hex, size_t hexlen)
 			if (desc + dsz > len)
 				break;
 			if (type == NT_GNU_BUILD_ID && nsz == 4 && !memcmp(buf + name, "GNU", 4)) {
-				size_t n = 0;
-
-				for (uint32_t k = 0; k < dsz && n + 3 <= hexlen; k++, n += 2) {
-					static const char digits[] = "0123456789abcdef";
-
-					hex[n] = digits[buf[desc + k] >> 4];
-					hex[n + 1] = digits[buf[desc + k] & 15];
-				}
-				if (hexlen)
-					hex[n] = 0;
+				elf__build_id_hex(buf + desc, dsz, hex, hexlen);
 				err = 0;
 				break;
 			}

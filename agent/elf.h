@@ -16,6 +16,8 @@
 
 /* Lowercase hex build-id of path into hex: 0, -ENOENT (no build-id note), -EINVAL, -errno. */
 int elf__build_id(const char *path, char *hex, size_t hexlen);
+/* n bytes of build-id as lower-case hex, cut to what hexlen holds (always terminated). */
+void elf__build_id_hex(const uint8_t *id, size_t n, char *hex, size_t hexlen);
 
 /*
  * A file's unwind table for another process's pcs: the load segment holding .eh_frame_hdr

@@ -12,6 +12,7 @@
 
 #include <linux/perf_event.h>
 
+#include "agent/elf.h"
 #include "bpf/mmapev.h"
 
 #define MMAPEV_MAPS       24   /* code mappings a staged program may have (libc, ld.so, ...) */
@@ -424,17 +425,6 @@ void mmapev__advance(struct mmapev *ev, uint64_t until_ns, bool samples_done)
 
 /* ---- handing over --------------------------------------------------------------------------- */
 
-static void hex(const uint8_t *b, unsigned n, char *out)
-{
-	static const char digits[] = "0123456789abcdef";
-
-	for (unsigned i = 0; i < n; i++) {
-		out[2 * i] = digits[b[i] >> 4];
-		out[2 * i + 1] = digits[b[i] & 15];
-	}
-	out[2 * n] = 0;
-}
-
 struct procmaps *mmapev__take(void *ctx, uint32_t pid, unsigned int max_maps)
 {
 	struct mmapev *ev = ctx;
@@ -455,7 +445,7 @@ struct procmaps *mmapev__take(void *ctx, uint32_t pid, unsigned int max_maps)
 					 .dev = m->dev, .ino = m->ino, .path = p->paths + m->path};
 
 		if (m->id_known) {
-			hex(m->build_id, m->build_id_len, id);
+			elf__build_id_hex(m->build_id, m->build_id_len, id, sizeof(id));
 			d.build_id = id;
 		}
 		procmaps__add(pm, &d);
