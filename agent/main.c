@@ -497,6 +497,7 @@ static void bpf_start(struct agent *a)
 	struct bpf_sampler_stats st;
 	struct bpf_sampler *s;
 	char err[256] = "";
+	int err_watch;
 
 	if (!strcmp(a->cfg.sampler, "sigprof"))
 		return;
@@ -511,6 +512,9 @@ static void bpf_start(struct agent *a)
 		return;
 	}
 	a->bpf = s;
+	err_watch = mmapev__watch(a->mmapev, bpf_sampler__fd(s));
+	if (err_watch)
+		pr_warn("cannot wait on the mmap records (%s): some may be lost", strerror(-err_watch));
 	bpf_sampler__stats(s, &st);
 	a->bpf_ordered = !st.perf_buffer;
 	a->leaf = leaf__new(CONFIG_BPF_LEAF_TABLES, CONFIG_BPF_LEAF_RULES,

@@ -533,8 +533,9 @@ void procmaps__free(struct procmaps *pm)
 
 struct proc_slot {
 	struct procmaps *pm;
-	uint64_t last_used;  /* access clock: the least recently used slot is evicted */
+	uint64_t last_used;  /* access clock: of the least used slots, the oldest is evicted */
 	uint64_t used_round; /* round of the last use */
+	uint32_t round_uses; /* lookups in used_round: about its samples there */
 	uint64_t refreshed;  /* round of the last re-read */
 	int next;	     /* next slot in the same hash bucket, -1: last */
 };
@@ -638,22 +639,41 @@ static void proctab_drop(struct proctab *t, struct proc_slot *s)
 static void proctab_use(struct proctab *t, struct proc_slot *s)
 {
 	s->last_used = ++t->clock;
+	if (s->used_round != t->round)
+		s->round_uses = 0;
 	s->used_round = t->round;
+	s->round_uses++;
 }
 
-/* A free slot, or the least recently used one emptied (counted). */
+static uint32_t round_uses(const struct proctab *t, const struct proc_slot *s)
+{
+	return s->used_round == t->round ? s->round_uses : 0;
+}
+
+/*
+ * A free slot, or one emptied (counted): the one least used this round, the oldest of those.
+ * Names are given at the round's end from this table, so a process evicted loses its round's
+ * samples: on a machine starting more processes a round than the table holds, a thousand
+ * one-sample programs must not push out the process with most of the samples.
+ */
 static struct proc_slot *proctab_free_slot(struct proctab *t)
 {
 	struct proc_slot *victim = NULL;
 
 	for (unsigned int i = 0; i < t->max_procs; i++) {
-		if (!t->slots[i].pm)
-			return &t->slots[i];
-		if (!victim || t->slots[i].last_used < victim->last_used)
-			victim = &t->slots[i];
+		struct proc_slot *s = &t->slots[i];
+
+		if (!s->pm) {
+			s->round_uses = 0;
+			return s;
+		}
+		if (!victim || round_uses(t, s) < round_uses(t, victim) ||
+		    (round_uses(t, s) == round_uses(t, victim) && s->last_used < victim->last_used))
+			victim = s;
 	}
 	proctab_drop(t, victim);
 	t->st.evicted++;
+	victim->round_uses = 0;
 	return victim;
 }
 

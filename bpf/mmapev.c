@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -417,10 +418,22 @@ void mmapev__advance(struct mmapev *ev, uint64_t until_ns, bool samples_done)
 {
 	if (!ev)
 		return;
-	take_records(ev, until_ns);
+	/* first: the stages of programs that exited before it are free while records are taken */
 	if (samples_done && until_ns > MMAPEV_SLACK_NS &&
 	    until_ns - MMAPEV_SLACK_NS > ev->samples_done_ns)
 		ev->samples_done_ns = until_ns - MMAPEV_SLACK_NS;
+	take_records(ev, until_ns);
+}
+
+int mmapev__watch(struct mmapev *ev, int epoll_fd)
+{
+	for (unsigned i = 0; ev && i < ev->n_rings; i++) {
+		struct epoll_event e = {.events = EPOLLIN, .data.u64 = UINT64_MAX};
+
+		if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, ev->rings[i].fd, &e))
+			return -errno;
+	}
+	return 0;
 }
 
 /* ---- handing over --------------------------------------------------------------------------- */
@@ -465,7 +478,7 @@ void mmapev__stats(const struct mmapev *ev, struct mmapev_stats *st)
 
 /* ---- opening -------------------------------------------------------------------------------- */
 
-static int open_event(int cpu, bool build_id)
+static int open_event(int cpu, bool build_id, size_t wake_bytes)
 {
 	struct perf_event_attr a = {
 	    .type = PERF_TYPE_SOFTWARE,
@@ -482,7 +495,7 @@ static int open_event(int cpu, bool build_id)
 	    .use_clockid = 1,
 	    .clockid = CLOCK_MONOTONIC,
 	    .watermark = 1,
-	    .wakeup_watermark = 1u << 30, /* never polled: drained when the agent needs it */
+	    .wakeup_watermark = (uint32_t)wake_bytes, /* half the ring (mmapev__watch) */
 	};
 	int fd = (int)syscall(SYS_perf_event_open, &a, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 
@@ -524,11 +537,11 @@ static int open_rings(struct mmapev *ev, char *err, size_t errlen)
 		return -ENOMEM;
 	for (long cpu = 0; cpu < ncpus; cpu++) {
 		struct cpu_ring *r = &ev->rings[ev->n_rings];
-		int fd = open_event((int)cpu, build_id);
+		int fd = open_event((int)cpu, build_id, ev->map_bytes / 2);
 
 		if (fd == -EINVAL && build_id) { /* before Linux 5.12: dev and inode */
 			build_id = false;
-			fd = open_event((int)cpu, false);
+			fd = open_event((int)cpu, false, ev->map_bytes / 2);
 		}
 		if (fd < 0) {
 			first_err = first_err ? first_err : fd;

@@ -6,7 +6,7 @@
  * /proc/<pid>/maps and /proc/<pid>/stat for each one it sampled, and wake up early so that it
  * read them before the process exited. Instead, a dummy perf event per CPU asks the kernel for
  * PERF_RECORD_COMM (exec), PERF_RECORD_MMAP2 (executable mappings only, with the build-id on
- * Linux 5.12+) and PERF_RECORD_EXIT, as perf record does. A program exec'd since the agent
+ * Linux 5.12+), PERF_RECORD_FORK and PERF_RECORD_EXIT, as perf record does. A program exec'd since the agent
  * started has its mappings staged here from those records; its first sample adopts them into
  * the process table (proctab__set_loader), without a system call. Processes that were running
  * before, or whose records were lost, are read from /proc as before.
@@ -56,6 +56,12 @@ struct mmapev *mmapev__open(struct proctab *t, char *err, size_t errlen);
  */
 void mmapev__advance(struct mmapev *ev, uint64_t until_ns, bool samples_done);
 /*
+ * Adds the rings to epoll_fd (the sampler's: bpf_sampler__fd), readable when one is half full
+ * (a machine starting programs faster than the samples wake the agent), so that records are
+ * taken before the ring loses any. Nothing else: the waiter needs no event data from them.
+ */
+int mmapev__watch(struct mmapev *ev, int epoll_fd);
+/*
  * The staged mappings of pid, handed over and unstaged; NULL when pid has not exec'd since the
  * start (up to the last advance) or its records are incomplete. Shaped as proctab_loader_fn.
  */
@@ -71,6 +77,10 @@ static inline struct mmapev *mmapev__open(struct proctab *t, char *err, size_t e
 	return NULL;
 }
 static inline void mmapev__advance(struct mmapev *ev, uint64_t until_ns, bool samples_done) {}
+static inline int mmapev__watch(struct mmapev *ev, int epoll_fd)
+{
+	return 0;
+}
 static inline struct procmaps *mmapev__take(void *ev, uint32_t pid, unsigned int max_maps)
 {
 	return NULL;

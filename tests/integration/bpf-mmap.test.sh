@@ -4,7 +4,9 @@
 # woken for new processes any more, so short programs (0.15 s) started during its round have
 # exited long before it reads their samples and /proc/<pid>/maps is gone. Their samples must
 # still name work_a/b/c (from the records' mappings and build-ids), and the profile's comment
-# must show the maps came from records. (The /proc path, EDGEPROF_NO_MMAP_EVENTS=1, relies on
+# must show the maps came from records. A shell loop starts /bin/true meanwhile, thousands of
+# one-sample programs a round: more than the process table holds, so it must keep the
+# processes with the round's samples (proctab evicts the least used, not the least recent). (The /proc path, EDGEPROF_NO_MMAP_EVENTS=1, relies on
 # new-process wake-ups instead: in one run here it lost one of the eight programs entirely.)
 set -u
 agent=$EP_BUILD/edgeprof-agent
@@ -23,6 +25,8 @@ run_case() { # name, env for the agent...
 	env "$@" "$agent" --once --seconds 5 --hz 999 --sampler bpf --output-dir "$out" \
 		>"$tmp/$name.log" 2>&1 &
 	local apid=$!
+	timeout 5 bash -c 'while :; do /bin/true; done' &
+	local churn=$!
 	sleep 1
 	for _ in 1 2 3 4 5 6 7 8; do
 		"$work" split 0.15 &
@@ -31,6 +35,8 @@ run_case() { # name, env for the agent...
 		sleep 0.1
 	done
 	wait "$apid" || { cat "$tmp/$name.log"; return 1; }
+	kill "$churn" 2>/dev/null
+	wait "$churn" 2>/dev/null
 	grep -q "BPF sampler unavailable" "$tmp/$name.log" && { cat "$tmp/$name.log"; return 77; }
 	PYTHONPATH="$EP_TOP/tests/workloads" /usr/bin/python3 - "$name" "$out" "${pids[@]}" <<'PY'
 import glob, re, sys
@@ -45,7 +51,9 @@ for s in ss:
     per[p] = (n + s.value, named + s.value * (s.leaf in ("work_a", "work_b", "work_c")))
 com = " ".join(pt.header(path))
 rec = int(re.search(r"maps_from_records=(\d+)", com).group(1))
-print(f"{name}: maps_from_records={rec}; per short process (samples, named):",
+evicted = int(re.search(r"evicted_procs=(\d+)", com).group(1))
+print(f"{name}: maps_from_records={rec} evicted_procs={evicted}; per short process "
+      "(samples, named):",
       {p: (int(n), int(k)) for p, (n, k) in sorted(per.items())})
 ok = len(per) >= 6 and all(n >= 20 and k >= 0.9 * n for n, k in per.values())
 ok &= rec >= 6

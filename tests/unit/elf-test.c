@@ -235,7 +235,7 @@ static void exited_pid_is_not_retried(void **state)
 	proctab__free(t);
 }
 
-/* The least recently used process is evicted, not the one in use. */
+/* The process least used this round is evicted, not the one in use. */
 static void eviction_is_least_recently_used(void **state)
 {
 	struct proctab *t = proctab__new(2, 64);
@@ -320,6 +320,41 @@ static void common_file_survives_one_off_files(void **state)
 	procmaps__free(self);
 }
 
+/*
+ * Names are given from the table at the round's end: the process with most of the round's
+ * samples stays while a stream of one-sample programs (a shell loop) passes through the table,
+ * even though it was used least recently.
+ */
+static void busy_process_outlives_one_sample_programs(void **state)
+{
+	struct proctab *t = proctab__new(3, 64);
+	char text[] = "1000-2000 r-xp 00000000 00:00 0 [vdso]\n";
+	struct proctab_stats st;
+	struct procmaps *pm;
+
+	assert_int_equal(procmaps__parse_text(text, 4100000, 4, &pm), 0);
+	proctab__adopt(t, pm);
+	for (int i = 0; i < 10; i++)
+		assert_non_null(proctab__resolve(t, 4100000, 0x1800));
+	for (uint32_t pid = 4100001; pid <= 4100020; pid++) {
+		assert_int_equal(procmaps__parse_text(text, pid, 4, &pm), 0);
+		proctab__adopt(t, pm);
+		assert_non_null(proctab__resolve(t, pid, 0x1800));
+	}
+	proctab__stats(t, &st);
+	assert_int_equal(st.evicted, 18);
+	assert_non_null(proctab__resolve(t, 4100000, 0x1800)); /* exited: only the table has it */
+	/* a new round: last round's uses count no more */
+	proctab__new_round(t);
+	for (uint32_t pid = 4100021; pid <= 4100023; pid++) {
+		assert_int_equal(procmaps__parse_text(text, pid, 4, &pm), 0);
+		proctab__adopt(t, pm);
+		assert_non_null(proctab__resolve(t, pid, 0x1800));
+	}
+	assert_null(proctab__resolve(t, 4100000, 0x1800));
+	proctab__free(t);
+}
+
 /* Many processes through the hashed table: each found again, evicted ones read again. */
 static void many_processes_are_found_again(void **state)
 {
@@ -362,6 +397,7 @@ int main(void)
 	    cmocka_unit_test(maps_fields_are_parsed_exactly),
 	    cmocka_unit_test(common_file_survives_one_off_files),
 	    cmocka_unit_test(many_processes_are_found_again),
+	    cmocka_unit_test(busy_process_outlives_one_sample_programs),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -10,6 +10,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -80,6 +81,38 @@ static void stop_child(pid_t pid)
 	waitpid(pid, NULL, 0);
 }
 
+/*
+ * Takes records as the agent does while pid gets to sleep in a program named comm (all its
+ * libraries mapped); skips the test when the kernel lost records meanwhile (a machine starting
+ * programs faster than the rings hold: the /proc fallback's case, not this test's).
+ */
+static void settle(struct mmapev *ev, pid_t pid, const char *comm)
+{
+	char path[64], line[512], *p;
+	struct mmapev_stats st;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	for (int i = 0; i < 500; i++) {
+		FILE *f = fopen(path, "r");
+		bool ready = false;
+
+		if (f && fgets(line, sizeof(line), f) && (p = strrchr(line, ')')) && p[1] == ' ')
+			ready = p[2] == 'S' && !strncmp(strchr(line, '(') + 1, comm, strlen(comm));
+		if (f)
+			fclose(f);
+		mmapev__advance(ev, now_ns(), true);
+		if (ready)
+			break;
+		usleep(10 * 1000);
+	}
+	mmapev__advance(ev, now_ns(), true);
+	mmapev__stats(ev, &st);
+	if (st.lost) {
+		print_message("%llu records lost under load: skipped\n", (unsigned long long)st.lost);
+		skip();
+	}
+}
+
 /* Every mapping /proc shows for pid is in got, with the same file, offset and build-id. */
 static void assert_same_maps(uint32_t pid, const struct procmaps *got)
 {
@@ -118,18 +151,17 @@ static void exec_is_staged(void **state)
 	pid = start_child(go, argv);
 	t0 = now_ns();
 	release(go);
-	usleep(300 * 1000); /* sleep(1) has mapped its libraries and sleeps */
+	usleep(50 * 1000);
 	/* records after the time asked for stay in the rings: nothing staged yet */
 	mmapev__advance(ev, t0, true);
 	assert_null(mmapev__take(ev, (uint32_t)pid, 256));
-	mmapev__advance(ev, now_ns(), true);
+	settle(ev, pid, "sleep");
 	procmaps__stats(&before);
 	pm = mmapev__take(ev, (uint32_t)pid, 256);
 	procmaps__stats(&after);
 	assert_non_null(pm);
 	mmapev__stats(ev, &st);
 	assert_true(st.execs >= 1);
-	assert_int_equal(st.lost, 0);
 	if (st.build_ids) /* the kernel gave the build-ids: no file opened for them */
 		assert_int_equal(after.build_id_reads + after.file_stats,
 				 before.build_id_reads + before.file_stats);
@@ -158,8 +190,7 @@ static void fork_gets_parent_maps(void **state)
 	/* the parent was sampled: its maps are in the table */
 	assert_int_equal(proctab__touch(t, (uint32_t)getpid()), 0);
 	pid = start_child(go, NULL);
-	usleep(100 * 1000);
-	mmapev__advance(ev, now_ns(), true);
+	settle(ev, pid, "mmapev-test");
 	mmapev__stats(ev, &st);
 	assert_true(st.forks >= 1);
 	pm = mmapev__take(ev, (uint32_t)pid, 256);
@@ -184,13 +215,12 @@ static void exec_forgets_old_program(void **state)
 
 	(void)state;
 	pid = start_child(go, argv);
-	usleep(100 * 1000);
+	settle(ev, pid, "mmapev-test");
 	/* sampled before its exec: read from /proc, this test program's maps */
 	assert_int_equal(proctab__touch(t, (uint32_t)pid), 0);
 	assert_non_null(proctab__maps(t, (uint32_t)pid));
 	release(go);
-	usleep(300 * 1000);
-	mmapev__advance(ev, now_ns(), true);
+	settle(ev, pid, "sleep");
 	proctab__stats(t, &ps);
 	assert_int_equal(ps.forgotten, 1);
 	assert_null(proctab__maps(t, (uint32_t)pid));
