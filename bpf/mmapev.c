@@ -166,7 +166,8 @@ static void stage_mmap(struct mmapev *ev, const struct mmap_rec *r)
 				 .offset = r->offset, .dev = r->dev, .ino = r->ino,
 				 .path = (uint16_t)p->paths_len, .id_known = r->build_id_len > 0,
 				 .build_id_len = r->build_id_len};
-	memcpy(m->build_id, r->build_id, r->build_id_len);
+	if (r->build_id_len)
+		memcpy(m->build_id, r->build_id, r->build_id_len);
 	memcpy(p->paths + p->paths_len, r->path, len);
 	p->paths[p->paths_len + len] = 0;
 	p->paths_len += (unsigned)len + 1;
