@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/auxv.h>
 
 #include "agent/cfi.h"
@@ -96,6 +97,13 @@ struct leaf *leaf__new(unsigned int max_tables, unsigned int max_rules, unsigned
 	for (unsigned int i = 0; i < max_tables; i++)
 		table_drop(&l->tables[i]);
 	return l;
+}
+
+void leaf__trim(struct leaf *l)
+{
+	for (unsigned int i = 0; l && i < l->max_tables; i++)
+		if (l->tables[i].eh.map)
+			madvise(l->tables[i].eh.map, l->tables[i].eh.map_len, MADV_DONTNEED);
 }
 
 void leaf__free(struct leaf *l)

@@ -44,6 +44,12 @@ struct leaf;
 
 /* Bounds: files mapped, rules cached, FDEs indexed per file without .eh_frame_hdr. */
 struct leaf *leaf__new(unsigned int max_tables, unsigned int max_rules, unsigned int max_fdes);
+/*
+ * Drops the mapped tables' pages from the agent's RSS (they stay in the page cache, shared, and
+ * come back as minor faults): at each round's end, so the unwind tables of the programs
+ * sampled in a round (a compiler's are megabytes) are not charged to the agent for good.
+ */
+void leaf__trim(struct leaf *l);
 void leaf__free(struct leaf *l); /* NULL-safe */
 
 /*

@@ -552,6 +552,12 @@ static void bpf_stop(struct agent *a)
 	leaf__free(a->leaf);
 }
 
+/* The round is written: the unwind tables' pages it touched leave the agent's RSS. */
+static void bpf_round_done(struct agent *a)
+{
+	leaf__trim(a->leaf);
+}
+
 /* One pass over kallsyms names the kernel call sites first seen this round. */
 static void bpf_name_kernel_frames(struct agent *a)
 {
@@ -640,6 +646,10 @@ static void bpf_stop(struct agent *a)
 }
 
 static void bpf_name_kernel_frames(struct agent *a)
+{
+}
+
+static void bpf_round_done(struct agent *a)
 {
 }
 
@@ -794,6 +804,7 @@ static void write_round(struct agent *a, uint64_t duration_ns)
 			submit(a, s->name, s->agg, &o);
 		aggregate__reset(s->agg);
 	}
+	bpf_round_done(a);
 	proctab__new_round(a->procs);
 }
 
