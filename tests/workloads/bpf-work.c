@@ -3,7 +3,8 @@
  * tests/workloads/bpf-work.c — workloads for the BPF sampler tests (built -O1, frame pointers,
  * not PIE, so nm(1) names their addresses):
  *   bpf-work split SECONDS [THREADS]  work_a/work_b/work_c burn CPU 50/30/20 (same loop,
- *                                      iteration counts 5:3:2); THREADS (default 1) run it
+ *                                      iteration counts 5:3:2, rounds of random length);
+ *                                      THREADS (default 1) run it
  *   bpf-work syscall SECONDS           sys_reader() reads /dev/zero: most time in the kernel
  *   bpf-work fixed ROUNDS              ROUNDS rounds of the split, then exit: a fixed amount of
  *                                      work whose slowdown gives a profiler's per-sample cost
@@ -17,6 +18,7 @@
  */
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,30 +39,41 @@ static int expired(void)
 	return (now.tv_sec - start.tv_sec) + (now.tv_nsec - start.tv_nsec) / 1e9 >= seconds;
 }
 
-__attribute__((noinline, aligned(64))) void work_a(void)
+__attribute__((noinline, aligned(64))) void work_a(long unit)
 {
-	for (volatile long i = 0; i < 5 * UNIT; i++)
+	for (volatile long i = 0; i < 5 * unit; i++)
 		;
 }
 
-__attribute__((noinline, aligned(64))) void work_b(void)
+__attribute__((noinline, aligned(64))) void work_b(long unit)
 {
-	for (volatile long i = 0; i < 3 * UNIT; i++)
+	for (volatile long i = 0; i < 3 * unit; i++)
 		;
 }
 
-__attribute__((noinline, aligned(64))) void work_c(void)
+__attribute__((noinline, aligned(64))) void work_c(long unit)
 {
-	for (volatile long i = 0; i < 2 * UNIT; i++)
+	for (volatile long i = 0; i < 2 * unit; i++)
 		;
 }
 
+/*
+ * Each round's length is drawn at random (0.5..1.5 UNIT, the split kept within the round): a
+ * strictly periodic loop can alias with a sampler's fixed period, and its shares then drift by
+ * a few points from run to run whatever the sampler does.
+ */
 static void *split_thread(void *arg)
 {
+	uint64_t seed = 0x9e3779b97f4a7c15ull * ((uintptr_t)arg + 1);
+
 	while (!expired()) {
-		work_a();
-		work_b();
-		work_c();
+		long unit;
+
+		seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17; /* xorshift64 */
+		unit = UNIT / 2 + (long)(seed % UNIT);
+		work_a(unit);
+		work_b(unit);
+		work_c(unit);
 	}
 	return NULL;
 }
@@ -165,7 +178,7 @@ int main(int argc, char **argv)
 		pthread_t t[16];
 
 		for (int i = 1; i < n && i < 16; i++)
-			pthread_create(&t[i], NULL, split_thread, NULL);
+			pthread_create(&t[i], NULL, split_thread, (void *)(uintptr_t)i);
 		split_thread(NULL);
 		for (int i = 1; i < n && i < 16; i++)
 			pthread_join(t[i], NULL);
@@ -173,9 +186,9 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "fixed")) {
 		for (long r = atol(argv[2]); r > 0; r--) {
-			work_a();
-			work_b();
-			work_c();
+			work_a(UNIT);
+			work_b(UNIT);
+			work_c(UNIT);
 		}
 		return 0;
 	}
