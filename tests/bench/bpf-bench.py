@@ -34,7 +34,7 @@ WORK = os.path.join(BUILD, "tests", "workloads", "bpf-work")
 SECONDS = float(os.environ.get("SECONDS_PER_RUN", "10"))
 COST_RUNS = int(os.environ.get("COST_RUNS", "9"))
 COST_ROUNDS = os.environ.get("COST_ROUNDS", "1500")
-PHASES = os.environ.get("PHASES", "profile,leaf,cost,kcost").split(",")
+PHASES = os.environ.get("PHASES", "profile,leaf,cost").split(",")
 # Process churn behind the profile phase: a machine that starts many programs, where the agent
 # learns each one's mappings. gcc: a compiler every 0.1 s; burn: a 12 ms program every 40 ms.
 CHURN = os.environ.get("CHURN", "")
@@ -48,13 +48,12 @@ BCC = shutil.which("profile-bpfcc") or "/usr/sbin/profile-bpfcc"
 BCC_MODULES = None  # a /lib/modules replacement that points bcc at installed headers
 
 
-def bcc_argv(args, tool=None):
+def bcc_argv(args):
     """bcc compiles against /lib/modules/$(uname -r)/build. Where this kernel has none, Debian's
     headers are linked there inside a private mount namespace (the system is not touched)."""
-    tool = tool or BCC
-    cmd = " ".join([tool] + [str(a) for a in args])
+    cmd = " ".join([BCC] + [str(a) for a in args])
     if not BCC_MODULES:
-        return [tool] + [str(a) for a in args]
+        return [BCC] + [str(a) for a in args]
     return ["unshare", "-m", "sh", "-c", f"mount --bind {BCC_MODULES} /lib/modules && exec {cmd}"]
 
 
@@ -588,66 +587,6 @@ def bcc_runs(tmp):
     return True
 
 
-FUNCLATENCY = shutil.which("funclatency-bpfcc") or "/usr/sbin/funclatency-bpfcc"
-KCOST_RUNS = int(os.environ.get("KCOST_RUNS", "5"))
-KCOST_SECONDS = int(os.environ.get("KCOST_SECONDS", "8"))
-
-
-def handler_ns(name, tmp, hz):
-    """Mean and count of the sampling interrupt's handler (perf_swevent_hrtimer: the CPU-clock
-    event's overflow, which runs our BPF program or writes perf's sample) when it interrupts
-    the pinned workload, timed in the kernel by funclatency (kprobe and kretprobe)."""
-    work = subprocess.Popen([WORK, "split", str(KCOST_SECONDS + 8), "1"],
-                            preexec_fn=pinned(WORK_CPU, True))
-    if name == "ours":
-        argv = [PROBE, "--seconds", str(KCOST_SECONDS + 6), "--hz", str(hz), "--quiet",
-                "--ring-kb", "4096"]
-    else:
-        argv = ["perf", "record", "-a", "-g", "-F", str(hz), "-o",
-                os.path.join(tmp, "kcost.data"), "--", "sleep", str(KCOST_SECONDS + 6)]
-    prof = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            preexec_fn=pinned(PROF_CPUS))
-    time.sleep(2)
-    r = subprocess.run(bcc_argv(["-p", work.pid, "-d", KCOST_SECONDS, "perf_swevent_hrtimer"],
-                                FUNCLATENCY), capture_output=True, text=True, timeout=120,
-                       preexec_fn=pinned(PROF_CPUS))
-    for p in (prof, work):
-        p.send_signal(signal.SIGINT)
-        p.wait()
-    for line in r.stdout.splitlines():
-        if line.startswith("avg = "):  # avg = 1234 nsecs, total: ... nsecs, count: 5678
-            f = line.replace(",", " ").split()
-            return float(f[2]), int(f[f.index("count:") + 1])
-    print(f"  funclatency gave no average: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
-    return None, 0
-
-
-def kernel_cost(tmp):
-    """Per-sample cost where the VM's noise cannot reach it: the handler's own duration per
-    sample of the workload, ours and perf's, alternating runs, medians."""
-    if not os.path.exists(FUNCLATENCY):
-        print(f"note: {FUNCLATENCY} not installed: kcost skipped (tools/setup.sh --bench)")
-        return
-    hz = 4999
-    res = collections.defaultdict(list)
-    for _ in range(KCOST_RUNS):
-        for name in ("ours", "perf"):
-            ns, n = handler_ns(name, tmp, hz)
-            if ns is not None:
-                res[name].append((ns, n))
-    print(f"\n== per-sample kernel cost at {hz} Hz: the sampling interrupt's handler "
-          f"(perf_swevent_hrtimer) on the pinned workload, {KCOST_SECONDS} s x {KCOST_RUNS} "
-          "alternating runs (funclatency's own probes included, alike for both)")
-    med = {}
-    for name, rs in res.items():
-        q1, med[name], q3 = quartiles([ns for ns, _ in rs])
-        print(f"{name:6} {med[name]:7.0f} ns a sample (quartiles {q1:.0f}-{q3:.0f}; "
-              f"runs: {', '.join(f'{ns:.0f}' for ns, _ in rs)}; "
-              f"{statistics.median(n for _, n in rs):.0f} samples a run)")
-    if med.get("ours") and med.get("perf"):
-        print(f"ours/perf handler time: {med['ours'] / med['perf']:.2f}")
-
-
 def main():
     if os.geteuid() != 0:
         print("needs root (bpf, perf -a)")
@@ -669,10 +608,6 @@ def main():
             leaf_round(99, tmp, nm, bcc_ok)
         if "cost" in PHASES:
             per_sample_cost(tmp)
-        if "kcost" in PHASES:
-            if BCC_MODULES is None:
-                bcc_headers(tmp)  # funclatency compiles against them too
-            kernel_cost(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         # perf lowers the kernel's rate limit when interrupts run long: give it back.
