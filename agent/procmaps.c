@@ -536,6 +536,7 @@ struct proc_slot {
 	uint64_t last_used;  /* access clock: of the least used slots, the oldest is evicted */
 	uint64_t used_round; /* round of the last use */
 	uint32_t round_uses; /* lookups in used_round: about its samples there */
+	bool loaded;	     /* the maps came from the loader: ask it again on a miss */
 	uint64_t refreshed;  /* round of the last re-read */
 	int next;	     /* next slot in the same hash bucket, -1: last */
 };
@@ -686,6 +687,7 @@ static int proctab_load(struct proctab *t, uint32_t pid, struct proc_slot **out)
 {
 	struct proc_slot *s = proctab_find(t, pid);
 	struct procmaps *pm;
+	bool loaded = false;
 	int err;
 
 	if (pid && *proctab_gone(t, pid) == pid)
@@ -694,6 +696,7 @@ static int proctab_load(struct proctab *t, uint32_t pid, struct proc_slot **out)
 	pm = !s && t->loader ? t->loader(t->loader_ctx, pid, t->max_maps) : NULL;
 	if (pm) {
 		t->st.loaded++;
+		loaded = true;
 	} else {
 		err = procmaps__read(pid, t->max_maps, &pm);
 		if (err) {
@@ -710,9 +713,26 @@ static int proctab_load(struct proctab *t, uint32_t pid, struct proc_slot **out)
 	}
 	proctab_link(t, s, pm);
 	s->refreshed = t->round;
+	s->loaded = loaded;
 	proctab_use(t, s);
 	*out = s;
 	return 0;
+}
+
+/*
+ * A miss in maps that came from the loader: it may have more now (libraries mapped after the
+ * first sample); the loader answers NULL when nothing was mapped since.
+ */
+static bool proctab_reload(struct proctab *t, struct proc_slot *s)
+{
+	struct procmaps *pm = t->loader ? t->loader(t->loader_ctx, s->pm->pid, t->max_maps) : NULL;
+
+	if (!pm)
+		return false;
+	procmaps__free(s->pm);
+	s->pm = pm; /* same pid: same bucket */
+	t->st.loaded++;
+	return true;
 }
 
 void proctab__adopt(struct proctab *t, struct procmaps *pm)
@@ -726,6 +746,7 @@ void proctab__adopt(struct proctab *t, struct procmaps *pm)
 	s = proctab_free_slot(t);
 	proctab_link(t, s, pm);
 	s->refreshed = t->round;
+	s->loaded = false;
 	proctab_use(t, s);
 }
 
@@ -778,6 +799,8 @@ const struct procmap *proctab__resolve(struct proctab *t, uint32_t pid, uint64_t
 	if (s) {
 		proctab_use(t, s);
 		m = procmaps__find(s->pm, addr);
+		if (!m && s->loaded && proctab_reload(t, s))
+			m = procmaps__find(s->pm, addr);
 		if (m || s->refreshed == t->round)
 			goto out;
 	}

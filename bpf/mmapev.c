@@ -39,6 +39,7 @@ struct staged_map {
 struct staged {
 	uint32_t pid; /* 0: free slot */
 	bool incomplete; /* records lost, or more than a stage holds: read /proc instead */
+	bool taken;	 /* handed to the process table, and nothing mapped since */
 	int exe; /* the main program's mapping: the first one after the exec */
 	uint64_t exec_ns; /* mappings older than the exec belong to the previous program */
 	uint64_t exit_ns; /* 0: running */
@@ -87,16 +88,20 @@ static struct staged *stage_find(struct mmapev *ev, uint32_t pid)
  */
 static struct staged *stage_slot(struct mmapev *ev)
 {
-	struct staged *oldest = NULL;
+	struct staged *oldest = NULL, *taken = NULL;
 
 	for (unsigned i = 0; i < ev->n_staged; i++) {
 		struct staged *p = &ev->staged[i];
 
 		if (!p->pid || (p->exit_ns && p->exit_ns < ev->samples_done_ns))
 			return p;
+		if (p->taken && (!taken || p->used < taken->used))
+			taken = p;
 		if (!oldest || p->used < oldest->used)
 			oldest = p;
 	}
+	if (taken)
+		return taken; /* the table has its maps: only later mappings go to /proc */
 	ev->st.evicted++;
 	return oldest;
 }
@@ -112,6 +117,7 @@ static void stage_exec(struct mmapev *ev, uint32_t pid, uint64_t time_ns)
 	p->pid = pid;
 	p->exit_ns = 0;
 	p->incomplete = false;
+	p->taken = false;
 	p->exe = -1;
 	p->exec_ns = time_ns;
 	p->used = ++ev->clock;
@@ -174,6 +180,7 @@ static void stage_mmap(struct mmapev *ev, const struct mmap_rec *r)
 	if (p->exe < 0 && r->path[0] == '/')
 		p->exe = (int)p->n; /* the kernel maps the program before its interpreter */
 	p->n++;
+	p->taken = false; /* the table's copy misses this one: a miss takes the stage again */
 }
 
 static unsigned nibble(char c)
@@ -235,6 +242,7 @@ static void stage_fork(struct mmapev *ev, uint32_t pid, uint32_t ppid, uint64_t 
 	p->pid = pid;
 	p->exec_ns = time_ns;
 	p->exit_ns = 0;
+	p->taken = false;
 	p->used = ++ev->clock;
 	ev->st.forks++;
 }
@@ -446,11 +454,11 @@ struct procmaps *mmapev__take(void *ctx, uint32_t pid, unsigned int max_maps)
 	struct procmaps *pm;
 
 	p = stage_find(ev, pid);
-	if (!p || p->incomplete || !p->n) {
-		if (p)
-			stage_free(p);
+	if (p && p->incomplete)
+		stage_free(p);
+	if (!p || !p->pid || p->taken)
 		return NULL;
-	}
+	/* none yet (a sample inside execve): handed over empty, filled in at the next miss */
 	pm = procmaps__new(pid, p->n < max_maps ? p->n : max_maps);
 	for (unsigned i = 0; pm && i < p->n; i++) {
 		const struct staged_map *m = &p->maps[i];
@@ -467,8 +475,8 @@ struct procmaps *mmapev__take(void *ctx, uint32_t pid, unsigned int max_maps)
 	if (pm) {
 		pm = procmaps__done(pm, p->exe);
 		ev->st.adopted++;
+		p->taken = true; /* kept: its libraries may still be mapped (ld.so runs first) */
 	}
-	stage_free(p);
 	return pm;
 }
 

@@ -16,7 +16,8 @@
  *
  * Bounded: CONFIG_BPF_MMAP_RING_KB of records per CPU (a full ring loses records: counted, and
  * the processes they could belong to are read from /proc), CONFIG_BPF_MMAP_PROCS programs
- * staged (running and not sampled yet; beyond that the oldest is replaced, counted),
+ * staged (when full, one already handed to the table is replaced first, else the oldest:
+ * counted),
  * MMAPEV_MAPS mappings and MMAPEV_PATH_BYTES of paths each (more: read from /proc).
  */
 #ifndef EDGEPROF_BPF_MMAPEV_H
@@ -30,7 +31,7 @@
 struct mmapev_stats {
 	uint64_t execs;	   /* exec records (programs staged) */
 	uint64_t forks;	   /* new processes staged with their parent's mappings */
-	uint64_t adopted;  /* staged programs handed to the process table at their first sample */
+	uint64_t adopted;  /* staged mappings handed to the process table (first sample, misses) */
 	uint64_t evicted;  /* staged programs replaced while they could still be sampled */
 	uint64_t overflow; /* programs with more mappings or path bytes than a stage holds */
 	uint64_t lost;	   /* records the kernel could not write (ring full) */
@@ -62,8 +63,10 @@ void mmapev__advance(struct mmapev *ev, uint64_t until_ns, bool samples_done);
  */
 int mmapev__watch(struct mmapev *ev, int epoll_fd);
 /*
- * The staged mappings of pid, handed over and unstaged; NULL when pid has not exec'd since the
- * start (up to the last advance) or its records are incomplete. Shaped as proctab_loader_fn.
+ * The staged mappings of pid, handed over (a copy: the stage stays until the program exits, so
+ * that mappings made after its first sample, the libraries ld.so maps, reach the table on a
+ * miss); NULL when pid has not exec'd since the start (up to the last advance), its records
+ * are incomplete, or nothing was mapped since the last time. Shaped as proctab_loader_fn.
  */
 struct procmaps *mmapev__take(void *ev, uint32_t pid, unsigned int max_maps);
 void mmapev__stats(const struct mmapev *ev, struct mmapev_stats *st);

@@ -6,6 +6,7 @@
  * taken; an exec makes the process table forget the program the pid ran before. Where the
  * kernel refuses the event (qemu-user, no privilege) the tests skip.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -235,13 +236,91 @@ static void exec_forgets_old_program(void **state)
 	proctab__free(t);
 }
 
-int main(void)
+/* The child of dlopen_reaches_table: waits for a byte on stdin, dlopens zlib, says so. */
+static int dlopen_child(void)
+{
+	char c;
+
+	if (read(0, &c, 1) != 1 || !dlopen("libz.so.1", RTLD_NOW))
+		return 1;
+	if (write(1, "k", 1) != 1)
+		return 1;
+	for (;;)
+		pause();
+}
+
+/*
+ * A program sampled before its libraries are all mapped (ld.so runs after the exec; dlopen
+ * later): the table's maps come from the stage at the first sample, and a miss in a library
+ * mapped since takes the stage again instead of reading /proc.
+ */
+static void later_mappings_reach_table(void **state)
+{
+	struct proctab *t = proctab__new(16, 256);
+	struct mmapev *ev = open_or_skip(t);
+	struct procmaps_stats before, after;
+	const struct procmap *m = NULL;
+	struct proctab_stats ps;
+	struct procmaps *now;
+	int in[2], out[2];
+	char self[512] = "";
+	uint64_t libz = 0;
+	pid_t pid;
+	char c;
+
+	(void)state;
+	/* exec'd by its real name, so that its comm stays mmapev-test */
+	assert_true(readlink("/proc/self/exe", self, sizeof(self) - 1) > 0);
+	proctab__set_loader(t, mmapev__take, ev);
+	assert_int_equal(pipe(in), 0);
+	assert_int_equal(pipe(out), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		execl(self, "mmapev-test", "--dlopen-child", (char *)NULL);
+		_exit(1);
+	}
+	close(in[0]);
+	close(out[1]);
+	settle(ev, pid, "mmapev-test");
+	assert_int_equal(proctab__touch(t, (uint32_t)pid), 0); /* its first sample */
+	assert_int_equal(write(in[1], "x", 1), 1);
+	assert_int_equal(read(out[0], &c, 1), 1); /* zlib is mapped */
+	assert_int_equal(procmaps__read((uint32_t)pid, 256, &now), 0);
+	for (unsigned i = 0; i < now->n && !libz; i++)
+		if (strstr(now->maps[i].path, "libz.so"))
+			libz = now->maps[i].start;
+	procmaps__free(now);
+	assert_true(libz != 0);
+	settle(ev, pid, "mmapev-test");
+	procmaps__stats(&before);
+	m = proctab__resolve(t, (uint32_t)pid, libz);
+	procmaps__stats(&after);
+	assert_non_null(m);
+	assert_non_null(strstr(m->path, "libz.so"));
+	proctab__stats(t, &ps);
+	assert_int_equal(ps.loaded, 2); /* the first sample, and the miss */
+	assert_int_equal(ps.reads, 0);
+	assert_int_equal(after.maps_reads, before.maps_reads);
+	close(in[1]);
+	close(out[0]);
+	stop_child(pid);
+	mmapev__free(ev);
+	proctab__free(t);
+}
+
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(exec_is_staged),
 	    cmocka_unit_test(fork_gets_parent_maps),
 	    cmocka_unit_test(exec_forgets_old_program),
+	    cmocka_unit_test(later_mappings_reach_table),
 	};
 
+	if (argc > 1 && !strcmp(argv[1], "--dlopen-child"))
+		return dlopen_child();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
