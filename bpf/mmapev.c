@@ -419,8 +419,10 @@ static void take_records(struct mmapev *ev, uint64_t until_ns)
 		oldest->pos += oldest->next.size;
 		oldest->ready = ring_peek(oldest);
 	}
-	for (unsigned i = 0; i < ev->n_rings; i++)
-		__atomic_store_n(&ev->rings[i].meta->data_tail, ev->rings[i].pos, __ATOMIC_RELEASE);
+	for (unsigned i = 0; i < ev->n_rings; i++) /* per sample: write only what moved */
+		if (ev->rings[i].pos != ev->rings[i].meta->data_tail)
+			__atomic_store_n(&ev->rings[i].meta->data_tail, ev->rings[i].pos,
+					 __ATOMIC_RELEASE);
 }
 
 void mmapev__advance(struct mmapev *ev, uint64_t until_ns, bool samples_done)

@@ -90,3 +90,18 @@ class Nm:
             if n:
                 return n
         return None
+
+
+SPLIT = (("work_a", 50), ("work_b", 30), ("work_c", 20))
+
+
+def split_shares_ok(leaf, tol):
+    """Prints each work_ function's share of the three (leaf: a Counter of leaf names) against
+    the workload's known 50/30/20 split; True when every share is within tol points."""
+    work = sum(leaf[f] for f, _ in SPLIT)
+    ok = True
+    for f, want in SPLIT:
+        got = 100.0 * leaf[f] / max(work, 1)
+        print(f"  {f}: {got:5.1f}% (want {want} ±{tol})")
+        ok &= abs(got - want) <= tol
+    return ok

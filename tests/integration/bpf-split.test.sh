@@ -43,10 +43,7 @@ work = sum(leaf[f] for f in ("work_a", "work_b", "work_c"))
 print(f"threads={threads} samples={len(samples)} workload={len(mine)} other_processes={others}")
 print("leaf functions:", dict(leaf.most_common(6)))
 ok = len(mine) >= 1500 and work >= 0.95 * len(mine)
-for f, want in (("work_a", 50), ("work_b", 30), ("work_c", 20)):
-    got = 100.0 * leaf[f] / max(work, 1)
-    print(f"  {f}: {got:5.1f}% (want {want} ±3)")
-    ok &= abs(got - want) <= 3
+ok &= pr.split_shares_ok(leaf, 3)
 tids = collections.Counter(s.tid for s in mine)
 print("per thread:", dict(tids))
 if threads > 1:
