@@ -53,7 +53,7 @@ struct profile_event {
 	__u64 user_lr;       /* aarch64: the link register, a leaf's return address; else 0 */
 	__u32 n_leaf_words;  /* leaf_words[0 .. n) are the user stack at user_sp, sp upwards */
 	__u32 pad;
-	__u64 leaf_words[PROFILE_LEAF_WORDS];
+	__u64 leaf_words[PROFILE_LEAF_WORDS ? PROFILE_LEAF_WORDS : 1]; /* 0: none read */
 	__u64 frames[2 * PROFILE_MAX_DEPTH];
 };
 

@@ -463,6 +463,14 @@ static const char *cgroup_get(struct bpf_sampler *s, uint64_t id, uint32_t pid)
 	return c->path;
 }
 
+/* The stack words a record holds: never more than this build reads (0: registers only). */
+static unsigned int min_words(uint32_t n)
+{
+	unsigned int max = PROFILE_LEAF_WORDS;
+
+	return n < max ? n : max;
+}
+
 static int on_event(void *ctx, void *data, size_t size)
 {
 	struct bpf_sampler *s = ctx;
@@ -496,8 +504,7 @@ static int on_event(void *ctx, void *data, size_t size)
 	if (nu && (e->flags & PROFILE_F_USER_REGS)) {
 		uc = (struct sample_user_context){
 			.sp = e->user_sp, .lr = e->user_lr, .words = (const uint64_t *)e->leaf_words,
-			.n_words = e->n_leaf_words < PROFILE_LEAF_WORDS ? e->n_leaf_words
-									: PROFILE_LEAF_WORDS};
+			.n_words = min_words(e->n_leaf_words)};
 		as.user = &uc;
 	}
 	/* pid, tid and comm travel in their own fields (the agent labels them): no duplicates. */

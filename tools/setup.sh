@@ -9,7 +9,8 @@
 #
 # tools/deps/*.list name what builds and tests need; *.bench-list add the peers that only the
 # benchmarks run (bcc and kernel headers: large, and no test depends on them). vm.target-list
-# names target .debs for the arm64 VM test: downloaded and unpacked, never installed.
+# names target .debs for the arm64 VM test, vm.bench-target-list those the arm64 benchmark adds
+# (perf): downloaded and unpacked, never installed.
 set -euo pipefail
 
 arch=x86_64
@@ -117,8 +118,33 @@ make_vm() {
 	touch "$vm/.complete"
 }
 
+# The peer of tests/bench/bpf-icount.sh inside the arm64 VM: perf and the shared libraries it
+# links (its dependencies followed to the leaves; perl, python and libc's own are not needed:
+# the VM uses the cross toolchain's libc, and perf runs no scripts there).
+make_vm_perf() {
+	local a=$1 dir="$top/build/vm-$1/perf" p pkgs=
+	[ -f "$dir/.complete" ] && return 0
+	echo "setup: fetching perf for the $a VM into $dir"
+	rm -rf "$dir"
+	mkdir -p "$dir/debs" "$dir/x" "$dir/bin" "$dir/lib"
+	for p in $(list_packages "$top/tools/deps/vm.bench-target-list"); do
+		pkgs="$pkgs $(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts \
+			--no-breaks --no-replaces --no-enhances "$p:$a" 2>/dev/null |
+			grep -E "^(lib[^ ]*|zlib[^ ]*|$p):$a\$" | grep -v -E -- '-(stdlib|minimal):|^libc6:' |
+			sort -u | tr '\n' ' ')"
+	done
+	# shellcheck disable=SC2086
+	(cd "$dir/debs" && apt-get download -qq -o APT::Sandbox::User=root $pkgs)
+	for p in "$dir"/debs/*.deb; do dpkg -x "$p" "$dir/x"; done
+	cp "$dir/x/usr/bin/perf" "$dir/bin/"
+	find "$dir/x/lib" "$dir/x/usr/lib" -maxdepth 2 -name '*.so*' -exec cp -P {} "$dir/lib/" \;
+	(cd "$dir/debs" && ls) >"$dir/debs.txt"
+	rm -rf "$dir/x" "$dir/debs"
+	touch "$dir/.complete"
+}
+
 case "$arch" in
-arm64) make_sysroot arm64; make_vm arm64 ;;
+arm64) make_sysroot arm64; make_vm arm64; [ -z "$bench" ] || make_vm_perf arm64 ;;
 armhf) make_sysroot armhf ;;
 esac
 echo "setup: done ($arch)"

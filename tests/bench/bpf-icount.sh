@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Per-sample cost of the BPF sampler against perf's, in a machine whose clock is its instruction
+# count: the arm64 VM (Debian's 6.1 kernel) under qemu-system with -icount shift=0, one vCPU.
+# Guest time then advances 1 ns per instruction executed, whatever the host is doing, so a fixed
+# workload's CPU time (perf stat's task-clock, interrupts included) repeats to ~0.01% and the
+# slowdown a profiler's sampling interrupts add to it is measured, not lost in a shared VM's
+# +-15% noise (tests/bench/bpf-bench.sh, cost phase).
+#
+# What it counts is instructions, not cycles: TCG models no caches or pipeline, so a cache miss
+# costs what an add does. The ratio ours/perf is the figure; the ns are instructions.
+#
+#   tests/bench/bpf-icount.sh       (after: make BOARD=gateway-arm64 all-tests and
+#                                    tools/setup.sh --arch arm64 --bench, as root)
+#   RUNS=3 ROUNDS=100 HZ=4999 tests/bench/bpf-icount.sh
+#   VARIANTS='ours perf ours:--no-kernel-stacks ours:EDGEPROF_BPF_PERFBUF=1' tests/bench/bpf-icount.sh
+#
+# Each run, in alternation: `bpf-work fixed ROUNDS` alone, then beside each variant (ours: the
+# agent's BPF sampler at HZ system-wide; perf: `perf record -a -g -F HZ`; after a colon, extra
+# arguments). Reported per variant: the workload's task-clock (medians), the samples it took
+# (counted in the profile), the slowdown per sample, the profiler's own task-clock, ratios.
+set -eu
+top=$(cd "$(dirname "$0")/../.." && pwd)
+gw=$top/build/gateway-arm64
+vm=$top/build/vm-arm64
+libc=/usr/aarch64-linux-gnu/lib
+RUNS=${RUNS:-3}
+ROUNDS=${ROUNDS:-100}
+HZ=${HZ:-4999}
+VARIANTS=${VARIANTS:-ours perf}
+
+for c in qemu-system-aarch64 cpio gzip go; do
+	command -v "$c" >/dev/null || { echo "no $c: run tools/setup.sh --arch arm64 --bench"; exit 1; }
+done
+[ -f "$vm/vmlinuz" ] && [ -x "$vm/perf/bin/perf" ] ||
+	{ echo "no arm64 VM kernel or perf in $vm: run tools/setup.sh --arch arm64 --bench"; exit 1; }
+[ -x "$gw/edgeprof-agent" ] && [ -x "$gw/tests/workloads/bpf-work" ] ||
+	{ echo "gateway-arm64 not built: make BOARD=gateway-arm64 all-tests"; exit 1; }
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+root=$tmp/root
+mkdir -p "$root"/{bin,dev,proc,sys,tmp,lib/aarch64-linux-gnu}
+cp "$vm/busybox" "$gw/edgeprof-agent" "$gw/tests/workloads/bpf-work" "$vm/perf/bin/perf" \
+	"$root/bin/"
+cp -P "$vm"/perf/lib/* "$root/lib/aarch64-linux-gnu/"
+cp -L "$libc/ld-linux-aarch64.so.1" "$root/lib/"
+cp -L "$libc"/{libc.so.6,libm.so.6} "$root/lib/aarch64-linux-gnu/"
+{
+	echo "RUNS=$RUNS ROUNDS=$ROUNDS HZ=$HZ"
+	printf 'VARIANTS=%q\n' "$VARIANTS"
+	cat <<'EOF'
+# PID 1: mount, run the variants in alternation with markers the host reads, power off.
+/bin/busybox mount -t proc proc /proc
+/bin/busybox --install -s /bin
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t tmpfs tmpfs /tmp
+echo 1 >/proc/sys/kernel/printk
+echo "@@vm up $(uname -r) $(uname -m) cpus=$(nproc)"
+cd /tmp
+# The workload under perf stat: its task-clock (ns of guest time = instructions) and count.
+work() {
+	perf stat -x, -e task-clock -o /tmp/work.stat -- bpf-work fixed "$ROUNDS" || echo "@@error work"
+	echo "@@task-clock $1 $2 $(sed -n 's/^\([0-9.]*\),msec,task-clock.*/\1/p' /tmp/work.stat)"
+}
+# SIGINT to the profiler (not to the perf stat around it): both write what they sampled.
+stop_profiler() {
+	for p in $(pidof edgeprof-agent perf); do
+		case "$(tr '\0' ' ' </proc/$p/cmdline)" in
+		"edgeprof-agent "*|"perf record "*) kill -INT "$p" ;;
+		esac
+	done
+}
+# The profiler under perf stat too (its own task-clock), started before the workload and
+# stopped after it, as a profiler that is already running when work arrives.
+profiled() {
+	name=$1 kind=$2 i=$3 args= envs=
+	for a in $4; do # NAME=VALUE words set the profiler's environment, the others are arguments
+		case $a in [A-Z]*=*) envs="$envs $a" ;; *) args="$args $a" ;; esac
+	done
+	rm -rf /tmp/out /tmp/p.data; mkdir /tmp/out
+	case $kind in
+	ours) perf stat -x, -e task-clock -o /tmp/prof.stat -- env $envs edgeprof-agent --once --seconds 600 \
+		--sampler bpf --hz "$HZ" --output-dir /tmp/out $args >/tmp/prof.log 2>&1 & ;;
+	perf) perf stat -x, -e task-clock -o /tmp/prof.stat -- perf record -a -g -F "$HZ" \
+		-o /tmp/p.data $args >/tmp/prof.log 2>&1 & ;;
+	esac
+	sleep 2
+	work "$name" "$i"
+	stop_profiler
+	wait
+	echo "@@prof-clock $name $i $(sed -n 's/^\([0-9.]*\),msec,task-clock.*/\1/p' /tmp/prof.stat)"
+	case $kind in
+	ours) echo "@@pprof $name $i"; cat /tmp/out/*.pb.gz 2>/dev/null | base64; echo "@@end" ;;
+	perf) echo "@@samples $name $i $(perf script -i /tmp/p.data -F comm 2>/dev/null |
+		grep -c bpfw-fixed)" ;;
+	esac
+	grep -i -E 'error|warn|lost|drop' /tmp/prof.log | sed "s/^/@@log $name $i: /" | head -5
+}
+for i in $(seq 1 "$RUNS"); do
+	work base "$i"
+	for v in $VARIANTS; do
+		kind=${v%%:*}; args=; [ "$kind" = "$v" ] || args=$(echo "${v#*:}" | tr ',' ' ')
+		profiled "$v" "$kind" "$i" "$args"
+	done
+done
+echo "@@vm done"
+poweroff -f
+EOF
+} >"$tmp/init.body"
+{ echo '#!/bin/busybox sh'; cat "$tmp/init.body"; } >"$root/init"
+chmod +x "$root/init"
+(cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$tmp/initrd.gz"
+
+echo "== per-sample cost, counted in instructions: arm64 VM under qemu -icount shift=0 (1 vCPU);"
+echo "   bpf-work fixed $ROUNDS alone and beside: $VARIANTS; $HZ Hz; $RUNS alternating runs"
+start=$(date +%s)
+# pauth-impdef: TCG's architected pointer-auth cipher is slow; the cheaper one behaves the same.
+# sleep=off: idle guest time is skipped, not waited for (the clock stays instruction-driven).
+timeout 3600 qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on -smp 1 -m 1024 \
+	-icount shift=0,sleep=off -nographic -no-reboot -nic none -kernel "$vm/vmlinuz" \
+	-initrd "$tmp/initrd.gz" -append "console=ttyAMA0 panic=-1 quiet" </dev/null 2>&1 |
+	tr -d '\r' >"$tmp/console"
+echo "   qemu ran $(( $(date +%s) - start )) s"
+grep -q '^@@vm done' "$tmp/console" || { tail -n 30 "$tmp/console"; echo "the VM did not finish"; exit 1; }
+PYTHONPATH="$top/tests/workloads" /usr/bin/python3 "$top/tests/bench/bpf-icount.py" \
+	"$tmp/console" "$HZ" "$VARIANTS"
