@@ -264,6 +264,15 @@ static bool leaf_return(struct leaf *l, struct proctab *t, const struct agent_sa
 		return *ra != 0;
 	}
 	slot = cr.cfa_off + cr.ra_off;
+	/*
+	 * aarch64 compilers keep the CFA on sp after linking a frame: the frame pointer says
+	 * whether it is linked. If its record holds the slot of the return address, the kernel's
+	 * walk read that very slot: found already, with no stack word copied.
+	 */
+	if (u->fp && u->fp + 8 == u->sp + (uint64_t)slot) {
+		l->st.linked++;
+		return false;
+	}
 	if (slot < 0 || slot % 8 || slot / 8 >= (int64_t)u->n_words) {
 		l->st.deep++;
 		return false;

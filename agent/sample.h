@@ -21,6 +21,7 @@ struct sample_label {
  */
 struct sample_user_context {
 	uint64_t sp, lr;	/* lr: aarch64's link register, else 0 */
+	uint64_t fp;		/* aarch64's frame pointer (x29), else 0: none looked at */
 	unsigned int n_words;
 	const uint64_t *words;	/* words[i] was at sp + 8 i */
 };

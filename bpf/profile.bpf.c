@@ -193,13 +193,14 @@ static __always_inline int interrupted_user(struct bpf_perf_event_data *ctx)
 }
 
 static __always_inline int user_context(struct bpf_perf_event_data *ctx, __u64 pc0,
-					__u64 *sp, __u64 *lr, int legacy)
+					__u64 *sp, __u64 *lr, __u64 *fp,
+					int legacy)
 {
 	__u64 u[4]; /* rip, cs, eflags, rsp: only these (reading all 168 bytes cost 1.3 us) */
 	__u64 top = (ctx->regs.rsp | (X86_THREAD_SIZE - 1)) + 1, at;
 	long err;
 
-	*lr = 0;
+	*lr = *fp = 0; /* the agent has stack words here: no frame pointer needed */
 	if ((ctx->regs.cs & 3) == 3) { /* interrupted in user mode */
 		*sp = ctx->regs.rsp;
 		return ctx->regs.rip == pc0;
@@ -224,12 +225,14 @@ static __always_inline int interrupted_user(struct bpf_perf_event_data *ctx)
 
 /* aarch64: user mode only (EL0, 64-bit); in a system call the registers are not looked for. */
 static __always_inline int user_context(struct bpf_perf_event_data *ctx, __u64 pc0,
-					__u64 *sp, __u64 *lr, int legacy)
+					__u64 *sp, __u64 *lr, __u64 *fp,
+					int legacy)
 {
 	if ((ctx->regs.pstate & 0x1f) != 0 || ctx->regs.pc != pc0)
 		return 0;
 	*sp = ctx->regs.sp;
 	*lr = ctx->regs.regs[30];
+	*fp = ctx->regs.regs[29];
 	return 1;
 }
 #else
@@ -239,7 +242,8 @@ static __always_inline int interrupted_user(struct bpf_perf_event_data *ctx)
 }
 
 static __always_inline int user_context(struct bpf_perf_event_data *ctx, __u64 pc0,
-					__u64 *sp, __u64 *lr, int legacy)
+					__u64 *sp, __u64 *lr, __u64 *fp,
+					int legacy)
 {
 	return 0;
 }
@@ -253,13 +257,14 @@ static __always_inline int user_context(struct bpf_perf_event_data *ctx, __u64 p
 static __always_inline void fill_leaf(struct bpf_perf_event_data *ctx, struct profile_event *e,
 				      __u64 pc0, int legacy)
 {
-	__u64 sp = 0, lr = 0;
+	__u64 sp = 0, lr = 0, fp = 0;
 
-	if (!leaf_context || !user_context(ctx, pc0, &sp, &lr, legacy))
+	if (!leaf_context || !user_context(ctx, pc0, &sp, &lr, &fp, legacy))
 		return;
 	e->flags |= PROFILE_F_USER_REGS;
 	e->user_sp = sp;
 	e->user_lr = lr;
+	e->user_fp = fp;
 	if (PROFILE_LEAF_WORDS && !read_user(e->leaf_words, sizeof(e->leaf_words), sp, legacy))
 		e->n_leaf_words = PROFILE_LEAF_WORDS;
 }
@@ -278,7 +283,7 @@ static __always_inline __u32 fill(struct bpf_perf_event_data *ctx, struct profil
 	e->tid = tid;
 	e->cpu = bpf_get_smp_processor_id();
 	e->flags = 0;
-	e->user_sp = e->user_lr = 0;
+	e->user_sp = e->user_lr = e->user_fp = 0;
 	e->n_leaf_words = 0;
 	__builtin_memcpy(e->comm, comm, PROFILE_COMM_LEN);
 

@@ -51,6 +51,7 @@ struct profile_event {
 	char comm[PROFILE_COMM_LEN];
 	__u64 user_sp;       /* the user stack pointer at the sample (with PROFILE_F_USER_REGS) */
 	__u64 user_lr;       /* aarch64: the link register, a leaf's return address; else 0 */
+	__u64 user_fp;       /* aarch64: the frame pointer (x29): where a linked frame's record is */
 	__u32 n_leaf_words;  /* leaf_words[0 .. n) are the user stack at user_sp, sp upwards */
 	__u32 pad;
 	__u64 leaf_words[PROFILE_LEAF_WORDS ? PROFILE_LEAF_WORDS : 1]; /* 0: none read */

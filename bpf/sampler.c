@@ -503,7 +503,8 @@ static int on_event(void *ctx, void *data, size_t size)
 	as.weight_ns = e->period ? e->period : NSEC_PER_SEC / s->hz;
 	if (nu && (e->flags & PROFILE_F_USER_REGS)) {
 		uc = (struct sample_user_context){
-			.sp = e->user_sp, .lr = e->user_lr, .words = (const uint64_t *)e->leaf_words,
+			.sp = e->user_sp, .lr = e->user_lr, .fp = e->user_fp,
+			.words = (const uint64_t *)e->leaf_words,
 			.n_words = min_words(e->n_leaf_words)};
 		as.user = &uc;
 	}

@@ -127,7 +127,11 @@ import pprof_traces as pt
 path, pid = sys.argv[1], sys.argv[2]
 counters = [l.strip() for l in pt.header(path) if "leaf_fixed=" in l]
 print("agent counters:", counters[0] if counters else "(no leaf_fixed= line)")
-fixed = int(re.search(r"leaf_fixed=(\d+)", counters[0]).group(1)) if counters else 0
+count = lambda k: int(re.search(k + r"=(\d+)", counters[0]).group(1)) if counters else 0
+fixed, linked, deep = count("leaf_fixed"), count("leaf_linked"), count("leaf_deep")
+# No stack words are copied on aarch64 (BPF_LEAF_WORDS=0): the frame pointer tells a linked
+# frame, the link register a leaf's return address; bpf-work has no frameless non-leaf code.
+print(f"leaf: fixed={fixed} linked={linked} deep={deep}")
 # bpf-work started after the agent: its maps came from the kernel's mmap records (6.1 has
 # build-ids in them), not from /proc
 m = re.search(r"mmap_cpus=(\d+) mmap_build_ids=(\d+).* maps_from_records=(\d+)",
@@ -155,6 +159,7 @@ for s in ours:
 for k, n in sorted(tops.items(), key=lambda kv: -kv[1])[:6]:
     print(f"  {n:4.0f}  {k}")
 ok = records_ok and fixed > 0 and n_memcpy >= 5 and n_caller >= 0.9 * n_memcpy
+ok &= linked > 0 and deep <= 0.05 * (fixed + linked + deep)
 sys.exit(0 if ok else 1)
 PY
 echo "bpf on an arm64 kernel: ok"

@@ -4,7 +4,8 @@
  * under qemu-user for aarch64): a sample taken in a frameless leaf gets the leaf's caller put
  * back from the stack words (x86_64) or the link register (aarch64); a stack that already has
  * it is left alone; a word that points nowhere is refused; a return address beyond the words
- * copied is counted, not guessed. Cold and cached rules give the same answer.
+ * copied is counted, not guessed; a frame the frame pointer shows linked needs no word (aarch64).
+ * Cold and cached rules give the same answer.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,6 +30,20 @@ __attribute__((noinline)) uint64_t leaf_test_leaf(uint64_t x)
 __attribute__((noinline)) uint64_t leaf_test_caller(uint64_t x)
 {
 	return leaf_test_leaf(x) + 1;
+}
+
+static uint64_t leaf_test_ra; /* where leaf_test_note_ra last returned to */
+
+__attribute__((noinline)) uint64_t leaf_test_note_ra(uint64_t x)
+{
+	leaf_test_ra = (uintptr_t)__builtin_return_address(0);
+	return x + 1;
+}
+
+/* A function that links its frame, and a pc in it after the prologue (leaf_test_ra). */
+__attribute__((noinline)) uint64_t leaf_test_framed(uint64_t x)
+{
+	return leaf_test_note_ra(x) * 3;
 }
 
 struct fixture {
@@ -162,6 +177,37 @@ static void bounded_depth_and_words(void **state)
 	assert_int_equal(leaf_test_caller(1), leaf_test_leaf(1) + 1);
 }
 
+/*
+ * A sample in leaf_test_framed just after its call: its frame is linked (the frame pointer
+ * holds its record), so no stack word is needed to know the walk has its caller.
+ */
+static void linked_frame_needs_no_words(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t out[8];
+	struct agent_sample fixed;
+	struct leaf_stats before, after;
+
+	assert_int_equal(leaf_test_framed(1), 6);
+	make_sample(f, 0, (uintptr_t)setup + 4);
+	f->in[0] = leaf_test_ra;
+	f->uc.n_words = 0;
+	f->uc.lr = 0;
+	f->uc.fp = f->uc.sp; /* aarch64: stp x29, x30, [sp, #-N]!; mov x29, sp */
+	leaf__stats(f->leaf, &before);
+	assert_false(leaf__fix(f->leaf, f->procs, &f->s, 64, out, &fixed));
+	leaf__stats(f->leaf, &after);
+	assert_int_equal(after.linked, before.linked + 1);
+	assert_int_equal(after.deep, before.deep);
+#if defined(__aarch64__)
+	/* a frame pointer elsewhere: the return address is a stack word, and none was copied */
+	f->uc.fp = f->uc.sp + 64;
+	assert_false(leaf__fix(f->leaf, f->procs, &f->s, 64, out, &fixed));
+	leaf__stats(f->leaf, &after);
+	assert_int_equal(after.deep, before.deep + 1);
+#endif
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -169,6 +215,7 @@ int main(void)
 	    cmocka_unit_test(linked_stack_left_alone),
 	    cmocka_unit_test(wild_word_refused),
 	    cmocka_unit_test(bounded_depth_and_words),
+	    cmocka_unit_test(linked_frame_needs_no_words),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
