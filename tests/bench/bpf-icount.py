@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Reads the console of tests/bench/bpf-icount.sh's VM and prints the per-sample cost table.
 
-    bpf-icount.py CONSOLE HZ VARIANTS
+    bpf-icount.py CONSOLE HZ VARIANTS COMM
 
 Markers (one run each): "@@task-clock NAME I MS" (the workload's), "@@prof-clock NAME I MS"
 (the profiler's own), "@@samples NAME I N" (perf: the workload's samples, counted in the guest),
@@ -16,10 +16,7 @@ import tempfile
 
 import pprof_traces as pt
 
-WORKLOAD = "bpfw-fixed"
-
-
-def parse(path):
+def parse(path, comm):
     clock, prof, samples, logs = (collections.defaultdict(list) for _ in range(4))
     with open(path) as f:
         lines = f.read().splitlines()
@@ -32,7 +29,7 @@ def parse(path):
                 float(w[3]))
         elif tag == "@@pprof" and len(w) == 3:
             j = lines.index("@@end", i)
-            samples[w[1]].append(count_samples("".join(lines[i + 1:j])))
+            samples[w[1]].append(count_samples("".join(lines[i + 1:j]), comm))
             i = j
         elif tag == "@@log" or tag == "@@error":
             logs[w[1] if len(w) > 1 else ""].append(lines[i])
@@ -40,7 +37,7 @@ def parse(path):
     return clock, prof, samples, logs
 
 
-def count_samples(b64):
+def count_samples(b64, comm):
     """The workload's samples in one of our profiles (the comm label names it)."""
     if not b64:
         return 0  # no profile written: it had no samples at all
@@ -50,7 +47,7 @@ def count_samples(b64):
         ss = pt.samples(f.name, index="samples")
     finally:
         os.unlink(f.name)
-    return sum(s.value for s in ss if s.labels.get("comm", "").strip("[]") == WORKLOAD)
+    return sum(s.value for s in ss if s.labels.get("comm", "").strip("[]") == comm)
 
 
 def spread(xs):
@@ -59,7 +56,7 @@ def spread(xs):
 
 def main():
     console, hz, variants = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
-    clock, prof, samples, logs = parse(console)
+    clock, prof, samples, logs = parse(console, sys.argv[4][:15])  # the kernel's comm length
     if not clock["base"]:
         sys.exit("no base runs in the console")
     base = statistics.median(clock["base"])
@@ -81,7 +78,7 @@ def main():
             print("    " + line)
     print(f"(per sample: the workload's slowdown over its samples; 1 ns = 1 guest instruction; "
           f"{hz} Hz)")
-    ours = [v for v in variants if v.split(":")[0] == "ours" and v in cost]
+    ours = [v for v in variants if v.split(":")[0] in ("ours", "peer") and v in cost]
     perf = [v for v in variants if v.split(":")[0] == "perf" and v in cost]
     for o in ours:
         for p in perf:

@@ -12,10 +12,14 @@
 #
 #   tests/bench/bpf-icount.sh       (after: make BOARD=gateway-arm64 all-tests and
 #                                    tools/setup.sh --arch arm64 --bench, as root)
-#   RUNS=3 ROUNDS=100 HZ=4999 tests/bench/bpf-icount.sh
+#   RUNS=3 WORK='fixed 100' HZ=4999 tests/bench/bpf-icount.sh
+#   WORK='fixed 100 40' ...          (40 more frames under the work: deeper stacks)
+#   WORK='fixed-syscall 20' ...      (reads from /dev/zero: samples with kernel stacks)
 #   VARIANTS='ours perf ours:--no-kernel-stacks ours:EDGEPROF_BPF_PERFBUF=1' tests/bench/bpf-icount.sh
+#   PEER_AGENT=/tmp/old/edgeprof-agent VARIANTS='ours peer' ...   (another build's agent: a
+#                                    before/after of a change to the BPF program)
 #
-# Each run, in alternation: `bpf-work fixed ROUNDS` alone, then beside each variant (ours: the
+# Each run, in alternation: `bpf-work $WORK` alone, then beside each variant (ours: the
 # agent's BPF sampler at HZ system-wide; perf: `perf record -a -g -F HZ`; after a colon, extra
 # arguments). Reported per variant: the workload's task-clock (medians), the samples it took
 # (counted in the profile), the slowdown per sample, the profiler's own task-clock, ratios.
@@ -25,7 +29,7 @@ gw=$top/build/gateway-arm64
 vm=$top/build/vm-arm64
 libc=/usr/aarch64-linux-gnu/lib
 RUNS=${RUNS:-3}
-ROUNDS=${ROUNDS:-100}
+WORK=${WORK:-fixed 100}
 HZ=${HZ:-4999}
 VARIANTS=${VARIANTS:-ours perf}
 
@@ -43,11 +47,13 @@ root=$tmp/root
 mkdir -p "$root"/{bin,dev,proc,sys,tmp,lib/aarch64-linux-gnu}
 cp "$vm/busybox" "$gw/edgeprof-agent" "$gw/tests/workloads/bpf-work" "$vm/perf/bin/perf" \
 	"$root/bin/"
+[ -z "${PEER_AGENT:-}" ] || cp "$PEER_AGENT" "$root/bin/edgeprof-agent-peer"
 cp -P "$vm"/perf/lib/* "$root/lib/aarch64-linux-gnu/"
 cp -L "$libc/ld-linux-aarch64.so.1" "$root/lib/"
 cp -L "$libc"/{libc.so.6,libm.so.6} "$root/lib/aarch64-linux-gnu/"
 {
-	echo "RUNS=$RUNS ROUNDS=$ROUNDS HZ=$HZ"
+	echo "RUNS=$RUNS HZ=$HZ"
+	printf 'WORK=%q\n' "$WORK"
 	printf 'VARIANTS=%q\n' "$VARIANTS"
 	cat <<'EOF'
 # PID 1: mount, run the variants in alternation with markers the host reads, power off.
@@ -59,16 +65,17 @@ mount -t tmpfs tmpfs /tmp
 echo 1 >/proc/sys/kernel/printk
 echo "@@vm up $(uname -r) $(uname -m) cpus=$(nproc)"
 cd /tmp
+comm=$(echo "bpfw-${WORK%% *}" | cut -c1-15) # the workload's, as the kernel keeps it
 # The workload under perf stat: its task-clock (ns of guest time = instructions) and count.
 work() {
-	perf stat -x, -e task-clock -o /tmp/work.stat -- bpf-work fixed "$ROUNDS" || echo "@@error work"
+	perf stat -x, -e task-clock -o /tmp/work.stat -- bpf-work $WORK || echo "@@error work"
 	echo "@@task-clock $1 $2 $(sed -n 's/^\([0-9.]*\),msec,task-clock.*/\1/p' /tmp/work.stat)"
 }
 # SIGINT to the profiler (not to the perf stat around it): both write what they sampled.
 stop_profiler() {
-	for p in $(pidof edgeprof-agent perf); do
+	for p in $(pidof edgeprof-agent edgeprof-agent-peer perf); do
 		case "$(tr '\0' ' ' </proc/$p/cmdline)" in
-		"edgeprof-agent "*|"perf record "*) kill -INT "$p" ;;
+		"edgeprof-agent"*|"perf record "*) kill -INT "$p" ;;
 		esac
 	done
 }
@@ -81,7 +88,8 @@ profiled() {
 	done
 	rm -rf /tmp/out /tmp/p.data; mkdir /tmp/out
 	case $kind in
-	ours) perf stat -x, -e task-clock -o /tmp/prof.stat -- env $envs edgeprof-agent --once --seconds 600 \
+	ours|peer) agent=edgeprof-agent; [ "$kind" = ours ] || agent=edgeprof-agent-peer
+		perf stat -x, -e task-clock -o /tmp/prof.stat -- env $envs $agent --once --seconds 600 \
 		--sampler bpf --hz "$HZ" --output-dir /tmp/out $args >/tmp/prof.log 2>&1 & ;;
 	perf) perf stat -x, -e task-clock -o /tmp/prof.stat -- perf record -a -g -F "$HZ" \
 		-o /tmp/p.data $args >/tmp/prof.log 2>&1 & ;;
@@ -92,9 +100,9 @@ profiled() {
 	wait
 	echo "@@prof-clock $name $i $(sed -n 's/^\([0-9.]*\),msec,task-clock.*/\1/p' /tmp/prof.stat)"
 	case $kind in
-	ours) echo "@@pprof $name $i"; cat /tmp/out/*.pb.gz 2>/dev/null | base64; echo "@@end" ;;
+	ours|peer) echo "@@pprof $name $i"; cat /tmp/out/*.pb.gz 2>/dev/null | base64; echo "@@end" ;;
 	perf) echo "@@samples $name $i $(perf script -i /tmp/p.data -F comm 2>/dev/null |
-		grep -c bpfw-fixed)" ;;
+		awk -v c="$comm" '$1 == c' | wc -l)" ;;
 	esac
 	grep -i -E 'error|warn|lost|drop' /tmp/prof.log | sed "s/^/@@log $name $i: /" | head -5
 }
@@ -114,7 +122,7 @@ chmod +x "$root/init"
 (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$tmp/initrd.gz"
 
 echo "== per-sample cost, counted in instructions: arm64 VM under qemu -icount shift=0 (1 vCPU);"
-echo "   bpf-work fixed $ROUNDS alone and beside: $VARIANTS; $HZ Hz; $RUNS alternating runs"
+echo "   bpf-work $WORK alone and beside: $VARIANTS; $HZ Hz; $RUNS alternating runs"
 start=$(date +%s)
 # pauth-impdef: TCG's architected pointer-auth cipher is slow; the cheaper one behaves the same.
 # sleep=off: idle guest time is skipped, not waited for (the clock stays instruction-driven).
@@ -125,4 +133,4 @@ timeout 3600 qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on -smp 1 -m 1024
 echo "   qemu ran $(( $(date +%s) - start )) s"
 grep -q '^@@vm done' "$tmp/console" || { tail -n 30 "$tmp/console"; echo "the VM did not finish"; exit 1; }
 PYTHONPATH="$top/tests/workloads" /usr/bin/python3 "$top/tests/bench/bpf-icount.py" \
-	"$tmp/console" "$HZ" "$VARIANTS"
+	"$tmp/console" "$HZ" "$VARIANTS" "bpfw-${WORK%% *}"

@@ -158,7 +158,12 @@ for s in ours:
     tops[k] = tops.get(k, 0) + s.value / tick
 for k, n in sorted(tops.items(), key=lambda kv: -kv[1])[:6]:
     print(f"  {n:4.0f}  {k}")
-ok = records_ok and fixed > 0 and n_memcpy >= 5 and n_caller >= 0.9 * n_memcpy
+# leaf_read's read(2) of /dev/zero: samples in the kernel have its frames under the user ones
+# (the program asks for a kernel stack only where the sample was not taken in user mode)
+n_kernel = sum(s.value for s in ours if "leaf_read" in s.frames and
+               any(f.startswith("el0") for f in s.frames)) / tick
+print(f"samples in read(2) with kernel frames: {n_kernel:.0f}")
+ok = records_ok and fixed > 0 and n_memcpy >= 5 and n_caller >= 0.9 * n_memcpy and n_kernel >= 5
 ok &= linked > 0 and deep <= 0.05 * (fixed + linked + deep)
 sys.exit(0 if ok else 1)
 PY

@@ -6,8 +6,11 @@
  *                                      iteration counts 5:3:2, rounds of random length);
  *                                      THREADS (default 1) run it
  *   bpf-work syscall SECONDS           sys_reader() reads /dev/zero: most time in the kernel
- *   bpf-work fixed ROUNDS              ROUNDS rounds of the split, then exit: a fixed amount of
- *                                      work whose slowdown gives a profiler's per-sample cost
+ *   bpf-work fixed ROUNDS [DEPTH]      ROUNDS rounds of the split, then exit: a fixed amount of
+ *                                      work whose slowdown gives a profiler's per-sample cost;
+ *                                      DEPTH nested calls (nest()) under it for deeper stacks
+ *   bpf-work fixed-syscall ROUNDS      ROUNDS x 100 reads of 64 KiB from /dev/zero: fixed work
+ *                                      spent mostly in the kernel (kernel stacks in samples)
  *   bpf-work leaf SECONDS              leaf_thread() spends its time in leaves that do not link
  *                                      their frame: memcpy and read() in libc (no frame
  *                                      pointers in Debian's build), and the prologue and
@@ -114,6 +117,27 @@ __attribute__((noinline)) void sys_reader(int fd)
 	}
 }
 
+static void fixed_rounds(long rounds)
+{
+	for (; rounds > 0; rounds--) {
+		work_a(UNIT);
+		work_b(UNIT);
+		work_c(UNIT);
+	}
+}
+
+/* depth frames, then the rounds: the volatile result keeps each call from being a tail call */
+__attribute__((noinline)) long nest(int depth, long rounds)
+{
+	volatile long r = 0;
+
+	if (depth > 0)
+		r = nest(depth - 1, rounds) + 1;
+	else
+		fixed_rounds(rounds);
+	return r;
+}
+
 /* ---- leaf mode ---- */
 
 static char copy_src[1 << 18], copy_dst[1 << 18];
@@ -166,7 +190,8 @@ int main(int argc, char **argv)
 	char comm[16];
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: bpf-work split|syscall|leaf SECONDS [THREADS] | fixed ROUNDS\n");
+		fprintf(stderr, "usage: bpf-work split|syscall|leaf SECONDS [THREADS] | "
+				"fixed ROUNDS [DEPTH] | fixed-syscall ROUNDS\n");
 		return 2;
 	}
 	seconds = atof(argv[2]);
@@ -185,12 +210,17 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(argv[1], "fixed")) {
-		for (long r = atol(argv[2]); r > 0; r--) {
-			work_a(UNIT);
-			work_b(UNIT);
-			work_c(UNIT);
-		}
+		nest(argc > 3 ? atoi(argv[3]) : 0, atol(argv[2]));
 		return 0;
+	}
+	if (!strcmp(argv[1], "fixed-syscall")) {
+		static char buf[65536];
+		int fd = open("/dev/zero", O_RDONLY);
+
+		for (long r = 100 * atol(argv[2]); fd >= 0 && r > 0; r--)
+			if (raw_read(fd, buf, sizeof(buf)) < 0)
+				return 1;
+		return fd < 0;
 	}
 	if (!strcmp(argv[1], "leaf")) {
 		zero_fd = open("/dev/zero", O_RDONLY);
