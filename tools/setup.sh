@@ -3,7 +3,8 @@
 # Installs what edgeprof needs from Debian's archive, and for an ARM target the cross toolchain,
 # qemu-user and a sysroot unpacked from the target's .deb files (multiarch installs of :arm64
 # -dev packages fail on version skew here; download + dpkg -x does not). For arm64 also a kernel
-# and a static busybox for the full-system VM test (build/vm-arm64).
+# and a static busybox for the full-system VM test (build/vm-arm64); with --bench, perf for that
+# VM and an x86_64 VM (build/vm-amd64) for tests/bench/bpf-icount.sh.
 #
 #   tools/setup.sh [--arch x86_64|arm64|armhf] [--bench]      (as root)
 #
@@ -96,14 +97,15 @@ kernel_of() {
 # The arm64 VM test boots vmlinuz with an initramfs built around busybox: keep only those files
 # (the kernel's modules are 100 MB the test does not load).
 make_vm() {
-	local a=$1 vm="$top/build/vm-$1" p k pkgs=
+	local a=$1 list=$2 vm="$top/build/vm-$1" p k pkgs=
 	[ -f "$vm/.complete" ] && return 0
 	echo "setup: fetching the $a VM's kernel and busybox into $vm"
-	dpkg --print-foreign-architectures | grep -qx "$a" || dpkg --add-architecture "$a"
+	[ "$a" = "$(dpkg --print-architecture)" ] ||
+		dpkg --print-foreign-architectures | grep -qx "$a" || dpkg --add-architecture "$a"
 	apt_update # the kernel's ABI moves: stale lists name an image the mirror no longer has
 	rm -rf "$vm"
 	mkdir -p "$vm/debs" "$vm/x"
-	for p in $(list_packages "$top/tools/deps/vm.target-list"); do
+	for p in $(list_packages "$top/tools/deps/$list"); do
 		k=$(kernel_of "$p:$a")
 		pkgs="$pkgs ${k:-$p:$a}"
 	done
@@ -118,19 +120,21 @@ make_vm() {
 	touch "$vm/.complete"
 }
 
-# The peer of tests/bench/bpf-icount.sh inside the arm64 VM: perf and the shared libraries it
-# links (its dependencies followed to the leaves; perl, python and libc's own are not needed:
-# the VM uses the cross toolchain's libc, and perf runs no scripts there).
+# The peer of tests/bench/bpf-icount.sh inside its VMs: perf and the shared libraries it links
+# (its dependencies followed to the leaves; perl, python and libc itself are not needed: the VM
+# takes libc from the cross toolchain or this machine, and perf runs no scripts there).
 make_vm_perf() {
-	local a=$1 dir="$top/build/vm-$1/perf" p pkgs=
+	local a=$1 dir="$top/build/vm-$1/perf" p pkgs= sfx=":$1"
 	[ -f "$dir/.complete" ] && return 0
 	echo "setup: fetching perf for the $a VM into $dir"
 	rm -rf "$dir"
 	mkdir -p "$dir/debs" "$dir/x" "$dir/bin" "$dir/lib"
+	[ "$a" != "$(dpkg --print-architecture)" ] || sfx= # apt names native packages bare
 	for p in $(list_packages "$top/tools/deps/vm.bench-target-list"); do
 		pkgs="$pkgs $(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts \
 			--no-breaks --no-replaces --no-enhances "$p:$a" 2>/dev/null |
-			grep -E "^(lib[^ ]*|zlib[^ ]*|$p):$a\$" | grep -v -E -- '-(stdlib|minimal):|^libc6:' |
+			grep -E "^(lib[^ :]*|zlib[^ :]*|$p)$sfx\$" |
+			grep -v -E -- '-(stdlib|minimal)(:|$)|^libc6(:|$)' |
 			sort -u | tr '\n' ' ')"
 	done
 	# shellcheck disable=SC2086
@@ -144,7 +148,8 @@ make_vm_perf() {
 }
 
 case "$arch" in
-arm64) make_sysroot arm64; make_vm arm64; [ -z "$bench" ] || make_vm_perf arm64 ;;
+arm64) make_sysroot arm64; make_vm arm64 vm.target-list; [ -z "$bench" ] || make_vm_perf arm64 ;;
+x86_64) [ -z "$bench" ] || { make_vm amd64 vm-amd64.bench-target-list; make_vm_perf amd64; } ;;
 armhf) make_sysroot armhf ;;
 esac
 echo "setup: done ($arch)"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Per-sample cost of the BPF sampler against perf's, in a machine whose clock is its instruction
-# count: the arm64 VM (Debian's 6.1 kernel) under qemu-system with -icount shift=0, one vCPU.
+# count: a VM (Debian's 6.1 cloud kernel, arm64 or x86_64) under qemu-system's TCG with -icount
+# shift=0, one vCPU.
 # Guest time then advances 1 ns per instruction executed, whatever the host is doing, so a fixed
 # workload's CPU time (perf stat's task-clock, interrupts included) repeats to ~0.01% and the
 # slowdown a profiler's sampling interrupts add to it is measured, not lost in a shared VM's
@@ -12,6 +13,8 @@
 #
 #   tests/bench/bpf-icount.sh       (after: make BOARD=gateway-arm64 all-tests and
 #                                    tools/setup.sh --arch arm64 --bench, as root)
+#   ARCH=x86_64 tests/bench/bpf-icount.sh   (after: make BOARD=host-x86_64 all-tests and
+#                                    tools/setup.sh --bench: the host board's build)
 #   RUNS=3 WORK='fixed 100' HZ=4999 tests/bench/bpf-icount.sh
 #   WORK='fixed 100 40' ...          (40 more frames under the work: deeper stacks)
 #   WORK='fixed-syscall 20' ...      (reads from /dev/zero: samples with kernel stacks)
@@ -25,32 +28,51 @@
 # (counted in the profile), the slowdown per sample, the profiler's own task-clock, ratios.
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
-gw=$top/build/gateway-arm64
-vm=$top/build/vm-arm64
-libc=/usr/aarch64-linux-gnu/lib
+ARCH=${ARCH:-arm64}
 RUNS=${RUNS:-3}
 WORK=${WORK:-fixed 100}
 HZ=${HZ:-4999}
 VARIANTS=${VARIANTS:-ours perf}
+case $ARCH in
+arm64)
+	board=gateway-arm64 vm=$top/build/vm-arm64 libc=/usr/aarch64-linux-gnu/lib
+	ldso=ld-linux-aarch64.so.1 ldso_dir=lib multiarch=aarch64-linux-gnu
+	setup="tools/setup.sh --arch arm64 --bench"
+	# pauth-impdef: TCG's architected pointer-auth cipher is slow; the cheaper one is the same.
+	qemu="qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on" console=ttyAMA0 ;;
+x86_64)
+	board=host-x86_64 vm=$top/build/vm-amd64 libc=/lib/x86_64-linux-gnu
+	ldso=ld-linux-x86-64.so.2 ldso_dir=lib64 multiarch=x86_64-linux-gnu
+	setup="tools/setup.sh --bench"
+	qemu="qemu-system-x86_64 -M pc -cpu max" console=ttyS0 ;;
+*) echo "ARCH is arm64 or x86_64"; exit 2 ;;
+esac
+gw=$top/build/$board
 
-for c in qemu-system-aarch64 cpio gzip go; do
-	command -v "$c" >/dev/null || { echo "no $c: run tools/setup.sh --arch arm64 --bench"; exit 1; }
+for c in ${qemu%% *} cpio gzip go; do
+	command -v "$c" >/dev/null || { echo "no $c: run $setup"; exit 1; }
 done
 [ -f "$vm/vmlinuz" ] && [ -x "$vm/perf/bin/perf" ] ||
-	{ echo "no arm64 VM kernel or perf in $vm: run tools/setup.sh --arch arm64 --bench"; exit 1; }
+	{ echo "no $ARCH VM kernel or perf in $vm: run $setup"; exit 1; }
 [ -x "$gw/edgeprof-agent" ] && [ -x "$gw/tests/workloads/bpf-work" ] ||
-	{ echo "gateway-arm64 not built: make BOARD=gateway-arm64 all-tests"; exit 1; }
+	{ echo "$board not built: make BOARD=$board all-tests"; exit 1; }
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 root=$tmp/root
-mkdir -p "$root"/{bin,dev,proc,sys,tmp,lib/aarch64-linux-gnu}
+lib=$root/lib/$multiarch
+mkdir -p "$root"/{bin,dev,proc,sys,tmp,$ldso_dir} "$lib"
 cp "$vm/busybox" "$gw/edgeprof-agent" "$gw/tests/workloads/bpf-work" "$vm/perf/bin/perf" \
 	"$root/bin/"
 [ -z "${PEER_AGENT:-}" ] || cp "$PEER_AGENT" "$root/bin/edgeprof-agent-peer"
-cp -P "$vm"/perf/lib/* "$root/lib/aarch64-linux-gnu/"
-cp -L "$libc/ld-linux-aarch64.so.1" "$root/lib/"
-cp -L "$libc"/{libc.so.6,libm.so.6} "$root/lib/aarch64-linux-gnu/"
+cp -P "$vm"/perf/lib/* "$lib/"
+cp -L "$libc/$ldso" "$root/$ldso_dir/"
+cp -L "$libc"/{libc.so.6,libm.so.6} "$lib/"
+# A dynamic build (host-x86_64) brings the libraries it links from this machine.
+for f in "$root"/bin/edgeprof-agent*; do
+	ldd "$f" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3}' |
+		while read -r l; do [ -e "$lib/$(basename "$l")" ] || cp -L "$l" "$lib/"; done
+done
 {
 	echo "RUNS=$RUNS HZ=$HZ"
 	printf 'WORK=%q\n' "$WORK"
@@ -121,14 +143,14 @@ EOF
 chmod +x "$root/init"
 (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$tmp/initrd.gz"
 
-echo "== per-sample cost, counted in instructions: arm64 VM under qemu -icount shift=0 (1 vCPU);"
+echo "== per-sample cost, counted in instructions: $ARCH VM under qemu -icount shift=0 (1 vCPU);"
 echo "   bpf-work $WORK alone and beside: $VARIANTS; $HZ Hz; $RUNS alternating runs"
 start=$(date +%s)
-# pauth-impdef: TCG's architected pointer-auth cipher is slow; the cheaper one behaves the same.
 # sleep=off: idle guest time is skipped, not waited for (the clock stays instruction-driven).
-timeout 3600 qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on -smp 1 -m 1024 \
+# shellcheck disable=SC2086
+timeout 3600 $qemu -smp 1 -m 1024 \
 	-icount shift=0,sleep=off -nographic -no-reboot -nic none -kernel "$vm/vmlinuz" \
-	-initrd "$tmp/initrd.gz" -append "console=ttyAMA0 panic=-1 quiet" </dev/null 2>&1 |
+	-initrd "$tmp/initrd.gz" -append "console=$console panic=-1 quiet" </dev/null 2>&1 |
 	tr -d '\r' >"$tmp/console"
 echo "   qemu ran $(( $(date +%s) - start )) s"
 grep -q '^@@vm done' "$tmp/console" || { tail -n 30 "$tmp/console"; echo "the VM did not finish"; exit 1; }
