@@ -193,15 +193,14 @@ static __always_inline int interrupted_user(struct bpf_perf_event_data *ctx)
 }
 
 static __always_inline int user_context(struct bpf_perf_event_data *ctx, __u64 pc0,
-					__u64 *sp, __u64 *lr, __u64 *fp,
-					int legacy)
+					__u64 *sp, __u64 *lr, __u64 *fp, int legacy)
 {
 	__u64 u[4]; /* rip, cs, eflags, rsp: only these (reading all 168 bytes cost 1.3 us) */
 	__u64 top = (ctx->regs.rsp | (X86_THREAD_SIZE - 1)) + 1, at;
 	long err;
 
 	*lr = *fp = 0; /* the agent has stack words here: no frame pointer needed */
-	if ((ctx->regs.cs & 3) == 3) { /* interrupted in user mode */
+	if (interrupted_user(ctx)) {
 		*sp = ctx->regs.rsp;
 		return ctx->regs.rip == pc0;
 	}
@@ -225,8 +224,7 @@ static __always_inline int interrupted_user(struct bpf_perf_event_data *ctx)
 
 /* aarch64: user mode only (EL0, 64-bit); in a system call the registers are not looked for. */
 static __always_inline int user_context(struct bpf_perf_event_data *ctx, __u64 pc0,
-					__u64 *sp, __u64 *lr, __u64 *fp,
-					int legacy)
+					__u64 *sp, __u64 *lr, __u64 *fp, int legacy)
 {
 	if ((ctx->regs.pstate & 0x1f) != 0 || ctx->regs.pc != pc0)
 		return 0;
@@ -242,8 +240,7 @@ static __always_inline int interrupted_user(struct bpf_perf_event_data *ctx)
 }
 
 static __always_inline int user_context(struct bpf_perf_event_data *ctx, __u64 pc0,
-					__u64 *sp, __u64 *lr, __u64 *fp,
-					int legacy)
+					__u64 *sp, __u64 *lr, __u64 *fp, int legacy)
 {
 	return 0;
 }

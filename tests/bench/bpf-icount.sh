@@ -18,7 +18,8 @@
 #   RUNS=3 WORK='fixed 100' HZ=4999 tests/bench/bpf-icount.sh
 #   WORK='fixed 100 40' ...          (40 more frames under the work: deeper stacks)
 #   WORK='fixed-syscall 20' ...      (reads from /dev/zero: samples with kernel stacks)
-#   VARIANTS='ours perf ours:--no-kernel-stacks ours:EDGEPROF_BPF_PERFBUF=1' tests/bench/bpf-icount.sh
+#   VARIANTS='ours perf ours:--no-kernel-stacks ours:EDGEPROF_BPF_PERFBUF=1 perf:--user-callchains'
+#                                    (after a colon: arguments, or NAME=VALUE for the environment)
 #   PEER_AGENT=/tmp/old/edgeprof-agent VARIANTS='ours peer' ...   (another build's agent: a
 #                                    before/after of a change to the BPF program)
 #
@@ -153,6 +154,7 @@ timeout 3600 $qemu -smp 1 -m 1024 \
 	-initrd "$tmp/initrd.gz" -append "console=$console panic=-1 quiet" </dev/null 2>&1 |
 	tr -d '\r' >"$tmp/console"
 echo "   qemu ran $(( $(date +%s) - start )) s"
-grep -q '^@@vm done' "$tmp/console" || { tail -n 30 "$tmp/console"; echo "the VM did not finish"; exit 1; }
+grep -q '^@@vm done' "$tmp/console" ||
+	{ tail -n 30 "$tmp/console"; echo "the VM did not finish"; exit 1; }
 PYTHONPATH="$top/tests/workloads" /usr/bin/python3 "$top/tests/bench/bpf-icount.py" \
 	"$tmp/console" "$HZ" "$VARIANTS" "bpfw-${WORK%% *}"
