@@ -381,8 +381,14 @@ static void proc_sweep(struct bpf_sampler *s)
 	}
 }
 
-/* The cgroup v2 path of pid ("0::/path" in /proc/<pid>/cgroup) into path; false if unknown. */
-static bool cgroup_read(uint32_t pid, char *path, size_t size)
+enum cgroup_found { CGROUP_GONE, CGROUP_NONE, CGROUP_PATH };
+
+/*
+ * The cgroup v2 path of pid ("0::/path" in /proc/<pid>/cgroup) into path. CGROUP_NONE: the file
+ * has no usable v2 line (cgroup2 never mounted, as on a busybox system: the file is empty);
+ * CGROUP_GONE: not readable (the process exited).
+ */
+static enum cgroup_found cgroup_read(uint32_t pid, char *path, size_t size)
 {
 	char file[64], buf[1024], *line;
 	ssize_t n;
@@ -391,22 +397,22 @@ static bool cgroup_read(uint32_t pid, char *path, size_t size)
 	snprintf(file, sizeof(file), "/proc/%u/cgroup", pid);
 	fd = open(file, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return false;
+		return CGROUP_GONE;
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
-	if (n <= 0)
-		return false;
+	if (n < 0)
+		return CGROUP_GONE;
 	buf[n] = 0;
 	line = strncmp(buf, "0::", 3) ? strstr(buf, "\n0::") : buf;
 	if (!line)
-		return false;
+		return CGROUP_NONE;
 	line += *line == '\n' ? 4 : 3;
 	n = strcspn(line, "\n");
 	if (n < 1 || (size_t)n >= size)
-		return false;
+		return CGROUP_NONE;
 	memcpy(path, line, n);
 	path[n] = 0;
-	return true;
+	return CGROUP_PATH;
 }
 
 /*
@@ -441,24 +447,25 @@ static void cgroup_find_mount(struct bpf_sampler *s)
 /*
  * The cgroup label of a sample, by its cgroup id: read from /proc/<pid>/cgroup only for an id
  * not cached (counted). Direct-mapped: a collision replaces the older cgroup. A path that does
- * not name the id (the process moved, or exited) labels this sample but is not cached. The
- * root, and paths too long for a label, are cached as "" (no label).
+ * not name the id (the process moved), or a process that exited, labels this sample but is not
+ * cached. The root, paths too long for a label, and a system without cgroup v2 lines are
+ * cached as "" (no label): that last one was read for every sample before.
  */
 static const char *cgroup_get(struct bpf_sampler *s, uint64_t id, uint32_t pid)
 {
 	struct cgroup_entry *c =
 		&s->cgroups[(id * 0x9E3779B97F4A7C15ull >> 32) % CGROUP_CACHE_SLOTS];
 	char path[512];
-	bool known;
+	enum cgroup_found found;
 
 	if (c->used && c->id == id)
 		return c->path;
 	s->st.cgroup_reads++;
-	known = cgroup_read(pid, path, sizeof(path));
+	found = cgroup_read(pid, path, sizeof(path));
 	c->id = id;
-	c->used = known && cgroup_is(s, path, id);
+	c->used = found == CGROUP_NONE || (found == CGROUP_PATH && cgroup_is(s, path, id));
 	c->path[0] = 0;
-	if (known && strlen(path) > 1 && strlen(path) < sizeof(c->path))
+	if (found == CGROUP_PATH && strlen(path) > 1 && strlen(path) < sizeof(c->path))
 		memcpy(c->path, path, strlen(path) + 1);
 	return c->path;
 }
