@@ -41,6 +41,7 @@
  * often: what a second of samples touched comes back as minor faults (~0.2 us a page).
  */
 #define LEAF_TRIM_NS NSEC_PER_SEC
+#define MMAP_RESCAN_NS (2 * NSEC_PER_SEC) /* CPU hotplug: see mmapev__rescan() */
 #define MAX_SERVICES 16
 #define DRAIN_MS 50 /* SIGPROF rings are drained this often */
 
@@ -75,6 +76,7 @@ struct agent {
 	void *mmapev;	 /* struct mmapev *: new programs' maps from mmap records (or NULL) */
 	bool bpf_ordered; /* BPF samples arrive in time order (ring buffer, not perf buffers) */
 	uint64_t leaf_trimmed_ns; /* when the unwind tables' pages last left the RSS */
+	uint64_t mmap_rescanned_ns; /* when the mmap records' CPUs were last checked */
 	void *transport; /* struct transport * */
 	uint64_t seq;
 	uint64_t round_real_ns;
@@ -554,6 +556,10 @@ static void bpf_poll(struct agent *a, int timeout_ms)
 		leaf__trim(a->leaf);
 		a->leaf_trimmed_ns = now;
 	}
+	if (now - a->mmap_rescanned_ns >= MMAP_RESCAN_NS) {
+		mmapev__rescan(a->mmapev);
+		a->mmap_rescanned_ns = now;
+	}
 }
 
 static void bpf_stop(struct agent *a)
@@ -611,11 +617,11 @@ static void bpf_mmap_comment(struct agent *a, char *buf, size_t len)
 	snprintf(buf, len,
 		 " mmap_cpus=%u mmap_build_ids=%d mmap_execs=%llu mmap_forks=%llu "
 		 "maps_from_records=%llu mmap_evicted=%llu mmap_overflow=%llu mmap_lost=%llu "
-		 "procs_forgotten=%llu",
+		 "procs_forgotten=%llu mmap_cpu_offline=%llu",
 		 ms.cpus, ms.build_ids, (unsigned long long)ms.execs, (unsigned long long)ms.forks,
 		 (unsigned long long)ps.loaded, (unsigned long long)ms.evicted,
 		 (unsigned long long)ms.overflow, (unsigned long long)ms.lost,
-		 (unsigned long long)ps.forgotten);
+		 (unsigned long long)ps.forgotten, (unsigned long long)ms.cpu_offline);
 }
 
 static void bpf_comment(struct agent *a, char *buf, size_t len)

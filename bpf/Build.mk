@@ -15,7 +15,7 @@ BPF_ASM_INC-x86_64 := /usr/include/x86_64-linux-gnu
 BPF_ASM_INC-arm64  := /usr/aarch64-linux-gnu/include
 
 bpf-y :=
-bpf-$(CONFIG_SAMPLER_BPF) += bpf/sampler.o agent/ksyms.o
+bpf-$(CONFIG_SAMPLER_BPF) += bpf/sampler.o bpf/cpus.o agent/ksyms.o
 bpf-ldlibs = -lbpf -lelf -lz -lzstd
 
 # The sampler and its BPF side must agree on the record layout.
@@ -62,9 +62,9 @@ $(O)/tests/workloads/bpf-work-static: tests/workloads/bpf-work.c
 
 all-tests: $(O)/tests/bpf-probe $(O)/tests/workloads/bpf-work $(O)/tests/workloads/bpf-work-static
 unit-tests-$(CONFIG_BPF_MMAP_EVENTS) += mmapev
-mmapev-test-objs = bpf/mmapev.o agent/procmaps.o agent/elf.o agent/ring.o port/file.o
+mmapev-test-objs = bpf/mmapev.o bpf/cpus.o agent/procmaps.o agent/elf.o agent/ring.o port/file.o
 unit-tests-y += bpf-sampler
-bpf-sampler-test-objs = bpf/sampler.o agent/ksyms.o $(port-y)
+bpf-sampler-test-objs = bpf/sampler.o bpf/cpus.o agent/ksyms.o $(port-y)
 # Static: the cross sysroot keeps libz.so.1 where neither the linker nor qemu looks.
 bpf-sampler-test-ldlibs = -Wl,-Bstatic $(bpf-ldlibs) -Wl,-Bdynamic
 CFLAGS_bpf-sampler-test = $(BPF_RECORD_DEFS)

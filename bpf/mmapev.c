@@ -14,6 +14,7 @@
 #include <linux/perf_event.h>
 
 #include "agent/elf.h"
+#include "bpf/cpus.h"
 #include "bpf/mmapev.h"
 
 #define MMAPEV_MAPS       24   /* code mappings a staged program may have (libc, ld.so, ...) */
@@ -50,7 +51,8 @@ struct staged {
 };
 
 struct cpu_ring {
-	int fd;
+	int fd;			      /* -1: no event on this CPU (offline, or its event died) */
+	uint64_t enabled_ns;	      /* the event's time enabled at the last rescan */
 	struct perf_event_mmap_page *meta;
 	char *data;
 	uint64_t size;
@@ -63,7 +65,9 @@ struct cpu_ring {
 struct mmapev {
 	struct proctab *procs;
 	struct cpu_ring *rings;
-	unsigned n_rings, n_staged;
+	unsigned n_rings, n_staged; /* n_rings: one slot per CPU the system can have */
+	int epoll_fd;		    /* where the rings are watched (mmapev__watch), or -1 */
+	bool build_id;		    /* the kernel takes attr.build_id (5.12+) */
 	size_t map_bytes;
 	uint64_t clock;
 	uint64_t samples_done_ns; /* every sample taken before this was delivered */
@@ -315,6 +319,13 @@ static void on_task(struct mmapev *ev, const struct perf_event_header *h, uint64
 		p->exit_ns = time_ns;
 }
 
+/* Records were missed, whose is not known: every staged program may miss mappings or an exec. */
+static void stages_incomplete(struct mmapev *ev)
+{
+	for (unsigned i = 0; i < ev->n_staged; i++)
+		ev->staged[i].incomplete = true;
+}
+
 static void on_lost(struct mmapev *ev, const struct perf_event_header *h)
 {
 	uint64_t n;
@@ -323,9 +334,7 @@ static void on_lost(struct mmapev *ev, const struct perf_event_header *h)
 		return;
 	memcpy(&n, (const char *)(h + 1) + 8, sizeof(n));
 	ev->st.lost += n;
-	/* whose records they were is lost too: every staged program may miss mappings */
-	for (unsigned i = 0; i < ev->n_staged; i++)
-		ev->staged[i].incomplete = true;
+	stages_incomplete(ev);
 }
 
 static void on_record(struct mmapev *ev, const struct perf_event_header *h, uint64_t time_ns)
@@ -399,6 +408,10 @@ static void take_records(struct mmapev *ev, uint64_t until_ns)
 	for (unsigned i = 0; i < ev->n_rings; i++) {
 		struct cpu_ring *r = &ev->rings[i];
 
+		if (r->fd < 0) {
+			r->ready = false;
+			continue;
+		}
 		r->pos = r->meta->data_tail;
 		r->head = __atomic_load_n(&r->meta->data_head, __ATOMIC_ACQUIRE);
 		r->ready = ring_peek(r);
@@ -420,7 +433,7 @@ static void take_records(struct mmapev *ev, uint64_t until_ns)
 		oldest->ready = ring_peek(oldest);
 	}
 	for (unsigned i = 0; i < ev->n_rings; i++) /* per sample: write only what moved */
-		if (ev->rings[i].pos != ev->rings[i].meta->data_tail)
+		if (ev->rings[i].fd >= 0 && ev->rings[i].pos != ev->rings[i].meta->data_tail)
 			__atomic_store_n(&ev->rings[i].meta->data_tail, ev->rings[i].pos,
 					 __ATOMIC_RELEASE);
 }
@@ -436,13 +449,23 @@ void mmapev__advance(struct mmapev *ev, uint64_t until_ns, bool samples_done)
 	take_records(ev, until_ns);
 }
 
+static int watch_ring(int epoll_fd, const struct cpu_ring *r)
+{
+	struct epoll_event e = {.events = EPOLLIN, .data.u64 = UINT64_MAX};
+
+	return epoll_ctl(epoll_fd, EPOLL_CTL_ADD, r->fd, &e) ? -errno : 0;
+}
+
 int mmapev__watch(struct mmapev *ev, int epoll_fd)
 {
-	for (unsigned i = 0; ev && i < ev->n_rings; i++) {
-		struct epoll_event e = {.events = EPOLLIN, .data.u64 = UINT64_MAX};
+	if (!ev)
+		return 0;
+	ev->epoll_fd = epoll_fd;
+	for (unsigned i = 0; i < ev->n_rings; i++) {
+		int err = ev->rings[i].fd >= 0 ? watch_ring(epoll_fd, &ev->rings[i]) : 0;
 
-		if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, ev->rings[i].fd, &e))
-			return -errno;
+		if (err)
+			return err;
 	}
 	return 0;
 }
@@ -496,6 +519,7 @@ static int open_event(int cpu, bool build_id, size_t wake_bytes)
 	    .config = PERF_COUNT_SW_DUMMY,
 	    .size = sizeof(a),
 	    .sample_type = PERF_SAMPLE_TIME,
+	    .read_format = PERF_FORMAT_TOTAL_TIME_ENABLED, /* cpus__event_alive() */
 	    .sample_id_all = 1,
 	    .mmap = 1,
 	    .mmap2 = 1, /* executable mappings only: mmap_data stays 0 */
@@ -534,45 +558,86 @@ static size_t ring_size(size_t page)
 	return sz;
 }
 
+/* The event and ring of cpu; 0, or -errno (offline: -ENODEV). */
+static int ring_open(struct mmapev *ev, int cpu)
+{
+	struct cpu_ring *r = &ev->rings[cpu];
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	int fd = open_event(cpu, ev->build_id, ev->map_bytes / 2), err;
+
+	if (fd == -EINVAL && ev->build_id) { /* before Linux 5.12: dev and inode */
+		ev->build_id = false;
+		fd = open_event(cpu, false, ev->map_bytes / 2);
+	}
+	if (fd < 0)
+		return fd;
+	r->fd = fd;
+	r->enabled_ns = 0;
+	err = map_ring(r, ev->map_bytes, page);
+	if (err) {
+		close(fd);
+		r->fd = -1;
+	}
+	return err;
+}
+
+static void ring_close(struct mmapev *ev, struct cpu_ring *r)
+{
+	munmap(r->meta, ev->map_bytes + (size_t)sysconf(_SC_PAGESIZE));
+	close(r->fd); /* leaves the epoll set with it */
+	*r = (struct cpu_ring){.fd = -1};
+}
+
 /* One event and ring per CPU the kernel accepts (offline CPUs are skipped: ENODEV). */
 static int open_rings(struct mmapev *ev, char *err, size_t errlen)
 {
 	long ncpus = sysconf(_SC_NPROCESSORS_CONF);
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	int first_err = 0;
-	bool build_id = true;
 
-	ev->map_bytes = ring_size(page);
-	ev->rings = calloc((size_t)(ncpus > 0 ? ncpus : 1), sizeof(*ev->rings));
+	ev->map_bytes = ring_size((size_t)sysconf(_SC_PAGESIZE));
+	ev->n_rings = (unsigned)(ncpus > 0 ? ncpus : 1);
+	ev->rings = calloc(ev->n_rings, sizeof(*ev->rings));
 	if (!ev->rings)
 		return -ENOMEM;
-	for (long cpu = 0; cpu < ncpus; cpu++) {
-		struct cpu_ring *r = &ev->rings[ev->n_rings];
-		int fd = open_event((int)cpu, build_id, ev->map_bytes / 2);
+	ev->build_id = true;
+	for (unsigned cpu = 0; cpu < ev->n_rings; cpu++) {
+		int ret;
 
-		if (fd == -EINVAL && build_id) { /* before Linux 5.12: dev and inode */
-			build_id = false;
-			fd = open_event((int)cpu, false, ev->map_bytes / 2);
-		}
-		if (fd < 0) {
-			first_err = first_err ? first_err : fd;
-			continue;
-		}
-		r->fd = fd;
-		if (map_ring(r, ev->map_bytes, page)) {
-			close(fd);
-			continue;
-		}
-		ev->n_rings++;
+		ev->rings[cpu].fd = -1;
+		ret = ring_open(ev, (int)cpu);
+		if (ret)
+			first_err = first_err ? first_err : ret;
+		else
+			ev->st.cpus++;
 	}
-	ev->st.cpus = ev->n_rings;
-	ev->st.build_ids = build_id;
-	if (!ev->n_rings) {
+	ev->st.build_ids = ev->build_id;
+	if (!ev->st.cpus) {
 		snprintf(err, errlen, "perf_event_open(dummy, mmap records): %s",
 			 strerror(first_err ? -first_err : ENODEV));
 		return first_err ? first_err : -ENODEV;
 	}
 	return 0;
+}
+
+void mmapev__rescan(struct mmapev *ev)
+{
+	for (unsigned cpu = 0; ev && cpu < ev->n_rings; cpu++) {
+		struct cpu_ring *r = &ev->rings[cpu];
+
+		if (r->fd >= 0 && !cpus__event_alive(r->fd, (int)cpu, &r->enabled_ns)) {
+			ring_close(ev, r);
+			ev->st.cpus--;
+			ev->st.cpu_offline++;
+			/* back online before this rescan: its records since then are missing */
+			stages_incomplete(ev);
+		}
+		if (r->fd >= 0 || !cpus__online((int)cpu) || ring_open(ev, (int)cpu))
+			continue;
+		if (ev->epoll_fd >= 0 && watch_ring(ev->epoll_fd, r))
+			ring_close(ev, r);
+		else
+			ev->st.cpus++;
+	}
 }
 
 struct mmapev *mmapev__open(struct proctab *t, char *err, size_t errlen)
@@ -582,6 +647,7 @@ struct mmapev *mmapev__open(struct proctab *t, char *err, size_t errlen)
 	if (!ev)
 		return NULL;
 	ev->procs = t;
+	ev->epoll_fd = -1;
 	ev->n_staged = CONFIG_BPF_MMAP_PROCS;
 	ev->staged = calloc(ev->n_staged, sizeof(*ev->staged));
 	if (!ev->staged || open_rings(ev, err, errlen)) {
@@ -595,10 +661,9 @@ void mmapev__free(struct mmapev *ev)
 {
 	if (!ev)
 		return;
-	for (unsigned i = 0; i < ev->n_rings; i++) {
-		munmap(ev->rings[i].meta, ev->map_bytes + (size_t)sysconf(_SC_PAGESIZE));
-		close(ev->rings[i].fd);
-	}
+	for (unsigned i = 0; ev->rings && i < ev->n_rings; i++)
+		if (ev->rings[i].fd >= 0)
+			ring_close(ev, &ev->rings[i]);
 	free(ev->rings);
 	free(ev->staged);
 	free(ev);

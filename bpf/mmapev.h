@@ -36,6 +36,7 @@ struct mmapev_stats {
 	uint64_t overflow; /* programs with more mappings or path bytes than a stage holds */
 	uint64_t lost;	   /* records the kernel could not write (ring full) */
 	unsigned cpus;	   /* CPUs with an event open */
+	uint64_t cpu_offline; /* events dropped: their CPU went offline (reopened once back) */
 	int build_ids;	   /* 1: the kernel puts build-ids in the records (5.12+) */
 };
 
@@ -63,6 +64,14 @@ void mmapev__advance(struct mmapev *ev, uint64_t until_ns, bool samples_done);
  */
 int mmapev__watch(struct mmapev *ev, int epoll_fd);
 /*
+ * CPU hotplug, every CPUS_RESCAN_NS: drops the event of a CPU that went offline (it stays off
+ * even once the CPU is back) and opens one for each online CPU without one. A CPU back online
+ * before the rescan ran programs whose records are missing: the staged programs are marked
+ * incomplete (read from /proc), as for lost records. A stage already handed over in that window
+ * (at most CPUS_RESCAN_NS) keeps what it had.
+ */
+void mmapev__rescan(struct mmapev *ev);
+/*
  * The staged mappings of pid, handed over (a copy: the stage stays until the program exits, so
  * that mappings made after its first sample, the libraries ld.so maps, reach the table on a
  * miss); NULL when pid has not exec'd since the start (up to the last advance), its records
@@ -84,6 +93,7 @@ static inline int mmapev__watch(struct mmapev *ev, int epoll_fd)
 {
 	return 0;
 }
+static inline void mmapev__rescan(struct mmapev *ev) {}
 static inline struct procmaps *mmapev__take(void *ev, uint32_t pid, unsigned int max_maps)
 {
 	return NULL;

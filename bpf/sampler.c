@@ -28,6 +28,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "bpf/cpus.h"
 #include "bpf/profile.h"
 #include "bpf/profile.skel.h"
 #include "bpf/sampler.h"
@@ -38,7 +39,6 @@
 #define PROC_CACHE_SLOTS   CONFIG_BPF_LABEL_CACHE_ENTRIES /* processes whose exe is cached */
 #define CGROUP_CACHE_SLOTS CONFIG_BPF_CGROUP_CACHE_ENTRIES /* cgroup ids whose path is cached */
 #define PROC_SWEEP_NS      (5 * NSEC_PER_SEC)
-#define CPU_RESCAN_NS      (2 * NSEC_PER_SEC) /* a few sysfs reads and one read() per CPU */
 #define EXE_LEN            160
 #define CGROUP_LEN         96
 #define BATCH_FULL         (-EAGAIN) /* returned by the ring callback to stop a batch */
@@ -269,7 +269,7 @@ static int perf_open_cpu(unsigned hz, int cpu)
 		.config = PERF_COUNT_SW_CPU_CLOCK,
 		.freq = 1,
 		.sample_freq = hz,
-		/* a read() tells whether the event still runs: see detach_dead_cpus() */
+		/* a read() tells whether the event still runs: see cpus__event_alive() */
 		.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED,
 	};
 	long fd = syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
@@ -770,40 +770,11 @@ out_free:
 	return ret;
 }
 
-/* cpuN/online reads 0 for an offline CPU; CPUs that cannot go offline have no such file. */
-static bool cpu_online(int cpu)
-{
-	char path[64];
-	long v = 1;
-
-	snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/online", cpu);
-	return read_int_file(path, &v) || v != 0;
-}
-
-/*
- * Whether the event of cpu still counts. A CPU that goes offline switches its per-CPU events
- * off for good, even once it is back: their time enabled stops. Offline and back between two
- * rescans leaves the CPU online with a dead event, so the online flag alone is not enough.
- */
-static bool cpu_event_alive(struct bpf_sampler *s, int cpu)
-{
-	uint64_t v[2]; /* count, time enabled */
-	bool alive;
-
-	if (!cpu_online(cpu))
-		return false;
-	if (read(s->pfd[cpu], v, sizeof(v)) != (ssize_t)sizeof(v))
-		return true; /* cannot tell: keep it */
-	alive = v[1] != s->enabled_ns[cpu];
-	s->enabled_ns[cpu] = v[1];
-	return alive;
-}
-
 /* Drops the events of CPUs that went offline (or came back), so attach_cpus() opens new ones. */
 static void detach_dead_cpus(struct bpf_sampler *s)
 {
 	for (int cpu = 0; cpu < s->ncpus; cpu++) {
-		if (s->pfd[cpu] < 0 || cpu_event_alive(s, cpu))
+		if (s->pfd[cpu] < 0 || cpus__event_alive(s->pfd[cpu], cpu, &s->enabled_ns[cpu]))
 			continue;
 		bpf_link__destroy(s->links[cpu]);
 		s->links[cpu] = NULL;
@@ -825,7 +796,7 @@ static void housekeeping(struct bpf_sampler *s)
 		proc_sweep(s);
 		s->last_sweep_ns = now;
 	}
-	if (now - s->last_rescan_ns >= CPU_RESCAN_NS) {
+	if (now - s->last_rescan_ns >= CPUS_RESCAN_NS) {
 		detach_dead_cpus(s);
 		if (s->st.cpus < (unsigned)s->ncpus && attach_cpus(s, err, sizeof(err)) > 0)
 			pr_info("bpf sampler: now sampling %u CPUs", s->st.cpus);

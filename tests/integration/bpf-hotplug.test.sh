@@ -3,7 +3,10 @@
 # CPU hotplug: a CPU taken offline while the BPF sampler runs is dropped with a log line, the
 # sampler keeps running, and once the CPU is back it is sampled again: a workload pinned to it
 # afterwards gets its samples. Also offline-and-back between two rescans (the event died but the
-# CPU reads online). The CPU is always put back online (trap).
+# CPU reads online). Then the agent: its mmap records follow the CPU too, so a program exec'd on
+# it once it is back has its maps from the records (mmap_cpus=2 again, mmap_cpu_offline=1,
+# maps_from_records>=1; before, that CPU's records stopped for good). The CPU is always put back
+# online (trap).
 set -u
 probe=$EP_BUILD/tests/bpf-probe
 work=$EP_BUILD/tests/workloads/bpf-work
@@ -51,8 +54,44 @@ run_case() { # name, seconds offline (0.3: back before the sampler's next 2 s re
 	[ "$n" -ge 300 ] || { echo "$name: CPU $cpu not sampled again"; return 1; }
 }
 
+agent_case() {
+	local agent=$EP_BUILD/edgeprof-agent apid wpid
+	[ -x "$agent" ] && command -v go >/dev/null || { echo "agent: not built or no go"; return 0; }
+	mkdir -p "$tmp/agent"
+	"$agent" --once --seconds 12 --sampler bpf --hz 499 --output-dir "$tmp/agent" \
+		>"$tmp/agent.log" 2>&1 &
+	apid=$!
+	pids+=("$apid")
+	sleep 1
+	echo 0 >"$online" || { echo "cannot take CPU $cpu offline"; return 2; }
+	sleep 3
+	echo 1 >"$online" || { echo "cannot bring CPU $cpu back"; return 1; }
+	sleep 4 # the next rescans open an event on it again
+	taskset -c "$cpu" "$work" split 2 1 &
+	wpid=$!
+	pids+=("$wpid")
+	wait "$wpid"
+	wait "$apid" || { echo "agent failed"; cat "$tmp/agent.log"; return 1; }
+	PYTHONPATH="$EP_TOP/tests/workloads" /usr/bin/python3 - "$tmp/agent" "$wpid" <<'PY'
+import glob, re, sys
+import pprof_traces as pt
+path, pid = glob.glob(sys.argv[1] + "/*.pb.gz")[0], sys.argv[2]
+com = " ".join(pt.header(path))
+val = lambda k: int(re.search(k + r"=(\d+)", com).group(1))
+ss = [s for s in pt.samples(path, index="samples") if s.labels.get("pid", "").strip("[]") == pid]
+n = sum(s.value for s in ss)
+named = sum(s.value for s in ss if s.leaf in ("work_a", "work_b", "work_c"))
+print(f"agent: mmap_cpus={val('mmap_cpus')} mmap_cpu_offline={val('mmap_cpu_offline')} "
+      f"maps_from_records={val('maps_from_records')}; workload on CPU 1 afterwards: {n:.0f} "
+      f"samples, {named:.0f} named")
+ok = val("mmap_cpus") == 2 and val("mmap_cpu_offline") >= 1 and val("maps_from_records") >= 1
+sys.exit(0 if ok and n >= 300 and named >= 0.9 * n else 1)
+PY
+}
+
 rc=0
 run_case long 3 || rc=1
 run_case blink 0.3 || rc=1
+agent_case || rc=1
 [ "$rc" = 0 ] && echo "PASS: CPU hotplug followed" || echo "FAIL"
 exit "$rc"
