@@ -2,26 +2,18 @@
 /*
  * bpf/cpus.c — CPU hotplug for per-CPU perf events (see cpus.h).
  */
-#include <fcntl.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include "bpf/cpus.h"
+#include "port/file.h"
 
 bool cpus__online(int cpu)
 {
-	char path[64], buf[8] = "";
-	ssize_t n;
-	int fd;
+	char path[64], buf[8];
 
 	snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/online", cpu);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return true;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	return n <= 0 || buf[0] != '0';
+	return port_file_read_small(path, buf, sizeof(buf)) <= 0 || buf[0] != '0';
 }
 
 bool cpus__event_alive(int fd, int cpu, uint64_t *enabled_ns)

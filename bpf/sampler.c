@@ -33,6 +33,7 @@
 #include "bpf/profile.skel.h"
 #include "bpf/sampler.h"
 #include "port/clock.h"
+#include "port/file.h"
 #include "port/log.h"
 
 #define SAMPLER_BATCH      4096 /* samples per bpf_sampler__poll(): bounds the time in it */
@@ -105,16 +106,10 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 static int read_int_file(const char *path, long *v)
 {
 	char buf[32];
-	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = port_file_read_small(path, buf, sizeof(buf));
 
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
 	if (n <= 0)
-		return -EIO;
-	buf[n] = 0;
+		return n < 0 ? (int)n : -EIO;
 	*v = strtol(buf, NULL, 10);
 	return 0;
 }
@@ -392,17 +387,10 @@ static enum cgroup_found cgroup_read(uint32_t pid, char *path, size_t size)
 {
 	char file[64], buf[1024], *line;
 	ssize_t n;
-	int fd;
 
 	snprintf(file, sizeof(file), "/proc/%u/cgroup", pid);
-	fd = open(file, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (port_file_read_small(file, buf, sizeof(buf)) < 0)
 		return CGROUP_GONE;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n < 0)
-		return CGROUP_GONE;
-	buf[n] = 0;
 	line = strncmp(buf, "0::", 3) ? strstr(buf, "\n0::") : buf;
 	if (!line)
 		return CGROUP_NONE;

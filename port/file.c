@@ -119,6 +119,21 @@ int port_file_write_atomic(const char *path, const void *data, size_t len, mode_
 	return port_fsync_parent_dir(path);
 }
 
+ssize_t port_file_read_small(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, size - 1);
+	if (n < 0)
+		n = -errno;
+	close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	return n;
+}
+
 int port_file_read_all(const char *path, size_t max, void **data, size_t *len)
 {
 	size_t cap = 0, used = 0;

@@ -22,6 +22,12 @@ int port_fsync_parent_dir(const char *path);
  */
 int port_file_read_all(const char *path, size_t max, void **data, size_t *len);
 
+/*
+ * One read() of a small file (a /proc or sysfs value) into buf, NUL-terminated: at most
+ * size - 1 bytes, no allocation. Returns the bytes read, or -errno.
+ */
+ssize_t port_file_read_small(const char *path, char *buf, size_t size);
+
 /* write()/read() loops that finish the job across short writes and EINTR: 0 or -errno. */
 int port_write_full(int fd, const void *buf, size_t len);
 int port_pwrite_full(int fd, const void *buf, size_t len, off_t off);
