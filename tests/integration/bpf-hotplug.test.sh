@@ -14,6 +14,7 @@ cpu=1
 online=/sys/devices/system/cpu/cpu$cpu/online
 [ -x "$probe" ] && [ -x "$work" ] || { echo "bpf-probe not built (CONFIG_SAMPLER_BPF off)"; exit 77; }
 [ "$(id -u)" = 0 ] || { echo "needs root for bpf() and CPU hotplug"; exit 77; }
+command -v go >/dev/null || { echo "go (go tool pprof) not installed: tools/setup.sh"; exit 77; }
 [ -w "$online" ] || { echo "CPU $cpu cannot go offline here (no $online)"; exit 77; }
 tmp=$(mktemp -d)
 pids=()
@@ -56,7 +57,7 @@ run_case() { # name, seconds offline (0.3: back before the sampler's next 2 s re
 
 agent_case() {
 	local agent=$EP_BUILD/edgeprof-agent apid wpid
-	[ -x "$agent" ] && command -v go >/dev/null || { echo "agent: not built or no go"; return 0; }
+	[ -x "$agent" ] || { echo "agent: $agent not built"; return 1; }
 	mkdir -p "$tmp/agent"
 	"$agent" --once --seconds 12 --sampler bpf --hz 499 --output-dir "$tmp/agent" \
 		>"$tmp/agent.log" 2>&1 &
