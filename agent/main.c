@@ -31,6 +31,7 @@
 #ifdef CONFIG_SAMPLER_BPF
 #include "agent/ksyms.h"
 #include "agent/leaf.h"
+#include "bpf/cpus.h"
 #include "bpf/mmapev.h"
 #include "bpf/sampler.h"
 #endif
@@ -41,7 +42,6 @@
  * often: what a second of samples touched comes back as minor faults (~0.2 us a page).
  */
 #define LEAF_TRIM_NS NSEC_PER_SEC
-#define MMAP_RESCAN_NS (2 * NSEC_PER_SEC) /* CPU hotplug: see mmapev__rescan() */
 #define MAX_SERVICES 16
 #define DRAIN_MS 50 /* SIGPROF rings are drained this often */
 
@@ -556,7 +556,7 @@ static void bpf_poll(struct agent *a, int timeout_ms)
 		leaf__trim(a->leaf);
 		a->leaf_trimmed_ns = now;
 	}
-	if (now - a->mmap_rescanned_ns >= MMAP_RESCAN_NS) {
+	if (now - a->mmap_rescanned_ns >= CPUS_RESCAN_NS) { /* CPU hotplug, as the sampler's */
 		mmapev__rescan(a->mmapev);
 		a->mmap_rescanned_ns = now;
 	}
