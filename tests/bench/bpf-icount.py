@@ -50,8 +50,8 @@ def count_samples(b64, comm):
     return sum(s.value for s in ss if s.labels.get("comm", "").strip("[]") == comm)
 
 
-def spread(xs):
-    return f"{min(xs):.2f}-{max(xs):.2f}" if len(xs) > 1 else "one run"
+def spread(xs, digits=2):
+    return f"{min(xs):.{digits}f}-{max(xs):.{digits}f}" if len(xs) > 1 else "one run"
 
 
 def main():
@@ -73,7 +73,7 @@ def main():
         cost[v] = statistics.median(per)
         p = statistics.median(prof[v]) if prof[v] else float("nan")
         print(f"{v:24} {c:10.2f} ({spread(clock[v]):>11}) {n:8.0f} "
-              f"{cost[v]:7.3f} us ({spread(per)}) {p:10.1f}")
+              f"{cost[v]:7.3f} us ({spread(per, 3)}) {p:10.1f}")
         for line in logs[v][:3]:
             print("    " + line)
     print(f"(per sample: the workload's slowdown over its samples; 1 ns = 1 guest instruction; "

@@ -26,7 +26,7 @@
 #   PEER_AGENT=/tmp/old/edgeprof-agent VARIANTS='ours peer' ...   (another build's agent: a
 #                                    before/after of a change to the BPF program)
 #
-# Each run, in alternation: `bpf-work $WORK` alone, then beside each variant (ours: the
+# Each run (its start shifted by up to 0.1 s: without that, runs are identical), in alternation: `bpf-work $WORK` alone, then beside each variant (ours: the
 # agent's BPF sampler at HZ system-wide; perf: `perf record -a -g -F HZ`; after a colon, extra
 # arguments). Reported per variant: the workload's task-clock (medians), the samples it took
 # (counted in the profile), the slowdown per sample, the profiler's own task-clock, ratios.
@@ -122,6 +122,10 @@ profiled() {
 		-o /tmp/p.data $args >/tmp/prof.log 2>&1 & ;;
 	esac
 	sleep 2
+	# Under -icount every run would repeat the last one instruction for instruction: a shift
+	# of the workload's start against the sampling timer and the profiler's wake-ups makes
+	# the runs differ, so their spread shows how much one small change of timing moves a figure.
+	usleep $(( (i * 37591) % 100003 ))
 	work "$name" "$i"
 	stop_profiler
 	wait
