@@ -5,6 +5,7 @@
 
 Markers (one run each): "@@task-clock NAME I MS" (the workload's), "@@prof-clock NAME I MS"
 (the profiler's own), "@@samples NAME I N" (perf: the workload's samples, counted in the guest),
+"@@bpf-stats NAME I NS RUNS" (BPF_STATS=1: a program's run time and count, our variants),
 "@@pprof NAME I" + base64 + "@@end" (ours: the profile, counted here with go tool pprof).
 """
 import base64
@@ -17,7 +18,7 @@ import tempfile
 import pprof_traces as pt
 
 def parse(path, comm):
-    clock, prof, samples, logs = (collections.defaultdict(list) for _ in range(4))
+    clock, prof, samples, logs, stats = (collections.defaultdict(list) for _ in range(5))
     with open(path) as f:
         lines = f.read().splitlines()
     i = 0
@@ -27,6 +28,8 @@ def parse(path, comm):
         if tag in ("@@task-clock", "@@prof-clock", "@@samples") and len(w) == 4:
             {"@@task-clock": clock, "@@prof-clock": prof, "@@samples": samples}[tag][w[1]].append(
                 float(w[3]))
+        elif tag == "@@bpf-stats" and len(w) == 5:
+            stats[w[1]].append(float(w[3]) / max(float(w[4]), 1))
         elif tag == "@@pprof" and len(w) == 3:
             j = lines.index("@@end", i)
             samples[w[1]].append(count_samples("".join(lines[i + 1:j]), comm))
@@ -34,7 +37,7 @@ def parse(path, comm):
         elif tag == "@@log" or tag == "@@error":
             logs[w[1] if len(w) > 1 else ""].append(lines[i])
         i += 1
-    return clock, prof, samples, logs
+    return clock, prof, samples, logs, stats
 
 
 def count_samples(b64, comm):
@@ -56,7 +59,7 @@ def spread(xs, digits=2):
 
 def main():
     console, hz, variants = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
-    clock, prof, samples, logs = parse(console, sys.argv[4][:15])  # the kernel's comm length
+    clock, prof, samples, logs, stats = parse(console, sys.argv[4][:15])  # the kernel's comm length
     if not clock["base"]:
         sys.exit("no base runs in the console")
     base = statistics.median(clock["base"])
@@ -74,6 +77,10 @@ def main():
         p = statistics.median(prof[v]) if prof[v] else float("nan")
         print(f"{v:24} {c:10.2f} ({spread(clock[v]):>11}) {n:8.0f} "
               f"{cost[v]:7.3f} us ({spread(per, 3)}) {p:10.1f}")
+        if stats[v]:
+            us = [x / 1e3 for x in stats[v]]
+            print(f"{'':24} BPF program: {statistics.median(us):.3f} us a run ({spread(us, 3)}; "
+                  f"kernel.bpf_stats_enabled)")
         for line in logs[v][:3]:
             print("    " + line)
     print(f"(per sample: the workload's slowdown over its samples; 1 ns = 1 guest instruction; "

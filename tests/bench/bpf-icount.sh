@@ -25,6 +25,10 @@
 #                                    (after a colon: arguments, or NAME=VALUE for the environment)
 #   PEER_AGENT=/tmp/old/edgeprof-agent VARIANTS='ours peer' ...   (another build's agent: a
 #                                    before/after of a change to the BPF program)
+#   BPF_STATS=1 ...                  (kernel.bpf_stats_enabled: also our BPF program's own
+#                                    instructions a run, helpers included, from the agent's
+#                                    program fd; the stats' clock reads add to every sample,
+#                                    so the per-sample figures of such a run are not perf's peers)
 #
 # Each run (its start shifted by up to 0.1 s: without that, runs are identical), in alternation: `bpf-work $WORK` alone, then beside each variant (ours: the
 # agent's BPF sampler at HZ system-wide; perf: `perf record -a -g -F HZ`; after a colon, extra
@@ -79,7 +83,7 @@ for f in "$root"/bin/edgeprof-agent*; do
 		while read -r l; do [ -e "$lib/$(basename "$l")" ] || cp -L "$l" "$lib/"; done
 done
 {
-	echo "RUNS=$RUNS HZ=$HZ"
+	echo "RUNS=$RUNS HZ=$HZ BPF_STATS=${BPF_STATS:-0}"
 	printf 'WORK=%q\n' "$WORK"
 	printf 'VARIANTS=%q\n' "$VARIANTS"
 	cat <<'EOF'
@@ -90,6 +94,7 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mount -t tmpfs tmpfs /tmp
 echo 1 >/proc/sys/kernel/printk
+[ "$BPF_STATS" = 1 ] && echo 1 >/proc/sys/kernel/bpf_stats_enabled
 echo "@@vm up $(uname -r) $(uname -m) cpus=$(nproc)"
 cd /tmp
 comm=$(echo "bpfw-${WORK%% *}" | cut -c1-15) # the workload's, as the kernel keeps it
@@ -104,6 +109,14 @@ stop_profiler() {
 		case "$(tr '\0' ' ' </proc/$p/cmdline)" in
 		"edgeprof-agent"*|"perf record "*) kill -INT "$p" ;;
 		esac
+	done
+}
+# Our sampling program's run time and runs (fdinfo of the agent's program fds; under -icount
+# its ns are instructions).
+bpf_stats() {
+	for p in $(pidof edgeprof-agent edgeprof-agent-peer); do
+		cat /proc/$p/fdinfo/* 2>/dev/null | awk -v tag="@@bpf-stats $1 $2" '
+			$1 == "run_time_ns:" { t = $2 } $1 == "run_cnt:" && $2 > 0 { print tag, t, $2 }'
 	done
 }
 # The profiler under perf stat too (its own task-clock), started before the workload and
@@ -127,6 +140,7 @@ profiled() {
 	# the runs differ, so their spread shows how much one small change of timing moves a figure.
 	usleep $(( (i * 37591) % 100003 ))
 	work "$name" "$i"
+	[ "$BPF_STATS" = 1 ] && bpf_stats "$name" "$i"
 	stop_profiler
 	wait
 	echo "@@prof-clock $name $i $(sed -n 's/^\([0-9.]*\),msec,task-clock.*/\1/p' /tmp/prof.stat)"
