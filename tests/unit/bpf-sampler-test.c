@@ -23,10 +23,13 @@
 
 struct seen {
 	unsigned n, mine, others, with_kernel, with_user, labelled;
+	unsigned deep, truncated; /* samples with >= DEEP user frames; cut short */
 	int refuse; /* sink returns -ENOSPC */
 };
 
 static char self_exe[256];
+
+#define DEEP 40 /* frames of nest_then_burn() */
 
 static int sink(void *ctx, const struct agent_sample *s)
 {
@@ -42,6 +45,8 @@ static int sink(void *ctx, const struct agent_sample *s)
 		v->others++;
 	v->with_kernel += s->n_kernel > 0;
 	v->with_user += s->n_user > 0;
+	v->deep += s->n_user >= DEEP;
+	v->truncated += !!(s->flags & SAMPLE_F_TRUNCATED);
 	for (int i = 0; i < s->n_labels; i++) {
 		/* pid and comm have their own fields: never repeated as labels */
 		assert_string_not_equal(s->labels[i].key, "pid");
@@ -68,6 +73,19 @@ static void burn_user(double secs)
 	while (cpu_seconds() < end)
 		for (int i = 0; i < 100000; i++)
 			x += i;
+}
+
+/* DEEP + 1 frames of itself, then burns at the bottom (the volatile read keeps the calls). */
+static __attribute__((noinline)) unsigned nest_then_burn(int n, double secs)
+{
+	volatile unsigned char frame = (unsigned char)n;
+	unsigned r = 0;
+
+	if (n > 0)
+		r = nest_then_burn(n - 1, secs);
+	else
+		burn_user(secs);
+	return r + frame;
 }
 
 /* Reads /dev/zero: most of the time is spent in the kernel. */
@@ -189,6 +207,30 @@ static void kernel_stacks_only_when_asked(void **state)
 	bpf_sampler__free(s);
 	assert_true(without.n >= 40);
 	assert_int_equal(without.with_kernel, 0);
+}
+
+/*
+ * The BPF program asks for as many frames as this CPU's stacks had lately, plus a margin, and
+ * walks again at full depth when they fill that: stacks much deeper than the ones before come
+ * whole all the same.
+ */
+static void deep_stacks_after_shallow_ones_are_whole(void **state)
+{
+	uint32_t me = getpid();
+	struct bpf_sampler_opts o = { .hz = 499, .ringbuf_kb = 1024, .pids = &me, .n_pids = 1 };
+	struct seen v = { 0 };
+	struct bpf_sampler *s = open_or_skip(&o, &v);
+
+	burn_user(0.3);
+	nest_then_burn(DEEP, 0.4); /* ~200 samples, each DEEP + 1 frames deeper than before */
+	burn_user(0.1);
+	nest_then_burn(DEEP, 0.2);
+	drain(s);
+	bpf_sampler__free(s);
+	print_message("%u samples, %u with >= %d user frames, %u truncated\n", v.n, v.deep, DEEP,
+		      v.truncated);
+	assert_true(v.deep >= 150);
+	assert_int_equal(v.truncated, 0);
 }
 
 /* One page of ring at 4999 Hz, read only afterwards: most samples cannot fit and are counted. */
@@ -365,6 +407,7 @@ int main(void)
 		cmocka_unit_test(samples_this_process_with_labels),
 		cmocka_unit_test(comm_prefix_filters),
 		cmocka_unit_test(kernel_stacks_only_when_asked),
+		cmocka_unit_test(deep_stacks_after_shallow_ones_are_whole),
 		cmocka_unit_test(full_ring_is_counted),
 		cmocka_unit_test(refused_by_sink_is_counted),
 		cmocka_unit_test(perf_buffer_fallback_samples),
