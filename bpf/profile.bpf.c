@@ -230,11 +230,14 @@ static __always_inline int interrupted_user(struct bpf_perf_event_data *ctx)
 	return (ctx->regs.pstate & 0xf) == 0; /* EL0, as the kernel's user_mode() */
 }
 
-/* aarch64: user mode only (EL0, 64-bit); in a system call the registers are not looked for. */
+/*
+ * aarch64: user mode only, 64-bit (PSTATE.nRW, bit 4, clear); in a system call the registers
+ * are not looked for.
+ */
 static __always_inline int user_context(struct bpf_perf_event_data *ctx, __u64 pc0,
 					__u64 *sp, __u64 *lr, __u64 *fp, int legacy)
 {
-	if ((ctx->regs.pstate & 0x1f) != 0 || ctx->regs.pc != pc0)
+	if (!interrupted_user(ctx) || (ctx->regs.pstate & 0x10) || ctx->regs.pc != pc0)
 		return 0;
 	*sp = ctx->regs.sp;
 	*lr = ctx->regs.regs[30];
