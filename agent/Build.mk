@@ -3,13 +3,13 @@
 # Other areas' lists (pprof-y, port-y, bpf-y, agent-transport-y) are set in files included
 # after this one: everything naming them uses deferred '='.
 
-agent-core-y := agent/ring.o agent/aggregate.o agent/rounds.o agent/procmaps.o agent/elf.o \
+agent-core-y := agent/ring.o agent/aggregate.o agent/rounds.o agent/procmaps.o elf/elf.o \
 		agent/output.o
 agent-core-$(CONFIG_SYMBOLIZE) += agent/symbolize.o
 
 agent-y := agent/main.o agent/features.o $(agent-core-y)
 # The BPF sampler's leaf frames: .eh_frame rules of the sampled processes' files.
-agent-y-$(CONFIG_SAMPLER_BPF) += agent/leaf.o agent/cfi.o
+agent-y-$(CONFIG_SAMPLER_BPF) += agent/leaf.o elf/cfi.o
 # New programs' mappings from the kernel's mmap records (the process table's loader).
 agent-y-$(CONFIG_BPF_MMAP_EVENTS) += bpf/mmapev.o
 agent-y += $(agent-y-y)
@@ -21,21 +21,20 @@ edgeprof-agent-ldlibs  = $(pprof-ldlibs) $(bpf-ldlibs) $(agent-transport-ldlibs)
 # libedgeprof.so: the SIGPROF sampler, with the pprof writer for standalone mode. Only its
 # public API is exported (objects are built -fvisibility=hidden; static archives excluded).
 lib-$(CONFIG_SAMPLER_SIGPROF) += libedgeprof.so
-libedgeprof.so-objs   = agent/sigprof.o agent/unwind.o agent/cfi.o $(agent-core-y) $(pprof-y) port/file.o
+libedgeprof.so-objs   = agent/sigprof.o agent/unwind.o elf/cfi.o $(agent-core-y) $(pprof-y) port/file.o
 libedgeprof.so-ldlibs = -Wl,--exclude-libs,ALL $(pprof-ldlibs) -ldl -lpthread -lrt
 install-y += agent-install-header
 agent-install-header = install -m 0644 agent/edgeprof.h $(1)$(2)/include/
 
-fuzz-y            += cfi
 unit-tests-y      += ring aggregate rounds elf unwind
-unwind-test-objs   = agent/unwind.o agent/cfi.o
+unwind-test-objs   = agent/unwind.o elf/cfi.o
 ring-test-objs     = agent/ring.o
 ring-test-ldlibs   = -lpthread
 aggregate-test-objs = agent/aggregate.o
 rounds-test-objs   = agent/rounds.o
-elf-test-objs      = agent/elf.o agent/procmaps.o agent/ring.o port/file.o
+elf-test-objs      = elf/elf.o agent/procmaps.o agent/ring.o port/file.o
 unit-tests-$(CONFIG_SAMPLER_BPF) += leaf
-leaf-test-objs     = agent/leaf.o agent/cfi.o $(elf-test-objs)
+leaf-test-objs     = agent/leaf.o elf/cfi.o $(elf-test-objs)
 
 # Workloads (test helpers, not installed): frame pointers on, -O2 so leaves have no frame.
 agent-workloads := split torture

@@ -9,8 +9,8 @@
 #include <sys/mman.h>
 #include <sys/auxv.h>
 
-#include "agent/cfi.h"
-#include "agent/elf.h"
+#include "elf/cfi.h"
+#include "elf/elf.h"
 #include "agent/leaf.h"
 
 /* One file's mapped unwind table; failed opens are remembered too (!ok). */

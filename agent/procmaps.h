@@ -20,7 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "agent/elf.h"
+#include "elf/elf.h"
 
 #define PROCMAP_PATH 240
 #define PROCMAPS_BUILD_ID_CACHE CONFIG_BUILD_ID_CACHE_ENTRIES

@@ -15,7 +15,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "agent/cfi.h"
+#include "elf/cfi.h"
 #include "agent/unwind.h"
 
 struct module {

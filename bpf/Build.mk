@@ -62,7 +62,7 @@ $(O)/tests/workloads/bpf-work-static: tests/workloads/bpf-work.c
 
 all-tests: $(O)/tests/bpf-probe $(O)/tests/workloads/bpf-work $(O)/tests/workloads/bpf-work-static
 unit-tests-$(CONFIG_BPF_MMAP_EVENTS) += mmapev
-mmapev-test-objs = bpf/mmapev.o bpf/cpus.o agent/procmaps.o agent/elf.o agent/ring.o port/file.o
+mmapev-test-objs = bpf/mmapev.o bpf/cpus.o agent/procmaps.o elf/elf.o agent/ring.o port/file.o
 unit-tests-y += bpf-sampler
 bpf-sampler-test-objs = bpf/sampler.o bpf/cpus.o agent/ksyms.o $(port-y)
 # Static: the cross sysroot keeps libz.so.1 where neither the linker nor qemu looks.

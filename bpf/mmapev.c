@@ -13,7 +13,7 @@
 
 #include <linux/perf_event.h>
 
-#include "agent/elf.h"
+#include "elf/elf.h"
 #include "bpf/cpus.h"
 #include "bpf/mmapev.h"
 

@@ -7,7 +7,7 @@ $(O)/store/push.pb.h $(O)/store/push.pb.c &: store/push.proto
 	$(Q)$(NANOPB_GEN) -q -I store -D $(O)/store store/push.proto
 
 store-server-y = store/server.o store/api.o store/api-ingest.o store/api-metrics.o \
-		 store/api-render.o store/api-debuginfo.o store/debuginfo.o agent/elf.o \
+		 store/api-render.o store/api-debuginfo.o store/debuginfo.o elf/elf.o \
 		 store/push.pb.o $(store-dwarf-y)
 store-dwarf-$(CONFIG_COLLECTOR_DWARF) := store/dwarf-line.o store/dwarf-elf.o
 

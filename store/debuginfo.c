@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/elf.h"
+#include "elf/elf.h"
 #include "port/file.h"
 #include "port/log.h"
 #include "pprof/symbolize.h"

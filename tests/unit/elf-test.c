@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Unit tests of agent/elf.c and agent/procmaps.c against this test binary itself. */
+/* Unit tests of elf/elf.c and agent/procmaps.c against this test binary itself. */
 #include <elf.h>
 #include <errno.h>
 #include <link.h>
@@ -17,7 +17,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "agent/elf.h"
+#include "elf/elf.h"
 #include "agent/procmaps.h"
 
 __attribute__((noinline)) int elf_test_marker_function(int x)

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/elf.h"
+#include "elf/elf.h"
 #include "port/file.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/client.h"

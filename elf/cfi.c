@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * agent/cfi.c — see cfi.h. Async-signal-safe: reads only the memory of the table it is given.
+ * elf/cfi.c — see cfi.h. Async-signal-safe: reads only the memory of the table it is given.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/cfi.h"
+#include "elf/cfi.h"
 
 struct cursor {
 	const uint8_t *p, *end;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * agent/cfi.h — call frame information: the CFA rules of one pc, read from a module's
+ * elf/cfi.h — call frame information: the CFA rules of one pc, read from a module's
  * .eh_frame through its .eh_frame_hdr search table (PT_GNU_EH_FRAME).
  *
  * Only what a frame-pointer unwinder needs to step over one frame: where the CFA is (stack or
@@ -9,11 +9,11 @@
  *
  * Pure functions over memory the caller names: no allocation, no locks, no system calls, so
  * they are async-signal-safe (the SIGPROF unwinder calls them in its handler) and serve the
- * BPF sampler too, on files of other processes mapped into the agent (agent/ehframe.c).
+ * BPF sampler too, on files of other processes mapped into the agent (agent/leaf.c).
  * Every read is checked against [lo, hi).
  */
-#ifndef EDGEPROF_AGENT_CFI_H
-#define EDGEPROF_AGENT_CFI_H
+#ifndef EDGEPROF_ELF_CFI_H
+#define EDGEPROF_ELF_CFI_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -81,4 +81,4 @@ bool cfi__pack(const struct cfi_rules *r, uint64_t *packed);
 /* false for CFI_PACKED_NONE */
 bool cfi__unpack(uint64_t packed, struct cfi_rules *r);
 
-#endif /* EDGEPROF_AGENT_CFI_H */
+#endif /* EDGEPROF_ELF_CFI_H */

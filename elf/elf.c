@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* agent/elf.c — build-ids, load segments and function symbols; see elf.h. */
+/* elf/elf.c — build-ids, load segments and function symbols; see elf.h. */
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/elf.h"
+#include "elf/elf.h"
 #include "port/file.h"
 
 #define ELF_MAX_PHDRS 64

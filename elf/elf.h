@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * agent/elf.h — what the agent needs from an ELF file: its GNU build-id (from the PT_NOTE
+ * elf/elf.h — what the agent needs from an ELF file: its GNU build-id (from the PT_NOTE
  * segments, so stripped files have it too), the load segments that turn a file offset into a
  * symbol address, and the function symbols of .symtab (or .dynsym when stripped). ELF32 and
  * ELF64, little-endian. Files are read with pread into bounded buffers, never mapped whole.
  */
-#ifndef EDGEPROF_AGENT_ELF_H
-#define EDGEPROF_AGENT_ELF_H
+#ifndef EDGEPROF_ELF_ELF_H
+#define EDGEPROF_ELF_ELF_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -72,4 +72,4 @@ size_t elf_syms__bytes(const struct elf_syms *s);
 size_t elf_syms__count(const struct elf_syms *s);
 void elf_syms__free(struct elf_syms *s); /* NULL-safe */
 
-#endif /* EDGEPROF_AGENT_ELF_H */
+#endif /* EDGEPROF_ELF_ELF_H */

@@ -1,0 +1,7 @@
+# SPDX-License-Identifier: MIT
+# elf/ — reading ELF files: build-ids, load segments, symbols (elf/elf.o) and call frame
+# information (elf/cfi.o). Below its users: the agent (both samplers), the collector's debug-file
+# store and the CLI name these objects in their own lists; nothing here includes a header from
+# agent/, store/ or tools/.
+
+fuzz-y += cfi
