@@ -540,11 +540,8 @@ int http_read_request(struct http_stream *s, struct http_message *m, size_t max_
 	return http_read_request_limit(s, m, http_fixed_limit, &max_body);
 }
 
-int http_read_request_limit(struct http_stream *s, struct http_message *m,
-			    http_body_limit_fn limit, void *ctx)
+int http_read_request_head(struct http_stream *s, struct http_message *m)
 {
-	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-	size_t max_body;
 	int ret;
 
 	http_message__reset(m);
@@ -559,10 +556,14 @@ int http_read_request_limit(struct http_stream *s, struct http_message *m,
 		if (ret <= 0)
 			return ret ? ret : -ENODATA;
 	}
-	ret = http_read_head(s, m, http_parse_request);
-	if (ret)
-		return ret;
-	max_body = limit(ctx, m);
+	return http_read_head(s, m, http_parse_request);
+}
+
+int http_read_request_body(struct http_stream *s, struct http_message *m, size_t max_body)
+{
+	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+	int ret;
+
 	if (m->content_length > 0 && (uint64_t)m->content_length > max_body)
 		return -EFBIG;
 	if (m->expect_continue && m->minor >= 1 && s->consumed == s->len &&
@@ -572,6 +573,14 @@ int http_read_request_limit(struct http_stream *s, struct http_message *m,
 			return ret;
 	}
 	return http_read_body(s, m, max_body, false);
+}
+
+int http_read_request_limit(struct http_stream *s, struct http_message *m,
+			    http_body_limit_fn limit, void *ctx)
+{
+	int ret = http_read_request_head(s, m);
+
+	return ret ? ret : http_read_request_body(s, m, limit(ctx, m));
 }
 
 int http_read_response(struct http_stream *s, struct http_message *m, size_t max_body)

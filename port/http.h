@@ -96,6 +96,13 @@ int http_read_request(struct http_stream *s, struct http_message *m, size_t max_
 typedef size_t (*http_body_limit_fn)(void *ctx, const struct http_message *m);
 int http_read_request_limit(struct http_stream *s, struct http_message *m,
 			    http_body_limit_fn limit, void *ctx);
+/*
+ * The two halves of it, for a server that decides on the head alone (authentication, the body
+ * bound) before it reads or acknowledges any body: the head (errors as above), then the body,
+ * with "100 Continue" sent only here.
+ */
+int http_read_request_head(struct http_stream *s, struct http_message *m);
+int http_read_request_body(struct http_stream *s, struct http_message *m, size_t max_body);
 /* The same for a response; a body with neither length nor chunking runs to end of stream. */
 int http_read_response(struct http_stream *s, struct http_message *m, size_t max_body);
 

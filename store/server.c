@@ -254,6 +254,18 @@ static bool ui_login(struct conn *c, struct api_ctx *a)
 	return true;
 }
 
+/* The answer to a request without the token: the UI's login, or a 401. */
+static void conn_unauthorized(struct conn *c, struct api_ctx *a)
+{
+	if (ui_login(c, a)) {
+		c->srv->m.rejected[REJ_UNAUTHORIZED] += a->status == 401;
+		return;
+	}
+	api_error(a, 401, REJ_UNAUTHORIZED, "this listener needs a token: "
+		  "Authorization: Bearer TOKEN");
+	snprintf(a->extra, sizeof(a->extra), "WWW-Authenticate: Bearer realm=\"edgeprof\"\r\n");
+}
+
 static void conn_answer(struct conn *c, struct api_ctx *a, bool keep_alive)
 {
 	int ret = http_write_response(&c->stream, a->status, a->content_type,
@@ -331,23 +343,30 @@ static void conn_serve(struct conn *c)
 		a.peer = c->peer;
 		a.max_body = s->o.max_body;
 		conn_set_deadline(c, s->o.request_timeout_ms);
-		ret = http_read_request_limit(&c->stream, &c->msg, request_body_limit, s);
+		ret = http_read_request_head(&c->stream, &c->msg);
 		if (ret) {
 			conn_read_failed(c, &a, ret);
 			api_reset(&a);
 			return;
 		}
 		s->m.requests++;
-		if (conn_authorized(c)) {
-			api_handle(&a);
-		} else if (ui_login(c, &a)) {
-			s->m.rejected[REJ_UNAUTHORIZED] += a.status == 401;
-		} else {
-			api_error(&a, 401, REJ_UNAUTHORIZED, "this listener needs a token: "
-				  "Authorization: Bearer TOKEN");
-			snprintf(a.extra, sizeof(a.extra),
-				 "WWW-Authenticate: Bearer realm=\"edgeprof\"\r\n");
+		/*
+		 * Who asks is settled on the head alone: a refused request's body is never read
+		 * (no 100 Continue either), and the connection closes after the answer.
+		 */
+		if (!conn_authorized(c)) {
+			conn_unauthorized(c, &a);
+			conn_answer(c, &a, false);
+			api_reset(&a);
+			return;
 		}
+		ret = http_read_request_body(&c->stream, &c->msg, request_body_limit(s, &c->msg));
+		if (ret) {
+			conn_read_failed(c, &a, ret);
+			api_reset(&a);
+			return;
+		}
+		api_handle(&a);
 		keep = c->msg.keep_alive && !s->stopping;
 		conn_answer(c, &a, keep);
 		api_reset(&a);
