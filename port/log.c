@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <syslog.h>
 
+#include "port/clock.h"
 #include "port/log.h"
 
 static const char *log_ident = "edgeprof";
@@ -41,4 +42,19 @@ void port_log(int level, const char *fmt, ...)
 	else
 		fprintf(stderr, "%s: %s: %s\n", log_ident, names[level], line);
 	errno = saved_errno;
+}
+
+bool port_ratelimit(struct port_ratelimit *rl, unsigned burst, uint64_t *missed)
+{
+	uint64_t now = port_clock_mono_ns(), end = atomic_load(&rl->window_end);
+
+	if (now >= end && atomic_compare_exchange_strong(&rl->window_end, &end,
+							 now + 1000000000ull))
+		atomic_store(&rl->n, 0); /* a new one-second window */
+	if (atomic_fetch_add(&rl->n, 1) >= burst) {
+		atomic_fetch_add(&rl->missed, 1);
+		return false;
+	}
+	*missed = atomic_exchange(&rl->missed, 0);
+	return true;
 }

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +84,7 @@ struct tls_conn {
 	size_t ip_len;
 	char seen_cn[64];	/* the peer leaf certificate's CN, once seen */
 	char err[256];
+	atomic_uint_fast64_t last_rx_ns; /* when the peer last sent a byte, 0 = never */
 };
 
 static void tls_strerror(int ret, const char *what, char *err, size_t errlen)
@@ -300,6 +302,9 @@ static int tls_bio_recv(void *ctx, unsigned char *buf, size_t len)
 		ssize_t n = recv(c->fd, buf, len, MSG_DONTWAIT);
 		int ret;
 
+		if (n > 0)
+			atomic_store_explicit(&c->last_rx_ns, port_clock_mono_ns(),
+					      memory_order_relaxed);
 		if (n >= 0)
 			return (int)n;
 		if (errno == EINTR)
@@ -441,6 +446,11 @@ void tls_conn__set_deadline(struct tls_conn *c, uint64_t mono_ns)
 {
 	c->deadline_ns = mono_ns;
 	c->timed_out = false;
+}
+
+uint64_t tls_conn__last_rx(const struct tls_conn *c)
+{
+	return atomic_load_explicit(&c->last_rx_ns, memory_order_relaxed);
 }
 
 void tls_conn__set_cancel_fd(struct tls_conn *c, int fd)

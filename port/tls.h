@@ -45,6 +45,9 @@ void tls_conn__free(struct tls_conn *c);			/* NULL-safe; does not close fd */
 /* Absolute CLOCK_MONOTONIC deadline for the following I/O (0 = none). */
 void tls_conn__set_deadline(struct tls_conn *c, uint64_t mono_ns);
 
+/* CLOCK_MONOTONIC time the peer last sent a byte (0 = never yet): safe from any thread. */
+uint64_t tls_conn__last_rx(const struct tls_conn *c);
+
 /* While fd (e.g. a shutdown pipe) is readable, I/O fails at once with -ECANCELED (-1 = none). */
 void tls_conn__set_cancel_fd(struct tls_conn *c, int fd);
 

@@ -107,8 +107,14 @@ void api_metrics(struct api_ctx *a)
 	       (uint64_t)m->conns_active);
 	metric(&b, "connections_total", "counter", "Accepted connections.", m->conns_total);
 	metric(&b, "connections_refused_total", "counter",
-	       "Connections closed at once because the connection cap was reached.",
+	       "Authenticated connections closed because their listener's --max-conns was reached.",
 	       m->conns_refused);
+	metric(&b, "connections_unauthenticated", "gauge",
+	       "Connections in their TLS handshake or before their first request head.",
+	       (uint64_t)m->conns_preauth);
+	metric(&b, "connections_evicted_total", "counter",
+	       "Unauthenticated connections closed to make room (--max-handshakes).",
+	       m->conns_evicted);
 	api_json(a, &b);
 	a->content_type = "text/plain; version=0.0.4";
 }

@@ -26,6 +26,7 @@ static const char usage_text[] =
 	"                          --ring PATH [--ring-size SIZE] [--fsync-ms N]\n"
 	"                          [--http-listen HOST:PORT [--http-token TOKEN]]\n"
 	"                          [--max-body SIZE] [--max-debuginfo SIZE] [--max-conns N]\n"
+	"                          [--max-handshakes N]\n"
 	"                          [--request-timeout-ms N] [--idle-timeout-ms N]\n"
 	"                          [--index-entries N] [--debuginfo-dir DIR] [--syslog] [-v]\n"
 	"                          [--rollup-seconds N]\n"
@@ -39,7 +40,9 @@ static const char usage_text[] =
 	"token every request needs 'Authorization: Bearer TOKEN' (or Basic, token as\n"
 	"password). --rollup-seconds sets the rollup bucket (0 = no rollups; default %d).\n"
 	"--max-debuginfo bounds debug-file uploads (POST /api/0/debuginfo/ID) apart from\n"
-	"--max-body, which bounds every other request.\n"
+	"--max-body, which bounds every other request. Each listener holds up to\n"
+	"--max-conns authenticated and --max-handshakes unauthenticated connections (the\n"
+	"one silent longest is closed when a new one needs its slot).\n"
 	"API: store/README.md.\n";
 
 static void usage(FILE *out)
@@ -91,6 +94,7 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 		{ "max-body", required_argument, NULL, 'b' },
 		{ "max-debuginfo", required_argument, NULL, 'g' },
 		{ "max-conns", required_argument, NULL, 'm' },
+		{ "max-handshakes", required_argument, NULL, 'a' },
 		{ "request-timeout-ms", required_argument, NULL, 't' },
 		{ "idle-timeout-ms", required_argument, NULL, 'i' },
 		{ "index-entries", required_argument, NULL, 'x' },
@@ -126,6 +130,7 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 			o->store.rollup.bucket_s = (unsigned)v;
 			break;
 		case 's': case 'f': case 'b': case 'g': case 'm': case 't': case 'i': case 'x':
+		case 'a':
 			if (parse_size(optarg, &v)) {
 				fprintf(stderr, "edgeprof-collector: '%s' is not a size\n", optarg);
 				return -EINVAL;
@@ -135,6 +140,7 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 			else if (c == 'b') o->max_body = v;
 			else if (c == 'g') o->max_debuginfo_body = v;
 			else if (c == 'm') o->max_conns = (unsigned)v;
+			else if (c == 'a') o->max_handshakes = (unsigned)v;
 			else if (c == 't') o->request_timeout_ms = (unsigned)v;
 			else if (c == 'i') o->idle_timeout_ms = (unsigned)v;
 			else o->store.index_entries = v;

@@ -8,10 +8,12 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -32,22 +34,51 @@ const char *const reject_reason_names[REJ__N] = {
 };
 const char *const tls_fail_names[TLSF__N] = { "no_cert", "bad_cert", "timeout", "other" };
 
+struct conn;
+
+/*
+ * Each listener has its own budgets, so a flood on one never starves the other: max_conns
+ * authenticated connections (a valid certificate, or a plain-HTTP request head that passed the
+ * token check), and max_handshakes connections not yet authenticated (in their TLS handshake, or
+ * before their first request head). When a new connection needs an unauthenticated slot and
+ * none is free, the one that has been silent longest is closed (evicted): an idle flood, even
+ * from one address (a NAT), only ever evicts itself while clients that talk get through.
+ */
+struct listener {
+	int fd;
+	bool tls;
+	const char *name;
+	unsigned conns;			/* authenticated */
+	unsigned preauth;		/* on the list below */
+	struct conn *pre_first;		/* unauthenticated, oldest first */
+};
+
 struct server {
 	struct server_opts o;
 	struct store *store;
 	struct debuginfo *debuginfo;
 	struct tls_config *tls;
-	int tls_fd, http_fd;
+	struct listener lis[2];		/* [0] mutual TLS, [1] plain HTTP */
 	int stop_pipe[2];
 	atomic_bool stopping;
-	pthread_mutex_t lock;
+	pthread_mutex_t lock;		/* the listeners' counts and lists, active */
 	pthread_cond_t idle;
-	unsigned active;
+	unsigned active;		/* connection threads */
+	struct pollfd *pfd;		/* the accept loop's: stop pipe, listeners, waiting conns */
+	struct conn **waiting;		/* pfd[3 + i] belongs to waiting[i] */
+	struct port_ratelimit rl_refused, rl_evicted, rl_tls;
 	struct server_metrics m;
 };
 
 struct conn {
 	struct server *srv;
+	struct listener *l;
+	struct conn *pre_prev, *pre_next; /* on l's unauthenticated list (under srv->lock) */
+	bool in_preauth, authed, evicted; /* under srv->lock */
+	bool started;			/* has its thread; before, only the accept loop owns it */
+	atomic_uint_fast64_t last_rx;	/* plain HTTP: when the peer last sent a byte */
+	uint64_t accepted;		/* CLOCK_MONOTONIC ns */
+	uint64_t seen_rx;		/* when an eviction found bytes it had not read yet */
 	int fd;
 	bool tls;		/* from the mTLS listener */
 	bool linger;		/* answered before reading all the client sent */
@@ -62,8 +93,11 @@ struct conn {
 static ssize_t conn_read_plain(void *ctx, void *buf, size_t len)
 {
 	struct conn *c = ctx;
+	ssize_t n = net_read(c->fd, buf, len, c->deadline);
 
-	return net_read(c->fd, buf, len, c->deadline);
+	if (n > 0)
+		atomic_store_explicit(&c->last_rx, port_clock_mono_ns(), memory_order_relaxed);
+	return n;
 }
 
 static int conn_write_plain(void *ctx, const void *buf, size_t len)
@@ -94,6 +128,157 @@ static void conn_set_deadline(struct conn *c, uint64_t ms)
 		tls_conn__set_deadline(c->tc, c->deadline);
 }
 
+/*
+ * A warning a client can cause at will: a few lines a second (one for floods of refusals and
+ * evictions, ten for refused handshakes, each saying why), with a count of the rest.
+ */
+static void __attribute__((format(printf, 3, 4)))
+log_limited(struct port_ratelimit *rl, unsigned burst, const char *fmt, ...)
+{
+	char line[400];
+	uint64_t missed;
+	va_list ap;
+
+	if (!port_ratelimit(rl, burst, &missed))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (missed)
+		pr_warn("%s (and %llu more like it in the last second)", line,
+			(unsigned long long)missed);
+	else
+		pr_warn("%s", line);
+}
+
+static uint64_t conn_last_rx(const struct conn *c)
+{
+	uint64_t t = c->tc ? tls_conn__last_rx(c->tc)
+			   : atomic_load_explicit(&c->last_rx, memory_order_relaxed);
+
+	if (t < c->seen_rx)
+		t = c->seen_rx;
+	return t > c->accepted ? t : c->accepted;
+}
+
+/* Bytes the peer sent that its thread has not read yet (it is not idle, just not scheduled). */
+static bool conn_has_unread(const struct conn *c)
+{
+	int n = 0;
+
+	return !ioctl(c->fd, FIONREAD, &n) && n > 0;
+}
+
+/* Under s->lock. */
+static void preauth_unlink(struct server *s, struct conn *c)
+{
+	struct listener *l = c->l;
+
+	if (!c->in_preauth)
+		return;
+	if (c->pre_prev)
+		c->pre_prev->pre_next = c->pre_next;
+	else
+		l->pre_first = c->pre_next;
+	if (c->pre_next)
+		c->pre_next->pre_prev = c->pre_prev;
+	c->pre_prev = c->pre_next = NULL;
+	c->in_preauth = false;
+	l->preauth--;
+	s->m.conns_preauth--;
+}
+
+/* Under s->lock: adds c to its listener's unauthenticated list. */
+static void preauth_link(struct server *s, struct conn *c)
+{
+	struct listener *l = c->l;
+
+	c->pre_prev = NULL;
+	c->pre_next = l->pre_first;
+	if (l->pre_first)
+		l->pre_first->pre_prev = c;
+	l->pre_first = c;
+	c->in_preauth = true;
+	l->preauth++;
+	s->m.conns_preauth++;
+}
+
+/*
+ * Under s->lock: closes the unauthenticated connection of l that has been silent longest.
+ * shutdown() wakes its thread (which still owns the fd: it leaves the list before closing).
+ */
+static void preauth_evict(struct server *s, struct listener *l)
+{
+	struct conn *victim = NULL;
+	uint64_t oldest = UINT64_MAX;
+
+	for (int tries = 0; tries < 4; tries++) {
+		uint64_t best = UINT64_MAX;
+
+		victim = NULL;
+		for (struct conn *c = l->pre_first; c; c = c->pre_next) {
+			uint64_t t = conn_last_rx(c);
+			/* Those that never sent a byte go first (oldest first), then the silent. */
+			uint64_t rank = (t > c->accepted ? 1ull << 63 : 0) | (t >> 1);
+
+			if (rank < best) {
+				best = rank;
+				oldest = t;
+				victim = c;
+			}
+		}
+		if (!victim || !conn_has_unread(victim))
+			break;
+		victim->seen_rx = port_clock_mono_ns(); /* it talks: look for another */
+	}
+	if (!victim)
+		return;
+	preauth_unlink(s, victim);
+	victim->evicted = true;
+	s->m.conns_evicted++;
+	log_limited(&s->rl_evicted, 1, "closed unauthenticated %s, silent for %llu ms: %u "
+		    "unauthenticated connections on the %s listener (--max-handshakes)",
+		    victim->peer,
+		    (unsigned long long)((port_clock_mono_ns() - oldest) / NSEC_PER_MSEC),
+		    s->o.max_handshakes, l->name);
+	if (victim->started) {
+		shutdown(victim->fd, SHUT_RDWR); /* its thread closes and frees */
+	} else {
+		close(victim->fd);
+		free(victim);
+	}
+}
+
+/*
+ * c has authenticated: it moves to its listener's authenticated budget. False when it was
+ * evicted meanwhile or that budget is full (then counted and logged as refused).
+ */
+static bool conn_promote(struct conn *c)
+{
+	struct server *s = c->srv;
+	struct listener *l = c->l;
+	bool ok, evicted;
+
+	if (c->authed)
+		return true;
+	pthread_mutex_lock(&s->lock);
+	evicted = c->evicted;
+	ok = !evicted && l->conns < s->o.max_conns;
+	preauth_unlink(s, c);
+	if (ok) {
+		l->conns++;
+		c->authed = true;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!ok && !evicted) {
+		s->m.conns_refused++;
+		s->m.rejected[REJ_BUSY]++;
+		log_limited(&s->rl_refused, 1, "refused %s: %u authenticated connections open on the "
+			    "%s listener (--max-conns)", c->peer, s->o.max_conns, l->name);
+	}
+	return ok;
+}
+
 static enum tls_fail_reason tls_fail_reason(int ret, const char *msg)
 {
 	if (ret == -ETIMEDOUT)
@@ -119,9 +304,6 @@ static int conn_handshake(struct conn *c)
 	struct server *s = c->srv;
 	int ret;
 
-	c->tc = tls_conn__new(s->tls, c->fd, NULL);
-	if (!c->tc)
-		return -ENOMEM;
 	conn_set_deadline(c, s->o.handshake_timeout_ms);
 	tls_conn__set_cancel_fd(c->tc, s->stop_pipe[0]); /* shutdown does not wait for hellos */
 	ret = tls_conn__handshake(c->tc);
@@ -134,7 +316,7 @@ static int conn_handshake(struct conn *c)
 		if (ret == -ECONNRESET || ret == -ECANCELED)
 			pr_debug("%s: %s", c->peer, msg);
 		else
-			pr_warn("refused TLS client %s: %s", c->peer, msg);
+			log_limited(&s->rl_tls, 10, "refused TLS client %s: %s", c->peer, msg);
 		return ret;
 	}
 	s->m.tls_handshakes++;
@@ -143,7 +325,8 @@ static int conn_handshake(struct conn *c)
 	if (tls_conn__peer_cn(c->tc, c->device, sizeof(c->device)) ||
 	    !device_name_ok(c->device)) {
 		s->m.tls_failures[TLSF_BAD_CERT]++;
-		pr_warn("refused TLS client %s: its certificate has no usable CN", c->peer);
+		log_limited(&s->rl_tls, 10, "refused TLS client %s: its certificate has no usable CN",
+			    c->peer);
 		return -EACCES;
 	}
 	pr_debug("%s: device %s (%s%s)", c->peer, c->device, tls_conn__cipher(c->tc),
@@ -323,6 +506,19 @@ static void conn_read_failed(struct conn *c, struct api_ctx *a, int ret)
 	conn_answer(c, a, false);
 }
 
+/* Authenticated, but its listener's budget is full: a 503 (retry later), and close. */
+static void conn_busy(struct conn *c, struct api_ctx *a)
+{
+	if (c->evicted)
+		return;
+	api_error(a, 503, REJ_BUSY, "too many connections, retry later");
+	c->srv->m.rejected[REJ_BUSY]--; /* conn_promote counted it */
+	snprintf(a->extra, sizeof(a->extra), "Retry-After: 1\r\n");
+	conn_set_deadline(c, 1000);
+	conn_answer(c, a, false);
+	api_reset(a);
+}
+
 static void conn_serve(struct conn *c)
 {
 	struct server *s = c->srv;
@@ -358,6 +554,10 @@ static void conn_serve(struct conn *c)
 			conn_unauthorized(c, &a);
 			conn_answer(c, &a, false);
 			api_reset(&a);
+			return;
+		}
+		if (!conn_promote(c)) {
+			conn_busy(c, &a);
 			return;
 		}
 		ret = http_read_request_body(&c->stream, &c->msg, request_body_limit(s, &c->msg));
@@ -404,7 +604,13 @@ static void *conn_thread(void *arg)
 	if (!c->tls || !conn_handshake(c)) {
 		http_stream__init(&c->stream, c->tls ? conn_read_tls : conn_read_plain,
 				  c->tls ? conn_write_tls : conn_write_plain, c);
-		conn_serve(c);
+		if (c->tls && !conn_promote(c)) {
+			struct api_ctx a = { .metrics = &s->m };
+
+			conn_busy(c, &a);
+		} else {
+			conn_serve(c);
+		}
 		if (c->tls) {
 			conn_set_deadline(c, 1000);
 			tls_conn__close(c->tc);
@@ -413,83 +619,132 @@ static void *conn_thread(void *arg)
 	if (c->linger)
 		conn_linger(c);
 	http_message__reset(&c->msg);
-	tls_conn__free(c->tc);
-	close(c->fd);
-	free(c);
 	pthread_mutex_lock(&s->lock);
+	preauth_unlink(s, c); /* before close: an eviction may shutdown() the fd until here */
+	if (c->authed)
+		c->l->conns--;
 	if (--s->active == 0)
 		pthread_cond_broadcast(&s->idle);
 	s->m.conns_active = (int)s->active;
 	pthread_mutex_unlock(&s->lock);
+	tls_conn__free(c->tc);
+	close(c->fd);
+	free(c);
 	return NULL;
 }
 
-static void server_refuse(struct server *s, int fd, bool tls)
+/*
+ * A new connection waits in the accept loop's poll, without a thread or TLS buffers, until it
+ * sends its first byte; it takes an unauthenticated slot of its listener, evicting the idlest
+ * holder when none is free. Called from the accept loop only, as are conn_start and
+ * server_sweep: nothing else touches a connection before it has started.
+ */
+static void server_accept(struct server *s, struct listener *l)
 {
-	static const char body[] =
-		"{\"code\":503,\"error\":\"too many connections, retry later\"}\n";
-	char msg[256];
-	int n = snprintf(msg, sizeof(msg),
-			 "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-			 "Content-Length: %zu\r\nConnection: close\r\nRetry-After: 1\r\n\r\n%s",
-			 sizeof(body) - 1, body);
-
-	s->m.conns_refused++;
-	s->m.rejected[REJ_BUSY]++;
-	if (!tls) /* best effort, never blocks */
-		(void)!send(fd, msg, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
-	close(fd);
-}
-
-static void server_accept(struct server *s, int lfd, bool tls)
-{
-	pthread_attr_t attr;
-	pthread_t th;
 	struct conn *c;
 	char peer[64];
-	int fd = net_accept(lfd, peer, sizeof(peer));
+	int fd = net_accept(l->fd, peer, sizeof(peer));
 
 	if (fd < 0) {
 		if (fd != -EAGAIN && fd != -ECONNABORTED)
-			pr_warn("accept: %s", strerror(-fd));
+			log_limited(&s->rl_refused, 1, "accept: %s", strerror(-fd));
 		return;
 	}
 	s->m.conns_total++;
-	pthread_mutex_lock(&s->lock);
-	if (s->active >= s->o.max_conns) {
-		pthread_mutex_unlock(&s->lock);
-		pr_info("refused %s: %u connections open (the limit)", peer, s->o.max_conns);
-		server_refuse(s, fd, tls);
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		log_limited(&s->rl_refused, 1, "no memory for %s", peer);
+		close(fd);
 		return;
 	}
-	s->active++;
-	s->m.conns_active = (int)s->active;
-	pthread_mutex_unlock(&s->lock);
-
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		goto out_unwind;
 	c->srv = s;
+	c->l = l;
 	c->fd = fd;
-	c->tls = tls;
+	c->tls = l->tls;
+	c->accepted = c->last_rx = port_clock_mono_ns();
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
-	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, CONN_STACK_SIZE);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&th, &attr, conn_thread, c)) {
-		pthread_attr_destroy(&attr);
-		free(c);
-		goto out_unwind;
-	}
-	pthread_attr_destroy(&attr);
-	return;
-
-out_unwind:
-	pr_warn("no memory or thread for %s", peer);
-	close(fd);
 	pthread_mutex_lock(&s->lock);
-	s->active--;
+	if (l->preauth >= s->o.max_handshakes)
+		preauth_evict(s, l);
+	preauth_link(s, c);
 	pthread_mutex_unlock(&s->lock);
+}
+
+/* Under s->lock: a waiting connection that is closed without ever starting. */
+static void conn_drop_waiting(struct server *s, struct conn *c)
+{
+	preauth_unlink(s, c);
+	close(c->fd);
+	free(c);
+}
+
+/* A waiting connection has sent something (or hung up): its thread takes over. */
+static void conn_start(struct server *s, struct conn *c)
+{
+	pthread_attr_t attr;
+	pthread_t th;
+	int ret = 0;
+
+	if (c->tls) {
+		c->tc = tls_conn__new(s->tls, c->fd, NULL);
+		ret = !c->tc;
+	}
+	pthread_mutex_lock(&s->lock);
+	if (!ret) {
+		c->started = true;
+		s->active++;
+		s->m.conns_active = (int)s->active;
+		pthread_attr_init(&attr);
+		pthread_attr_setstacksize(&attr, CONN_STACK_SIZE);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		ret = pthread_create(&th, &attr, conn_thread, c);
+		pthread_attr_destroy(&attr);
+		if (ret) {
+			c->started = false;
+			s->active--;
+			s->m.conns_active = (int)s->active;
+		}
+	}
+	if (ret) {
+		log_limited(&s->rl_refused, 1, "no memory or thread for %s", c->peer);
+		tls_conn__free(c->tc);
+		conn_drop_waiting(s, c);
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/*
+ * Fills the poll set: the stop pipe, the listeners, and every connection still waiting for its
+ * first byte (closing those that waited longer than the handshake timeout). Returns its size.
+ */
+static nfds_t server_poll_set(struct server *s)
+{
+	uint64_t too_old = port_clock_mono_ns() - (uint64_t)s->o.handshake_timeout_ms * NSEC_PER_MSEC;
+	nfds_t n = 3;
+
+	pthread_mutex_lock(&s->lock);
+	for (int i = 0; i < 2; i++) {
+		struct conn *c = s->lis[i].pre_first, *next;
+
+		for (; c; c = next) {
+			next = c->pre_next;
+			if (c->started)
+				continue;
+			if (c->accepted < too_old) {
+				s->m.tls_failures[TLSF_TIMEOUT] += c->tls;
+				if (c->tls)
+					log_limited(&s->rl_tls, 10, "refused TLS client %s: TLS handshake: "
+						    "timed out (nothing sent in %u ms)", c->peer,
+						    s->o.handshake_timeout_ms);
+				conn_drop_waiting(s, c);
+				continue;
+			}
+			s->waiting[n - 3] = c;
+			s->pfd[n++] = (struct pollfd){ .fd = c->fd, .events = POLLIN };
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	return n;
 }
 
 static int server_listen(const char *what, const char *hostport, char *err, size_t errlen)
@@ -521,12 +776,22 @@ struct server *server__new(const struct server_opts *o, char *err, size_t errlen
 		s->o.max_debuginfo_body = (size_t)CONFIG_COLLECTOR_DEBUGINFO_MAX_MB << 20;
 	if (s->o.max_debuginfo_body < s->o.max_body)
 		s->o.max_debuginfo_body = s->o.max_body; /* never below what a profile may be */
-	s->tls_fd = s->http_fd = s->stop_pipe[0] = s->stop_pipe[1] = -1;
+	if (!s->o.max_handshakes)
+		s->o.max_handshakes = CONFIG_COLLECTOR_MAX_HANDSHAKES;
+	s->lis[0] = (struct listener){ .fd = -1, .tls = true, .name = "mutual TLS" };
+	s->lis[1] = (struct listener){ .fd = -1, .tls = false, .name = "plain HTTP" };
+	s->stop_pipe[0] = s->stop_pipe[1] = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->idle, NULL);
 	if (o->http_listen && !o->http_token && !is_loopback(o->http_listen)) {
 		snprintf(err, errlen, "--http-listen %s is not a loopback address: it needs "
 			 "--http-token", o->http_listen);
+		goto out_free;
+	}
+	s->pfd = calloc(3 + 2 * (size_t)s->o.max_handshakes, sizeof(*s->pfd));
+	s->waiting = calloc(2 * (size_t)s->o.max_handshakes, sizeof(*s->waiting));
+	if (!s->pfd || !s->waiting) {
+		snprintf(err, errlen, "out of memory");
 		goto out_free;
 	}
 	if (pipe2(s->stop_pipe, O_CLOEXEC | O_NONBLOCK)) {
@@ -537,13 +802,13 @@ struct server *server__new(const struct server_opts *o, char *err, size_t errlen
 		s->tls = tls_config__new_server(o->tls_ca, o->tls_cert, o->tls_key, err, errlen);
 		if (!s->tls)
 			goto out_free;
-		s->tls_fd = server_listen("--listen", o->listen, err, errlen);
-		if (s->tls_fd < 0)
+		s->lis[0].fd = server_listen("--listen", o->listen, err, errlen);
+		if (s->lis[0].fd < 0)
 			goto out_free;
 	}
 	if (o->http_listen) {
-		s->http_fd = server_listen("--http-listen", o->http_listen, err, errlen);
-		if (s->http_fd < 0)
+		s->lis[1].fd = server_listen("--http-listen", o->http_listen, err, errlen);
+		if (s->lis[1].fd < 0)
 			goto out_free;
 	}
 	s->store = store__open(&o->store, err, errlen);
@@ -570,7 +835,7 @@ out_free:
 
 int server__port(const struct server *s, bool tls)
 {
-	int fd = tls ? s->tls_fd : s->http_fd;
+	int fd = s->lis[tls ? 0 : 1].fd;
 
 	return fd < 0 ? -ENOENT : net_local_port(fd);
 }
@@ -583,31 +848,46 @@ void server__stop(struct server *s)
 
 int server__run(struct server *s)
 {
-	struct pollfd pfd[3] = {
-		{ .fd = s->stop_pipe[0], .events = POLLIN },
-		{ .fd = s->tls_fd, .events = POLLIN },
-		{ .fd = s->http_fd, .events = POLLIN },
-	};
+	struct pollfd *pfd = s->pfd;
 	struct timespec until;
 
+	pfd[0] = (struct pollfd){ .fd = s->stop_pipe[0], .events = POLLIN };
+	pfd[1] = (struct pollfd){ .fd = s->lis[0].fd, .events = POLLIN };
+	pfd[2] = (struct pollfd){ .fd = s->lis[1].fd, .events = POLLIN };
 	while (!s->stopping) {
-		int n = poll(pfd, 3, -1);
+		nfds_t nfds = server_poll_set(s);
+		int n = poll(pfd, nfds, 1000);
 
 		if (n < 0 && errno != EINTR)
 			return -errno;
 		if (n <= 0)
 			continue;
+		/* First the waiting connections that spoke (accepting may evict some of them). */
+		for (nfds_t i = 3; i < nfds; i++)
+			if (pfd[i].revents)
+				conn_start(s, s->waiting[i - 3]);
 		if (pfd[1].revents & POLLIN)
-			server_accept(s, s->tls_fd, true);
+			server_accept(s, &s->lis[0]);
 		if (pfd[2].revents & POLLIN)
-			server_accept(s, s->http_fd, false);
+			server_accept(s, &s->lis[1]);
 	}
+	pthread_mutex_lock(&s->lock);
+	for (int i = 0; i < 2; i++) {
+		struct conn *c = s->lis[i].pre_first, *next;
+
+		for (; c; c = next) {
+			next = c->pre_next;
+			if (!c->started)
+				conn_drop_waiting(s, c);
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
 	/* Stop listening, let every connection finish the request it is in. */
-	if (s->tls_fd >= 0)
-		close(s->tls_fd);
-	if (s->http_fd >= 0)
-		close(s->http_fd);
-	s->tls_fd = s->http_fd = -1;
+	for (int i = 0; i < 2; i++) {
+		if (s->lis[i].fd >= 0)
+			close(s->lis[i].fd);
+		s->lis[i].fd = -1;
+	}
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += s->o.request_timeout_ms / 1000 + 3;
 	pthread_mutex_lock(&s->lock);
@@ -628,15 +908,16 @@ void server__free(struct server *s)
 	store__free(s->store);
 	debuginfo__free(s->debuginfo);
 	tls_config__free(s->tls);
-	if (s->tls_fd >= 0)
-		close(s->tls_fd);
-	if (s->http_fd >= 0)
-		close(s->http_fd);
+	for (int i = 0; i < 2; i++)
+		if (s->lis[i].fd >= 0)
+			close(s->lis[i].fd);
 	if (s->stop_pipe[0] >= 0) {
 		close(s->stop_pipe[0]);
 		close(s->stop_pipe[1]);
 	}
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->idle);
+	free(s->pfd);
+	free(s->waiting);
 	free(s);
 }

@@ -33,7 +33,8 @@ struct server_opts {
 	const char *debuginfo_dir;	/* debug-file store (NULL = <ring>.debuginfo) */
 	size_t max_body;		/* bytes */
 	size_t max_debuginfo_body;	/* POST /api/0/debuginfo/<id>; 0 = Kconfig default */
-	unsigned max_conns;
+	unsigned max_conns;		/* authenticated, per listener */
+	unsigned max_handshakes;	/* unauthenticated, per listener; 0 = Kconfig default */
 	unsigned request_timeout_ms;	/* whole request, head and body */
 	unsigned idle_timeout_ms;	/* keep-alive wait for the next request */
 	unsigned handshake_timeout_ms;
@@ -59,8 +60,8 @@ struct server_metrics {
 	atomic_uint_fast64_t requests, received, stored, duplicates, bytes_received;
 	atomic_uint_fast64_t rejected[REJ__N];
 	atomic_uint_fast64_t tls_handshakes, tls_resumed, tls_failures[TLSF__N];
-	atomic_uint_fast64_t conns_total, conns_refused;
-	atomic_int conns_active;
+	atomic_uint_fast64_t conns_total, conns_refused, conns_evicted;
+	atomic_int conns_active, conns_preauth;
 };
 
 extern const char *const reject_reason_names[REJ__N];
