@@ -30,6 +30,11 @@ uint64_t port_clock_cputime_ns(void)
 	return read_clock(CLOCK_PROCESS_CPUTIME_ID);
 }
 
+uint64_t port_clock_thread_cputime_ns(void)
+{
+	return read_clock(CLOCK_THREAD_CPUTIME_ID);
+}
+
 bool port_clock_real_is_set(uint64_t real_ns)
 {
 	return real_ns >= REAL_CLOCK_SANE_NS;

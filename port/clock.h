@@ -12,6 +12,7 @@
 uint64_t port_clock_mono_ns(void);   /* CLOCK_MONOTONIC: intervals, deadlines, schedules */
 uint64_t port_clock_real_ns(void);   /* CLOCK_REALTIME: profile timestamps */
 uint64_t port_clock_cputime_ns(void); /* this process's CPU time */
+uint64_t port_clock_thread_cputime_ns(void); /* the calling thread's CPU time */
 
 /*
  * Devices without an RTC boot in 1970 until NTP runs. A wall clock before 2020-01-01 is taken

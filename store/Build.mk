@@ -12,7 +12,7 @@ ringfile-test-ldlibs = -lpthread
 
 unit-tests-y        += timeparse selector
 timeparse-test-objs  = store/timeparse.o
-selector-test-objs   = store/selector.o
+selector-test-objs   = store/selector.o port/clock.o
 
 unit-tests-y    += index
 index-test-objs  = store/index.o

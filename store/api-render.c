@@ -98,6 +98,11 @@ void api_timeline(struct api_ctx *a)
 	}
 	t.values = calloc(t.n_buckets, sizeof(*t.values));
 	ret = t.values ? store__list(a->store, &q, timeline_one, &t) : -ENOMEM;
+	if (api_over_budget(a, q.sel)) {
+		selector__free((struct selector *)q.sel);
+		free(t.values);
+		return;
+	}
 	selector__free((struct selector *)q.sel);
 	if (ret < 0) {
 		free(t.values);

@@ -597,7 +597,11 @@ static void api_list(struct api_ctx *a)
 		return;
 	sbuf_printf(&b, "{\"code\":200,\"body\":[");
 	ret = store__list(a->store, &q, list_one, &l);
+	if (api_over_budget(a, q.sel))
+		ret = 0, sbuf_free(&b);
 	selector__free((struct selector *)q.sel);
+	if (a->status)
+		return;
 	if (ret < 0) {
 		sbuf_free(&b);
 		return api_error(a, 500, REJ_STORE, "listing failed: %s", strerror(-ret));
@@ -623,6 +627,16 @@ static void api_send_profile(struct api_ctx *a, struct pprof_profile *p, size_t 
 	snprintf(a->extra, sizeof(a->extra), "X-Edgeprof-Profiles: %zu\r\n", n);
 }
 
+/* After a selection: a 400 when the selector's regexes spent their CPU budget (true). */
+bool api_over_budget(struct api_ctx *a, const struct selector *sel)
+{
+	if (!selector__over_budget(sel))
+		return false;
+	api_error(a, 400, REJ_BAD_REQUEST, "selector: its regexes took over %d ms of CPU on this "
+		  "query: simplify them or narrow the time range", SELECTOR_MATCH_CPU_MS);
+	return true;
+}
+
 int api_merge_query(struct api_ctx *a, struct pprof_profile **p, size_t *n)
 {
 	struct store_query q;
@@ -637,6 +651,12 @@ int api_merge_query(struct api_ctx *a, struct pprof_profile **p, size_t *n)
 	q.limit = 0;
 	q.newest_first = false;
 	ret = store__merge(a->store, &q, p, n, &skipped, err, sizeof(err));
+	if (api_over_budget(a, q.sel)) {
+		selector__free((struct selector *)q.sel);
+		pprof_profile__free(*p);
+		*p = NULL;
+		return -1;
+	}
 	selector__free((struct selector *)q.sel);
 	if (ret == -ENOENT) {
 		api_set_body(a, 204, NULL, NULL, 0, true);

@@ -4,7 +4,7 @@
  *
  *   service{label="v", other!="x", re=~"eu-.*", nre!~"test.*"}     service{}     {}     service
  *
- * Values are double-quoted with \" \\ \n escapes; regexes are POSIX extended, anchored at both
+ * Values are double-quoted with \" \\ \n \t \r escapes; regexes are POSIX extended, anchored at both
  * ends (as Prometheus does). The service name is matched exactly ("" or absent = any service);
  * it may also be given as a matcher on the label "service" or "__name__". A matcher on the label
  * "device" matches the record's device (the client certificate's CN). A label that is absent
@@ -34,6 +34,13 @@
 #define SELECTOR_MAX_REPEAT 100
 #define SELECTOR_MAX_QUANTIFIERS 16
 #define SELECTOR_MAX_GROUP_DEPTH 4
+/*
+ * What bounds a query whatever its text: the positions of a selector's regexes once counted
+ * repeats are written out (compile memory and the time of one match follow it; 500 is about
+ * 11 MB and 0.2 ms per 4 KiB value), and the CPU its matching may take over one request.
+ */
+#define SELECTOR_MAX_EXPANSION 500
+#define SELECTOR_MATCH_CPU_MS 1000
 
 enum selector_op { SEL_EQ, SEL_NE, SEL_RE, SEL_NRE };
 
@@ -59,5 +66,7 @@ bool selector__match(const struct selector *sel, const char *service, const char
 		     const struct record_label *labels, size_t n_labels);
 
 void selector__free(struct selector *sel); /* NULL-safe */
+/* True once matching spent its CPU budget (SELECTOR_MATCH_CPU_MS): what matched is partial. */
+bool selector__over_budget(const struct selector *sel);
 
 #endif /* EDGEPROF_STORE_SELECTOR_H */

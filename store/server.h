@@ -123,6 +123,8 @@ int api_query(struct api_ctx *a, struct store_query *q, char *type, size_t typel
 /* Merges the request's selection into *p (*n profiles): 0, or -1 with the answer set (204 when
  * nothing matches). */
 int api_merge_query(struct api_ctx *a, struct pprof_profile **p, size_t *n);
+struct selector;
+bool api_over_budget(struct api_ctx *a, const struct selector *sel);
 
 /*
  * Validates and stores one profile (every ingest path ends here): the device label comes from

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "port/clock.h"
 #include "store/selector.h"
 
 static struct selector *parse(const char *s, unsigned flags)
@@ -156,6 +157,66 @@ static void costly_regexes_are_refused(void **state)
 	selector__free(sel);
 }
 
+/*
+ * Issue 24: nested counted repeats passed the guard ((a{1,100}){1,100}){1,100} took 2.1 s and
+ * 1.15 GB). Now a selector's regexes are bounded by their written-out size, backreferences are
+ * refused, and matching stops at its CPU budget whatever the values.
+ */
+static void refused(const char *s, const char *part)
+{
+	char err[300] = "";
+	struct selector *sel = (void *)1;
+
+	assert_int_equal(selector__parse(s, 0, &sel, err, sizeof(err)), -EINVAL);
+	assert_null(sel);
+	if (!strstr(err, part))
+		fail_msg("'%s': got '%s', want '%s' in it", s, err, part);
+}
+
+static void nested_repeats_are_bounded(void **state)
+{
+	char value[4096], err[300];
+	const struct record_label big[] = { { "k", value } };
+	struct selector *sel;
+	uint64_t t0;
+
+	refused("svc{k=~\"((a{1,100}){1,100}){1,100}\"}", "selector: regex refused at column 8: over "
+	    "the budget of 500 positions");
+	refused("svc{k=~\"(a{1,10}){1,60}\"}", "over the budget of 500 positions");
+	refused("svc{k=~\"(a{50,}){10}\"}", "over the budget of 500 positions");
+	refused("svc{k=~\"((a+){100}){3}\"}", "over the budget of 500 positions");
+	refused("{a=~\"(x{1,10}){1,20}\", b=~\"(x{1,10}){1,20}\", c=~\"(x{1,10}){1,20}\"}",
+	    "selector: regex refused at column 49: over the budget");
+	refused("{a=~\"(a*)*\\\\2b\"}", "a backreference");
+	/* Near the budget: 491 positions, matched against a 4 KiB value in milliseconds. */
+	memset(value, 'a', sizeof(value) - 1);
+	value[sizeof(value) - 1] = '\0';
+	assert_int_equal(selector__parse("{k=~\"(a{1,49}){1,10}b\"}", 0, &sel, err, sizeof(err)),
+			 0);
+	t0 = port_clock_thread_cputime_ns();
+	assert_false(selector__match(sel, "s", "d", big, 1));
+	assert_true(port_clock_thread_cputime_ns() - t0 < 50 * NSEC_PER_MSEC);
+	/* However many values it sees, matching stops after its CPU budget. */
+	t0 = port_clock_thread_cputime_ns();
+	for (int i = 0; i < 1000000 && !selector__over_budget(sel); i++) {
+		value[4000 - i % 400] = 'c'; /* a different value each time, read almost whole */
+		selector__match(sel, "s", "d", big, 1);
+		value[4000 - i % 400] = 'a';
+	}
+	assert_true(selector__over_budget(sel));
+	assert_true(port_clock_thread_cputime_ns() - t0 < (SELECTOR_MATCH_CPU_MS + 300) *
+							   NSEC_PER_MSEC);
+	selector__free(sel);
+	/* \r is a value escape too. */
+	sel = parse("svc{k=\"a\\rb\"}", 0);
+	{
+		const struct record_label cr[] = { { "k", "a\rb" } };
+
+		assert_true(selector__match(sel, "svc", "d", cr, 1));
+	}
+	selector__free(sel);
+}
+
 static void ingest_names(void **state)
 {
 	struct selector *sel = parse("myapp.cpu{env=staging, region = eu-1}", SELECTOR_F_INGEST);
@@ -181,6 +242,7 @@ int main(void)
 		cmocka_unit_test(matching),
 		cmocka_unit_test(errors),
 		cmocka_unit_test(costly_regexes_are_refused),
+		cmocka_unit_test(nested_repeats_are_bounded),
 		cmocka_unit_test(ingest_names),
 	};
 
