@@ -110,6 +110,7 @@ static int cert_set_usage(struct cert_ctx *x, const struct tls_cert_req *req)
 		eku = eku_server;
 		break;
 	case TLS_CERT_CLIENT:
+	case TLS_CERT_OPERATOR:
 		ku = MBEDTLS_X509_KU_DIGITAL_SIGNATURE;
 		eku = eku_client;
 		break;
@@ -153,7 +154,8 @@ static int cert_fill(struct cert_ctx *x, const struct tls_cert_req *req, const c
 		snprintf(err, errlen, "name '%s' has a character not allowed in a CN", req->cn);
 		return -EINVAL;
 	}
-	snprintf(subject, sizeof(subject), "CN=%s,O=edgeprof", req->cn);
+	snprintf(subject, sizeof(subject), "CN=%s,%sO=edgeprof", req->cn,
+		 req->kind == TLS_CERT_OPERATOR ? "OU=operator," : "");
 	if (issuer_crt) {
 		ret = mbedtls_x509_dn_gets(issuer, sizeof(issuer), &x->issuer.subject);
 		if (ret < 0) {

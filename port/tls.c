@@ -592,11 +592,26 @@ int tls_conn__peer_cn(const struct tls_conn *c, char *buf, size_t len)
 			continue;
 		if (n->val.len >= len)
 			return -ENAMETOOLONG;
+		for (size_t i = 0; i < n->val.len; i++)
+			if (n->val.p[i] < 0x20 || n->val.p[i] == 0x7f)
+				return -EILSEQ;
 		memcpy(buf, n->val.p, n->val.len);
 		buf[n->val.len] = '\0';
 		return 0;
 	}
 	return -ENOENT;
+}
+
+bool tls_conn__peer_has_ou(const struct tls_conn *c, const char *ou)
+{
+	const mbedtls_x509_crt *crt = mbedtls_ssl_get_peer_cert(&c->ssl);
+	size_t len = strlen(ou);
+
+	for (const mbedtls_x509_name *n = crt ? &crt->subject : NULL; n; n = n->next)
+		if (!MBEDTLS_OID_CMP(MBEDTLS_OID_AT_ORG_UNIT, &n->oid) && n->val.len == len &&
+		    !memcmp(n->val.p, ou, len))
+			return true;
+	return false;
 }
 
 bool tls_conn__resumed(const struct tls_conn *c)

@@ -67,10 +67,15 @@ size_t tls_conn__pending(const struct tls_conn *c);
 /* Sends close_notify (best effort). */
 void tls_conn__close(struct tls_conn *c);
 
-/* The peer certificate's subject CN into buf: 0, -ENOENT, or -ENAMETOOLONG. */
+/*
+ * The peer certificate's subject CN into buf: 0, -ENOENT, -ENAMETOOLONG, or -EILSEQ when it holds
+ * a control byte (NUL included: a C string would cut it).
+ */
 int tls_conn__peer_cn(const struct tls_conn *c, char *buf, size_t len);
 /* True when the handshake resumed an earlier session (ticket or cache): no certificate work. */
 bool tls_conn__resumed(const struct tls_conn *c);
+/* True when the peer certificate's subject has an OU equal to ou. */
+bool tls_conn__peer_has_ou(const struct tls_conn *c, const char *ou);
 const char *tls_conn__cipher(const struct tls_conn *c);
 
 /* ---- certificate writer (edgeprof certs, tests) ------------------------------------------- */
@@ -79,6 +84,7 @@ enum tls_cert_kind {
 	TLS_CERT_CA,		/* CA:TRUE, keyCertSign|cRLSign */
 	TLS_CERT_SERVER,	/* digitalSignature, EKU serverAuth, SAN dns_name/ip */
 	TLS_CERT_CLIENT,	/* digitalSignature, EKU clientAuth */
+	TLS_CERT_OPERATOR,	/* the same with OU=operator in the subject */
 	TLS_CERT_BAD_USAGE,	/* keyCertSign only, EKU serverAuth: TLS must refuse it (tests) */
 };
 

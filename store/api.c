@@ -801,6 +801,7 @@ struct route {
 	const char *method;
 	const char *path;	/* exact, or a prefix when it ends in '/' */
 	void (*fn)(struct api_ctx *a);
+	bool device_ok;		/* open to a device certificate (else operators only) */
 };
 
 static void api_get_one(struct api_ctx *a)
@@ -809,22 +810,22 @@ static void api_get_one(struct api_ctx *a)
 }
 
 static const struct route routes[] = {
-	{ "POST", "/api/0/profiles", api_post_profile },
-	{ "GET", "/api/0/profiles", api_list },
-	{ "GET", "/api/0/profiles/merge", api_merge },
-	{ "GET", "/api/0/profiles/", api_get_one },
-	{ "GET", "/api/0/services", api_services },
-	{ "GET", "/api/0/version", api_version },
-	{ "GET", "/api/0/render", api_render },
-	{ "POST", "/api/0/debuginfo/", api_debuginfo_put },
-	{ "GET", "/api/0/debuginfo", api_debuginfo_list },
-	{ "GET", "/api/0/timeline", api_timeline },
-	{ "POST", "/ingest", api_pyroscope_ingest },
-	{ "POST", "/push.v1.PusherService/Push", api_alloy_push },
-	{ "GET", "/metrics", api_metrics },
-	{ "GET", "/healthz", api_healthz },
-	{ "GET", "/", api_ui },
-	{ "GET", "/ui/", api_ui },
+	{ "POST", "/api/0/profiles", api_post_profile, true },
+	{ "GET", "/api/0/profiles", api_list, false },
+	{ "GET", "/api/0/profiles/merge", api_merge, false },
+	{ "GET", "/api/0/profiles/", api_get_one, false },
+	{ "GET", "/api/0/services", api_services, false },
+	{ "GET", "/api/0/version", api_version, true },
+	{ "GET", "/api/0/render", api_render, false },
+	{ "POST", "/api/0/debuginfo/", api_debuginfo_put, false },
+	{ "GET", "/api/0/debuginfo", api_debuginfo_list, false },
+	{ "GET", "/api/0/timeline", api_timeline, false },
+	{ "POST", "/ingest", api_pyroscope_ingest, true },
+	{ "POST", "/push.v1.PusherService/Push", api_alloy_push, true },
+	{ "GET", "/metrics", api_metrics, false },
+	{ "GET", "/healthz", api_healthz, true },
+	{ "GET", "/", api_ui, false },
+	{ "GET", "/ui/", api_ui, false },
 };
 
 static bool route_match(const struct route *r, const char *path)
@@ -834,6 +835,14 @@ static bool route_match(const struct route *r, const char *path)
 	if (!strcmp(r->path, path))
 		return true;
 	return n > 1 && r->path[n - 1] == '/' && !strncmp(r->path, path, n) && path[n];
+}
+
+bool api_device_may(const char *method, const char *path)
+{
+	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+		if (route_match(&routes[i], path) && !strcmp(routes[i].method, method))
+			return routes[i].device_ok;
+	return true; /* unknown: the 404 or 405 tells */
 }
 
 void api_handle(struct api_ctx *a)

@@ -30,7 +30,7 @@
 
 const char *const reject_reason_names[REJ__N] = {
 	"bad_request", "bad_profile", "too_large", "header_too_large", "timeout",
-	"unauthorized", "not_found", "method", "store", "busy",
+	"unauthorized", "not_found", "method", "store", "busy", "forbidden",
 };
 const char *const tls_fail_names[TLSF__N] = { "no_cert", "bad_cert", "timeout", "other" };
 
@@ -81,6 +81,7 @@ struct conn {
 	uint64_t seen_rx;		/* when an eviction found bytes it had not read yet */
 	int fd;
 	bool tls;		/* from the mTLS listener */
+	bool operator;		/* may read: OU=operator certificate, or plain HTTP (token) */
 	bool linger;		/* answered before reading all the client sent */
 	struct tls_conn *tc;	/* NULL on the plain-HTTP listener */
 	uint64_t deadline;
@@ -329,8 +330,9 @@ static int conn_handshake(struct conn *c)
 			    c->peer);
 		return -EACCES;
 	}
-	pr_debug("%s: device %s (%s%s)", c->peer, c->device, tls_conn__cipher(c->tc),
-		 tls_conn__resumed(c->tc) ? ", resumed" : "");
+	c->operator = tls_conn__peer_has_ou(c->tc, "operator");
+	pr_debug("%s: %s %s (%s%s)", c->peer, c->operator ? "operator" : "device", c->device,
+		 tls_conn__cipher(c->tc), tls_conn__resumed(c->tc) ? ", resumed" : "");
 	return 0;
 }
 
@@ -560,6 +562,14 @@ static void conn_serve(struct conn *c)
 			conn_busy(c, &a);
 			return;
 		}
+		if (!c->operator && !api_device_may(c->msg.method, c->msg.path)) {
+			api_error(&a, 403, REJ_FORBIDDEN, "%s is a device certificate: it may upload, "
+				  "not read; reading needs an operator certificate (edgeprof certs "
+				  "operator DIR NAME) or the HTTP token", c->device);
+			conn_answer(c, &a, false);
+			api_reset(&a);
+			return;
+		}
 		ret = http_read_request_body(&c->stream, &c->msg, request_body_limit(s, &c->msg));
 		if (ret) {
 			conn_read_failed(c, &a, ret);
@@ -661,6 +671,7 @@ static void server_accept(struct server *s, struct listener *l)
 	c->l = l;
 	c->fd = fd;
 	c->tls = l->tls;
+	c->operator = !l->tls; /* plain HTTP: the token (or loopback without one) reads */
 	c->accepted = c->last_rx = port_clock_mono_ns();
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	pthread_mutex_lock(&s->lock);

@@ -51,6 +51,7 @@ enum reject_reason {
 	REJ_METHOD,
 	REJ_STORE,		/* the ring could not store it */
 	REJ_BUSY,		/* connection cap reached */
+	REJ_FORBIDDEN,		/* a device certificate on a path for operators */
 	REJ__N,
 };
 
@@ -106,6 +107,11 @@ struct api_ctx {
 };
 
 void api_handle(struct api_ctx *a);
+/*
+ * Roles: a device certificate uploads (and may ask /healthz and the version); everything that
+ * reads what is stored needs an operator (a certificate with OU=operator, or the HTTP token).
+ */
+bool api_device_may(const char *method, const char *path);
 void api_reset(struct api_ctx *a);	/* frees the answer */
 /* Sets a JSON error answer {"code":N,"error":"..."} and counts it under r. */
 void api_error(struct api_ctx *a, int status, enum reject_reason r, const char *fmt, ...)

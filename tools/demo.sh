@@ -43,11 +43,13 @@ rm -rf "$D"
 mkdir -p "$D/rounds"
 
 say "2/7  Making development certificates in $D/certs"
-echo "A private CA, a certificate for the collector (localhost, 127.0.0.1) and one for the"
-echo "device 'demo-gw-1'. The collector trusts only devices signed by this CA, and the"
-echo "device trusts only a collector signed by it (mutual TLS)."
+echo "A private CA, a certificate for the collector (localhost, 127.0.0.1), one for the"
+echo "device 'demo-gw-1' (it may upload) and one for you, the operator (you may read). The"
+echo "collector trusts only certificates signed by this CA, and the device trusts only a"
+echo "collector signed by it (mutual TLS)."
 "$B/edgeprof" certs init "$D/certs" | sed 's/^/    /'
 "$B/edgeprof" certs device "$D/certs" demo-gw-1 | sed 's/^/    /'
+"$B/edgeprof" certs operator "$D/certs" demo-operator | sed 's/^/    /'
 
 say "3/7  Starting the collector on loopback"
 port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -154,7 +156,7 @@ done
 
 say "5/7  Pulling the merged profile back with 'edgeprof query'"
 export EDGEPROF_COLLECTOR="https://127.0.0.1:$port" EDGEPROF_TLS_CA="$D/certs/ca.crt" \
-	EDGEPROF_TLS_CERT="$D/certs/demo-gw-1.crt" EDGEPROF_TLS_KEY="$D/certs/demo-gw-1.key"
+	EDGEPROF_TLS_CERT="$D/certs/demo-operator.crt" EDGEPROF_TLS_KEY="$D/certs/demo-operator.key"
 "$B/edgeprof" ls 'demo{device="demo-gw-1"}' --from now-1h | sed 's/^/    /'
 "$B/edgeprof" query 'demo{device="demo-gw-1"}' --from now-1h -o "$D/profile.pb.gz"
 [ -s "$D/profile.pb.gz" ] || die "the query returned nothing"

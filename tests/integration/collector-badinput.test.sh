@@ -18,7 +18,7 @@ expect() { # name, code, body regex, curl args...
 	local name=$1 code=$2 re=$3
 	shift 3
 	local out
-	out=$(dcurl dev-1 "$@" 2>&1)
+	out=$(dcurl op "$@" 2>&1)
 	echo "$name: $(echo "$out" | tr '\n' ' ' | cut -c1-200)"
 	echo "$out" | grep -q "HTTP $code" || fail "$name: wanted $code"
 	echo "$out" | grep -Eq "$re" || fail "$name: answer does not match /$re/"
@@ -107,8 +107,8 @@ for _ in $(seq 50); do
 	sleep 0.1
 done
 [ "$stored" = "$good" ] || fail "stored $stored profiles, want $good"
-dcurl dev-1 "$(URL /metrics)" | grep '^edgeprof_collector_requests_rejected_total' | grep -v ' 0$'
-[ "$(dcurl dev-1 "$(URL /metrics)" | grep 'rejected_total{reason="too_large"}' |
+dcurl op "$(URL /metrics)" | grep '^edgeprof_collector_requests_rejected_total' | grep -v ' 0$'
+[ "$(dcurl op "$(URL /metrics)" | grep 'rejected_total{reason="too_large"}' |
 	awk '{print $2}')" -ge 3 ] || fail "too-large rejections not counted"
 stop_collector
 

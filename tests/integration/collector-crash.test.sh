@@ -31,8 +31,8 @@ verify_trial() { # trial: every acknowledged id of that trial, fetched in one ke
 			"$TLS_PORT" "$id" "$T" "$id" >>"$T/curl.cfg"
 		n=$((n + 1))
 	done <"$T/ack.$t"
-	curl -sS --fail --max-time 120 --cacert "$T/pki/ca.crt" --cert "$T/pki/dev-1.crt" \
-		--key "$T/pki/dev-1.key" -K "$T/curl.cfg" || fail "trial $t: an acknowledged profile is missing"
+	curl -sS --fail --max-time 120 --cacert "$T/pki/ca.crt" --cert "$T/pki/op.crt" \
+		--key "$T/pki/op.key" -K "$T/curl.cfg" || fail "trial $t: an acknowledged profile is missing"
 	want=$(md5sum <"$file" | awk '{print $1}')
 	got=$(md5sum "$T"/got.* | awk '{print $1}' | sort -u)
 	[ "$got" = "$want" ] || fail "trial $t: an acknowledged profile differs from what was sent"
@@ -64,14 +64,14 @@ done
 [ "$acked" -gt $((TRIALS * 5)) ] || fail "too few acknowledged uploads ($acked) to mean anything"
 
 # No torn record served: everything listed is byte-identical to one of the sources.
-dcurl dev-1 "$(URL '/api/0/profiles?from=2000-01-01&limit=100000')" >"$T/list"
+dcurl op "$(URL '/api/0/profiles?from=2000-01-01&limit=100000')" >"$T/list"
 : >"$T/curl.cfg"
 for id in $(grep -o '"id":"[0-9]*"' "$T/list" | tr -dc '0-9\n'); do
 	printf 'url = "https://localhost:%s/api/0/profiles/%s"\noutput = "%s/all.%s"\n' \
 		"$TLS_PORT" "$id" "$T" "$id" >>"$T/curl.cfg"
 done
-curl -sS --fail --max-time 300 --cacert "$T/pki/ca.crt" --cert "$T/pki/dev-1.crt" \
-	--key "$T/pki/dev-1.key" -K "$T/curl.cfg" || fail "a listed profile cannot be read"
+curl -sS --fail --max-time 300 --cacert "$T/pki/ca.crt" --cert "$T/pki/op.crt" \
+	--key "$T/pki/op.key" -K "$T/curl.cfg" || fail "a listed profile cannot be read"
 bad=$(md5sum "$T"/all.* | awk '{print $1}' | sort -u | comm -23 - "$T/sources.md5")
 [ -z "$bad" ] || fail "served a profile that is not one of the uploads"
 total=$(ls "$T"/all.* | wc -l)

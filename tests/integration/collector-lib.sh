@@ -24,10 +24,11 @@ trap ep_cleanup EXIT
 
 fail() { echo "FAIL: $*"; [ -f "$T/collector.log" ] && tail -n 20 "$T/collector.log"; exit 1; }
 
-# Certificates: our CA + server + device dev-1 in $T/pki.
+# Certificates: our CA + server + device dev-1 (uploads) + operator op (reads) in $T/pki.
 make_pki() {
 	"$EP" certs init "$T/pki" >/dev/null || fail "certs init"
 	"$EP" certs device "$T/pki" dev-1 >/dev/null || fail "certs device"
+	"$EP" certs operator "$T/pki" op >/dev/null || fail "certs operator"
 }
 
 # start_collector [extra flags...]: mTLS on 127.0.0.1:0 (+ whatever the flags add), ring $T/ring.
@@ -68,8 +69,8 @@ URL() { echo "https://localhost:$TLS_PORT$1"; }
 
 # stored: the collector's count of stored profiles (from /metrics over mTLS).
 stored() {
-	dcurl dev-1 "$(URL /metrics)" | sed -n 's/^edgeprof_collector_profiles_stored_total \([0-9]*\)/\1/p'
+	dcurl op "$(URL /metrics)" | sed -n 's/^edgeprof_collector_profiles_stored_total \([0-9]*\)/\1/p'
 }
 metric() {
-	dcurl dev-1 "$(URL /metrics)" | grep "^edgeprof_collector_$1 " | awk '{print $2}'
+	dcurl op "$(URL /metrics)" | grep "^edgeprof_collector_$1 " | awk '{print $2}'
 }

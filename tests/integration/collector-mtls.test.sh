@@ -38,11 +38,11 @@ echo "$out" | grep -q "\"id\":\"$id\"" || fail "retry got another id: $out"
 echo "$out" | grep -q '"duplicate":true' || fail "retry not flagged as duplicate"
 [ "$(metric ring_records)" = 1 ] || fail "retry stored a second record"
 
-dcurl dev-1 -o "$T/back.pb.gz" "$(URL "/api/0/profiles/$id")" | grep -q 'HTTP 200' || fail "get"
+dcurl op -o "$T/back.pb.gz" "$(URL "/api/0/profiles/$id")" | grep -q 'HTTP 200' || fail "get"
 cmp "$T/p.pb.gz" "$T/back.pb.gz" || fail "stored profile is not byte-identical"
 
 export EDGEPROF_COLLECTOR=https://localhost:$TLS_PORT EDGEPROF_TLS_CA=$T/pki/ca.crt \
-	EDGEPROF_TLS_CERT=$T/pki/dev-1.crt EDGEPROF_TLS_KEY=$T/pki/dev-1.key
+	EDGEPROF_TLS_CERT=$T/pki/op.crt EDGEPROF_TLS_KEY=$T/pki/op.key
 "$EP" ls 'gw{device="dev-1"}' --from 2000-01-01 | tee "$T/ls"
 grep -q "region=eu" "$T/ls" || fail "edgeprof ls does not list it"
 "$EP" query 'gw{region="eu"}' --from 2000-01-01 -o "$T/merged.pb.gz" || fail "edgeprof query"
@@ -70,7 +70,7 @@ refuse other-ca "not correctly signed" --cert "$T/pki/intruder.crt" --key "$T/pk
 refuse expired "expired" --cert "$T/pki/old.crt" --key "$T/pki/old.key"
 refuse bad-usage "keyUsage" --cert "$T/pki/badusage.crt" --key "$T/pki/badusage.key"
 [ "$(metric ring_records)" = 1 ] || fail "a refused client stored something"
-fails=$(dcurl dev-1 "$(URL /metrics)" | grep '^edgeprof_collector_tls_handshake_failures_total' |
+fails=$(dcurl op "$(URL /metrics)" | grep '^edgeprof_collector_tls_handshake_failures_total' |
 	awk '{s += $2} END {print s}')
 [ "$fails" -ge 4 ] || fail "handshake failures not counted ($fails)"
 

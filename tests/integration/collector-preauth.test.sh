@@ -71,6 +71,6 @@ PYEOF
 after=$(rss VmHWM)
 echo "RSS before ${before} KiB, peak during eight 200 MB token-less uploads ${after} KiB"
 [ "$after" -lt $((before + 65536)) ] || fail "RSS grew by $((after - before)) KiB"
-grep -q "requests_rejected_total{reason=\"unauthorized\"} [1-9]" <(dcurl dev-1 "$(URL /metrics)") ||
+grep -q "requests_rejected_total{reason=\"unauthorized\"} [1-9]" <(dcurl op "$(URL /metrics)") ||
 	fail "401s not counted"
 echo PASS

@@ -63,7 +63,7 @@ out=$(dcurl dev-1 -H 'Content-Type: application/proto' --data-binary 'not protob
 echo "$out" | grep -q 'HTTP 400' || fail "garbage push accepted: $out"
 
 # Found by selectors, with their labels.
-list() { dcurl dev-1 "$(URL "/api/0/profiles?from=2000-01-01&query=$1")"; }
+list() { dcurl op "$(URL "/api/0/profiles?from=2000-01-01&query=$1")"; }
 out=$(list 'nodeapp%7Bregion%3D%22eu%22%2Chost%3D~%22web-.*%22%7D')
 echo "$out"
 echo "$out" | grep -q '"service":"nodeapp"' || fail "Node SDK profile not found by selector"
@@ -81,7 +81,7 @@ echo "$out" | grep -q 'spoof' && fail "Alloy series overrode the device"
 out=$(list 'nodeapp%7Bregion%3D%22us%22%7D')
 echo "$out" | grep -q '"id"' && fail "selector matched the wrong region"
 
-code=$(dcurl dev-1 -o "$T/m.pb.gz" "$(URL '/api/0/profiles/merge?from=2000-01-01&query=%7Bregion%3D~%22eu%7Cus%22%7D')" | tail -n 1)
+code=$(dcurl op -o "$T/m.pb.gz" "$(URL '/api/0/profiles/merge?from=2000-01-01&query=%7Bregion%3D~%22eu%7Cus%22%7D')" | tail -n 1)
 [ "$code" = "HTTP 200" ] || fail "merge: $code"
 "$PPROF_TOOL" check "$T/m.pb.gz" || fail "merged profile does not read"
 stop_collector

@@ -12,11 +12,11 @@ export GOCACHE=$T/gocache HOME=$T PPROF_BINARY_PATH=/nonexistent
 make_pki
 start_collector --max-body 512K --max-debuginfo 2M
 export EDGEPROF_COLLECTOR=https://localhost:$TLS_PORT EDGEPROF_TLS_CA=$T/pki/ca.crt \
-	EDGEPROF_TLS_CERT=$T/pki/dev-1.crt EDGEPROF_TLS_KEY=$T/pki/dev-1.key
+	EDGEPROF_TLS_CERT=$T/pki/op.crt EDGEPROF_TLS_KEY=$T/pki/op.key
 
 EDGEPROF_OUTPUT=$T/s.pb.gz EDGEPROF_HZ=499 LD_PRELOAD=$EP_BUILD/libedgeprof.so \
 	"$W/split-stripped" --seconds 1 >/dev/null || fail "profiling split-stripped"
-dcurl dev-1 --data-binary "@$T/s.pb.gz" "$(URL '/api/0/profiles?service=app&type=cpu')" \
+dcurl op --data-binary "@$T/s.pb.gz" "$(URL '/api/0/profiles?service=app&type=cpu')" \
 	| grep -q '"code":200' || fail "upload profile"
 
 top() { # -> go tool pprof -top of the merged export, without local symbolization
@@ -33,7 +33,7 @@ id=$(file -L "$W/split" | sed -n 's/.*BuildID\[sha1\]=\([0-9a-f]*\).*/\1/p')
 expect() { # CODE PATTERN curl-args...
 	local code=$1 pat=$2
 	shift 2
-	dcurl dev-1 "$@" >"$T/answer" || true
+	dcurl op "$@" >"$T/answer" || true
 	grep -q "HTTP $code" "$T/answer" && grep -q "$pat" "$T/answer" \
 		|| fail "expected $code /$pat/: $(cat "$T/answer")"
 }
@@ -53,7 +53,7 @@ expect 413 'larger than the limit of 2097152 bytes' --data-binary "@$T/huge" \
 	-H 'Transfer-Encoding: chunked' "$(URL '/api/0/debuginfo/00aa')"
 expect 413 'larger than the limit of 524288 bytes' --data-binary "@$big" \
 	"$(URL '/api/0/profiles?service=app&type=cpu')"
-dcurl dev-1 "$(URL /api/0/debuginfo)" | grep -q '"body":\[\]' || fail "a refused upload was stored"
+dcurl op "$(URL /api/0/debuginfo)" | grep -q '"body":\[\]' || fail "a refused upload was stored"
 
 
 # A debug file whose line table is garbage (version 9): names, no file:line, a counted error.
@@ -61,20 +61,20 @@ cp "$W/split" "$T/bad-dwarf"
 off=$(readelf -S -W "$T/bad-dwarf" | awk '{ sub(/^ *\[ *[0-9]+\] */, "") } $1 == ".debug_line" { print $4 }')
 [ -n "$off" ] || fail "no .debug_line in $W/split"
 printf '\x09' | dd of="$T/bad-dwarf" bs=1 seek=$((0x$off + 4)) conv=notrunc status=none
-dcurl dev-1 --data-binary "@$T/bad-dwarf" "$(URL "/api/0/debuginfo/$id")" | grep -q '"code":200' \
+dcurl op --data-binary "@$T/bad-dwarf" "$(URL "/api/0/debuginfo/$id")" | grep -q '"code":200' \
 	|| fail "upload of the bad-dwarf twin"
 "$EP" query 'app' -o "$T/m.pb.gz" 2>/dev/null || fail "query"
 go tool pprof -symbolize=none -top -lines "$T/m.pb.gz" >"$T/bad.txt" 2>/dev/null
 grep -q ' work_a$' "$T/bad.txt" || fail "bad line table: work_a not named alone: $(cat "$T/bad.txt")"
 grep -q 'split\.c:' "$T/bad.txt" && fail "bad line table gave file:line: $(cat "$T/bad.txt")"
-metric() { dcurl dev-1 "$(URL /metrics)" | awk -v m="edgeprof_collector_$1" '$1 == m { print $2 }'; }
+metric() { dcurl op "$(URL /metrics)" | awk -v m="edgeprof_collector_$1" '$1 == m { print $2 }'; }
 [ "$(metric debuginfo_line_errors_total)" = 1 ] || fail "line table error not counted"
 grep -q 'no file:line, names only: line table version 9' "$T/collector.log" \
 	|| fail "no clear log of the bad line table"
 
 # The good twin replaces it.
 "$EP" debuginfo upload "$W/split" | grep -q "^$id " || fail "debuginfo upload"
-dcurl dev-1 "$(URL /api/0/debuginfo)" | grep -q "\"build_id\":\"$id\"" || fail "debuginfo list"
+dcurl op "$(URL /api/0/debuginfo)" | grep -q "\"build_id\":\"$id\"" || fail "debuginfo list"
 top >"$T/after.txt"
 for f in work_a work_b work_c run_split; do
 	grep -q " $f\$" "$T/after.txt" || fail "$f not named after upload: $(cat "$T/after.txt")"
@@ -99,7 +99,7 @@ check_lines "the debug file"
 # The same with zlib-compressed debug sections (SHF_COMPRESSED, as gcc -gz or objcopy write).
 objcopy --compress-debug-sections=zlib "$W/split" "$T/split-z"
 readelf -S -W "$T/split-z" | grep -q ' \.debug_line .* C ' || fail "objcopy did not compress"
-dcurl dev-1 --data-binary "@$T/split-z" "$(URL "/api/0/debuginfo/$id")" | grep -q '"code":200' \
+dcurl op --data-binary "@$T/split-z" "$(URL "/api/0/debuginfo/$id")" | grep -q '"code":200' \
 	|| fail "upload of the compressed twin"
 check_lines "the compressed debug file"
 cp "$T/lines.txt" "$T/lines-z.txt"
@@ -112,7 +112,7 @@ share() { awk -v f="$1" '$NF == f { sub("%", "", $2); print int($2) }' "$T/after
 a=$(share work_a)
 [ "$a" -ge 35 ] && [ "$a" -le 65 ] || fail "work_a share $a%"
 # The single-profile download stays byte-identical to what the device sent.
-dcurl dev-1 -o "$T/one.pb.gz" "$(URL /api/0/profiles/1)" >/dev/null
+dcurl op -o "$T/one.pb.gz" "$(URL /api/0/profiles/1)" >/dev/null
 cmp -s "$T/one.pb.gz" "$T/s.pb.gz" || fail "GET /api/0/profiles/1 is not the stored bytes"
 echo "ok: names after upload: $(grep -c work_ "$T/after.txt") work_ frames; go tool pprof -top -lines:"
 grep -m3 ' work_' "$T/lines.txt"

@@ -49,7 +49,7 @@ for round in 1 2; do
 done
 
 export EDGEPROF_COLLECTOR="https://127.0.0.1:$port" EDGEPROF_TLS_CA="$W/certs/ca.crt" \
-	EDGEPROF_TLS_CERT="$W/certs/dev-1.crt" EDGEPROF_TLS_KEY="$W/certs/dev-1.key"
+	EDGEPROF_TLS_CERT="$W/certs/op.crt" EDGEPROF_TLS_KEY="$W/certs/op.key"
 "$B/edgeprof" ls 'split-e2e{device="dev-1"}' --from now-1h >"$W/ls.txt"
 cat "$W/ls.txt"
 [ "$(grep -c split-e2e "$W/ls.txt")" = 2 ] || fail "expected the 2 rounds' profiles"

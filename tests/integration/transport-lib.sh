@@ -31,9 +31,10 @@ free_port() {
 	$PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
-make_certs() { # -> $W/certs/{ca,server,dev-1}.{crt,key}
+make_certs() { # -> $W/certs/{ca,server,dev-1,op}.{crt,key} (op: an operator, to read)
 	"$B/edgeprof" certs init "$W/certs" >/dev/null
 	"$B/edgeprof" certs device "$W/certs" dev-1 >/dev/null
+	"$B/edgeprof" certs operator "$W/certs" op >/dev/null
 }
 
 # start_collector PORT [RING_SIZE] -> COLL_PID; waits until it listens
@@ -66,10 +67,10 @@ push() {
 		--tls-cert "$W/certs/dev-1.crt" --tls-key "$W/certs/dev-1.key" "$@"
 }
 
-# curl_get PORT PATH?QUERY: GET over mTLS as dev-1
+# curl_get PORT PATH?QUERY: GET over mTLS as the operator op (a device may not read)
 curl_get() {
-	curl -sS --fail --max-time 60 --cacert "$W/certs/ca.crt" --cert "$W/certs/dev-1.crt" \
-		--key "$W/certs/dev-1.key" "https://127.0.0.1:$1$2"
+	curl -sS --fail --max-time 60 --cacert "$W/certs/ca.crt" --cert "$W/certs/op.crt" \
+		--key "$W/certs/op.key" "https://127.0.0.1:$1$2"
 }
 
 # list_seq PORT SERVICE: the "seq" label of every stored profile of SERVICE, oldest id first

@@ -29,12 +29,16 @@ static void certs_help(FILE *out)
 		"usage: edgeprof certs init DIR [--server-name NAME] [--server-ip IP] [--days N]\n"
 		"                            [--force]\n"
 		"       edgeprof certs device DIR ID [--days N]\n"
+		"       edgeprof certs operator DIR NAME [--days N]\n"
 		"\n"
 		"init    makes DIR/ca.crt ca.key (the fleet's private CA) and DIR/server.crt\n"
 		"        server.key for the collector, valid for NAME (default localhost) and IP\n"
 		"        (default 127.0.0.1). Refuses to replace an existing CA without --force.\n"
 		"device  makes DIR/ID.crt ID.key signed by DIR/ca.key, with CN = ID: the\n"
 		"        collector labels every profile from this certificate with device=ID.\n"
+		"        A device certificate may upload, not read what the fleet stored.\n"
+		"operator makes DIR/NAME.crt NAME.key with CN = NAME and OU = operator: for\n"
+		"        people and tools that read (edgeprof query, ls, the web UI over mTLS).\n"
 		"\n"
 		"Keys are EC P-256, written mode 0600; certificates last --days (default 825).\n"
 		"Keep ca.key off the devices: copy only ca.crt, ID.crt and ID.key to device ID.\n");
@@ -172,7 +176,8 @@ static int certs_run(int argc, char **argv)
 		return CLI_OK;
 	}
 	if (argc < 3)
-		return cli_usage_error("certs", "expected 'init DIR' or 'device DIR ID'");
+		return cli_usage_error("certs", "expected 'init DIR', 'device DIR ID' or "
+				       "'operator DIR NAME'");
 	verb = argv[1];
 	optind = 2;
 	ret = certs_parse(argc, argv, &a);
@@ -182,12 +187,15 @@ static int certs_run(int argc, char **argv)
 		a.dir = argv[optind];
 		return certs_init(&a);
 	}
-	if (!strcmp(verb, "device") && optind == argc - 2) {
+	if ((!strcmp(verb, "device") || !strcmp(verb, "operator")) && optind == argc - 2) {
 		a.dir = argv[optind];
 		a.id = argv[optind + 1];
+		if (!strcmp(verb, "operator"))
+			a.kind = TLS_CERT_OPERATOR;
 		return certs_device(&a);
 	}
-	return cli_usage_error("certs", "expected 'init DIR' or 'device DIR ID'");
+	return cli_usage_error("certs", "expected 'init DIR', 'device DIR ID' or "
+			       "'operator DIR NAME'");
 }
 
 CLI_COMMAND(certs, "make a CA, the collector's certificate and device certificates", certs_run,
