@@ -42,7 +42,7 @@ CFLAGS_bpf-probe = $(BPF_RECORD_DEFS)
 
 # Test driver (not installed): samples the system for N seconds and prints folded stacks.
 # (Rule prerequisites expand now, before port/Build.mk set port-y: name the port objects.)
-bpf-probe-objs := bpf/bpf-probe.o $(bpf-y) port/clock.o port/file.o port/log.o
+bpf-probe-objs := bpf/bpf-probe.o $(bpf-y) port/clock.o port/file.o port/log.o port/text.o
 $(O)/tests/bpf-probe: $(addprefix $(O)/,$(bpf-probe-objs))
 	$(quiet) LD $@
 	@mkdir -p $(dir $@)

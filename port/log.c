@@ -6,6 +6,7 @@
 
 #include "port/clock.h"
 #include "port/log.h"
+#include "port/text.h"
 
 static const char *log_ident = "edgeprof";
 static bool log_syslog;
@@ -28,7 +29,7 @@ void port_log(int level, const char *fmt, ...)
 {
 	static const char *const names[] = { "error", "warning", "info", "debug" };
 	static const int prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG };
-	char line[512];
+	char line[512], safe[1024];
 	int saved_errno = errno;
 	va_list ap;
 
@@ -37,10 +38,12 @@ void port_log(int level, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
+	/* Names, labels and errors from devices and users are in it: one event, one line. */
+	log_escape(line, safe, sizeof(safe));
 	if (log_syslog)
-		syslog(prio[level], "%s", line);
+		syslog(prio[level], "%s", safe);
 	else
-		fprintf(stderr, "%s: %s: %s\n", log_ident, names[level], line);
+		fprintf(stderr, "%s: %s: %s\n", log_ident, names[level], safe);
 	errno = saved_errno;
 }
 

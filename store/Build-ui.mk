@@ -12,7 +12,7 @@ unit-tests-y   += ui
 ui-test-objs    = $(store-ui-y)
 
 # The JSON/flamebearer/folded renderings behind /api/0/render, on the CLI's stack tree.
-store-render-y := store/render.o tools/cli/stacks.o tools/cli/tree.o
+store-render-y := store/render.o tools/cli/stacks.o tools/cli/tree.o port/text.o
 unit-tests-y       += render
 render-test-objs    = $(store-render-y) $(pprof-y)
 render-test-ldlibs  = $(pprof-ldlibs)

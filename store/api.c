@@ -14,6 +14,7 @@
 
 #include "port/clock.h"
 #include "port/log.h"
+#include "port/text.h"
 #include "store/selector.h"
 #include "store/server.h"
 #include "store/timeparse.h"
@@ -63,20 +64,15 @@ void sbuf_printf(struct sbuf *b, const char *fmt, ...)
 	}
 }
 
+static void sbuf_put(void *ctx, const char *p, size_t n)
+{
+	sbuf_printf(ctx, "%.*s", (int)n, p);
+}
+
+/* Labels and names come from devices: invalid UTF-8 becomes U+FFFD (the pprof keeps bytes). */
 void sbuf_json_str(struct sbuf *b, const char *s)
 {
-	sbuf_printf(b, "\"");
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			sbuf_printf(b, "\\%c", c);
-		else if (c < 0x20 || c == 0x7f)
-			sbuf_printf(b, "\\u%04x", c);
-		else
-			sbuf_printf(b, "%c", c);
-	}
-	sbuf_printf(b, "\"");
+	json_str_write(s, sbuf_put, b);
 }
 
 void sbuf_free(struct sbuf *b)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "port/text.h"
 #include "store/render.h"
 #include "tools/cli/stacks.h"
 #include "tools/cli/tree.h"
@@ -24,20 +25,15 @@ int render_format_parse(const char *s, enum render_format *out)
 	return 0;
 }
 
+static void file_put(void *ctx, const char *p, size_t n)
+{
+	fwrite(p, 1, n, ctx);
+}
+
+/* Function names come from devices: invalid UTF-8 becomes U+FFFD (the pprof keeps bytes). */
 static void json_str(FILE *f, const char *s)
 {
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
+	json_str_write(s, file_put, f);
 }
 
 /* Pre-order walk without recursion: stacks can be thousands of frames deep. */
