@@ -246,6 +246,18 @@ static int merge_header(struct pprof_merger *m, const struct pprof_profile *p)
 	return m->default_sample_type < 0 || m->doc_url < 0 ? -ENOMEM : 0;
 }
 
+int pprof_merger__add_comment(struct pprof_merger *m, const char *comment)
+{
+	int64_t c = pp_strtab__intern(&m->strs, comment, strlen(comment));
+
+	if (c < 0)
+		return (int)c;
+	if (pp_grow(&m->comments, &m->cap_comments, m->n_comments, 1, sizeof(c)))
+		return -ENOMEM;
+	m->comments[m->n_comments++] = c;
+	return 0;
+}
+
 /* ---- tables ------------------------------------------------------------------------------- */
 
 static int map_mapping(struct pprof_merger *m, const struct pprof_profile *p, uint64_t id,

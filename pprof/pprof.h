@@ -246,6 +246,9 @@ struct pprof_merger *pprof_merger__new(void);
  */
 int pprof_merger__add(struct pprof_merger *m, const struct pprof_profile *p, char *err,
 		      size_t errlen);
+/* (an -EINVAL from it leaves the merger as it was: the caller may skip that input and go on) */
+/* Adds a comment to the merged profile (what was left out, and why). 0 or -ENOMEM. */
+int pprof_merger__add_comment(struct pprof_merger *m, const char *comment);
 /* The merged profile (ids renumbered from 1, zero samples dropped); the merger is spent. */
 int pprof_merger__finish(struct pprof_merger *m, struct pprof_profile **out, char *err,
 			 size_t errlen);

@@ -94,6 +94,8 @@ void api_metrics(struct api_ctx *a)
 	metric(&b, "index_memory_bytes", "gauge", "Heap held by the index.", st.index.mem_bytes);
 	metric(&b, "index_dropped_total", "counter",
 	       "Index entries dropped because the index was full.", st.index.dropped);
+	metric(&b, "merge_skipped_total", "counter", "Profiles merges left out: unreadable, or "
+	       "sample or period types that cannot merge with the rest.", st.merge_skipped);
 	if (IS_ENABLED(CONFIG_COLLECTOR_ROLLUP))
 		metric_rollups(&b, &st);
 	metric_debuginfo(&b, a->debuginfo);

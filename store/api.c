@@ -184,6 +184,48 @@ int api_param(struct api_ctx *a, const char *name, char *out, size_t outlen)
 	return 1;
 }
 
+/*
+ * profefe's labels=k=v,k2=v2. Sent with literal separators, it is split on ',' and '=' first and
+ * each part decoded after (*raw = true, see label_decode), so %2C and %3D stay inside a value.
+ * Sent wholly encoded (labels=k%3Dv%2Ck2%3Dv2, as Go's url.Values and our agent do) the
+ * separators cannot be told from the text: decoded first, then split (*raw = false).
+ */
+static int api_param_labels(struct api_ctx *a, char *out, size_t outlen, bool *raw)
+{
+	const char *q = a->req->query;
+
+	out[0] = '\0';
+	*raw = false;
+	while (q && *q) {
+		size_t n = strcspn(q, "&");
+
+		if (n > 7 && !strncmp(q, "labels=", 7) && memchr(q + 7, '=', n - 7)) {
+			if (n - 7 >= outlen) {
+				api_error(a, 400, REJ_BAD_REQUEST, "parameter labels: too long");
+				return -1;
+			}
+			memcpy(out, q + 7, n - 7);
+			out[n - 7] = '\0';
+			*raw = true;
+			return 1;
+		}
+		q += n + (q[n] == '&');
+	}
+	return api_param(a, "labels", out, outlen);
+}
+
+/* Percent-decodes one part of a label list in place: 0 or -EINVAL. */
+static int label_decode(char *s)
+{
+	char tmp[API_PARAM_MAX];
+	int n = http_url_decode(s, strlen(s), tmp, sizeof(tmp), true);
+
+	if (n < 0)
+		return -EINVAL;
+	memcpy(s, tmp, (size_t)n + 1);
+	return 0;
+}
+
 static bool label_key_ok(const char *k)
 {
 	if (!*k)
@@ -233,8 +275,8 @@ static void ingest_set_label(struct ingest *in, const char *k, const char *v)
 	}
 }
 
-/* profefe's labels=k=v,k2=v2 (already percent-decoded), split in place. */
-static int parse_label_list(struct api_ctx *a, char *s, struct ingest *in)
+/* profefe's labels=k=v,k2=v2 (see api_param_labels), split and decoded in place. */
+static int parse_label_list(struct api_ctx *a, char *s, bool raw, struct ingest *in)
 {
 	char *save = NULL;
 
@@ -246,6 +288,10 @@ static int parse_label_list(struct api_ctx *a, char *s, struct ingest *in)
 			return -EINVAL;
 		}
 		*eq = '\0';
+		if (raw && (label_decode(kv) || label_decode(eq + 1))) {
+			api_error(a, 400, REJ_BAD_REQUEST, "labels: bad percent-encoding");
+			return -EINVAL;
+		}
 		if (ingest_add_label(a, in, kv, eq + 1))
 			return -EINVAL;
 	}
@@ -404,12 +450,13 @@ static void api_post_profile(struct api_ctx *a)
 	uint64_t seq;
 	bool dup = false;
 	char err[200];
+	bool raw;
 
 	if (api_param(a, "service", service, sizeof(service)) < 0 ||
 	    api_param(a, "type", type, sizeof(type)) < 0 ||
 	    api_param(a, "created_at", created, sizeof(created)) < 0 ||
 	    api_param(a, "key", key, sizeof(key)) < 0 ||
-	    api_param(a, "labels", labels, sizeof(labels)) < 0)
+	    api_param_labels(a, labels, sizeof(labels), &raw) < 0)
 		return;
 	if (!name_ok(service, 200))
 		return api_error(a, 400, REJ_BAD_REQUEST,
@@ -425,7 +472,7 @@ static void api_post_profile(struct api_ctx *a)
 	in.service = service;
 	in.type = type;
 	in.key = hkey ? hkey : key;
-	if (parse_label_list(a, labels, &in))
+	if (parse_label_list(a, labels, raw, &in))
 		return;
 	if (api_store_profile(a, &in, a->req->body, a->req->body_len, &seq, &dup, &time_ns))
 		return;
@@ -463,12 +510,13 @@ static int api_selector(struct api_ctx *a, struct selector **sel)
 {
 	char text[API_PARAM_MAX], service[256], labels[API_PARAM_MAX], err[256];
 	struct sbuf b = { 0 };
+	bool raw;
 	int ret;
 
 	*sel = NULL;
 	if (api_param(a, "query", text, sizeof(text)) < 0 ||
 	    api_param(a, "service", service, sizeof(service)) < 0 ||
-	    api_param(a, "labels", labels, sizeof(labels)) < 0)
+	    api_param_labels(a, labels, sizeof(labels), &raw) < 0)
 		return -1;
 	if (!text[0] && (service[0] || labels[0])) {
 		char *save = NULL;
@@ -478,7 +526,8 @@ static int api_selector(struct api_ctx *a, struct selector **sel)
 		for (char *kv = strtok_r(labels, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
 			char *eq = strchr(kv, '=');
 
-			if (!eq || !label_key_ok((*eq = '\0', kv))) {
+			if (!eq || (*eq = '\0', raw && (label_decode(kv) || label_decode(eq + 1))) ||
+			    !label_key_ok(kv)) {
 				sbuf_free(&b);
 				api_error(a, 400, REJ_BAD_REQUEST, "labels: expected k=v,k2=v2");
 				return -1;
@@ -620,7 +669,8 @@ static void api_send_profile(struct api_ctx *a, struct pprof_profile *p, size_t 
 		return api_error(a, 500, REJ_STORE, "encoding the profile: %s", strerror(-ret));
 	}
 	api_set_body(a, 200, "application/octet-stream", out.data, out.len, false);
-	snprintf(a->extra, sizeof(a->extra), "X-Edgeprof-Profiles: %zu\r\n", n);
+	snprintf(a->extra, sizeof(a->extra), "X-Edgeprof-Profiles: %zu\r\nX-Edgeprof-Skipped: %zu\r\n",
+		 n, a->skipped);
 }
 
 /* After a selection: a 400 when the selector's regexes spent their CPU budget (true). */
@@ -647,6 +697,7 @@ int api_merge_query(struct api_ctx *a, struct pprof_profile **p, size_t *n)
 	q.limit = 0;
 	q.newest_first = false;
 	ret = store__merge(a->store, &q, p, n, &skipped, err, sizeof(err));
+	a->skipped = skipped;
 	if (api_over_budget(a, q.sel)) {
 		selector__free((struct selector *)q.sel);
 		pprof_profile__free(*p);

@@ -295,7 +295,8 @@ static int merge__run(struct store *s, const struct merge_plan *pl, bool skip_ba
 {
 	struct pprof_merger *m = pprof_merger__new();
 	struct merge_ctx mc = { .s = s, .plan = pl };
-	size_t merged = 0, bad = 0, failed;
+	size_t merged = 0, bad = 0, odd = 0, failed;
+	char first_odd[200] = "";
 	int e = 0;
 
 	if (!m)
@@ -308,13 +309,27 @@ static int merge__run(struct store *s, const struct merge_plan *pl, bool skip_ba
 			merged += pl->n_items - mc.base;
 			break;
 		}
-		/* evicted meanwhile or unreadable: skipped when selecting, fatal by id */
-		if (!skip_bad || (e != -ENOENT && e != -EIO))
+		/*
+		 * Evicted meanwhile or unreadable, or sample/period types that cannot merge with
+		 * the rest (one device's odd profile must not blank its service's view): skipped
+		 * when selecting, and said in a comment; fatal by id.
+		 */
+		if (!skip_bad || (e != -ENOENT && e != -EIO && e != -EINVAL))
 			break;
+		if (e == -EINVAL && !odd++)
+			snprintf(first_odd, sizeof(first_odd), "%s", err);
 		merged += failed;
 		bad++;
 		mc.base += failed + 1;
 		e = 0;
+	}
+	if (odd && merged) {
+		char note[320];
+
+		snprintf(note, sizeof(note), "edgeprof: %zu profile%s skipped: sample or period "
+			 "types that cannot merge with the rest (first: %s)", odd, odd > 1 ? "s" : "",
+			 first_odd);
+		e = pprof_merger__add_comment(m, note);
 	}
 	if (!e && !merged) {
 		snprintf(err, errlen, "no profiles match");

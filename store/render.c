@@ -67,6 +67,17 @@ static const char *value_name(const struct pprof_profile *p, int vi, int64_t *id
 	return pprof_str(p, p->sample_type[vi].type);
 }
 
+/* What the merge left out, from its comment (store/query.c merge__run): 0 when nothing. */
+static size_t skipped_profiles(const struct pprof_profile *p)
+{
+	size_t n;
+
+	for (size_t i = 0; i < p->n_comments; i++)
+		if (sscanf(pprof_str(p, p->comments[i]), "edgeprof: %zu profile", &n) == 1)
+			return n;
+	return 0;
+}
+
 static void render_json_tree(FILE *f, const struct pprof_profile *p, int vi,
 			     const struct ftree *t, const uint32_t *order, size_t n_profiles)
 {
@@ -78,8 +89,8 @@ static void render_json_tree(FILE *f, const struct pprof_profile *p, int vi,
 	json_str(f, type);
 	fprintf(f, ",\"unit\":");
 	json_str(f, pprof_str(p, unit));
-	fprintf(f, ",\"total\":%" PRId64 ",\"profiles\":%zu,\"names\":[", t->nodes[0].total[0],
-		n_profiles);
+	fprintf(f, ",\"total\":%" PRId64 ",\"profiles\":%zu,\"skipped\":%zu,\"names\":[",
+		t->nodes[0].total[0], n_profiles, skipped_profiles(p));
 	/* Names are emitted per node position; the UI dedups nothing, so keep it compact by
 	 * writing each node's own name once (names[i] belongs to nodes[i]). */
 	for (size_t k = 0; k < t->n; k++) {

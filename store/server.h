@@ -104,6 +104,7 @@ struct api_ctx {
 	size_t body_len;
 	bool body_static;
 	char extra[256];	/* extra header lines */
+	size_t skipped;		/* a merge's profiles left out (unreadable, types that cannot merge) */
 };
 
 void api_handle(struct api_ctx *a);

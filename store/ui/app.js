@@ -234,7 +234,8 @@ async function loadFlame() {
 	}
 	state.tree = layout(tree);
 	state.zoom = 0;
-	$('summary').textContent = `${tree.profiles} profiles · total ${fmt(tree.total, tree.unit)}`;
+	$('summary').textContent = `${tree.profiles} profiles · total ${fmt(tree.total, tree.unit)}` +
+		(tree.skipped ? ` · ${tree.skipped} skipped (types that cannot merge with the rest)` : '');
 	renderSingle();
 }
 

@@ -7,6 +7,9 @@
       "ok=N failed=M p99_ms=X" and the first failures.
   flood HOST PORT CONNS SECONDS  CONNS TCP connections that never send a byte, reopened as
       the collector closes them; prints how many were opened in all.
+  pprof OUT FUNC [TYPE UNIT PERIOD_TYPE PERIOD_UNIT]  a small gzip pprof written by hand (so
+      every string may be anything: invalid UTF-8, newlines) with one sample in FUNC; FUNC and
+      the others are Python string literals (b'\\xff' style escapes allowed).
 """
 import http.client
 import socket
@@ -95,10 +98,52 @@ def flood(host, port, conns, seconds):
     print("opened=%d" % opened)
 
 
+def _varint(n):
+    out = b""
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def _field(num, payload):  # length-delimited
+    return _varint(num << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _int(num, v):
+    return _varint(num << 3) + _varint(v)
+
+
+def mkpprof(out, func, typ=b"samples", unit=b"count", ptyp=b"cpu", punit=b"nanoseconds"):
+    import gzip
+    strings = [b"", typ, unit, ptyp, punit, func, b"app.c"]
+    vt = lambda t, u: _int(1, t) + _int(2, u)
+    prof = _field(1, vt(1, 2))                                   # sample_type
+    prof += _field(2, _field(1, _varint(1)) + _field(2, _varint(7)))  # sample: loc 1, value 7
+    prof += _field(4, _int(1, 1) + _int(3, 0x1000) + _field(4, _int(1, 1) + _int(2, 3)))
+    prof += _field(5, _int(1, 1) + _int(2, 5) + _int(3, 5) + _int(4, 6))
+    for st in strings:
+        prof += _field(6, st)
+    prof += _int(9, 1700000000 * 10**9) + _int(10, 10**10)
+    prof += _field(11, vt(3, 4)) + _int(12, 10**7)
+    open(out, "wb").write(gzip.compress(prof))
+
+
+def _lit(x):
+    import ast
+    v = ast.literal_eval(x if x[:2] in ("b'", 'b"') else repr(x))
+    return v if isinstance(v, bytes) else v.encode()
+
+
 if __name__ == "__main__":
     a = sys.argv[1:]
     if a[0] == "normal":
         normal(a[1], a[2], a[3], a[4], a[5], float(a[6]), a[7] if len(a) > 7 else None)
+    elif a[0] == "pprof":
+        mkpprof(a[1], *[_lit(x) for x in a[2:]])
     elif a[0] == "flood":
         flood(a[1], int(a[2]), int(a[3]), float(a[4]))
     else:
