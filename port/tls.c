@@ -480,6 +480,9 @@ static int tls_map_error(struct tls_conn *c, int ret, const char *what)
 		return -ECONNRESET;
 	}
 	if (ret == MBEDTLS_ERR_SSL_NO_CLIENT_CERTIFICATE) {
+		/* mbedtls 2.28 just stops here: tell the client why (RFC 5246 7.4.6) */
+		mbedtls_ssl_send_alert_message(&c->ssl, MBEDTLS_SSL_ALERT_LEVEL_FATAL,
+					       MBEDTLS_SSL_ALERT_MSG_HANDSHAKE_FAILURE);
 		snprintf(c->err, sizeof(c->err), "%s: the client sent no certificate", what);
 		return -EACCES;
 	}

@@ -313,6 +313,8 @@ static int conn_handshake(struct conn *c)
 		const char *msg = tls_conn__error(c->tc);
 
 		s->m.tls_failures[tls_fail_reason(ret, msg)]++;
+		/* let the alert reach the client before the close resets what it still sends */
+		c->linger = ret == -EACCES;
 		/* A peer that connects and leaves (port scan, health check) is not news. */
 		if (ret == -ECONNRESET || ret == -ECANCELED)
 			pr_debug("%s: %s", c->peer, msg);

@@ -66,6 +66,8 @@ refuse() { # name, curl cert args..., expected log text
 	echo "refused $name: $(grep "refused TLS client .*$want" "$T/collector.log" | tail -n 1)"
 }
 refuse no-cert "no certificate"
+# ... with a TLS alert that says so, not a connection reset (issue 24)
+grep -q 'alert handshake failure' "$T/no-cert.out" || fail "no-cert: no TLS alert: $(cat "$T/no-cert.out")"
 refuse other-ca "not correctly signed" --cert "$T/pki/intruder.crt" --key "$T/pki/intruder.key"
 refuse expired "expired" --cert "$T/pki/old.crt" --key "$T/pki/old.key"
 refuse bad-usage "keyUsage" --cert "$T/pki/badusage.crt" --key "$T/pki/badusage.key"
