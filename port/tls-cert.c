@@ -3,7 +3,10 @@
  * port/tls-cert.c — EC P-256 keys and X.509 v3 certificates with mbedtls' writer, so a build
  * host or a device needs no OpenSSL to make its CA, server and device certificates.
  * mbedtls 2.28 has no writer for subjectAltName or extendedKeyUsage: we encode those two
- * extensions' DER by hand (they are short and fixed in shape).
+ * extensions' DER by hand (they are short and fixed in shape). Its writer also puts a NULL
+ * parameter after ecdsa-with-SHA256, which RFC 5758 3.2 says to omit (and strict parsers,
+ * Python's cryptography among them, warn they will refuse): cert_der_fix() takes it out of both
+ * AlgorithmIdentifiers and signs the certificate again.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -12,13 +15,16 @@
 #include <string.h>
 #include <time.h>
 
+#include <mbedtls/asn1write.h>
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/ecp.h>
 #include <mbedtls/entropy.h>
 #include <mbedtls/error.h>
 #include <mbedtls/oid.h>
+#include <mbedtls/pem.h>
 #include <mbedtls/pk.h>
 #include <mbedtls/platform_util.h>
+#include <mbedtls/sha256.h>
 #include <mbedtls/x509_crt.h>
 
 #include "port/file.h"
@@ -32,6 +38,7 @@ struct cert_ctx {
 	mbedtls_x509write_cert crt;
 	mbedtls_mpi serial;
 	unsigned char buf[4096];
+	unsigned char der[4096];
 };
 
 static void cert_err(int ret, const char *what, char *err, size_t errlen)
@@ -218,8 +225,70 @@ static int cert_load_issuer(struct cert_ctx *x, const char *crt, const char *key
 	return 0;
 }
 
-static int cert_write(struct cert_ctx *x, const char *out_crt, const char *out_key, char *err,
-		      size_t errlen)
+/*
+ * der[0..len) as mbedtls wrote it: SEQUENCE { tbs, sigAlg, signature }. Rewrites it into x->der
+ * with both ecdsa-with-SHA256 AlgorithmIdentifiers without their NULL parameter and a new
+ * signature over the new tbs. Returns the new length or a negative mbedtls error.
+ */
+static int cert_der_fix(struct cert_ctx *x, bool self_signed, const unsigned char *der, size_t len)
+{
+	static const unsigned char alg_null[] = { 0x30, 0x0c, 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce,
+						  0x3d, 0x04, 0x03, 0x02, 0x05, 0x00 };
+	static const unsigned char alg[] = { 0x30, 0x0a, 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce,
+					     0x3d, 0x04, 0x03, 0x02 };
+	unsigned char *p = (unsigned char *)der, *end = p + len, *tbs, *body, *w, hash[32];
+	unsigned char sig[MBEDTLS_ECDSA_MAX_LEN], tbs_new[4096];
+	size_t n, tbs_len, off, sig_len, total = 0;
+	int ret;
+
+	ret = mbedtls_asn1_get_tag(&p, end, &n, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE);
+	tbs = p;
+	if (!ret)
+		ret = mbedtls_asn1_get_tag(&p, end, &tbs_len,
+					   MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE);
+	if (ret)
+		return ret;
+	body = p;
+	for (off = 0; off + sizeof(alg_null) <= tbs_len; off++)
+		if (!memcmp(body + off, alg_null, sizeof(alg_null)))
+			break;
+	if (off + sizeof(alg_null) > tbs_len || tbs_len > sizeof(tbs_new) - 8)
+		return MBEDTLS_ERR_ASN1_UNEXPECTED_TAG;
+	/* the tbs again, backwards as asn1write does: what follows, the short form, what precedes */
+	w = tbs_new + sizeof(tbs_new);
+	n = tbs_len - off - sizeof(alg_null);
+	w -= n;
+	memcpy(w, body + off + sizeof(alg_null), n);
+	w -= sizeof(alg);
+	memcpy(w, alg, sizeof(alg));
+	w -= off;
+	memcpy(w, body, off);
+	n = (size_t)(tbs_new + sizeof(tbs_new) - w);
+	MBEDTLS_ASN1_CHK_ADD(n, mbedtls_asn1_write_len(&w, tbs_new, n));
+	MBEDTLS_ASN1_CHK_ADD(n, mbedtls_asn1_write_tag(&w, tbs_new, MBEDTLS_ASN1_CONSTRUCTED |
+								    MBEDTLS_ASN1_SEQUENCE));
+	(void)tbs;
+	ret = mbedtls_sha256_ret(w, n, hash, 0);
+	if (!ret)
+		ret = mbedtls_pk_sign(self_signed ? &x->key : &x->issuer_key, MBEDTLS_MD_SHA256, hash,
+				      sizeof(hash), sig, &sig_len, mbedtls_ctr_drbg_random,
+				      &x->drbg);
+	if (ret)
+		return ret;
+	/* Certificate ::= SEQUENCE { tbs, sigAlg, BIT STRING signature } */
+	p = x->der + sizeof(x->der);
+	MBEDTLS_ASN1_CHK_ADD(total, mbedtls_asn1_write_bitstring(&p, x->der, sig, sig_len * 8));
+	MBEDTLS_ASN1_CHK_ADD(total, mbedtls_asn1_write_raw_buffer(&p, x->der, alg, sizeof(alg)));
+	MBEDTLS_ASN1_CHK_ADD(total, mbedtls_asn1_write_raw_buffer(&p, x->der, w, n));
+	MBEDTLS_ASN1_CHK_ADD(total, mbedtls_asn1_write_len(&p, x->der, total));
+	MBEDTLS_ASN1_CHK_ADD(total, mbedtls_asn1_write_tag(&p, x->der, MBEDTLS_ASN1_CONSTRUCTED |
+								       MBEDTLS_ASN1_SEQUENCE));
+	memmove(x->der, p, total);
+	return (int)total;
+}
+
+static int cert_write(struct cert_ctx *x, bool self_signed, const char *out_crt,
+		      const char *out_key, char *err, size_t errlen)
 {
 	int ret;
 
@@ -233,10 +302,19 @@ static int cert_write(struct cert_ctx *x, const char *out_crt, const char *out_k
 		snprintf(err, errlen, "%s: %s", out_key, strerror(-ret));
 		return ret;
 	}
-	ret = mbedtls_x509write_crt_pem(&x->crt, x->buf, sizeof(x->buf), mbedtls_ctr_drbg_random,
+	ret = mbedtls_x509write_crt_der(&x->crt, x->buf, sizeof(x->buf), mbedtls_ctr_drbg_random,
 					&x->drbg);
+	if (ret > 0)
+		ret = cert_der_fix(x, self_signed, x->buf + sizeof(x->buf) - ret, (size_t)ret);
+	if (ret > 0) {
+		size_t olen;
+
+		ret = mbedtls_pem_write_buffer("-----BEGIN CERTIFICATE-----\n",
+					       "-----END CERTIFICATE-----\n", x->der, (size_t)ret,
+					       x->buf, sizeof(x->buf), &olen);
+	}
 	if (ret) {
-		cert_err(ret, "certificate PEM", err, errlen);
+		cert_err(ret, "certificate DER", err, errlen);
 		return -EINVAL;
 	}
 	ret = port_file_write_atomic(out_crt, x->buf, strlen((char *)x->buf), 0644);
@@ -281,7 +359,7 @@ int tls_cert_make(const struct tls_cert_req *req, const char *issuer_crt, const 
 	}
 	ret = cert_fill(x, req, issuer_crt, err, errlen);
 	if (!ret)
-		ret = cert_write(x, out_crt, out_key, err, errlen);
+		ret = cert_write(x, !issuer_crt, out_crt, out_key, err, errlen);
 out:
 	mbedtls_mpi_free(&x->serial);
 	mbedtls_x509write_crt_free(&x->crt);

@@ -4,7 +4,8 @@
 # message, decided on the head: its body is never read); an operator certificate
 # (`edgeprof certs operator`, OU=operator) and the plain-HTTP token read; `edgeprof ls` and
 # `query` work with the operator's certificate and say why with a device's.
-# CNs with a control byte (NUL included, item 6) are refused, not cut.
+# CNs with a control byte (NUL included, item 6) are refused, not cut. Certificates carry no
+# NULL parameter after ecdsa-with-SHA256.
 . "$(dirname "$0")/collector-lib.sh"
 
 make_pki
@@ -16,6 +17,13 @@ dcurl dev-1 --data-binary @"$T/p.pb.gz" "$(URL '/api/0/profiles?service=gw&type=
 openssl x509 -in "$T/pki/op.crt" -noout -subject | grep -q 'OU *= *operator' ||
 	fail "operator certificate without OU=operator"
 openssl x509 -in "$T/pki/dev-1.crt" -noout -subject | grep -q 'OU' && fail "device with an OU"
+# No NULL parameter after ecdsa-with-SHA256 (RFC 5758 3.2; mbedtls 2.28's writer adds one).
+for c in ca server dev-1 op; do
+	openssl x509 -in "$T/pki/$c.crt" -outform DER | openssl asn1parse -inform DER |
+		grep -A1 ecdsa-with-SHA256 | grep -q NULL && fail "$c.crt: NULL after ecdsa-with-SHA256"
+done
+openssl verify -CAfile "$T/pki/ca.crt" "$T/pki/server.crt" "$T/pki/dev-1.crt" "$T/pki/op.crt" ||
+	fail "openssl does not verify our certificates"
 
 for path in /api/0/services '/api/0/profiles?from=now-1h' '/api/0/profiles/merge?type=cpu' \
 	/api/0/profiles/1 /metrics /api/0/debuginfo '/api/0/render?query=gw' /; do
