@@ -123,11 +123,19 @@ void api_error(struct api_ctx *a, int status, enum reject_reason r, const char *
 	api_set_body(a, status, "application/json", b.p, b.len, false);
 	/* The path is unknown when the request could not be read (408, 413, 431). */
 	path = a->req->path ? a->req->path : "(request)";
-	if (status >= 500)
+	if (status >= 500) {
 		pr_warn("%s %s: %d %s", a->peer, path, status, msg);
-	else
-		pr_info("%s%s%s %s: %d %s", a->peer, a->device[0] ? " device " : "", a->device,
-			path, status, msg);
+	} else {
+		/* a client can ask for 4xx at will: a few lines a second, with a count of the rest */
+		static struct port_ratelimit rl;
+		uint64_t missed;
+
+		if (port_ratelimit(&rl, 20, &missed))
+			pr_info("%s%s%s %s: %d %s%s%.0" PRIu64 "%s", a->peer,
+				a->device[0] ? " device " : "", a->device, path, status, msg,
+				missed ? " (and " : "", missed ? missed : 0,
+				missed ? " more 4xx in the last second)" : "");
+	}
 }
 
 void api_json(struct api_ctx *a, struct sbuf *b)

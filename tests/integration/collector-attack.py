@@ -7,6 +7,13 @@
       "ok=N failed=M p99_ms=X" and the first failures.
   flood HOST PORT CONNS SECONDS  CONNS TCP connections that never send a byte, reopened as
       the collector closes them; prints how many were opened in all.
+  device URL CA CERT KEY FILE LOG STOP  a normal device for the whole suite: one upload every
+      50 ms on a new mTLS connection until the file STOP exists; appends "START_S OK LAT_S" per
+      upload to LOG.
+  table LOG PHASES  the suite's table: PHASES has "name count start end rss_kib lines" lines.
+  uploads URL CA CERT KEY FILE...  uploads each FILE once on one keep-alive mTLS connection
+      (reconnecting after a close); prints "sent=N codes={code: n}".
+  tokens URL  token forms on the plain-HTTP listener; prints "sent=N codes={...}".
   pprof OUT FUNC [TYPE UNIT PERIOD_TYPE PERIOD_UNIT]  a small gzip pprof written by hand (so
       every string may be anything: invalid UTF-8, newlines) with one sample in FUNC; FUNC and
       the others are Python string literals (b'\\xff' style escapes allowed).
@@ -98,6 +105,112 @@ def flood(host, port, conns, seconds):
     print("opened=%d" % opened)
 
 
+def device(url, ca, cert, key, path, log, stop):
+    import os
+    body = open(path, "rb").read()
+    host, port = url.split("//", 1)[1].rsplit(":", 1)
+    ctx = ssl.create_default_context(cafile=ca)
+    ctx.load_cert_chain(cert, key)
+    n = 0
+    with open(log, "a", buffering=1) as out:
+        while not os.path.exists(stop):
+            t0 = time.time()
+            n += 1
+            ok = 0
+            try:
+                c = http.client.HTTPSConnection(host, int(port), context=ctx, timeout=10)
+                c.request("POST", "/api/0/profiles?service=normal&type=cpu", body,
+                          {"X-Edgeprof-Key": "dev-%d-%d" % (os.getpid(), n)})
+                r = c.getresponse()
+                r.read()
+                c.close()
+                ok = int(r.status == 200)
+            except Exception:
+                pass
+            lat = time.time() - t0
+            out.write("%.3f %d %.4f\n" % (t0, ok, lat))
+            time.sleep(max(0.0, 0.05 - lat))
+
+
+def table(log, phases):
+    rows = [l.split() for l in open(log)]
+    print("| attack | count | peak RSS above idle | normal uploads ok | p99 | log lines |")
+    print("|---|---|---|---|---|---|")
+    worst = []
+    for line in open(phases):
+        name, count, start, end, rss, lines = line.split()
+        start, end = float(start), float(end)
+        sel = [r for r in rows if start <= float(r[0]) <= end]
+        ok = sum(int(r[1]) for r in sel)
+        lat = sorted(float(r[2]) for r in sel)
+        p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000 if lat else 0
+        rate = 100.0 * ok / len(sel) if sel else 0
+        print("| %s | %s | %.1f MiB | %d/%d (%.1f%%) | %.0f ms | %s |" % (
+            name, count, int(rss) / 1024, ok, len(sel), rate, p99, lines))
+        worst.append((rate, len(sel), name, int(rss)))
+    return worst
+
+
+def uploads(url, ca, cert, key, files):
+    host, port = url.split("//", 1)[1].rsplit(":", 1)
+    ctx = ssl.create_default_context(cafile=ca)
+    ctx.load_cert_chain(cert, key)
+    codes = {}
+    c = None
+    for i, f in enumerate(files):
+        try:
+            if c is None:
+                c = http.client.HTTPSConnection(host, int(port), context=ctx, timeout=10)
+            c.request("POST", "/api/0/profiles?service=fuzz&type=cpu", open(f, "rb").read(),
+                      {"X-Edgeprof-Key": "fuzz-%d-%d" % (time.time_ns(), i)})
+            r = c.getresponse()
+            r.read()
+            code = r.status
+            if r.getheader("Connection", "").lower() == "close":
+                c.close()
+                c = None
+        except Exception as e:
+            code = type(e).__name__
+            c = None
+        codes[code] = codes.get(code, 0) + 1
+    print("sent=%d codes=%s" % (len(files), codes))
+    return codes
+
+
+def tokens(url):
+    import base64
+    host, port = url.split("//", 1)[1].rsplit(":", 1)
+    forms = ["", "Bearer", "Bearer ", "Bearer wrong-token", "bearer s3cret-token-12",
+             "Bearer s3cret-token-1234", "Basic", "Basic !!!!", "Basic " + "A" * 2000,
+             "Basic " + base64.b64encode(b"user:wrong").decode(),
+             "Basic " + base64.b64encode(b"no-colon").decode(),
+             "Basic " + base64.b64encode(b":" + b"x" * 600).decode(),
+             "Digest username=x", "Bearer " + "x" * 8000, "Bearer s3cret-token-123\x00"]
+    codes = {}
+    for rep in range(20):
+        for f in forms:
+            for path in ("/api/0/services", "/api/0/profiles?service=t&type=cpu", "/metrics",
+                         "/?token=wrong", "/ui/x"):
+                try:
+                    c = http.client.HTTPConnection(host, int(port), timeout=10)
+                    hdr = {"Authorization": f} if f else {}
+                    if rep % 2:
+                        hdr["Cookie"] = "edgeprof_token=" + f[-12:]
+                    c.request("POST" if "type=cpu" in path else "GET", path,
+                              b"x" * 100 if "type=cpu" in path else None, hdr)
+                    r = c.getresponse()
+                    r.read()
+                    code = r.status
+                    c.close()
+                except ValueError:
+                    continue  # a header http.client will not send
+                except Exception as e:
+                    code = type(e).__name__
+                codes[code] = codes.get(code, 0) + 1
+    print("sent=%d codes=%s" % (sum(codes.values()), codes))
+    return codes
+
+
 def _varint(n):
     out = b""
     while True:
@@ -142,6 +255,17 @@ if __name__ == "__main__":
     a = sys.argv[1:]
     if a[0] == "normal":
         normal(a[1], a[2], a[3], a[4], a[5], float(a[6]), a[7] if len(a) > 7 else None)
+    elif a[0] == "device":
+        device(*a[1:8])
+    elif a[0] == "table":
+        worst = table(a[1], a[2])
+        bad = [w for w in worst if w[1] and w[0] < 99.0]
+        sys.exit(1 if bad else 0)
+    elif a[0] == "uploads":
+        uploads(a[1], a[2], a[3], a[4], a[5:])
+    elif a[0] == "tokens":
+        codes = tokens(a[1])
+        sys.exit(0 if set(codes) <= {401, 303} else 1)
     elif a[0] == "pprof":
         mkpprof(a[1], *[_lit(x) for x in a[2:]])
     elif a[0] == "flood":
