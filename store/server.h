@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * store/server.h — the collector's network side: listeners (mutual TLS, optional plain HTTP),
- * one thread per connection up to a hard cap, and the API handlers (store/api*.c) they call.
+ * one thread per connection up to a hard cap per listener (connections that have not yet
+ * authenticated wait in the accept loop's poll until they speak, under a budget of their own:
+ * server.c), and the API handlers (store/api*.c) they call.
  *
  * Why threads and not an event loop: a connection spends its time in three blocking things —
  * the TLS handshake (ECDHE + ECDSA, CPU), reading a body, and waiting for the ring's fsync
