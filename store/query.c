@@ -289,24 +289,34 @@ static int merge__load(void *ctx, size_t i, struct pprof_profile **p, char *err,
 	return e;
 }
 
-static int merge__run(struct store *s, const struct merge_plan *pl, bool skip_bad,
-		      struct pprof_profile **out, size_t *n_merged, size_t *skipped, char *err,
-		      size_t errlen)
+/* One merge of the plan's items from start on, skipping what cannot merge (skip_bad). */
+struct merge_pass {
+	struct pprof_merger *m;
+	size_t merged, bad, odd;	/* items: merged, left out (odd: types that cannot merge) */
+	size_t first_odd_at;		/* the first odd item's index */
+	char first_odd[200];
+};
+
+static int merge__pass(struct merge_ctx *mc, size_t start, bool skip_bad, struct merge_pass *ps,
+		       char *err, size_t errlen)
 {
-	struct pprof_merger *m = pprof_merger__new();
-	struct merge_ctx mc = { .s = s, .plan = pl };
-	size_t merged = 0, bad = 0, odd = 0, failed;
-	char first_odd[200] = "";
+	const struct merge_plan *pl = mc->plan;
+	size_t failed;
 	int e = 0;
 
-	if (!m)
+	memset(ps, 0, sizeof(*ps));
+	ps->m = pprof_merger__new();
+	if (!ps->m)
 		return -ENOMEM;
+	ps->bad = ps->odd = start; /* before start: the kind another pass took */
+	ps->first_odd_at = pl->n_items;
+	mc->base = start;
 	/* a bad record stops add_all at it: count it and go on after it */
-	while (mc.base < pl->n_items) {
-		e = pprof_merger__add_all(m, pl->n_items - mc.base, 0, merge__load, &mc, &failed,
+	while (mc->base < pl->n_items) {
+		e = pprof_merger__add_all(ps->m, pl->n_items - mc->base, 0, merge__load, mc, &failed,
 					  err, errlen);
 		if (!e) {
-			merged += pl->n_items - mc.base;
+			ps->merged += pl->n_items - mc->base;
 			break;
 		}
 		/*
@@ -316,38 +326,62 @@ static int merge__run(struct store *s, const struct merge_plan *pl, bool skip_ba
 		 */
 		if (!skip_bad || (e != -ENOENT && e != -EIO && e != -EINVAL))
 			break;
-		if (e == -EINVAL && !odd++)
-			snprintf(first_odd, sizeof(first_odd), "%s", err);
-		merged += failed;
-		bad++;
-		mc.base += failed + 1;
+		if (e == -EINVAL && ps->first_odd_at == pl->n_items) {
+			ps->first_odd_at = mc->base + failed;
+			snprintf(ps->first_odd, sizeof(ps->first_odd), "%s", err);
+		}
+		ps->odd += e == -EINVAL;
+		ps->merged += failed;
+		ps->bad++;
+		mc->base += failed + 1;
 		e = 0;
 	}
-	if (odd && merged) {
+	return e;
+}
+
+static int merge__run(struct store *s, const struct merge_plan *pl, bool skip_bad,
+		      struct pprof_profile **out, size_t *n_merged, size_t *skipped, char *err,
+		      size_t errlen)
+{
+	struct merge_ctx mc = { .s = s, .plan = pl };
+	struct merge_pass p1, p2, *ps = &p1;
+	int e = merge__pass(&mc, 0, skip_bad, &p1, err, errlen);
+
+	/*
+	 * The first item sets the kind; when most items were of another kind (an odd profile
+	 * dated first, say), merge again from the first of those and keep the larger merge.
+	 */
+	if (!e && p1.odd > p1.merged) {
+		if (!merge__pass(&mc, p1.first_odd_at, true, &p2, err, errlen) &&
+		    p2.merged > p1.merged)
+			ps = &p2;
+		pprof_merger__free(ps == &p2 ? p1.m : p2.m);
+	}
+	if (!e && ps->odd && ps->merged) {
 		char note[320];
 
 		snprintf(note, sizeof(note), "edgeprof: %zu profile%s skipped: sample or period "
-			 "types that cannot merge with the rest (first: %s)", odd, odd > 1 ? "s" : "",
-			 first_odd);
-		e = pprof_merger__add_comment(m, note);
+			 "types that cannot merge with the rest (first: %s)", ps->odd,
+			 ps->odd > 1 ? "s" : "", ps->first_odd[0] ? ps->first_odd : p1.first_odd);
+		e = pprof_merger__add_comment(ps->m, note);
 	}
-	if (!e && !merged) {
+	if (!e && !ps->merged) {
 		snprintf(err, errlen, "no profiles match");
 		e = -ENOENT;
 	}
 	if (!e)
-		e = pprof_merger__finish(m, out, err, errlen);
-	pprof_merger__free(m);
+		e = pprof_merger__finish(ps->m, out, err, errlen);
+	pprof_merger__free(ps->m);
 	pthread_mutex_lock(&s->lock);
 	s->merges++;
-	s->merge_skipped += bad;
+	s->merge_skipped += ps->bad;
 	s->rollups_read += mc.rollups_read;
 	s->rollups_stale += mc.rollups_stale;
 	pthread_mutex_unlock(&s->lock);
 	if (n_merged) /* raw profiles stand behind the items: report those */
-		*n_merged = merged == pl->n_items ? pl->n_profiles : merged;
+		*n_merged = ps->merged == pl->n_items ? pl->n_profiles : ps->merged;
 	if (skipped)
-		*skipped = bad;
+		*skipped = ps->bad;
 	return e;
 }
 

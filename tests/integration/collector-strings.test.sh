@@ -56,6 +56,18 @@ grep -qi 'X-Edgeprof-Skipped: 1' "$T/h" || fail "skipped profile not counted in 
 grep -q '"skipped":1' <(dcurl op "$(URL '/api/0/render?from=2000-01-01&to=2027-01-01&format=json&query=s')") ||
 	fail "skip not in the render answer (the UI's count)"
 
+# An odd profile dated first does not make it the kind every other profile is skipped for.
+[ "$(up "$T/odd.pb.gz" 'service=s2&created_at=2026-01-01T00:00:00')" = "HTTP 200" ] || fail "upload"
+for i in 1 2 3; do
+	[ "$(up "$T/ok.pb.gz" "service=s2&created_at=2026-01-01T00:00:0$i")" = "HTTP 200" ] ||
+		fail "upload"
+done
+dcurl op -D "$T/h2" -o "$T/m2.pb.gz" \
+	"$(URL '/api/0/profiles/merge?type=cpu&from=2000-01-01&to=2027-01-01&query=s2')" >/dev/null
+echo "odd first: $(grep -i x-edgeprof "$T/h2" | tr -d '\r' | tr '\n' ' ')"
+grep -qi 'X-Edgeprof-Profiles: 3' "$T/h2" && grep -qi 'X-Edgeprof-Skipped: 1' "$T/h2" ||
+	fail "the first-dated odd profile decided the merge"
+
 # No line of the log starts with a forged prefix: each event stayed on its line.
 if grep -n 'forged' "$T/collector.log" | grep -v ':edgeprof-collector: [a-z]*: .*\\x0a'; then
 	grep -q '^edgeprof-collector: warning: refused TLS client forged' "$T/collector.log" &&
