@@ -23,6 +23,7 @@
 
 #include "agent/aggregate.h"
 #include "agent/edgeprof.h"
+#include "agent/modules.h"
 #include "agent/output.h"
 #include "agent/procmaps.h"
 #include "agent/ring.h"
@@ -73,7 +74,9 @@ static struct {
 	pthread_key_t key;
 	/* standalone: drain thread and aggregate */
 	pthread_t drainer;
-	volatile int drain_stop;
+	pthread_mutex_t drain_lock;
+	pthread_cond_t drain_wake; /* signalled by edgeprof_stop(): exit does not wait a pass */
+	bool drain_stop;
 	struct aggregate *agg;
 	uint64_t start_real_ns, start_mono_ns;
 	/* wall time inside the handler (vDSO clock), log2 buckets: a median that preemption
@@ -284,7 +287,7 @@ EP_API void *dlopen(const char *file, int mode)
 		return NULL;
 	h = real(file, mode);
 	if (h && ep.running)
-		unwind__init();
+		modules__refresh();
 	return h;
 }
 
@@ -301,7 +304,7 @@ EP_API int dlclose(void *handle)
 		unwind__suspend();
 	rc = real(handle);
 	if (ep.running)
-		unwind__init();
+		modules__rebuild();
 	return rc;
 }
 
@@ -366,17 +369,52 @@ static int drain_one(void *ctx, const struct ring_rec *rec)
 static void *drain_main(void *unused)
 {
 	sigset_t set;
+	struct timespec ts;
 
 	/* this thread has no timer; also keep stray SIGPROFs off it */
 	sigemptyset(&set);
 	sigaddset(&set, SIGPROF);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	pthread_mutex_lock(&ep.drain_lock);
 	while (!ep.drain_stop) {
+		pthread_mutex_unlock(&ep.drain_lock);
+		/* modules glibc loaded or unloaded itself (iconv, NSS) since the last pass */
+		modules__refresh();
 		while (ring__drain(ep.ring, 512, mono_ns(), drain_one, NULL) > 0)
 			;
-		usleep(20000);
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_nsec += 20000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_mutex_lock(&ep.drain_lock);
+		if (!ep.drain_stop)
+			pthread_cond_timedwait(&ep.drain_wake, &ep.drain_lock, &ts);
 	}
+	pthread_mutex_unlock(&ep.drain_lock);
 	return NULL;
+}
+
+/* A condition variable on CLOCK_MONOTONIC: a wall clock step neither stalls nor rushes it. */
+static void drain_wake_init(void)
+{
+	pthread_condattr_t ca;
+
+	pthread_mutex_init(&ep.drain_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&ep.drain_wake, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+static void drain_thread_stop(void)
+{
+	pthread_mutex_lock(&ep.drain_lock);
+	ep.drain_stop = true;
+	pthread_cond_signal(&ep.drain_wake);
+	pthread_mutex_unlock(&ep.drain_lock);
+	pthread_join(ep.drainer, NULL);
 }
 
 /* Median handler time, from the log2 histogram (geometric middle of the median's bucket). */
@@ -399,6 +437,7 @@ static void write_standalone(void)
 	struct ring_stats rs;
 	struct agg_stats as;
 	struct unwind_stats us;
+	struct modules_stats ms;
 	struct proctab *procs = proctab__new(1, 512);
 	struct symbolizer *sym = IS_ENABLED(CONFIG_SYMBOLIZE) ? symbolizer__new(0) : NULL;
 	char c1[256], c2[256], c3[256];
@@ -421,6 +460,7 @@ static void write_standalone(void)
 	ring__stats(ep.ring, &rs);
 	aggregate__stats(ep.agg, &as);
 	unwind__stats(&us);
+	modules__stats(&ms);
 	snprintf(c1, sizeof(c1),
 		 "edgeprof sigprof: hz=%u samples=%llu dropped_ring_full=%llu "
 		 "torn=%llu labels_dropped=%llu untimed_threads=%llu",
@@ -435,9 +475,10 @@ static void write_standalone(void)
 		 (unsigned long long)as.truncated);
 	snprintf(c3, sizeof(c3),
 		 "edgeprof unwind: leaf_cfi=%llu rescued_cfi=%llu no_fde=%llu "
-		 "handler_ns_p50=%llu",
+		 "handler_ns_p50=%llu modules=%u/%u module_rebuilds=%llu module_stale=%llu",
 		 (unsigned long long)us.cfi_leaf, (unsigned long long)us.cfi_rescue,
-		 (unsigned long long)us.no_fde, (unsigned long long)handler_median_ns());
+		 (unsigned long long)us.no_fde, (unsigned long long)handler_median_ns(), ms.n,
+		 ms.max, (unsigned long long)ms.rebuilds, (unsigned long long)ms.stale);
 	/* "%p" in the path is the pid, so processes of one run do not overwrite each other */
 	const char *p = strstr(ep.output, "%p");
 
@@ -553,6 +594,7 @@ EP_API int edgeprof_start(void)
 	if (!once) {
 		once = true;
 		pthread_key_create(&ep.key, thread_end);
+		drain_wake_init();
 		pthread_atfork(NULL, NULL, at_fork_child);
 	}
 	unwind__init();
@@ -572,7 +614,7 @@ EP_API int edgeprof_start(void)
 	if (sigaction(SIGPROF, &sa, NULL) < 0)
 		return -errno;
 	if (ep.standalone) {
-		ep.drain_stop = 0;
+		ep.drain_stop = false;
 		err = call_real_pthread_create(&ep.drainer, NULL, drain_main, NULL);
 		if (err)
 			return -err;
@@ -596,8 +638,7 @@ EP_API void edgeprof_stop(void)
 	pthread_mutex_unlock(&ep.lock);
 	publish_maps(); /* libraries dlopen'ed since the start */
 	if (ep.standalone) {
-		ep.drain_stop = 1;
-		pthread_join(ep.drainer, NULL);
+		drain_thread_stop();
 		write_standalone();
 		aggregate__reset(ep.agg);
 	}
