@@ -27,6 +27,7 @@
 #include "agent/output.h"
 #include "agent/procmaps.h"
 #include "agent/ring.h"
+#include "agent/sigctl.h"
 #include "agent/symbolize.h"
 #include "agent/unwind.h"
 #include "port/file.h"
@@ -35,6 +36,13 @@
 #define EP_MAX_THREADS 1024
 #define EP_LABEL_DEPTH 8
 #define EP_TLS __thread __attribute__((tls_model("initial-exec")))
+/*
+ * Stack the handler needs below its own frame: measured 987 B beyond the kernel's signal
+ * frame on x86_64 with .eh_frame unwinding (343 B with frame pointers only; `harm stackuse`,
+ * checked by tests/integration/sigprof-harm.test.sh), plus room for what the kernel's frame
+ * does not count. A thread with less left is not sampled (counted: stack_margin).
+ */
+#define EP_HANDLER_STACK 1536
 
 struct ep_thread {
 	pid_t tid;
@@ -47,6 +55,7 @@ struct ep_thread {
 	char blob[RING_LABEL_SET_BYTES - 8];
 	volatile sig_atomic_t in_handler;
 	struct unwind_cache cache;
+	uint64_t frames[CONFIG_MAX_STACK_DEPTH]; /* the walk's output: off the interrupted stack */
 };
 
 static EP_TLS struct ep_thread self;
@@ -59,6 +68,8 @@ struct ep_timer {
 static struct {
 	struct ring *ring;
 	volatile sig_atomic_t running;
+	volatile sig_atomic_t stepped_aside; /* the program claimed our signal: no more timers */
+	int signo;			     /* the sampler's signal (agent/sigctl.h) */
 	pid_t pid;
 	unsigned int hz, max_depth;
 	uint64_t interval_ns;
@@ -82,6 +93,8 @@ static struct {
 	/* wall time inside the handler (vDSO clock), log2 buckets: a median that preemption
 	 * on a loaded machine does not drag */
 	uint64_t handler_hist[24];
+	uint64_t skip_margin;	/* samples skipped: the thread was too close to its stack end */
+	uint64_t skip_altstack; /* samples skipped: they landed on an alternate signal stack */
 } ep = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static int (*real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
@@ -96,23 +109,53 @@ static uint64_t mono_ns(void)
 
 /* ---- the handler -------------------------------------------------------------------------- */
 
+/*
+ * The handler runs on the interrupted stack (never SA_ONSTACK). Room for it: enough left
+ * below us on the thread's own stack; and not an alternate signal stack (blocked in handlers
+ * installed through sigaction, agent/sigctl.c: this is the net for those installed another
+ * way). Off the thread's stack and not on the alternate one (a coroutine's stack): no bound
+ * known, sampled.
+ */
+static bool stack_room(void)
+{
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+	stack_t ss;
+
+	if (!self.stack_hi)
+		return true; /* a thread that existed before us: bounds unknown */
+	if (sp >= self.stack_lo && sp < self.stack_hi) {
+		if (sp - self.stack_lo >= EP_HANDLER_STACK)
+			return true;
+		__atomic_fetch_add(&ep.skip_margin, 1, __ATOMIC_RELAXED);
+		return false;
+	}
+	if (sigaltstack(NULL, &ss) == 0 && (ss.ss_flags & SS_ONSTACK)) {
+		__atomic_fetch_add(&ep.skip_altstack, 1, __ATOMIC_RELAXED);
+		return false;
+	}
+	return true;
+}
+
 static void on_sigprof(int sig, siginfo_t *si, void *uctx)
 {
 	int saved_errno = errno;
-	uint64_t frames[CONFIG_MAX_STACK_DEPTH];
 	struct ring_rec *rec;
 	bool truncated;
 	unsigned int n;
 
-	if (!ep.running || si->si_code != SI_TIMER || self.in_handler ||
-	    __atomic_load_n(&ring__shared(ep.ring)->paused, __ATOMIC_RELAXED))
+	if (!sigctl__is_ours(si)) {
+		sigctl__forward(sig, si, uctx); /* the program's own: its disposition */
+		goto out;
+	}
+	if (!ep.running || self.in_handler ||
+	    __atomic_load_n(&ring__shared(ep.ring)->paused, __ATOMIC_RELAXED) || !stack_room())
 		goto out;
 	self.in_handler = 1;
 	uint64_t t0 = mono_ns();
 
 	if (!self.tid)
 		self.tid = (pid_t)syscall(SYS_gettid);
-	n = unwind__stack(uctx, self.stack_lo, self.stack_hi, ep.unwind, &self.cache, frames,
+	n = unwind__stack(uctx, self.stack_lo, self.stack_hi, ep.unwind, &self.cache, self.frames,
 			  ep.max_depth, &truncated);
 	rec = ring__reserve(ep.ring, n);
 	if (rec) {
@@ -126,7 +169,7 @@ static void on_sigprof(int sig, siginfo_t *si, void *uctx)
 		rec->labels_id = self.labels_id;
 		rec->n_frames = (uint16_t)n;
 		rec->flags = truncated ? SAMPLE_F_TRUNCATED : 0;
-		memcpy(rec->frames, frames, n * sizeof(frames[0]));
+		memcpy(rec->frames, self.frames, n * sizeof(self.frames[0]));
 		ring__commit(ep.ring, rec);
 		uint64_t d = mono_ns() - t0;
 		unsigned int b = 0;
@@ -160,9 +203,12 @@ static int arm_thread(pid_t tid)
 
 	memset(&sev, 0, sizeof(sev));
 	sev.sigev_notify = SIGEV_THREAD_ID;
-	sev.sigev_signo = SIGPROF;
+	sev.sigev_signo = ep.signo;
+	sev.sigev_value.sival_ptr = sigctl__cookie();
 	sev._sigev_un._tid = tid;
 	pthread_mutex_lock(&ep.lock);
+	if (ep.stepped_aside)
+		goto out;
 	for (unsigned int i = 0; i < ep.n_timers; i++)
 		if (ep.timers[i].tid == tid)
 			goto out; /* already sampled */
@@ -308,6 +354,20 @@ EP_API int dlclose(void *handle)
 	return rc;
 }
 
+/*
+ * The program installed a handler for our signal (agent/sigctl.h): from now on every instance
+ * is its own. Timers go (a last expiry may already be pending on a thread), samples so far stay.
+ */
+static void step_aside(void)
+{
+	pthread_mutex_lock(&ep.lock);
+	ep.stepped_aside = 1;
+	for (unsigned int i = 0; i < ep.n_timers; i++)
+		timer_delete(ep.timers[i].timer);
+	ep.n_timers = 0;
+	pthread_mutex_unlock(&ep.lock);
+}
+
 /* Threads that existed before edgeprof_start(): timers on their CPU clocks, by tid. */
 static void arm_existing_threads(void)
 {
@@ -371,9 +431,9 @@ static void *drain_main(void *unused)
 	sigset_t set;
 	struct timespec ts;
 
-	/* this thread has no timer; also keep stray SIGPROFs off it */
+	/* this thread has no timer; also keep stray sampler signals off it */
 	sigemptyset(&set);
-	sigaddset(&set, SIGPROF);
+	sigaddset(&set, ep.signo);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	pthread_mutex_lock(&ep.drain_lock);
 	while (!ep.drain_stop) {
@@ -440,8 +500,9 @@ static void write_standalone(void)
 	struct modules_stats ms;
 	struct proctab *procs = proctab__new(1, 512);
 	struct symbolizer *sym = IS_ENABLED(CONFIG_SYMBOLIZE) ? symbolizer__new(0) : NULL;
-	char c1[256], c2[256], c3[256];
-	const char *comments[] = {c1, c2, c3};
+	struct sigctl_stats ss;
+	char c1[256], c2[256], c3[256], c4[256];
+	const char *comments[] = {c1, c2, c3, c4};
 	struct output_opts o = {
 	    .service = ring__shared(ep.ring)->service,
 	    .hz = ep.hz,
@@ -450,7 +511,7 @@ static void write_standalone(void)
 	    .procs = procs,
 	    .sym = sym,
 	    .comments = comments,
-	    .n_comments = 3,
+	    .n_comments = 4,
 	};
 	char path[4200];
 	int err;
@@ -479,6 +540,13 @@ static void write_standalone(void)
 		 (unsigned long long)us.cfi_leaf, (unsigned long long)us.cfi_rescue,
 		 (unsigned long long)us.no_fde, (unsigned long long)handler_median_ns(), ms.n,
 		 ms.max, (unsigned long long)ms.rebuilds, (unsigned long long)ms.stale);
+	sigctl__stats(&ss);
+	snprintf(c4, sizeof(c4),
+		 "edgeprof signals: signal=%d stepped_aside=%llu onstack_handlers_masked=%llu "
+		 "forwarded=%llu skipped_stack_margin=%llu skipped_altstack=%llu",
+		 ss.signo, (unsigned long long)ss.stepped_aside,
+		 (unsigned long long)ss.onstack_masked, (unsigned long long)ss.forwarded,
+		 (unsigned long long)ep.skip_margin, (unsigned long long)ep.skip_altstack);
 	/* "%p" in the path is the pid, so processes of one run do not overwrite each other */
 	const char *p = strstr(ep.output, "%p");
 
@@ -565,7 +633,6 @@ EP_API int edgeprof_start(void)
 {
 	static bool once;
 	const char *out = getenv("EDGEPROF_OUTPUT"), *uw = getenv("EDGEPROF_UNWIND");
-	struct sigaction sa;
 	int err;
 
 	if (ep.running)
@@ -607,12 +674,10 @@ EP_API int edgeprof_start(void)
 	}
 	ring__shared(ep.ring)->start_real_ns = ep.start_real_ns;
 	ring__shared(ep.ring)->max_depth = ep.max_depth;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = on_sigprof;
-	sa.sa_flags = SA_SIGINFO | SA_RESTART;
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGPROF, &sa, NULL) < 0)
-		return -errno;
+	ep.signo = sigctl__choose();
+	err = sigctl__install(ep.signo, on_sigprof, step_aside);
+	if (err)
+		return err; /* the program handles that signal itself */
 	if (ep.standalone) {
 		ep.drain_stop = false;
 		err = call_real_pthread_create(&ep.drainer, NULL, drain_main, NULL);
