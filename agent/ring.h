@@ -135,6 +135,19 @@ int ring_proc_stat(uint32_t pid, uint64_t *start_time, uint64_t *start_code);
 /* The ring's producer still runs (same pid and same start time). */
 bool ring__producer_alive(struct ring *r);
 
+/*
+ * The producer is done with the ring at path: removes the file when no agent needs it (no
+ * record was ever written, or an agent has it mapped: it drains through its mapping), keeps
+ * it for an agent to come otherwise. Returns true when removed.
+ */
+bool ring__release(struct ring *r, const char *path);
+/*
+ * Keeps the registry dir at most max ring files of exited producers: removes the oldest
+ * (mtime) of those beyond it. Rings of live producers are never touched. Returns how many
+ * were removed. One readdir when under the bound.
+ */
+int ring__registry_trim(const char *dir, unsigned int max);
+
 /* Fills s from rec (labels point into r's label table, frames into rec: use s before the next
  * ring__drain()). All frames are user frames. */
 void ring__rec_to_sample(struct ring *r, const struct ring_rec *rec, struct agent_sample *s);

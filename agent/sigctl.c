@@ -24,6 +24,7 @@ static void (*step_aside_fn)(void);
 static uint64_t masked_sigs;	     /* handlers we added owned_sig to the sa_mask of */
 static struct sigctl_stats sstats;
 static char cookie;
+static __thread __attribute__((tls_model("initial-exec"))) bool blocking_counted;
 
 static bool resolve(void)
 {
@@ -125,6 +126,56 @@ void sigctl__forward(int signo, siginfo_t *si, void *uctx)
 	sigaddset(&set, signo);
 	sigprocmask(SIG_UNBLOCK, &set, NULL);
 	syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), signo);
+}
+
+void sigctl__note_mask(const sigset_t *set)
+{
+	int sig = __atomic_load_n(&owned_sig, __ATOMIC_RELAXED);
+
+	if (!sig || blocking_counted || !sigismember(set, sig))
+		return;
+	blocking_counted = true;
+	__atomic_fetch_add(&sstats.threads_blocking, 1, __ATOMIC_RELAXED);
+}
+
+typedef int (*sigmask_fn)(int, const sigset_t *, sigset_t *);
+
+static void noted_mask(int how, const sigset_t *set)
+{
+	if (set && (how == SIG_BLOCK || how == SIG_SETMASK))
+		sigctl__note_mask(set);
+}
+
+EP_API int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
+{
+	static sigmask_fn real;
+	int rc;
+
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "pthread_sigmask");
+	if (!real)
+		return ENOSYS;
+	rc = real(how, set, old);
+	if (!rc)
+		noted_mask(how, set);
+	return rc;
+}
+
+EP_API int sigprocmask(int how, const sigset_t *set, sigset_t *old)
+{
+	static sigmask_fn real;
+	int rc;
+
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "sigprocmask");
+	if (!real) {
+		errno = ENOSYS;
+		return -1;
+	}
+	rc = real(how, set, old);
+	if (!rc)
+		noted_mask(how, set);
+	return rc;
 }
 
 void sigctl__stats(struct sigctl_stats *st)

@@ -31,6 +31,7 @@ struct sigctl_stats {
 	uint64_t stepped_aside;	  /* 1 when the program claimed the signal: sampling stopped */
 	uint64_t onstack_masked;  /* SA_ONSTACK handlers the signal was blocked in */
 	uint64_t forwarded;	  /* instances not ours, given the program's disposition */
+	uint64_t threads_blocking; /* threads that blocked it (their CPU time goes unsampled) */
 };
 
 /* The signal to use (Kconfig, or EDGEPROF_SIGNAL): a number. */
@@ -55,6 +56,13 @@ static inline bool sigctl__is_ours(const siginfo_t *si)
 
 /* In the handler, for an instance that is not ours: what the program's disposition says. */
 void sigctl__forward(int signo, siginfo_t *si, void *uctx);
+
+/*
+ * The calling thread's signal mask is now *set (a thread that started with it, say): counts
+ * the thread once if it blocks the sampler's signal. sigprocmask() and pthread_sigmask() are
+ * interposed and call it too.
+ */
+void sigctl__note_mask(const sigset_t *set);
 
 void sigctl__stats(struct sigctl_stats *st);
 

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -93,6 +94,7 @@ static struct {
 	/* wall time inside the handler (vDSO clock), log2 buckets: a median that preemption
 	 * on a loaded machine does not drag */
 	uint64_t handler_hist[24];
+	uint64_t sampled_ns; /* standalone: CPU time the drained samples stand for */
 	uint64_t skip_margin;	/* samples skipped: the thread was too close to its stack end */
 	uint64_t skip_altstack; /* samples skipped: they landed on an alternate signal stack */
 } ep = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -282,10 +284,15 @@ struct start_arg {
 static void *thread_start(void *p)
 {
 	struct start_arg sa = *(struct start_arg *)p;
+	sigset_t mask;
 
 	free(p);
-	if (ep.running)
+	if (ep.running) {
+		/* a thread started with the signal blocked (liblzma's workers) is not sampled */
+		if (pthread_sigmask(SIG_BLOCK, NULL, &mask) == 0)
+			sigctl__note_mask(&mask);
 		thread_begin();
+	}
 	return sa.fn(sa.arg);
 }
 
@@ -423,6 +430,7 @@ static int drain_one(void *ctx, const struct ring_rec *rec)
 
 	ring__rec_to_sample(ep.ring, rec, &s);
 	aggregate__add(ep.agg, &s);
+	ep.sampled_ns += rec->weight_ns;
 	return 0;
 }
 
@@ -501,8 +509,9 @@ static void write_standalone(void)
 	struct proctab *procs = proctab__new(1, 512);
 	struct symbolizer *sym = IS_ENABLED(CONFIG_SYMBOLIZE) ? symbolizer__new(0) : NULL;
 	struct sigctl_stats ss;
-	char c1[256], c2[256], c3[256], c4[256];
-	const char *comments[] = {c1, c2, c3, c4};
+	struct rusage ru;
+	char c0[256], c1[256], c2[256], c3[256], c4[256];
+	const char *comments[] = {c0, c1, c2, c3, c4};
 	struct output_opts o = {
 	    .service = ring__shared(ep.ring)->service,
 	    .hz = ep.hz,
@@ -511,7 +520,7 @@ static void write_standalone(void)
 	    .procs = procs,
 	    .sym = sym,
 	    .comments = comments,
-	    .n_comments = 4,
+	    .n_comments = 5,
 	};
 	char path[4200];
 	int err;
@@ -541,6 +550,18 @@ static void write_standalone(void)
 		 (unsigned long long)us.no_fde, (unsigned long long)handler_median_ns(), ms.n,
 		 ms.max, (unsigned long long)ms.rebuilds, (unsigned long long)ms.stale);
 	sigctl__stats(&ss);
+	/* what the profile misses, first: CPU time the samples do not stand for, and why */
+	getrusage(RUSAGE_SELF, &ru);
+	uint64_t cpu = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ull +
+		       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ull;
+
+	snprintf(c0, sizeof(c0),
+		 "edgeprof misses: unsampled_cpu_ns=%llu of process_cpu_ns=%llu (getrusage minus "
+		 "samples); threads_blocking_signal=%llu stepped_aside=%llu skipped=%llu",
+		 (unsigned long long)(cpu > ep.sampled_ns ? cpu - ep.sampled_ns : 0),
+		 (unsigned long long)cpu, (unsigned long long)ss.threads_blocking,
+		 (unsigned long long)ss.stepped_aside,
+		 (unsigned long long)(ep.skip_margin + ep.skip_altstack));
 	snprintf(c4, sizeof(c4),
 		 "edgeprof signals: signal=%d stepped_aside=%llu onstack_handlers_masked=%llu "
 		 "forwarded=%llu skipped_stack_margin=%llu skipped_altstack=%llu",
@@ -613,6 +634,8 @@ static int open_ring(void)
 	if (!reg || !*reg)
 		reg = "/dev/shm/edgeprof";
 	mkdir(reg, 01777);
+	/* rings of exited processes no agent came for: bounded (CONFIG_REGISTRY_MAX_DEAD_RINGS) */
+	ring__registry_trim(reg, CONFIG_REGISTRY_MAX_DEAD_RINGS);
 	snprintf(ep.ring_path, sizeof(ep.ring_path), "%s/%d.ring", reg, ep.pid);
 	err = ring__create(ep.ring_path, kb * 1024, svc, ep.hz, &ep.ring);
 	if (err)
@@ -701,7 +724,8 @@ EP_API void edgeprof_stop(void)
 		timer_delete(ep.timers[i].timer);
 	ep.n_timers = 0;
 	pthread_mutex_unlock(&ep.lock);
-	publish_maps(); /* libraries dlopen'ed since the start */
+	if (ring__shared(ep.ring)->written)
+		publish_maps(); /* libraries dlopen'ed since the start */
 	if (ep.standalone) {
 		drain_thread_stop();
 		write_standalone();
@@ -720,5 +744,10 @@ __attribute__((constructor)) static void edgeprof_init(void)
 
 __attribute__((destructor)) static void edgeprof_fini(void)
 {
+	bool ours = ep.running && getpid() == ep.pid;
+
 	edgeprof_stop();
+	/* the ring file goes with us unless it holds samples for an agent yet to come */
+	if (ours && !ep.standalone && ring__release(ep.ring, ep.ring_path))
+		ep.ring_path[0] = 0;
 }
