@@ -101,7 +101,7 @@ static struct {
 
 static int (*real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 
-static uint64_t mono_ns(void)
+static __attribute__((noinline)) uint64_t mono_ns(void)
 {
 	struct timespec ts;
 
@@ -118,7 +118,7 @@ static uint64_t mono_ns(void)
  * way). Off the thread's stack and not on the alternate one (a coroutine's stack): no bound
  * known, sampled.
  */
-static bool stack_room(void)
+static __attribute__((noinline)) bool stack_room(void)
 {
 	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
 	stack_t ss;
