@@ -22,7 +22,7 @@ edgeprof-agent-ldlibs  = $(pprof-ldlibs) $(bpf-ldlibs) $(agent-transport-ldlibs)
 # public API is exported (objects are built -fvisibility=hidden; static archives excluded).
 lib-$(CONFIG_SAMPLER_SIGPROF) += libedgeprof.so
 libedgeprof.so-objs   = agent/sigprof.o agent/sigctl.o agent/unwind.o agent/modules.o elf/cfi.o $(agent-core-y) $(pprof-y) port/file.o
-libedgeprof.so-ldlibs = -Wl,--exclude-libs,ALL $(pprof-ldlibs) -ldl -lpthread -lrt
+libedgeprof.so-ldlibs = -Wl,--exclude-libs,ALL -Wl,-z,now $(pprof-ldlibs) -ldl -lpthread -lrt
 install-y += agent-install-header
 agent-install-header = install -m 0644 agent/edgeprof.h $(1)$(2)/include/
 
