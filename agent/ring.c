@@ -535,7 +535,9 @@ int ring__registry_trim(const char *dir, unsigned int max)
 	if (!d)
 		return 0;
 	while ((e = readdir(d))) {
-		if (strlen(e->d_name) >= sizeof(dead[0].name) || !dead_ring_name(e->d_name))
+		size_t len = strlen(e->d_name);
+
+		if (len >= sizeof(dead[0].name) || !dead_ring_name(e->d_name))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
 		if (stat(path, &st))
@@ -548,7 +550,7 @@ int ring__registry_trim(const char *dir, unsigned int max)
 			dead = m;
 		}
 		dead[n].mtime = st.st_mtime;
-		snprintf(dead[n].name, sizeof(dead[n].name), "%s", e->d_name);
+		memcpy(dead[n].name, e->d_name, len + 1);
 		n++;
 	}
 	closedir(d);
