@@ -17,7 +17,12 @@
 typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
 typedef void (*handler_fn)(int);
 
+typedef int (*sigmask_fn)(int, const sigset_t *, sigset_t *);
+
 static sigaction_fn real_sigaction;
+static sigmask_fn real_pthread_sigmask, real_sigprocmask;
+static handler_fn (*real_signal)(int, handler_fn), (*real_bsd_signal)(int, handler_fn);
+static handler_fn (*real_sysv_signal)(int, handler_fn), (*real_sigset)(int, handler_fn);
 static int owned_sig;		     /* the sampler's signal while we own it, else 0 */
 static struct sigaction prog_act;    /* the program's disposition of it (SIG_DFL or SIG_IGN) */
 static void (*step_aside_fn)(void);
@@ -26,10 +31,21 @@ static struct sigctl_stats sstats;
 static char cookie;
 static __thread __attribute__((tls_model("initial-exec"))) bool blocking_counted;
 
+/*
+ * glibc's own functions behind ours, all looked up at once (dlsym takes the loader's lock: not
+ * something to do first inside a program's signal handler).
+ */
 static bool resolve(void)
 {
-	if (!real_sigaction)
-		*(void **)&real_sigaction = dlsym(RTLD_NEXT, "sigaction");
+	if (real_sigaction)
+		return true;
+	*(void **)&real_pthread_sigmask = dlsym(RTLD_NEXT, "pthread_sigmask");
+	*(void **)&real_sigprocmask = dlsym(RTLD_NEXT, "sigprocmask");
+	*(void **)&real_signal = dlsym(RTLD_NEXT, "signal");
+	*(void **)&real_bsd_signal = dlsym(RTLD_NEXT, "bsd_signal");
+	*(void **)&real_sysv_signal = dlsym(RTLD_NEXT, "sysv_signal");
+	*(void **)&real_sigset = dlsym(RTLD_NEXT, "sigset");
+	*(void **)&real_sigaction = dlsym(RTLD_NEXT, "sigaction");
 	return real_sigaction != NULL;
 }
 
@@ -124,7 +140,7 @@ void sigctl__forward(int signo, siginfo_t *si, void *uctx)
 	real_sigaction(signo, &prog_act, NULL);
 	sigemptyset(&set);
 	sigaddset(&set, signo);
-	sigprocmask(SIG_UNBLOCK, &set, NULL);
+	real_sigprocmask(SIG_UNBLOCK, &set, NULL);
 	syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), signo);
 }
 
@@ -138,8 +154,6 @@ void sigctl__note_mask(const sigset_t *set)
 	__atomic_fetch_add(&sstats.threads_blocking, 1, __ATOMIC_RELAXED);
 }
 
-typedef int (*sigmask_fn)(int, const sigset_t *, sigset_t *);
-
 static void noted_mask(int how, const sigset_t *set)
 {
 	if (set && (how == SIG_BLOCK || how == SIG_SETMASK))
@@ -148,14 +162,11 @@ static void noted_mask(int how, const sigset_t *set)
 
 EP_API int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 {
-	static sigmask_fn real;
 	int rc;
 
-	if (!real)
-		*(void **)&real = dlsym(RTLD_NEXT, "pthread_sigmask");
-	if (!real)
+	if (!resolve() || !real_pthread_sigmask)
 		return ENOSYS;
-	rc = real(how, set, old);
+	rc = real_pthread_sigmask(how, set, old);
 	if (!rc)
 		noted_mask(how, set);
 	return rc;
@@ -163,16 +174,13 @@ EP_API int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 
 EP_API int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 {
-	static sigmask_fn real;
 	int rc;
 
-	if (!real)
-		*(void **)&real = dlsym(RTLD_NEXT, "sigprocmask");
-	if (!real) {
+	if (!resolve() || !real_sigprocmask) {
 		errno = ENOSYS;
 		return -1;
 	}
-	rc = real(how, set, old);
+	rc = real_sigprocmask(how, set, old);
 	if (!rc)
 		noted_mask(how, set);
 	return rc;
@@ -269,11 +277,8 @@ static handler_fn own_signal(int sig, handler_fn h, handler_fn (*real)(int, hand
 #define OWN_SIGNAL(name)                                                                        \
 	EP_API handler_fn name(int sig, handler_fn h)                                           \
 	{                                                                                       \
-		static handler_fn (*real)(int, handler_fn);                                     \
-                                                                                                \
-		if (!real)                                                                      \
-			*(void **)&real = dlsym(RTLD_NEXT, #name);                              \
-		return own_signal(sig, h, real);                                                \
+		resolve();                                                                      \
+		return own_signal(sig, h, real_##name);                                         \
 	}
 
 OWN_SIGNAL(signal)
