@@ -14,6 +14,7 @@
 #include "agent/ring.h"
 
 #define RING_PAGE 4096u
+_Static_assert(sizeof(struct ring_shared) <= RING_PAGE, "the shared header is one page");
 #define RING_REC_MIN (8 + sizeof(struct ring_rec))
 
 struct ring {

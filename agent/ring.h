@@ -62,6 +62,10 @@ struct ring_shared {
 	uint64_t labels_dropped;		    /* label sets that did not fit */
 	uint64_t tail __attribute__((aligned(64))); /* consumer: next byte to read */
 	uint64_t consumed, torn, torn_bytes;	    /* consumer counters */
+	/* producer: what its samples miss, for the profiles' comments (0 from older producers) */
+	uint64_t miss_skipped __attribute__((aligned(64))); /* stack margin, alternate stack */
+	uint32_t miss_threads_blocking; /* threads that blocked the sampler's signal */
+	uint32_t miss_stepped_aside;	/* 1: the program claimed the signal, sampling stopped */
 };
 
 struct ring_label_set {

@@ -129,13 +129,16 @@ static __attribute__((noinline)) bool stack_room(void)
 		if (sp - self.stack_lo >= EP_HANDLER_STACK)
 			return true;
 		__atomic_fetch_add(&ep.skip_margin, 1, __ATOMIC_RELAXED);
-		return false;
+		goto skipped;
 	}
 	if (sigaltstack(NULL, &ss) == 0 && (ss.ss_flags & SS_ONSTACK)) {
 		__atomic_fetch_add(&ep.skip_altstack, 1, __ATOMIC_RELAXED);
-		return false;
+		goto skipped;
 	}
 	return true;
+skipped: /* for the agent's comments too */
+	__atomic_fetch_add(&ring__shared(ep.ring)->miss_skipped, 1, __ATOMIC_RELAXED);
+	return false;
 }
 
 static void on_sigprof(int sig, siginfo_t *si, void *uctx)
@@ -276,6 +279,16 @@ static void thread_end(void *unused)
 	disarm_thread((pid_t)syscall(SYS_gettid));
 }
 
+/* Threads that blocked the sampler's signal so far, where the agent reads it. */
+static void publish_misses(void)
+{
+	struct sigctl_stats ss;
+
+	sigctl__stats(&ss);
+	__atomic_store_n(&ring__shared(ep.ring)->miss_threads_blocking,
+			 (uint32_t)ss.threads_blocking, __ATOMIC_RELAXED);
+}
+
 struct start_arg {
 	void *(*fn)(void *);
 	void *arg;
@@ -291,6 +304,7 @@ static void *thread_start(void *p)
 		/* a thread started with the signal blocked (liblzma's workers) is not sampled */
 		if (pthread_sigmask(SIG_BLOCK, NULL, &mask) == 0)
 			sigctl__note_mask(&mask);
+		publish_misses();
 		thread_begin();
 	}
 	return sa.fn(sa.arg);
@@ -367,6 +381,7 @@ EP_API int dlclose(void *handle)
  */
 static void step_aside(void)
 {
+	__atomic_store_n(&ring__shared(ep.ring)->miss_stepped_aside, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&ep.lock);
 	ep.stepped_aside = 1;
 	for (unsigned int i = 0; i < ep.n_timers; i++)
@@ -724,6 +739,7 @@ EP_API void edgeprof_stop(void)
 		timer_delete(ep.timers[i].timer);
 	ep.n_timers = 0;
 	pthread_mutex_unlock(&ep.lock);
+	publish_misses();
 	if (ring__shared(ep.ring)->written)
 		publish_maps(); /* libraries dlopen'ed since the start */
 	if (ep.standalone) {
