@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * edgeprof.h — the public interface of libedgeprof.so, the in-process SIGPROF CPU sampler.
+ * edgeprof.h — the public interface of libedgeprof.so, the in-process CPU sampler.
  *
  * Preloaded:  LD_PRELOAD=libedgeprof.so EDGEPROF_OUTPUT=/tmp/cpu.pb.gz ./program
  * Linked in:  cc ... -ledgeprof, then edgeprof_start() / edgeprof_stop().
@@ -13,6 +13,7 @@
  *   EDGEPROF_REGISTRY=dir  where rings live for the agent (default /dev/shm/edgeprof)
  *   EDGEPROF_RING_KB=n     ring size (default CONFIG_RING_KB)
  *   EDGEPROF_UNWIND=fp|cfi frame pointers only, or leaf frame from .eh_frame (default cfi)
+ *   EDGEPROF_SIGNAL=rt|prof|n  the timers' signal (default CONFIG_SAMPLER_SIGNAL_*: SIGRTMAX-2)
  *   EDGEPROF_DISABLE=1     do nothing
  *
  * Every thread is sampled by its own CPU-time timer (threads created later too, through the

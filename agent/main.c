@@ -755,8 +755,8 @@ static void transport_stop(struct agent *a)
 
 static void write_round(struct agent *a, uint64_t duration_ns)
 {
-	char c1[256], c2[384], c3[1024];
-	const char *comments[] = {c1, c2, c3};
+	char c0[256], c1[256], c2[384], c3[1024];
+	const char *comments[] = {c0, c1, c2, c3};
 	struct proctab_stats ps;
 	struct procmaps_stats ms;
 
@@ -774,9 +774,9 @@ static void write_round(struct agent *a, uint64_t duration_ns)
 					.sym = a->sym,
 					.ksyms = a->ksyms,
 					.comments = comments,
-					.n_comments = c3[0] ? 3 : 2};
+					.n_comments = c3[0] ? 4 : 3};
 		struct agg_stats as;
-		uint64_t full = 0, torn = 0;
+		uint64_t full = 0, torn = 0, skipped = 0, blocking = 0, aside = 0;
 		char path[512];
 		int err;
 
@@ -792,9 +792,18 @@ static void write_round(struct agent *a, uint64_t duration_ns)
 			ring__stats(a->rings[k], &rs);
 			full += rs.dropped_full;
 			torn += rs.torn;
+			/* what the producers' samples miss (agent/sigctl.h), since they started */
+			skipped += ring__shared(a->rings[k])->miss_skipped;
+			blocking += ring__shared(a->rings[k])->miss_threads_blocking;
+			aside += ring__shared(a->rings[k])->miss_stepped_aside;
 			/* the ring's own rate, for the period of this service's profile */
 			o.hz = ring__shared(a->rings[k])->hz;
 		}
+		snprintf(c0, sizeof(c0),
+			 "edgeprof misses (sigprof producers, since their start): "
+			 "threads_blocking_signal=%llu stepped_aside=%llu skipped=%llu",
+			 (unsigned long long)blocking, (unsigned long long)aside,
+			 (unsigned long long)skipped);
 		snprintf(c1, sizeof(c1),
 			 "edgeprof agent: samples=%llu stacks=%zu dropped_table=%llu "
 			 "dropped_frames=%llu dropped_labels=%llu truncated=%llu",

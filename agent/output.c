@@ -22,10 +22,18 @@ struct out_ctx {
 	struct pprof_mapping_desc km;
 };
 
+#ifdef CONFIG_SAMPLER_BPF
+/*
+ * Weak: libedgeprof.so writes profiles too but has no kernel frames and no agent/ksyms.o; it
+ * is linked -z now, so a strong reference would keep it from loading.
+ */
+extern __typeof__(ksyms__resolve) ksyms__resolve __attribute__((weak));
+#endif /* CONFIG_SAMPLER_BPF */
+
 static const char *kernel_name(const struct output_opts *o, uint64_t addr)
 {
 #ifdef CONFIG_SAMPLER_BPF
-	if (o->ksyms)
+	if (o->ksyms && ksyms__resolve)
 		return ksyms__resolve(o->ksyms, addr, NULL);
 #endif
 	return NULL;

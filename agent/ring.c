@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* agent/ring.c — see ring.h for the protocol. */
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include "agent/ring.h"
 
 #define RING_PAGE 4096u
+_Static_assert(sizeof(struct ring_shared) <= RING_PAGE, "the shared header is one page");
 #define RING_REC_MIN (8 + sizeof(struct ring_rec))
 
 struct ring {
@@ -488,4 +490,78 @@ bool ring__producer_alive(struct ring *r)
 		return false;
 	/* the pid may be someone else's now */
 	return !sh->proc_start || ring_proc_start(sh->pid) == sh->proc_start;
+}
+
+bool ring__release(struct ring *r, const char *path)
+{
+	struct ring_shared *sh = r->sh;
+	bool agent_seen = __atomic_load_n(&sh->tail, __ATOMIC_ACQUIRE) ||
+			  __atomic_load_n(&sh->paused, __ATOMIC_ACQUIRE);
+
+	if (__atomic_load_n(&sh->written, __ATOMIC_ACQUIRE) && !agent_seen)
+		return false;
+	return unlink(path) == 0;
+}
+
+struct dead_ring {
+	time_t mtime;
+	char name[64];
+};
+
+static int by_mtime(const void *a, const void *b)
+{
+	const struct dead_ring *x = a, *y = b;
+
+	return (x->mtime > y->mtime) - (x->mtime < y->mtime);
+}
+
+/* "<pid>.ring" of a process that no longer runs (a live pid is kept, even if reused). */
+static bool dead_ring_name(const char *name)
+{
+	char *end;
+	long pid = strtol(name, &end, 10);
+
+	return pid > 0 && !strcmp(end, ".ring") && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+}
+
+int ring__registry_trim(const char *dir, unsigned int max)
+{
+	struct dead_ring *dead = NULL;
+	unsigned int n = 0, cap = 0, removed = 0;
+	struct dirent *e;
+	struct stat st;
+	char path[4200];
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		size_t len = strlen(e->d_name);
+
+		if (len >= sizeof(dead[0].name) || !dead_ring_name(e->d_name))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if (stat(path, &st))
+			continue;
+		if (n == cap) {
+			struct dead_ring *m = realloc(dead, (cap = cap ? 2 * cap : 32) * sizeof(*m));
+
+			if (!m)
+				break;
+			dead = m;
+		}
+		dead[n].mtime = st.st_mtime;
+		memcpy(dead[n].name, e->d_name, len + 1);
+		n++;
+	}
+	closedir(d);
+	if (n > max) {
+		qsort(dead, n, sizeof(*dead), by_mtime);
+		for (unsigned int i = 0; i < n - max; i++) {
+			snprintf(path, sizeof(path), "%s/%s", dir, dead[i].name);
+			removed += unlink(path) == 0;
+		}
+	}
+	free(dead);
+	return (int)removed;
 }

@@ -62,6 +62,10 @@ struct ring_shared {
 	uint64_t labels_dropped;		    /* label sets that did not fit */
 	uint64_t tail __attribute__((aligned(64))); /* consumer: next byte to read */
 	uint64_t consumed, torn, torn_bytes;	    /* consumer counters */
+	/* producer: what its samples miss, for the profiles' comments (0 from older producers) */
+	uint64_t miss_skipped __attribute__((aligned(64))); /* stack margin, alternate stack */
+	uint32_t miss_threads_blocking; /* threads that blocked the sampler's signal */
+	uint32_t miss_stepped_aside;	/* 1: the program claimed the signal, sampling stopped */
 };
 
 struct ring_label_set {
@@ -134,6 +138,19 @@ uint64_t ring_proc_start(uint32_t pid);
 int ring_proc_stat(uint32_t pid, uint64_t *start_time, uint64_t *start_code);
 /* The ring's producer still runs (same pid and same start time). */
 bool ring__producer_alive(struct ring *r);
+
+/*
+ * The producer is done with the ring at path: removes the file when no agent needs it (no
+ * record was ever written, or an agent has it mapped: it drains through its mapping), keeps
+ * it for an agent to come otherwise. Returns true when removed.
+ */
+bool ring__release(struct ring *r, const char *path);
+/*
+ * Keeps the registry dir at most max ring files of exited producers: removes the oldest
+ * (mtime) of those beyond it. Rings of live producers are never touched. Returns how many
+ * were removed. One readdir when under the bound.
+ */
+int ring__registry_trim(const char *dir, unsigned int max);
 
 /* Fills s from rec (labels point into r's label table, frames into rec: use s before the next
  * ring__drain()). All frames are user frames. */

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -23,9 +24,11 @@
 
 #include "agent/aggregate.h"
 #include "agent/edgeprof.h"
+#include "agent/modules.h"
 #include "agent/output.h"
 #include "agent/procmaps.h"
 #include "agent/ring.h"
+#include "agent/sigctl.h"
 #include "agent/symbolize.h"
 #include "agent/unwind.h"
 #include "port/file.h"
@@ -34,6 +37,13 @@
 #define EP_MAX_THREADS 1024
 #define EP_LABEL_DEPTH 8
 #define EP_TLS __thread __attribute__((tls_model("initial-exec")))
+/*
+ * Stack the handler needs below its own frame: measured 987 B beyond the kernel's signal
+ * frame on x86_64 with .eh_frame unwinding (343 B with frame pointers only; `harm stackuse`,
+ * checked by tests/integration/sigprof-harm.test.sh), plus room for what the kernel's frame
+ * does not count. A thread with less left is not sampled (counted: stack_margin).
+ */
+#define EP_HANDLER_STACK 1536
 
 struct ep_thread {
 	pid_t tid;
@@ -46,6 +56,7 @@ struct ep_thread {
 	char blob[RING_LABEL_SET_BYTES - 8];
 	volatile sig_atomic_t in_handler;
 	struct unwind_cache cache;
+	uint64_t frames[CONFIG_MAX_STACK_DEPTH]; /* the walk's output: off the interrupted stack */
 };
 
 static EP_TLS struct ep_thread self;
@@ -58,6 +69,8 @@ struct ep_timer {
 static struct {
 	struct ring *ring;
 	volatile sig_atomic_t running;
+	volatile sig_atomic_t stepped_aside; /* the program claimed our signal: no more timers */
+	int signo;			     /* the sampler's signal (agent/sigctl.h) */
 	pid_t pid;
 	unsigned int hz, max_depth;
 	uint64_t interval_ns;
@@ -73,17 +86,22 @@ static struct {
 	pthread_key_t key;
 	/* standalone: drain thread and aggregate */
 	pthread_t drainer;
-	volatile int drain_stop;
+	pthread_mutex_t drain_lock;
+	pthread_cond_t drain_wake; /* signalled by edgeprof_stop(): exit does not wait a pass */
+	bool drain_stop;
 	struct aggregate *agg;
 	uint64_t start_real_ns, start_mono_ns;
 	/* wall time inside the handler (vDSO clock), log2 buckets: a median that preemption
 	 * on a loaded machine does not drag */
 	uint64_t handler_hist[24];
+	uint64_t sampled_ns; /* standalone: CPU time the drained samples stand for */
+	uint64_t skip_margin;	/* samples skipped: the thread was too close to its stack end */
+	uint64_t skip_altstack; /* samples skipped: they landed on an alternate signal stack */
 } ep = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static int (*real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 
-static uint64_t mono_ns(void)
+static __attribute__((noinline)) uint64_t mono_ns(void)
 {
 	struct timespec ts;
 
@@ -93,23 +111,56 @@ static uint64_t mono_ns(void)
 
 /* ---- the handler -------------------------------------------------------------------------- */
 
+/*
+ * The handler runs on the interrupted stack (never SA_ONSTACK). Room for it: enough left
+ * below us on the thread's own stack; and not an alternate signal stack (blocked in handlers
+ * installed through sigaction, agent/sigctl.c: this is the net for those installed another
+ * way). Off the thread's stack and not on the alternate one (a coroutine's stack): no bound
+ * known, sampled.
+ */
+static __attribute__((noinline)) bool stack_room(void)
+{
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+	stack_t ss;
+
+	if (!self.stack_hi)
+		return true; /* a thread that existed before us: bounds unknown */
+	if (sp >= self.stack_lo && sp < self.stack_hi) {
+		if (sp - self.stack_lo >= EP_HANDLER_STACK)
+			return true;
+		__atomic_fetch_add(&ep.skip_margin, 1, __ATOMIC_RELAXED);
+		goto skipped;
+	}
+	if (sigaltstack(NULL, &ss) == 0 && (ss.ss_flags & SS_ONSTACK)) {
+		__atomic_fetch_add(&ep.skip_altstack, 1, __ATOMIC_RELAXED);
+		goto skipped;
+	}
+	return true;
+skipped: /* for the agent's comments too */
+	__atomic_fetch_add(&ring__shared(ep.ring)->miss_skipped, 1, __ATOMIC_RELAXED);
+	return false;
+}
+
 static void on_sigprof(int sig, siginfo_t *si, void *uctx)
 {
 	int saved_errno = errno;
-	uint64_t frames[CONFIG_MAX_STACK_DEPTH];
 	struct ring_rec *rec;
 	bool truncated;
 	unsigned int n;
 
-	if (!ep.running || si->si_code != SI_TIMER || self.in_handler ||
-	    __atomic_load_n(&ring__shared(ep.ring)->paused, __ATOMIC_RELAXED))
+	if (!sigctl__is_ours(si)) {
+		sigctl__forward(sig, si, uctx); /* the program's own: its disposition */
+		goto out;
+	}
+	if (!ep.running || self.in_handler ||
+	    __atomic_load_n(&ring__shared(ep.ring)->paused, __ATOMIC_RELAXED) || !stack_room())
 		goto out;
 	self.in_handler = 1;
 	uint64_t t0 = mono_ns();
 
 	if (!self.tid)
 		self.tid = (pid_t)syscall(SYS_gettid);
-	n = unwind__stack(uctx, self.stack_lo, self.stack_hi, ep.unwind, &self.cache, frames,
+	n = unwind__stack(uctx, self.stack_lo, self.stack_hi, ep.unwind, &self.cache, self.frames,
 			  ep.max_depth, &truncated);
 	rec = ring__reserve(ep.ring, n);
 	if (rec) {
@@ -123,7 +174,7 @@ static void on_sigprof(int sig, siginfo_t *si, void *uctx)
 		rec->labels_id = self.labels_id;
 		rec->n_frames = (uint16_t)n;
 		rec->flags = truncated ? SAMPLE_F_TRUNCATED : 0;
-		memcpy(rec->frames, frames, n * sizeof(frames[0]));
+		memcpy(rec->frames, self.frames, n * sizeof(self.frames[0]));
 		ring__commit(ep.ring, rec);
 		uint64_t d = mono_ns() - t0;
 		unsigned int b = 0;
@@ -157,9 +208,12 @@ static int arm_thread(pid_t tid)
 
 	memset(&sev, 0, sizeof(sev));
 	sev.sigev_notify = SIGEV_THREAD_ID;
-	sev.sigev_signo = SIGPROF;
+	sev.sigev_signo = ep.signo;
+	sev.sigev_value.sival_ptr = sigctl__cookie();
 	sev._sigev_un._tid = tid;
 	pthread_mutex_lock(&ep.lock);
+	if (ep.stepped_aside)
+		goto out;
 	for (unsigned int i = 0; i < ep.n_timers; i++)
 		if (ep.timers[i].tid == tid)
 			goto out; /* already sampled */
@@ -225,6 +279,16 @@ static void thread_end(void *unused)
 	disarm_thread((pid_t)syscall(SYS_gettid));
 }
 
+/* Threads that blocked the sampler's signal so far, where the agent reads it. */
+static void publish_misses(void)
+{
+	struct sigctl_stats ss;
+
+	sigctl__stats(&ss);
+	__atomic_store_n(&ring__shared(ep.ring)->miss_threads_blocking,
+			 (uint32_t)ss.threads_blocking, __ATOMIC_RELAXED);
+}
+
 struct start_arg {
 	void *(*fn)(void *);
 	void *arg;
@@ -233,10 +297,16 @@ struct start_arg {
 static void *thread_start(void *p)
 {
 	struct start_arg sa = *(struct start_arg *)p;
+	sigset_t mask;
 
 	free(p);
-	if (ep.running)
+	if (ep.running) {
+		/* a thread started with the signal blocked (liblzma's workers) is not sampled */
+		if (pthread_sigmask(SIG_BLOCK, NULL, &mask) == 0)
+			sigctl__note_mask(&mask);
+		publish_misses();
 		thread_begin();
+	}
 	return sa.fn(sa.arg);
 }
 
@@ -284,7 +354,7 @@ EP_API void *dlopen(const char *file, int mode)
 		return NULL;
 	h = real(file, mode);
 	if (h && ep.running)
-		unwind__init();
+		modules__refresh();
 	return h;
 }
 
@@ -301,8 +371,23 @@ EP_API int dlclose(void *handle)
 		unwind__suspend();
 	rc = real(handle);
 	if (ep.running)
-		unwind__init();
+		modules__rebuild();
 	return rc;
+}
+
+/*
+ * The program installed a handler for our signal (agent/sigctl.h): from now on every instance
+ * is its own. Timers go (a last expiry may already be pending on a thread), samples so far stay.
+ */
+static void step_aside(void)
+{
+	__atomic_store_n(&ring__shared(ep.ring)->miss_stepped_aside, 1, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&ep.lock);
+	ep.stepped_aside = 1;
+	for (unsigned int i = 0; i < ep.n_timers; i++)
+		timer_delete(ep.timers[i].timer);
+	ep.n_timers = 0;
+	pthread_mutex_unlock(&ep.lock);
 }
 
 /* Threads that existed before edgeprof_start(): timers on their CPU clocks, by tid. */
@@ -360,23 +445,59 @@ static int drain_one(void *ctx, const struct ring_rec *rec)
 
 	ring__rec_to_sample(ep.ring, rec, &s);
 	aggregate__add(ep.agg, &s);
+	ep.sampled_ns += rec->weight_ns;
 	return 0;
 }
 
 static void *drain_main(void *unused)
 {
 	sigset_t set;
+	struct timespec ts;
 
-	/* this thread has no timer; also keep stray SIGPROFs off it */
+	/* this thread has no timer; also keep stray sampler signals off it */
 	sigemptyset(&set);
-	sigaddset(&set, SIGPROF);
+	sigaddset(&set, ep.signo);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	pthread_mutex_lock(&ep.drain_lock);
 	while (!ep.drain_stop) {
+		pthread_mutex_unlock(&ep.drain_lock);
+		/* modules glibc loaded or unloaded itself (iconv, NSS) since the last pass */
+		modules__refresh();
 		while (ring__drain(ep.ring, 512, mono_ns(), drain_one, NULL) > 0)
 			;
-		usleep(20000);
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_nsec += 20000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_mutex_lock(&ep.drain_lock);
+		if (!ep.drain_stop)
+			pthread_cond_timedwait(&ep.drain_wake, &ep.drain_lock, &ts);
 	}
+	pthread_mutex_unlock(&ep.drain_lock);
 	return NULL;
+}
+
+/* A condition variable on CLOCK_MONOTONIC: a wall clock step neither stalls nor rushes it. */
+static void drain_wake_init(void)
+{
+	pthread_condattr_t ca;
+
+	pthread_mutex_init(&ep.drain_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&ep.drain_wake, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+static void drain_thread_stop(void)
+{
+	pthread_mutex_lock(&ep.drain_lock);
+	ep.drain_stop = true;
+	pthread_cond_signal(&ep.drain_wake);
+	pthread_mutex_unlock(&ep.drain_lock);
+	pthread_join(ep.drainer, NULL);
 }
 
 /* Median handler time, from the log2 histogram (geometric middle of the median's bucket). */
@@ -399,10 +520,13 @@ static void write_standalone(void)
 	struct ring_stats rs;
 	struct agg_stats as;
 	struct unwind_stats us;
+	struct modules_stats ms;
 	struct proctab *procs = proctab__new(1, 512);
 	struct symbolizer *sym = IS_ENABLED(CONFIG_SYMBOLIZE) ? symbolizer__new(0) : NULL;
-	char c1[256], c2[256], c3[256];
-	const char *comments[] = {c1, c2, c3};
+	struct sigctl_stats ss;
+	struct rusage ru;
+	char c0[256], c1[256], c2[256], c3[256], c4[256];
+	const char *comments[] = {c0, c1, c2, c3, c4};
 	struct output_opts o = {
 	    .service = ring__shared(ep.ring)->service,
 	    .hz = ep.hz,
@@ -411,7 +535,7 @@ static void write_standalone(void)
 	    .procs = procs,
 	    .sym = sym,
 	    .comments = comments,
-	    .n_comments = 3,
+	    .n_comments = 5,
 	};
 	char path[4200];
 	int err;
@@ -421,6 +545,7 @@ static void write_standalone(void)
 	ring__stats(ep.ring, &rs);
 	aggregate__stats(ep.agg, &as);
 	unwind__stats(&us);
+	modules__stats(&ms);
 	snprintf(c1, sizeof(c1),
 		 "edgeprof sigprof: hz=%u samples=%llu dropped_ring_full=%llu "
 		 "torn=%llu labels_dropped=%llu untimed_threads=%llu",
@@ -435,9 +560,29 @@ static void write_standalone(void)
 		 (unsigned long long)as.truncated);
 	snprintf(c3, sizeof(c3),
 		 "edgeprof unwind: leaf_cfi=%llu rescued_cfi=%llu no_fde=%llu "
-		 "handler_ns_p50=%llu",
+		 "handler_ns_p50=%llu modules=%u/%u module_rebuilds=%llu module_stale=%llu",
 		 (unsigned long long)us.cfi_leaf, (unsigned long long)us.cfi_rescue,
-		 (unsigned long long)us.no_fde, (unsigned long long)handler_median_ns());
+		 (unsigned long long)us.no_fde, (unsigned long long)handler_median_ns(), ms.n,
+		 ms.max, (unsigned long long)ms.rebuilds, (unsigned long long)ms.stale);
+	sigctl__stats(&ss);
+	/* what the profile misses, first: CPU time the samples do not stand for, and why */
+	getrusage(RUSAGE_SELF, &ru);
+	uint64_t cpu = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ull +
+		       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ull;
+
+	snprintf(c0, sizeof(c0),
+		 "edgeprof misses: unsampled_cpu_ns=%llu of process_cpu_ns=%llu (getrusage minus "
+		 "samples); threads_blocking_signal=%llu stepped_aside=%llu skipped=%llu",
+		 (unsigned long long)(cpu > ep.sampled_ns ? cpu - ep.sampled_ns : 0),
+		 (unsigned long long)cpu, (unsigned long long)ss.threads_blocking,
+		 (unsigned long long)ss.stepped_aside,
+		 (unsigned long long)(ep.skip_margin + ep.skip_altstack));
+	snprintf(c4, sizeof(c4),
+		 "edgeprof signals: signal=%d stepped_aside=%llu onstack_handlers_masked=%llu "
+		 "forwarded=%llu skipped_stack_margin=%llu skipped_altstack=%llu",
+		 ss.signo, (unsigned long long)ss.stepped_aside,
+		 (unsigned long long)ss.onstack_masked, (unsigned long long)ss.forwarded,
+		 (unsigned long long)ep.skip_margin, (unsigned long long)ep.skip_altstack);
 	/* "%p" in the path is the pid, so processes of one run do not overwrite each other */
 	const char *p = strstr(ep.output, "%p");
 
@@ -504,6 +649,8 @@ static int open_ring(void)
 	if (!reg || !*reg)
 		reg = "/dev/shm/edgeprof";
 	mkdir(reg, 01777);
+	/* rings of exited processes no agent came for: bounded (CONFIG_REGISTRY_MAX_DEAD_RINGS) */
+	ring__registry_trim(reg, CONFIG_REGISTRY_MAX_DEAD_RINGS);
 	snprintf(ep.ring_path, sizeof(ep.ring_path), "%s/%d.ring", reg, ep.pid);
 	err = ring__create(ep.ring_path, kb * 1024, svc, ep.hz, &ep.ring);
 	if (err)
@@ -524,7 +671,6 @@ EP_API int edgeprof_start(void)
 {
 	static bool once;
 	const char *out = getenv("EDGEPROF_OUTPUT"), *uw = getenv("EDGEPROF_UNWIND");
-	struct sigaction sa;
 	int err;
 
 	if (ep.running)
@@ -553,6 +699,7 @@ EP_API int edgeprof_start(void)
 	if (!once) {
 		once = true;
 		pthread_key_create(&ep.key, thread_end);
+		drain_wake_init();
 		pthread_atfork(NULL, NULL, at_fork_child);
 	}
 	unwind__init();
@@ -565,14 +712,12 @@ EP_API int edgeprof_start(void)
 	}
 	ring__shared(ep.ring)->start_real_ns = ep.start_real_ns;
 	ring__shared(ep.ring)->max_depth = ep.max_depth;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = on_sigprof;
-	sa.sa_flags = SA_SIGINFO | SA_RESTART;
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGPROF, &sa, NULL) < 0)
-		return -errno;
+	ep.signo = sigctl__choose();
+	err = sigctl__install(ep.signo, on_sigprof, step_aside);
+	if (err)
+		return err; /* the program handles that signal itself */
 	if (ep.standalone) {
-		ep.drain_stop = 0;
+		ep.drain_stop = false;
 		err = call_real_pthread_create(&ep.drainer, NULL, drain_main, NULL);
 		if (err)
 			return -err;
@@ -594,10 +739,11 @@ EP_API void edgeprof_stop(void)
 		timer_delete(ep.timers[i].timer);
 	ep.n_timers = 0;
 	pthread_mutex_unlock(&ep.lock);
-	publish_maps(); /* libraries dlopen'ed since the start */
+	publish_misses();
+	if (ring__shared(ep.ring)->written)
+		publish_maps(); /* libraries dlopen'ed since the start */
 	if (ep.standalone) {
-		ep.drain_stop = 1;
-		pthread_join(ep.drainer, NULL);
+		drain_thread_stop();
 		write_standalone();
 		aggregate__reset(ep.agg);
 	}
@@ -614,5 +760,10 @@ __attribute__((constructor)) static void edgeprof_init(void)
 
 __attribute__((destructor)) static void edgeprof_fini(void)
 {
+	bool ours = ep.running && getpid() == ep.pid;
+
 	edgeprof_stop();
+	/* the ring file goes with us unless it holds samples for an agent yet to come */
+	if (ours && !ep.standalone && ring__release(ep.ring, ep.ring_path))
+		ep.ring_path[0] = 0;
 }

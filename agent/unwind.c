@@ -3,10 +3,7 @@
  * agent/unwind.c — see unwind.h. Everything reachable from unwind__stack() is
  * async-signal-safe: no allocation, no locks, reads checked before they are made.
  */
-#include <elf.h>
 #include <errno.h>
-#include <link.h>
-#include <sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <string.h>
@@ -16,17 +13,9 @@
 #include <unistd.h>
 
 #include "elf/cfi.h"
+#include "agent/modules.h"
 #include "agent/unwind.h"
 
-struct module {
-	struct cfi_table cfi;	    /* all PT_LOAD segments bound its reads; eh_hdr may be NULL */
-	uintptr_t text_lo, text_hi; /* executable segments */
-};
-
-static struct module modules[UNWIND_MAX_MODULES];
-static unsigned int n_modules;	/* published with release after the table is written */
-static unsigned int in_flight;	/* walks running now: the table is rewritten only at 0 */
-static unsigned int generation; /* bumped per table: per-thread caches of older ones are void */
 static struct unwind_stats ustats;
 
 struct regs {
@@ -57,72 +46,21 @@ static void regs_from_uctx(const void *uctx, struct regs *r)
 #endif
 }
 
-/* ---- module table (not signal-safe) ------------------------------------------------------- */
+/* ---- module table (agent/modules.c) ----------------------------------------------------- */
 
-static int add_module(struct dl_phdr_info *info, size_t size, void *data)
-{
-	unsigned int *n = data;
-	struct module m = {.cfi.lo = UINTPTR_MAX, .text_lo = UINTPTR_MAX};
-
-	if (*n >= UNWIND_MAX_MODULES)
-		return 1;
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		uintptr_t a = info->dlpi_addr + ph->p_vaddr, b = a + ph->p_memsz;
-
-		if (ph->p_type == PT_LOAD) {
-			m.cfi.lo = a < m.cfi.lo ? a : m.cfi.lo;
-			m.cfi.hi = b > m.cfi.hi ? b : m.cfi.hi;
-			if (ph->p_flags & PF_X) {
-				m.text_lo = a < m.text_lo ? a : m.text_lo;
-				m.text_hi = b > m.text_hi ? b : m.text_hi;
-			}
-		} else if (ph->p_type == PT_GNU_EH_FRAME) {
-			m.cfi.eh_hdr = (const uint8_t *)a;
-		}
-	}
-	if (m.text_lo == UINTPTR_MAX)
-		return 0;
-	modules[(*n)++] = m;
-	return 0;
-}
-
-/*
- * Empties the table and waits for the walks that may still read it (they take microseconds,
- * on other threads: this thread's own handler cannot be in the middle of one while it runs
- * here). A walk that starts afterwards sees no modules and follows frame pointers only.
- */
 void unwind__suspend(void)
 {
-	__atomic_store_n(&n_modules, 0, __ATOMIC_SEQ_CST);
-	while (__atomic_load_n(&in_flight, __ATOMIC_SEQ_CST))
-		sched_yield();
+	modules__suspend();
 }
 
 int unwind__init(void)
 {
-	unsigned int n = 0;
-
-	unwind__suspend();
-	dl_iterate_phdr(add_module, &n);
-	__atomic_fetch_add(&generation, 1, __ATOMIC_SEQ_CST);
-	__atomic_store_n(&n_modules, n, __ATOMIC_SEQ_CST);
-	return (int)n;
+	return modules__rebuild();
 }
 
 void unwind__stats(struct unwind_stats *st)
 {
 	*st = ustats;
-}
-
-static const struct module *module_of(uintptr_t pc)
-{
-	unsigned int n = __atomic_load_n(&n_modules, __ATOMIC_ACQUIRE);
-
-	for (unsigned int i = 0; i < n; i++)
-		if (pc >= modules[i].text_lo && pc < modules[i].text_hi)
-			return &modules[i];
-	return NULL;
 }
 
 /* ---- checked reads ------------------------------------------------------------------------- */
@@ -152,8 +90,8 @@ static bool read_word(const struct stack *st, uintptr_t addr, uintptr_t *val)
 static bool rules_cached(struct unwind_cache *c, uintptr_t pc, struct cfi_rules *cr)
 {
 	unsigned int i = (unsigned int)((pc >> 2) ^ (pc >> 11)) % UNWIND_CACHE_ENTRIES;
-	unsigned int gen = __atomic_load_n(&generation, __ATOMIC_RELAXED);
-	const struct module *m;
+	unsigned int gen = modules__generation();
+	struct cfi_table t;
 	uint64_t packed;
 	bool ok;
 
@@ -165,8 +103,7 @@ static bool rules_cached(struct unwind_cache *c, uintptr_t pc, struct cfi_rules 
 		c->hits++;
 		return cfi__unpack(c->rule[i], cr);
 	}
-	m = module_of(pc);
-	ok = m && cfi__rules_at(&m->cfi, pc, cr) &&
+	ok = modules__cfi(pc, &t) && cfi__rules_at(&t, pc, cr) &&
 	     (cr->cfa_reg == CFI_REG_SP || cr->cfa_reg == CFI_REG_FP);
 	if (!c)
 		return ok;
@@ -230,9 +167,7 @@ static bool step_fp(struct regs *r, const struct stack *st)
 
 static bool plausible_pc(uintptr_t pc)
 {
-	unsigned int n = __atomic_load_n(&n_modules, __ATOMIC_ACQUIRE);
-
-	return pc > 4096 && (n == 0 || module_of(pc - 1));
+	return pc > 4096 && modules__is_code(pc - 1);
 }
 
 static unsigned int walk(const void *uctx, uintptr_t stack_lo, uintptr_t stack_hi,
@@ -286,9 +221,8 @@ unsigned int unwind__stack(const void *uctx, uintptr_t stack_lo, uintptr_t stack
 {
 	unsigned int n;
 
-	/* counted before the table is read (see unwind__suspend) */
-	__atomic_fetch_add(&in_flight, 1, __ATOMIC_SEQ_CST);
+	modules__enter();
 	n = walk(uctx, stack_lo, stack_hi, mode, cache, frames, max, truncated);
-	__atomic_fetch_sub(&in_flight, 1, __ATOMIC_SEQ_CST);
+	modules__leave();
 	return n;
 }

@@ -9,8 +9,9 @@
  *
  * Every stack read is checked: against the thread's stack bounds when known, else through
  * process_vm_readv(2) (which fails instead of faulting). Unwind tables are read only inside
- * modules recorded by unwind__init() (not async-signal-safe: call it outside the handler, and
- * again after dlopen() if you want new modules' tables). Depth is bounded by the caller.
+ * modules the loader reports loaded at the time of the read (agent/modules.h; unwind__init()
+ * builds the table: not async-signal-safe, call it outside the handler). Depth is bounded by
+ * the caller.
  *
  * x86_64 and aarch64 use both methods; 32-bit ARM records the PC and the link register only
  * (ARM EHABI tables are not .eh_frame).
@@ -21,7 +22,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define UNWIND_MAX_MODULES 256
 
 struct unwind_stats {
 	uint64_t cfi_leaf;   /* leaf frames unwound through .eh_frame */

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -307,6 +309,64 @@ static void producer_liveness_survives_pid_reuse(void **state)
 	unlink(path);
 }
 
+/* At exit a ring goes when no agent needs it: no sample written, or an agent has it mapped. */
+static void release_keeps_only_unread_samples(void **state)
+{
+	char dir[] = "/tmp/ring-test-XXXXXX", path[64];
+	struct ring *r;
+	struct ring_rec h = {.pid = 1};
+	uint64_t f = 1;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/1.ring", dir);
+	assert_int_equal(ring__create(path, 4096, "t", 99, &r), 0);
+	assert_true(ring__release(r, path)); /* nothing written: nothing to keep */
+	assert_int_equal(access(path, F_OK), -1);
+	ring__free(r);
+
+	assert_int_equal(ring__create(path, 4096, "t", 99, &r), 0);
+	assert_int_equal(ring__write(r, &h, &f, 1), 0);
+	assert_false(ring__release(r, path)); /* samples, no agent yet: kept for one */
+	assert_int_equal(access(path, F_OK), 0);
+	ring__shared(r)->paused = 1; /* an agent has it mapped */
+	assert_true(ring__release(r, path));
+	ring__free(r);
+	rmdir(dir);
+}
+
+/* The registry keeps at most N rings of exited producers, the newest; live ones are kept. */
+static void registry_trim_keeps_newest_dead(void **state)
+{
+	char dir[] = "/tmp/ring-test-XXXXXX", path[96];
+	/* pids beyond any pid_max: kill() says ESRCH */
+	static const long dead[] = {2100000001, 2100000002, 2100000003, 2100000004};
+
+	assert_non_null(mkdtemp(dir));
+	for (int i = 0; i < 4; i++) {
+		struct timeval tv[2] = {{1000 + i, 0}, {1000 + i, 0}};
+		FILE *fp;
+
+		snprintf(path, sizeof(path), "%s/%ld.ring", dir, dead[i]);
+		fp = fopen(path, "w");
+		assert_non_null(fp);
+		fclose(fp);
+		assert_int_equal(utimes(path, tv), 0);
+	}
+	snprintf(path, sizeof(path), "%s/%d.ring", dir, (int)getpid());
+	fclose(fopen(path, "w"));
+	assert_int_equal(ring__registry_trim(dir, 4), 0); /* under the bound: nothing */
+	assert_int_equal(ring__registry_trim(dir, 2), 2);
+	for (int i = 0; i < 4; i++) {
+		snprintf(path, sizeof(path), "%s/%ld.ring", dir, dead[i]);
+		assert_int_equal(access(path, F_OK) == 0, i >= 2); /* the oldest went */
+		unlink(path);
+	}
+	snprintf(path, sizeof(path), "%s/%d.ring", dir, (int)getpid());
+	assert_int_equal(access(path, F_OK), 0); /* alive: never touched */
+	unlink(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -317,6 +377,8 @@ int main(void)
 	    cmocka_unit_test(producer_dead_before_header),
 	    cmocka_unit_test(open_rejects_non_rings),
 	    cmocka_unit_test(label_sets_are_interned),
+	    cmocka_unit_test(release_keeps_only_unread_samples),
+	    cmocka_unit_test(registry_trim_keeps_newest_dead),
 	    cmocka_unit_test(producer_liveness_survives_pid_reuse),
 	};
 

@@ -3,8 +3,10 @@
  * Unit tests of agent/unwind.c with synthetic interrupted contexts (no signals: deterministic,
  * also under qemu-user): a sample taken in a frameless leaf function keeps the leaf's caller
  * with the .eh_frame leaf step and loses it with frame pointers alone; broken chains stop
- * cleanly, with known and with unknown stack bounds.
+ * cleanly, with known and with unknown stack bounds; a module unloaded behind the table's back
+ * (glibc's own dlclose of gconv modules) is never read.
  */
+#include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -134,12 +136,63 @@ static void broken_chains_stop_cleanly(void **state)
 	}
 }
 
+/*
+ * The table is built while a library is loaded, then the library is unloaded without the
+ * table hearing of it (glibc unloads gconv and NSS modules itself, through no interposable
+ * call). A sample with a pc in the unmapped text must not read the unwind table that was
+ * there: before agent/modules.c it did, and died with SIGSEGV.
+ */
+static void unloaded_module_is_not_read(void **state)
+{
+	static const char *const libs[] = {"libz.so.1", "libzstd.so.1", "libm.so.6"};
+	uintptr_t lo = lo_of(), pc = 0;
+	struct fake f;
+	uint64_t frames[16];
+	bool trunc;
+	void *h = NULL;
+
+	for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]) && !h; i++) {
+		if (dlopen(libs[i], RTLD_NOW | RTLD_NOLOAD))
+			continue; /* already loaded: dlclose would not unmap it */
+		h = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL);
+	}
+	if (!h)
+		skip();
+	Dl_info di;
+	void *sym = dlsym(h, "crc32");
+
+	if (!sym)
+		sym = dlsym(h, "ZSTD_versionNumber");
+	if (!sym)
+		sym = dlsym(h, "cos");
+	assert_non_null(sym);
+	assert_true(dladdr(sym, &di));
+	pc = (uintptr_t)sym + 4;
+	assert_true(unwind__init() > 0);
+	assert_int_equal(dlclose(h), 0);
+	assert_null(dlopen(di.dli_fname, RTLD_NOW | RTLD_NOLOAD)); /* really gone */
+	make_leaf_context(&f, (uintptr_t)unwind_test_caller + 16);
+#if defined(__x86_64__)
+	f.uc.uc_mcontext.gregs[REG_RIP] = (greg_t)pc;
+#elif defined(__aarch64__)
+	f.uc.uc_mcontext.pc = pc;
+#elif defined(__arm__)
+	f.uc.uc_mcontext.arm_pc = pc;
+#endif
+	assert_true(unwind__stack(&f.uc, lo, lo + 8 * 1024 * 1024, UNWIND_FP_LEAF_CFI, NULL, frames,
+				  16, &trunc) >= 1);
+	assert_int_equal(frames[0], pc);
+	/* and the table follows the unload at the next check outside the handler */
+	unwind__init();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(leaf_caller_found_with_eh_frame),
 	    cmocka_unit_test(depth_is_bounded),
 	    cmocka_unit_test(broken_chains_stop_cleanly),
+	    cmocka_unit_test(unloaded_module_is_not_read),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
