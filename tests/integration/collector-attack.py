@@ -2,11 +2,11 @@
 # SPDX-License-Identifier: MIT
 """Helpers for the collector's adversarial tests (not a test itself).
 
-  normal URL CA CERT KEY FILE SECONDS [TOKEN]  a normal device: one upload every 50 ms, each on
-      a new connection (mTLS for https://, a bearer token for http://); prints
-      "ok=N failed=M p99_ms=X" and the first failures.
+  normal URL CA CERT KEY FILE COUNT [TOKEN]  a normal device: COUNT uploads, one every 50 ms
+      at most, each on a new connection (mTLS for https://, a bearer token for http://); prints
+      "ok=N failed=M p99_ms=X retried=R" and the first failures (an upload is retried once, as the agent does).
   flood HOST PORT CONNS SECONDS  CONNS TCP connections that never send a byte, reopened as
-      the collector closes them; prints how many were opened in all.
+      the collector closes them, for SECONDS or until TERM/INT; prints how many were opened.
   device URL CA CERT KEY FILE LOG STOP  a normal device for the whole suite: one upload every
       50 ms on a new mTLS connection until the file STOP exists; appends "START_S OK LAT_S" per
       upload to LOG.
@@ -26,7 +26,7 @@ import time
 import selectors
 
 
-def normal(url, ca, cert, key, path, seconds, token=None):
+def normal(url, ca, cert, key, path, count, token=None):
     body = open(path, "rb").read()
     tls = url.startswith("https://")
     host, port = url.split("//", 1)[1].rsplit(":", 1)
@@ -34,46 +34,62 @@ def normal(url, ca, cert, key, path, seconds, token=None):
     if tls:
         ctx = ssl.create_default_context(cafile=ca)
         ctx.load_cert_chain(cert, key)
-    ok, failed, lat, errors = 0, 0, [], []
-    end = time.monotonic() + seconds
-    n = 0
-    while time.monotonic() < end:
+    ok, failed, retried, lat, errors = 0, 0, 0, [], []
+    # A count, not a duration: on a loaded machine a duration gives too few uploads to judge.
+    for n in range(1, int(count) + 1):
         t0 = time.monotonic()
-        n += 1
-        try:
-            if tls:
-                c = http.client.HTTPSConnection(host, int(port), context=ctx, timeout=10)
-            else:
-                c = http.client.HTTPConnection(host, int(port), timeout=10)
-            hdr = {"X-Edgeprof-Key": "normal-%d-%d" % (time.time_ns(), n),
-                   "Content-Type": "application/octet-stream"}
-            if token:
-                hdr["Authorization"] = "Bearer " + token
-            c.request("POST", "/api/0/profiles?service=normal&type=cpu", body, hdr)
-            r = c.getresponse()
-            r.read()
-            c.close()
-            if r.status == 200:
-                ok += 1
-            else:
-                failed += 1
-                errors.append("HTTP %d" % r.status)
-        except Exception as e:  # any failure counts
+        # A device whose upload fails sends it once more with the same key, as the agent's
+        # transport does (the collector keeps one copy): an upload fails when both attempts do.
+        key = "normal-%d-%d" % (time.time_ns(), n)
+        for attempt in (1, 2):
+            status, err = upload_once(host, port, tls, ctx, token, key, body)
+            if status == 200 or attempt == 2:
+                break
+            retried += 1
+        if status == 200:
+            ok += 1
+        else:
             failed += 1
-            errors.append(repr(e)[:120])
+            errors.append(err)
         lat.append(time.monotonic() - t0)
         time.sleep(max(0.0, 0.05 - (time.monotonic() - t0)))
     lat.sort()
     p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000 if lat else 0
-    print("ok=%d failed=%d p99_ms=%.0f" % (ok, failed, p99))
+    print("ok=%d failed=%d p99_ms=%.0f retried=%d" % (ok, failed, p99, retried))
     for e in errors[:5]:
         print("  failure:", e)
 
 
+def upload_once(host, port, tls, ctx, token, key, body):
+    """One POST on a new connection: (HTTP status or 0, error text)."""
+    try:
+        if tls:
+            c = http.client.HTTPSConnection(host, int(port), context=ctx, timeout=10)
+        else:
+            c = http.client.HTTPConnection(host, int(port), timeout=10)
+        hdr = {"X-Edgeprof-Key": key, "Content-Type": "application/octet-stream"}
+        if token:
+            hdr["Authorization"] = "Bearer " + token
+        c.request("POST", "/api/0/profiles?service=normal&type=cpu", body, hdr)
+        r = c.getresponse()
+        r.read()
+        c.close()
+        return r.status, "HTTP %d" % r.status
+    except Exception as e:  # any failure counts
+        return 0, repr(e)[:120]
+
+
 def flood(host, port, conns, seconds):
     sel = selectors.DefaultSelector()
+    import signal
     opened = 0
     end = time.monotonic() + seconds
+
+    def stop(*_):  # TERM or INT ends the flood early, still printing its count
+        nonlocal end
+        end = 0
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
 
     def one():
         nonlocal opened
