@@ -434,10 +434,12 @@ static void write_standalone(void)
 		 (unsigned long long)as.dropped_frames, (unsigned long long)as.dropped_labels,
 		 (unsigned long long)as.truncated);
 	snprintf(c3, sizeof(c3),
-		 "edgeprof unwind: leaf_cfi=%llu rescued_cfi=%llu no_fde=%llu "
-		 "handler_ns_p50=%llu",
+		 "edgeprof unwind: leaf_cfi=%llu rescued_cfi=%llu no_fde=%llu fp_steps=%llu "
+		 "outermost=%llu signal_frames=%llu handler_ns_p50=%llu",
 		 (unsigned long long)us.cfi_leaf, (unsigned long long)us.cfi_rescue,
-		 (unsigned long long)us.no_fde, (unsigned long long)handler_median_ns());
+		 (unsigned long long)us.no_fde, (unsigned long long)us.fp_steps,
+		 (unsigned long long)us.outermost, (unsigned long long)us.signal_frames,
+		 (unsigned long long)handler_median_ns());
 	/* "%p" in the path is the pid, so processes of one run do not overwrite each other */
 	const char *p = strstr(ep.output, "%p");
 
@@ -536,7 +538,7 @@ EP_API int edgeprof_start(void)
 	ep.interval_ns = 1000000000ull / ep.hz;
 	ep.max_depth = (unsigned int)env_ulong("EDGEPROF_MAX_DEPTH", CONFIG_MAX_STACK_DEPTH, 1,
 					       CONFIG_MAX_STACK_DEPTH);
-	ep.unwind = uw && !strcmp(uw, "fp") ? UNWIND_FP : UNWIND_FP_LEAF_CFI;
+	ep.unwind = uw && !strcmp(uw, "fp") ? UNWIND_FP : UNWIND_CFI;
 	ep.standalone = out && *out;
 	if (ep.standalone)
 		snprintf(ep.output, sizeof(ep.output), "%s", out);

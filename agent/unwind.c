@@ -148,10 +148,40 @@ static bool read_word(const struct stack *st, uintptr_t addr, uintptr_t *val)
 	       (long)sizeof(*val);
 }
 
-/* Rules at pc, through the thread's cache: false when pc has none usable. */
-static bool rules_cached(struct unwind_cache *c, uintptr_t pc, struct cfi_rules *cr)
+/*
+ * Signal trampolines: the return address of a signal handler's frame is the restorer, whose
+ * code is `mov $15, %rax; syscall` (x86_64 glibc's __restore_rt) or `mov x8, #139; svc #0`
+ * (the arm64 vDSO's __kernel_rt_sigreturn, which has no usable CFI). Known by its bytes, as
+ * the OpenTelemetry profiler does; the interrupted registers are then in the ucontext the
+ * kernel left at sp: its uc_mcontext at sp + 40 (x86_64), regs[] at sp + 312 (arm64).
+ */
+#define RULE_SIGNAL 0x10ull /* in the packed rules' caller bits (cfi.h) */
+
+static bool is_sigreturn(uintptr_t pc)
 {
-	unsigned int i = (unsigned int)((pc >> 2) ^ (pc >> 11)) % UNWIND_CACHE_ENTRIES;
+	const struct module *m = module_of(pc);
+
+#if defined(__x86_64__)
+	static const uint8_t code[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+#elif defined(__aarch64__)
+	static const uint8_t code[] = {0x68, 0x11, 0x80, 0xd2, 0x01, 0x00, 0x00, 0xd4};
+#else
+	static const uint8_t code[] = {0};
+
+	return false;
+#endif
+	return m && pc + sizeof(code) <= m->text_hi && !memcmp((const void *)pc, code, sizeof(code));
+}
+
+/*
+ * Rules at pc (the frame's pc, minus 1 for a return address when !exact), through the
+ * thread's cache: false when pc has none usable. *signal: the frame is a signal trampoline.
+ */
+static bool rules_cached(struct unwind_cache *c, uintptr_t pc, bool exact, struct cfi_rules *cr,
+			 bool *signal)
+{
+	uintptr_t key = exact ? pc : pc - 1;
+	unsigned int i = (unsigned int)((key >> 2) ^ (key >> 11)) % UNWIND_CACHE_ENTRIES;
 	unsigned int gen = __atomic_load_n(&generation, __ATOMIC_RELAXED);
 	const struct module *m;
 	uint64_t packed;
@@ -161,54 +191,113 @@ static bool rules_cached(struct unwind_cache *c, uintptr_t pc, struct cfi_rules 
 		memset(c->pc, 0, sizeof(c->pc));
 		c->gen = gen;
 	}
-	if (c && c->pc[i] == pc) {
+	if (c && c->pc[i] == key) {
 		c->hits++;
-		return cfi__unpack(c->rule[i], cr);
+		*signal = c->rule[i] & RULE_SIGNAL;
+		return *signal || cfi__unpack(c->rule[i], cr);
 	}
-	m = module_of(pc);
-	ok = m && cfi__rules_at(&m->cfi, pc, cr) &&
-	     (cr->cfa_reg == CFI_REG_SP || cr->cfa_reg == CFI_REG_FP);
+	*signal = is_sigreturn(pc);
+	m = *signal ? NULL : module_of(key);
+	ok = m && cfi__rules_at(&m->cfi, key, cr) &&
+	     (cr->cfa_reg == CFI_REG_SP || cr->cfa_reg == CFI_REG_FP || cr->cfa_reg == CFI_CFA_PLT);
 	if (!c)
-		return ok;
+		return ok || *signal;
 	c->misses++;
-	if (ok && !cfi__pack(cr, &packed))
+	if (*signal) {
+		packed = RULE_SIGNAL;
+	} else if (!ok) {
+		packed = CFI_PACKED_NONE;
+	} else if (!cfi__pack(cr, &packed)) {
 		return ok; /* a huge frame: correct but not cached */
-	c->rule[i] = ok ? packed : CFI_PACKED_NONE;
-	c->pc[i] = pc;
-	return ok;
+	}
+	c->rule[i] = packed;
+	c->pc[i] = key;
+	return ok || *signal;
 }
 
-/* One frame by unwind tables: false when pc has none or the rules cannot be followed. */
-static bool step_cfi(struct regs *r, const struct stack *st, bool leaf, struct unwind_cache *c)
+enum step { STEP_OK, STEP_STOP, STEP_NONE };
+
+/* The registers the kernel saved at a signal trampoline's sp; the next pc is exact. */
+static enum step step_signal(struct regs *r, const struct stack *st)
+{
+	uintptr_t pc, sp, fp, lr = 0;
+
+#if defined(__x86_64__)
+	uintptr_t g = r->sp + 40; /* uc_mcontext.gregs */
+
+	if (!read_word(st, g + 8 * REG_RIP, &pc) || !read_word(st, g + 8 * REG_RSP, &sp) ||
+	    !read_word(st, g + 8 * REG_RBP, &fp))
+		return STEP_NONE;
+#elif defined(__aarch64__)
+	uintptr_t g = r->sp + 312; /* uc_mcontext.regs */
+
+	if (!read_word(st, g + 8 * 32, &pc) || !read_word(st, g + 8 * 31, &sp) ||
+	    !read_word(st, g + 8 * 29, &fp) || !read_word(st, g + 8 * 30, &lr))
+		return STEP_NONE;
+#else
+	return STEP_NONE;
+#endif
+	if (sp <= r->sp)
+		return STEP_NONE;
+	r->pc = pc;
+	r->sp = sp;
+	r->fp = fp;
+	r->lr = lr;
+	__atomic_fetch_add(&ustats.signal_frames, 1, __ATOMIC_RELAXED);
+	return STEP_OK;
+}
+
+/*
+ * One frame by unwind tables. exact: r->pc is where the thread was (the leaf, or the frame a
+ * signal interrupted), so it is looked up as is and a return address still in the link
+ * register is valid; otherwise r->pc is a return address, looked up at pc - 1 (the call).
+ * STEP_STOP: the tables say this is the outermost frame. STEP_NONE: no usable rules here.
+ */
+static enum step step_cfi(struct regs *r, const struct stack *st, bool *exact,
+			  struct unwind_cache *c)
 {
 	struct cfi_rules cr;
 	uintptr_t cfa, ra, fp = r->fp;
+	bool signal, from_lr = false;
 
-	if (!rules_cached(c, leaf ? r->pc : r->pc - 1, &cr)) {
+	if (!rules_cached(c, r->pc, *exact, &cr, &signal)) {
 		__atomic_fetch_add(&ustats.no_fde, 1, __ATOMIC_RELAXED);
-		return false;
+		return STEP_NONE;
 	}
-	if (cr.cfa_reg == CFI_REG_SP)
-		cfa = r->sp + (uintptr_t)cr.cfa_off;
-	else if (cr.cfa_reg == CFI_REG_FP)
+	if (signal) {
+		*exact = true;
+		return step_signal(r, st);
+	}
+	if (cr.ra_undefined) {
+		__atomic_fetch_add(&ustats.outermost, 1, __ATOMIC_RELAXED);
+		return STEP_STOP;
+	}
+	if (cr.cfa_reg == CFI_REG_FP)
 		cfa = r->fp + (uintptr_t)cr.cfa_off;
+	else if (cr.cfa_reg == CFI_CFA_PLT)
+		cfa = r->sp + (uintptr_t)cr.cfa_off + ((r->pc & 15) >= cr.plt_min ? 8 : 0);
 	else
-		return false;
+		cfa = r->sp + (uintptr_t)cr.cfa_off;
 	if (cr.ra_saved) {
 		if (!read_word(st, cfa + (uintptr_t)cr.ra_off, &ra))
-			return false;
-	} else if (leaf && r->lr) {
+			return STEP_NONE;
+	} else if (*exact && r->lr) {
 		ra = r->lr; /* a leaf that kept its return address in the link register */
+		from_lr = true;
 	} else {
-		return false;
+		return STEP_NONE;
 	}
+	/* stacks grow down: a caller's CFA is above ours (equal only for a frameless leaf) */
+	if (cfa < r->sp || (cfa == r->sp && !from_lr))
+		return STEP_NONE;
 	if (cr.fp_saved && !read_word(st, cfa + (uintptr_t)cr.fp_off, &fp))
-		return false;
+		return STEP_NONE;
 	r->pc = ra;
 	r->sp = cfa;
 	r->fp = fp;
 	r->lr = 0;
-	return true;
+	*exact = false;
+	return STEP_OK;
 }
 
 /* One frame by the frame pointer chain: [fp] = caller's fp, [fp + word] = return address. */
@@ -235,6 +324,12 @@ static bool plausible_pc(uintptr_t pc)
 	return pc > 4096 && (n == 0 || module_of(pc - 1));
 }
 
+/*
+ * Every frame by the unwind tables where its module has them; by the frame pointer where it
+ * has none (or the rules cannot be followed), so frame-pointer code without tables is walked
+ * as before. The walk ends at the outermost frame (its tables say so, or, walking frame
+ * pointers, a zero frame pointer), at a pc outside every module, or at max frames.
+ */
 static unsigned int walk(const void *uctx, uintptr_t stack_lo, uintptr_t stack_hi,
 			 enum unwind_mode mode, struct unwind_cache *cache, uint64_t *frames,
 			 unsigned int max, bool *truncated)
@@ -242,7 +337,8 @@ static unsigned int walk(const void *uctx, uintptr_t stack_lo, uintptr_t stack_h
 	struct stack st = {stack_lo, stack_hi};
 	struct regs r;
 	unsigned int n = 0;
-	bool ok;
+	bool exact = true, by_fp;
+	enum step s;
 
 	*truncated = false;
 	if (max == 0)
@@ -254,28 +350,32 @@ static unsigned int walk(const void *uctx, uintptr_t stack_lo, uintptr_t stack_h
 		frames[n++] = r.lr;
 	return n;
 #endif
-	ok = false;
-	if (mode == UNWIND_FP_LEAF_CFI) {
-		ok = step_cfi(&r, &st, true, cache);
-		if (ok)
+	for (;;) {
+		bool leaf = n == 1;
+
+		s = mode == UNWIND_FP ? STEP_NONE : step_cfi(&r, &st, &exact, cache);
+		by_fp = s == STEP_NONE;
+		if (s == STEP_STOP)
+			break;
+		if (by_fp) {
+			if (!leaf && r.fp == 0)
+				break; /* the outermost frame (_start / clone) clears the frame pointer */
+			if (!step_fp(&r, &st))
+				break;
+			exact = false;
+			__atomic_fetch_add(&ustats.fp_steps, 1, __ATOMIC_RELAXED);
+		} else if (leaf) {
 			__atomic_fetch_add(&ustats.cfi_leaf, 1, __ATOMIC_RELAXED);
-	}
-	if (!ok)
-		ok = step_fp(&r, &st);
-	while (ok && r.pc && plausible_pc(r.pc)) {
+		} else {
+			__atomic_fetch_add(&ustats.cfi_rescue, 1, __ATOMIC_RELAXED);
+		}
+		if (!r.pc || !plausible_pc(r.pc))
+			break;
 		if (n == max) {
 			*truncated = true;
 			break;
 		}
 		frames[n++] = r.pc;
-		if (r.fp == 0)
-			break; /* the outermost frame (_start / clone) clears the frame pointer */
-		ok = step_fp(&r, &st);
-		if (!ok && mode == UNWIND_FP_LEAF_CFI) {
-			ok = step_cfi(&r, &st, false, cache);
-			if (ok)
-				__atomic_fetch_add(&ustats.cfi_rescue, 1, __ATOMIC_RELAXED);
-		}
 	}
 	return n;
 }

@@ -24,9 +24,12 @@
 #define UNWIND_MAX_MODULES 256
 
 struct unwind_stats {
-	uint64_t cfi_leaf;   /* leaf frames unwound through .eh_frame */
-	uint64_t cfi_rescue; /* frames past a broken frame pointer recovered by .eh_frame */
-	uint64_t no_fde;     /* pc in no module or no FDE: frame pointers only */
+	uint64_t cfi_leaf;	/* leaf frames unwound through .eh_frame */
+	uint64_t cfi_rescue;	/* frames above the leaf unwound through .eh_frame */
+	uint64_t no_fde;	/* pc in no module or no usable FDE: frame pointer instead */
+	uint64_t fp_steps;	/* frames unwound by the frame pointer chain */
+	uint64_t outermost;	/* walks ended by the tables' outermost frame (_start, clone) */
+	uint64_t signal_frames; /* signal trampolines walked through */
 };
 
 /*
@@ -37,7 +40,7 @@ int unwind__init(void);
 /* Forgets the modules (until the next unwind__init): call before dlclose() unmaps one. */
 void unwind__suspend(void);
 
-enum unwind_mode { UNWIND_FP = 0, UNWIND_FP_LEAF_CFI = 1 };
+enum unwind_mode { UNWIND_FP = 0, UNWIND_CFI = 1 };
 
 /*
  * The CFA rules of recently unwound pcs. A handler starts with cold caches and TLBs (the

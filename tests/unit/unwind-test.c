@@ -78,7 +78,7 @@ static void leaf_caller_found_with_eh_frame(void **state)
 	memset(&cache, 0, sizeof(cache));
 	make_leaf_context(&f, ra);
 	for (int round = 0; round < 2; round++) { /* cold, then from the cache */
-		n = unwind__stack(&f.uc, lo, lo + 8 * 1024 * 1024, UNWIND_FP_LEAF_CFI, &cache,
+		n = unwind__stack(&f.uc, lo, lo + 8 * 1024 * 1024, UNWIND_CFI, &cache,
 				  frames, 16, &trunc);
 		assert_true(n >= 2);
 		assert_int_equal(frames[0], (uintptr_t)unwind_test_leaf + 8);
@@ -102,7 +102,7 @@ static void depth_is_bounded(void **state)
 	bool trunc;
 
 	make_leaf_context(&f, ra);
-	assert_int_equal(unwind__stack(&f.uc, lo, lo + 8 * 1024 * 1024, UNWIND_FP_LEAF_CFI, NULL,
+	assert_int_equal(unwind__stack(&f.uc, lo, lo + 8 * 1024 * 1024, UNWIND_CFI, NULL,
 				       frames, 1, &trunc),
 			 1);
 #if defined(__x86_64__) || defined(__aarch64__)
@@ -126,10 +126,10 @@ static void broken_chains_stop_cleanly(void **state)
 		f.uc.uc_mcontext.regs[29] = bad[i];
 #endif
 		/* known bounds, then unknown bounds (reads checked by the kernel) */
-		assert_true(unwind__stack(&f.uc, lo, lo + 8 * 1024 * 1024, UNWIND_FP_LEAF_CFI, NULL,
+		assert_true(unwind__stack(&f.uc, lo, lo + 8 * 1024 * 1024, UNWIND_CFI, NULL,
 					  frames, 16, &trunc) <= 2);
 		assert_true(
-		    unwind__stack(&f.uc, 0, 0, UNWIND_FP_LEAF_CFI, NULL, frames, 16, &trunc) <= 2);
+		    unwind__stack(&f.uc, 0, 0, UNWIND_CFI, NULL, frames, 16, &trunc) <= 2);
 		assert_true(unwind__stack(&f.uc, 0, 0, UNWIND_FP, NULL, frames, 16, &trunc) <= 2);
 	}
 }
