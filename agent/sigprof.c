@@ -76,9 +76,10 @@ static struct {
 	volatile int drain_stop;
 	struct aggregate *agg;
 	uint64_t start_real_ns, start_mono_ns;
-	/* wall time inside the handler (vDSO clock), log2 buckets: a median that preemption
-	 * on a loaded machine does not drag */
-	uint64_t handler_hist[24];
+	/* wall time inside the handler (vDSO clock), quarter-octave buckets (HIST_SUB per power
+	 * of two, so the median is within ~12 %): a median that preemption on a loaded machine
+	 * does not drag */
+	uint64_t handler_hist[24 * 4];
 } ep = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static int (*real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
@@ -126,13 +127,13 @@ static void on_sigprof(int sig, siginfo_t *si, void *uctx)
 		memcpy(rec->frames, frames, n * sizeof(frames[0]));
 		ring__commit(ep.ring, rec);
 		uint64_t d = mono_ns() - t0;
-		unsigned int b = 0;
+		unsigned int e = 0;
 
-		while (d > 1 && b < 23) {
-			d >>= 1;
-			b++;
-		}
-		__atomic_fetch_add(&ep.handler_hist[b], 1, __ATOMIC_RELAXED);
+		while ((d >> e) > 7 && e < 21)
+			e++;
+		/* d in [2^(e+2), 2^(e+3)) (or below 8 ns): its top three bits pick the bucket */
+		__atomic_fetch_add(&ep.handler_hist[4 * e + (unsigned int)((d >> e) & 3)], 1,
+				   __ATOMIC_RELAXED);
 	}
 	self.in_handler = 0;
 out:
@@ -379,17 +380,17 @@ static void *drain_main(void *unused)
 	return NULL;
 }
 
-/* Median handler time, from the log2 histogram (geometric middle of the median's bucket). */
+/* Median handler time, from the histogram (middle of the median's bucket). */
 static uint64_t handler_median_ns(void)
 {
 	uint64_t total = 0, seen = 0;
 
-	for (int i = 0; i < 24; i++)
+	for (int i = 0; i < 24 * 4; i++)
 		total += ep.handler_hist[i];
-	for (int i = 0; i < 24 && total; i++) {
+	for (int i = 0; i < 24 * 4 && total; i++) {
 		seen += ep.handler_hist[i];
-		if (2 * seen >= total)
-			return (uint64_t)((1ull << i) * 1.414);
+		if (2 * seen >= total) /* bucket 4e + m holds [(4 + m) << e, (5 + m) << e) */
+			return (uint64_t)((2 * (4 + i % 4) + 1) << (i / 4)) / 2;
 	}
 	return 0;
 }

@@ -125,18 +125,33 @@ static const struct module *module_of(uintptr_t pc)
 	return NULL;
 }
 
-/* ---- checked reads ------------------------------------------------------------------------- */
+/* ---- one walk ------------------------------------------------------------------------------ */
 
-struct stack {
-	uintptr_t lo, hi;
+/*
+ * What one walk carries: the stack bounds, the thread's cache, the module the last pc was in
+ * (consecutive frames are mostly in one module: no scan of the table for them) and counters
+ * added to the shared ones once at the end (not one atomic operation per frame).
+ */
+struct walk {
+	uintptr_t lo, hi; /* the thread's stack; hi == 0: unknown */
+	struct unwind_cache *c;
+	const struct module *last;
+	struct unwind_stats n;
 };
 
-static bool read_word(const struct stack *st, uintptr_t addr, uintptr_t *val)
+static const struct module *walk_module(struct walk *w, uintptr_t pc)
+{
+	if (!w->last || pc < w->last->text_lo || pc >= w->last->text_hi)
+		w->last = module_of(pc);
+	return w->last;
+}
+
+static bool read_word(const struct walk *w, uintptr_t addr, uintptr_t *val)
 {
 	if (addr & (sizeof(uintptr_t) - 1))
 		return false;
-	if (st->hi) {
-		if (addr < st->lo || addr > st->hi - sizeof(uintptr_t))
+	if (w->hi) {
+		if (addr < w->lo || addr > w->hi - sizeof(uintptr_t))
 			return false;
 		*val = *(const uintptr_t *)addr;
 		return true;
@@ -157,93 +172,113 @@ static bool read_word(const struct stack *st, uintptr_t addr, uintptr_t *val)
  */
 #define RULE_SIGNAL 0x10ull /* in the packed rules' caller bits (cfi.h) */
 
-static bool is_sigreturn(uintptr_t pc)
-{
-	const struct module *m = module_of(pc);
-
 #if defined(__x86_64__)
-	static const uint8_t code[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+static const uint8_t sigreturn_code[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
 #elif defined(__aarch64__)
-	static const uint8_t code[] = {0x68, 0x11, 0x80, 0xd2, 0x01, 0x00, 0x00, 0xd4};
+static const uint8_t sigreturn_code[] = {0x68, 0x11, 0x80, 0xd2, 0x01, 0x00, 0x00, 0xd4};
 #else
-	static const uint8_t code[] = {0};
-
-	return false;
+static const uint8_t sigreturn_code[] = {0xff}; /* 32-bit ARM: not walked by these rules */
 #endif
-	return m && pc + sizeof(code) <= m->text_hi && !memcmp((const void *)pc, code, sizeof(code));
+
+static bool is_sigreturn(struct walk *w, uintptr_t pc)
+{
+	const struct module *m = walk_module(w, pc);
+
+	return m && pc + sizeof(sigreturn_code) <= m->text_hi &&
+	       !memcmp((const void *)pc, sigreturn_code, sizeof(sigreturn_code));
 }
 
 /*
  * Rules at pc (the frame's pc, minus 1 for a return address when !exact), through the
  * thread's cache: false when pc has none usable. *signal: the frame is a signal trampoline.
  */
-static bool rules_cached(struct unwind_cache *c, uintptr_t pc, bool exact, struct cfi_rules *cr,
+static bool rules_cached(struct walk *w, uintptr_t pc, bool exact, struct cfi_rules *cr,
 			 bool *signal)
 {
-	uintptr_t key = exact ? pc : pc - 1;
-	unsigned int i = (unsigned int)((key >> 2) ^ (key >> 11)) % UNWIND_CACHE_ENTRIES;
-	unsigned int gen = __atomic_load_n(&generation, __ATOMIC_RELAXED);
+	struct unwind_cache *c = w->c;
+	uintptr_t key = exact ? pc : pc - 1, row[2];
+	/* Fibonacci hashing: code addresses share their low and page bits too often */
+	unsigned int i = (unsigned int)(((uint64_t)key * 0x9e3779b97f4a7c15ull) >> 40) %
+			 UNWIND_CACHE_SETS;
 	const struct module *m;
 	uint64_t packed;
 	bool ok;
 
-	if (c && c->gen != gen) { /* modules came or went: the addresses mean other code now */
-		memset(c->pc, 0, sizeof(c->pc));
-		c->gen = gen;
+	for (unsigned int k = 0; c && k < UNWIND_CACHE_WAYS; k++) {
+		if (c->e[i][k].pc == key) {
+			c->hits++;
+			*signal = c->e[i][k].rule & RULE_SIGNAL;
+			return *signal || cfi__unpack(c->e[i][k].rule, cr);
+		}
 	}
-	if (c && c->pc[i] == key) {
-		c->hits++;
-		*signal = c->rule[i] & RULE_SIGNAL;
-		return *signal || cfi__unpack(c->rule[i], cr);
+	for (unsigned int j = 0; c && exact && j < UNWIND_CACHE_ROWS; j++) {
+		if (key >= c->row[j].lo && key < c->row[j].hi) {
+			c->hits++;
+			*signal = false;
+			return cfi__unpack(c->row[j].rule, cr);
+		}
 	}
-	*signal = is_sigreturn(pc);
-	m = *signal ? NULL : module_of(key);
-	ok = m && cfi__rules_at(&m->cfi, key, cr) &&
-	     (cr->cfa_reg == CFI_REG_SP || cr->cfa_reg == CFI_REG_FP || cr->cfa_reg == CFI_CFA_PLT);
-	if (!c)
-		return ok || *signal;
-	c->misses++;
+	/* not for the leaf, whose code bytes would cost a cold read per sample: a sample in
+	 * the trampoline's two instructions is walked by its tables, or not at all */
+	*signal = !exact && is_sigreturn(w, pc);
 	if (*signal) {
 		packed = RULE_SIGNAL;
-	} else if (!ok) {
-		packed = CFI_PACKED_NONE;
-	} else if (!cfi__pack(cr, &packed)) {
-		return ok; /* a huge frame: correct but not cached */
+		ok = true;
+		goto store;
 	}
-	c->rule[i] = packed;
-	c->pc[i] = key;
-	return ok || *signal;
+	m = walk_module(w, key);
+	ok = m && cfi__rules_row(&m->cfi, key, cr, row) &&
+	     (cr->cfa_reg == CFI_REG_SP || cr->cfa_reg == CFI_REG_FP || cr->cfa_reg == CFI_CFA_PLT);
+	if (!c)
+		return ok;
+	if (!ok)
+		packed = CFI_PACKED_NONE;
+	else if (!cfi__pack(cr, &packed))
+		return ok; /* a huge frame: correct but not cached */
+	if (ok && exact) { /* the leaf: its row serves the next samples in the same stretch */
+		unsigned int j = c->row_next++ % UNWIND_CACHE_ROWS;
+
+		c->row[j].lo = row[0];
+		c->row[j].hi = row[1];
+		c->row[j].rule = packed;
+	}
+store:
+	if (!c)
+		return ok;
+	c->misses++;
+	/* the newest first: the oldest of the set leaves */
+	memmove(&c->e[i][1], &c->e[i][0], sizeof(c->e[i][0]) * (UNWIND_CACHE_WAYS - 1));
+	c->e[i][0].rule = packed;
+	c->e[i][0].pc = key;
+	return ok;
 }
 
 enum step { STEP_OK, STEP_STOP, STEP_NONE };
 
 /* The registers the kernel saved at a signal trampoline's sp; the next pc is exact. */
-static enum step step_signal(struct regs *r, const struct stack *st)
+static enum step step_signal(struct walk *w, struct regs *r)
 {
-	uintptr_t pc, sp, fp, lr = 0;
+	uintptr_t pc = 0, sp = 0, fp = 0, lr = 0;
+	bool ok = false;
 
 #if defined(__x86_64__)
 	uintptr_t g = r->sp + 40; /* uc_mcontext.gregs */
 
-	if (!read_word(st, g + 8 * REG_RIP, &pc) || !read_word(st, g + 8 * REG_RSP, &sp) ||
-	    !read_word(st, g + 8 * REG_RBP, &fp))
-		return STEP_NONE;
+	ok = read_word(w, g + 8 * REG_RIP, &pc) && read_word(w, g + 8 * REG_RSP, &sp) &&
+	     read_word(w, g + 8 * REG_RBP, &fp);
 #elif defined(__aarch64__)
 	uintptr_t g = r->sp + 312; /* uc_mcontext.regs */
 
-	if (!read_word(st, g + 8 * 32, &pc) || !read_word(st, g + 8 * 31, &sp) ||
-	    !read_word(st, g + 8 * 29, &fp) || !read_word(st, g + 8 * 30, &lr))
-		return STEP_NONE;
-#else
-	return STEP_NONE;
+	ok = read_word(w, g + 8 * 32, &pc) && read_word(w, g + 8 * 31, &sp) &&
+	     read_word(w, g + 8 * 29, &fp) && read_word(w, g + 8 * 30, &lr);
 #endif
-	if (sp <= r->sp)
+	if (!ok || sp <= r->sp)
 		return STEP_NONE;
 	r->pc = pc;
 	r->sp = sp;
 	r->fp = fp;
 	r->lr = lr;
-	__atomic_fetch_add(&ustats.signal_frames, 1, __ATOMIC_RELAXED);
+	w->n.signal_frames++;
 	return STEP_OK;
 }
 
@@ -253,23 +288,22 @@ static enum step step_signal(struct regs *r, const struct stack *st)
  * register is valid; otherwise r->pc is a return address, looked up at pc - 1 (the call).
  * STEP_STOP: the tables say this is the outermost frame. STEP_NONE: no usable rules here.
  */
-static enum step step_cfi(struct regs *r, const struct stack *st, bool *exact,
-			  struct unwind_cache *c)
+static enum step step_cfi(struct walk *w, struct regs *r, bool *exact)
 {
 	struct cfi_rules cr;
 	uintptr_t cfa, ra, fp = r->fp;
 	bool signal, from_lr = false;
 
-	if (!rules_cached(c, r->pc, *exact, &cr, &signal)) {
-		__atomic_fetch_add(&ustats.no_fde, 1, __ATOMIC_RELAXED);
+	if (!rules_cached(w, r->pc, *exact, &cr, &signal)) {
+		w->n.no_fde++;
 		return STEP_NONE;
 	}
 	if (signal) {
 		*exact = true;
-		return step_signal(r, st);
+		return step_signal(w, r);
 	}
 	if (cr.ra_undefined) {
-		__atomic_fetch_add(&ustats.outermost, 1, __ATOMIC_RELAXED);
+		w->n.outermost++;
 		return STEP_STOP;
 	}
 	if (cr.cfa_reg == CFI_REG_FP)
@@ -279,7 +313,7 @@ static enum step step_cfi(struct regs *r, const struct stack *st, bool *exact,
 	else
 		cfa = r->sp + (uintptr_t)cr.cfa_off;
 	if (cr.ra_saved) {
-		if (!read_word(st, cfa + (uintptr_t)cr.ra_off, &ra))
+		if (!read_word(w, cfa + (uintptr_t)cr.ra_off, &ra))
 			return STEP_NONE;
 	} else if (*exact && r->lr) {
 		ra = r->lr; /* a leaf that kept its return address in the link register */
@@ -290,7 +324,7 @@ static enum step step_cfi(struct regs *r, const struct stack *st, bool *exact,
 	/* stacks grow down: a caller's CFA is above ours (equal only for a frameless leaf) */
 	if (cfa < r->sp || (cfa == r->sp && !from_lr))
 		return STEP_NONE;
-	if (cr.fp_saved && !read_word(st, cfa + (uintptr_t)cr.fp_off, &fp))
+	if (cr.fp_saved && !read_word(w, cfa + (uintptr_t)cr.fp_off, &fp))
 		return STEP_NONE;
 	r->pc = ra;
 	r->sp = cfa;
@@ -301,12 +335,12 @@ static enum step step_cfi(struct regs *r, const struct stack *st, bool *exact,
 }
 
 /* One frame by the frame pointer chain: [fp] = caller's fp, [fp + word] = return address. */
-static bool step_fp(struct regs *r, const struct stack *st)
+static bool step_fp(struct walk *w, struct regs *r)
 {
 	uintptr_t nfp, ra;
 
-	if (r->fp < r->sp || !read_word(st, r->fp, &nfp) ||
-	    !read_word(st, r->fp + sizeof(uintptr_t), &ra))
+	if (r->fp < r->sp || !read_word(w, r->fp, &nfp) ||
+	    !read_word(w, r->fp + sizeof(uintptr_t), &ra))
 		return false;
 	if (nfp && nfp <= r->fp)
 		return false; /* stacks grow down: a caller's frame is above ours */
@@ -317,11 +351,22 @@ static bool step_fp(struct regs *r, const struct stack *st)
 	return true;
 }
 
-static bool plausible_pc(uintptr_t pc)
+/* A return address: inside some module's code (any address while no module is known). */
+static bool plausible_pc(struct walk *w, uintptr_t pc)
 {
 	unsigned int n = __atomic_load_n(&n_modules, __ATOMIC_ACQUIRE);
 
-	return pc > 4096 && (n == 0 || module_of(pc - 1));
+	return pc > 4096 && (n == 0 || walk_module(w, pc - 1));
+}
+
+static void add_stats(const struct unwind_stats *n)
+{
+	const uint64_t *src = (const uint64_t *)n;
+	uint64_t *dst = (uint64_t *)&ustats;
+
+	for (size_t i = 0; i < sizeof(*n) / sizeof(uint64_t); i++)
+		if (src[i])
+			__atomic_fetch_add(&dst[i], src[i], __ATOMIC_RELAXED);
 }
 
 /*
@@ -334,42 +379,47 @@ static unsigned int walk(const void *uctx, uintptr_t stack_lo, uintptr_t stack_h
 			 enum unwind_mode mode, struct unwind_cache *cache, uint64_t *frames,
 			 unsigned int max, bool *truncated)
 {
-	struct stack st = {stack_lo, stack_hi};
+	struct walk w = {.lo = stack_lo, .hi = stack_hi, .c = cache};
+	unsigned int gen = __atomic_load_n(&generation, __ATOMIC_RELAXED);
 	struct regs r;
 	unsigned int n = 0;
-	bool exact = true, by_fp;
+	bool exact = true;
 	enum step s;
 
 	*truncated = false;
 	if (max == 0)
 		return 0;
+	if (cache && cache->gen != gen) { /* modules came or went: addresses mean other code */
+		memset(cache->e, 0, sizeof(cache->e));
+		memset(cache->row, 0, sizeof(cache->row));
+		cache->gen = gen;
+	}
 	regs_from_uctx(uctx, &r);
 	frames[n++] = r.pc;
 #if defined(__arm__)
-	if (n < max && plausible_pc(r.lr))
+	if (n < max && plausible_pc(&w, r.lr))
 		frames[n++] = r.lr;
 	return n;
 #endif
 	for (;;) {
 		bool leaf = n == 1;
 
-		s = mode == UNWIND_FP ? STEP_NONE : step_cfi(&r, &st, &exact, cache);
-		by_fp = s == STEP_NONE;
+		s = mode == UNWIND_FP ? STEP_NONE : step_cfi(&w, &r, &exact);
 		if (s == STEP_STOP)
 			break;
-		if (by_fp) {
+		if (s == STEP_NONE) {
 			if (!leaf && r.fp == 0)
 				break; /* the outermost frame (_start / clone) clears the frame pointer */
-			if (!step_fp(&r, &st))
+			if (!step_fp(&w, &r))
 				break;
 			exact = false;
-			__atomic_fetch_add(&ustats.fp_steps, 1, __ATOMIC_RELAXED);
+			w.n.fp_steps++;
 		} else if (leaf) {
-			__atomic_fetch_add(&ustats.cfi_leaf, 1, __ATOMIC_RELAXED);
+			w.n.cfi_leaf++;
 		} else {
-			__atomic_fetch_add(&ustats.cfi_rescue, 1, __ATOMIC_RELAXED);
+			w.n.cfi_rescue++;
 		}
-		if (!r.pc || !plausible_pc(r.pc))
+		if (!r.pc || !plausible_pc(&w, r.pc))
 			break;
 		if (n == max) {
 			*truncated = true;
@@ -377,6 +427,7 @@ static unsigned int walk(const void *uctx, uintptr_t stack_lo, uintptr_t stack_h
 		}
 		frames[n++] = r.pc;
 	}
+	add_stats(&w.n);
 	return n;
 }
 

@@ -30,7 +30,7 @@ struct unwind_stats {
 	uint64_t fp_steps;	/* frames unwound by the frame pointer chain */
 	uint64_t outermost;	/* walks ended by the tables' outermost frame (_start, clone) */
 	uint64_t signal_frames; /* signal trampolines walked through */
-};
+}; /* all uint64_t: unwind.c adds them up as an array */
 
 /*
  * Records the loaded modules and their .eh_frame_hdr; returns how many. Safe while other
@@ -45,12 +45,22 @@ enum unwind_mode { UNWIND_FP = 0, UNWIND_CFI = 1 };
 /*
  * The CFA rules of recently unwound pcs. A handler starts with cold caches and TLBs (the
  * kernel entry flushed them), so walking .eh_frame_hdr and the FDE again costs microseconds;
- * a hit costs one cache line. One per thread (TLS), never shared: no locking needed.
+ * a hit costs a cache line or two. Return addresses repeat exactly: a table by pc, four ways
+ * per set (one cache line), so that two hot return addresses hashed alike do not evict each
+ * other on every sample. Interrupted pcs (the leaf) rarely repeat: rows of the tables ([lo, hi)
+ * ranges sharing one rule), replaced in turn. One per thread (TLS), never shared: no locking.
  */
-#define UNWIND_CACHE_ENTRIES 64
+#define UNWIND_CACHE_SETS 32
+#define UNWIND_CACHE_WAYS 4
+#define UNWIND_CACHE_ROWS 32
 struct unwind_cache {
-	uint64_t pc[UNWIND_CACHE_ENTRIES];
-	uint64_t rule[UNWIND_CACHE_ENTRIES];
+	struct {
+		uint64_t pc, rule;
+	} e[UNWIND_CACHE_SETS][UNWIND_CACHE_WAYS] __attribute__((aligned(64)));
+	struct {
+		uint64_t lo, hi, rule;
+	} row[UNWIND_CACHE_ROWS];
+	unsigned int row_next;
 	uint64_t hits, misses;
 	unsigned int gen; /* the module table these entries belong to */
 };

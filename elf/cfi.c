@@ -225,8 +225,21 @@ static bool plt_expression(struct cursor *c, struct cfi_rules *r)
 }
 
 /* Runs CFA instructions until the location passes pc. Returns false on anything unsupported. */
+/* Whether loc moved past pc; row (NULL or [lo, hi)) narrows to the row holding pc. */
+static bool passed(uintptr_t loc, uintptr_t pc, uintptr_t *row)
+{
+	if (loc > pc) {
+		if (row)
+			row[1] = loc;
+		return true;
+	}
+	if (row)
+		row[0] = loc;
+	return false;
+}
+
 static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info *ci, uintptr_t loc,
-		    uintptr_t pc, struct cfi_rules *r, const struct cfi_rules *init)
+		    uintptr_t pc, struct cfi_rules *r, const struct cfi_rules *init, uintptr_t *row)
 {
 	struct cfi_rules stack[4];
 	unsigned int depth = 0;
@@ -240,7 +253,7 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 		switch (op >> 6) {
 		case 1: /* advance_loc */
 			loc += lo * ci->code_align;
-			if (loc > pc)
+			if (passed(loc, pc, row))
 				return true;
 			continue;
 		case 2: /* offset */
@@ -272,17 +285,17 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 			break;
 		case 0x02:
 			loc += cur_fixed(&c, 1) * ci->code_align;
-			if (loc > pc)
+			if (passed(loc, pc, row))
 				return true;
 			break;
 		case 0x03:
 			loc += cur_fixed(&c, 2) * ci->code_align;
-			if (loc > pc)
+			if (passed(loc, pc, row))
 				return true;
 			break;
 		case 0x04:
 			loc += cur_fixed(&c, 4) * ci->code_align;
-			if (loc > pc)
+			if (passed(loc, pc, row))
 				return true;
 			break;
 		case 0x05: /* offset_extended */
@@ -411,9 +424,9 @@ static bool fde_open(const struct cfi_table *m, uintptr_t fde, struct cursor *c,
 	return !c->bad;
 }
 
-/* The rules at pc by the FDE at fde: false unless it covers pc. */
+/* The rules at pc by the FDE at fde: false unless it covers pc. row: see cfi__rules_row. */
 static bool rules_in_fde(const struct cfi_table *m, uintptr_t fde, uintptr_t pc,
-			 struct cfi_rules *r)
+			 struct cfi_rules *r, uintptr_t *row)
 {
 	struct cursor c;
 	struct cie_info ci;
@@ -430,13 +443,22 @@ static bool rules_in_fde(const struct cfi_table *m, uintptr_t fde, uintptr_t pc,
 
 	struct cfi_rules init = {.cfa_reg = CFI_REG_SP};
 
-	if (!run_cfa(ci.insns, ci.insns_end, &ci, begin, UINTPTR_MAX, &init, NULL))
+	if (!run_cfa(ci.insns, ci.insns_end, &ci, begin, UINTPTR_MAX, &init, NULL, NULL))
 		return false;
 	*r = init;
-	return run_cfa(c.p, c.end, &ci, begin, pc, r, &init);
+	row[0] = begin;
+	row[1] = begin + range;
+	return run_cfa(c.p, c.end, &ci, begin, pc, r, &init, row);
 }
 
 bool cfi__rules_at(const struct cfi_table *m, uintptr_t pc, struct cfi_rules *r)
+{
+	uintptr_t row[2];
+
+	return cfi__rules_row(m, pc, r, row);
+}
+
+bool cfi__rules_row(const struct cfi_table *m, uintptr_t pc, struct cfi_rules *r, uintptr_t row[2])
 {
 	const uint8_t *hdr = m->eh_hdr;
 	struct cursor c;
@@ -462,7 +484,8 @@ bool cfi__rules_at(const struct cfi_table *m, uintptr_t pc, struct cfi_rules *r)
 			hi = mid;
 	}
 	return rules_in_fde(
-	    m, (uintptr_t)hdr + (uintptr_t)(intptr_t)table_entry(table, 2 * (size_t)lo + 1), pc, r);
+	    m, (uintptr_t)hdr + (uintptr_t)(intptr_t)table_entry(table, 2 * (size_t)lo + 1), pc, r,
+	    row);
 }
 
 static int fde_cmp(const void *a, const void *b)
@@ -512,7 +535,9 @@ bool cfi__rules_indexed(const struct cfi_table *m, const struct cfi_fde *idx, si
 		else
 			hi = mid;
 	}
-	return rules_in_fde(m, idx[lo].fde, pc, r);
+	uintptr_t row[2];
+
+	return rules_in_fde(m, idx[lo].fde, pc, r, row);
 }
 
 #define PACK_OK 0x1ull

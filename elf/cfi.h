@@ -66,6 +66,9 @@ struct cfi_rules {
 
 /* The rules at pc: false when pc has no FDE or its rules are beyond what is tracked. */
 bool cfi__rules_at(const struct cfi_table *t, uintptr_t pc, struct cfi_rules *r);
+/* The same, and the pcs [row[0], row[1]) that share these rules (one row of the FDE's table). */
+bool cfi__rules_row(const struct cfi_table *t, uintptr_t pc, struct cfi_rules *r,
+		    uintptr_t row[2]);
 
 /*
  * A file with .eh_frame but no .eh_frame_hdr (gcc gives a static link none): its FDEs by
