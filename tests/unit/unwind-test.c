@@ -3,10 +3,15 @@
  * Unit tests of agent/unwind.c with synthetic interrupted contexts (no signals: deterministic,
  * also under qemu-user): a sample taken in a frameless leaf function keeps the leaf's caller
  * with the .eh_frame leaf step and loses it with frame pointers alone; broken chains stop
- * cleanly, with known and with unknown stack bounds.
+ * cleanly, with known and with unknown stack bounds. One test takes real signals: a walk from
+ * a handler interrupted inside another handler, through libc's qsort and functions without
+ * frame pointers, must cross the signal frame and reach the test function.
  */
+#include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -134,12 +139,103 @@ static void broken_chains_stop_cleanly(void **state)
 	}
 }
 
+/* ---- a real walk: frameless functions, libc, a signal frame ------------------------------ */
+
+#define NOFP __attribute__((noinline, optimize("omit-frame-pointer")))
+
+static struct {
+	uintptr_t lo, hi;
+	uint64_t frames[64];
+	unsigned int n;
+	uintptr_t ra_handler, ra_cmp, ra_outer;
+	volatile int fired;
+	struct unwind_cache cache;
+} sig;
+
+static void on_usr2(int s, siginfo_t *si, void *uc)
+{
+	bool trunc;
+
+	sig.n = unwind__stack(uc, sig.lo, sig.hi, UNWIND_CFI, &sig.cache, sig.frames, 64, &trunc);
+}
+
+NOFP static void on_usr1(int s)
+{
+	sig.ra_handler = (uintptr_t)__builtin_return_address(0); /* the signal trampoline */
+	raise(SIGUSR2);
+	__asm__ volatile("" ::: "memory");
+}
+
+NOFP static int cmp_ints(const void *a, const void *b)
+{
+	if (!sig.fired) {
+		sig.fired = 1;
+		sig.ra_cmp = (uintptr_t)__builtin_return_address(0); /* into libc's qsort */
+		raise(SIGUSR1);
+	}
+	return *(const int *)a - *(const int *)b;
+}
+
+NOFP static void outer(void)
+{
+	int v[16];
+
+	sig.ra_outer = (uintptr_t)__builtin_return_address(0); /* into the test */
+	for (int i = 0; i < 16; i++)
+		v[i] = (i * 7) % 16;
+	qsort(v, 16, sizeof(v[0]), cmp_ints);
+	__asm__ volatile("" ::: "memory");
+}
+
+static int frame_index(uintptr_t pc)
+{
+	for (unsigned int i = 0; i < sig.n; i++)
+		if (sig.frames[i] == pc)
+			return (int)i;
+	return -1;
+}
+
+static void walks_through_libc_and_a_signal_frame(void **state)
+{
+	struct sigaction sa1 = {.sa_handler = on_usr1}, sa2 = {.sa_sigaction = on_usr2};
+	pthread_attr_t attr;
+	void *addr;
+	size_t size;
+
+#if !defined(__x86_64__) && !defined(__aarch64__)
+	skip(); /* 32-bit ARM: its own unwinder (EHABI) */
+#endif
+	assert_int_equal(pthread_getattr_np(pthread_self(), &attr), 0);
+	assert_int_equal(pthread_attr_getstack(&attr, &addr, &size), 0);
+	pthread_attr_destroy(&attr);
+	sig.lo = (uintptr_t)addr;
+	sig.hi = (uintptr_t)addr + size;
+	assert_true(unwind__init() > 0);
+	sa2.sa_flags = SA_SIGINFO;
+	assert_int_equal(sigaction(SIGUSR1, &sa1, NULL), 0);
+	assert_int_equal(sigaction(SIGUSR2, &sa2, NULL), 0);
+	outer();
+	signal(SIGUSR1, SIG_DFL);
+	signal(SIGUSR2, SIG_DFL);
+	assert_true(sig.n > 4);
+	int h = frame_index(sig.ra_handler), c = frame_index(sig.ra_cmp),
+	    o = frame_index(sig.ra_outer);
+
+	print_message("walk of %u frames: trampoline at %d, into qsort at %d, into the test at %d\n",
+		      sig.n, h, c, o);
+	assert_true(h > 0);		  /* the handler's caller: the signal trampoline */
+	assert_true(c > h);		  /* then, past the signal frame, cmp_ints' caller */
+	assert_true(o > c);		  /* then through libc's qsort into outer's caller */
+	assert_true((unsigned int)o + 1 < sig.n); /* and on (cmocka, main) */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(leaf_caller_found_with_eh_frame),
 	    cmocka_unit_test(depth_is_bounded),
 	    cmocka_unit_test(broken_chains_stop_cleanly),
+	    cmocka_unit_test(walks_through_libc_and_a_signal_frame),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
