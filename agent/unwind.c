@@ -16,11 +16,13 @@
 #include <unistd.h>
 
 #include "elf/cfi.h"
+#include "elf/ehabi.h"
 #include "agent/unwind.h"
 
 struct module {
-	struct cfi_table cfi;	    /* all PT_LOAD segments bound its reads; eh_hdr may be NULL */
+	struct cfi_table cfi;	    /* reads bound by the load segment of .eh_frame_hdr (or NULL) */
 	uintptr_t text_lo, text_hi; /* executable segments */
+	struct ehabi_table ehabi;   /* 32-bit ARM: .ARM.exidx (n == 0: none), in its segment */
 };
 
 static struct module modules[UNWIND_MAX_MODULES];
@@ -59,10 +61,28 @@ static void regs_from_uctx(const void *uctx, struct regs *r)
 
 /* ---- module table (not signal-safe) ------------------------------------------------------- */
 
+/* The load segment holding addr: [*lo, *hi); false when none does. */
+static bool segment_of(const struct dl_phdr_info *info, uintptr_t addr, uintptr_t *lo,
+		       uintptr_t *hi)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+
+		if (ph->p_type == PT_LOAD && addr >= a && addr - a < ph->p_memsz) {
+			*lo = a;
+			*hi = a + ph->p_memsz;
+			return true;
+		}
+	}
+	return false;
+}
+
 static int add_module(struct dl_phdr_info *info, size_t size, void *data)
 {
 	unsigned int *n = data;
-	struct module m = {.cfi.lo = UINTPTR_MAX, .text_lo = UINTPTR_MAX};
+	struct module m = {.text_lo = UINTPTR_MAX};
+	uintptr_t lo, hi;
 
 	if (*n >= UNWIND_MAX_MODULES)
 		return 1;
@@ -70,15 +90,16 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *data)
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 		uintptr_t a = info->dlpi_addr + ph->p_vaddr, b = a + ph->p_memsz;
 
-		if (ph->p_type == PT_LOAD) {
-			m.cfi.lo = a < m.cfi.lo ? a : m.cfi.lo;
-			m.cfi.hi = b > m.cfi.hi ? b : m.cfi.hi;
-			if (ph->p_flags & PF_X) {
-				m.text_lo = a < m.text_lo ? a : m.text_lo;
-				m.text_hi = b > m.text_hi ? b : m.text_hi;
-			}
-		} else if (ph->p_type == PT_GNU_EH_FRAME) {
-			m.cfi.eh_hdr = (const uint8_t *)a;
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+			m.text_lo = a < m.text_lo ? a : m.text_lo;
+			m.text_hi = b > m.text_hi ? b : m.text_hi;
+		} else if (ph->p_type == PT_GNU_EH_FRAME && segment_of(info, a, &lo, &hi)) {
+			m.cfi = (struct cfi_table){lo, hi, (const uint8_t *)a};
+		} else if (ph->p_type == PT_ARM_EXIDX && sizeof(uintptr_t) == 4 &&
+			   segment_of(info, a, &lo, &hi)) {
+			m.ehabi = (struct ehabi_table){(const uint8_t *)lo, (uint32_t)lo,
+						       (uint32_t)hi, (uint32_t)a,
+						       (uint32_t)(ph->p_memsz / 8)};
 		}
 	}
 	if (m.text_lo == UINTPTR_MAX)
@@ -180,12 +201,30 @@ static const uint8_t sigreturn_code[] = {0x68, 0x11, 0x80, 0xd2, 0x01, 0x00, 0x0
 static const uint8_t sigreturn_code[] = {0xff}; /* 32-bit ARM: not walked by these rules */
 #endif
 
+/*
+ * Whether the 8 bytes at addr can be read: rt_sigprocmask copies its set in before it looks
+ * at `how` (EFAULT: unreadable; EINVAL for the bad `how`: readable). One system call and no
+ * change of the mask; the trick gperftools and abseil use. errno: the handler restores it.
+ */
+static bool readable8(uintptr_t addr)
+{
+	return syscall(SYS_rt_sigprocmask, ~0, (void *)addr, NULL, 8) == -1 && errno == EINVAL;
+}
+
+/*
+ * Inside a module the code is read directly; elsewhere (qemu-user puts its trampoline on a
+ * page of its own) after a check that it is mapped: that costs system calls, paid only where
+ * a walk would otherwise end.
+ */
 static bool is_sigreturn(struct walk *w, uintptr_t pc)
 {
 	const struct module *m = walk_module(w, pc);
+	size_t len = sizeof(sigreturn_code);
 
-	return m && pc + sizeof(sigreturn_code) <= m->text_hi &&
-	       !memcmp((const void *)pc, sigreturn_code, sizeof(sigreturn_code));
+	if (m)
+		return pc + len <= m->text_hi && !memcmp((const void *)pc, sigreturn_code, len);
+	return pc > 4096 && len > 1 && readable8(pc) && (len <= 8 || readable8(pc + len - 8)) &&
+	       !memcmp((const void *)pc, sigreturn_code, len);
 }
 
 /*
@@ -351,12 +390,15 @@ static bool step_fp(struct walk *w, struct regs *r)
 	return true;
 }
 
-/* A return address: inside some module's code (any address while no module is known). */
+/*
+ * A return address: inside some module's code (any address while no module is known), or a
+ * signal trampoline outside them.
+ */
 static bool plausible_pc(struct walk *w, uintptr_t pc)
 {
 	unsigned int n = __atomic_load_n(&n_modules, __ATOMIC_ACQUIRE);
 
-	return pc > 4096 && (n == 0 || walk_module(w, pc - 1));
+	return pc > 4096 && (n == 0 || walk_module(w, pc - 1) || is_sigreturn(w, pc));
 }
 
 static void add_stats(const struct unwind_stats *n)
@@ -368,6 +410,80 @@ static void add_stats(const struct unwind_stats *n)
 		if (src[i])
 			__atomic_fetch_add(&dst[i], src[i], __ATOMIC_RELAXED);
 }
+
+#if defined(__arm__)
+static bool arm_read(void *ctx, uint32_t addr, uint32_t *val)
+{
+	uintptr_t v;
+
+	if (!read_word(ctx, addr, &v))
+		return false;
+	*val = (uint32_t)v;
+	return true;
+}
+
+/*
+ * The armv7 walk: every frame by its .ARM.exidx entry (ARM EHABI; Thumb-2 frame pointers
+ * are not walkable, notes/unwinding.md §6). Where the interrupted pc's module has no entry for
+ * it (no -funwind-tables), the link register still names the caller, as before. A frame whose
+ * opcodes restore no return address got it from the link register: valid for the interrupted
+ * frame only. CANTUNWIND (the outermost frame, or code without tables) ends the walk.
+ */
+static unsigned int walk_arm(struct walk *w, const void *uctx, uint64_t *frames, unsigned int max,
+			     bool *truncated)
+{
+	const ucontext_t *uc = uctx;
+	struct ehabi_entry e;
+	unsigned int n = 0;
+	bool exact = true;
+	uint32_t r[16];
+
+	memcpy(r, &uc->uc_mcontext.arm_r0, sizeof(r)); /* r0..r10, fp, ip, sp, lr, pc */
+	frames[n++] = r[15];
+	for (;;) {
+		uint32_t key = exact ? r[15] & ~1u : (r[15] & ~1u) - 1, sp = r[13];
+		const struct module *m = walk_module(w, key);
+		enum ehabi_result res;
+		bool ra;
+
+		e.kind = EHABI_NONE;
+		if (m && m->ehabi.n)
+			ehabi__lookup(&m->ehabi, key, &e);
+		if (e.kind == EHABI_NONE || (exact && e.kind == EHABI_CANTUNWIND)) {
+			/* ld fills code without tables with CANTUNWIND: for the interrupted frame
+			 * that means "no tables" more often than "outermost" */
+			w->n.no_fde++;
+			if (exact && n < max && plausible_pc(w, r[14]))
+				frames[n++] = r[14] & ~1u; /* no tables: the caller is in lr */
+			break;
+		}
+		if (exact && key == e.start && e.kind == EHABI_OPS) {
+			r[15] = r[14]; /* first instruction: nothing pushed yet */
+			ra = false;
+			res = EHABI_STEP_OK;
+		} else {
+			res = ehabi__execute(&e, r, arm_read, w, &ra);
+		}
+		if (res == EHABI_STEP_STOP)
+			w->n.outermost++;
+		if (res != EHABI_STEP_OK || (!ra && !exact) || r[13] < sp || (r[13] == sp && !exact))
+			break;
+		if (n == 1)
+			w->n.cfi_leaf++;
+		else
+			w->n.cfi_rescue++;
+		exact = false;
+		if (!r[15] || !plausible_pc(w, r[15]))
+			break;
+		if (n == max) {
+			*truncated = true;
+			break;
+		}
+		frames[n++] = r[15] & ~1u;
+	}
+	return n;
+}
+#endif /* __arm__ */
 
 /*
  * Every frame by the unwind tables where its module has them; by the frame pointer where it
@@ -397,8 +513,8 @@ static unsigned int walk(const void *uctx, uintptr_t stack_lo, uintptr_t stack_h
 	regs_from_uctx(uctx, &r);
 	frames[n++] = r.pc;
 #if defined(__arm__)
-	if (n < max && plausible_pc(&w, r.lr))
-		frames[n++] = r.lr;
+	n = walk_arm(&w, uctx, frames, max, truncated);
+	add_stats(&w.n);
 	return n;
 #endif
 	for (;;) {

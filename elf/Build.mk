@@ -8,3 +8,6 @@ fuzz-y += cfi
 
 unit-tests-y += cfi
 cfi-test-objs = elf/cfi.o
+
+unit-tests-y += ehabi
+ehabi-test-objs = elf/ehabi.o
