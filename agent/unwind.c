@@ -391,6 +391,31 @@ static bool step_fp(struct walk *w, struct regs *r)
 }
 
 /*
+ * aarch64 PLT stubs have no CFI (binutils emits none): a sample in one has the return address
+ * in the link register and sp untouched. Known by the stub's last instruction, `br x17`, at
+ * the end of its 16 bytes. Only for the interrupted frame.
+ */
+static bool step_plt_leaf(struct walk *w, struct regs *r)
+{
+#if defined(__aarch64__)
+	const struct module *m = walk_module(w, r->pc);
+	uintptr_t stub = r->pc & ~(uintptr_t)15;
+	uint32_t insn;
+
+	if (!m || !r->lr || stub < m->text_lo || stub + 16 > m->text_hi)
+		return false;
+	memcpy(&insn, (const void *)(stub + 12), sizeof(insn));
+	if (insn != 0xd61f0220) /* br x17 */
+		return false;
+	r->pc = r->lr;
+	r->lr = 0;
+	return true;
+#else
+	return false;
+#endif
+}
+
+/*
  * A return address: inside some module's code (any address while no module is known), or a
  * signal trampoline outside them.
  */
@@ -454,7 +479,7 @@ static unsigned int walk_arm(struct walk *w, const void *uctx, uint64_t *frames,
 			 * that means "no tables" more often than "outermost" */
 			w->n.no_fde++;
 			if (exact && n < max && plausible_pc(w, r[14]))
-				frames[n++] = r[14] & ~1u; /* no tables: the caller is in lr */
+				frames[n++] = r[14]; /* no tables: the caller is in lr */
 			break;
 		}
 		if (exact && key == e.start && e.kind == EHABI_OPS) {
@@ -479,7 +504,7 @@ static unsigned int walk_arm(struct walk *w, const void *uctx, uint64_t *frames,
 			*truncated = true;
 			break;
 		}
-		frames[n++] = r[15] & ~1u;
+		frames[n++] = r[15]; /* with the Thumb bit, as the return address was */
 	}
 	return n;
 }
@@ -523,7 +548,10 @@ static unsigned int walk(const void *uctx, uintptr_t stack_lo, uintptr_t stack_h
 		s = mode == UNWIND_FP ? STEP_NONE : step_cfi(&w, &r, &exact);
 		if (s == STEP_STOP)
 			break;
-		if (s == STEP_NONE) {
+		if (s == STEP_NONE && leaf && mode != UNWIND_FP && step_plt_leaf(&w, &r)) {
+			exact = false;
+			w.n.cfi_leaf++;
+		} else if (s == STEP_NONE) {
 			if (!leaf && r.fp == 0)
 				break; /* the outermost frame (_start / clone) clears the frame pointer */
 			if (!step_fp(&w, &r))
