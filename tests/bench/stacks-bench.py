@@ -99,6 +99,12 @@ def perf_chains(data, comm):
 def pprof_chains(path, pid=None):
     """Our pprof through `go tool pprof -raw` (the reference reader): each sample's chain, as
     many times as it counted (sample index 0 = samples/count)."""
+    return [chain_of(f) for f in pprof_frames(path, pid)]
+
+
+def pprof_frames(path, pid=None):
+    """Each sample's frames [(path, file offset)] leaf first, as many times as it counted.
+    Frames past the leaf are return address - 1 (the agent steps back into the call)."""
     txt = subprocess.run(["go", "tool", "pprof", "-raw", "-symbolize=none", path],
                          capture_output=True, text=True, timeout=300).stdout
     sect, samples, locs, maps = None, [], {}, {}
@@ -131,7 +137,7 @@ def pprof_chains(path, pid=None):
             if mid in maps and not maps[mid][2].startswith("[kernel"):  # user frames only
                 start, off, path = maps[mid]
                 frames.append((path, addr - start + off))
-        chains += [chain_of(frames)] * count
+        chains += [frames] * count
     return chains
 
 
@@ -154,6 +160,123 @@ def compare(ours, perf, show=0):
     pct = lambda a, b: 100.0 * a / b if b else float("nan")  # noqa: E731
     return (pct(len(good), len(judged)), pct(sum(map(reaches_main, ours)), len(ours)),
             pct(sum(map(reaches_main, perf)), len(perf)), len(judged))
+
+
+# ---- other architectures, under qemu-user ----------------------------------------------------
+
+CROSS = {
+    "arm64": {"triple": "aarch64-linux-gnu", "qemu": "qemu-aarch64", "board": "gateway-arm64",
+              "cc": ["aarch64-linux-gnu-gcc", "-O2", "-fomit-frame-pointer"]},
+    "armhf": {"triple": "arm-linux-gnueabihf", "qemu": "qemu-arm", "board": "gateway-armv7",
+              "cc": ["arm-linux-gnueabihf-gcc", "-O2", "-fomit-frame-pointer", "-mthumb",
+                     "-funwind-tables"]},
+}
+# Debian's programs for the target, downloaded and unpacked (never installed) into
+# build/bench-<arch>: apt-get download needs the architecture added (tools/setup.sh does).
+DEBS = ("xz-utils liblzma5 gzip sqlite3 libsqlite3-0 libreadline8 libtinfo6 python3.11-minimal "
+        "libexpat1 zlib1g").split()
+
+
+def cross_root(top, arch):
+    root = os.path.join(top, "build", f"bench-{arch}")
+    if not os.path.exists(os.path.join(root, ".complete")):
+        debs = os.path.join(root, "debs")
+        os.makedirs(debs, exist_ok=True)
+        subprocess.run(["apt-get", "download", "-qq", "-o", "APT::Sandbox::User=root"] +
+                       [f"{p}:{arch}" for p in DEBS], cwd=debs, check=True)
+        for d in os.listdir(debs):
+            subprocess.run(["dpkg", "-x", os.path.join(debs, d), root], check=True)
+        open(os.path.join(root, ".complete"), "w").close()
+    return root
+
+
+def cross_programs(tmp, root, arch, scale):
+    c = CROSS[arch]
+    rnd = os.path.join(tmp, "random.bin")
+    if not os.path.exists(rnd):
+        with open(rnd, "wb") as f:
+            f.write(os.urandom(int(scale * (1 << 20))))
+    own = os.path.join(tmp, f"stacks-work-{arch}")
+    subprocess.run(c["cc"] + ["-o", own, os.path.join(HERE, "stacks-work.c")], check=True)
+    binp = lambda n: next(p for p in (f"{root}/usr/bin/{n}", f"{root}/bin/{n}")  # noqa: E731
+                          if os.path.exists(p))
+    return {
+        "xz": [binp("xz"), "-9", "-T1", "-c", rnd],
+        "gzip": [binp("gzip"), "-9", "-c", rnd, rnd, rnd],
+        "python3": [binp("python3.11"), "-c", PY_LOOP.format(n=int(1e6 * scale))],
+        "sqlite3": [binp("sqlite3"), ":memory:", SQL.format(n=int(3e5 * scale))],
+        "own": [own, str(int(400 * scale))],
+    }
+
+
+def run_cross(top, arch, root, argv, hz, tmp, tag):
+    """The program under qemu-user with the board's libedgeprof.so: its samples' frames."""
+    c = CROSS[arch]
+    t = c["triple"]
+    out = os.path.join(tmp, f"{tag}.pb.gz")
+    libs = ":".join([f"{root}/usr/lib/{t}", f"{root}/lib/{t}",
+                     f"{top}/build/sysroot-{arch}/usr/lib/{t}"])
+    cmd = [c["qemu"], "-L", f"/usr/{t}", "-E", f"LD_LIBRARY_PATH={libs}",
+           "-E", f"LD_PRELOAD={top}/build/{c['board']}/libedgeprof.so",
+           "-E", f"EDGEPROF_OUTPUT={out}", "-E", f"EDGEPROF_HZ={hz}"] + argv
+    with open(os.path.join(tmp, "out"), "wb") as o:
+        subprocess.run(cmd, stdout=o, stderr=subprocess.PIPE, check=True, timeout=1800)
+    return pprof_frames(out)
+
+
+def tables(frame, ra):
+    e = stacks_elf.elf(frame[0])
+    va = e.vaddr(frame[1]) if e else None
+    return va is not None and e.has_tables(va & ~1)
+
+
+def judge_cross(frames_list, show=0):
+    """(verified %, reached main %, judged, samples): a sample is verified when its chain
+    reaches main and every caller's call instruction calls its callee (stacks_elf.edge_ok:
+    the compiler's call graph read back from the code). Samples whose leaf is in code without
+    unwind tables, or whose walk ended in such code short of main, are not judged (Debian armhf
+    C code has none: gcc emits .ARM.exidx for C only with -funwind-tables)."""
+    judged = verified = reached = 0
+    bad = collections.Counter()
+    for fr in frames_list:
+        ch = chain_of(fr)
+        main = reaches_main(ch)
+        reached += main
+        if not (tables(fr[0], False) and (main or tables(fr[-1], len(fr) > 1))):
+            continue  # the leaf, or where the walk ended, is code without tables
+        judged += 1
+        # our pprof holds return address - 1 (as perf does): the call is before + 1
+        ok = main and all(stacks_elf.edge_ok((fr[i][0], fr[i][1] + 1), fr[i - 1])
+                          for i in range(1, len(fr)))
+        verified += ok
+        if not ok:
+            bad[ch] += 1
+    for c, n in bad.most_common(show):
+        print(f"    {n:5d} x {' > '.join(c)}")
+    pct = lambda a, b: 100.0 * a / b if b else float("nan")  # noqa: E731
+    return pct(verified, judged), pct(reached, len(frames_list)), judged, len(frames_list)
+
+
+def main_cross(a, top):
+    root = cross_root(top, a.arch)
+    tmp = tempfile.mkdtemp(prefix="stacks-bench.")
+    try:
+        progs = cross_programs(tmp, root, a.arch, a.scale)
+        print(f"arch {a.arch} under {CROSS[a.arch]['qemu']} (qemu-user), sigprof, {a.hz} Hz, "
+              f"{a.reps} reps (medians); peer: the call instructions (edge_ok), no perf here")
+        print(f"{'program':<9} {'ours n':>7} {'judged':>7} {'verified %':>11} {'->main %':>9}")
+        allv = []
+        for name in a.programs.split(","):
+            res = []
+            for rep in range(a.reps):
+                fl = run_cross(top, a.arch, root, progs[name], a.hz, tmp, f"{name}-{rep}")
+                res.append(judge_cross(fl, a.show if rep == 0 else 0))
+            v, m, j, n = (statistics.median(x[i] for x in res) for i in range(4))
+            allv.append(v)
+            print(f"{name:<9} {n:>7.0f} {j:>7.0f} {v:>11.1f} {m:>9.1f}")
+        print(f"median verified over programs: {statistics.median(allv):.1f} %")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 # ---- running --------------------------------------------------------------------------------
@@ -210,7 +333,13 @@ def main():
     ap.add_argument("--scale", type=float, default=1.0, help="work per program")
     ap.add_argument("--programs", default="xz,gzip,python3,sqlite3,own")
     ap.add_argument("--show", type=int, default=0, help="print the N commonest mismatches")
+    ap.add_argument("--arch", default="x86_64", choices=("x86_64", "arm64", "armhf"),
+                    help="arm64/armhf: under qemu-user with the gateway board's build (sigprof)")
     a = ap.parse_args()
+    if a.arch != "x86_64":
+        if a.mode != "sigprof":
+            sys.exit("under qemu-user only sigprof runs (no bpf() there)")
+        return main_cross(a, os.path.abspath(os.path.join(HERE, "..", "..")))
     build = os.path.abspath(a.build)
     tmp = tempfile.mkdtemp(prefix="stacks-bench.")
     try:
