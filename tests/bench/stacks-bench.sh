@@ -4,6 +4,7 @@
 # own -O2 -fomit-frame-pointer workload): edgeprof beside `perf record --call-graph dwarf`, same
 # run; see stacks-bench.py. Mode sigprof (libedgeprof.so) or bpf (edgeprof-agent, root).
 #   tests/bench/stacks-bench.sh sigprof|bpf [--reps 3] [--hz 999] [--programs xz,own] [--show 3]
+#   tests/bench/stacks-bench.sh sigprof --arch arm64 --scale 3   (qemu-user; also armhf)
 #   EP_BUILD=build/host-x86_64 tests/bench/stacks-bench.sh bpf
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)

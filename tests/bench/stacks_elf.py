@@ -255,7 +255,8 @@ def call_target(path, ra):
 
 def tail_calls(path, start, thumb=False):
     """Targets (vaddrs) of the plain branches in the function at start (first 4 KiB): where it
-    may tail-call. aarch64 B and B.cond, Thumb-2 B/B.W (and conditional), ARM B."""
+    may tail-call. aarch64 B and B.cond, Thumb-2 B/B.W (and conditional), ARM B; ANY for a
+    branch through a register (aarch64 br, Thumb bx other than lr)."""
     e = elf(path)
     key = (path, start, thumb)
     if key in _tails:
@@ -271,6 +272,8 @@ def tail_calls(path, start, thumb=False):
             if w & 0xFC000000 == 0x14000000:
                 imm = w & 0x3FFFFFF
                 out.add(start + i + 4 * (imm - (1 << 26) if imm & (1 << 25) else imm))
+            elif w & 0xFFFFFC1F == 0xD61F0000 and (w >> 5) & 31 != 30:
+                out.add(ANY)  # br xN: a tail call through a pointer
             elif w & 0xFF000010 == 0x54000000:
                 imm = (w >> 5) & 0x7FFFF
                 out.add(start + i + 4 * (imm - (1 << 19) if imm & (1 << 18) else imm))
@@ -297,7 +300,9 @@ def tail_calls(path, start, thumb=False):
                     out.add(pc + (off - (1 << 21) if s_ else off))
                 i += 4
                 continue
-            if h1 & 0xF800 == 0xE000:  # B (T2)
+            if h1 & 0xFF87 == 0x4700 and (h1 >> 3) & 15 != 14:
+                out.add(ANY)  # bx rN: a tail call through a pointer
+            elif h1 & 0xF800 == 0xE000:  # B (T2)
                 off = (h1 & 0x7FF) << 1
                 out.add(pc + (off - (1 << 12) if off & (1 << 11) else off))
             elif h1 & 0xF000 == 0xD000 and h1 & 0x0F00 < 0x0E00:  # B<c> (T1)
@@ -315,6 +320,7 @@ def tail_calls(path, start, thumb=False):
 
 
 _tails = {}
+ANY = -1  # in tail_calls(): an indirect branch, which may reach any function
 
 
 def edge_ok(caller, callee):
@@ -342,7 +348,8 @@ def edge_ok(caller, callee):
         return False
     # the call's target, or a function it tail-calls (its frame is gone: the same physical
     # chain perf or a debugger shows)
-    return (target & ~1) == want or want in tail_calls(caller[0], target & ~1, target & 1)
+    tails = tail_calls(caller[0], target & ~1, target & 1)
+    return (target & ~1) == want or want in tails or ANY in tails
 
 
 def function(path, off, root=""):
