@@ -278,9 +278,11 @@ def tail_calls(path, start, thumb=False):
                 imm = (w >> 5) & 0x7FFFF
                 out.add(start + i + 4 * (imm - (1 << 19) if imm & (1 << 18) else imm))
     elif e.is64:
-        for i in range(len(code) - 4):
+        for i in range(len(code) - 4):  # jmp rel32 / rel8 (every byte: no decoder here)
             if code[i] == 0xE9:
                 out.add(start + i + 5 + struct.unpack_from("<i", code, i + 1)[0])
+            elif code[i] == 0xEB:
+                out.add(start + i + 2 + struct.unpack_from("<b", code, i + 1)[0])
     elif thumb:
         i = 0
         while i + 2 <= len(code):
@@ -349,7 +351,10 @@ def edge_ok(caller, callee):
     # the call's target, or a function it tail-calls (its frame is gone: the same physical
     # chain perf or a debugger shows)
     tails = tail_calls(caller[0], target & ~1, target & 1)
-    return (target & ~1) == want or want in tails or ANY in tails
+    # a tail call through a PLT stub (another module, or an IFUNC such as memcpy) may land
+    # anywhere too
+    return (target & ~1) == want or want in tails or ANY in tails or any(
+        lo <= t < hi for t in tails for lo, hi in ce.plt)
 
 
 def function(path, off, root=""):
