@@ -2,18 +2,16 @@
 /*
  * agent/unwind.h — the SIGPROF sampler's async-signal-safe stack walker.
  *
- * Frame pointers for the body of the stack; the leaf frame (and any frame where the frame
- * pointer chain breaks) is unwound with the CFA rules of the module's .eh_frame (found through
- * PT_GNU_EH_FRAME), so a leaf function that set up no frame (GCC -O2 with frame pointers) or a
- * sample taken in a prologue or epilogue still yields the leaf's caller.
+ * Every frame by the module's unwind tables where it has them (.eh_frame through
+ * PT_GNU_EH_FRAME on x86_64 and aarch64, .ARM.exidx through PT_ARM_EXIDX on armv7), by the
+ * frame pointer where it has none. The tables' outermost frame ends the walk; PLT stubs and
+ * signal trampolines are walked through.
  *
  * Every stack read is checked: against the thread's stack bounds when known, else through
  * process_vm_readv(2) (which fails instead of faulting). Unwind tables are read only inside
- * modules recorded by unwind__init() (not async-signal-safe: call it outside the handler, and
- * again after dlopen() if you want new modules' tables). Depth is bounded by the caller.
- *
- * x86_64 and aarch64 use both methods; 32-bit ARM records the PC and the link register only
- * (ARM EHABI tables are not .eh_frame).
+ * the load segment holding them, in modules recorded by unwind__init() (not async-signal-safe:
+ * call it outside the handler, and again after dlopen() if you want new modules' tables).
+ * Depth is bounded by the caller.
  */
 #ifndef EDGEPROF_AGENT_UNWIND_H
 #define EDGEPROF_AGENT_UNWIND_H

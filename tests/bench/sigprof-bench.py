@@ -234,7 +234,8 @@ def main():
                       f"cpu accounted {o[2]:.3f} vs {g[2]:.3f}")
         if HANDLER:
             print(f"edgeprof handler time per sample (unwind + ring write, vDSO clock inside "
-                  f"the handler, log2-bucket median; excludes the kernel's signal delivery): "
+                  f"the handler, median of quarter-octave buckets (older libraries: log2); "
+                  f"excludes the kernel's signal delivery): "
                   f"{statistics.median(HANDLER)} ns")
         ps = perf_shares(split, a.rounds, tmp) if shutil.which("perf") else None
         if ps:
