@@ -227,6 +227,23 @@ static bool is_sigreturn(struct walk *w, uintptr_t pc)
 	       !memcmp((const void *)pc, sigreturn_code, len);
 }
 
+/* The cache set of a pc. Fibonacci hashing: code addresses share low and page bits often. */
+static unsigned int cache_set(uintptr_t key)
+{
+	return (unsigned int)(((uint64_t)key * 0x9e3779b97f4a7c15ull) >> 40) % UNWIND_CACHE_SETS;
+}
+
+/* Puts rule for key at the head of its set: the oldest of the set leaves. */
+static void cache_put(struct unwind_cache *c, uintptr_t key, uint64_t rule)
+{
+	unsigned int i = cache_set(key);
+
+	c->misses++;
+	memmove(&c->e[i][1], &c->e[i][0], sizeof(c->e[i][0]) * (UNWIND_CACHE_WAYS - 1));
+	c->e[i][0].rule = rule;
+	c->e[i][0].pc = key;
+}
+
 /*
  * Rules at pc (the frame's pc, minus 1 for a return address when !exact), through the
  * thread's cache: false when pc has none usable. *signal: the frame is a signal trampoline.
@@ -236,9 +253,7 @@ static bool rules_cached(struct walk *w, uintptr_t pc, bool exact, struct cfi_ru
 {
 	struct unwind_cache *c = w->c;
 	uintptr_t key = exact ? pc : pc - 1, row[2];
-	/* Fibonacci hashing: code addresses share their low and page bits too often */
-	unsigned int i = (unsigned int)(((uint64_t)key * 0x9e3779b97f4a7c15ull) >> 40) %
-			 UNWIND_CACHE_SETS;
+	unsigned int i = cache_set(key);
 	const struct module *m;
 	uint64_t packed;
 	bool ok;
@@ -282,13 +297,8 @@ static bool rules_cached(struct walk *w, uintptr_t pc, bool exact, struct cfi_ru
 		c->row[j].rule = packed;
 	}
 store:
-	if (!c)
-		return ok;
-	c->misses++;
-	/* the newest first: the oldest of the set leaves */
-	memmove(&c->e[i][1], &c->e[i][0], sizeof(c->e[i][0]) * (UNWIND_CACHE_WAYS - 1));
-	c->e[i][0].rule = packed;
-	c->e[i][0].pc = key;
+	if (c)
+		cache_put(c, key, packed);
 	return ok;
 }
 
@@ -448,6 +458,31 @@ static bool arm_read(void *ctx, uint32_t addr, uint32_t *val)
 }
 
 /*
+ * The .ARM.exidx entry of key (its index in *m's table, or -1), through the thread's cache for
+ * return addresses: the binary search costs a cold cache line per step, the hit one line.
+ * Cached as the module (32-bit pointer) and the index + 1.
+ */
+static int32_t exidx_cached(struct walk *w, uint32_t key, bool exact, const struct module **m)
+{
+	struct unwind_cache *c = w->c;
+	unsigned int i = cache_set(key);
+	int32_t idx;
+
+	for (unsigned int k = 0; c && k < UNWIND_CACHE_WAYS; k++) {
+		if (c->e[i][k].pc == key) {
+			c->hits++;
+			*m = (const struct module *)(uintptr_t)(c->e[i][k].rule >> 32);
+			return (int32_t)(uint32_t)c->e[i][k].rule - 1;
+		}
+	}
+	*m = walk_module(w, key);
+	idx = *m && (*m)->ehabi.n ? ehabi__find(&(*m)->ehabi, key) : -1;
+	if (c && !exact) /* leaves rarely repeat their pc */
+		cache_put(c, key, (uint64_t)(uintptr_t)*m << 32 | (uint32_t)(idx + 1));
+	return idx;
+}
+
+/*
  * The armv7 walk: every frame by its .ARM.exidx entry (ARM EHABI; Thumb-2 frame pointers
  * are not walkable, notes/unwinding.md §6). Where the interrupted pc's module has no entry for
  * it (no -funwind-tables), the link register still names the caller, as before. A frame whose
@@ -467,13 +502,14 @@ static unsigned int walk_arm(struct walk *w, const void *uctx, uint64_t *frames,
 	frames[n++] = r[15];
 	for (;;) {
 		uint32_t key = exact ? r[15] & ~1u : (r[15] & ~1u) - 1, sp = r[13];
-		const struct module *m = walk_module(w, key);
+		const struct module *m;
+		int32_t idx = exidx_cached(w, key, exact, &m);
 		enum ehabi_result res;
 		bool ra;
 
 		e.kind = EHABI_NONE;
-		if (m && m->ehabi.n)
-			ehabi__lookup(&m->ehabi, key, &e);
+		if (idx >= 0)
+			ehabi__entry_at(&m->ehabi, (uint32_t)idx, &e);
 		if (e.kind == EHABI_NONE || (exact && e.kind == EHABI_CANTUNWIND)) {
 			/* ld fills code without tables with CANTUNWIND: for the interrupted frame
 			 * that means "no tables" more often than "outermost" */
