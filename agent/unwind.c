@@ -489,8 +489,8 @@ static int32_t exidx_cached(struct walk *w, uint32_t key, bool exact, const stru
  * opcodes restore no return address got it from the link register: valid for the interrupted
  * frame only. CANTUNWIND (the outermost frame, or code without tables) ends the walk.
  */
-static unsigned int walk_arm(struct walk *w, const void *uctx, uint64_t *frames, unsigned int max,
-			     bool *truncated)
+static unsigned int walk_arm(struct walk *w, const void *uctx, enum unwind_mode mode,
+			     uint64_t *frames, unsigned int max, bool *truncated)
 {
 	const ucontext_t *uc = uctx;
 	struct ehabi_entry e;
@@ -500,6 +500,11 @@ static unsigned int walk_arm(struct walk *w, const void *uctx, uint64_t *frames,
 
 	memcpy(r, &uc->uc_mcontext.arm_r0, sizeof(r)); /* r0..r10, fp, ip, sp, lr, pc */
 	frames[n++] = r[15];
+	if (mode == UNWIND_FP) { /* tables off: the pc and the link register */
+		if (n < max && plausible_pc(w, r[14]))
+			frames[n++] = r[14];
+		return n;
+	}
 	for (;;) {
 		uint32_t key = exact ? r[15] & ~1u : (r[15] & ~1u) - 1, sp = r[13];
 		const struct module *m;
@@ -574,7 +579,7 @@ static unsigned int walk(const void *uctx, uintptr_t stack_lo, uintptr_t stack_h
 	regs_from_uctx(uctx, &r);
 	frames[n++] = r.pc;
 #if defined(__arm__)
-	n = walk_arm(&w, uctx, frames, max, truncated);
+	n = walk_arm(&w, uctx, mode, frames, max, truncated);
 	add_stats(&w.n);
 	return n;
 #endif
