@@ -21,14 +21,16 @@ edgeprof-agent-ldlibs  = $(pprof-ldlibs) $(bpf-ldlibs) $(agent-transport-ldlibs)
 # libedgeprof.so: the SIGPROF sampler, with the pprof writer for standalone mode. Only its
 # public API is exported (objects are built -fvisibility=hidden; static archives excluded).
 lib-$(CONFIG_SAMPLER_SIGPROF) += libedgeprof.so
-libedgeprof.so-objs   = agent/sigprof.o agent/sigctl.o agent/unwind.o agent/modules.o elf/cfi.o $(agent-core-y) $(pprof-y) port/file.o
+libedgeprof.so-objs   = agent/sigprof.o agent/sigctl.o agent/unwind.o agent/modules.o elf/cfi.o \
+			elf/ehabi.o $(agent-core-y) $(pprof-y) port/file.o
 libedgeprof.so-ldlibs = -Wl,--exclude-libs,ALL -Wl,-z,now $(pprof-ldlibs) -ldl -lpthread -lrt
 install-y += agent-install-header
 agent-install-header = install -m 0644 agent/edgeprof.h $(1)$(2)/include/
 
 unit-tests-y      += ring aggregate rounds elf unwind
-unwind-test-objs   = agent/unwind.o agent/modules.o elf/cfi.o
+unwind-test-objs   = agent/unwind.o agent/modules.o elf/cfi.o elf/ehabi.o
 unwind-test-ldlibs = -ldl -lpthread
+CFLAGS_unwind-test = -funwind-tables # its armv7 walk needs .ARM.exidx entries
 ring-test-objs     = agent/ring.o
 ring-test-ldlibs   = -lpthread
 aggregate-test-objs = agent/aggregate.o

@@ -264,6 +264,8 @@ static bool leaf_return(struct leaf *l, struct proctab *t, const struct agent_sa
 		return *ra != 0;
 	}
 	slot = cr.cfa_off + cr.ra_off;
+	if (cr.cfa_reg == CFI_CFA_PLT && (pc & 15) >= cr.plt_min)
+		slot += 8; /* the stub pushed its relocation index */
 	/*
 	 * aarch64 compilers keep the CFA on sp after linking a frame: the frame pointer says
 	 * whether it is linked. If its record holds the slot of the return address, the kernel's

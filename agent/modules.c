@@ -11,13 +11,9 @@
 #include <sched.h>
 #include <stddef.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent/modules.h"
-
-struct module {
-	struct cfi_table cfi;	    /* all PT_LOAD segments bound its reads; eh_hdr may be NULL */
-	uintptr_t text_lo, text_hi; /* executable segments */
-};
 
 #ifdef DLFO_STRUCT_HAS_EH_DBASE /* glibc 2.35+: resolved at run time, so older glibc loads us */
 typedef int (*find_object_fn)(void *pc, struct dl_find_object *out);
@@ -47,10 +43,28 @@ static bool has_counters(size_t size)
 	return size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(unsigned long long);
 }
 
+/* The load segment holding addr: [*lo, *hi); false when none does. */
+static bool segment_of(const struct dl_phdr_info *info, uintptr_t addr, uintptr_t *lo,
+		       uintptr_t *hi)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+
+		if (ph->p_type == PT_LOAD && addr >= a && addr - a < ph->p_memsz) {
+			*lo = a;
+			*hi = a + ph->p_memsz;
+			return true;
+		}
+	}
+	return false;
+}
+
 static int add_module(struct dl_phdr_info *info, size_t size, void *data)
 {
 	struct build *b = data;
-	struct module m = {.cfi.lo = UINTPTR_MAX, .text_lo = UINTPTR_MAX};
+	struct module m = {.text_lo = UINTPTR_MAX, .map_lo = UINTPTR_MAX};
+	uintptr_t lo, hi, page = (uintptr_t)sysconf(_SC_PAGESIZE);
 
 	if (has_counters(size)) {
 		b->adds = info->dlpi_adds;
@@ -61,18 +75,23 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *data)
 		uintptr_t a = info->dlpi_addr + ph->p_vaddr, e = a + ph->p_memsz;
 
 		if (ph->p_type == PT_LOAD) {
-			m.cfi.lo = a < m.cfi.lo ? a : m.cfi.lo;
-			m.cfi.hi = e > m.cfi.hi ? e : m.cfi.hi;
+			m.map_lo = a < m.map_lo ? a : m.map_lo;
 			if (ph->p_flags & PF_X) {
 				m.text_lo = a < m.text_lo ? a : m.text_lo;
 				m.text_hi = e > m.text_hi ? e : m.text_hi;
 			}
-		} else if (ph->p_type == PT_GNU_EH_FRAME) {
-			m.cfi.eh_hdr = (const uint8_t *)a;
+		} else if (ph->p_type == PT_GNU_EH_FRAME && segment_of(info, a, &lo, &hi)) {
+			m.cfi = (struct cfi_table){lo, hi, (const uint8_t *)a};
+		} else if (ph->p_type == PT_ARM_EXIDX && sizeof(uintptr_t) == 4 &&
+			   segment_of(info, a, &lo, &hi)) {
+			m.ehabi = (struct ehabi_table){(const uint8_t *)lo, (uint32_t)lo,
+						       (uint32_t)hi, (uint32_t)a,
+						       (uint32_t)(ph->p_memsz / 8)};
 		}
 	}
 	if (m.text_lo == UINTPTR_MAX)
 		return 0;
+	m.map_lo &= ~(page - 1);
 	if (b->n == MODULES_MAX) {
 		mstats.overflow++;
 		return 0;
@@ -175,7 +194,7 @@ unsigned int modules__generation(void)
 	return __atomic_load_n(&generation, __ATOMIC_RELAXED);
 }
 
-static const struct module *module_of(uintptr_t pc)
+const struct module *modules__find(uintptr_t pc)
 {
 	unsigned int n = __atomic_load_n(&n_modules, __ATOMIC_ACQUIRE);
 
@@ -198,7 +217,7 @@ static void saw_stale(void)
 
 bool modules__is_code(uintptr_t pc)
 {
-	if (module_of(pc))
+	if (modules__find(pc))
 		return true;
 #ifdef DLFO_STRUCT_HAS_EH_DBASE
 	struct dl_find_object fo;
@@ -212,33 +231,31 @@ bool modules__is_code(uintptr_t pc)
 	return false;
 }
 
-bool modules__cfi(uintptr_t pc, struct cfi_table *t)
+/* The unwind table the loader names for a module: .eh_frame_hdr, or .ARM.exidx on ARM. */
+static const void *table_of(const struct module *m)
 {
-	const struct module *m = module_of(pc);
+	return m->ehabi.n ? (const void *)(uintptr_t)m->ehabi.exidx : (const void *)m->cfi.eh_hdr;
+}
 
+bool modules__readable(const struct module *m, uintptr_t pc)
+{
 #ifdef DLFO_STRUCT_HAS_EH_DBASE
 	struct dl_find_object fo;
 
 	if (find_object) {
-		/* the loader's own answer, now: a table entry alone may name an unmapped module */
-		if (find_object((void *)pc, &fo) != 0) {
-			if (m)
-				saw_stale();
+		/* the loader's own answer, now: a table entry alone may name an unmapped module,
+		 * or one that another took the place of */
+		if (find_object((void *)pc, &fo) != 0 ||
+		    (uintptr_t)fo.dlfo_map_start != m->map_lo || fo.dlfo_eh_frame != table_of(m)) {
+			saw_stale();
 			return false;
 		}
-		if (!m || m->cfi.lo != (uintptr_t)fo.dlfo_map_start)
-			saw_stale();
-		t->lo = (uintptr_t)fo.dlfo_map_start;
-		t->hi = (uintptr_t)fo.dlfo_map_end;
-		t->eh_hdr = fo.dlfo_eh_frame;
-		return t->eh_hdr != NULL;
+		return true;
 	}
 #endif
-	if (!m || !trust_table) {
-		if (m)
-			__atomic_fetch_add(&mstats.unverified, 1, __ATOMIC_RELAXED);
+	if (!trust_table) {
+		__atomic_fetch_add(&mstats.unverified, 1, __ATOMIC_RELAXED);
 		return false;
 	}
-	*t = m->cfi;
-	return t->eh_hdr != NULL;
+	return true;
 }

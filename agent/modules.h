@@ -1,20 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * agent/modules.h — the loaded modules as the SIGPROF unwinder may read them: which pcs are
- * code (text ranges) and where a module's unwind table is (.eh_frame_hdr, bounded by its
- * PT_LOAD segments).
+ * code (text ranges) and where a module's unwind tables are (.eh_frame_hdr, or .ARM.exidx on
+ * 32-bit ARM, each bounded by the load segment that holds it).
  *
  * The table is built outside the handler from dl_iterate_phdr() and rebuilt whenever the
  * loader's load/unload counters (dlpi_adds, dlpi_subs) moved: glibc loads and unloads modules
  * behind the program's back (gconv modules for iconv, NSS modules), so the interposed
  * dlopen()/dlclose() are not the only changes. The handler never trusts the table for a read:
- * before it reads a module's unwind table, glibc's async-signal-safe _dl_find_object() (2.35+)
- * must find the pc in an object loaded now, and the table read is the one it names. Without
- * _dl_find_object (older glibc, other C libraries) the handler reads no unwind table at all
- * (frame pointers only), unless modules__trust_table() allowed it.
+ * before it reads a module's memory (unwind tables, code bytes), glibc's async-signal-safe
+ * _dl_find_object() (2.35+) must find the pc in an object loaded now, and that object must be
+ * the table's module (modules__readable). Without _dl_find_object (older glibc, other C
+ * libraries) the handler reads no module memory at all (frame pointers only), unless
+ * modules__trust_table() allowed it.
  *
- * Handler side (async-signal-safe): modules__enter/leave around a walk, modules__is_code(),
- * modules__cfi(). Everything else takes the loader's lock: never from the handler.
+ * Handler side (async-signal-safe): modules__enter/leave around a walk, modules__find(),
+ * modules__readable(), modules__is_code(). Everything else takes the loader's lock: never
+ * from the handler.
  */
 #ifndef EDGEPROF_AGENT_MODULES_H
 #define EDGEPROF_AGENT_MODULES_H
@@ -23,8 +25,16 @@
 #include <stdint.h>
 
 #include "elf/cfi.h"
+#include "elf/ehabi.h"
 
 #define MODULES_MAX 256
+
+struct module {
+	uintptr_t text_lo, text_hi; /* executable segments */
+	uintptr_t map_lo;	    /* where the loader mapped it (page of the first segment) */
+	struct cfi_table cfi;	    /* reads bound by the load segment of .eh_frame_hdr (or NULL) */
+	struct ehabi_table ehabi;   /* 32-bit ARM: .ARM.exidx (n == 0: none), in its segment */
+};
 
 struct modules_stats {
 	uint64_t rebuilds;   /* tables built (a load or an unload seen, or asked for) */
@@ -51,10 +61,12 @@ void modules__enter(void);
 void modules__leave(void);
 /* Bumped whenever the table (or what a pc means) changed: caches of older ones are void. */
 unsigned int modules__generation(void);
-/* pc is inside a loaded module's executable segment. */
+/* pc is inside a loaded module's executable segment (the table's, or one loaded since). */
 bool modules__is_code(uintptr_t pc);
-/* The unwind table covering pc, of a module loaded now: false when there is none proven. */
-bool modules__cfi(uintptr_t pc, struct cfi_table *t);
+/* The table's module whose text holds pc, or NULL. Names ranges only: read none of it yet. */
+const struct module *modules__find(uintptr_t pc);
+/* m (found for pc) is loaded now, so its memory may be read: proven by the loader. */
+bool modules__readable(const struct module *m, uintptr_t pc);
 
 void modules__stats(struct modules_stats *st);
 

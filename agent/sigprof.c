@@ -91,9 +91,10 @@ static struct {
 	bool drain_stop;
 	struct aggregate *agg;
 	uint64_t start_real_ns, start_mono_ns;
-	/* wall time inside the handler (vDSO clock), log2 buckets: a median that preemption
-	 * on a loaded machine does not drag */
-	uint64_t handler_hist[24];
+	/* wall time inside the handler (vDSO clock), quarter-octave buckets (four per power
+	 * of two, so the median is within ~12 %): a median that preemption on a loaded machine
+	 * does not drag */
+	uint64_t handler_hist[24 * 4];
 	uint64_t sampled_ns; /* standalone: CPU time the drained samples stand for */
 	uint64_t skip_margin;	/* samples skipped: the thread was too close to its stack end */
 	uint64_t skip_altstack; /* samples skipped: they landed on an alternate signal stack */
@@ -177,13 +178,13 @@ static void on_sigprof(int sig, siginfo_t *si, void *uctx)
 		memcpy(rec->frames, self.frames, n * sizeof(self.frames[0]));
 		ring__commit(ep.ring, rec);
 		uint64_t d = mono_ns() - t0;
-		unsigned int b = 0;
+		unsigned int e = 0;
 
-		while (d > 1 && b < 23) {
-			d >>= 1;
-			b++;
-		}
-		__atomic_fetch_add(&ep.handler_hist[b], 1, __ATOMIC_RELAXED);
+		while ((d >> e) > 7 && e < 21)
+			e++;
+		/* d in [2^(e+2), 2^(e+3)) (or below 8 ns): its top three bits pick the bucket */
+		__atomic_fetch_add(&ep.handler_hist[4 * e + (unsigned int)((d >> e) & 3)], 1,
+				   __ATOMIC_RELAXED);
 	}
 	self.in_handler = 0;
 out:
@@ -500,17 +501,17 @@ static void drain_thread_stop(void)
 	pthread_join(ep.drainer, NULL);
 }
 
-/* Median handler time, from the log2 histogram (geometric middle of the median's bucket). */
+/* Median handler time, from the histogram (middle of the median's bucket). */
 static uint64_t handler_median_ns(void)
 {
 	uint64_t total = 0, seen = 0;
 
-	for (int i = 0; i < 24; i++)
+	for (int i = 0; i < 24 * 4; i++)
 		total += ep.handler_hist[i];
-	for (int i = 0; i < 24 && total; i++) {
+	for (int i = 0; i < 24 * 4 && total; i++) {
 		seen += ep.handler_hist[i];
-		if (2 * seen >= total)
-			return (uint64_t)((1ull << i) * 1.414);
+		if (2 * seen >= total) /* bucket 4e + m holds [(4 + m) << e, (5 + m) << e) */
+			return (uint64_t)((2 * (4 + i % 4) + 1) << (i / 4)) / 2;
 	}
 	return 0;
 }
@@ -525,7 +526,7 @@ static void write_standalone(void)
 	struct symbolizer *sym = IS_ENABLED(CONFIG_SYMBOLIZE) ? symbolizer__new(0) : NULL;
 	struct sigctl_stats ss;
 	struct rusage ru;
-	char c0[256], c1[256], c2[256], c3[256], c4[256];
+	char c0[256], c1[256], c2[256], c3[384], c4[256];
 	const char *comments[] = {c0, c1, c2, c3, c4};
 	struct output_opts o = {
 	    .service = ring__shared(ep.ring)->service,
@@ -559,11 +560,14 @@ static void write_standalone(void)
 		 (unsigned long long)as.dropped_frames, (unsigned long long)as.dropped_labels,
 		 (unsigned long long)as.truncated);
 	snprintf(c3, sizeof(c3),
-		 "edgeprof unwind: leaf_cfi=%llu rescued_cfi=%llu no_fde=%llu "
-		 "handler_ns_p50=%llu modules=%u/%u module_rebuilds=%llu module_stale=%llu",
+		 "edgeprof unwind: leaf_cfi=%llu rescued_cfi=%llu no_fde=%llu fp_steps=%llu "
+		 "outermost=%llu signal_frames=%llu handler_ns_p50=%llu modules=%u/%u "
+		 "module_rebuilds=%llu module_stale=%llu",
 		 (unsigned long long)us.cfi_leaf, (unsigned long long)us.cfi_rescue,
-		 (unsigned long long)us.no_fde, (unsigned long long)handler_median_ns(), ms.n,
-		 ms.max, (unsigned long long)ms.rebuilds, (unsigned long long)ms.stale);
+		 (unsigned long long)us.no_fde, (unsigned long long)us.fp_steps,
+		 (unsigned long long)us.outermost, (unsigned long long)us.signal_frames,
+		 (unsigned long long)handler_median_ns(), ms.n, ms.max,
+		 (unsigned long long)ms.rebuilds, (unsigned long long)ms.stale);
 	sigctl__stats(&ss);
 	/* what the profile misses, first: CPU time the samples do not stand for, and why */
 	getrusage(RUSAGE_SELF, &ru);
@@ -682,7 +686,7 @@ EP_API int edgeprof_start(void)
 	ep.interval_ns = 1000000000ull / ep.hz;
 	ep.max_depth = (unsigned int)env_ulong("EDGEPROF_MAX_DEPTH", CONFIG_MAX_STACK_DEPTH, 1,
 					       CONFIG_MAX_STACK_DEPTH);
-	ep.unwind = uw && !strcmp(uw, "fp") ? UNWIND_FP : UNWIND_FP_LEAF_CFI;
+	ep.unwind = uw && !strcmp(uw, "fp") ? UNWIND_FP : UNWIND_CFI;
 	ep.standalone = out && *out;
 	if (ep.standalone)
 		snprintf(ep.output, sizeof(ep.output), "%s", out);

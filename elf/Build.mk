@@ -4,4 +4,10 @@
 # store and the CLI name these objects in their own lists; nothing here includes a header from
 # agent/, store/ or tools/.
 
-fuzz-y += cfi
+fuzz-y += cfi ehabi
+
+unit-tests-y += cfi
+cfi-test-objs = elf/cfi.o
+
+unit-tests-y += ehabi
+ehabi-test-objs = elf/ehabi.o

@@ -201,9 +201,45 @@ static bool parse_cie(const uint8_t *cie, const struct cfi_table *m, struct cie_
 	return !c.bad && c.p <= c.end;
 }
 
+/*
+ * binutils' x86_64 .plt CFA: DW_OP_breg7 (rsp) 8; DW_OP_breg16 (rip) 0; DW_OP_lit15; DW_OP_and;
+ * DW_OP_litN; DW_OP_ge; DW_OP_lit3; DW_OP_shl; DW_OP_plus — rsp + 8, + 8 once (rip & 15) >= N
+ * (N = 11 for .plt, 10 in some IBT layouts). Any other expression: false.
+ */
+static bool plt_expression(struct cursor *c, struct cfi_rules *r)
+{
+	static const uint8_t head[] = {0x77, 0x08, 0x80, 0x00, 0x3f, 0x1a};
+	static const uint8_t tail[] = {0x2a, 0x33, 0x24, 0x22};
+	uint64_t len = cur_uleb(c);
+	const uint8_t *e = c->p;
+
+	cur_skip(c, len);
+	if (c->bad || len != sizeof(head) + 1 + sizeof(tail) || CFI_REG_SP != 7 ||
+	    memcmp(e, head, sizeof(head)) || e[6] < 0x30 || e[6] > 0x4f ||
+	    memcmp(e + 7, tail, sizeof(tail)))
+		return false;
+	r->cfa_reg = CFI_CFA_PLT;
+	r->cfa_off = 8;
+	r->plt_min = (uint8_t)(e[6] - 0x30);
+	return true;
+}
+
 /* Runs CFA instructions until the location passes pc. Returns false on anything unsupported. */
+/* Whether loc moved past pc; row (NULL or [lo, hi)) narrows to the row holding pc. */
+static bool passed(uintptr_t loc, uintptr_t pc, uintptr_t *row)
+{
+	if (loc > pc) {
+		if (row)
+			row[1] = loc;
+		return true;
+	}
+	if (row)
+		row[0] = loc;
+	return false;
+}
+
 static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info *ci, uintptr_t loc,
-		    uintptr_t pc, struct cfi_rules *r, const struct cfi_rules *init)
+		    uintptr_t pc, struct cfi_rules *r, const struct cfi_rules *init, uintptr_t *row)
 {
 	struct cfi_rules stack[4];
 	unsigned int depth = 0;
@@ -217,7 +253,7 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 		switch (op >> 6) {
 		case 1: /* advance_loc */
 			loc += lo * ci->code_align;
-			if (loc > pc)
+			if (passed(loc, pc, row))
 				return true;
 			continue;
 		case 2: /* offset */
@@ -228,6 +264,7 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 			}
 			if (lo == CFI_REG_RA) {
 				r->ra_saved = true;
+				r->ra_undefined = false;
 				r->ra_off = off;
 			}
 			continue;
@@ -238,6 +275,7 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 			}
 			if (init && lo == CFI_REG_RA) {
 				r->ra_saved = init->ra_saved;
+				r->ra_undefined = init->ra_undefined;
 				r->ra_off = init->ra_off;
 			}
 			continue;
@@ -247,17 +285,17 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 			break;
 		case 0x02:
 			loc += cur_fixed(&c, 1) * ci->code_align;
-			if (loc > pc)
+			if (passed(loc, pc, row))
 				return true;
 			break;
 		case 0x03:
 			loc += cur_fixed(&c, 2) * ci->code_align;
-			if (loc > pc)
+			if (passed(loc, pc, row))
 				return true;
 			break;
 		case 0x04:
 			loc += cur_fixed(&c, 4) * ci->code_align;
-			if (loc > pc)
+			if (passed(loc, pc, row))
 				return true;
 			break;
 		case 0x05: /* offset_extended */
@@ -271,6 +309,7 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 			}
 			if (reg == CFI_REG_RA) {
 				r->ra_saved = true;
+				r->ra_undefined = false;
 				r->ra_off = off;
 			}
 			break;
@@ -280,8 +319,11 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 			reg = cur_uleb(&c);
 			if (reg == CFI_REG_FP)
 				r->fp_saved = op == 0x06 && init && init->fp_saved;
-			if (reg == CFI_REG_RA)
+			if (reg == CFI_REG_RA) {
 				r->ra_saved = op == 0x06 && init && init->ra_saved;
+				r->ra_undefined =
+				    op == 0x07 || (op == 0x06 && init && init->ra_undefined);
+			}
 			break;
 		case 0x09: /* register: a saved value in another register, untracked */
 			reg = cur_uleb(&c);
@@ -336,8 +378,12 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 		case 0x2e:
 			cur_uleb(&c);
 			break; /* GNU_args_size */
+		case 0x0f: /* def_cfa_expression: only the PLT's */
+			if (!plt_expression(&c, r))
+				return false;
+			break;
 		default:
-			return false; /* def_cfa_expression and the rest: give up */
+			return false; /* the rest: give up */
 		}
 	}
 	return !c.bad;
@@ -378,9 +424,9 @@ static bool fde_open(const struct cfi_table *m, uintptr_t fde, struct cursor *c,
 	return !c->bad;
 }
 
-/* The rules at pc by the FDE at fde: false unless it covers pc. */
+/* The rules at pc by the FDE at fde: false unless it covers pc. row: see cfi__rules_row. */
 static bool rules_in_fde(const struct cfi_table *m, uintptr_t fde, uintptr_t pc,
-			 struct cfi_rules *r)
+			 struct cfi_rules *r, uintptr_t *row)
 {
 	struct cursor c;
 	struct cie_info ci;
@@ -397,13 +443,22 @@ static bool rules_in_fde(const struct cfi_table *m, uintptr_t fde, uintptr_t pc,
 
 	struct cfi_rules init = {.cfa_reg = CFI_REG_SP};
 
-	if (!run_cfa(ci.insns, ci.insns_end, &ci, begin, UINTPTR_MAX, &init, NULL))
+	if (!run_cfa(ci.insns, ci.insns_end, &ci, begin, UINTPTR_MAX, &init, NULL, NULL))
 		return false;
 	*r = init;
-	return run_cfa(c.p, c.end, &ci, begin, pc, r, &init);
+	row[0] = begin;
+	row[1] = begin + range;
+	return run_cfa(c.p, c.end, &ci, begin, pc, r, &init, row);
 }
 
 bool cfi__rules_at(const struct cfi_table *m, uintptr_t pc, struct cfi_rules *r)
+{
+	uintptr_t row[2];
+
+	return cfi__rules_row(m, pc, r, row);
+}
+
+bool cfi__rules_row(const struct cfi_table *m, uintptr_t pc, struct cfi_rules *r, uintptr_t row[2])
 {
 	const uint8_t *hdr = m->eh_hdr;
 	struct cursor c;
@@ -429,7 +484,8 @@ bool cfi__rules_at(const struct cfi_table *m, uintptr_t pc, struct cfi_rules *r)
 			hi = mid;
 	}
 	return rules_in_fde(
-	    m, (uintptr_t)hdr + (uintptr_t)(intptr_t)table_entry(table, 2 * (size_t)lo + 1), pc, r);
+	    m, (uintptr_t)hdr + (uintptr_t)(intptr_t)table_entry(table, 2 * (size_t)lo + 1), pc, r,
+	    row);
 }
 
 static int fde_cmp(const void *a, const void *b)
@@ -479,13 +535,18 @@ bool cfi__rules_indexed(const struct cfi_table *m, const struct cfi_fde *idx, si
 		else
 			hi = mid;
 	}
-	return rules_in_fde(m, idx[lo].fde, pc, r);
+	uintptr_t row[2];
+
+	return rules_in_fde(m, idx[lo].fde, pc, r, row);
 }
 
 #define PACK_OK 0x1ull
 #define PACK_CFA_FP 0x2ull
 #define PACK_FP 0x4ull
 #define PACK_RA 0x8ull
+#define PACK_UNDEF_RA 0x100ull
+#define PACK_PLT 0x200ull
+#define PACK_PLT_SHIFT 10 /* 5 bits: DW_OP_lit0..31 */
 
 static bool fits16(int64_t v)
 {
@@ -495,12 +556,15 @@ static bool fits16(int64_t v)
 bool cfi__pack(const struct cfi_rules *r, uint64_t *packed)
 {
 	if (!fits16(r->cfa_off) || !fits16(r->fp_off) || !fits16(r->ra_off) ||
-	    (r->cfa_reg != CFI_REG_SP && r->cfa_reg != CFI_REG_FP)) {
+	    (r->cfa_reg != CFI_REG_SP && r->cfa_reg != CFI_REG_FP && r->cfa_reg != CFI_CFA_PLT)) {
 		*packed = CFI_PACKED_NONE;
 		return false;
 	}
 	*packed = PACK_OK | (r->cfa_reg == CFI_REG_FP ? PACK_CFA_FP : 0) |
 		  (r->fp_saved ? PACK_FP : 0) | (r->ra_saved ? PACK_RA : 0) |
+		  (r->ra_undefined ? PACK_UNDEF_RA : 0) |
+		  (r->cfa_reg == CFI_CFA_PLT ? PACK_PLT | (uint64_t)(r->plt_min & 31) << PACK_PLT_SHIFT
+					     : 0) |
 		  (uint64_t)(uint16_t)r->cfa_off << 16 | (uint64_t)(uint16_t)r->fp_off << 32 |
 		  (uint64_t)(uint16_t)r->ra_off << 48;
 	return true;
@@ -511,7 +575,11 @@ bool cfi__unpack(uint64_t packed, struct cfi_rules *r)
 	if (!(packed & PACK_OK))
 		return false;
 	*r = (struct cfi_rules){
-	    .cfa_reg = packed & PACK_CFA_FP ? CFI_REG_FP : CFI_REG_SP,
+	    .cfa_reg = packed & PACK_PLT      ? CFI_CFA_PLT
+		       : packed & PACK_CFA_FP ? CFI_REG_FP
+					      : CFI_REG_SP,
+	    .ra_undefined = packed & PACK_UNDEF_RA,
+	    .plt_min = (uint8_t)(packed >> PACK_PLT_SHIFT & 31),
 	    .cfa_off = (int16_t)(packed >> 16),
 	    .fp_saved = packed & PACK_FP,
 	    .fp_off = (int16_t)(packed >> 32),

@@ -4,8 +4,10 @@
  * .eh_frame through its .eh_frame_hdr search table (PT_GNU_EH_FRAME).
  *
  * Only what a frame-pointer unwinder needs to step over one frame: where the CFA is (stack or
- * frame pointer plus an offset) and where the frame pointer and the return address were saved.
- * Anything else (expressions, registers saved in registers) makes the lookup fail.
+ * frame pointer plus an offset) and where the frame pointer and the return address were saved;
+ * the outermost frame (DW_CFA_undefined on the return address: _start, clone) and x86_64's PLT
+ * stubs (one DW_CFA_def_cfa_expression for the whole .plt, recognised by its shape). Anything
+ * else (other expressions, registers saved in registers) makes the lookup fail.
  *
  * Pure functions over memory the caller names: no allocation, no locks, no system calls, so
  * they are async-signal-safe (the SIGPROF unwinder calls them in its handler) and serve the
@@ -43,16 +45,30 @@ struct cfi_table {
 	const uint8_t *eh_hdr;
 };
 
-/* The rules at one pc: CFA = cfa_reg + cfa_off; FP and RA saved at CFA + off (or not saved). */
+/*
+ * cfa_reg of a PLT stub: CFA = SP + cfa_off, plus 8 when (pc & 15) >= plt_min (the stub has
+ * pushed its relocation index by then): binutils' x86_64 .plt expression.
+ */
+#define CFI_CFA_PLT 0x100
+
+/*
+ * The rules at one pc: CFA = cfa_reg + cfa_off; FP and RA saved at CFA + off (or not saved);
+ * ra_undefined: the return address column is DW_CFA_undefined, the outermost frame.
+ */
 struct cfi_rules {
 	unsigned int cfa_reg;
 	int64_t cfa_off;
 	bool fp_saved, ra_saved;
 	int64_t fp_off, ra_off;
+	bool ra_undefined;
+	uint8_t plt_min;
 };
 
 /* The rules at pc: false when pc has no FDE or its rules are beyond what is tracked. */
 bool cfi__rules_at(const struct cfi_table *t, uintptr_t pc, struct cfi_rules *r);
+/* The same, and the pcs [row[0], row[1]) that share these rules (one row of the FDE's table). */
+bool cfi__rules_row(const struct cfi_table *t, uintptr_t pc, struct cfi_rules *r,
+		    uintptr_t row[2]);
 
 /*
  * A file with .eh_frame but no .eh_frame_hdr (gcc gives a static link none): its FDEs by
@@ -75,6 +91,7 @@ bool cfi__rules_indexed(const struct cfi_table *t, const struct cfi_fde *idx, si
 /*
  * Rules packed in 64 bits, for caches: 0 means "no usable rules". Returns 0 also for rules
  * that do not fit (offsets beyond 16 bits, a CFA on another register): correct, not cached.
+ * Bits 4-7 are left to the caller (cfi__pack leaves them 0, cfi__unpack ignores them).
  */
 #define CFI_PACKED_NONE 0
 bool cfi__pack(const struct cfi_rules *r, uint64_t *packed);

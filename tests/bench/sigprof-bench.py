@@ -133,12 +133,59 @@ def agent_rss(build, split, tmp):
     return int(re.search(r"maxrss=(\d+)", err).group(1))
 
 
+def frameless(lib, have_gperf, reps, tmp):
+    """Debian's xz -9 -T1 (liblzma, xz and libc without frame pointers: every frame by the
+    unwind tables) at 999 Hz: our handler's median time, and the per-sample cost of both
+    profilers by perf attribution (their own libraries' CPU / their samples), same run."""
+    rnd = os.path.join(tmp, "random.bin")
+    with open(rnd, "wb") as f:
+        f.write(os.urandom(6 << 20))
+    cmd = ["xz", "-9", "-T1", "-k", "-f", rnd]  # writes random.bin.xz: stdout stays quiet
+    handler, costs, depth = [], {}, []
+    for rep in range(reps):
+        p = os.path.join(tmp, f"xz-{rep}.pb.gz")
+        env = {"LD_PRELOAD": lib, "EDGEPROF_OUTPUT": p, "EDGEPROF_HZ": "999"}
+        # the handler's own clock, in a run without perf (whose 20 kHz sampling would
+        # stretch it), then the attribution run
+        subprocess.run(["env"] + [f"{k}={v}" for k, v in env.items()] + cmd, check=True,
+                       capture_output=True, timeout=900)
+        for line in pt.header(p):
+            m = re.search(r"handler_ns_p50=(\d+)", line)
+            if m:
+                handler.append(int(m.group(1)))
+        cpu = perf_attributed(cmd, env, ["libedgeprof"], tmp, f"xzo{rep}")
+        ss = pt.samples(p, index="samples")
+        n = sum(x.value for x in ss)
+        depth.append(sum(x.value * len(x.frames) for x in ss) / max(n, 1))
+        if cpu is not None:
+            costs.setdefault("edgeprof", []).append(cpu / max(n, 1))
+        if have_gperf:
+            g = os.path.join(tmp, f"xz-gperf-{rep}.prof")
+            cpu = perf_attributed(cmd, {"LD_PRELOAD": GPERF, "CPUPROFILE": g,
+                                        "CPUPROFILE_FREQUENCY": "999"},
+                                  ["libprofiler", "libunwind"], tmp, f"xzg{rep}")
+            if cpu is not None:
+                costs.setdefault("gperftools", []).append(cpu / gperf_profile("/usr/bin/xz",
+                                                                              g)[0])
+    line = (f"xz -9 -T1 (no frame pointers), 999 Hz, {reps} reps: edgeprof handler median "
+            f"{statistics.median(handler)} ns, {statistics.median(depth):.1f} frames/sample; "
+            f"per-sample cost (perf-attributed):")
+    med = {k: statistics.median(v) * 1e6 for k, v in costs.items()}
+    for k, v in med.items():
+        line += f" {k} {v:.2f} us"
+    if "edgeprof" in med and med.get("gperftools"):
+        line += f"; ours/peer {med['edgeprof'] / med['gperftools']:.2f}"
+    print(line)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build/host-x86_64")
     ap.add_argument("--rounds", type=int, default=2000, help="split rounds (~2.3 s CPU here)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--hz", default="99,1000,4999")
+    ap.add_argument("--xz-reps", type=int, default=3,
+                    help="runs of the frameless xz comparison (0: none)")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     split = os.path.join(build, "tests/workloads/split")
@@ -187,7 +234,8 @@ def main():
                       f"cpu accounted {o[2]:.3f} vs {g[2]:.3f}")
         if HANDLER:
             print(f"edgeprof handler time per sample (unwind + ring write, vDSO clock inside "
-                  f"the handler, log2-bucket median; excludes the kernel's signal delivery): "
+                  f"the handler, median of quarter-octave buckets (older libraries: log2); "
+                  f"excludes the kernel's signal delivery): "
                   f"{statistics.median(HANDLER)} ns")
         ps = perf_shares(split, a.rounds, tmp) if shutil.which("perf") else None
         if ps:
@@ -243,6 +291,8 @@ def main():
         print(f"edgeprof-agent peak RSS (draining one 2-thread producer at 999 Hz, sigprof only): "
               f"{agent_rss(build, split, tmp)} KiB")
         print(f"libedgeprof.so size: {os.path.getsize(lib)} bytes")
+        if a.xz_reps:
+            frameless(lib, have_gperf, a.xz_reps, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -1,0 +1,391 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Stack completeness on code without frame pointers: edgeprof beside `perf --call-graph dwarf`.
+
+Each program runs once per repetition under both profilers at the same time:
+  setarch -R perf record -e cpu-clock:u -F HZ --call-graph dwarf,STACK -- <program + edgeprof>
+where edgeprof is libedgeprof.so preloaded (mode sigprof) or edgeprof-agent --sampler bpf
+running system-wide during the program (mode bpf; its samples are those of the program's pid).
+
+Every frame of both profiles, (file, file offset), is named by one resolver (stacks_elf.py):
+the sized .symtab/.dynsym symbol covering it, else its unwind entry's start ("file+0xSTART").
+Non-leaf frames are return addresses: they are looked up at address - 1. A chain is the
+functions root -> leaf; it "reaches main" when it holds main or __libc_start_main (Debian's
+stripped executables have no `main` symbol; a chain through __libc_start_main reached it).
+
+Metric (per program): among edgeprof samples whose leaf function is the leaf of some perf chain
+that reaches main, the share whose whole chain equals such a perf chain. perf samples taken
+inside libedgeprof.so (our handler) are left out. Also printed: each profiler's share of
+samples reaching main, and "code-checked": our samples that reach main with every call edge
+confirmed by the call instruction before its return address (judge_cross; the only check
+under qemu-user, --arch arm64|armhf, where perf cannot look). Medians over the repetitions.
+
+  stacks-bench.py sigprof|bpf [--arch x86_64|arm64|armhf] [--build build/host-x86_64] [--reps 3] [--hz 999]
+                  [--programs xz,gzip,python3,sqlite3,own] [--stack 16384] [--show N]
+"""
+import argparse
+import collections
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stacks_elf  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MAIN = {"main", "__libc_start_main"}
+
+PY_LOOP = ("def f(n):\n s = 0\n for i in range(n):\n  s += i * i % 7\n return s\n"
+           "def g(n):\n return f(n)\nprint(g({n}))")
+SQL = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT {n}) "
+       "SELECT sum(x * x % 7) FROM c;")
+
+
+def programs(tmp, build, scale):
+    """name -> argv (stdin/stdout are files): each takes a few seconds of CPU here."""
+    rnd = os.path.join(tmp, "random.bin")
+    if not os.path.exists(rnd):
+        with open(rnd, "wb") as f:
+            f.write(os.urandom(int(6 * scale) << 20))
+    own = os.path.join(tmp, "stacks-work")
+    if not os.path.exists(own):
+        subprocess.run(["gcc", "-O2", "-fomit-frame-pointer", "-o", own,
+                        os.path.join(HERE, "stacks-work.c")], check=True)
+    return {
+        "xz": ["xz", "-9", "-T1", "-c", rnd],
+        "gzip": ["gzip", "-9", "-c", rnd, rnd, rnd, rnd, rnd, rnd],
+        "python3": ["/usr/bin/python3", "-c", PY_LOOP.format(n=int(12e6 * scale))],
+        "sqlite3": ["sqlite3", ":memory:", SQL.format(n=int(4e6 * scale))],
+        "own": [own, str(int(8000 * scale))],
+    }
+
+
+# ---- reading the profiles --------------------------------------------------------------------
+
+def chain_of(frames):
+    """frames: [(path, file offset)] leaf first -> tuple of function ids root -> leaf."""
+    out = []
+    for i, (path, off) in enumerate(frames):
+        out.append(stacks_elf.function(path, off if i == 0 else off - 1))
+    return tuple(reversed(out))
+
+
+def perf_chains(data, comm):
+    """perf script: per sample a header line, then 'ip (dso)' lines innermost first; ip is the
+    offset in the file (perf prints map-relative addresses for DWARF callchains)."""
+    r = subprocess.run(["perf", "script", "-i", data, "-F", "comm,ip,dso", "--no-inline"],
+                       capture_output=True, text=True, timeout=1800)
+    if r.returncode:
+        raise RuntimeError(f"perf script: {r.stderr.strip()[-200:]}")
+    out = r.stdout
+    chains, cur, cur_comm = [], [], None
+    for line in out.splitlines() + [""]:
+        s = line.strip()
+        if not line.startswith(("\t", " ")) or not s:
+            if cur and cur_comm == comm and not any("libedgeprof" in p for p, _ in cur):
+                chains.append(chain_of([(p, o) for p, o in cur if not p.startswith("[kernel")]))
+            cur, cur_comm = [], (s.split()[0] if s else None)
+            continue
+        m = re.match(r"([0-9a-f]+) \((.*)\)$", s)
+        if m:
+            cur.append((m.group(2), int(m.group(1), 16)))
+    return chains
+
+
+def pprof_chains(path, pid=None):
+    """Our pprof through `go tool pprof -raw` (the reference reader): each sample's chain, as
+    many times as it counted (sample index 0 = samples/count)."""
+    return [chain_of(f) for f in pprof_frames(path, pid)]
+
+
+def pprof_frames(path, pid=None):
+    """Each sample's frames [(path, file offset)] leaf first, as many times as it counted.
+    Frames past the leaf are return address - 1 (the agent steps back into the call)."""
+    txt = subprocess.run(["go", "tool", "pprof", "-raw", "-symbolize=none", path],
+                         capture_output=True, text=True, timeout=300).stdout
+    sect, samples, locs, maps = None, [], {}, {}
+    for line in txt.splitlines():
+        if line in ("Samples:", "Locations", "Mappings"):
+            sect = line
+            continue
+        if sect == "Samples:":
+            m = re.match(r"\s+(\d+)\s+\d+: ([\d ]+)$", line)
+            if m:
+                samples.append([int(m.group(1)), [int(x) for x in m.group(2).split()], None])
+            m = re.search(r"pid:\[(\d+)\]", line)
+            if m and samples:
+                samples[-1][2] = int(m.group(1))
+        elif sect == "Locations":
+            m = re.match(r"\s+(\d+): 0x([0-9a-f]+)(?: M=(\d+))?", line)
+            if m:
+                locs[int(m.group(1))] = (int(m.group(2), 16), int(m.group(3) or 0))
+        elif sect == "Mappings":
+            m = re.match(r"(\d+): 0x([0-9a-f]+)/0x([0-9a-f]+)/0x([0-9a-f]+) (\S+)", line)
+            if m:
+                maps[int(m.group(1))] = (int(m.group(2), 16), int(m.group(4), 16), m.group(5))
+    chains = []
+    for count, ids, spid in samples:
+        if pid is not None and spid != pid:
+            continue
+        frames = []
+        for lid in ids:
+            addr, mid = locs[lid]
+            if mid in maps and not maps[mid][2].startswith("[kernel"):  # user frames only
+                start, off, path = maps[mid]
+                frames.append((path, addr - start + off))
+        chains += [frames] * count
+    return chains
+
+
+def reaches_main(ch):
+    return any(f in MAIN for f in ch)
+
+
+def compare(ours, perf, show=0):
+    """(metric %, ours reaching main %, perf reaching main %, denominator)."""
+    full = {c for c in perf if reaches_main(c)}
+    leaves = {c[-1] for c in full}
+    judged = [c for c in ours if c and c[-1] in leaves]
+    good = [c for c in judged if c in full]
+    if show:
+        bad = collections.Counter(c for c in judged if c not in full)
+        for c, n in bad.most_common(show):
+            print(f"    {n:5d} x ours: {' > '.join(c)}")
+            near = max(full, key=lambda p: (p[-1] == c[-1], len(os.path.commonprefix([p, c]))))
+            print(f"          perf: {' > '.join(near)}")
+    pct = lambda a, b: 100.0 * a / b if b else float("nan")  # noqa: E731
+    return (pct(len(good), len(judged)), pct(sum(map(reaches_main, ours)), len(ours)),
+            pct(sum(map(reaches_main, perf)), len(perf)), len(judged))
+
+
+# ---- other architectures, under qemu-user ----------------------------------------------------
+
+CROSS = {
+    "arm64": {"triple": "aarch64-linux-gnu", "qemu": "qemu-aarch64", "board": "gateway-arm64",
+              "cc": ["aarch64-linux-gnu-gcc", "-O2", "-fomit-frame-pointer"]},
+    "armhf": {"triple": "arm-linux-gnueabihf", "qemu": "qemu-arm", "board": "gateway-armv7",
+              "cc": ["arm-linux-gnueabihf-gcc", "-O2", "-fomit-frame-pointer", "-mthumb",
+                     "-funwind-tables"]},
+}
+# Debian's programs for the target, downloaded and unpacked (never installed) into
+# build/bench-<arch>: apt-get download needs the architecture added (tools/setup.sh does).
+DEBS = ("xz-utils liblzma5 gzip sqlite3 libsqlite3-0 libreadline8 libtinfo6 python3.11-minimal "
+        "libexpat1 zlib1g").split()
+
+
+def cross_root(top, arch):
+    root = os.path.join(top, "build", f"bench-{arch}")
+    if not os.path.exists(os.path.join(root, ".complete")):
+        debs = os.path.join(root, "debs")
+        os.makedirs(debs, exist_ok=True)
+        subprocess.run(["apt-get", "download", "-qq", "-o", "APT::Sandbox::User=root"] +
+                       [f"{p}:{arch}" for p in DEBS], cwd=debs, check=True)
+        for d in os.listdir(debs):
+            subprocess.run(["dpkg", "-x", os.path.join(debs, d), root], check=True)
+        open(os.path.join(root, ".complete"), "w").close()
+    return root
+
+
+def cross_programs(tmp, root, arch, scale):
+    c = CROSS[arch]
+    rnd = os.path.join(tmp, "random.bin")
+    if not os.path.exists(rnd):
+        with open(rnd, "wb") as f:
+            f.write(os.urandom(int(scale * (1 << 20))))
+    own = os.path.join(tmp, f"stacks-work-{arch}")
+    subprocess.run(c["cc"] + ["-o", own, os.path.join(HERE, "stacks-work.c")], check=True)
+    binp = lambda n: next(p for p in (f"{root}/usr/bin/{n}", f"{root}/bin/{n}")  # noqa: E731
+                          if os.path.exists(p))
+    return {
+        "xz": [binp("xz"), "-9", "-T1", "-c", rnd],
+        "gzip": [binp("gzip"), "-9", "-c", rnd, rnd, rnd],
+        "python3": [binp("python3.11"), "-c", PY_LOOP.format(n=int(1e6 * scale))],
+        "sqlite3": [binp("sqlite3"), ":memory:", SQL.format(n=int(3e5 * scale))],
+        "own": [own, str(int(400 * scale))],
+    }
+
+
+def run_cross(top, arch, root, argv, hz, tmp, tag):
+    """The program under qemu-user with the board's libedgeprof.so: its samples' frames."""
+    c = CROSS[arch]
+    t = c["triple"]
+    out = os.path.join(tmp, f"{tag}.pb.gz")
+    libs = ":".join([f"{root}/usr/lib/{t}", f"{root}/lib/{t}",
+                     f"{top}/build/sysroot-{arch}/usr/lib/{t}"])
+    cmd = [c["qemu"], "-L", f"/usr/{t}", "-E", f"LD_LIBRARY_PATH={libs}",
+           "-E", f"LD_PRELOAD={top}/build/{c['board']}/libedgeprof.so",
+           "-E", f"EDGEPROF_OUTPUT={out}", "-E", f"EDGEPROF_HZ={hz}"] + argv
+    with open(os.path.join(tmp, "out"), "wb") as o:
+        subprocess.run(cmd, stdout=o, stderr=subprocess.PIPE, check=True, timeout=1800)
+    return pprof_frames(out)
+
+
+def tables(frame, ra):
+    e = stacks_elf.elf(frame[0])
+    va = e.vaddr(frame[1]) if e else None
+    return va is not None and e.has_tables(va & ~1)
+
+
+def judge_cross(frames_list, show=0):
+    """(verified %, reached main %, judged, samples): a sample is verified when its chain
+    reaches main and every caller's call instruction calls its callee (stacks_elf.edge_ok:
+    the compiler's call graph read back from the code). Samples short of main whose leaf is
+    in code without unwind tables, or whose walk ended in such code, are not judged (Debian
+    armhf C code has none: gcc emits .ARM.exidx for C only with -funwind-tables)."""
+    judged = verified = reached = 0
+    bad = collections.Counter()
+    for fr in frames_list:
+        ch = chain_of(fr)
+        main = reaches_main(ch)
+        reached += main
+        if not main and not (tables(fr[0], False) and tables(fr[-1], len(fr) > 1)):
+            continue  # short of main, in code without tables (the leaf, or where it ended)
+        judged += 1
+        # our pprof holds return address - 1 (as perf does): the call is before + 1
+        ok = main and all(stacks_elf.edge_ok((fr[i][0], fr[i][1] + 1), fr[i - 1])
+                          for i in range(1, len(fr)))
+        verified += ok
+        if not ok:
+            bad[ch] += 1
+    for c, n in bad.most_common(show):
+        print(f"    {n:5d} x {' > '.join(c)}")
+    pct = lambda a, b: 100.0 * a / b if b else float("nan")  # noqa: E731
+    return pct(verified, judged), pct(reached, len(frames_list)), judged, len(frames_list)
+
+
+def main_cross(a, top):
+    root = cross_root(top, a.arch)
+    tmp = tempfile.mkdtemp(prefix="stacks-bench.")
+    try:
+        progs = cross_programs(tmp, root, a.arch, a.scale)
+        print(f"arch {a.arch} under {CROSS[a.arch]['qemu']} (qemu-user), sigprof, {a.hz} Hz, "
+              f"{a.reps} reps (medians); peer: the call instructions (edge_ok), no perf here")
+        print(f"{'program':<9} {'ours n':>7} {'judged':>7} {'verified %':>11} {'->main %':>9}")
+        allv = []
+        for name in a.programs.split(","):
+            res = []
+            for rep in range(a.reps):
+                fl = run_cross(top, a.arch, root, progs[name], a.hz, tmp, f"{name}-{rep}")
+                res.append(judge_cross(fl, a.show if rep == 0 else 0))
+            v, m, j, n = (statistics.median(x[i] for x in res) for i in range(4))
+            allv.append(v)
+            print(f"{name:<9} {n:>7.0f} {j:>7.0f} {v:>11.1f} {m:>9.1f}")
+        allv = [v for v in allv if v == v]  # programs with nothing judged: nan
+        if allv:
+            print(f"median verified over programs: {statistics.median(allv):.1f} %")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ---- running --------------------------------------------------------------------------------
+
+def run_one(mode, build, name, argv, hz, stack, tmp, rep):
+    data = os.path.join(tmp, f"{name}-{rep}.data")
+    ours = os.path.join(tmp, f"{name}-{rep}.pb.gz")
+    env, agent = [], None
+    if mode == "sigprof":
+        env = ["env", "LD_PRELOAD=" + os.path.join(build, "libedgeprof.so"),
+               "EDGEPROF_OUTPUT=" + ours, f"EDGEPROF_HZ={hz}"]
+    else:
+        outdir = os.path.join(tmp, f"agent-{name}-{rep}")
+        os.makedirs(outdir)
+        agent = subprocess.Popen([os.path.join(build, "edgeprof-agent"), "--once", "--seconds",
+                                  "600", "--sampler", "bpf", "--hz", str(hz), "--output-dir",
+                                  outdir], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 env=dict(os.environ, EDGEPROF_NO_MMAP_EVENTS="1"))
+        time.sleep(2.0)  # programs loaded and attached
+    with open(os.path.join(tmp, "out"), "wb") as out:
+        # ASLR off: with it on, perf 6.1 here unwound no libc frame at all in some runs
+        # (all samples of a run, also without edgeprof); -N -B: no shared build-id cache
+        p = subprocess.Popen(["setarch", "-R", "perf", "record", "-q", "-N", "-B", "-e",
+                              "cpu-clock:u", "-F", str(hz), "--call-graph", f"dwarf,{stack}",
+                              "-o", data, "--"] + env + argv,
+                             stdout=out, stderr=subprocess.PIPE)
+        _, err = p.communicate(timeout=900)
+    if p.returncode:
+        raise RuntimeError(f"{name}: perf record: {err.decode()[-300:]}")
+    pid = None
+    if agent:
+        # the program's pid: the one perf recorded (its comm lines)
+        hdr = subprocess.run(["perf", "script", "-i", data, "-F", "pid", "--no-inline"],
+                             capture_output=True, text=True).stdout.split()
+        pid = int(hdr[0]) if hdr else -1
+        agent.send_signal(signal.SIGINT)
+        agent.communicate(timeout=120)
+        files = [os.path.join(outdir, f) for f in os.listdir(outdir) if f.endswith(".pb.gz")]
+        ours = files[0] if files else None
+    comm = os.path.basename(argv[0])[:15]
+    pc = perf_chains(data, comm)
+    oc = pprof_frames(ours, pid) if ours else []
+    os.unlink(data)
+    return oc, pc
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=("sigprof", "bpf"))
+    ap.add_argument("--build", default="build/host-x86_64")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--hz", type=int, default=999)
+    ap.add_argument("--stack", type=int, default=16384, help="perf's stack dump, bytes")
+    ap.add_argument("--scale", type=float, default=1.0, help="work per program")
+    ap.add_argument("--programs", default="xz,gzip,python3,sqlite3,own")
+    ap.add_argument("--show", type=int, default=0, help="print the N commonest mismatches")
+    ap.add_argument("--arch", default="x86_64", choices=("x86_64", "arm64", "armhf"),
+                    help="arm64/armhf: under qemu-user with the gateway board's build (sigprof)")
+    a = ap.parse_args()
+    if a.arch != "x86_64":
+        if a.mode != "sigprof":
+            sys.exit("under qemu-user only sigprof runs (no bpf() there)")
+        return main_cross(a, os.path.abspath(os.path.join(HERE, "..", "..")))
+    build = os.path.abspath(a.build)
+    tmp = tempfile.mkdtemp(prefix="stacks-bench.")
+    try:
+        progs = programs(tmp, build, a.scale)
+        print(f"mode {a.mode}, {a.hz} Hz, perf --call-graph dwarf,{a.stack}, {a.reps} reps "
+              f"(medians)")
+        print(f"{'program':<9} {'ours n':>7} {'judged':>7} {'match %':>8} "
+              f"{'ours->main %':>13} {'perf->main %':>13} {'ours/perf':>10} "
+              f"{'code-checked %':>15}")
+        allm = []
+        for name in a.programs.split(","):
+            res = []
+            for rep in range(a.reps):
+                for attempt in range(5):
+                    try:
+                        oc, pc = run_one(a.mode, build, name, progs[name], a.hz, a.stack, tmp,
+                                         f"{rep}.{attempt}")
+                        break
+                    except RuntimeError as e:
+                        # perf 6.1 here sometimes dies reading its own data ("assertion
+                        # failed at util/build-id.c:1010", more often while other profilers
+                        # run on the machine): that run is taken again
+                        print(f"  {name}: {str(e).splitlines()[0]}; again", file=sys.stderr)
+                else:
+                    print(f"  {name}: perf failed 5 times: repetition left out", file=sys.stderr)
+                    continue
+                res.append((len(oc),) + compare([chain_of(f) for f in oc], pc,
+                                                 a.show if rep == 0 else 0) +
+                           (judge_cross(oc)[0],))
+            if not res:
+                print(f"{name:<9} (perf failed every time)")
+                continue
+            med = [statistics.median(x[i] for x in res) for i in range(6)]
+            n, match, om, pm, judged, checked = med
+            allm.append(match)
+            print(f"{name:<9} {n:>7.0f} {judged:>7.0f} {match:>8.1f} {om:>13.1f} {pm:>13.1f} "
+                  f"{om / pm if pm else float('nan'):>10.3f} {checked:>15.1f}")
+        if allm:
+            print(f"median match over programs: {statistics.median(allm):.1f} %")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
