@@ -23,6 +23,7 @@
 #include "agent/rounds.h"
 #include "agent/symbolize.h"
 #include "port/clock.h"
+#include "port/file.h"
 #include "port/log.h"
 #include "port/rand.h"
 #ifdef CONFIG_UPLOAD_MTLS
@@ -898,6 +899,19 @@ out:
 	return 0;
 }
 
+/* mkdir -p of a directory named by flag, which we then need to read or write (how: R_OK/W_OK). */
+static int make_dir(const char *flag, const char *path, mode_t mode, int how)
+{
+	int err = port_mkdir_p(path, mode);
+
+	if (!err && access(path, how))
+		err = -errno;
+	if (err)
+		fprintf(stderr, "edgeprof-agent: %s %s: cannot create or %s it: %s\n", flag, path,
+			how == W_OK ? "write" : "read", strerror(-err));
+	return err;
+}
+
 int main(int argc, char **argv)
 {
 	static struct agent a;
@@ -930,12 +944,12 @@ int main(int argc, char **argv)
 		return rc > 0 ? 0 : 2;
 	if (!a.cfg.output_dir && !a.cfg.upload)
 		a.cfg.output_dir = "."; /* nowhere else to put the profiles */
-	mkdir(a.cfg.registry, 01777);
-	if (a.cfg.output_dir && access(a.cfg.output_dir, W_OK)) {
-		fprintf(stderr, "edgeprof-agent: --output-dir %s: %s\n", a.cfg.output_dir,
-			strerror(errno));
+	/* the directories named on the command line are made like mkdir -p (the registry
+	 * stays world-writable and sticky: instrumented programs of any user put rings there) */
+	if (a.cfg.output_dir && make_dir("--output-dir", a.cfg.output_dir, 0750, W_OK))
 		return 2;
-	}
+	/* without a registry the SIGPROF rings are not seen, but the BPF sampler still works */
+	make_dir("--registry", a.cfg.registry, 01777, R_OK);
 	a.procs = proctab__new((unsigned int)a.cfg.max_procs, 256);
 	if (a.cfg.symbolize)
 		a.sym = symbolizer__new(0);
