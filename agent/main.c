@@ -135,7 +135,16 @@ static void usage(FILE *out)
 			(int)(20 - strlen(opt_descs[i].name) - (opt_descs[i].has_arg ? 2 : 0)), "",
 			opt_descs[i].help);
 	fprintf(out,
-		"Defaults come from the build's Kconfig (edgeprof-agent --version shows them).\n");
+		"Defaults come from the build's Kconfig (edgeprof-agent --version shows them).\n"
+		"Examples:\n"
+		"  edgeprof-agent --once --seconds 10 --output-dir /tmp/prof   one round, one pprof\n"
+		"      per service (the whole machine with BPF as root; else LD_PRELOADed programs)\n");
+	if (IS_ENABLED(CONFIG_UPLOAD_MTLS))
+		fprintf(out,
+			"  edgeprof-agent --upload https://collector:8443 --tls-ca pki/ca.crt \\\n"
+			"      --tls-cert pki/gw-1.crt --tls-key pki/gw-1.key --spool /var/lib/edgeprof/spool\n"
+			"      (certificates: edgeprof certs init pki && edgeprof certs device pki gw-1)\n");
+	fprintf(out, "More: agent/README.md.\n");
 }
 
 static int parse_ulong(const char *name, const char *v, unsigned long lo, unsigned long hi,
@@ -718,7 +727,10 @@ static void submit(struct agent *a, const char *service, const struct aggregate 
 		transport_item__stamp(&item);
 		err = transport__submit(a->transport, &item);
 	}
-	if (err)
+	if (err == -EAGAIN && !a->cfg.tr.spool_path)
+		pr_warn("profile of %s lost: the collector did not take it and there is no spool "
+			"(--spool FILE keeps profiles until it is back)", service);
+	else if (err)
 		pr_warn("profile of %s not uploaded nor spooled: %s", service, strerror(-err));
 	else
 		pr_info("profile of %s handed to the transport (%zu bytes)", service, buf.len);
@@ -940,6 +952,8 @@ int main(int argc, char **argv)
 #endif
 	port_log_open("edgeprof-agent", false);
 	rc = parse_args(&a.cfg, argc, argv);
+	if (rc < 0)
+		fprintf(stderr, "Try 'edgeprof-agent --help'.\n");
 	if (rc)
 		return rc > 0 ? 0 : 2;
 	if (!a.cfg.output_dir && !a.cfg.upload)

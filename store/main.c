@@ -40,6 +40,9 @@ static const char usage_text[] =
 	"password). --rollup-seconds sets the rollup bucket (0 = no rollups; default %d).\n"
 	"--max-debuginfo bounds debug-file uploads (POST /api/0/debuginfo/ID) apart from\n"
 	"--max-body, which bounds every other request.\n"
+	"To start: edgeprof certs init pki && edgeprof certs device pki gw-1, then\n"
+	"  edgeprof-collector --listen 127.0.0.1:8443 --tls-ca pki/ca.crt \\\n"
+	"    --tls-cert pki/server.crt --tls-key pki/server.key --ring /tmp/edgeprof/ring\n"
 	"API: store/README.md.\n";
 
 static void usage(FILE *out)
