@@ -127,13 +127,30 @@ mnt --bind /dev/pts /dev/pts
 mnt tmpfs shm /dev/shm
 mnt bpf bpf /sys/fs/bpf
 mnt tracefs tracefs /sys/kernel/tracing
+# The machine's own network set-up, as a fresh install on this network has it (nothing of the
+# project): its resolver; the hosts file Debian's installer writes and debootstrap does not; the
+# extra trust anchors of this network (e.g. a TLS-inspecting egress proxy's CA, which
+# update-ca-certificates adds once ca-certificates is installed) and the variables naming them.
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$root/etc/hosts"
+if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
+	mkdir -p "$root/usr/local/share/ca-certificates" "$root/etc/ssl/certs"
+	cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+	[ -f /etc/ssl/certs/ca-certificates.crt ] && cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/"
+	echo "fresh-root: this network's CAs: $(cd /usr/local/share/ca-certificates && echo *.crt)"
+fi
+machine_env=()
+for v in NODE_EXTRA_CA_CERTS SSL_CERT_FILE SSL_CERT_DIR http_proxy https_proxy no_proxy \
+	HTTP_PROXY HTTPS_PROXY NO_PROXY; do
+	[ -n "${!v:-}" ] && machine_env+=("$v=${!v}")
+done
+[ ${#machine_env[@]} = 0 ] || echo "fresh-root: this machine's network variables: ${machine_env[*]}"
 # The same archive and suites as this machine (bookworm-updates, -security), so the versions match.
 rm -f "$root/etc/apt/sources.list"
 for f in $sources; do cp "$f" "$root/etc/apt/${f#/etc/apt/}"; done
 
 in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-	HOME=/root TERM=dumb LANG=C.UTF-8 "$@"; }
+	HOME=/root TERM=dumb LANG=C.UTF-8 "${machine_env[@]}" "$@"; }
 
 say "adding make (the one package installed by hand)"
 in_root apt-get update -qq
@@ -168,6 +185,6 @@ added=$(comm -13 "$work/before.txt" "$work/after.txt")
 echo "packages the set-up installed: $(echo "$added" | grep -c .)"
 echo "$added" | tr '\n' ' ' | fold -s -w 100 | sed 's/^/    /'
 echo
-grep -h '^setup: \(installing\|Need to get\|After this\)' "$work/commands.log" || true
+grep -h '^setup: \(installing\|Need to get\|After this\|installed in\)' "$work/commands.log" || true
 for t in "${times[@]}"; do echo "time: $t"; done
 exit "$status"

@@ -70,6 +70,7 @@ provided=" $(dpkg-query -W -f='${Provides}\n' 2>/dev/null | tr ',' '\n' | sed 's
 missing=$(for p in $missing; do [[ "$provided" == *" $p "* ]] || echo "$p"; done | sort -u | tr '\n' ' ')
 if [ -n "${missing// /}" ]; then
 	echo "setup: installing: $missing"
+	t0=$(date +%s)
 	apt_update
 	# Quiet, but say what it costs: apt's "Need to get" and "After this operation" lines.
 	log=$(mktemp)
@@ -78,6 +79,7 @@ if [ -n "${missing// /}" ]; then
 		{ tail -n 30 "$log"; rm -f "$log"; echo "setup: apt-get install failed" >&2; exit 1; }
 	grep -E '^(Need to get|After this operation|[0-9]+ upgraded, [0-9]+ newly installed)' "$log" |
 		sed 's/^/setup: /' || true
+	echo "setup: installed in $(($(date +%s) - t0)) s (apt-get update and install)"
 	rm -f "$log"
 fi
 
