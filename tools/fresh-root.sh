@@ -104,7 +104,7 @@ trap 'exit 130' INT TERM
 
 # A previous run killed hard may have left mounts: never delete through them.
 if [ -d "$root" ]; then
-	grep -F " $root/" /proc/mounts | awk '{print $2}' | sort -r | xargs -r -n1 umount -l
+	{ grep -F " $root" /proc/mounts || true; } | awk '{print $2}' | sort -r | xargs -r -n1 umount -l
 	rm -rf --one-file-system "$work"
 fi
 mkdir -p "$root"
