@@ -21,7 +21,8 @@
 #     it recorded with libedgeprof.so here, $TOKEN is set.
 # Not run here, each with its reason (NOT_RUN below): the make goals (CI runs them: .ci/run,
 # and tools/fresh-root.sh runs `make demo` and `make test` on a bare root; here they would
-# recurse into this suite), and commands that run on a remote device (scp/ssh; the install test
+# recurse into this suite; each goal is still checked to be a target of the Makefile or a
+# board's _defconfig), and commands that run on a remote device (scp/ssh; the install test
 # runs the init script under BusyBox). A shell line matching neither fails the test.
 set -u
 B=$EP_BUILD
@@ -106,6 +107,12 @@ for n, raw in lines:
     where = f"{name}:{first}"
     if why:
         out.append(f"echo {shlex.quote(f'-- not run here: {cmd}   ({why})')}")
+        # a make line's goals must still exist: a renamed target is drift too
+        for part in re.split(r"&&|;", cmd) if cmd.startswith("make") else []:
+            words = shlex.split(part)
+            if words and words[0] == "make":
+                goals = [a for a in words[1:] if not a.startswith("-") and "=" not in a]
+                out.append("check_make_goals " + " ".join(shlex.quote(g) for g in goals))
     else:
         c = subst(cmd)
         out.append(f"echo {shlex.quote(f'-- {where}: {cmd}')}")
@@ -136,6 +143,15 @@ set -eo pipefail
 cd "$w"
 export PATH="$B:\$PATH" PORT=$(free_port) HPORT=$(free_port) TOKEN=docs-test-token-1
 export MORE="--listen 127.0.0.1:$(free_port) --tls-ca pki/ca.crt --tls-cert pki/server.crt --tls-key pki/server.key --ring $w/second.ring --ring-size 16M"
+check_make_goals() { # GOAL...: each is a target of the Makefile (or a board's _defconfig)
+	local g
+	for g in "\$@"; do
+		case \$g in
+		*_defconfig) [ -f "$EP_TOP/boards/\${g%_defconfig}/defconfig" ] ;;
+		*) grep -qE "^(\$g|[^:]* \$g|\$g [^:]*):" "$tmp/make-targets" ;;
+		esac || { echo "make goal '\$g' is not in the Makefile"; return 1; }
+	done
+}
 wait_listening() { # N: the newest collector logs N listeners, or it died
 	local pid=\$(tail -n 1 pids)
 	for _ in \$(seq 1 100); do
@@ -158,6 +174,9 @@ EOF
 	for p in $(cat "$w/pids" 2>/dev/null); do kill "$p" 2>/dev/null; done
 }
 
+# The Makefile's targets, read without building anything (help needs no configuration).
+make -C "$EP_TOP" -prRq help 2>/dev/null | grep -E '^[A-Za-z%_.-][^=]*:' >"$tmp/make-targets"
+grep -q '^menuconfig' "$tmp/make-targets" || fail "could not read the Makefile's targets"
 for doc in README.md agent/README.md store/README.md docs/transport.md; do
 	run_doc "$doc"
 done
