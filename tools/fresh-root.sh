@@ -170,10 +170,12 @@ status=0
 for cmd in "$@"; do
 	say "$cmd${envs[*]:+ (with ${envs[*]})}"
 	t0=$(date +%s)
-	set +e
-	in_root "${envs[@]}" /bin/sh -c "cd /src/edgeprof && $cmd" 2>&1 | tee -a "$work/commands.log"
-	rc=${PIPESTATUS[0]}
-	set -e
+	# In the background and waited for: a signal (CI's timeout, a kill) runs the trap at once,
+	# instead of after the command.
+	(in_root "${envs[@]}" /bin/sh -c "cd /src/edgeprof && $cmd" 2>&1; echo $? >"$work/rc") |
+		tee -a "$work/commands.log" &
+	wait $! || true
+	rc=$(cat "$work/rc")
 	t=$(($(date +%s) - t0))
 	times+=("$(printf '%-12s %s  (exit %d)' "$cmd" "$(secs "$t")" "$rc")")
 	[ "$rc" = 0 ] || { status=$rc; break; }
