@@ -43,6 +43,11 @@ expect_bad "bad.conf:2: bad line" --config "$tmp/bad.conf"
 "$agent" --version | grep -q "sampler-sigprof" || fail "--version"
 [ -z "$(ls "$tmp/out")" ] || fail "bad runs wrote files"
 
+# Standalone libedgeprof.so makes the directory of EDGEPROF_OUTPUT too (like mkdir -p).
+env LD_PRELOAD="$preload" EDGEPROF_OUTPUT="$tmp/alone/new/cpu.pb.gz" "$split" --seconds 1 >/dev/null ||
+	fail "standalone run"
+[ -s "$tmp/alone/new/cpu.pb.gz" ] || fail "EDGEPROF_OUTPUT in a new directory: nothing written"
+
 # A good config file; flags after it override it. The output directory does not exist yet: the
 # agent makes it (mode 0750, like mkdir -p).
 out=$tmp/out/made/by/agent
