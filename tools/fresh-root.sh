@@ -172,10 +172,11 @@ for cmd in "$@"; do
 	t0=$(date +%s)
 	# In the background and waited for: a signal (CI's timeout, a kill) runs the trap at once,
 	# instead of after the command.
-	(in_root "${envs[@]}" /bin/sh -c "cd /src/edgeprof && $cmd" 2>&1; echo $? >"$work/rc") |
+	rm -f "$work/rc"
+	(set +e; in_root "${envs[@]}" /bin/sh -c "cd /src/edgeprof && $cmd" 2>&1; echo $? >"$work/rc") |
 		tee -a "$work/commands.log" &
 	wait $! || true
-	rc=$(cat "$work/rc")
+	rc=$(cat "$work/rc" 2>/dev/null || echo 255)
 	t=$(($(date +%s) - t0))
 	times+=("$(printf '%-12s %s  (exit %d)' "$cmd" "$(secs "$t")" "$rc")")
 	[ "$rc" = 0 ] || { status=$rc; break; }
