@@ -82,6 +82,7 @@ else
 fi
 
 root=$work/root
+t_prep=$(date +%s)
 mounted=()
 cleanup() {
 	local rc=$? i pid r
@@ -163,9 +164,9 @@ git clone -q --no-checkout "$top" "$root/src/edgeprof"
 git -C "$root/src/edgeprof" checkout -q "$(git -C "$top" rev-parse HEAD)"
 [ ! -e "$root/src/edgeprof/build" ] || { echo "fresh-root: build/ is in the checkout" >&2; exit 1; }
 
+times=("$(printf '%-12s %s' "(the root)" "$(secs $(($(date +%s) - t_prep)))")  unpacked, mounted, make added, cloned")
 envs=()
 for v in ${FRESH_ENV:-SKIP ONLY}; do [ -n "${!v:-}" ] && envs+=("$v=${!v}"); done
-times=()
 status=0
 for cmd in "$@"; do
 	say "$cmd${envs[*]:+ (with ${envs[*]})}"
