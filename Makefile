@@ -42,6 +42,18 @@ endif
 unquote = $(patsubst "%",%,$(1))
 
 # ---------------------------------------------------------------------------------------------
+# Set-up comes first: on a bare machine even the configuration step needs a package
+# (python3-kconfiglib), so every rule that runs kconfig waits for the setup stamp of the board's
+# architecture. That architecture is read without kconfiglib: from the board's .config once it
+# exists (menuconfig may have changed it), else from boards/<board>/defconfig.
+
+arch-of = $(or $(if $(shell grep -sx 'CONFIG_ARCH_ARM64=y' $(1)),arm64),$(if $(shell grep -sx \
+	'CONFIG_ARCH_ARM=y' $(1)),armhf))
+SETUP_ARCH  := $(or $(call arch-of,$(wildcard $(O)/.config)),$(if $(wildcard $(O)/.config),,$(call \
+	arch-of,boards/$(BOARD)/defconfig)),x86_64)
+SETUP_STAMP := build/.setup-$(SETUP_ARCH).stamp
+
+# ---------------------------------------------------------------------------------------------
 # Configuration verbs: they need no .config to exist.
 
 no-config-goals := %config menuconfig help clean distclean setup
@@ -51,7 +63,7 @@ config-only := $(if $(MAKECMDGOALS),$(if $(filter-out $(no-config-goals),$(MAKEC
 	@test -f boards/$*/defconfig || { echo "No board '$*'. Boards: $$(ls boards)"; exit 2; }
 	$(Q)$(MAKE) --no-print-directory BOARD=$* defconfig
 
-defconfig:
+defconfig: | $(SETUP_STAMP)
 	@test -f boards/$(BOARD)/defconfig || { echo "No board '$(BOARD)'. Boards: $$(ls boards)"; exit 2; }
 	@mkdir -p $(O)
 	$(Q)$(KCONFIG) defconfig $(O)/.config boards/$(BOARD)/defconfig
@@ -59,24 +71,24 @@ defconfig:
 	@if [ "$(O)" = "build/$(BOARD)" ]; then echo $(BOARD) > $(BOARD_FILE); fi
 	@echo "  CONFIG   $(O)/.config (board $(BOARD))"
 
-olddefconfig menuconfig: | $(O)/.config
+olddefconfig menuconfig: | $(SETUP_STAMP) $(O)/.config
 	$(Q)$(KCONFIG) $@ $(O)/.config
 
-savedefconfig: | $(O)/.config
+savedefconfig: | $(SETUP_STAMP) $(O)/.config
 	$(Q)$(KCONFIG) savedefconfig $(O)/.config $(O)/defconfig
 	@echo "  SAVED    $(O)/defconfig (copy it to boards/$(BOARD)/defconfig to keep it)"
 
 # allnoconfig/allyesconfig keep the board's toolchain; SET="SYM=y ..." turns single features on.
-allnoconfig allyesconfig: | $(O)/.config
+allnoconfig allyesconfig: | $(SETUP_STAMP) $(O)/.config
 	$(Q)$(KCONFIG) $@ $(O)/.config $(SET)
 
 # A board used for the first time gets its defconfig.
-$(O)/.config:
+$(O)/.config: | $(SETUP_STAMP)
 	@test -f boards/$(BOARD)/defconfig || { echo "No board '$(BOARD)'. Boards: $$(ls boards)"; exit 2; }
 	@mkdir -p $(O)
 	$(Q)$(KCONFIG) defconfig $@ boards/$(BOARD)/defconfig
 
-$(O)/include/config/auto.conf: $(O)/.config kconfig/Kconfig $(wildcard */Kconfig)
+$(O)/include/config/auto.conf: $(O)/.config kconfig/Kconfig $(wildcard */Kconfig) | $(SETUP_STAMP)
 	$(quiet) GEN $(O)/include/generated/autoconf.h
 	$(Q)$(KCONFIG) genconfig $(O)/.config $(O)/include/generated/autoconf.h $@
 	$(Q)touch $@
@@ -198,18 +210,18 @@ $(foreach t,$(unit-tests-y),$(eval $(call unit_rule,$(t))))
 # ---------------------------------------------------------------------------------------------
 # Set-up: Debian packages and, for ARM boards, the cross toolchain and a sysroot from .debs.
 
-SETUP_STAMP := build/.setup-$(or $(ARCH),$(HOST_ARCH)).stamp
+# SETUP_STAMP is set at the top (before anything that needs kconfiglib).
 $(SETUP_STAMP): tools/setup.sh $(wildcard tools/deps/*.list tools/deps/*.target-list)
 	@if [ "$$(id -u)" != 0 ] && [ -z "$(SETUP_SKIP)" ]; then \
 	  echo "edgeprof: dependencies are not installed yet and this needs root. Run:"; \
-	  echo "    sudo tools/setup.sh --arch $(or $(ARCH),$(HOST_ARCH))"; \
+	  echo "    sudo tools/setup.sh --arch $(SETUP_ARCH)"; \
 	  echo "then run make again (or SETUP_SKIP=1 if you installed them yourself)."; exit 1; fi
-	$(Q)if [ -z "$(SETUP_SKIP)" ]; then tools/setup.sh --arch $(or $(ARCH),$(HOST_ARCH)); fi
+	$(Q)if [ -z "$(SETUP_SKIP)" ]; then tools/setup.sh --arch $(SETUP_ARCH); fi
 	@mkdir -p build && touch $@
 
 setup:
 	$(Q)rm -f build/.setup-*.stamp
-	$(Q)tools/setup.sh --arch $(or $(ARCH),$(HOST_ARCH))
+	$(Q)tools/setup.sh --arch $(SETUP_ARCH)
 	@mkdir -p build && touch $(SETUP_STAMP)
 
 # ---------------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@
 #include "agent/rounds.h"
 #include "agent/symbolize.h"
 #include "port/clock.h"
+#include "port/file.h"
 #include "port/log.h"
 #include "port/rand.h"
 #ifdef CONFIG_UPLOAD_MTLS
@@ -134,7 +135,16 @@ static void usage(FILE *out)
 			(int)(20 - strlen(opt_descs[i].name) - (opt_descs[i].has_arg ? 2 : 0)), "",
 			opt_descs[i].help);
 	fprintf(out,
-		"Defaults come from the build's Kconfig (edgeprof-agent --version shows them).\n");
+		"Defaults come from the build's Kconfig (edgeprof-agent --version shows them).\n"
+		"Examples:\n"
+		"  edgeprof-agent --once --seconds 10 --output-dir /tmp/prof   one round, one pprof\n"
+		"      per service (the whole machine with BPF as root; else LD_PRELOADed programs)\n");
+	if (IS_ENABLED(CONFIG_UPLOAD_MTLS))
+		fprintf(out,
+			"  edgeprof-agent --upload https://collector:8443 --tls-ca pki/ca.crt \\\n"
+			"      --tls-cert pki/gw-1.crt --tls-key pki/gw-1.key --spool /var/lib/edgeprof/spool\n"
+			"      (certificates: edgeprof certs init pki && edgeprof certs device pki gw-1)\n");
+	fprintf(out, "More: agent/README.md.\n");
 }
 
 static int parse_ulong(const char *name, const char *v, unsigned long lo, unsigned long hi,
@@ -717,7 +727,10 @@ static void submit(struct agent *a, const char *service, const struct aggregate 
 		transport_item__stamp(&item);
 		err = transport__submit(a->transport, &item);
 	}
-	if (err)
+	if (err == -EAGAIN && !a->cfg.tr.spool_path)
+		pr_warn("profile of %s lost: the collector did not take it and there is no spool "
+			"(--spool FILE keeps profiles until it is back)", service);
+	else if (err)
 		pr_warn("profile of %s not uploaded nor spooled: %s", service, strerror(-err));
 	else
 		pr_info("profile of %s handed to the transport (%zu bytes)", service, buf.len);
@@ -907,6 +920,19 @@ out:
 	return 0;
 }
 
+/* mkdir -p of a directory named by flag, which we then need to read or write (how: R_OK/W_OK). */
+static int make_dir(const char *flag, const char *path, mode_t mode, int how)
+{
+	int err = port_mkdir_p(path, mode);
+
+	if (!err && access(path, how))
+		err = -errno;
+	if (err)
+		fprintf(stderr, "edgeprof-agent: %s %s: cannot create or %s it: %s\n", flag, path,
+			how == W_OK ? "write" : "read", strerror(-err));
+	return err;
+}
+
 int main(int argc, char **argv)
 {
 	static struct agent a;
@@ -935,16 +961,18 @@ int main(int argc, char **argv)
 #endif
 	port_log_open("edgeprof-agent", false);
 	rc = parse_args(&a.cfg, argc, argv);
+	if (rc < 0)
+		fprintf(stderr, "Try 'edgeprof-agent --help'.\n");
 	if (rc)
 		return rc > 0 ? 0 : 2;
 	if (!a.cfg.output_dir && !a.cfg.upload)
 		a.cfg.output_dir = "."; /* nowhere else to put the profiles */
-	mkdir(a.cfg.registry, 01777);
-	if (a.cfg.output_dir && access(a.cfg.output_dir, W_OK)) {
-		fprintf(stderr, "edgeprof-agent: --output-dir %s: %s\n", a.cfg.output_dir,
-			strerror(errno));
+	/* the directories named on the command line are made like mkdir -p (the registry
+	 * stays world-writable and sticky: instrumented programs of any user put rings there) */
+	if (a.cfg.output_dir && make_dir("--output-dir", a.cfg.output_dir, 0750, W_OK))
 		return 2;
-	}
+	/* without a registry the SIGPROF rings are not seen, but the BPF sampler still works */
+	make_dir("--registry", a.cfg.registry, 01777, R_OK);
 	a.procs = proctab__new((unsigned int)a.cfg.max_procs, 256);
 	if (a.cfg.symbolize)
 		a.sym = symbolizer__new(0);

@@ -158,7 +158,9 @@ static int write_buf(const struct aggregate *a, const struct output_opts *o, con
 
 int output__write_file(const struct aggregate *a, const struct output_opts *o, const char *path)
 {
-	return write_buf(a, o, path);
+	int err = port_mkdir_parent(path, 0750);	/* EDGEPROF_OUTPUT=dir/that/is/new/cpu.pb.gz */
+
+	return err ? err : write_buf(a, o, path);
 }
 
 int output__write_dir(const struct aggregate *a, const struct output_opts *o, const char *dir,

@@ -199,8 +199,9 @@ static void upload_set_state(struct uploader *u, enum upload_state s)
 		pr_info("upload: connected to collector %s:%s", u->host, u->port);
 		break;
 	case UPLOAD_STATE_UNREACHABLE:
-		pr_warn("upload: collector %s:%s unreachable (%s); profiles wait in the spool",
-			u->host, u->port, u->err);
+		pr_warn("upload: collector %s:%s unreachable (%s); is edgeprof-collector listening "
+			"there? retrying; profiles wait in the --spool, if any", u->host, u->port,
+			u->err);
 		break;
 	case UPLOAD_STATE_CERT_REFUSED:
 		pr_err("upload: collector %s:%s: %s; profiles wait in the spool", u->host, u->port,

@@ -95,6 +95,56 @@ int port_fsync_parent_dir(const char *path)
 	return err;
 }
 
+int port_mkdir_p(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX];
+	struct stat st;
+	size_t n = strlen(path);
+
+	if (!n)
+		return -ENOENT;
+	if (n >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, n + 1);
+	/* Walk down from the top: each prefix ending before a '/' (and the whole path). */
+	for (char *p = buf + 1;; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char c = *p;
+
+		*p = '\0';
+		if (mkdir(buf, mode) && errno != EEXIST)
+			return -errno;
+		if (stat(buf, &st))
+			return -errno;
+		if (!S_ISDIR(st.st_mode))
+			return -ENOTDIR;
+		*p = c;
+		if (c == '\0')
+			return 0;
+		while (p[1] == '/')	/* "a//b" and a trailing "/" */
+			p++;
+		if (p[1] == '\0')
+			return 0;
+	}
+}
+
+int port_mkdir_parent(const char *path, mode_t mode)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	size_t n;
+
+	if (!slash || slash == path)
+		return 0;	/* the current or the root directory */
+	n = (size_t)(slash - path);
+	if (n >= sizeof(dir))
+		return -ENAMETOOLONG;
+	memcpy(dir, path, n);
+	dir[n] = '\0';
+	return port_mkdir_p(dir, mode);
+}
+
 int port_file_write_atomic(const char *path, const void *data, size_t len, mode_t mode)
 {
 	char tmp[PATH_MAX];

@@ -28,6 +28,17 @@ int port_file_read_all(const char *path, size_t max, void **data, size_t *len);
  */
 ssize_t port_file_read_small(const char *path, char *buf, size_t size);
 
+/*
+ * mkdir -p: creates path and every missing directory above it, each with mode (less the
+ * umask). A directory that exists is fine; a component that is not a directory gives -ENOTDIR.
+ * Returns 0 or -errno of the first mkdir that failed. The directories a user names (output
+ * dir, a ring's or spool's parent, the registry) are created this way, as perf and Go do.
+ */
+int port_mkdir_p(const char *path, mode_t mode);
+
+/* port_mkdir_p() of the directory that holds path ("a/b/f" -> "a/b"; nothing for "f"). */
+int port_mkdir_parent(const char *path, mode_t mode);
+
 /* write()/read() loops that finish the job across short writes and EINTR: 0 or -errno. */
 int port_write_full(int fd, const void *buf, size_t len);
 int port_pwrite_full(int fd, const void *buf, size_t len, off_t off);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <mbedtls/asn1.h>
 #include <mbedtls/ctr_drbg.h>
@@ -95,6 +96,29 @@ static void tls_strerror(int ret, const char *what, char *err, size_t errlen)
 	snprintf(err, errlen, "%s: %s (-0x%04x)", what, buf, (unsigned)-ret);
 }
 
+/*
+ * A certificate or key file that failed to load: a missing one names the command that makes it
+ * (the first thing a newcomer meets), an unreadable one says why; else mbedtls' reason.
+ * device: a device's file (edgeprof certs device DIR NAME), else the CA's or the collector's.
+ */
+static void tls_file_error(int ret, const char *path, bool device, char *err, size_t errlen)
+{
+	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+	int dlen = slash ? (int)(slash - path) : 1;
+
+	if (!access(path, R_OK)) {
+		tls_strerror(ret, path, err, errlen);
+	} else if (errno != ENOENT) {
+		snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+	} else if (device) {
+		snprintf(err, errlen, "no such file: %s (make one with: edgeprof certs device %.*s %.*s)",
+			 path, dlen, slash ? path : ".", (int)strcspn(base, "."), base);
+	} else {
+		snprintf(err, errlen, "no such file: %s (make one with: edgeprof certs init %.*s)", path,
+			 dlen, slash ? path : ".");
+	}
+}
+
 void tls_config__free(struct tls_config *cfg)
 {
 	if (!cfg)
@@ -119,19 +143,19 @@ static int tls_config_load(struct tls_config *cfg, const char *ca_file, const ch
 
 	ret = mbedtls_x509_crt_parse_file(&cfg->ca, ca_file);
 	if (ret) {
-		tls_strerror(ret, ca_file, err, errlen);
+		tls_file_error(ret, ca_file, false, err, errlen);
 		return -EINVAL;
 	}
 	if (!cert_file && !cfg->server)
 		return 0; /* a client without a certificate: only for tests of refusal */
 	ret = mbedtls_x509_crt_parse_file(&cfg->cert, cert_file);
 	if (ret) {
-		tls_strerror(ret, cert_file, err, errlen);
+		tls_file_error(ret, cert_file, !cfg->server, err, errlen);
 		return -EINVAL;
 	}
 	ret = mbedtls_pk_parse_keyfile(&cfg->key, key_file, NULL);
 	if (ret) {
-		tls_strerror(ret, key_file, err, errlen);
+		tls_file_error(ret, key_file, !cfg->server, err, errlen);
 		return -EINVAL;
 	}
 	ret = mbedtls_pk_check_pair(&cfg->cert.pk, &cfg->key);

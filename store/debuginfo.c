@@ -83,8 +83,9 @@ struct debuginfo *debuginfo__open(const struct debuginfo_opts *o, char *err, siz
 	d->cache_bytes = o->cache_bytes ? o->cache_bytes
 					: (size_t)CONFIG_COLLECTOR_SYMBOL_CACHE_MB << 20;
 	pthread_mutex_init(&d->lock, NULL);
-	if (mkdir(d->dir, 0750) && errno != EEXIST) {
-		snprintf(err, errlen, "debuginfo: %s: %s", d->dir, strerror(errno));
+	ret = port_mkdir_p(d->dir, 0750);
+	if (ret) {
+		snprintf(err, errlen, "debuginfo: %s: cannot create it: %s", d->dir, strerror(-ret));
 		goto fail;
 	}
 	ret = scan_total(d);

@@ -43,6 +43,10 @@ static const char usage_text[] =
 	"--max-body, which bounds every other request. Each listener holds up to\n"
 	"--max-conns authenticated and --max-handshakes unauthenticated connections (the\n"
 	"one silent longest is closed when a new one needs its slot).\n"
+	"To start: edgeprof certs init pki && edgeprof certs device pki gw-1, then\n"
+	"  edgeprof-collector --listen 127.0.0.1:8443 --tls-ca pki/ca.crt \\\n"
+	"    --tls-cert pki/server.crt --tls-key pki/server.key --ring /tmp/edgeprof/ring\n"
+	"Reading needs an operator's certificate: edgeprof certs operator pki NAME.\n"
 	"API: store/README.md.\n";
 
 static void usage(FILE *out)

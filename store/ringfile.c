@@ -783,6 +783,13 @@ struct ringfile *ringfile__open(const char *path, const struct ringfile_opts *op
 	pthread_cond_init(&rf->written, NULL);
 	rf->fsync_ms = opts->fsync_ms;
 	rf->data_off = RINGFILE_HDR_SIZE;
+	/* a new ring's directory is made like mkdir -p (the spool's and the collector's --ring) */
+	e = opts->create ? port_mkdir_parent(path, 0750) : 0;
+	if (e) {
+		snprintf(err, errlen, "ringfile: %s: cannot create its directory: %s", path,
+			 strerror(-e));
+		goto err_free;
+	}
 	rf->fd = open(path, O_RDWR | O_CLOEXEC | (opts->create ? O_CREAT : 0), 0600);
 	if (rf->fd < 0 || fstat(rf->fd, &st)) {
 		e = -errno;

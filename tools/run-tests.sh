@@ -4,6 +4,9 @@
 # host, and prints one closing line: "total: N passed, N failed".
 #
 #   tools/run-tests.sh BUILD_DIR ARCH "RUN_PREFIX" UNIT_TEST...
+#
+# ONLY="a b" runs only the integration tests whose names contain a or b; SKIP="c" skips those
+# containing c (counted as skipped); UNIT_ONLY=1 runs no integration test.
 set -u
 build=$1 arch=$2 run=$3
 shift 3
@@ -18,6 +21,13 @@ count_cmocka() { # log -> adds cmocka's per-test counts
 	p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$1" | awk '{s+=$1} END {print s+0}')
 	f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$1" | awk '{s+=$1} END {print s+0}')
 	echo "$p $f"
+}
+
+matches() { # NAME PATTERN...: does NAME contain one of the patterns?
+	local n=$1 p
+	shift
+	for p in "$@"; do [[ "$n" == *"$p"* ]] && return 0; done
+	return 1
 }
 
 echo "== unit tests ($arch${run:+, under ${run%% *}})"
@@ -43,7 +53,8 @@ if [ "$arch" = "x86_64" ] && [ -z "${UNIT_ONLY:-}" ]; then
 	for t in "$top"/tests/integration/*.test.sh; do
 		[ -e "$t" ] || continue
 		name=$(basename "$t" .test.sh)
-		[ -n "${ONLY:-}" ] && [[ "$name" != *${ONLY}* ]] && continue
+		if [ -n "${ONLY:-}" ] && ! matches "$name" $ONLY; then continue; fi
+		if matches "$name" ${SKIP:-}; then skipped=$((skipped + 1)); echo "SKIP  $name: in SKIP"; continue; fi
 		start=$(date +%s)
 		EP_TOP="$top" EP_BUILD="$(cd "$build" && pwd)" timeout 900 bash "$t" >"$logs/$name.log" 2>&1
 		rc=$?

@@ -63,12 +63,24 @@ missing=$(dpkg-query -W -f='${Package} ${Status}\n' $host_pkgs $cross_pkgs 2>/de
 for p in $host_pkgs $cross_pkgs; do
 	dpkg-query -W "$p" >/dev/null 2>&1 || missing="$missing $p"
 done
-missing=$(echo $missing | tr ' ' '\n' | sort -u | tr '\n' ' ')
+# A name an installed package provides is there already (a vendor's nodejs provides npm; asking
+# apt for Debian's npm beside it would conflict).
+provided=" $(dpkg-query -W -f='${Provides}\n' 2>/dev/null | tr ',' '\n' | sed 's/(.*//; s/ //g' |
+	sort -u | tr '\n' ' ') "
+missing=$(for p in $missing; do [[ "$provided" == *" $p "* ]] || echo "$p"; done | sort -u | tr '\n' ' ')
 if [ -n "${missing// /}" ]; then
-	echo "setup: installing:$missing"
+	echo "setup: installing: $missing"
+	t0=$(date +%s)
 	apt_update
+	# Quiet, but say what it costs: apt's "Need to get" and "After this operation" lines.
+	log=$(mktemp)
 	# shellcheck disable=SC2086
-	apt-get install -y -qq --no-install-recommends $missing >/dev/null
+	apt-get install -y --no-install-recommends $missing >"$log" 2>&1 ||
+		{ tail -n 30 "$log"; rm -f "$log"; echo "setup: apt-get install failed" >&2; exit 1; }
+	grep -E '^(Need to get|After this operation|[0-9]+ upgraded, [0-9]+ newly installed)' "$log" |
+		sed 's/^/setup: /' || true
+	echo "setup: installed in $(($(date +%s) - t0)) s (apt-get update and install)"
+	rm -f "$log"
 fi
 
 make_sysroot() {

@@ -35,16 +35,25 @@ expect_bad "is not a number" --round-seconds ten
 expect_bad "longer than --period-seconds" --round-seconds 20 --period-seconds 10
 expect_bad "not auto, bpf or sigprof" --sampler foo
 expect_bad "unrecognized option" --bogus
+expect_bad "output-dir /proc/nope/x: cannot create or write it" --once --seconds 1 \
+	--registry "$tmp/reg" --output-dir /proc/nope/x
 printf 'stack-entries = 2048\nhz = 99999\n' >"$tmp/bad.conf"
 expect_bad "bad.conf:2: bad line" --config "$tmp/bad.conf"
 "$agent" --help | grep -q -- "--output-dir" || fail "--help lists no options"
 "$agent" --version | grep -q "sampler-sigprof" || fail "--version"
 [ -z "$(ls "$tmp/out")" ] || fail "bad runs wrote files"
 
-# A good config file; flags after it override it.
+# Standalone libedgeprof.so makes the directory of EDGEPROF_OUTPUT too (like mkdir -p).
+env LD_PRELOAD="$preload" EDGEPROF_OUTPUT="$tmp/alone/new/cpu.pb.gz" "$split" --seconds 1 >/dev/null ||
+	fail "standalone run"
+[ -s "$tmp/alone/new/cpu.pb.gz" ] || fail "EDGEPROF_OUTPUT in a new directory: nothing written"
+
+# A good config file; flags after it override it. The output directory does not exist yet: the
+# agent makes it (mode 0750, like mkdir -p).
+out=$tmp/out/made/by/agent
 printf '# agent config\nstack-entries = 2048\nsampler = sigprof\nround-seconds = 30\n' >"$tmp/agent.conf"
 "$agent" --config "$tmp/agent.conf" --once --seconds 6 --registry "$tmp/reg" \
-	--output-dir "$tmp/out" 2>"$tmp/agent.err" &
+	--output-dir "$out" 2>"$tmp/agent.err" &
 apid=$!
 pids+=("$apid")
 sleep 0.5
@@ -59,9 +68,10 @@ for _ in $(seq 1 300); do kill -0 "$apid" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$apid" 2>/dev/null && fail "agent did not finish its --once round"
 wait "$apid" || { cat "$tmp/agent.err"; fail "agent exit code"; }
 cat "$tmp/agent.err"
-ls -l "$tmp/out"
-long=$(ls "$tmp"/out/longsvc-cpu-*.pb.gz 2>/dev/null | head -1)
-short=$(ls "$tmp"/out/shortsvc-cpu-*.pb.gz 2>/dev/null | head -1)
+ls -l "$out"
+[ "$(stat -c %a "$tmp/out/made")" = 750 ] || fail "made the output directory with mode $(stat -c %a "$tmp/out/made")"
+long=$(ls "$out"/longsvc-cpu-*.pb.gz 2>/dev/null | head -1)
+short=$(ls "$out"/shortsvc-cpu-*.pb.gz 2>/dev/null | head -1)
 [ -n "$long" ] && [ -n "$short" ] || fail "one pprof per service expected"
 # the short process exited: its ring was drained and removed; the long one's ring stays
 [ "$(ls "$tmp/reg" | wc -l)" = 1 ] || { ls "$tmp/reg"; fail "dead ring not removed ($short_ring_gone_before before)"; }

@@ -84,6 +84,51 @@ static void missing_file_is_enoent(void **state)
 	assert_int_equal(port_file_write_atomic("/nonexistent/x", "a", 1, 0644), -ENOENT);
 }
 
+static mode_t mode_of(const char *path)
+{
+	struct stat st;
+
+	assert_int_equal(stat(path, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	return st.st_mode & 07777;
+}
+
+static void mkdir_p_creates_every_level(void **state)
+{
+	char path[512], file[512];
+
+	umask(022);
+	snprintf(path, sizeof(path), "%s/does/not//exist/", (char *)*state);
+	assert_int_equal(port_mkdir_p(path, 0750), 0);
+	assert_int_equal(mode_of(path), 0750);
+	snprintf(path, sizeof(path), "%s/does", (char *)*state);
+	assert_int_equal(mode_of(path), 0750);
+	/* again: everything exists, nothing changes */
+	assert_int_equal(port_mkdir_p(path, 0700), 0);
+	assert_int_equal(mode_of(path), 0750);
+	/* the parent of a file: a/b/f.pb.gz makes a/b, not f.pb.gz */
+	snprintf(file, sizeof(file), "%s/p/q/cpu.pb.gz", (char *)*state);
+	assert_int_equal(port_mkdir_parent(file, 0750), 0);
+	assert_int_equal(port_file_write_atomic(file, "x", 1, 0644), 0);
+	assert_int_equal(port_mkdir_parent("cpu.pb.gz", 0750), 0);
+	assert_int_equal(port_mkdir_parent("/cpu.pb.gz", 0750), 0);
+}
+
+static void mkdir_p_reports_what_blocks_it(void **state)
+{
+	char path[512];
+
+	/* a regular file in the way */
+	snprintf(path, sizeof(path), "%s/f", (char *)*state);
+	assert_int_equal(port_file_write_atomic(path, "x", 1, 0644), 0);
+	snprintf(path, sizeof(path), "%s/f/sub", (char *)*state);
+	assert_int_equal(port_mkdir_p(path, 0750), -ENOTDIR);
+	assert_int_equal(port_mkdir_parent(path, 0750), -ENOTDIR);
+	/* /proc takes no directories: the first failing mkdir's errno comes back */
+	assert_true(port_mkdir_p("/proc/edgeprof-nope/x", 0750) < 0);
+	assert_int_equal(port_mkdir_p("", 0750), -ENOENT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -91,6 +136,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(read_all_bounds_size, make_dir, remove_dir),
 		cmocka_unit_test(read_all_reads_proc_files),
 		cmocka_unit_test(missing_file_is_enoent),
+		cmocka_unit_test_setup_teardown(mkdir_p_creates_every_level, make_dir, remove_dir),
+		cmocka_unit_test_setup_teardown(mkdir_p_reports_what_blocks_it, make_dir, remove_dir),
 	};
 	return cmocka_run_group_tests_name("port/file", tests, NULL, NULL);
 }

@@ -78,7 +78,8 @@ static int client_open(struct client *c, const struct cli_conn *a)
 	if (https) {
 		if (!a->ca || !a->cert || !a->key) {
 			fprintf(stderr, "edgeprof %s: mutual TLS needs --tls-ca, --tls-cert and "
-				"--tls-key (or EDGEPROF_TLS_CA, _CERT, _KEY)\n", a->cmd);
+				"--tls-key (or EDGEPROF_TLS_CA, _CERT, _KEY); make them with: "
+				"edgeprof certs init pki && edgeprof certs device pki NAME\n", a->cmd);
 			return -EINVAL;
 		}
 		c->tls = tls_config__new_client(a->ca, a->cert, a->key, err, sizeof(err));
@@ -90,7 +91,8 @@ static int client_open(struct client *c, const struct cli_conn *a)
 	c->deadline = port_clock_mono_ns() + CLI_CLIENT_TIMEOUT_S * NSEC_PER_SEC;
 	c->fd = net_connect(c->host, c->port, c->deadline, err, sizeof(err));
 	if (c->fd < 0) {
-		fprintf(stderr, "edgeprof %s: %s\n", a->cmd, err);
+		fprintf(stderr, "edgeprof %s: %s (is edgeprof-collector running there? check "
+			"--collector or EDGEPROF_COLLECTOR)\n", a->cmd, err);
 		return c->fd;
 	}
 	if (https) {
