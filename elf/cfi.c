@@ -201,9 +201,29 @@ static bool parse_cie(const uint8_t *cie, const struct cfi_table *m, struct cie_
 	return !c.bad && c.p <= c.end;
 }
 
-/* Runs CFA instructions until the location passes pc. Returns false on anything unsupported. */
+/*
+ * The x86_64 PLT's CFA expression, as GCC and binutils write it for every stub:
+ * rsp + 8 + ((rip & 15) >= 11) << 3 (DW_OP_breg7 8, breg16 0, lit15, and, lit11, ge, lit3, shl,
+ * plus). Only recognized where rsp and rip are registers 7 and 16.
+ */
+static const uint8_t plt_expr[] = {0x77, 0x08, 0x80, 0x00, 0x3f, 0x1a, 0x3b, 0x2a, 0x33, 0x24, 0x22};
+
+static bool is_plt_expr(struct cursor *c)
+{
+	uint64_t len = cur_uleb(c);
+	const uint8_t *at = c->p;
+
+	cur_skip(c, len);
+	return !c->bad && CFI_REG_SP == 7 && CFI_REG_RA == 16 && len == sizeof(plt_expr) &&
+	       !memcmp(at, plt_expr, sizeof(plt_expr));
+}
+
+/*
+ * Runs CFA instructions until the location passes pc; *next (when not NULL) gets that
+ * location, UINTPTR_MAX when the instructions end first. Returns false on anything unsupported.
+ */
 static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info *ci, uintptr_t loc,
-		    uintptr_t pc, struct cfi_rules *r, const struct cfi_rules *init)
+		    uintptr_t pc, struct cfi_rules *r, const struct cfi_rules *init, uintptr_t *next)
 {
 	struct cfi_rules stack[4];
 	unsigned int depth = 0;
@@ -218,7 +238,7 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 		case 1: /* advance_loc */
 			loc += lo * ci->code_align;
 			if (loc > pc)
-				return true;
+				goto passed;
 			continue;
 		case 2: /* offset */
 			off = scaled(cur_uleb(&c), ci->data_align);
@@ -228,6 +248,7 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 			}
 			if (lo == CFI_REG_RA) {
 				r->ra_saved = true;
+				r->ra_undefined = false;
 				r->ra_off = off;
 			}
 			continue;
@@ -238,6 +259,7 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 			}
 			if (init && lo == CFI_REG_RA) {
 				r->ra_saved = init->ra_saved;
+				r->ra_undefined = init->ra_undefined;
 				r->ra_off = init->ra_off;
 			}
 			continue;
@@ -248,17 +270,17 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 		case 0x02:
 			loc += cur_fixed(&c, 1) * ci->code_align;
 			if (loc > pc)
-				return true;
+				goto passed;
 			break;
 		case 0x03:
 			loc += cur_fixed(&c, 2) * ci->code_align;
 			if (loc > pc)
-				return true;
+				goto passed;
 			break;
 		case 0x04:
 			loc += cur_fixed(&c, 4) * ci->code_align;
 			if (loc > pc)
-				return true;
+				goto passed;
 			break;
 		case 0x05: /* offset_extended */
 		case 0x11: /* offset_extended_sf */
@@ -271,6 +293,7 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 			}
 			if (reg == CFI_REG_RA) {
 				r->ra_saved = true;
+				r->ra_undefined = false;
 				r->ra_off = off;
 			}
 			break;
@@ -280,8 +303,10 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 			reg = cur_uleb(&c);
 			if (reg == CFI_REG_FP)
 				r->fp_saved = op == 0x06 && init && init->fp_saved;
-			if (reg == CFI_REG_RA)
+			if (reg == CFI_REG_RA) {
 				r->ra_saved = op == 0x06 && init && init->ra_saved;
+				r->ra_undefined = op == 0x07;
+			}
 			break;
 		case 0x09: /* register: a saved value in another register, untracked */
 			reg = cur_uleb(&c);
@@ -336,11 +361,23 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 		case 0x2e:
 			cur_uleb(&c);
 			break; /* GNU_args_size */
+		case 0x0f: /* def_cfa_expression: the PLT's only */
+			if (!is_plt_expr(&c))
+				return false;
+			r->cfa_reg = CFI_CFA_PLT;
+			r->cfa_off = 8;
+			break;
 		default:
-			return false; /* def_cfa_expression and the rest: give up */
+			return false; /* the rest: give up */
 		}
 	}
+	if (next)
+		*next = UINTPTR_MAX;
 	return !c.bad;
+passed:
+	if (next)
+		*next = loc;
+	return true;
 }
 
 /* Finds pc's FDE through .eh_frame_hdr's sorted table and computes the rules at pc. */
@@ -397,10 +434,10 @@ static bool rules_in_fde(const struct cfi_table *m, uintptr_t fde, uintptr_t pc,
 
 	struct cfi_rules init = {.cfa_reg = CFI_REG_SP};
 
-	if (!run_cfa(ci.insns, ci.insns_end, &ci, begin, UINTPTR_MAX, &init, NULL))
+	if (!run_cfa(ci.insns, ci.insns_end, &ci, begin, UINTPTR_MAX, &init, NULL, NULL))
 		return false;
 	*r = init;
-	return run_cfa(c.p, c.end, &ci, begin, pc, r, &init);
+	return run_cfa(c.p, c.end, &ci, begin, pc, r, &init, NULL);
 }
 
 bool cfi__rules_at(const struct cfi_table *m, uintptr_t pc, struct cfi_rules *r)
@@ -480,6 +517,104 @@ bool cfi__rules_indexed(const struct cfi_table *m, const struct cfi_fde *idx, si
 			hi = mid;
 	}
 	return rules_in_fde(m, idx[lo].fde, pc, r);
+}
+
+/* Rows one FDE may have: each costs a replay of its instructions up to it (quadratic). */
+#define FDE_MAX_ROWS 4096
+
+/*
+ * The rows of the FDE at fde (see cfi__rows); *end gets the end of its range (0: unreadable).
+ * false: fn asked to stop.
+ */
+static bool fde_rows(const struct cfi_table *m, uintptr_t fde, uintptr_t *end, cfi_row_fn fn,
+		     void *ctx)
+{
+	struct cursor c;
+	struct cie_info ci;
+	uintptr_t begin, range, loc, next;
+	struct cfi_rules init = {.cfa_reg = CFI_REG_SP}, r;
+	bool ok;
+
+	*end = 0;
+	if (!fde_open(m, fde, &c, &ci, &begin))
+		return true;
+	range = cur_encoded(&c, ci.fde_enc & 0x0f, 0);
+	cur_skip(&c, cur_uleb(&c));
+	if (c.bad || c.p > c.end || range == 0 || begin + range < begin)
+		return true;
+	*end = begin + range;
+	if (!run_cfa(ci.insns, ci.insns_end, &ci, begin, UINTPTR_MAX, &init, NULL, NULL))
+		return fn(ctx, begin, NULL);
+	loc = begin;
+	for (unsigned int i = 0; loc < *end; i++) {
+		if (i == FDE_MAX_ROWS)
+			return fn(ctx, loc, NULL);
+		r = init;
+		ok = run_cfa(c.p, c.end, &ci, begin, loc, &r, &init, &next);
+		if (!fn(ctx, loc, ok ? &r : NULL))
+			return false;
+		if (!ok || next <= loc)
+			break;
+		loc = next;
+	}
+	return true;
+}
+
+/* The FDE address and initial location of entry i of .eh_frame_hdr's table (or idx). */
+struct fde_list {
+	const uint8_t *hdr, *table;
+	const struct cfi_fde *idx;
+	size_t n;
+};
+
+static uintptr_t fde_at(const struct fde_list *l, size_t i, uintptr_t *pc)
+{
+	if (l->idx) {
+		*pc = l->idx[i].pc;
+		return l->idx[i].fde;
+	}
+	*pc = (uintptr_t)l->hdr + (uintptr_t)(intptr_t)table_entry(l->table, 2 * i);
+	return (uintptr_t)l->hdr + (uintptr_t)(intptr_t)table_entry(l->table, 2 * i + 1);
+}
+
+static bool hdr_list(const struct cfi_table *m, struct fde_list *l)
+{
+	const uint8_t *hdr = m->eh_hdr;
+	struct cursor c;
+
+	if (!hdr || (uintptr_t)hdr < m->lo || (uintptr_t)hdr + 8 > m->hi || hdr[0] != 1 ||
+	    hdr[2] != 0x03 || hdr[3] != 0x3b)
+		return false;
+	c = (struct cursor){hdr + 4, (const uint8_t *)m->hi, false};
+	cur_encoded(&c, hdr[1], (uintptr_t)hdr);
+	l->n = (uint32_t)cur_fixed(&c, 4);
+	l->hdr = hdr;
+	l->table = c.p;
+	return !c.bad && (m->hi - (uintptr_t)l->table) / 8 >= l->n;
+}
+
+long cfi__rows(const struct cfi_table *m, const struct cfi_fde *idx, size_t n, cfi_row_fn fn,
+	       void *ctx)
+{
+	struct fde_list l = {.idx = idx, .n = n};
+	uintptr_t prev_end = 0, pc, end;
+	size_t i;
+
+	if (!idx && !hdr_list(m, &l))
+		return -1;
+	for (i = 0; i < l.n; i++) {
+		uintptr_t fde = fde_at(&l, i, &pc);
+
+		if (prev_end && pc > prev_end && !fn(ctx, prev_end, NULL))
+			return (long)i;
+		if (!fde_rows(m, fde, &end, fn, ctx))
+			return (long)i + 1;
+		if (end)
+			prev_end = end;
+	}
+	if (prev_end)
+		fn(ctx, prev_end, NULL);
+	return (long)i;
 }
 
 #define PACK_OK 0x1ull
