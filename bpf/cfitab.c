@@ -33,6 +33,7 @@ struct cfi_file {
 
 struct cfi_pid {
 	uint32_t pid;
+	uint64_t comm;     /* hash of the comm it had: an exec changes it, and is tried at once */
 	uint64_t tried_ns;
 };
 
@@ -305,28 +306,29 @@ static void proc_list(struct cfitab *c, uint32_t pid)
 	bpf_map_delete_elem(c->procs_fd, &pid);
 }
 
-static void proc_try(struct cfitab *c, uint32_t pid, uint64_t retry_ns)
+static void proc_try(struct cfitab *c, uint32_t pid, const char *comm, uint64_t retry_ns)
 {
 	struct cfi_pid *t = &c->pids[pid % CFI_PID_SLOTS];
-	uint64_t now = port_clock_mono_ns();
+	uint64_t now = port_clock_mono_ns(), h = procmaps__hash(comm ? comm : "");
 
-	if (t->pid == pid && now - t->tried_ns < retry_ns)
+	if (t->pid == pid && t->comm == h && now - t->tried_ns < retry_ns)
 		return;
 	t->pid = pid;
+	t->comm = h;
 	t->tried_ns = now;
 	proc_list(c, pid);
 }
 
-void cfitab__want(struct cfitab *c, uint32_t pid)
+void cfitab__want(struct cfitab *c, uint32_t pid, const char *comm)
 {
 	if (c && pid)
-		proc_try(c, pid, CFI_WANT_RETRY_NS);
+		proc_try(c, pid, comm, CFI_WANT_RETRY_NS);
 }
 
-void cfitab__stale(struct cfitab *c, uint32_t pid)
+void cfitab__stale(struct cfitab *c, uint32_t pid, const char *comm)
 {
 	if (c && pid)
-		proc_try(c, pid, CFI_STALE_RETRY_NS);
+		proc_try(c, pid, comm, CFI_STALE_RETRY_NS);
 }
 
 void cfitab__count(struct cfitab *c, uint32_t end)

@@ -46,10 +46,13 @@ struct cfitab;
 /* rows_fd: the cfi_rows array (max_rows); procs_fd: the cfi_procs hash (max_procs). */
 struct cfitab *cfitab__new(int rows_fd, int procs_fd, unsigned int max_rows,
 			   unsigned int max_procs, unsigned int max_files);
-/* The sample of pid was walked by frame pointers: list it if not tried lately. */
-void cfitab__want(struct cfitab *c, uint32_t pid);
+/*
+ * The sample of pid (comm: the sample's) was walked by frame pointers: list it if not tried
+ * lately with that comm (an exec changes it: a fork listed before its exec is listed again).
+ */
+void cfitab__want(struct cfitab *c, uint32_t pid, const char *comm);
 /* A walk of pid met a pc in no listed mapping: read its maps again (at most once a second). */
-void cfitab__stale(struct cfitab *c, uint32_t pid);
+void cfitab__stale(struct cfitab *c, uint32_t pid, const char *comm);
 /* Counts a walk's end (profile_event.cfi_end). */
 void cfitab__count(struct cfitab *c, uint32_t end);
 /* Drops the processes that exited from the map. */
@@ -62,8 +65,8 @@ static inline struct cfitab *cfitab__new(int rows_fd, int procs_fd, unsigned int
 {
 	return NULL;
 }
-static inline void cfitab__want(struct cfitab *c, uint32_t pid) {}
-static inline void cfitab__stale(struct cfitab *c, uint32_t pid) {}
+static inline void cfitab__want(struct cfitab *c, uint32_t pid, const char *comm) {}
+static inline void cfitab__stale(struct cfitab *c, uint32_t pid, const char *comm) {}
 static inline void cfitab__count(struct cfitab *c, uint32_t end) {}
 static inline void cfitab__sweep(struct cfitab *c) {}
 static inline void cfitab__stats(const struct cfitab *c, struct cfitab_stats *st)

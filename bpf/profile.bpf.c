@@ -660,14 +660,19 @@ static __always_inline __u32 cfi_walk_some(struct bpf_perf_event_data *ctx, stru
 
 /* ---- output -------------------------------------------------------------------------------- */
 
-static __always_inline void send_rb(struct scratch *s, __u32 size)
+/*
+ * wake_new: the first sample of a new process wakes the reader (rate-limited): for its maps
+ * (wake_new_procs), or for its unwind tables (a process walked by frame pointers while
+ * CFI is on): each sample that waits in the ring meanwhile has only its frame-pointer stack.
+ */
+static __always_inline void send_rb(struct scratch *s, __u32 size, int wake_new)
 {
 	__u64 flags = BPF_RB_FORCE_WAKEUP;
 
 	barrier_var(size); /* clang may know the bound below; the verifier must see it */
 	if (size > sizeof(s->e))
 		return; /* cannot happen; tells the verifier the bound */
-	if (wakeup_bytes && !(wake_new_procs && wake_for_new_process(s->e.tgid, s->e.time_ns)) &&
+	if (wakeup_bytes && !(wake_new && wake_for_new_process(s->e.tgid, s->e.time_ns)) &&
 	    bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) + size < wakeup_bytes)
 		flags = BPF_RB_NO_WAKEUP;
 	if (bpf_ringbuf_output(&events, &s->e, size, flags))
@@ -719,7 +724,7 @@ int do_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	if (by_cfi)
 		bpf_tail_call(ctx, &cfi_progs, 0); /* returns only if it failed */
-	send_rb(s, fill_user(ctx, s, nk, 0));
+	send_rb(s, fill_user(ctx, s, nk, 0), wake_new_procs || cfi_enabled);
 	return 0;
 }
 
@@ -731,7 +736,7 @@ int cfi_walk(struct bpf_perf_event_data *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 
 	if (s)
-		send_rb(s, cfi_walk_some(ctx, s, 0));
+		send_rb(s, cfi_walk_some(ctx, s, 0), wake_new_procs);
 	return 0;
 }
 

@@ -68,7 +68,7 @@ struct profile_event {
  * not listed is walked by frame pointers (bpf_get_stack), as without the option.
  */
 #ifndef PROFILE_CFI_MAPS
-#define PROFILE_CFI_MAPS 32    /* code mappings a process's entry holds (power of two) */
+#define PROFILE_CFI_MAPS 64    /* code mappings a process's entry holds (power of two) */
 #endif
 #define PROFILE_CFI_ROW_STEPS 18 /* a file has at most 2^18 rows: the search's steps */
 #ifndef PROFILE_CFI_FRAMES

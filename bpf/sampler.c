@@ -217,6 +217,7 @@ static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, ch
 	struct profile_bpf *skel = s->skel;
 	unsigned depth = o->max_depth, ring;
 	size_t plen = o->comm_prefix ? strlen(o->comm_prefix) : 0;
+	bool wake;
 	int ret;
 
 	if (!depth || depth > PROFILE_MAX_DEPTH)
@@ -247,8 +248,10 @@ static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, ch
 	/* Load one of the two programs, and create only the maps it uses. */
 	bpf_program__set_autoload(skel->progs.do_sample, !s->perfbuf);
 	bpf_map__set_autocreate(skel->maps.events, !s->perfbuf);
-	bpf_map__set_autocreate(skel->maps.seen, !s->perfbuf && !o->no_new_proc_wake);
-	bpf_map__set_autocreate(skel->maps.wake, !s->perfbuf && !o->no_new_proc_wake);
+	/* new processes wake the reader for their maps, or for their unwind tables (CFI) */
+	wake = !s->perfbuf && (!o->no_new_proc_wake || (CFI_BUILT && !o->no_cfi));
+	bpf_map__set_autocreate(skel->maps.seen, wake);
+	bpf_map__set_autocreate(skel->maps.wake, wake);
 	bpf_program__set_autoload(skel->progs.do_sample_pb, s->perfbuf);
 	bpf_map__set_autocreate(skel->maps.pb_events, s->perfbuf);
 	s->prog = s->perfbuf ? skel->progs.do_sample_pb : skel->progs.do_sample;
@@ -545,9 +548,9 @@ static int on_event(void *ctx, void *data, size_t size)
 		as.flags |= SAMPLE_F_UNWOUND;
 		cfitab__count(s->cfi, e->cfi_end);
 		if (e->cfi_end == CFI_END_NO_MAPPING)
-			cfitab__stale(s->cfi, e->tgid);
+			cfitab__stale(s->cfi, e->tgid, comm);
 	} else if (nu && e->tgid) {
-		cfitab__want(s->cfi, e->tgid);
+		cfitab__want(s->cfi, e->tgid, comm);
 	}
 	if (as.flags & SAMPLE_F_TRUNCATED)
 		s->st.truncated++;
