@@ -64,7 +64,16 @@ $(O)/tests/workloads/bpf-work-static: tests/workloads/bpf-work.c
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -O1 -g -fno-omit-frame-pointer -fno-inline -static -pthread -o $@ $<
 
-all-tests: $(O)/tests/bpf-probe $(O)/tests/workloads/bpf-work $(O)/tests/workloads/bpf-work-static
+# The same without frame pointers, as distributions build (-O2 -fomit-frame-pointer): whole
+# stacks only by unwind tables (bpf/cfitab.h). Not inlined, so every function is a frame.
+$(O)/tests/workloads/bpf-work-nofp: tests/workloads/bpf-work.c
+	$(quiet) CC $@
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -O2 -g -fomit-frame-pointer -fno-inline -fno-optimize-sibling-calls -no-pie \
+		-pthread -o $@ $<
+
+all-tests: $(O)/tests/bpf-probe $(O)/tests/workloads/bpf-work $(O)/tests/workloads/bpf-work-static \
+	   $(O)/tests/workloads/bpf-work-nofp
 unit-tests-$(CONFIG_BPF_MMAP_EVENTS) += mmapev
 mmapev-test-objs = bpf/mmapev.o bpf/cpus.o agent/procmaps.o elf/elf.o agent/ring.o port/file.o
 unit-tests-y += bpf-sampler

@@ -115,7 +115,8 @@ static void usage(void)
 		"    [--pid P]... [--comm PREFIX] [--cgroup DIR] [--no-kernel] [--idle]\n"
 		"    [--poll-ms MS (epoll timeout)] [--sleep-ms MS (between polls)]\n"
 		"    [--sink-max N] [--quiet] [--count-pid P (its samples in the stats line)]\n"
-		"    [--no-leaf (the user registers and stack words for leaf frames not read)]\n");
+		"    [--no-leaf (the user registers and stack words for leaf frames not read)]\n"
+		"    [--no-cfi (user stacks by frame pointers only, no unwind tables)]\n");
 }
 
 int main(int argc, char **argv)
@@ -126,6 +127,7 @@ int main(int argc, char **argv)
 		{ "cgroup", 1, 0, 'g' }, { "no-kernel", 0, 0, 'K' }, { "idle", 0, 0, 'i' },
 		{ "poll-ms", 1, 0, 'P' }, { "sleep-ms", 1, 0, 'S' }, { "sink-max", 1, 0, 'm' },
 		{ "quiet", 0, 0, 'q' }, { "count-pid", 1, 0, 'C' }, { "no-leaf", 0, 0, 'L' },
+		{ "no-cfi", 0, 0, 'F' },
 		{ 0 }
 	};
 	struct bpf_sampler_opts o = { .kernel_stacks = true };
@@ -160,6 +162,7 @@ int main(int argc, char **argv)
 			break;
 		case 'K': o.kernel_stacks = false; break;
 		case 'L': o.no_leaf_context = true; break;
+		case 'F': o.no_cfi = true; break;
 		case 'i': o.include_idle = true; break;
 		case 'P': poll_ms = atoi(optarg); break;
 		case 'S': sleep_ms = atoi(optarg); break;

@@ -21,6 +21,7 @@
 #define CFI_STALE_RETRY_NS NSEC_PER_SEC
 #define CFI_MAX_MAPS      256 /* code mappings read per process (more: does not fit) */
 #define CFI_WRITE_BATCH   4096
+#define CFI_RESET_NS      (60 * NSEC_PER_SEC) /* the rows start over at most this often */
 
 /* One file's rows in the array, by its build-id (or path); loads kept to place its mappings. */
 struct cfi_file {
@@ -41,7 +42,8 @@ struct cfitab {
 	int rows_fd, procs_fd;
 	unsigned int max_rows, max_procs, max_files, n_files;
 	uint32_t used;
-	bool full; /* a file did not fit: start over at the next sweep */
+	bool full; /* a file did not fit: start over at a sweep (at most every CFI_RESET_NS) */
+	uint64_t reset_ns;
 	struct cfi_file *files;
 	struct cfi_pid pids[CFI_PID_SLOTS];
 	struct cfitab_stats st;
@@ -222,9 +224,11 @@ static void file_load(struct cfitab *c, uint32_t pid, const struct procmap *m,
 	memcpy(f->load, eh.load, sizeof(f->load));
 	if (!table_rows(&eh, &b) || b.n == 0) {
 		c->st.no_table++;
-	} else if (b.overflow || b.n > c->max_rows - c->used) {
+	} else if (b.overflow) {
+		f->unfit = true; /* more rows than the program's search reaches: never fits */
+	} else if (b.n > c->max_rows - c->used) {
 		f->unfit = true;
-		c->full = true;
+		c->full = true; /* it would fit in an array emptied of exited programs' files */
 	} else if (rows_write(c, c->used, b.rows, b.n)) {
 		f->unfit = true;
 	} else {
@@ -252,6 +256,7 @@ static struct cfi_file *file_get(struct cfitab *c, uint32_t pid, const struct pr
 		c->full = true;
 		return NULL;
 	}
+	/* (a file that never fits is looked at again after a reset: once a minute at most) */
 	f = &c->files[c->n_files++];
 	*f = (struct cfi_file){.key = key};
 	file_load(c, pid, m, f);
@@ -362,8 +367,9 @@ void cfitab__sweep(struct cfitab *c)
 
 	if (!c)
 		return;
-	if (c->full) {
+	if (c->full && port_clock_mono_ns() - c->reset_ns >= CFI_RESET_NS) {
 		c->st.resets++;
+		c->reset_ns = port_clock_mono_ns();
 		start_over(c);
 	}
 	more = !bpf_map_get_next_key(c->procs_fd, NULL, &key);
