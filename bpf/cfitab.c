@@ -21,30 +21,43 @@
 #define CFI_STALE_RETRY_NS NSEC_PER_SEC
 #define CFI_MAX_MAPS      256 /* code mappings read per process (more: does not fit) */
 #define CFI_WRITE_BATCH   4096
-#define CFI_RESET_NS      (60 * NSEC_PER_SEC) /* the rows start over at most this often */
 
-/* One file's rows in the array, by its build-id (or path); loads kept to place its mappings. */
+/*
+ * One file's rows in the array, by its build-id (or path); its load segments place its
+ * mappings. refs: listed processes that map it; a file no one maps is evicted first when rows
+ * are needed (least recently used), then processes listed longest ago make room.
+ */
 struct cfi_file {
 	uint64_t key; /* 0: free */
 	bool unfit;   /* its rows do not fit: processes mapping it are not listed */
 	uint32_t first, n; /* n 0: no table, frame pointers there */
+	uint32_t refs;
+	uint64_t used_at;
 	unsigned int n_load;
 	struct elf_load load[ELF_EH_MAX_LOADS];
 };
 
+/* A pid tried lately (direct-mapped): an exec changes its comm, and it is tried at once. */
 struct cfi_pid {
 	uint32_t pid;
-	uint64_t comm;     /* hash of the comm it had: an exec changes it, and is tried at once */
+	uint64_t comm;
 	uint64_t tried_ns;
+};
+
+/* A listed process: the files its entry in the map refers to. */
+struct cfi_listed {
+	uint32_t pid; /* 0: free */
+	uint64_t listed_at;
+	uint16_t n;
+	uint16_t files[PROFILE_CFI_MAPS];
 };
 
 struct cfitab {
 	int rows_fd, procs_fd;
-	unsigned int max_rows, max_procs, max_files, n_files;
-	uint32_t used;
-	bool full; /* a file did not fit: start over at a sweep (at most every CFI_RESET_NS) */
-	uint64_t reset_ns;
+	unsigned int max_rows, max_procs, max_files;
+	uint64_t clock;
 	struct cfi_file *files;
+	struct cfi_listed *listed;
 	struct cfi_pid pids[CFI_PID_SLOTS];
 	struct cfitab_stats st;
 };
@@ -208,6 +221,103 @@ static bool table_rows(const struct elf_eh_frame *eh, struct builder *b)
 	return fdes > 0;
 }
 
+/* ---- room in the array ---------------------------------------------------------------------- */
+
+/* The first gap of n rows between the files' ranges, or false. */
+static bool find_gap(const struct cfitab *c, uint32_t n, uint32_t *at)
+{
+	uint32_t start = 0;
+
+	for (;;) {
+		bool moved = false;
+
+		for (unsigned int i = 0; i < c->max_files; i++) {
+			const struct cfi_file *f = &c->files[i];
+
+			if (f->key && f->n && f->first < start + n && start < f->first + f->n) {
+				start = f->first + f->n; /* overlaps: try after it */
+				moved = true;
+			}
+		}
+		if (!moved)
+			break;
+	}
+	if (start > c->max_rows || n > c->max_rows - start)
+		return false;
+	*at = start;
+	return true;
+}
+
+static void file_forget(struct cfitab *c, struct cfi_file *f)
+{
+	c->st.rows -= f->n;
+	c->st.files -= f->n != 0;
+	c->st.files_evicted++;
+	memset(f, 0, sizeof(*f));
+}
+
+/* The file no listed process maps that was used longest ago, or NULL. */
+static struct cfi_file *unused_file(struct cfitab *c)
+{
+	struct cfi_file *best = NULL;
+
+	for (unsigned int i = 0; i < c->max_files; i++) {
+		struct cfi_file *f = &c->files[i];
+
+		if (f->key && !f->refs && (!best || f->used_at < best->used_at))
+			best = f;
+	}
+	return best;
+}
+
+static void listed_drop(struct cfitab *c, struct cfi_listed *l)
+{
+	bpf_map_delete_elem(c->procs_fd, &l->pid);
+	for (unsigned int i = 0; i < l->n; i++)
+		c->files[l->files[i]].refs--;
+	memset(l, 0, sizeof(*l));
+	c->st.procs--;
+}
+
+/* The process listed longest ago (not pid), or NULL. */
+static struct cfi_listed *oldest_listed(struct cfitab *c, uint32_t pid)
+{
+	struct cfi_listed *best = NULL;
+
+	for (unsigned int i = 0; i < c->max_procs; i++) {
+		struct cfi_listed *l = &c->listed[i];
+
+		if (l->pid && l->pid != pid && (!best || l->listed_at < best->listed_at))
+			best = l;
+	}
+	return best;
+}
+
+/*
+ * Room for n rows: files no listed process maps go first (least recently used), then the
+ * processes listed longest ago leave the map (listed again at their next sample), so that
+ * their files can go. pid (being listed) keeps its own.
+ */
+static bool make_room(struct cfitab *c, uint32_t n, uint32_t pid, uint32_t *at)
+{
+	struct cfi_file *f;
+	struct cfi_listed *l;
+
+	while (!find_gap(c, n, at)) {
+		if ((f = unused_file(c))) {
+			file_forget(c, f);
+		} else if ((l = oldest_listed(c, pid))) {
+			listed_drop(c, l);
+			c->st.procs_evicted++;
+		} else {
+			return false;
+		}
+	}
+	return true;
+}
+
+/* ---- files ------------------------------------------------------------------------------------ */
+
 /* Builds and loads the rows of m's file into f. */
 static void file_load(struct cfitab *c, uint32_t pid, const struct procmap *m,
 		      struct cfi_file *f)
@@ -215,6 +325,7 @@ static void file_load(struct cfitab *c, uint32_t pid, const struct procmap *m,
 	struct elf_eh_frame eh;
 	struct builder b = {0};
 	uint64_t t0 = port_clock_mono_ns();
+	uint32_t at;
 
 	if (table_map(pid, m, &eh)) {
 		c->st.no_table++;
@@ -224,17 +335,15 @@ static void file_load(struct cfitab *c, uint32_t pid, const struct procmap *m,
 	memcpy(f->load, eh.load, sizeof(f->load));
 	if (!table_rows(&eh, &b) || b.n == 0) {
 		c->st.no_table++;
-	} else if (b.overflow) {
-		f->unfit = true; /* more rows than the program's search reaches: never fits */
-	} else if (b.n > c->max_rows - c->used) {
-		f->unfit = true;
-		c->full = true; /* it would fit in an array emptied of exited programs' files */
-	} else if (rows_write(c, c->used, b.rows, b.n)) {
-		f->unfit = true;
+	} else if (b.overflow || !make_room(c, (uint32_t)b.n, pid, &at) ||
+		   rows_write(c, at, b.rows, b.n)) {
+		f->unfit = true; /* more rows than the search reaches, or than the array holds */
+		c->st.files_unfit++;
 	} else {
-		f->first = c->used;
+		f->first = at;
 		f->n = (uint32_t)b.n;
-		c->used += (uint32_t)b.n;
+		c->st.rows += b.n;
+		c->st.files++;
 		c->st.rows_unfit += b.unfit;
 	}
 	if (eh.map)
@@ -247,21 +356,26 @@ static void file_load(struct cfitab *c, uint32_t pid, const struct procmap *m,
 static struct cfi_file *file_get(struct cfitab *c, uint32_t pid, const struct procmap *m)
 {
 	uint64_t key = procmaps__hash(m->build_id[0] ? m->build_id : m->path) | 1;
-	struct cfi_file *f;
+	struct cfi_file *f, *free_slot = NULL;
 
-	for (unsigned int i = 0; i < c->n_files; i++)
-		if (c->files[i].key == key)
-			return &c->files[i];
-	if (c->n_files == c->max_files) {
-		c->full = true;
-		return NULL;
+	for (unsigned int i = 0; i < c->max_files; i++) {
+		f = &c->files[i];
+		if (f->key == key) {
+			f->used_at = ++c->clock;
+			return f;
+		}
+		if (!f->key && !free_slot)
+			free_slot = f;
 	}
-	/* (a file that never fits is looked at again after a reset: once a minute at most) */
-	f = &c->files[c->n_files++];
-	*f = (struct cfi_file){.key = key};
-	file_load(c, pid, m, f);
-	c->st.files += !f->unfit && f->n;
-	return f;
+	if (!free_slot && (f = unused_file(c))) {
+		file_forget(c, f);
+		free_slot = f;
+	}
+	if (!free_slot)
+		return NULL;
+	*free_slot = (struct cfi_file){.key = key, .used_at = ++c->clock};
+	file_load(c, pid, m, free_slot);
+	return free_slot;
 }
 
 /* The bias of m (pc - bias is the file's vaddr); false when its offset is in no segment. */
@@ -280,13 +394,37 @@ static bool mapping_bias(const struct cfi_file *f, const struct procmap *m, uint
 	return vaddr != 0 || f->n == 0;
 }
 
+/* ---- processes -------------------------------------------------------------------------------- */
+
+static struct cfi_listed *listed_find(struct cfitab *c, uint32_t pid, bool make)
+{
+	struct cfi_listed *free_slot = NULL;
+
+	for (unsigned int i = 0; i < c->max_procs; i++) {
+		if (c->listed[i].pid == pid)
+			return &c->listed[i];
+		if (!c->listed[i].pid && !free_slot)
+			free_slot = &c->listed[i];
+	}
+	if (!make)
+		return NULL;
+	if (!free_slot && (free_slot = oldest_listed(c, pid))) {
+		listed_drop(c, free_slot);
+		c->st.procs_evicted++;
+	}
+	return free_slot;
+}
+
 /* Lists pid with its code mappings, or leaves it to frame pointers (counted). */
 static void proc_list(struct cfitab *c, uint32_t pid)
 {
 	struct procmaps *pm;
 	struct cfi_proc p = {0};
+	struct cfi_listed *l = listed_find(c, pid, false), mine = {.pid = pid};
 	bool fit = true;
 
+	if (l)
+		listed_drop(c, l); /* listed again: its maps changed */
 	if (procmaps__read(pid, CFI_MAX_MAPS, &pm))
 		return; /* gone already */
 	for (unsigned int i = 0; i < pm->n && fit; i++) {
@@ -296,17 +434,26 @@ static void proc_list(struct cfitab *c, uint32_t pid)
 
 		f = p.n < PROFILE_CFI_MAPS ? file_get(c, pid, m) : NULL;
 		fit = f && !f->unfit && mapping_bias(f, m, &bias);
-		if (fit)
-			p.m[p.n++] = (struct cfi_mapping){
-			    .start = m->start, .end = m->limit, .bias = bias, .first = f->first,
-			    .n = f->n};
+		if (!fit)
+			break;
+		p.m[p.n] = (struct cfi_mapping){.start = m->start, .end = m->limit, .bias = bias,
+						.first = f->first, .n = f->n};
+		mine.files[p.n++] = (uint16_t)(f - c->files);
+		f->refs++; /* held while listing: make_room leaves it */
 	}
 	procmaps__free(pm);
+	mine.n = (uint16_t)p.n;
 	/* maps are read in address order: sorted, as the program's search wants */
-	if (fit && !bpf_map_update_elem(c->procs_fd, &pid, &p, BPF_ANY)) {
+	if (fit && (l = listed_find(c, pid, true)) &&
+	    !bpf_map_update_elem(c->procs_fd, &pid, &p, BPF_ANY)) {
+		mine.listed_at = ++c->clock;
+		*l = mine;
+		c->st.procs++;
 		c->st.loads++;
 		return;
 	}
+	for (unsigned int i = 0; i < mine.n; i++)
+		c->files[mine.files[i]].refs--;
 	c->st.unfit++;
 	bpf_map_delete_elem(c->procs_fd, &pid);
 }
@@ -342,48 +489,15 @@ void cfitab__count(struct cfitab *c, uint32_t end)
 		c->st.walks[end]++;
 }
 
-/* Every process leaves the map and every file's rows are forgotten: a fresh start. */
-static void start_over(struct cfitab *c)
-{
-	uint32_t key, next;
-
-	while (!bpf_map_get_next_key(c->procs_fd, NULL, &key))
-		if (bpf_map_delete_elem(c->procs_fd, &key))
-			break;
-	(void)next;
-	c->n_files = 0;
-	c->used = 0;
-	c->full = false;
-	memset(c->pids, 0, sizeof(c->pids));
-	pr_info("bpf cfi: tables full: started over (processes listed again at their next sample)");
-}
-
+/* Processes that exited leave the map; their files stay until room is needed. */
 void cfitab__sweep(struct cfitab *c)
 {
-	uint32_t key, next, dead[256];
-	unsigned int n_dead = 0;
-	uint64_t live = 0;
-	bool more;
+	for (unsigned int i = 0; c && i < c->max_procs; i++) {
+		struct cfi_listed *l = &c->listed[i];
 
-	if (!c)
-		return;
-	if (c->full && port_clock_mono_ns() - c->reset_ns >= CFI_RESET_NS) {
-		c->st.resets++;
-		c->reset_ns = port_clock_mono_ns();
-		start_over(c);
+		if (l->pid && kill((pid_t)l->pid, 0) && errno == ESRCH)
+			listed_drop(c, l);
 	}
-	more = !bpf_map_get_next_key(c->procs_fd, NULL, &key);
-	while (more) {
-		more = !bpf_map_get_next_key(c->procs_fd, &key, &next);
-		if (kill((pid_t)key, 0) && errno == ESRCH && n_dead < 256)
-			dead[n_dead++] = key;
-		else
-			live++;
-		key = next;
-	}
-	for (unsigned int i = 0; i < n_dead; i++)
-		bpf_map_delete_elem(c->procs_fd, &dead[i]);
-	c->st.procs = live;
 }
 
 struct cfitab *cfitab__new(int rows_fd, int procs_fd, unsigned int max_rows,
@@ -399,8 +513,9 @@ struct cfitab *cfitab__new(int rows_fd, int procs_fd, unsigned int max_rows,
 	c->max_procs = max_procs;
 	c->max_files = max_files;
 	c->files = calloc(max_files, sizeof(*c->files));
-	if (!c->files) {
-		free(c);
+	c->listed = calloc(max_procs, sizeof(*c->listed));
+	if (!c->files || !c->listed) {
+		cfitab__free(c);
 		return NULL;
 	}
 	return c;
@@ -409,8 +524,6 @@ struct cfitab *cfitab__new(int rows_fd, int procs_fd, unsigned int max_rows,
 void cfitab__stats(const struct cfitab *c, struct cfitab_stats *st)
 {
 	*st = c ? c->st : (struct cfitab_stats){0};
-	if (c)
-		st->rows = c->used;
 }
 
 void cfitab__free(struct cfitab *c)
@@ -418,5 +531,6 @@ void cfitab__free(struct cfitab *c)
 	if (!c)
 		return;
 	free(c->files);
+	free(c->listed);
 	free(c);
 }

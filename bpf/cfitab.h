@@ -15,7 +15,9 @@
  * with too many rows) its samples are walked by frame pointers as before: counted, never
  * walked by a partial table. A walk that meets a pc in no listed mapping (dlopen, exec) makes
  * the process be read again (cfitab__stale(), at most once a second). Exited processes leave
- * the map every few seconds (cfitab__sweep()).
+ * the map every few seconds (cfitab__sweep()). When rows are needed, the files no listed
+ * process maps go first (least recently used), then the processes listed longest ago (they
+ * are listed again at their next sample).
  */
 #ifndef EDGEPROF_BPF_CFITAB_H
 #define EDGEPROF_BPF_CFITAB_H
@@ -30,13 +32,15 @@
 struct cfitab_stats {
 	uint64_t procs;        /* processes listed now */
 	uint64_t loads;        /* times a process was listed (again) */
-	uint64_t unfit;        /* processes left to frame pointers: a bound was reached */
-	uint64_t files;        /* files whose rows are loaded */
+	uint64_t unfit;        /* times a process was left to frame pointers: a bound */
+	uint64_t procs_evicted; /* listed processes dropped to make room (listed again later) */
+	uint64_t files;        /* files whose rows are loaded now */
+	uint64_t files_unfit;  /* files too big for the search or the array */
+	uint64_t files_evicted; /* files dropped to make room */
 	uint64_t no_table;     /* files without a usable .eh_frame: frame pointers there */
-	uint64_t rows;         /* rows in use, of max_rows */
+	uint64_t rows;         /* rows in use, of CONFIG_BPF_CFI_ROWS */
 	uint64_t rows_unfit;   /* rules a row cannot say (kept as "no rule": the walk ends there) */
 	uint64_t load_ns;      /* time spent building and loading tables */
-	uint64_t resets;       /* times the rows filled up and every table was dropped */
 	uint64_t walks[CFI_END_MAX]; /* samples walked by tables, by why the walk ended */
 };
 
@@ -55,7 +59,7 @@ void cfitab__want(struct cfitab *c, uint32_t pid, const char *comm);
 void cfitab__stale(struct cfitab *c, uint32_t pid, const char *comm);
 /* Counts a walk's end (profile_event.cfi_end). */
 void cfitab__count(struct cfitab *c, uint32_t end);
-/* Drops the processes that exited from the map. */
+/* Drops the processes that exited from the map (their files stay until room is needed). */
 void cfitab__sweep(struct cfitab *c);
 void cfitab__stats(const struct cfitab *c, struct cfitab_stats *st);
 void cfitab__free(struct cfitab *c); /* NULL-safe */
