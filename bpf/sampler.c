@@ -217,7 +217,8 @@ static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, ch
 	struct profile_bpf *skel = s->skel;
 	unsigned depth = o->max_depth, ring;
 	size_t plen = o->comm_prefix ? strlen(o->comm_prefix) : 0;
-	bool wake;
+	bool wake, no_cfi;
+	const char *env;
 	int ret;
 
 	if (!depth || depth > PROFILE_MAX_DEPTH)
@@ -248,15 +249,16 @@ static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, ch
 	/* Load one of the two programs, and create only the maps it uses. */
 	bpf_program__set_autoload(skel->progs.do_sample, !s->perfbuf);
 	bpf_map__set_autocreate(skel->maps.events, !s->perfbuf);
+	no_cfi = o->no_cfi || ((env = getenv("EDGEPROF_BPF_NO_CFI")) && *env == '1'); /* benches */
 	/* new processes wake the reader for their maps, or for their unwind tables (CFI) */
-	wake = !s->perfbuf && (!o->no_new_proc_wake || (CFI_BUILT && !o->no_cfi));
+	wake = !s->perfbuf && (!o->no_new_proc_wake || (CFI_BUILT && !no_cfi));
 	bpf_map__set_autocreate(skel->maps.seen, wake);
 	bpf_map__set_autocreate(skel->maps.wake, wake);
 	bpf_program__set_autoload(skel->progs.do_sample_pb, s->perfbuf);
 	bpf_map__set_autocreate(skel->maps.pb_events, s->perfbuf);
 	s->prog = s->perfbuf ? skel->progs.do_sample_pb : skel->progs.do_sample;
 	/* the walk by tables: its program beside the sampling one, its maps at their bounds */
-	skel->rodata->cfi_enabled = CFI_BUILT && !o->no_cfi;
+	skel->rodata->cfi_enabled = CFI_BUILT && !no_cfi;
 	bpf_program__set_autoload(skel->progs.cfi_walk, !s->perfbuf && skel->rodata->cfi_enabled);
 	bpf_program__set_autoload(skel->progs.cfi_walk_pb, s->perfbuf && skel->rodata->cfi_enabled);
 	if (skel->rodata->cfi_enabled &&
