@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <bpf/bpf.h>
 
@@ -19,6 +21,19 @@
 #define CFI_PID_SLOTS     4096 /* pids tried lately (direct-mapped) */
 #define CFI_WANT_RETRY_NS (10 * NSEC_PER_SEC) /* a process that did not fit: tried again */
 #define CFI_STALE_RETRY_NS NSEC_PER_SEC
+/*
+ * Samples a process has before it is listed: a process sampled once (a fork before its exec, a
+ * short shell command) would cost the tables of all its files for nothing (perf's 40
+ * libraries in tests/bench/bpf-icount.sh: 0.9 s of the agent's CPU in the VM).
+ */
+#define CFI_WANT_SAMPLES  2
+/*
+ * Against thrashing: a file may take at most 1/CFI_FILE_SHARE of the rows (a compiler's cc1
+ * would take them all, and each new cc1 would push every other file out), and a process
+ * leaves the map for another's rows only once listed this long.
+ */
+#define CFI_FILE_SHARE    4
+#define CFI_EVICT_AGE_NS  (10 * NSEC_PER_SEC)
 #define CFI_MAX_MAPS      256 /* code mappings read per process (more: does not fit) */
 #define CFI_WRITE_BATCH   4096
 
@@ -37,23 +52,25 @@ struct cfi_file {
 	struct elf_load load[ELF_EH_MAX_LOADS];
 };
 
-/* A pid tried lately (direct-mapped): an exec changes its comm, and it is tried at once. */
+/* A pid seen or tried lately (direct-mapped): an exec changes its comm, and starts over. */
 struct cfi_pid {
 	uint32_t pid;
+	uint32_t seen;     /* samples walked by frame pointers */
 	uint64_t comm;
-	uint64_t tried_ns;
+	uint64_t tried_ns; /* 0: not tried */
 };
 
 /* A listed process: the files its entry in the map refers to. */
 struct cfi_listed {
 	uint32_t pid; /* 0: free */
-	uint64_t listed_at;
+	uint64_t listed_at, listed_ns;
 	uint16_t n;
 	uint16_t files[PROFILE_CFI_MAPS];
 };
 
 struct cfitab {
-	int rows_fd, procs_fd;
+	int rows_fd, procs_fd, slots_fd;
+	bool mmapable; /* the rows array can be mapped */
 	unsigned int max_rows, max_procs, max_files;
 	uint64_t clock;
 	struct cfi_file *files;
@@ -155,12 +172,28 @@ static bool add_row(void *ctx, uintptr_t pc, const struct cfi_rules *r)
 	return true;
 }
 
-/* Writes rows into the array from index first: batched where the kernel can (5.6). */
+/*
+ * Writes rows into the array from index first: through a mapping of the array where the
+ * kernel allows one (BPF_F_MMAPABLE, 5.5: a copy, no system call a row; unmapped after, so the
+ * rows are not the agent's RSS), else batched (5.6), else a call a row.
+ */
 static int rows_write(struct cfitab *c, uint32_t first, const struct cfi_row *rows, size_t n)
 {
 	uint32_t keys[CFI_WRITE_BATCH];
 	bool batch = true;
 
+	if (c->mmapable) {
+		size_t page = (size_t)sysconf(_SC_PAGESIZE), lo = first * sizeof(*rows);
+		size_t off = lo & ~(page - 1), len = lo + n * sizeof(*rows) - off;
+		uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, c->rows_fd, (off_t)off);
+
+		if (m != MAP_FAILED) {
+			memcpy(m + (lo - off), rows, n * sizeof(*rows));
+			munmap(m, len);
+			return 0;
+		}
+		c->mmapable = false;
+	}
 	for (size_t at = 0; at < n; at += CFI_WRITE_BATCH) {
 		uint32_t count = n - at < CFI_WRITE_BATCH ? (uint32_t)(n - at) : CFI_WRITE_BATCH;
 
@@ -256,38 +289,53 @@ static void file_forget(struct cfitab *c, struct cfi_file *f)
 	memset(f, 0, sizeof(*f));
 }
 
-/* The file no listed process maps that was used longest ago, or NULL. */
-static struct cfi_file *unused_file(struct cfitab *c)
+/*
+ * The file no listed process maps that was used longest ago, or NULL; with_rows: only one
+ * that holds rows (to make room in the array: an entry that holds none frees nothing, and a
+ * file remembered as too big would be built again).
+ */
+static struct cfi_file *unused_file(struct cfitab *c, bool with_rows)
 {
 	struct cfi_file *best = NULL;
 
 	for (unsigned int i = 0; i < c->max_files; i++) {
 		struct cfi_file *f = &c->files[i];
 
-		if (f->key && !f->refs && (!best || f->used_at < best->used_at))
+		if (f->key && !f->refs && (f->n || !with_rows) &&
+		    (!best || f->used_at < best->used_at))
 			best = f;
 	}
 	return best;
 }
 
+/* Takes pid out of the program's sight: its slot first, then the slot's entry. */
+static void unlist(struct cfitab *c, uint32_t pid, uint32_t slot)
+{
+	struct cfi_proc empty = {0};
+
+	bpf_map_delete_elem(c->slots_fd, &pid);
+	bpf_map_update_elem(c->procs_fd, &slot, &empty, BPF_ANY);
+}
+
 static void listed_drop(struct cfitab *c, struct cfi_listed *l)
 {
-	bpf_map_delete_elem(c->procs_fd, &l->pid);
+	unlist(c, l->pid, (uint32_t)(l - c->listed));
 	for (unsigned int i = 0; i < l->n; i++)
 		c->files[l->files[i]].refs--;
 	memset(l, 0, sizeof(*l));
 	c->st.procs--;
 }
 
-/* The process listed longest ago (not pid), or NULL. */
-static struct cfi_listed *oldest_listed(struct cfitab *c, uint32_t pid)
+/* The process listed longest ago (not pid; listed before `before`, 0: any), or NULL. */
+static struct cfi_listed *oldest_listed(struct cfitab *c, uint32_t pid, uint64_t before)
 {
 	struct cfi_listed *best = NULL;
 
 	for (unsigned int i = 0; i < c->max_procs; i++) {
 		struct cfi_listed *l = &c->listed[i];
 
-		if (l->pid && l->pid != pid && (!best || l->listed_at < best->listed_at))
+		if (l->pid && l->pid != pid && (!before || l->listed_ns < before) &&
+		    (!best || l->listed_at < best->listed_at))
 			best = l;
 	}
 	return best;
@@ -303,10 +351,14 @@ static bool make_room(struct cfitab *c, uint32_t n, uint32_t pid, uint32_t *at)
 	struct cfi_file *f;
 	struct cfi_listed *l;
 
+	uint64_t now = port_clock_mono_ns();
+
+	if (n > c->max_rows / CFI_FILE_SHARE)
+		return false;
 	while (!find_gap(c, n, at)) {
-		if ((f = unused_file(c))) {
+		if ((f = unused_file(c, true))) {
 			file_forget(c, f);
-		} else if ((l = oldest_listed(c, pid))) {
+		} else if ((l = oldest_listed(c, pid, now - CFI_EVICT_AGE_NS))) {
 			listed_drop(c, l);
 			c->st.procs_evicted++;
 		} else {
@@ -335,9 +387,12 @@ static void file_load(struct cfitab *c, uint32_t pid, const struct procmap *m,
 	memcpy(f->load, eh.load, sizeof(f->load));
 	if (!table_rows(&eh, &b) || b.n == 0) {
 		c->st.no_table++;
-	} else if (b.overflow || !make_room(c, (uint32_t)b.n, pid, &at) ||
-		   rows_write(c, at, b.rows, b.n)) {
-		f->unfit = true; /* more rows than the search reaches, or than the array holds */
+	} else if (b.overflow || b.n > c->max_rows / CFI_FILE_SHARE) {
+		f->unfit = true; /* for good: more rows than the search reaches or its share */
+		c->st.files_unfit++;
+	} else if (!make_room(c, (uint32_t)b.n, pid, &at) || rows_write(c, at, b.rows, b.n)) {
+		f->unfit = true;
+		f->key = 0; /* no room now: built again when next wanted */
 		c->st.files_unfit++;
 	} else {
 		f->first = at;
@@ -367,7 +422,7 @@ static struct cfi_file *file_get(struct cfitab *c, uint32_t pid, const struct pr
 		if (!f->key && !free_slot)
 			free_slot = f;
 	}
-	if (!free_slot && (f = unused_file(c))) {
+	if (!free_slot && (f = unused_file(c, false))) {
 		file_forget(c, f);
 		free_slot = f;
 	}
@@ -408,7 +463,7 @@ static struct cfi_listed *listed_find(struct cfitab *c, uint32_t pid, bool make)
 	}
 	if (!make)
 		return NULL;
-	if (!free_slot && (free_slot = oldest_listed(c, pid))) {
+	if (!free_slot && (free_slot = oldest_listed(c, pid, 0))) {
 		listed_drop(c, free_slot);
 		c->st.procs_evicted++;
 	}
@@ -444,29 +499,38 @@ static void proc_list(struct cfitab *c, uint32_t pid)
 	procmaps__free(pm);
 	mine.n = (uint16_t)p.n;
 	/* maps are read in address order: sorted, as the program's search wants */
-	if (fit && (l = listed_find(c, pid, true)) &&
-	    !bpf_map_update_elem(c->procs_fd, &pid, &p, BPF_ANY)) {
-		mine.listed_at = ++c->clock;
-		*l = mine;
-		c->st.procs++;
-		c->st.loads++;
-		return;
+	p.tgid = pid;
+	if (fit && (l = listed_find(c, pid, true))) {
+		uint32_t slot = (uint32_t)(l - c->listed);
+
+		if (!bpf_map_update_elem(c->procs_fd, &slot, &p, BPF_ANY) &&
+		    !bpf_map_update_elem(c->slots_fd, &pid, &slot, BPF_ANY)) {
+			mine.listed_at = ++c->clock;
+			mine.listed_ns = port_clock_mono_ns();
+			*l = mine;
+			c->st.procs++;
+			c->st.loads++;
+			return;
+		}
+		unlist(c, pid, slot);
 	}
 	for (unsigned int i = 0; i < mine.n; i++)
 		c->files[mine.files[i]].refs--;
 	c->st.unfit++;
-	bpf_map_delete_elem(c->procs_fd, &pid);
 }
 
-static void proc_try(struct cfitab *c, uint32_t pid, const char *comm, uint64_t retry_ns)
+static void proc_try(struct cfitab *c, uint32_t pid, const char *comm, uint64_t retry_ns,
+		     uint32_t need)
 {
 	struct cfi_pid *t = &c->pids[pid % CFI_PID_SLOTS];
 	uint64_t now = port_clock_mono_ns(), h = procmaps__hash(comm ? comm : "");
 
-	if (t->pid == pid && t->comm == h && now - t->tried_ns < retry_ns)
+	if (t->pid != pid || t->comm != h)
+		*t = (struct cfi_pid){.pid = pid, .comm = h};
+	if (t->tried_ns && now - t->tried_ns < retry_ns)
 		return;
-	t->pid = pid;
-	t->comm = h;
+	if (++t->seen < need)
+		return;
 	t->tried_ns = now;
 	proc_list(c, pid);
 }
@@ -474,13 +538,13 @@ static void proc_try(struct cfitab *c, uint32_t pid, const char *comm, uint64_t 
 void cfitab__want(struct cfitab *c, uint32_t pid, const char *comm)
 {
 	if (c && pid)
-		proc_try(c, pid, comm, CFI_WANT_RETRY_NS);
+		proc_try(c, pid, comm, CFI_WANT_RETRY_NS, CFI_WANT_SAMPLES);
 }
 
 void cfitab__stale(struct cfitab *c, uint32_t pid, const char *comm)
 {
 	if (c && pid)
-		proc_try(c, pid, comm, CFI_STALE_RETRY_NS);
+		proc_try(c, pid, comm, CFI_STALE_RETRY_NS, 1);
 }
 
 void cfitab__count(struct cfitab *c, uint32_t end)
@@ -500,8 +564,8 @@ void cfitab__sweep(struct cfitab *c)
 	}
 }
 
-struct cfitab *cfitab__new(int rows_fd, int procs_fd, unsigned int max_rows,
-			   unsigned int max_procs, unsigned int max_files)
+struct cfitab *cfitab__new(int rows_fd, bool mmapable, int procs_fd, int slots_fd,
+			   unsigned int max_rows, unsigned int max_procs, unsigned int max_files)
 {
 	struct cfitab *c = calloc(1, sizeof(*c));
 
@@ -509,6 +573,8 @@ struct cfitab *cfitab__new(int rows_fd, int procs_fd, unsigned int max_rows,
 		return NULL;
 	c->rows_fd = rows_fd;
 	c->procs_fd = procs_fd;
+	c->slots_fd = slots_fd;
+	c->mmapable = mmapable;
 	c->max_rows = max_rows;
 	c->max_procs = max_procs;
 	c->max_files = max_files;

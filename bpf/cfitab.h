@@ -10,7 +10,7 @@
  * process that maps it), and per process the sorted list of its code mappings
  * (CONFIG_BPF_CFI_PROCS processes, PROFILE_CFI_MAPS mappings each).
  *
- * A process is listed at its first sample (the sampler calls cfitab__want()), read from
+ * A process is listed at its second sample (the sampler calls cfitab__want()), read from
  * /proc/<pid>/maps; until then and when it does not fit (rows full, too many mappings, a file
  * with too many rows) its samples are walked by frame pointers as before: counted, never
  * walked by a partial table. A walk that meets a pc in no listed mapping (dlopen, exec) makes
@@ -47,12 +47,16 @@ struct cfitab_stats {
 struct cfitab;
 
 #ifdef CONFIG_BPF_CFI
-/* rows_fd: the cfi_rows array (max_rows); procs_fd: the cfi_procs hash (max_procs). */
-struct cfitab *cfitab__new(int rows_fd, int procs_fd, unsigned int max_rows,
-			   unsigned int max_procs, unsigned int max_files);
 /*
- * The sample of pid (comm: the sample's) was walked by frame pointers: list it if not tried
- * lately with that comm (an exec changes it: a fork listed before its exec is listed again).
+ * rows_fd: the cfi_rows array (max_rows; mmapable: created BPF_F_MMAPABLE); procs_fd: the
+ * cfi_procs array and slots_fd the cfi_slots hash (max_procs each).
+ */
+struct cfitab *cfitab__new(int rows_fd, bool mmapable, int procs_fd, int slots_fd,
+			   unsigned int max_rows, unsigned int max_procs, unsigned int max_files);
+/*
+ * The sample of pid (comm: the sample's) was walked by frame pointers: list it at its second
+ * such sample, unless tried lately with that comm (an exec changes it: a fork listed before
+ * its exec is listed again).
  */
 void cfitab__want(struct cfitab *c, uint32_t pid, const char *comm);
 /* A walk of pid met a pc in no listed mapping: read its maps again (at most once a second). */
@@ -64,7 +68,8 @@ void cfitab__sweep(struct cfitab *c);
 void cfitab__stats(const struct cfitab *c, struct cfitab_stats *st);
 void cfitab__free(struct cfitab *c); /* NULL-safe */
 #else
-static inline struct cfitab *cfitab__new(int rows_fd, int procs_fd, unsigned int max_rows,
+static inline struct cfitab *cfitab__new(int rows_fd, bool mmapable, int procs_fd,
+					 int slots_fd, unsigned int max_rows,
 					 unsigned int max_procs, unsigned int max_files)
 {
 	return NULL;

@@ -54,12 +54,24 @@ struct {
 	__uint(value_size, sizeof(__u32));
 } pb_events SEC(".maps");
 
+/*
+ * The walk reads the user stack a window at a time: one read of up to CFI_WIN_WORDS words (to
+ * the end of its page at most, so that it never runs past the stack's top) serves the saved
+ * registers of the next frames, instead of a read per register (the fixed cost of each read is
+ * ~200 instructions: tests/bench/bpf-icount.sh).
+ */
+#define CFI_WIN_WORDS 64
+
 /* The walk by CFI tables between tail calls: the registers of the frame to push next. */
 struct cfi_state {
 	__u64 pc, sp, fp, lr;
 	__u32 nk, nu;   /* kernel frames in the record, user frames pushed */
 	__u32 runs;     /* tail calls so far */
+	__u32 slot;     /* the process's slot in cfi_procs */
+	__u32 last_m;   /* the mapping of the last frame: the next one is likely there too */
 	__u32 pad;
+	__u64 win_at, win_len; /* win holds the user stack's [win_at, win_at + win_len) */
+	__u64 win[CFI_WIN_WORDS];
 };
 
 /*
@@ -94,13 +106,23 @@ struct {
 	__type(value, struct cfi_row);
 } cfi_rows SEC(".maps");
 
-/* The processes unwound by tables: their code mappings (CONFIG_BPF_CFI_PROCS). */
+/*
+ * The processes unwound by tables: their code mappings in slots (CONFIG_BPF_CFI_PROCS), the
+ * slot of a tgid by cfi_slots: one hash lookup a sample, array lookups (inlined) after it.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct cfi_proc);
 } cfi_procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} cfi_slots SEC(".maps");
 
 /* The walker, which tail-calls itself every PROFILE_CFI_FRAMES frames (slot 0). */
 struct {
@@ -477,15 +499,20 @@ static __always_inline __u32 fill_user(struct bpf_perf_event_data *ctx, struct s
 
 /* ---- the walk by CFI tables (CONFIG_BPF_CFI) ---------------------------------------------- */
 
-/* The mapping holding pc in p (sorted by start), or NULL: a fixed 5-step search. */
+/*
+ * The mapping holding pc in p (sorted by start), or NULL: the last frame's, else a fixed
+ * 6-step search.
+ */
 static __always_inline const struct cfi_mapping *cfi_mapping_of(const struct cfi_proc *p,
-								__u64 pc)
+								__u64 pc, __u32 *last)
 {
-	const struct cfi_mapping *m;
+	const struct cfi_mapping *m = &p->m[*last & (PROFILE_CFI_MAPS - 1)];
 	__u32 n = p->n, lo = 0;
 
 	if (n == 0 || n > PROFILE_CFI_MAPS)
 		return 0;
+	if (pc >= m->start && pc < m->end)
+		return m;
 #pragma unroll
 	for (int b = PROFILE_CFI_MAPS / 2; b > 0; b >>= 1) {
 		__u32 i = lo + b;
@@ -496,6 +523,7 @@ static __always_inline const struct cfi_mapping *cfi_mapping_of(const struct cfi
 	m = &p->m[lo & (PROFILE_CFI_MAPS - 1)];
 	if (pc < m->start || pc >= m->end)
 		return 0;
+	*last = lo;
 	return m;
 }
 
@@ -526,6 +554,31 @@ static __always_inline const struct cfi_row *cfi_row_of(const struct cfi_mapping
 	return bpf_map_lookup_elem(&cfi_rows, &key);
 }
 
+/* The user stack word at addr (8-aligned): from the window, read anew there when outside it. */
+static __always_inline long stack_word(struct cfi_state *u, __u64 addr, __u64 *val, int legacy)
+{
+	__u64 off = addr - u->win_at, len;
+
+	if (addr & 7)
+		return read_user(val, 8, addr, legacy);
+	if (off >= u->win_len || u->win_len - off < 8) {
+		len = 4096 - (addr & 4095); /* this page is mapped: the word is in it */
+		if (len > sizeof(u->win))
+			len = sizeof(u->win);
+		barrier_var(len);
+		if (len < 8 || len > sizeof(u->win))
+			return -1;
+		u->win_len = 0;
+		if (read_user(u->win, len, addr, legacy))
+			return read_user(val, 8, addr, legacy); /* a page not in memory... */
+		u->win_at = addr;
+		u->win_len = len;
+		off = 0;
+	}
+	*val = u->win[(off >> 3) & (CFI_WIN_WORDS - 1)];
+	return 0;
+}
+
 /*
  * Pushes the frame at u->pc and steps to its caller: 0, or why the walk ends (CFI_END_*).
  * Frames after the first are looked up at pc - 1: a return address may be the first byte of
@@ -545,7 +598,7 @@ static __always_inline int cfi_frame(struct scratch *s, const struct cfi_proc *p
 	s->e.frames[at] = u->pc;
 	u->nu++;
 	look = first ? u->pc : u->pc - 1;
-	m = cfi_mapping_of(p, look);
+	m = cfi_mapping_of(p, look, &u->last_m);
 	if (!m)
 		return CFI_END_NO_MAPPING;
 	if (m->n == 0) { /* no table: the frame-pointer record */
@@ -576,21 +629,18 @@ static __always_inline int cfi_frame(struct scratch *s, const struct cfi_proc *p
 	}
 	if (cfa < u->sp || (cfa == u->sp && !first))
 		return CFI_END_BAD;
+	/* the lower slot first: a window read for it holds the other one too */
+	if (fp8 && fp8 < ra8 && stack_word(u, cfa + (__s64)fp8 * 8, &w[0], legacy))
+		return CFI_END_READ;
 	if (ra8 == 0) { /* still in the link register: the leaf only (aarch64) */
 		if (!first || !u->lr)
 			return CFI_END_BAD;
 		w[1] = u->lr;
-		if (fp8 && read_user(&w[0], 8, cfa + (__s64)fp8 * 8, legacy))
-			return CFI_END_READ;
-	} else if (fp8 && ra8 == fp8 + 1) { /* saved side by side: one read */
-		if (read_user(w, 16, cfa + (__s64)fp8 * 8, legacy))
-			return CFI_END_READ;
-	} else {
-		if (read_user(&w[1], 8, cfa + (__s64)ra8 * 8, legacy))
-			return CFI_END_READ;
-		if (fp8 && read_user(&w[0], 8, cfa + (__s64)fp8 * 8, legacy))
-			return CFI_END_READ;
+	} else if (stack_word(u, cfa + (__s64)ra8 * 8, &w[1], legacy)) {
+		return CFI_END_READ;
 	}
+	if (fp8 && fp8 > ra8 && stack_word(u, cfa + (__s64)fp8 * 8, &w[0], legacy))
+		return CFI_END_READ;
 	if (fp8)
 		u->fp = w[0];
 	if (!w[1])
@@ -607,13 +657,18 @@ static __always_inline int cfi_frame(struct scratch *s, const struct cfi_proc *p
 static __always_inline int cfi_begin(struct bpf_perf_event_data *ctx, struct scratch *s,
 				     __u32 tgid, __u32 nk, int legacy)
 {
-	if (!cfi_enabled || !bpf_map_lookup_elem(&cfi_procs, &tgid))
+	__u32 *slot;
+
+	if (!cfi_enabled || !(slot = bpf_map_lookup_elem(&cfi_slots, &tgid)))
 		return 0;
+	s->u.slot = *slot;
 	if (!cfi_regs(ctx, &s->u, legacy))
 		return 0;
 	s->u.nk = nk;
 	s->u.nu = 0;
 	s->u.runs = 0;
+	s->u.win_len = 0;
+	s->u.last_m = 0;
 	return 1;
 }
 
@@ -642,10 +697,10 @@ static __always_inline __u32 cfi_end(struct scratch *s, int end)
 static __always_inline __u32 cfi_walk_some(struct bpf_perf_event_data *ctx, struct scratch *s,
 					   int legacy)
 {
-	const struct cfi_proc *p = bpf_map_lookup_elem(&cfi_procs, &s->e.tgid);
+	const struct cfi_proc *p = bpf_map_lookup_elem(&cfi_procs, &s->u.slot);
 	int end = CFI_END_NO_MAPPING;
 
-	if (!p)
+	if (!p || p->tgid != s->e.tgid) /* the slot changed hands meanwhile */
 		return cfi_end(s, end);
 #pragma unroll
 	for (int i = 0; i < PROFILE_CFI_FRAMES; i++) {

@@ -64,15 +64,16 @@ struct profile_event {
 /*
  * Unwinding by call frame information in the program (CONFIG_BPF_CFI): the agent turns each
  * mapped file's .eh_frame into rows (cfi_rows, one array for all files), and lists each
- * process's code mappings with the rows of their files (cfi_procs, by tgid). A process that is
- * not listed is walked by frame pointers (bpf_get_stack), as without the option.
+ * process's code mappings with the rows of their files (cfi_procs, an array: the slot of a
+ * tgid is in the cfi_slots hash, looked up once a sample). A process that is not listed is
+ * walked by frame pointers (bpf_get_stack), as without the option.
  */
 #ifndef PROFILE_CFI_MAPS
 #define PROFILE_CFI_MAPS 64    /* code mappings a process's entry holds (power of two) */
 #endif
 #define PROFILE_CFI_ROW_STEPS 18 /* a file has at most 2^18 rows: the search's steps */
 #ifndef PROFILE_CFI_FRAMES
-#define PROFILE_CFI_FRAMES 6   /* frames per program run (4096 instructions before 5.2) */
+#define PROFILE_CFI_FRAMES 4   /* frames per program run (4096 instructions before 5.2) */
 #endif
 
 /*
@@ -104,9 +105,9 @@ struct cfi_mapping {
 	__u32 first, n;
 };
 
-/* A process's code mappings, sorted by start; n of them. */
+/* A process's code mappings, sorted by start; n of them; tgid: whose (0: a free slot). */
 struct cfi_proc {
-	__u32 n, pad;
+	__u32 n, tgid;
 	struct cfi_mapping m[PROFILE_CFI_MAPS];
 };
 

@@ -211,6 +211,18 @@ static unsigned ring_bytes(unsigned kb)
 	return (unsigned)sz;
 }
 
+/* Whether array maps can be mapped into user space (BPF_F_MMAPABLE, Linux 5.5). */
+static bool can_mmap_arrays(void)
+{
+	LIBBPF_OPTS(bpf_map_create_opts, mo, .map_flags = BPF_F_MMAPABLE);
+	int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, NULL, 4, 8, 1, &mo);
+
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
 static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, char *err,
 		     size_t errlen)
 {
@@ -263,10 +275,13 @@ static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, ch
 	bpf_program__set_autoload(skel->progs.cfi_walk_pb, s->perfbuf && skel->rodata->cfi_enabled);
 	if (skel->rodata->cfi_enabled &&
 	    (bpf_map__set_max_entries(skel->maps.cfi_rows, CFG_CFI_ROWS) ||
-	     bpf_map__set_max_entries(skel->maps.cfi_procs, CFG_CFI_PROCS))) {
+	     bpf_map__set_max_entries(skel->maps.cfi_procs, CFG_CFI_PROCS) ||
+	     bpf_map__set_max_entries(skel->maps.cfi_slots, CFG_CFI_PROCS))) {
 		set_err(err, errlen, "cannot size the unwind tables");
 		return -EINVAL;
 	}
+	if (skel->rodata->cfi_enabled && can_mmap_arrays())
+		bpf_map__set_map_flags(skel->maps.cfi_rows, BPF_F_MMAPABLE);
 	s->ring_bytes = ring;
 	ret = bpf_map__set_max_entries(skel->maps.events, ring);
 	if (ret) {
@@ -731,7 +746,9 @@ static int cfi_open(struct bpf_sampler *s)
 	if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.cfi_progs), &zero, &fd, BPF_ANY))
 		return -errno;
 	s->cfi = cfitab__new(bpf_map__fd(s->skel->maps.cfi_rows),
-			     bpf_map__fd(s->skel->maps.cfi_procs), CFG_CFI_ROWS, CFG_CFI_PROCS,
+			     bpf_map__map_flags(s->skel->maps.cfi_rows) & BPF_F_MMAPABLE,
+			     bpf_map__fd(s->skel->maps.cfi_procs),
+			     bpf_map__fd(s->skel->maps.cfi_slots), CFG_CFI_ROWS, CFG_CFI_PROCS,
 			     CFG_CFI_FILES);
 	return s->cfi ? 0 : -ENOMEM;
 }
