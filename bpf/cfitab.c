@@ -28,6 +28,13 @@
  */
 #define CFI_WANT_SAMPLES  2
 /*
+ * A program built with frame pointers keeps the kernel's walk (cheaper than a search per
+ * frame, and its leaf repaired by agent/leaf.c): one whose rows put the CFA on the frame
+ * pointer this often (percent; after each prologue: bpf-work 31%, Debian's libc 1.3%,
+ * python3 0.0%).
+ */
+#define CFI_FP_BUILT      20
+/*
  * Against thrashing: a file may take at most 1/CFI_FILE_SHARE of the rows (a compiler's cc1
  * would take them all, and each new cc1 would push every other file out), and a process
  * leaves the map for another's rows only once listed this long.
@@ -45,6 +52,7 @@
 struct cfi_file {
 	uint64_t key; /* 0: free */
 	bool unfit;   /* its rows do not fit: processes mapping it are not listed */
+	bool fp_built; /* built with frame pointers (see CFI_FP_BUILT) */
 	uint32_t first, n; /* n 0: no table, frame pointers there */
 	uint32_t refs;
 	uint64_t used_at;
@@ -69,7 +77,8 @@ struct cfi_listed {
 };
 
 struct cfitab {
-	int rows_fd, procs_fd, slots_fd;
+	int rows_fd, procs_fd, slots_fd, maybe_fd;
+	struct cfi_maybe maybe; /* what the program's copy holds */
 	bool mmapable; /* the rows array can be mapped */
 	unsigned int max_rows, max_procs, max_files;
 	uint64_t clock;
@@ -88,6 +97,7 @@ struct builder {
 	uint64_t seg_vaddr;
 	bool overflow;
 	uint64_t unfit;
+	size_t fp_rows, rules; /* rows whose CFA is the frame pointer, of rows with rules */
 };
 
 static bool fits8(int64_t off, int8_t *out)
@@ -146,6 +156,8 @@ static bool add_row(void *ctx, uintptr_t pc, const struct cfi_rules *r)
 		b->unfit++;
 		row = (struct cfi_row){0};
 	}
+	b->rules += r != NULL;
+	b->fp_rows += r && r->cfa_reg == CFI_REG_FP;
 	row.pc = (uint32_t)vaddr;
 	if (last && row.pc < last->pc)
 		return true; /* overlapping FDEs: the first one's rows stand */
@@ -308,6 +320,20 @@ static struct cfi_file *unused_file(struct cfitab *c, bool with_rows)
 	return best;
 }
 
+/* Sets or clears pid's bit in the program's pre-filter (cfi_maybe). */
+static void maybe_set(struct cfitab *c, uint32_t pid, bool on)
+{
+	uint32_t bit = pid % PROFILE_CFI_MAYBE_BITS, zero = 0;
+	__u64 *w = &c->maybe.bits[bit / 64], was = *w;
+
+	for (unsigned int i = 0; !on && i < c->max_procs; i++) /* another listed pid shares it */
+		on = c->listed[i].pid && c->listed[i].pid != pid &&
+		     c->listed[i].pid % PROFILE_CFI_MAYBE_BITS == bit;
+	*w = on ? *w | 1ull << (bit % 64) : *w & ~(1ull << (bit % 64));
+	if (*w != was)
+		bpf_map_update_elem(c->maybe_fd, &zero, &c->maybe, BPF_ANY);
+}
+
 /* Takes pid out of the program's sight: its slot first, then the slot's entry. */
 static void unlist(struct cfitab *c, uint32_t pid, uint32_t slot)
 {
@@ -319,10 +345,13 @@ static void unlist(struct cfitab *c, uint32_t pid, uint32_t slot)
 
 static void listed_drop(struct cfitab *c, struct cfi_listed *l)
 {
+	uint32_t pid = l->pid;
+
 	unlist(c, l->pid, (uint32_t)(l - c->listed));
 	for (unsigned int i = 0; i < l->n; i++)
 		c->files[l->files[i]].refs--;
 	memset(l, 0, sizeof(*l));
+	maybe_set(c, pid, false);
 	c->st.procs--;
 }
 
@@ -397,6 +426,7 @@ static void file_load(struct cfitab *c, uint32_t pid, const struct procmap *m,
 	} else {
 		f->first = at;
 		f->n = (uint32_t)b.n;
+		f->fp_built = b.fp_rows * 100 >= b.rules * CFI_FP_BUILT;
 		c->st.rows += b.n;
 		c->st.files++;
 		c->st.rows_unfit += b.unfit;
@@ -476,7 +506,7 @@ static void proc_list(struct cfitab *c, uint32_t pid)
 	struct procmaps *pm;
 	struct cfi_proc p = {0};
 	struct cfi_listed *l = listed_find(c, pid, false), mine = {.pid = pid};
-	bool fit = true;
+	bool fit = true, fp = false;
 
 	if (l)
 		listed_drop(c, l); /* listed again: its maps changed */
@@ -489,6 +519,11 @@ static void proc_list(struct cfitab *c, uint32_t pid)
 
 		f = p.n < PROFILE_CFI_MAPS ? file_get(c, pid, m) : NULL;
 		fit = f && !f->unfit && mapping_bias(f, m, &bias);
+		if (fit && (int)i == pm->exe && f->fp_built) {
+			c->st.fp_built++; /* the kernel's walk serves it */
+			fit = false;
+			fp = true;
+		}
 		if (!fit)
 			break;
 		p.m[p.n] = (struct cfi_mapping){.start = m->start, .end = m->limit, .bias = bias,
@@ -508,6 +543,7 @@ static void proc_list(struct cfitab *c, uint32_t pid)
 			mine.listed_at = ++c->clock;
 			mine.listed_ns = port_clock_mono_ns();
 			*l = mine;
+			maybe_set(c, pid, true);
 			c->st.procs++;
 			c->st.loads++;
 			return;
@@ -516,7 +552,7 @@ static void proc_list(struct cfitab *c, uint32_t pid)
 	}
 	for (unsigned int i = 0; i < mine.n; i++)
 		c->files[mine.files[i]].refs--;
-	c->st.unfit++;
+	c->st.unfit += !fp;
 }
 
 static void proc_try(struct cfitab *c, uint32_t pid, const char *comm, uint64_t retry_ns,
@@ -565,7 +601,8 @@ void cfitab__sweep(struct cfitab *c)
 }
 
 struct cfitab *cfitab__new(int rows_fd, bool mmapable, int procs_fd, int slots_fd,
-			   unsigned int max_rows, unsigned int max_procs, unsigned int max_files)
+			   int maybe_fd, unsigned int max_rows, unsigned int max_procs,
+			   unsigned int max_files)
 {
 	struct cfitab *c = calloc(1, sizeof(*c));
 
@@ -574,6 +611,7 @@ struct cfitab *cfitab__new(int rows_fd, bool mmapable, int procs_fd, int slots_f
 	c->rows_fd = rows_fd;
 	c->procs_fd = procs_fd;
 	c->slots_fd = slots_fd;
+	c->maybe_fd = maybe_fd;
 	c->mmapable = mmapable;
 	c->max_rows = max_rows;
 	c->max_procs = max_procs;

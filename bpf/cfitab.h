@@ -33,6 +33,7 @@ struct cfitab_stats {
 	uint64_t procs;        /* processes listed now */
 	uint64_t loads;        /* times a process was listed (again) */
 	uint64_t unfit;        /* times a process was left to frame pointers: a bound */
+	uint64_t fp_built;     /* times a program built with frame pointers was left to them */
 	uint64_t procs_evicted; /* listed processes dropped to make room (listed again later) */
 	uint64_t files;        /* files whose rows are loaded now */
 	uint64_t files_unfit;  /* files too big for the search or the array */
@@ -49,10 +50,11 @@ struct cfitab;
 #ifdef CONFIG_BPF_CFI
 /*
  * rows_fd: the cfi_rows array (max_rows; mmapable: created BPF_F_MMAPABLE); procs_fd: the
- * cfi_procs array and slots_fd the cfi_slots hash (max_procs each).
+ * cfi_procs array and slots_fd the cfi_slots hash (max_procs each); maybe_fd: cfi_maybe.
  */
 struct cfitab *cfitab__new(int rows_fd, bool mmapable, int procs_fd, int slots_fd,
-			   unsigned int max_rows, unsigned int max_procs, unsigned int max_files);
+			   int maybe_fd, unsigned int max_rows, unsigned int max_procs,
+			   unsigned int max_files);
 /*
  * The sample of pid (comm: the sample's) was walked by frame pointers: list it at its second
  * such sample, unless tried lately with that comm (an exec changes it: a fork listed before
@@ -69,7 +71,7 @@ void cfitab__stats(const struct cfitab *c, struct cfitab_stats *st);
 void cfitab__free(struct cfitab *c); /* NULL-safe */
 #else
 static inline struct cfitab *cfitab__new(int rows_fd, bool mmapable, int procs_fd,
-					 int slots_fd, unsigned int max_rows,
+					 int slots_fd, int maybe_fd, unsigned int max_rows,
 					 unsigned int max_procs, unsigned int max_files)
 {
 	return NULL;

@@ -124,6 +124,13 @@ struct {
 	__type(value, __u32);
 } cfi_slots SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cfi_maybe);
+} cfi_maybe SEC(".maps");
+
 /* The walker, which tail-calls itself every PROFILE_CFI_FRAMES frames (slot 0). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
@@ -657,9 +664,12 @@ static __always_inline int cfi_frame(struct scratch *s, const struct cfi_proc *p
 static __always_inline int cfi_begin(struct bpf_perf_event_data *ctx, struct scratch *s,
 				     __u32 tgid, __u32 nk, int legacy)
 {
-	__u32 *slot;
+	__u32 *slot, zero = 0, bit = tgid % PROFILE_CFI_MAYBE_BITS;
+	struct cfi_maybe *maybe;
 
-	if (!cfi_enabled || !(slot = bpf_map_lookup_elem(&cfi_slots, &tgid)))
+	if (!cfi_enabled || !(maybe = bpf_map_lookup_elem(&cfi_maybe, &zero)) ||
+	    !((maybe->bits[(bit / 64) & (PROFILE_CFI_MAYBE_BITS / 64 - 1)] >> (bit % 64)) & 1) ||
+	    !(slot = bpf_map_lookup_elem(&cfi_slots, &tgid)))
 		return 0;
 	s->u.slot = *slot;
 	if (!cfi_regs(ctx, &s->u, legacy))

@@ -111,6 +111,16 @@ struct cfi_proc {
 	struct cfi_mapping m[PROFILE_CFI_MAPS];
 };
 
+/*
+ * Which tgids may be listed (bit tgid % PROFILE_CFI_MAYBE_BITS): a sample of any other process
+ * costs an inlined array lookup, not a hash lookup (most processes of a system built with
+ * frame pointers are never listed).
+ */
+#define PROFILE_CFI_MAYBE_BITS 4096
+struct cfi_maybe {
+	__u64 bits[PROFILE_CFI_MAYBE_BITS / 64];
+};
+
 /* Why a walk by the tables ended (profile_event.cfi_end). */
 #define CFI_END_OUTERMOST 1 /* the whole stack: the outermost frame, or a zero return address */
 #define CFI_END_NO_MAPPING 2 /* a pc in no mapping the entry lists (dlopen, exec): reloaded */

@@ -748,7 +748,8 @@ static int cfi_open(struct bpf_sampler *s)
 	s->cfi = cfitab__new(bpf_map__fd(s->skel->maps.cfi_rows),
 			     bpf_map__map_flags(s->skel->maps.cfi_rows) & BPF_F_MMAPABLE,
 			     bpf_map__fd(s->skel->maps.cfi_procs),
-			     bpf_map__fd(s->skel->maps.cfi_slots), CFG_CFI_ROWS, CFG_CFI_PROCS,
+			     bpf_map__fd(s->skel->maps.cfi_slots),
+			     bpf_map__fd(s->skel->maps.cfi_maybe), CFG_CFI_ROWS, CFG_CFI_PROCS,
 			     CFG_CFI_FILES);
 	return s->cfi ? 0 : -ENOMEM;
 }
