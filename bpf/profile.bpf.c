@@ -131,6 +131,34 @@ struct {
 	__type(value, struct cfi_maybe);
 } cfi_maybe SEC(".maps");
 
+/*
+ * Tgids (bit tgid % PROFILE_CFI_MAYBE_BITS) whose samples woke the reader for their tables
+ * lately (cleared by the reader every few seconds): a process's first sample walked by frame
+ * pointers wakes it, the next ones do not. An inlined array lookup, where the new-process
+ * wake-up (seen) costs a hash lookup a sample.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cfi_maybe);
+} cfi_seen SEC(".maps");
+
+static __always_inline int cfi_first_sample(__u32 tgid)
+{
+	__u32 zero = 0, bit = tgid % PROFILE_CFI_MAYBE_BITS;
+	struct cfi_maybe *seen = bpf_map_lookup_elem(&cfi_seen, &zero);
+	__u64 *w, mask = 1ull << (bit % 64);
+
+	if (!seen)
+		return 0;
+	w = &seen->bits[(bit / 64) & (PROFILE_CFI_MAYBE_BITS / 64 - 1)];
+	if (*w & mask)
+		return 0;
+	*w |= mask; /* racy between CPUs: at worst one more wake-up */
+	return 1;
+}
+
 /* The walker, which tail-calls itself every PROFILE_CFI_FRAMES frames (slot 0). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
@@ -726,18 +754,19 @@ static __always_inline __u32 cfi_walk_some(struct bpf_perf_event_data *ctx, stru
 /* ---- output -------------------------------------------------------------------------------- */
 
 /*
- * wake_new: the first sample of a new process wakes the reader (rate-limited): for its maps
- * (wake_new_procs), or for its unwind tables (a process walked by frame pointers while
- * CFI is on): each sample that waits in the ring meanwhile has only its frame-pointer stack.
+ * wake_new: the first sample of a new process wakes the reader (rate-limited), for its maps
+ * (wake_new_procs); wake: this one does (the first sample of a process walked by frame
+ * pointers while CFI is on: each sample that waits in the ring meanwhile, before its tables
+ * are loaded, has only its frame-pointer stack).
  */
-static __always_inline void send_rb(struct scratch *s, __u32 size, int wake_new)
+static __always_inline void send_rb(struct scratch *s, __u32 size, int wake_new, int wake)
 {
 	__u64 flags = BPF_RB_FORCE_WAKEUP;
 
 	barrier_var(size); /* clang may know the bound below; the verifier must see it */
 	if (size > sizeof(s->e))
 		return; /* cannot happen; tells the verifier the bound */
-	if (wakeup_bytes && !(wake_new && wake_for_new_process(s->e.tgid, s->e.time_ns)) &&
+	if (wakeup_bytes && !wake && !(wake_new && wake_for_new_process(s->e.tgid, s->e.time_ns)) &&
 	    bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) + size < wakeup_bytes)
 		flags = BPF_RB_NO_WAKEUP;
 	if (bpf_ringbuf_output(&events, &s->e, size, flags))
@@ -789,7 +818,8 @@ int do_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	if (by_cfi)
 		bpf_tail_call(ctx, &cfi_progs, 0); /* returns only if it failed */
-	send_rb(s, fill_user(ctx, s, nk, 0), wake_new_procs || cfi_enabled);
+	send_rb(s, fill_user(ctx, s, nk, 0), wake_new_procs,
+		cfi_enabled && s->e.n_user && cfi_first_sample(s->e.tgid));
 	return 0;
 }
 
@@ -801,7 +831,7 @@ int cfi_walk(struct bpf_perf_event_data *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 
 	if (s)
-		send_rb(s, cfi_walk_some(ctx, s, 0), wake_new_procs);
+		send_rb(s, cfi_walk_some(ctx, s, 0), wake_new_procs, 0);
 	return 0;
 }
 

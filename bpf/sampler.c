@@ -262,8 +262,8 @@ static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, ch
 	bpf_program__set_autoload(skel->progs.do_sample, !s->perfbuf);
 	bpf_map__set_autocreate(skel->maps.events, !s->perfbuf);
 	no_cfi = o->no_cfi || ((env = getenv("EDGEPROF_BPF_NO_CFI")) && *env == '1'); /* benches */
-	/* new processes wake the reader for their maps, or for their unwind tables (CFI) */
-	wake = !s->perfbuf && (!o->no_new_proc_wake || (CFI_BUILT && !no_cfi));
+	/* new processes wake the reader for their maps (their tables: cfi_seen) */
+	wake = !s->perfbuf && !o->no_new_proc_wake;
 	bpf_map__set_autocreate(skel->maps.seen, wake);
 	bpf_map__set_autocreate(skel->maps.wake, wake);
 	bpf_program__set_autoload(skel->progs.do_sample_pb, s->perfbuf);
@@ -279,6 +279,10 @@ static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, ch
 	     bpf_map__set_max_entries(skel->maps.cfi_slots, CFG_CFI_PROCS))) {
 		set_err(err, errlen, "cannot size the unwind tables");
 		return -EINVAL;
+	}
+	if (getenv("EDGEPROF_BPF_VERBOSE")) { /* and the verifier's statistics */
+		bpf_program__set_log_level(skel->progs.cfi_walk, 4);
+		bpf_program__set_log_level(skel->progs.do_sample, 4);
 	}
 	if (skel->rodata->cfi_enabled && can_mmap_arrays())
 		bpf_map__set_map_flags(skel->maps.cfi_rows, BPF_F_MMAPABLE);
@@ -866,6 +870,11 @@ static void housekeeping(struct bpf_sampler *s)
 		s->last_sweep_ns = now;
 	}
 	if (s->cfi && now - s->last_cfi_sweep_ns >= CFI_SWEEP_NS) {
+		struct cfi_maybe none = {{0}};
+		uint32_t zero = 0;
+
+		/* a new process whose tgid shares a bit with an old one wakes the reader again */
+		bpf_map_update_elem(bpf_map__fd(s->skel->maps.cfi_seen), &zero, &none, BPF_ANY);
 		cfitab__sweep(s->cfi);
 		s->last_cfi_sweep_ns = now;
 	}
