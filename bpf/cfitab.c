@@ -30,8 +30,8 @@
 /*
  * A program built with frame pointers keeps the kernel's walk (cheaper than a search per
  * frame, and its leaf repaired by agent/leaf.c): one whose rows put the CFA on the frame
- * pointer this often (percent; after each prologue: bpf-work 31%, Debian's libc 1.3%,
- * python3 0.0%).
+ * pointer (x86_64) or save it (aarch64) this often, in percent (x86_64: bpf-work 31%,
+ * Debian's libc 1.3%, python3 0.0%).
  */
 #define CFI_FP_BUILT      20
 /*
@@ -157,7 +157,9 @@ static bool add_row(void *ctx, uintptr_t pc, const struct cfi_rules *r)
 		row = (struct cfi_row){0};
 	}
 	b->rules += r != NULL;
-	b->fp_rows += r && r->cfa_reg == CFI_REG_FP;
+	/* built with frame pointers: x86_64 moves the CFA to rbp after each prologue; aarch64
+	 * keeps it on sp but saves x29 (a frame record) in most functions */
+	b->fp_rows += r && (CFI_REG_SP == 31 ? r->fp_saved : r->cfa_reg == CFI_REG_FP);
 	row.pc = (uint32_t)vaddr;
 	if (last && row.pc < last->pc)
 		return true; /* overlapping FDEs: the first one's rows stand */
@@ -463,20 +465,25 @@ static struct cfi_file *file_get(struct cfitab *c, uint32_t pid, const struct pr
 	return free_slot;
 }
 
-/* The bias of m (pc - bias is the file's vaddr); false when its offset is in no segment. */
+/*
+ * The bias of m (pc - bias is the file's vaddr); false when its offset is in no segment (a
+ * segment may well start at vaddr 0: aarch64's libc).
+ */
 static bool mapping_bias(const struct cfi_file *f, const struct procmap *m, uint64_t *bias)
 {
-	struct elf_eh_frame eh = {.n_load = f->n_load};
-	uint64_t vaddr;
-
-	if (!strcmp(m->path, "[vdso]")) {
-		*bias = m->start - m->offset; /* linked at 0 */
+	if (!strcmp(m->path, "[vdso]") || f->n == 0) {
+		*bias = m->start - m->offset; /* the vDSO is linked at 0; no rows: unused */
 		return true;
 	}
-	memcpy(eh.load, f->load, sizeof(eh.load));
-	vaddr = elf__eh_frame_vaddr(&eh, m->offset);
-	*bias = m->start - vaddr;
-	return vaddr != 0 || f->n == 0;
+	for (unsigned int i = 0; i < f->n_load && i < ELF_EH_MAX_LOADS; i++) {
+		const struct elf_load *l = &f->load[i];
+
+		if (m->offset >= l->offset && m->offset - l->offset < l->filesz) {
+			*bias = m->start - (l->vaddr + (m->offset - l->offset));
+			return true;
+		}
+	}
+	return false;
 }
 
 /* ---- processes -------------------------------------------------------------------------------- */
