@@ -96,6 +96,7 @@ struct builder {
 	uintptr_t lo;
 	uint64_t seg_vaddr;
 	bool overflow;
+	size_t limit; /* rows a file may have: its share of the array, within the search's reach */
 	uint64_t unfit;
 	size_t fp_rows, rules; /* rows whose CFA is the frame pointer, of rows with rules */
 };
@@ -175,7 +176,9 @@ static bool add_row(void *ctx, uintptr_t pc, const struct cfi_rules *r)
 		size_t max = b->max ? 2 * b->max : 4096;
 		struct cfi_row *rows;
 
-		if (max > CFI_FILE_MAX_ROWS || !(rows = realloc(b->rows, max * sizeof(*rows)))) {
+		if (max > b->limit)
+			max = b->limit; /* the buffer never outgrows a file's share (RSS) */
+		if (max <= b->n || !(rows = realloc(b->rows, max * sizeof(*rows)))) {
 			b->overflow = true;
 			return false;
 		}
@@ -406,7 +409,10 @@ static void file_load(struct cfitab *c, uint32_t pid, const struct procmap *m,
 		      struct cfi_file *f)
 {
 	struct elf_eh_frame eh;
-	struct builder b = {0};
+	struct builder b = {.limit = c->max_rows / CFI_FILE_SHARE};
+
+	if (b.limit > CFI_FILE_MAX_ROWS)
+		b.limit = CFI_FILE_MAX_ROWS;
 	uint64_t t0 = port_clock_mono_ns();
 	uint32_t at;
 
@@ -418,7 +424,7 @@ static void file_load(struct cfitab *c, uint32_t pid, const struct procmap *m,
 	memcpy(f->load, eh.load, sizeof(f->load));
 	if (!table_rows(&eh, &b) || b.n == 0) {
 		c->st.no_table++;
-	} else if (b.overflow || b.n > c->max_rows / CFI_FILE_SHARE) {
+	} else if (b.overflow) {
 		f->unfit = true; /* for good: more rows than the search reaches or its share */
 		c->st.files_unfit++;
 	} else if (!make_room(c, (uint32_t)b.n, pid, &at) || rows_write(c, at, b.rows, b.n)) {
