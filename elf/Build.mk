@@ -5,3 +5,6 @@
 # agent/, store/ or tools/.
 
 fuzz-y += cfi
+
+unit-tests-y += cfi
+cfi-test-objs = elf/cfi.o elf/elf.o port/file.o
