@@ -22,11 +22,12 @@
 #define CFI_WANT_RETRY_NS (10 * NSEC_PER_SEC) /* a process that did not fit: tried again */
 #define CFI_STALE_RETRY_NS NSEC_PER_SEC
 /*
- * Samples a process has before it is listed: a process sampled once (a fork before its exec, a
- * short shell command) would cost the tables of all its files for nothing (perf's 40
- * libraries in tests/bench/bpf-icount.sh: 0.9 s of the agent's CPU in the VM).
+ * Samples a process has before it is listed: a process sampled a few times (a fork before its
+ * exec, a short shell command) would cost the tables of all its files for nothing (perf's 40
+ * libraries in tests/bench/bpf-icount.sh: 0.9 s of the agent's CPU in the VM; a shell loop of
+ * /bin/true beside others' builds: 0.53 s in 6 s at 2, against 0.07 without tables).
  */
-#define CFI_WANT_SAMPLES  2
+#define CFI_WANT_SAMPLES  PROFILE_CFI_WANT_SAMPLES
 /*
  * A program built with frame pointers keeps the kernel's walk (cheaper than a search per
  * frame, and its leaf repaired by agent/leaf.c): one whose rows put the CFA on the frame

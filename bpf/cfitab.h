@@ -10,7 +10,7 @@
  * process that maps it), and per process the sorted list of its code mappings
  * (CONFIG_BPF_CFI_PROCS processes, PROFILE_CFI_MAPS mappings each).
  *
- * A process is listed at its second sample (the sampler calls cfitab__want()), read from
+ * A process is listed at its fourth sample (the sampler calls cfitab__want()), read from
  * /proc/<pid>/maps; until then and when it does not fit (rows full, too many mappings, a file
  * with too many rows) its samples are walked by frame pointers as before: counted, never
  * walked by a partial table. A walk that meets a pc in no listed mapping (dlopen, exec) makes
@@ -56,7 +56,7 @@ struct cfitab *cfitab__new(int rows_fd, bool mmapable, int procs_fd, int slots_f
 			   int maybe_fd, unsigned int max_rows, unsigned int max_procs,
 			   unsigned int max_files);
 /*
- * The sample of pid (comm: the sample's) was walked by frame pointers: list it at its second
+ * The sample of pid (comm: the sample's) was walked by frame pointers: list it at its fourth
  * such sample, unless tried lately with that comm (an exec changes it: a fork listed before
  * its exec is listed again).
  */

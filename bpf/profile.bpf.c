@@ -132,31 +132,31 @@ struct {
 } cfi_maybe SEC(".maps");
 
 /*
- * Tgids (bit tgid % PROFILE_CFI_MAYBE_BITS) whose samples woke the reader for their tables
- * lately (cleared by the reader every few seconds): a process's first sample walked by frame
- * pointers wakes it, the next ones do not. An inlined array lookup, where the new-process
- * wake-up (seen) costs a hash lookup a sample.
+ * Samples walked by frame pointers per tgid bucket (tgid % PROFILE_CFI_MAYBE_BITS), cleared by
+ * the reader every few seconds: the one that makes PROFILE_CFI_WANT_SAMPLES wakes the reader,
+ * which lists the process then (rate-limited with the new-process wake-ups). An inlined array
+ * lookup, where the new-process wake-up (seen) costs a hash lookup a sample.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct cfi_maybe);
-} cfi_seen SEC(".maps");
+	__type(value, struct cfi_counts);
+} cfi_counts SEC(".maps");
 
-static __always_inline int cfi_first_sample(__u32 tgid)
+static __always_inline int cfi_wanted_now(__u32 tgid)
 {
-	__u32 zero = 0, bit = tgid % PROFILE_CFI_MAYBE_BITS;
-	struct cfi_maybe *seen = bpf_map_lookup_elem(&cfi_seen, &zero);
-	__u64 *w, mask = 1ull << (bit % 64);
+	__u32 zero = 0;
+	struct cfi_counts *c = bpf_map_lookup_elem(&cfi_counts, &zero);
+	__u8 *n;
 
-	if (!seen)
+	if (!c)
 		return 0;
-	w = &seen->bits[(bit / 64) & (PROFILE_CFI_MAYBE_BITS / 64 - 1)];
-	if (*w & mask)
+	n = &c->n[tgid % PROFILE_CFI_MAYBE_BITS];
+	if (*n >= PROFILE_CFI_WANT_SAMPLES)
 		return 0;
-	*w |= mask; /* racy between CPUs: at worst one more wake-up */
-	return 1;
+	*n += 1; /* racy between CPUs: at worst a wake-up more or less */
+	return *n == PROFILE_CFI_WANT_SAMPLES;
 }
 
 /* The walker, which tail-calls itself every PROFILE_CFI_FRAMES frames (slot 0). */
@@ -209,15 +209,14 @@ struct {
  * reader for all that started meanwhile, while they still live. Unlocked: two CPUs at once may
  * both wake it, which costs one spare wake-up, never a lost one.
  */
-static __always_inline int wake_for_new_process(__u32 tgid, __u64 now)
+static __always_inline int wake_rate(int want, __u64 now)
 {
 	__u32 zero = 0;
-	int first = first_sample_of(tgid);
 	struct new_proc_wake *w = bpf_map_lookup_elem(&wake, &zero);
 
 	if (!w)
-		return first;
-	if (!first && !w->pending)
+		return want;
+	if (!want && !w->pending)
 		return 0;
 	if (now - w->last_ns < new_proc_wake_ns) {
 		w->pending = 1;
@@ -226,6 +225,11 @@ static __always_inline int wake_for_new_process(__u32 tgid, __u64 now)
 	w->last_ns = now;
 	w->pending = 0;
 	return 1;
+}
+
+static __always_inline int wake_for_new_process(__u32 tgid, __u64 now)
+{
+	return wake_rate(first_sample_of(tgid), now);
 }
 
 static __always_inline int comm_matches(const char *comm)
@@ -766,6 +770,8 @@ static __always_inline void send_rb(struct scratch *s, __u32 size, int wake_new,
 	barrier_var(size); /* clang may know the bound below; the verifier must see it */
 	if (size > sizeof(s->e))
 		return; /* cannot happen; tells the verifier the bound */
+	if (cfi_enabled)
+		wake = wake_rate(wake, s->e.time_ns); /* a wake-up for tables, rate-limited too */
 	if (wakeup_bytes && !wake && !(wake_new && wake_for_new_process(s->e.tgid, s->e.time_ns)) &&
 	    bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) + size < wakeup_bytes)
 		flags = BPF_RB_NO_WAKEUP;
@@ -819,7 +825,7 @@ int do_sample(struct bpf_perf_event_data *ctx)
 	if (by_cfi)
 		bpf_tail_call(ctx, &cfi_progs, 0); /* returns only if it failed */
 	send_rb(s, fill_user(ctx, s, nk, 0), wake_new_procs,
-		cfi_enabled && s->e.n_user && cfi_first_sample(s->e.tgid));
+		cfi_enabled && s->e.n_user && cfi_wanted_now(s->e.tgid));
 	return 0;
 }
 

@@ -121,6 +121,15 @@ struct cfi_maybe {
 	__u64 bits[PROFILE_CFI_MAYBE_BITS / 64];
 };
 
+/*
+ * Samples walked by frame pointers a process has before it is listed (bpf/cfitab.c); the
+ * program counts them per tgid bucket (cfi_counts) and wakes the reader at this one.
+ */
+#define PROFILE_CFI_WANT_SAMPLES 4
+struct cfi_counts {
+	__u8 n[PROFILE_CFI_MAYBE_BITS];
+};
+
 /* Why a walk by the tables ended (profile_event.cfi_end). */
 #define CFI_END_OUTERMOST 1 /* the whole stack: the outermost frame, or a zero return address */
 #define CFI_END_NO_MAPPING 2 /* a pc in no mapping the entry lists (dlopen, exec): reloaded */

@@ -262,10 +262,10 @@ static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, ch
 	bpf_program__set_autoload(skel->progs.do_sample, !s->perfbuf);
 	bpf_map__set_autocreate(skel->maps.events, !s->perfbuf);
 	no_cfi = o->no_cfi || ((env = getenv("EDGEPROF_BPF_NO_CFI")) && *env == '1'); /* benches */
-	/* new processes wake the reader for their maps (their tables: cfi_seen) */
+	/* new processes wake the reader for their maps, or for their tables (cfi_counts) */
 	wake = !s->perfbuf && !o->no_new_proc_wake;
 	bpf_map__set_autocreate(skel->maps.seen, wake);
-	bpf_map__set_autocreate(skel->maps.wake, wake);
+	bpf_map__set_autocreate(skel->maps.wake, wake || (!s->perfbuf && CFI_BUILT && !no_cfi));
 	bpf_program__set_autoload(skel->progs.do_sample_pb, s->perfbuf);
 	bpf_map__set_autocreate(skel->maps.pb_events, s->perfbuf);
 	s->prog = s->perfbuf ? skel->progs.do_sample_pb : skel->progs.do_sample;
@@ -870,11 +870,11 @@ static void housekeeping(struct bpf_sampler *s)
 		s->last_sweep_ns = now;
 	}
 	if (s->cfi && now - s->last_cfi_sweep_ns >= CFI_SWEEP_NS) {
-		struct cfi_maybe none = {{0}};
+		static const struct cfi_counts none;
 		uint32_t zero = 0;
 
-		/* a new process whose tgid shares a bit with an old one wakes the reader again */
-		bpf_map_update_elem(bpf_map__fd(s->skel->maps.cfi_seen), &zero, &none, BPF_ANY);
+		/* a new process whose tgid shares a bucket with an old one counts from 0 again */
+		bpf_map_update_elem(bpf_map__fd(s->skel->maps.cfi_counts), &zero, &none, BPF_ANY);
 		cfitab__sweep(s->cfi);
 		s->last_cfi_sweep_ns = now;
 	}
