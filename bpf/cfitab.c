@@ -81,6 +81,7 @@ struct cfitab {
 	int rows_fd, procs_fd, slots_fd, maybe_fd;
 	struct cfi_maybe maybe; /* what the program's copy holds */
 	bool mmapable; /* the rows array can be mapped */
+	uint32_t self;
 	unsigned int max_rows, max_procs, max_files;
 	uint64_t clock;
 	struct cfi_file *files;
@@ -520,12 +521,22 @@ static void proc_list(struct cfitab *c, uint32_t pid)
 	struct procmaps *pm;
 	struct cfi_proc p = {0};
 	struct cfi_listed *l = listed_find(c, pid, false), mine = {.pid = pid};
-	bool fit = true, fp = false;
+	bool fit = true;
 
 	if (l)
 		listed_drop(c, l); /* listed again: its maps changed */
 	if (procmaps__read(pid, CFI_MAX_MAPS, &pm))
 		return; /* gone already */
+	/* the program first: built with frame pointers, it needs no other file's rows */
+	if (pm->exe >= 0 && (unsigned int)pm->exe < pm->n) {
+		struct cfi_file *f = file_get(c, pid, &pm->maps[pm->exe]);
+
+		if (f && !f->unfit && f->fp_built) {
+			c->st.fp_built++;
+			procmaps__free(pm);
+			return;
+		}
+	}
 	for (unsigned int i = 0; i < pm->n && fit; i++) {
 		const struct procmap *m = &pm->maps[i];
 		struct cfi_file *f;
@@ -533,11 +544,6 @@ static void proc_list(struct cfitab *c, uint32_t pid)
 
 		f = p.n < PROFILE_CFI_MAPS ? file_get(c, pid, m) : NULL;
 		fit = f && !f->unfit && mapping_bias(f, m, &bias);
-		if (fit && (int)i == pm->exe && f->fp_built) {
-			c->st.fp_built++; /* the kernel's walk serves it */
-			fit = false;
-			fp = true;
-		}
 		if (!fit)
 			break;
 		p.m[p.n] = (struct cfi_mapping){.start = m->start, .end = m->limit, .bias = bias,
@@ -566,7 +572,7 @@ static void proc_list(struct cfitab *c, uint32_t pid)
 	}
 	for (unsigned int i = 0; i < mine.n; i++)
 		c->files[mine.files[i]].refs--;
-	c->st.unfit += !fp;
+	c->st.unfit++;
 }
 
 static void proc_try(struct cfitab *c, uint32_t pid, const char *comm, uint64_t retry_ns,
@@ -587,7 +593,8 @@ static void proc_try(struct cfitab *c, uint32_t pid, const char *comm, uint64_t 
 
 void cfitab__want(struct cfitab *c, uint32_t pid, const char *comm)
 {
-	if (c && pid)
+	/* not the agent itself: its samples are mostly the building of tables */
+	if (c && pid && pid != c->self)
 		proc_try(c, pid, comm, CFI_WANT_RETRY_NS, CFI_WANT_SAMPLES);
 }
 
@@ -626,6 +633,7 @@ struct cfitab *cfitab__new(int rows_fd, bool mmapable, int procs_fd, int slots_f
 	c->procs_fd = procs_fd;
 	c->slots_fd = slots_fd;
 	c->maybe_fd = maybe_fd;
+	c->self = (uint32_t)getpid();
 	c->mmapable = mmapable;
 	c->max_rows = max_rows;
 	c->max_procs = max_procs;

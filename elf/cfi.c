@@ -218,12 +218,35 @@ static bool is_plt_expr(struct cursor *c)
 	       !memcmp(at, plt_expr, sizeof(plt_expr));
 }
 
+/* cfi__rows' side of run_cfa(): each row as the location advances past it. */
+struct cfa_emit {
+	cfi_row_fn fn;
+	void *ctx;
+	uintptr_t row_at, end; /* the current row starts at row_at; the FDE ends at end */
+	bool stopped;	       /* fn asked to stop */
+};
+
+/* The rules r held from em->row_at to loc: one row (false: fn asked to stop). */
+static bool emit_row(struct cfa_emit *em, uintptr_t loc, const struct cfi_rules *r)
+{
+	if (loc <= em->row_at || em->row_at >= em->end)
+		return true;
+	if (!em->fn(em->ctx, em->row_at, r)) {
+		em->stopped = true;
+		return false;
+	}
+	em->row_at = loc;
+	return true;
+}
+
 /*
- * Runs CFA instructions until the location passes pc; *next (when not NULL) gets that
- * location, UINTPTR_MAX when the instructions end first. Returns false on anything unsupported.
+ * Runs CFA instructions until the location passes pc. With em, every row on the way goes to
+ * em->fn (one pass: a function's rows cost its instructions once). Returns false on anything
+ * unsupported (or when em->fn asked to stop).
  */
 static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info *ci, uintptr_t loc,
-		    uintptr_t pc, struct cfi_rules *r, const struct cfi_rules *init, uintptr_t *next)
+		    uintptr_t pc, struct cfi_rules *r, const struct cfi_rules *init,
+		    struct cfa_emit *em)
 {
 	struct cfi_rules stack[4];
 	unsigned int depth = 0;
@@ -237,6 +260,8 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 		switch (op >> 6) {
 		case 1: /* advance_loc */
 			loc += lo * ci->code_align;
+			if (em && !emit_row(em, loc, r))
+				return false;
 			if (loc > pc)
 				goto passed;
 			continue;
@@ -269,16 +294,22 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 			break;
 		case 0x02:
 			loc += cur_fixed(&c, 1) * ci->code_align;
+			if (em && !emit_row(em, loc, r))
+				return false;
 			if (loc > pc)
 				goto passed;
 			break;
 		case 0x03:
 			loc += cur_fixed(&c, 2) * ci->code_align;
+			if (em && !emit_row(em, loc, r))
+				return false;
 			if (loc > pc)
 				goto passed;
 			break;
 		case 0x04:
 			loc += cur_fixed(&c, 4) * ci->code_align;
+			if (em && !emit_row(em, loc, r))
+				return false;
 			if (loc > pc)
 				goto passed;
 			break;
@@ -371,12 +402,8 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 			return false; /* the rest: give up */
 		}
 	}
-	if (next)
-		*next = UINTPTR_MAX;
 	return !c.bad;
 passed:
-	if (next)
-		*next = loc;
 	return true;
 }
 
@@ -519,9 +546,6 @@ bool cfi__rules_indexed(const struct cfi_table *m, const struct cfi_fde *idx, si
 	return rules_in_fde(m, idx[lo].fde, pc, r);
 }
 
-/* Rows one FDE may have: each costs a replay of its instructions up to it (quadratic). */
-#define FDE_MAX_ROWS 4096
-
 /*
  * The rows of the FDE at fde (see cfi__rows); *end gets the end of its range (0: unreadable).
  * false: fn asked to stop.
@@ -531,8 +555,9 @@ static bool fde_rows(const struct cfi_table *m, uintptr_t fde, uintptr_t *end, c
 {
 	struct cursor c;
 	struct cie_info ci;
-	uintptr_t begin, range, loc, next;
+	uintptr_t begin, range;
 	struct cfi_rules init = {.cfa_reg = CFI_REG_SP}, r;
+	struct cfa_emit em = {.fn = fn, .ctx = ctx};
 	bool ok;
 
 	*end = 0;
@@ -545,19 +570,14 @@ static bool fde_rows(const struct cfi_table *m, uintptr_t fde, uintptr_t *end, c
 	*end = begin + range;
 	if (!run_cfa(ci.insns, ci.insns_end, &ci, begin, UINTPTR_MAX, &init, NULL, NULL))
 		return fn(ctx, begin, NULL);
-	loc = begin;
-	for (unsigned int i = 0; loc < *end; i++) {
-		if (i == FDE_MAX_ROWS)
-			return fn(ctx, loc, NULL);
-		r = init;
-		ok = run_cfa(c.p, c.end, &ci, begin, loc, &r, &init, &next);
-		if (!fn(ctx, loc, ok ? &r : NULL))
-			return false;
-		if (!ok || next <= loc)
-			break;
-		loc = next;
-	}
-	return true;
+	em.row_at = begin;
+	em.end = *end;
+	r = init;
+	ok = run_cfa(c.p, c.end, &ci, begin, UINTPTR_MAX, &r, &init, &em);
+	if (em.stopped)
+		return false;
+	/* the last rules hold to the FDE's end; unsupported ones: no rules from there */
+	return em.row_at >= em.end || fn(ctx, em.row_at, ok ? &r : NULL);
 }
 
 /* The FDE address and initial location of entry i of .eh_frame_hdr's table (or idx). */
