@@ -1,13 +1,10 @@
 // SPDX-License-Identifier: MIT
 /* agent/leaf.c — the leaf frame of BPF samples by .eh_frame rules; see leaf.h. */
-#include <elf.h>
 #include <errno.h>
-#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/auxv.h>
 
 #include "elf/cfi.h"
 #include "elf/elf.h"
@@ -48,34 +45,13 @@ static void table_drop(struct leaf_table *t)
 	t->eh.fd = -1;
 }
 
-/*
- * The vDSO has no file, but every native process of this kernel maps the same image: the
- * agent's own copy (its ELF headers are in memory at AT_SYSINFO_EHDR, linked at 0) serves
- * for all. clock_gettime() and friends are frameless leaves.
- */
+/* The vDSO's table: the agent's own copy of the same image (elf__vdso_eh_frame). */
 static bool vdso_table(struct leaf_table *t)
 {
-	const uint8_t *base = (const uint8_t *)getauxval(AT_SYSINFO_EHDR);
-	const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)base;
-	uint64_t size = 0, hdr = 0;
-
-	if (!base || memcmp(eh->e_ident, ELFMAG, SELFMAG))
+	if (elf__vdso_eh_frame(&t->eh))
 		return false;
-	for (int i = 0; i < eh->e_phnum; i++) {
-		const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(base + eh->e_phoff) + i;
-
-		if (ph->p_type == PT_LOAD && ph->p_vaddr + ph->p_filesz > size)
-			size = ph->p_vaddr + ph->p_filesz;
-		else if (ph->p_type == PT_GNU_EH_FRAME)
-			hdr = ph->p_vaddr;
-	}
-	if (!size || !hdr || hdr >= size)
-		return false;
-	t->eh.seg = base;
-	t->eh.seg_len = size;
-	t->eh.n_load = 1;
-	t->eh.load[0] = (struct elf_load){0, 0, size};
-	t->cfi = (struct cfi_table){(uintptr_t)base, (uintptr_t)base + size, base + hdr};
+	t->cfi = (struct cfi_table){(uintptr_t)t->eh.seg, (uintptr_t)t->eh.seg + t->eh.seg_len,
+				    t->eh.seg + t->eh.hdr_vaddr};
 	return true;
 }
 
@@ -290,6 +266,8 @@ bool leaf__fix(struct leaf *l, struct proctab *t, const struct agent_sample *s,
 	unsigned int n = s->n_user;
 	uint64_t ra;
 
+	if (s->flags & SAMPLE_F_UNWOUND)
+		return false; /* every frame came from the tables, the leaf's caller too */
 	if (!s->user || n == 0 || max_user < 2) {
 		l->st.no_context += n != 0;
 		return false;

@@ -634,6 +634,31 @@ static void bpf_mmap_comment(struct agent *a, char *buf, size_t len)
 		 (unsigned long long)ps.forgotten, (unsigned long long)ms.cpu_offline);
 }
 
+/* The walk by unwind tables (bpf/cfitab.h), appended to the BPF comment. */
+static void bpf_cfi_comment(const struct cfitab_stats *c, char *buf, size_t len)
+{
+	snprintf(buf, len,
+		 " cfi_walks=%llu cfi_whole=%llu cfi_no_mapping=%llu cfi_no_rule=%llu "
+		 "cfi_read=%llu cfi_bad=%llu cfi_depth=%llu cfi_procs=%llu cfi_listed=%llu "
+		 "cfi_unfit=%llu cfi_fp_built=%llu cfi_procs_evicted=%llu cfi_files=%llu "
+		 "cfi_files_unfit=%llu "
+		 "cfi_files_evicted=%llu cfi_no_table=%llu cfi_rows=%llu cfi_rows_unfit=%llu "
+		 "cfi_load_ms=%llu",
+		 (unsigned long long)(c->walks[CFI_END_OUTERMOST] + c->walks[CFI_END_NO_MAPPING] +
+				      c->walks[CFI_END_NO_RULE] + c->walks[CFI_END_READ] +
+				      c->walks[CFI_END_BAD] + c->walks[CFI_END_DEPTH]),
+		 (unsigned long long)c->walks[CFI_END_OUTERMOST],
+		 (unsigned long long)c->walks[CFI_END_NO_MAPPING],
+		 (unsigned long long)c->walks[CFI_END_NO_RULE],
+		 (unsigned long long)c->walks[CFI_END_READ], (unsigned long long)c->walks[CFI_END_BAD],
+		 (unsigned long long)c->walks[CFI_END_DEPTH], (unsigned long long)c->procs,
+		 (unsigned long long)c->loads, (unsigned long long)c->unfit,
+		 (unsigned long long)c->fp_built, (unsigned long long)c->procs_evicted, (unsigned long long)c->files,
+		 (unsigned long long)c->files_unfit, (unsigned long long)c->files_evicted,
+		 (unsigned long long)c->no_table, (unsigned long long)c->rows,
+		 (unsigned long long)c->rows_unfit, (unsigned long long)(c->load_ns / 1000000));
+}
+
 static void bpf_comment(struct agent *a, char *buf, size_t len)
 {
 	struct bpf_sampler_stats st;
@@ -658,6 +683,7 @@ static void bpf_comment(struct agent *a, char *buf, size_t len)
 		 (unsigned long long)st.label_reads, (unsigned long long)st.cgroup_reads);
 	bpf_leaf_comment(a, buf + strlen(buf), len - strlen(buf));
 	bpf_mmap_comment(a, buf + strlen(buf), len - strlen(buf));
+	bpf_cfi_comment(&st.cfi, buf + strlen(buf), len - strlen(buf));
 }
 #else
 static void bpf_start(struct agent *a)
@@ -768,7 +794,7 @@ static void transport_stop(struct agent *a)
 
 static void write_round(struct agent *a, uint64_t duration_ns)
 {
-	char c0[256], c1[256], c2[384], c3[1024];
+	char c0[256], c1[256], c2[384], c3[1536];
 	const char *comments[] = {c0, c1, c2, c3};
 	struct proctab_stats ps;
 	struct procmaps_stats ms;

@@ -41,6 +41,7 @@ struct agent_sample {
 };
 
 #define SAMPLE_F_TRUNCATED 0x1 /* the stack was deeper than CONFIG_MAX_STACK_DEPTH */
+#define SAMPLE_F_UNWOUND   0x2 /* the user stack was unwound by CFI (BPF): no leaf to repair */
 
 /* What a sampler hands each sample to. Returns 0, or -ENOSPC when a bound dropped it. */
 typedef int (*sample_sink_fn)(void *ctx, const struct agent_sample *s);

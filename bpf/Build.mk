@@ -16,6 +16,10 @@ BPF_ASM_INC-arm64  := /usr/aarch64-linux-gnu/include
 
 bpf-y :=
 bpf-$(CONFIG_SAMPLER_BPF) += bpf/sampler.o bpf/cpus.o agent/ksyms.o
+bpf-$(CONFIG_BPF_CFI) += bpf/cfitab.o
+# What cfitab.o reads maps and tables with (the agent links them anyway; the probe and the
+# sampler's test name them).
+bpf-cfi-deps-$(CONFIG_BPF_CFI) := agent/procmaps.o agent/ring.o elf/elf.o elf/cfi.o
 bpf-ldlibs = -lbpf -lelf -lz -lzstd
 
 # The sampler and its BPF side must agree on the record layout.
@@ -42,7 +46,8 @@ CFLAGS_bpf-probe = $(BPF_RECORD_DEFS)
 
 # Test driver (not installed): samples the system for N seconds and prints folded stacks.
 # (Rule prerequisites expand now, before port/Build.mk set port-y: name the port objects.)
-bpf-probe-objs := bpf/bpf-probe.o $(bpf-y) port/clock.o port/file.o port/log.o port/text.o
+bpf-probe-objs := bpf/bpf-probe.o $(bpf-y) $(bpf-cfi-deps-y) port/clock.o port/file.o port/log.o \
+		  port/text.o
 $(O)/tests/bpf-probe: $(addprefix $(O)/,$(bpf-probe-objs))
 	$(quiet) LD $@
 	@mkdir -p $(dir $@)
@@ -60,11 +65,21 @@ $(O)/tests/workloads/bpf-work-static: tests/workloads/bpf-work.c
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -O1 -g -fno-omit-frame-pointer -fno-inline -static -pthread -o $@ $<
 
-all-tests: $(O)/tests/bpf-probe $(O)/tests/workloads/bpf-work $(O)/tests/workloads/bpf-work-static
+# The same without frame pointers, as distributions build (-O2 -fomit-frame-pointer): whole
+# stacks only by unwind tables (bpf/cfitab.h). Not inlined, so every function is a frame.
+$(O)/tests/workloads/bpf-work-nofp: tests/workloads/bpf-work.c
+	$(quiet) CC $@
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -O2 -g -fomit-frame-pointer -fno-inline -fno-optimize-sibling-calls -no-pie \
+		-pthread -o $@ $<
+
+all-tests: $(O)/tests/bpf-probe $(O)/tests/workloads/bpf-work $(O)/tests/workloads/bpf-work-static \
+	   $(O)/tests/workloads/bpf-work-nofp
 unit-tests-$(CONFIG_BPF_MMAP_EVENTS) += mmapev
 mmapev-test-objs = bpf/mmapev.o bpf/cpus.o agent/procmaps.o elf/elf.o agent/ring.o port/file.o
 unit-tests-y += bpf-sampler
-bpf-sampler-test-objs = bpf/sampler.o bpf/cpus.o agent/ksyms.o $(port-y)
+bpf-sampler-test-objs = bpf/sampler.o bpf/cpus.o agent/ksyms.o $(filter bpf/cfitab.o,$(bpf-y)) \
+			$(bpf-cfi-deps-y) $(port-y)
 # Static: the cross sysroot keeps libz.so.1 where neither the linker nor qemu looks.
 bpf-sampler-test-ldlibs = -Wl,-Bstatic $(bpf-ldlibs) -Wl,-Bdynamic
 CFLAGS_bpf-sampler-test = $(BPF_RECORD_DEFS)

@@ -90,6 +90,8 @@ static int probe_sink(void *ctx, const struct agent_sample *s)
 		else
 			printf(";k:0x%llx", (unsigned long long)s->frames[i]);
 	}
+	if (s->flags & SAMPLE_F_UNWOUND)
+		printf(";x:cfi"); /* walked by unwind tables (readers skip it) */
 	printf(" 1\n");
 	return 0;
 }
@@ -115,7 +117,8 @@ static void usage(void)
 		"    [--pid P]... [--comm PREFIX] [--cgroup DIR] [--no-kernel] [--idle]\n"
 		"    [--poll-ms MS (epoll timeout)] [--sleep-ms MS (between polls)]\n"
 		"    [--sink-max N] [--quiet] [--count-pid P (its samples in the stats line)]\n"
-		"    [--no-leaf (the user registers and stack words for leaf frames not read)]\n");
+		"    [--no-leaf (the user registers and stack words for leaf frames not read)]\n"
+		"    [--no-cfi (user stacks by frame pointers only, no unwind tables)]\n");
 }
 
 int main(int argc, char **argv)
@@ -126,6 +129,7 @@ int main(int argc, char **argv)
 		{ "cgroup", 1, 0, 'g' }, { "no-kernel", 0, 0, 'K' }, { "idle", 0, 0, 'i' },
 		{ "poll-ms", 1, 0, 'P' }, { "sleep-ms", 1, 0, 'S' }, { "sink-max", 1, 0, 'm' },
 		{ "quiet", 0, 0, 'q' }, { "count-pid", 1, 0, 'C' }, { "no-leaf", 0, 0, 'L' },
+		{ "no-cfi", 0, 0, 'F' },
 		{ 0 }
 	};
 	struct bpf_sampler_opts o = { .kernel_stacks = true };
@@ -160,6 +164,7 @@ int main(int argc, char **argv)
 			break;
 		case 'K': o.kernel_stacks = false; break;
 		case 'L': o.no_leaf_context = true; break;
+		case 'F': o.no_cfi = true; break;
 		case 'i': o.include_idle = true; break;
 		case 'P': poll_ms = atoi(optarg); break;
 		case 'S': sleep_ms = atoi(optarg); break;
@@ -213,6 +218,21 @@ int main(int argc, char **argv)
 		(unsigned long long)p.kernel_frames, (unsigned long long)p.kernel_frames_named,
 		ksyms__count(p.ks), ksyms__hidden(p.ks), rss_start, rss_open, rss_ksyms,
 		maxrss_kb(), (unsigned long long)p.pid_samples);
+	fprintf(stderr, "cfi: listed=%llu unfit=%llu fp_built=%llu procs_evicted=%llu files=%llu "
+		"files_unfit=%llu "
+		"files_evicted=%llu no_table=%llu rows=%llu rows_unfit=%llu load_ms=%.1f walks: "
+		"outermost=%llu no_mapping=%llu no_rule=%llu read=%llu bad=%llu depth=%llu\n",
+		(unsigned long long)st.cfi.loads, (unsigned long long)st.cfi.unfit,
+		(unsigned long long)st.cfi.fp_built, (unsigned long long)st.cfi.procs_evicted, (unsigned long long)st.cfi.files,
+		(unsigned long long)st.cfi.files_unfit, (unsigned long long)st.cfi.files_evicted,
+		(unsigned long long)st.cfi.no_table, (unsigned long long)st.cfi.rows,
+		(unsigned long long)st.cfi.rows_unfit, st.cfi.load_ns / 1e6,
+		(unsigned long long)st.cfi.walks[CFI_END_OUTERMOST],
+		(unsigned long long)st.cfi.walks[CFI_END_NO_MAPPING],
+		(unsigned long long)st.cfi.walks[CFI_END_NO_RULE],
+		(unsigned long long)st.cfi.walks[CFI_END_READ],
+		(unsigned long long)st.cfi.walks[CFI_END_BAD],
+		(unsigned long long)st.cfi.walks[CFI_END_DEPTH]);
 	bpf_sampler__free(s);
 	ksyms__free(p.ks);
 	return 0;

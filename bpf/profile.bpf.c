@@ -31,6 +31,8 @@ const volatile __u64 wakeup_bytes;
 const volatile __u64 new_proc_wake_ns;
 /* 0: the reader has the new processes' maps without reading /proc (mmap records): no wake-up */
 const volatile __u8 wake_new_procs = 1;
+/* 1: processes listed in cfi_procs are unwound by their CFI tables (CONFIG_BPF_CFI) */
+const volatile __u8 cfi_enabled;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -53,12 +55,33 @@ struct {
 } pb_events SEC(".maps");
 
 /*
+ * The walk reads the user stack a window at a time: one read of up to CFI_WIN_WORDS words (to
+ * the end of its page at most, so that it never runs past the stack's top) serves the saved
+ * registers of the next frames, instead of a read per register (the fixed cost of each read is
+ * ~200 instructions: tests/bench/bpf-icount.sh).
+ */
+#define CFI_WIN_WORDS 64
+
+/* The walk by CFI tables between tail calls: the registers of the frame to push next. */
+struct cfi_state {
+	__u64 pc, sp, fp, lr;
+	__u32 nk, nu;   /* kernel frames in the record, user frames pushed */
+	__u32 runs;     /* tail calls so far */
+	__u32 slot;     /* the process's slot in cfi_procs */
+	__u32 last_m;   /* the mapping of the last frame: the next one is likely there too */
+	__u32 pad;
+	__u64 win_at, win_len; /* win holds the user stack's [win_at, win_at + win_len) */
+	__u64 win[CFI_WIN_WORDS];
+};
+
+/*
  * Where each record is built before it is sent (per CPU: no two programs share one), and how
  * deep this CPU's stacks have been lately (see stack_into()).
  */
 struct scratch {
 	struct profile_event e;
 	__u32 depth_hint[2]; /* [0]: kernel stacks, [1]: user stacks */
+	struct cfi_state u;
 };
 
 struct {
@@ -74,6 +97,75 @@ struct {
 	__type(key, __u32);
 	__type(value, __u8);
 } pids SEC(".maps");
+
+/* The rows of every file with a table (sized from CONFIG_BPF_CFI_ROWS before load). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cfi_row);
+} cfi_rows SEC(".maps");
+
+/*
+ * The processes unwound by tables: their code mappings in slots (CONFIG_BPF_CFI_PROCS), the
+ * slot of a tgid by cfi_slots: one hash lookup a sample, array lookups (inlined) after it.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cfi_proc);
+} cfi_procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} cfi_slots SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cfi_maybe);
+} cfi_maybe SEC(".maps");
+
+/*
+ * Samples walked by frame pointers per tgid bucket (tgid % PROFILE_CFI_MAYBE_BITS), cleared by
+ * the reader every few seconds: the one that makes PROFILE_CFI_WANT_SAMPLES wakes the reader,
+ * which lists the process then (rate-limited with the new-process wake-ups). An inlined array
+ * lookup, where the new-process wake-up (seen) costs a hash lookup a sample.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cfi_counts);
+} cfi_counts SEC(".maps");
+
+static __always_inline int cfi_wanted_now(__u32 tgid)
+{
+	__u32 zero = 0;
+	struct cfi_counts *c = bpf_map_lookup_elem(&cfi_counts, &zero);
+	__u8 *n;
+
+	if (!c)
+		return 0;
+	n = &c->n[tgid % PROFILE_CFI_MAYBE_BITS];
+	if (*n >= PROFILE_CFI_WANT_SAMPLES)
+		return 0;
+	*n += 1; /* racy between CPUs: at worst a wake-up more or less */
+	return *n == PROFILE_CFI_WANT_SAMPLES;
+}
+
+/* The walker, which tail-calls itself every PROFILE_CFI_FRAMES frames (slot 0). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(__u32));
+} cfi_progs SEC(".maps");
 
 /*
  * Processes seen lately. The first sample of a new process wakes the reader soon (see
@@ -117,15 +209,14 @@ struct {
  * reader for all that started meanwhile, while they still live. Unlocked: two CPUs at once may
  * both wake it, which costs one spare wake-up, never a lost one.
  */
-static __always_inline int wake_for_new_process(__u32 tgid, __u64 now)
+static __always_inline int wake_rate(int want, __u64 now)
 {
 	__u32 zero = 0;
-	int first = first_sample_of(tgid);
 	struct new_proc_wake *w = bpf_map_lookup_elem(&wake, &zero);
 
 	if (!w)
-		return first;
-	if (!first && !w->pending)
+		return want;
+	if (!want && !w->pending)
 		return 0;
 	if (now - w->last_ns < new_proc_wake_ns) {
 		w->pending = 1;
@@ -134,6 +225,11 @@ static __always_inline int wake_for_new_process(__u32 tgid, __u64 now)
 	w->last_ns = now;
 	w->pending = 0;
 	return 1;
+}
+
+static __always_inline int wake_for_new_process(__u32 tgid, __u64 now)
+{
+	return wake_rate(first_sample_of(tgid), now);
 }
 
 static __always_inline int comm_matches(const char *comm)
@@ -224,6 +320,44 @@ static __always_inline int user_context(struct bpf_perf_event_data *ctx, __u64 p
 	}
 	return 0;
 }
+/*
+ * The user registers a walk by tables starts from: from ctx in user mode; in the kernel from
+ * the top of the task's kernel stack, as user_context() finds them, trusted when they hold
+ * the user code and stack segments (0x33, 0x2b) since no frame of the kernel's walk is there
+ * to compare with.
+ */
+static __always_inline int cfi_regs(struct bpf_perf_event_data *ctx, struct cfi_state *u,
+				    int legacy)
+{
+	__u64 r[5]; /* rip, cs, eflags, rsp, ss */
+	__u64 top = (ctx->regs.rsp | (X86_THREAD_SIZE - 1)) + 1, at;
+	long err;
+
+	u->lr = 0;
+	if (interrupted_user(ctx)) {
+		u->pc = ctx->regs.rip;
+		u->sp = ctx->regs.rsp;
+		u->fp = ctx->regs.rbp;
+		return 1;
+	}
+#pragma unroll
+	for (int pad = 0; pad <= 16; pad += 16) {
+		at = top - pad - sizeof(struct pt_regs);
+		err = legacy ? bpf_probe_read(r, sizeof(r),
+					      (const void *)(at + __builtin_offsetof(struct pt_regs, rip)))
+			     : bpf_probe_read_kernel(r, sizeof(r),
+						     (const void *)(at + __builtin_offsetof(struct pt_regs, rip)));
+		if (err || r[1] != 0x33 || r[4] != 0x2b)
+			continue;
+		u->pc = r[0];
+		u->sp = r[3];
+		at += __builtin_offsetof(struct pt_regs, rbp);
+		err = legacy ? bpf_probe_read(&u->fp, sizeof(u->fp), (const void *)at)
+			     : bpf_probe_read_kernel(&u->fp, sizeof(u->fp), (const void *)at);
+		return !err;
+	}
+	return 0;
+}
 #elif defined(__TARGET_ARCH_arm64)
 static __always_inline int interrupted_user(struct bpf_perf_event_data *ctx)
 {
@@ -244,6 +378,18 @@ static __always_inline int user_context(struct bpf_perf_event_data *ctx, __u64 p
 	*fp = ctx->regs.regs[29];
 	return 1;
 }
+/* aarch64: 64-bit user mode only (a sample in a system call is walked by frame pointers). */
+static __always_inline int cfi_regs(struct bpf_perf_event_data *ctx, struct cfi_state *u,
+				    int legacy)
+{
+	if (!interrupted_user(ctx) || (ctx->regs.pstate & 0x10))
+		return 0;
+	u->pc = ctx->regs.pc;
+	u->sp = ctx->regs.sp;
+	u->fp = ctx->regs.regs[29];
+	u->lr = ctx->regs.regs[30];
+	return 1;
+}
 #else
 static __always_inline int interrupted_user(struct bpf_perf_event_data *ctx)
 {
@@ -252,6 +398,11 @@ static __always_inline int interrupted_user(struct bpf_perf_event_data *ctx)
 
 static __always_inline int user_context(struct bpf_perf_event_data *ctx, __u64 pc0,
 					__u64 *sp, __u64 *lr, __u64 *fp, int legacy)
+{
+	return 0;
+}
+static __always_inline int cfi_regs(struct bpf_perf_event_data *ctx, struct cfi_state *u,
+				    int legacy)
 {
 	return 0;
 }
@@ -318,12 +469,12 @@ static __always_inline long stack_into(struct bpf_perf_event_data *ctx, __u64 *b
 	return n;
 }
 
-/* Fills e; returns the bytes of it to send (header and the frames in use). */
-static __always_inline __u32 fill(struct bpf_perf_event_data *ctx, struct scratch *s,
-				  __u32 tgid, __u32 tid, const char *comm, int legacy)
+/* Fills e's header and kernel stack; returns the kernel frames. */
+static __always_inline __u32 fill_head(struct bpf_perf_event_data *ctx, struct scratch *s,
+				       __u32 tgid, __u32 tid, const char *comm)
 {
 	struct profile_event *e = &s->e;
-	__u32 nk = 0, nu = 0;
+	__u32 nk = 0;
 	long n;
 
 	e->time_ns = bpf_ktime_get_ns();
@@ -335,6 +486,7 @@ static __always_inline __u32 fill(struct bpf_perf_event_data *ctx, struct scratc
 	e->flags = 0;
 	e->user_sp = e->user_lr = e->user_fp = 0;
 	e->n_leaf_words = 0;
+	e->cfi_end = 0;
 	__builtin_memcpy(e->comm, comm, PROFILE_COMM_LEN);
 
 	/*
@@ -354,6 +506,20 @@ static __always_inline __u32 fill(struct bpf_perf_event_data *ctx, struct scratc
 	/* The verifier must see the user stack start inside the array. */
 	if (nk > PROFILE_MAX_DEPTH)
 		nk = PROFILE_MAX_DEPTH;
+	e->n_kernel = nk;
+	return nk;
+}
+
+/* The user stack by frame pointers (the kernel's walk); returns the bytes of e to send. */
+static __always_inline __u32 fill_user(struct bpf_perf_event_data *ctx, struct scratch *s,
+				       __u32 nk, int legacy)
+{
+	struct profile_event *e = &s->e;
+	__u32 nu = 0;
+	long n;
+
+	if (nk > PROFILE_MAX_DEPTH)
+		nk = PROFILE_MAX_DEPTH;
 	n = stack_into(ctx, &e->frames[nk], &s->depth_hint[1], user_depth,
 		       BPF_F_USER_STACK);
 	if (n < 0)
@@ -366,9 +532,280 @@ static __always_inline __u32 fill(struct bpf_perf_event_data *ctx, struct scratc
 		nu = PROFILE_MAX_DEPTH;
 	if (nu)
 		fill_leaf(ctx, e, e->frames[nk], legacy);
-	e->n_kernel = nk;
 	e->n_user = nu;
 	return PROFILE_EVENT_HDR + (nk + nu) * sizeof(__u64);
+}
+
+/* ---- the walk by CFI tables (CONFIG_BPF_CFI) ---------------------------------------------- */
+
+/*
+ * The mapping holding pc in p (sorted by start), or NULL: the last frame's, else a fixed
+ * 6-step search.
+ */
+static __always_inline const struct cfi_mapping *cfi_mapping_of(const struct cfi_proc *p,
+								__u64 pc, __u32 *last)
+{
+	const struct cfi_mapping *m = &p->m[*last & (PROFILE_CFI_MAPS - 1)];
+	__u32 n = p->n, lo = 0;
+
+	if (n == 0 || n > PROFILE_CFI_MAPS)
+		return 0;
+	if (pc >= m->start && pc < m->end)
+		return m;
+#pragma unroll
+	for (int b = PROFILE_CFI_MAPS / 2; b > 0; b >>= 1) {
+		__u32 i = lo + b;
+
+		if (i < n && p->m[i & (PROFILE_CFI_MAPS - 1)].start <= pc)
+			lo = i;
+	}
+	m = &p->m[lo & (PROFILE_CFI_MAPS - 1)];
+	if (pc < m->start || pc >= m->end)
+		return 0;
+	*last = lo;
+	return m;
+}
+
+/* The row in effect at pc in m's rows, or NULL: a fixed PROFILE_CFI_ROW_STEPS-step search. */
+static __always_inline const struct cfi_row *cfi_row_of(const struct cfi_mapping *m, __u64 pc)
+{
+	__u64 rel = pc - m->bias;
+	__u32 first = m->first, n = m->n, lo = 0, key = first;
+	const struct cfi_row *r;
+
+	if (rel >> 32)
+		return 0;
+	r = bpf_map_lookup_elem(&cfi_rows, &key);
+	if (!r || r->pc > rel)
+		return 0;
+#pragma unroll
+	for (int b = PROFILE_CFI_ROW_STEPS - 1; b >= 0; b--) {
+		__u32 i = lo + (1u << b);
+
+		if (i < n) {
+			key = first + i;
+			r = bpf_map_lookup_elem(&cfi_rows, &key);
+			if (r && r->pc <= rel)
+				lo = i;
+		}
+	}
+	key = first + lo;
+	return bpf_map_lookup_elem(&cfi_rows, &key);
+}
+
+/* The user stack word at addr (8-aligned): from the window, read anew there when outside it. */
+static __always_inline long stack_word(struct cfi_state *u, __u64 addr, __u64 *val, int legacy)
+{
+	__u64 off = addr - u->win_at, len;
+
+	if (addr & 7)
+		return read_user(val, 8, addr, legacy);
+	if (off >= u->win_len || u->win_len - off < 8) {
+		len = 4096 - (addr & 4095); /* this page is mapped: the word is in it */
+		if (len > sizeof(u->win))
+			len = sizeof(u->win);
+		barrier_var(len);
+		if (len < 8 || len > sizeof(u->win))
+			return -1;
+		u->win_len = 0;
+		if (read_user(u->win, len, addr, legacy))
+			return read_user(val, 8, addr, legacy); /* a page not in memory... */
+		u->win_at = addr;
+		u->win_len = len;
+		off = 0;
+	}
+	*val = u->win[(off >> 3) & (CFI_WIN_WORDS - 1)];
+	return 0;
+}
+
+/*
+ * Pushes the frame at u->pc and steps to its caller: 0, or why the walk ends (CFI_END_*).
+ * Frames after the first are looked up at pc - 1: a return address may be the first byte of
+ * the next function.
+ */
+static __always_inline int cfi_frame(struct scratch *s, const struct cfi_proc *p, int legacy)
+{
+	struct cfi_state *u = &s->u;
+	__u32 at = u->nk + u->nu;
+	const struct cfi_mapping *m;
+	const struct cfi_row *r;
+	__u64 look, cfa, w[2];
+	int first = u->nu == 0, type, off8, fp8, ra8;
+
+	if (u->nu >= user_depth || at >= 2 * PROFILE_MAX_DEPTH)
+		return CFI_END_DEPTH;
+	s->e.frames[at] = u->pc;
+	u->nu++;
+	look = first ? u->pc : u->pc - 1;
+	m = cfi_mapping_of(p, look, &u->last_m);
+	if (!m)
+		return CFI_END_NO_MAPPING;
+	if (m->n == 0) { /* no table: the frame-pointer record */
+		type = CFI_CFA_FP;
+		off8 = 2;
+		fp8 = -2;
+		ra8 = -1;
+	} else {
+		r = cfi_row_of(m, look);
+		if (!r)
+			return CFI_END_NO_RULE;
+		type = r->cfa & 3;
+		off8 = r->cfa >> 2;
+		fp8 = r->fp_off8;
+		ra8 = r->ra_off8;
+	}
+	if (type == CFI_CFA_NONE)
+		return CFI_END_NO_RULE;
+	if (type == CFI_CFA_SPECIAL) {
+		if (off8 != CFI_SPECIAL_PLT)
+			return CFI_END_OUTERMOST;
+		/* x86_64 PLT: the stub pushes an index from its 11th byte on */
+		cfa = u->sp + 8 + ((u->pc & 15) >= 11 ? 8 : 0);
+		fp8 = 0;
+		ra8 = -1;
+	} else {
+		cfa = (type == CFI_CFA_SP ? u->sp : u->fp) + ((__u64)off8 << 3);
+	}
+	if (cfa < u->sp || (cfa == u->sp && !first))
+		return CFI_END_BAD;
+	/* the lower slot first: a window read for it holds the other one too */
+	if (fp8 && fp8 < ra8 && stack_word(u, cfa + (__s64)fp8 * 8, &w[0], legacy))
+		return CFI_END_READ;
+	if (ra8 == 0) { /* still in the link register: the leaf only (aarch64) */
+		if (!first || !u->lr)
+			return CFI_END_BAD;
+		w[1] = u->lr;
+	} else if (stack_word(u, cfa + (__s64)ra8 * 8, &w[1], legacy)) {
+		return CFI_END_READ;
+	}
+	if (fp8 && fp8 > ra8 && stack_word(u, cfa + (__s64)fp8 * 8, &w[0], legacy))
+		return CFI_END_READ;
+	if (fp8)
+		u->fp = w[0];
+	if (!w[1])
+		return CFI_END_OUTERMOST;
+	u->pc = w[1];
+	u->sp = cfa;
+	return 0;
+}
+
+/*
+ * Whether this sample is walked by tables: the process has them, and its user registers are
+ * known. Sets up the walk in s->u.
+ */
+static __always_inline int cfi_begin(struct bpf_perf_event_data *ctx, struct scratch *s,
+				     __u32 tgid, __u32 nk, int legacy)
+{
+	__u32 *slot, zero = 0, bit = tgid % PROFILE_CFI_MAYBE_BITS;
+	struct cfi_maybe *maybe;
+
+	if (!cfi_enabled || !(maybe = bpf_map_lookup_elem(&cfi_maybe, &zero)) ||
+	    !((maybe->bits[(bit / 64) & (PROFILE_CFI_MAYBE_BITS / 64 - 1)] >> (bit % 64)) & 1) ||
+	    !(slot = bpf_map_lookup_elem(&cfi_slots, &tgid)))
+		return 0;
+	s->u.slot = *slot;
+	if (!cfi_regs(ctx, &s->u, legacy))
+		return 0;
+	s->u.nk = nk;
+	s->u.nu = 0;
+	s->u.runs = 0;
+	s->u.win_len = 0;
+	s->u.last_m = 0;
+	return 1;
+}
+
+/* Ends the walk: the record's user stack is what was pushed. Returns the bytes to send. */
+static __always_inline __u32 cfi_end(struct scratch *s, int end)
+{
+	struct profile_event *e = &s->e;
+	__u32 nk = s->u.nk, nu = s->u.nu;
+
+	if (nk > PROFILE_MAX_DEPTH)
+		nk = PROFILE_MAX_DEPTH;
+	if (nu > PROFILE_MAX_DEPTH)
+		nu = PROFILE_MAX_DEPTH;
+	e->flags |= PROFILE_F_CFI;
+	if (end == CFI_END_DEPTH)
+		e->flags |= PROFILE_F_TRUNCATED;
+	e->cfi_end = end;
+	e->n_user = nu;
+	return PROFILE_EVENT_HDR + (nk + nu) * sizeof(__u64);
+}
+
+/* Tail calls a walk may take: the kernel allows 32 a sample, one is do_sample's. */
+#define CFI_MAX_RUNS 30
+
+/* PROFILE_CFI_FRAMES frames, then itself again; 0 and the bytes to send once the walk ends. */
+static __always_inline __u32 cfi_walk_some(struct bpf_perf_event_data *ctx, struct scratch *s,
+					   int legacy)
+{
+	const struct cfi_proc *p = bpf_map_lookup_elem(&cfi_procs, &s->u.slot);
+	int end = CFI_END_NO_MAPPING;
+
+	if (!p || p->tgid != s->e.tgid) /* the slot changed hands meanwhile */
+		return cfi_end(s, end);
+#pragma unroll
+	for (int i = 0; i < PROFILE_CFI_FRAMES; i++) {
+		end = cfi_frame(s, p, legacy);
+		if (end)
+			return cfi_end(s, end);
+	}
+	if (++s->u.runs < CFI_MAX_RUNS)
+		bpf_tail_call(ctx, &cfi_progs, 0);
+	return cfi_end(s, CFI_END_DEPTH);
+}
+
+/* ---- output -------------------------------------------------------------------------------- */
+
+/*
+ * wake_new: the first sample of a new process wakes the reader (rate-limited), for its maps
+ * (wake_new_procs); wake: this one does (the first sample of a process walked by frame
+ * pointers while CFI is on: each sample that waits in the ring meanwhile, before its tables
+ * are loaded, has only its frame-pointer stack).
+ */
+static __always_inline void send_rb(struct scratch *s, __u32 size, int wake_new, int wake)
+{
+	__u64 flags = BPF_RB_FORCE_WAKEUP;
+
+	barrier_var(size); /* clang may know the bound below; the verifier must see it */
+	if (size > sizeof(s->e))
+		return; /* cannot happen; tells the verifier the bound */
+	if (cfi_enabled)
+		wake = wake_rate(wake, s->e.time_ns); /* a wake-up for tables, rate-limited too */
+	if (wakeup_bytes && !wake && !(wake_new && wake_for_new_process(s->e.tgid, s->e.time_ns)) &&
+	    bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) + size < wakeup_bytes)
+		flags = BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_output(&events, &s->e, size, flags))
+		count_drop();
+}
+
+static __always_inline void send_pb(struct bpf_perf_event_data *ctx, struct scratch *s,
+				    __u32 size)
+{
+	barrier_var(size);
+	if (size > sizeof(s->e))
+		return;
+	if (bpf_perf_event_output(ctx, &pb_events, BPF_F_CURRENT_CPU, &s->e, size))
+		count_drop();
+}
+
+/* The sample up to its user stack: the scratch slot, or NULL when it is not wanted. */
+static __always_inline struct scratch *begin(struct bpf_perf_event_data *ctx, __u32 *nk,
+					     int legacy, int *by_cfi)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id, zero = 0;
+	struct scratch *s;
+	char comm[PROFILE_COMM_LEN];
+
+	if (!wanted(tgid, tid, comm))
+		return 0;
+	s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!s)
+		return 0;
+	*nk = fill_head(ctx, s, tgid, tid, comm);
+	*by_cfi = cfi_begin(ctx, s, tgid, *nk, legacy);
+	return s;
 }
 
 /*
@@ -378,50 +815,60 @@ static __always_inline __u32 fill(struct bpf_perf_event_data *ctx, struct scratc
 SEC("perf_event")
 int do_sample(struct bpf_perf_event_data *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, tid = (__u32)id, zero = 0, size;
 	struct scratch *s;
-	char comm[PROFILE_COMM_LEN];
-	__u64 flags = BPF_RB_FORCE_WAKEUP;
+	__u32 nk = 0;
+	int by_cfi = 0;
 
-	if (!wanted(tgid, tid, comm))
-		return 0;
-	s = bpf_map_lookup_elem(&scratch, &zero);
+	s = begin(ctx, &nk, 0, &by_cfi);
 	if (!s)
 		return 0;
-	size = fill(ctx, s, tgid, tid, comm, 0);
-	if (size > sizeof(s->e))
-		return 0; /* cannot happen; tells the verifier the bound */
-	if (wakeup_bytes && !(wake_new_procs && wake_for_new_process(tgid, s->e.time_ns)) &&
-	    bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) + size < wakeup_bytes)
-		flags = BPF_RB_NO_WAKEUP;
-	if (bpf_ringbuf_output(&events, &s->e, size, flags))
-		count_drop();
+	if (by_cfi)
+		bpf_tail_call(ctx, &cfi_progs, 0); /* returns only if it failed */
+	send_rb(s, fill_user(ctx, s, nk, 0), wake_new_procs,
+		cfi_enabled && s->e.n_user && cfi_wanted_now(s->e.tgid));
+	return 0;
+}
+
+/* The walk by tables for do_sample (slot 0 of cfi_progs); sends the record. */
+SEC("perf_event")
+int cfi_walk(struct bpf_perf_event_data *ctx)
+{
+	__u32 zero = 0;
+	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+
+	if (s)
+		send_rb(s, cfi_walk_some(ctx, s, 0), wake_new_procs, 0);
 	return 0;
 }
 
 /*
  * Kernels without the ring buffer (5.2..5.7; global data needs 5.2): the same record into
- * this CPU's perf buffer. sampler.c loads exactly one of the two programs.
+ * this CPU's perf buffer. sampler.c loads exactly one of the two programs (and its walker).
  */
 SEC("perf_event")
 int do_sample_pb(struct bpf_perf_event_data *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, tid = (__u32)id, zero = 0, size;
 	struct scratch *s;
-	char comm[PROFILE_COMM_LEN];
+	__u32 nk = 0;
+	int by_cfi = 0;
 
-	if (!wanted(tgid, tid, comm))
-		return 0;
-	s = bpf_map_lookup_elem(&scratch, &zero);
+	s = begin(ctx, &nk, 1, &by_cfi);
 	if (!s)
 		return 0;
-	size = fill(ctx, s, tgid, tid, comm, 1);
-	if (size > sizeof(s->e))
-		return 0;
-	if (bpf_perf_event_output(ctx, &pb_events, BPF_F_CURRENT_CPU, &s->e, size))
-		count_drop();
+	if (by_cfi)
+		bpf_tail_call(ctx, &cfi_progs, 0);
+	send_pb(ctx, s, fill_user(ctx, s, nk, 1));
+	return 0;
+}
+
+SEC("perf_event")
+int cfi_walk_pb(struct bpf_perf_event_data *ctx)
+{
+	__u32 zero = 0;
+	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+
+	if (s)
+		send_pb(ctx, s, cfi_walk_some(ctx, s, 1));
 	return 0;
 }
 

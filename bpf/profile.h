@@ -33,6 +33,7 @@
 #define PROFILE_F_USTACK_ERR 0x2 /* ... for the user stack (e.g. a kernel thread) */
 #define PROFILE_F_TRUNCATED  0x4 /* a stack filled its whole array: probably deeper */
 #define PROFILE_F_USER_REGS  0x8 /* user_sp, user_lr and leaf_words hold the user context */
+#define PROFILE_F_CFI        0x10 /* the user stack was unwound by the process's CFI tables */
 
 /*
  * One sample. Only the header and the frames in use are sent: a record is
@@ -53,11 +54,89 @@ struct profile_event {
 	__u64 user_lr;       /* aarch64: the link register, a leaf's return address; else 0 */
 	__u64 user_fp;       /* aarch64: the frame pointer (x29): where a linked frame's record is */
 	__u32 n_leaf_words;  /* leaf_words[0 .. n) are the user stack at user_sp, sp upwards */
-	__u32 pad;
+	__u32 cfi_end;       /* PROFILE_F_CFI: why the walk ended (CFI_END_*) */
 	__u64 leaf_words[PROFILE_LEAF_WORDS ? PROFILE_LEAF_WORDS : 1]; /* 0: none read */
 	__u64 frames[2 * PROFILE_MAX_DEPTH];
 };
 
 #define PROFILE_EVENT_HDR __builtin_offsetof(struct profile_event, frames)
+
+/*
+ * Unwinding by call frame information in the program (CONFIG_BPF_CFI): the agent turns each
+ * mapped file's .eh_frame into rows (cfi_rows, one array for all files), and lists each
+ * process's code mappings with the rows of their files (cfi_procs, an array: the slot of a
+ * tgid is in the cfi_slots hash, looked up once a sample). A process that is not listed is
+ * walked by frame pointers (bpf_get_stack), as without the option.
+ */
+#ifndef PROFILE_CFI_MAPS
+#define PROFILE_CFI_MAPS 64    /* code mappings a process's entry holds (power of two) */
+#endif
+#define PROFILE_CFI_ROW_STEPS 18 /* a file has at most 2^18 rows: the search's steps */
+#ifndef PROFILE_CFI_FRAMES
+#define PROFILE_CFI_FRAMES 4   /* frames per program run (4096 instructions before 5.2) */
+#endif
+
+/*
+ * A row: from file address pc (the ELF vaddr; up to the next row) the CFA is the stack
+ * pointer or the frame pointer plus 8 * off8 (cfa & 3: CFI_CFA_*, cfa >> 2: off8); the
+ * caller's frame pointer and return address were saved at CFA + 8 * fp_off8 / ra_off8 (0: not
+ * saved: the frame pointer is unchanged; the return address is in the link register, aarch64).
+ */
+struct cfi_row {
+	__u32 pc;
+	__u16 cfa;
+	__s8 fp_off8, ra_off8;
+};
+
+#define CFI_CFA_NONE    0 /* no rules here: the walk ends (CFI_END_NO_RULE) */
+#define CFI_CFA_SP      1
+#define CFI_CFA_FP      2
+#define CFI_CFA_SPECIAL 3 /* off8 0: an x86_64 PLT stub; 1: the outermost frame (_start) */
+#define CFI_SPECIAL_PLT  0
+#define CFI_SPECIAL_STOP 1
+
+/*
+ * One code mapping: a pc's file address is pc - bias; its file's rows are
+ * cfi_rows[first .. first + n). n 0: the file has no table, frames are walked by the frame
+ * pointer there.
+ */
+struct cfi_mapping {
+	__u64 start, end, bias;
+	__u32 first, n;
+};
+
+/* A process's code mappings, sorted by start; n of them; tgid: whose (0: a free slot). */
+struct cfi_proc {
+	__u32 n, tgid;
+	struct cfi_mapping m[PROFILE_CFI_MAPS];
+};
+
+/*
+ * Which tgids may be listed (bit tgid % PROFILE_CFI_MAYBE_BITS): a sample of any other process
+ * costs an inlined array lookup, not a hash lookup (most processes of a system built with
+ * frame pointers are never listed).
+ */
+#define PROFILE_CFI_MAYBE_BITS 4096
+struct cfi_maybe {
+	__u64 bits[PROFILE_CFI_MAYBE_BITS / 64];
+};
+
+/*
+ * Samples walked by frame pointers a process has before it is listed (bpf/cfitab.c); the
+ * program counts them per tgid bucket (cfi_counts) and wakes the reader at this one.
+ */
+#define PROFILE_CFI_WANT_SAMPLES 4
+struct cfi_counts {
+	__u8 n[PROFILE_CFI_MAYBE_BITS];
+};
+
+/* Why a walk by the tables ended (profile_event.cfi_end). */
+#define CFI_END_OUTERMOST 1 /* the whole stack: the outermost frame, or a zero return address */
+#define CFI_END_NO_MAPPING 2 /* a pc in no mapping the entry lists (dlopen, exec): reloaded */
+#define CFI_END_NO_RULE   3 /* a pc the tables do not cover (or rules they cannot follow) */
+#define CFI_END_READ      4 /* the stack could not be read there */
+#define CFI_END_BAD       5 /* a frame that goes nowhere (CFA not above the stack pointer...) */
+#define CFI_END_DEPTH     6 /* the stack filled max_depth frames */
+#define CFI_END_MAX       7
 
 #endif /* EDGEPROF_BPF_PROFILE_H */

@@ -28,6 +28,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "bpf/cfitab.h"
 #include "bpf/cpus.h"
 #include "bpf/profile.h"
 #include "bpf/profile.skel.h"
@@ -43,6 +44,18 @@
 #define EXE_LEN            160
 #define CGROUP_LEN         96
 #define BATCH_FULL         (-EAGAIN) /* returned by the ring callback to stop a batch */
+#ifdef CONFIG_BPF_CFI
+#define CFG_CFI_ROWS  CONFIG_BPF_CFI_ROWS
+#define CFG_CFI_PROCS CONFIG_BPF_CFI_PROCS
+#define CFG_CFI_FILES CONFIG_BPF_CFI_FILES
+#define CFI_BUILT 1
+#else
+#define CFG_CFI_ROWS  1
+#define CFG_CFI_PROCS 1
+#define CFG_CFI_FILES 1
+#define CFI_BUILT 0
+#endif
+#define CFI_SWEEP_NS (5 * NSEC_PER_SEC)
 
 /* The exe of one process, looked up once (readlink) and reused. */
 struct proc_entry {
@@ -87,6 +100,8 @@ struct bpf_sampler {
 	char cgroup_mnt[32];       /* where cgroup v2 is mounted, "": not found (no check) */
 	struct proc_entry procs[PROC_CACHE_SLOTS];
 	struct cgroup_entry cgroups[CGROUP_CACHE_SLOTS];
+	struct cfitab *cfi;        /* CONFIG_BPF_CFI and not opts.no_cfi: the unwind tables */
+	uint64_t last_cfi_sweep_ns;
 };
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -120,6 +135,8 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	char line[256];
 	size_t n;
 
+	if (getenv("EDGEPROF_BPF_VERBOSE")) /* the verifier's log, for whoever changes the program */
+		return vfprintf(stderr, fmt, ap);
 	if (level == LIBBPF_DEBUG)
 		return 0;
 	vsnprintf(line, sizeof(line), fmt, ap);
@@ -194,12 +211,26 @@ static unsigned ring_bytes(unsigned kb)
 	return (unsigned)sz;
 }
 
+/* Whether array maps can be mapped into user space (BPF_F_MMAPABLE, Linux 5.5). */
+static bool can_mmap_arrays(void)
+{
+	LIBBPF_OPTS(bpf_map_create_opts, mo, .map_flags = BPF_F_MMAPABLE);
+	int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, NULL, 4, 8, 1, &mo);
+
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
 static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, char *err,
 		     size_t errlen)
 {
 	struct profile_bpf *skel = s->skel;
 	unsigned depth = o->max_depth, ring;
 	size_t plen = o->comm_prefix ? strlen(o->comm_prefix) : 0;
+	bool wake, no_cfi;
+	const char *env;
 	int ret;
 
 	if (!depth || depth > PROFILE_MAX_DEPTH)
@@ -230,11 +261,31 @@ static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, ch
 	/* Load one of the two programs, and create only the maps it uses. */
 	bpf_program__set_autoload(skel->progs.do_sample, !s->perfbuf);
 	bpf_map__set_autocreate(skel->maps.events, !s->perfbuf);
-	bpf_map__set_autocreate(skel->maps.seen, !s->perfbuf && !o->no_new_proc_wake);
-	bpf_map__set_autocreate(skel->maps.wake, !s->perfbuf && !o->no_new_proc_wake);
+	no_cfi = o->no_cfi || ((env = getenv("EDGEPROF_BPF_NO_CFI")) && *env == '1'); /* benches */
+	/* new processes wake the reader for their maps, or for their tables (cfi_counts) */
+	wake = !s->perfbuf && !o->no_new_proc_wake;
+	bpf_map__set_autocreate(skel->maps.seen, wake);
+	bpf_map__set_autocreate(skel->maps.wake, wake || (!s->perfbuf && CFI_BUILT && !no_cfi));
 	bpf_program__set_autoload(skel->progs.do_sample_pb, s->perfbuf);
 	bpf_map__set_autocreate(skel->maps.pb_events, s->perfbuf);
 	s->prog = s->perfbuf ? skel->progs.do_sample_pb : skel->progs.do_sample;
+	/* the walk by tables: its program beside the sampling one, its maps at their bounds */
+	skel->rodata->cfi_enabled = CFI_BUILT && !no_cfi;
+	bpf_program__set_autoload(skel->progs.cfi_walk, !s->perfbuf && skel->rodata->cfi_enabled);
+	bpf_program__set_autoload(skel->progs.cfi_walk_pb, s->perfbuf && skel->rodata->cfi_enabled);
+	if (skel->rodata->cfi_enabled &&
+	    (bpf_map__set_max_entries(skel->maps.cfi_rows, CFG_CFI_ROWS) ||
+	     bpf_map__set_max_entries(skel->maps.cfi_procs, CFG_CFI_PROCS) ||
+	     bpf_map__set_max_entries(skel->maps.cfi_slots, CFG_CFI_PROCS))) {
+		set_err(err, errlen, "cannot size the unwind tables");
+		return -EINVAL;
+	}
+	if (getenv("EDGEPROF_BPF_VERBOSE")) { /* and the verifier's statistics */
+		bpf_program__set_log_level(skel->progs.cfi_walk, 4);
+		bpf_program__set_log_level(skel->progs.do_sample, 4);
+	}
+	if (skel->rodata->cfi_enabled && can_mmap_arrays())
+		bpf_map__set_map_flags(skel->maps.cfi_rows, BPF_F_MMAPABLE);
 	s->ring_bytes = ring;
 	ret = bpf_map__set_max_entries(skel->maps.events, ring);
 	if (ret) {
@@ -514,6 +565,14 @@ static int on_event(void *ctx, void *data, size_t size)
 	if (cgroup && cgroup[0])
 		as.labels[as.n_labels++] = (struct sample_label){ "cgroup", cgroup };
 
+	if (e->flags & PROFILE_F_CFI) {
+		as.flags |= SAMPLE_F_UNWOUND;
+		cfitab__count(s->cfi, e->cfi_end);
+		if (e->cfi_end == CFI_END_NO_MAPPING)
+			cfitab__stale(s->cfi, e->tgid, comm);
+	} else if (nu && e->tgid) {
+		cfitab__want(s->cfi, e->tgid, comm);
+	}
 	if (as.flags & SAMPLE_F_TRUNCATED)
 		s->st.truncated++;
 	if (s->sink(s->ctx, &as) < 0)
@@ -678,6 +737,27 @@ int bpf_sampler__name_kernel(void *ctx, uint64_t addr, char *name, size_t len, u
 	return 0;
 }
 
+/* The walker into its program array, and the tables' keeper (CONFIG_BPF_CFI). */
+static int cfi_open(struct bpf_sampler *s)
+{
+	struct bpf_program *walk = s->perfbuf ? s->skel->progs.cfi_walk_pb : s->skel->progs.cfi_walk;
+	uint32_t zero = 0;
+	int fd;
+
+	if (!s->skel->rodata->cfi_enabled)
+		return 0;
+	fd = bpf_program__fd(walk);
+	if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.cfi_progs), &zero, &fd, BPF_ANY))
+		return -errno;
+	s->cfi = cfitab__new(bpf_map__fd(s->skel->maps.cfi_rows),
+			     bpf_map__map_flags(s->skel->maps.cfi_rows) & BPF_F_MMAPABLE,
+			     bpf_map__fd(s->skel->maps.cfi_procs),
+			     bpf_map__fd(s->skel->maps.cfi_slots),
+			     bpf_map__fd(s->skel->maps.cfi_maybe), CFG_CFI_ROWS, CFG_CFI_PROCS,
+			     CFG_CFI_FILES);
+	return s->cfi ? 0 : -ENOMEM;
+}
+
 int bpf_sampler__open(const struct bpf_sampler_opts *o, sample_sink_fn sink, void *ctx,
 		      struct bpf_sampler **out, char *err, size_t errlen)
 {
@@ -734,6 +814,11 @@ int bpf_sampler__open(const struct bpf_sampler_opts *o, sample_sink_fn sink, voi
 		set_err(err, errlen, "filling the pid filter: %s", strerror(-ret));
 		goto out_free;
 	}
+	ret = cfi_open(s);
+	if (ret) {
+		set_err(err, errlen, "setting up the unwind tables: %s", strerror(-ret));
+		goto out_free;
+	}
 	ret = open_output(s, err, errlen);
 	if (ret)
 		goto out_free;
@@ -784,6 +869,15 @@ static void housekeeping(struct bpf_sampler *s)
 		proc_sweep(s);
 		s->last_sweep_ns = now;
 	}
+	if (s->cfi && now - s->last_cfi_sweep_ns >= CFI_SWEEP_NS) {
+		static const struct cfi_counts none;
+		uint32_t zero = 0;
+
+		/* a new process whose tgid shares a bucket with an old one counts from 0 again */
+		bpf_map_update_elem(bpf_map__fd(s->skel->maps.cfi_counts), &zero, &none, BPF_ANY);
+		cfitab__sweep(s->cfi);
+		s->last_cfi_sweep_ns = now;
+	}
 	if (now - s->last_rescan_ns >= CPUS_RESCAN_NS) {
 		detach_dead_cpus(s);
 		if (s->st.cpus < (unsigned)s->ncpus && attach_cpus(s, err, sizeof(err)) > 0)
@@ -829,6 +923,7 @@ void bpf_sampler__stats(const struct bpf_sampler *s, struct bpf_sampler_stats *s
 	uint32_t zero = 0;
 
 	*st = s->st;
+	cfitab__stats(s->cfi, &st->cfi);
 	st->dropped_ringbuf = 0;
 	st->perf_buffer = s->perfbuf;
 	vals = calloc(s->ncpus, sizeof(*vals));
@@ -854,6 +949,7 @@ void bpf_sampler__free(struct bpf_sampler *s)
 		if (s->pfd[i] >= 0)
 			close(s->pfd[i]);
 	}
+	cfitab__free(s->cfi);
 	profile_bpf__destroy(s->skel);
 	free(s->links);
 	free(s->pfd);

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "agent/sample.h"
+#include "bpf/cfitab.h"
 
 struct bpf_sampler_opts {
 	unsigned hz;              /* per CPU; 0: CONFIG_SAMPLE_HZ */
@@ -34,6 +35,7 @@ struct bpf_sampler_opts {
 	bool no_exe_label;        /* the sink labels exe itself (the agent: from the maps it reads) */
 	bool no_new_proc_wake;    /* a new process's first sample need not wake the reader (its
 				   * maps come from mmap records: bpf/mmapev.h) */
+	bool no_cfi;              /* walk user stacks by frame pointers only (bpf/cfitab.h) */
 };
 
 struct bpf_sampler_stats {
@@ -46,6 +48,7 @@ struct bpf_sampler_stats {
 	uint64_t label_reads;     /* processes whose exe was read (readlink /proc/<pid>/exe) */
 	uint64_t cgroup_reads;    /* cgroup ids not cached: /proc/<pid>/cgroup read */
 	bool perf_buffer;         /* the fallback for kernels before 5.8 is in use */
+	struct cfitab_stats cfi;  /* the walk by unwind tables (zero without CONFIG_BPF_CFI) */
 };
 
 struct bpf_sampler;

@@ -7,7 +7,7 @@
 fuzz-y += cfi ehabi
 
 unit-tests-y += cfi
-cfi-test-objs = elf/cfi.o
+cfi-test-objs = elf/cfi.o elf/elf.o port/file.o
 
 unit-tests-y += ehabi
 ehabi-test-objs = elf/ehabi.o

@@ -224,7 +224,6 @@ static bool plt_expression(struct cursor *c, struct cfi_rules *r)
 	return true;
 }
 
-/* Runs CFA instructions until the location passes pc. Returns false on anything unsupported. */
 /* Whether loc moved past pc; row (NULL or [lo, hi)) narrows to the row holding pc. */
 static bool passed(uintptr_t loc, uintptr_t pc, uintptr_t *row)
 {
@@ -238,8 +237,35 @@ static bool passed(uintptr_t loc, uintptr_t pc, uintptr_t *row)
 	return false;
 }
 
+/* cfi__rows' side of run_cfa(): each row as the location advances past it. */
+struct cfa_emit {
+	cfi_row_fn fn;
+	void *ctx;
+	uintptr_t row_at, end; /* the current row starts at row_at; the FDE ends at end */
+	bool stopped;	       /* fn asked to stop */
+};
+
+/* The rules r held from em->row_at to loc: one row (false: fn asked to stop). */
+static bool emit_row(struct cfa_emit *em, uintptr_t loc, const struct cfi_rules *r)
+{
+	if (loc <= em->row_at || em->row_at >= em->end)
+		return true;
+	if (!em->fn(em->ctx, em->row_at, r)) {
+		em->stopped = true;
+		return false;
+	}
+	em->row_at = loc;
+	return true;
+}
+
+/*
+ * Runs CFA instructions until the location passes pc; row (NULL or [lo, hi)) narrows to the row
+ * holding pc. With em, every row on the way goes to em->fn (one pass: a function's rows cost
+ * its instructions once). Returns false on anything unsupported (or when em->fn asked to stop).
+ */
 static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info *ci, uintptr_t loc,
-		    uintptr_t pc, struct cfi_rules *r, const struct cfi_rules *init, uintptr_t *row)
+		    uintptr_t pc, struct cfi_rules *r, const struct cfi_rules *init, uintptr_t *row,
+		    struct cfa_emit *em)
 {
 	struct cfi_rules stack[4];
 	unsigned int depth = 0;
@@ -253,6 +279,8 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 		switch (op >> 6) {
 		case 1: /* advance_loc */
 			loc += lo * ci->code_align;
+			if (em && !emit_row(em, loc, r))
+				return false;
 			if (passed(loc, pc, row))
 				return true;
 			continue;
@@ -285,16 +313,22 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 			break;
 		case 0x02:
 			loc += cur_fixed(&c, 1) * ci->code_align;
+			if (em && !emit_row(em, loc, r))
+				return false;
 			if (passed(loc, pc, row))
 				return true;
 			break;
 		case 0x03:
 			loc += cur_fixed(&c, 2) * ci->code_align;
+			if (em && !emit_row(em, loc, r))
+				return false;
 			if (passed(loc, pc, row))
 				return true;
 			break;
 		case 0x04:
 			loc += cur_fixed(&c, 4) * ci->code_align;
+			if (em && !emit_row(em, loc, r))
+				return false;
 			if (passed(loc, pc, row))
 				return true;
 			break;
@@ -443,12 +477,12 @@ static bool rules_in_fde(const struct cfi_table *m, uintptr_t fde, uintptr_t pc,
 
 	struct cfi_rules init = {.cfa_reg = CFI_REG_SP};
 
-	if (!run_cfa(ci.insns, ci.insns_end, &ci, begin, UINTPTR_MAX, &init, NULL, NULL))
+	if (!run_cfa(ci.insns, ci.insns_end, &ci, begin, UINTPTR_MAX, &init, NULL, NULL, NULL))
 		return false;
 	*r = init;
 	row[0] = begin;
 	row[1] = begin + range;
-	return run_cfa(c.p, c.end, &ci, begin, pc, r, &init, row);
+	return run_cfa(c.p, c.end, &ci, begin, pc, r, &init, row, NULL);
 }
 
 bool cfi__rules_at(const struct cfi_table *m, uintptr_t pc, struct cfi_rules *r)
@@ -538,6 +572,97 @@ bool cfi__rules_indexed(const struct cfi_table *m, const struct cfi_fde *idx, si
 	uintptr_t row[2];
 
 	return rules_in_fde(m, idx[lo].fde, pc, r, row);
+}
+
+/*
+ * The rows of the FDE at fde (see cfi__rows); *end gets the end of its range (0: unreadable).
+ * false: fn asked to stop.
+ */
+static bool fde_rows(const struct cfi_table *m, uintptr_t fde, uintptr_t *end, cfi_row_fn fn,
+		     void *ctx)
+{
+	struct cursor c;
+	struct cie_info ci;
+	uintptr_t begin, range;
+	struct cfi_rules init = {.cfa_reg = CFI_REG_SP}, r;
+	struct cfa_emit em = {.fn = fn, .ctx = ctx};
+	bool ok;
+
+	*end = 0;
+	if (!fde_open(m, fde, &c, &ci, &begin))
+		return true;
+	range = cur_encoded(&c, ci.fde_enc & 0x0f, 0);
+	cur_skip(&c, cur_uleb(&c));
+	if (c.bad || c.p > c.end || range == 0 || begin + range < begin)
+		return true;
+	*end = begin + range;
+	if (!run_cfa(ci.insns, ci.insns_end, &ci, begin, UINTPTR_MAX, &init, NULL, NULL, NULL))
+		return fn(ctx, begin, NULL);
+	em.row_at = begin;
+	em.end = *end;
+	r = init;
+	ok = run_cfa(c.p, c.end, &ci, begin, UINTPTR_MAX, &r, &init, NULL, &em);
+	if (em.stopped)
+		return false;
+	/* the last rules hold to the FDE's end; unsupported ones: no rules from there */
+	return em.row_at >= em.end || fn(ctx, em.row_at, ok ? &r : NULL);
+}
+
+/* The FDE address and initial location of entry i of .eh_frame_hdr's table (or idx). */
+struct fde_list {
+	const uint8_t *hdr, *table;
+	const struct cfi_fde *idx;
+	size_t n;
+};
+
+static uintptr_t fde_at(const struct fde_list *l, size_t i, uintptr_t *pc)
+{
+	if (l->idx) {
+		*pc = l->idx[i].pc;
+		return l->idx[i].fde;
+	}
+	*pc = (uintptr_t)l->hdr + (uintptr_t)(intptr_t)table_entry(l->table, 2 * i);
+	return (uintptr_t)l->hdr + (uintptr_t)(intptr_t)table_entry(l->table, 2 * i + 1);
+}
+
+static bool hdr_list(const struct cfi_table *m, struct fde_list *l)
+{
+	const uint8_t *hdr = m->eh_hdr;
+	struct cursor c;
+
+	if (!hdr || (uintptr_t)hdr < m->lo || (uintptr_t)hdr + 8 > m->hi || hdr[0] != 1 ||
+	    hdr[2] != 0x03 || hdr[3] != 0x3b)
+		return false;
+	c = (struct cursor){hdr + 4, (const uint8_t *)m->hi, false};
+	cur_encoded(&c, hdr[1], (uintptr_t)hdr);
+	l->n = (uint32_t)cur_fixed(&c, 4);
+	l->hdr = hdr;
+	l->table = c.p;
+	return !c.bad && (m->hi - (uintptr_t)l->table) / 8 >= l->n;
+}
+
+long cfi__rows(const struct cfi_table *m, const struct cfi_fde *idx, size_t n, cfi_row_fn fn,
+	       void *ctx)
+{
+	struct fde_list l = {.idx = idx, .n = n};
+	uintptr_t prev_end = 0, pc, end;
+	size_t i;
+
+	if (!idx && !hdr_list(m, &l))
+		return -1;
+	for (i = 0; i < l.n; i++) {
+		uintptr_t fde = fde_at(&l, i, &pc);
+
+		if (prev_end && pc > prev_end && !fn(ctx, prev_end, NULL))
+			return (long)i;
+		if (!fde_rows(m, fde, &end, fn, ctx))
+			return (long)i + 1;
+		if (end)
+			prev_end = end;
+	}
+	if (prev_end)
+		fn(ctx, prev_end, NULL);
+	return (long)i;
 }
 
 #define PACK_OK 0x1ull

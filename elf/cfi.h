@@ -59,9 +59,9 @@ struct cfi_rules {
 	unsigned int cfa_reg;
 	int64_t cfa_off;
 	bool fp_saved, ra_saved;
+	bool ra_undefined; /* DW_CFA_undefined on the return address: the outermost frame */
 	int64_t fp_off, ra_off;
-	bool ra_undefined;
-	uint8_t plt_min;
+	uint8_t plt_min;   /* CFI_CFA_PLT: the stub's offset from which CFA is 8 bytes further */
 };
 
 /* The rules at pc: false when pc has no FDE or its rules are beyond what is tracked. */
@@ -87,6 +87,18 @@ size_t cfi__index(const struct cfi_table *t, const uint8_t *eh_frame, size_t len
 /* cfi__rules_at() through such an index instead of .eh_frame_hdr. */
 bool cfi__rules_indexed(const struct cfi_table *t, const struct cfi_fde *idx, size_t n,
 			uintptr_t pc, struct cfi_rules *r);
+
+/*
+ * Every row of a module's table, in pc order: fn(ctx, pc, r) for the rules that hold from pc up
+ * to the next row's pc; r is NULL where no rules hold (between FDEs, after an FDE's end, or
+ * where its instructions go beyond what is tracked). Rows repeat when nothing tracked changed.
+ * The FDEs come from idx (n of them, cfi__index) or, idx NULL, from .eh_frame_hdr. fn returns
+ * false to stop. Returns the FDEs walked, or -1 when the table is unreadable. Not for signal
+ * handlers (no reason it could not be, but it walks the whole table).
+ */
+typedef bool (*cfi_row_fn)(void *ctx, uintptr_t pc, const struct cfi_rules *r);
+long cfi__rows(const struct cfi_table *t, const struct cfi_fde *idx, size_t n, cfi_row_fn fn,
+	       void *ctx);
 
 /*
  * Rules packed in 64 bits, for caches: 0 means "no usable rules". Returns 0 also for rules

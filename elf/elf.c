@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <link.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -340,6 +342,34 @@ void elf__unmap_eh_frame(struct elf_eh_frame *eh)
 		close(eh->fd);
 	eh->map = NULL;
 	eh->fd = -1;
+}
+
+int elf__vdso_eh_frame(struct elf_eh_frame *eh)
+{
+	const uint8_t *base = (const uint8_t *)getauxval(AT_SYSINFO_EHDR);
+	const ElfW(Ehdr) *e = (const ElfW(Ehdr) *)base;
+	uint64_t size = 0, hdr = 0;
+
+	memset(eh, 0, sizeof(*eh));
+	eh->fd = -1;
+	if (!base || memcmp(e->e_ident, ELFMAG, SELFMAG))
+		return -ENOENT;
+	for (int i = 0; i < e->e_phnum; i++) {
+		const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(base + e->e_phoff) + i;
+
+		if (ph->p_type == PT_LOAD && ph->p_vaddr + ph->p_filesz > size)
+			size = ph->p_vaddr + ph->p_filesz;
+		else if (ph->p_type == PT_GNU_EH_FRAME)
+			hdr = ph->p_vaddr;
+	}
+	if (!size || !hdr || hdr >= size)
+		return -ENOENT;
+	eh->seg = base;
+	eh->seg_len = size;
+	eh->hdr_vaddr = hdr;
+	eh->n_load = 1;
+	eh->load[0] = (struct elf_load){0, 0, size};
+	return 0;
 }
 
 bool elf__eh_frame_intact(const struct elf_eh_frame *eh)

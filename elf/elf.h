@@ -50,6 +50,12 @@ struct elf_eh_frame {
 int elf__map_eh_frame(const char *path, struct elf_eh_frame *eh);
 void elf__unmap_eh_frame(struct elf_eh_frame *eh);
 /*
+ * The vDSO's table: it has no file, but every native process of this kernel maps the same
+ * image, so this process's own copy (at AT_SYSINFO_EHDR, linked at 0) serves for all. Nothing
+ * to unmap. 0 or -ENOENT.
+ */
+int elf__vdso_eh_frame(struct elf_eh_frame *eh);
+/*
  * Whether the mapping can still be read: a file truncated in place (not replaced) would make
  * the pages past its new end fault with SIGBUS. One fstat.
  */

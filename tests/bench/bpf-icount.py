@@ -29,7 +29,10 @@ def parse(path, comm):
             {"@@task-clock": clock, "@@prof-clock": prof, "@@samples": samples}[tag][w[1]].append(
                 float(w[3]))
         elif tag == "@@bpf-stats" and len(w) == 5:
-            stats[w[1]].append(float(w[3]) / max(float(w[4]), 1))
+            # the sampling program and (CFI) its walker, which it tail-calls: their time
+            # together over the sampling program's runs (the one that runs most often when
+            # the walker takes few runs a sample; else both are printed)
+            stats[w[1]].append((float(w[3]), float(w[4])))
         elif tag == "@@pprof" and len(w) == 3:
             j = lines.index("@@end", i)
             samples[w[1]].append(count_samples("".join(lines[i + 1:j]), comm))
@@ -78,9 +81,9 @@ def main():
         print(f"{v:24} {c:10.2f} ({spread(clock[v]):>11}) {n:8.0f} "
               f"{cost[v]:7.3f} us ({spread(per, 3)}) {p:10.1f}")
         if stats[v]:
-            us = [x / 1e3 for x in stats[v]]
-            print(f"{'':24} BPF program: {statistics.median(us):.3f} us a run ({spread(us, 3)}; "
-                  f"kernel.bpf_stats_enabled)")
+            for t, r in stats[v]:
+                print(f"{'':24} BPF program: {t / 1e3 / max(r, 1):.3f} us a run, {r:.0f} runs, "
+                      f"{t / 1e6:.1f} ms (kernel.bpf_stats_enabled)")
         for line in logs[v][:3]:
             print("    " + line)
     print(f"(per sample: the workload's slowdown over its samples; 1 ns = 1 guest instruction; "

@@ -25,6 +25,10 @@
 #                                    (after a colon: arguments, or NAME=VALUE for the environment)
 #   PEER_AGENT=/tmp/old/edgeprof-agent VARIANTS='ours peer' ...   (another build's agent: a
 #                                    before/after of a change to the BPF program)
+#   WORKBIN=bpf-work-nofp ...        (the workload built -O2 -fomit-frame-pointer, as distributions
+#                                    build: whole stacks only by unwind tables; with
+#                                    VARIANTS='ours ours:EDGEPROF_BPF_NO_CFI=1 perf
+#                                    perf:--call-graph,dwarf' beside perf's own two ways)
 #   BPF_STATS=1 ...                  (kernel.bpf_stats_enabled: also our BPF program's own
 #                                    instructions a run, helpers included, from the agent's
 #                                    program fd; the stats' clock reads add to every sample,
@@ -41,6 +45,7 @@ RUNS=${RUNS:-3}
 WORK=${WORK:-fixed 100}
 HZ=${HZ:-4999}
 VARIANTS=${VARIANTS:-ours perf}
+WORKBIN=${WORKBIN:-bpf-work}
 case $ARCH in
 arm64)
 	board=gateway-arm64 vm=$top/build/vm-arm64 libc=/usr/aarch64-linux-gnu/lib
@@ -63,7 +68,7 @@ for c in ${qemu%% *} cpio gzip go; do
 done
 [ -f "$vm/vmlinuz" ] && [ -x "$vm/perf/bin/perf" ] ||
 	{ echo "no $ARCH VM kernel or perf in $vm: run $setup"; exit 1; }
-[ -x "$gw/edgeprof-agent" ] && [ -x "$gw/tests/workloads/bpf-work" ] ||
+[ -x "$gw/edgeprof-agent" ] && [ -x "$gw/tests/workloads/$WORKBIN" ] ||
 	{ echo "$board not built: make BOARD=$board all-tests"; exit 1; }
 
 tmp=$(mktemp -d)
@@ -71,8 +76,8 @@ trap 'rm -rf "$tmp"' EXIT
 root=$tmp/root
 lib=$root/lib/$multiarch
 mkdir -p "$root"/{bin,dev,proc,sys,tmp,$ldso_dir} "$lib"
-cp "$vm/busybox" "$gw/edgeprof-agent" "$gw/tests/workloads/bpf-work" "$vm/perf/bin/perf" \
-	"$root/bin/"
+cp "$vm/busybox" "$gw/edgeprof-agent" "$vm/perf/bin/perf" "$root/bin/"
+cp "$gw/tests/workloads/$WORKBIN" "$root/bin/bpf-work"
 [ -z "${PEER_AGENT:-}" ] || cp "$PEER_AGENT" "$root/bin/edgeprof-agent-peer"
 cp -P "$vm"/perf/lib/* "$lib/"
 cp -L "$libc/$ldso" "$root/$ldso_dir/"
@@ -167,7 +172,7 @@ chmod +x "$root/init"
 (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$tmp/initrd.gz"
 
 echo "== per-sample cost, counted in instructions: $ARCH VM under qemu -icount shift=0 (1 vCPU);"
-echo "   bpf-work $WORK alone and beside: $VARIANTS; $HZ Hz; $RUNS alternating runs"
+echo "   $WORKBIN $WORK alone and beside: $VARIANTS; $HZ Hz; $RUNS alternating runs"
 start=$(date +%s)
 # sleep=off: idle guest time is skipped, not waited for (the clock stays instruction-driven).
 # shellcheck disable=SC2086

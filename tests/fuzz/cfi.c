@@ -3,7 +3,8 @@
  * tests/fuzz/cfi.c — any bytes as a module's unwind table: .eh_frame_hdr at an offset the
  * first bytes choose, .eh_frame wherever its pointers lead; then as a bare .eh_frame indexed
  * and looked up without a header (a static program's). Every read must stay inside the
- * table (ASan sees the rest); a rule found must round-trip through the cache packing.
+ * table (ASan sees the rest); a rule found must round-trip through the cache packing. The
+ * rows of the whole table (cfi__rows, what the BPF sampler loads) come in pc order.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -11,8 +12,20 @@
 
 #include "elf/cfi.h"
 
+static bool row_in_order(void *ctx, uintptr_t pc, const struct cfi_rules *r)
+{
+	uintptr_t *last = ctx;
+
+	(void)r;
+	if (pc < *last && *last != UINTPTR_MAX)
+		return true; /* overlapping FDEs may step back: the reader drops those rows */
+	*last = pc;
+	return true;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	uintptr_t last = UINTPTR_MAX;
 	struct cfi_rules r, back;
 	struct cfi_table t;
 	uint64_t packed;
@@ -36,6 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		     (r.ra_saved && back.ra_off != r.ra_off)))
 			abort();
 	}
+	cfi__rows(&t, NULL, 0, row_in_order, &last);
 	/* the same bytes as a bare .eh_frame (a static program's), through a sorted index */
 	struct cfi_fde idx[64];
 	size_t n = cfi__index(&t, copy, size, idx, 64);
@@ -45,6 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 	for (uint64_t k = 0; k < 16 && n; k++)
 		cfi__rules_indexed(&t, idx, n, idx[k % n].pc + k, &r);
+	cfi__rows(&t, idx, n, row_in_order, &last);
 	free(copy);
 	return 0;
 }

@@ -8,7 +8,9 @@
 #   2. edgeprof-agent --sampler bpf beside `bpf-work leaf`: its pprof, copied out over the
 #      console in base64, read with go tool pprof: leaf_fixed > 0 and libc's memcpy (a frameless
 #      leaf: the caller is only in the link register the BPF program records) has leaf_copy
-#      under it.
+#      under it;
+#   3. bpf-probe beside bpf-work-nofp (-O2 -fomit-frame-pointer): whole stacks by the unwind
+#      tables the program walks (bpf/cfitab.h): _start .. main > nest x21 > fixed_rounds > work_*.
 # bpf-work is the board's dynamic build and runs on the libc it was linked with: the static
 # binaries gcc links carry no .eh_frame_hdr, and the leaf rules need one. Needs the
 # gateway-arm64 build and what `tools/setup.sh --arch arm64` fetches into build/vm-arm64.
@@ -16,7 +18,8 @@ set -u
 gw=$EP_TOP/build/gateway-arm64
 vm=$EP_TOP/build/vm-arm64
 libc=/usr/aarch64-linux-gnu/lib
-need_files=("$gw/tests/bpf-probe" "$gw/edgeprof-agent" "$gw/tests/workloads/bpf-work")
+need_files=("$gw/tests/bpf-probe" "$gw/edgeprof-agent" "$gw/tests/workloads/bpf-work"
+	    "$gw/tests/workloads/bpf-work-nofp")
 for c in qemu-system-aarch64 cpio gzip go; do
 	command -v "$c" >/dev/null || { echo "no $c (tools/setup.sh installs it)"; exit 77; }
 done
@@ -73,6 +76,17 @@ wait
 echo "@@pprof-b64"
 cat /tmp/x/*.pb.gz | base64
 echo "@@pprof-end"
+
+bpf-work-nofp fixed 1000000 20 &
+wpid=$!
+sleep 0.5
+bpf-probe --seconds 4 --hz 99 --comm bpfw- >/tmp/cfi.out 2>/tmp/cfi.err
+echo "@@cfi rc=$? nofp_pid=$wpid"
+kill $wpid
+cat /tmp/cfi.err
+echo "@@cfi-out"
+cat /tmp/cfi.out
+echo "@@cfi-end"
 echo "@@vm done uptime=$(cut -d' ' -f1 /proc/uptime)"
 poweroff -f
 EOF
@@ -87,8 +101,10 @@ timeout 300 qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on -smp 2 -m 1024 
 echo "qemu exited after $(( $(date +%s) - start )) s (console in $console)"
 grep -q '^@@vm done' "$console" || { tail -n 40 "$console"; echo "the VM did not finish"; exit 1; }
 section() { sed -n "/^@@$1\$/,/^@@$2\$/p" "$console" | sed '1d;$d'; }
-sed -e '/^@@probe-out$/,/^@@probe-end$/d' -e '/^@@pprof-b64$/,/^@@pprof-end$/d' "$console"
+sed -e '/^@@probe-out$/,/^@@probe-end$/d' -e '/^@@pprof-b64$/,/^@@pprof-end$/d' \
+	-e '/^@@cfi-out$/,/^@@cfi-end$/d' "$console"
 section probe-out probe-end >"$tmp/probe.out"
+section cfi-out cfi-end >"$tmp/cfi.out"
 section pprof-b64 pprof-end | base64 -d >"$tmp/leaf.pb.gz" 2>/dev/null
 if grep -q "BPF sampler unavailable" "$console"; then
 	echo "the BPF sampler did not load on arm64"; exit 1
@@ -173,3 +189,24 @@ ok &= reads <= 5
 sys.exit(0 if ok else 1)
 PY
 echo "bpf on an arm64 kernel: ok"
+
+PYTHONPATH="$EP_TOP/bpf" /usr/bin/python3 - "$tmp/cfi.out" "$gw/tests/workloads/bpf-work-nofp" <<'PY' || exit 1
+import sys
+import probe_report as pr
+samples = pr.load(sys.argv[1])
+nm = pr.Nm(sys.argv[2])
+own = [nm.frames(s) for s in samples if s.comm.startswith("bpfw-fixed") and s.user]
+own = [f for f in own if f[-1] in ("work_a", "work_b", "work_c")]
+good = [f for f in own if f[0] == "_start" and f.count("nest") == 21 and "main" in f and
+        f[-2] == "fixed_rounds"]
+share = 100.0 * len(good) / len(own) if own else 0.0
+# The first samples come before the process's tables are loaded (under TCG that takes ~0.5 s):
+# the later three quarters must be whole.
+late = own[len(own) // 4:]
+late_share = 100.0 * sum(f in good for f in late) / len(late) if late else 0.0
+print(f"cfi: bpf-work-nofp samples in work_*: {len(own)}, whole {share:.1f}%, "
+      f"of the last three quarters {late_share:.1f}%")
+if own and len(good) < len(own):
+    print("  e.g. " + " > ".join(str(x) for x in next(f for f in own if f not in good)))
+sys.exit(0 if len(own) >= 150 and share >= 70.0 and late_share >= 95.0 else 1)
+PY

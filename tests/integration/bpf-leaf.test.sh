@@ -63,7 +63,9 @@ def check(pid, name):
           f"present {pc(complete, total):.1f}%; tiny with leaf_tiny under it "
           f"{pc(tiny_ok, tiny):.1f}%; libc leaf with its caller under it "
           f"{pc(libc_ok, in_libc):.1f}%; kernel samples under leaf_read {pc(kern_ok, kern_w):.1f}%")
-    ok = total >= 1e9  # CPU-seconds of leaf_thread: ~2.5 each in the 5 s round when idle
+    # CPU-seconds of leaf_thread: ~2.5 each in the 5 s round when idle, 0.7 at load average 7;
+    # a quarter second (~125 samples at 499 Hz) is enough to judge the shares below
+    ok = total >= 0.25e9
     ok &= pc(complete, total) >= 95.0
     ok &= tiny > 0 and pc(tiny_ok, tiny) >= 95.0
     ok &= in_libc > 0 and pc(libc_ok, in_libc) >= 90.0

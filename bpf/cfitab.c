@@ -1,0 +1,664 @@
+// SPDX-License-Identifier: MIT
+/* bpf/cfitab.c — CFI rows for the BPF program's user-stack walk; see cfitab.h. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+
+#include "agent/procmaps.h"
+#include "bpf/cfitab.h"
+#include "elf/cfi.h"
+#include "elf/elf.h"
+#include "port/clock.h"
+#include "port/log.h"
+
+#define CFI_FILE_MAX_ROWS (1u << PROFILE_CFI_ROW_STEPS) /* what the program's search reaches */
+#define CFI_PID_SLOTS     4096 /* pids tried lately (direct-mapped) */
+#define CFI_WANT_RETRY_NS (10 * NSEC_PER_SEC) /* a process that did not fit: tried again */
+#define CFI_STALE_RETRY_NS NSEC_PER_SEC
+/*
+ * Samples a process has before it is listed: a process sampled a few times (a fork before its
+ * exec, a short shell command) would cost the tables of all its files for nothing (perf's 40
+ * libraries in tests/bench/bpf-icount.sh: 0.9 s of the agent's CPU in the VM; a shell loop of
+ * /bin/true beside others' builds: 0.53 s in 6 s at 2, against 0.07 without tables).
+ */
+#define CFI_WANT_SAMPLES  PROFILE_CFI_WANT_SAMPLES
+/*
+ * A program built with frame pointers keeps the kernel's walk (cheaper than a search per
+ * frame, and its leaf repaired by agent/leaf.c): one whose rows put the CFA on the frame
+ * pointer (x86_64) or save it (aarch64) this often, in percent (x86_64: bpf-work 31%,
+ * Debian's libc 1.3%, python3 0.0%).
+ */
+#define CFI_FP_BUILT      20
+/*
+ * Against thrashing: a file may take at most 1/CFI_FILE_SHARE of the rows (a compiler's cc1
+ * would take them all, and each new cc1 would push every other file out), and a process
+ * leaves the map for another's rows only once listed this long.
+ */
+#define CFI_FILE_SHARE    4
+#define CFI_EVICT_AGE_NS  (10 * NSEC_PER_SEC)
+#define CFI_MAX_MAPS      256 /* code mappings read per process (more: does not fit) */
+#define CFI_WRITE_BATCH   4096
+
+/*
+ * One file's rows in the array, by its build-id (or path); its load segments place its
+ * mappings. refs: listed processes that map it; a file no one maps is evicted first when rows
+ * are needed (least recently used), then processes listed longest ago make room.
+ */
+struct cfi_file {
+	uint64_t key; /* 0: free */
+	bool unfit;   /* its rows do not fit: processes mapping it are not listed */
+	bool fp_built; /* built with frame pointers (see CFI_FP_BUILT) */
+	uint32_t first, n; /* n 0: no table, frame pointers there */
+	uint32_t refs;
+	uint64_t used_at;
+	unsigned int n_load;
+	struct elf_load load[ELF_EH_MAX_LOADS];
+};
+
+/* A pid seen or tried lately (direct-mapped): an exec changes its comm, and starts over. */
+struct cfi_pid {
+	uint32_t pid;
+	uint32_t seen;     /* samples walked by frame pointers */
+	uint64_t comm;
+	uint64_t tried_ns; /* 0: not tried */
+};
+
+/* A listed process: the files its entry in the map refers to. */
+struct cfi_listed {
+	uint32_t pid; /* 0: free */
+	uint64_t listed_at, listed_ns;
+	uint16_t n;
+	uint16_t files[PROFILE_CFI_MAPS];
+};
+
+struct cfitab {
+	int rows_fd, procs_fd, slots_fd, maybe_fd;
+	struct cfi_maybe maybe; /* what the program's copy holds */
+	bool mmapable; /* the rows array can be mapped */
+	uint32_t self;
+	unsigned int max_rows, max_procs, max_files;
+	uint64_t clock;
+	struct cfi_file *files;
+	struct cfi_listed *listed;
+	struct cfi_pid pids[CFI_PID_SLOTS];
+	struct cfitab_stats st;
+};
+
+/* ---- rows ---------------------------------------------------------------------------------- */
+
+struct builder {
+	struct cfi_row *rows;
+	size_t n, max;
+	uintptr_t lo;
+	uint64_t seg_vaddr;
+	bool overflow;
+	size_t limit; /* rows a file may have: its share of the array, within the search's reach */
+	uint64_t unfit;
+	size_t fp_rows, rules; /* rows whose CFA is the frame pointer, of rows with rules */
+};
+
+static bool fits8(int64_t off, int8_t *out)
+{
+	if (off % 8 || off / 8 < -128 || off / 8 > 127 || off == 0)
+		return false;
+	*out = (int8_t)(off / 8);
+	return true;
+}
+
+/* r as a row (pc aside); false: rules a row cannot say. */
+static bool row_pack(const struct cfi_rules *r, struct cfi_row *row)
+{
+	*row = (struct cfi_row){0};
+	if (!r)
+		return true; /* CFI_CFA_NONE */
+	if (r->ra_undefined) {
+		row->cfa = CFI_CFA_SPECIAL | CFI_SPECIAL_STOP << 2;
+		return true;
+	}
+	if (r->cfa_reg == CFI_CFA_PLT) {
+		if (r->plt_min != 11) /* the program's PLT rule knows binutils' 11th byte only */
+			return false;
+		row->cfa = CFI_CFA_SPECIAL | CFI_SPECIAL_PLT << 2;
+		return true;
+	}
+	if ((r->cfa_reg != CFI_REG_SP && r->cfa_reg != CFI_REG_FP) || r->cfa_off < 0 ||
+	    r->cfa_off % 8 || r->cfa_off / 8 >= (1 << 14))
+		return false;
+	if (r->fp_saved && !fits8(r->fp_off, &row->fp_off8))
+		return false;
+	if (r->ra_saved && !fits8(r->ra_off, &row->ra_off8))
+		return false;
+	/* a return address in a register: aarch64's link register only, for a leaf */
+	if (!r->ra_saved && CFI_REG_RA != 30)
+		return false;
+	row->cfa = (uint16_t)((r->cfa_reg == CFI_REG_SP ? CFI_CFA_SP : CFI_CFA_FP) |
+			      (r->cfa_off / 8) << 2);
+	return true;
+}
+
+static bool same_rule(const struct cfi_row *a, const struct cfi_row *b)
+{
+	return a->cfa == b->cfa && a->fp_off8 == b->fp_off8 && a->ra_off8 == b->ra_off8;
+}
+
+static bool add_row(void *ctx, uintptr_t pc, const struct cfi_rules *r)
+{
+	struct builder *b = ctx;
+	uint64_t vaddr = (uint64_t)(pc - b->lo) + b->seg_vaddr;
+	struct cfi_row row, *last = b->n ? &b->rows[b->n - 1] : NULL;
+
+	if (vaddr > UINT32_MAX) {
+		b->overflow = true;
+		return false;
+	}
+	if (!row_pack(r, &row)) {
+		b->unfit++;
+		row = (struct cfi_row){0};
+	}
+	b->rules += r != NULL;
+	/* built with frame pointers: x86_64 moves the CFA to rbp after each prologue; aarch64
+	 * keeps it on sp but saves x29 (a frame record) in most functions */
+	b->fp_rows += r && (CFI_REG_SP == 31 ? r->fp_saved : r->cfa_reg == CFI_REG_FP);
+	row.pc = (uint32_t)vaddr;
+	if (last && row.pc < last->pc)
+		return true; /* overlapping FDEs: the first one's rows stand */
+	if (last && row.pc == last->pc) {
+		*last = row; /* the row that starts here wins over the one that ends here */
+		if (b->n > 1 && same_rule(&b->rows[b->n - 2], last))
+			b->n--;
+		return true;
+	}
+	if (last && same_rule(last, &row))
+		return true;
+	if (b->n == b->max) {
+		size_t max = b->max ? 2 * b->max : 4096;
+		struct cfi_row *rows;
+
+		if (max > b->limit)
+			max = b->limit; /* the buffer never outgrows a file's share (RSS) */
+		if (max <= b->n || !(rows = realloc(b->rows, max * sizeof(*rows)))) {
+			b->overflow = true;
+			return false;
+		}
+		b->rows = rows;
+		b->max = max;
+	}
+	b->rows[b->n++] = row;
+	return true;
+}
+
+/*
+ * Writes rows into the array from index first: through a mapping of the array where the
+ * kernel allows one (BPF_F_MMAPABLE, 5.5: a copy, no system call a row; unmapped after, so the
+ * rows are not the agent's RSS), else batched (5.6), else a call a row.
+ */
+static int rows_write(struct cfitab *c, uint32_t first, const struct cfi_row *rows, size_t n)
+{
+	uint32_t keys[CFI_WRITE_BATCH];
+	bool batch = true;
+
+	if (c->mmapable) {
+		size_t page = (size_t)sysconf(_SC_PAGESIZE), lo = first * sizeof(*rows);
+		size_t off = lo & ~(page - 1), len = lo + n * sizeof(*rows) - off;
+		uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, c->rows_fd, (off_t)off);
+
+		if (m != MAP_FAILED) {
+			memcpy(m + (lo - off), rows, n * sizeof(*rows));
+			munmap(m, len);
+			return 0;
+		}
+		c->mmapable = false;
+	}
+	for (size_t at = 0; at < n; at += CFI_WRITE_BATCH) {
+		uint32_t count = n - at < CFI_WRITE_BATCH ? (uint32_t)(n - at) : CFI_WRITE_BATCH;
+
+		for (uint32_t i = 0; i < count; i++)
+			keys[i] = first + (uint32_t)at + i;
+		if (batch && !bpf_map_update_batch(c->rows_fd, keys, rows + at, &count, NULL))
+			continue;
+		batch = false;
+		for (uint32_t i = 0; i < count; i++)
+			if (bpf_map_update_elem(c->rows_fd, &keys[i], &rows[at + i], BPF_ANY))
+				return -errno;
+	}
+	return 0;
+}
+
+/* Maps the table of m's file: through the process's root first (containers), or the vDSO. */
+static int table_map(uint32_t pid, const struct procmap *m, struct elf_eh_frame *eh)
+{
+	char path[PROCMAP_PATH + 32];
+
+	if (!strcmp(m->path, "[vdso]"))
+		return elf__vdso_eh_frame(eh);
+	if (m->path[0] != '/')
+		return -ENOENT;
+	snprintf(path, sizeof(path), "/proc/%u/root%s", pid, m->path);
+	if (!elf__map_eh_frame(path, eh))
+		return 0;
+	return elf__map_eh_frame(m->path, eh);
+}
+
+/* The rows of an indexed or headed table into b: false when it has none usable. */
+static bool table_rows(const struct elf_eh_frame *eh, struct builder *b)
+{
+	struct cfi_table t = {
+	    .lo = (uintptr_t)eh->seg,
+	    .hi = (uintptr_t)eh->seg + eh->seg_len,
+	    .eh_hdr = eh->hdr_vaddr ? eh->seg + (eh->hdr_vaddr - eh->seg_vaddr) : NULL,
+	};
+	struct cfi_fde *idx = NULL;
+	size_t n = 0;
+	long fdes;
+
+	b->lo = t.lo;
+	b->seg_vaddr = eh->seg_vaddr;
+	if (!t.eh_hdr) { /* a static program: its FDEs sorted once */
+		size_t max = eh->frame_len / 20 + 1;
+
+		if (max > CONFIG_BPF_LEAF_INDEX_FDES)
+			max = CONFIG_BPF_LEAF_INDEX_FDES;
+		idx = malloc(max * sizeof(*idx));
+		if (!idx)
+			return false;
+		n = cfi__index(&t, eh->seg + (eh->frame_vaddr - eh->seg_vaddr), eh->frame_len,
+			       idx, max);
+	}
+	fdes = cfi__rows(&t, idx, n, add_row, b);
+	free(idx);
+	return fdes > 0;
+}
+
+/* ---- room in the array ---------------------------------------------------------------------- */
+
+/* The first gap of n rows between the files' ranges, or false. */
+static bool find_gap(const struct cfitab *c, uint32_t n, uint32_t *at)
+{
+	uint32_t start = 0;
+
+	for (;;) {
+		bool moved = false;
+
+		for (unsigned int i = 0; i < c->max_files; i++) {
+			const struct cfi_file *f = &c->files[i];
+
+			if (f->key && f->n && f->first < start + n && start < f->first + f->n) {
+				start = f->first + f->n; /* overlaps: try after it */
+				moved = true;
+			}
+		}
+		if (!moved)
+			break;
+	}
+	if (start > c->max_rows || n > c->max_rows - start)
+		return false;
+	*at = start;
+	return true;
+}
+
+static void file_forget(struct cfitab *c, struct cfi_file *f)
+{
+	c->st.rows -= f->n;
+	c->st.files -= f->n != 0;
+	c->st.files_evicted++;
+	memset(f, 0, sizeof(*f));
+}
+
+/*
+ * The file no listed process maps that was used longest ago, or NULL; with_rows: only one
+ * that holds rows (to make room in the array: an entry that holds none frees nothing, and a
+ * file remembered as too big would be built again).
+ */
+static struct cfi_file *unused_file(struct cfitab *c, bool with_rows)
+{
+	struct cfi_file *best = NULL;
+
+	for (unsigned int i = 0; i < c->max_files; i++) {
+		struct cfi_file *f = &c->files[i];
+
+		if (f->key && !f->refs && (f->n || !with_rows) &&
+		    (!best || f->used_at < best->used_at))
+			best = f;
+	}
+	return best;
+}
+
+/* Sets or clears pid's bit in the program's pre-filter (cfi_maybe). */
+static void maybe_set(struct cfitab *c, uint32_t pid, bool on)
+{
+	uint32_t bit = pid % PROFILE_CFI_MAYBE_BITS, zero = 0;
+	__u64 *w = &c->maybe.bits[bit / 64], was = *w;
+
+	for (unsigned int i = 0; !on && i < c->max_procs; i++) /* another listed pid shares it */
+		on = c->listed[i].pid && c->listed[i].pid != pid &&
+		     c->listed[i].pid % PROFILE_CFI_MAYBE_BITS == bit;
+	*w = on ? *w | 1ull << (bit % 64) : *w & ~(1ull << (bit % 64));
+	if (*w != was)
+		bpf_map_update_elem(c->maybe_fd, &zero, &c->maybe, BPF_ANY);
+}
+
+/* Takes pid out of the program's sight: its slot first, then the slot's entry. */
+static void unlist(struct cfitab *c, uint32_t pid, uint32_t slot)
+{
+	struct cfi_proc empty = {0};
+
+	bpf_map_delete_elem(c->slots_fd, &pid);
+	bpf_map_update_elem(c->procs_fd, &slot, &empty, BPF_ANY);
+}
+
+static void listed_drop(struct cfitab *c, struct cfi_listed *l)
+{
+	uint32_t pid = l->pid;
+
+	unlist(c, l->pid, (uint32_t)(l - c->listed));
+	for (unsigned int i = 0; i < l->n; i++)
+		c->files[l->files[i]].refs--;
+	memset(l, 0, sizeof(*l));
+	maybe_set(c, pid, false);
+	c->st.procs--;
+}
+
+/* The process listed longest ago (not pid; listed before `before`, 0: any), or NULL. */
+static struct cfi_listed *oldest_listed(struct cfitab *c, uint32_t pid, uint64_t before)
+{
+	struct cfi_listed *best = NULL;
+
+	for (unsigned int i = 0; i < c->max_procs; i++) {
+		struct cfi_listed *l = &c->listed[i];
+
+		if (l->pid && l->pid != pid && (!before || l->listed_ns < before) &&
+		    (!best || l->listed_at < best->listed_at))
+			best = l;
+	}
+	return best;
+}
+
+/*
+ * Room for n rows: files no listed process maps go first (least recently used), then the
+ * processes listed longest ago leave the map (listed again at their next sample), so that
+ * their files can go. pid (being listed) keeps its own.
+ */
+static bool make_room(struct cfitab *c, uint32_t n, uint32_t pid, uint32_t *at)
+{
+	struct cfi_file *f;
+	struct cfi_listed *l;
+
+	uint64_t now = port_clock_mono_ns();
+
+	if (n > c->max_rows / CFI_FILE_SHARE)
+		return false;
+	while (!find_gap(c, n, at)) {
+		if ((f = unused_file(c, true))) {
+			file_forget(c, f);
+		} else if ((l = oldest_listed(c, pid, now - CFI_EVICT_AGE_NS))) {
+			listed_drop(c, l);
+			c->st.procs_evicted++;
+		} else {
+			return false;
+		}
+	}
+	return true;
+}
+
+/* ---- files ------------------------------------------------------------------------------------ */
+
+/* Builds and loads the rows of m's file into f. */
+static void file_load(struct cfitab *c, uint32_t pid, const struct procmap *m,
+		      struct cfi_file *f)
+{
+	struct elf_eh_frame eh;
+	struct builder b = {.limit = c->max_rows / CFI_FILE_SHARE};
+
+	if (b.limit > CFI_FILE_MAX_ROWS)
+		b.limit = CFI_FILE_MAX_ROWS;
+	uint64_t t0 = port_clock_mono_ns();
+	uint32_t at;
+
+	if (table_map(pid, m, &eh)) {
+		c->st.no_table++;
+		return;
+	}
+	f->n_load = eh.n_load;
+	memcpy(f->load, eh.load, sizeof(f->load));
+	if (!table_rows(&eh, &b) || b.n == 0) {
+		c->st.no_table++;
+	} else if (b.overflow) {
+		f->unfit = true; /* for good: more rows than the search reaches or its share */
+		c->st.files_unfit++;
+	} else if (!make_room(c, (uint32_t)b.n, pid, &at) || rows_write(c, at, b.rows, b.n)) {
+		f->unfit = true;
+		f->key = 0; /* no room now: built again when next wanted */
+		c->st.files_unfit++;
+	} else {
+		f->first = at;
+		f->n = (uint32_t)b.n;
+		f->fp_built = b.fp_rows * 100 >= b.rules * CFI_FP_BUILT;
+		c->st.rows += b.n;
+		c->st.files++;
+		c->st.rows_unfit += b.unfit;
+	}
+	if (eh.map)
+		elf__unmap_eh_frame(&eh);
+	free(b.rows);
+	c->st.load_ns += port_clock_mono_ns() - t0;
+}
+
+/* m's file's rows, loaded on first use; NULL when the files cache is full. */
+static struct cfi_file *file_get(struct cfitab *c, uint32_t pid, const struct procmap *m)
+{
+	uint64_t key = procmaps__hash(m->build_id[0] ? m->build_id : m->path) | 1;
+	struct cfi_file *f, *free_slot = NULL;
+
+	for (unsigned int i = 0; i < c->max_files; i++) {
+		f = &c->files[i];
+		if (f->key == key) {
+			f->used_at = ++c->clock;
+			return f;
+		}
+		if (!f->key && !free_slot)
+			free_slot = f;
+	}
+	if (!free_slot && (f = unused_file(c, false))) {
+		file_forget(c, f);
+		free_slot = f;
+	}
+	if (!free_slot)
+		return NULL;
+	*free_slot = (struct cfi_file){.key = key, .used_at = ++c->clock};
+	file_load(c, pid, m, free_slot);
+	return free_slot;
+}
+
+/*
+ * The bias of m (pc - bias is the file's vaddr); false when its offset is in no segment (a
+ * segment may well start at vaddr 0: aarch64's libc).
+ */
+static bool mapping_bias(const struct cfi_file *f, const struct procmap *m, uint64_t *bias)
+{
+	if (!strcmp(m->path, "[vdso]") || f->n == 0) {
+		*bias = m->start - m->offset; /* the vDSO is linked at 0; no rows: unused */
+		return true;
+	}
+	for (unsigned int i = 0; i < f->n_load && i < ELF_EH_MAX_LOADS; i++) {
+		const struct elf_load *l = &f->load[i];
+
+		if (m->offset >= l->offset && m->offset - l->offset < l->filesz) {
+			*bias = m->start - (l->vaddr + (m->offset - l->offset));
+			return true;
+		}
+	}
+	return false;
+}
+
+/* ---- processes -------------------------------------------------------------------------------- */
+
+static struct cfi_listed *listed_find(struct cfitab *c, uint32_t pid, bool make)
+{
+	struct cfi_listed *free_slot = NULL;
+
+	for (unsigned int i = 0; i < c->max_procs; i++) {
+		if (c->listed[i].pid == pid)
+			return &c->listed[i];
+		if (!c->listed[i].pid && !free_slot)
+			free_slot = &c->listed[i];
+	}
+	if (!make)
+		return NULL;
+	if (!free_slot && (free_slot = oldest_listed(c, pid, 0))) {
+		listed_drop(c, free_slot);
+		c->st.procs_evicted++;
+	}
+	return free_slot;
+}
+
+/* Lists pid with its code mappings, or leaves it to frame pointers (counted). */
+static void proc_list(struct cfitab *c, uint32_t pid)
+{
+	struct procmaps *pm;
+	struct cfi_proc p = {0};
+	struct cfi_listed *l = listed_find(c, pid, false), mine = {.pid = pid};
+	bool fit = true;
+
+	if (l)
+		listed_drop(c, l); /* listed again: its maps changed */
+	if (procmaps__read(pid, CFI_MAX_MAPS, &pm))
+		return; /* gone already */
+	/* the program first: built with frame pointers, it needs no other file's rows */
+	if (pm->exe >= 0 && (unsigned int)pm->exe < pm->n) {
+		struct cfi_file *f = file_get(c, pid, &pm->maps[pm->exe]);
+
+		if (f && !f->unfit && f->fp_built) {
+			c->st.fp_built++;
+			procmaps__free(pm);
+			return;
+		}
+	}
+	for (unsigned int i = 0; i < pm->n && fit; i++) {
+		const struct procmap *m = &pm->maps[i];
+		struct cfi_file *f;
+		uint64_t bias = 0;
+
+		f = p.n < PROFILE_CFI_MAPS ? file_get(c, pid, m) : NULL;
+		fit = f && !f->unfit && mapping_bias(f, m, &bias);
+		if (!fit)
+			break;
+		p.m[p.n] = (struct cfi_mapping){.start = m->start, .end = m->limit, .bias = bias,
+						.first = f->first, .n = f->n};
+		mine.files[p.n++] = (uint16_t)(f - c->files);
+		f->refs++; /* held while listing: make_room leaves it */
+	}
+	procmaps__free(pm);
+	mine.n = (uint16_t)p.n;
+	/* maps are read in address order: sorted, as the program's search wants */
+	p.tgid = pid;
+	if (fit && (l = listed_find(c, pid, true))) {
+		uint32_t slot = (uint32_t)(l - c->listed);
+
+		if (!bpf_map_update_elem(c->procs_fd, &slot, &p, BPF_ANY) &&
+		    !bpf_map_update_elem(c->slots_fd, &pid, &slot, BPF_ANY)) {
+			mine.listed_at = ++c->clock;
+			mine.listed_ns = port_clock_mono_ns();
+			*l = mine;
+			maybe_set(c, pid, true);
+			c->st.procs++;
+			c->st.loads++;
+			return;
+		}
+		unlist(c, pid, slot);
+	}
+	for (unsigned int i = 0; i < mine.n; i++)
+		c->files[mine.files[i]].refs--;
+	c->st.unfit++;
+}
+
+static void proc_try(struct cfitab *c, uint32_t pid, const char *comm, uint64_t retry_ns,
+		     uint32_t need)
+{
+	struct cfi_pid *t = &c->pids[pid % CFI_PID_SLOTS];
+	uint64_t now = port_clock_mono_ns(), h = procmaps__hash(comm ? comm : "");
+
+	if (t->pid != pid || t->comm != h)
+		*t = (struct cfi_pid){.pid = pid, .comm = h};
+	if (t->tried_ns && now - t->tried_ns < retry_ns)
+		return;
+	if (++t->seen < need)
+		return;
+	t->tried_ns = now;
+	proc_list(c, pid);
+}
+
+void cfitab__want(struct cfitab *c, uint32_t pid, const char *comm)
+{
+	/* not the agent itself: its samples are mostly the building of tables */
+	if (c && pid && pid != c->self)
+		proc_try(c, pid, comm, CFI_WANT_RETRY_NS, CFI_WANT_SAMPLES);
+}
+
+void cfitab__stale(struct cfitab *c, uint32_t pid, const char *comm)
+{
+	if (c && pid)
+		proc_try(c, pid, comm, CFI_STALE_RETRY_NS, 1);
+}
+
+void cfitab__count(struct cfitab *c, uint32_t end)
+{
+	if (c && end < CFI_END_MAX)
+		c->st.walks[end]++;
+}
+
+/* Processes that exited leave the map; their files stay until room is needed. */
+void cfitab__sweep(struct cfitab *c)
+{
+	for (unsigned int i = 0; c && i < c->max_procs; i++) {
+		struct cfi_listed *l = &c->listed[i];
+
+		if (l->pid && kill((pid_t)l->pid, 0) && errno == ESRCH)
+			listed_drop(c, l);
+	}
+}
+
+struct cfitab *cfitab__new(int rows_fd, bool mmapable, int procs_fd, int slots_fd,
+			   int maybe_fd, unsigned int max_rows, unsigned int max_procs,
+			   unsigned int max_files)
+{
+	struct cfitab *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->rows_fd = rows_fd;
+	c->procs_fd = procs_fd;
+	c->slots_fd = slots_fd;
+	c->maybe_fd = maybe_fd;
+	c->self = (uint32_t)getpid();
+	c->mmapable = mmapable;
+	c->max_rows = max_rows;
+	c->max_procs = max_procs;
+	c->max_files = max_files;
+	c->files = calloc(max_files, sizeof(*c->files));
+	c->listed = calloc(max_procs, sizeof(*c->listed));
+	if (!c->files || !c->listed) {
+		cfitab__free(c);
+		return NULL;
+	}
+	return c;
+}
+
+void cfitab__stats(const struct cfitab *c, struct cfitab_stats *st)
+{
+	*st = c ? c->st : (struct cfitab_stats){0};
+}
+
+void cfitab__free(struct cfitab *c)
+{
+	if (!c)
+		return;
+	free(c->files);
+	free(c->listed);
+	free(c);
+}

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bpf/cfitab.h — the CFI tables the BPF program unwinds user stacks with (CONFIG_BPF_CFI).
+ *
+ * The kernel walks user stacks by frame pointers, and code built without them (Debian's
+ * libraries and programs, most firmware) gives a few frames under a junk root. The program
+ * walks instead by rows of call frame information: for each code mapping of a process, the
+ * rules of its file's .eh_frame (elf/cfi.c), packed 8 bytes a row (bpf/profile.h), one array
+ * for every file (CONFIG_BPF_CFI_ROWS rows: a file's rows are loaded once, shared by every
+ * process that maps it), and per process the sorted list of its code mappings
+ * (CONFIG_BPF_CFI_PROCS processes, PROFILE_CFI_MAPS mappings each).
+ *
+ * A process is listed at its fourth sample (the sampler calls cfitab__want()), read from
+ * /proc/<pid>/maps; until then and when it does not fit (rows full, too many mappings, a file
+ * with too many rows) its samples are walked by frame pointers as before: counted, never
+ * walked by a partial table. A walk that meets a pc in no listed mapping (dlopen, exec) makes
+ * the process be read again (cfitab__stale(), at most once a second). Exited processes leave
+ * the map every few seconds (cfitab__sweep()). When rows are needed, the files no listed
+ * process maps go first (least recently used), then the processes listed longest ago (they
+ * are listed again at their next sample).
+ */
+#ifndef EDGEPROF_BPF_CFITAB_H
+#define EDGEPROF_BPF_CFITAB_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <linux/types.h>
+
+#include "bpf/profile.h"
+
+struct cfitab_stats {
+	uint64_t procs;        /* processes listed now */
+	uint64_t loads;        /* times a process was listed (again) */
+	uint64_t unfit;        /* times a process was left to frame pointers: a bound */
+	uint64_t fp_built;     /* times a program built with frame pointers was left to them */
+	uint64_t procs_evicted; /* listed processes dropped to make room (listed again later) */
+	uint64_t files;        /* files whose rows are loaded now */
+	uint64_t files_unfit;  /* files too big for the search or the array */
+	uint64_t files_evicted; /* files dropped to make room */
+	uint64_t no_table;     /* files without a usable .eh_frame: frame pointers there */
+	uint64_t rows;         /* rows in use, of CONFIG_BPF_CFI_ROWS */
+	uint64_t rows_unfit;   /* rules a row cannot say (kept as "no rule": the walk ends there) */
+	uint64_t load_ns;      /* time spent building and loading tables */
+	uint64_t walks[CFI_END_MAX]; /* samples walked by tables, by why the walk ended */
+};
+
+struct cfitab;
+
+#ifdef CONFIG_BPF_CFI
+/*
+ * rows_fd: the cfi_rows array (max_rows; mmapable: created BPF_F_MMAPABLE); procs_fd: the
+ * cfi_procs array and slots_fd the cfi_slots hash (max_procs each); maybe_fd: cfi_maybe.
+ */
+struct cfitab *cfitab__new(int rows_fd, bool mmapable, int procs_fd, int slots_fd,
+			   int maybe_fd, unsigned int max_rows, unsigned int max_procs,
+			   unsigned int max_files);
+/*
+ * The sample of pid (comm: the sample's) was walked by frame pointers: list it at its fourth
+ * such sample, unless tried lately with that comm (an exec changes it: a fork listed before
+ * its exec is listed again).
+ */
+void cfitab__want(struct cfitab *c, uint32_t pid, const char *comm);
+/* A walk of pid met a pc in no listed mapping: read its maps again (at most once a second). */
+void cfitab__stale(struct cfitab *c, uint32_t pid, const char *comm);
+/* Counts a walk's end (profile_event.cfi_end). */
+void cfitab__count(struct cfitab *c, uint32_t end);
+/* Drops the processes that exited from the map (their files stay until room is needed). */
+void cfitab__sweep(struct cfitab *c);
+void cfitab__stats(const struct cfitab *c, struct cfitab_stats *st);
+void cfitab__free(struct cfitab *c); /* NULL-safe */
+#else
+static inline struct cfitab *cfitab__new(int rows_fd, bool mmapable, int procs_fd,
+					 int slots_fd, int maybe_fd, unsigned int max_rows,
+					 unsigned int max_procs, unsigned int max_files)
+{
+	return NULL;
+}
+static inline void cfitab__want(struct cfitab *c, uint32_t pid, const char *comm) {}
+static inline void cfitab__stale(struct cfitab *c, uint32_t pid, const char *comm) {}
+static inline void cfitab__count(struct cfitab *c, uint32_t end) {}
+static inline void cfitab__sweep(struct cfitab *c) {}
+static inline void cfitab__stats(const struct cfitab *c, struct cfitab_stats *st)
+{
+	*st = (struct cfitab_stats){0};
+}
+static inline void cfitab__free(struct cfitab *c) {}
+#endif /* CONFIG_BPF_CFI */
+
+#endif /* EDGEPROF_BPF_CFITAB_H */
