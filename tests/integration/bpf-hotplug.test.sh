@@ -52,7 +52,8 @@ run_case() { # name, seconds offline (0.3: back before the sampler's next 2 s re
 	echo "$name: workload on CPU $cpu after it came back: $n samples (3 s at 499 Hz)"
 	grep -q "CPU $cpu went offline" "$tmp/err.$name" || { echo "$name: offline not noticed"; return 1; }
 	grep -q "now sampling 2 CPUs" "$tmp/err.$name" || { echo "$name: CPU not re-attached"; return 1; }
-	[ "$n" -ge 300 ] || { echo "$name: CPU $cpu not sampled again"; return 1; }
+	# ~1500 when idle; 269 seen at load average 9: the defect this finds is none at all
+	[ "$n" -ge 100 ] || { echo "$name: CPU $cpu not sampled again"; return 1; }
 }
 
 agent_case() {
@@ -86,7 +87,7 @@ print(f"agent: mmap_cpus={val('mmap_cpus')} mmap_cpu_offline={val('mmap_cpu_offl
       f"maps_from_records={val('maps_from_records')}; workload on CPU 1 afterwards: {n:.0f} "
       f"samples, {named:.0f} named")
 ok = val("mmap_cpus") == 2 and val("mmap_cpu_offline") >= 1 and val("maps_from_records") >= 1
-sys.exit(0 if ok and n >= 300 and named >= 0.9 * n else 1)
+sys.exit(0 if ok and n >= 100 and named >= 0.9 * n else 1)  # n: see case() above
 PY
 }
 
