@@ -51,7 +51,7 @@ struct timeline {
 	int64_t *values;
 };
 
-static int timeline_one(void *ctx, const struct index_view *v)
+static int timeline_one(void *ctx, const struct store_entry *v)
 {
 	struct timeline *t = ctx;
 	uint64_t b;
