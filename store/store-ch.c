@@ -105,9 +105,11 @@ static void h_bytes(struct hasher *h, const void *p, size_t n)
 		h->h = (h->h ^ b[i]) * 0x100000001b3ull;
 }
 
+/* A whole word at a time (stack hashes are mostly location ids): a multiply-xorshift step. */
 static void h_u64(struct hasher *h, uint64_t v)
 {
-	h_bytes(h, &v, sizeof(v));
+	h->h = (h->h ^ v) * 0x9e3779b97f4a7c15ull;
+	h->h ^= h->h >> 32;
 }
 
 /* A string with its length first: "ab"+"c" and "a"+"bc" differ. */
@@ -467,6 +469,62 @@ struct put_rows {
 	size_t n_samples;
 };
 
+struct stack_ref {
+	uint64_t stack;
+	size_t i;
+};
+
+static int stack_ref_cmp(const void *a, const void *b)
+{
+	const struct stack_ref *x = a, *y = b;
+
+	return x->stack < y->stack ? -1 : x->stack > y->stack ? 1 : (x->i > y->i) - (x->i < y->i);
+}
+
+/*
+ * One sample row per distinct stack of the profile, values summed: samples that differ only
+ * by what a stack id leaves out (numeric labels) are one row, as a merge would make them
+ * (a 20 KB profile of 1,400 samples over 130 stacks: 130 rows, not 1,400).
+ */
+static int rows_samples(const struct record_meta *m, const struct pprof_profile *p,
+			struct put_rows *r, uint64_t series, uint64_t sig, uint64_t id)
+{
+	struct stack_ref *ref = malloc((p->n_samples + 1) * sizeof(*ref));
+	int64_t *sum = calloc(p->n_sample_type + 1, sizeof(*sum));
+	struct rb *b = &r->samples;
+
+	if (!ref || !sum) {
+		free(ref);
+		free(sum);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < p->n_samples; i++)
+		ref[i] = (struct stack_ref){ r->stack_ids[i], i };
+	qsort(ref, p->n_samples, sizeof(*ref), stack_ref_cmp);
+	for (size_t i = 0; i < p->n_samples; i++) {
+		const int64_t *v = p->samples[ref[i].i].values;
+
+		for (size_t j = 0; j < p->n_sample_type; j++)
+			sum[j] = (int64_t)((uint64_t)sum[j] + (uint64_t)v[j]);
+		if (i + 1 < p->n_samples && ref[i + 1].stack == ref[i].stack)
+			continue;
+		rb_u16(b, day_of(m->time_ns));
+		rb_u64(b, m->time_ns);
+		rb_u64(b, series);
+		rb_u64(b, sig);
+		rb_u64(b, id);
+		rb_u64(b, ref[i].stack);
+		rb_varint(b, p->n_sample_type);
+		for (size_t j = 0; j < p->n_sample_type; j++)
+			rb_u64(b, (uint64_t)sum[j]);
+		memset(sum, 0, p->n_sample_type * sizeof(*sum));
+		r->n_samples++;
+	}
+	free(ref);
+	free(sum);
+	return 0;
+}
+
 /* The sample rows and the profile row, built outside the lock. */
 static int rows_build(const struct record_meta *m, const struct pprof_profile *p, size_t len,
 		      uint64_t id, struct put_rows *r)
@@ -480,22 +538,11 @@ static int rows_build(const struct record_meta *m, const struct pprof_profile *p
 	r->stack_ids = calloc(p->n_samples + 1, sizeof(uint64_t));
 	if (e || !r->stack_ids)
 		return -ENOMEM;
-	for (size_t i = 0; i < p->n_samples; i++) {
-		const struct pprof_sample *s = &p->samples[i];
-		struct rb *b = &r->samples;
-
-		r->stack_ids[i] = stack_of(p, s, &r->ids);
-		rb_u16(b, day_of(m->time_ns));
-		rb_u64(b, m->time_ns);
-		rb_u64(b, series);
-		rb_u64(b, sig);
-		rb_u64(b, id);
-		rb_u64(b, r->stack_ids[i]);
-		rb_varint(b, p->n_sample_type);
-		for (size_t j = 0; j < p->n_sample_type; j++)
-			rb_u64(b, (uint64_t)s->values[j]);
-	}
-	r->n_samples = p->n_samples;
+	for (size_t i = 0; i < p->n_samples; i++)
+		r->stack_ids[i] = stack_of(p, &p->samples[i], &r->ids);
+	e = rows_samples(m, p, r, series, sig, id);
+	if (e)
+		return e;
 	for (size_t i = 0; i < m->n_labels && i < STORE_MAX_LABELS; i++) {
 		keys[i] = m->labels[i].key;
 		values[i] = m->labels[i].value;

@@ -14,7 +14,7 @@ CH_COLLECTORS=()
 ch_cleanup() {
 	local p
 	for p in "${CH_COLLECTORS[@]}" "${CH_PIDS[@]}"; do
-		[ -n "$p" ] && kill -9 "$p" 2>/dev/null && wait "$p" 2>/dev/null
+		[ -n "$p" ] && kill -9 "$p" 2>/dev/null && wait "$p" 2>/dev/null || true
 	done
 	ep_cleanup
 }
