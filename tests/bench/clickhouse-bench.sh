@@ -29,7 +29,7 @@ make_pki
 for i in $(seq "$FILES"); do "$PPROF_TOOL" vary "$T/p.pb.gz" "$T/v$i.pb.gz" "$i" >/dev/null; done
 ch_start 0
 start_ch_collector chc "http://127.0.0.1:$(ch_http_port 0)/edgeprof_bench" \
-	--ch-batch-ms "$BATCH_MS" --max-conns $((CLIENTS + 16))
+	--ch-batch-ms "$BATCH_MS" --max-conns $((CLIENTS + 16)) --max-handshakes $((CLIENTS + 16))
 echo "load: $(uptime)"
 echo "clickhouse bench: $(nproc) CPUs, $CLIENTS clients over $FILES files of" \
 	"$(stat -c %s "$T/v1.pb.gz") bytes, ${SECS}s, ClickHouse $(ch_sql 0 'SELECT version()')"
