@@ -85,6 +85,8 @@ static void metric_ch(struct sbuf *b, const struct store_ch_stats *ch)
 	       ch->stack_rows);
 	metric(b, "clickhouse_intern_resets_total", "counter",
 	       "Sets of ids sent that were full and cleared.", ch->intern_resets);
+	metric(b, "clickhouse_partitions_dropped_total", "counter",
+	       "Day partitions dropped by --retention-days.", ch->partitions_dropped);
 }
 
 static void metric_debuginfo(struct sbuf *b, struct debuginfo *d)

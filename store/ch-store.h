@@ -82,10 +82,12 @@ struct ch_store {
 	struct keymap keys;
 	size_t batch_bytes, queue_bytes;
 	unsigned batch_ms, ack_ms;
+	unsigned retention_days;	/* 0: keep everything */
 	char last_error[300];
 	/* counters */
 	uint64_t puts, duplicates, put_errors, refused_full, ack_timeouts;
 	uint64_t batches, insert_errors, rows[T__N], merges, merge_skipped;
+	uint64_t partitions_dropped;
 };
 
 static inline struct ch_store *ch_of(struct store *base)

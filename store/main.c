@@ -31,7 +31,7 @@ static const char usage_text[] =
 	"                          [--index-entries N] [--debuginfo-dir DIR] [--syslog] [-v]\n"
 	"                          [--rollup-seconds N]\n"
 	"       edgeprof-collector ... --clickhouse http://HOST:PORT/DATABASE --debuginfo-dir DIR\n"
-	"                          [--ch-batch-ms N]   (instead of --ring)\n"
+	"                          [--ch-batch-ms N] [--retention-days N]   (instead of --ring)\n"
 	"\n"
 	"Receives profiles over mutual TLS (client certificates signed by --tls-ca are\n"
 	"required; their CN becomes the device label) and keeps them in one preallocated\n"
@@ -106,6 +106,7 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 		{ "rollup-seconds", required_argument, NULL, 'R' },
 		{ "clickhouse", required_argument, NULL, 'K' },
 		{ "ch-batch-ms", required_argument, NULL, 'B' },
+		{ "retention-days", required_argument, NULL, 'J' },
 		{ "syslog", no_argument, NULL, 'S' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -140,7 +141,7 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 			o->store.rollup.bucket_s = (unsigned)v;
 			break;
 		case 's': case 'f': case 'b': case 'g': case 'm': case 't': case 'i': case 'x':
-		case 'a': case 'B':
+		case 'a': case 'B': case 'J':
 			if (parse_size(optarg, &v)) {
 				fprintf(stderr, "edgeprof-collector: '%s' is not a size\n", optarg);
 				return -EINVAL;
@@ -154,11 +155,17 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 			else if (c == 't') o->request_timeout_ms = (unsigned)v;
 			else if (c == 'i') o->idle_timeout_ms = (unsigned)v;
 			else if (c == 'B') o->store.ch_batch_ms = (unsigned)v;
+			else if (c == 'J') o->store.retention_days = (unsigned)v;
 			else o->store.index_entries = v;
 			break;
 		default:
 			return -EINVAL;
 		}
+	}
+	if (o->store.retention_days && !o->store.clickhouse) {
+		fprintf(stderr, "edgeprof-collector: --retention-days is for --clickhouse (a ring "
+			"file keeps what fits: --ring-size)\n");
+		return -EINVAL;
 	}
 	if (o->store.clickhouse && (o->store.path || !o->debuginfo_dir)) {
 		fprintf(stderr, "edgeprof-collector: --clickhouse replaces --ring and needs "

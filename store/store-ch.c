@@ -752,11 +752,58 @@ static void ch__seal_due(struct ch_store *c)
 	c->tail = b;
 }
 
+/*
+ * Retention (--retention-days N): 18.16 has no TTL, so the day partitions of samples and
+ * profiles older than N days are dropped (ALTER TABLE ... DROP PARTITION ID), at start and then
+ * hourly, by the writer thread (lock not held). The dictionaries stay: small, and shared by the
+ * days that remain. Several collectors may do it at once: a partition gone meanwhile is not
+ * listed again.
+ */
+static void ch__retain(struct ch_store *c, struct ch_conn *conn)
+{
+	struct rb sql = { 0 }, res = { 0 };
+	struct rb_rd r;
+	char err[300];
+	int e;
+
+	rb_printf(&sql, "SELECT DISTINCT table, partition_id FROM system.parts WHERE active AND "
+		  "database = '%s' AND table IN ('samples', 'profiles') AND max_date < today() - %u "
+		  "FORMAT RowBinary", c->o.database, c->retention_days);
+	rb_put(&sql, "", 1);
+	e = sql.oom ? -ENOMEM : ch_conn__run(conn, (char *)sql.p, NULL, NULL, 0, &res, err,
+					     sizeof(err));
+	rb_free(&sql);
+	r = (struct rb_rd){ res.p, res.p + res.len, false };
+	while (!e && rd_more(&r)) {
+		char table[16], part[64], alter[160];
+
+		rd_strcpy(&r, table, sizeof(table));
+		rd_strcpy(&r, part, sizeof(part));
+		if (r.bad || part[strspn(part, "0123456789")] ||
+		    (strcmp(table, "samples") && strcmp(table, "profiles")))
+			break;
+		snprintf(alter, sizeof(alter), "ALTER TABLE %s DROP PARTITION ID '%s'", table,
+			 part);
+		e = ch_conn__run(conn, alter, NULL, NULL, 0, NULL, err, sizeof(err));
+		if (!e) {
+			pr_info("clickhouse: retention: dropped %s of %s (older than %u days)",
+				table, part, c->retention_days);
+			pthread_mutex_lock(&c->lock);
+			c->partitions_dropped++;
+			pthread_mutex_unlock(&c->lock);
+		}
+	}
+	if (e)
+		pr_warn("clickhouse: retention: %s", err);
+	rb_free(&res);
+}
+
 static void *ch__writer(void *arg)
 {
 	struct ch_store *c = arg;
 	struct ch_conn *conn = ch_conn__new(&c->o);
 	unsigned backoff_ms = 0;
+	uint64_t retain_due = 0;
 
 	pthread_mutex_lock(&c->lock);
 	while (conn) {
@@ -764,6 +811,12 @@ static void *ch__writer(void *arg)
 		struct timespec ts;
 		int e;
 
+		if (c->retention_days && port_clock_mono_ns() >= retain_due && !c->stop) {
+			pthread_mutex_unlock(&c->lock);
+			ch__retain(c, conn);
+			pthread_mutex_lock(&c->lock);
+			retain_due = port_clock_mono_ns() + 3600 * NSEC_PER_SEC;
+		}
 		ch__seal_due(c);
 		b = c->head;
 		if (!b && c->stop)
@@ -826,6 +879,7 @@ static void ch__stats(struct store *base, struct store_stats *st)
 	st->ch.stack_rows = c->rows[T_STACKS];
 	st->ch.intern_resets = c->fns.resets + c->maps.resets + c->locs.resets +
 			       c->stacks.resets;
+	st->ch.partitions_dropped = c->partitions_dropped;
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -898,6 +952,7 @@ struct store *store_ch__open(const struct store_opts *opts, char *err, size_t er
 	c->batch_ms = opts->ch_batch_ms ? opts->ch_batch_ms : CONFIG_COLLECTOR_CH_BATCH_MS;
 	c->queue_bytes = (size_t)CONFIG_COLLECTOR_CH_QUEUE_MB << 20;
 	c->ack_ms = CONFIG_COLLECTOR_CH_ACK_MS;
+	c->retention_days = opts->retention_days;
 	c->keys.cap = 1;
 	while (c->keys.cap < intern)
 		c->keys.cap *= 2;

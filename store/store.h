@@ -11,7 +11,8 @@
  *              backend (store/render.c, tools/cli): a backend answers "merge", and whatever it
  *              aggregates itself (a ClickHouse GROUP BY stack) arrives as that pprof
  *   retention  the ring file retains by size (oldest overwritten, ringfile_stats says how far
- *              back it reaches); store__stats() says what each backend holds
+ *              back it reaches); ClickHouse by age (store_opts.retention_days: whole days
+ *              dropped); store__stats() says what each backend holds
  *
  * Backends: the ring file (store/store-ring.c: port/ringfile + store/index + rollups), the
  * default, and nothing outside it touches the ring's or the index's functions; ClickHouse
@@ -54,6 +55,7 @@ struct store_opts {
 	struct rollup_opts rollup; /* bucket_s 0 = no rollups (store/rollup.h) */
 	const char *clickhouse;	/* STORE_CLICKHOUSE: http://HOST:PORT/DATABASE */
 	unsigned ch_batch_ms;	/* 0 = CONFIG_COLLECTOR_CH_BATCH_MS */
+	unsigned retention_days; /* STORE_CLICKHOUSE: drop days older than this (0 = keep) */
 };
 
 #define STORE_DEFAULT_MAX_MERGE 10000
@@ -137,6 +139,7 @@ struct store_ch_stats {
 	uint64_t queued_bytes, queue_capacity;
 	uint64_t sample_rows, stack_rows;	/* rows queued */
 	uint64_t intern_resets;			/* id sets cleared when full */
+	uint64_t partitions_dropped;		/* days dropped by retention */
 };
 
 struct store_stats {

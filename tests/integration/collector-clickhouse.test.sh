@@ -7,7 +7,7 @@
 # folded flame graph of /api/0/render must be the same from both, and one profile read back by
 # id must have the values it was uploaded with. Then ClickHouse is killed with SIGKILL while 4
 # clients upload and restarted 2 s later: every acknowledged profile is in ClickHouse, once,
-# with its samples. ~20 s.
+# with its samples. Last, --retention-days drops a 40-day-old day and nothing newer. ~20 s.
 . "$(dirname "$0")/collector-lib.sh"
 . "$(dirname "$0")/clickhouse-lib.sh"
 [ -x "$LOAD" ] || { echo "collector-load not built (make all-tests)"; exit 77; }
@@ -48,6 +48,8 @@ for i in $(seq 0 $((n - 1))); do
 done
 upload "$TLS_PORT" dev-1 "$T/built.pb.gz" kb region=eu $((base + 1000))
 upload "$CC_PORT" dev-1 "$T/built.pb.gz" kb region=eu $((base + 1000))
+# 40 days old (before every query below): for the retention check at the end
+upload "$CC_PORT" dev-1 "$T/v0.pb.gz" kold region=eu $((base - 40 * 86400))
 
 get() { # port path-and-query out: operator GET, the headers to out.h
 	curl -gsS --fail --max-time 60 --cacert "$T/pki/ca.crt" --cert "$T/pki/op.crt" \
@@ -122,4 +124,21 @@ per=$(ch_sql 0 "SELECT uniqExact(c), any(c) FROM (SELECT profile, count() c FROM
 grep -c 'clickhouse: INSERT' "$T/chc.log" >/dev/null || fail "the outage left no trace in the log"
 echo "kill -9 of ClickHouse under load: $acked acknowledged ($before before the kill), all stored once with their samples"
 echo "$(grep 'clickhouse: INSERT' "$T/chc.log" | head -n 1)"
+# Retention: a collector with --retention-days 30 drops the day of the 40-day-old profile (its
+# samples too) and nothing newer.
+old=$(ch_sql 0 "SELECT count() FROM edgeprof_test.profiles WHERE key = 'kold'")
+[ "$old" = 1 ] || fail "the old profile is not stored ($old)"
+all=$(ch_sql 0 "SELECT count() FROM edgeprof_test.profiles")
+start_ch_collector chr "$CHURL" --retention-days 30
+for _ in $(seq 100); do
+	[ "$(ch_sql 0 "SELECT count() FROM edgeprof_test.profiles WHERE key = 'kold'")" = 0 ] && break
+	sleep 0.1
+done
+[ "$(ch_sql 0 "SELECT count() FROM edgeprof_test.profiles WHERE key = 'kold'")" = 0 ] ||
+	fail "--retention-days 30 kept a 40-day-old profile"
+[ "$(ch_sql 0 "SELECT count() FROM edgeprof_test.samples WHERE ts < $(((base - 30 * 86400) * 1000000000))")" = 0 ] ||
+	fail "--retention-days 30 kept old samples"
+[ "$(ch_sql 0 "SELECT count() FROM edgeprof_test.profiles")" = $((all - 1)) ] ||
+	fail "retention dropped more than the old day"
+grep 'retention: dropped' "$T/chr.log" | head -n 2
 echo "collector-clickhouse: ok ($checks merges and flame graphs equal to the ring's)"
