@@ -128,6 +128,7 @@ static int ch__series(struct ch_store *c, const struct store_query *q, struct se
 {
 	struct rb sql = { 0 }, res = { 0 };
 	struct rb_rd r;
+	size_t rows = 0;
 	int e;
 
 	rb_printf(&sql, "SELECT series, sig, any(service), any(type), any(device), "
@@ -173,6 +174,7 @@ static int ch__series(struct ch_store *c, const struct store_query *q, struct se
 		rd_strcpy(&r, sr.comments, sizeof(sr.comments));
 		if (r.bad)
 			break;
+		rows++;
 		if (!selector__match(q->sel, service, device, rl.l, rl.n))
 			continue;
 		if (out->n == out->cap) {
@@ -191,6 +193,11 @@ static int ch__series(struct ch_store *c, const struct store_query *q, struct se
 	if (!e && r.bad) {
 		snprintf(err, errlen, "clickhouse: malformed answer to the series query");
 		e = -EIO;
+	}
+	if (!e && rows > CH_MAX_SERIES) {
+		snprintf(err, errlen, "the time range holds more than %d series: narrow it",
+			 CH_MAX_SERIES);
+		e = -E2BIG;
 	}
 	rb_free(&res);
 	return e;

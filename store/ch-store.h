@@ -34,6 +34,7 @@
 #define CONFIG_COLLECTOR_CH_MAX_STACKS 1000000
 #endif
 
+#define CH_DROPPED_GENS	8		/* batches dropped (out of memory) remembered */
 #define CH_MAX_SERIES	1000000		/* series one query may select */
 #define CH_QUERY_SETTINGS "max_query_size=268435456&max_execution_time=60"
 
@@ -88,6 +89,8 @@ struct ch_store {
 	uint64_t puts, duplicates, put_errors, refused_full, ack_timeouts;
 	uint64_t batches, insert_errors, rows[T__N], merges, merge_skipped;
 	uint64_t partitions_dropped;
+	uint64_t dropped_gen[CH_DROPPED_GENS];	/* batches dropped unsent (out of memory) */
+	unsigned n_dropped;
 };
 
 static inline struct ch_store *ch_of(struct store *base)

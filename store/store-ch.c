@@ -533,6 +533,14 @@ static uint64_t new_id(const struct record_meta *m)
 }
 
 /* Waits (lock held) until batch gen is in ClickHouse: 0, or -EIO after ack_ms. */
+static bool gen_dropped(const struct ch_store *c, uint64_t gen)
+{
+	for (unsigned i = 0; i < CH_DROPPED_GENS && i < c->n_dropped; i++)
+		if (c->dropped_gen[i] == gen)
+			return true;
+	return false;
+}
+
 static int ch__wait(struct ch_store *c, uint64_t gen)
 {
 	struct timespec ts;
@@ -545,12 +553,36 @@ static int ch__wait(struct ch_store *c, uint64_t gen)
 		ts.tv_sec++;
 		ts.tv_nsec -= 1000000000;
 	}
-	while (c->done_gen < gen && !e)
+	while (c->done_gen < gen && !gen_dropped(c, gen) && !e)
 		e = pthread_cond_timedwait(&c->done, &c->lock, &ts);
 	if (c->done_gen >= gen)
 		return 0;
-	c->ack_timeouts++;
+	if (!gen_dropped(c, gen))
+		c->ack_timeouts++;
 	return -EIO;
+}
+
+/*
+ * Out of memory while adding to the open batch (lock held): its buffers are incomplete, so the
+ * whole batch is dropped (none of it was acknowledged): its waiters get -EIO, its keys are
+ * forgotten (a retry stores anew), and every dictionary row is sent again from now on.
+ */
+static void ch__drop_open(struct ch_store *c)
+{
+	struct ch_batch *b = c->open;
+
+	pr_warn("clickhouse: out of memory building a batch: its %zu uploads are refused",
+		b->n_profiles + 1);
+	c->dropped_gen[c->n_dropped++ % CH_DROPPED_GENS] = b->gen;
+	for (size_t i = 0; i < c->keys.cap; i++)
+		if (c->keys.v[i].kh && c->keys.v[i].gen == b->gen)
+			c->keys.v[i].id = 0; /* a tombstone: the probe chain stays intact */
+	idset__clear(&c->fns), idset__clear(&c->maps);
+	idset__clear(&c->locs), idset__clear(&c->stacks);
+	c->queued_bytes -= b->bytes;
+	c->open = NULL;
+	batch__free(b);
+	pthread_cond_broadcast(&c->done);
 }
 
 static int ch__put_locked(struct ch_store *c, const struct record_meta *meta,
@@ -582,10 +614,7 @@ static int ch__put_locked(struct ch_store *c, const struct record_meta *meta,
 	rb_put(&b->rows[T_PROFILES], r->profile.p, r->profile.len);
 	for (int t = 0; t < T__N; t++) {
 		if (b->rows[t].oom) {
-			/* the batch is unusable: whatever it held is refused too (never acked) */
-			pr_warn("clickhouse: out of memory building a batch");
-			idset__clear(&c->fns), idset__clear(&c->maps);
-			idset__clear(&c->locs), idset__clear(&c->stacks);
+			ch__drop_open(c);
 			return -ENOMEM;
 		}
 	}
@@ -616,7 +645,7 @@ static int ch__put(struct store *base, const struct record_meta *meta, const voi
 	if (kh) {
 		pthread_mutex_lock(&c->lock);
 		k = keymap__find(&c->keys, kh, false);
-		if (k) {
+		if (k && k->id) {
 			id = k->id, gen = k->gen;
 			c->duplicates++;
 			e = ch__wait(c, gen);
