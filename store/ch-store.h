@@ -57,6 +57,13 @@ struct keymap {
 	size_t cap, n;
 };
 
+/* One profile's rows in a batch (offsets into the samples and profiles bodies). */
+struct pmark {
+	uint64_t id, series, ts;
+	size_t s_off, s_len, p_off, p_len;
+	bool keyed;		/* has an idempotency key: its id is the key's */
+};
+
 struct ch_batch {
 	struct rb rows[T__N];
 	size_t n_profiles, bytes;
@@ -64,6 +71,9 @@ struct ch_batch {
 	int stage;		/* the next table to insert */
 	bool ambiguous;		/* the last INSERT failed in transit: it may have been applied */
 	uint64_t probe_id, probe_series, probe_ts;	/* its first profile, to look for */
+	bool deduped;		/* batch__dedup ran */
+	struct pmark *marks;	/* where each profile's rows are */
+	size_t n_marks, cap_marks;
 	struct ch_batch *next;
 };
 
@@ -89,6 +99,7 @@ struct ch_store {
 	uint64_t puts, duplicates, put_errors, refused_full, ack_timeouts;
 	uint64_t batches, insert_errors, rows[T__N], merges, merge_skipped;
 	uint64_t partitions_dropped;
+	uint64_t retries_found;		/* batches with uploads ClickHouse held already */
 	uint64_t dropped_gen[CH_DROPPED_GENS];	/* batches dropped unsent (out of memory) */
 	unsigned n_dropped;
 };

@@ -185,6 +185,7 @@ static void batch__free(struct ch_batch *b)
 		return;
 	for (int t = 0; t < T__N; t++)
 		rb_free(&b->rows[t]);
+	free(b->marks);
 	free(b);
 }
 
@@ -521,18 +522,25 @@ static uint64_t key_hash(const struct record_meta *m)
 	return h_end(&h);
 }
 
+/*
+ * A profile's id: with an idempotency key, a hash of (device, key), the same on every collector,
+ * so that a retry that reaches another collector (or this one after a restart) is found in
+ * ClickHouse (batch__dedup); without, unique.
+ */
 static uint64_t new_id(const struct record_meta *m)
 {
 	struct hasher h = h_start('P');
 
+	h_str(&h, m->device ? m->device : "");
 	h_str(&h, m->key);
-	h_u64(&h, m->time_ns);
-	h_u64(&h, port_clock_mono_ns());
-	h_u64(&h, (uint64_t)(uintptr_t)m);
+	if (!m->key || !*m->key) {
+		h_u64(&h, m->time_ns);
+		h_u64(&h, port_clock_mono_ns());
+		h_u64(&h, (uint64_t)(uintptr_t)m);
+	}
 	return h_end(&h) >> 1; /* ids are positive in every JSON reader */
 }
 
-/* Waits (lock held) until batch gen is in ClickHouse: 0, or -EIO after ack_ms. */
 static bool gen_dropped(const struct ch_store *c, uint64_t gen)
 {
 	for (unsigned i = 0; i < CH_DROPPED_GENS && i < c->n_dropped; i++)
@@ -541,6 +549,7 @@ static bool gen_dropped(const struct ch_store *c, uint64_t gen)
 	return false;
 }
 
+/* Waits (lock held) until batch gen is in ClickHouse: 0, or -EIO after ack_ms or if dropped. */
 static int ch__wait(struct ch_store *c, uint64_t gen)
 {
 	struct timespec ts;
@@ -603,13 +612,23 @@ static int ch__put_locked(struct ch_store *c, const struct record_meta *meta,
 		b->gen = ++c->next_gen;
 		c->open_since = port_clock_mono_ns();
 	}
-	if (!b->n_profiles) {
-		b->probe_id = id;
-		b->probe_series = series_of(meta);
-		b->probe_ts = meta->time_ns;
+	if (b->n_marks == b->cap_marks) {
+		size_t cap = b->cap_marks ? 2 * b->cap_marks : 64;
+		struct pmark *m = realloc(b->marks, cap * sizeof(*m));
+
+		if (!m)
+			return -ENOMEM;
+		b->marks = m;
+		b->cap_marks = cap;
 	}
 	before = batch__bytes(b);
 	rows_dict(c, b, p, &r->ids, r->stack_ids);
+	b->marks[b->n_marks] = (struct pmark){
+		.id = id, .series = series_of(meta), .ts = meta->time_ns,
+		.keyed = meta->key && *meta->key,
+		.s_off = b->rows[T_SAMPLES].len, .s_len = r->samples.len,
+		.p_off = b->rows[T_PROFILES].len, .p_len = r->profile.len,
+	};
 	rb_put(&b->rows[T_SAMPLES], r->samples.p, r->samples.len);
 	rb_put(&b->rows[T_PROFILES], r->profile.p, r->profile.len);
 	for (int t = 0; t < T__N; t++) {
@@ -621,6 +640,7 @@ static int ch__put_locked(struct ch_store *c, const struct record_meta *meta,
 	c->rows[T_SAMPLES] += r->n_samples;
 	c->rows[T_PROFILES]++;
 	b->n_profiles++;
+	b->n_marks++;
 	b->bytes = batch__bytes(b);
 	c->queued_bytes += b->bytes - before;
 	*gen = b->gen;
@@ -723,6 +743,90 @@ static int batch__landed(struct ch_conn *conn, const struct ch_batch *b, char *e
 	return r.bad ? -EIO : e;
 }
 
+/* Removes the rows of marks[i] with gone[i] from the samples and profiles bodies. */
+static size_t batch__cut(struct ch_batch *b, const bool *gone)
+{
+	size_t so = 0, po = 0, cut = 0, n = 0;
+
+	for (size_t i = 0; i < b->n_marks; i++) {
+		struct pmark m = b->marks[i];
+
+		if (gone[i]) {
+			cut += m.s_len + m.p_len;
+			continue;
+		}
+		memmove(b->rows[T_SAMPLES].p + so, b->rows[T_SAMPLES].p + m.s_off, m.s_len);
+		memmove(b->rows[T_PROFILES].p + po, b->rows[T_PROFILES].p + m.p_off, m.p_len);
+		m.s_off = so, m.p_off = po;
+		so += m.s_len, po += m.p_len;
+		b->marks[n++] = m;
+	}
+	b->rows[T_SAMPLES].len = so;
+	b->rows[T_PROFILES].len = po;
+	b->n_marks = n;
+	return cut;
+}
+
+/*
+ * Before a batch's samples go: its keyed profiles that ClickHouse holds already (a retry that
+ * another collector, or this one before a restart, stored) are taken out of it, and the first
+ * remaining profile becomes the probe of batch__landed. 0 or -errno (retried later).
+ */
+static int batch__dedup(struct ch_store *c, struct ch_conn *conn, struct ch_batch *b)
+{
+	struct rb sql = { 0 }, res = { 0 };
+	struct rb_rd r;
+	bool *gone = NULL, any = false;
+	size_t n = 0, cut;
+	char err[300];
+	int e = 0;
+
+	rb_printf(&sql, "SELECT id FROM profiles WHERE id IN (");
+	for (size_t i = 0; i < b->n_marks; i++)
+		if (b->marks[i].keyed)
+			rb_printf(&sql, "%s%" PRIu64, n++ ? "," : "", b->marks[i].id);
+	rb_printf(&sql, ") FORMAT RowBinary");
+	rb_put(&sql, "", 1);
+	if (n)
+		e = sql.oom ? -ENOMEM : ch_conn__run(conn, (char *)sql.p, CH_QUERY_SETTINGS, NULL,
+						     0, &res, err, sizeof(err));
+	rb_free(&sql);
+	gone = e ? NULL : calloc(b->n_marks + 1, sizeof(*gone));
+	if (!e && !gone)
+		e = -ENOMEM;
+	r = (struct rb_rd){ res.p, res.p + res.len, false };
+	while (!e && rd_more(&r)) {
+		uint64_t id = rd_u64(&r);
+
+		for (size_t i = 0; i < b->n_marks && !r.bad; i++)
+			if (b->marks[i].keyed && b->marks[i].id == id)
+				gone[i] = any = true;
+	}
+	rb_free(&res);
+	if (e) {
+		free(gone);
+		return e;
+	}
+	cut = any ? batch__cut(b, gone) : 0;
+	free(gone);
+	pthread_mutex_lock(&c->lock);
+	if (cut) {
+		pr_info("clickhouse: %zu bytes of retried uploads already stored: not sent again",
+			cut);
+		c->queued_bytes -= cut;
+		b->bytes -= cut;
+		c->retries_found++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (b->n_marks) {
+		b->probe_id = b->marks[0].id;
+		b->probe_series = b->marks[0].series;
+		b->probe_ts = b->marks[0].ts;
+	}
+	b->deduped = true;
+	return 0;
+}
+
 static int batch__send(struct ch_store *c, struct ch_conn *conn, struct ch_batch *b)
 {
 	char sql[128], err[300];
@@ -730,6 +834,11 @@ static int batch__send(struct ch_store *c, struct ch_conn *conn, struct ch_batch
 	for (; b->stage < T__N; b->stage++) {
 		int e;
 
+		if (b->stage == T_SAMPLES && !b->deduped) {
+			e = batch__dedup(c, conn, b);
+			if (e)
+				return e;
+		}
 		if (!b->rows[b->stage].len)
 			continue;
 		if (b->ambiguous && (b->stage == T_SAMPLES || b->stage == T_PROFILES)) {
