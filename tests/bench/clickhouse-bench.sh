@@ -49,7 +49,7 @@ for i in $(seq "$FILES"); do
 	f=$(sed -n 's/.*failed=\([0-9]*\).*/\1/p' "$T/load.$i")
 	n=$((n + k)) failed=$((failed + f)) bytes=$((bytes + k * $(stat -c %s "$T/v$i.pb.gz")))
 done
-grep -h "^client" "$T"/load.* | sort | uniq -c | sort -rn | head -n 3 | sed "s/^/  failures: /"
+grep -h "^client [0-9]" "$T"/load.* | sort | uniq -c | sort -rn | head -n 3 | sed "s/^/  failures: /"
 stored=$(ch_sql 0 "SELECT count() FROM edgeprof_bench.profiles")
 disk=$(ch_sql 0 "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = 'edgeprof_bench'")
 awk -v n="$n" -v s="$SECS" -v c="$(echo "$c1 - $c0" | bc)" -v h="$(echo "$h1 - $h0" | bc)" \
