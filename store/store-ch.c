@@ -457,6 +457,7 @@ static int rows_build(const struct record_meta *m, const struct pprof_profile *p
 	const char *keys[STORE_MAX_LABELS], *values[STORE_MAX_LABELS];
 	const char *st[64], *su[64];
 	size_t nst = p->n_sample_type < 64 ? p->n_sample_type : 64;
+	size_t nl = m->n_labels < STORE_MAX_LABELS ? m->n_labels : STORE_MAX_LABELS;
 	int e = ids_compute(p, &r->ids);
 
 	r->stack_ids = calloc(p->n_samples + 1, sizeof(uint64_t));
@@ -467,7 +468,7 @@ static int rows_build(const struct record_meta *m, const struct pprof_profile *p
 	e = rows_samples(m, p, r, series, sig, id);
 	if (e)
 		return e;
-	for (size_t i = 0; i < m->n_labels && i < STORE_MAX_LABELS; i++) {
+	for (size_t i = 0; i < nl; i++) {
 		keys[i] = m->labels[i].key;
 		values[i] = m->labels[i].value;
 	}
@@ -483,8 +484,8 @@ static int rows_build(const struct record_meta *m, const struct pprof_profile *p
 	rb_str(&r->profile, m->service);
 	rb_str(&r->profile, m->type);
 	rb_str(&r->profile, m->device);
-	rb_strs(&r->profile, keys, m->n_labels);
-	rb_strs(&r->profile, values, m->n_labels);
+	rb_strs(&r->profile, keys, nl);
+	rb_strs(&r->profile, values, nl);
 	rb_str(&r->profile, m->key);
 	rb_u64(&r->profile, (uint64_t)m->value);
 	rb_u64(&r->profile, len);
@@ -649,11 +650,36 @@ static int ch__put_locked(struct ch_store *c, const struct record_meta *meta,
 	return 0;
 }
 
+static int label_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct record_label *)a)->key, ((const struct record_label *)b)->key);
+}
+
+static int ch__put_sorted(struct ch_store *c, const struct record_meta *meta,
+			  const void *payload, size_t len, const struct pprof_profile *decoded,
+			  uint64_t *seq_out, bool *duplicate);
+
+/* Labels sorted by key (as the ring stores them): one label set, one series, in any order. */
 static int ch__put(struct store *base, const struct record_meta *meta, const void *payload,
 		   size_t len, const struct pprof_profile *decoded, uint64_t *seq_out,
 		   bool *duplicate)
 {
-	struct ch_store *c = ch_of(base);
+	struct record_label labels[STORE_MAX_LABELS];
+	struct record_meta m = *meta;
+
+	if (m.n_labels > STORE_MAX_LABELS)
+		return -EINVAL;
+	if (m.n_labels)
+		memcpy(labels, meta->labels, m.n_labels * sizeof(*labels));
+	qsort(labels, m.n_labels, sizeof(*labels), label_cmp);
+	m.labels = labels;
+	return ch__put_sorted(ch_of(base), &m, payload, len, decoded, seq_out, duplicate);
+}
+
+static int ch__put_sorted(struct ch_store *c, const struct record_meta *meta,
+			  const void *payload, size_t len, const struct pprof_profile *decoded,
+			  uint64_t *seq_out, bool *duplicate)
+{
 	struct pprof_profile *own = NULL;
 	struct put_rows r = { 0 };
 	struct keyent *k = NULL;

@@ -41,7 +41,7 @@ upload() { # port device file key labels time
 		>/dev/null || fail "upload $4 to port $1"
 }
 for i in $(seq 0 $((n - 1))); do
-	dev=dev-$((i % 3 + 1)) labels="region=$( ((i % 2)) && echo eu || echo us),version=1.$((i % 4))"
+	dev=dev-$((i % 3 + 1)) labels="version=1.$((i % 4)),region=$( ((i % 2)) && echo eu || echo us)"
 	upload "$TLS_PORT" "$dev" "$T/v$i.pb.gz" "k$i" "$labels" $((base + 10 * i)) &
 	up=$!
 	upload "$CC_PORT" "$dev" "$T/v$i.pb.gz" "k$i" "$labels" $((base + 10 * i))
