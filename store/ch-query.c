@@ -1099,3 +1099,53 @@ int ch__services(struct store *base, int (*cb)(void *ctx, const char *service), 
 	rb_free(&res);
 	return r.bad ? -EIO : e;
 }
+
+/* ---- timeline ------------------------------------------------------------------------------ */
+
+/* The totals per time bucket, summed by ClickHouse over the matching series' profile rows. */
+int ch__timeline(struct store *base, const struct store_query *q, uint64_t from_ns,
+		 uint64_t step_ns, size_t n, int64_t *values, size_t *profiles)
+{
+	struct ch_store *c = ch_of(base);
+	struct series_sel sel = { 0 };
+	struct rb sql = { 0 }, res = { 0 };
+	struct rb_rd r;
+	char err[300];
+	int e;
+
+	*profiles = 0;
+	e = ch__series(c, q, &sel, err, sizeof(err));
+	if (e || !sel.n) {
+		if (e)
+			pr_warn("clickhouse: timeline: %s", err);
+		free(sel.v);
+		return e;
+	}
+	rb_printf(&sql, "SELECT intDiv(ts - %" PRIu64 ", %" PRIu64 ") AS b, sum(value), count() "
+		  "FROM profiles", from_ns, step_ns);
+	sql_where_type(&sql, q);
+	rb_printf(&sql, " AND ts >= %" PRIu64, from_ns);
+	sql_series_in(&sql, &sel, 0);
+	rb_printf(&sql, " GROUP BY b FORMAT RowBinary");
+	rb_put(&sql, "", 1);
+	free(sel.v);
+	e = sql.oom ? -ENOMEM : ch__select(c, (char *)sql.p, &res, err, sizeof(err));
+	rb_free(&sql);
+	if (e) {
+		pr_warn("clickhouse: timeline: %s", err);
+		return e;
+	}
+	r = (struct rb_rd){ res.p, res.p + res.len, false };
+	while (rd_more(&r)) {
+		uint64_t b = rd_u64(&r);
+		int64_t v = (int64_t)rd_u64(&r);
+		uint64_t k = rd_u64(&r);
+
+		if (!r.bad && b < n) {
+			values[b] += v;
+			*profiles += k;
+		}
+	}
+	rb_free(&res);
+	return r.bad ? -EIO : 0;
+}

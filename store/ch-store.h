@@ -125,6 +125,8 @@ int ch__merge_seqs(struct store *base, const uint64_t *seqs, size_t n,
 		   struct pprof_profile **out, char *err, size_t errlen);
 int ch__list(struct store *base, const struct store_query *q, store_entry_fn cb, void *ctx);
 int ch__services(struct store *base, int (*cb)(void *ctx, const char *service), void *ctx);
+int ch__timeline(struct store *base, const struct store_query *q, uint64_t from_ns,
+		 uint64_t step_ns, size_t n, int64_t *values, size_t *profiles);
 int ch__merge(struct store *base, const struct store_query *q, struct pprof_profile **out,
 	      size_t *n_merged, size_t *skipped, char *err, size_t errlen);
 

@@ -1155,6 +1155,7 @@ static const struct store_ops ch_ops = {
 	.get = ch__get,
 	.list = ch__list,
 	.services = ch__services,
+	.timeline = ch__timeline,
 	.merge = ch__merge,
 	.read_profile = ch__read_profile,
 	.merge_seqs = ch__merge_seqs,

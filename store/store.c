@@ -51,6 +51,40 @@ int store__list(struct store *s, const struct store_query *q, store_entry_fn cb,
 	return s->ops->list(s, q, cb, ctx);
 }
 
+struct timeline {
+	uint64_t from_ns, step_ns;
+	size_t n, profiles;
+	int64_t *values;
+};
+
+static int timeline_one(void *ctx, const struct store_entry *e)
+{
+	struct timeline *t = ctx;
+	uint64_t b;
+
+	if (e->time_ns < t->from_ns)
+		return 0;
+	b = (e->time_ns - t->from_ns) / t->step_ns;
+	if (b < t->n) {
+		t->values[b] += e->value;
+		t->profiles++;
+	}
+	return 0;
+}
+
+int store__timeline(struct store *s, const struct store_query *q, uint64_t from_ns,
+		    uint64_t step_ns, size_t n, int64_t *values, size_t *profiles)
+{
+	struct timeline t = { from_ns, step_ns, n, 0, values };
+	int ret;
+
+	if (s->ops->timeline)
+		return s->ops->timeline(s, q, from_ns, step_ns, n, values, profiles);
+	ret = s->ops->list(s, q, timeline_one, &t);
+	*profiles = t.profiles;
+	return ret < 0 ? ret : 0;
+}
+
 int store__services(struct store *s, int (*cb)(void *ctx, const char *service), void *ctx)
 {
 	return s->ops->services(s, cb, ctx);

@@ -109,6 +109,15 @@ struct store_query {
  */
 int store__list(struct store *s, const struct store_query *q, store_entry_fn cb, void *ctx);
 
+/*
+ * The selection's totals (store_entry.value) per time bucket: values[i] gets the sum over the
+ * profiles whose time is in [from_ns + i * step_ns, from_ns + (i + 1) * step_ns), *profiles
+ * how many fell in a bucket. Returns 0 or -errno. (The ring walks its index; ClickHouse
+ * aggregates.)
+ */
+int store__timeline(struct store *s, const struct store_query *q, uint64_t from_ns,
+		    uint64_t step_ns, size_t n, int64_t *values, size_t *profiles);
+
 /* Distinct services, sorted (under the lock as store__list). */
 int store__services(struct store *s, int (*cb)(void *ctx, const char *service), void *ctx);
 
@@ -167,6 +176,9 @@ struct store_ops {
 		   size_t *len);
 	int (*list)(struct store *s, const struct store_query *q, store_entry_fn cb, void *ctx);
 	int (*services)(struct store *s, int (*cb)(void *ctx, const char *service), void *ctx);
+	/* optional: NULL = from list() */
+	int (*timeline)(struct store *s, const struct store_query *q, uint64_t from_ns,
+			uint64_t step_ns, size_t n, int64_t *values, size_t *profiles);
 	int (*merge)(struct store *s, const struct store_query *q, struct pprof_profile **out,
 		     size_t *n_merged, size_t *skipped, char *err, size_t errlen);
 	int (*read_profile)(struct store *s, uint64_t seq, struct pprof_profile **p, char *err,

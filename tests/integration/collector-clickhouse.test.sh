@@ -3,9 +3,9 @@
 # The ClickHouse backend against the ring file, with a real clickhouse-server (Debian's 18.16)
 # on loopback: the same 30 profiles (3 devices, 2 regions, varied stacks) go through the real
 # mTLS API into a ring-file collector and a ClickHouse collector; listings, merges (whole,
-# by selector, by time range: go tool pprof's flat/cum per function via pprof-tool) and the
-# folded flame graph of /api/0/render must be the same from both, and one profile read back by
-# id must have the values it was uploaded with. Then ClickHouse is killed with SIGKILL while 4
+# by selector, by time range: go tool pprof's flat/cum per function via pprof-tool), the
+# folded flame graph of /api/0/render and the timeline must be the same from both, and one
+# profile read back by id must have the values it was uploaded with. Then ClickHouse is killed with SIGKILL while 4
 # clients upload and restarted 2 s later: every acknowledged profile is in ClickHouse, once,
 # with its samples. --retention-days drops a 40-day-old day and nothing newer. Last, one upload
 # retried on three collectors (one after another's kill -9) is stored once. ~25 s.
@@ -90,6 +90,15 @@ for q in "" "$(enc 'gw{region="eu"}')" "$(enc 'gw{device=~"dev-[12]",version!="1
 	checks=$((checks + 1))
 	echo "merge $qs: $pr profiles, $(wc -l <"$T/f.ch") functions, $(wc -l <"$T/r.ch") stacks: same"
 done
+
+# Timelines (the UI's): the same totals per bucket (ClickHouse sums them itself).
+for q in "from=$base&to=$((base + 400))&step=60" "query=$(enc 'gw{region="eu"}')&from=$base&to=$((base + 400))&step=30"; do
+	get "$TLS_PORT" "/api/0/timeline?type=cpu&$q" "$T/t.ring"
+	get "$CC_PORT" "/api/0/timeline?type=cpu&$q" "$T/t.ch"
+	cmp -s "$T/t.ring" "$T/t.ch" || { cat "$T/t.ring" "$T/t.ch"; fail "timeline $q differs"; }
+	grep -q '"profiles":[1-9]' "$T/t.ch" || fail "timeline $q: empty ($(cat "$T/t.ch"))"
+done
+echo "timelines: same ($(cat "$T/t.ch" | head -c 120)...)"
 
 # One profile by id: what was uploaded (values, functions; ClickHouse rebuilds the pprof).
 get "$CC_PORT" "/api/0/profiles?from=$((base + 1000))&limit=1" "$T/l1"
