@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * agent/spool.c — the offline spool on store/ringfile.
+ * agent/spool.c — the offline spool on port/ringfile.
  *
  * Besides the item's own labels every record carries two private ones: "_n", the spool's own
  * item number (1, 2, 3 ... for data records only: the ring's seqs also count consume markers),
@@ -20,7 +20,7 @@
 #include "agent/spool.h"
 #include "port/file.h"
 #include "port/log.h"
-#include "store/ringfile.h"
+#include "port/ringfile.h"
 
 #define SPOOL_LABEL_N	 "_n"
 #define SPOOL_LABEL_ACK	 "_a"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * agent/spool.h — the offline spool: profiles that could not be uploaded wait in a small ring
- * file on flash (store/ringfile, the collector's own record format), oldest dropped first.
+ * file on flash (port/ringfile, the collector's own record format), oldest dropped first.
  *
  * Flash: every write is an append (a record, or a tiny consume marker); nothing is rewritten in
  * place. Power loss: each push is fdatasync'd before it returns, records are CRC-framed, and a

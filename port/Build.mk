@@ -7,3 +7,12 @@ clock-test-objs := port/clock.o
 rand-test-objs  := port/rand.o port/clock.o
 file-test-objs  := port/file.o
 text-test-objs  := port/text.o port/log.o port/clock.o
+
+# The ring file (a circular log of CRC-framed records): the collector's store and the agent's
+# offline spool both link it, so it lives below both.
+port-ring-y := port/ringfile.o port/crc32c.o
+unit-tests-y         += ringfile
+ringfile-test-objs   := $(port-ring-y) $(port-y)
+ringfile-test-ldlibs := -lpthread
+# make fuzz: any file as a ring file.
+fuzz-y += store-ringfile

@@ -1,14 +1,12 @@
 # SPDX-License-Identifier: MIT
 # store/ — the collector's storage engine: ring file, index, selectors, times, queries.
-# ringfile.o + crc32c.o are also linked by the agent's spool (no collector needed).
-store-ring-y := store/ringfile.o store/crc32c.o
-store-core-y = $(store-ring-y) store/index.o store/selector.o store/timeparse.o store/query.o \
-	       store/rollup-plan.o $(store-rollup-y)
+# The backends behind store/store.h: the ring file, and ClickHouse (its HTTP client on port/http
+# and port/net, which the collector links anyway: $^ lists an object once).
+store-ch-$(CONFIG_COLLECTOR_CLICKHOUSE) := store/store-ch.o store/ch-query.o store/ch-client.o \
+					   port/net.o port/http.o
+store-core-y = $(port-ring-y) $(store-ch-y) store/index.o store/selector.o store/timeparse.o \
+	       store/store.o store/store-ring.o store/rollup-plan.o $(store-rollup-y)
 store-rollup-$(CONFIG_COLLECTOR_ROLLUP) := store/rollup.o
-
-unit-tests-y       += ringfile
-ringfile-test-objs  = $(store-ring-y) $(port-y)
-ringfile-test-ldlibs = -lpthread
 
 unit-tests-y        += timeparse selector
 timeparse-test-objs  = store/timeparse.o
@@ -23,7 +21,7 @@ query-test-ldlibs = $(pprof-ldlibs) -lpthread
 
 # Test drivers (not installed), built by `make all-tests`: the crash/corruption/wraparound
 # integration tests and the benchmark run them.
-store-append-objs = tests/drivers/store-append.o $(store-ring-y) $(port-y)
+store-append-objs = tests/drivers/store-append.o $(port-ring-y) $(port-y)
 store-bench-objs  = tests/drivers/store-bench.o $(store-core-y) $(pprof-y) $(port-y)
 store-drivers-y  := $(O)/tests/drivers/store-append $(O)/tests/drivers/store-bench
 all-tests: $(store-drivers-y)
@@ -34,5 +32,5 @@ $(O)/tests/drivers/store-bench: $(addprefix $(O)/,$(store-bench-objs))
 	$(quiet) LD $@
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(pprof-ldlibs) -lpthread
 
-# Fuzz targets (make fuzz): any file as a ring file; any text as a selector or a time.
-fuzz-y += store-ringfile store-selector
+# Fuzz targets (make fuzz): any text as a selector or a time.
+fuzz-y += store-selector

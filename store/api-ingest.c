@@ -120,9 +120,9 @@ static int pyro_labels(struct api_ctx *a, const struct selector *sel, struct ing
 		selector__matcher(sel, i, &k, &op, &v);
 		if (!strncmp(k, "__", 2) || !strcmp(k, "device"))
 			continue;
-		if (in->n_labels >= RINGFILE_MAX_LABELS - 1) {
+		if (in->n_labels >= STORE_MAX_LABELS - 1) {
 			api_error(a, 400, REJ_BAD_REQUEST, "more than %u labels",
-				  RINGFILE_MAX_LABELS - 1);
+				  STORE_MAX_LABELS - 1);
 			return -E2BIG;
 		}
 		in->labels[in->n_labels].key = k;
@@ -266,7 +266,7 @@ static bool push_on_label(pb_istream_t *stream, const pb_field_t *field, void **
 	} else if (!strcmp(l.name, "__name__")) {
 		s->in.type = push_type(l.value);
 	} else if (strncmp(l.name, "__", 2) && strcmp(l.name, "device") && *l.name) {
-		if (s->in.n_labels >= RINGFILE_MAX_LABELS - 1) {
+		if (s->in.n_labels >= STORE_MAX_LABELS - 1) {
 			s->err = "too many labels in a series";
 			return false;
 		}

@@ -41,6 +41,54 @@ static void metric_rollups(struct sbuf *b, const struct store_stats *st)
 	       st->rollups_stale);
 }
 
+/* The ring file backend's own gauges and counters. */
+static void metric_ring(struct sbuf *b, const struct store_stats *st, uint64_t age)
+{
+	metric(b, "ring_capacity_bytes", "gauge", "Data area of the ring file.",
+	       st->ring.capacity);
+	metric(b, "ring_used_bytes", "gauge", "Bytes of the ring holding live records.",
+	       st->ring.used);
+	metric(b, "ring_records", "gauge", "Live records in the ring.", st->ring.records);
+	metric(b, "ring_oldest_record_age_seconds", "gauge",
+	       "Age of the oldest live record (the retention the ring gives now).", age);
+	metric(b, "ring_overwritten_total", "counter",
+	       "Records evicted by wraparound since start.", st->ring.overwritten);
+	metric(b, "ring_corrupt_records_total", "counter",
+	       "Torn or corrupt records skipped (never served).", st->ring.corrupt);
+	metric(b, "ring_syncs_total", "counter", "fdatasync calls.", st->ring.syncs);
+	metric(b, "index_entries", "gauge", "Profiles in the in-memory index.",
+	       st->index.entries);
+	metric(b, "index_memory_bytes", "gauge", "Heap held by the index.", st->index.mem_bytes);
+	metric(b, "index_dropped_total", "counter",
+	       "Index entries dropped because the index was full.", st->index.dropped);
+}
+
+/* The ClickHouse backend's. */
+static void metric_ch(struct sbuf *b, const struct store_ch_stats *ch)
+{
+	metric(b, "clickhouse_batches_total", "counter", "Batches ClickHouse accepted.",
+	       ch->batches);
+	metric(b, "clickhouse_insert_errors_total", "counter",
+	       "INSERTs ClickHouse refused or that failed (retried).", ch->insert_errors);
+	metric(b, "clickhouse_refused_full_total", "counter",
+	       "Uploads refused (503) because the queue was full.", ch->refused_full);
+	metric(b, "clickhouse_ack_timeouts_total", "counter",
+	       "Uploads answered 503 because their batch was not in ClickHouse in time.",
+	       ch->ack_timeouts);
+	metric(b, "clickhouse_queued_bytes", "gauge", "Rows waiting for ClickHouse.",
+	       ch->queued_bytes);
+	metric(b, "clickhouse_queue_capacity_bytes", "gauge", "Bound of the queue.",
+	       ch->queue_capacity);
+	metric(b, "clickhouse_sample_rows_total", "counter", "Sample rows queued.",
+	       ch->sample_rows);
+	metric(b, "clickhouse_stack_rows_total", "counter", "New stacks queued.",
+	       ch->stack_rows);
+	metric(b, "clickhouse_intern_resets_total", "counter",
+	       "Sets of ids sent that were full and cleared.", ch->intern_resets);
+	metric(b, "clickhouse_partitions_dropped_total", "counter",
+	       "Day partitions dropped by --retention-days.", ch->partitions_dropped);
+}
+
 static void metric_debuginfo(struct sbuf *b, struct debuginfo *d)
 {
 	struct debuginfo_stats st;
@@ -77,23 +125,10 @@ void api_metrics(struct api_ctx *a)
 	       m->bytes_received);
 	metric_family(&b, "requests_rejected_total", "Requests refused, by reason.", "reason",
 		      reject_reason_names, m->rejected, REJ__N);
-	metric(&b, "ring_capacity_bytes", "gauge", "Data area of the ring file.",
-	       st.ring.capacity);
-	metric(&b, "ring_used_bytes", "gauge", "Bytes of the ring holding live records.",
-	       st.ring.used);
-	metric(&b, "ring_records", "gauge", "Live records in the ring.", st.ring.records);
-	metric(&b, "ring_oldest_record_age_seconds", "gauge",
-	       "Age of the oldest live record (the retention the ring gives now).", age);
-	metric(&b, "ring_overwritten_total", "counter",
-	       "Records evicted by wraparound since start.", st.ring.overwritten);
-	metric(&b, "ring_corrupt_records_total", "counter",
-	       "Torn or corrupt records skipped (never served).", st.ring.corrupt);
-	metric(&b, "ring_syncs_total", "counter", "fdatasync calls.", st.ring.syncs);
-	metric(&b, "index_entries", "gauge", "Profiles in the in-memory index.",
-	       st.index.entries);
-	metric(&b, "index_memory_bytes", "gauge", "Heap held by the index.", st.index.mem_bytes);
-	metric(&b, "index_dropped_total", "counter",
-	       "Index entries dropped because the index was full.", st.index.dropped);
+	if (st.backend == STORE_RING)
+		metric_ring(&b, &st, age);
+	else
+		metric_ch(&b, &st.ch);
 	metric(&b, "merge_skipped_total", "counter", "Profiles merges left out: unreadable, or "
 	       "sample or period types that cannot merge with the rest.", st.merge_skipped);
 	if (IS_ENABLED(CONFIG_COLLECTOR_ROLLUP))

@@ -51,21 +51,6 @@ struct timeline {
 	int64_t *values;
 };
 
-static int timeline_one(void *ctx, const struct index_view *v)
-{
-	struct timeline *t = ctx;
-	uint64_t b;
-
-	if (v->time_ns < t->from_ns)
-		return 0;
-	b = (v->time_ns - t->from_ns) / t->step_ns;
-	if (b < t->n_buckets) {
-		t->values[b] += v->value;
-		t->profiles++;
-	}
-	return 0;
-}
-
 void api_timeline(struct api_ctx *a)
 {
 	struct timeline t = { 0 };
@@ -97,7 +82,8 @@ void api_timeline(struct api_ctx *a)
 				 t.n_buckets, TIMELINE_MAX_BUCKETS);
 	}
 	t.values = calloc(t.n_buckets, sizeof(*t.values));
-	ret = t.values ? store__list(a->store, &q, timeline_one, &t) : -ENOMEM;
+	ret = t.values ? store__timeline(a->store, &q, t.from_ns, t.step_ns, t.n_buckets, t.values,
+					 &t.profiles) : -ENOMEM;
 	if (api_over_budget(a, q.sel)) {
 		selector__free((struct selector *)q.sel);
 		free(t.values);

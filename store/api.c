@@ -259,8 +259,8 @@ static int ingest_add_label(struct api_ctx *a, struct ingest *in, const char *k,
 			return -EINVAL;
 		}
 	}
-	if (in->n_labels >= RINGFILE_MAX_LABELS - 1) {
-		api_error(a, 400, REJ_BAD_REQUEST, "more than %u labels", RINGFILE_MAX_LABELS - 1);
+	if (in->n_labels >= STORE_MAX_LABELS - 1) {
+		api_error(a, 400, REJ_BAD_REQUEST, "more than %u labels", STORE_MAX_LABELS - 1);
 		return -E2BIG;
 	}
 	in->labels[in->n_labels].key = k;
@@ -277,7 +277,7 @@ static void ingest_set_label(struct ingest *in, const char *k, const char *v)
 			return;
 		}
 	}
-	if (in->n_labels < RINGFILE_MAX_LABELS) {
+	if (in->n_labels < STORE_MAX_LABELS) {
 		in->labels[in->n_labels].key = k;
 		in->labels[in->n_labels++].value = v;
 	}
@@ -413,21 +413,26 @@ int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, si
 		} else {
 			/* The device had no clock (booted in 1970): place it at receive time. */
 			meta.time_ns = port_clock_real_ns();
-			meta.flags |= RINGFILE_F_CLOCK_UNSET;
+			meta.flags |= STORE_F_CLOCK_UNSET;
 			ingest_set_label(in, "clock", "unset");
 		}
 	}
 	if (!in->type)
 		in->type = type_from_profile(p);
 	meta.value = profile_total(p);
-	pprof_profile__free(p);
 	meta.service = in->service;
 	meta.type = in->type;
 	meta.device = a->device;
 	meta.key = in->key ? in->key : "";
 	meta.labels = in->labels;
 	meta.n_labels = in->n_labels;
-	ret = store__put(a->store, &meta, body, len, seq, dup);
+	/* the ring does not keep the decoded profile through its fsync wait: free it first */
+	if (!store__uses_decoded(a->store)) {
+		pprof_profile__free(p);
+		p = NULL;
+	}
+	ret = store__put_decoded(a->store, &meta, body, len, p, seq, dup);
+	pprof_profile__free(p);
 	if (ret == -EFBIG)
 		api_error(a, 413, REJ_TOO_LARGE, "profile of %zu bytes cannot fit in the ring",
 			  len);
@@ -619,7 +624,7 @@ struct list_ctx {
 	size_t n;
 };
 
-static int list_one(void *ctx, const struct index_view *v)
+static int list_one(void *ctx, const struct store_entry *v)
 {
 	struct list_ctx *l = ctx;
 	struct sbuf *b = l->b;

@@ -27,7 +27,7 @@ struct lset {
 	uint32_t refs;
 	uint32_t n;
 	struct istr **kv;	/* 2n interned strings, sorted by key */
-	struct record_label labels[]; /* views of kv for index_view */
+	struct record_label labels[]; /* views of kv for store_entry */
 };
 
 struct ix_entry {
@@ -436,7 +436,7 @@ static size_t ix__lower_bound(const struct index *ix, uint64_t target)
 	return lo;
 }
 
-static void ix__view(const struct ix_entry *e, struct index_view *v)
+static void ix__view(const struct ix_entry *e, struct store_entry *v)
 {
 	v->seq = e->seq;
 	v->time_ns = e->time_ns;
@@ -450,7 +450,7 @@ static void ix__view(const struct ix_entry *e, struct index_view *v)
 	v->n_labels = e->labels->n;
 }
 
-int index__get(const struct index *ix, uint64_t seq, struct index_view *v)
+int index__get(const struct index *ix, uint64_t seq, struct store_entry *v)
 {
 	size_t i = ix__lower_bound(ix, seq);
 
@@ -469,11 +469,11 @@ void index__evict_before(struct index *ix, uint64_t first_live)
 }
 
 int index__foreach(const struct index *ix, uint64_t from_ns, uint64_t to_ns, bool newest_first,
-		   index_iter_fn cb, void *ctx)
+		   store_entry_fn cb, void *ctx)
 {
 	for (size_t k = 0; k < ix->n; k++) {
 		const struct ix_entry *e = ix__at(ix, newest_first ? ix->n - 1 - k : k);
-		struct index_view v;
+		struct store_entry v;
 		int ret;
 
 		if (e->time_ns < from_ns || e->time_ns > to_ns)

@@ -11,7 +11,7 @@
  * When full, the oldest entry is dropped (counted in dropped) although its record may still be
  * in the ring; records the ring overwrites are removed with index__evict_before().
  *
- * Not thread-safe: the caller (struct store, store/query.h) holds its lock.
+ * Not thread-safe: the caller (struct store, store/store.h) holds its lock.
  */
 #ifndef EDGEPROF_STORE_INDEX_H
 #define EDGEPROF_STORE_INDEX_H
@@ -20,19 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "store/ringfile.h"
-
-/* A read-only view of one entry; the strings are owned by the index (valid until removal). */
-struct index_view {
-	uint64_t seq;
-	uint64_t time_ns;
-	uint32_t size;		/* payload bytes */
-	uint16_t flags;		/* the record's flags */
-	const char *service, *type, *device;
-	const struct record_label *labels; /* sorted by key */
-	size_t n_labels;
-	int64_t value;		/* the profile's total (record_meta.value) */
-};
+#include "port/ringfile.h"
+#include "store/entry.h"
 
 struct index_stats {
 	size_t entries, max_entries;
@@ -57,8 +46,8 @@ int index__add(struct index *ix, uint64_t seq, const struct record_meta *meta, u
 /* 0 and the seq of the record that carries this idempotency key, or -ENOENT. */
 int index__find_key(const struct index *ix, const char *key, uint64_t *seq);
 
-/* 0 and the view of seq, or -ENOENT. */
-int index__get(const struct index *ix, uint64_t seq, struct index_view *v);
+/* 0 and the entry of seq (its strings are the index's, valid until removal), or -ENOENT. */
+int index__get(const struct index *ix, uint64_t seq, struct store_entry *v);
 
 /* Removes every entry with seq < first_live (they were overwritten in the ring). */
 void index__evict_before(struct index *ix, uint64_t first_live);
@@ -67,9 +56,8 @@ void index__evict_before(struct index *ix, uint64_t first_live);
  * Calls cb for entries whose time is in [from_ns, to_ns] (inclusive; pass 0/UINT64_MAX for
  * all), newest first when newest_first, else oldest first. cb returns nonzero to stop (returned).
  */
-typedef int (*index_iter_fn)(void *ctx, const struct index_view *v);
 int index__foreach(const struct index *ix, uint64_t from_ns, uint64_t to_ns, bool newest_first,
-		   index_iter_fn cb, void *ctx);
+		   store_entry_fn cb, void *ctx);
 
 /* Calls cb once per distinct service that has at least one entry (sorted by name). */
 int index__foreach_service(const struct index *ix, int (*cb)(void *ctx, const char *service),

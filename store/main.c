@@ -30,6 +30,8 @@ static const char usage_text[] =
 	"                          [--request-timeout-ms N] [--idle-timeout-ms N]\n"
 	"                          [--index-entries N] [--debuginfo-dir DIR] [--syslog] [-v]\n"
 	"                          [--rollup-seconds N]\n"
+	"       edgeprof-collector ... --clickhouse http://HOST:PORT/DATABASE --debuginfo-dir DIR\n"
+	"                          [--ch-batch-ms N] [--retention-days N]   (instead of --ring)\n"
 	"\n"
 	"Receives profiles over mutual TLS (client certificates signed by --tls-ca are\n"
 	"required; their CN becomes the device label) and keeps them in one preallocated\n"
@@ -42,7 +44,9 @@ static const char usage_text[] =
 	"--max-debuginfo bounds debug-file uploads (POST /api/0/debuginfo/ID) apart from\n"
 	"--max-body, which bounds every other request. Each listener holds up to\n"
 	"--max-conns authenticated and --max-handshakes unauthenticated connections (the\n"
-	"one silent longest is closed when a new one needs its slot).\n"
+	"one silent longest is closed when a new one needs its slot). With --clickhouse the\n"
+	"profiles go to ClickHouse (decoded into rows, stacks stored once) instead of a ring\n"
+	"file, and an upload is acknowledged once ClickHouse accepted its batch.\n"
 	"To start: edgeprof certs init pki && edgeprof certs device pki gw-1, then\n"
 	"  edgeprof-collector --listen 127.0.0.1:8443 --tls-ca pki/ca.crt \\\n"
 	"    --tls-cert pki/server.crt --tls-key pki/server.key --ring /tmp/edgeprof/ring\n"
@@ -104,6 +108,9 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 		{ "index-entries", required_argument, NULL, 'x' },
 		{ "debuginfo-dir", required_argument, NULL, 'D' },
 		{ "rollup-seconds", required_argument, NULL, 'R' },
+		{ "clickhouse", required_argument, NULL, 'K' },
+		{ "ch-batch-ms", required_argument, NULL, 'B' },
+		{ "retention-days", required_argument, NULL, 'J' },
 		{ "syslog", no_argument, NULL, 'S' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -122,6 +129,10 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 		case 'H': o->http_listen = optarg; break;
 		case 'T': o->http_token = optarg; break;
 		case 'D': o->debuginfo_dir = optarg; break;
+		case 'K':
+			o->store.backend = STORE_CLICKHOUSE;
+			o->store.clickhouse = optarg;
+			break;
 		case 'S': port_log_open("edgeprof-collector", true); break;
 		case 'v': port_log_set_level(PORT_LOG_DEBUG); break;
 		case 'h': usage(stdout); exit(0);
@@ -134,7 +145,7 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 			o->store.rollup.bucket_s = (unsigned)v;
 			break;
 		case 's': case 'f': case 'b': case 'g': case 'm': case 't': case 'i': case 'x':
-		case 'a':
+		case 'a': case 'B': case 'J':
 			if (parse_size(optarg, &v)) {
 				fprintf(stderr, "edgeprof-collector: '%s' is not a size\n", optarg);
 				return -EINVAL;
@@ -147,13 +158,26 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 			else if (c == 'a') o->max_handshakes = (unsigned)v;
 			else if (c == 't') o->request_timeout_ms = (unsigned)v;
 			else if (c == 'i') o->idle_timeout_ms = (unsigned)v;
+			else if (c == 'B') o->store.ch_batch_ms = (unsigned)v;
+			else if (c == 'J') o->store.retention_days = (unsigned)v;
 			else o->store.index_entries = v;
 			break;
 		default:
 			return -EINVAL;
 		}
 	}
-	if (optind != argc || !o->store.path || (!o->listen && !o->http_listen) ||
+	if (o->store.retention_days && !o->store.clickhouse) {
+		fprintf(stderr, "edgeprof-collector: --retention-days is for --clickhouse (a ring "
+			"file keeps what fits: --ring-size)\n");
+		return -EINVAL;
+	}
+	if (o->store.clickhouse && (o->store.path || !o->debuginfo_dir)) {
+		fprintf(stderr, "edgeprof-collector: --clickhouse replaces --ring and needs "
+			"--debuginfo-dir\n");
+		return -EINVAL;
+	}
+	if (optind != argc || (!o->store.path && !o->store.clickhouse) ||
+	    (!o->listen && !o->http_listen) ||
 	    (o->listen && (!o->tls_ca || !o->tls_cert || !o->tls_key))) {
 		fprintf(stderr, "edgeprof-collector: needs --ring and --listen with --tls-ca, "
 			"--tls-cert, --tls-key (or --http-listen)\n");

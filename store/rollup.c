@@ -19,7 +19,7 @@
 
 #include "port/clock.h"
 #include "port/log.h"
-#include "store/query.h"
+#include "store/store.h"
 #include "store/rollup.h"
 
 #ifndef CONFIG_COLLECTOR_ROLLUP_BUCKET_S
@@ -117,7 +117,7 @@ struct scan {
 	uint64_t min_time;
 };
 
-static int scan__cb(void *ctx, const struct index_view *v)
+static int scan__cb(void *ctx, const struct store_entry *v)
 {
 	struct scan *sc = ctx;
 

@@ -41,7 +41,7 @@
 
 struct store;
 struct store_stats;
-struct index_view;
+struct store_entry;
 
 /* One entry selected by a merge query, as the planner needs it (rollups included). */
 struct plan_entry {

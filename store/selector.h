@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "store/ringfile.h"
+#include "port/ringfile.h"
 
 #define SELECTOR_MAX_MATCHERS 64
 #define SELECTOR_MAX_LEN 4096

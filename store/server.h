@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #include "port/http.h"
-#include "store/query.h"
+#include "store/store.h"
 
 struct server_opts {
 	const char *listen;		/* mTLS HOST:PORT (NULL = none) */
@@ -142,7 +142,7 @@ bool api_over_budget(struct api_ctx *a, const struct selector *sel);
  */
 struct ingest {
 	const char *service, *type, *key;
-	struct record_label labels[RINGFILE_MAX_LABELS];
+	struct record_label labels[STORE_MAX_LABELS];
 	size_t n_labels;
 	int64_t created_ns;
 };

@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "port/clock.h"
-#include "store/query.h"
+#include "store/store.h"
 #include "store/render.h"
 
 #define FUNCS 400
@@ -213,7 +213,7 @@ struct seqs {
 	size_t n;
 };
 
-static int export_pick(void *ctx, const struct index_view *v)
+static int export_pick(void *ctx, const struct store_entry *v)
 {
 	struct seqs *x = ctx;
 

@@ -22,8 +22,8 @@
 #include <time.h>
 
 #include "port/clock.h"
-#include "store/crc32c.h"
-#include "store/ringfile.h"
+#include "port/crc32c.h"
+#include "port/ringfile.h"
 
 static uint64_t fnv64(const void *p, size_t n)
 {

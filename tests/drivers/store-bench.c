@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "port/clock.h"
-#include "store/query.h"
+#include "store/store.h"
 
 static uint64_t rss_bytes(void)
 {

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "store/ringfile.h"
+#include "port/ringfile.h"
 
 #define RING_SIZE (32 * 1024)
 

@@ -22,9 +22,10 @@
 # Not run here, each with its reason (NOT_RUN below): the make goals (CI runs them: .ci/run,
 # and tools/fresh-root.sh runs `make demo` and `make test` on a bare root; here they would
 # recurse into this suite; each goal is still checked to be a target of the Makefile or a
-# board's _defconfig), tools/run-tests.sh lines (the suite itself, for the same reason), and
-# commands that run on a remote device (scp/ssh; the install test runs the init script under
-# BusyBox). A shell line matching neither fails the test.
+# board's _defconfig), tools/run-tests.sh lines (the suite itself, for the same reason), a
+# collector with --clickhouse (it needs a ClickHouse server: collector-clickhouse starts one and
+# runs the same flags), and commands that run on a remote device (scp/ssh; the install test runs
+# the init script under BusyBox). A shell line matching none of these fails the test.
 set -u
 B=$EP_BUILD
 for f in edgeprof edgeprof-agent edgeprof-collector libedgeprof.so tests/workloads/split; do
@@ -63,6 +64,8 @@ NOT_RUN = [
     (r"^make\b", "make goals run in CI (.ci/run) and on a bare root (tools/fresh-root.sh)"),
     (r"^(scp|ssh)\b", "runs against a remote device; transport-install runs the init script"),
     (r"^(\w+=\S* )*tools/run-tests\.sh\b", "runs (part of) this suite: it would recurse; make test runs it"),
+    (r"^edgeprof-collector\b.*--clickhouse\b",
+     "needs a ClickHouse server: collector-clickhouse runs these flags against a real one"),
 ]
 def subst(l):
     for a, b in (("0.0.0.0:8443", "127.0.0.1:$PORT"), ("collector:8443", "127.0.0.1:$PORT"),

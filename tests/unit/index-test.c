@@ -24,7 +24,7 @@ static int add(struct index *ix, uint64_t seq, const char *svc, const char *key,
 static void add_get_dedupe(void **state)
 {
 	struct index *ix = index__new(100);
-	struct index_view v;
+	struct store_entry v;
 	struct index_stats st;
 	uint64_t ex = 0, seq;
 
@@ -54,7 +54,7 @@ static void add_get_dedupe(void **state)
 	index__free(ix);
 }
 
-static int collect(void *ctx, const struct index_view *v)
+static int collect(void *ctx, const struct store_entry *v)
 {
 	uint64_t *out = ctx;
 
@@ -127,7 +127,7 @@ static void key_table_churn(void **state)
 	}
 	for (uint64_t s = 1; s <= 50000; s++) {
 		int want = s > 50000 - 3000 ? 0 : -ENOENT;
-		struct index_view v;
+		struct store_entry v;
 
 		snprintf(key, sizeof(key), "k%" PRIu64, s * 2654435761u);
 		if (index__get(ix, s, &v) == 0)

@@ -11,7 +11,7 @@
 #include <cmocka.h>
 #include <pthread.h>
 
-#include "store/query.h"
+#include "store/store.h"
 
 struct fixture {
 	char dir[64];
@@ -187,7 +187,7 @@ static void merge_limit(void **state)
 	store__free(s);
 }
 
-static int list_cb(void *ctx, const struct index_view *v)
+static int list_cb(void *ctx, const struct store_entry *v)
 {
 	uint64_t *out = ctx;
 

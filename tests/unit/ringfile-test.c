@@ -15,8 +15,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "store/crc32c.h"
-#include "store/ringfile.h"
+#include "port/crc32c.h"
+#include "port/ringfile.h"
 
 struct fixture {
 	char dir[64];

@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "store/query.h"
+#include "store/store.h"
 #include "store/render.h"
 
 #define SEC 1000000000ull
@@ -211,7 +211,7 @@ static void rollups_equal_raw_merges(void **state)
 	store__free(s);
 }
 
-static int count_cb(void *ctx, const struct index_view *v)
+static int count_cb(void *ctx, const struct store_entry *v)
 {
 	(void)v;
 	++*(int *)ctx;

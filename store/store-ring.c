@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * store/query.c — the collector's store: ring file + index under one lock, and queries.
+ * store/store-ring.c — the store's default backend: ring file + index under one lock, queries
+ * and merges (with rollups), behind store/store.h's table of operations.
  *
  * Writers hold the lock only to check the idempotency key, reserve the record's place in the
  * ring and index it; the CRC, the pwrite and the fdatasync that makes the record durable
@@ -16,7 +17,7 @@
 #include <unistd.h>
 
 #include "port/log.h"
-#include "store/query.h"
+#include "store/store.h"
 
 #ifdef CONFIG_COLLECTOR_RING_MB
 #define STORE_DEFAULT_RING_BYTES ((uint64_t)CONFIG_COLLECTOR_RING_MB << 20)
@@ -29,7 +30,8 @@
 #define STORE_DEFAULT_INDEX_ENTRIES 65536
 #endif
 
-struct store {
+struct ring_store {
+	struct store base;
 	pthread_mutex_t lock;
 	struct ringfile *rf;
 	struct index *ix;
@@ -40,21 +42,39 @@ struct store {
 	unsigned rollup_s;	/* its bucket seconds (0: plan raw records only) */
 };
 
-static int store__index_cb(void *ctx, uint64_t seq, const struct record_meta *meta, size_t len)
+static const struct store_ops ring_ops;
+
+static struct ring_store *ring_of(struct store *base)
 {
-	struct store *s = ctx;
+	return (struct ring_store *)base;
+}
+
+static int ring__index_cb(void *ctx, uint64_t seq, const struct record_meta *meta, size_t len)
+{
+	struct ring_store *s = ctx;
 	int err = index__add(s->ix, seq, meta, len, NULL);
 
 	/* a second copy of a key (only possible if the index once dropped the first) is skipped */
 	return err == -EEXIST ? 0 : err;
 }
 
-struct store *store__open(const struct store_opts *opts, char *err, size_t errlen)
+static void ring__free(struct store *base)
 {
-	struct store *s = calloc(1, sizeof(*s));
+	struct ring_store *s = ring_of(base);
+
+	rollup__stop(s->ru);
+	ringfile__free(s->rf);
+	index__free(s->ix);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+struct store *store_ring__open(const struct store_opts *opts, char *err, size_t errlen)
+{
+	struct ring_store *s = calloc(1, sizeof(*s));
 	struct ringfile_opts ro = { .size = opts->size, .fsync_ms = opts->fsync_ms,
 				    .create = true, .quiet = opts->quiet,
-				    .on_record = store__index_cb, .ctx = s };
+				    .on_record = ring__index_cb, .ctx = s };
 	struct ringfile_stats st;
 	int e;
 
@@ -63,6 +83,7 @@ struct store *store__open(const struct store_opts *opts, char *err, size_t errle
 		errno = ENOMEM;
 		return NULL;
 	}
+	s->base.ops = &ring_ops;
 	pthread_mutex_init(&s->lock, NULL);
 	s->max_merge = opts->max_merge ? opts->max_merge : STORE_DEFAULT_MAX_MERGE;
 	if (!ro.size && access(opts->path, F_OK))
@@ -84,7 +105,7 @@ struct store *store__open(const struct store_opts *opts, char *err, size_t errle
 			" bytes used), %" PRIu64 " corrupt or torn records skipped",
 			opts->path, st.records, st.used, st.capacity, st.corrupt);
 	if (opts->rollup.bucket_s && IS_ENABLED(CONFIG_COLLECTOR_ROLLUP)) {
-		s->ru = rollup__start(s, &opts->rollup);
+		s->ru = rollup__start(&s->base, &opts->rollup);
 		if (!s->ru) {
 			snprintf(err, errlen, "store: starting the rollup thread: %s",
 				 strerror(errno));
@@ -92,33 +113,26 @@ struct store *store__open(const struct store_opts *opts, char *err, size_t errle
 		}
 		s->rollup_s = rollup__bucket_s(s->ru);
 	}
-	return s;
+	return &s->base;
 
 err_free:
 	e = errno;
-	store__free(s);
+	ring__free(&s->base);
 	errno = e;
 	return NULL;
 }
 
-void store__free(struct store *s)
+/* The ring stores the payload as sent: it needs no decoded profile. */
+static int ring__put(struct store *base, const struct record_meta *meta, const void *payload,
+		     size_t len, const struct pprof_profile *decoded, uint64_t *seq_out,
+		     bool *duplicate)
 {
-	if (!s)
-		return;
-	rollup__stop(s->ru);
-	ringfile__free(s->rf);
-	index__free(s->ix);
-	pthread_mutex_destroy(&s->lock);
-	free(s);
-}
-
-int store__put(struct store *s, const struct record_meta *meta, const void *payload, size_t len,
-	       uint64_t *seq_out, bool *duplicate)
-{
+	struct ring_store *s = ring_of(base);
 	struct ringfile_append ap;
 	uint64_t seq = 0;
 	int err;
 
+	(void)decoded;
 	*duplicate = false;
 	pthread_mutex_lock(&s->lock);
 	if (index__find_key(s->ix, meta->key, &seq) == 0) {
@@ -153,9 +167,11 @@ int store__put(struct store *s, const struct record_meta *meta, const void *payl
 	return ringfile__wait_durable(s->rf, ap.seq);
 }
 
-int store__get(struct store *s, uint64_t seq, struct record_meta *meta, void **payload,
-	       size_t *len)
+static int ring__get(struct store *base, uint64_t seq, struct record_meta *meta,
+		     void **payload, size_t *len)
 {
+	struct ring_store *s = ring_of(base);
+
 	return ringfile__read(s->rf, seq, meta, payload, len);
 }
 
@@ -163,12 +179,12 @@ int store__get(struct store *s, uint64_t seq, struct record_meta *meta, void **p
 
 struct select_ctx {
 	const struct store_query *q;
-	index_iter_fn cb;
+	store_entry_fn cb;
 	void *ctx;
 	size_t n, limit;
 };
 
-static bool query__match(const struct store_query *q, const struct index_view *v)
+static bool query__match(const struct store_query *q, const struct store_entry *v)
 {
 	if (q->type && *q->type && strcmp(q->type, v->type))
 		return false;
@@ -180,7 +196,7 @@ static bool query__match(const struct store_query *q, const struct index_view *v
 	return selector__match(q->sel, v->service, v->device, v->labels, v->n_labels);
 }
 
-static int select__cb(void *ctx, const struct index_view *v)
+static int select__cb(void *ctx, const struct store_entry *v)
 {
 	struct select_ctx *sc = ctx;
 	int ret;
@@ -193,8 +209,8 @@ static int select__cb(void *ctx, const struct index_view *v)
 	return ++sc->n == sc->limit ? 1 : 0;
 }
 
-static int store__select_locked(struct store *s, const struct store_query *q, size_t limit,
-				bool newest_first, index_iter_fn cb, void *ctx)
+static int ring__select_locked(struct ring_store *s, const struct store_query *q, size_t limit,
+				bool newest_first, store_entry_fn cb, void *ctx)
 {
 	struct select_ctx sc = { .q = q, .cb = cb, .ctx = ctx, .limit = limit };
 	uint64_t to = q->to_ns ? q->to_ns : UINT64_MAX;
@@ -205,18 +221,22 @@ static int store__select_locked(struct store *s, const struct store_query *q, si
 	return sc.n > INT32_MAX ? INT32_MAX : (int)sc.n;
 }
 
-int store__list(struct store *s, const struct store_query *q, index_iter_fn cb, void *ctx)
+static int ring__list(struct store *base, const struct store_query *q, store_entry_fn cb,
+		      void *ctx)
 {
+	struct ring_store *s = ring_of(base);
 	int ret;
 
 	pthread_mutex_lock(&s->lock);
-	ret = store__select_locked(s, q, q->limit, q->newest_first, cb, ctx);
+	ret = ring__select_locked(s, q, q->limit, q->newest_first, cb, ctx);
 	pthread_mutex_unlock(&s->lock);
 	return ret;
 }
 
-int store__services(struct store *s, int (*cb)(void *ctx, const char *service), void *ctx)
+static int ring__services(struct store *base, int (*cb)(void *ctx, const char *service),
+			  void *ctx)
 {
+	struct ring_store *s = ring_of(base);
 	int ret;
 
 	pthread_mutex_lock(&s->lock);
@@ -232,7 +252,7 @@ struct entry_list {
 	size_t n, cap;
 };
 
-static int entry_list__cb(void *ctx, const struct index_view *v)
+static int entry_list__cb(void *ctx, const struct store_entry *v)
 {
 	struct entry_list *l = ctx;
 
@@ -243,9 +263,10 @@ static int entry_list__cb(void *ctx, const struct index_view *v)
 	return 0;
 }
 
-int store__read_profile(struct store *s, uint64_t seq, struct pprof_profile **p, char *err,
-			size_t errlen)
+static int ring__read_profile(struct store *base, uint64_t seq, struct pprof_profile **p,
+			      char *err, size_t errlen)
 {
+	struct ring_store *s = ring_of(base);
 	struct record_meta meta;
 	void *payload;
 	size_t len;
@@ -268,7 +289,7 @@ int store__read_profile(struct store *s, uint64_t seq, struct pprof_profile **p,
 }
 
 struct merge_ctx {
-	struct store *s;
+	struct ring_store *s;
 	const struct merge_plan *plan;
 	size_t base;			/* items before base were merged or skipped */
 	uint64_t rollups_read, rollups_stale; /* atomically added (worker threads) */
@@ -283,8 +304,8 @@ static int merge__load(void *ctx, size_t i, struct pprof_profile **p, char *err,
 	int e;
 
 	if (!it->n)
-		return store__read_profile(mc->s, it->seq, p, err, errlen);
-	e = rollup__load(mc->s, mc->plan, it, p, &used, err, errlen);
+		return ring__read_profile(&mc->s->base, it->seq, p, err, errlen);
+	e = rollup__load(&mc->s->base, mc->plan, it, p, &used, err, errlen);
 	__atomic_add_fetch(used ? &mc->rollups_read : &mc->rollups_stale, 1, __ATOMIC_RELAXED);
 	return e;
 }
@@ -339,7 +360,7 @@ static int merge__pass(struct merge_ctx *mc, size_t start, bool skip_bad, struct
 	return e;
 }
 
-static int merge__run(struct store *s, const struct merge_plan *pl, bool skip_bad,
+static int merge__run(struct ring_store *s, const struct merge_plan *pl, bool skip_bad,
 		      struct pprof_profile **out, size_t *n_merged, size_t *skipped, char *err,
 		      size_t errlen)
 {
@@ -386,7 +407,7 @@ static int merge__run(struct store *s, const struct merge_plan *pl, bool skip_ba
 }
 
 /* The entries a merge query selects (rollups too), at most cap: 0, or -errno. */
-static int merge__select(struct store *s, const struct store_query *q, size_t cap,
+static int merge__select(struct ring_store *s, const struct store_query *q, size_t cap,
 			 struct entry_list *l)
 {
 	struct store_query sq = *q;
@@ -399,15 +420,17 @@ static int merge__select(struct store *s, const struct store_query *q, size_t ca
 	if (!l->v)
 		return -ENOMEM;
 	pthread_mutex_lock(&s->lock);
-	e = store__select_locked(s, &sq, q->limit && q->limit <= s->max_merge ? cap : 0,
+	e = ring__select_locked(s, &sq, q->limit && q->limit <= s->max_merge ? cap : 0,
 				 q->limit && q->limit <= s->max_merge, entry_list__cb, l);
 	pthread_mutex_unlock(&s->lock);
 	return e < 0 ? e : 0;
 }
 
-int store__merge(struct store *s, const struct store_query *q, struct pprof_profile **out,
-		 size_t *n_merged, size_t *skipped, char *err, size_t errlen)
+static int ring__merge(struct store *base, const struct store_query *q,
+		       struct pprof_profile **out, size_t *n_merged, size_t *skipped, char *err,
+		       size_t errlen)
 {
+	struct ring_store *s = ring_of(base);
 	bool limited = q->limit && q->limit <= s->max_merge;
 	/* rollups stand for many raws: select up to 64 x the limit, plan, then check the limit */
 	size_t cap = limited ? q->limit : s->rollup_s && !q->raw_only ? 64 * s->max_merge
@@ -441,9 +464,10 @@ int store__merge(struct store *s, const struct store_query *q, struct pprof_prof
 	return e;
 }
 
-int store__merge_seqs(struct store *s, const uint64_t *seqs, size_t n, struct pprof_profile **out,
-		      char *err, size_t errlen)
+static int ring__merge_seqs(struct store *base, const uint64_t *seqs, size_t n,
+			    struct pprof_profile **out, char *err, size_t errlen)
 {
+	struct ring_store *s = ring_of(base);
 	struct merge_plan pl = { .n_items = n, .n_profiles = n };
 	int e;
 
@@ -463,8 +487,11 @@ int store__merge_seqs(struct store *s, const uint64_t *seqs, size_t n, struct pp
 	return e;
 }
 
-void store__stats(struct store *s, struct store_stats *st)
+static void ring__stats(struct store *base, struct store_stats *st)
 {
+	struct ring_store *s = ring_of(base);
+
+	st->backend = STORE_RING;
 	ringfile__stats(s->rf, &st->ring);
 	pthread_mutex_lock(&s->lock);
 	index__stats(s->ix, &st->index);
@@ -479,3 +506,16 @@ void store__stats(struct store *s, struct store_stats *st)
 	pthread_mutex_unlock(&s->lock);
 	rollup__stats(s->ru, st);
 }
+
+static const struct store_ops ring_ops = {
+	.name = "ring",
+	.put = ring__put,
+	.get = ring__get,
+	.list = ring__list,
+	.services = ring__services,
+	.merge = ring__merge,
+	.read_profile = ring__read_profile,
+	.merge_seqs = ring__merge_seqs,
+	.stats = ring__stats,
+	.free = ring__free,
+};

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
- * store/crc32c.c — CRC-32C. The ring file checks every record on write, on open and on read,
+ * port/crc32c.c — CRC-32C. The ring file checks every record on write, on open and on read,
  * so this is on the hot path of the collector: the SSE4.2 / ARMv8 CRC instructions do about
  * 8 bytes per cycle; slicing-by-8 (tables built once, 8 KiB) is the portable fallback.
  */
 #include <pthread.h>
 #include <string.h>
 
-#include "store/crc32c.h"
+#include "port/crc32c.h"
 
 #define CRC32C_POLY 0x82f63b78u /* reflected Castagnoli polynomial */
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * store/ringfile.c — the ring file (format and rules in ringfile.h).
+ * port/ringfile.c — the ring file (format and rules in ringfile.h).
  *
  * In memory we keep one small slot per live sequence number (offset, length, flags, time) in a
  * circular array: seqs are dense, so slot(seq) is O(1), and a seq whose record was torn or
@@ -23,8 +23,8 @@
 #include "port/file.h"
 #include "port/log.h"
 #include "port/rand.h"
-#include "store/crc32c.h"
-#include "store/ringfile.h"
+#include "port/crc32c.h"
+#include "port/ringfile.h"
 
 #define HDR_MAGIC	"EPRING\0\1"
 #define HDR_VERSION	1u

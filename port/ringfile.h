@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * store/ringfile.h — a preallocated file written as a circular log of CRC-framed records.
+ * port/ringfile.h — a preallocated file written as a circular log of CRC-framed records.
  *
  * Used by the collector (one big ring, retention by size) and by the agent's offline spool
  * (a small ring on flash, drained oldest first with ringfile__consume()).
@@ -54,8 +54,8 @@
  *
  * Thread safety: all functions may be called from several threads (one internal mutex).
  */
-#ifndef EDGEPROF_STORE_RINGFILE_H
-#define EDGEPROF_STORE_RINGFILE_H
+#ifndef EDGEPROF_PORT_RINGFILE_H
+#define EDGEPROF_PORT_RINGFILE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -224,4 +224,4 @@ uint64_t ringfile__first_seq(struct ringfile *rf);	/* oldest live seq, 0 when em
 const char *ringfile__path(const struct ringfile *rf);
 void ringfile__free(struct ringfile *rf);	/* syncs pending records; NULL-safe */
 
-#endif /* EDGEPROF_STORE_RINGFILE_H */
+#endif /* EDGEPROF_PORT_RINGFILE_H */

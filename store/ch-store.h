@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store/ch-store.h — what the ClickHouse backend's two files share: store/store-ch.c (schema,
+ * ingest: rows, batches, the writer thread) and store/ch-query.c (selection, merges, reads).
+ * Internal: nothing else includes it.
+ */
+#ifndef EDGEPROF_STORE_CH_STORE_H
+#define EDGEPROF_STORE_CH_STORE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/ch-client.h"
+#include "store/store.h"
+
+#ifndef CONFIG_COLLECTOR_CH_BATCH_KB
+#define CONFIG_COLLECTOR_CH_BATCH_KB 4096
+#endif
+#ifndef CONFIG_COLLECTOR_CH_BATCH_MS
+#define CONFIG_COLLECTOR_CH_BATCH_MS 500
+#endif
+#ifndef CONFIG_COLLECTOR_CH_QUEUE_MB
+#define CONFIG_COLLECTOR_CH_QUEUE_MB 256
+#endif
+#ifndef CONFIG_COLLECTOR_CH_ACK_MS
+#define CONFIG_COLLECTOR_CH_ACK_MS 20000
+#endif
+#ifndef CONFIG_COLLECTOR_CH_INTERN_ENTRIES
+#define CONFIG_COLLECTOR_CH_INTERN_ENTRIES 1048576
+#endif
+#ifndef CONFIG_COLLECTOR_CH_MAX_STACKS
+#define CONFIG_COLLECTOR_CH_MAX_STACKS 1000000
+#endif
+
+#define CH_DROPPED_GENS	8		/* batches dropped (out of memory) remembered */
+#define CH_MAX_SERIES	1000000		/* series one query may select */
+#define CH_QUERY_SETTINGS "max_query_size=268435456&max_execution_time=60"
+
+enum ch_table { T_FUNCTIONS, T_MAPPINGS, T_LOCATIONS, T_STACKS, T_SAMPLES, T_PROFILES, T__N };
+
+/* Ids already sent (open addressing, 0 = empty); cleared when 3/4 full. */
+struct idset {
+	uint64_t *v;
+	size_t cap, n;
+	uint64_t resets;
+};
+
+/* Idempotency keys seen (hash of the key -> profile id, batch): bounded like the id sets. */
+struct keyent {
+	uint64_t kh, id, gen;
+};
+
+struct keymap {
+	struct keyent *v;
+	size_t cap, n;
+};
+
+/* One profile's rows in a batch (offsets into the samples and profiles bodies). */
+struct pmark {
+	uint64_t id, series, ts;
+	size_t s_off, s_len, p_off, p_len;
+	bool keyed;		/* has an idempotency key: its id is the key's */
+};
+
+struct ch_batch {
+	struct rb rows[T__N];
+	size_t n_profiles, bytes;
+	uint64_t gen;
+	int stage;		/* the next table to insert */
+	bool ambiguous;		/* the last INSERT failed in transit: it may have been applied */
+	uint64_t probe_id, probe_series, probe_ts;	/* its first profile, to look for */
+	bool deduped;		/* batch__dedup ran */
+	struct pmark *marks;	/* where each profile's rows are */
+	size_t n_marks, cap_marks;
+	struct ch_batch *next;
+};
+
+struct ch_store {
+	struct store base;
+	struct ch_opts o;
+	pthread_mutex_t lock;
+	pthread_cond_t wake, done;
+	pthread_t writer;
+	bool writer_started, stop;
+	struct ch_batch *open;		/* being filled */
+	uint64_t open_since;		/* mono ns of its first profile */
+	struct ch_batch *head, *tail;	/* sealed, in order */
+	size_t queued_bytes;		/* sealed + open */
+	uint64_t next_gen, done_gen;	/* batches with gen <= done_gen are in ClickHouse */
+	struct idset fns, maps, locs, stacks;
+	struct keymap keys;
+	size_t batch_bytes, queue_bytes;
+	unsigned batch_ms, ack_ms;
+	unsigned retention_days;	/* 0: keep everything */
+	char last_error[300];
+	/* counters */
+	uint64_t puts, duplicates, put_errors, refused_full, ack_timeouts;
+	uint64_t batches, insert_errors, rows[T__N], merges, merge_skipped;
+	uint64_t partitions_dropped;
+	uint64_t retries_found;		/* batches with uploads ClickHouse held already */
+	uint64_t dropped_gen[CH_DROPPED_GENS];	/* batches dropped unsent (out of memory) */
+	unsigned n_dropped;
+};
+
+static inline struct ch_store *ch_of(struct store *base)
+{
+	return (struct ch_store *)base;
+}
+
+/* ---- store/ch-query.c ---- */
+
+/* Runs one SELECT on a connection of its own: 0 and the answer, or -errno with err. */
+int ch__select(struct ch_store *c, const char *sql, struct rb *out, char *err, size_t errlen);
+/* " WHERE" over q's time range (day partitions and ts), with its type (_type). */
+void sql_where(struct rb *b, const struct store_query *q);
+void sql_where_type(struct rb *b, const struct store_query *q);
+
+int ch__get(struct store *base, uint64_t seq, struct record_meta *meta, void **payload,
+	    size_t *len);
+int ch__read_profile(struct store *base, uint64_t seq, struct pprof_profile **out, char *err,
+		     size_t errlen);
+int ch__merge_seqs(struct store *base, const uint64_t *seqs, size_t n,
+		   struct pprof_profile **out, char *err, size_t errlen);
+int ch__list(struct store *base, const struct store_query *q, store_entry_fn cb, void *ctx);
+int ch__services(struct store *base, int (*cb)(void *ctx, const char *service), void *ctx);
+int ch__timeline(struct store *base, const struct store_query *q, uint64_t from_ns,
+		 uint64_t step_ns, size_t n, int64_t *values, size_t *profiles);
+int ch__merge(struct store *base, const struct store_query *q, struct pprof_profile **out,
+	      size_t *n_merged, size_t *skipped, char *err, size_t errlen);
+
+#endif /* EDGEPROF_STORE_CH_STORE_H */

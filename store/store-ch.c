@@ -1,0 +1,1164 @@
+// SPDX-License-Identifier: MIT
+/*
+ * store/store-ch.c — the ClickHouse backend (store/store.h), its schema and its writes (reads:
+ * store/ch-query.c; shared: store/ch-store.h): profiles decoded at ingest, stacks,
+ * locations, functions and mappings stored once under 64-bit content hashes, samples as rows,
+ * fleet queries aggregated by ClickHouse (GROUP BY stack) and the pprof built from the aggregate.
+ *
+ * Schema (ClickHouse 18.16: no CODEC, no TTL, no LowCardinality; see store/README.md):
+ *   samples   (day Date, ts UInt64 ns, series, sig, profile, stack UInt64, v Array(Int64))
+ *             MergeTree PARTITION BY day ORDER BY (series, ts, stack)
+ *   profiles  one row per profile: id, time, series (hash of service, type, device, labels),
+ *             sig (hash of sample and period types: what can merge), metadata, header
+ *             MergeTree PARTITION BY day ORDER BY (ts, id)
+ *   stacks    (stack, locs Array(UInt64), label keys/values)      ReplacingMergeTree ORDER BY id
+ *   locations (loc, mapping, address, fns Array(UInt64), lines Array(Int64))        "
+ *   functions (fn, name, system_name, filename, start_line)                          "
+ *   mappings  (mapping, start, limit, offset, filename, build_id)                    "
+ * Dictionary rows are sent once per collector (a bounded set of ids sent; when full it is
+ * cleared and rows are sent again, which ReplacingMergeTree and any() absorb).
+ *
+ * Writes: put() appends its rows to the open batch and waits. One writer thread seals the batch
+ * when it holds CONFIG_COLLECTOR_CH_BATCH_KB or is CONFIG_COLLECTOR_CH_BATCH_MS old, and sends
+ * it table by table (dictionaries first, profiles last), each INSERT one RowBinary body under
+ * ClickHouse's 1,048,576-row block, so each is atomic. A put is acknowledged once ClickHouse
+ * answered 200 for every table of its batch. A failed INSERT is retried (from the table that
+ * failed, with backoff) until it succeeds: the batch stays queued, bounded by
+ * CONFIG_COLLECTOR_CH_QUEUE_MB (beyond it a put is refused at once: 503, the device's spool
+ * keeps the profile); a put whose batch is not in within CONFIG_COLLECTOR_CH_ACK_MS answers 503
+ * and a retry of its key waits for the same batch (no duplicate).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "port/clock.h"
+#include "port/log.h"
+#include "store/ch-store.h"
+
+static const char *const ch_table_names[T__N] = {
+	"functions", "mappings", "locations", "stacks", "samples", "profiles",
+};
+
+static const char *const ch_schema[T__N] = {
+	"CREATE TABLE IF NOT EXISTS functions (fn UInt64, name String, system_name String, "
+	"filename String, start_line Int64) ENGINE = ReplacingMergeTree ORDER BY fn",
+	"CREATE TABLE IF NOT EXISTS mappings (mapping UInt64, start UInt64, limit UInt64, "
+	"offset UInt64, filename String, build_id String) "
+	"ENGINE = ReplacingMergeTree ORDER BY mapping",
+	"CREATE TABLE IF NOT EXISTS locations (loc UInt64, mapping UInt64, address UInt64, "
+	"fns Array(UInt64), lines Array(Int64)) ENGINE = ReplacingMergeTree ORDER BY loc",
+	"CREATE TABLE IF NOT EXISTS stacks (stack UInt64, locs Array(UInt64), "
+	"label_keys Array(String), label_values Array(String)) "
+	"ENGINE = ReplacingMergeTree ORDER BY stack",
+	"CREATE TABLE IF NOT EXISTS samples (day Date, ts UInt64, series UInt64, sig UInt64, "
+	"profile UInt64, stack UInt64, v Array(Int64)) "
+	"ENGINE = MergeTree PARTITION BY day ORDER BY (series, ts, stack)",
+	"CREATE TABLE IF NOT EXISTS profiles (day Date, ts UInt64, id UInt64, series UInt64, "
+	"sig UInt64, service String, type String, device String, label_keys Array(String), "
+	"label_values Array(String), key String, value Int64, size UInt64, flags UInt16, "
+	"sample_type Array(String), sample_unit Array(String), default_type String, "
+	"period_type String, period_unit String, period Int64, time_nanos Int64, "
+	"duration Int64, main_mapping UInt64, comments Array(String)) "
+	"ENGINE = MergeTree PARTITION BY day ORDER BY (ts, id)",
+};
+/* ---- hashing and id sets ------------------------------------------------------------------- */
+
+struct hasher {
+	uint64_t h;
+};
+
+static void h_bytes(struct hasher *h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = 0; i < n; i++)
+		h->h = (h->h ^ b[i]) * 0x100000001b3ull;
+}
+
+/* A whole word at a time (stack hashes are mostly location ids): a multiply-xorshift step. */
+static void h_u64(struct hasher *h, uint64_t v)
+{
+	h->h = (h->h ^ v) * 0x9e3779b97f4a7c15ull;
+	h->h ^= h->h >> 32;
+}
+
+/* A string with its length first: "ab"+"c" and "a"+"bc" differ. */
+static void h_str(struct hasher *h, const char *s)
+{
+	size_t n = strlen(s);
+
+	h_u64(h, n);
+	h_bytes(h, s, n);
+}
+
+static uint64_t h_end(struct hasher *h)
+{
+	uint64_t z = h->h;
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	z ^= z >> 31;
+	return z ? z : 1;
+}
+
+static struct hasher h_start(char tag)
+{
+	struct hasher h = { 0xcbf29ce484222325ull };
+
+	h_bytes(&h, &tag, 1);
+	return h;
+}
+
+/* Ids already sent (open addressing, 0 = empty); cleared when 3/4 full. */
+static int idset__init(struct idset *s, size_t cap)
+{
+	size_t c = 1024;
+
+	while (c < cap)
+		c *= 2;
+	s->v = calloc(c, sizeof(*s->v));
+	s->cap = c;
+	return s->v ? 0 : -ENOMEM;
+}
+
+/* true when id was not there (and now is). */
+static bool idset__add(struct idset *s, uint64_t id)
+{
+	size_t i = id & (s->cap - 1);
+
+	while (s->v[i]) {
+		if (s->v[i] == id)
+			return false;
+		i = (i + 1) & (s->cap - 1);
+	}
+	if (s->n >= s->cap / 4 * 3) {
+		memset(s->v, 0, s->cap * sizeof(*s->v));
+		s->n = 0;
+		s->resets++;
+		return idset__add(s, id);
+	}
+	s->v[i] = id;
+	s->n++;
+	return true;
+}
+
+static void idset__clear(struct idset *s)
+{
+	memset(s->v, 0, s->cap * sizeof(*s->v));
+	s->n = 0;
+}
+
+/* Idempotency keys seen (hash of the key -> profile id, batch): bounded like the id sets. */
+static struct keyent *keymap__find(struct keymap *m, uint64_t kh, bool add)
+{
+	size_t i = kh & (m->cap - 1);
+
+	while (m->v[i].kh) {
+		if (m->v[i].kh == kh)
+			return &m->v[i];
+		i = (i + 1) & (m->cap - 1);
+	}
+	if (!add)
+		return NULL;
+	if (m->n >= m->cap / 4 * 3) {
+		memset(m->v, 0, m->cap * sizeof(*m->v));
+		m->n = 0;
+		return keymap__find(m, kh, add);
+	}
+	m->n++;
+	m->v[i].kh = kh;
+	return &m->v[i];
+}
+
+/* ---- the store ----------------------------------------------------------------------------- */
+
+static const struct store_ops ch_ops;
+
+static void batch__free(struct ch_batch *b)
+{
+	if (!b)
+		return;
+	for (int t = 0; t < T__N; t++)
+		rb_free(&b->rows[t]);
+	free(b->marks);
+	free(b);
+}
+
+static size_t batch__bytes(const struct ch_batch *b)
+{
+	size_t n = 0;
+
+	for (int t = 0; t < T__N; t++)
+		n += b->rows[t].len;
+	return n;
+}
+
+/* ---- rows of one profile ------------------------------------------------------------------- */
+
+static uint16_t day_of(uint64_t ts_ns)
+{
+	return (uint16_t)(ts_ns / NSEC_PER_SEC / 86400);
+}
+
+static void rb_strs(struct rb *b, const char *const *s, size_t n)
+{
+	rb_varint(b, n);
+	for (size_t i = 0; i < n; i++)
+		rb_str(b, s[i]);
+}
+
+static uint64_t series_of(const struct record_meta *m)
+{
+	struct hasher h = h_start('S');
+
+	h_str(&h, m->service ? m->service : "");
+	h_str(&h, m->type ? m->type : "");
+	h_str(&h, m->device ? m->device : "");
+	for (size_t i = 0; i < m->n_labels; i++) {
+		h_str(&h, m->labels[i].key);
+		h_str(&h, m->labels[i].value);
+	}
+	return h_end(&h);
+}
+
+/* What can merge: the sample types and the period type, as pprof's merge requires. */
+static uint64_t sig_of(const struct pprof_profile *p)
+{
+	struct hasher h = h_start('T');
+
+	for (size_t i = 0; i < p->n_sample_type; i++) {
+		h_str(&h, pprof_str(p, p->sample_type[i].type));
+		h_str(&h, pprof_str(p, p->sample_type[i].unit));
+	}
+	h_str(&h, pprof_str(p, p->period_type.type));
+	h_str(&h, pprof_str(p, p->period_type.unit));
+	return h_end(&h);
+}
+
+struct profile_ids {
+	uint64_t *fn, *map, *loc;	/* by pprof id - 1 */
+};
+
+static int ids_compute(const struct pprof_profile *p, struct profile_ids *ids)
+{
+	ids->fn = calloc(p->n_functions + 1, sizeof(uint64_t));
+	ids->map = calloc(p->n_mappings + 1, sizeof(uint64_t));
+	ids->loc = calloc(p->n_locations + 1, sizeof(uint64_t));
+	if (!ids->fn || !ids->map || !ids->loc)
+		return -ENOMEM;
+	for (size_t i = 0; i < p->n_functions; i++) {
+		const struct pprof_function *f = &p->functions[i];
+		struct hasher h = h_start('F');
+
+		h_str(&h, pprof_str(p, f->name));
+		h_str(&h, pprof_str(p, f->system_name));
+		h_str(&h, pprof_str(p, f->filename));
+		h_u64(&h, (uint64_t)f->start_line);
+		ids->fn[i] = h_end(&h);
+	}
+	for (size_t i = 0; i < p->n_mappings; i++) {
+		const struct pprof_mapping *m = &p->mappings[i];
+		struct hasher h = h_start('M');
+
+		h_u64(&h, m->memory_start);
+		h_u64(&h, m->memory_limit);
+		h_u64(&h, m->file_offset);
+		h_str(&h, pprof_str(p, m->filename));
+		h_str(&h, pprof_str(p, m->build_id));
+		ids->map[i] = h_end(&h);
+	}
+	for (size_t i = 0; i < p->n_locations; i++) {
+		const struct pprof_location *l = &p->locations[i];
+		struct hasher h = h_start('L');
+
+		h_u64(&h, l->mapping_id ? ids->map[l->mapping_id - 1] : 0);
+		h_u64(&h, l->address);
+		for (size_t j = 0; j < l->n_lines; j++) {
+			h_u64(&h, ids->fn[l->lines[j].function_id - 1]);
+			h_u64(&h, (uint64_t)l->lines[j].line);
+		}
+		ids->loc[i] = h_end(&h);
+	}
+	return 0;
+}
+
+static void ids_free(struct profile_ids *ids)
+{
+	free(ids->fn);
+	free(ids->map);
+	free(ids->loc);
+}
+
+/* A sample's string labels (numeric ones are not kept: see store/README.md). */
+static uint64_t stack_of(const struct pprof_profile *p, const struct pprof_sample *s,
+			 const struct profile_ids *ids)
+{
+	struct hasher h = h_start('K');
+
+	for (size_t i = 0; i < s->n_locations; i++)
+		h_u64(&h, ids->loc[s->location_ids[i] - 1]);
+	for (size_t i = 0; i < s->n_labels; i++) {
+		if (!s->labels[i].str)
+			continue;
+		h_str(&h, pprof_str(p, s->labels[i].key));
+		h_str(&h, pprof_str(p, s->labels[i].str));
+	}
+	return h_end(&h);
+}
+
+static void row_stack(struct rb *b, const struct pprof_profile *p, const struct pprof_sample *s,
+		      uint64_t id, const struct profile_ids *ids)
+{
+	size_t n = 0;
+
+	rb_u64(b, id);
+	rb_varint(b, s->n_locations);
+	for (size_t i = 0; i < s->n_locations; i++)
+		rb_u64(b, ids->loc[s->location_ids[i] - 1]);
+	for (size_t i = 0; i < s->n_labels; i++)
+		n += s->labels[i].str != 0;
+	for (int kv = 0; kv < 2; kv++) {
+		rb_varint(b, n);
+		for (size_t i = 0; i < s->n_labels; i++)
+			if (s->labels[i].str)
+				rb_str(b, pprof_str(p, kv ? s->labels[i].str : s->labels[i].key));
+	}
+}
+
+/* The dictionary rows this profile needs and this collector has not sent (under the lock). */
+static void rows_dict(struct ch_store *c, struct ch_batch *bt, const struct pprof_profile *p,
+		      const struct profile_ids *ids, const uint64_t *stack_ids)
+{
+	for (size_t i = 0; i < p->n_functions; i++) {
+		const struct pprof_function *f = &p->functions[i];
+		struct rb *b = &bt->rows[T_FUNCTIONS];
+
+		if (!idset__add(&c->fns, ids->fn[i]))
+			continue;
+		rb_u64(b, ids->fn[i]);
+		rb_str(b, pprof_str(p, f->name));
+		rb_str(b, pprof_str(p, f->system_name));
+		rb_str(b, pprof_str(p, f->filename));
+		rb_u64(b, (uint64_t)f->start_line);
+		c->rows[T_FUNCTIONS]++;
+	}
+	for (size_t i = 0; i < p->n_mappings; i++) {
+		const struct pprof_mapping *m = &p->mappings[i];
+		struct rb *b = &bt->rows[T_MAPPINGS];
+
+		if (!idset__add(&c->maps, ids->map[i]))
+			continue;
+		rb_u64(b, ids->map[i]);
+		rb_u64(b, m->memory_start);
+		rb_u64(b, m->memory_limit);
+		rb_u64(b, m->file_offset);
+		rb_str(b, pprof_str(p, m->filename));
+		rb_str(b, pprof_str(p, m->build_id));
+		c->rows[T_MAPPINGS]++;
+	}
+	for (size_t i = 0; i < p->n_locations; i++) {
+		const struct pprof_location *l = &p->locations[i];
+		struct rb *b = &bt->rows[T_LOCATIONS];
+
+		if (!idset__add(&c->locs, ids->loc[i]))
+			continue;
+		rb_u64(b, ids->loc[i]);
+		rb_u64(b, l->mapping_id ? ids->map[l->mapping_id - 1] : 0);
+		rb_u64(b, l->address);
+		rb_varint(b, l->n_lines);
+		for (size_t j = 0; j < l->n_lines; j++)
+			rb_u64(b, ids->fn[l->lines[j].function_id - 1]);
+		rb_varint(b, l->n_lines);
+		for (size_t j = 0; j < l->n_lines; j++)
+			rb_u64(b, (uint64_t)l->lines[j].line);
+		c->rows[T_LOCATIONS]++;
+	}
+	for (size_t i = 0; i < p->n_samples; i++) {
+		if (!idset__add(&c->stacks, stack_ids[i]))
+			continue;
+		row_stack(&bt->rows[T_STACKS], p, &p->samples[i], stack_ids[i], ids);
+		c->rows[T_STACKS]++;
+	}
+}
+
+struct put_rows {
+	struct rb samples, profile;
+	uint64_t *stack_ids;
+	struct profile_ids ids;
+	size_t n_samples;
+};
+
+struct stack_ref {
+	uint64_t stack;
+	size_t i;
+};
+
+static int stack_ref_cmp(const void *a, const void *b)
+{
+	const struct stack_ref *x = a, *y = b;
+
+	return x->stack < y->stack ? -1 : x->stack > y->stack ? 1 : (x->i > y->i) - (x->i < y->i);
+}
+
+/*
+ * One sample row per distinct stack of the profile, values summed: samples that differ only
+ * by what a stack id leaves out (numeric labels) are one row, as a merge would make them
+ * (a 20 KB profile of 1,400 samples over 130 stacks: 130 rows, not 1,400).
+ */
+static int rows_samples(const struct record_meta *m, const struct pprof_profile *p,
+			struct put_rows *r, uint64_t series, uint64_t sig, uint64_t id)
+{
+	struct stack_ref *ref = malloc((p->n_samples + 1) * sizeof(*ref));
+	int64_t *sum = calloc(p->n_sample_type + 1, sizeof(*sum));
+	struct rb *b = &r->samples;
+
+	if (!ref || !sum) {
+		free(ref);
+		free(sum);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < p->n_samples; i++)
+		ref[i] = (struct stack_ref){ r->stack_ids[i], i };
+	qsort(ref, p->n_samples, sizeof(*ref), stack_ref_cmp);
+	for (size_t i = 0; i < p->n_samples; i++) {
+		const int64_t *v = p->samples[ref[i].i].values;
+
+		for (size_t j = 0; j < p->n_sample_type; j++)
+			sum[j] = (int64_t)((uint64_t)sum[j] + (uint64_t)v[j]);
+		if (i + 1 < p->n_samples && ref[i + 1].stack == ref[i].stack)
+			continue;
+		rb_u16(b, day_of(m->time_ns));
+		rb_u64(b, m->time_ns);
+		rb_u64(b, series);
+		rb_u64(b, sig);
+		rb_u64(b, id);
+		rb_u64(b, ref[i].stack);
+		rb_varint(b, p->n_sample_type);
+		for (size_t j = 0; j < p->n_sample_type; j++)
+			rb_u64(b, (uint64_t)sum[j]);
+		memset(sum, 0, p->n_sample_type * sizeof(*sum));
+		r->n_samples++;
+	}
+	free(ref);
+	free(sum);
+	return 0;
+}
+
+/* The sample rows and the profile row, built outside the lock. */
+static int rows_build(const struct record_meta *m, const struct pprof_profile *p, size_t len,
+		      uint64_t id, struct put_rows *r)
+{
+	uint64_t series = series_of(m), sig = sig_of(p);
+	const char *keys[STORE_MAX_LABELS], *values[STORE_MAX_LABELS];
+	const char *st[64], *su[64];
+	size_t nst = p->n_sample_type < 64 ? p->n_sample_type : 64;
+	size_t nl = m->n_labels < STORE_MAX_LABELS ? m->n_labels : STORE_MAX_LABELS;
+	int e = ids_compute(p, &r->ids);
+
+	r->stack_ids = calloc(p->n_samples + 1, sizeof(uint64_t));
+	if (e || !r->stack_ids)
+		return -ENOMEM;
+	for (size_t i = 0; i < p->n_samples; i++)
+		r->stack_ids[i] = stack_of(p, &p->samples[i], &r->ids);
+	e = rows_samples(m, p, r, series, sig, id);
+	if (e)
+		return e;
+	for (size_t i = 0; i < nl; i++) {
+		keys[i] = m->labels[i].key;
+		values[i] = m->labels[i].value;
+	}
+	for (size_t i = 0; i < nst; i++) {
+		st[i] = pprof_str(p, p->sample_type[i].type);
+		su[i] = pprof_str(p, p->sample_type[i].unit);
+	}
+	rb_u16(&r->profile, day_of(m->time_ns));
+	rb_u64(&r->profile, m->time_ns);
+	rb_u64(&r->profile, id);
+	rb_u64(&r->profile, series);
+	rb_u64(&r->profile, sig);
+	rb_str(&r->profile, m->service);
+	rb_str(&r->profile, m->type);
+	rb_str(&r->profile, m->device);
+	rb_strs(&r->profile, keys, nl);
+	rb_strs(&r->profile, values, nl);
+	rb_str(&r->profile, m->key);
+	rb_u64(&r->profile, (uint64_t)m->value);
+	rb_u64(&r->profile, len);
+	rb_u16(&r->profile, m->flags);
+	rb_strs(&r->profile, st, nst);
+	rb_strs(&r->profile, su, nst);
+	rb_str(&r->profile, pprof_str(p, p->default_sample_type));
+	rb_str(&r->profile, pprof_str(p, p->period_type.type));
+	rb_str(&r->profile, pprof_str(p, p->period_type.unit));
+	rb_u64(&r->profile, (uint64_t)p->period);
+	rb_u64(&r->profile, (uint64_t)p->time_nanos);
+	rb_u64(&r->profile, (uint64_t)p->duration_nanos);
+	rb_u64(&r->profile, p->n_mappings ? r->ids.map[0] : 0);
+	rb_varint(&r->profile, p->n_comments < 64 ? p->n_comments : 64);
+	for (size_t i = 0; i < p->n_comments && i < 64; i++)
+		rb_str(&r->profile, pprof_str(p, p->comments[i]));
+	return r->samples.oom || r->profile.oom ? -ENOMEM : 0;
+}
+
+static void put_rows__free(struct put_rows *r)
+{
+	rb_free(&r->samples);
+	rb_free(&r->profile);
+	free(r->stack_ids);
+	ids_free(&r->ids);
+}
+
+/* ---- ingest -------------------------------------------------------------------------------- */
+
+static uint64_t key_hash(const struct record_meta *m)
+{
+	struct hasher h = h_start('I');
+
+	h_str(&h, m->key);
+	return h_end(&h);
+}
+
+/*
+ * A profile's id: with an idempotency key, a hash of (device, key), the same on every collector,
+ * so that a retry that reaches another collector (or this one after a restart) is found in
+ * ClickHouse (batch__dedup); without, unique.
+ */
+static uint64_t new_id(const struct record_meta *m)
+{
+	struct hasher h = h_start('P');
+
+	h_str(&h, m->device ? m->device : "");
+	h_str(&h, m->key);
+	if (!m->key || !*m->key) {
+		h_u64(&h, m->time_ns);
+		h_u64(&h, port_clock_mono_ns());
+		h_u64(&h, (uint64_t)(uintptr_t)m);
+	}
+	return h_end(&h) >> 1; /* ids are positive in every JSON reader */
+}
+
+static bool gen_dropped(const struct ch_store *c, uint64_t gen)
+{
+	for (unsigned i = 0; i < CH_DROPPED_GENS && i < c->n_dropped; i++)
+		if (c->dropped_gen[i] == gen)
+			return true;
+	return false;
+}
+
+/* Waits (lock held) until batch gen is in ClickHouse: 0, or -EIO after ack_ms or if dropped. */
+static int ch__wait(struct ch_store *c, uint64_t gen)
+{
+	struct timespec ts;
+	int e = 0;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += c->ack_ms / 1000;
+	ts.tv_nsec += (long)(c->ack_ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	while (c->done_gen < gen && !gen_dropped(c, gen) && !e)
+		e = pthread_cond_timedwait(&c->done, &c->lock, &ts);
+	if (c->done_gen >= gen)
+		return 0;
+	if (!gen_dropped(c, gen))
+		c->ack_timeouts++;
+	return -EIO;
+}
+
+/*
+ * Out of memory while adding to the open batch (lock held): its buffers are incomplete, so the
+ * whole batch is dropped (none of it was acknowledged): its waiters get -EIO, its keys are
+ * forgotten (a retry stores anew), and every dictionary row is sent again from now on.
+ */
+static void ch__drop_open(struct ch_store *c)
+{
+	struct ch_batch *b = c->open;
+
+	pr_warn("clickhouse: out of memory building a batch: its %zu uploads are refused",
+		b->n_profiles + 1);
+	c->dropped_gen[c->n_dropped++ % CH_DROPPED_GENS] = b->gen;
+	for (size_t i = 0; i < c->keys.cap; i++)
+		if (c->keys.v[i].kh && c->keys.v[i].gen == b->gen)
+			c->keys.v[i].id = 0; /* a tombstone: the probe chain stays intact */
+	idset__clear(&c->fns), idset__clear(&c->maps);
+	idset__clear(&c->locs), idset__clear(&c->stacks);
+	c->queued_bytes -= b->bytes;
+	c->open = NULL;
+	batch__free(b);
+	pthread_cond_broadcast(&c->done);
+}
+
+static int ch__put_locked(struct ch_store *c, const struct record_meta *meta,
+			  const struct pprof_profile *p, struct put_rows *r, uint64_t id,
+			  uint64_t *gen)
+{
+	struct ch_batch *b = c->open;
+	size_t before;
+
+	if (c->queued_bytes + r->samples.len + r->profile.len > c->queue_bytes) {
+		c->refused_full++;
+		return -ENOSPC;
+	}
+	if (!b) {
+		b = c->open = calloc(1, sizeof(*b));
+		if (!b)
+			return -ENOMEM;
+		b->gen = ++c->next_gen;
+		c->open_since = port_clock_mono_ns();
+	}
+	if (b->n_marks == b->cap_marks) {
+		size_t cap = b->cap_marks ? 2 * b->cap_marks : 64;
+		struct pmark *m = realloc(b->marks, cap * sizeof(*m));
+
+		if (!m)
+			return -ENOMEM;
+		b->marks = m;
+		b->cap_marks = cap;
+	}
+	before = batch__bytes(b);
+	rows_dict(c, b, p, &r->ids, r->stack_ids);
+	b->marks[b->n_marks] = (struct pmark){
+		.id = id, .series = series_of(meta), .ts = meta->time_ns,
+		.keyed = meta->key && *meta->key,
+		.s_off = b->rows[T_SAMPLES].len, .s_len = r->samples.len,
+		.p_off = b->rows[T_PROFILES].len, .p_len = r->profile.len,
+	};
+	rb_put(&b->rows[T_SAMPLES], r->samples.p, r->samples.len);
+	rb_put(&b->rows[T_PROFILES], r->profile.p, r->profile.len);
+	for (int t = 0; t < T__N; t++) {
+		if (b->rows[t].oom) {
+			ch__drop_open(c);
+			return -ENOMEM;
+		}
+	}
+	c->rows[T_SAMPLES] += r->n_samples;
+	c->rows[T_PROFILES]++;
+	b->n_profiles++;
+	b->n_marks++;
+	b->bytes = batch__bytes(b);
+	c->queued_bytes += b->bytes - before;
+	*gen = b->gen;
+	if (b->bytes >= c->batch_bytes)
+		pthread_cond_signal(&c->wake);
+	return 0;
+}
+
+static int label_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct record_label *)a)->key, ((const struct record_label *)b)->key);
+}
+
+static int ch__put_sorted(struct ch_store *c, const struct record_meta *meta,
+			  const void *payload, size_t len, const struct pprof_profile *decoded,
+			  uint64_t *seq_out, bool *duplicate);
+
+/* Labels sorted by key (as the ring stores them): one label set, one series, in any order. */
+static int ch__put(struct store *base, const struct record_meta *meta, const void *payload,
+		   size_t len, const struct pprof_profile *decoded, uint64_t *seq_out,
+		   bool *duplicate)
+{
+	struct record_label labels[STORE_MAX_LABELS];
+	struct record_meta m = *meta;
+
+	if (m.n_labels > STORE_MAX_LABELS)
+		return -EINVAL;
+	if (m.n_labels)
+		memcpy(labels, meta->labels, m.n_labels * sizeof(*labels));
+	qsort(labels, m.n_labels, sizeof(*labels), label_cmp);
+	m.labels = labels;
+	return ch__put_sorted(ch_of(base), &m, payload, len, decoded, seq_out, duplicate);
+}
+
+static int ch__put_sorted(struct ch_store *c, const struct record_meta *meta,
+			  const void *payload, size_t len, const struct pprof_profile *decoded,
+			  uint64_t *seq_out, bool *duplicate)
+{
+	struct pprof_profile *own = NULL;
+	struct put_rows r = { 0 };
+	struct keyent *k = NULL;
+	uint64_t id = 0, gen = 0, kh = meta->key && *meta->key ? key_hash(meta) : 0;
+	char err[200];
+	int e;
+
+	*duplicate = false;
+	if (kh) {
+		pthread_mutex_lock(&c->lock);
+		k = keymap__find(&c->keys, kh, false);
+		if (k && k->id) {
+			id = k->id, gen = k->gen;
+			c->duplicates++;
+			e = ch__wait(c, gen);
+			pthread_mutex_unlock(&c->lock);
+			*duplicate = true;
+			*seq_out = id;
+			return e;
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
+	if (!decoded) {
+		e = pprof_read(payload, len, NULL, &own, err, sizeof(err));
+		if (e)
+			return -EINVAL;
+		decoded = own;
+	}
+	id = new_id(meta);
+	e = rows_build(meta, decoded, len, id, &r);
+	pthread_mutex_lock(&c->lock);
+	if (!e)
+		e = ch__put_locked(c, meta, decoded, &r, id, &gen);
+	if (!e && kh && (k = keymap__find(&c->keys, kh, true))) {
+		k->id = id;
+		k->gen = gen;
+	}
+	if (!e) {
+		c->puts++;
+		e = ch__wait(c, gen);
+	}
+	if (e)
+		c->put_errors++;
+	pthread_mutex_unlock(&c->lock);
+	put_rows__free(&r);
+	pprof_profile__free(own);
+	*seq_out = id;
+	return e == -ENOSPC ? -EIO : e;
+}
+
+/* ---- the writer thread --------------------------------------------------------------------- */
+
+/*
+ * After an INSERT of samples or profiles failed in transit (connection lost: ClickHouse may
+ * have applied it), whether its rows are there: those tables are not idempotent (MergeTree in
+ * 18.16 never deduplicates), the dictionaries are. 1 there, 0 not, -errno unknown.
+ */
+static int batch__landed(struct ch_conn *conn, const struct ch_batch *b, char *err,
+			 size_t errlen)
+{
+	struct rb sql = { 0 }, res = { 0 };
+	struct rb_rd r;
+	int e;
+
+	if (b->stage == T_SAMPLES) {
+		rb_printf(&sql, "SELECT count() FROM samples");
+		sql_where(&sql, &(struct store_query){ .from_ns = b->probe_ts,
+						       .to_ns = b->probe_ts });
+		rb_printf(&sql, " AND series = %" PRIu64 " AND profile = %" PRIu64, b->probe_series,
+			  b->probe_id);
+	} else {
+		rb_printf(&sql, "SELECT count() FROM profiles");
+		sql_where(&sql, &(struct store_query){ .from_ns = b->probe_ts,
+						       .to_ns = b->probe_ts });
+		rb_printf(&sql, " AND id = %" PRIu64, b->probe_id);
+	}
+	rb_printf(&sql, " FORMAT RowBinary");
+	rb_put(&sql, "", 1);
+	e = sql.oom ? -ENOMEM : ch_conn__run(conn, (char *)sql.p, CH_QUERY_SETTINGS, NULL, 0,
+					     &res, err, errlen);
+	rb_free(&sql);
+	if (e)
+		return e;
+	r = (struct rb_rd){ res.p, res.p + res.len, false };
+	e = rd_u64(&r) > 0;
+	rb_free(&res);
+	return r.bad ? -EIO : e;
+}
+
+/* Removes the rows of marks[i] with gone[i] from the samples and profiles bodies. */
+static size_t batch__cut(struct ch_batch *b, const bool *gone)
+{
+	size_t so = 0, po = 0, cut = 0, n = 0;
+
+	for (size_t i = 0; i < b->n_marks; i++) {
+		struct pmark m = b->marks[i];
+
+		if (gone[i]) {
+			cut += m.s_len + m.p_len;
+			continue;
+		}
+		memmove(b->rows[T_SAMPLES].p + so, b->rows[T_SAMPLES].p + m.s_off, m.s_len);
+		memmove(b->rows[T_PROFILES].p + po, b->rows[T_PROFILES].p + m.p_off, m.p_len);
+		m.s_off = so, m.p_off = po;
+		so += m.s_len, po += m.p_len;
+		b->marks[n++] = m;
+	}
+	b->rows[T_SAMPLES].len = so;
+	b->rows[T_PROFILES].len = po;
+	b->n_marks = n;
+	return cut;
+}
+
+/*
+ * Before a batch's samples go: its keyed profiles that ClickHouse holds already (a retry that
+ * another collector, or this one before a restart, stored) are taken out of it, and the first
+ * remaining profile becomes the probe of batch__landed. 0 or -errno (retried later).
+ */
+static int batch__dedup(struct ch_store *c, struct ch_conn *conn, struct ch_batch *b)
+{
+	struct rb sql = { 0 }, res = { 0 };
+	struct rb_rd r;
+	bool *gone = NULL, any = false;
+	size_t n = 0, cut;
+	char err[300];
+	int e = 0;
+
+	rb_printf(&sql, "SELECT id FROM profiles WHERE id IN (");
+	for (size_t i = 0; i < b->n_marks; i++)
+		if (b->marks[i].keyed)
+			rb_printf(&sql, "%s%" PRIu64, n++ ? "," : "", b->marks[i].id);
+	rb_printf(&sql, ") FORMAT RowBinary");
+	rb_put(&sql, "", 1);
+	if (n)
+		e = sql.oom ? -ENOMEM : ch_conn__run(conn, (char *)sql.p, CH_QUERY_SETTINGS, NULL,
+						     0, &res, err, sizeof(err));
+	rb_free(&sql);
+	gone = e ? NULL : calloc(b->n_marks + 1, sizeof(*gone));
+	if (!e && !gone)
+		e = -ENOMEM;
+	r = (struct rb_rd){ res.p, res.p + res.len, false };
+	while (!e && rd_more(&r)) {
+		uint64_t id = rd_u64(&r);
+
+		for (size_t i = 0; i < b->n_marks && !r.bad; i++)
+			if (b->marks[i].keyed && b->marks[i].id == id)
+				gone[i] = any = true;
+	}
+	rb_free(&res);
+	if (e) {
+		free(gone);
+		return e;
+	}
+	cut = any ? batch__cut(b, gone) : 0;
+	free(gone);
+	pthread_mutex_lock(&c->lock);
+	if (cut) {
+		pr_info("clickhouse: %zu bytes of retried uploads already stored: not sent again",
+			cut);
+		c->queued_bytes -= cut;
+		b->bytes -= cut;
+		c->retries_found++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (b->n_marks) {
+		b->probe_id = b->marks[0].id;
+		b->probe_series = b->marks[0].series;
+		b->probe_ts = b->marks[0].ts;
+	}
+	b->deduped = true;
+	return 0;
+}
+
+static int batch__send(struct ch_store *c, struct ch_conn *conn, struct ch_batch *b)
+{
+	char sql[128], err[300];
+
+	for (; b->stage < T__N; b->stage++) {
+		int e;
+
+		if (b->stage == T_SAMPLES && !b->deduped) {
+			e = batch__dedup(c, conn, b);
+			if (e)
+				return e;
+		}
+		if (!b->rows[b->stage].len)
+			continue;
+		if (b->ambiguous && (b->stage == T_SAMPLES || b->stage == T_PROFILES)) {
+			e = batch__landed(conn, b, err, sizeof(err));
+			if (e < 0)
+				return e;
+			b->ambiguous = false;
+			if (e) {
+				pr_info("clickhouse: INSERT INTO %s was applied before the "
+					"connection broke: not sent again", ch_table_names[b->stage]);
+				continue;
+			}
+		}
+		snprintf(sql, sizeof(sql), "INSERT INTO %s FORMAT RowBinary",
+			 ch_table_names[b->stage]);
+		e = ch_conn__run(conn, sql, NULL, b->rows[b->stage].p, b->rows[b->stage].len, NULL,
+				 err, sizeof(err));
+		if (e) {
+			/* an answer from ClickHouse (-EIO) means not applied; a broken connection
+			 * might have been either */
+			b->ambiguous = e != -EIO;
+			pthread_mutex_lock(&c->lock);
+			c->insert_errors++;
+			if (strcmp(c->last_error, err))
+				pr_warn("clickhouse: INSERT INTO %s (%zu profiles waiting): %s",
+					ch_table_names[b->stage], b->n_profiles, err);
+			snprintf(c->last_error, sizeof(c->last_error), "%s", err);
+			pthread_mutex_unlock(&c->lock);
+			return e;
+		}
+	}
+	return 0;
+}
+
+/* Seals the open batch when it is due (lock held): full, old enough, or stopping. */
+static void ch__seal_due(struct ch_store *c)
+{
+	struct ch_batch *b = c->open;
+	uint64_t now = port_clock_mono_ns();
+
+	if (!b || (b->bytes < c->batch_bytes && !c->stop &&
+		   now - c->open_since < (uint64_t)c->batch_ms * 1000000))
+		return;
+	c->open = NULL;
+	if (c->tail)
+		c->tail->next = b;
+	else
+		c->head = b;
+	c->tail = b;
+}
+
+/*
+ * Retention (--retention-days N): 18.16 has no TTL, so the day partitions of samples and
+ * profiles older than N days are dropped (ALTER TABLE ... DROP PARTITION ID), at start and then
+ * hourly, by the writer thread (lock not held). The dictionaries stay: small, and shared by the
+ * days that remain. Several collectors may do it at once: a partition gone meanwhile is not
+ * listed again.
+ */
+static void ch__retain(struct ch_store *c, struct ch_conn *conn)
+{
+	struct rb sql = { 0 }, res = { 0 };
+	struct rb_rd r;
+	char err[300];
+	int e;
+
+	rb_printf(&sql, "SELECT DISTINCT table, partition_id FROM system.parts WHERE active AND "
+		  "database = '%s' AND table IN ('samples', 'profiles') AND max_date < today() - %u "
+		  "FORMAT RowBinary", c->o.database, c->retention_days);
+	rb_put(&sql, "", 1);
+	e = sql.oom ? -ENOMEM : ch_conn__run(conn, (char *)sql.p, NULL, NULL, 0, &res, err,
+					     sizeof(err));
+	rb_free(&sql);
+	r = (struct rb_rd){ res.p, res.p + res.len, false };
+	while (!e && rd_more(&r)) {
+		char table[16], part[64], alter[160];
+
+		rd_strcpy(&r, table, sizeof(table));
+		rd_strcpy(&r, part, sizeof(part));
+		if (r.bad || part[strspn(part, "0123456789")] ||
+		    (strcmp(table, "samples") && strcmp(table, "profiles")))
+			break;
+		snprintf(alter, sizeof(alter), "ALTER TABLE %s DROP PARTITION ID '%s'", table,
+			 part);
+		e = ch_conn__run(conn, alter, NULL, NULL, 0, NULL, err, sizeof(err));
+		if (!e) {
+			pr_info("clickhouse: retention: dropped %s of %s (older than %u days)",
+				table, part, c->retention_days);
+			pthread_mutex_lock(&c->lock);
+			c->partitions_dropped++;
+			pthread_mutex_unlock(&c->lock);
+		}
+	}
+	if (e)
+		pr_warn("clickhouse: retention: %s", err);
+	rb_free(&res);
+}
+
+static void *ch__writer(void *arg)
+{
+	struct ch_store *c = arg;
+	struct ch_conn *conn = ch_conn__new(&c->o);
+	unsigned backoff_ms = 0;
+	uint64_t retain_due = 0;
+
+	pthread_mutex_lock(&c->lock);
+	while (conn) {
+		struct ch_batch *b;
+		struct timespec ts;
+		int e;
+
+		if (c->retention_days && port_clock_mono_ns() >= retain_due && !c->stop) {
+			pthread_mutex_unlock(&c->lock);
+			ch__retain(c, conn);
+			pthread_mutex_lock(&c->lock);
+			retain_due = port_clock_mono_ns() + 3600 * NSEC_PER_SEC;
+		}
+		ch__seal_due(c);
+		b = c->head;
+		if (!b && c->stop)
+			break;
+		if (!b || backoff_ms) {
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += (long)(backoff_ms ? backoff_ms : 20) * 1000000;
+			ts.tv_sec += ts.tv_nsec / 1000000000;
+			ts.tv_nsec %= 1000000000;
+			pthread_cond_timedwait(&c->wake, &c->lock, &ts);
+			if (backoff_ms && c->stop)
+				break; /* ClickHouse is down at exit: nothing queued was acked */
+			backoff_ms = 0;
+			if (!b)
+				continue;
+		}
+		pthread_mutex_unlock(&c->lock);
+		e = batch__send(c, conn, b);
+		pthread_mutex_lock(&c->lock);
+		if (e) {
+			backoff_ms = 100;
+			continue;
+		}
+		c->head = b->next;
+		if (!c->head)
+			c->tail = NULL;
+		c->queued_bytes -= b->bytes;
+		c->done_gen = b->gen;
+		c->batches++;
+		c->last_error[0] = '\0';
+		pthread_cond_broadcast(&c->done);
+		batch__free(b);
+	}
+	pthread_mutex_unlock(&c->lock);
+	ch_conn__free(conn);
+	return NULL;
+}
+
+/* ---- state --------------------------------------------------------------------------------- */
+
+static void ch__stats(struct store *base, struct store_stats *st)
+{
+	struct ch_store *c = ch_of(base);
+
+	memset(st, 0, sizeof(*st));
+	st->backend = STORE_CLICKHOUSE;
+	pthread_mutex_lock(&c->lock);
+	st->puts = c->puts;
+	st->duplicates = c->duplicates;
+	st->put_errors = c->put_errors;
+	st->merges = c->merges;
+	st->merge_skipped = c->merge_skipped;
+	st->ch.batches = c->batches;
+	st->ch.insert_errors = c->insert_errors;
+	st->ch.refused_full = c->refused_full;
+	st->ch.ack_timeouts = c->ack_timeouts;
+	st->ch.queued_bytes = c->queued_bytes;
+	st->ch.queue_capacity = c->queue_bytes;
+	st->ch.sample_rows = c->rows[T_SAMPLES];
+	st->ch.stack_rows = c->rows[T_STACKS];
+	st->ch.intern_resets = c->fns.resets + c->maps.resets + c->locs.resets +
+			       c->stacks.resets;
+	st->ch.partitions_dropped = c->partitions_dropped;
+	pthread_mutex_unlock(&c->lock);
+}
+
+static void ch__free(struct store *base)
+{
+	struct ch_store *c = ch_of(base);
+
+	if (c->writer_started) {
+		pthread_mutex_lock(&c->lock);
+		c->stop = true;
+		pthread_cond_signal(&c->wake);
+		pthread_mutex_unlock(&c->lock);
+		pthread_join(c->writer, NULL);
+	}
+	batch__free(c->open);
+	while (c->head) {
+		struct ch_batch *b = c->head;
+
+		c->head = b->next;
+		batch__free(b);
+	}
+	free(c->fns.v), free(c->maps.v), free(c->locs.v), free(c->stacks.v);
+	free(c->keys.v);
+	pthread_mutex_destroy(&c->lock);
+	pthread_cond_destroy(&c->wake);
+	pthread_cond_destroy(&c->done);
+	free(c);
+}
+
+/* Creates the database and the tables when missing (18.16 syntax, checked on 18.16.1). */
+static int ch__schema(struct ch_store *c, char *err, size_t errlen)
+{
+	struct ch_opts o = c->o;
+	struct ch_conn *conn;
+	char sql[128];
+	int e;
+
+	snprintf(o.database, sizeof(o.database), "default");
+	conn = ch_conn__new(&o);
+	if (!conn)
+		return -ENOMEM;
+	snprintf(sql, sizeof(sql), "CREATE DATABASE IF NOT EXISTS %s", c->o.database);
+	e = ch_conn__run(conn, sql, NULL, NULL, 0, NULL, err, errlen);
+	ch_conn__free(conn);
+	conn = e ? NULL : ch_conn__new(&c->o);
+	if (!e && !conn)
+		e = -ENOMEM;
+	for (int t = 0; !e && t < T__N; t++)
+		e = ch_conn__run(conn, ch_schema[t], NULL, NULL, 0, NULL, err, errlen);
+	ch_conn__free(conn);
+	return e;
+}
+
+struct store *store_ch__open(const struct store_opts *opts, char *err, size_t errlen)
+{
+	struct ch_store *c = calloc(1, sizeof(*c));
+	size_t intern = CONFIG_COLLECTOR_CH_INTERN_ENTRIES;
+	int e;
+
+	if (!c) {
+		snprintf(err, errlen, "store: out of memory");
+		errno = ENOMEM;
+		return NULL;
+	}
+	c->base.ops = &ch_ops;
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->wake, NULL);
+	pthread_cond_init(&c->done, NULL);
+	c->batch_bytes = (size_t)CONFIG_COLLECTOR_CH_BATCH_KB << 10;
+	c->batch_ms = opts->ch_batch_ms ? opts->ch_batch_ms : CONFIG_COLLECTOR_CH_BATCH_MS;
+	c->queue_bytes = (size_t)CONFIG_COLLECTOR_CH_QUEUE_MB << 20;
+	c->ack_ms = CONFIG_COLLECTOR_CH_ACK_MS;
+	c->retention_days = opts->retention_days;
+	c->keys.cap = 1;
+	while (c->keys.cap < intern)
+		c->keys.cap *= 2;
+	c->keys.v = calloc(c->keys.cap, sizeof(*c->keys.v));
+	e = ch_opts__parse(opts->clickhouse, &c->o, err, errlen);
+	if (!e && (idset__init(&c->fns, intern) || idset__init(&c->maps, intern / 16) ||
+		   idset__init(&c->locs, intern) || idset__init(&c->stacks, intern) ||
+		   !c->keys.v)) {
+		snprintf(err, errlen, "store: out of memory");
+		e = -ENOMEM;
+	}
+	if (!e)
+		e = ch__schema(c, err, errlen);
+	if (!e) {
+		e = -pthread_create(&c->writer, NULL, ch__writer, c);
+		c->writer_started = !e;
+		if (e)
+			snprintf(err, errlen, "clickhouse: writer thread: %s", strerror(-e));
+	}
+	if (e) {
+		ch__free(&c->base);
+		errno = -e;
+		return NULL;
+	}
+	if (!opts->quiet)
+		pr_info("store: ClickHouse %s:%s database %s (batches of %zu KiB or %u ms, "
+			"queue %zu MiB)", c->o.host, c->o.port, c->o.database,
+			c->batch_bytes >> 10, c->batch_ms, c->queue_bytes >> 20);
+	return &c->base;
+}
+
+static const struct store_ops ch_ops = {
+	.name = "clickhouse",
+	.uses_decoded = true,
+	.put = ch__put,
+	.get = ch__get,
+	.list = ch__list,
+	.services = ch__services,
+	.timeline = ch__timeline,
+	.merge = ch__merge,
+	.read_profile = ch__read_profile,
+	.merge_seqs = ch__merge_seqs,
+	.stats = ch__stats,
+	.free = ch__free,
+};

@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store/store.h — the collector's store: one interface, a table of operations per backend
+ * (curl's vtls shape: only store/store.c calls the table), chosen when the store is opened.
+ *
+ *   ingest     store__put()            one validated profile; returns once durable (then ack)
+ *   by id      store__get(), store__read_profile(), store__merge_seqs()
+ *   select     store__list(), store__services()   by selector (labels), type and time range
+ *   merge      store__merge()          the selection as one decoded pprof
+ *   render     top, flame, folded and diff are computed from that merged pprof, for every
+ *              backend (store/render.c, tools/cli): a backend answers "merge", and whatever it
+ *              aggregates itself (a ClickHouse GROUP BY stack) arrives as that pprof
+ *   retention  the ring file retains by size (oldest overwritten, ringfile_stats says how far
+ *              back it reaches); ClickHouse by age (store_opts.retention_days: whole days
+ *              dropped); store__stats() says what each backend holds
+ *
+ * Backends: the ring file (store/store-ring.c: port/ringfile + store/index + rollups), the
+ * default, and nothing outside it touches the ring's or the index's functions; ClickHouse
+ * (store/store-ch.c): profiles decoded into rows, stacks interned, merges aggregated there.
+ *
+ * Thread-safe: every operation may be called from any thread.
+ */
+#ifndef EDGEPROF_STORE_STORE_H
+#define EDGEPROF_STORE_STORE_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "pprof/pprof.h"
+#include "store/entry.h"
+#include "store/index.h"
+#include "store/rollup.h"
+#include "store/selector.h"
+
+/* Profile metadata is the ring's record_meta (port/ringfile.h) for every backend. */
+#define STORE_MAX_LABELS	RINGFILE_MAX_LABELS
+#define STORE_F_CLOCK_UNSET	RINGFILE_F_CLOCK_UNSET
+
+enum store_backend {
+	STORE_RING,		/* the ring file (default) */
+	STORE_CLICKHOUSE,	/* ClickHouse over HTTP (store/store-ch.c, COLLECTOR_CLICKHOUSE) */
+};
+
+struct store_opts {
+	enum store_backend backend;
+	const char *path;	/* ring file */
+	uint64_t size;		/* bytes (0 = the file's, or CONFIG_COLLECTOR_RING_MB) */
+	unsigned fsync_ms;	/* CONFIG_COLLECTOR_FSYNC_MS */
+	size_t index_entries;	/* 0 = CONFIG_COLLECTOR_INDEX_ENTRIES */
+	size_t max_merge;	/* profiles per merge/get query; 0 = STORE_DEFAULT_MAX_MERGE */
+	bool quiet;
+	struct rollup_opts rollup; /* bucket_s 0 = no rollups (store/rollup.h) */
+	const char *clickhouse;	/* STORE_CLICKHOUSE: http://HOST:PORT/DATABASE */
+	unsigned ch_batch_ms;	/* 0 = CONFIG_COLLECTOR_CH_BATCH_MS */
+	unsigned retention_days; /* STORE_CLICKHOUSE: drop days older than this (0 = keep) */
+};
+
+#define STORE_DEFAULT_MAX_MERGE 10000
+
+struct store;
+
+/*
+ * Opens the backend (the ring: opens or creates it, scans it and rebuilds the index).
+ * NULL + errno + a message in err on error.
+ */
+struct store *store__open(const struct store_opts *opts, char *err, size_t errlen);
+void store__free(struct store *s); /* syncs; NULL-safe */
+
+/*
+ * Stores one profile and returns once it is durable under the fsync policy (then acknowledge
+ * it). When meta->key is non-empty and already stored, nothing is written, *duplicate is set
+ * and *seq_out is the stored seq. The payload is stored as given (validate it before).
+ * Returns 0 or -EFBIG (larger than the ring can hold), -EINVAL, -EIO.
+ */
+int store__put(struct store *s, const struct record_meta *meta, const void *payload, size_t len,
+	       uint64_t *seq_out, bool *duplicate);
+/*
+ * The same when the caller decoded the payload already (p, valid during the call; may be NULL).
+ * store__uses_decoded(): whether the backend uses p (else it is better freed before the put).
+ */
+bool store__uses_decoded(const struct store *s);
+int store__put_decoded(struct store *s, const struct record_meta *meta, const void *payload,
+		       size_t len, const struct pprof_profile *p, uint64_t *seq_out,
+		       bool *duplicate);
+
+/*
+ * One stored profile by seq (the profile id of the API), as uploaded: 0, -ENOENT (not stored,
+ * or overwritten), -EIO (damaged). *payload is malloc'd and also holds meta's strings.
+ */
+int store__get(struct store *s, uint64_t seq, struct record_meta *meta, void **payload,
+	       size_t *len);
+
+struct store_query {
+	const struct selector *sel;	/* NULL = everything */
+	const char *type;		/* NULL or "" = any type */
+	uint64_t from_ns, to_ns;	/* inclusive; 0 / 0 = no bound (to_ns 0 means no upper) */
+	size_t limit;			/* 0 = no limit (list); merge uses max_merge */
+	bool newest_first;		/* list order (merge reads oldest first) */
+	bool raw_only;			/* merge: read raw records, no rollups (benchmarks) */
+	bool with_rollups;		/* list: rollup records too (the compactor) */
+};
+
+/*
+ * Calls cb for each matching entry (under the store's lock: cb must not call into s; copy what
+ * it needs). Returns the number of entries passed to cb, or cb's nonzero return (< 0).
+ */
+int store__list(struct store *s, const struct store_query *q, store_entry_fn cb, void *ctx);
+
+/*
+ * The selection's totals (store_entry.value) per time bucket: values[i] gets the sum over the
+ * profiles whose time is in [from_ns + i * step_ns, from_ns + (i + 1) * step_ns), *profiles
+ * how many fell in a bucket. Returns 0 or -errno. (The ring walks its index; ClickHouse
+ * aggregates.)
+ */
+int store__timeline(struct store *s, const struct store_query *q, uint64_t from_ns,
+		    uint64_t step_ns, size_t n, int64_t *values, size_t *profiles);
+
+/* Distinct services, sorted (under the lock as store__list). */
+int store__services(struct store *s, int (*cb)(void *ctx, const char *service), void *ctx);
+
+/*
+ * Merges every profile matching q into one decoded profile (write it with
+ * pprof_write_profile()), reading rollups for whole buckets (store/rollup.h) and decoding on
+ * worker threads. Errors: -ENOENT "no profiles match", -E2BIG "query matches 12000 profiles,
+ * more than the limit of 10000: narrow the time range or the selector" (counting records read:
+ * a rollup counts once), -EINVAL (incompatible profiles, named). A stored record that no longer
+ * decodes is skipped and counted in *skipped (may be NULL). *n_merged (may be NULL) gets the
+ * number of raw profiles merged (directly or through rollups).
+ */
+int store__merge(struct store *s, const struct store_query *q, struct pprof_profile **out,
+		 size_t *n_merged, size_t *skipped, char *err, size_t errlen);
+
+/* Reads and decodes one stored profile: 0, -ENOENT (not stored), -EIO (does not decode). */
+int store__read_profile(struct store *s, uint64_t seq, struct pprof_profile **p, char *err,
+			size_t errlen);
+
+/* Merges the given seqs (GET /api/0/profiles/<id1>+<id2>); -ENOENT names the missing id. */
+int store__merge_seqs(struct store *s, const uint64_t *seqs, size_t n, struct pprof_profile **out,
+		      char *err, size_t errlen);
+
+/* The ClickHouse backend's counters. */
+struct store_ch_stats {
+	uint64_t batches, insert_errors;	/* batches in; INSERTs that failed (retried) */
+	uint64_t refused_full, ack_timeouts;	/* puts refused: queue full; not in in time */
+	uint64_t queued_bytes, queue_capacity;
+	uint64_t sample_rows, stack_rows;	/* rows queued */
+	uint64_t intern_resets;			/* id sets cleared when full */
+	uint64_t partitions_dropped;		/* days dropped by retention */
+};
+
+struct store_stats {
+	enum store_backend backend;
+	struct store_ch_stats ch;
+	struct ringfile_stats ring;
+	struct index_stats index;
+	uint64_t puts, duplicates, put_errors;
+	uint64_t merges, merge_skipped;
+	uint64_t rollups_built, rollups_dropped;	/* by the compactor; dropped = failed */
+	uint64_t rollups_read, rollups_stale;	/* by merges; stale: merged from raws */
+	uint64_t rollup_build_ns;		/* compactor thread CPU time */
+};
+void store__stats(struct store *s, struct store_stats *st);
+
+/* ---- the table of operations (backends only; everyone else calls the store__ functions) ---- */
+
+struct store_ops {
+	const char *name;
+	bool uses_decoded;	/* put() uses a decoded profile (decodes one itself without) */
+	int (*put)(struct store *s, const struct record_meta *meta, const void *payload,
+		   size_t len, const struct pprof_profile *decoded, uint64_t *seq_out,
+		   bool *duplicate);
+	int (*get)(struct store *s, uint64_t seq, struct record_meta *meta, void **payload,
+		   size_t *len);
+	int (*list)(struct store *s, const struct store_query *q, store_entry_fn cb, void *ctx);
+	int (*services)(struct store *s, int (*cb)(void *ctx, const char *service), void *ctx);
+	/* optional: NULL = from list() */
+	int (*timeline)(struct store *s, const struct store_query *q, uint64_t from_ns,
+			uint64_t step_ns, size_t n, int64_t *values, size_t *profiles);
+	int (*merge)(struct store *s, const struct store_query *q, struct pprof_profile **out,
+		     size_t *n_merged, size_t *skipped, char *err, size_t errlen);
+	int (*read_profile)(struct store *s, uint64_t seq, struct pprof_profile **p, char *err,
+			    size_t errlen);
+	int (*merge_seqs)(struct store *s, const uint64_t *seqs, size_t n,
+			  struct pprof_profile **out, char *err, size_t errlen);
+	void (*stats)(struct store *s, struct store_stats *st);
+	void (*free)(struct store *s);
+};
+
+/* What every backend's own struct starts with. */
+struct store {
+	const struct store_ops *ops;
+};
+
+/* The ring-file backend (store/store-ring.c). */
+struct store *store_ring__open(const struct store_opts *opts, char *err, size_t errlen);
+
+/* The ClickHouse backend (store/store-ch.c). */
+#ifdef CONFIG_COLLECTOR_CLICKHOUSE
+struct store *store_ch__open(const struct store_opts *opts, char *err, size_t errlen);
+#else
+static inline struct store *store_ch__open(const struct store_opts *opts, char *err,
+					   size_t errlen)
+{
+	(void)opts;
+	snprintf(err, errlen, "store: this collector was built without ClickHouse "
+		 "(CONFIG_COLLECTOR_CLICKHOUSE)");
+	errno = ENOTSUP;
+	return NULL;
+}
+#endif /* CONFIG_COLLECTOR_CLICKHOUSE */
+
+#endif /* EDGEPROF_STORE_STORE_H */
