@@ -21,8 +21,10 @@ edgeprof-agent-ldlibs  = $(pprof-ldlibs) $(bpf-ldlibs) $(agent-transport-ldlibs)
 # libedgeprof.so: the SIGPROF sampler, with the pprof writer for standalone mode. Only its
 # public API is exported (objects are built -fvisibility=hidden; static archives excluded).
 lib-$(CONFIG_SAMPLER_SIGPROF) += libedgeprof.so
-libedgeprof.so-objs   = agent/sigprof.o agent/sigctl.o agent/unwind.o agent/modules.o elf/cfi.o $(agent-core-y) $(pprof-y) port/file.o
-libedgeprof.so-ldlibs = -Wl,--exclude-libs,ALL -Wl,-z,now $(pprof-ldlibs) -ldl -lpthread -lrt
+# The heap profiler interposes the allocator (agent/heap.h): a feature by file.
+libedgeprof-heap-$(CONFIG_PROFILE_HEAP) := agent/heap.o
+libedgeprof.so-objs   = agent/sigprof.o agent/sigctl.o agent/unwind.o agent/modules.o elf/cfi.o $(agent-core-y) $(pprof-y) port/file.o $(libedgeprof-heap-y)
+libedgeprof.so-ldlibs = -Wl,--exclude-libs,ALL -Wl,-z,now $(pprof-ldlibs) -ldl -lpthread -lrt -lm
 install-y += agent-install-header
 agent-install-header = install -m 0644 agent/edgeprof.h $(1)$(2)/include/
 
@@ -38,7 +40,7 @@ unit-tests-$(CONFIG_SAMPLER_BPF) += leaf
 leaf-test-objs     = agent/leaf.o elf/cfi.o $(elf-test-objs)
 
 # Workloads (test helpers, not installed): frame pointers on, -O2 so leaves have no frame.
-agent-workloads := split torture harm
+agent-workloads := split torture harm heapsplit
 agent-workload-bins := $(addprefix $(O)/tests/workloads/,$(agent-workloads))
 $(O)/tests/workloads/%: tests/workloads/%.c
 	$(quiet) CC $@

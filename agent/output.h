@@ -43,4 +43,23 @@ int output__write_dir(const struct aggregate *a, const struct output_opts *o, co
 /* Writes exactly to path (standalone mode). */
 int output__write_file(const struct aggregate *a, const struct output_opts *o, const char *path);
 
+/* A profile of another kind than CPU (heap): its sample types, period and stacks. */
+struct output_kind {
+	const char *const *types, *const *units;
+	size_t n_types;
+	const char *period_type, *period_unit, *default_type;
+	int64_t period;
+};
+
+struct output_stack {
+	uint32_t pid;
+	uint16_t n_frames;
+	const uint64_t *frames; /* user return addresses, leaf first (the caller of malloc) */
+	const int64_t *values;	/* one per type */
+};
+
+/* Writes n stacks as one pprof of kind k to path (atomically). 0 or -errno. */
+int output__write_stacks_file(const struct output_kind *k, const struct output_opts *o,
+			      const struct output_stack *st, size_t n, const char *path);
+
 #endif /* EDGEPROF_AGENT_OUTPUT_H */

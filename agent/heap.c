@@ -1,0 +1,604 @@
+// SPDX-License-Identifier: MIT
+/*
+ * agent/heap.c — see heap.h. The allocator's entry points, interposed.
+ *
+ * Fast path (every call): one TLS countdown of bytes (allocation) or one relaxed load of a
+ * counting filter (free). Only sampled allocations, and frees of blocks the filter may know,
+ * take the lock. Our own allocations (the unwinder never allocates; the profile writer does)
+ * are not sampled: a per-thread flag.
+ *
+ * Bootstrap: the next malloc is found with dlsym(RTLD_NEXT), and glibc's dlsym may call calloc
+ * for its error buffer: while resolving, allocations come from a small static arena (never
+ * freed). fork(): the child stops sampling (its lock may have been held by a thread that does
+ * not exist there) and frees go straight through.
+ */
+#include <dlfcn.h>
+#include <link.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "agent/heap.h"
+
+#define EP_API __attribute__((visibility("default")))
+#define EP_TLS __thread __attribute__((tls_model("initial-exec")))
+#define FILTER_SLOTS 65536 /* counting filter of live sampled blocks, by address hash */
+
+struct heap_stack {
+	uint32_t hash;
+	uint16_t n_frames;
+	uint64_t samples;
+	double alloc_objects, alloc_bytes; /* unbiased */
+	double inuse_objects, inuse_bytes; /* filled when a profile is written */
+};
+
+struct live {
+	uintptr_t ptr; /* 0: empty */
+	uint64_t size;
+	uint32_t stack;
+};
+
+static struct {
+	volatile int on;
+	double rate;
+	enum unwind_mode unwind;
+	unsigned int max_depth;
+	pid_t pid;
+	pthread_mutex_t lock;
+	struct heap_stack *stacks; /* CONFIG_HEAP_STACKS * 2 slots (open addressing) */
+	uint64_t *frames;	   /* max_depth per slot */
+	struct live *live;	   /* CONFIG_HEAP_LIVE_ENTRIES * 2 slots (linear probing) */
+	size_t n_stacks, n_live, stack_slots, live_slots, map_bytes;
+	uint16_t filter[FILTER_SLOTS];
+	uintptr_t self_lo, self_hi; /* our own text: frames there are not the program's */
+	uint64_t samples, stacks_dropped, live_overflow, truncated;
+} heap = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+struct heap_thread {
+	int64_t left; /* bytes until the next sample */
+	uint64_t rng;
+	bool drawn, busy;
+	ucontext_t uc; /* the walk's starting registers: off the caller's stack */
+	uint64_t frames[CONFIG_MAX_STACK_DEPTH];
+	struct unwind_cache cache;
+};
+
+static EP_TLS struct heap_thread ht;
+
+/* ---- the next allocator ------------------------------------------------------------------ */
+
+static struct {
+	void *(*malloc)(size_t);
+	void (*free)(void *);
+	void *(*calloc)(size_t, size_t);
+	void *(*realloc)(void *, size_t);
+	void *(*reallocarray)(void *, size_t, size_t);
+	int (*posix_memalign)(void **, size_t, size_t);
+	void *(*aligned_alloc)(size_t, size_t);
+	void *(*memalign)(size_t, size_t);
+	void *(*valloc)(size_t);
+	void *(*pvalloc)(size_t);
+} real;
+
+static char arena[16384] __attribute__((aligned(16)));
+static size_t arena_used;
+static volatile int resolving;
+
+static bool in_arena(const void *p)
+{
+	return (const char *)p >= arena && (const char *)p < arena + sizeof(arena);
+}
+
+/* dlsym's own allocations while we look the allocator up: bump, never freed. */
+static void *arena_alloc(size_t n)
+{
+	size_t off = __atomic_fetch_add(&arena_used, (n + 15) & ~(size_t)15, __ATOMIC_RELAXED);
+
+	if (off + n > sizeof(arena))
+		return NULL;
+	return arena + off;
+}
+
+static void resolve(void)
+{
+	if (real.malloc)
+		return;
+	resolving = 1;
+	*(void **)&real.free = dlsym(RTLD_NEXT, "free");
+	*(void **)&real.calloc = dlsym(RTLD_NEXT, "calloc");
+	*(void **)&real.realloc = dlsym(RTLD_NEXT, "realloc");
+	*(void **)&real.reallocarray = dlsym(RTLD_NEXT, "reallocarray");
+	*(void **)&real.posix_memalign = dlsym(RTLD_NEXT, "posix_memalign");
+	*(void **)&real.aligned_alloc = dlsym(RTLD_NEXT, "aligned_alloc");
+	*(void **)&real.memalign = dlsym(RTLD_NEXT, "memalign");
+	*(void **)&real.valloc = dlsym(RTLD_NEXT, "valloc");
+	*(void **)&real.pvalloc = dlsym(RTLD_NEXT, "pvalloc");
+	/* last: it is what says "resolved" to other threads */
+	__atomic_store_n((void **)&real.malloc, dlsym(RTLD_NEXT, "malloc"), __ATOMIC_RELEASE);
+	resolving = 0;
+}
+
+/* ---- sampling ---------------------------------------------------------------------------- */
+
+static uint64_t rng_next(void)
+{
+	uint64_t x = ht.rng;
+
+	if (!x) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		x = ((uint64_t)syscall(SYS_gettid) << 32) ^ (uint64_t)ts.tv_nsec ^
+		    (uintptr_t)&ht;
+		x |= 1;
+	}
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	ht.rng = x;
+	return x * 0x2545F4914F6CDD1Dull;
+}
+
+/* Bytes until the next sample: exponential with mean rate (a Poisson process over bytes). */
+static int64_t draw(void)
+{
+	double u = ((double)(rng_next() >> 11) + 1.0) / 9007199254740993.0; /* (0, 1] */
+
+	return (int64_t)(-log(u) * heap.rate) + 1;
+}
+
+static uint32_t hash_ptr(uintptr_t p)
+{
+	uint64_t x = (uint64_t)p * 0x9E3779B97F4A7C15ull;
+
+	return (uint32_t)(x >> 32);
+}
+
+static uint32_t hash_frames(const uint64_t *f, unsigned int n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (unsigned int i = 0; i < n; i++)
+		h = (h ^ f[i]) * 0x100000001b3ull;
+	return (uint32_t)(h ^ (h >> 32));
+}
+
+/* The stack's slot, added if new: -1 when the table is full (counted by the caller). */
+static long stack_slot(const uint64_t *f, unsigned int n)
+{
+	uint32_t h = hash_frames(f, n);
+	size_t mask = heap.stack_slots - 1;
+
+	for (size_t i = h & mask;; i = (i + 1) & mask) {
+		struct heap_stack *s = &heap.stacks[i];
+		uint64_t *sf = heap.frames + i * heap.max_depth;
+
+		if (!s->n_frames) {
+			if (heap.n_stacks * 2 >= heap.stack_slots)
+				return -1;
+			heap.n_stacks++;
+			s->hash = h;
+			s->n_frames = (uint16_t)n;
+			memcpy(sf, f, n * sizeof(*f));
+			return (long)i;
+		}
+		if (s->hash == h && s->n_frames == n && !memcmp(sf, f, n * sizeof(*f)))
+			return (long)i;
+	}
+}
+
+static void live_add(uintptr_t p, uint64_t size, uint32_t stack)
+{
+	size_t mask = heap.live_slots - 1, i;
+
+	if (heap.n_live * 2 >= heap.live_slots) {
+		heap.live_overflow++;
+		return;
+	}
+	for (i = hash_ptr(p) & mask; heap.live[i].ptr && heap.live[i].ptr != p; i = (i + 1) & mask)
+		;
+	if (!heap.live[i].ptr) {
+		heap.n_live++;
+		heap.filter[hash_ptr(p) % FILTER_SLOTS]++;
+	}
+	heap.live[i] = (struct live){p, size, stack};
+}
+
+/* Removes p if it is a live sampled block (backward-shift deletion keeps probes short). */
+static void live_remove(uintptr_t p)
+{
+	size_t mask = heap.live_slots - 1, i, j, k;
+
+	for (i = hash_ptr(p) & mask; heap.live[i].ptr != p; i = (i + 1) & mask)
+		if (!heap.live[i].ptr)
+			return;
+	heap.n_live--;
+	heap.filter[hash_ptr(p) % FILTER_SLOTS]--;
+	for (j = (i + 1) & mask; heap.live[j].ptr; j = (j + 1) & mask) {
+		k = hash_ptr(heap.live[j].ptr) & mask;
+		/* j's entry may move to the hole at i when its home k is not in (i, j] */
+		if ((j > i && (k <= i || k > j)) || (j < i && (k <= i && k > j))) {
+			heap.live[i] = heap.live[j];
+			i = j;
+		}
+	}
+	heap.live[i].ptr = 0;
+}
+
+/*
+ * The walk starts in our caller (sample()), as if this function had returned: its pc is our
+ * return address, its frame pointer the one our frame saved, its stack pointer just above
+ * our frame record. (Frame pointers are on in this library, so the record is there.)
+ */
+static __attribute__((noinline)) unsigned int walk_here(bool *truncated)
+{
+	uintptr_t lo, hi, *rec = __builtin_frame_address(0);
+	uintptr_t pc = (uintptr_t)__builtin_return_address(0), fp = rec[0];
+	uintptr_t sp = (uintptr_t)(rec + 2);
+	unsigned int n;
+
+	sigprof__stack_bounds(&lo, &hi);
+#if defined(__x86_64__)
+	ht.uc.uc_mcontext.gregs[REG_RIP] = (greg_t)pc;
+	ht.uc.uc_mcontext.gregs[REG_RSP] = (greg_t)sp;
+	ht.uc.uc_mcontext.gregs[REG_RBP] = (greg_t)fp;
+#elif defined(__aarch64__)
+	ht.uc.uc_mcontext.pc = pc;
+	ht.uc.uc_mcontext.sp = sp;
+	ht.uc.uc_mcontext.regs[29] = fp;
+	ht.uc.uc_mcontext.regs[30] = 0;
+#elif defined(__arm__)
+	/* 32-bit ARM: the unwinder records pc and lr only (no frames beyond our own here) */
+	ht.uc.uc_mcontext.arm_pc = pc;
+	ht.uc.uc_mcontext.arm_sp = sp;
+	ht.uc.uc_mcontext.arm_fp = fp;
+	ht.uc.uc_mcontext.arm_lr = 0;
+#endif
+	n = unwind__stack(&ht.uc, lo, hi, heap.unwind, &ht.cache, ht.frames, heap.max_depth,
+			  truncated);
+	/* no tail call: our frame record must stay until the walk is done */
+	__asm__ volatile("" ::: "memory");
+	return n;
+}
+
+static __attribute__((noinline)) void sample(void *p, size_t size)
+{
+	bool truncated = false;
+	unsigned int n = walk_here(&truncated), skip = 0;
+	double scale = 1.0 / (1.0 - exp(-(double)size / heap.rate));
+	long s;
+
+	/* our own frames (this file, the interposed entry point) are not the program's */
+	while (skip < n && ht.frames[skip] >= heap.self_lo && ht.frames[skip] < heap.self_hi)
+		skip++;
+	if (skip == n && n)
+		skip--; /* nothing but our frames (a walk that stopped early): keep one */
+	pthread_mutex_lock(&heap.lock);
+	if (!heap.on)
+		goto out;
+	heap.samples++;
+	heap.truncated += truncated;
+	s = stack_slot(ht.frames + skip, n - skip);
+	if (s < 0) {
+		heap.stacks_dropped++;
+		goto out;
+	}
+	heap.stacks[s].samples++;
+	heap.stacks[s].alloc_objects += scale;
+	heap.stacks[s].alloc_bytes += scale * (double)size;
+	live_add((uintptr_t)p, size, (uint32_t)s);
+out:
+	pthread_mutex_unlock(&heap.lock);
+}
+
+/* Every allocation: counts its bytes down; a sample when the countdown crosses zero. */
+static inline void note_alloc(void *p, size_t size)
+{
+	if (!p || !heap.on || ht.busy)
+		return;
+	ht.left -= (int64_t)size;
+	if (__builtin_expect(ht.left > 0, 1))
+		return;
+	ht.busy = true;
+	if (!ht.drawn) { /* the thread's first interval starts with its first allocation */
+		ht.drawn = true;
+		ht.left += draw();
+	}
+	if (ht.left <= 0) {
+		sample(p, size);
+		/* memoryless: the bytes beyond this sample do not carry over */
+		ht.left = draw();
+	}
+	ht.busy = false;
+}
+
+static inline void note_free(void *p)
+{
+	if (!p || !heap.on)
+		return;
+	if (!__atomic_load_n(&heap.filter[hash_ptr((uintptr_t)p) % FILTER_SLOTS],
+			     __ATOMIC_RELAXED))
+		return;
+	pthread_mutex_lock(&heap.lock);
+	live_remove((uintptr_t)p);
+	pthread_mutex_unlock(&heap.lock);
+}
+
+/* ---- the interposed entry points ---------------------------------------------------------- */
+
+EP_API void *malloc(size_t n)
+{
+	void *p;
+
+	if (__builtin_expect(!real.malloc, 0)) {
+		if (resolving)
+			return arena_alloc(n);
+		resolve();
+	}
+	p = real.malloc(n);
+	note_alloc(p, n);
+	return p;
+}
+
+EP_API void free(void *p)
+{
+	if (!p || in_arena(p))
+		return;
+	note_free(p);
+	if (!real.free)
+		resolve();
+	real.free(p);
+}
+
+EP_API void *calloc(size_t n, size_t size)
+{
+	void *p;
+
+	if (__builtin_expect(!real.malloc, 0)) {
+		if (resolving)
+			return arena_alloc(n * size); /* static: already zero */
+		resolve();
+	}
+	p = real.calloc(n, size);
+	note_alloc(p, n * size);
+	return p;
+}
+
+EP_API void *realloc(void *old, size_t n)
+{
+	void *p;
+
+	if (__builtin_expect(!real.malloc, 0))
+		resolve();
+	if (in_arena(old)) { /* dlsym's block: its size is unknown, the arena's rest is bounded */
+		p = real.malloc(n);
+		if (p)
+			memcpy(p, old, n < (size_t)(arena + sizeof(arena) - (char *)old)
+					   ? n
+					   : (size_t)(arena + sizeof(arena) - (char *)old));
+		note_alloc(p, n);
+		return p;
+	}
+	note_free(old); /* the old block goes (or moves): a new allocation of n bytes */
+	p = real.realloc(old, n);
+	if (n)
+		note_alloc(p, n);
+	return p;
+}
+
+EP_API void *reallocarray(void *old, size_t n, size_t size)
+{
+	if (size && n > (size_t)-1 / size) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return realloc(old, n * size);
+}
+
+EP_API int posix_memalign(void **out, size_t align, size_t n)
+{
+	int rc;
+
+	if (!real.malloc)
+		resolve();
+	rc = real.posix_memalign(out, align, n);
+	if (!rc)
+		note_alloc(*out, n);
+	return rc;
+}
+
+EP_API void *aligned_alloc(size_t align, size_t n)
+{
+	void *p;
+
+	if (!real.malloc)
+		resolve();
+	p = real.aligned_alloc ? real.aligned_alloc(align, n) : real.memalign(align, n);
+	note_alloc(p, n);
+	return p;
+}
+
+EP_API void *memalign(size_t align, size_t n)
+{
+	void *p;
+
+	if (!real.malloc)
+		resolve();
+	p = real.memalign(align, n);
+	note_alloc(p, n);
+	return p;
+}
+
+EP_API void *valloc(size_t n)
+{
+	void *p;
+
+	if (!real.malloc)
+		resolve();
+	p = real.valloc ? real.valloc(n) : real.memalign((size_t)sysconf(_SC_PAGESIZE), n);
+	note_alloc(p, n);
+	return p;
+}
+
+EP_API void *pvalloc(size_t n)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	void *p;
+
+	if (!real.malloc)
+		resolve();
+	p = real.pvalloc ? real.pvalloc(n) : real.memalign(pg, (n + pg - 1) & ~(pg - 1));
+	note_alloc(p, n);
+	return p;
+}
+
+/* ---- start, stop, profile ---------------------------------------------------------------- */
+
+static int find_self(struct dl_phdr_info *info, size_t size, void *data)
+{
+	uintptr_t me = (uintptr_t)&find_self;
+
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && me >= a &&
+		    me < a + ph->p_memsz) {
+			heap.self_lo = a;
+			heap.self_hi = a + ph->p_memsz;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static size_t pow2_at_least(size_t n)
+{
+	size_t p = 1;
+
+	while (p < n)
+		p <<= 1;
+	return p;
+}
+
+static void at_fork_child(void)
+{
+	heap.on = 0; /* the child is not profiled; its frees go straight through */
+	pthread_mutex_init(&heap.lock, NULL);
+}
+
+int heap__start(const struct heap_opts *o)
+{
+	static bool once;
+	size_t sb, fb, lb;
+	char *m;
+
+	resolve();
+	if (!real.malloc || !real.free || !real.calloc || !real.realloc || !real.memalign)
+		return -ENOSYS;
+	heap.rate = o->rate ? (double)o->rate : (double)CONFIG_HEAP_SAMPLE_BYTES;
+	heap.unwind = o->unwind;
+	heap.max_depth = o->max_depth ? o->max_depth : CONFIG_MAX_STACK_DEPTH;
+	heap.pid = getpid();
+	if (!heap.stacks) {
+		heap.stack_slots = pow2_at_least(2 * CONFIG_HEAP_STACKS);
+		heap.live_slots = pow2_at_least(2 * CONFIG_HEAP_LIVE_ENTRIES);
+		sb = heap.stack_slots * sizeof(struct heap_stack);
+		fb = heap.stack_slots * CONFIG_MAX_STACK_DEPTH * sizeof(uint64_t);
+		lb = heap.live_slots * sizeof(struct live);
+		heap.map_bytes = sb + fb + lb;
+		m = mmap(NULL, heap.map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			 -1, 0);
+		if (m == MAP_FAILED)
+			return -ENOMEM;
+		heap.stacks = (struct heap_stack *)m;
+		heap.frames = (uint64_t *)(m + sb);
+		heap.live = (struct live *)(m + sb + fb);
+	}
+	/* the frame pool is laid out for the deepest stack Kconfig allows */
+	heap.max_depth = CONFIG_MAX_STACK_DEPTH < heap.max_depth ? CONFIG_MAX_STACK_DEPTH
+								 : heap.max_depth;
+	dl_iterate_phdr(find_self, NULL);
+	if (!once) {
+		once = true;
+		pthread_atfork(NULL, NULL, at_fork_child);
+	}
+	__atomic_store_n(&heap.on, 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+void heap__stop(void)
+{
+	__atomic_store_n(&heap.on, 0, __ATOMIC_RELEASE);
+}
+
+static const char *const heap_types[] = {"alloc_objects", "alloc_space", "inuse_objects",
+					 "inuse_space"};
+static const char *const heap_units[] = {"count", "bytes", "count", "bytes"};
+
+/* The pprof of what was sampled: live blocks summed per stack now, then every stack. */
+int heap__write_file(struct output_opts *o, const char *path)
+{
+	struct output_kind k = {heap_types, heap_units, 4, "space", "bytes", "inuse_space",
+				(int64_t)heap.rate};
+	struct output_stack *st = NULL;
+	int64_t *vals = NULL;
+	size_t n = 0;
+	char c0[256];
+	const char *comments[1] = {c0};
+	int err;
+
+	if (!heap.stacks)
+		return -ENOENT;
+	ht.busy = true; /* the writer's own allocations are not the program's */
+	pthread_mutex_lock(&heap.lock);
+	for (size_t i = 0; i < heap.stack_slots; i++)
+		heap.stacks[i].inuse_objects = heap.stacks[i].inuse_bytes = 0;
+	for (size_t i = 0; i < heap.live_slots; i++) {
+		const struct live *l = &heap.live[i];
+		double scale;
+
+		if (!l->ptr)
+			continue;
+		scale = 1.0 / (1.0 - exp(-(double)l->size / heap.rate));
+		heap.stacks[l->stack].inuse_objects += scale;
+		heap.stacks[l->stack].inuse_bytes += scale * (double)l->size;
+	}
+	st = calloc(heap.n_stacks ? heap.n_stacks : 1, sizeof(*st));
+	vals = calloc(heap.n_stacks ? heap.n_stacks * 4 : 1, sizeof(*vals));
+	for (size_t i = 0; st && vals && i < heap.stack_slots; i++) {
+		const struct heap_stack *s = &heap.stacks[i];
+		int64_t *v = vals + 4 * n;
+
+		if (!s->n_frames)
+			continue;
+		v[0] = llround(s->alloc_objects);
+		v[1] = llround(s->alloc_bytes);
+		v[2] = llround(s->inuse_objects);
+		v[3] = llround(s->inuse_bytes);
+		st[n++] = (struct output_stack){(uint32_t)heap.pid, s->n_frames,
+						heap.frames + i * heap.max_depth, v};
+	}
+	snprintf(c0, sizeof(c0),
+		 "edgeprof heap: rate_bytes=%.0f samples=%llu stacks=%zu/%d stacks_dropped=%llu "
+		 "live=%zu/%d live_overflow=%llu truncated=%llu",
+		 heap.rate, (unsigned long long)heap.samples, heap.n_stacks, CONFIG_HEAP_STACKS,
+		 (unsigned long long)heap.stacks_dropped, heap.n_live, CONFIG_HEAP_LIVE_ENTRIES,
+		 (unsigned long long)heap.live_overflow, (unsigned long long)heap.truncated);
+	pthread_mutex_unlock(&heap.lock);
+	o->comments = comments;
+	o->n_comments = 1;
+	err = st && vals ? output__write_stacks_file(&k, o, st, n, path) : -ENOMEM;
+	free(st);
+	free(vals);
+	ht.busy = false;
+	return err;
+}

@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: MIT
+/*
+ * heapsplit — allocations with a known split, for the heap profiler's tests.
+ *
+ *   heapsplit MIB   allocates about MIB MiB in blocks of 64 B .. 64 KiB (a fixed sequence):
+ *                   alloc_a 60 %, alloc_b 30 % (through calloc/realloc), alloc_c 10 % (in a
+ *                   thread, through posix_memalign), and keeps blocks live: alloc_a 64 MiB,
+ *                   alloc_b 32 MiB, early_alloc 16 MiB (before main, in a constructor).
+ * Prints the truth: "alloc <fn> <bytes>" and "inuse <fn> <bytes>" per function.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t seed = 12345;
+static void *keep[1 << 16];
+static size_t n_keep;
+
+static size_t next_size(uint64_t *s)
+{
+	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
+	return 64 + (size_t)((*s >> 33) % (64 * 1024 - 64));
+}
+
+struct work {
+	uint64_t budget, keep_bytes, allocated, kept, seed;
+};
+
+static void *retain(struct work *w, void *p, size_t n)
+{
+	if (w->kept < w->keep_bytes && n_keep < sizeof(keep) / sizeof(keep[0])) {
+		keep[n_keep++] = p;
+		w->kept += n;
+		return NULL;
+	}
+	return p;
+}
+
+__attribute__((noinline)) void alloc_a(struct work *w)
+{
+	while (w->allocated < w->budget) {
+		size_t n = next_size(&w->seed);
+		char *p = malloc(n);
+
+		p[0] = 1;
+		w->allocated += n;
+		free(retain(w, p, n));
+	}
+}
+
+/* calloc then realloc: both allocations are this function's */
+__attribute__((noinline)) void alloc_b(struct work *w)
+{
+	while (w->allocated < w->budget) {
+		size_t n = next_size(&w->seed), m = next_size(&w->seed);
+		char *p = calloc(1, n), *q;
+
+		w->allocated += n;
+		q = realloc(p, m);
+		if (!q)
+			abort();
+		w->allocated += m;
+		free(retain(w, q, m));
+	}
+}
+
+__attribute__((noinline)) void alloc_c(struct work *w)
+{
+	while (w->allocated < w->budget) {
+		size_t n = next_size(&w->seed);
+		void *p;
+
+		if (posix_memalign(&p, 64, n))
+			abort();
+		((char *)p)[0] = 1;
+		w->allocated += n;
+		free(retain(w, p, n));
+	}
+}
+
+static void *thread_c(void *arg)
+{
+	alloc_c(arg);
+	return NULL;
+}
+
+static struct work early = {.budget = 16 << 20, .keep_bytes = 16 << 20, .seed = 7};
+
+__attribute__((noinline)) void early_alloc(struct work *w)
+{
+	while (w->allocated < w->budget) {
+		size_t n = next_size(&w->seed);
+		char *p = malloc(n);
+
+		p[0] = 1;
+		w->allocated += n;
+		free(retain(w, p, n));
+	}
+}
+
+__attribute__((constructor)) static void before_main(void)
+{
+	early_alloc(&early);
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t total = (argc > 1 ? strtoull(argv[1], NULL, 0) : 2048) << 20;
+	struct work a = {.budget = total * 6 / 10, .keep_bytes = 64 << 20, .seed = seed};
+	struct work b = {.budget = total * 3 / 10, .keep_bytes = 32 << 20, .seed = seed + 1};
+	struct work c = {.budget = total / 10, .keep_bytes = 0, .seed = seed + 2};
+	pthread_t t;
+
+	if (pthread_create(&t, NULL, thread_c, &c))
+		return 1;
+	alloc_a(&a);
+	alloc_b(&b);
+	pthread_join(t, NULL);
+	printf("alloc alloc_a %llu\nalloc alloc_b %llu\nalloc alloc_c %llu\nalloc early_alloc %llu\n",
+	       (unsigned long long)a.allocated, (unsigned long long)b.allocated,
+	       (unsigned long long)c.allocated, (unsigned long long)early.allocated);
+	printf("inuse alloc_a %llu\ninuse alloc_b %llu\ninuse alloc_c %llu\ninuse early_alloc %llu\n",
+	       (unsigned long long)a.kept, (unsigned long long)b.kept, (unsigned long long)c.kept,
+	       (unsigned long long)early.kept);
+	return 0;
+}
