@@ -234,53 +234,65 @@ static void live_remove(uintptr_t p)
 }
 
 /*
- * The walk starts in our caller (sample()), as if this function had returned: its pc is our
- * return address, its frame pointer the one our frame saved, its stack pointer just above
- * our frame record. (Frame pointers are on in this library, so the record is there.)
+ * The walk starts here, as if a signal had interrupted this function: pc and stack pointer
+ * read together by one asm statement (the .eh_frame rule at that pc describes that stack
+ * pointer: aarch64's CFA is sp-based), the frame pointer of this frame.
  */
 static __attribute__((noinline)) unsigned int walk_here(bool *truncated)
 {
-	uintptr_t lo, hi, *rec = __builtin_frame_address(0);
-	uintptr_t pc = (uintptr_t)__builtin_return_address(0), fp = rec[0];
-	uintptr_t sp = (uintptr_t)(rec + 2);
+	uintptr_t lo, hi, pc = 0, sp = 0, fp = (uintptr_t)__builtin_frame_address(0);
 	unsigned int n;
 
 	sigprof__stack_bounds(&lo, &hi);
 #if defined(__x86_64__)
+	__asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1" : "=r"(pc), "=r"(sp));
 	ht.uc.uc_mcontext.gregs[REG_RIP] = (greg_t)pc;
 	ht.uc.uc_mcontext.gregs[REG_RSP] = (greg_t)sp;
 	ht.uc.uc_mcontext.gregs[REG_RBP] = (greg_t)fp;
 #elif defined(__aarch64__)
+	__asm__ volatile("adr %0, .\n\tmov %1, sp" : "=r"(pc), "=r"(sp));
 	ht.uc.uc_mcontext.pc = pc;
 	ht.uc.uc_mcontext.sp = sp;
 	ht.uc.uc_mcontext.regs[29] = fp;
 	ht.uc.uc_mcontext.regs[30] = 0;
 #elif defined(__arm__)
-	/* 32-bit ARM: the unwinder records pc and lr only (no frames beyond our own here) */
-	ht.uc.uc_mcontext.arm_pc = pc;
-	ht.uc.uc_mcontext.arm_sp = sp;
+	/* 32-bit ARM: the unwinder records pc and lr only, so the walk starts in the caller of
+	 * malloc: its return address as pc (nothing beyond it) */
+	ht.uc.uc_mcontext.arm_pc = (uintptr_t)__builtin_return_address(0);
+	ht.uc.uc_mcontext.arm_sp = (uintptr_t)&lo;
 	ht.uc.uc_mcontext.arm_fp = fp;
 	ht.uc.uc_mcontext.arm_lr = 0;
+	(void)pc;
+	(void)sp;
 #endif
 	n = unwind__stack(&ht.uc, lo, hi, heap.unwind, &ht.cache, ht.frames, heap.max_depth,
 			  truncated);
-	/* no tail call: our frame record must stay until the walk is done */
+	/* no tail call: this frame, where the walk starts, must stay until it is done */
 	__asm__ volatile("" ::: "memory");
 	return n;
 }
 
-static __attribute__((noinline)) void sample(void *p, size_t size)
+/*
+ * One sampled allocation: its stack (leaf first, from the program's call site), its weight,
+ * and the block among the live ones. caller is the entry point's return address: the whole
+ * stack on 32-bit ARM (whose unwinder yields pc and lr only), and where a walk found nothing
+ * beyond our own frames.
+ */
+static __attribute__((noinline)) void sample(void *p, size_t size, uintptr_t caller)
 {
+	double scale = 1.0 / (1.0 - exp(-(double)size / heap.rate));
 	bool truncated = false;
 	unsigned int n = walk_here(&truncated), skip = 0;
-	double scale = 1.0 / (1.0 - exp(-(double)size / heap.rate));
 	long s;
 
 	/* our own frames (this file, the interposed entry point) are not the program's */
 	while (skip < n && ht.frames[skip] >= heap.self_lo && ht.frames[skip] < heap.self_hi)
 		skip++;
-	if (skip == n && n)
-		skip--; /* nothing but our frames (a walk that stopped early): keep one */
+	if (IS_ENABLED(__arm__) || skip == n) {
+		ht.frames[0] = caller;
+		n = 1;
+		skip = 0;
+	}
 	pthread_mutex_lock(&heap.lock);
 	if (!heap.on)
 		goto out;
@@ -300,7 +312,7 @@ out:
 }
 
 /* Every allocation: counts its bytes down; a sample when the countdown crosses zero. */
-static inline void note_alloc(void *p, size_t size)
+static inline void note_alloc(void *p, size_t size, uintptr_t caller)
 {
 	if (!p || !heap.on || ht.busy)
 		return;
@@ -313,7 +325,7 @@ static inline void note_alloc(void *p, size_t size)
 		ht.left += draw();
 	}
 	if (ht.left <= 0) {
-		sample(p, size);
+		sample(p, size, caller);
 		/* memoryless: the bytes beyond this sample do not carry over */
 		ht.left = draw();
 	}
@@ -332,6 +344,9 @@ static inline void note_free(void *p)
 	pthread_mutex_unlock(&heap.lock);
 }
 
+/* The program's call site: where an entry point returns to. */
+#define CALLER ((uintptr_t)__builtin_return_address(0))
+
 /* ---- the interposed entry points ---------------------------------------------------------- */
 
 EP_API void *malloc(size_t n)
@@ -344,7 +359,7 @@ EP_API void *malloc(size_t n)
 		resolve();
 	}
 	p = real.malloc(n);
-	note_alloc(p, n);
+	note_alloc(p, n, CALLER);
 	return p;
 }
 
@@ -368,7 +383,7 @@ EP_API void *calloc(size_t n, size_t size)
 		resolve();
 	}
 	p = real.calloc(n, size);
-	note_alloc(p, n * size);
+	note_alloc(p, n * size, CALLER);
 	return p;
 }
 
@@ -384,13 +399,13 @@ EP_API void *realloc(void *old, size_t n)
 			memcpy(p, old, n < (size_t)(arena + sizeof(arena) - (char *)old)
 					   ? n
 					   : (size_t)(arena + sizeof(arena) - (char *)old));
-		note_alloc(p, n);
+		note_alloc(p, n, CALLER);
 		return p;
 	}
 	note_free(old); /* the old block goes (or moves): a new allocation of n bytes */
 	p = real.realloc(old, n);
 	if (n)
-		note_alloc(p, n);
+		note_alloc(p, n, CALLER);
 	return p;
 }
 
@@ -411,7 +426,7 @@ EP_API int posix_memalign(void **out, size_t align, size_t n)
 		resolve();
 	rc = real.posix_memalign(out, align, n);
 	if (!rc)
-		note_alloc(*out, n);
+		note_alloc(*out, n, CALLER);
 	return rc;
 }
 
@@ -422,7 +437,7 @@ EP_API void *aligned_alloc(size_t align, size_t n)
 	if (!real.malloc)
 		resolve();
 	p = real.aligned_alloc ? real.aligned_alloc(align, n) : real.memalign(align, n);
-	note_alloc(p, n);
+	note_alloc(p, n, CALLER);
 	return p;
 }
 
@@ -433,7 +448,7 @@ EP_API void *memalign(size_t align, size_t n)
 	if (!real.malloc)
 		resolve();
 	p = real.memalign(align, n);
-	note_alloc(p, n);
+	note_alloc(p, n, CALLER);
 	return p;
 }
 
@@ -444,7 +459,7 @@ EP_API void *valloc(size_t n)
 	if (!real.malloc)
 		resolve();
 	p = real.valloc ? real.valloc(n) : real.memalign((size_t)sysconf(_SC_PAGESIZE), n);
-	note_alloc(p, n);
+	note_alloc(p, n, CALLER);
 	return p;
 }
 
@@ -456,7 +471,7 @@ EP_API void *pvalloc(size_t n)
 	if (!real.malloc)
 		resolve();
 	p = real.pvalloc ? real.pvalloc(n) : real.memalign(pg, (n + pg - 1) & ~(pg - 1));
-	note_alloc(p, n);
+	note_alloc(p, n, CALLER);
 	return p;
 }
 

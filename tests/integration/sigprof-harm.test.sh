@@ -199,6 +199,10 @@ for board in gateway-arm64:qemu-aarch64:aarch64-linux-gnu:sysroot-arm64:8192 \
 	# the kernel's signal frame alone is 4.7 KiB on arm64 (qemu): 8 KiB left there
 	check "$b:stack-${left}-left" 1 -- "$qh" stackmargin "$left"
 	check "$b:thread-churn" 1 -- "$qh" threads 200
+	# (heap alone: qemu's -E takes a comma as the end of the value)
+	grep -q '^CONFIG_PROFILE_HEAP=y' "$bdir/.config" && check "$b:heap:thread-churn" 1 \
+		EDGEPROF_PROFILES=heap EDGEPROF_HEAP_RATE=4096 "EDGEPROF_OUTPUT=$tmp/q-%p-%t.pb.gz" \
+		-- "$qh" threads 200
 	extra=$("${qemu[@]}" -E LD_PRELOAD="$qlib" -E EDGEPROF_REGISTRY="$reg" -E EDGEPROF_HZ="$hz" \
 		"$qh" stackuse 2>/dev/null | sed -n 's/^handler_extra_bytes=//p')
 	echo "$b: handler stack beyond the kernel's signal frame: ${extra:-?} B (target <= 1024)"
