@@ -30,7 +30,13 @@
 
 #define EP_API __attribute__((visibility("default")))
 #define EP_TLS __thread __attribute__((tls_model("initial-exec")))
-#define FILTER_SLOTS 65536 /* counting filter of live sampled blocks, by address hash */
+/*
+ * Counting filter of live sampled blocks, by address hash: a free() whose slot is 0 is not one
+ * of ours (the common case: one load). 16 KiB, so a few live blocks do not spread its touched
+ * pages over much RAM; a slot that reached 255 stays there (its frees always look up).
+ */
+#define FILTER_SLOTS 16384
+#define FILTER_STUCK 255
 
 struct heap_stack {
 	uint32_t hash;
@@ -57,7 +63,7 @@ static struct {
 	uint64_t *frames;	   /* max_depth per slot */
 	struct live *live;	   /* CONFIG_HEAP_LIVE_ENTRIES * 2 slots (linear probing) */
 	size_t n_stacks, n_live, stack_slots, live_slots, map_bytes;
-	uint16_t filter[FILTER_SLOTS];
+	uint8_t filter[FILTER_SLOTS];
 	uintptr_t self_lo, self_hi; /* our own text: frames there are not the program's */
 	uint64_t samples, stacks_dropped, live_overflow, truncated;
 } heap = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -206,8 +212,11 @@ static void live_add(uintptr_t p, uint64_t size, uint32_t stack)
 	for (i = hash_ptr(p) & mask; heap.live[i].ptr && heap.live[i].ptr != p; i = (i + 1) & mask)
 		;
 	if (!heap.live[i].ptr) {
+		uint8_t *f = &heap.filter[hash_ptr(p) % FILTER_SLOTS];
+
 		heap.n_live++;
-		heap.filter[hash_ptr(p) % FILTER_SLOTS]++;
+		if (*f != FILTER_STUCK)
+			__atomic_store_n(f, (uint8_t)(*f + 1), __ATOMIC_RELAXED);
 	}
 	heap.live[i] = (struct live){p, size, stack};
 }
@@ -216,12 +225,14 @@ static void live_add(uintptr_t p, uint64_t size, uint32_t stack)
 static void live_remove(uintptr_t p)
 {
 	size_t mask = heap.live_slots - 1, i, j, k;
+	uint8_t *f = &heap.filter[hash_ptr(p) % FILTER_SLOTS];
 
 	for (i = hash_ptr(p) & mask; heap.live[i].ptr != p; i = (i + 1) & mask)
 		if (!heap.live[i].ptr)
 			return;
 	heap.n_live--;
-	heap.filter[hash_ptr(p) % FILTER_SLOTS]--;
+	if (*f != FILTER_STUCK)
+		__atomic_store_n(f, (uint8_t)(*f - 1), __ATOMIC_RELAXED);
 	for (j = (i + 1) & mask; heap.live[j].ptr; j = (j + 1) & mask) {
 		k = hash_ptr(heap.live[j].ptr) & mask;
 		/* j's entry may move to the hole at i when its home k is not in (i, j] */

@@ -7,6 +7,10 @@
  *                   thread, through posix_memalign), and keeps blocks live: alloc_a 64 MiB,
  *                   alloc_b 32 MiB, early_alloc 16 MiB (before main, in a constructor).
  * Prints the truth: "alloc <fn> <bytes>" and "inuse <fn> <bytes>" per function.
+ *
+ *   heapsplit churn MILLIONS THREADS   the benchmark's allocation-heavy load: MILLIONS small
+ *                   blocks (16 B .. 1 KiB) allocated and freed per thread, 8192 live at a time
+ *                   per thread (a malloc-bound program: ~50 ns per allocation here).
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -105,6 +109,59 @@ __attribute__((constructor)) static void before_main(void)
 	early_alloc(&early);
 }
 
+struct churn {
+	uint64_t n, seed, sum;
+};
+
+__attribute__((noinline)) void *churn_alloc(size_t n)
+{
+	char *p = malloc(n);
+
+	p[0] = (char)n;
+	return p;
+}
+
+static void *churn(void *arg)
+{
+	struct churn *c = arg;
+	static __thread void *win[8192];
+
+	for (uint64_t i = 0; i < c->n; i++) {
+		size_t k = i % 8192, n;
+
+		c->seed = c->seed * 6364136223846793005ull + 1442695040888963407ull;
+		n = 16 + (size_t)((c->seed >> 33) % 1008);
+		if (win[k]) {
+			c->sum += *(unsigned char *)win[k];
+			free(win[k]);
+		}
+		win[k] = churn_alloc(n);
+	}
+	for (size_t k = 0; k < 8192; k++)
+		free(win[k]);
+	return NULL;
+}
+
+static int churn_main(uint64_t millions, int threads)
+{
+	struct churn c[64];
+	pthread_t t[64];
+	uint64_t sum = 0;
+
+	threads = threads < 1 ? 1 : threads > 64 ? 64 : threads;
+	for (int i = 0; i < threads; i++) {
+		c[i] = (struct churn){millions * 1000000, seed + (uint64_t)i, 0};
+		if (pthread_create(&t[i], NULL, churn, &c[i]))
+			return 1;
+	}
+	for (int i = 0; i < threads; i++) {
+		pthread_join(t[i], NULL);
+		sum += c[i].sum;
+	}
+	printf("churn sum %llu\n", (unsigned long long)sum);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	uint64_t total = (argc > 1 ? strtoull(argv[1], NULL, 0) : 2048) << 20;
@@ -113,6 +170,8 @@ int main(int argc, char **argv)
 	struct work c = {.budget = total / 10, .keep_bytes = 0, .seed = seed + 2};
 	pthread_t t;
 
+	if (argc > 3 && !strcmp(argv[1], "churn"))
+		return churn_main(strtoull(argv[2], NULL, 0), atoi(argv[3]));
 	if (pthread_create(&t, NULL, thread_c, &c))
 		return 1;
 	alloc_a(&a);
