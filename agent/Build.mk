@@ -12,6 +12,8 @@ agent-y := agent/main.o agent/features.o $(agent-core-y)
 agent-y-$(CONFIG_SAMPLER_BPF) += agent/leaf.o elf/cfi.o
 # New programs' mappings from the kernel's mmap records (the process table's loader).
 agent-y-$(CONFIG_BPF_MMAP_EVENTS) += bpf/mmapev.o
+# Heap profiles of the sigprof producers (<pid>.heap beside their rings).
+agent-y-$(CONFIG_PROFILE_HEAP) += agent/heapfile.o
 agent-y += $(agent-y-y)
 
 bin-y                  += edgeprof-agent
@@ -22,7 +24,7 @@ edgeprof-agent-ldlibs  = $(pprof-ldlibs) $(bpf-ldlibs) $(agent-transport-ldlibs)
 # public API is exported (objects are built -fvisibility=hidden; static archives excluded).
 lib-$(CONFIG_SAMPLER_SIGPROF) += libedgeprof.so
 # The heap profiler interposes the allocator (agent/heap.h): a feature by file.
-libedgeprof-heap-$(CONFIG_PROFILE_HEAP) := agent/heap.o
+libedgeprof-heap-$(CONFIG_PROFILE_HEAP) := agent/heap.o agent/heapfile.o
 libedgeprof.so-objs   = agent/sigprof.o agent/sigctl.o agent/unwind.o agent/modules.o elf/cfi.o $(agent-core-y) $(pprof-y) port/file.o $(libedgeprof-heap-y)
 libedgeprof.so-ldlibs = -Wl,--exclude-libs,ALL -Wl,-z,now $(pprof-ldlibs) -ldl -lpthread -lrt -lm
 install-y += agent-install-header

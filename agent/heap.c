@@ -13,6 +13,8 @@
  * not exist there) and frees go straight through.
  */
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <link.h>
 #include <math.h>
 #include <pthread.h>
@@ -27,9 +29,11 @@
 #include <unistd.h>
 
 #include "agent/heap.h"
+#include "agent/heapfile.h"
 
 #define EP_API __attribute__((visibility("default")))
 #define EP_TLS __thread __attribute__((tls_model("initial-exec")))
+#define ADD(x, d) __atomic_fetch_add(&(x), (d), __ATOMIC_RELAXED)
 /*
  * Counting filter of live sampled blocks, by address hash: a free() whose slot is 0 is not one
  * of ours (the common case: one load). 16 KiB, so a few live blocks do not spread its touched
@@ -37,14 +41,6 @@
  */
 #define FILTER_SLOTS 16384
 #define FILTER_STUCK 255
-
-struct heap_stack {
-	uint32_t hash;
-	uint16_t n_frames;
-	uint64_t samples;
-	double alloc_objects, alloc_bytes; /* unbiased */
-	double inuse_objects, inuse_bytes; /* filled when a profile is written */
-};
 
 struct live {
 	uintptr_t ptr; /* 0: empty */
@@ -54,18 +50,20 @@ struct live {
 
 static struct {
 	volatile int on;
-	double rate;
 	enum unwind_mode unwind;
 	unsigned int max_depth;
 	pid_t pid;
 	pthread_mutex_t lock;
-	struct heap_stack *stacks; /* CONFIG_HEAP_STACKS * 2 slots (open addressing) */
-	uint64_t *frames;	   /* max_depth per slot */
-	struct live *live;	   /* CONFIG_HEAP_LIVE_ENTRIES * 2 slots (linear probing) */
-	size_t n_stacks, n_live, stack_slots, live_slots, map_bytes;
+	/* the stack table (agent/heapfile.h): CONFIG_HEAP_STACKS * 2 slots, open addressing;
+	 * in <registry>/<pid>.heap with an agent, anonymous memory standalone */
+	struct heapfile_view v;
+	void *table;
+	size_t table_bytes;
+	struct live *live; /* CONFIG_HEAP_LIVE_ENTRIES * 2 slots (linear probing) */
+	size_t n_live, live_slots;
 	uint8_t filter[FILTER_SLOTS];
 	uintptr_t self_lo, self_hi; /* our own text: frames there are not the program's */
-	uint64_t samples, stacks_dropped, live_overflow, truncated;
+	char shared_path[4096];
 } heap = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 struct heap_thread {
@@ -158,7 +156,7 @@ static int64_t draw(void)
 {
 	double u = ((double)(rng_next() >> 11) + 1.0) / 9007199254740993.0; /* (0, 1] */
 
-	return (int64_t)(-log(u) * heap.rate) + 1;
+	return (int64_t)(-log(u) * (double)heap.v.h->rate) + 1;
 }
 
 static uint32_t hash_ptr(uintptr_t p)
@@ -181,19 +179,20 @@ static uint32_t hash_frames(const uint64_t *f, unsigned int n)
 static long stack_slot(const uint64_t *f, unsigned int n)
 {
 	uint32_t h = hash_frames(f, n);
-	size_t mask = heap.stack_slots - 1;
+	size_t mask = heap.v.h->stack_slots - 1;
 
 	for (size_t i = h & mask;; i = (i + 1) & mask) {
-		struct heap_stack *s = &heap.stacks[i];
-		uint64_t *sf = heap.frames + i * heap.max_depth;
+		struct heapfile_stack *s = &heap.v.stacks[i];
+		uint64_t *sf = heap.v.frames + i * heap.v.h->max_depth;
 
 		if (!s->n_frames) {
-			if (heap.n_stacks * 2 >= heap.stack_slots)
+			if (heap.v.h->n_stacks * 2 >= heap.v.h->stack_slots)
 				return -1;
-			heap.n_stacks++;
+			ADD(heap.v.h->n_stacks, 1);
 			s->hash = h;
-			s->n_frames = (uint16_t)n;
 			memcpy(sf, f, n * sizeof(*f));
+			/* last: a reader sees the slot whole or not at all */
+			__atomic_store_n(&s->n_frames, (uint16_t)n, __ATOMIC_RELEASE);
 			return (long)i;
 		}
 		if (s->hash == h && s->n_frames == n && !memcmp(sf, f, n * sizeof(*f)))
@@ -201,24 +200,51 @@ static long stack_slot(const uint64_t *f, unsigned int n)
 	}
 }
 
+/*
+ * The unbiased weight of one sampled block of size bytes (Go's and gperftools' unbiasing):
+ * sampled with probability 1 - exp(-size/rate), it stands for 1/that blocks. In thousandths of
+ * objects and in bytes, computed the same way at malloc and at free so that they cancel.
+ */
+static void weight(uint64_t size, int64_t *mobjects, int64_t *bytes)
+{
+	double scale = 1.0 / (1.0 - exp(-(double)size / (double)heap.v.h->rate));
+
+	*mobjects = llround(1000.0 * scale);
+	*bytes = llround(scale * (double)size);
+}
+
+static void inuse_add(uint32_t stack, uint64_t size, int sign)
+{
+	struct heapfile_stack *s = &heap.v.stacks[stack];
+	int64_t mo, b;
+
+	weight(size, &mo, &b);
+	ADD(s->inuse_mobjects, sign * mo);
+	ADD(s->inuse_bytes, sign * b);
+}
+
 static void live_add(uintptr_t p, uint64_t size, uint32_t stack)
 {
 	size_t mask = heap.live_slots - 1, i;
 
 	if (heap.n_live * 2 >= heap.live_slots) {
-		heap.live_overflow++;
+		ADD(heap.v.h->live_overflow, 1);
 		return;
 	}
 	for (i = hash_ptr(p) & mask; heap.live[i].ptr && heap.live[i].ptr != p; i = (i + 1) & mask)
 		;
-	if (!heap.live[i].ptr) {
+	if (heap.live[i].ptr) /* a block freed behind our back (not interposed): replaced */
+		inuse_add(heap.live[i].stack, heap.live[i].size, -1);
+	else {
 		uint8_t *f = &heap.filter[hash_ptr(p) % FILTER_SLOTS];
 
 		heap.n_live++;
+		ADD(heap.v.h->n_live, 1);
 		if (*f != FILTER_STUCK)
 			__atomic_store_n(f, (uint8_t)(*f + 1), __ATOMIC_RELAXED);
 	}
 	heap.live[i] = (struct live){p, size, stack};
+	inuse_add(stack, size, 1);
 }
 
 /* Removes p if it is a live sampled block (backward-shift deletion keeps probes short). */
@@ -231,8 +257,10 @@ static void live_remove(uintptr_t p)
 		if (!heap.live[i].ptr)
 			return;
 	heap.n_live--;
+	ADD(heap.v.h->n_live, -1);
 	if (*f != FILTER_STUCK)
 		__atomic_store_n(f, (uint8_t)(*f - 1), __ATOMIC_RELAXED);
+	inuse_add(heap.live[i].stack, heap.live[i].size, -1);
 	for (j = (i + 1) & mask; heap.live[j].ptr; j = (j + 1) & mask) {
 		k = hash_ptr(heap.live[j].ptr) & mask;
 		/* j's entry may move to the hole at i when its home k is not in (i, j] */
@@ -291,8 +319,9 @@ static __attribute__((noinline)) unsigned int walk_here(bool *truncated)
  */
 static __attribute__((noinline)) void sample(void *p, size_t size, uintptr_t caller)
 {
-	double scale = 1.0 / (1.0 - exp(-(double)size / heap.rate));
+	struct heapfile_stack *hs;
 	bool truncated = false;
+	int64_t mo, b;
 	unsigned int n = walk_here(&truncated), skip = 0;
 	long s;
 
@@ -307,16 +336,18 @@ static __attribute__((noinline)) void sample(void *p, size_t size, uintptr_t cal
 	pthread_mutex_lock(&heap.lock);
 	if (!heap.on)
 		goto out;
-	heap.samples++;
-	heap.truncated += truncated;
+	ADD(heap.v.h->samples, 1);
+	ADD(heap.v.h->truncated, truncated);
 	s = stack_slot(ht.frames + skip, n - skip);
 	if (s < 0) {
-		heap.stacks_dropped++;
+		ADD(heap.v.h->stacks_dropped, 1);
 		goto out;
 	}
-	heap.stacks[s].samples++;
-	heap.stacks[s].alloc_objects += scale;
-	heap.stacks[s].alloc_bytes += scale * (double)size;
+	hs = &heap.v.stacks[s];
+	weight(size, &mo, &b);
+	ADD(hs->samples, 1);
+	ADD(hs->alloc_mobjects, mo);
+	ADD(hs->alloc_bytes, b);
 	live_add((uintptr_t)p, size, (uint32_t)s);
 out:
 	pthread_mutex_unlock(&heap.lock);
@@ -521,37 +552,75 @@ static void at_fork_child(void)
 	pthread_mutex_init(&heap.lock, NULL);
 }
 
+/* The stack table: in the shared file the agent reads, or anonymous memory. */
+static int map_table(const char *path, uint64_t rate)
+{
+	uint64_t slots = pow2_at_least(2 * CONFIG_HEAP_STACKS);
+	size_t len = heapfile__size(slots, CONFIG_MAX_STACK_DEPTH);
+	void *m;
+	int fd = -1;
+
+	if (path) {
+		fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0)
+			return -errno;
+		if (ftruncate(fd, (off_t)len) < 0) {
+			int err = -errno;
+
+			close(fd);
+			unlink(path);
+			return err;
+		}
+	}
+	m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		 path ? MAP_SHARED : MAP_PRIVATE | MAP_ANONYMOUS, fd, 0);
+	if (fd >= 0)
+		close(fd);
+	if (m == MAP_FAILED) {
+		if (path)
+			unlink(path);
+		return -ENOMEM;
+	}
+	*(struct heapfile_hdr *)m = (struct heapfile_hdr){
+	    .magic = HEAPFILE_MAGIC,
+	    .version = HEAPFILE_VERSION,
+	    .pid = (uint32_t)getpid(),
+	    .max_depth = CONFIG_MAX_STACK_DEPTH,
+	    .rate = rate,
+	    .stack_slots = slots,
+	};
+	heap.table = m;
+	heap.table_bytes = len;
+	return heapfile__view(m, len, &heap.v);
+}
+
 int heap__start(const struct heap_opts *o)
 {
 	static bool once;
-	size_t sb, fb, lb;
-	char *m;
+	int err;
 
 	resolve();
 	if (!real.malloc || !real.free || !real.calloc || !real.realloc || !real.memalign)
 		return -ENOSYS;
-	heap.rate = o->rate ? (double)o->rate : (double)CONFIG_HEAP_SAMPLE_BYTES;
 	heap.unwind = o->unwind;
-	heap.max_depth = o->max_depth ? o->max_depth : CONFIG_MAX_STACK_DEPTH;
+	heap.max_depth = o->max_depth && o->max_depth < CONFIG_MAX_STACK_DEPTH
+			     ? o->max_depth
+			     : CONFIG_MAX_STACK_DEPTH;
 	heap.pid = getpid();
-	if (!heap.stacks) {
-		heap.stack_slots = pow2_at_least(2 * CONFIG_HEAP_STACKS);
+	if (!heap.table) {
+		err = map_table(o->shared_path, o->rate ? o->rate : CONFIG_HEAP_SAMPLE_BYTES);
+		if (err)
+			return err;
+		if (o->shared_path)
+			snprintf(heap.shared_path, sizeof(heap.shared_path), "%s", o->shared_path);
 		heap.live_slots = pow2_at_least(2 * CONFIG_HEAP_LIVE_ENTRIES);
-		sb = heap.stack_slots * sizeof(struct heap_stack);
-		fb = heap.stack_slots * CONFIG_MAX_STACK_DEPTH * sizeof(uint64_t);
-		lb = heap.live_slots * sizeof(struct live);
-		heap.map_bytes = sb + fb + lb;
-		m = mmap(NULL, heap.map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-			 -1, 0);
-		if (m == MAP_FAILED)
+		heap.live = mmap(NULL, heap.live_slots * sizeof(struct live),
+				 PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (heap.live == MAP_FAILED) {
+			heap.live = NULL;
 			return -ENOMEM;
-		heap.stacks = (struct heap_stack *)m;
-		heap.frames = (uint64_t *)(m + sb);
-		heap.live = (struct live *)(m + sb + fb);
+		}
 	}
-	/* the frame pool is laid out for the deepest stack Kconfig allows */
-	heap.max_depth = CONFIG_MAX_STACK_DEPTH < heap.max_depth ? CONFIG_MAX_STACK_DEPTH
-								 : heap.max_depth;
 	dl_iterate_phdr(find_self, NULL);
 	if (!once) {
 		once = true;
@@ -564,61 +633,34 @@ int heap__start(const struct heap_opts *o)
 void heap__stop(void)
 {
 	__atomic_store_n(&heap.on, 0, __ATOMIC_RELEASE);
+	/* the state of a process that is gone: nothing for the agent to read any more */
+	if (heap.shared_path[0] && getpid() == heap.pid)
+		unlink(heap.shared_path);
+	heap.shared_path[0] = 0;
 }
 
-static const char *const heap_types[] = {"alloc_objects", "alloc_space", "inuse_objects",
-					 "inuse_space"};
-static const char *const heap_units[] = {"count", "bytes", "count", "bytes"};
-
-/* The pprof of what was sampled: live blocks summed per stack now, then every stack. */
+/* The pprof of what was sampled (standalone: at exit). */
 int heap__write_file(struct output_opts *o, const char *path)
 {
-	struct output_kind k = {heap_types, heap_units, 4, "space", "bytes", "inuse_space",
-				(int64_t)heap.rate};
+	struct output_kind k;
 	struct output_stack *st = NULL;
 	int64_t *vals = NULL;
-	size_t n = 0;
+	size_t n = 0, max;
 	char c0[256];
 	const char *comments[1] = {c0};
 	int err;
 
-	if (!heap.stacks)
+	if (!heap.table)
 		return -ENOENT;
 	ht.busy = true; /* the writer's own allocations are not the program's */
+	max = heap.v.h->stack_slots / 2;
+	st = calloc(max, sizeof(*st));
+	vals = calloc(max * 4, sizeof(*vals));
 	pthread_mutex_lock(&heap.lock);
-	for (size_t i = 0; i < heap.stack_slots; i++)
-		heap.stacks[i].inuse_objects = heap.stacks[i].inuse_bytes = 0;
-	for (size_t i = 0; i < heap.live_slots; i++) {
-		const struct live *l = &heap.live[i];
-		double scale;
-
-		if (!l->ptr)
-			continue;
-		scale = 1.0 / (1.0 - exp(-(double)l->size / heap.rate));
-		heap.stacks[l->stack].inuse_objects += scale;
-		heap.stacks[l->stack].inuse_bytes += scale * (double)l->size;
-	}
-	st = calloc(heap.n_stacks ? heap.n_stacks : 1, sizeof(*st));
-	vals = calloc(heap.n_stacks ? heap.n_stacks * 4 : 1, sizeof(*vals));
-	for (size_t i = 0; st && vals && i < heap.stack_slots; i++) {
-		const struct heap_stack *s = &heap.stacks[i];
-		int64_t *v = vals + 4 * n;
-
-		if (!s->n_frames)
-			continue;
-		v[0] = llround(s->alloc_objects);
-		v[1] = llround(s->alloc_bytes);
-		v[2] = llround(s->inuse_objects);
-		v[3] = llround(s->inuse_bytes);
-		st[n++] = (struct output_stack){(uint32_t)heap.pid, s->n_frames,
-						heap.frames + i * heap.max_depth, v};
-	}
-	snprintf(c0, sizeof(c0),
-		 "edgeprof heap: rate_bytes=%.0f samples=%llu stacks=%zu/%d stacks_dropped=%llu "
-		 "live=%zu/%d live_overflow=%llu truncated=%llu",
-		 heap.rate, (unsigned long long)heap.samples, heap.n_stacks, CONFIG_HEAP_STACKS,
-		 (unsigned long long)heap.stacks_dropped, heap.n_live, CONFIG_HEAP_LIVE_ENTRIES,
-		 (unsigned long long)heap.live_overflow, (unsigned long long)heap.truncated);
+	if (st && vals)
+		n = heapfile__collect(&heap.v, st, vals, max);
+	heapfile__kind(&heap.v, &k);
+	heapfile__comment(&heap.v, c0, sizeof(c0));
 	pthread_mutex_unlock(&heap.lock);
 	o->comments = comments;
 	o->n_comments = 1;

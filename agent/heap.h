@@ -28,7 +28,9 @@
 #include "agent/unwind.h"
 
 struct heap_opts {
-	uint64_t rate; /* mean bytes between samples */
+	uint64_t rate;		 /* mean bytes between samples */
+	const char *shared_path; /* the table where the agent reads it (agent/heapfile.h); NULL:
+				    private (standalone) */
 	enum unwind_mode unwind;
 	unsigned int max_depth;
 };
@@ -39,7 +41,7 @@ void sigprof__stack_bounds(uintptr_t *lo, uintptr_t *hi);
 #ifdef CONFIG_PROFILE_HEAP
 /* Starts sampling allocations: 0 or -errno (-ENOMEM: the tables could not be mapped). */
 int heap__start(const struct heap_opts *o);
-/* Stops sampling (the tables stay for heap__write_file). */
+/* Stops sampling (the tables stay for heap__write_file); unlinks the shared table if any. */
 void heap__stop(void);
 /* Writes the heap profile (gzip pprof) of this process to path: 0 or -errno. */
 int heap__write_file(struct output_opts *o, const char *path);

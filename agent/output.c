@@ -174,8 +174,8 @@ int output__write_file(const struct aggregate *a, const struct output_opts *o, c
 	return write_buf(a, o, path);
 }
 
-int output__write_dir(const struct aggregate *a, const struct output_opts *o, const char *dir,
-		      char *path_out, size_t path_len)
+int output__path(const struct output_opts *o, const char *dir, const char *type, char *path_out,
+		 size_t path_len)
 {
 	static unsigned int seq;
 	time_t t = (time_t)(o->time_ns / 1000000000ull);
@@ -184,22 +184,29 @@ int output__write_dir(const struct aggregate *a, const struct output_opts *o, co
 
 	gmtime_r(&t, &tm);
 	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
-	if ((size_t)snprintf(path_out, path_len, "%s/%s-cpu-%s-%u.pb.gz", dir,
-			     o->service ? o->service : "unknown", stamp, seq++) >= path_len)
+	if ((size_t)snprintf(path_out, path_len, "%s/%s-%s-%s-%u.pb.gz", dir,
+			     o->service ? o->service : "unknown", type, stamp, seq++) >= path_len)
 		return -ENAMETOOLONG;
-	return write_buf(a, o, path_out);
+	return 0;
+}
+
+int output__write_dir(const struct aggregate *a, const struct output_opts *o, const char *dir,
+		      char *path_out, size_t path_len)
+{
+	int err = output__path(o, dir, "cpu", path_out, path_len);
+
+	return err ? err : write_buf(a, o, path_out);
 }
 
 /* Another kind of profile (heap): the stacks and values heap.c hands over, one sample each. */
-int output__write_stacks_file(const struct output_kind *k, const struct output_opts *o,
-			      const struct output_stack *st, size_t n, const char *path)
+int output__stacks_pprof(const struct output_kind *k, const struct output_opts *o,
+			 const struct output_stack *st, size_t n, pprof_write_fn w, void *ctx)
 {
 	struct pprof_builder_opts bo = {.gzip_level = o->gzip_level};
 	struct out_ctx c = {.o = o};
-	struct pprof_buf buf = {0};
 	int err = 0;
 
-	c.b = pprof_builder__new(&bo, pprof_buf_write, &buf);
+	c.b = pprof_builder__new(&bo, w, ctx);
 	if (!c.b)
 		return -ENOMEM;
 	for (size_t i = 0; !err && i < k->n_types; i++)
@@ -217,6 +224,15 @@ int output__write_stacks_file(const struct output_kind *k, const struct output_o
 	if (!err)
 		err = pprof_builder__finish(c.b);
 	pprof_builder__free(c.b);
+	return err;
+}
+
+int output__write_stacks_file(const struct output_kind *k, const struct output_opts *o,
+			      const struct output_stack *st, size_t n, const char *path)
+{
+	struct pprof_buf buf = {0};
+	int err = output__stacks_pprof(k, o, st, n, pprof_buf_write, &buf);
+
 	if (!err)
 		err = port_file_write_atomic(path, buf.data, buf.len, 0644);
 	free(buf.data);

@@ -40,6 +40,9 @@ int output__pprof(const struct aggregate *a, const struct output_opts *o, pprof_
  */
 int output__write_dir(const struct aggregate *a, const struct output_opts *o, const char *dir,
 		      char *path_out, size_t path_len);
+/* <dir>/<service>-<type>-<YYYYmmddTHHMMSSZ>-<n>.pb.gz into path_out: 0 or -ENAMETOOLONG. */
+int output__path(const struct output_opts *o, const char *dir, const char *type, char *path_out,
+		 size_t path_len);
 /* Writes exactly to path (standalone mode). */
 int output__write_file(const struct aggregate *a, const struct output_opts *o, const char *path);
 
@@ -58,7 +61,10 @@ struct output_stack {
 	const int64_t *values;	/* one per type */
 };
 
-/* Writes n stacks as one pprof of kind k to path (atomically). 0 or -errno. */
+/* Encodes n stacks as one pprof of kind k with w/ctx; or writes it to path (atomically).
+ * 0 or -errno. */
+int output__stacks_pprof(const struct output_kind *k, const struct output_opts *o,
+			 const struct output_stack *st, size_t n, pprof_write_fn w, void *ctx);
 int output__write_stacks_file(const struct output_kind *k, const struct output_opts *o,
 			      const struct output_stack *st, size_t n, const char *path);
 

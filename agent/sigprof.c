@@ -735,14 +735,13 @@ static void start_heap(void)
 	    .unwind = ep.unwind,
 	    .max_depth = ep.max_depth,
 	};
+	char path[4200];
 	int err;
 
-	if (!ep.standalone) {
-		/* the agent does not read heap profiles yet: say so rather than record in vain */
-		fprintf(stderr, "edgeprof: heap profiles are written in standalone mode only "
-				"(EDGEPROF_OUTPUT); not recording the heap\n");
-		ep.heap = false;
-		return;
+	if (!ep.standalone) { /* beside the ring, where the agent looks: <registry>/<pid>.heap */
+		snprintf(path, sizeof(path), "%.*s.heap", (int)(strlen(ep.ring_path) - 5),
+			 ep.ring_path);
+		ho.shared_path = path;
 	}
 	err = heap__start(&ho);
 	if (err) {

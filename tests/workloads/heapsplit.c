@@ -11,15 +11,21 @@
  *   heapsplit churn MILLIONS THREADS   the benchmark's allocation-heavy load: MILLIONS small
  *                   blocks (16 B .. 1 KiB) allocated and freed per thread, 8192 live at a time
  *                   per thread (a malloc-bound program: ~50 ns per allocation here).
+ *
+ *   heapsplit leak SECONDS   a leak for the agent's heap rounds: steady_hold keeps 8 MiB from
+ *                   the start; every 10 ms leak_here allocates 64 KiB and never frees it, and
+ *                   churn_alloc allocates and frees 64 KiB.
  */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static uint64_t seed = 12345;
-static void *keep[1 << 16];
+/* global: a static array nothing reads would lose its stores (and leak_here its frame) */
+void *keep[1 << 16];
 static size_t n_keep;
 
 static size_t next_size(uint64_t *s)
@@ -162,6 +168,33 @@ static int churn_main(uint64_t millions, int threads)
 	return 0;
 }
 
+__attribute__((noinline)) void steady_hold(void)
+{
+	for (int i = 0; i < 128; i++)
+		keep[n_keep++] = churn_alloc(64 * 1024);
+}
+
+__attribute__((noinline)) void leak_here(void)
+{
+	if (n_keep < sizeof(keep) / sizeof(keep[0]))
+		keep[n_keep++] = churn_alloc(64 * 1024);
+}
+
+static int leak_main(double secs)
+{
+	struct timespec ts = {0, 10 * 1000 * 1000};
+	size_t before = n_keep;
+
+	steady_hold();
+	for (long i = 0; i < (long)(secs * 100); i++) {
+		leak_here();
+		free(churn_alloc(64 * 1024));
+		nanosleep(&ts, NULL);
+	}
+	printf("leaked %zu blocks\n", n_keep - before - 128);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	uint64_t total = (argc > 1 ? strtoull(argv[1], NULL, 0) : 2048) << 20;
@@ -170,6 +203,8 @@ int main(int argc, char **argv)
 	struct work c = {.budget = total / 10, .keep_bytes = 0, .seed = seed + 2};
 	pthread_t t;
 
+	if (argc > 2 && !strcmp(argv[1], "leak"))
+		return leak_main(atof(argv[2]));
 	if (argc > 3 && !strcmp(argv[1], "churn"))
 		return churn_main(strtoull(argv[2], NULL, 0), atoi(argv[3]));
 	if (pthread_create(&t, NULL, thread_c, &c))
