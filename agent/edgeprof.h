@@ -12,7 +12,7 @@
  *                          recorded beside the CPU one goes to PATH.heap.pb.gz);
  *                          without it, samples go to the agent through a shared ring
  *   EDGEPROF_PROFILES=cpu,heap  what to record (default cpu); heap: sampled allocations
- *                          (agent/heap.h), standalone only for now
+ *                          (alloc/inuse objects and bytes; with the agent, a snapshot per round)
  *   EDGEPROF_HEAP_RATE=n   mean bytes between sampled allocations (default 524288)
  *   EDGEPROF_SERVICE=name  service of the profile (default: the program's name)
  *   EDGEPROF_REGISTRY=dir  where rings live for the agent (default /dev/shm/edgeprof)

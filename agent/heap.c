@@ -376,7 +376,9 @@ static inline void note_alloc(void *p, size_t size, uintptr_t caller)
 
 static inline void note_free(void *p)
 {
-	if (!p || !heap.on)
+	/* busy: inside our own sampling on this thread (a program's signal handler that frees):
+	 * the lock may be ours already; the block then stays in the table (a stale inuse) */
+	if (!p || !heap.on || ht.busy)
 		return;
 	if (!__atomic_load_n(&heap.filter[hash_ptr((uintptr_t)p) % FILTER_SLOTS],
 			     __ATOMIC_RELAXED))
