@@ -38,6 +38,8 @@ ring-test-ldlibs   = -lpthread
 aggregate-test-objs = agent/aggregate.o
 rounds-test-objs   = agent/rounds.o
 elf-test-objs      = elf/elf.o agent/procmaps.o agent/ring.o port/file.o
+unit-tests-$(CONFIG_PROFILE_HEAP) += heapfile
+heapfile-test-objs = agent/heapfile.o
 unit-tests-$(CONFIG_SAMPLER_BPF) += leaf
 leaf-test-objs     = agent/leaf.o elf/cfi.o $(elf-test-objs)
 
