@@ -39,6 +39,7 @@ struct heap_opts {
 void sigprof__stack_bounds(uintptr_t *lo, uintptr_t *hi);
 
 #ifdef CONFIG_PROFILE_HEAP
+#define HEAP_DEFAULT_RATE CONFIG_HEAP_SAMPLE_BYTES
 /* Starts sampling allocations: 0 or -errno (-ENOMEM: the tables could not be mapped). */
 int heap__start(const struct heap_opts *o);
 /* Stops sampling (the tables stay for heap__write_file); unlinks the shared table if any. */
@@ -46,6 +47,7 @@ void heap__stop(void);
 /* Writes the heap profile (gzip pprof) of this process to path: 0 or -errno. */
 int heap__write_file(struct output_opts *o, const char *path);
 #else
+#define HEAP_DEFAULT_RATE 524288
 static inline int heap__start(const struct heap_opts *o)
 {
 	return -ENOTSUP;

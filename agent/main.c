@@ -756,8 +756,8 @@ static int transport_start(struct agent *a)
 {
 	return 0;
 }
-static void submit_buf(struct agent *a, const char *service, const char *type,
-		       const struct output_opts *o, struct pprof_buf *bp, int err)
+static inline void submit_buf(struct agent *a, const char *service, const char *type,
+			      const struct output_opts *o, struct pprof_buf *bp, int err)
 {
 	free(bp->data);
 }

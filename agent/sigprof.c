@@ -731,7 +731,7 @@ static void parse_profiles(void)
 static void start_heap(void)
 {
 	struct heap_opts ho = {
-	    .rate = env_ulong("EDGEPROF_HEAP_RATE", CONFIG_HEAP_SAMPLE_BYTES, 1, 1ul << 30),
+	    .rate = env_ulong("EDGEPROF_HEAP_RATE", HEAP_DEFAULT_RATE, 1, 1ul << 30),
 	    .unwind = ep.unwind,
 	    .max_depth = ep.max_depth,
 	};
