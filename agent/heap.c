@@ -140,8 +140,7 @@ static uint64_t rng_next(void)
 		struct timespec ts;
 
 		clock_gettime(CLOCK_MONOTONIC, &ts);
-		x = ((uint64_t)syscall(SYS_gettid) << 32) ^ (uint64_t)ts.tv_nsec ^
-		    (uintptr_t)&ht;
+		x = ((uint64_t)syscall(SYS_gettid) << 32) ^ (uint64_t)ts.tv_nsec ^ (uintptr_t)&ht;
 		x |= 1;
 	}
 	x ^= x >> 12;
@@ -380,8 +379,7 @@ static inline void note_free(void *p)
 	 * the lock may be ours already; the block then stays in the table (a stale inuse) */
 	if (!p || !heap.on || ht.busy)
 		return;
-	if (!__atomic_load_n(&heap.filter[hash_ptr((uintptr_t)p) % FILTER_SLOTS],
-			     __ATOMIC_RELAXED))
+	if (!__atomic_load_n(&heap.filter[hash_ptr((uintptr_t)p) % FILTER_SLOTS], __ATOMIC_RELAXED))
 		return;
 	pthread_mutex_lock(&heap.lock);
 	live_remove((uintptr_t)p);
@@ -440,9 +438,10 @@ EP_API void *realloc(void *old, size_t n)
 	if (in_arena(old)) { /* dlsym's block: its size is unknown, the arena's rest is bounded */
 		p = real.malloc(n);
 		if (p)
-			memcpy(p, old, n < (size_t)(arena + sizeof(arena) - (char *)old)
-					   ? n
-					   : (size_t)(arena + sizeof(arena) - (char *)old));
+			memcpy(p, old,
+			       n < (size_t)(arena + sizeof(arena) - (char *)old)
+				   ? n
+				   : (size_t)(arena + sizeof(arena) - (char *)old));
 		note_alloc(p, n, CALLER);
 		return p;
 	}
@@ -574,8 +573,8 @@ static int map_table(const char *path, uint64_t rate)
 			return err;
 		}
 	}
-	m = mmap(NULL, len, PROT_READ | PROT_WRITE,
-		 path ? MAP_SHARED : MAP_PRIVATE | MAP_ANONYMOUS, fd, 0);
+	m = mmap(NULL, len, PROT_READ | PROT_WRITE, path ? MAP_SHARED : MAP_PRIVATE | MAP_ANONYMOUS,
+		 fd, 0);
 	if (fd >= 0)
 		close(fd);
 	if (m == MAP_FAILED) {

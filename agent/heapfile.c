@@ -32,14 +32,13 @@ int heapfile__view(void *map, size_t len, struct heapfile_view *v)
 	return 0;
 }
 
-static const char *const types[] = {"alloc_objects", "alloc_space", "inuse_objects",
-				    "inuse_space"};
+static const char *const types[] = {"alloc_objects", "alloc_space", "inuse_objects", "inuse_space"};
 static const char *const units[] = {"count", "bytes", "count", "bytes"};
 
 void heapfile__kind(const struct heapfile_view *v, struct output_kind *k)
 {
-	*k = (struct output_kind){types, units, 4, "space", "bytes", "inuse_space",
-				  (int64_t)v->h->rate};
+	*k = (struct output_kind){
+	    types, units, 4, "space", "bytes", "inuse_space", (int64_t)v->h->rate};
 }
 
 static int64_t thousandths(int64_t m)
@@ -80,7 +79,8 @@ void heapfile__comment(const struct heapfile_view *v, char *buf, size_t len)
 		 (unsigned long long)h->rate, (unsigned long long)LOAD(h->samples),
 		 (unsigned long long)LOAD(h->n_stacks), (unsigned long long)h->stack_slots / 2,
 		 (unsigned long long)LOAD(h->stacks_dropped), (unsigned long long)LOAD(h->n_live),
-		 (unsigned long long)LOAD(h->live_overflow), (unsigned long long)LOAD(h->truncated));
+		 (unsigned long long)LOAD(h->live_overflow),
+		 (unsigned long long)LOAD(h->truncated));
 }
 
 int heapfile__map(const char *path, void **map, size_t *len, struct heapfile_view *v)

@@ -67,8 +67,11 @@ static void collects_published_stacks_with_values(void **state)
 
 	assert_int_equal(heapfile__view(h, len, &v), 0);
 	/* slot 1: a stack of two frames, 2.5 objects allocated, 1.5 in use */
-	v.stacks[1] = (struct heapfile_stack){.hash = 1, .n_frames = 2, .alloc_mobjects = 2500,
-					      .alloc_bytes = 5000, .inuse_mobjects = 1500,
+	v.stacks[1] = (struct heapfile_stack){.hash = 1,
+					      .n_frames = 2,
+					      .alloc_mobjects = 2500,
+					      .alloc_bytes = 5000,
+					      .inuse_mobjects = 1500,
 					      .inuse_bytes = 3000};
 	v.frames[1 * DEPTH] = 0x1000;
 	v.frames[1 * DEPTH + 1] = 0x2000;

@@ -217,11 +217,13 @@ int main(int argc, char **argv)
 	alloc_a(&a);
 	alloc_b(&b);
 	pthread_join(t, NULL);
-	printf("alloc alloc_a %llu\nalloc alloc_b %llu\nalloc alloc_c %llu\nalloc early_alloc %llu\n",
-	       (unsigned long long)a.allocated, (unsigned long long)b.allocated,
-	       (unsigned long long)c.allocated, (unsigned long long)early.allocated);
-	printf("inuse alloc_a %llu\ninuse alloc_b %llu\ninuse alloc_c %llu\ninuse early_alloc %llu\n",
-	       (unsigned long long)a.kept, (unsigned long long)b.kept, (unsigned long long)c.kept,
-	       (unsigned long long)early.kept);
+	printf(
+	    "alloc alloc_a %llu\nalloc alloc_b %llu\nalloc alloc_c %llu\nalloc early_alloc %llu\n",
+	    (unsigned long long)a.allocated, (unsigned long long)b.allocated,
+	    (unsigned long long)c.allocated, (unsigned long long)early.allocated);
+	printf(
+	    "inuse alloc_a %llu\ninuse alloc_b %llu\ninuse alloc_c %llu\ninuse early_alloc %llu\n",
+	    (unsigned long long)a.kept, (unsigned long long)b.kept, (unsigned long long)c.kept,
+	    (unsigned long long)early.kept);
 	return 0;
 }
