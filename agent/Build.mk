@@ -12,6 +12,8 @@ agent-y := agent/main.o agent/features.o $(agent-core-y)
 agent-y-$(CONFIG_SAMPLER_BPF) += agent/leaf.o elf/cfi.o
 # New programs' mappings from the kernel's mmap records (the process table's loader).
 agent-y-$(CONFIG_BPF_MMAP_EVENTS) += bpf/mmapev.o
+# Heap profiles of the sigprof producers (<pid>.heap beside their rings).
+agent-y-$(CONFIG_PROFILE_HEAP) += agent/heapfile.o
 agent-y += $(agent-y-y)
 
 bin-y                  += edgeprof-agent
@@ -21,9 +23,11 @@ edgeprof-agent-ldlibs  = $(pprof-ldlibs) $(bpf-ldlibs) $(agent-transport-ldlibs)
 # libedgeprof.so: the SIGPROF sampler, with the pprof writer for standalone mode. Only its
 # public API is exported (objects are built -fvisibility=hidden; static archives excluded).
 lib-$(CONFIG_SAMPLER_SIGPROF) += libedgeprof.so
+# The heap profiler interposes the allocator (agent/heap.h): a feature by file.
+libedgeprof-heap-$(CONFIG_PROFILE_HEAP) := agent/heap.o agent/heapfile.o
 libedgeprof.so-objs   = agent/sigprof.o agent/sigctl.o agent/unwind.o agent/modules.o elf/cfi.o \
-			elf/ehabi.o $(agent-core-y) $(pprof-y) port/file.o
-libedgeprof.so-ldlibs = -Wl,--exclude-libs,ALL -Wl,-z,now $(pprof-ldlibs) -ldl -lpthread -lrt
+			elf/ehabi.o $(agent-core-y) $(pprof-y) port/file.o $(libedgeprof-heap-y)
+libedgeprof.so-ldlibs = -Wl,--exclude-libs,ALL -Wl,-z,now $(pprof-ldlibs) -ldl -lpthread -lrt -lm
 install-y += agent-install-header
 agent-install-header = install -m 0644 agent/edgeprof.h $(1)$(2)/include/
 
@@ -36,11 +40,13 @@ ring-test-ldlibs   = -lpthread
 aggregate-test-objs = agent/aggregate.o
 rounds-test-objs   = agent/rounds.o
 elf-test-objs      = elf/elf.o agent/procmaps.o agent/ring.o port/file.o
+unit-tests-$(CONFIG_PROFILE_HEAP) += heapfile
+heapfile-test-objs = agent/heapfile.o
 unit-tests-$(CONFIG_SAMPLER_BPF) += leaf
 leaf-test-objs     = agent/leaf.o elf/cfi.o $(elf-test-objs)
 
 # Workloads (test helpers, not installed): frame pointers on, -O2 so leaves have no frame.
-agent-workloads := split torture harm
+agent-workloads := split torture harm heapsplit
 agent-workload-bins := $(addprefix $(O)/tests/workloads/,$(agent-workloads))
 $(O)/tests/workloads/%: tests/workloads/%.c
 	$(quiet) CC $@

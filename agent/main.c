@@ -17,6 +17,9 @@
 
 #include "agent/aggregate.h"
 #include "agent/features.h"
+#ifdef CONFIG_PROFILE_HEAP
+#include "agent/heapfile.h"
+#endif
 #include "agent/output.h"
 #include "agent/procmaps.h"
 #include "agent/ring.h"
@@ -402,6 +405,8 @@ static int drain_rec(void *ctx, const struct ring_rec *rec)
 	return 0;
 }
 
+static void heap_forget(struct agent *a, unsigned int ring);
+
 /* Drains every ring; rings of processes that exited are closed and removed once empty. */
 static void drain_rings(struct agent *a, bool final)
 {
@@ -422,6 +427,7 @@ static void drain_rings(struct agent *a, bool final)
 		while (ring__drain(r, 1024, port_clock_mono_ns(), drain_rec, &dc) > 0)
 			;
 		if (dead && ring__is_empty(r)) {
+			heap_forget(a, i);
 			unlink(a->ring_paths[i]);
 			ring__free(r);
 			a->n_rings--;
@@ -733,13 +739,13 @@ static int transport_start(struct agent *a)
 }
 
 /* Hands one service's round to the transport (uploaded now, or spooled for later). */
-static void submit(struct agent *a, const char *service, const struct aggregate *agg,
-		   const struct output_opts *o)
+/* One encoded profile of service (type cpu or heap) to the transport; err: encoding's. */
+static void submit_buf(struct agent *a, const char *service, const char *type,
+		       const struct output_opts *o, struct pprof_buf *bp, int err)
 {
-	struct pprof_buf buf = {0};
-	struct transport_item item = {.service = service, .type = "cpu"};
+	struct pprof_buf buf = *bp;
+	struct transport_item item = {.service = service, .type = type};
 	char key[200];
-	int err = output__pprof(agg, o, pprof_buf_write, &buf);
 
 	if (!err) {
 		/* device, round start, sequence: a re-sent profile is recognized by the collector
@@ -754,13 +760,24 @@ static void submit(struct agent *a, const char *service, const struct aggregate 
 		err = transport__submit(a->transport, &item);
 	}
 	if (err == -EAGAIN && !a->cfg.tr.spool_path)
-		pr_warn("profile of %s lost: the collector did not take it and there is no spool "
-			"(--spool FILE keeps profiles until it is back)", service);
+		pr_warn("%s profile of %s lost: the collector did not take it and there is no "
+			"spool (--spool FILE keeps profiles until it is back)", type, service);
 	else if (err)
-		pr_warn("profile of %s not uploaded nor spooled: %s", service, strerror(-err));
+		pr_warn("%s profile of %s not uploaded nor spooled: %s", type, service,
+			strerror(-err));
 	else
-		pr_info("profile of %s handed to the transport (%zu bytes)", service, buf.len);
+		pr_info("%s profile of %s handed to the transport (%zu bytes)", type, service,
+			buf.len);
 	free(buf.data);
+}
+
+static void submit(struct agent *a, const char *service, const struct aggregate *agg,
+		   const struct output_opts *o)
+{
+	struct pprof_buf buf = {0};
+	int err = output__pprof(agg, o, pprof_buf_write, &buf);
+
+	submit_buf(a, service, "cpu", o, &buf, err);
 }
 
 static void transport_poll(struct agent *a)
@@ -778,6 +795,11 @@ static int transport_start(struct agent *a)
 {
 	return 0;
 }
+static inline void submit_buf(struct agent *a, const char *service, const char *type,
+			      const struct output_opts *o, struct pprof_buf *bp, int err)
+{
+	free(bp->data);
+}
 static void submit(struct agent *a, const char *service, const struct aggregate *agg,
 		   const struct output_opts *o)
 {
@@ -789,6 +811,105 @@ static void transport_stop(struct agent *a)
 {
 }
 #endif /* CONFIG_UPLOAD_MTLS */
+
+/* ---- heap profiles of the sigprof producers (agent/heapfile.h) ---------------------------- */
+
+#ifdef CONFIG_PROFILE_HEAP
+/* <registry>/<pid>.heap of a ring's producer */
+static void heap_path(const struct agent *a, unsigned int ring, char *path, size_t len)
+{
+	snprintf(path, len, "%s/%u.heap", a->cfg.registry, ring__shared(a->rings[ring])->pid);
+}
+
+/*
+ * The service's heap profile now: a snapshot of every producer's table (alloc_* since each
+ * started, inuse_* now), one sample per stack and process. Written and submitted like the CPU
+ * profile; nothing when no producer of the service records the heap.
+ */
+static void heap_round(struct agent *a, const struct service *s, struct output_opts o)
+{
+	const size_t max = CONFIG_HEAP_STACKS * 4; /* bounded: what exceeds it is counted */
+	struct output_stack *st = calloc(max, sizeof(*st));
+	int64_t *vals = calloc(max * 4, sizeof(*vals));
+	void *maps[MAX_RINGS];
+	size_t lens[MAX_RINGS], n = 0, files = 0, over = 0;
+	char path[512], c[4][256], c_over[128];
+	const char *comments[5];
+	struct heapfile_view v = {0};
+	struct output_kind k;
+	int err;
+
+	for (unsigned int i = 0; st && vals && i < a->n_rings; i++) {
+		struct heapfile_view vi;
+		size_t got;
+
+		if (strncmp(ring__shared(a->rings[i])->service, s->name, sizeof(s->name)))
+			continue;
+		heap_path(a, i, path, sizeof(path));
+		err = heapfile__map(path, &maps[files], &lens[files], &vi);
+		if (err) {
+			if (err != -ENOENT) /* ENOENT: the producer records no heap */
+				pr_warn("%s: not a heap table: %s", path, strerror(-err));
+			continue;
+		}
+		got = heapfile__collect(&vi, st + n, vals + 4 * n, max - n);
+		over += vi.h->n_stacks > got ? vi.h->n_stacks - got : 0;
+		n += got;
+		if (files < 4)
+			heapfile__comment(&vi, c[files], sizeof(c[files]));
+		v = vi;
+		files++;
+	}
+	if (files) {
+		snprintf(c_over, sizeof(c_over),
+			 "edgeprof heap (agent): processes=%zu stacks=%zu "
+			 "stacks_over_bound_or_zero=%zu",
+			 files, n, over);
+		comments[0] = c_over;
+		for (size_t i = 0; i < files && i < 4; i++)
+			comments[1 + i] = c[i];
+		o.comments = comments;
+		o.n_comments = 1 + (files < 4 ? files : 4);
+		heapfile__kind(&v, &k);
+		if (a->cfg.output_dir) {
+			err = output__path(&o, a->cfg.output_dir, "heap", path, sizeof(path));
+			if (!err)
+				err = output__write_stacks_file(&k, &o, st, n, path);
+			if (err)
+				pr_err("cannot write the heap profile of %s: %s", s->name,
+				       strerror(-err));
+			else
+				pr_info("wrote %s (%zu stacks)", path, n);
+		}
+		if (a->transport) {
+			struct pprof_buf buf = {0};
+
+			err = output__stacks_pprof(&k, &o, st, n, pprof_buf_write, &buf);
+			submit_buf(a, s->name, "heap", &o, &buf, err);
+		}
+	}
+	for (size_t i = 0; i < files; i++)
+		heapfile__unmap(maps[i], lens[i]);
+	free(st);
+	free(vals);
+}
+
+/* A producer that is gone leaves no heap table (killed before its destructor ran). */
+static void heap_forget(struct agent *a, unsigned int ring)
+{
+	char path[512];
+
+	heap_path(a, ring, path, sizeof(path));
+	unlink(path);
+}
+#else
+static void heap_round(struct agent *a, const struct service *s, struct output_opts o)
+{
+}
+static void heap_forget(struct agent *a, unsigned int ring)
+{
+}
+#endif /* CONFIG_PROFILE_HEAP */
 
 /* ---- rounds ------------------------------------------------------------------------------- */
 
@@ -819,6 +940,7 @@ static void write_round(struct agent *a, uint64_t duration_ns)
 		char path[512];
 		int err;
 
+		heap_round(a, s, o);
 		aggregate__stats(s->agg, &as);
 		if (!as.samples && !as.dropped_table) {
 			continue;

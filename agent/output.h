@@ -40,7 +40,32 @@ int output__pprof(const struct aggregate *a, const struct output_opts *o, pprof_
  */
 int output__write_dir(const struct aggregate *a, const struct output_opts *o, const char *dir,
 		      char *path_out, size_t path_len);
+/* <dir>/<service>-<type>-<YYYYmmddTHHMMSSZ>-<n>.pb.gz into path_out: 0 or -ENAMETOOLONG. */
+int output__path(const struct output_opts *o, const char *dir, const char *type, char *path_out,
+		 size_t path_len);
 /* Writes exactly to path (standalone mode). */
 int output__write_file(const struct aggregate *a, const struct output_opts *o, const char *path);
+
+/* A profile of another kind than CPU (heap): its sample types, period and stacks. */
+struct output_kind {
+	const char *const *types, *const *units;
+	size_t n_types;
+	const char *period_type, *period_unit, *default_type;
+	int64_t period;
+};
+
+struct output_stack {
+	uint32_t pid;
+	uint16_t n_frames;
+	const uint64_t *frames; /* user return addresses, leaf first (the caller of malloc) */
+	const int64_t *values;	/* one per type */
+};
+
+/* Encodes n stacks as one pprof of kind k with w/ctx; or writes it to path (atomically).
+ * 0 or -errno. */
+int output__stacks_pprof(const struct output_kind *k, const struct output_opts *o,
+			 const struct output_stack *st, size_t n, pprof_write_fn w, void *ctx);
+int output__write_stacks_file(const struct output_kind *k, const struct output_opts *o,
+			      const struct output_stack *st, size_t n, const char *path);
 
 #endif /* EDGEPROF_AGENT_OUTPUT_H */

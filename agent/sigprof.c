@@ -24,6 +24,7 @@
 
 #include "agent/aggregate.h"
 #include "agent/edgeprof.h"
+#include "agent/heap.h"
 #include "agent/modules.h"
 #include "agent/output.h"
 #include "agent/procmaps.h"
@@ -76,6 +77,7 @@ static struct {
 	uint64_t interval_ns;
 	enum unwind_mode unwind;
 	bool standalone;
+	bool cpu, heap; /* EDGEPROF_PROFILES: what this process records */
 	char output[4096], ring_path[4096];
 	/* timers, owned by the threads they sample; the table is only touched outside the handler
 	 */
@@ -108,6 +110,13 @@ static __attribute__((noinline)) uint64_t mono_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The calling thread's stack as thread_begin() found it (agent/heap.h). */
+void sigprof__stack_bounds(uintptr_t *lo, uintptr_t *hi)
+{
+	*lo = self.stack_lo;
+	*hi = self.stack_hi;
 }
 
 /* ---- the handler -------------------------------------------------------------------------- */
@@ -212,6 +221,8 @@ static int arm_thread(pid_t tid)
 	sev.sigev_signo = ep.signo;
 	sev.sigev_value.sival_ptr = sigctl__cookie();
 	sev._sigev_un._tid = tid;
+	if (!ep.cpu)
+		return 0; /* no CPU profile asked for: no timers */
 	pthread_mutex_lock(&ep.lock);
 	if (ep.stepped_aside)
 		goto out;
@@ -516,6 +527,42 @@ static uint64_t handler_median_ns(void)
 	return 0;
 }
 
+/*
+ * Standalone output path of a profile type: "%p" is the pid (processes of one run do not
+ * overwrite each other), "%t" the type. Without "%t", a heap profile recorded beside the CPU
+ * profile goes to the same path with ".heap" before ".pb.gz" (or at the end).
+ */
+static void output_path(const char *type, char *path, size_t len)
+{
+	const char *o = ep.output;
+	size_t n = 0;
+	bool typed = strstr(o, "%t") != NULL;
+
+	for (; *o && n + 1 < len; o++) {
+		if (o[0] == '%' && (o[1] == 'p' || o[1] == 't')) {
+			if (o[1] == 'p')
+				n += (size_t)snprintf(path + n, len - n, "%d", ep.pid);
+			else
+				n += (size_t)snprintf(path + n, len - n, "%s", type);
+			o++;
+			n = n < len ? n : len - 1;
+			continue;
+		}
+		path[n++] = *o;
+	}
+	path[n] = 0;
+	if (!typed && ep.cpu && strcmp(type, "cpu")) {
+		char *gz = strstr(path, ".pb.gz");
+		char tail[16];
+
+		snprintf(tail, sizeof(tail), "%s", gz ? gz : "");
+		if (gz)
+			*gz = 0;
+		n = strlen(path);
+		snprintf(path + n, len - n, ".%s%s", type, tail);
+	}
+}
+
 static void write_standalone(void)
 {
 	struct ring_stats rs;
@@ -587,19 +634,18 @@ static void write_standalone(void)
 		 ss.signo, (unsigned long long)ss.stepped_aside,
 		 (unsigned long long)ss.onstack_masked, (unsigned long long)ss.forwarded,
 		 (unsigned long long)ep.skip_margin, (unsigned long long)ep.skip_altstack);
-	/* "%p" in the path is the pid, so processes of one run do not overwrite each other */
-	const char *p = strstr(ep.output, "%p");
-
-	if (p)
-		snprintf(path, sizeof(path), "%.*s%d%s", (int)(p - ep.output), ep.output, ep.pid,
-			 p + 2);
-	else
-		snprintf(path, sizeof(path), "%s", ep.output);
+	output_path("cpu", path, sizeof(path));
 	err = procs ? proctab__touch(procs, (uint32_t)ep.pid) : -ENOMEM;
-	if (!err)
+	if (!err && ep.cpu)
 		err = output__write_file(ep.agg, &o, path);
 	if (err)
 		fprintf(stderr, "edgeprof: cannot write %s: %s\n", path, strerror(-err));
+	if (!err && ep.heap) {
+		output_path("heap", path, sizeof(path));
+		err = heap__write_file(&o, path);
+		if (err)
+			fprintf(stderr, "edgeprof: cannot write %s: %s\n", path, strerror(-err));
+	}
 	symbolizer__free(sym);
 	proctab__free(procs);
 }
@@ -663,6 +709,51 @@ static int open_ring(void)
 	return err;
 }
 
+/* EDGEPROF_PROFILES=cpu,heap,wall: what to record (default cpu). */
+static void parse_profiles(void)
+{
+	const char *v = getenv("EDGEPROF_PROFILES");
+	char buf[64], *save, *t;
+
+	ep.cpu = !v || !*v;
+	ep.heap = false;
+	if (!v || !*v)
+		return;
+	snprintf(buf, sizeof(buf), "%s", v);
+	for (t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(t, "cpu"))
+			ep.cpu = true;
+		else if (!strcmp(t, "heap") && IS_ENABLED(CONFIG_PROFILE_HEAP))
+			ep.heap = true;
+		else
+			fprintf(stderr, "edgeprof: EDGEPROF_PROFILES: '%s' is not a profile this "
+					"build records (cpu%s); ignored\n",
+				t, IS_ENABLED(CONFIG_PROFILE_HEAP) ? ", heap" : "");
+	}
+}
+
+static void start_heap(void)
+{
+	struct heap_opts ho = {
+	    .rate = env_ulong("EDGEPROF_HEAP_RATE", HEAP_DEFAULT_RATE, 1, 1ul << 30),
+	    .unwind = ep.unwind,
+	    .max_depth = ep.max_depth,
+	};
+	char path[4200];
+	int err;
+
+	if (!ep.standalone) { /* beside the ring, where the agent looks: <registry>/<pid>.heap */
+		snprintf(path, sizeof(path), "%.*s.heap", (int)(strlen(ep.ring_path) - 5),
+			 ep.ring_path);
+		ho.shared_path = path;
+	}
+	err = heap__start(&ho);
+	if (err) {
+		fprintf(stderr, "edgeprof: heap profiler not started: %s\n", strerror(-err));
+		ep.heap = false;
+	}
+}
+
 static void at_fork_child(void)
 {
 	/* timers are not inherited: the child is not sampled and owns nothing of the parent's */
@@ -690,6 +781,7 @@ EP_API int edgeprof_start(void)
 	ep.standalone = out && *out;
 	if (ep.standalone)
 		snprintf(ep.output, sizeof(ep.output), "%s", out);
+	parse_profiles();
 	if (!ep.ring) {
 		err = open_ring();
 		if (err)
@@ -717,9 +809,11 @@ EP_API int edgeprof_start(void)
 	ring__shared(ep.ring)->start_real_ns = ep.start_real_ns;
 	ring__shared(ep.ring)->max_depth = ep.max_depth;
 	ep.signo = sigctl__choose();
-	err = sigctl__install(ep.signo, on_sigprof, step_aside);
+	err = ep.cpu ? sigctl__install(ep.signo, on_sigprof, step_aside) : 0;
 	if (err)
 		return err; /* the program handles that signal itself */
+	if (ep.heap)
+		start_heap();
 	if (ep.standalone) {
 		ep.drain_stop = false;
 		err = call_real_pthread_create(&ep.drainer, NULL, drain_main, NULL);
@@ -744,6 +838,8 @@ EP_API void edgeprof_stop(void)
 	ep.n_timers = 0;
 	pthread_mutex_unlock(&ep.lock);
 	publish_misses();
+	if (ep.heap)
+		heap__stop();
 	if (ring__shared(ep.ring)->written)
 		publish_maps(); /* libraries dlopen'ed since the start */
 	if (ep.standalone) {

@@ -55,12 +55,11 @@ struct cfi_table {
  * The rules at one pc: CFA = cfa_reg + cfa_off; FP and RA saved at CFA + off (or not saved);
  * ra_undefined: the return address column is DW_CFA_undefined, the outermost frame.
  */
-struct cfi_rules {
+struct cfi_rules { /* 32 bytes: the SIGPROF handler keeps several on the interrupted stack */
+	int64_t cfa_off, fp_off, ra_off;
 	unsigned int cfa_reg;
-	int64_t cfa_off;
 	bool fp_saved, ra_saved;
 	bool ra_undefined; /* DW_CFA_undefined on the return address: the outermost frame */
-	int64_t fp_off, ra_off;
 	uint8_t plt_min;   /* CFI_CFA_PLT: the stub's offset from which CFA is 8 bytes further */
 };
 

@@ -106,6 +106,27 @@ int main() {
 }
 EOF
 	g++ -O2 -pthread -o "$tmp/exc" "$tmp/exc.cc" && check cxx-exceptions 1 -- "$tmp/exc"
+	cat >"$tmp/cxxnew.cc" <<'EOF'
+// new/delete, containers and strings in 4 threads: libstdc++'s operator new reaches our malloc
+#include <cstdio>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+int main() {
+	std::vector<std::thread> ts; unsigned long sums[4] = {};
+	for (int t = 0; t < 4; t++)
+		ts.emplace_back([&sums, t] { std::map<int, std::string> m;
+			for (int i = 0; i < 200000; i++) {
+				m[i % 5000] = std::string(16 + i % 300, 'a' + t);
+				auto *v = new std::vector<int>(i % 1000, i); sums[t] += v->size(); delete v;
+			}
+			for (auto &kv : m) sums[t] += kv.second.size(); });
+	for (auto &t : ts) t.join();
+	std::printf("%lu %lu %lu %lu\n", sums[0], sums[1], sums[2], sums[3]);
+}
+EOF
+	g++ -O2 -pthread -o "$tmp/cxxnew" "$tmp/cxxnew.cc" && check cxx-new 1 -- "$tmp/cxxnew"
 fi
 
 # ---- real Debian programs ----------------------------------------------------------------------
@@ -133,6 +154,33 @@ command -v sqlite3 >/dev/null && check sqlite3 1 -- sqlite3 :memory: \
 	 select b, count(*), sum(a) from t group by b order by b;"
 check bash-300-cmds 1 -- bash -c 'for i in $(seq 300); do /bin/true; done; echo done'
 
+# ---- with the heap profiler too (standalone, every 4 KiB: many samples, many frees checked) -----
+heap=(EDGEPROF_PROFILES=cpu,heap EDGEPROF_HEAP_RATE=4096 "EDGEPROF_OUTPUT=$tmp/heap-%p-%t.pb.gz")
+if grep -q '^CONFIG_PROFILE_HEAP=y' "$EP_BUILD/.config"; then
+	check heap:iconv+dlopen 1 "${heap[@]}" -- "$harm" iconv 2
+	check heap:dlopen-loop 1 "${heap[@]}" -- "$harm" dlloop 1
+	check heap:cancel-unwind 1 "${heap[@]}" -- "$harm" cancel 1
+	check heap:backtrace 1 "${heap[@]}" -- "$harm" backtrace 1
+	check heap:thread-churn 1 "${heap[@]}" -- "$harm" threads 800
+	check heap:fork-exec 1 "${heap[@]}" -- "$harm" forkexec 200
+	check heap:exec-chain 1 "${heap[@]}" -- "$harm" execchain 100
+	[ -x "$tmp/exc" ] && check heap:cxx-exceptions 1 "${heap[@]}" -- "$tmp/exc"
+	[ -x "$tmp/cxxnew" ] && check heap:cxx-new 1 "${heap[@]}" -- "$tmp/cxxnew"
+	check heap:sort 1 "${heap[@]}" -- sort -n "$tmp/nums"
+	command -v xz >/dev/null && check heap:xz-T2 1 "${heap[@]}" -- xz -T2 -c "$tmp/rand"
+	[ -x /usr/bin/python3 ] && check heap:python3 1 "${heap[@]}" -- /usr/bin/python3 -c '
+import json; d = [json.dumps({"k": i, "v": [i] * (i % 50)}) for i in range(200000)]
+print(sum(len(x) for x in d))'
+	command -v sqlite3 >/dev/null && check heap:sqlite3 1 "${heap[@]}" -- sqlite3 :memory: \
+		"create table t(a, b); with recursive c(x) as (select 1 union all select x + 1 from c
+		 where x < 100000) insert into t select x, x % 97 from c;
+		 select b, count(*), sum(a) from t group by b order by b;"
+	check heap:bash-300-cmds 1 "${heap[@]}" -- bash -c 'for i in $(seq 300); do /bin/true; done; echo done'
+	n=$(find "$tmp" -name 'heap-*-heap.pb.gz' | wc -l)
+	echo "heap profiles written by the heap cases: $n"
+	[ "$n" -gt 0 ] || rc=1
+fi
+
 # ---- the ARM boards under qemu-user, where built (their sampler, unwinder, signals) -----------
 for board in gateway-arm64:qemu-aarch64:aarch64-linux-gnu:sysroot-arm64:8192 \
 	gateway-armv7:qemu-arm:arm-linux-gnueabihf:sysroot-armhf:4096; do
@@ -151,6 +199,10 @@ for board in gateway-arm64:qemu-aarch64:aarch64-linux-gnu:sysroot-arm64:8192 \
 	# the kernel's signal frame alone is 4.7 KiB on arm64 (qemu): 8 KiB left there
 	check "$b:stack-${left}-left" 1 -- "$qh" stackmargin "$left"
 	check "$b:thread-churn" 1 -- "$qh" threads 200
+	# (heap alone: qemu's -E takes a comma as the end of the value)
+	grep -q '^CONFIG_PROFILE_HEAP=y' "$bdir/.config" && check "$b:heap:thread-churn" 1 \
+		EDGEPROF_PROFILES=heap EDGEPROF_HEAP_RATE=4096 "EDGEPROF_OUTPUT=$tmp/q-%p-%t.pb.gz" \
+		-- "$qh" threads 200
 	extra=$("${qemu[@]}" -E LD_PRELOAD="$qlib" -E EDGEPROF_REGISTRY="$reg" -E EDGEPROF_HZ="$hz" \
 		"$qh" stackuse 2>/dev/null | sed -n 's/^handler_extra_bytes=//p')
 	echo "$b: handler stack beyond the kernel's signal frame: ${extra:-?} B (target <= 1024)"

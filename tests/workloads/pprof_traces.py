@@ -2,14 +2,14 @@
 """Reads a pprof through `go tool pprof -traces` (the reference reader, not ours) for tests.
 
     samples(path, index="cpu", symbolize=False) -> [Sample]
-    Sample: value (ns for cpu, count for samples), frames (leaf first), labels {k: v}
+    Sample: value (ns for cpu, bytes for *_space, count for samples), frames (leaf first), labels {k: v}
     comments(path) -> [str]
 """
 import os
 import re
 import subprocess
 
-UNITS = {"ns": 1, "us": 1e3, "\u00b5s": 1e3, "ms": 1e6, "s": 1e9, "mins": 60e9, "hrs": 3600e9}
+UNITS = {"B": 1, "ns": 1, "us": 1e3, "\u00b5s": 1e3, "ms": 1e6, "s": 1e9, "mins": 60e9, "hrs": 3600e9}
 
 
 class Sample:
@@ -22,7 +22,7 @@ class Sample:
 
 
 def _value(tok):
-    m = re.fullmatch(r"([0-9.]+)([a-z\u00b5]*)", tok)
+    m = re.fullmatch(r"([0-9.]+)([A-Za-z\u00b5]*)", tok)
     if not m:
         raise ValueError("bad value %r" % tok)
     return float(m.group(1)) * UNITS.get(m.group(2), 1)
@@ -32,6 +32,8 @@ def _run(path, index, symbolize, env=None):
     cmd = ["go", "tool", "pprof", "-traces", "-sample_index=" + index]
     if index == "cpu":
         cmd.append("-unit=ns")  # full precision
+    elif index.endswith("_space"):
+        cmd.append("-unit=B")
     if not symbolize:
         cmd.append("-symbolize=none")
     e = dict(os.environ)
@@ -54,7 +56,7 @@ def samples(path, index="cpu", symbolize=False, env=None):
                 labels[m.group(1)] = m.group(2).strip()
                 continue
             parts = line.split(None, 1)
-            if value is None and re.match(r"^\s*[0-9.]+[a-z\u00b5]*\s", line):
+            if value is None and re.match(r"^\s*[0-9.]+[A-Za-z\u00b5]*\s", line):
                 value = _value(parts[0])
                 frames.append(parts[1].strip() if len(parts) > 1 else "")
             else:
@@ -64,9 +66,9 @@ def samples(path, index="cpu", symbolize=False, env=None):
     return result
 
 
-def header(path):
+def header(path, index="cpu"):
     """The lines before the first trace: File:, comments, Type:, Duration:."""
-    out = _run(path, "cpu", False)
+    out = _run(path, index, False)
     return out.split("-----------+")[0].splitlines()
 
 
