@@ -8,8 +8,8 @@
   flood HOST PORT CONNS SECONDS  CONNS TCP connections that never send a byte, reopened as
       the collector closes them, for SECONDS or until TERM/INT; prints how many were opened.
   device URL CA CERT KEY FILE LOG STOP  a normal device for the whole suite: one upload every
-      50 ms on a new mTLS connection until the file STOP exists; appends "START_S OK LAT_S" per
-      upload to LOG.
+      50 ms on a new mTLS connection (retried once, as the agent does) until the file STOP
+      exists; appends "START_S OK LAT_S" per upload to LOG.
   table LOG PHASES  the suite's table: PHASES has "name count start end rss_kib lines" lines.
   uploads URL CA CERT KEY FILE...  uploads each FILE once on one keep-alive mTLS connection
       (reconnecting after a close); prints "sent=N codes={code: n}".
@@ -132,17 +132,12 @@ def device(url, ca, cert, key, path, log, stop):
         while not os.path.exists(stop):
             t0 = time.time()
             n += 1
-            ok = 0
-            try:
-                c = http.client.HTTPSConnection(host, int(port), context=ctx, timeout=10)
-                c.request("POST", "/api/0/profiles?service=normal&type=cpu", body,
-                          {"X-Edgeprof-Key": "dev-%d-%d" % (os.getpid(), n)})
-                r = c.getresponse()
-                r.read()
-                c.close()
-                ok = int(r.status == 200)
-            except Exception:
-                pass
+            # retried once with the same key, as the agent's transport does (see normal())
+            key = "dev-%d-%d" % (os.getpid(), n)
+            status, _ = upload_once(host, port, True, ctx, None, key, body)
+            if status != 200:
+                status, _ = upload_once(host, port, True, ctx, None, key, body)
+            ok = int(status == 200)
             lat = time.time() - t0
             out.write("%.3f %d %.4f\n" % (t0, ok, lat))
             time.sleep(max(0.0, 0.05 - lat))
