@@ -96,31 +96,32 @@ totals() { # BOARD...: one line per binary: text + data, stripped file size, bud
 
 kib() { awk -v n="$1" 'BEGIN { printf "%.1f", n / 1024 }'; }
 
-table() { # BOARD: bytes each feature adds, per binary (KiB in the last column)
-	local board=$1 f b base off sum
+table() { # BOARD: bytes each feature adds, per binary the board builds (KiB: their sum)
+	local board=$1 f b base off sum bins=""
+	for b in $binaries; do [ -f "$out/$board/base/$b" ] && bins="$bins $b"; done
 	echo
 	echo "$board: bytes (text + data) each feature adds: base minus a build with it off"
-	printf '  %-22s' feature
-	for b in $binaries; do printf ' %18s' "$b"; done
-	printf ' %10s\n' KiB
-	printf '  %-22s' "(base)"
+	printf '  %-20s' feature
+	for b in $bins; do printf ' %18s' "$b"; done
+	printf ' %8s\n' KiB
+	printf '  %-20s' "(base)"
 	sum=0
-	for b in $binaries; do
+	for b in $bins; do
 		base=$(bytes "$out/$board/base" "$b"); sum=$((sum + base))
 		printf ' %18s' "$base"
 	done
-	printf ' %10s\n' "$(kib $sum)"
+	printf ' %8s\n' "$(kib $sum)"
 	for f in $(features "$board"); do
-		printf '  %-22s' "$f"
+		printf '  %-20s' "$f"
 		if [ -f "$out/$board/no-$f.failed" ]; then echo " build failed"; continue; fi
 		sum=0
-		for b in $binaries; do
+		for b in $bins; do
 			base=$(bytes "$out/$board/base" "$b")
 			off=$(bytes "$out/$board/no-$f" "$b")
 			sum=$((sum + base - off))
 			printf ' %18s' "$((base - off))"
 		done
-		printf ' %10s\n' "$(kib $sum)"
+		printf ' %8s\n' "$(kib $sum)"
 	done
 }
 
