@@ -271,5 +271,5 @@ distclean:
 help:
 	@sed -n '3,16p' Makefile | sed 's/^# \{0,1\}//'
 
-.PHONY: all test all-tests testconfigs size size-check fuzz install demo clean distclean help setup \
-	defconfig olddefconfig menuconfig savedefconfig allnoconfig allyesconfig
+.PHONY: all test all-tests testconfigs size size-check fuzz install demo clean distclean help \
+	setup defconfig olddefconfig menuconfig savedefconfig allnoconfig allyesconfig

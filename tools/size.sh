@@ -60,7 +60,9 @@ run_all() {
 # features BOARD: the bool features its base build has on (kconfig.py features). Not STATIC:
 # a dynamic binary is smaller only by the shared libraries the device must then carry, and the
 # ARM sysroots hold what a static link needs (a dynamic aarch64 link misses libz.so.1).
-features() { /usr/bin/python3 kconfig/kconfig.py features "$out/$1/base/.config" | grep -vx STATIC; }
+features() {
+	/usr/bin/python3 kconfig/kconfig.py features "$out/$1/base/.config" | grep -vx STATIC
+}
 
 check_dir() { # DIR BOARD: 0 when every binary fits its budget
 	local dir=$1 board=$2 budget="boards/$2/size-budget" b size max rc=0
@@ -151,7 +153,7 @@ case "${1:-}" in
 -*) sed -n '3,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
 boards=("$@")
-[ ${#boards[@]} -gt 0 ] || boards=($(ls boards))
+[ ${#boards[@]} -gt 0 ] || mapfile -t boards < <(ls boards)
 
 t0=$(date +%s)
 nbuilds=0
@@ -160,6 +162,7 @@ for board in "${boards[@]}"; do specs+=("$board base"); done
 rc=0
 run_all "${specs[@]}" || rc=1
 nbuilds=${#specs[@]}
+echo "size: ${#specs[@]} board builds, $(($(date +%s) - t0)) s" >&2
 if [ "$mode" = table ]; then
 	specs=()
 	for board in "${boards[@]}"; do
