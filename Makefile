@@ -8,6 +8,8 @@
 #   make [V=1]                 build into build/<board>/
 #   make test [BOARD=b] [SAN=1]  unit tests (under qemu-user for ARM boards) + integration tests
 #   make testconfigs           build every board, allno/allyes and each feature alone
+#   make size [BOARDS="b ..."]   per board: stripped bytes per binary and per feature
+#   make size-check            every board within boards/<board>/size-budget
 #   make install DESTDIR=d     lay out binaries, config and init files
 #   make clean | distclean
 #
@@ -56,7 +58,7 @@ SETUP_STAMP := build/.setup-$(SETUP_ARCH).stamp
 # ---------------------------------------------------------------------------------------------
 # Configuration verbs: they need no .config to exist.
 
-no-config-goals := %config menuconfig help clean distclean setup
+no-config-goals := %config menuconfig help clean distclean setup size size-check
 config-only := $(if $(MAKECMDGOALS),$(if $(filter-out $(no-config-goals),$(MAKECMDGOALS)),,1),)
 
 %_defconfig:
@@ -66,7 +68,7 @@ config-only := $(if $(MAKECMDGOALS),$(if $(filter-out $(no-config-goals),$(MAKEC
 defconfig: | $(SETUP_STAMP)
 	@test -f boards/$(BOARD)/defconfig || { echo "No board '$(BOARD)'. Boards: $$(ls boards)"; exit 2; }
 	@mkdir -p $(O)
-	$(Q)$(KCONFIG) defconfig $(O)/.config boards/$(BOARD)/defconfig
+	$(Q)$(KCONFIG) defconfig $(O)/.config boards/$(BOARD)/defconfig $(SET)
 	@# Only the board's own build directory becomes the default (not O= builds elsewhere).
 	@if [ "$(O)" = "build/$(BOARD)" ]; then echo $(BOARD) > $(BOARD_FILE); fi
 	@echo "  CONFIG   $(O)/.config (board $(BOARD))"
@@ -236,6 +238,13 @@ all-tests: all $(unittests)
 testconfigs: $(SETUP_STAMP)
 	$(Q)tools/testconfigs.sh
 
+# BusyBox-style size table from per-feature builds under build/size/ (tools/size.sh).
+size:
+	$(Q)tools/size.sh $(BOARDS)
+
+size-check:
+	$(Q)tools/size.sh --check $(BOARDS)
+
 fuzz: $(SETUP_STAMP)
 	$(Q)tools/run-fuzz.sh $(fuzz-y)
 
@@ -260,7 +269,7 @@ distclean:
 	$(Q)rm -rf build
 
 help:
-	@sed -n '3,14p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,16p' Makefile | sed 's/^# \{0,1\}//'
 
-.PHONY: all test all-tests testconfigs fuzz install demo clean distclean help setup defconfig \
-	olddefconfig menuconfig savedefconfig allnoconfig allyesconfig
+.PHONY: all test all-tests testconfigs size size-check fuzz install demo clean distclean help \
+	setup defconfig olddefconfig menuconfig savedefconfig allnoconfig allyesconfig

@@ -4,13 +4,14 @@
 
 Run with /usr/bin/python3: a pyenv python3 on PATH cannot see Debian's modules.
 
-  kconfig.py defconfig     CONFIG DEFCONFIG        .config from a board's defconfig
+  kconfig.py defconfig     CONFIG DEFCONFIG [SYM=VAL ...]  .config from a board's defconfig
   kconfig.py olddefconfig  CONFIG                  new symbols take their defaults
   kconfig.py savedefconfig CONFIG OUT              minimal defconfig (only what differs)
   kconfig.py allnoconfig   CONFIG [SYM=VAL ...]    everything off, then SYM=VAL applied
   kconfig.py allyesconfig  CONFIG [SYM=VAL ...]
   kconfig.py genconfig     CONFIG AUTOCONF_H AUTO_CONF
   kconfig.py menuconfig    CONFIG
+  kconfig.py features      CONFIG                  bool features on that can be turned off
 """
 import os
 import sys
@@ -64,6 +65,7 @@ def main(argv):
         rc = fail_on_warnings(kconf)
         if rc:
             return rc
+        apply_assignments(kconf, argv[4:])  # make size: the board with one feature off
         kconf.write_config(config, header="# edgeprof .config from %s\n" % argv[3])
     elif verb == "olddefconfig":
         kconf.load_config(config)
@@ -83,6 +85,13 @@ def main(argv):
         os.makedirs(os.path.dirname(argv[4]), exist_ok=True)
         kconf.write_autoconf(argv[3])
         kconf.write_config(argv[4], header="")
+    elif verb == "features":
+        # tools/size.sh builds the board once per name printed, with that feature off.
+        kconf.load_config(config)
+        for sym in kconf.unique_defined_syms:
+            if (sym.orig_type == kconfiglib.BOOL and sym.choice is None and
+                    sym.str_value == "y" and sym.visibility):
+                print(sym.name)
     elif verb == "menuconfig":
         import menuconfig
         os.environ["KCONFIG_CONFIG"] = config

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The config matrix: every board, allnoconfig, allyesconfig and each top-level feature alone
-# must build, so no combination Kconfig allows rots. Output under build/testconfigs/.
+# must build, so no combination Kconfig allows rots; each board's binaries must fit its
+# boards/<board>/size-budget. Output under build/testconfigs/.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -29,6 +30,9 @@ for b in boards/*/; do
 	if make -s O="$out/board-$b" BOARD="$b" defconfig >"$out/board-$b.log" 2>&1 &&
 	   make -s -j"$jobs" O="$out/board-$b" BOARD="$b" all >>"$out/board-$b.log" 2>&1; then
 		ok=$((ok + 1)); echo "OK    board-$b"
+		# Each board's stripped binaries within boards/<board>/size-budget (make size-check).
+		if tools/size.sh --check-dir "$out/board-$b" "$b"; then ok=$((ok + 1))
+		else failed+=("size-$b"); fi
 	else
 		failed+=("board-$b"); echo "FAIL  board-$b"; tail -n 15 "$out/board-$b.log"
 	fi
