@@ -13,7 +13,8 @@
 #     --ring-size 1G -> 64M;
 #   - durations: --seconds 10 -> 2; a daemon (edgeprof-agent without --once) gets
 #     --round-seconds 2 --period-seconds 3 --jitter-percent 0 appended and runs under
-#     `timeout -s INT 4` (one round, then it stops as on Ctrl-C);
+#     `timeout -s INT 4` (one round, then it stops as on Ctrl-C), with the bundled workload
+#     running beside it (an idle machine gives a system-wide sampler nothing to send);
 #     edgeprof-collector runs in the background until the document's session ends;
 #   - `edgeprof-collector ...` (the doc's "the flags above") -> a second collector's flags;
 #   - inputs a document assumes but does not make: ./program is the bundled workload
@@ -125,6 +126,10 @@ for n, raw in lines:
             nl = len(re.findall(r"--(http-)?listen ", c))
             out.append(f"{c} >>collector.log 2>&1 & echo $! >>pids; wait_listening {nl}")
         elif re.match(r"^edgeprof-agent\b", c) and "--once" not in c:
+            # the bundled workload runs beside it: on an idle machine (a bare CI root) the
+            # system-wide sampler has nothing to send, and the next command finds nothing
+            work = os.path.join(os.environ["EP_BUILD"], "tests/workloads/split")
+            out.append(f"{shlex.quote(work)} --seconds 4 >/dev/null &")
             out.append(f"timeout -s INT 4 {c} --round-seconds 2 --period-seconds 3 "
                        "--jitter-percent 0 || [ $? = 124 ]")
         else:
