@@ -311,22 +311,10 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 		switch (op) {
 		case 0x00:
 			break;
-		case 0x02:
-			loc += cur_fixed(&c, 1) * ci->code_align;
-			if (em && !emit_row(em, loc, r))
-				return false;
-			if (passed(loc, pc, row))
-				return true;
-			break;
+		case 0x02: /* advance_loc1, advance_loc2, advance_loc4 */
 		case 0x03:
-			loc += cur_fixed(&c, 2) * ci->code_align;
-			if (em && !emit_row(em, loc, r))
-				return false;
-			if (passed(loc, pc, row))
-				return true;
-			break;
 		case 0x04:
-			loc += cur_fixed(&c, 4) * ci->code_align;
+			loc += cur_fixed(&c, 1u << (op - 0x02)) * ci->code_align;
 			if (em && !emit_row(em, loc, r))
 				return false;
 			if (passed(loc, pc, row))
