@@ -508,6 +508,11 @@ int procmaps__read(uint32_t pid, unsigned int max_maps, struct procmaps **out)
 	err = read_maps(pid, real, max_maps, out);
 	if (err)
 		return err;
+	if (!(*out)->n) { /* an exiting process: its memory is gone, /proc shows no mapping */
+		procmaps__free(*out);
+		*out = NULL;
+		return -ESRCH;
+	}
 	(*out)->start_time = start_time;
 	find_exe(*out, start_code);
 	return 0;

@@ -2,6 +2,7 @@
 /* agent/ring.c — see ring.h for the protocol. */
 #include <dirent.h>
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <fcntl.h>
@@ -420,13 +421,11 @@ void ring__set_maps(struct ring *r, const char *text, size_t len)
 	__atomic_store_n(&r->sh->maps_len, (uint32_t)len, __ATOMIC_RELEASE);
 }
 
-size_t ring__get_maps(struct ring *r, char *buf, size_t max)
+static size_t ring_copy_maps(struct ring *r, char *buf, size_t max)
 {
 	const char *src = (const char *)r->sh + r->sh->maps_off;
 	uint32_t len = __atomic_load_n(&r->sh->maps_len, __ATOMIC_ACQUIRE);
 
-	if (!max)
-		return 0;
 	if (len >= RING_MAPS_BYTES || len >= max)
 		len = 0;
 	memcpy(buf, src, len);
@@ -434,6 +433,25 @@ size_t ring__get_maps(struct ring *r, char *buf, size_t max)
 	if (__atomic_load_n(&r->sh->maps_len, __ATOMIC_ACQUIRE) != len)
 		len = 0; /* rewritten meanwhile */
 	buf[len] = 0;
+	return len;
+}
+
+/*
+ * A producer republishes its maps as it exits (libraries dlopen'ed since the start): a reader
+ * that lands in that rewrite sees none, and the process may be gone before the next look. The
+ * rewrite is one memcpy of at most RING_MAPS_BYTES, so a few yields outlast it.
+ */
+size_t ring__get_maps(struct ring *r, char *buf, size_t max)
+{
+	size_t len = 0;
+
+	if (!max)
+		return 0;
+	for (int try = 0; try < 8 && !len; try++) {
+		if (try)
+			sched_yield();
+		len = ring_copy_maps(r, buf, max);
+	}
 	return len;
 }
 

@@ -235,6 +235,36 @@ static void exited_pid_is_not_retried(void **state)
 	proctab__free(t);
 }
 
+/*
+ * A process that is exiting (a zombie here: exited, not reaped) has no memory left and its
+ * /proc maps read as empty: that is "gone", not "a process with no mapping", or the table would
+ * keep the empty maps and never take the copy the process left in its ring.
+ */
+static void exiting_process_is_gone_not_empty(void **state)
+{
+	struct procmaps *pm = (struct procmaps *)1;
+	char path[64], st[256];
+	pid_t child = fork();
+
+	if (child == 0)
+		_exit(0);
+	assert_true(child > 0);
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)child);
+	for (int i = 0; i < 1000; i++) { /* until the child is a zombie */
+		FILE *f = fopen(path, "r");
+		char *rp = f && fgets(st, sizeof(st), f) ? strrchr(st, ')') : NULL;
+
+		if (f)
+			fclose(f);
+		if (rp && rp[1] == ' ' && rp[2] == 'Z')
+			break;
+		usleep(1000);
+	}
+	assert_int_equal(procmaps__read((uint32_t)child, 256, &pm), -ESRCH);
+	assert_null(pm);
+	waitpid(child, NULL, 0);
+}
+
 /* The process least used this round is evicted, not the one in use. */
 static void eviction_is_least_recently_used(void **state)
 {
@@ -393,6 +423,7 @@ int main(void)
 	    cmocka_unit_test(build_ids_are_cached_per_file),
 	    cmocka_unit_test(build_id_cache_follows_the_file),
 	    cmocka_unit_test(exited_pid_is_not_retried),
+	    cmocka_unit_test(exiting_process_is_gone_not_empty),
 	    cmocka_unit_test(eviction_is_least_recently_used),
 	    cmocka_unit_test(maps_fields_are_parsed_exactly),
 	    cmocka_unit_test(common_file_survives_one_off_files),
