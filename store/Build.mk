@@ -5,7 +5,9 @@
 store-ch-$(CONFIG_COLLECTOR_CLICKHOUSE) := store/store-ch.o store/ch-query.o store/ch-client.o \
 					   port/net.o port/http.o
 store-core-y = $(port-ring-y) $(store-ch-y) store/index.o store/selector.o store/timeparse.o \
-	       store/store.o store/store-ring.o store/rollup-plan.o $(store-rollup-y)
+	       store/store.o store/store-ring.o store/rollup-plan.o $(store-rollup-y) \
+	       $(store-mrules-y)
+store-mrules-$(CONFIG_COLLECTOR_METRICS_RULES) := store/metrics-rules.o
 store-rollup-$(CONFIG_COLLECTOR_ROLLUP) := store/rollup.o
 
 unit-tests-y        += timeparse selector

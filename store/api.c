@@ -426,13 +426,7 @@ int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, si
 	meta.key = in->key ? in->key : "";
 	meta.labels = in->labels;
 	meta.n_labels = in->n_labels;
-	/* the ring does not keep the decoded profile through its fsync wait: free it first */
-	if (!store__uses_decoded(a->store)) {
-		pprof_profile__free(p);
-		p = NULL;
-	}
-	ret = store__put_decoded(a->store, &meta, body, len, p, seq, dup);
-	pprof_profile__free(p);
+	ret = store__ingest(a->store, &meta, body, len, p, seq, dup); /* takes p */
 	if (ret == -EFBIG)
 		api_error(a, 413, REJ_TOO_LARGE, "profile of %zu bytes cannot fit in the ring",
 			  len);
