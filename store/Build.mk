@@ -34,5 +34,13 @@ $(O)/tests/drivers/store-bench: $(addprefix $(O)/,$(store-bench-objs))
 	$(quiet) LD $@
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(pprof-ldlibs) -lpthread
 
+# The metrics rules' cost per profile, in-process (tests/bench/metrics-bench.sh).
+metrics-eval-objs = tests/drivers/metrics-eval.o $(store-core-y) $(pprof-y) $(port-y)
+mrules-drivers-$(CONFIG_COLLECTOR_METRICS_RULES) := $(O)/tests/drivers/metrics-eval
+all-tests: $(mrules-drivers-y)
+$(O)/tests/drivers/metrics-eval: $(addprefix $(O)/,$(metrics-eval-objs))
+	$(quiet) LD $@
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(pprof-ldlibs) -lpthread
+
 # Fuzz targets (make fuzz): any text as a selector or a time.
 fuzz-y += store-selector

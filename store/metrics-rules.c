@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,9 @@ struct mr_rule {
 	char *text;		  /* as given, for # HELP */
 	struct selector *sel;	  /* profiles */
 	struct selector *fn;	  /* NULL, or {function op "v"} on function names */
+	enum selector_op fn_op;	  /* fn's matcher, matched directly (a profile has thousands) */
+	const char *fn_value;	  /* (in fn) */
+	regex_t fn_re;		  /* fn_value anchored, for =~ and !~ */
 	char *by[MR_BY_MAX];	  /* label names as matched */
 	char *by_prom[MR_BY_MAX]; /* the same as Prometheus label names */
 	size_t n_by;
@@ -78,6 +82,8 @@ static void rule_free(struct mr_rule *ru)
 {
 	free(ru->text);
 	selector__free(ru->sel);
+	if (ru->fn && (ru->fn_op == SEL_RE || ru->fn_op == SEL_NRE))
+		regfree(&ru->fn_re);
 	selector__free(ru->fn);
 	for (size_t i = 0; i < ru->n_by; i++) {
 		free(ru->by[i]);
@@ -182,6 +188,16 @@ static const char *parse_function(struct mr_rule *ru, const char *p, char *err, 
 	if (selector__parse(text, SELECTOR_F_NO_BUDGET, &ru->fn, serr, sizeof(serr))) {
 		snprintf(err, errlen, "function filter: %s", serr);
 		return NULL;
+	}
+	/* the selector checked the regex (size bounds); compile it as it does, to match names */
+	selector__matcher(ru->fn, 0, &(const char *){NULL}, &ru->fn_op, &ru->fn_value);
+	if (ru->fn_op == SEL_RE || ru->fn_op == SEL_NRE) {
+		snprintf(text, sizeof(text), "^(%s)$", ru->fn_value);
+		if (regcomp(&ru->fn_re, text, REG_EXTENDED | REG_NOSUB)) {
+			ru->fn_op = SEL_EQ; /* nothing to regfree */
+			snprintf(err, errlen, "function filter: bad regex");
+			return NULL;
+		}
 	}
 	return end;
 }
@@ -382,45 +398,64 @@ static int counter_index(const struct pprof_profile *p, enum mr_unit *unit, int6
 	return best;
 }
 
-/* Marks the locations whose frames (inlined ones too) hold a function fn matches. */
-static void mark_locations(const struct pprof_profile *p, const struct selector *fn,
+/*
+ * Marks the locations whose frames (inlined ones too) hold a function fn matches: lhit[id] for
+ * location id (ids are dense after pprof_read: locations[id - 1]; lhit[0] stays 0). Returns
+ * whether any does.
+ */
+static bool mark_locations(const struct pprof_profile *p, const struct mr_rule *ru,
 			   unsigned char *fhit, unsigned char *lhit)
 {
-	struct record_label l = {"function", ""};
+	bool any = false;
 
 	for (size_t i = 0; i < p->n_functions; i++) {
 		const char *name = pprof_str(p, p->functions[i].name);
+		bool hit;
 
-		l.value = *name ? name : pprof_str(p, p->functions[i].system_name);
-		fhit[i] = selector__match(fn, "", "", &l, 1);
+		if (!*name)
+			name = pprof_str(p, p->functions[i].system_name);
+		if (ru->fn_op == SEL_RE || ru->fn_op == SEL_NRE)
+			hit = !regexec(&ru->fn_re, name, 0, NULL, 0);
+		else
+			hit = !strcmp(name, ru->fn_value);
+		fhit[i] = hit;
 	}
+	lhit[0] = 0;
 	for (size_t i = 0; i < p->n_locations; i++) {
 		const struct pprof_location *loc = &p->locations[i];
+		unsigned char hit = 0;
 
-		lhit[i] = 0;
-		for (size_t j = 0; j < loc->n_lines && !lhit[i]; j++) {
+		for (size_t j = 0; j < loc->n_lines; j++) {
 			uint64_t f = loc->lines[j].function_id;
 
-			lhit[i] = f >= 1 && f <= p->n_functions && fhit[f - 1];
+			hit |= f >= 1 && f <= p->n_functions && fhit[f - 1];
 		}
+		lhit[i + 1] = hit;
+		any |= hit;
 	}
+	return any;
 }
 
-/* The sum of value vi over the samples (those with a marked location when lhit is set). */
-static int64_t sum_samples(const struct pprof_profile *p, int vi, const unsigned char *lhit)
+/*
+ * The sum of value vi over the samples: all (lhit NULL), those with a marked location, or
+ * (negate) those without one. The hot loop of a function filter: every frame is looked at.
+ */
+static int64_t sum_samples(const struct pprof_profile *p, int vi, const unsigned char *lhit,
+			   bool negate)
 {
+	const uint64_t n = p->n_locations;
 	int64_t sum = 0;
 
 	for (size_t i = 0; i < p->n_samples; i++) {
 		const struct pprof_sample *s = &p->samples[i];
-		bool in = !lhit;
+		const uint64_t *ids = s->location_ids;
+		unsigned char in = 0;
 
-		for (size_t j = 0; !in && j < s->n_locations; j++) {
-			uint64_t id = s->location_ids[j];
-
-			in = id >= 1 && id <= p->n_locations && lhit[id - 1];
-		}
-		if (in && s->values[vi] > 0)
+		if (s->values[vi] <= 0)
+			continue;
+		for (size_t j = 0, k = lhit ? s->n_locations : 0; !in && j < k; j++)
+			in = lhit[ids[j] <= n ? ids[j] : 0];
+		if (!lhit || in != negate)
 			sum += s->values[vi];
 	}
 	return sum;
@@ -445,6 +480,7 @@ void metrics_rules__eval(const struct metrics_rules *r, const struct record_meta
 	vi = counter_index(p, &unit, &scale);
 	for (size_t i = 0; i < r->n_rules; i++) {
 		const struct mr_rule *ru = &r->rules[i];
+		bool negate;
 		int64_t v;
 
 		out->hit[i] = selector__match(ru->sel, meta->service, meta->device, labels, n);
@@ -458,7 +494,7 @@ void metrics_rules__eval(const struct metrics_rules *r, const struct record_meta
 		}
 		if (!ru->fn) {
 			if (all < 0)
-				all = sum_samples(p, vi, NULL);
+				all = sum_samples(p, vi, NULL, false);
 			v = all;
 		} else {
 			if (!marks)
@@ -467,8 +503,11 @@ void metrics_rules__eval(const struct metrics_rules *r, const struct record_meta
 				out->hit[i] = false;
 				continue;
 			}
-			mark_locations(p, ru->fn, marks, marks + p->n_functions);
-			v = sum_samples(p, vi, marks + p->n_functions);
+			negate = ru->fn_op == SEL_NE || ru->fn_op == SEL_NRE;
+			if (mark_locations(p, ru, marks, marks + p->n_functions))
+				v = sum_samples(p, vi, marks + p->n_functions, negate);
+			else /* no function matches: no stack to look at */
+				v = negate ? sum_samples(p, vi, NULL, false) : 0;
 		}
 		out->value[i] = v > INT64_MAX / scale ? INT64_MAX : v * scale;
 	}

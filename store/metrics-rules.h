@@ -6,8 +6,9 @@
  *   cpu_checksum=gateway{region="eu"} function="checksum" by (version)
  *
  * SELECTOR is the query selector (store/selector.h) matched on the profile's service, type,
- * device and labels; function="F" (or !=, =~, !~ with a regex) keeps the samples whose stack
- * holds a matching function, each sample counted once however often it appears in it; by ()
+ * device and labels; function="F" (or =~ with a regex) keeps the samples whose stack holds a
+ * matching function, each sample counted once however often it appears in it, != and !~ those
+ * whose stack holds none; by ()
  * names the labels (and service, type, device) the series are split by. The value of a
  * profile is the sum of one of its sample types, chosen from the types (the unit follows):
  * a time (cpu/nanoseconds, delay/nanoseconds) -> NAME_seconds_total; else bytes other than a
