@@ -5,6 +5,8 @@
 pprof-y      = pprof/profile.pb.o pprof/util.o pprof/builder.o pprof/writer.o pprof/reader.o \
 	       pprof/merge.o pprof/merge-parallel.o pprof/write-parallel.o pprof/symbolize.o
 pprof-ldlibs = -lprotobuf-nanopb -lz -lpthread
+# Folded text read as a profile: the CLI and the collector link it, the agent does not.
+pprof-folded-y = pprof/folded.o
 
 # gzip input: libdeflate's whole-buffer inflate where the board has it, zlib's path always.
 pprof-inflate-y := pprof/inflate-zlib.o
