@@ -25,10 +25,13 @@ bool cli_wants_help(int argc, char **argv)
 	return false;
 }
 
+bool cli_usage_hinted;
+
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
 	va_list ap;
 
+	cli_usage_hinted = true;
 	fprintf(stderr, "edgeprof %s: ", cmd);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);

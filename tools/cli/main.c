@@ -81,6 +81,8 @@ CLI_COMMAND(help, "describe a command", help_run, help_help);
 int main(int argc, char **argv)
 {
 	const struct cli_command *c;
+	char name[64];
+	int ret;
 
 	if (argc < 2) {
 		usage(stderr);
@@ -100,5 +102,11 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return CLI_USAGE;
 	}
-	return c->run(argc - 1, argv + 1);
+	/* getopt's own messages ("unrecognized option") then name "edgeprof CMD" */
+	snprintf(name, sizeof(name), "edgeprof %s", c->name);
+	argv[1] = name;
+	ret = c->run(argc - 1, argv + 1);
+	if (ret == CLI_USAGE && !cli_usage_hinted)
+		fprintf(stderr, "Try 'edgeprof %s --help'.\n", c->name);
+	return ret;
 }
