@@ -31,6 +31,7 @@ struct mr_rule {
 	enum selector_op fn_op;	  /* fn's matcher, matched directly (a profile has thousands) */
 	const char *fn_value;	  /* (in fn) */
 	regex_t fn_re;		  /* fn_value anchored, for =~ and !~ */
+	size_t fn_prefix;	  /* a literal start every match has (regex_prefix()) */
 	char *by[MR_BY_MAX];	  /* label names as matched */
 	char *by_prom[MR_BY_MAX]; /* the same as Prometheus label names */
 	size_t n_by;
@@ -157,6 +158,25 @@ static bool prom_name_ok(const char *s, size_t n)
 	return true;
 }
 
+/*
+ * How many leading characters of an (anchored) regex every match starts with: letters, digits,
+ * '_' and ':' up to the first other character, less the last one when a quantifier follows it;
+ * 0 when the regex has an alternation anywhere. Names without that start need no regexec (a
+ * profile has thousands of names, and "func_1.*" must look at few of them).
+ */
+static size_t regex_prefix(const char *re)
+{
+	size_t n = 0;
+
+	if (strchr(re, '|'))
+		return 0;
+	while (isalnum((unsigned char)re[n]) || re[n] == '_' || re[n] == ':')
+		n++;
+	if (n && (re[n] == '*' || re[n] == '?' || re[n] == '{' || re[n] == '+'))
+		n--;
+	return n;
+}
+
 /* function="F" (=, !=, =~, !~): parsed as the selector {function op "F"}. */
 static const char *parse_function(struct mr_rule *ru, const char *p, char *err, size_t errlen)
 {
@@ -198,6 +218,7 @@ static const char *parse_function(struct mr_rule *ru, const char *p, char *err, 
 			snprintf(err, errlen, "function filter: bad regex");
 			return NULL;
 		}
+		ru->fn_prefix = regex_prefix(ru->fn_value);
 	}
 	return end;
 }
@@ -415,7 +436,8 @@ static bool mark_locations(const struct pprof_profile *p, const struct mr_rule *
 		if (!*name)
 			name = pprof_str(p, p->functions[i].system_name);
 		if (ru->fn_op == SEL_RE || ru->fn_op == SEL_NRE)
-			hit = !regexec(&ru->fn_re, name, 0, NULL, 0);
+			hit = !strncmp(name, ru->fn_value, ru->fn_prefix) &&
+			      !regexec(&ru->fn_re, name, 0, NULL, 0);
 		else
 			hit = !strcmp(name, ru->fn_value);
 		fhit[i] = hit;

@@ -103,14 +103,16 @@ check_eq "cpu outside checksum" "$(q 'gw_not_checksum_seconds_total')" \
 	"$(awk -v n="$n" 'BEGIN { print n * 0.3 }')"
 check_eq "alloc bytes" "$(q 'gw_alloc_bytes_total{service="gw",device="dev-1"}')" 1572864
 
-# The rate Prometheus computes is the one we uploaded at: within 15%, or within 1.5 rounds of
-# the k stored in the window when the machine is so loaded that k is small (1 s scrapes cut a
-# 6 s window at their own instants, not at our uploads').
+# The rate Prometheus computes is the one we uploaded at: within 15%, or within 2.5 rounds of
+# the k stored in the window when the machine is so loaded that k is small (1 s scrapes, late
+# under load, cut a 6 s window at their own instants, not at our uploads', and rate()
+# extrapolates to the window's edges). The totals above are the exact check; this one catches
+# a counter counted twice or in the wrong unit.
 k=$(awk -v at="$at" '$1 > at - 6 && $1 <= at { k++ } END { print k + 0 }' "$T/rounds")
 check_rate() { # what promql per-round-value
 	local got
 	got=$(q "$2" "$at")
-	awk -v g="$got" -v k="$k" -v v="$3" 'BEGIN { w = k * v / 6; d = 1.5 * v / 6
+	awk -v g="$got" -v k="$k" -v v="$3" 'BEGIN { w = k * v / 6; d = 2.5 * v / 6
 		if (d < 0.15 * w) d = 0.15 * w
 		exit !(g != "none" && g > w - d && g < w + d) }' ||
 		fail "$1: $got, want $(awk -v k="$k" -v v="$3" 'BEGIN { print k * v / 6 }')"
