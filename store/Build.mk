@@ -14,6 +14,11 @@ unit-tests-y        += timeparse selector
 timeparse-test-objs  = store/timeparse.o
 selector-test-objs   = store/selector.o port/clock.o
 
+# The metrics rules on profiles made by the builder (runs on every board's qemu too).
+unit-tests-$(CONFIG_COLLECTOR_METRICS_RULES) += metrics-rules
+metrics-rules-test-objs   = store/metrics-rules.o store/selector.o $(pprof-y) $(port-y)
+metrics-rules-test-ldlibs = $(pprof-ldlibs) -lpthread
+
 unit-tests-y    += index
 index-test-objs  = store/index.o
 
