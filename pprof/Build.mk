@@ -46,7 +46,7 @@ $(O)/tests/pprof-tool: $(O)/tests/pprof-tool.o $(addprefix $(O)/,$(pprof-y) port
 
 # Fuzz targets: tools/run-fuzz.sh NAME... builds tests/fuzz/NAME.c with clang's libFuzzer
 # against the sources listed in tests/fuzz/NAME.srcs and runs it for a bounded time.
-fuzz-y += pprof-reader
+fuzz-y += pprof-reader pprof-folded
 
 # tools/run-fuzz.sh builds fuzz targets with clang outside this Makefile; it only needs the
 # generated headers. The recipe expands at run time, after every Build.mk has added its own.
