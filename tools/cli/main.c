@@ -43,7 +43,8 @@ static void usage(FILE *out)
 	fprintf(
 	    out,
 	    "usage: edgeprof COMMAND [OPTIONS] [ARGS]\n\n"
-	    "Reads pprof profiles (gzip or raw, from any producer) and prints or draws them.\n\n"
+	    "Reads pprof profiles (gzip or raw, from any producer) or folded text ('a;b;c 12'\n"
+	    "lines, as flamegraph.pl's stackcollapse scripts write) and prints or draws them.\n\n"
 	    "Commands:\n");
 	for (i = 0; i < n; i++)
 		fprintf(out, "  %-8s %s\n", sorted[i]->name, sorted[i]->summary);
