@@ -5,6 +5,8 @@
 pprof-y      = pprof/profile.pb.o pprof/util.o pprof/builder.o pprof/writer.o pprof/reader.o \
 	       pprof/merge.o pprof/merge-parallel.o pprof/write-parallel.o pprof/symbolize.o
 pprof-ldlibs = -lprotobuf-nanopb -lz -lpthread
+# Folded text read as a profile: the CLI and the collector link it, the agent does not.
+pprof-folded-y = pprof/folded.o
 
 # gzip input: libdeflate's whole-buffer inflate where the board has it, zlib's path always.
 pprof-inflate-y := pprof/inflate-zlib.o
@@ -44,7 +46,7 @@ $(O)/tests/pprof-tool: $(O)/tests/pprof-tool.o $(addprefix $(O)/,$(pprof-y) port
 
 # Fuzz targets: tools/run-fuzz.sh NAME... builds tests/fuzz/NAME.c with clang's libFuzzer
 # against the sources listed in tests/fuzz/NAME.srcs and runs it for a bounded time.
-fuzz-y += pprof-reader
+fuzz-y += pprof-reader pprof-folded
 
 # tools/run-fuzz.sh builds fuzz targets with clang outside this Makefile; it only needs the
 # generated headers. The recipe expands at run time, after every Build.mk has added its own.

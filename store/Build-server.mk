@@ -26,7 +26,7 @@ fuzz-$(CONFIG_COLLECTOR_DWARF) += dwarf-line
 bin-$(CONFIG_COLLECTOR)      += edgeprof-collector
 edgeprof-collector-objs      = store/main.o $(store-server-y) $(store-core-y) $(store-ui-y) \
 			       $(store-render-y) \
-			       $(pprof-y) $(port-net-y) $(port-y)
+			       $(pprof-y) $(pprof-folded-y) $(port-net-y) $(port-y)
 edgeprof-collector-ldlibs    = $(port-net-ldlibs) $(pprof-ldlibs)
 
 # The load client of the benchmark and the crash test (not installed): built by make all-tests.

@@ -5,12 +5,19 @@
 store-ch-$(CONFIG_COLLECTOR_CLICKHOUSE) := store/store-ch.o store/ch-query.o store/ch-client.o \
 					   port/net.o port/http.o
 store-core-y = $(port-ring-y) $(store-ch-y) store/index.o store/selector.o store/timeparse.o \
-	       store/store.o store/store-ring.o store/rollup-plan.o $(store-rollup-y)
+	       store/store.o store/store-ring.o store/rollup-plan.o $(store-rollup-y) \
+	       $(store-mrules-y)
+store-mrules-$(CONFIG_COLLECTOR_METRICS_RULES) := store/metrics-rules.o
 store-rollup-$(CONFIG_COLLECTOR_ROLLUP) := store/rollup.o
 
 unit-tests-y        += timeparse selector
 timeparse-test-objs  = store/timeparse.o
 selector-test-objs   = store/selector.o port/clock.o
+
+# The metrics rules on profiles made by the builder (runs on every board's qemu too).
+unit-tests-$(CONFIG_COLLECTOR_METRICS_RULES) += metrics-rules
+metrics-rules-test-objs   = store/metrics-rules.o store/selector.o $(pprof-y) $(port-y)
+metrics-rules-test-ldlibs = $(pprof-ldlibs) -lpthread
 
 unit-tests-y    += index
 index-test-objs  = store/index.o
@@ -29,6 +36,14 @@ $(O)/tests/drivers/store-append: $(addprefix $(O)/,$(store-append-objs))
 	$(quiet) LD $@
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lpthread
 $(O)/tests/drivers/store-bench: $(addprefix $(O)/,$(store-bench-objs))
+	$(quiet) LD $@
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(pprof-ldlibs) -lpthread
+
+# The metrics rules' cost per profile, in-process (tests/bench/metrics-bench.sh).
+metrics-eval-objs = tests/drivers/metrics-eval.o $(store-core-y) $(pprof-y) $(port-y)
+mrules-drivers-$(CONFIG_COLLECTOR_METRICS_RULES) := $(O)/tests/drivers/metrics-eval
+all-tests: $(mrules-drivers-y)
+$(O)/tests/drivers/metrics-eval: $(addprefix $(O)/,$(metrics-eval-objs))
 	$(quiet) LD $@
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(pprof-ldlibs) -lpthread
 

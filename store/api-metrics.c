@@ -2,6 +2,7 @@
 /* store/api-metrics.c — GET /metrics in Prometheus' text format. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "port/clock.h"
 #include "store/debuginfo.h"
@@ -33,8 +34,12 @@ static void metric_rollups(struct sbuf *b, const struct store_stats *st)
 	metric(b, "rollups_dropped_total", "counter",
 	       "Rollups not built (merge or append failed, bucket too large): left raw.",
 	       st->rollups_dropped);
-	metric(b, "rollup_build_cpu_milliseconds_total", "counter",
-	       "CPU time spent building rollups.", st->rollup_build_ns / 1000000);
+	/* seconds, Prometheus' base unit (promtool check metrics refuses milliseconds) */
+	sbuf_printf(b, "# HELP edgeprof_collector_rollup_build_cpu_seconds_total CPU time spent "
+		    "building rollups.\n# TYPE edgeprof_collector_rollup_build_cpu_seconds_total "
+		    "counter\nedgeprof_collector_rollup_build_cpu_seconds_total %" PRIu64 ".%03"
+		    PRIu64 "\n", st->rollup_build_ns / (uint64_t)NSEC_PER_SEC,
+		    st->rollup_build_ns % (uint64_t)NSEC_PER_SEC / 1000000);
 	metric(b, "rollups_read_total", "counter", "Rollups read by merges.", st->rollups_read);
 	metric(b, "rollups_stale_total", "counter",
 	       "Rollups not used because their raws changed (late or evicted): merged raw.",
@@ -104,6 +109,18 @@ static void metric_debuginfo(struct sbuf *b, struct debuginfo *d)
 	       st.line_errors);
 }
 
+/* The counters of --metrics-rule (store/metrics-rules.h). */
+static void metric_rules(struct sbuf *b, struct store *s)
+{
+	char *text;
+	size_t len;
+
+	if (!s->rules || metrics_rules__text(s->rules, &text, &len) || !text)
+		return;
+	sbuf_printf(b, "%s", text);
+	free(text);
+}
+
 void api_metrics(struct api_ctx *a)
 {
 	const struct server_metrics *m = a->metrics;
@@ -152,6 +169,7 @@ void api_metrics(struct api_ctx *a)
 	metric(&b, "connections_evicted_total", "counter",
 	       "Unauthenticated connections closed to make room (--max-handshakes).",
 	       m->conns_evicted);
+	metric_rules(&b, a->store);
 	api_json(a, &b);
 	a->content_type = "text/plain; version=0.0.4";
 }

@@ -4,6 +4,8 @@
  *
  *   GET /api/0/render?query=&type=&from=&to=&format=json|flamebearer|folded
  *       the merged profile of the selection as a call tree (store/render.h)
+ *   POST /api/0/render?format=...   body: a pprof (gzip or raw) or folded-text file
+ *       the same for that one file, nothing stored (the web UI's "open a file")
  *   GET /api/0/timeline?query=&type=&from=&to=&step=SECONDS
  *       {"from":s,"step":s,"profiles":n,"values":[...]}: the profiles' totals per time bucket,
  *       from the index alone (records carry their total), so it costs no payload decode.
@@ -21,21 +23,28 @@
 #define TIMELINE_DEFAULT_BUCKETS 120
 #define TIMELINE_DEFAULT_SPAN (3600 * NSEC_PER_SEC)
 
-void api_render(struct api_ctx *a)
+/* The format= parameter: 0, or -EINVAL with the error answer set. */
+static int render_format_param(struct api_ctx *a, enum render_format *fmt)
 {
-	struct pprof_profile *p = NULL;
-	enum render_format fmt;
-	size_t n = 0, len = 0;
-	char format[32], err[300] = "", *out = NULL;
-	int ret;
+	char format[32];
 
 	if (api_param(a, "format", format, sizeof(format)) < 0)
-		return;
-	if (render_format_parse(format, &fmt))
-		return api_error(a, 400, REJ_BAD_REQUEST,
-				 "unknown format '%s': json, flamebearer or folded", format);
-	if (api_merge_query(a, &p, &n))
-		return;
+		return -EINVAL;
+	if (!render_format_parse(format, fmt))
+		return 0;
+	api_error(a, 400, REJ_BAD_REQUEST, "unknown format '%s': json, flamebearer or folded",
+		  format);
+	return -EINVAL;
+}
+
+/* Symbolizes p with the stored debug files, renders it as the answer, frees it. */
+static void render_answer(struct api_ctx *a, struct pprof_profile *p, size_t n,
+			  enum render_format fmt)
+{
+	char err[300] = "", *out = NULL;
+	size_t len = 0;
+	int ret;
+
 	p = api_symbolize(a, p);
 	ret = render_profile(p, fmt, n, 0, &out, &len, err, sizeof(err));
 	pprof_profile__free(p);
@@ -43,6 +52,33 @@ void api_render(struct api_ctx *a)
 		return api_error(a, 500, REJ_STORE, "%s", err);
 	api_set_body(a, 200, fmt == RENDER_FOLDED ? "text/plain; charset=utf-8" : "application/json",
 		     out, len, false);
+}
+
+void api_render(struct api_ctx *a)
+{
+	struct pprof_profile *p = NULL;
+	enum render_format fmt;
+	size_t n = 0;
+
+	if (render_format_param(a, &fmt) || api_merge_query(a, &p, &n))
+		return;
+	render_answer(a, p, n, fmt);
+}
+
+/*
+ * Stateless: the body is read under --max-body like any request, decoded under the ingest's
+ * limits (gzip bombs: 413), symbolized with the stored debug files, rendered, and freed. An
+ * operator's path (it costs a decode and a render): devices get a 403 before their body.
+ */
+void api_render_file(struct api_ctx *a)
+{
+	struct pprof_profile *p = NULL;
+	enum render_format fmt;
+
+	if (render_format_param(a, &fmt) ||
+	    api_read_profile(a, a->req->body, a->req->body_len, true, &p))
+		return;
+	render_answer(a, p, 1, fmt);
 }
 
 struct timeline {

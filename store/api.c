@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "port/clock.h"
+#include "pprof/folded.h"
 #include "port/log.h"
 #include "port/text.h"
 #include "store/selector.h"
@@ -20,7 +21,6 @@
 #include "store/timeparse.h"
 #include "store/ui.h"
 
-#define API_MAX_DECODED	 (64u << 20)	/* a profile may expand to this much (gzip bombs) */
 #define API_MAX_OUTPUT	 (256u << 20)	/* merged profile answer */
 #define API_LIST_DEFAULT 1000
 #define API_LIST_MAX	 100000
@@ -348,8 +348,8 @@ static const char *type_from_profile(const struct pprof_profile *p)
 
 /* ---- the common ingest path ------------------------------------------------------------- */
 
-static int api_validate(struct api_ctx *a, const void *body, size_t len,
-			struct pprof_profile **p)
+int api_read_profile(struct api_ctx *a, const void *body, size_t len, bool folded_ok,
+		     struct pprof_profile **p)
 {
 	struct pprof_read_limits lim = { .max_input = a->max_body,
 					 .max_decoded = API_MAX_DECODED };
@@ -357,17 +357,22 @@ static int api_validate(struct api_ctx *a, const void *body, size_t len,
 	int ret;
 
 	if (!len) {
-		api_error(a, 400, REJ_BAD_PROFILE, "empty body: expected a pprof profile");
+		api_error(a, 400, REJ_BAD_PROFILE, "empty body: expected a pprof profile%s",
+			  folded_ok ? " or folded text" : "");
 		return -EINVAL;
 	}
-	ret = pprof_read(body, len, &lim, p, err, sizeof(err));
+	if (folded_ok)
+		ret = pprof_read_any(body, len, &lim, p, err, sizeof(err));
+	else
+		ret = pprof_read(body, len, &lim, p, err, sizeof(err));
 	if (ret == -EFBIG) {
 		api_error(a, 413, REJ_TOO_LARGE, "profile refused: %s", err);
 		return ret;
 	}
 	if (ret) {
 		api_error(a, ret == -ENOMEM ? 503 : 400,
-			  ret == -ENOMEM ? REJ_STORE : REJ_BAD_PROFILE, "invalid pprof: %s",
+			  ret == -ENOMEM ? REJ_STORE : REJ_BAD_PROFILE, "invalid %s: %s",
+			  folded_ok ? "profile" : "pprof",
 			  err[0] ? err : strerror(-ret));
 		return ret;
 	}
@@ -403,7 +408,7 @@ int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, si
 
 	a->metrics->received++;
 	a->metrics->bytes_received += len;
-	ret = api_validate(a, body, len, &p);
+	ret = api_read_profile(a, body, len, false, &p);
 	if (ret)
 		return ret;
 	meta.time_ns = (uint64_t)in->created_ns;
@@ -426,13 +431,7 @@ int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, si
 	meta.key = in->key ? in->key : "";
 	meta.labels = in->labels;
 	meta.n_labels = in->n_labels;
-	/* the ring does not keep the decoded profile through its fsync wait: free it first */
-	if (!store__uses_decoded(a->store)) {
-		pprof_profile__free(p);
-		p = NULL;
-	}
-	ret = store__put_decoded(a->store, &meta, body, len, p, seq, dup);
-	pprof_profile__free(p);
+	ret = store__ingest(a->store, &meta, body, len, p, seq, dup); /* takes p */
 	if (ret == -EFBIG)
 		api_error(a, 413, REJ_TOO_LARGE, "profile of %zu bytes cannot fit in the ring",
 			  len);
@@ -877,6 +876,7 @@ static const struct route routes[] = {
 	{ "GET", "/api/0/services", api_services, false },
 	{ "GET", "/api/0/version", api_version, true },
 	{ "GET", "/api/0/render", api_render, false },
+	{ "POST", "/api/0/render", api_render_file, false },
 	{ "POST", "/api/0/debuginfo/", api_debuginfo_put, false },
 	{ "GET", "/api/0/debuginfo", api_debuginfo_list, false },
 	{ "GET", "/api/0/timeline", api_timeline, false },

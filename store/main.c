@@ -21,6 +21,12 @@ static struct server *the_server;
 #define ROLLUP_DEFAULT_S 0
 #endif
 
+#ifdef CONFIG_COLLECTOR_METRICS_SERIES
+#define METRICS_SERIES CONFIG_COLLECTOR_METRICS_SERIES
+#else
+#define METRICS_SERIES 0
+#endif
+
 static const char usage_text[] =
 	"usage: edgeprof-collector --listen HOST:PORT --tls-ca F --tls-cert F --tls-key F\n"
 	"                          --ring PATH [--ring-size SIZE] [--fsync-ms N]\n"
@@ -29,7 +35,8 @@ static const char usage_text[] =
 	"                          [--max-handshakes N]\n"
 	"                          [--request-timeout-ms N] [--idle-timeout-ms N]\n"
 	"                          [--index-entries N] [--debuginfo-dir DIR] [--syslog] [-v]\n"
-	"                          [--rollup-seconds N]\n"
+	"                          [--rollup-seconds N] [--metrics-rule 'NAME=SELECTOR ...']...\n"
+	"                          [--metrics-series N]\n"
 	"       edgeprof-collector ... --clickhouse http://HOST:PORT/DATABASE --debuginfo-dir DIR\n"
 	"                          [--ch-batch-ms N] [--retention-days N]   (instead of --ring)\n"
 	"\n"
@@ -47,6 +54,11 @@ static const char usage_text[] =
 	"one silent longest is closed when a new one needs its slot). With --clickhouse the\n"
 	"profiles go to ClickHouse (decoded into rows, stacks stored once) instead of a ring\n"
 	"file, and an upload is acknowledged once ClickHouse accepted its batch.\n"
+	"--metrics-rule 'NAME=SELECTOR [function=\"F\"] [by (label, ...)]' (repeatable) counts\n"
+	"the stored profiles that match into NAME_seconds_total (CPU time), NAME_bytes_total\n"
+	"(bytes allocated) or NAME_total at /metrics, in at most N series (--metrics-series,\n"
+	"default and most %d), e.g.\n"
+	"  --metrics-rule 'checksum_cpu=gateway{region=\"eu\"} function=\"checksum\" by (version)'\n"
 	"To start: edgeprof certs init pki && edgeprof certs device pki gw-1, then\n"
 	"  edgeprof-collector --listen 127.0.0.1:8443 --tls-ca pki/ca.crt \\\n"
 	"    --tls-cert pki/server.crt --tls-key pki/server.key --ring /tmp/edgeprof/ring\n"
@@ -55,7 +67,7 @@ static const char usage_text[] =
 
 static void usage(FILE *out)
 {
-	fprintf(out, usage_text, CONFIG_COLLECTOR_RING_MB, ROLLUP_DEFAULT_S);
+	fprintf(out, usage_text, CONFIG_COLLECTOR_RING_MB, ROLLUP_DEFAULT_S, METRICS_SERIES);
 }
 
 static int parse_size(const char *s, uint64_t *out)
@@ -87,6 +99,34 @@ static void on_signal(int sig)
 		server__stop(the_server);
 }
 
+/*
+ * --metrics-rule (texts gathered in rules[]) and --metrics-series: the rules live as long as the
+ * process (the store points at them).
+ */
+static int make_rules(struct server_opts *o, char **rules, size_t n, uint64_t series)
+{
+	char err[512];
+
+	if (!n)
+		return 0;
+	if (IS_ENABLED(CONFIG_COLLECTOR_METRICS_RULES) && (series < 1 || series > METRICS_SERIES)) {
+		fprintf(stderr, "edgeprof-collector: --metrics-series: 1..%d "
+			"(CONFIG_COLLECTOR_METRICS_SERIES)\n", METRICS_SERIES);
+		return -EINVAL;
+	}
+	o->store.rules = metrics_rules__new(series);
+	if (!o->store.rules && IS_ENABLED(CONFIG_COLLECTOR_METRICS_RULES)) {
+		fprintf(stderr, "edgeprof-collector: out of memory\n");
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (metrics_rules__add(o->store.rules, rules[i], err, sizeof(err))) {
+			fprintf(stderr, "edgeprof-collector: %s\n", err);
+			return -EINVAL;
+		}
+	return 0;
+}
+
 static int parse_args(int argc, char **argv, struct server_opts *o)
 {
 	static const struct option opts[] = {
@@ -111,12 +151,16 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 		{ "clickhouse", required_argument, NULL, 'K' },
 		{ "ch-batch-ms", required_argument, NULL, 'B' },
 		{ "retention-days", required_argument, NULL, 'J' },
+		{ "metrics-rule", required_argument, NULL, 'M' },
+		{ "metrics-series", required_argument, NULL, 'N' },
 		{ "syslog", no_argument, NULL, 'S' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	uint64_t v;
+	char *rules[METRICS_RULES_MAX + 1];
+	size_t n_rules = 0;
+	uint64_t v, series = METRICS_SERIES;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
@@ -133,6 +177,10 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 			o->store.backend = STORE_CLICKHOUSE;
 			o->store.clickhouse = optarg;
 			break;
+		case 'M':
+			if (n_rules <= METRICS_RULES_MAX) /* one more: __add says "too many" */
+				rules[n_rules++] = optarg;
+			break;
 		case 'S': port_log_open("edgeprof-collector", true); break;
 		case 'v': port_log_set_level(PORT_LOG_DEBUG); break;
 		case 'h': usage(stdout); exit(0);
@@ -145,7 +193,7 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 			o->store.rollup.bucket_s = (unsigned)v;
 			break;
 		case 's': case 'f': case 'b': case 'g': case 'm': case 't': case 'i': case 'x':
-		case 'a': case 'B': case 'J':
+		case 'a': case 'B': case 'J': case 'N':
 			if (parse_size(optarg, &v)) {
 				fprintf(stderr, "edgeprof-collector: '%s' is not a size\n", optarg);
 				return -EINVAL;
@@ -160,12 +208,15 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 			else if (c == 'i') o->idle_timeout_ms = (unsigned)v;
 			else if (c == 'B') o->store.ch_batch_ms = (unsigned)v;
 			else if (c == 'J') o->store.retention_days = (unsigned)v;
+			else if (c == 'N') series = v;
 			else o->store.index_entries = v;
 			break;
 		default:
 			return -EINVAL;
 		}
 	}
+	if (make_rules(o, rules, n_rules, series))
+		return -EINVAL;
 	if (o->store.retention_days && !o->store.clickhouse) {
 		fprintf(stderr, "edgeprof-collector: --retention-days is for --clickhouse (a ring "
 			"file keeps what fits: --ring-size)\n");
@@ -211,6 +262,7 @@ int main(int argc, char **argv)
 
 	port_log_open("edgeprof-collector", false);
 	if (parse_args(argc, argv, &o)) {
+		metrics_rules__free(o.store.rules);
 		usage(stderr);
 		return 2;
 	}
@@ -241,5 +293,6 @@ int main(int argc, char **argv)
 	ret = server__run(the_server);
 	pr_info("shutting down");
 	server__free(the_server);
+	metrics_rules__free(o.store.rules);
 	return ret ? 1 : 0;
 }

@@ -452,6 +452,10 @@ int selector__parse(const char *text, unsigned flags, struct selector **out, cha
 	}
 	hoist_service(sel);
 	sel->expansion = ps.expansion;
+	if (flags & SELECTOR_F_NO_BUDGET) {
+		*out = sel;
+		return 0;
+	}
 	sel->budget = calloc(1, sizeof(*sel->budget));
 	if (!sel->budget) {
 		selector__free(sel);
@@ -504,6 +508,8 @@ static bool regex_match(const struct selector *sel, const struct matcher *m, con
 {
 	struct match_budget *b = sel->budget;
 
+	if (!b)
+		return regexec(&m->re, v, 0, NULL, 0) == 0;
 	if (b->over)
 		return false;
 	if (b->calls++ == 0) {
@@ -518,7 +524,7 @@ static bool regex_match(const struct selector *sel, const struct matcher *m, con
 
 bool selector__over_budget(const struct selector *sel)
 {
-	return sel && sel->budget->over;
+	return sel && sel->budget && sel->budget->over;
 }
 
 bool selector__match(const struct selector *sel, const char *service, const char *device,

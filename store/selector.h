@@ -44,7 +44,12 @@
 
 enum selector_op { SEL_EQ, SEL_NE, SEL_RE, SEL_NRE };
 
-enum { SELECTOR_F_INGEST = 1 << 0 };
+/*
+ * SELECTOR_F_NO_BUDGET: no CPU budget (which is per selector and per request): for selectors the
+ * operator configures at start and that live as long as the process, matched from any thread
+ * (the metrics rules); the regex size bounds still apply.
+ */
+enum { SELECTOR_F_INGEST = 1 << 0, SELECTOR_F_NO_BUDGET = 1 << 1 };
 
 struct selector;
 

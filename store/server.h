@@ -153,6 +153,14 @@ void api_pyroscope_ingest(struct api_ctx *a);
 void api_alloy_push(struct api_ctx *a);
 void api_metrics(struct api_ctx *a);
 void api_render(struct api_ctx *a);	/* store/api-render.c */
+void api_render_file(struct api_ctx *a);
+#define API_MAX_DECODED (64u << 20) /* a profile may expand to this much (gzip bombs) */
+/*
+ * Decodes and validates a request's profile (pprof, gzip or raw; with folded_ok also folded
+ * text): 0, or -errno with the error answer set (400 malformed or no samples, 413 a limit).
+ */
+int api_read_profile(struct api_ctx *a, const void *body, size_t len, bool folded_ok,
+		     struct pprof_profile **p);
 void api_debuginfo_put(struct api_ctx *a);	/* store/api-debuginfo.c */
 void api_debuginfo_list(struct api_ctx *a);
 /* The profile to export: p symbolized with the debug-file store when it can name anything

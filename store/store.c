@@ -10,15 +10,23 @@
 
 struct store *store__open(const struct store_opts *opts, char *err, size_t errlen)
 {
+	struct store *s = NULL;
+
 	switch (opts->backend) {
 	case STORE_RING:
-		return store_ring__open(opts, err, errlen);
+		s = store_ring__open(opts, err, errlen);
+		break;
 	case STORE_CLICKHOUSE:
-		return store_ch__open(opts, err, errlen);
+		s = store_ch__open(opts, err, errlen);
+		break;
+	default:
+		snprintf(err, errlen, "store: unknown backend %d", (int)opts->backend);
+		errno = EINVAL;
+		return NULL;
 	}
-	snprintf(err, errlen, "store: unknown backend %d", (int)opts->backend);
-	errno = EINVAL;
-	return NULL;
+	if (s)
+		s->rules = opts->rules;
+	return s;
 }
 
 void store__free(struct store *s)
@@ -33,11 +41,23 @@ int store__put(struct store *s, const struct record_meta *meta, const void *payl
 	return s->ops->put(s, meta, payload, len, NULL, seq_out, duplicate);
 }
 
-int store__put_decoded(struct store *s, const struct record_meta *meta, const void *payload,
-		       size_t len, const struct pprof_profile *p, uint64_t *seq_out,
-		       bool *duplicate)
+int store__ingest(struct store *s, const struct record_meta *meta, const void *payload,
+		  size_t len, struct pprof_profile *p, uint64_t *seq_out, bool *duplicate)
 {
-	return s->ops->put(s, meta, payload, len, p, seq_out, duplicate);
+	struct metrics_pending pend = { .any = false };
+	int ret;
+
+	if (s->rules && p)
+		metrics_rules__eval(s->rules, meta, p, &pend);
+	if (!s->ops->uses_decoded) {
+		pprof_profile__free(p);
+		p = NULL;
+	}
+	ret = s->ops->put(s, meta, payload, len, p, seq_out, duplicate);
+	pprof_profile__free(p);
+	if (!ret && !*duplicate && pend.any)
+		metrics_rules__commit(s->rules, meta, &pend);
+	return ret;
 }
 
 int store__get(struct store *s, uint64_t seq, struct record_meta *meta, void **payload,
@@ -111,9 +131,4 @@ int store__merge_seqs(struct store *s, const uint64_t *seqs, size_t n, struct pp
 void store__stats(struct store *s, struct store_stats *st)
 {
 	s->ops->stats(s, st);
-}
-
-bool store__uses_decoded(const struct store *s)
-{
-	return s->ops->uses_decoded;
 }

@@ -32,6 +32,7 @@
 #include "pprof/pprof.h"
 #include "store/entry.h"
 #include "store/index.h"
+#include "store/metrics-rules.h"
 #include "store/rollup.h"
 #include "store/selector.h"
 
@@ -56,6 +57,7 @@ struct store_opts {
 	const char *clickhouse;	/* STORE_CLICKHOUSE: http://HOST:PORT/DATABASE */
 	unsigned ch_batch_ms;	/* 0 = CONFIG_COLLECTOR_CH_BATCH_MS */
 	unsigned retention_days; /* STORE_CLICKHOUSE: drop days older than this (0 = keep) */
+	struct metrics_rules *rules; /* NULL, or counters evaluated by store__ingest (not owned) */
 };
 
 #define STORE_DEFAULT_MAX_MERGE 10000
@@ -78,13 +80,15 @@ void store__free(struct store *s); /* syncs; NULL-safe */
 int store__put(struct store *s, const struct record_meta *meta, const void *payload, size_t len,
 	       uint64_t *seq_out, bool *duplicate);
 /*
- * The same when the caller decoded the payload already (p, valid during the call; may be NULL).
- * store__uses_decoded(): whether the backend uses p (else it is better freed before the put).
+ * The ingest path of every API: the same when the caller decoded the payload already (it
+ * validated it), and the metrics rules (store_opts.rules, store/metrics-rules.h) evaluated on p
+ * here, for every backend, counted once the profile is stored (not for a duplicate). Takes p
+ * (NULL: no rules evaluated) and frees it; before the put when the backend does not use a
+ * decoded profile (the ring's fsync wait should not hold one), else after it (ClickHouse turns
+ * it into rows).
  */
-bool store__uses_decoded(const struct store *s);
-int store__put_decoded(struct store *s, const struct record_meta *meta, const void *payload,
-		       size_t len, const struct pprof_profile *p, uint64_t *seq_out,
-		       bool *duplicate);
+int store__ingest(struct store *s, const struct record_meta *meta, const void *payload,
+		  size_t len, struct pprof_profile *p, uint64_t *seq_out, bool *duplicate);
 
 /*
  * One stored profile by seq (the profile id of the API), as uploaded: 0, -ENOENT (not stored,
@@ -192,6 +196,7 @@ struct store_ops {
 /* What every backend's own struct starts with. */
 struct store {
 	const struct store_ops *ops;
+	struct metrics_rules *rules;	/* set by store__open() */
 };
 
 /* The ring-file backend (store/store-ring.c). */

@@ -12,7 +12,7 @@ cli-y     += tools/cli/main.o tools/cli/common.o $(cli-lib-y) \
 cli-ldlibs += -lm
 
 bin-$(CONFIG_TOOLS) += edgeprof
-edgeprof-objs   = $(cli-y) $(pprof-y) $(port-y)
+edgeprof-objs   = $(cli-y) $(pprof-y) $(pprof-folded-y) $(port-y)
 edgeprof-ldlibs = $(cli-ldlibs) $(pprof-ldlibs)
 
 # Unit tests of the reusable modules run on every board (they are plain C: 32-bit ARM included).

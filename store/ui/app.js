@@ -5,6 +5,7 @@
 //   GET /api/0/timeline?query=&type=&from=&to=   -> {"from":s,"step":s,"values":[n,...]}
 //   GET /api/0/render?query=&type=&from=&to=&format=json
 //        -> {"total":n,"profiles":n,"unit":"..","names":[..],"nodes":[[name,parent,self,total],..]}
+//   POST /api/0/render?format=json, body: a pprof or folded file -> the same, nothing stored
 // Nodes come in pre-order (parents before children), node 0 is the root.
 'use strict';
 
@@ -460,6 +461,41 @@ function init() {
 	run(async () => { await loadServices(); await applyAll(); });
 }
 
+// ---- ad-hoc files: a pprof (gzip or not) or folded text, chosen or dropped ----------------
+// The collector renders it (POST /api/0/render: its reader, limits and symbols) and keeps
+// nothing; the page shows it in the flame graph and top table until the next Apply.
+
+async function openFile(file) {
+	const r = await fetch('/api/0/render?format=json', { method: 'POST', body: file, credentials: 'same-origin' });
+	const text = await r.text();
+	let tree;
+	try { tree = JSON.parse(text); } catch (e) { throw new Error(`${file.name}: ${r.status}: ${text.slice(0, 200)}`); }
+	if (!r.ok) throw new Error(`${file.name}: ${tree.error || r.status}`);
+	for (const t of document.querySelectorAll('.tab')) t.classList.toggle('active', t.dataset.tab === 'single');
+	$('single').hidden = false;
+	$('compare').hidden = true;
+	state.tree = layout(tree);
+	state.zoom = 0;
+	$('summary').textContent = `${file.name} (not stored) · ${tree.type} · total ${fmt(tree.total, tree.unit)}`;
+	renderSingle();
+}
+
+function wireOpenFile() {
+	$('open-file').onchange = () => {
+		const f = $('open-file').files[0];
+		if (f) run(() => openFile(f));
+		$('open-file').value = '';
+	};
+	document.addEventListener('dragover', (ev) => { ev.preventDefault(); document.body.classList.add('dropping'); });
+	document.addEventListener('dragleave', () => document.body.classList.remove('dropping'));
+	document.addEventListener('drop', (ev) => {
+		ev.preventDefault();
+		document.body.classList.remove('dropping');
+		const f = ev.dataTransfer && ev.dataTransfer.files[0];
+		if (f) run(() => openFile(f));
+	});
+}
+
 // What is on screen, for the browser test and for scripts driving the page.
 window.edgeprofUI = {
 	state,
@@ -470,4 +506,5 @@ window.edgeprofUI = {
 	})),
 };
 
+wireOpenFile();
 init();

@@ -80,12 +80,12 @@ for _ in $(seq 1800); do
 	sleep 1
 done
 built=$(metric rollups_built_total)
-cpu_ms=$(metric rollup_build_cpu_milliseconds_total)
+cpu_s=$(metric rollup_build_cpu_seconds_total)
 used1=$(metric ring_used_bytes)
 span_h=$(awk -v c="$closed" -v f="$first" 'BEGIN { print (c - f) / 3600 }')
 echo "rollups ($BUCKET s buckets): $built built in $(( $(date +%s) - t0 )) s (want $want)," \
-	"$(metric rollups_dropped_total) dropped; build CPU $(awk -v c="$cpu_ms" -v h="$span_h" \
-	'BEGIN { printf "%.1f s for %.2f hours = %.1f s per fleet-hour", c / 1e3, h, c / 1e3 / h }');" \
+	"$(metric rollups_dropped_total) dropped; build CPU $(awk -v c="$cpu_s" -v h="$span_h" \
+	'BEGIN { printf "%.1f s for %.2f hours = %.1f s per fleet-hour", c, h, c / h }');" \
 	"ring space $(( (used1 - used0) >> 20 )) MiB over $(( used0 >> 20 )) MiB of profiles" \
 	"($(awk -v a="$used0" -v b="$used1" 'BEGIN { printf "%.1f", (b - a) * 100 / a }')%)"
 

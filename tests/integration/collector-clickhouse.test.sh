@@ -8,7 +8,8 @@
 # profile read back by id must have the values it was uploaded with. Then ClickHouse is killed with SIGKILL while 4
 # clients upload and restarted 2 s later: every acknowledged profile is in ClickHouse, once,
 # with its samples. --retention-days drops a 40-day-old day and nothing newer. Last, one upload
-# retried on three collectors (one after another's kill -9) is stored once. ~25 s.
+# retried on three collectors (one after another's kill -9) is stored once. The same metrics
+# rules (--metrics-rule) count the same series on both backends. ~25 s.
 . "$(dirname "$0")/collector-lib.sh"
 . "$(dirname "$0")/clickhouse-lib.sh"
 [ -x "$LOAD" ] || { echo "collector-load not built (make all-tests)"; exit 77; }
@@ -30,8 +31,11 @@ done
 
 ch_start 0
 CHURL=http://127.0.0.1:$(ch_http_port 0)/edgeprof_test
-start_collector
-start_ch_collector chc "$CHURL" --ch-batch-ms 50
+# Metrics rules are evaluated in store/store.c for every backend: the same counters from both.
+RULES=(--metrics-rule 'r_fn=gw function=~"func_1.?" by (region, device)'
+       --metrics-rule 'r_all=gw{type="cpu"} by (version)')
+start_collector "${RULES[@]}"
+start_ch_collector chc "$CHURL" --ch-batch-ms 50 "${RULES[@]}"
 
 base=$(( $(date +%s) / 60 * 60 - 3600 ))
 upload() { # port device file key labels time
@@ -49,6 +53,15 @@ for i in $(seq 0 $((n - 1))); do
 done
 upload "$TLS_PORT" dev-1 "$T/built.pb.gz" kb region=eu $((base + 1000))
 upload "$CC_PORT" dev-1 "$T/built.pb.gz" kb region=eu $((base + 1000))
+rules() { # port: the rules' series, sorted
+	curl -sS --max-time 60 --cacert "$T/pki/ca.crt" --cert "$T/pki/op.crt" --key "$T/pki/op.key" \
+		"https://localhost:$1/metrics" | grep '^r_' | sort
+}
+rules "$TLS_PORT" >"$T/rules.ring"
+rules "$CC_PORT" >"$T/rules.ch"
+[ "$(wc -l <"$T/rules.ring")" -ge 8 ] || fail "metrics rules: $(cat "$T/rules.ring")"
+cmp -s "$T/rules.ring" "$T/rules.ch" || { diff "$T/rules.ring" "$T/rules.ch"; fail "rules differ"; }
+echo "metrics rules: the same $(wc -l <"$T/rules.ring") series from both backends"
 # 40 days old (before every query below): for the retention check at the end
 upload "$CC_PORT" dev-1 "$T/v0.pb.gz" kold region=eu $((base - 40 * 86400))
 

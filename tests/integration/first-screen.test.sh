@@ -67,6 +67,13 @@ expect 1 "no such file: $tmp/pki/srv.crt (make one with: edgeprof certs init $tm
 expect 0 "'edgeprof COMMAND --help'" "$cli" --help
 expect 2 "edgeprof: no command 'bogus'" "$cli" bogus
 expect 2 "Try 'edgeprof query --help'." "$cli" query 'x{}'
+# a bad flag in any subcommand: getopt's line names "edgeprof CMD", then the hint (issue 15)
+for cmd in top flame diff merge folded info query ls debuginfo; do
+	expect 2 "edgeprof $cmd: unrecognized option '--bogus'" "$cli" "$cmd" --bogus
+	grep -qxF "Try 'edgeprof $cmd --help'." "$tmp/out" || { cat "$tmp/out"; fail "no hint: $cmd"; }
+done
+expect 2 "Try 'edgeprof top --help'." "$cli" top -n
+expect 2 "Try 'edgeprof certs --help'." "$cli" certs --bogus
 expect 1 "(is edgeprof-collector running there? check --collector or EDGEPROF_COLLECTOR)" \
 	"$cli" query 'x{}' --collector "https://127.0.0.1:$port" "${TLS[@]}" -o "$tmp/q.pb.gz"
 expect 1 "make them with: edgeprof certs init pki && edgeprof certs device pki NAME" \

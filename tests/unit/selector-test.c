@@ -235,6 +235,27 @@ static void ingest_names(void **state)
 	assert_non_null(strstr(err, "only '='"));
 }
 
+/*
+ * SELECTOR_F_NO_BUDGET (the metrics rules: parsed at start, matched from every thread for the
+ * process's life): the same regex bounds at parse, the same matches, no budget kept.
+ */
+static void no_budget(void **state)
+{
+	struct selector *sel = parse("gw{region=~\"eu-.*\"}", SELECTOR_F_NO_BUDGET);
+	char err[200];
+	struct selector *bad = NULL;
+
+	(void)state;
+	for (int i = 0; i < 1000; i++)
+		assert_true(selector__match(sel, "gw", "d", eu, 3));
+	assert_false(selector__match(sel, "gw", "d", us, 2));
+	assert_false(selector__over_budget(sel));
+	selector__free(sel);
+	assert_int_equal(selector__parse("{a=~\"(a{1,100}){1,100}\"}", SELECTOR_F_NO_BUDGET, &bad,
+					 err, sizeof(err)), -EINVAL);
+	assert_null(bad);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -244,6 +265,7 @@ int main(void)
 		cmocka_unit_test(costly_regexes_are_refused),
 		cmocka_unit_test(nested_repeats_are_bounded),
 		cmocka_unit_test(ingest_names),
+		cmocka_unit_test(no_budget),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

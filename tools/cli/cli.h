@@ -58,6 +58,11 @@ bool cli_wants_help(int argc, char **argv);
 
 /* Prints "edgeprof CMD: msg" to stderr plus "Try 'edgeprof CMD --help'." and returns CLI_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/*
+ * Whether cli_usage_error() printed its hint: main.c adds the same line when a command returns
+ * CLI_USAGE without it (getopt printed "edgeprof CMD: unrecognized option '--bogus'").
+ */
+extern bool cli_usage_hinted;
 
 /* Largest profile file the CLI reads (compressed bytes). */
 #define CLI_MAX_FILE (256u << 20)

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "port/file.h"
+#include "pprof/folded.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/stacks.h"
 #include "tools/cli/tree.h"
@@ -24,10 +25,13 @@ bool cli_wants_help(int argc, char **argv)
 	return false;
 }
 
+bool cli_usage_hinted;
+
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
 	va_list ap;
 
+	cli_usage_hinted = true;
 	fprintf(stderr, "edgeprof %s: ", cmd);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
@@ -91,7 +95,7 @@ static int load_quiet(const char *path, struct pprof_profile **out, char *err, s
 		snprintf(err, errlen, "%s", ret == -EFBIG ? "larger than 256 MiB" : strerror(-ret));
 		return ret;
 	}
-	ret = pprof_read(data, len, NULL, out, err, errlen);
+	ret = pprof_read_any(data, len, NULL, out, err, errlen); /* pprof or folded text */
 	free(data);
 	if (ret && !err[0])
 		snprintf(err, errlen, "%s", strerror(-ret));

@@ -167,6 +167,9 @@ static int info_run(int argc, char **argv)
 	}
 	if (argc < 2)
 		return cli_usage_error("info", "no profile given");
+	for (i = 1; i < argc && strcmp(argv[i], "--"); i++) /* no options: '-' is stdin */
+		if (argv[i][0] == '-' && argv[i][1])
+			return cli_usage_error("info", "unrecognized option '%s'", argv[i]);
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--"))
 			continue;

@@ -43,7 +43,8 @@ static void usage(FILE *out)
 	fprintf(
 	    out,
 	    "usage: edgeprof COMMAND [OPTIONS] [ARGS]\n\n"
-	    "Reads pprof profiles (gzip or raw, from any producer) and prints or draws them.\n\n"
+	    "Reads pprof profiles (gzip or raw, from any producer) or folded text ('a;b;c 12'\n"
+	    "lines, as flamegraph.pl's stackcollapse scripts write) and prints or draws them.\n\n"
 	    "Commands:\n");
 	for (i = 0; i < n; i++)
 		fprintf(out, "  %-8s %s\n", sorted[i]->name, sorted[i]->summary);
@@ -81,6 +82,8 @@ CLI_COMMAND(help, "describe a command", help_run, help_help);
 int main(int argc, char **argv)
 {
 	const struct cli_command *c;
+	char name[64];
+	int ret;
 
 	if (argc < 2) {
 		usage(stderr);
@@ -100,5 +103,11 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return CLI_USAGE;
 	}
-	return c->run(argc - 1, argv + 1);
+	/* getopt's own messages ("unrecognized option") then name "edgeprof CMD" */
+	snprintf(name, sizeof(name), "edgeprof %s", c->name);
+	argv[1] = name;
+	ret = c->run(argc - 1, argv + 1);
+	if (ret == CLI_USAGE && !cli_usage_hinted)
+		fprintf(stderr, "Try 'edgeprof %s --help'.\n", c->name);
+	return ret;
 }
