@@ -14,6 +14,8 @@ agent-y-$(CONFIG_SAMPLER_BPF) += agent/leaf.o elf/cfi.o
 agent-y-$(CONFIG_BPF_MMAP_EVENTS) += bpf/mmapev.o
 # Heap profiles of the sigprof producers (<pid>.heap beside their rings).
 agent-y-$(CONFIG_PROFILE_HEAP) += agent/heapfile.o
+# Pull mode: /debug/pprof/ served over mutual TLS (agent/pull.h).
+agent-y-$(CONFIG_PULL_SERVER) += agent/pull.o
 agent-y += $(agent-y-y)
 
 bin-y                  += edgeprof-agent
