@@ -19,7 +19,11 @@ agent-y-$(CONFIG_PULL_SERVER) += agent/pull.o
 agent-y += $(agent-y-y)
 
 bin-y                  += edgeprof-agent
-edgeprof-agent-objs    = $(agent-y) $(pprof-y) $(bpf-y) $(agent-transport-objs) $(port-y)
+# Scraping local pprof endpoints (agent/scrape.h): its thread, the GET client, the deltas.
+agent-scrape-objs       = $(if $(CONFIG_AGENT_SCRAPE),agent/scrape.o $(port-fetch-y) \
+			  $(pprof-delta-y))
+edgeprof-agent-objs    = $(agent-y) $(agent-scrape-objs) $(pprof-y) $(bpf-y) \
+			 $(agent-transport-objs) $(port-y)
 edgeprof-agent-ldlibs  = $(pprof-ldlibs) $(bpf-ldlibs) $(agent-transport-ldlibs)
 
 # libedgeprof.so: the SIGPROF sampler, with the pprof writer for standalone mode. Only its

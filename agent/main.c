@@ -25,6 +25,7 @@
 #include "agent/pull.h"
 #include "agent/ring.h"
 #include "agent/rounds.h"
+#include "agent/scrape.h"
 #include "agent/symbolize.h"
 #include "port/clock.h"
 #include "port/file.h"
@@ -55,6 +56,8 @@ struct config {
 	unsigned long bpf_ringbuf_kb;
 	const char *registry, *output_dir, *sampler, *bpf_service, *pull_listen;
 	bool once, symbolize, kernel_stacks, upload;
+	const char *scrape[SCRAPE_MAX_TARGETS], *scrape_types;
+	size_t n_scrape;
 #ifdef CONFIG_UPLOAD_MTLS
 	struct transport_opts tr;
 #endif
@@ -89,6 +92,7 @@ struct agent {
 	struct pull_server *pull;	/* pull mode (agent/pull.h), or NULL */
 	struct aggregate *pull_agg;	/* a pulled CPU profile being sampled, or NULL */
 	uint64_t pull_start, pull_end, pull_real_ns;
+	struct scraper *scrape;		/* --scrape targets (agent/scrape.h), or NULL */
 };
 
 static volatile sig_atomic_t stop;
@@ -129,6 +133,10 @@ static const struct opt_desc opt_descs[] = {
     {"tls-key", 1, "this device's private key"},
     {"spool", 1, "offline spool file for profiles that could not be uploaded"},
     {"spool-size", 1, "spool size (bytes, or K/M/G)"},
+#endif
+#ifdef CONFIG_AGENT_SCRAPE
+    {"scrape", 1, "NAME=URL: pull that service's /debug/pprof/ each round (repeatable)"},
+    {"scrape-types", 1, "what --scrape pulls: cpu,heap,goroutine,mutex,block (default all)"},
 #endif
 #ifdef CONFIG_PULL_SERVER
     {"pull-listen", 1, "serve /debug/pprof/ to operators over mutual TLS at HOST:PORT"},
@@ -200,6 +208,17 @@ static int apply_opt(struct config *c, const char *name, const char *v)
 		return (c->registry = v) && *v ? 0 : -EINVAL;
 	if (!strcmp(name, "output-dir"))
 		return (c->output_dir = v) && *v ? 0 : -EINVAL;
+	if (!strcmp(name, "scrape") && IS_ENABLED(CONFIG_AGENT_SCRAPE)) {
+		if (!v || c->n_scrape == SCRAPE_MAX_TARGETS) {
+			fprintf(stderr, "edgeprof-agent: --scrape: at most %d targets\n",
+				SCRAPE_MAX_TARGETS);
+			return -EINVAL;
+		}
+		c->scrape[c->n_scrape++] = v;
+		return 0;
+	}
+	if (!strcmp(name, "scrape-types") && IS_ENABLED(CONFIG_AGENT_SCRAPE))
+		return (c->scrape_types = v) && *v ? 0 : -EINVAL;
 	if (!strcmp(name, "pull-listen") && IS_ENABLED(CONFIG_PULL_SERVER))
 		return (c->pull_listen = v) && *v ? 0 : -EINVAL;
 	if (!strcmp(name, "bpf-service"))
@@ -1140,6 +1159,88 @@ static void pull_stop(struct agent *a)
 }
 #endif /* CONFIG_PULL_SERVER */
 
+/* ---- scraped pprof endpoints (agent/scrape.h) -------------------------------------------- */
+
+#ifdef CONFIG_AGENT_SCRAPE
+static int scrape_start(struct agent *a)
+{
+	struct scrape_opts o = {.specs = a->cfg.scrape,
+				.n_specs = a->cfg.n_scrape,
+				.types = a->cfg.scrape_types,
+				.ca_file = a->cfg.tr.upload.ca_file,
+				.cert_file = a->cfg.tr.upload.cert_file,
+				.key_file = a->cfg.tr.upload.key_file};
+	char err[512] = "";
+
+	if (!a->cfg.n_scrape)
+		return 0;
+	a->scrape = scrape__new(&o, err, sizeof(err));
+	if (!a->scrape) {
+		fprintf(stderr, "edgeprof-agent: %s\n", err);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* What the scrape thread finished goes where the agent's own profiles go. */
+static void scrape_ship(struct agent *a)
+{
+	struct scrape_result r;
+
+	while (!scrape__take(a->scrape, &r)) {
+		struct output_opts o = {.service = r.service, .time_ns = r.time_ns};
+		struct pprof_buf buf = {.data = r.data, .len = r.len};
+
+		ship(a, r.service, r.type, &o, &buf, 0);
+	}
+}
+
+/* --once: the round's fetches (a CPU profile lasts the round) finish before the agent exits. */
+static void scrape_finish(struct agent *a)
+{
+	while (!stop && !scrape__idle(a->scrape)) {
+		scrape_ship(a);
+		port_sleep_ns(DRAIN_MS * NSEC_PER_MSEC);
+	}
+	scrape_ship(a);
+}
+
+/* At exit: what the scrapes did, failures counted by kind. */
+static void scrape_stop(struct agent *a)
+{
+	struct scrape_stats st;
+
+	if (!a->scrape)
+		return;
+	scrape__stats(a->scrape, &st);
+	scrape__free(a->scrape);
+	pr_info("scrape: fetches=%llu ok=%llu failed_connect=%llu failed_tls=%llu failed_io=%llu "
+		"failed_status=%llu failed_too_big=%llu bad_profile=%llu baselines=%llu "
+		"queue_dropped=%llu delta_resets=%llu delta_over_bound=%llu cpu_ms=%llu",
+		(unsigned long long)st.fetches, (unsigned long long)st.ok,
+		(unsigned long long)st.failed_connect, (unsigned long long)st.failed_tls,
+		(unsigned long long)st.failed_io, (unsigned long long)st.failed_status,
+		(unsigned long long)st.failed_too_big, (unsigned long long)st.bad_profile,
+		(unsigned long long)st.baselines, (unsigned long long)st.queue_dropped,
+		(unsigned long long)st.delta_resets, (unsigned long long)st.delta_over_bound,
+		(unsigned long long)(st.cpu_ns / 1000000));
+}
+#else
+static int scrape_start(struct agent *a)
+{
+	return 0;
+}
+static void scrape_ship(struct agent *a)
+{
+}
+static void scrape_finish(struct agent *a)
+{
+}
+static void scrape_stop(struct agent *a)
+{
+}
+#endif /* CONFIG_AGENT_SCRAPE */
+
 /* ---- rounds ------------------------------------------------------------------------------- */
 
 static void write_round(struct agent *a, uint64_t duration_ns)
@@ -1275,11 +1376,15 @@ static int run(struct agent *a)
 				started = now;
 				a->in_round = true;
 				set_paused(a, false);
+				scrape__round(a->scrape, (unsigned)(round_ns / NSEC_PER_SEC),
+					      (unsigned)(period_ns / NSEC_PER_SEC));
 			} else {
 				drain_rings(a, true);
 				write_round(a, now - started);
-				if (a->cfg.once)
+				if (a->cfg.once) {
+					scrape_finish(a);
 					goto out;
+				}
 				a->in_round = rs.period_ns == rs.round_ns;
 				pause_between(a);
 			}
@@ -1287,6 +1392,7 @@ static int run(struct agent *a)
 		if (rs.in_round || a->pull_agg)
 			drain_rings(a, false);
 		pull_poll(a, now);
+		scrape_ship(a);
 		transport_poll(a);
 		bpf_poll(a, poll_timeout_ms(a, wait, now - last_scan));
 	}
@@ -1297,6 +1403,7 @@ static int run(struct agent *a)
 out:
 	set_paused(a, false);
 	pull_stop(a);
+	scrape_stop(a);
 	bpf_stop(a);
 	transport_stop(a);
 	return 0;
@@ -1358,7 +1465,7 @@ int main(int argc, char **argv)
 	a.procs = proctab__new((unsigned int)a.cfg.max_procs, 256);
 	if (a.cfg.symbolize)
 		a.sym = symbolizer__new(0);
-	if (transport_start(&a) || pull_start(&a))
+	if (transport_start(&a) || pull_start(&a) || scrape_start(&a))
 		return 2;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);

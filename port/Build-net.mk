@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: MIT
 # port/ networking: sockets, HTTP/1.1 framing, mutual TLS (mbedtls 2.28), certificate writer.
 port-net-y      := port/net.o port/http.o port/tls.o port/tls-cert.o
+# One GET of a URL (the scrapers): linked by those who scrape.
+port-fetch-y    := port/fetch.o
 port-net-ldlibs  = -lmbedtls -lmbedx509 -lmbedcrypto -lpthread
 
 unit-tests-y    += http tls
