@@ -91,46 +91,29 @@ static void queue_push(struct scraper *s, const struct target *t, int type, uint
 }
 
 /*
- * The fetched body as what is shipped: cumulative types turned into deltas (nothing on the
- * target's first round), others as fetched (re-encoded only when not gzip). 0 with buf filled,
- * 1 when there is nothing to send, -errno for a body that is no profile.
+ * The fetched body as what is shipped (pprof_delta_scraped): 0 with buf filled, 1 when there is
+ * nothing to send (a baseline), -errno for a body that is no profile.
  */
 static int make_profile(struct scraper *s, struct target *t, int type, const void *body,
 			size_t len, struct pprof_buf *buf)
 {
-	struct pprof_read_limits lim = {.max_input = s->max_body};
-	bool cum[PPROF_DELTA_MAX_TYPES];
-	struct pprof_profile *p = NULL;
-	struct pprof_delta_stats before, after;
-	char err[256];
-	int ret = pprof_read(body, len, &lim, &p, err, sizeof(err));
+	struct pprof_delta_stats before = {0}, after = {0};
+	char err[256] = "";
+	int ret;
 
-	if (ret) {
-		pr_warn("scrape %s %s: not a profile: %s", t->name, type_names[type], err);
-		return ret;
-	}
-	if (t->delta[type] && pprof_delta_cumulative(type_names[type], p, cum)) {
+	if (t->delta[type])
 		pprof_delta__stats(t->delta[type], &before);
-		ret = pprof_delta__apply(t->delta[type], p, cum);
+	ret = pprof_delta_scraped(t->delta[type], type_names[type], body, len, s->max_body, buf,
+				  err, sizeof(err));
+	if (t->delta[type])
 		pprof_delta__stats(t->delta[type], &after);
-		add_stat(s, &s->st.delta_resets, after.resets - before.resets);
-		add_stat(s, &s->st.delta_over_bound, after.over_bound - before.over_bound);
-		if (ret) { /* 1: the baseline; -EINVAL: new types, a new baseline */
-			add_stat(s, &s->st.baselines, 1);
-			pprof_profile__free(p);
-			return ret == -ENOMEM ? ret : 1;
-		}
-	} else if (pprof_is_gzip(body, len)) {
-		pprof_profile__free(p);
-		buf->data = malloc(len);
-		if (!buf->data)
-			return -ENOMEM;
-		memcpy(buf->data, body, len);
-		buf->len = len;
-		return 0;
-	}
-	ret = pprof_write_profile(p, NULL, pprof_buf_write, buf);
-	pprof_profile__free(p);
+	add_stat(s, &s->st.delta_resets, after.resets - before.resets);
+	add_stat(s, &s->st.delta_over_bound, after.over_bound - before.over_bound);
+	if (ret == 1)
+		add_stat(s, &s->st.baselines, 1);
+	else if (ret < 0)
+		pr_warn("scrape %s %s: not a profile: %s", t->name, type_names[type],
+			err[0] ? err : strerror(-ret));
 	return ret;
 }
 

@@ -64,12 +64,22 @@ enum fetch_fail fetch_get_fd(const char *url, struct tls_config *tls, uint64_t d
 			     size_t max_body, struct http_message *m, fetch_fd_fn on_fd, void *ctx,
 			     char *err, size_t errlen)
 {
+	return fetch_get_peer(url, tls, deadline_ns, max_body, m, on_fd, ctx, NULL, 0, err, errlen);
+}
+
+enum fetch_fail fetch_get_peer(const char *url, struct tls_config *tls, uint64_t deadline_ns,
+			       size_t max_body, struct http_message *m, fetch_fd_fn on_fd,
+			       void *ctx, char *peer_cn, size_t cnlen, char *err, size_t errlen)
+{
 	struct fetch_conn c = {.fd = -1, .deadline = deadline_ns};
 	char host[256], port[16], target[1024];
 	struct http_stream *s = NULL;
 	enum fetch_fail f = FETCH_OK;
 	bool https;
 	int ret;
+
+	if (peer_cn && cnlen)
+		peer_cn[0] = 0;
 
 	if (fetch_split_url(url, &https, host, sizeof(host), port, sizeof(port), target,
 			    sizeof(target)) || (https && !tls)) {
@@ -93,6 +103,8 @@ enum fetch_fail fetch_get_fd(const char *url, struct tls_config *tls, uint64_t d
 			f = FETCH_TLS;
 			goto out;
 		}
+		if (peer_cn && tls_conn__peer_cn(c.tc, peer_cn, cnlen))
+			peer_cn[0] = 0;
 	}
 	s = malloc(sizeof(*s));
 	if (!s) {

@@ -44,6 +44,10 @@ typedef void (*fetch_fd_fn)(void *ctx, int fd);
 enum fetch_fail fetch_get_fd(const char *url, struct tls_config *tls, uint64_t deadline_ns,
 			     size_t max_body, struct http_message *m, fetch_fd_fn on_fd, void *ctx,
 			     char *err, size_t errlen);
+/* The same, with the https server certificate's CN into peer_cn (left "" over http). */
+enum fetch_fail fetch_get_peer(const char *url, struct tls_config *tls, uint64_t deadline_ns,
+			       size_t max_body, struct http_message *m, fetch_fd_fn on_fd,
+			       void *ctx, char *peer_cn, size_t cnlen, char *err, size_t errlen);
 
 /* Splits an http(s) URL: 0 or -EINVAL. path gets the rest from the first '/' ("/" if none). */
 int fetch_split_url(const char *url, bool *https, char *host, size_t hostlen, char *port,

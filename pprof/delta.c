@@ -240,3 +240,33 @@ void pprof_delta__stats(const struct pprof_delta *d, struct pprof_delta_stats *s
 {
 	*st = d->st;
 }
+
+int pprof_delta_scraped(struct pprof_delta *d, const char *kind, const void *body, size_t len,
+			size_t max_input, struct pprof_buf *out, char *err, size_t errlen)
+{
+	struct pprof_read_limits lim = {.max_input = max_input};
+	bool cum[PPROF_DELTA_MAX_TYPES];
+	struct pprof_profile *p = NULL;
+	int ret = pprof_read(body, len, &lim, &p, err, errlen);
+
+	if (ret)
+		return ret;
+	if (d && pprof_delta_cumulative(kind, p, cum)) {
+		ret = pprof_delta__apply(d, p, cum);
+		if (ret) { /* 1: the baseline; -EINVAL: new types, a new baseline */
+			pprof_profile__free(p);
+			return ret == -ENOMEM ? ret : 1;
+		}
+	} else if (pprof_is_gzip(body, len)) {
+		pprof_profile__free(p);
+		out->data = malloc(len);
+		if (!out->data)
+			return -ENOMEM;
+		memcpy(out->data, body, len);
+		out->len = len;
+		return 0;
+	}
+	ret = pprof_write_profile(p, NULL, pprof_buf_write, out);
+	pprof_profile__free(p);
+	return ret;
+}

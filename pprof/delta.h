@@ -53,4 +53,14 @@ int pprof_delta__apply(struct pprof_delta *d, struct pprof_profile *p,
 		       const bool cumulative[PPROF_DELTA_MAX_TYPES]);
 void pprof_delta__stats(const struct pprof_delta *d, struct pprof_delta_stats *st);
 
+/*
+ * A scraped profile of kind (cpu, heap, goroutine, mutex, block) as a scraper ships it: with d,
+ * its cumulative values turned into deltas (pprof_delta__apply) and re-encoded; without d, or
+ * when nothing in it is cumulative, as fetched (re-encoded only when it is not gzip). Returns 0
+ * with out filled (gzip, malloc'd), 1 when there is nothing to send (d's baseline, or a new one
+ * after the sample types changed), or -errno with err saying why (not a profile: -EINVAL).
+ */
+int pprof_delta_scraped(struct pprof_delta *d, const char *kind, const void *body, size_t len,
+			size_t max_input, struct pprof_buf *out, char *err, size_t errlen);
+
 #endif /* EDGEPROF_PPROF_DELTA_H */
