@@ -848,9 +848,9 @@ static void transport_stop(struct agent *a)
 /*
  * One encoded profile of service (heap, or scraped) to where profiles go: the output directory
  * (<service>-<type>-<time>-<n>.pb.gz, written atomically) and the transport. err: the encoder's.
- * Frees bp's data.
+ * Frees bp's data. (Unused in a build with neither heap profiles nor scraping.)
  */
-static void ship(struct agent *a, const char *service, const char *type,
+static void __attribute__((unused)) ship(struct agent *a, const char *service, const char *type,
 		 const struct output_opts *o, struct pprof_buf *bp, int err)
 {
 	char path[512];
@@ -969,8 +969,8 @@ static void heap_forget(struct agent *a, unsigned int ring)
 	unlink(path);
 }
 #else
-static int heap_encode(struct agent *a, const char *service, struct output_opts o,
-		       struct pprof_buf *buf)
+static inline int heap_encode(struct agent *a, const char *service, struct output_opts o,
+			      struct pprof_buf *buf)
 {
 	return -ENOENT;
 }
