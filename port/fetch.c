@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "port/clock.h"
 #include "port/fetch.h"
 #include "port/net.h"
 #include "port/tls.h"
@@ -75,6 +76,7 @@ enum fetch_fail fetch_get_peer(const char *url, struct tls_config *tls, uint64_t
 	char host[256], port[16], target[1024];
 	struct http_stream *s = NULL;
 	enum fetch_fail f = FETCH_OK;
+	uint64_t cdl;
 	bool https;
 	int ret;
 
@@ -87,7 +89,9 @@ enum fetch_fail fetch_get_peer(const char *url, struct tls_config *tls, uint64_t
 			 https ? "(https needs the TLS files)" : "or https://");
 		return FETCH_BAD_URL;
 	}
-	c.fd = net_connect(host, port, deadline_ns, err, errlen);
+	/* a host that does not answer (blackholed) costs FETCH_CONNECT_S, not the whole deadline */
+	cdl = port_clock_mono_ns() + FETCH_CONNECT_S * NSEC_PER_SEC;
+	c.fd = net_connect(host, port, cdl < deadline_ns ? cdl : deadline_ns, err, errlen);
 	if (c.fd < 0)
 		return FETCH_CONNECT;
 	if (on_fd)

@@ -15,6 +15,9 @@
 
 struct tls_config;
 
+/* The connect's own bound within the deadline: a LAN or loopback peer answers far sooner. */
+#define FETCH_CONNECT_S 3
+
 /* What one fetch did, for the caller's counters. */
 enum fetch_fail {
 	FETCH_OK = 0,
