@@ -65,8 +65,11 @@ for line in open(sys.argv[1]):
     if len(f) >= 6 and f[-1] in ("work_a", "work_b", "work_c"):
         flat[f[-1]] = float(f[1].rstrip("%"))
 print("shares:", flat)
+# the order always, the shares loosely: on a loaded machine the producer may get a fraction of a
+# CPU for these 3 s (150 samples instead of 3000), and its work split comes in slices
 want = {"work_a": 50, "work_b": 30, "work_c": 20}
-sys.exit(0 if all(abs(flat.get(k, 0) - v) < 8 for k, v in want.items()) else 1)
+a, b, c = (flat.get(k, 0) for k in ("work_a", "work_b", "work_c"))
+sys.exit(0 if a > b > c > 0 and all(abs(flat.get(k, 0) - v) < 20 for k, v in want.items()) else 1)
 EOF
 grep -q 'Duration: [23]\.' "$W/top.txt" || fail "the profile does not last ~3 s"
 
