@@ -1138,8 +1138,29 @@ static void pull_poll(struct agent *a, uint64_t now)
 	}
 }
 
+/* The pull server's counters since start, for the round profiles' comments. */
+static void pull_comment(struct agent *a, char *buf, size_t len)
+{
+	struct pull_stats st;
+
+	if (!a->pull)
+		return;
+	pull__stats(a->pull, &st);
+	snprintf(buf, len,
+		 " pull: conns=%llu refused_tls=%llu refused_role=%llu requests=%llu profiles=%llu "
+		 "errors=%llu",
+		 (unsigned long long)st.conns, (unsigned long long)st.refused_tls,
+		 (unsigned long long)st.refused_role, (unsigned long long)st.requests,
+		 (unsigned long long)st.profiles, (unsigned long long)st.errors);
+}
+
 static void pull_stop(struct agent *a)
 {
+	char c[256] = "";
+
+	pull_comment(a, c, sizeof(c));
+	if (c[0])
+		pr_info("%s", c + 1);
 	pull__free(a->pull);
 	aggregate__free(a->pull_agg);
 }
@@ -1152,6 +1173,9 @@ static void pull_add(struct agent *a, const struct agent_sample *s, const char *
 {
 }
 static void pull_poll(struct agent *a, uint64_t now)
+{
+}
+static void pull_comment(struct agent *a, char *buf, size_t len)
 {
 }
 static void pull_stop(struct agent *a)
@@ -1205,25 +1229,36 @@ static void scrape_finish(struct agent *a)
 	scrape_ship(a);
 }
 
-/* At exit: what the scrapes did, failures counted by kind. */
-static void scrape_stop(struct agent *a)
+/* The scrapes' counters since start (failures by kind), for the round profiles' comments. */
+static void scrape_comment(struct agent *a, char *buf, size_t len)
 {
 	struct scrape_stats st;
 
 	if (!a->scrape)
 		return;
 	scrape__stats(a->scrape, &st);
+	snprintf(buf, len,
+		 " scrape: fetches=%llu ok=%llu failed_connect=%llu failed_tls=%llu failed_io=%llu "
+		 "failed_status=%llu failed_too_big=%llu bad_profile=%llu baselines=%llu "
+		 "queue_dropped=%llu delta_resets=%llu delta_over_bound=%llu cpu_ms=%llu",
+		 (unsigned long long)st.fetches, (unsigned long long)st.ok,
+		 (unsigned long long)st.failed_connect, (unsigned long long)st.failed_tls,
+		 (unsigned long long)st.failed_io, (unsigned long long)st.failed_status,
+		 (unsigned long long)st.failed_too_big, (unsigned long long)st.bad_profile,
+		 (unsigned long long)st.baselines, (unsigned long long)st.queue_dropped,
+		 (unsigned long long)st.delta_resets, (unsigned long long)st.delta_over_bound,
+		 (unsigned long long)(st.cpu_ns / 1000000));
+}
+
+/* At exit: what the scrapes did. */
+static void scrape_stop(struct agent *a)
+{
+	char c[512] = "";
+
+	scrape_comment(a, c, sizeof(c));
+	if (c[0])
+		pr_info("%s", c + 1);
 	scrape__free(a->scrape);
-	pr_info("scrape: fetches=%llu ok=%llu failed_connect=%llu failed_tls=%llu failed_io=%llu "
-		"failed_status=%llu failed_too_big=%llu bad_profile=%llu baselines=%llu "
-		"queue_dropped=%llu delta_resets=%llu delta_over_bound=%llu cpu_ms=%llu",
-		(unsigned long long)st.fetches, (unsigned long long)st.ok,
-		(unsigned long long)st.failed_connect, (unsigned long long)st.failed_tls,
-		(unsigned long long)st.failed_io, (unsigned long long)st.failed_status,
-		(unsigned long long)st.failed_too_big, (unsigned long long)st.bad_profile,
-		(unsigned long long)st.baselines, (unsigned long long)st.queue_dropped,
-		(unsigned long long)st.delta_resets, (unsigned long long)st.delta_over_bound,
-		(unsigned long long)(st.cpu_ns / 1000000));
 }
 #else
 static int scrape_start(struct agent *a)
@@ -1236,6 +1271,9 @@ static void scrape_ship(struct agent *a)
 static void scrape_finish(struct agent *a)
 {
 }
+static void scrape_comment(struct agent *a, char *buf, size_t len)
+{
+}
 static void scrape_stop(struct agent *a)
 {
 }
@@ -1245,8 +1283,9 @@ static void scrape_stop(struct agent *a)
 
 static void write_round(struct agent *a, uint64_t duration_ns)
 {
-	char c0[256], c1[256], c2[384], c3[1536];
-	const char *comments[] = {c0, c1, c2, c3};
+	char c0[256], c1[256], c2[384], c3[1536], c4[768] = "edgeprof";
+	const char *comments[5] = {c0, c1, c2};
+	size_t n_comments = 3;
 	struct proctab_stats ps;
 	struct procmaps_stats ms;
 
@@ -1254,6 +1293,13 @@ static void write_round(struct agent *a, uint64_t duration_ns)
 	procmaps__stats(&ms);
 	bpf_name_kernel_frames(a);
 	bpf_comment(a, c3, sizeof(c3));
+	if (c3[0])
+		comments[n_comments++] = c3;
+	/* the pull server's and the scrapes' counters: "edgeprof pull: ... scrape: ..." */
+	pull_comment(a, c4 + strlen(c4), sizeof(c4) - strlen(c4));
+	scrape_comment(a, c4 + strlen(c4), sizeof(c4) - strlen(c4));
+	if (strcmp(c4, "edgeprof"))
+		comments[n_comments++] = c4;
 	for (unsigned int i = 0; i < a->n_services; i++) {
 		struct service *s = &a->services[i];
 		struct output_opts o = {.service = s->name,
@@ -1264,7 +1310,7 @@ static void write_round(struct agent *a, uint64_t duration_ns)
 					.sym = a->sym,
 					.ksyms = a->ksyms,
 					.comments = comments,
-					.n_comments = c3[0] ? 4 : 3};
+					.n_comments = n_comments};
 		struct agg_stats as;
 		uint64_t full = 0, torn = 0, skipped = 0, blocking = 0, aside = 0;
 		char path[512];

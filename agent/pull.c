@@ -77,7 +77,8 @@ static void answer(struct pull_server *p, int status, const char *ctype, const c
 		   const void *body, size_t len)
 {
 	tls_conn__set_deadline(p->tc, port_clock_mono_ns() + PULL_IO_MS * NSEC_PER_MSEC);
-	count(p, status == 200 ? &p->st.profiles : &p->st.errors);
+	if (status != 200)
+		count(p, &p->st.errors);
 	http_write_response(&p->stream, status, ctype, extra, body, len, false);
 }
 
@@ -109,13 +110,15 @@ static void wait_profile(struct pull_server *p, enum pull_kind kind, unsigned se
 	p->data = NULL;
 	p->want = PULL_NONE;
 	pthread_mutex_unlock(&p->lock);
-	if (status == 200)
+	if (status == 200) {
+		count(p, &p->st.profiles);
 		answer(p, 200, "application/octet-stream",
 		       "Content-Disposition: attachment; filename=\"profile\"\r\n", data, len);
-	else if (data)
+	} else if (data) {
 		answer(p, status, "text/plain; charset=utf-8", NULL, data, len);
-	else
+	} else {
 		answer_text(p, 503, "the agent is stopping or did not make the profile in time\n");
+	}
 	free(data);
 }
 

@@ -35,6 +35,7 @@ struct ctarget {
 	struct sd_target sd;
 	struct pprof_delta *delta[T__N];	/* cumulative types only */
 	bool down;
+	bool failing[T__N];	/* logged as failing: logged again once it works */
 };
 
 struct coll_scraper {
@@ -216,12 +217,18 @@ static bool scrape_one(struct coll_scraper *s, struct ctarget *t, int type)
 	f = fetch_get_peer(url, s->tls, deadline, s->o.max_body, msg, on_fd, s, device,
 			   sizeof(device), err, sizeof(err));
 	if (f && !stopping(s)) {
+		/* counted every time, logged when it starts failing (the target, or this type) */
 		s->m->scrape_failed[f - 1]++;
-		if (f != FETCH_CONNECT || !t->down)
-			pr_warn("scrape %s %s: %s", t->sd.addr, type_names[type], err);
+		if (f == FETCH_CONNECT ? !t->down : !t->failing[type])
+			pr_warn("scrape %s %s: %s%s", t->sd.addr, type_names[type], err,
+				f == FETCH_CONNECT ? " (one connect a scrape until it answers)"
+						   : " (logged again when it works)");
 		t->down = f == FETCH_CONNECT;
+		t->failing[type] = f != FETCH_CONNECT;
 	} else if (!f) {
-		t->down = false;
+		if (t->down || t->failing[type])
+			pr_info("scrape %s %s: works again", t->sd.addr, type_names[type]);
+		t->down = t->failing[type] = false;
 		ret = pprof_delta_scraped(t->delta[type], type_names[type], msg->body, msg->body_len,
 					  s->o.max_body, &buf, err, sizeof(err));
 		if (ret == 1)

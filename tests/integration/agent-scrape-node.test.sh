@@ -24,7 +24,8 @@ if [ ! -d "$NODE_DIR/node_modules/@pyroscope/nodejs" ] ||
 fi
 cp "$EP_TOP/tests/scrape-node/app.js" "$NODE_DIR/"
 W=$(mktemp -d "${TMPDIR:-/tmp}/edgeprof-scrape-node.XXXXXX")
-node "$NODE_DIR/app.js" >"$W/node.out" 2>&1 &
+# no inlining: busyKnown keeps its frame (V8 would fold it into the timer callback at times)
+node --no-turbo-inlining "$NODE_DIR/app.js" >"$W/node.out" 2>&1 &
 npid=$!
 trap 'kill $npid 2>/dev/null; wait $npid 2>/dev/null || true; rm -rf "$W"' EXIT
 for _ in $(seq 1 100); do grep -q listening "$W/node.out" && break; sleep 0.1; done
