@@ -125,9 +125,13 @@ enum fetch_fail fetch_get_peer(const char *url, struct tls_config *tls, uint64_t
 		snprintf(err, errlen, "%s: %s", url,
 			 ret == -EFBIG ? "the answer is larger than the body limit" : strerror(-ret));
 	} else if (m->status != 200) {
+		size_t n = m->body_len > 200 ? 200 : m->body_len;
+
+		while (n && (m->body[n - 1] == '\n' || m->body[n - 1] == '\r'))
+			n--; /* a one-line text answer ends with its newline */
 		f = FETCH_STATUS;
-		snprintf(err, errlen, "%s: answered %d: %.*s", url, m->status,
-			 (int)(m->body_len > 200 ? 200 : m->body_len), m->body ? (char *)m->body : "");
+		snprintf(err, errlen, "%s: answered %d: %.*s", url, m->status, (int)n,
+			 m->body ? (char *)m->body : "");
 	}
 out:
 	if (c.tc && f != FETCH_TLS)

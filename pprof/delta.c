@@ -251,11 +251,15 @@ int pprof_delta_scraped(struct pprof_delta *d, const char *kind, const void *bod
 
 	if (ret)
 		return ret;
+	if (!p->n_samples) { /* an idle service's CPU profile: nothing a store would take */
+		pprof_profile__free(p);
+		return 2;
+	}
 	if (d && pprof_delta_cumulative(kind, p, cum)) {
 		ret = pprof_delta__apply(d, p, cum);
-		if (ret) { /* 1: the baseline; -EINVAL: new types, a new baseline */
+		if (ret || !p->n_samples) { /* 1 or -EINVAL: a (new) baseline; else no growth */
 			pprof_profile__free(p);
-			return ret == -ENOMEM ? ret : 1;
+			return ret == -ENOMEM ? ret : ret ? 1 : 2;
 		}
 	} else if (pprof_is_gzip(body, len)) {
 		pprof_profile__free(p);

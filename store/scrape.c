@@ -54,6 +54,7 @@ struct coll_scraper {
 	pthread_mutex_t lock;		/* stopping, fd */
 	bool stopping;
 	int fd;				/* the socket of the fetch in progress, or -1 */
+	struct http_message req;	/* what the ingest path's messages name: "(scrape)" */
 };
 
 static bool stopping(struct coll_scraper *s)
@@ -182,6 +183,7 @@ static void store_one(struct coll_scraper *s, struct ctarget *t, int type, const
 
 	server__api_ctx(s->srv, &a, t->sd.addr);
 	a.device = device;
+	a.req = &s->req;
 	for (size_t i = 0; i < t->sd.n_labels && in.n_labels < STORE_MAX_LABELS - 2; i++)
 		in.labels[in.n_labels++] = (struct record_label){t->sd.labels[i].key,
 								 t->sd.labels[i].value};
@@ -235,7 +237,7 @@ static bool scrape_one(struct coll_scraper *s, struct ctarget *t, int type)
 			s->m->scrape_baselines++;
 		else if (ret < 0)
 			s->m->scrape_bad_profile++;
-		else
+		else if (!ret) /* (2: nothing grew, nothing sampled) */
 			store_one(s, t, type, device, &buf);
 	}
 	free(buf.data);
@@ -337,6 +339,8 @@ struct coll_scraper *coll_scrape__new(const struct coll_scrape_opts *o, struct s
 	if (!s->o.max_body)
 		s->o.max_body = a.max_body;
 	s->fd = -1;
+	s->req.path = (char *)"(scrape)";
+	s->req.query = (char *)"";
 	s->wake[0] = s->wake[1] = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	if (coll_scrape_setup(s, err, errlen))

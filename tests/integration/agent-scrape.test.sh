@@ -7,7 +7,9 @@
 #   - cpu and goroutine every round; heap, mutex, block from the second round on (the first one
 #     only sets the delta baseline);
 #   - each heap delta's alloc_space of allocKnown is about one round's 16 MiB, on average within
-#     25 % (not the growing total), its inuse_space a snapshot; each mutex delta has lockKnown;
+#     40 % (a loaded machine slows gopprof's 10 ms allocation ticker; a running total instead of
+#     deltas would average 2 rounds' worth), its inuse_space a snapshot; each mutex delta has
+#     lockKnown;
 #   - a target that is down (port 1) costs one failed connect a round, logged once;
 #   - the collector lists the heap profiles as service go, type heap.
 # ~12 s (the first run builds gopprof once into the build directory).
@@ -56,7 +58,7 @@ for f in "$W"/out/go-heap-*; do
 	[ "${u:-0}" -gt 0 ] || fail "$f: no inuse_space for allocKnown (a snapshot)"
 	echo "$a" >>"$W/deltas"
 done
-awk '{s += $1} END {m = s / NR / 16 / 1048576; print "mean delta / 16 MiB:", m; exit !(m > 0.75 && m < 1.25)}' \
+awk '{s += $1} END {m = s / NR / 16 / 1048576; print "mean delta / 16 MiB:", m; exit !(m > 0.6 && m < 1.4)}' \
 	"$W/deltas" || fail "the heap deltas do not average one round's allocation"
 for f in "$W"/out/go-mutex-*; do
 	top "$f" | grep -q 'main.lockKnown' || fail "$f: no lockKnown in the mutex delta"

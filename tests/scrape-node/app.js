@@ -19,5 +19,7 @@ function busyKnown(ms) {
 		keep.shift();
 	return x;
 }
-setInterval(() => busyKnown(40), 50);
+setInterval(function tick() {
+	busyKnown(40);
+}, 50);
 const srv = app.listen(0, '127.0.0.1', () => console.log('listening ' + srv.address().port));

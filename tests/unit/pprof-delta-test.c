@@ -131,11 +131,41 @@ static void test_bound_and_types(void **state)
 	pprof_delta__free(d);
 }
 
+/* What a scraper ships: the baseline (1), a delta (0), no growth (2), no profile (-EINVAL). */
+static void test_scraped(void **state)
+{
+	static const char *const fns[3] = {"lock_a", NULL, NULL};
+	struct pprof_delta *d = pprof_delta__new(0);
+	struct pprof_buf enc = {0}, out = {0};
+	struct pprof_profile *p;
+	char err[200];
+
+	p = heap(fns, (int64_t[]){5, 0, 0}, (int64_t[]){5, 0, 0}, 1);
+	assert_int_equal(pprof_write_profile(p, NULL, pprof_buf_write, &enc), 0);
+	pprof_profile__free(p);
+	assert_int_equal(pprof_delta_scraped(d, "mutex", enc.data, enc.len, 0, &out, err,
+					     sizeof(err)), 1);
+	assert_int_equal(pprof_delta_scraped(d, "mutex", enc.data, enc.len, 0, &out, err,
+					     sizeof(err)), 2); /* the same totals: no growth */
+	assert_null(out.data);
+	/* not cumulative: passed on as fetched, byte for byte */
+	assert_int_equal(pprof_delta_scraped(NULL, "goroutine", enc.data, enc.len, 0, &out, err,
+					     sizeof(err)), 0);
+	assert_int_equal(out.len, enc.len);
+	assert_memory_equal(out.data, enc.data, enc.len);
+	free(out.data);
+	assert_int_equal(pprof_delta_scraped(d, "mutex", "not a profile", 13, 0, &out, err,
+					     sizeof(err)), -EINVAL);
+	free(enc.data);
+	pprof_delta__free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_heap_growth),
 		cmocka_unit_test(test_bound_and_types),
+		cmocka_unit_test(test_scraped),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

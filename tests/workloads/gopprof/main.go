@@ -3,7 +3,7 @@
 // gopprof is a Go service exposing net/http/pprof (standard library only): the scrape tests'
 // and benchmark's real peer. It does known work:
 //
-//   - CPU: spinA and spinB burn 2:1 of one core (-cpu=false: none);
+//   - CPU: spinA and spinB burn 2:1 of half a core (-cpu=false: none);
 //   - heap: allocKnown allocates -alloc-rate bytes per second in 4 KiB objects, and keeps the
 //     last -keep of them in use; with -alloc-total it stops after exactly that many bytes, and it
 //     starts only after the first /debug/pprof/heap answer (the scraper's baseline), so a sum of
@@ -50,10 +50,13 @@ func spinB(n int) int {
 	return x
 }
 
+// burn keeps about half a core busy (a whole one would starve allocate on a loaded machine).
 func burn() {
 	for {
+		t := time.Now()
 		spinA(2000000)
 		spinB(1000000)
+		time.Sleep(time.Since(t))
 	}
 }
 
