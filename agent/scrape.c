@@ -78,6 +78,7 @@ static void queue_push(struct scraper *s, const struct target *t, int type, uint
 		s->st.queue_dropped++;
 		pthread_mutex_unlock(&s->lock);
 		free(buf->data);
+		buf->data = NULL; /* the caller frees what is left to it */
 		return;
 	}
 	r = &s->q[(s->q_head + s->q_n++) % SCRAPE_QUEUE];

@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #define SCRAPE_MAX_TARGETS 16
-#define SCRAPE_QUEUE 8
+#define SCRAPE_QUEUE 32 /* two rounds of 3 targets x 5 types, while the main loop fsyncs */
 
 struct scrape_opts {
 	const char *const *specs;	/* "NAME=URL" each, URL http(s)://HOST:PORT[/prefix] */

@@ -9,8 +9,9 @@
 #    baseline); runtime.MemProfileRate = 4096 so that sampling error (~1/sqrt(samples)) is far
 #    below the goal. The agent scrapes it (1 s rounds); `edgeprof merge` of every heap delta it
 #    wrote gives allocKnown's alloc_space, compared with TOTAL (goal: within 2 %).
-# 2. CPU shares: the merged scraped CPU profiles' share of spinA (spinA:spinB burn 2:1) against a
-#    direct `go tool pprof` fetch of the same program right after (goal: within 2 pp).
+# 2. CPU shares: the merged scraped CPU profiles' share of spinA (spinA:spinB burn 2:1 of a whole
+#    core) against a direct `go tool pprof` fetch of the same program right after, as long (goal:
+#    within 2 pp; ~1,000 samples each at Go's 100 Hz: about 1.5 pp of sampling noise apiece).
 # 3. RSS and CPU: the agent's peak RSS (VmHWM) scraping three gopprof targets (every type, 2 s
 #    rounds, 6 rounds) minus the same agent scraping none (goal: <= 1 MiB); CPU of the scrape
 #    thread per fetch (its own counter) and the whole agent's extra CPU per fetch.
@@ -55,7 +56,7 @@ accuracy() {
 	local d=$tmp/acc.$1 total=$((rounds * 32 * 1048576)) a cs cd
 	mkdir -p "$d/out"
 	start_go "$d/go.out" -memprofilerate 4096 -alloc-rate $((32 * 1048576)) \
-		-alloc-total $total -keep 64
+		-alloc-total $total -keep 64 -duty 1
 	"$agent" --sampler sigprof --registry "$d/reg" --output-dir "$d/out" --round-seconds 1 \
 		--period-seconds 1 --jitter-percent 0 --scrape-types cpu,heap \
 		--scrape "go=http://127.0.0.1:$port" 2>"$d/agent.log" &

@@ -3,7 +3,7 @@
 // gopprof is a Go service exposing net/http/pprof (standard library only): the scrape tests'
 // and benchmark's real peer. It does known work:
 //
-//   - CPU: spinA and spinB burn 2:1 of half a core (-cpu=false: none);
+//   - CPU: spinA and spinB burn 2:1 of -duty of a core (half; -cpu=false: none);
 //   - heap: allocKnown allocates -alloc-rate bytes per second in 4 KiB objects, and keeps the
 //     last -keep of them in use; with -alloc-total it stops after exactly that many bytes, and it
 //     starts only after the first /debug/pprof/heap answer (the scraper's baseline), so a sum of
@@ -50,13 +50,15 @@ func spinB(n int) int {
 	return x
 }
 
-// burn keeps about half a core busy (a whole one would starve allocate on a loaded machine).
-func burn() {
+// burn keeps duty of a core busy (a whole one starves allocate on a loaded machine).
+func burn(duty float64) {
 	for {
 		t := time.Now()
 		spinA(2000000)
 		spinB(1000000)
-		time.Sleep(time.Since(t))
+		if duty < 1 {
+			time.Sleep(time.Duration(float64(time.Since(t)) * (1 - duty) / duty))
+		}
 	}
 }
 
@@ -118,6 +120,7 @@ func main() {
 	keep := flag.Int("keep", 256, "objects allocKnown keeps in use")
 	memrate := flag.Int("memprofilerate", 512*1024, "runtime.MemProfileRate")
 	cpu := flag.Bool("cpu", true, "burn CPU in spinA/spinB")
+	duty := flag.Float64("duty", 0.5, "share of a core spinA/spinB burn (0 < duty <= 1)")
 	flag.Parse()
 	runtime.MemProfileRate = *memrate
 	runtime.SetMutexProfileFraction(1)
@@ -137,7 +140,7 @@ func main() {
 		os.Exit(1)
 	}
 	if *cpu {
-		go burn()
+		go burn(*duty)
 	}
 	go allocate(*rate, *total, *keep)
 	contend()
