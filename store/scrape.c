@@ -184,9 +184,13 @@ static void store_one(struct coll_scraper *s, struct ctarget *t, int type, const
 	server__api_ctx(s->srv, &a, t->sd.addr);
 	a.device = device;
 	a.req = &s->req;
-	for (size_t i = 0; i < t->sd.n_labels && in.n_labels < STORE_MAX_LABELS - 2; i++)
-		in.labels[in.n_labels++] = (struct record_label){t->sd.labels[i].key,
-								 t->sd.labels[i].value};
+	for (size_t i = 0; i < t->sd.n_labels && in.n_labels < STORE_MAX_LABELS - 2; i++) {
+		const char *k = t->sd.labels[i].key;
+
+		/* the certificate says which device, the address which instance */
+		if (strcmp(k, "device") && strcmp(k, "instance"))
+			in.labels[in.n_labels++] = (struct record_label){k, t->sd.labels[i].value};
+	}
 	in.labels[in.n_labels++] = (struct record_label){"instance", t->sd.addr};
 	if (api_store_profile(&a, &in, buf->data, buf->len, &seq, &dup, NULL)) {
 		s->m->scrape_bad_profile++;
