@@ -14,10 +14,16 @@ agent-y-$(CONFIG_SAMPLER_BPF) += agent/leaf.o elf/cfi.o
 agent-y-$(CONFIG_BPF_MMAP_EVENTS) += bpf/mmapev.o
 # Heap profiles of the sigprof producers (<pid>.heap beside their rings).
 agent-y-$(CONFIG_PROFILE_HEAP) += agent/heapfile.o
+# Pull mode: /debug/pprof/ served over mutual TLS (agent/pull.h).
+agent-y-$(CONFIG_PULL_SERVER) += agent/pull.o
 agent-y += $(agent-y-y)
 
 bin-y                  += edgeprof-agent
-edgeprof-agent-objs    = $(agent-y) $(pprof-y) $(bpf-y) $(agent-transport-objs) $(port-y)
+# Scraping local pprof endpoints (agent/scrape.h): its thread, the GET client, the deltas.
+agent-scrape-objs       = $(if $(CONFIG_AGENT_SCRAPE),agent/scrape.o $(port-fetch-y) \
+			  $(pprof-delta-y))
+edgeprof-agent-objs    = $(agent-y) $(agent-scrape-objs) $(pprof-y) $(bpf-y) \
+			 $(agent-transport-objs) $(port-y)
 edgeprof-agent-ldlibs  = $(pprof-ldlibs) $(bpf-ldlibs) $(agent-transport-ldlibs)
 
 # libedgeprof.so: the SIGPROF sampler, with the pprof writer for standalone mode. Only its

@@ -14,6 +14,7 @@ void features_print(FILE *out, const char *prog)
 		{ "symbolize", IS_ENABLED(CONFIG_SYMBOLIZE) },
 		{ "upload-mtls", IS_ENABLED(CONFIG_UPLOAD_MTLS) },
 		{ "spool", IS_ENABLED(CONFIG_SPOOL) },
+		{ "pull", IS_ENABLED(CONFIG_PULL_SERVER) },
 		{ "static", IS_ENABLED(CONFIG_STATIC) },
 	};
 

@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,8 +23,10 @@
 #endif
 #include "agent/output.h"
 #include "agent/procmaps.h"
+#include "agent/pull.h"
 #include "agent/ring.h"
 #include "agent/rounds.h"
+#include "agent/scrape.h"
 #include "agent/symbolize.h"
 #include "port/clock.h"
 #include "port/file.h"
@@ -52,8 +55,10 @@
 struct config {
 	unsigned long hz, round_s, period_s, jitter_pct, seconds, stack_entries, max_procs;
 	unsigned long bpf_ringbuf_kb;
-	const char *registry, *output_dir, *sampler, *bpf_service;
+	const char *registry, *output_dir, *sampler, *bpf_service, *pull_listen;
 	bool once, symbolize, kernel_stacks, upload;
+	const char *scrape[SCRAPE_MAX_TARGETS], *scrape_types;
+	size_t n_scrape;
 #ifdef CONFIG_UPLOAD_MTLS
 	struct transport_opts tr;
 #endif
@@ -84,6 +89,11 @@ struct agent {
 	void *transport; /* struct transport * */
 	uint64_t seq;
 	uint64_t round_real_ns;
+	bool in_round;
+	struct pull_server *pull;	/* pull mode (agent/pull.h), or NULL */
+	struct aggregate *pull_agg;	/* a pulled CPU profile being sampled, or NULL */
+	uint64_t pull_start, pull_end, pull_real_ns;
+	struct scraper *scrape;		/* --scrape targets (agent/scrape.h), or NULL */
 };
 
 static volatile sig_atomic_t stop;
@@ -124,6 +134,13 @@ static const struct opt_desc opt_descs[] = {
     {"tls-key", 1, "this device's private key"},
     {"spool", 1, "offline spool file for profiles that could not be uploaded"},
     {"spool-size", 1, "spool size (bytes, or K/M/G)"},
+#endif
+#ifdef CONFIG_AGENT_SCRAPE
+    {"scrape", 1, "NAME=URL: pull that service's /debug/pprof/ each round (repeatable)"},
+    {"scrape-types", 1, "what --scrape pulls: cpu,heap,goroutine,mutex,block (default all)"},
+#endif
+#ifdef CONFIG_PULL_SERVER
+    {"pull-listen", 1, "serve /debug/pprof/ to operators over mutual TLS at HOST:PORT"},
 #endif
     {"config", 1, "read options from a file: one 'name = value' (or 'name') per line"},
     {"version", 0, "print version and compiled-in features"},
@@ -192,6 +209,19 @@ static int apply_opt(struct config *c, const char *name, const char *v)
 		return (c->registry = v) && *v ? 0 : -EINVAL;
 	if (!strcmp(name, "output-dir"))
 		return (c->output_dir = v) && *v ? 0 : -EINVAL;
+	if (!strcmp(name, "scrape") && IS_ENABLED(CONFIG_AGENT_SCRAPE)) {
+		if (!v || c->n_scrape == SCRAPE_MAX_TARGETS) {
+			fprintf(stderr, "edgeprof-agent: --scrape: at most %d targets\n",
+				SCRAPE_MAX_TARGETS);
+			return -EINVAL;
+		}
+		c->scrape[c->n_scrape++] = v;
+		return 0;
+	}
+	if (!strcmp(name, "scrape-types") && IS_ENABLED(CONFIG_AGENT_SCRAPE))
+		return (c->scrape_types = v) && *v ? 0 : -EINVAL;
+	if (!strcmp(name, "pull-listen") && IS_ENABLED(CONFIG_PULL_SERVER))
+		return (c->pull_listen = v) && *v ? 0 : -EINVAL;
 	if (!strcmp(name, "bpf-service"))
 		return (c->bpf_service = v) && *v ? 0 : -EINVAL;
 	if (!strcmp(name, "sampler")) {
@@ -393,6 +423,8 @@ struct drain_ctx {
 	struct service *svc;
 };
 
+static void pull_add(struct agent *a, const struct agent_sample *s, const char *service);
+
 static int drain_rec(void *ctx, const struct ring_rec *rec)
 {
 	struct drain_ctx *dc = ctx;
@@ -402,6 +434,7 @@ static int drain_rec(void *ctx, const struct ring_rec *rec)
 	s.pid = ring__shared(dc->r)->pid; /* the ring's owner, not what the record claims */
 	if (dc->svc)
 		aggregate__add(dc->svc->agg, &s);
+	pull_add(dc->a, &s, dc->svc ? dc->svc->name : "unknown");
 	return 0;
 }
 
@@ -494,6 +527,7 @@ static int bpf_sink(void *ctx, const struct agent_sample *s)
 		s = with_exe(a, s, &l);
 	for (unsigned int i = 0; a->ksyms && i < s->n_kernel; i++)
 		ksyms__want(a->ksyms, s->frames[i]);
+	pull_add(a, s, svc->name);
 	return aggregate__add(svc->agg, s);
 }
 
@@ -812,6 +846,36 @@ static void transport_stop(struct agent *a)
 }
 #endif /* CONFIG_UPLOAD_MTLS */
 
+/*
+ * One encoded profile of service (heap, or scraped) to where profiles go: the output directory
+ * (<service>-<type>-<time>-<n>.pb.gz, written atomically) and the transport. err: the encoder's.
+ * Frees bp's data. (Unused in a build with neither heap profiles nor scraping.)
+ */
+static void __attribute__((unused)) ship(struct agent *a, const char *service, const char *type,
+		 const struct output_opts *o, struct pprof_buf *bp, int err)
+{
+	char path[512];
+	int werr;
+
+	if (!err && a->cfg.output_dir) {
+		werr = output__path(o, a->cfg.output_dir, type, path, sizeof(path));
+		if (!werr)
+			werr = port_file_write_atomic(path, bp->data, bp->len, 0640);
+		if (werr)
+			pr_err("cannot write the %s profile of %s: %s", type, service,
+			       strerror(-werr));
+		else
+			pr_info("wrote %s (%zu bytes)", path, bp->len);
+	} else if (err) {
+		pr_err("cannot encode the %s profile of %s: %s", type, service, strerror(-err));
+	}
+	if (a->transport)
+		submit_buf(a, service, type, o, bp, err);
+	else
+		free(bp->data);
+	bp->data = NULL;
+}
+
 /* ---- heap profiles of the sigprof producers (agent/heapfile.h) ---------------------------- */
 
 #ifdef CONFIG_PROFILE_HEAP
@@ -822,11 +886,12 @@ static void heap_path(const struct agent *a, unsigned int ring, char *path, size
 }
 
 /*
- * The service's heap profile now: a snapshot of every producer's table (alloc_* since each
- * started, inuse_* now), one sample per stack and process. Written and submitted like the CPU
- * profile; nothing when no producer of the service records the heap.
+ * The heap profile of service's producers now (service NULL: every producer's): a snapshot of
+ * their tables (alloc_* since each started, inuse_* now), one sample per stack and process,
+ * encoded into buf. -ENOENT when none of them records the heap.
  */
-static void heap_round(struct agent *a, const struct service *s, struct output_opts o)
+static int heap_encode(struct agent *a, const char *service, struct output_opts o,
+		       struct pprof_buf *buf)
 {
 	const size_t max = CONFIG_HEAP_STACKS * 4; /* bounded: what exceeds it is counted */
 	struct output_stack *st = calloc(max, sizeof(*st));
@@ -837,13 +902,14 @@ static void heap_round(struct agent *a, const struct service *s, struct output_o
 	const char *comments[5];
 	struct heapfile_view v = {0};
 	struct output_kind k;
-	int err;
+	int err = -ENOENT;
 
 	for (unsigned int i = 0; st && vals && i < a->n_rings; i++) {
 		struct heapfile_view vi;
 		size_t got;
 
-		if (strncmp(ring__shared(a->rings[i])->service, s->name, sizeof(s->name)))
+		if (service &&
+		    strncmp(ring__shared(a->rings[i])->service, service, sizeof(a->services[0].name)))
 			continue;
 		heap_path(a, i, path, sizeof(path));
 		err = heapfile__map(path, &maps[files], &lens[files], &vi);
@@ -860,7 +926,11 @@ static void heap_round(struct agent *a, const struct service *s, struct output_o
 		v = vi;
 		files++;
 	}
-	if (files) {
+	if (!st || !vals)
+		err = -ENOMEM;
+	else if (!files)
+		err = -ENOENT;
+	else {
 		snprintf(c_over, sizeof(c_over),
 			 "edgeprof heap (agent): processes=%zu stacks=%zu "
 			 "stacks_over_bound_or_zero=%zu",
@@ -871,27 +941,24 @@ static void heap_round(struct agent *a, const struct service *s, struct output_o
 		o.comments = comments;
 		o.n_comments = 1 + (files < 4 ? files : 4);
 		heapfile__kind(&v, &k);
-		if (a->cfg.output_dir) {
-			err = output__path(&o, a->cfg.output_dir, "heap", path, sizeof(path));
-			if (!err)
-				err = output__write_stacks_file(&k, &o, st, n, path);
-			if (err)
-				pr_err("cannot write the heap profile of %s: %s", s->name,
-				       strerror(-err));
-			else
-				pr_info("wrote %s (%zu stacks)", path, n);
-		}
-		if (a->transport) {
-			struct pprof_buf buf = {0};
-
-			err = output__stacks_pprof(&k, &o, st, n, pprof_buf_write, &buf);
-			submit_buf(a, s->name, "heap", &o, &buf, err);
-		}
+		err = output__stacks_pprof(&k, &o, st, n, pprof_buf_write, buf);
 	}
 	for (size_t i = 0; i < files; i++)
 		heapfile__unmap(maps[i], lens[i]);
 	free(st);
 	free(vals);
+	return err;
+}
+
+/* The service's heap profile, written and submitted like the CPU profile. */
+static void heap_round(struct agent *a, const struct service *s, struct output_opts o)
+{
+	struct pprof_buf buf = {0};
+	int err = heap_encode(a, s->name, o, &buf);
+
+	if (err == -ENOENT)
+		return;
+	ship(a, s->name, "heap", &o, &buf, err);
 }
 
 /* A producer that is gone leaves no heap table (killed before its destructor ran). */
@@ -903,6 +970,11 @@ static void heap_forget(struct agent *a, unsigned int ring)
 	unlink(path);
 }
 #else
+static inline int heap_encode(struct agent *a, const char *service, struct output_opts o,
+			      struct pprof_buf *buf)
+{
+	return -ENOENT;
+}
 static void heap_round(struct agent *a, const struct service *s, struct output_opts o)
 {
 }
@@ -911,12 +983,310 @@ static void heap_forget(struct agent *a, unsigned int ring)
 }
 #endif /* CONFIG_PROFILE_HEAP */
 
+/* ---- pull mode (agent/pull.h) ------------------------------------------------------------ */
+
+/* Rings sample while a round or a pulled profile runs, and are paused in between. */
+static void pause_between(struct agent *a)
+{
+	set_paused(a, !a->in_round && !a->pull_agg);
+}
+
+#ifdef CONFIG_PULL_SERVER
+static int pull_start(struct agent *a)
+{
+	struct pull_opts o = {.listen = a->cfg.pull_listen};
+	char err[512] = "";
+
+	if (!a->cfg.pull_listen)
+		return 0;
+	o.ca_file = a->cfg.tr.upload.ca_file;
+	o.cert_file = a->cfg.tr.upload.cert_file;
+	o.key_file = a->cfg.tr.upload.key_file;
+	a->pull = pull__new(&o, err, sizeof(err));
+	if (!a->pull) {
+		fprintf(stderr, "edgeprof-agent: --pull-listen %s: %s\n", a->cfg.pull_listen, err);
+		return -EINVAL;
+	}
+	pr_info("pull mode: https://%s/debug/pprof/ (port %d, operator certificates only)",
+		a->cfg.pull_listen, pull__port(a->pull));
+	return 0;
+}
+
+/* A sample of the pulled profile: every service's, told apart by a service label. */
+static void pull_add(struct agent *a, const struct agent_sample *s, const char *service)
+{
+	struct agent_sample l;
+
+	if (!a->pull_agg)
+		return;
+	if (s->n_labels < SAMPLE_MAX_LABELS) {
+		l = *s;
+		l.labels[l.n_labels++] = (struct sample_label){"service", service};
+		s = &l;
+	}
+	aggregate__add(a->pull_agg, s);
+}
+
+static struct output_opts pull_output_opts(struct agent *a, const char *const *comments,
+					   size_t n_comments)
+{
+	struct output_opts o = {.service = "pull",
+				.hz = (uint32_t)a->cfg.hz,
+				.time_ns = a->pull_real_ns,
+				.duration_ns = port_clock_mono_ns() - a->pull_start,
+				.procs = a->procs,
+				.sym = a->sym,
+				.ksyms = a->ksyms,
+				.comments = comments,
+				.n_comments = n_comments};
+
+	/* without BPF every sample comes from a ring: their rate is the profile's period */
+	if (!a->bpf && a->n_rings)
+		o.hz = ring__shared(a->rings[0])->hz;
+	return o;
+}
+
+/* The pulled CPU profile's window is over: encode it and hand it to the server thread. */
+static void pull_finish(struct agent *a)
+{
+	struct pprof_buf buf = {0};
+	struct agg_stats as;
+	char c0[256];
+	const char *comments[] = {c0};
+	struct output_opts o;
+	int err;
+
+	drain_rings(a, true);
+	bpf_name_kernel_frames(a);
+	aggregate__stats(a->pull_agg, &as);
+	snprintf(c0, sizeof(c0),
+		 "edgeprof pull: samples=%llu stacks=%zu dropped_table=%llu dropped_frames=%llu "
+		 "dropped_labels=%llu truncated=%llu",
+		 (unsigned long long)as.samples, as.entries, (unsigned long long)as.dropped_table,
+		 (unsigned long long)as.dropped_frames, (unsigned long long)as.dropped_labels,
+		 (unsigned long long)as.truncated);
+	o = pull_output_opts(a, comments, 1);
+	err = output__pprof(a->pull_agg, &o, pprof_buf_write, &buf);
+	if (err) {
+		char msg[128];
+
+		snprintf(msg, sizeof(msg), "cannot encode the profile: %s\n", strerror(-err));
+		pull__answer(a->pull, 500, msg, strlen(msg));
+	} else {
+		pull__answer(a->pull, 200, buf.data, buf.len);
+	}
+	pr_info("pull: CPU profile of %llu samples sent", (unsigned long long)as.samples);
+	free(buf.data);
+	aggregate__free(a->pull_agg);
+	a->pull_agg = NULL;
+	pause_between(a);
+}
+
+static void pull_heap(struct agent *a)
+{
+	struct pprof_buf buf = {0};
+	struct output_opts o;
+	int err = -ENOENT;
+	char msg[200];
+
+	a->pull_real_ns = port_clock_real_ns();
+	a->pull_start = port_clock_mono_ns();
+	o = pull_output_opts(a, NULL, 0);
+	o.duration_ns = 0;
+	if (IS_ENABLED(CONFIG_PROFILE_HEAP))
+		err = heap_encode(a, NULL, o, &buf);
+	if (!err) {
+		pull__answer(a->pull, 200, buf.data, buf.len);
+	} else {
+		snprintf(msg, sizeof(msg), "%s\n",
+			 err == -ENOENT ? "no heap profile here: no program records its heap "
+					  "(run it with EDGEPROF_PROFILES=cpu,heap)"
+					: strerror(-err));
+		pull__answer(a->pull, err == -ENOENT ? 404 : 500, msg, strlen(msg));
+	}
+	free(buf.data);
+}
+
+/* Main loop: starts or finishes what the pull server asked for. */
+static void pull_poll(struct agent *a, uint64_t now)
+{
+	struct agg_opts ao = {.max_entries = a->cfg.stack_entries};
+	unsigned seconds = 0;
+
+	if (a->pull_agg) {
+		if (now >= a->pull_end)
+			pull_finish(a);
+		return;
+	}
+	switch (pull__pending(a->pull, &seconds)) {
+	case PULL_CPU:
+		drain_rings(a, false); /* what was sampled before belongs to the rounds */
+		a->pull_agg = aggregate__new(&ao);
+		if (!a->pull_agg) {
+			pull__answer(a->pull, 503, "no memory for the profile\n", 26);
+			return;
+		}
+		a->pull_start = now;
+		a->pull_end = now + seconds * NSEC_PER_SEC;
+		a->pull_real_ns = port_clock_real_ns();
+		pause_between(a);
+		break;
+	case PULL_HEAP:
+		pull_heap(a);
+		break;
+	default:
+		break;
+	}
+}
+
+/* The pull server's counters since start, for the round profiles' comments. */
+static void pull_comment(struct agent *a, char *buf, size_t len)
+{
+	struct pull_stats st;
+
+	if (!a->pull)
+		return;
+	pull__stats(a->pull, &st);
+	snprintf(buf, len,
+		 " pull: conns=%llu refused_tls=%llu refused_role=%llu requests=%llu profiles=%llu "
+		 "errors=%llu",
+		 (unsigned long long)st.conns, (unsigned long long)st.refused_tls,
+		 (unsigned long long)st.refused_role, (unsigned long long)st.requests,
+		 (unsigned long long)st.profiles, (unsigned long long)st.errors);
+}
+
+static void pull_stop(struct agent *a)
+{
+	char c[256] = "";
+
+	pull_comment(a, c, sizeof(c));
+	if (c[0])
+		pr_info("%s", c + 1);
+	pull__free(a->pull);
+	aggregate__free(a->pull_agg);
+}
+#else
+static int pull_start(struct agent *a)
+{
+	return 0;
+}
+static void pull_add(struct agent *a, const struct agent_sample *s, const char *service)
+{
+}
+static void pull_poll(struct agent *a, uint64_t now)
+{
+}
+static void pull_comment(struct agent *a, char *buf, size_t len)
+{
+}
+static void pull_stop(struct agent *a)
+{
+}
+#endif /* CONFIG_PULL_SERVER */
+
+/* ---- scraped pprof endpoints (agent/scrape.h) -------------------------------------------- */
+
+#ifdef CONFIG_AGENT_SCRAPE
+static int scrape_start(struct agent *a)
+{
+	struct scrape_opts o = {.specs = a->cfg.scrape,
+				.n_specs = a->cfg.n_scrape,
+				.types = a->cfg.scrape_types,
+				.ca_file = a->cfg.tr.upload.ca_file,
+				.cert_file = a->cfg.tr.upload.cert_file,
+				.key_file = a->cfg.tr.upload.key_file};
+	char err[512] = "";
+
+	if (!a->cfg.n_scrape)
+		return 0;
+	a->scrape = scrape__new(&o, err, sizeof(err));
+	if (!a->scrape) {
+		fprintf(stderr, "edgeprof-agent: %s\n", err);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* What the scrape thread finished goes where the agent's own profiles go. */
+static void scrape_ship(struct agent *a)
+{
+	struct scrape_result r;
+
+	while (!scrape__take(a->scrape, &r)) {
+		struct output_opts o = {.service = r.service, .time_ns = r.time_ns};
+		struct pprof_buf buf = {.data = r.data, .len = r.len};
+
+		ship(a, r.service, r.type, &o, &buf, 0);
+	}
+}
+
+/* --once: the round's fetches (a CPU profile lasts the round) finish before the agent exits. */
+static void scrape_finish(struct agent *a)
+{
+	while (!stop && !scrape__idle(a->scrape)) {
+		scrape_ship(a);
+		port_sleep_ns(DRAIN_MS * NSEC_PER_MSEC);
+	}
+	scrape_ship(a);
+}
+
+/* The scrapes' counters since start (failures by kind), for the round profiles' comments. */
+static void scrape_comment(struct agent *a, char *buf, size_t len)
+{
+	struct scrape_stats st;
+
+	if (!a->scrape)
+		return;
+	scrape__stats(a->scrape, &st);
+	snprintf(buf, len,
+		 " scrape: fetches=%llu ok=%llu failed_connect=%llu failed_tls=%llu failed_io=%llu "
+		 "failed_status=%llu failed_too_big=%llu bad_profile=%llu baselines=%llu "
+		 "queue_dropped=%llu delta_resets=%llu delta_over_bound=%llu cpu_ms=%llu",
+		 (unsigned long long)st.fetches, (unsigned long long)st.ok,
+		 (unsigned long long)st.failed_connect, (unsigned long long)st.failed_tls,
+		 (unsigned long long)st.failed_io, (unsigned long long)st.failed_status,
+		 (unsigned long long)st.failed_too_big, (unsigned long long)st.bad_profile,
+		 (unsigned long long)st.baselines, (unsigned long long)st.queue_dropped,
+		 (unsigned long long)st.delta_resets, (unsigned long long)st.delta_over_bound,
+		 (unsigned long long)(st.cpu_ns / 1000000));
+}
+
+/* At exit: what the scrapes did. */
+static void scrape_stop(struct agent *a)
+{
+	char c[512] = "";
+
+	scrape_comment(a, c, sizeof(c));
+	if (c[0])
+		pr_info("%s", c + 1);
+	scrape__free(a->scrape);
+}
+#else
+static int scrape_start(struct agent *a)
+{
+	return 0;
+}
+static void scrape_ship(struct agent *a)
+{
+}
+static void scrape_finish(struct agent *a)
+{
+}
+static void scrape_comment(struct agent *a, char *buf, size_t len)
+{
+}
+static void scrape_stop(struct agent *a)
+{
+}
+#endif /* CONFIG_AGENT_SCRAPE */
+
 /* ---- rounds ------------------------------------------------------------------------------- */
 
 static void write_round(struct agent *a, uint64_t duration_ns)
 {
-	char c0[256], c1[256], c2[384], c3[1536];
-	const char *comments[] = {c0, c1, c2, c3};
+	char c0[256], c1[256], c2[384], c3[1536], c4[768] = "edgeprof";
+	const char *comments[5] = {c0, c1, c2};
+	size_t n_comments = 3;
 	struct proctab_stats ps;
 	struct procmaps_stats ms;
 
@@ -924,6 +1294,13 @@ static void write_round(struct agent *a, uint64_t duration_ns)
 	procmaps__stats(&ms);
 	bpf_name_kernel_frames(a);
 	bpf_comment(a, c3, sizeof(c3));
+	if (c3[0])
+		comments[n_comments++] = c3;
+	/* the pull server's and the scrapes' counters: "edgeprof pull: ... scrape: ..." */
+	pull_comment(a, c4 + strlen(c4), sizeof(c4) - strlen(c4));
+	scrape_comment(a, c4 + strlen(c4), sizeof(c4) - strlen(c4));
+	if (strcmp(c4, "edgeprof"))
+		comments[n_comments++] = c4;
 	for (unsigned int i = 0; i < a->n_services; i++) {
 		struct service *s = &a->services[i];
 		struct output_opts o = {.service = s->name,
@@ -934,7 +1311,7 @@ static void write_round(struct agent *a, uint64_t duration_ns)
 					.sym = a->sym,
 					.ksyms = a->ksyms,
 					.comments = comments,
-					.n_comments = c3[0] ? 4 : 3};
+					.n_comments = n_comments};
 		struct agg_stats as;
 		uint64_t full = 0, torn = 0, skipped = 0, blocking = 0, aside = 0;
 		char path[512];
@@ -1033,7 +1410,8 @@ static int run(struct agent *a)
 
 		if (now - last_scan >= NSEC_PER_SEC) {
 			scan_registry(a);
-			set_paused(a, !rs.in_round);
+			a->in_round = rs.in_round;
+			pause_between(a);
 			last_scan = now;
 		}
 		while ((ev = rounds__poll(&rs, now, &wait)) != ROUND_NONE) {
@@ -1043,17 +1421,25 @@ static int run(struct agent *a)
 					aggregate__reset(a->services[i].agg);
 				a->round_real_ns = port_clock_real_ns();
 				started = now;
+				a->in_round = true;
 				set_paused(a, false);
+				scrape__round(a->scrape, (unsigned)(round_ns / NSEC_PER_SEC),
+					      (unsigned)(period_ns / NSEC_PER_SEC));
 			} else {
 				drain_rings(a, true);
 				write_round(a, now - started);
-				if (a->cfg.once)
+				if (a->cfg.once) {
+					scrape_finish(a);
 					goto out;
-				set_paused(a, rs.period_ns != rs.round_ns);
+				}
+				a->in_round = rs.period_ns == rs.round_ns;
+				pause_between(a);
 			}
 		}
-		if (rs.in_round)
+		if (rs.in_round || a->pull_agg)
 			drain_rings(a, false);
+		pull_poll(a, now);
+		scrape_ship(a);
 		transport_poll(a);
 		bpf_poll(a, poll_timeout_ms(a, wait, now - last_scan));
 	}
@@ -1063,6 +1449,8 @@ static int run(struct agent *a)
 	}
 out:
 	set_paused(a, false);
+	pull_stop(a);
+	scrape_stop(a);
 	bpf_stop(a);
 	transport_stop(a);
 	return 0;
@@ -1108,6 +1496,12 @@ int main(int argc, char **argv)
 	transport_opts__init(&a.cfg.tr);
 #endif
 	port_log_open("edgeprof-agent", false);
+	/*
+	 * The pull and scrape threads allocate too: glibc would give each its own arena (heap
+	 * pages of their own that stay in the RSS). The agent allocates little and rarely from
+	 * them: one arena for all.
+	 */
+	mallopt(M_ARENA_MAX, 1);
 	rc = parse_args(&a.cfg, argc, argv);
 	if (rc < 0)
 		fprintf(stderr, "Try 'edgeprof-agent --help'.\n");
@@ -1124,7 +1518,7 @@ int main(int argc, char **argv)
 	a.procs = proctab__new((unsigned int)a.cfg.max_procs, 256);
 	if (a.cfg.symbolize)
 		a.sym = symbolizer__new(0);
-	if (transport_start(&a))
+	if (transport_start(&a) || pull_start(&a) || scrape_start(&a))
 		return 2;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);

@@ -104,7 +104,11 @@ static int cert_set_usage(struct cert_ctx *x, const struct tls_cert_req *req)
 						    0x05, 0x05, 0x07, 0x03, 0x01 };
 	static const unsigned char eku_client[] = { 0x30, 0x0a, 0x06, 0x08, 0x2b, 0x06, 0x01,
 						    0x05, 0x05, 0x07, 0x03, 0x02 };
+	static const unsigned char eku_both[] = { 0x30, 0x14, 0x06, 0x08, 0x2b, 0x06, 0x01, 0x05,
+						  0x05, 0x07, 0x03, 0x02, 0x06, 0x08, 0x2b, 0x06,
+						  0x01, 0x05, 0x05, 0x07, 0x03, 0x01 };
 	const unsigned char *eku = NULL;
+	size_t eku_len = sizeof(eku_server);
 	unsigned int ku;
 	int ret;
 
@@ -121,6 +125,11 @@ static int cert_set_usage(struct cert_ctx *x, const struct tls_cert_req *req)
 		ku = MBEDTLS_X509_KU_DIGITAL_SIGNATURE;
 		eku = eku_client;
 		break;
+	case TLS_CERT_DEVICE_PULL:
+		ku = MBEDTLS_X509_KU_DIGITAL_SIGNATURE;
+		eku = eku_both;
+		eku_len = sizeof(eku_both);
+		break;
 	default:
 		ku = MBEDTLS_X509_KU_KEY_CERT_SIGN;
 		eku = eku_server;
@@ -132,9 +141,9 @@ static int cert_set_usage(struct cert_ctx *x, const struct tls_cert_req *req)
 	if (!ret && eku)
 		ret = mbedtls_x509write_crt_set_extension(
 			&x->crt, MBEDTLS_OID_EXTENDED_KEY_USAGE,
-			MBEDTLS_OID_SIZE(MBEDTLS_OID_EXTENDED_KEY_USAGE), 0, eku,
-			sizeof(eku_server));
-	if (!ret && req->kind == TLS_CERT_SERVER && (req->dns_name || req->ip)) {
+			MBEDTLS_OID_SIZE(MBEDTLS_OID_EXTENDED_KEY_USAGE), 0, eku, eku_len);
+	if (!ret && (req->kind == TLS_CERT_SERVER || req->kind == TLS_CERT_DEVICE_PULL) &&
+	    (req->dns_name || req->ip)) {
 		unsigned char san[320];
 		int len = cert_san_der(req, san, sizeof(san));
 

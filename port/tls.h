@@ -85,6 +85,8 @@ enum tls_cert_kind {
 	TLS_CERT_SERVER,	/* digitalSignature, EKU serverAuth, SAN dns_name/ip */
 	TLS_CERT_CLIENT,	/* digitalSignature, EKU clientAuth */
 	TLS_CERT_OPERATOR,	/* the same with OU=operator in the subject */
+	TLS_CERT_DEVICE_PULL,	/* a device that also serves pull mode: EKU clientAuth and
+				 * serverAuth, SAN dns_name/ip (the agent's --pull-listen) */
 	TLS_CERT_BAD_USAGE,	/* keyCertSign only, EKU serverAuth: TLS must refuse it (tests) */
 };
 

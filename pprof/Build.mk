@@ -53,3 +53,9 @@ fuzz-y += pprof-reader pprof-folded
 fuzz-generated: $(O)/include/config/auto.conf
 	$(Q)$(MAKE) --no-print-directory $(generated-y)
 .PHONY: fuzz-generated
+
+# Cumulative profiles into deltas between rounds (pprof/delta.h): linked by the scrapers.
+pprof-delta-y := pprof/delta.o
+unit-tests-y += pprof-delta
+pprof-delta-test-objs   = $(pprof-y) $(pprof-delta-y)
+pprof-delta-test-ldlibs = $(pprof-ldlibs)

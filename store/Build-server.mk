@@ -10,6 +10,11 @@ store-server-y = store/server.o store/api.o store/api-ingest.o store/api-metrics
 		 store/api-render.o store/api-debuginfo.o store/debuginfo.o elf/elf.o \
 		 store/push.pb.o $(store-dwarf-y)
 store-dwarf-$(CONFIG_COLLECTOR_DWARF) := store/dwarf-line.o store/dwarf-elf.o
+# The collector's own scrapes (store/scrape.h): file_sd targets, the GET client, the deltas.
+store-scrape-objs = $(if $(CONFIG_COLLECTOR_SCRAPE),store/scrape.o store/scrape-sd.o \
+		    $(port-fetch-y) $(pprof-delta-y))
+unit-tests-$(CONFIG_COLLECTOR_SCRAPE) += scrape-sd
+scrape-sd-test-objs = store/scrape-sd.o
 
 # The line-table reader on gcc-built objects (DWARF 5 and 4), and on any bytes (make fuzz).
 unit-tests-$(CONFIG_COLLECTOR_DWARF) += dwarf-line
@@ -25,7 +30,7 @@ fuzz-$(CONFIG_COLLECTOR_DWARF) += dwarf-line
 
 bin-$(CONFIG_COLLECTOR)      += edgeprof-collector
 edgeprof-collector-objs      = store/main.o $(store-server-y) $(store-core-y) $(store-ui-y) \
-			       $(store-render-y) \
+			       $(store-render-y) $(store-scrape-objs) \
 			       $(pprof-y) $(pprof-folded-y) $(port-net-y) $(port-y)
 edgeprof-collector-ldlibs    = $(port-net-ldlibs) $(pprof-ldlibs)
 

@@ -121,6 +121,27 @@ static void metric_rules(struct sbuf *b, struct store *s)
 	free(text);
 }
 
+/* The collector's own scrapes (store/scrape.h). */
+static void metric_scrape(struct sbuf *b, const struct server_metrics *m)
+{
+	metric(b, "scrape_targets", "gauge", "Targets of --scrape-targets now.",
+	       (uint64_t)m->scrape_targets);
+	metric(b, "scrape_reload_errors", "gauge",
+	       "1 when the last read of --scrape-targets failed (the targets before stay).",
+	       (uint64_t)m->scrape_reload_errors);
+	metric(b, "scrape_fetches_total", "counter", "Profiles fetched from scrape targets.",
+	       m->scrape_fetches);
+	metric(b, "scrape_stored_total", "counter", "Scraped profiles stored.", m->scrape_stored);
+	metric(b, "scrape_baselines_total", "counter",
+	       "Scrapes of cumulative profiles that only set a delta baseline.",
+	       m->scrape_baselines);
+	metric(b, "scrape_bad_profile_total", "counter",
+	       "Scraped answers that were no profile, or that the store refused.",
+	       m->scrape_bad_profile);
+	metric_family(b, "scrape_failed_total", "Scrapes that failed, by reason.", "reason",
+		      scrape_fail_names, m->scrape_failed, SCRAPE_FAIL__N);
+}
+
 void api_metrics(struct api_ctx *a)
 {
 	const struct server_metrics *m = a->metrics;
@@ -146,6 +167,8 @@ void api_metrics(struct api_ctx *a)
 		metric_ring(&b, &st, age);
 	else
 		metric_ch(&b, &st.ch);
+	if (IS_ENABLED(CONFIG_COLLECTOR_SCRAPE))
+		metric_scrape(&b, m);
 	metric(&b, "merge_skipped_total", "counter", "Profiles merges left out: unreadable, or "
 	       "sample or period types that cannot merge with the rest.", st.merge_skipped);
 	if (IS_ENABLED(CONFIG_COLLECTOR_ROLLUP))

@@ -11,9 +11,12 @@
 #include <string.h>
 
 #include "port/log.h"
+#include "store/scrape.h"
 #include "store/server.h"
 
 static struct server *the_server;
+static struct coll_scraper *the_scraper;
+static struct coll_scrape_opts scrape_opts;
 
 #ifdef CONFIG_COLLECTOR_ROLLUP_BUCKET_S
 #define ROLLUP_DEFAULT_S CONFIG_COLLECTOR_ROLLUP_BUCKET_S
@@ -37,6 +40,8 @@ static const char usage_text[] =
 	"                          [--index-entries N] [--debuginfo-dir DIR] [--syslog] [-v]\n"
 	"                          [--rollup-seconds N] [--metrics-rule 'NAME=SELECTOR ...']...\n"
 	"                          [--metrics-series N]\n"
+	"                          [--scrape-targets FILE [--scrape-interval S] [--scrape-seconds S]\n"
+	"                           [--scrape-types LIST] [--scrape-tls-cert F --scrape-tls-key F]]\n"
 	"       edgeprof-collector ... --clickhouse http://HOST:PORT/DATABASE --debuginfo-dir DIR\n"
 	"                          [--ch-batch-ms N] [--retention-days N]   (instead of --ring)\n"
 	"\n"
@@ -47,7 +52,11 @@ static const char usage_text[] =
 	"ms with --fsync-ms (group commit). --http-listen adds a plain-HTTP listener for SDKs\n"
 	"without client certificates: loopback only unless --http-token is set, and with a\n"
 	"token every request needs 'Authorization: Bearer TOKEN' (or Basic, token as\n"
-	"password). --rollup-seconds sets the rollup bucket (0 = no rollups; default %d).\n"
+	"password). --scrape-targets pulls profiles from the targets of a Prometheus file_sd\n"
+	"JSON file (reread on change or SIGHUP) every --scrape-interval (60) s: the CPU\n"
+	"profile for --scrape-seconds (10) and --scrape-types (cpu,heap); __scheme__ https\n"
+	"targets (devices in pull mode) with the operator certificate --scrape-tls-cert/key.\n"
+	"--rollup-seconds sets the rollup bucket (0 = no rollups; default %d).\n"
 	"--max-debuginfo bounds debug-file uploads (POST /api/0/debuginfo/ID) apart from\n"
 	"--max-body, which bounds every other request. Each listener holds up to\n"
 	"--max-conns authenticated and --max-handshakes unauthenticated connections (the\n"
@@ -95,7 +104,9 @@ static int parse_size(const char *s, uint64_t *out)
 
 static void on_signal(int sig)
 {
-	if (the_server)
+	if (sig == SIGHUP)
+		coll_scrape__reload(the_scraper);
+	else if (the_server)
 		server__stop(the_server);
 }
 
@@ -153,6 +164,12 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 		{ "retention-days", required_argument, NULL, 'J' },
 		{ "metrics-rule", required_argument, NULL, 'M' },
 		{ "metrics-series", required_argument, NULL, 'N' },
+		{ "scrape-targets", required_argument, NULL, 'P' },
+		{ "scrape-interval", required_argument, NULL, 'I' },
+		{ "scrape-seconds", required_argument, NULL, 'E' },
+		{ "scrape-types", required_argument, NULL, 'Y' },
+		{ "scrape-tls-cert", required_argument, NULL, 'U' },
+		{ "scrape-tls-key", required_argument, NULL, 'V' },
 		{ "syslog", no_argument, NULL, 'S' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -180,6 +197,21 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 		case 'M':
 			if (n_rules <= METRICS_RULES_MAX) /* one more: __add says "too many" */
 				rules[n_rules++] = optarg;
+			break;
+		case 'P': scrape_opts.file = optarg; break;
+		case 'Y': scrape_opts.types = optarg; break;
+		case 'U': scrape_opts.cert_file = optarg; break;
+		case 'V': scrape_opts.key_file = optarg; break;
+		case 'I': case 'E':
+			if (parse_size(optarg, &v) || v < 1 || v > 86400) {
+				fprintf(stderr, "edgeprof-collector: --scrape-%s: 1..86400 seconds\n",
+					c == 'I' ? "interval" : "seconds");
+				return -EINVAL;
+			}
+			if (c == 'I')
+				scrape_opts.interval_s = (unsigned)v;
+			else
+				scrape_opts.seconds = (unsigned)v;
 			break;
 		case 'S': port_log_open("edgeprof-collector", true); break;
 		case 'v': port_log_set_level(PORT_LOG_DEBUG); break;
@@ -284,6 +316,16 @@ int main(int argc, char **argv)
 	}
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	if (scrape_opts.file) {
+		scrape_opts.ca_file = o.tls_ca;
+		the_scraper = coll_scrape__new(&scrape_opts, the_server, err, sizeof(err));
+		if (!the_scraper) {
+			pr_err("--scrape-targets: %s", err);
+			server__free(the_server);
+			return 1;
+		}
+		sigaction(SIGHUP, &sa, NULL);
+	}
 	if (o.listen)
 		pr_info("listening on %s (mutual TLS, port %d)", o.listen,
 			server__port(the_server, true));
@@ -292,6 +334,7 @@ int main(int argc, char **argv)
 			o.http_token ? ", token required" : "", server__port(the_server, false));
 	ret = server__run(the_server);
 	pr_info("shutting down");
+	coll_scrape__free(the_scraper);
 	server__free(the_server);
 	metrics_rules__free(o.store.rules);
 	return ret ? 1 : 0;

@@ -33,6 +33,9 @@ const char *const reject_reason_names[REJ__N] = {
 	"unauthorized", "not_found", "method", "store", "busy", "forbidden",
 };
 const char *const tls_fail_names[TLSF__N] = { "no_cert", "bad_cert", "timeout", "other" };
+const char *const scrape_fail_names[SCRAPE_FAIL__N] = {
+	"bad_url", "connect", "tls", "io", "too_large", "status",
+};
 
 struct conn;
 
@@ -851,6 +854,17 @@ int server__port(const struct server *s, bool tls)
 	int fd = s->lis[tls ? 0 : 1].fd;
 
 	return fd < 0 ? -ENOENT : net_local_port(fd);
+}
+
+void server__api_ctx(struct server *s, struct api_ctx *a, const char *peer)
+{
+	memset(a, 0, sizeof(*a));
+	a->store = s->store;
+	a->debuginfo = s->debuginfo;
+	a->metrics = &s->m;
+	a->device = "";
+	a->peer = peer;
+	a->max_body = s->o.max_body;
 }
 
 void server__stop(struct server *s)

@@ -59,12 +59,20 @@ enum reject_reason {
 
 enum tls_fail_reason { TLSF_NO_CERT, TLSF_BAD_CERT, TLSF_TIMEOUT, TLSF_OTHER, TLSF__N };
 
+/* Why a scrape failed (port/fetch.h's enum fetch_fail, in its order, but FETCH_OK). */
+#define SCRAPE_FAIL__N 6
+extern const char *const scrape_fail_names[SCRAPE_FAIL__N];
+
 struct server_metrics {
 	atomic_uint_fast64_t requests, received, stored, duplicates, bytes_received;
 	atomic_uint_fast64_t rejected[REJ__N];
 	atomic_uint_fast64_t tls_handshakes, tls_resumed, tls_failures[TLSF__N];
 	atomic_uint_fast64_t conns_total, conns_refused, conns_evicted;
 	atomic_int conns_active, conns_preauth;
+	/* the collector's own scrapes (store/scrape.h) */
+	atomic_uint_fast64_t scrape_fetches, scrape_stored, scrape_baselines, scrape_bad_profile;
+	atomic_uint_fast64_t scrape_failed[SCRAPE_FAIL__N];
+	atomic_int scrape_targets, scrape_reload_errors;
 };
 
 extern const char *const reject_reason_names[REJ__N];
@@ -78,6 +86,10 @@ int server__run(struct server *s);
 void server__stop(struct server *s);	/* async-signal-safe */
 void server__free(struct server *s);	/* closes the store (syncs); NULL-safe */
 int server__port(const struct server *s, bool tls);
+/* A handler context on the server's store and metrics, for what the collector ingests itself
+ * (its scrapes): device "" (none), peer the given name. api_reset() it after each use. */
+struct api_ctx;
+void server__api_ctx(struct server *s, struct api_ctx *a, const char *peer);
 
 /* ---- handlers (store/api*.c) ---------------------------------------------------------------- */
 

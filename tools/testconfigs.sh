@@ -43,6 +43,9 @@ for f in SAMPLER_SIGPROF SAMPLER_BPF SYMBOLIZE UPLOAD_MTLS COLLECTOR TOOLS; do
 	build "only-$f" BOARD=host-x86_64 allnoconfig SET="$f=y"
 done
 build only-SPOOL BOARD=host-x86_64 allnoconfig SET="UPLOAD_MTLS=y SPOOL=y"
+build only-PULL_SERVER BOARD=host-x86_64 allnoconfig SET="UPLOAD_MTLS=y PULL_SERVER=y"
+build only-AGENT_SCRAPE BOARD=host-x86_64 allnoconfig SET="UPLOAD_MTLS=y AGENT_SCRAPE=y"
+build collector-no-scrape BOARD=host-x86_64 allnoconfig SET="COLLECTOR=y COLLECTOR_SCRAPE=n"
 
 echo "testconfigs: $ok passed, ${#failed[@]} failed"
 [ ${#failed[@]} = 0 ]

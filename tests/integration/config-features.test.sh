@@ -22,7 +22,8 @@ has() { grep -q "^$2" "$tiny/$1.syms"; }
 
 # module (Kconfig symbol off in tiny): a symbol prefix only that module defines or pulls in
 for m in "SAMPLER_BPF bpf_sampler__" "SAMPLER_BPF bpf_object__" "SYMBOLIZE symbolizer__" \
-	 "SYMBOLIZE elf_syms__" "SPOOL spool__" "SPOOL ringfile__"; do
+	 "SYMBOLIZE elf_syms__" "SPOOL spool__" "SPOOL ringfile__" "PULL_SERVER pull__" \
+	 "AGENT_SCRAPE scrape__" "AGENT_SCRAPE fetch_get" "AGENT_SCRAPE pprof_delta"; do
 	set -- $m
 	has host "$2" || fail "host agent lacks $2 (CONFIG_$1 on): test is stale"
 	has tiny "$2" && fail "tiny agent has $2 although CONFIG_$1 is off"

@@ -21,6 +21,7 @@ struct certs_args {
 	int64_t not_before, not_after;
 	enum tls_cert_kind kind;
 	bool force;
+	bool server_given; /* device: --server-name/--server-ip, a pull-mode certificate */
 };
 
 static void certs_help(FILE *out)
@@ -28,7 +29,7 @@ static void certs_help(FILE *out)
 	fprintf(out,
 		"usage: edgeprof certs init DIR [--server-name NAME] [--server-ip IP] [--days N]\n"
 		"                            [--force]\n"
-		"       edgeprof certs device DIR ID [--days N]\n"
+		"       edgeprof certs device DIR ID [--days N] [--server-name NAME] [--server-ip IP]\n"
 		"       edgeprof certs operator DIR NAME [--days N]\n"
 		"\n"
 		"init    makes DIR/ca.crt ca.key (the fleet's private CA) and DIR/server.crt\n"
@@ -37,6 +38,8 @@ static void certs_help(FILE *out)
 		"device  makes DIR/ID.crt ID.key signed by DIR/ca.key, with CN = ID: the\n"
 		"        collector labels every profile from this certificate with device=ID.\n"
 		"        A device certificate may upload, not read what the fleet stored.\n"
+		"        With --server-name or --server-ip it may also serve the agent's pull mode\n"
+		"        (--pull-listen) under that name or address to operators.\n"
 		"operator makes DIR/NAME.crt NAME.key with CN = NAME and OU = operator: for\n"
 		"        people and tools that read (edgeprof query, ls, the web UI over mTLS).\n"
 		"\n"
@@ -112,6 +115,12 @@ static int certs_device(const struct certs_args *a)
 		.not_after = a->not_after,
 	};
 
+	if (a->kind == TLS_CERT_CLIENT && a->server_given) {
+		req.kind = TLS_CERT_DEVICE_PULL;
+		req.dns_name = a->server_name;
+		req.ip = *a->server_ip ? a->server_ip : NULL;
+	}
+
 	if (!*a->id || strchr(a->id, '/') || !strcmp(a->id, "ca") || !strcmp(a->id, "server")) {
 		fprintf(stderr, "edgeprof certs: '%s' cannot be a device id\n", a->id);
 		return CLI_USAGE;
@@ -136,8 +145,8 @@ static int certs_parse(int argc, char **argv, struct certs_args *a)
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
-		case 'n': a->server_name = optarg; break;
-		case 'i': a->server_ip = optarg; break;
+		case 'n': a->server_name = optarg; a->server_given = true; break;
+		case 'i': a->server_ip = optarg; a->server_given = true; break;
 		case 'f': a->force = true; break;
 		case 'd':
 			a->days = atoi(optarg);
