@@ -31,7 +31,8 @@ static const char usage_text[] =
 	"                          [--index-entries N] [--debuginfo-dir DIR] [--syslog] [-v]\n"
 	"                          [--rollup-seconds N]\n"
 	"       edgeprof-collector ... --clickhouse http://HOST:PORT/DATABASE --debuginfo-dir DIR\n"
-	"                          [--ch-batch-ms N] [--retention-days N]   (instead of --ring)\n"
+	"                          [--ch-batch-ms N] [--retention-days N] [--ch-queue SIZE]\n"
+	"                          [--ch-spool FILE [--ring-size SIZE]]   (instead of --ring)\n"
 	"\n"
 	"Receives profiles over mutual TLS (client certificates signed by --tls-ca are\n"
 	"required; their CN becomes the device label) and keeps them in one preallocated\n"
@@ -46,7 +47,8 @@ static const char usage_text[] =
 	"--max-conns authenticated and --max-handshakes unauthenticated connections (the\n"
 	"one silent longest is closed when a new one needs its slot). With --clickhouse the\n"
 	"profiles go to ClickHouse (decoded into rows, stacks stored once) instead of a ring\n"
-	"file, and an upload is acknowledged once ClickHouse accepted its batch.\n"
+	"file, and an upload is acknowledged once ClickHouse accepted its batch, or with\n"
+	"--ch-spool once it is durable in that local ring file, sent to ClickHouse from there.\n"
 	"To start: edgeprof certs init pki && edgeprof certs device pki gw-1, then\n"
 	"  edgeprof-collector --listen 127.0.0.1:8443 --tls-ca pki/ca.crt \\\n"
 	"    --tls-cert pki/server.crt --tls-key pki/server.key --ring /tmp/edgeprof/ring\n"
@@ -111,6 +113,8 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 		{ "clickhouse", required_argument, NULL, 'K' },
 		{ "ch-batch-ms", required_argument, NULL, 'B' },
 		{ "retention-days", required_argument, NULL, 'J' },
+		{ "ch-spool", required_argument, NULL, 'Q' },
+		{ "ch-queue", required_argument, NULL, 'U' },
 		{ "syslog", no_argument, NULL, 'S' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -129,6 +133,7 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 		case 'H': o->http_listen = optarg; break;
 		case 'T': o->http_token = optarg; break;
 		case 'D': o->debuginfo_dir = optarg; break;
+		case 'Q': o->store.ch_spool = optarg; break;
 		case 'K':
 			o->store.backend = STORE_CLICKHOUSE;
 			o->store.clickhouse = optarg;
@@ -145,7 +150,7 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 			o->store.rollup.bucket_s = (unsigned)v;
 			break;
 		case 's': case 'f': case 'b': case 'g': case 'm': case 't': case 'i': case 'x':
-		case 'a': case 'B': case 'J':
+		case 'a': case 'B': case 'J': case 'U':
 			if (parse_size(optarg, &v)) {
 				fprintf(stderr, "edgeprof-collector: '%s' is not a size\n", optarg);
 				return -EINVAL;
@@ -160,11 +165,17 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 			else if (c == 'i') o->idle_timeout_ms = (unsigned)v;
 			else if (c == 'B') o->store.ch_batch_ms = (unsigned)v;
 			else if (c == 'J') o->store.retention_days = (unsigned)v;
+			else if (c == 'U') o->store.ch_queue_bytes = v;
 			else o->store.index_entries = v;
 			break;
 		default:
 			return -EINVAL;
 		}
+	}
+	if ((o->store.ch_spool || o->store.ch_queue_bytes) && !o->store.clickhouse) {
+		fprintf(stderr, "edgeprof-collector: --ch-spool and --ch-queue are for "
+			"--clickhouse\n");
+		return -EINVAL;
 	}
 	if (o->store.retention_days && !o->store.clickhouse) {
 		fprintf(stderr, "edgeprof-collector: --retention-days is for --clickhouse (a ring "

@@ -240,10 +240,6 @@ static uint64_t sig_of(const struct pprof_profile *p)
 	return h_end(&h);
 }
 
-struct profile_ids {
-	uint64_t *fn, *map, *loc;	/* by pprof id - 1 */
-};
-
 static int ids_compute(const struct pprof_profile *p, struct profile_ids *ids)
 {
 	ids->fn = calloc(p->n_functions + 1, sizeof(uint64_t));
@@ -386,13 +382,6 @@ static void rows_dict(struct ch_store *c, struct ch_batch *bt, const struct ppro
 	}
 }
 
-struct put_rows {
-	struct rb samples, profile;
-	uint64_t *stack_ids;
-	struct profile_ids ids;
-	size_t n_samples;
-};
-
 struct stack_ref {
 	uint64_t stack;
 	size_t i;
@@ -450,7 +439,7 @@ static int rows_samples(const struct record_meta *m, const struct pprof_profile 
 }
 
 /* The sample rows and the profile row, built outside the lock. */
-static int rows_build(const struct record_meta *m, const struct pprof_profile *p, size_t len,
+int ch__rows_build(const struct record_meta *m, const struct pprof_profile *p, size_t len,
 		      uint64_t id, struct put_rows *r)
 {
 	uint64_t series = series_of(m), sig = sig_of(p);
@@ -505,7 +494,7 @@ static int rows_build(const struct record_meta *m, const struct pprof_profile *p
 	return r->samples.oom || r->profile.oom ? -ENOMEM : 0;
 }
 
-static void put_rows__free(struct put_rows *r)
+void ch__rows_free(struct put_rows *r)
 {
 	rb_free(&r->samples);
 	rb_free(&r->profile);
@@ -581,12 +570,18 @@ static void ch__drop_open(struct ch_store *c)
 {
 	struct ch_batch *b = c->open;
 
-	pr_warn("clickhouse: out of memory building a batch: its %zu uploads are refused",
-		b->n_profiles + 1);
-	c->dropped_gen[c->n_dropped++ % CH_DROPPED_GENS] = b->gen;
-	for (size_t i = 0; i < c->keys.cap; i++)
-		if (c->keys.v[i].kh && c->keys.v[i].gen == b->gen)
-			c->keys.v[i].id = 0; /* a tombstone: the probe chain stays intact */
+	if (c->spool) {
+		pr_warn("clickhouse: out of memory building a batch: its %zu uploads are read "
+			"back from the spool", b->n_profiles);
+		ch_spool__respill(c, b);
+	} else {
+		pr_warn("clickhouse: out of memory building a batch: its %zu uploads are refused",
+			b->n_profiles + 1);
+		c->dropped_gen[c->n_dropped++ % CH_DROPPED_GENS] = b->gen;
+		for (size_t i = 0; i < c->keys.cap; i++)
+			if (c->keys.v[i].kh && c->keys.v[i].gen == b->gen)
+				c->keys.v[i].id = 0; /* a tombstone: the probe chain stays intact */
+	}
 	idset__clear(&c->fns), idset__clear(&c->maps);
 	idset__clear(&c->locs), idset__clear(&c->stacks);
 	c->queued_bytes -= b->bytes;
@@ -595,9 +590,9 @@ static void ch__drop_open(struct ch_store *c)
 	pthread_cond_broadcast(&c->done);
 }
 
-static int ch__put_locked(struct ch_store *c, const struct record_meta *meta,
-			  const struct pprof_profile *p, struct put_rows *r, uint64_t id,
-			  uint64_t *gen)
+int ch__put_locked(struct ch_store *c, const struct record_meta *meta,
+		   const struct pprof_profile *p, struct put_rows *r, const struct ch_put *w,
+		   uint64_t *gen)
 {
 	struct ch_batch *b = c->open;
 	size_t before;
@@ -625,8 +620,8 @@ static int ch__put_locked(struct ch_store *c, const struct record_meta *meta,
 	before = batch__bytes(b);
 	rows_dict(c, b, p, &r->ids, r->stack_ids);
 	b->marks[b->n_marks] = (struct pmark){
-		.id = id, .series = series_of(meta), .ts = meta->time_ns,
-		.keyed = meta->key && *meta->key,
+		.id = w->id, .series = series_of(meta), .ts = meta->time_ns,
+		.keyed = (meta->key && *meta->key) || w->lookup,
 		.s_off = b->rows[T_SAMPLES].len, .s_len = r->samples.len,
 		.p_off = b->rows[T_PROFILES].len, .p_len = r->profile.len,
 	};
@@ -642,12 +637,27 @@ static int ch__put_locked(struct ch_store *c, const struct record_meta *meta,
 	c->rows[T_PROFILES]++;
 	b->n_profiles++;
 	b->n_marks++;
+	if (w->seq) {
+		b->first_seq = b->first_seq ? b->first_seq : w->seq;
+		b->last_seq = w->seq;
+		b->spool_bytes += w->spool_bytes;
+	}
 	b->bytes = batch__bytes(b);
 	c->queued_bytes += b->bytes - before;
 	*gen = b->gen;
 	if (b->bytes >= c->batch_bytes)
 		pthread_cond_signal(&c->wake);
 	return 0;
+}
+
+void ch__key_set(struct ch_store *c, uint64_t kh, uint64_t id, uint64_t gen)
+{
+	struct keyent *k = keymap__find(&c->keys, kh, true);
+
+	if (k) {
+		k->id = id;
+		k->gen = gen;
+	}
 }
 
 static int label_cmp(const void *a, const void *b)
@@ -694,8 +704,13 @@ static int ch__put_sorted(struct ch_store *c, const struct record_meta *meta,
 		if (k && k->id) {
 			id = k->id, gen = k->gen;
 			c->duplicates++;
-			e = ch__wait(c, gen);
-			pthread_mutex_unlock(&c->lock);
+			if (c->spool) {	/* gen is its record: acked once that is durable */
+				pthread_mutex_unlock(&c->lock);
+				e = ringfile__wait_durable(c->spool, gen);
+			} else {
+				e = ch__wait(c, gen);
+				pthread_mutex_unlock(&c->lock);
+			}
 			*duplicate = true;
 			*seq_out = id;
 			return e;
@@ -709,14 +724,20 @@ static int ch__put_sorted(struct ch_store *c, const struct record_meta *meta,
 		decoded = own;
 	}
 	id = new_id(meta);
-	e = rows_build(meta, decoded, len, id, &r);
+	e = ch__rows_build(meta, decoded, len, id, &r);
+	if (c->spool) {
+		if (!e)
+			e = ch_spool__put(c, meta, payload, len, decoded, &r, id, kh, &gen);
+		ch__rows_free(&r);
+		pprof_profile__free(own);
+		*seq_out = id;
+		return e == -ENOSPC ? -EIO : e;
+	}
 	pthread_mutex_lock(&c->lock);
 	if (!e)
-		e = ch__put_locked(c, meta, decoded, &r, id, &gen);
-	if (!e && kh && (k = keymap__find(&c->keys, kh, true))) {
-		k->id = id;
-		k->gen = gen;
-	}
+		e = ch__put_locked(c, meta, decoded, &r, &(struct ch_put){ .id = id }, &gen);
+	if (!e && kh)
+		ch__key_set(c, kh, id, gen);
 	if (!e) {
 		c->puts++;
 		e = ch__wait(c, gen);
@@ -724,7 +745,7 @@ static int ch__put_sorted(struct ch_store *c, const struct record_meta *meta,
 	if (e)
 		c->put_errors++;
 	pthread_mutex_unlock(&c->lock);
-	put_rows__free(&r);
+	ch__rows_free(&r);
 	pprof_profile__free(own);
 	*seq_out = id;
 	return e == -ENOSPC ? -EIO : e;
@@ -899,6 +920,20 @@ static int batch__send(struct ch_store *c, struct ch_conn *conn, struct ch_batch
 	return 0;
 }
 
+void ch__seal(struct ch_store *c)
+{
+	struct ch_batch *b = c->open;
+
+	if (!b)
+		return;
+	c->open = NULL;
+	if (c->tail)
+		c->tail->next = b;
+	else
+		c->head = b;
+	c->tail = b;
+}
+
 /* Seals the open batch when it is due (lock held): full, old enough, or stopping. */
 static void ch__seal_due(struct ch_store *c)
 {
@@ -908,12 +943,7 @@ static void ch__seal_due(struct ch_store *c)
 	if (!b || (b->bytes < c->batch_bytes && !c->stop &&
 		   now - c->open_since < (uint64_t)c->batch_ms * 1000000))
 		return;
-	c->open = NULL;
-	if (c->tail)
-		c->tail->next = b;
-	else
-		c->head = b;
-	c->tail = b;
+	ch__seal(c);
 }
 
 /*
@@ -982,6 +1012,8 @@ static void *ch__writer(void *arg)
 			retain_due = port_clock_mono_ns() + 3600 * NSEC_PER_SEC;
 		}
 		ch__seal_due(c);
+		if (c->spool && !c->head && !c->open && c->spill_from && !backoff_ms)
+			ch_spool__replay(c);
 		b = c->head;
 		if (!b && c->stop)
 			break;
@@ -999,6 +1031,8 @@ static void *ch__writer(void *arg)
 		}
 		pthread_mutex_unlock(&c->lock);
 		e = batch__send(c, conn, b);
+		if (!e && c->spool)
+			ch_spool__done(c, b);
 		pthread_mutex_lock(&c->lock);
 		if (e) {
 			backoff_ms = 100;
@@ -1044,6 +1078,13 @@ static void ch__stats(struct store *base, struct store_stats *st)
 	st->ch.intern_resets = c->fns.resets + c->maps.resets + c->locs.resets +
 			       c->stacks.resets;
 	st->ch.partitions_dropped = c->partitions_dropped;
+	st->ch.spool = c->spool != NULL;
+	st->ch.spool_pending = c->spool_pending;
+	st->ch.spool_capacity = c->spool_capacity;
+	st->ch.spool_spilled = c->spool_spilled;
+	st->ch.spool_replayed = c->spool_replayed;
+	st->ch.spool_refused = c->spool_refused;
+	st->ch.spool_lost = c->spool_lost;
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -1067,6 +1108,7 @@ static void ch__free(struct store *base)
 	}
 	free(c->fns.v), free(c->maps.v), free(c->locs.v), free(c->stacks.v);
 	free(c->keys.v);
+	ringfile__free(c->spool);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->wake);
 	pthread_cond_destroy(&c->done);
@@ -1114,7 +1156,8 @@ struct store *store_ch__open(const struct store_opts *opts, char *err, size_t er
 	pthread_cond_init(&c->done, NULL);
 	c->batch_bytes = (size_t)CONFIG_COLLECTOR_CH_BATCH_KB << 10;
 	c->batch_ms = opts->ch_batch_ms ? opts->ch_batch_ms : CONFIG_COLLECTOR_CH_BATCH_MS;
-	c->queue_bytes = (size_t)CONFIG_COLLECTOR_CH_QUEUE_MB << 20;
+	c->queue_bytes = opts->ch_queue_bytes ? opts->ch_queue_bytes
+					      : (size_t)CONFIG_COLLECTOR_CH_QUEUE_MB << 20;
 	c->ack_ms = CONFIG_COLLECTOR_CH_ACK_MS;
 	c->retention_days = opts->retention_days;
 	c->keys.cap = 1;
@@ -1130,6 +1173,8 @@ struct store *store_ch__open(const struct store_opts *opts, char *err, size_t er
 	}
 	if (!e)
 		e = ch__schema(c, err, errlen);
+	if (!e && opts->ch_spool)
+		e = ch_spool__open(c, opts, err, errlen);
 	if (!e) {
 		e = -pthread_create(&c->writer, NULL, ch__writer, c);
 		c->writer_started = !e;

@@ -56,6 +56,9 @@ struct store_opts {
 	const char *clickhouse;	/* STORE_CLICKHOUSE: http://HOST:PORT/DATABASE */
 	unsigned ch_batch_ms;	/* 0 = CONFIG_COLLECTOR_CH_BATCH_MS */
 	unsigned retention_days; /* STORE_CLICKHOUSE: drop days older than this (0 = keep) */
+	const char *ch_spool;	/* STORE_CLICKHOUSE: the durable queue's ring file (NULL: none),
+				 * of size bytes when created (0: CONFIG_COLLECTOR_CH_SPOOL_MB) */
+	size_t ch_queue_bytes;	/* rows held in memory (0: CONFIG_COLLECTOR_CH_QUEUE_MB) */
 };
 
 #define STORE_DEFAULT_MAX_MERGE 10000
@@ -149,6 +152,10 @@ struct store_ch_stats {
 	uint64_t sample_rows, stack_rows;	/* rows queued */
 	uint64_t intern_resets;			/* id sets cleared when full */
 	uint64_t partitions_dropped;		/* days dropped by retention */
+	bool spool;				/* --ch-spool: */
+	uint64_t spool_pending, spool_capacity;	/* bytes not yet in ClickHouse; bound */
+	uint64_t spool_spilled, spool_replayed;	/* uploads whose rows were read back */
+	uint64_t spool_refused, spool_lost;	/* refused: spool full; lost: unreadable */
 };
 
 struct store_stats {

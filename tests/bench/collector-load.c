@@ -6,7 +6,7 @@
  *
  *   collector-load --url https://HOST:PORT --ca F --cert F --key F --file P
  *                  [--clients N] [--seconds S | --count N] [--prefix P] [--ack-log F]
- *                  [--service S] [--server-pid PID]
+ *                  [--service S] [--server-pid PID] [--interval-ms N]
  *
  * Prints one line: "clients=N profiles=N failed=N seconds=S profiles_per_s=X mb_per_s=Y
  * p50_ms=.. p99_ms=.. connect_s=.." and, with --server-pid, "server_cpu_s=..": the CPU time
@@ -14,6 +14,7 @@
  * Every client connects (TCP + TLS handshake) before the timed phase starts: what is measured
  * is keep-alive ingest, not 64 ECDHE handshakes (~65 M instructions each on the collector, the
  * cost of about 11 profiles) squeezed into a few seconds.
+ * --interval-ms paces each client: one upload every N ms at most (a device's rate, not a flood).
  * --ack-log appends "ID KEY" for every acknowledged upload (written before the next request), the
  * crash test's record of what the collector promised to keep. A failed request ends the thread
  * (and the run's exit status is 1 when nothing was acknowledged).
@@ -52,6 +53,7 @@ static struct {
 	uint32_t *lat_us;
 	pthread_barrier_t connected, go;	/* clients + main */
 	int server_pid;
+	unsigned interval_ms;
 } g = { .clients = 1, .seconds = 5, .count = -1, .ack_fd = -1, .prefix = "load",
 	.service = "bench" };
 
@@ -159,6 +161,7 @@ static void *worker_main(void *arg)
 		return NULL;
 	}
 	while (w_more()) {
+		uint64_t t0 = port_clock_mono_ns();
 		int ret = w_upload(w, n++);
 
 		if (ret) {
@@ -167,6 +170,14 @@ static void *worker_main(void *arg)
 			break;
 		}
 		g.done++;
+		if (g.interval_ms) {
+			uint64_t next = t0 + (uint64_t)g.interval_ms * 1000000, now;
+
+			while ((now = port_clock_mono_ns()) < next &&
+			       (g.count >= 0 || now < g.end_ns))
+				usleep((useconds_t)((next - now) / 1000 > 50000 ? 50000
+									: (next - now) / 1000));
+		}
 	}
 	tls_conn__close(w->tc);
 	tls_conn__free(w->tc);
@@ -213,7 +224,8 @@ static int parse(int argc, char **argv)
 		{ "key", 1, NULL, 'k' }, { "file", 1, NULL, 'f' }, { "clients", 1, NULL, 'n' },
 		{ "seconds", 1, NULL, 's' }, { "count", 1, NULL, 'N' }, { "prefix", 1, NULL, 'p' },
 		{ "ack-log", 1, NULL, 'l' }, { "service", 1, NULL, 'S' },
-		{ "server-pid", 1, NULL, 'P' }, { NULL, 0, NULL, 0 },
+		{ "server-pid", 1, NULL, 'P' }, { "interval-ms", 1, NULL, 'i' },
+		{ NULL, 0, NULL, 0 },
 	};
 	int c;
 
@@ -230,6 +242,7 @@ static int parse(int argc, char **argv)
 		case 'p': g.prefix = optarg; break;
 		case 'S': g.service = optarg; break;
 		case 'P': g.server_pid = atoi(optarg); break;
+		case 'i': g.interval_ms = (unsigned)atoi(optarg); break;
 		case 'l':
 			g.ack_fd = open(optarg, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 			if (g.ack_fd < 0) {
