@@ -65,6 +65,7 @@ struct pmark {
 	uint64_t id, series, ts;
 	size_t s_off, s_len, p_off, p_len;
 	bool keyed;		/* has an idempotency key: its id is the key's */
+	bool replay;		/* read back from the spool: its samples may be there */
 };
 
 struct ch_batch {
@@ -74,9 +75,8 @@ struct ch_batch {
 	uint64_t first_seq, last_seq;	/* its records in the spool (0: none) */
 	size_t spool_bytes;		/* their bytes there */
 	int stage;		/* the next table to insert */
-	bool ambiguous;		/* the last INSERT failed in transit: it may have been applied */
-	uint64_t probe_id, probe_series, probe_ts;	/* its first profile, to look for */
-	bool deduped;		/* batch__dedup ran */
+	bool ambiguous;		/* the last INSERT failed in a way that may have applied it */
+	bool deduped;		/* keyed profiles looked up (batch__check) */
 	struct pmark *marks;	/* where each profile's rows are */
 	size_t n_marks, cap_marks;
 	struct ch_batch *next;
@@ -111,6 +111,7 @@ struct ch_store {
 	size_t batch_bytes, queue_bytes;
 	unsigned batch_ms, ack_ms;
 	unsigned retention_days;	/* 0: keep everything */
+	char cluster[64];		/* --ch-cluster ("": one server) */
 	char last_error[300];
 	/* counters */
 	uint64_t puts, duplicates, put_errors, refused_full, ack_timeouts;

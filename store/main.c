@@ -32,7 +32,8 @@ static const char usage_text[] =
 	"                          [--rollup-seconds N]\n"
 	"       edgeprof-collector ... --clickhouse http://HOST:PORT/DATABASE --debuginfo-dir DIR\n"
 	"                          [--ch-batch-ms N] [--retention-days N] [--ch-queue SIZE]\n"
-	"                          [--ch-spool FILE [--ring-size SIZE]]   (instead of --ring)\n"
+	"                          [--ch-spool FILE [--ring-size SIZE]] [--ch-cluster NAME]\n"
+	"                          (instead of --ring)\n"
 	"\n"
 	"Receives profiles over mutual TLS (client certificates signed by --tls-ca are\n"
 	"required; their CN becomes the device label) and keeps them in one preallocated\n"
@@ -115,6 +116,7 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 		{ "retention-days", required_argument, NULL, 'J' },
 		{ "ch-spool", required_argument, NULL, 'Q' },
 		{ "ch-queue", required_argument, NULL, 'U' },
+		{ "ch-cluster", required_argument, NULL, 'X' },
 		{ "syslog", no_argument, NULL, 'S' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -134,6 +136,7 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 		case 'T': o->http_token = optarg; break;
 		case 'D': o->debuginfo_dir = optarg; break;
 		case 'Q': o->store.ch_spool = optarg; break;
+		case 'X': o->store.ch_cluster = optarg; break;
 		case 'K':
 			o->store.backend = STORE_CLICKHOUSE;
 			o->store.clickhouse = optarg;
@@ -172,9 +175,10 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 			return -EINVAL;
 		}
 	}
-	if ((o->store.ch_spool || o->store.ch_queue_bytes) && !o->store.clickhouse) {
-		fprintf(stderr, "edgeprof-collector: --ch-spool and --ch-queue are for "
-			"--clickhouse\n");
+	if ((o->store.ch_spool || o->store.ch_queue_bytes || o->store.ch_cluster) &&
+	    !o->store.clickhouse) {
+		fprintf(stderr, "edgeprof-collector: --ch-spool, --ch-queue and --ch-cluster are "
+			"for --clickhouse\n");
 		return -EINVAL;
 	}
 	if (o->store.retention_days && !o->store.clickhouse) {

@@ -26,7 +26,9 @@
  * failed, with backoff) until it succeeds: the batch stays queued, bounded by
  * CONFIG_COLLECTOR_CH_QUEUE_MB (beyond it a put is refused at once: 503, the device's spool
  * keeps the profile); a put whose batch is not in within CONFIG_COLLECTOR_CH_ACK_MS answers 503
- * and a retry of its key waits for the same batch (no duplicate).
+ * and a retry of its key waits for the same batch (no duplicate). With --ch-spool
+ * (store/ch-spool.c) a put is acknowledged once durable in the spool instead. With --ch-cluster
+ * the tables are Distributed over <table>_local on each shard (INSERTs synchronous).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -66,6 +68,11 @@ static const char *const ch_schema[T__N] = {
 	"duration Int64, main_mapping UInt64, comments Array(String)) "
 	"ENGINE = MergeTree PARTITION BY day ORDER BY (ts, id)",
 };
+/* With --ch-cluster, what each table's Distributed engine shards rows by. */
+static const char *const ch_shard_key[T__N] = {
+	"fn", "mapping", "loc", "stack", "series", "series",
+};
+
 /* ---- hashing and id sets ------------------------------------------------------------------- */
 
 struct hasher {
@@ -621,7 +628,7 @@ int ch__put_locked(struct ch_store *c, const struct record_meta *meta,
 	rows_dict(c, b, p, &r->ids, r->stack_ids);
 	b->marks[b->n_marks] = (struct pmark){
 		.id = w->id, .series = series_of(meta), .ts = meta->time_ns,
-		.keyed = (meta->key && *meta->key) || w->lookup,
+		.keyed = (meta->key && *meta->key) || w->lookup, .replay = w->lookup,
 		.s_off = b->rows[T_SAMPLES].len, .s_len = r->samples.len,
 		.p_off = b->rows[T_PROFILES].len, .p_len = r->profile.len,
 	};
@@ -753,60 +760,108 @@ static int ch__put_sorted(struct ch_store *c, const struct record_meta *meta,
 
 /* ---- the writer thread --------------------------------------------------------------------- */
 
-/*
- * After an INSERT of samples or profiles failed in transit (connection lost: ClickHouse may
- * have applied it), whether its rows are there: those tables are not idempotent (MergeTree in
- * 18.16 never deduplicates), the dictionaries are. 1 there, 0 not, -errno unknown.
- */
-static int batch__landed(struct ch_conn *conn, const struct ch_batch *b, char *err,
-			 size_t errlen)
-{
-	struct rb sql = { 0 }, res = { 0 };
-	struct rb_rd r;
-	int e;
+/* A batch's profile ids, sorted, to find which ClickHouse holds (index into marks). */
+struct idx {
+	uint64_t id;
+	size_t i;
+};
 
-	if (b->stage == T_SAMPLES) {
-		rb_printf(&sql, "SELECT count() FROM samples");
-		sql_where(&sql, &(struct store_query){ .from_ns = b->probe_ts,
-						       .to_ns = b->probe_ts });
-		rb_printf(&sql, " AND series = %" PRIu64 " AND profile = %" PRIu64, b->probe_series,
-			  b->probe_id);
-	} else {
-		rb_printf(&sql, "SELECT count() FROM profiles");
-		sql_where(&sql, &(struct store_query){ .from_ns = b->probe_ts,
-						       .to_ns = b->probe_ts });
-		rb_printf(&sql, " AND id = %" PRIu64, b->probe_id);
-	}
-	rb_printf(&sql, " FORMAT RowBinary");
-	rb_put(&sql, "", 1);
-	e = sql.oom ? -ENOMEM : ch_conn__run(conn, (char *)sql.p, CH_QUERY_SETTINGS, NULL, 0,
-					     &res, err, errlen);
-	rb_free(&sql);
-	if (e)
-		return e;
-	r = (struct rb_rd){ res.p, res.p + res.len, false };
-	e = rd_u64(&r) > 0;
-	rb_free(&res);
-	return r.bad ? -EIO : e;
+static int idx_cmp(const void *a, const void *b)
+{
+	const struct idx *x = a, *y = b;
+
+	return x->id < y->id ? -1 : x->id > y->id;
 }
 
-/* Removes the rows of marks[i] with gone[i] from the samples and profiles bodies. */
-static size_t batch__cut(struct ch_batch *b, const bool *gone)
+/*
+ * Which of the batch's profiles with want[i] table t holds already (gone[i] set). With ranged,
+ * only within their time range (and series, for samples: its primary key), which is exact for
+ * a batch's own rows; without, anywhere (a retry of a key may carry another time). 0 or -errno.
+ */
+static int batch__find(struct ch_conn *conn, const struct ch_batch *b, int t, const bool *want,
+		       bool ranged, bool *gone)
+{
+	struct idx *ix = calloc(b->n_marks + 1, sizeof(*ix));
+	struct rb sql = { 0 }, res = { 0 };
+	uint64_t lo = UINT64_MAX, hi = 0;
+	size_t n = 0;
+	struct rb_rd r;
+	char err[300];
+	int e = 0;
+
+	for (size_t i = 0; ix && i < b->n_marks; i++) {
+		if (!want[i])
+			continue;
+		ix[n++] = (struct idx){ b->marks[i].id, i };
+		lo = b->marks[i].ts < lo ? b->marks[i].ts : lo;
+		hi = b->marks[i].ts > hi ? b->marks[i].ts : hi;
+	}
+	if (!ix || !n) {
+		free(ix);
+		return ix ? 0 : -ENOMEM;
+	}
+	qsort(ix, n, sizeof(*ix), idx_cmp);
+	rb_printf(&sql, t == T_SAMPLES ? "SELECT DISTINCT profile FROM samples"
+				       : "SELECT id FROM profiles");
+	if (ranged) {
+		sql_where(&sql, &(struct store_query){ .from_ns = lo, .to_ns = hi });
+		if (t == T_SAMPLES) {
+			rb_printf(&sql, " AND series IN (");
+			for (size_t i = 0; i < n; i++)
+				rb_printf(&sql, "%s%" PRIu64, i ? "," : "", b->marks[ix[i].i].series);
+			rb_printf(&sql, ")");
+		}
+		rb_printf(&sql, " AND ");
+	} else {
+		rb_printf(&sql, " WHERE ");
+	}
+	rb_printf(&sql, "%s IN (", t == T_SAMPLES ? "profile" : "id");
+	for (size_t i = 0; i < n; i++)
+		rb_printf(&sql, "%s%" PRIu64, i ? "," : "", ix[i].id);
+	rb_printf(&sql, ") FORMAT RowBinary");
+	rb_put(&sql, "", 1);
+	e = sql.oom ? -ENOMEM : ch_conn__run(conn, (char *)sql.p, CH_QUERY_SETTINGS, NULL, 0,
+					     &res, err, sizeof(err));
+	rb_free(&sql);
+	r = (struct rb_rd){ res.p, res.p + res.len, false };
+	while (!e && rd_more(&r)) {
+		struct idx key = { rd_u64(&r), 0 }, *f;
+
+		f = bsearch(&key, ix, n, sizeof(*ix), idx_cmp);
+		/* ids are unique in a batch, but a key retried within it repeats: all of them */
+		while (f && f > ix && f[-1].id == key.id)
+			f--;
+		for (; f && f < ix + n && f->id == key.id; f++)
+			gone[f->i] = true;
+	}
+	if (!e && r.bad)
+		e = -EIO;
+	rb_free(&res);
+	free(ix);
+	return e;
+}
+
+/*
+ * Removes the rows of marks[i] with gone[i] from the samples body (samples), the profiles
+ * body (profiles), or both. Returns the bytes cut.
+ */
+static size_t batch__cut(struct ch_batch *b, const bool *gone, bool samples, bool profiles)
 {
 	size_t so = 0, po = 0, cut = 0, n = 0;
 
 	for (size_t i = 0; i < b->n_marks; i++) {
 		struct pmark m = b->marks[i];
 
-		if (gone[i]) {
-			cut += m.s_len + m.p_len;
-			continue;
-		}
+		if (gone[i] && samples)
+			cut += m.s_len, m.s_len = 0;
+		if (gone[i] && profiles)
+			cut += m.p_len, m.p_len = 0;
 		memmove(b->rows[T_SAMPLES].p + so, b->rows[T_SAMPLES].p + m.s_off, m.s_len);
 		memmove(b->rows[T_PROFILES].p + po, b->rows[T_PROFILES].p + m.p_off, m.p_len);
 		m.s_off = so, m.p_off = po;
 		so += m.s_len, po += m.p_len;
-		b->marks[n++] = m;
+		if (m.s_len || m.p_len)
+			b->marks[n++] = m;
 	}
 	b->rows[T_SAMPLES].len = so;
 	b->rows[T_PROFILES].len = po;
@@ -815,98 +870,81 @@ static size_t batch__cut(struct ch_batch *b, const bool *gone)
 }
 
 /*
- * Before a batch's samples go: its keyed profiles that ClickHouse holds already (a retry that
- * another collector, or this one before a restart, stored) are taken out of it, and the first
- * remaining profile becomes the probe of batch__landed. 0 or -errno (retried later).
+ * Before a batch's samples or profiles go, the rows ClickHouse holds already are taken out:
+ *  - before the samples, once: keyed profiles whose profile row is there (a retry that another
+ *    collector, or this one before a restart, stored): out of both bodies;
+ *  - before the samples, profiles replayed from the spool (a batch of them may have landed
+ *    just before a kill -9, not yet marked sent), and after an INSERT that failed in a way that
+ *    may have applied it (a broken connection; with --ch-cluster, any failure: a Distributed
+ *    INSERT reaches each shard apart): those whose rows that table holds, out of its body.
+ * Each profile's rows of one table go to one shard in one block, so they land or not whole:
+ * the lookup is per profile. 0 or -errno (retried later).
  */
-static int batch__dedup(struct ch_store *c, struct ch_conn *conn, struct ch_batch *b)
+static int batch__check(struct ch_store *c, struct ch_conn *conn, struct ch_batch *b)
 {
-	struct rb sql = { 0 }, res = { 0 };
-	struct rb_rd r;
-	bool *gone = NULL, any = false;
-	size_t n = 0, cut;
-	char err[300];
-	int e = 0;
+	bool *want = calloc(b->n_marks + 1, sizeof(bool));
+	bool *gone = calloc(b->n_marks + 1, sizeof(bool));
+	bool any = false;
+	size_t cut = 0;
+	int e = want && gone ? 0 : -ENOMEM;
 
-	rb_printf(&sql, "SELECT id FROM profiles WHERE id IN (");
-	for (size_t i = 0; i < b->n_marks; i++)
-		if (b->marks[i].keyed)
-			rb_printf(&sql, "%s%" PRIu64, n++ ? "," : "", b->marks[i].id);
-	rb_printf(&sql, ") FORMAT RowBinary");
-	rb_put(&sql, "", 1);
-	if (n)
-		e = sql.oom ? -ENOMEM : ch_conn__run(conn, (char *)sql.p, CH_QUERY_SETTINGS, NULL,
-						     0, &res, err, sizeof(err));
-	rb_free(&sql);
-	gone = e ? NULL : calloc(b->n_marks + 1, sizeof(*gone));
-	if (!e && !gone)
-		e = -ENOMEM;
-	r = (struct rb_rd){ res.p, res.p + res.len, false };
-	while (!e && rd_more(&r)) {
-		uint64_t id = rd_u64(&r);
-
-		for (size_t i = 0; i < b->n_marks && !r.bad; i++)
-			if (b->marks[i].keyed && b->marks[i].id == id)
-				gone[i] = any = true;
+	if (!e && b->stage == T_SAMPLES && !b->deduped) {
+		for (size_t i = 0; i < b->n_marks; i++)
+			want[i] = b->marks[i].keyed;
+		e = batch__find(conn, b, T_PROFILES, want, false, gone);
+		if (!e)
+			cut += batch__cut(b, gone, true, true);
+		if (!e)
+			b->deduped = true;
 	}
-	rb_free(&res);
-	if (e) {
-		free(gone);
-		return e;
+	for (size_t i = 0; !e && i < b->n_marks; i++) {
+		want[i] = b->ambiguous || (b->stage == T_SAMPLES && b->marks[i].replay);
+		gone[i] = false;
+		any |= want[i];
 	}
-	cut = any ? batch__cut(b, gone) : 0;
+	if (!e && any)
+		e = batch__find(conn, b, b->stage, want, true, gone);
+	if (!e && any) {
+		cut += batch__cut(b, gone, b->stage == T_SAMPLES, b->stage == T_PROFILES);
+		b->ambiguous = false;
+	}
+	free(want);
 	free(gone);
-	pthread_mutex_lock(&c->lock);
 	if (cut) {
-		pr_info("clickhouse: %zu bytes of retried uploads already stored: not sent again",
+		pthread_mutex_lock(&c->lock);
+		pr_info("clickhouse: %zu bytes of rows ClickHouse holds already: not sent again",
 			cut);
 		c->queued_bytes -= cut;
 		b->bytes -= cut;
 		c->retries_found++;
+		pthread_mutex_unlock(&c->lock);
 	}
-	pthread_mutex_unlock(&c->lock);
-	if (b->n_marks) {
-		b->probe_id = b->marks[0].id;
-		b->probe_series = b->marks[0].series;
-		b->probe_ts = b->marks[0].ts;
-	}
-	b->deduped = true;
-	return 0;
+	return e;
 }
 
 static int batch__send(struct ch_store *c, struct ch_conn *conn, struct ch_batch *b)
 {
+	const char *settings = c->cluster[0] ? "insert_distributed_sync=1" : NULL;
 	char sql[128], err[300];
 
 	for (; b->stage < T__N; b->stage++) {
 		int e;
 
-		if (b->stage == T_SAMPLES && !b->deduped) {
-			e = batch__dedup(c, conn, b);
+		if (b->stage == T_SAMPLES || b->stage == T_PROFILES) {
+			e = batch__check(c, conn, b);
 			if (e)
 				return e;
 		}
 		if (!b->rows[b->stage].len)
 			continue;
-		if (b->ambiguous && (b->stage == T_SAMPLES || b->stage == T_PROFILES)) {
-			e = batch__landed(conn, b, err, sizeof(err));
-			if (e < 0)
-				return e;
-			b->ambiguous = false;
-			if (e) {
-				pr_info("clickhouse: INSERT INTO %s was applied before the "
-					"connection broke: not sent again", ch_table_names[b->stage]);
-				continue;
-			}
-		}
 		snprintf(sql, sizeof(sql), "INSERT INTO %s FORMAT RowBinary",
 			 ch_table_names[b->stage]);
-		e = ch_conn__run(conn, sql, NULL, b->rows[b->stage].p, b->rows[b->stage].len, NULL,
-				 err, sizeof(err));
+		e = ch_conn__run(conn, sql, settings, b->rows[b->stage].p, b->rows[b->stage].len,
+				 NULL, err, sizeof(err));
 		if (e) {
-			/* an answer from ClickHouse (-EIO) means not applied; a broken connection
-			 * might have been either */
-			b->ambiguous = e != -EIO;
+			/* an answer from ClickHouse (-EIO) means not applied (one server); a
+			 * broken connection, or any failure of a Distributed INSERT, either */
+			b->ambiguous = e != -EIO || c->cluster[0];
 			pthread_mutex_lock(&c->lock);
 			c->insert_errors++;
 			if (strcmp(c->last_error, err))
@@ -960,9 +998,11 @@ static void ch__retain(struct ch_store *c, struct ch_conn *conn)
 	char err[300];
 	int e;
 
+	const char *sfx = c->cluster[0] ? "_local" : "";
+
 	rb_printf(&sql, "SELECT DISTINCT table, partition_id FROM system.parts WHERE active AND "
-		  "database = '%s' AND table IN ('samples', 'profiles') AND max_date < today() - %u "
-		  "FORMAT RowBinary", c->o.database, c->retention_days);
+		  "database = '%s' AND table IN ('samples%s', 'profiles%s') AND max_date < "
+		  "today() - %u FORMAT RowBinary", c->o.database, sfx, sfx, c->retention_days);
 	rb_put(&sql, "", 1);
 	e = sql.oom ? -ENOMEM : ch_conn__run(conn, (char *)sql.p, NULL, NULL, 0, &res, err,
 					     sizeof(err));
@@ -974,7 +1014,7 @@ static void ch__retain(struct ch_store *c, struct ch_conn *conn)
 		rd_strcpy(&r, table, sizeof(table));
 		rd_strcpy(&r, part, sizeof(part));
 		if (r.bad || part[strspn(part, "0123456789")] ||
-		    (strcmp(table, "samples") && strcmp(table, "profiles")))
+		    table[strspn(table, "abcdefghijklmnopqrstuvwxyz_")])
 			break;
 		snprintf(alter, sizeof(alter), "ALTER TABLE %s DROP PARTITION ID '%s'", table,
 			 part);
@@ -1115,6 +1155,33 @@ static void ch__free(struct store *base)
 	free(c);
 }
 
+/*
+ * --ch-cluster: table t as <name>_local on this server, and <name> a Distributed table over the
+ * cluster's <name>_local tables, which every query and INSERT of this file uses unchanged
+ * (ON CLUSTER needs ZooKeeper in 18.16: each shard's tables are created by a collector that
+ * talks to it, or by these statements run there).
+ */
+static int ch__schema_sharded(struct ch_store *c, struct ch_conn *conn, int t, char *err,
+			      size_t errlen)
+{
+	const char *name = ch_table_names[t], *def = strchr(ch_schema[t], '(');
+	struct rb sql = { 0 };
+	int e;
+
+	rb_printf(&sql, "CREATE TABLE IF NOT EXISTS %s_local %s", name, def);
+	rb_put(&sql, "", 1);
+	e = sql.oom ? -ENOMEM : ch_conn__run(conn, (char *)sql.p, NULL, NULL, 0, NULL, err, errlen);
+	sql.len = 0;
+	rb_printf(&sql, "CREATE TABLE IF NOT EXISTS %s AS %s_local ENGINE = Distributed(%s, %s, "
+		  "%s_local, %s)", name, name, c->cluster, c->o.database, name, ch_shard_key[t]);
+	rb_put(&sql, "", 1);
+	if (!e)
+		e = sql.oom ? -ENOMEM : ch_conn__run(conn, (char *)sql.p, NULL, NULL, 0, NULL, err,
+						     errlen);
+	rb_free(&sql);
+	return e;
+}
+
 /* Creates the database and the tables when missing (18.16 syntax, checked on 18.16.1). */
 static int ch__schema(struct ch_store *c, char *err, size_t errlen)
 {
@@ -1134,7 +1201,8 @@ static int ch__schema(struct ch_store *c, char *err, size_t errlen)
 	if (!e && !conn)
 		e = -ENOMEM;
 	for (int t = 0; !e && t < T__N; t++)
-		e = ch_conn__run(conn, ch_schema[t], NULL, NULL, 0, NULL, err, errlen);
+		e = c->cluster[0] ? ch__schema_sharded(c, conn, t, err, errlen)
+				  : ch_conn__run(conn, ch_schema[t], NULL, NULL, 0, NULL, err, errlen);
 	ch_conn__free(conn);
 	return e;
 }
@@ -1165,6 +1233,17 @@ struct store *store_ch__open(const struct store_opts *opts, char *err, size_t er
 		c->keys.cap *= 2;
 	c->keys.v = calloc(c->keys.cap, sizeof(*c->keys.v));
 	e = ch_opts__parse(opts->clickhouse, &c->o, err, errlen);
+	if (!e && opts->ch_cluster) {
+		const char *n = opts->ch_cluster;
+
+		if (!*n || strlen(n) >= sizeof(c->cluster) || n[strspn(n, "abcdefghijklmnopqrstuvwxyz"
+					"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")]) {
+			snprintf(err, errlen, "clickhouse: cluster name '%s': letters, digits and _ "
+				 "only", n);
+			e = -EINVAL;
+		}
+		snprintf(c->cluster, sizeof(c->cluster), "%s", n);
+	}
 	if (!e && (idset__init(&c->fns, intern) || idset__init(&c->maps, intern / 16) ||
 		   idset__init(&c->locs, intern) || idset__init(&c->stacks, intern) ||
 		   !c->keys.v)) {

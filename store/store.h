@@ -59,6 +59,8 @@ struct store_opts {
 	const char *ch_spool;	/* STORE_CLICKHOUSE: the durable queue's ring file (NULL: none),
 				 * of size bytes when created (0: CONFIG_COLLECTOR_CH_SPOOL_MB) */
 	size_t ch_queue_bytes;	/* rows held in memory (0: CONFIG_COLLECTOR_CH_QUEUE_MB) */
+	const char *ch_cluster;	/* a cluster of ClickHouse's remote_servers: the tables are
+				 * Distributed over <name>_local tables on each shard */
 };
 
 #define STORE_DEFAULT_MAX_MERGE 10000
