@@ -130,6 +130,7 @@ struct put_rows {
 		uint64_t *fn, *map, *loc;	/* by pprof id - 1 */
 	} ids;
 	size_t n_samples;
+	size_t *first, n_distinct;	/* the first sample of each distinct stack */
 };
 
 /* Where a profile's rows come from: its id, its spool record (seq 0: none). */

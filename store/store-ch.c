@@ -335,8 +335,10 @@ static void row_stack(struct rb *b, const struct pprof_profile *p, const struct 
 
 /* The dictionary rows this profile needs and this collector has not sent (under the lock). */
 static void rows_dict(struct ch_store *c, struct ch_batch *bt, const struct pprof_profile *p,
-		      const struct profile_ids *ids, const uint64_t *stack_ids)
+		      const struct put_rows *r)
 {
+	const struct profile_ids *ids = &r->ids;
+
 	for (size_t i = 0; i < p->n_functions; i++) {
 		const struct pprof_function *f = &p->functions[i];
 		struct rb *b = &bt->rows[T_FUNCTIONS];
@@ -381,24 +383,56 @@ static void rows_dict(struct ch_store *c, struct ch_batch *bt, const struct ppro
 			rb_u64(b, (uint64_t)l->lines[j].line);
 		c->rows[T_LOCATIONS]++;
 	}
-	for (size_t i = 0; i < p->n_samples; i++) {
-		if (!idset__add(&c->stacks, stack_ids[i]))
+	for (size_t d = 0; d < r->n_distinct; d++) {
+		size_t i = r->first[d];
+
+		if (!idset__add(&c->stacks, r->stack_ids[i]))
 			continue;
-		row_stack(&bt->rows[T_STACKS], p, &p->samples[i], stack_ids[i], ids);
+		row_stack(&bt->rows[T_STACKS], p, &p->samples[i], r->stack_ids[i], &r->ids);
 		c->rows[T_STACKS]++;
 	}
 }
 
-struct stack_ref {
-	uint64_t stack;
-	size_t i;
-};
-
-static int stack_ref_cmp(const void *a, const void *b)
+/*
+ * The profile's distinct stacks (r->first: the first sample of each, in the order seen) and
+ * their summed values (*sums, n_sample_type per stack): an open-addressing table on the stack
+ * ids, O(samples) (a sort of 3,400 samples was 14% of the collector's CPU).
+ */
+static int stacks_group(const struct pprof_profile *p, struct put_rows *r, int64_t **sums)
 {
-	const struct stack_ref *x = a, *y = b;
+	size_t cap = 16, nt = p->n_sample_type, nd = 0;
+	uint32_t *slot;
+	int64_t *sum;
 
-	return x->stack < y->stack ? -1 : x->stack > y->stack ? 1 : (x->i > y->i) - (x->i < y->i);
+	while (cap < 2 * p->n_samples)
+		cap *= 2;
+	slot = calloc(cap, sizeof(*slot));
+	sum = calloc(p->n_samples * nt + 1, sizeof(*sum));
+	r->first = malloc((p->n_samples + 1) * sizeof(*r->first));
+	if (!slot || !sum || !r->first) {
+		free(slot);
+		free(sum);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < p->n_samples; i++) {
+		uint64_t st = r->stack_ids[i];
+		size_t h = (size_t)st & (cap - 1), d;
+
+		while (slot[h] && r->stack_ids[r->first[slot[h] - 1]] != st)
+			h = (h + 1) & (cap - 1);
+		if (!slot[h]) {
+			r->first[nd] = i;
+			slot[h] = (uint32_t)++nd;
+		}
+		d = slot[h] - 1;
+		for (size_t j = 0; j < nt; j++)
+			sum[d * nt + j] = (int64_t)((uint64_t)sum[d * nt + j] +
+						    (uint64_t)p->samples[i].values[j]);
+	}
+	r->n_distinct = nd;
+	free(slot);
+	*sums = sum;
+	return 0;
 }
 
 /*
@@ -409,38 +443,25 @@ static int stack_ref_cmp(const void *a, const void *b)
 static int rows_samples(const struct record_meta *m, const struct pprof_profile *p,
 			struct put_rows *r, uint64_t series, uint64_t sig, uint64_t id)
 {
-	struct stack_ref *ref = malloc((p->n_samples + 1) * sizeof(*ref));
-	int64_t *sum = calloc(p->n_sample_type + 1, sizeof(*sum));
+	size_t nt = p->n_sample_type;
 	struct rb *b = &r->samples;
+	int64_t *sum;
+	int e = stacks_group(p, r, &sum);
 
-	if (!ref || !sum) {
-		free(ref);
-		free(sum);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < p->n_samples; i++)
-		ref[i] = (struct stack_ref){ r->stack_ids[i], i };
-	qsort(ref, p->n_samples, sizeof(*ref), stack_ref_cmp);
-	for (size_t i = 0; i < p->n_samples; i++) {
-		const int64_t *v = p->samples[ref[i].i].values;
-
-		for (size_t j = 0; j < p->n_sample_type; j++)
-			sum[j] = (int64_t)((uint64_t)sum[j] + (uint64_t)v[j]);
-		if (i + 1 < p->n_samples && ref[i + 1].stack == ref[i].stack)
-			continue;
+	if (e)
+		return e;
+	for (size_t d = 0; d < r->n_distinct; d++) {
 		rb_u16(b, day_of(m->time_ns));
 		rb_u64(b, m->time_ns);
 		rb_u64(b, series);
 		rb_u64(b, sig);
 		rb_u64(b, id);
-		rb_u64(b, ref[i].stack);
-		rb_varint(b, p->n_sample_type);
-		for (size_t j = 0; j < p->n_sample_type; j++)
-			rb_u64(b, (uint64_t)sum[j]);
-		memset(sum, 0, p->n_sample_type * sizeof(*sum));
-		r->n_samples++;
+		rb_u64(b, r->stack_ids[r->first[d]]);
+		rb_varint(b, nt);
+		for (size_t j = 0; j < nt; j++)
+			rb_u64(b, (uint64_t)sum[d * nt + j]);
 	}
-	free(ref);
+	r->n_samples = r->n_distinct;
 	free(sum);
 	return 0;
 }
@@ -506,6 +527,7 @@ void ch__rows_free(struct put_rows *r)
 	rb_free(&r->samples);
 	rb_free(&r->profile);
 	free(r->stack_ids);
+	free(r->first);
 	ids_free(&r->ids);
 }
 
@@ -625,7 +647,7 @@ int ch__put_locked(struct ch_store *c, const struct record_meta *meta,
 		b->cap_marks = cap;
 	}
 	before = batch__bytes(b);
-	rows_dict(c, b, p, &r->ids, r->stack_ids);
+	rows_dict(c, b, p, r);
 	b->marks[b->n_marks] = (struct pmark){
 		.id = w->id, .series = series_of(meta), .ts = meta->time_ns,
 		.keyed = (meta->key && *meta->key) || w->lookup, .replay = w->lookup,
