@@ -501,7 +501,17 @@ static void api_post_profile(struct api_ctx *a)
 	json_labels(&b, in.labels, in.n_labels);
 	sbuf_printf(&b, ",\"created_at\":");
 	json_time(&b, (uint64_t)time_ns);
-	sbuf_printf(&b, ",\"duplicate\":%s}}\n", dup ? "true" : "false");
+	sbuf_printf(&b, ",\"duplicate\":%s", dup ? "true" : "false");
+	if (a->duty) {
+		struct duty_schedule ds;
+		char js[512];
+
+		duty__schedule(a->duty, a->device, in.labels, in.n_labels,
+			       port_clock_real_ns() / NSEC_PER_SEC, &ds);
+		if (duty__json(&ds, js, sizeof(js)) > 0)
+			sbuf_printf(&b, ",\"schedule\":%s", js);
+	}
+	sbuf_printf(&b, "}}\n");
 	api_json(a, &b);
 }
 

@@ -21,6 +21,12 @@ static struct server *the_server;
 #define ROLLUP_DEFAULT_S 0
 #endif
 
+#ifdef CONFIG_COLLECTOR_DUTY_DEVICES
+#define DUTY_DEVICES_DEFAULT CONFIG_COLLECTOR_DUTY_DEVICES
+#else
+#define DUTY_DEVICES_DEFAULT 0
+#endif
+
 static const char usage_text[] =
 	"usage: edgeprof-collector --listen HOST:PORT --tls-ca F --tls-cert F --tls-key F\n"
 	"                          --ring PATH [--ring-size SIZE] [--fsync-ms N]\n"
@@ -34,6 +40,8 @@ static const char usage_text[] =
 	"                          [--ch-batch-ms N] [--retention-days N] [--ch-queue SIZE]\n"
 	"                          [--ch-spool FILE [--ring-size SIZE]] [--ch-cluster NAME]\n"
 	"                          (instead of --ring)\n"
+	"       edgeprof-collector ... --duty-percent N [--duty-window S] [--duty-group-by K,..]\n"
+	"                          [--duty-devices N]   (fleet-wide duty cycling)\n"
 	"\n"
 	"Receives profiles over mutual TLS (client certificates signed by --tls-ca are\n"
 	"required; their CN becomes the device label) and keeps them in one preallocated\n"
@@ -117,6 +125,10 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 		{ "ch-spool", required_argument, NULL, 'Q' },
 		{ "ch-queue", required_argument, NULL, 'U' },
 		{ "ch-cluster", required_argument, NULL, 'X' },
+		{ "duty-percent", required_argument, NULL, 'P' },
+		{ "duty-window", required_argument, NULL, 'W' },
+		{ "duty-group-by", required_argument, NULL, 'G' },
+		{ "duty-devices", required_argument, NULL, 'E' },
 		{ "syslog", no_argument, NULL, 'S' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -137,6 +149,7 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 		case 'D': o->debuginfo_dir = optarg; break;
 		case 'Q': o->store.ch_spool = optarg; break;
 		case 'X': o->store.ch_cluster = optarg; break;
+		case 'G': o->duty.group_by = optarg; break;
 		case 'K':
 			o->store.backend = STORE_CLICKHOUSE;
 			o->store.clickhouse = optarg;
@@ -153,7 +166,7 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 			o->store.rollup.bucket_s = (unsigned)v;
 			break;
 		case 's': case 'f': case 'b': case 'g': case 'm': case 't': case 'i': case 'x':
-		case 'a': case 'B': case 'J': case 'U':
+		case 'a': case 'B': case 'J': case 'U': case 'P': case 'W': case 'E':
 			if (parse_size(optarg, &v)) {
 				fprintf(stderr, "edgeprof-collector: '%s' is not a size\n", optarg);
 				return -EINVAL;
@@ -169,6 +182,9 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 			else if (c == 'B') o->store.ch_batch_ms = (unsigned)v;
 			else if (c == 'J') o->store.retention_days = (unsigned)v;
 			else if (c == 'U') o->store.ch_queue_bytes = v;
+			else if (c == 'P') o->duty.budget_percent = (unsigned)v;
+			else if (c == 'W') o->duty.window_s = (unsigned)v;
+			else if (c == 'E') o->duty.max_devices = v;
 			else o->store.index_entries = v;
 			break;
 		default:
@@ -219,6 +235,8 @@ int main(int argc, char **argv)
 		.request_timeout_ms = 30000,
 		.idle_timeout_ms = 60000,
 		.handshake_timeout_ms = 10000,
+		.duty = { .window_s = 60, .group_by = "version,region",
+			  .max_devices = DUTY_DEVICES_DEFAULT },
 	};
 	struct sigaction sa = { .sa_handler = on_signal };
 	char err[512] = "";
