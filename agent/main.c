@@ -7,6 +7,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -84,6 +85,8 @@ struct agent {
 	void *transport; /* struct transport * */
 	uint64_t seq;
 	uint64_t round_real_ns;
+	bool duty_skip;		/* this round is not in the fleet's schedule for us: no samples */
+	uint64_t duty_skipped;
 };
 
 static volatile sig_atomic_t stop;
@@ -790,6 +793,13 @@ static void transport_stop(struct agent *a)
 {
 	transport__free(a->transport);
 }
+
+/* A round starting now samples: the collector's duty-cycling schedule (agent/transport.h). */
+static bool round_samples(struct agent *a)
+{
+	return !a->transport || a->cfg.once ||
+	       transport__sample_round(a->transport, port_clock_real_ns() / NSEC_PER_SEC);
+}
 #else
 static int transport_start(struct agent *a)
 {
@@ -809,6 +819,10 @@ static void transport_poll(struct agent *a)
 }
 static void transport_stop(struct agent *a)
 {
+}
+static bool round_samples(struct agent *a)
+{
+	return true;
 }
 #endif /* CONFIG_UPLOAD_MTLS */
 
@@ -1033,7 +1047,7 @@ static int run(struct agent *a)
 
 		if (now - last_scan >= NSEC_PER_SEC) {
 			scan_registry(a);
-			set_paused(a, !rs.in_round);
+			set_paused(a, !rs.in_round || a->duty_skip);
 			last_scan = now;
 		}
 		while ((ev = rounds__poll(&rs, now, &wait)) != ROUND_NONE) {
@@ -1043,10 +1057,15 @@ static int run(struct agent *a)
 					aggregate__reset(a->services[i].agg);
 				a->round_real_ns = port_clock_real_ns();
 				started = now;
-				set_paused(a, false);
+				a->duty_skip = !round_samples(a);
+				if (a->duty_skip)
+					pr_info("round %" PRIu64 " skipped: not in this device's window of "
+						"the fleet's duty cycle", ++a->duty_skipped);
+				set_paused(a, a->duty_skip);
 			} else {
 				drain_rings(a, true);
-				write_round(a, now - started);
+				if (!a->duty_skip)
+					write_round(a, now - started);
 				if (a->cfg.once)
 					goto out;
 				set_paused(a, rs.period_ns != rs.round_ns);
@@ -1057,7 +1076,7 @@ static int run(struct agent *a)
 		transport_poll(a);
 		bpf_poll(a, poll_timeout_ms(a, wait, now - last_scan));
 	}
-	if (rs.in_round) { /* stopped mid-round: keep what was sampled */
+	if (rs.in_round && !a->duty_skip) { /* stopped mid-round: keep what was sampled */
 		drain_rings(a, true);
 		write_round(a, port_clock_mono_ns() - started);
 	}

@@ -180,6 +180,7 @@ void duty__schedule(struct duty *d, const char *device, const struct record_labe
 	out->rate_hz = d->o.rate_hz;
 	out->round_s = d->o.round_s;
 	out->period_s = d->o.period_s;
+	out->budget_percent = d->o.budget_percent;
 	pthread_mutex_lock(&d->lock);
 	d->st.schedules++;
 	dv = device_of(d, dev_id, grp_id);
@@ -224,10 +225,11 @@ int duty__json(const struct duty_schedule *s, char *buf, size_t len)
 	int n = snprintf(buf, len, "{\"sample\":%s,\"window_s\":%" PRIu64 ",\"window_start\":%"
 			 PRIu64 ",\"next_start\":%" PRIu64 ",\"weight\":%" PRIu64 ".%03" PRIu64
 			 ",\"rate_hz\":%u,\"round_s\":%u,\"period_s\":%u,\"group_devices\":%u,"
-			 "\"group_slots\":%u}", s->sample ? "true" : "false", s->window_s,
+			 "\"group_slots\":%u,\"budget_percent\":%u}", s->sample ? "true" : "false",
+			 s->window_s,
 			 s->window_start_s, s->next_start_s, s->weight_milli / 1000,
 			 s->weight_milli % 1000, s->rate_hz, s->round_s, s->period_s,
-			 s->group_devices, s->group_slots);
+			 s->group_devices, s->group_slots, s->budget_percent);
 
 	return n < 0 || (size_t)n >= len ? -1 : n;
 }

@@ -44,6 +44,7 @@ struct duty_schedule {
 	uint64_t weight_milli;		/* n / k * 1000 */
 	unsigned rate_hz, round_s, period_s;
 	uint32_t group_devices, group_slots;
+	unsigned budget_percent;	/* for the agent's default once this schedule expired */
 };
 
 struct duty_stats {

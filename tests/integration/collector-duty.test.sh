@@ -5,7 +5,8 @@
 # by a node label) upload twice in one hour-long window: once all are known, exactly 2 of them
 # (5 % of 40) are told to sample this window, each with weight 20 and its next window within
 # 20 windows; a device of another group is scheduled on its own (one device: every window).
-# The simulated 10,000-device fleet is tests/unit/duty-test.c. ~3 s.
+# Then a real agent in a group of 40 skips the rounds outside its windows. The simulated
+# 10,000-device fleet is tests/unit/duty-test.c. ~25 s.
 . "$(dirname "$0")/collector-lib.sh"
 "$COLLECTOR" --help 2>&1 | grep -q -- --duty-percent ||
 	{ echo "collector built without CONFIG_COLLECTOR_DUTY"; exit 77; }
@@ -36,4 +37,31 @@ done
 other=$(up gw-x "version=2.0,region=us")
 case $other in *'"sample":true'*'"group_devices":1,'*) ;; *) fail "another group: $other" ;; esac
 echo "duty cycling: 2 of 40 devices of a group sample this window (weight 20), another group's one device samples"
+
+# The agent obeys: 39 devices and a real agent (sigprof, rounds of 1 s back to back) in one
+# group of a collector with 1 s windows: after its first round (no schedule yet) the agent is
+# the 40th of 2 slots a window, so it samples one window in 20: in 8 s, at most 2 rounds more.
+agent=$EP_BUILD/edgeprof-agent lib=$EP_BUILD/libedgeprof.so split=$EP_BUILD/tests/workloads/split
+if [ -f "$lib" ] && "$agent" --help 2>&1 | grep -q -- --upload; then
+	kill -9 "$CPID"; wait "$CPID" 2>/dev/null; CPID=; rm -f "$T/ring"
+	start_collector --duty-percent 5 --duty-window 1 --duty-group-by fleet
+	mkdir -p "$T/fleet" "$T/reg"
+	"$PPROF_TOOL" fleet "$T/fleet" 1 1 100 "$T/b.pb.gz" 2>/dev/null || fail "pprof-tool fleet"
+	"$LOAD" --url "https://localhost:$TLS_PORT" --ca "$T/pki/ca.crt" --cert "$T/pki/dev-1.crt" \
+		--key "$T/pki/dev-1.key" --fleet "$T/fleet" --devices 39 --clients 1 --count 39 \
+		>/dev/null || fail "39 devices"
+	env LD_PRELOAD="$lib" EDGEPROF_REGISTRY="$T/reg" EDGEPROF_SERVICE=dutysvc \
+		EDGEPROF_HZ=997 "$split" --seconds 11 >/dev/null &
+	wpid=$!
+	timeout -s INT 9 "$agent" --sampler sigprof --registry "$T/reg" --round-seconds 1 \
+		--period-seconds 1 --jitter-percent 0 --upload "https://localhost:$TLS_PORT" \
+		--tls-ca "$T/pki/ca.crt" --tls-cert "$T/pki/dev-1.crt" \
+		--tls-key "$T/pki/dev-1.key" 2>"$T/agent.err"
+	wait "$wpid"
+	skipped=$(grep -c "skipped: not in this device's window" "$T/agent.err")
+	sent=$(grep -c "profile of dutysvc handed to the transport" "$T/agent.err")
+	[ "$sent" -ge 1 ] && [ "$sent" -le 3 ] && [ "$skipped" -ge 4 ] ||
+		{ tail -n 20 "$T/agent.err"; fail "agent: $sent rounds uploaded, $skipped skipped"; }
+	echo "the agent obeys: $sent rounds uploaded (the first before any schedule), $skipped skipped in ~8 s"
+fi
 echo "collector-duty: ok"
