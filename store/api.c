@@ -380,6 +380,32 @@ static int api_validate(struct api_ctx *a, const void *body, size_t len,
 	return 0;
 }
 
+/*
+ * Fleet-wide duty cycling (--duty-percent): the device's schedule, kept for the answer, and
+ * its weight (n / k of its group: this profile stands for that many devices' windows) applied
+ * to the decoded profile's values, so that what a backend that stores the decoded rows
+ * (ClickHouse) sums is the fleet's unbiased total. The ring stores the uploaded bytes as they
+ * are (weight 1).
+ */
+static void duty_weigh(struct api_ctx *a, const struct ingest *in, struct pprof_profile *p)
+{
+	uint64_t w;
+
+	duty__schedule(a->duty, a->device, in->labels, in->n_labels,
+		       port_clock_real_ns() / NSEC_PER_SEC, &a->sched);
+	a->has_sched = true;
+	w = a->sched.weight_milli;
+	if (w == 1000 || !store__uses_decoded(a->store))
+		return;
+	for (size_t i = 0; i < p->n_samples; i++) {
+		for (size_t j = 0; j < p->n_sample_type; j++) {
+			int64_t v = p->samples[i].values[j];
+
+			p->samples[i].values[j] = v / 1000 * (int64_t)w + v % 1000 * (int64_t)w / 1000;
+		}
+	}
+}
+
 /* The total of the default sample type (pprof's: default_sample_type, else the last). */
 static int64_t profile_total(const struct pprof_profile *p)
 {
@@ -419,6 +445,8 @@ int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, si
 	}
 	if (!in->type)
 		in->type = type_from_profile(p);
+	if (a->duty)
+		duty_weigh(a, in, p);
 	meta.value = profile_total(p);
 	meta.service = in->service;
 	meta.type = in->type;
@@ -502,13 +530,10 @@ static void api_post_profile(struct api_ctx *a)
 	sbuf_printf(&b, ",\"created_at\":");
 	json_time(&b, (uint64_t)time_ns);
 	sbuf_printf(&b, ",\"duplicate\":%s", dup ? "true" : "false");
-	if (a->duty) {
-		struct duty_schedule ds;
+	if (a->has_sched) {
 		char js[512];
 
-		duty__schedule(a->duty, a->device, in.labels, in.n_labels,
-			       port_clock_real_ns() / NSEC_PER_SEC, &ds);
-		if (duty__json(&ds, js, sizeof(js)) > 0)
+		if (duty__json(&a->sched, js, sizeof(js)) > 0)
 			sbuf_printf(&b, ",\"schedule\":%s", js);
 	}
 	sbuf_printf(&b, "}}\n");

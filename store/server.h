@@ -97,6 +97,8 @@ struct api_ctx {
 	struct store *store;
 	struct debuginfo *debuginfo;
 	struct duty *duty;	/* NULL = no schedules in upload answers */
+	struct duty_schedule sched;	/* the uploading device's, with has_sched */
+	bool has_sched;
 	struct server_metrics *metrics;
 	const struct http_message *req;
 	const char *device;	/* client certificate CN; "" on the plain-HTTP listener */
