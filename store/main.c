@@ -23,8 +23,12 @@ static struct server *the_server;
 
 #ifdef CONFIG_COLLECTOR_DUTY_DEVICES
 #define DUTY_DEVICES_DEFAULT CONFIG_COLLECTOR_DUTY_DEVICES
+#define DUTY_USAGE \
+	"       edgeprof-collector ... --duty-percent N [--duty-window S] [--duty-group-by K,..]\n" \
+	"                          [--duty-devices N]   (fleet-wide duty cycling)\n"
 #else
 #define DUTY_DEVICES_DEFAULT 0
+#define DUTY_USAGE ""	/* the flags give "not built in" */
 #endif
 
 static const char usage_text[] =
@@ -40,8 +44,7 @@ static const char usage_text[] =
 	"                          [--ch-batch-ms N] [--retention-days N] [--ch-queue SIZE]\n"
 	"                          [--ch-spool FILE [--ring-size SIZE]] [--ch-cluster NAME]\n"
 	"                          (instead of --ring)\n"
-	"       edgeprof-collector ... --duty-percent N [--duty-window S] [--duty-group-by K,..]\n"
-	"                          [--duty-devices N]   (fleet-wide duty cycling)\n"
+	DUTY_USAGE
 	"\n"
 	"Receives profiles over mutual TLS (client certificates signed by --tls-ca are\n"
 	"required; their CN becomes the device label) and keeps them in one preallocated\n"
