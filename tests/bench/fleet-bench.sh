@@ -70,7 +70,6 @@ if [[ " $PHASES " == *" ingest "* ]]; then
 	"$LOAD" "${urls[@]}" --ca "$T/pki/ca.crt" --cert "$T/pki/dev-1.crt" --key "$T/pki/dev-1.key" \
 		--fleet "$T/fleet" --devices "$DEVICES" --clients "$CLIENTS" --seconds "$SECS" \
 		--prefix fleet >"$T/load.log" 2>&1 || true
-	h1=$(cpu_of "${CH_PIDS[0]}")
 	cpu="" ; i=0
 	for p in "${cpids[@]}"; do cpu+=" $(echo "$(cpu_of "$p") - ${c0[$i]}" | bc)"; i=$((i + 1)); done
 	grep -v '^clients=' "$T/load.log" | sort | uniq -c | sort -rn | head -n 3 | sed 's/^/  load: /'
@@ -78,11 +77,15 @@ if [[ " $PHASES " == *" ingest "* ]]; then
 	echo "ingest: $(cat "$T/load.log" | grep '^clients=')"
 	echo "ingest: $n profiles acknowledged by $COLLECTORS collectors in ${SECS}s:" \
 		"$(echo "$n / $SECS" | bc) profiles/s (spool $SPOOL, batches $BATCH_MS ms)"
-	echo "cpu: collectors$cpu s, clickhouse-server $(echo "$h1 - $h0" | bc) s"
+	echo "cpu (load phase): collectors$cpu s"
+	d0=$(date +%s.%N)
 	for _ in $(seq 600); do # the spools drained: everything acknowledged is in
 		[ "$(ch_sql 0 "SELECT count() FROM $DB.profiles")" -ge "$n" ] && break
 		sleep 0.5
 	done
+	d1=$(date +%s.%N)
+	awk -v n="$n" -v s="$SECS" -v d="$(echo "$d1 - $d0" | bc)" 'BEGIN { printf "into ClickHouse: all %d in %.1f s after the load ended: %.0f profiles/s sustained\n", n, d, n / (s + d) }'
+	echo "cpu: clickhouse-server $(echo "$(cpu_of "${CH_PIDS[0]}") - $h0" | bc) s (until all in)"
 	ch_sql 0 "OPTIMIZE TABLE $DB.samples FINAL" >/dev/null || true
 	ch_sql 0 "SELECT table, sum(rows), sum(bytes_on_disk), sum(data_uncompressed_bytes) FROM system.parts WHERE active AND database = '$DB' GROUP BY table ORDER BY table" |
 		awk '{printf "  %-10s %12d rows %12d bytes on disk (%d uncompressed)\n", $1, $2, $3, $4}'
