@@ -10,6 +10,7 @@
 #   make testconfigs           build every board, allno/allyes and each feature alone
 #   make size [BOARDS="b ..."]   per board: stripped bytes per binary and per feature
 #   make size-check            every board within boards/<board>/size-budget
+#   make demo-fleet            ClickHouse on loopback, two collectors, 1,000 simulated devices
 #   make install DESTDIR=d     lay out binaries, config and init files
 #   make clean | distclean
 #
@@ -262,6 +263,10 @@ demo: $(SETUP_STAMP)
 	$(Q)$(MAKE) --no-print-directory BOARD=host-x86_64 O=build/host-x86_64 all
 	$(Q)tools/demo.sh build/host-x86_64
 
+demo-fleet: $(SETUP_STAMP)
+	$(Q)$(MAKE) --no-print-directory BOARD=host-x86_64 O=build/host-x86_64 all all-tests
+	$(Q)tools/demo-fleet.sh build/host-x86_64
+
 clean:
 	$(Q)rm -rf $(O)
 
@@ -271,5 +276,5 @@ distclean:
 help:
 	@sed -n '3,16p' Makefile | sed 's/^# \{0,1\}//'
 
-.PHONY: all test all-tests testconfigs size size-check fuzz install demo clean distclean help \
+.PHONY: all test all-tests testconfigs size size-check fuzz install demo demo-fleet clean distclean help \
 	setup defconfig olddefconfig menuconfig savedefconfig allnoconfig allyesconfig

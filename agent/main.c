@@ -7,6 +7,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <getopt.h>
 #include <malloc.h>
 #include <signal.h>
@@ -94,6 +95,8 @@ struct agent {
 	struct aggregate *pull_agg;	/* a pulled CPU profile being sampled, or NULL */
 	uint64_t pull_start, pull_end, pull_real_ns;
 	struct scraper *scrape;		/* --scrape targets (agent/scrape.h), or NULL */
+	bool duty_skip;		/* this round is not in the fleet's schedule for us: no samples */
+	uint64_t duty_skipped;
 };
 
 static volatile sig_atomic_t stop;
@@ -824,6 +827,13 @@ static void transport_stop(struct agent *a)
 {
 	transport__free(a->transport);
 }
+
+/* A round starting now samples: the collector's duty-cycling schedule (agent/transport.h). */
+static bool round_samples(struct agent *a)
+{
+	return !a->transport || a->cfg.once ||
+	       transport__sample_round(a->transport, port_clock_real_ns() / NSEC_PER_SEC);
+}
 #else
 static int transport_start(struct agent *a)
 {
@@ -843,6 +853,10 @@ static void transport_poll(struct agent *a)
 }
 static void transport_stop(struct agent *a)
 {
+}
+static bool round_samples(struct agent *a)
+{
+	return true;
 }
 #endif /* CONFIG_UPLOAD_MTLS */
 
@@ -986,9 +1000,13 @@ static void heap_forget(struct agent *a, unsigned int ring)
 /* ---- pull mode (agent/pull.h) ------------------------------------------------------------ */
 
 /* Rings sample while a round or a pulled profile runs, and are paused in between. */
+/*
+ * The samplers run in a round the fleet's duty cycle gives us (round_samples()), and while a
+ * pulled profile is being sampled.
+ */
 static void pause_between(struct agent *a)
 {
-	set_paused(a, !a->in_round && !a->pull_agg);
+	set_paused(a, !(a->in_round && !a->duty_skip) && !a->pull_agg);
 }
 
 #ifdef CONFIG_PULL_SERVER
@@ -1422,12 +1440,17 @@ static int run(struct agent *a)
 				a->round_real_ns = port_clock_real_ns();
 				started = now;
 				a->in_round = true;
-				set_paused(a, false);
+				a->duty_skip = !round_samples(a);
+				if (a->duty_skip)
+					pr_info("round %" PRIu64 " skipped: not in this device's window of "
+						"the fleet's duty cycle", ++a->duty_skipped);
+				pause_between(a);
 				scrape__round(a->scrape, (unsigned)(round_ns / NSEC_PER_SEC),
 					      (unsigned)(period_ns / NSEC_PER_SEC));
 			} else {
 				drain_rings(a, true);
-				write_round(a, now - started);
+				if (!a->duty_skip)
+					write_round(a, now - started);
 				if (a->cfg.once) {
 					scrape_finish(a);
 					goto out;
@@ -1443,7 +1466,7 @@ static int run(struct agent *a)
 		transport_poll(a);
 		bpf_poll(a, poll_timeout_ms(a, wait, now - last_scan));
 	}
-	if (rs.in_round) { /* stopped mid-round: keep what was sampled */
+	if (rs.in_round && !a->duty_skip) { /* stopped mid-round: keep what was sampled */
 		drain_rings(a, true);
 		write_round(a, port_clock_mono_ns() - started);
 	}

@@ -330,6 +330,22 @@ bool transport__idle(const struct transport *t)
 	return !t->spool || spool__is_empty(t->spool);
 }
 
+bool transport__sample_round(const struct transport *t, uint64_t now_s)
+{
+	struct upload_schedule s;
+
+	upload__schedule(t->up, &s);
+	if (!s.valid)
+		return true;
+	if (now_s >= s.window_start && now_s < s.window_start + s.window_s)
+		return s.sample;
+	if (now_s < s.next_start)
+		return false;
+	if (now_s < s.next_start + s.window_s)
+		return true;
+	return port_rand_below(100) < s.budget_percent;
+}
+
 void transport__stats(const struct transport *t, struct transport_stats *st)
 {
 	*st = t->st;

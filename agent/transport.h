@@ -110,6 +110,15 @@ uint64_t transport__next_poll_ns(const struct transport *t);
 bool transport__idle(const struct transport *t);
 void transport__stats(const struct transport *t, struct transport_stats *st);
 
+/*
+ * Whether a round starting now (unix seconds) samples under the fleet's duty-cycling schedule
+ * (the collector's answer to the last upload, collector --duty-percent): without one, always
+ * (the configured rounds); in the schedule's window, as it says; before this device's next
+ * window, no; in it, yes; once that window passed with no new schedule (the collector
+ * unreachable), with probability budget % (the fleet's budget kept on average, uncoordinated).
+ */
+bool transport__sample_round(const struct transport *t, uint64_t now_s);
+
 /* This device's name: its certificate's CN (the collector's device label; prefix of keys). */
 const char *transport__device(const struct transport *t);
 

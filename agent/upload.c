@@ -38,6 +38,7 @@ struct uploader {
 	struct http_stream stream;	/* 16 KiB head buffer, reused by every request */
 	struct http_message resp;	/* the response (its own 16 KiB head): off the stack */
 	char target[UPLOAD_TARGET_MAX];
+	struct upload_schedule sched;	/* the last one the collector answered with */
 };
 
 /*
@@ -380,10 +381,48 @@ static int upload_exchange(struct uploader *u, const struct upload_req *req, uin
 		snprintf(u->err, sizeof(u->err), "collector answered %d: %.180s", ret,
 			 m->body ? (const char *)m->body : http_reason(ret));
 	}
+	else if (m->body)
+		upload_schedule__parse((const char *)m->body, &u->sched);
 	if (!m->keep_alive)
 		upload__close(u);
 	http_message__reset(m);
 	return ret;
+}
+
+/* The unsigned number after "name": in the object at obj (0 when absent). */
+static uint64_t json_u64(const char *obj, const char *name)
+{
+	char pat[40];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), "\"%s\":", name);
+	p = strstr(obj, pat);
+	return p ? strtoull(p + strlen(pat), NULL, 10) : 0;
+}
+
+bool upload_schedule__parse(const char *body, struct upload_schedule *s)
+{
+	const char *o = strstr(body, "\"schedule\":{");
+	char obj[512];
+
+	if (!o)
+		return false;
+	snprintf(obj, sizeof(obj), "%.*s", (int)strcspn(o, "}"), o);
+	*s = (struct upload_schedule){
+		.valid = true,
+		.sample = strstr(obj, "\"sample\":true") != NULL,
+		.window_s = json_u64(obj, "window_s"),
+		.window_start = json_u64(obj, "window_start"),
+		.next_start = json_u64(obj, "next_start"),
+		.budget_percent = (unsigned)json_u64(obj, "budget_percent"),
+	};
+	s->valid = s->window_s > 0 && s->budget_percent > 0 && s->budget_percent <= 100;
+	return s->valid;
+}
+
+void upload__schedule(const struct uploader *u, struct upload_schedule *s)
+{
+	*s = u->sched;
 }
 
 static enum upload_result upload_classify(int status)

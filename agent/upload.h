@@ -74,6 +74,17 @@ struct upload_stats {
 	int last_status;	/* HTTP status of the last response, 0 when none */
 };
 
+/*
+ * The fleet's duty-cycling schedule the collector answered with (collector --duty-percent):
+ * whether to sample in the window [window_start, +window_s) and when this device's next window
+ * starts (unix seconds), and the budget for the agent's own default once it expired.
+ */
+struct upload_schedule {
+	bool valid, sample;
+	uint64_t window_s, window_start, next_start;
+	unsigned budget_percent;
+};
+
 struct uploader;
 
 /* NULL on error with the reason (bad URL, unreadable or invalid PEM file) in err. */
@@ -95,6 +106,10 @@ const char *upload__device(const struct uploader *u);
 /* The subject CN of a PEM certificate file: 0, -EINVAL (unreadable), -ENOENT, -ENAMETOOLONG. */
 int upload_cert_cn(const char *path, char *buf, size_t len);
 void upload__stats(const struct uploader *u, struct upload_stats *st);
+/* The last schedule received (valid false when none was). */
+void upload__schedule(const struct uploader *u, struct upload_schedule *s);
+/* Reads a collector answer's "schedule" object; false when there is none. */
+bool upload_schedule__parse(const char *body, struct upload_schedule *s);
 
 /* Validates a label for the wire: 0 or -EINVAL. */
 int upload_label__check(const char *key, const char *value);

@@ -8,7 +8,13 @@ $(O)/store/push.pb.h $(O)/store/push.pb.c &: store/push.proto
 
 store-server-y = store/server.o store/api.o store/api-ingest.o store/api-metrics.o \
 		 store/api-render.o store/api-debuginfo.o store/debuginfo.o elf/elf.o \
-		 store/push.pb.o $(store-dwarf-y)
+		 store/push.pb.o $(store-dwarf-y) $(store-duty-y)
+store-duty-$(CONFIG_COLLECTOR_DUTY) := store/duty.o
+
+# Fleet-wide duty cycling: a simulated fleet of 10,000 devices under a 5 % budget.
+unit-tests-$(CONFIG_COLLECTOR_DUTY) += duty
+duty-test-objs   = store/duty.o
+duty-test-ldlibs = -lm -lpthread
 store-dwarf-$(CONFIG_COLLECTOR_DWARF) := store/dwarf-line.o store/dwarf-elf.o
 # The collector's own scrapes (store/scrape.h): file_sd targets, the GET client, the deltas.
 store-scrape-objs = $(if $(CONFIG_COLLECTOR_SCRAPE),store/scrape.o store/scrape-sd.o \

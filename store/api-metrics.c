@@ -92,6 +92,21 @@ static void metric_ch(struct sbuf *b, const struct store_ch_stats *ch)
 	       "Sets of ids sent that were full and cleared.", ch->intern_resets);
 	metric(b, "clickhouse_partitions_dropped_total", "counter",
 	       "Day partitions dropped by --retention-days.", ch->partitions_dropped);
+	if (!ch->spool)
+		return;
+	metric(b, "clickhouse_spool_pending_bytes", "gauge",
+	       "Acknowledged uploads in the spool not yet in ClickHouse.", ch->spool_pending);
+	metric(b, "clickhouse_spool_capacity_bytes", "gauge", "Size of the spool's ring.",
+	       ch->spool_capacity);
+	metric(b, "clickhouse_spool_spilled_total", "counter",
+	       "Uploads queued only in the spool (memory queue full), read back later.",
+	       ch->spool_spilled);
+	metric(b, "clickhouse_spool_replayed_total", "counter",
+	       "Uploads read back from the spool and sent.", ch->spool_replayed);
+	metric(b, "clickhouse_spool_refused_total", "counter",
+	       "Uploads refused (503) because the spool was full.", ch->spool_refused);
+	metric(b, "clickhouse_spool_lost_total", "counter",
+	       "Spool records unreadable at replay (damaged disk).", ch->spool_lost);
 }
 
 static void metric_debuginfo(struct sbuf *b, struct debuginfo *d)

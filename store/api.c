@@ -385,6 +385,32 @@ int api_read_profile(struct api_ctx *a, const void *body, size_t len, bool folde
 	return 0;
 }
 
+/*
+ * Fleet-wide duty cycling (--duty-percent): the device's schedule, kept for the answer, and
+ * its weight (n / k of its group: this profile stands for that many devices' windows) applied
+ * to the decoded profile's values, so that what a backend that stores the decoded rows
+ * (ClickHouse) and the metrics rules sum is the fleet's unbiased total. The ring stores the
+ * uploaded bytes as they are (weight 1).
+ */
+static void duty_weigh(struct api_ctx *a, const struct ingest *in, struct pprof_profile *p)
+{
+	uint64_t w;
+
+	duty__schedule(a->duty, a->device, in->labels, in->n_labels,
+		       port_clock_real_ns() / NSEC_PER_SEC, &a->sched);
+	a->has_sched = true;
+	w = a->sched.weight_milli;
+	if (w == 1000)
+		return;
+	for (size_t i = 0; i < p->n_samples; i++) {
+		for (size_t j = 0; j < p->n_sample_type; j++) {
+			int64_t v = p->samples[i].values[j];
+
+			p->samples[i].values[j] = v / 1000 * (int64_t)w + v % 1000 * (int64_t)w / 1000;
+		}
+	}
+}
+
 /* The total of the default sample type (pprof's: default_sample_type, else the last). */
 static int64_t profile_total(const struct pprof_profile *p)
 {
@@ -424,6 +450,8 @@ int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, si
 	}
 	if (!in->type)
 		in->type = type_from_profile(p);
+	if (a->duty)
+		duty_weigh(a, in, p);
 	meta.value = profile_total(p);
 	meta.service = in->service;
 	meta.type = in->type;
@@ -500,7 +528,14 @@ static void api_post_profile(struct api_ctx *a)
 	json_labels(&b, in.labels, in.n_labels);
 	sbuf_printf(&b, ",\"created_at\":");
 	json_time(&b, (uint64_t)time_ns);
-	sbuf_printf(&b, ",\"duplicate\":%s}}\n", dup ? "true" : "false");
+	sbuf_printf(&b, ",\"duplicate\":%s", dup ? "true" : "false");
+	if (a->has_sched) {
+		char js[512];
+
+		if (duty__json(&a->sched, js, sizeof(js)) > 0)
+			sbuf_printf(&b, ",\"schedule\":%s", js);
+	}
+	sbuf_printf(&b, "}}\n");
 	api_json(a, &b);
 }
 

@@ -30,6 +30,9 @@
 #ifndef CONFIG_COLLECTOR_CH_INTERN_ENTRIES
 #define CONFIG_COLLECTOR_CH_INTERN_ENTRIES 1048576
 #endif
+#ifndef CONFIG_COLLECTOR_CH_SPOOL_MB
+#define CONFIG_COLLECTOR_CH_SPOOL_MB 1024
+#endif
 #ifndef CONFIG_COLLECTOR_CH_MAX_STACKS
 #define CONFIG_COLLECTOR_CH_MAX_STACKS 1000000
 #endif
@@ -62,16 +65,18 @@ struct pmark {
 	uint64_t id, series, ts;
 	size_t s_off, s_len, p_off, p_len;
 	bool keyed;		/* has an idempotency key: its id is the key's */
+	bool replay;		/* read back from the spool: its samples may be there */
 };
 
 struct ch_batch {
 	struct rb rows[T__N];
 	size_t n_profiles, bytes;
 	uint64_t gen;
+	uint64_t first_seq, last_seq;	/* its records in the spool (0: none) */
+	size_t spool_bytes;		/* their bytes there */
 	int stage;		/* the next table to insert */
-	bool ambiguous;		/* the last INSERT failed in transit: it may have been applied */
-	uint64_t probe_id, probe_series, probe_ts;	/* its first profile, to look for */
-	bool deduped;		/* batch__dedup ran */
+	bool ambiguous;		/* the last INSERT failed in a way that may have applied it */
+	bool deduped;		/* keyed profiles looked up (batch__check) */
 	struct pmark *marks;	/* where each profile's rows are */
 	size_t n_marks, cap_marks;
 	struct ch_batch *next;
@@ -91,9 +96,22 @@ struct ch_store {
 	uint64_t next_gen, done_gen;	/* batches with gen <= done_gen are in ClickHouse */
 	struct idset fns, maps, locs, stacks;
 	struct keymap keys;
+	/*
+	 * --ch-spool: the durable queue (store/ch-spool.c). Every upload is appended and acked
+	 * once durable; its rows go to the memory batches unless the memory queue is full (or a
+	 * batch was dropped), then records spill_from..spill_to are read back from the spool
+	 * and replayed, in order, before new uploads go to memory again. A batch in ClickHouse
+	 * consumes its records.
+	 */
+	struct ringfile *spool;
+	uint64_t spill_from, spill_to;	/* records whose rows are not in memory (0: none) */
+	size_t spool_pending;		/* bytes of unconsumed records */
+	size_t spool_capacity, spool_max_rec;
+	uint64_t spool_spilled, spool_replayed, spool_refused, spool_lost;
 	size_t batch_bytes, queue_bytes;
 	unsigned batch_ms, ack_ms;
 	unsigned retention_days;	/* 0: keep everything */
+	char cluster[64];		/* --ch-cluster ("": one server) */
 	char last_error[300];
 	/* counters */
 	uint64_t puts, duplicates, put_errors, refused_full, ack_timeouts;
@@ -104,10 +122,58 @@ struct ch_store {
 	unsigned n_dropped;
 };
 
+/* One profile's rows, built outside the lock (store/store-ch.c). */
+struct put_rows {
+	struct rb samples, profile;
+	uint64_t *stack_ids;
+	struct profile_ids {
+		uint64_t *fn, *map, *loc;	/* by pprof id - 1 */
+	} ids;
+	size_t n_samples;
+	size_t *first, n_distinct;	/* the first sample of each distinct stack */
+};
+
+/* Where a profile's rows come from: its id, its spool record (seq 0: none). */
+struct ch_put {
+	uint64_t id, seq;
+	size_t spool_bytes;
+	bool lookup;		/* look its id up in ClickHouse first (a replay after a restart) */
+};
+
 static inline struct ch_store *ch_of(struct store *base)
 {
 	return (struct ch_store *)base;
 }
+
+/* ---- store/store-ch.c ---- */
+
+int ch__rows_build(const struct record_meta *m, const struct pprof_profile *p, size_t len,
+		   uint64_t id, struct put_rows *r);
+void ch__rows_free(struct put_rows *r);
+/* Adds the rows to the open batch (lock held): 0, -ENOSPC (queue full), -ENOMEM. */
+int ch__put_locked(struct ch_store *c, const struct record_meta *meta,
+		   const struct pprof_profile *p, struct put_rows *r, const struct ch_put *w,
+		   uint64_t *gen);
+/* Remembers an idempotency key's profile id and batch (or spool record) (lock held). */
+void ch__key_set(struct ch_store *c, uint64_t kh, uint64_t id, uint64_t gen);
+/* Moves the open batch to the queue of sealed ones (lock held). */
+void ch__seal(struct ch_store *c);
+
+/* ---- store/ch-spool.c (with --ch-spool) ---- */
+
+/* Opens the spool and finds what was not in ClickHouse at the last stop (replayed first). */
+int ch_spool__open(struct ch_store *c, const struct store_opts *opts, char *err,
+		   size_t errlen);
+/* Appends the upload, queues its rows (or spills), returns once the record is durable. */
+int ch_spool__put(struct ch_store *c, const struct record_meta *meta, const void *payload,
+		  size_t len, const struct pprof_profile *p, struct put_rows *r, uint64_t id,
+		  uint64_t kh, uint64_t *seq);
+/* The writer (lock held): refills the open batch from spilled records, then seals it. */
+void ch_spool__replay(struct ch_store *c);
+/* The writer, after batch b is in ClickHouse (lock not held): its records are consumed. */
+void ch_spool__done(struct ch_store *c, const struct ch_batch *b);
+/* A batch was dropped unsent (lock held): its records are replayed from the spool. */
+void ch_spool__respill(struct ch_store *c, const struct ch_batch *b);
 
 /* ---- store/ch-query.c ---- */
 

@@ -30,6 +30,16 @@ static struct coll_scrape_opts scrape_opts;
 #define METRICS_SERIES 0
 #endif
 
+#ifdef CONFIG_COLLECTOR_DUTY_DEVICES
+#define DUTY_DEVICES_DEFAULT CONFIG_COLLECTOR_DUTY_DEVICES
+#define DUTY_USAGE \
+	"       edgeprof-collector ... --duty-percent N [--duty-window S] [--duty-group-by K,..]\n" \
+	"                          [--duty-devices N]   (fleet-wide duty cycling)\n"
+#else
+#define DUTY_DEVICES_DEFAULT 0
+#define DUTY_USAGE ""	/* the flags give "not built in" */
+#endif
+
 static const char usage_text[] =
 	"usage: edgeprof-collector --listen HOST:PORT --tls-ca F --tls-cert F --tls-key F\n"
 	"                          --ring PATH [--ring-size SIZE] [--fsync-ms N]\n"
@@ -43,7 +53,10 @@ static const char usage_text[] =
 	"                          [--scrape-targets FILE [--scrape-interval S] [--scrape-seconds S]\n"
 	"                           [--scrape-types LIST] [--scrape-tls-cert F --scrape-tls-key F]]\n"
 	"       edgeprof-collector ... --clickhouse http://HOST:PORT/DATABASE --debuginfo-dir DIR\n"
-	"                          [--ch-batch-ms N] [--retention-days N]   (instead of --ring)\n"
+	"                          [--ch-batch-ms N] [--retention-days N] [--ch-queue SIZE]\n"
+	"                          [--ch-spool FILE [--ring-size SIZE]] [--ch-cluster NAME]\n"
+	"                          (instead of --ring)\n"
+	DUTY_USAGE
 	"\n"
 	"Receives profiles over mutual TLS (client certificates signed by --tls-ca are\n"
 	"required; their CN becomes the device label) and keeps them in one preallocated\n"
@@ -62,7 +75,8 @@ static const char usage_text[] =
 	"--max-conns authenticated and --max-handshakes unauthenticated connections (the\n"
 	"one silent longest is closed when a new one needs its slot). With --clickhouse the\n"
 	"profiles go to ClickHouse (decoded into rows, stacks stored once) instead of a ring\n"
-	"file, and an upload is acknowledged once ClickHouse accepted its batch.\n"
+	"file, and an upload is acknowledged once ClickHouse accepted its batch, or with\n"
+	"--ch-spool once it is durable in that local ring file, sent to ClickHouse from there.\n"
 	"--metrics-rule 'NAME=SELECTOR [function=\"F\"] [by (label, ...)]' (repeatable) counts\n"
 	"the stored profiles that match into NAME_seconds_total (CPU time), NAME_bytes_total\n"
 	"(bytes allocated) or NAME_total at /metrics, in at most N series (--metrics-series,\n"
@@ -170,6 +184,13 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 		{ "scrape-types", required_argument, NULL, 'Y' },
 		{ "scrape-tls-cert", required_argument, NULL, 'U' },
 		{ "scrape-tls-key", required_argument, NULL, 'V' },
+		{ "ch-spool", required_argument, NULL, 'Q' },
+		{ "ch-queue", required_argument, NULL, 'q' },
+		{ "ch-cluster", required_argument, NULL, 'X' },
+		{ "duty-percent", required_argument, NULL, 'p' },
+		{ "duty-window", required_argument, NULL, 'W' },
+		{ "duty-group-by", required_argument, NULL, 'G' },
+		{ "duty-devices", required_argument, NULL, 'e' },
 		{ "syslog", no_argument, NULL, 'S' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -190,6 +211,9 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 		case 'H': o->http_listen = optarg; break;
 		case 'T': o->http_token = optarg; break;
 		case 'D': o->debuginfo_dir = optarg; break;
+		case 'Q': o->store.ch_spool = optarg; break;
+		case 'X': o->store.ch_cluster = optarg; break;
+		case 'G': o->duty.group_by = optarg; break;
 		case 'K':
 			o->store.backend = STORE_CLICKHOUSE;
 			o->store.clickhouse = optarg;
@@ -225,7 +249,7 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 			o->store.rollup.bucket_s = (unsigned)v;
 			break;
 		case 's': case 'f': case 'b': case 'g': case 'm': case 't': case 'i': case 'x':
-		case 'a': case 'B': case 'J': case 'N':
+		case 'a': case 'B': case 'J': case 'N': case 'q': case 'p': case 'W': case 'e':
 			if (parse_size(optarg, &v)) {
 				fprintf(stderr, "edgeprof-collector: '%s' is not a size\n", optarg);
 				return -EINVAL;
@@ -241,6 +265,10 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 			else if (c == 'B') o->store.ch_batch_ms = (unsigned)v;
 			else if (c == 'J') o->store.retention_days = (unsigned)v;
 			else if (c == 'N') series = v;
+			else if (c == 'q') o->store.ch_queue_bytes = v;
+			else if (c == 'p') o->duty.budget_percent = (unsigned)v;
+			else if (c == 'W') o->duty.window_s = (unsigned)v;
+			else if (c == 'e') o->duty.max_devices = v;
 			else o->store.index_entries = v;
 			break;
 		default:
@@ -249,6 +277,12 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 	}
 	if (make_rules(o, rules, n_rules, series))
 		return -EINVAL;
+	if ((o->store.ch_spool || o->store.ch_queue_bytes || o->store.ch_cluster) &&
+	    !o->store.clickhouse) {
+		fprintf(stderr, "edgeprof-collector: --ch-spool, --ch-queue and --ch-cluster are "
+			"for --clickhouse\n");
+		return -EINVAL;
+	}
 	if (o->store.retention_days && !o->store.clickhouse) {
 		fprintf(stderr, "edgeprof-collector: --retention-days is for --clickhouse (a ring "
 			"file keeps what fits: --ring-size)\n");
@@ -287,6 +321,8 @@ int main(int argc, char **argv)
 		.request_timeout_ms = 30000,
 		.idle_timeout_ms = 60000,
 		.handshake_timeout_ms = 10000,
+		.duty = { .window_s = 60, .group_by = "version,region",
+			  .max_devices = DUTY_DEVICES_DEFAULT },
 	};
 	struct sigaction sa = { .sa_handler = on_signal };
 	char err[512] = "";

@@ -60,6 +60,7 @@ struct server {
 	struct server_opts o;
 	struct store *store;
 	struct debuginfo *debuginfo;
+	struct duty *duty;
 	struct tls_config *tls;
 	struct listener lis[2];		/* [0] mutual TLS, [1] plain HTTP */
 	int stop_pipe[2];
@@ -540,6 +541,7 @@ static void conn_serve(struct conn *c)
 		memset(&a, 0, sizeof(a));
 		a.store = s->store;
 		a.debuginfo = s->debuginfo;
+		a.duty = s->duty;
 		a.metrics = &s->m;
 		a.req = &c->msg;
 		a.device = c->device;
@@ -842,6 +844,11 @@ struct server *server__new(const struct server_opts *o, char *err, size_t errlen
 		if (!s->debuginfo)
 			goto out_free;
 	}
+	if (o->duty.budget_percent) {
+		s->duty = duty__new(&o->duty, err, errlen);
+		if (!s->duty)
+			goto out_free;
+	}
 	return s;
 
 out_free:
@@ -934,6 +941,7 @@ void server__free(struct server *s)
 		return;
 	store__free(s->store);
 	debuginfo__free(s->debuginfo);
+	duty__free(s->duty);
 	tls_config__free(s->tls);
 	for (int i = 0; i < 2; i++)
 		if (s->lis[i].fd >= 0)

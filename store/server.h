@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "port/http.h"
+#include "store/duty.h"
 #include "store/store.h"
 
 struct server_opts {
@@ -40,6 +41,7 @@ struct server_opts {
 	unsigned request_timeout_ms;	/* whole request, head and body */
 	unsigned idle_timeout_ms;	/* keep-alive wait for the next request */
 	unsigned handshake_timeout_ms;
+	struct duty_opts duty;		/* budget_percent 0 = no duty cycling */
 };
 
 enum reject_reason {
@@ -106,6 +108,9 @@ void sbuf_free(struct sbuf *b);
 struct api_ctx {
 	struct store *store;
 	struct debuginfo *debuginfo;
+	struct duty *duty;	/* NULL = no schedules in upload answers */
+	struct duty_schedule sched;	/* the uploading device's, with has_sched */
+	bool has_sched;
 	struct server_metrics *metrics;
 	const struct http_message *req;
 	const char *device;	/* client certificate CN; "" on the plain-HTTP listener */

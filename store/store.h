@@ -58,6 +58,11 @@ struct store_opts {
 	unsigned ch_batch_ms;	/* 0 = CONFIG_COLLECTOR_CH_BATCH_MS */
 	unsigned retention_days; /* STORE_CLICKHOUSE: drop days older than this (0 = keep) */
 	struct metrics_rules *rules; /* NULL, or counters evaluated by store__ingest (not owned) */
+	const char *ch_spool;	/* STORE_CLICKHOUSE: the durable queue's ring file (NULL: none),
+				 * of size bytes when created (0: CONFIG_COLLECTOR_CH_SPOOL_MB) */
+	size_t ch_queue_bytes;	/* rows held in memory (0: CONFIG_COLLECTOR_CH_QUEUE_MB) */
+	const char *ch_cluster;	/* a cluster of ClickHouse's remote_servers: the tables are
+				 * Distributed over <name>_local tables on each shard */
 };
 
 #define STORE_DEFAULT_MAX_MERGE 10000
@@ -153,6 +158,10 @@ struct store_ch_stats {
 	uint64_t sample_rows, stack_rows;	/* rows queued */
 	uint64_t intern_resets;			/* id sets cleared when full */
 	uint64_t partitions_dropped;		/* days dropped by retention */
+	bool spool;				/* --ch-spool: */
+	uint64_t spool_pending, spool_capacity;	/* bytes not yet in ClickHouse; bound */
+	uint64_t spool_spilled, spool_replayed;	/* uploads whose rows were read back */
+	uint64_t spool_refused, spool_lost;	/* refused: spool full; lost: unreadable */
 };
 
 struct store_stats {

@@ -13,6 +13,10 @@
  *   pprof-tool check FILE              read; print the error and exit 1 if invalid
  *   pprof-tool vary IN OUT SEED        a variant of IN for benchmarks: values scaled by 1..4,
  *                                      ~1/8 of the samples dropped, time shifted
+ *   pprof-tool fleet DIR VERSIONS PER SAMPLES POOL...
+ *                                      a fleet's profiles for the benchmarks: DIR/fw<v>-<i>.pb.gz,
+ *                                      PER for each of VERSIONS firmware versions, SAMPLES
+ *                                      samples each, stacks drawn from the real profiles POOL
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -396,6 +400,167 @@ static int cmd_vary(const char *in, const char *out, uint64_t seed)
 	return ret ? 1 : 0;
 }
 
+/* ---- fleet: profiles of a simulated fleet from the stacks of real ones -------------------- */
+
+#define FLEET_ROOTS 8	/* each real stack runs under one of 8 firmware tasks */
+
+struct fleet_frame {
+	const char *name, *system_name, *filename;
+	int64_t line, start_line;
+};
+
+struct fleet_stack {
+	struct fleet_frame *f;
+	size_t n;
+};
+
+static uint64_t fleet_hash(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 0x100000001b3ull;
+	return h;
+}
+
+/* Every sample's stack of every pool profile, leaf first (inlined frames included). */
+static size_t fleet_stacks(struct pprof_profile **pool, int n_pool, struct fleet_stack **out)
+{
+	size_t n = 0, cap = 0;
+	struct fleet_stack *st = NULL;
+
+	for (int k = 0; k < n_pool; k++) {
+		const struct pprof_profile *p = pool[k];
+
+		for (size_t i = 0; i < p->n_samples; i++) {
+			const struct pprof_sample *s = &p->samples[i];
+			struct fleet_stack x = { calloc(256, sizeof(*x.f)), 0 };
+
+			for (size_t j = 0; j < s->n_locations && x.n < 256; j++) {
+				const struct pprof_location *l = &p->locations[s->location_ids[j] - 1];
+
+				for (size_t m = 0; m < l->n_lines && x.n < 256; m++) {
+					const struct pprof_function *f =
+						&p->functions[l->lines[m].function_id - 1];
+
+					x.f[x.n++] = (struct fleet_frame){
+						pprof_str(p, f->name), pprof_str(p, f->system_name),
+						pprof_str(p, f->filename), l->lines[m].line,
+						f->start_line };
+				}
+			}
+			if (!x.n) {
+				free(x.f);
+				continue;
+			}
+			if (n == cap) {
+				cap = cap ? 2 * cap : 256;
+				st = realloc(st, cap * sizeof(*st));
+			}
+			st[n++] = x;
+		}
+	}
+	*out = st;
+	return n;
+}
+
+/*
+ * One profile of firmware version v: its own build-id and addresses (a fleet's versions do not
+ * share locations), ~1 in 10 functions renamed in each version (code that changed), SAMPLES
+ * draws skewed toward the first stacks (hot paths), rotated per profile.
+ */
+static int fleet_one(const char *path, const struct fleet_stack *st, size_t n, int v, int i,
+		     long samples)
+{
+	struct pprof_builder_opts opts = { .gzip_level = 1 };
+	FILE *f = fopen(path, "wb");
+	struct pprof_builder *b = pprof_builder__new(&opts, pprof_file_write, f);
+	uint64_t seed = (uint64_t)v * 1000003u + (uint64_t)i * 7919u + 1, m, loc[260];
+	char bid[64], name[300];
+	int ret = 0;
+
+	if (!f || !b)
+		return 1;
+	snprintf(bid, sizeof(bid), "f1ee7000%08x", v);
+	pprof_builder__add_sample_type(b, "samples", "count");
+	pprof_builder__add_sample_type(b, "cpu", "nanoseconds");
+	pprof_builder__set_period(b, "cpu", "nanoseconds", 10000000);
+	m = pprof_builder__mapping(b, &(struct pprof_mapping_desc){ 0x400000, 0x8000000, 0,
+		"/usr/lib/gw/firmware", bid, true, true, true });
+	for (long k = 0; k < samples && !ret; k++) {
+		double u;
+		size_t idx, root, nl = 0;
+		int64_t vals[2] = { 1, 10000000 };
+
+		seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+		u = (double)(seed >> 11) / 9007199254740992.0;
+		idx = ((size_t)((double)(n * FLEET_ROOTS) * u * u) + (size_t)i * 13) %
+		      (n * FLEET_ROOTS);
+		root = idx % FLEET_ROOTS;
+		idx /= FLEET_ROOTS;
+		for (size_t j = 0; j < st[idx].n; j++) {
+			const struct fleet_frame *fr = &st[idx].f[j];
+			uint64_t h = fleet_hash(fr->name);
+			struct pprof_line_desc ln;
+
+			snprintf(name, sizeof(name), h % 10 == (uint64_t)v % 10 ? "%s.v%d" : "%s",
+				 fr->name, v);
+			ln.function_id = pprof_builder__function(b, name, fr->system_name,
+								 fr->filename, fr->start_line);
+			ln.line = fr->line;
+			loc[nl++] = pprof_builder__location(b, m, 0x400000 + (h ^ (uint64_t)fr->line) %
+						0x7000000 / 16 * 16 + (uint64_t)v * 0x40, &ln, 1);
+		}
+		for (int r = 0; r < 2; r++) {
+			struct pprof_line_desc ln;
+
+			snprintf(name, sizeof(name), r ? "gw_main" : "gw_task_%zu", root);
+			ln.function_id = pprof_builder__function(b, name, name, "gw/main.c", 1);
+			ln.line = r ? 40 : 100 + (int64_t)root;
+			loc[nl++] = pprof_builder__location(b, m, 0x400100 + (uint64_t)r * 0x80 +
+						(r ? 0 : root * 8) + (uint64_t)v * 0x40, &ln, 1);
+		}
+		ret = pprof_builder__add_sample(b, loc, nl, vals, NULL, 0);
+	}
+	ret |= pprof_builder__finish(b);
+	pprof_builder__free(b);
+	ret |= fclose(f);
+	return ret ? 1 : 0;
+}
+
+static int cmd_fleet(const char *dir, int versions, int per, long samples, char **files, int n)
+{
+	struct pprof_profile **pool = calloc((size_t)n, sizeof(*pool));
+	struct fleet_stack *st;
+	size_t ns;
+	int ret = 0;
+
+	for (int k = 0; k < n; k++)
+		pool[k] = load(files[k]);
+	ns = fleet_stacks(pool, n, &st);
+	if (!ns) {
+		fprintf(stderr, "fleet: no stacks in the pool\n");
+		return 1;
+	}
+	for (int v = 0; v < versions && !ret; v++) {
+		for (int i = 0; i < per && !ret; i++) {
+			char path[4096];
+
+			snprintf(path, sizeof(path), "%s/fw%d-%d.pb.gz", dir, v, i);
+			ret = fleet_one(path, st, ns, v, i, samples);
+		}
+	}
+	fprintf(stderr, "fleet: %zu stacks from %d real profiles, x %d tasks, %d versions\n", ns,
+		n, FLEET_ROOTS, versions);
+	for (size_t i = 0; i < ns; i++)
+		free(st[i].f);
+	free(st);
+	for (int k = 0; k < n; k++)
+		pprof_profile__free(pool[k]);
+	free(pool);
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 3 && !strcmp(argv[1], "flat"))
@@ -427,6 +592,9 @@ int main(int argc, char **argv)
 	}
 	if (argc == 3 && !strcmp(argv[1], "build"))
 		return cmd_build(argv[2]);
+	if (argc >= 7 && !strcmp(argv[1], "fleet"))
+		return cmd_fleet(argv[2], atoi(argv[3]), atoi(argv[4]), atol(argv[5]), argv + 6,
+				 argc - 6);
 	if (argc == 5 && !strcmp(argv[1], "vary"))
 		return cmd_vary(argv[2], argv[3], strtoull(argv[4], NULL, 0));
 	if (argc == 6 && !strcmp(argv[1], "encode"))

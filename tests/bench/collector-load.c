@@ -6,7 +6,9 @@
  *
  *   collector-load --url https://HOST:PORT --ca F --cert F --key F --file P
  *                  [--clients N] [--seconds S | --count N] [--prefix P] [--ack-log F]
- *                  [--service S] [--server-pid PID]
+ *                  [--service S] [--server-pid PID] [--interval-ms N]
+ *   collector-load --url URL [--url URL2 ...] --ca F --cert F --key F --fleet DIR
+ *                  --devices N [...]
  *
  * Prints one line: "clients=N profiles=N failed=N seconds=S profiles_per_s=X mb_per_s=Y
  * p50_ms=.. p99_ms=.. connect_s=.." and, with --server-pid, "server_cpu_s=..": the CPU time
@@ -14,6 +16,12 @@
  * Every client connects (TCP + TLS handshake) before the timed phase starts: what is measured
  * is keep-alive ingest, not 64 ECDHE handshakes (~65 M instructions each on the collector, the
  * cost of about 11 profiles) squeezed into a few seconds.
+ * --fleet DIR: a simulated fleet instead of one file: N devices (labels node=gw-NNNNN,
+ * version=fwV, region=rR), device d running firmware d % VERSIONS and uploading, in turn,
+ * the profiles DIR/fw<d % VERSIONS>-<i>.pb.gz (tests/pprof-tool fleet makes them from real
+ * profiles' stacks); each client serves the devices d with d % clients == its number, one
+ * upload per device in turn, and talks to the URLs in turn (client c to URL c % URLS).
+ * --interval-ms paces each client: one upload every N ms at most (a device's rate, not a flood).
  * --ack-log appends "ID KEY" for every acknowledged upload (written before the next request), the
  * crash test's record of what the collector promised to keep. A failed request ends the thread
  * (and the run's exit status is 1 when nothing was acknowledged).
@@ -26,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "port/clock.h"
@@ -36,9 +45,15 @@
 
 #define MAX_LAT (1u << 20)
 
+#define MAX_URLS 8
+#define MAX_FILES 4096
+
 static struct {
-	const char *url, *ca, *cert, *key, *file, *prefix, *service;
-	char host[256], port[16];
+	const char *url[MAX_URLS], *ca, *cert, *key, *file, *prefix, *service, *fleet;
+	char host[MAX_URLS][256], port[MAX_URLS][16];
+	unsigned n_urls, devices, versions, per;
+	struct { void *data; size_t len; } files[MAX_FILES];	/* fleet: [v * per + i] */
+	atomic_llong bytes;
 	unsigned clients;
 	double seconds;
 	long count;
@@ -52,11 +67,13 @@ static struct {
 	uint32_t *lat_us;
 	pthread_barrier_t connected, go;	/* clients + main */
 	int server_pid;
+	unsigned interval_ms;
 } g = { .clients = 1, .seconds = 5, .count = -1, .ack_fd = -1, .prefix = "load",
 	.service = "bench" };
 
 struct worker {
-	unsigned id;
+	unsigned id, url;
+	unsigned long turn;	/* fleet: uploads made (picks the device and the file) */
 	int fd;
 	struct tls_conn *tc;
 	struct http_stream s;
@@ -78,12 +95,13 @@ static int w_connect(struct worker *w)
 	char err[256];
 	uint64_t deadline = port_clock_mono_ns() + 10 * NSEC_PER_SEC;
 
-	w->fd = net_connect(g.host, g.port, deadline, err, sizeof(err));
+	w->url = w->id % g.n_urls;
+	w->fd = net_connect(g.host[w->url], g.port[w->url], deadline, err, sizeof(err));
 	if (w->fd < 0) {
 		fprintf(stderr, "client %u: %s\n", w->id, err);
 		return w->fd;
 	}
-	w->tc = tls_conn__new(g.tls, w->fd, g.host);
+	w->tc = tls_conn__new(g.tls, w->fd, g.host[w->url]);
 	tls_conn__set_deadline(w->tc, deadline);
 	if (tls_conn__handshake(w->tc)) {
 		fprintf(stderr, "client %u: %s\n", w->id, tls_conn__error(w->tc));
@@ -107,13 +125,28 @@ static int w_upload(struct worker *w, unsigned long n)
 	const char *id;
 	int ret;
 
+	const void *data = g.data;
+	size_t len = g.len;
+
 	snprintf(key, sizeof(key), "%s-%u-%lu", g.prefix, w->id, n);
 	snprintf(target, sizeof(target), "/api/0/profiles?service=%s&type=cpu&labels=client=%u",
 		 g.service, w->id);
+	if (g.fleet) {
+		unsigned mine = (g.devices - w->id + g.clients - 1) / g.clients;
+		unsigned d = w->id + (unsigned)(w->turn % mine) * g.clients, v = d % g.versions;
+		unsigned f = v * g.per + (unsigned)((w->turn / mine + d) % g.per);
+
+		w->turn++;
+		data = g.files[f].data;
+		len = g.files[f].len;
+		snprintf(target, sizeof(target), "/api/0/profiles?service=%s&type=cpu&labels="
+			 "node=gw-%05u,version=fw%u,region=r%u", g.service, d, v, d % 4);
+	}
+	atomic_fetch_add(&g.bytes, (long long)len);
 	snprintf(hdr, sizeof(hdr), "X-Edgeprof-Key: %s\r\nContent-Type: application/octet-stream"
 		 "\r\n", key);
 	tls_conn__set_deadline(w->tc, t0 + 30 * NSEC_PER_SEC);
-	ret = http_write_request(&w->s, "POST", g.host, target, hdr, g.data, g.len);
+	ret = http_write_request(&w->s, "POST", g.host[w->url], target, hdr, data, len);
 	if (!ret)
 		ret = http_read_response(&w->s, &w->m, 1 << 20);
 	if (ret)
@@ -159,6 +192,7 @@ static void *worker_main(void *arg)
 		return NULL;
 	}
 	while (w_more()) {
+		uint64_t t0 = port_clock_mono_ns();
 		int ret = w_upload(w, n++);
 
 		if (ret) {
@@ -167,6 +201,14 @@ static void *worker_main(void *arg)
 			break;
 		}
 		g.done++;
+		if (g.interval_ms) {
+			uint64_t next = t0 + (uint64_t)g.interval_ms * 1000000, now;
+
+			while ((now = port_clock_mono_ns()) < next &&
+			       (g.count >= 0 || now < g.end_ns))
+				usleep((useconds_t)((next - now) / 1000 > 50000 ? 50000
+									: (next - now) / 1000));
+		}
 	}
 	tls_conn__close(w->tc);
 	tls_conn__free(w->tc);
@@ -213,13 +255,21 @@ static int parse(int argc, char **argv)
 		{ "key", 1, NULL, 'k' }, { "file", 1, NULL, 'f' }, { "clients", 1, NULL, 'n' },
 		{ "seconds", 1, NULL, 's' }, { "count", 1, NULL, 'N' }, { "prefix", 1, NULL, 'p' },
 		{ "ack-log", 1, NULL, 'l' }, { "service", 1, NULL, 'S' },
-		{ "server-pid", 1, NULL, 'P' }, { NULL, 0, NULL, 0 },
+		{ "server-pid", 1, NULL, 'P' }, { "interval-ms", 1, NULL, 'i' },
+		{ "fleet", 1, NULL, 'F' }, { "devices", 1, NULL, 'd' },
+		{ NULL, 0, NULL, 0 },
 	};
 	int c;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
-		case 'u': g.url = optarg; break;
+		case 'u':
+			if (g.n_urls == MAX_URLS)
+				return -1;
+			g.url[g.n_urls++] = optarg;
+			break;
+		case 'F': g.fleet = optarg; break;
+		case 'd': g.devices = (unsigned)atoi(optarg); break;
 		case 'a': g.ca = optarg; break;
 		case 'c': g.cert = optarg; break;
 		case 'k': g.key = optarg; break;
@@ -230,6 +280,7 @@ static int parse(int argc, char **argv)
 		case 'p': g.prefix = optarg; break;
 		case 'S': g.service = optarg; break;
 		case 'P': g.server_pid = atoi(optarg); break;
+		case 'i': g.interval_ms = (unsigned)atoi(optarg); break;
 		case 'l':
 			g.ack_fd = open(optarg, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 			if (g.ack_fd < 0) {
@@ -240,14 +291,44 @@ static int parse(int argc, char **argv)
 		default: return -1;
 		}
 	}
-	if (!g.url || strncmp(g.url, "https://", 8) || !g.ca || !g.cert || !g.key || !g.file ||
-	    !g.clients || g.clients > 4096 ||
-	    net_split_hostport(g.url + 8, g.host, sizeof(g.host), g.port, sizeof(g.port))) {
+	for (unsigned i = 0; i < g.n_urls; i++)
+		if (strncmp(g.url[i], "https://", 8) ||
+		    net_split_hostport(g.url[i] + 8, g.host[i], sizeof(g.host[i]), g.port[i],
+				       sizeof(g.port[i])))
+			return -1;
+	if (!g.n_urls || !g.ca || !g.cert || !g.key || (!g.file == !g.fleet) || !g.clients ||
+	    g.clients > 4096 || (g.fleet && g.devices < g.clients)) {
 		fprintf(stderr, "usage: collector-load --url https://HOST:PORT --ca F --cert F "
 			"--key F --file P [--clients N] [--seconds S | --count N] [--ack-log F]\n");
 		return -1;
 	}
 	return 0;
+}
+
+/* --fleet DIR: DIR/fw<v>-<i>.pb.gz for v, i from 0 while they exist (every version as many). */
+static int fleet_load(void)
+{
+	char path[4096];
+
+	for (g.versions = 0;; g.versions++) {
+		unsigned i;
+
+		for (i = 0; g.versions * g.per + i < MAX_FILES; i++) {
+			struct stat st;
+
+			snprintf(path, sizeof(path), "%s/fw%u-%u.pb.gz", g.fleet, g.versions, i);
+			if ((g.versions && i == g.per) || stat(path, &st))
+				break;
+			if (port_file_read_all(path, 64 << 20, &g.files[g.versions * g.per + i].data,
+					       &g.files[g.versions * g.per + i].len))
+				return -1;
+		}
+		if (!g.versions)
+			g.per = i;
+		if (!i || i < g.per)
+			break;
+	}
+	return g.versions && g.per ? 0 : -1;
 }
 
 int main(int argc, char **argv)
@@ -261,8 +342,8 @@ int main(int argc, char **argv)
 
 	if (parse(argc, argv))
 		return 2;
-	if (port_file_read_all(g.file, 64 << 20, &g.data, &g.len)) {
-		fprintf(stderr, "%s: cannot read\n", g.file);
+	if (g.fleet ? fleet_load() : port_file_read_all(g.file, 64 << 20, &g.data, &g.len)) {
+		fprintf(stderr, "%s: cannot read\n", g.fleet ? g.fleet : g.file);
 		return 2;
 	}
 	g.tls = tls_config__new_client(g.ca, g.cert, g.key, err, sizeof(err));
@@ -297,7 +378,7 @@ int main(int argc, char **argv)
 	qsort(g.lat_us, n, sizeof(*g.lat_us), cmp_u32);
 	printf("clients=%u profiles=%ld failed=%ld seconds=%.2f profiles_per_s=%.0f mb_per_s=%.2f "
 	       "p50_ms=%.2f p99_ms=%.2f connect_s=%.2f", g.clients, (long)g.done, (long)g.failed,
-	       secs, (double)g.done / secs, (double)g.done * (double)g.len / secs / 1e6,
+	       secs, (double)g.done / secs, (double)g.bytes / secs / 1e6,
 	       n ? g.lat_us[n / 2] / 1000.0 : 0, n ? g.lat_us[n * 99 / 100] / 1000.0 : 0,
 	       (double)(t0 - tc) / 1e9);
 	if (cpu0 >= 0 && cpu1 >= 0)

@@ -1,0 +1,245 @@
+// SPDX-License-Identifier: MIT
+/*
+ * store/ch-spool.c — the ClickHouse backend's durable queue (--ch-spool FILE): an upload is
+ * acknowledged once it is in a ring file (port/ringfile.c, as the agent's spool), not once
+ * ClickHouse has it, so that ClickHouse may restart, or be down for a while, without an upload
+ * waiting or being refused, and a collector killed with acknowledged uploads not yet in
+ * ClickHouse sends them after its restart.
+ *
+ * A record is the upload as received (metadata, and its gzip pprof after the profile's 64-bit
+ * id, so that a replay after a restart has the same id and is looked up before it is sent
+ * again: a batch may have landed just before the kill, and not been consumed).
+ *
+ * Order: the record's seq is taken under the store's lock together with the rows' place in the
+ * batches, so the batches hold seqs in order; a batch in ClickHouse consumes up to its last seq.
+ * While the memory queue is full (CONFIG_COLLECTOR_CH_QUEUE_MB), uploads only go to the spool
+ * (spilled): the writer reads them back, decodes them and builds their rows once the memory
+ * batches before them are sent, and new uploads go to memory again only once it caught up.
+ *
+ * Bounded: the spool never overwrites what is not in ClickHouse. An upload is refused (503, the
+ * device keeps it) when the unconsumed records, it, and a margin (the ring's end-of-lap gap and
+ * consume markers: 1/16 of the ring and twice the largest record) would not fit; counted.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "port/log.h"
+#include "port/ringfile.h"
+#include "store/ch-store.h"
+
+#define SPOOL_ID_BYTES 8u
+
+static int pending_cb(void *ctx, uint64_t seq, const struct record_meta *meta,
+		      const void *payload, size_t len)
+{
+	struct ch_store *c = ctx;
+	size_t n = ringfile__record_size(meta, len);
+
+	(void)seq, (void)payload;
+	c->spool_pending += n;
+	if (n > c->spool_max_rec)
+		c->spool_max_rec = n;
+	return 0;
+}
+
+int ch_spool__open(struct ch_store *c, const struct store_opts *opts, char *err,
+		   size_t errlen)
+{
+	struct ringfile_opts o = { .size = opts->size, .fsync_ms = opts->fsync_ms, .create = true };
+	const char *path = opts->ch_spool;
+	struct ringfile_stats st;
+
+	if (!o.size && access(path, F_OK))
+		o.size = (uint64_t)CONFIG_COLLECTOR_CH_SPOOL_MB << 20;
+	c->spool = ringfile__open(path, &o, err, errlen);
+	if (!c->spool)
+		return -errno;
+	ringfile__stats(c->spool, &st);
+	c->spool_capacity = st.capacity;
+	if (st.last_seq > st.consumed_seq) {
+		uint64_t from = st.consumed_seq + 1;
+
+		if (from < st.first_seq)
+			from = st.first_seq;
+		ringfile__foreach(c->spool, from, false, pending_cb, c);
+		c->spill_from = from;
+		c->spill_to = st.last_seq;
+		pr_info("clickhouse: spool %s: %zu bytes not yet in ClickHouse (records %" PRIu64
+			"..%" PRIu64 "): sent first", path, c->spool_pending, from, st.last_seq);
+	}
+	return 0;
+}
+
+/* Whether a record of n bytes fits without overwriting one not yet in ClickHouse (locked). */
+static bool spool_admits(const struct ch_store *c, size_t n)
+{
+	size_t big = n > c->spool_max_rec ? n : c->spool_max_rec;
+
+	return c->spool_pending + 2 * n + 2 * big + c->spool_capacity / 16 <= c->spool_capacity;
+}
+
+/* Records seq as spilled: its rows are read back from the spool (lock held). */
+static void spill(struct ch_store *c, uint64_t from, uint64_t to)
+{
+	if (!c->spill_from || from < c->spill_from)
+		c->spill_from = from;
+	if (to > c->spill_to)
+		c->spill_to = to;
+}
+
+/* Under the lock: admission, the record's place (its seq), its rows or a spill, its key. */
+static int spool_put_locked(struct ch_store *c, const struct record_meta *meta,
+			    const void *rec, size_t len, const struct pprof_profile *p,
+			    struct put_rows *r, uint64_t id, uint64_t kh,
+			    struct ringfile_append *ap)
+{
+	size_t need = ringfile__record_size(meta, len), rows = r->samples.len + r->profile.len;
+	uint64_t gen;
+	int e;
+
+	if (!spool_admits(c, need)) {
+		c->spool_refused++;
+		return -ENOSPC;
+	}
+	e = ringfile__append_begin(c->spool, meta, rec, len, ap);
+	if (e)
+		return e;
+	c->spool_pending += need;
+	if (need > c->spool_max_rec)
+		c->spool_max_rec = need;
+	e = -ENOSPC;
+	if (!c->spill_from && c->queued_bytes + rows <= c->queue_bytes)
+		e = ch__put_locked(c, meta, p, r,
+				   &(struct ch_put){ .id = id, .seq = ap->seq, .spool_bytes = need },
+				   &gen);
+	if (e) {
+		c->spool_spilled++;
+		spill(c, ap->seq, ap->seq);
+		pthread_cond_signal(&c->wake);
+	}
+	if (kh)
+		ch__key_set(c, kh, id, ap->seq); /* with a spool: the record a retry waits for */
+	c->puts++;
+	return 0;
+}
+
+int ch_spool__put(struct ch_store *c, const struct record_meta *meta, const void *payload,
+		  size_t len, const struct pprof_profile *p, struct put_rows *r, uint64_t id,
+		  uint64_t kh, uint64_t *seq)
+{
+	unsigned char *rec = malloc(len + SPOOL_ID_BYTES);
+	struct ringfile_append ap;
+	int e;
+
+	if (!rec)
+		return -ENOMEM;
+	for (unsigned i = 0; i < SPOOL_ID_BYTES; i++)
+		rec[i] = (unsigned char)(id >> (8 * i));
+	memcpy(rec + SPOOL_ID_BYTES, payload, len);
+	pthread_mutex_lock(&c->lock);
+	e = spool_put_locked(c, meta, rec, len + SPOOL_ID_BYTES, p, r, id, kh, &ap);
+	if (e)
+		c->put_errors++;
+	pthread_mutex_unlock(&c->lock);
+	if (!e) {
+		e = ringfile__append_finish(c->spool, &ap);
+		if (!e)
+			e = ringfile__wait_durable(c->spool, ap.seq);
+		*seq = ap.seq;
+	}
+	free(rec);
+	return e;
+}
+
+/*
+ * One spilled record's rows (lock not held): 0, -ENOENT (a consume marker's seq: nothing
+ * to send), or another error (unreadable: lost, counted).
+ */
+static int spool_read(struct ch_store *c, uint64_t seq, struct record_meta *meta,
+		      struct put_rows *r, struct pprof_profile **p, struct ch_put *w,
+		      void **buf)
+{
+	const unsigned char *b;
+	size_t len;
+	char err[200];
+	int e = ringfile__read(c->spool, seq, meta, buf, &len);
+
+	if (e == -ENOENT)	/* a consume marker, or overwritten (never while unconsumed) */
+		return seq >= ringfile__first_seq(c->spool) ? -ENOENT : -ESTALE;
+	if (e)
+		return e;
+	if (len < SPOOL_ID_BYTES)
+		return -EIO;
+	b = *buf;
+	w->id = 0;
+	for (unsigned i = 0; i < SPOOL_ID_BYTES; i++)
+		w->id |= (uint64_t)b[i] << (8 * i);
+	w->seq = seq;
+	w->spool_bytes = ringfile__record_size(meta, len);
+	w->lookup = true;
+	e = pprof_read(b + SPOOL_ID_BYTES, len - SPOOL_ID_BYTES, NULL, p, err, sizeof(err));
+	if (e)
+		return -EIO;
+	return ch__rows_build(meta, *p, len - SPOOL_ID_BYTES, w->id, r);
+}
+
+void ch_spool__replay(struct ch_store *c)
+{
+	while (c->spill_from && !c->stop && (!c->open || c->open->bytes < c->batch_bytes)) {
+		uint64_t seq = c->spill_from, gen;
+		struct pprof_profile *p = NULL;
+		struct put_rows r = { 0 };
+		struct record_meta meta;
+		struct ch_put w = { 0 };
+		void *buf = NULL;
+		int e;
+
+		pthread_mutex_unlock(&c->lock);
+		e = spool_read(c, seq, &meta, &r, &p, &w, &buf);
+		pthread_mutex_lock(&c->lock);
+		if (!e)
+			e = ch__put_locked(c, &meta, p, &r, &w, &gen);
+		if (e == -ENOMEM || e == -ENOSPC) {
+			/* the batch was dropped (its records respilled) or memory is full */
+			ch__rows_free(&r);
+			pprof_profile__free(p);
+			free(buf);
+			break;
+		}
+		if (!e)
+			c->spool_replayed++;
+		if (e && e != -ENOENT) {
+			if (!c->spool_lost++)
+				pr_warn("clickhouse: spool record %" PRIu64 " unreadable (%s): lost",
+					seq, strerror(-e));
+		}
+		if (c->spill_from == seq)
+			c->spill_from = seq >= c->spill_to ? 0 : seq + 1;
+		ch__rows_free(&r);
+		pprof_profile__free(p);
+		free(buf);
+	}
+	ch__seal(c);
+}
+
+void ch_spool__done(struct ch_store *c, const struct ch_batch *b)
+{
+	int e = 0;
+
+	if (b->last_seq)
+		e = ringfile__consume(c->spool, b->last_seq, false);
+	pthread_mutex_lock(&c->lock);
+	c->spool_pending -= b->spool_bytes < c->spool_pending ? b->spool_bytes : c->spool_pending;
+	pthread_mutex_unlock(&c->lock);
+	if (e)
+		pr_warn("clickhouse: spool: marking records sent: %s", strerror(-e));
+}
+
+void ch_spool__respill(struct ch_store *c, const struct ch_batch *b)
+{
+	if (b->first_seq)
+		spill(c, b->first_seq, b->last_seq);
+}

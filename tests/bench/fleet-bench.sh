@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# A simulated fleet against the ClickHouse backend on this machine (our own clickhouse-server,
+# Debian's 18.16, loopback, data in a temp dir):
+#
+#   tests/bench/fleet-bench.sh [BUILD_DIR]
+#     env: PHASES ("ingest query"), SECONDS_PER_RUN (30), DEVICES (1000), CLIENTS (64),
+#          COLLECTORS (2), SPOOL (1: --ch-spool), BATCH_MS (500), SAMPLES (3400 per profile),
+#          PROFILES (1000000: the query phase's synthetic day), ROWS (130 per profile)
+#
+# ingest: the fleet's profiles are made by `pprof-tool fleet` from real profiles' stacks (Go's
+#   runtime/pprof profiles that tests/oracle writes when go is installed, and the fuzz corpus's
+#   Go profiles): 4 firmware versions, each with its own build-id and addresses and ~1 in 10
+#   functions renamed, every real stack under one of 8 firmware tasks, 3,400 samples (~20 KB
+#   gzip). DEVICES devices (labels node, version, region) upload through COLLECTORS collectors
+#   over mutual TLS (collector-load --fleet, CLIENTS keep-alive connections spread over the
+#   collectors) as fast as they are acknowledged. Prints profiles/s, each process's CPU, and
+#   the storage on disk against the gzip bytes ingested.
+# query: PROFILES profiles of 10,000 devices over one day, ROWS sample rows each, generated in
+#   ClickHouse with INSERT ... SELECT from the ingested stacks (synthetic rows, real stacks),
+#   then through a collector: the top 50 functions of one firmware version (merge by selector +
+#   edgeprof top) and the fleet's flame graph (render flamebearer), warm, median of 3.
+set -eu
+top=$(cd "$(dirname "$0")/../.." && pwd)
+EP_BUILD=$(cd "${1:-$top/build/host-x86_64}" && pwd)
+PHASES=${PHASES:-ingest query}
+SECS=${SECONDS_PER_RUN:-30}
+DEVICES=${DEVICES:-1000}
+CLIENTS=${CLIENTS:-64}
+COLLECTORS=${COLLECTORS:-2}
+SPOOL=${SPOOL:-1}
+BATCH_MS=${BATCH_MS:-500}
+SAMPLES=${SAMPLES:-3400}
+PROFILES=${PROFILES:-1000000}
+ROWS=${ROWS:-130}
+. "$top/tests/integration/collector-lib.sh"
+. "$top/tests/integration/clickhouse-lib.sh"
+[ -x "$LOAD" ] || { echo "collector-load not built (make all-tests)"; exit 1; }
+
+cpu_of() { awk '{print ($14 + $15) / 100}' "/proc/$1/stat"; }
+op() { curl -gsS --fail --cacert "$T/pki/ca.crt" --cert "$T/pki/op.crt" --key "$T/pki/op.key" "$@"; }
+median3() { sort -g | awk 'NR == 2'; }
+
+make_pki
+mkdir -p "$T/pool" "$T/fleet"
+if command -v go >/dev/null; then
+	(cd "$top/tests/oracle" && GOCACHE=$T/gocache GOFLAGS=-mod=mod go run . "$T/pool" 1 >/dev/null 2>&1) ||
+		echo "(tests/oracle failed: the pool is the fuzz corpus's profiles only)"
+fi
+"$PPROF_TOOL" fleet "$T/fleet" 4 16 "$SAMPLES" "$T"/pool/*.pb.gz \
+	"$top"/tests/fuzz/pprof-reader.corpus/go-*.gz.seed 2>&1 | sed 's/^/pool: /'
+ch_start 0
+DB=edgeprof_fleet
+echo "load: $(uptime)"
+echo "fleet bench: $(nproc) CPUs, ClickHouse $(ch_sql 0 'SELECT version()'), profiles of" \
+	"$(stat -c %s "$T/fleet/fw0-0.pb.gz") bytes (fw0-0)"
+
+if [[ " $PHASES " == *" ingest "* ]]; then
+	urls=() cpids=()
+	for i in $(seq "$COLLECTORS"); do
+		spool=()
+		[ "$SPOOL" = 1 ] && spool=(--ch-spool "$T/spool$i" --ring-size 1G --fsync-ms 5)
+		start_ch_collector "c$i" "http://127.0.0.1:$(ch_http_port 0)/$DB" \
+			--ch-batch-ms "$BATCH_MS" --max-conns $((CLIENTS + 16)) \
+			--max-handshakes $((CLIENTS + 16)) "${spool[@]}"
+		urls+=(--url "https://localhost:$CC_PORT") cpids+=("$CC_PID")
+	done
+	c0=() ; for p in "${cpids[@]}"; do c0+=("$(cpu_of "$p")"); done
+	h0=$(cpu_of "${CH_PIDS[0]}")
+	"$LOAD" "${urls[@]}" --ca "$T/pki/ca.crt" --cert "$T/pki/dev-1.crt" --key "$T/pki/dev-1.key" \
+		--fleet "$T/fleet" --devices "$DEVICES" --clients "$CLIENTS" --seconds "$SECS" \
+		--prefix fleet >"$T/load.log" 2>&1 || true
+	cpu="" ; i=0
+	for p in "${cpids[@]}"; do cpu+=" $(echo "$(cpu_of "$p") - ${c0[$i]}" | bc)"; i=$((i + 1)); done
+	grep -v '^clients=' "$T/load.log" | sort | uniq -c | sort -rn | head -n 3 | sed 's/^/  load: /'
+	n=$(sed -n 's/.*profiles=\([0-9]*\).*/\1/p' "$T/load.log")
+	echo "ingest: $(cat "$T/load.log" | grep '^clients=')"
+	echo "ingest: $n profiles acknowledged by $COLLECTORS collectors in ${SECS}s:" \
+		"$(echo "$n / $SECS" | bc) profiles/s (spool $SPOOL, batches $BATCH_MS ms)"
+	echo "cpu (load phase): collectors$cpu s"
+	d0=$(date +%s.%N)
+	for _ in $(seq 600); do # the spools drained: everything acknowledged is in
+		[ "$(ch_sql 0 "SELECT count() FROM $DB.profiles")" -ge "$n" ] && break
+		sleep 0.5
+	done
+	d1=$(date +%s.%N)
+	awk -v n="$n" -v s="$SECS" -v d="$(echo "$d1 - $d0" | bc)" 'BEGIN { printf "into ClickHouse: all %d in %.1f s after the load ended: %.0f profiles/s sustained\n", n, d, n / (s + d) }'
+	echo "cpu: clickhouse-server $(echo "$(cpu_of "${CH_PIDS[0]}") - $h0" | bc) s (until all in)"
+	ch_sql 0 "OPTIMIZE TABLE $DB.samples FINAL" >/dev/null || true
+	ch_sql 0 "SELECT table, sum(rows), sum(bytes_on_disk), sum(data_uncompressed_bytes) FROM system.parts WHERE active AND database = '$DB' GROUP BY table ORDER BY table" |
+		awk '{printf "  %-10s %12d rows %12d bytes on disk (%d uncompressed)\n", $1, $2, $3, $4}'
+	disk=$(ch_sql 0 "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = '$DB'")
+	gz=$(ch_sql 0 "SELECT sum(size), count(), uniqExact(id) FROM $DB.profiles")
+	awk -v d="$disk" -v g="$gz" 'BEGIN { split(g, a, "\t"); printf "storage: %d bytes on disk for %d gzip pprof bytes (%d profiles stored, %d ids): %.3f (goal <= 0.2)\n", d, a[1], a[2], a[3], d / a[1] }'
+	for p in "${cpids[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
+fi
+
+if [[ " $PHASES " == *" query "* ]]; then
+	Q=edgeprof_day
+	start_ch_collector cq "http://127.0.0.1:$(ch_http_port 0)/$Q"
+	if [ "$(ch_sql 0 "SELECT count() FROM $DB.stacks" 2>/dev/null || echo 0)" = 0 ]; then
+		echo "query: needs the ingest phase's stacks (PHASES=\"ingest query\")"; exit 1
+	fi
+	for t in functions mappings locations stacks; do
+		ch_sql 0 "INSERT INTO $Q.$t SELECT * FROM $DB.$t"
+	done
+	sig=$(ch_sql 0 "SELECT any(sig) FROM $DB.profiles")
+	main=$(ch_sql 0 "SELECT any(main_mapping) FROM $DB.profiles")
+	t0=$(( ($(date +%s) / 86400 - 1) * 86400 ))000000000
+	step=$((86400000000000 / PROFILES))
+	s0=$(date +%s.%N)
+	ch_sql 0 "INSERT INTO $Q.profiles SELECT toDate(toDateTime(intDiv(ts, 1000000000))), ts, p + 1, cityHash64(p % 10000), $sig, 'bench', 'cpu', 'dev-1', ['node', 'region', 'version'], [concat('gw-', toString(p % 10000)), concat('r', toString(p % 4)), concat('fw', toString(intDiv(p % 10000, 7) % 4))], '', toInt64($ROWS * 10000000), toUInt64(20000), toUInt16(0), ['samples', 'cpu'], ['count', 'nanoseconds'], '', 'cpu', 'nanoseconds', toInt64(10000000), toInt64(ts), toInt64(0), toUInt64($main), emptyArrayString() FROM (SELECT number AS p, toUInt64($t0) + number * $step AS ts FROM numbers($PROFILES))"
+	ch_sql 0 "INSERT INTO $Q.samples WITH (SELECT groupArray(stack) FROM $DB.stacks) AS st SELECT toDate(toDateTime(intDiv(ts, 1000000000))), ts, cityHash64(p % 10000), $sig, p + 1, st[1 + toUInt64(floor(length(st) * pow(((p * 131 + k * 977) % 1000) / 1000, 2)))], [toInt64(1 + k % 3), toInt64(10000000 * (1 + k % 3))] FROM (SELECT intDiv(number, $ROWS) AS p, number % $ROWS AS k, toUInt64($t0) + p * $step AS ts FROM numbers($((PROFILES * ROWS))))"
+	s1=$(date +%s.%N)
+	echo "query: $(ch_sql 0 "SELECT count() FROM $Q.profiles") profiles, $(ch_sql 0 "SELECT count() FROM $Q.samples") sample rows generated in $(echo "$s1 - $s0" | bc) s;" \
+		"$(ch_sql 0 "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = '$Q'") bytes on disk"
+	from=$((t0 / 1000000000)) to=$((t0 / 1000000000 + 86400))
+	sel=$(printf '%s' '{version="fw1"}' | sed 's/{/%7B/g; s/}/%7D/g; s/"/%22/g; s/=/%3D/g')
+	for _ in 1 2 3 4; do
+		t=$(date +%s.%N)
+		op -o "$T/top.pb.gz" -D "$T/top.h" "https://localhost:$CC_PORT/api/0/profiles/merge?type=cpu&from=$from&to=$to&query=$sel"
+		"$EP" top -n 50 "$T/top.pb.gz" >"$T/top.txt"
+		echo "$(date +%s.%N) - $t" | bc
+	done >"$T/top.times"
+	tail -n 3 "$T/top.times" | median3 | awk -v n="$(grep -i '^x-edgeprof-profiles' "$T/top.h" | tr -dc 0-9)" \
+		'{printf "query: top-50 functions of version fw1 (%d profiles): %.2f s (median of 3, warm; goal <= 2 s)\n", n, $1}'
+	sed -n '/flat%/,$p' "$T/top.txt" | head -n 6 | sed 's/^/  /'
+	for _ in 1 2 3 4; do
+		op -o "$T/flame.json" -w '%{time_total}\n' "https://localhost:$CC_PORT/api/0/render?type=cpu&from=$from&to=$to&format=flamebearer"
+	done | tail -n 3 | median3 | awk -v n="$PROFILES" \
+		'{printf "query: flame graph (flamebearer) of the fleet'"'"'s day (%d profiles): %.2f s (median of 3, warm; goal <= 3 s)\n", n, $1}'
+fi
+if [ -n "${KEEP:-}" ]; then # look around: ClickHouse and the last collector stay up KEEP seconds
+	echo "kept: $T, ClickHouse http://127.0.0.1:$(ch_http_port 0)/, collector port ${CC_PORT:-}"
+	sleep "$KEEP"
+fi

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Several collectors, one ClickHouse cluster: two clickhouse-server instances (Debian's 18.16)
+# on loopback as the two shards of cluster "edgeprof" (remote_servers), two collectors with
+# --ch-cluster edgeprof (Distributed tables over samples_local, profiles_local, ... on each
+# shard) and --ch-spool, each talking to its own shard. Two loads (one per collector, 2 devices
+# each, an upload every 20 ms per device) run for 14 s while collector A is killed with
+# kill -9 (and started again on its spool 1 s later, a new load on it) and shard 1 is killed
+# and restarted. Then every acknowledged upload is in the cluster once, with all its sample
+# rows, both shards hold a part of them, and a fleet query through either collector merges all.
+# ~45 s.
+. "$(dirname "$0")/collector-lib.sh"
+. "$(dirname "$0")/clickhouse-lib.sh"
+fail() { echo "FAIL: $*"; tail -n 8 "$T"/cc*.log; exit 1; }
+[ -x "$LOAD" ] || { echo "collector-load not built (make all-tests)"; exit 77; }
+"$COLLECTOR" --help 2>&1 | grep -q -- --ch-cluster ||
+	{ echo "collector built without CONFIG_COLLECTOR_CLICKHOUSE"; exit 77; }
+
+make_pki
+"$EP" certs device "$T/pki" dev-2 >/dev/null || fail "certs dev-2"
+"$PPROF_TOOL" encode "$T/p.pb.gz" 1400 130 16 >/dev/null 2>&1 || fail "pprof-tool encode"
+for i in 1 2; do "$PPROF_TOOL" vary "$T/p.pb.gz" "$T/v$i.pb.gz" "$i" >/dev/null || fail vary; done
+DB=edgeprof_cluster
+CH_EXTRA_CONFIG="<remote_servers><edgeprof>
+  <shard><replica><host>127.0.0.1</host><port>$(($(ch_http_port 0) + 1))</port></replica></shard>
+  <shard><replica><host>127.0.0.1</host><port>$(($(ch_http_port 1) + 1))</port></replica></shard>
+</edgeprof></remote_servers>"
+ch_start 0
+ch_start 1
+PORTS=()
+PIDS=()
+collector() { # N [log-name]: collector N on shard N, its spool kept across restarts
+	start_ch_collector "${2:-cc$1}" "http://127.0.0.1:$(ch_http_port "$1")/$DB" \
+		--ch-cluster edgeprof --ch-spool "$T/spool$1" --ring-size 64M --ch-batch-ms 100
+	PORTS[$1]=$CC_PORT PIDS[$1]=$CC_PID
+}
+collector 0
+collector 1
+load() { # N DEVICE ACKLOG PREFIX SECONDS: uploads to collector N
+	"$LOAD" --url "https://localhost:${PORTS[$1]}" --ca "$T/pki/ca.crt" --cert "$T/pki/$2.crt" \
+		--key "$T/pki/$2.key" --file "$T/v$((${1} + 1)).pb.gz" --clients 2 --prefix "$4" \
+		--seconds "$5" --interval-ms 20 --ack-log "$3" >>"$T/load$1.log" 2>&1
+}
+metric() { # N NAME
+	curl -sS --cacert "$T/pki/ca.crt" --cert "$T/pki/op.crt" --key "$T/pki/op.key" \
+		"https://localhost:${PORTS[$1]}/metrics" | awk -v m="edgeprof_collector_$2" '$1 == m {print $2}'
+}
+
+load 0 dev-1 "$T/ack0" a 4 &
+l0=$!
+load 1 dev-2 "$T/ack1" b 14 &
+l1=$!
+sleep 3
+kill -9 "${PIDS[0]}"
+wait "${PIDS[0]}" 2>/dev/null
+a_before=$(wc -l <"$T/ack0")
+wait "$l0"
+sleep 1
+collector 0 cc0b
+load 0 dev-1 "$T/ack0" a2 9 &
+l0=$!
+sleep 2
+ch_kill 1
+sleep 2
+ch_start 1
+wait "$l0" "$l1"
+n0=$(wc -l <"$T/ack0") n1=$(wc -l <"$T/ack1")
+# (the point is what is kept, not the rate: low bars for a loaded CI machine)
+[ "$a_before" -ge 10 ] && [ "$n0" -ge $((a_before + 30)) ] && [ "$n1" -ge 50 ] ||
+	{ cat "$T"/load*.log; fail "too few uploads acknowledged: A $a_before before its kill, $n0 in all; B $n1"; }
+cat "$T/ack0" "$T/ack1" >"$T/acked"
+n=$(wc -l <"$T/acked")
+for i in 0 1; do
+	for _ in $(seq 300); do
+		[ "$(metric "$i" clickhouse_spool_pending_bytes)" = 0 ] && break
+		sleep 0.1
+	done
+done
+ids=$(awk '{print $1}' "$T/acked" | paste -sd, -)
+# the Distributed tables forward the other shard's rows in the background: wait for them
+for _ in $(seq 300); do
+	got=$(ch_sql 0 "SELECT count(), uniqExact(id) FROM $DB.profiles WHERE id IN ($ids)")
+	[ "$got" = "$n	$n" ] && break
+	sleep 0.1
+done
+[ "$got" = "$n	$n" ] || fail "$n acknowledged, the cluster has (rows, ids) $got"
+want=$(ch_sql 0 "SELECT count() FROM $DB.samples WHERE profile = $(head -n 1 "$T/ack1" | cut -d' ' -f1)")
+rows=$(ch_sql 0 "SELECT uniqExact(c), any(c), uniqExact(profile) FROM (SELECT profile, count() c FROM $DB.samples WHERE profile IN ($ids) GROUP BY profile)")
+[ "$rows" = "1	$want	$n" ] ||
+	fail "sample rows per profile (kinds, rows, profiles) $rows, want 1, $want, $n"
+s0=$(ch_sql 0 "SELECT count() FROM $DB.profiles_local")
+s1=$(ch_sql 1 "SELECT count() FROM $DB.profiles_local")
+# (an upload in flight at the kill -9 may be stored without its answer: more, never twice)
+dup=$(ch_sql 0 "SELECT count() - uniqExact(id) FROM $DB.profiles")
+[ "$s0" -gt 0 ] && [ "$s1" -gt 0 ] && [ $((s0 + s1)) -ge "$n" ] && [ "$dup" = 0 ] ||
+	fail "shards hold $s0 and $s1 profiles ($dup twice), $n acknowledged"
+all=$((s0 + s1))
+for i in 0 1; do
+	curl -sS --fail --cacert "$T/pki/ca.crt" --cert "$T/pki/op.crt" --key "$T/pki/op.key" \
+		-D "$T/m$i.h" -o "$T/m$i" \
+		"https://localhost:${PORTS[$i]}/api/0/profiles/merge?type=cpu&from=2000-01-01" ||
+		fail "merge through collector $i"
+	m=$(grep -i '^x-edgeprof-profiles' "$T/m$i.h" | tr -dc 0-9)
+	[ "$m" = "$all" ] || fail "a fleet merge through collector $i: $m profiles, $all stored"
+done
+echo "two collectors, two shards: $n acknowledged (A: $a_before before its kill -9, $n0 in all;" \
+	"B: $n1, shard 1 restarted meanwhile), all stored once ($s0 + $s1 on the shards);" \
+	"a fleet merge through either collector: $all profiles"
+grep -h "clickhouse: INSERT" "$T"/cc*.log | head -n 2
+echo "collector-ch-cluster: ok"
