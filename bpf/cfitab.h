@@ -40,6 +40,7 @@ struct cfitab_stats {
 	uint64_t files_evicted; /* files dropped to make room */
 	uint64_t no_table;     /* files without a usable .eh_frame: frame pointers there */
 	uint64_t rows;         /* rows in use, of CONFIG_BPF_CFI_ROWS */
+	uint64_t pages;        /* entries of the files' page indexes in the same array */
 	uint64_t rows_unfit;   /* rules a row cannot say (kept as "no rule": the walk ends there) */
 	uint64_t load_ns;      /* time spent building and loading tables */
 	uint64_t walks[CFI_END_MAX]; /* samples walked by tables, by why the walk ended */
