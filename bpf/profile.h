@@ -79,7 +79,7 @@ struct profile_event {
 #define PROFILE_CFI_PAGE_STEPS 6
 #define PROFILE_CFI_PAGE_SHIFT_MIN 4
 #ifndef PROFILE_CFI_FRAMES
-#define PROFILE_CFI_FRAMES 4   /* frames per program run (4096 instructions before 5.2) */
+#define PROFILE_CFI_FRAMES 3   /* frames per program run (4096 instructions before 5.2) */
 #endif
 
 /*
