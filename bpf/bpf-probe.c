@@ -220,13 +220,15 @@ int main(int argc, char **argv)
 		maxrss_kb(), (unsigned long long)p.pid_samples);
 	fprintf(stderr, "cfi: listed=%llu unfit=%llu fp_built=%llu procs_evicted=%llu files=%llu "
 		"files_unfit=%llu "
-		"files_evicted=%llu no_table=%llu rows=%llu rows_unfit=%llu load_ms=%.1f walks: "
+		"files_evicted=%llu no_table=%llu rows=%llu pages=%llu rows_unfit=%llu load_ms=%.1f "
+		"walks: "
 		"outermost=%llu no_mapping=%llu no_rule=%llu read=%llu bad=%llu depth=%llu\n",
 		(unsigned long long)st.cfi.loads, (unsigned long long)st.cfi.unfit,
 		(unsigned long long)st.cfi.fp_built, (unsigned long long)st.cfi.procs_evicted, (unsigned long long)st.cfi.files,
 		(unsigned long long)st.cfi.files_unfit, (unsigned long long)st.cfi.files_evicted,
 		(unsigned long long)st.cfi.no_table, (unsigned long long)st.cfi.rows,
-		(unsigned long long)st.cfi.rows_unfit, st.cfi.load_ns / 1e6,
+		(unsigned long long)st.cfi.pages, (unsigned long long)st.cfi.rows_unfit,
+		st.cfi.load_ns / 1e6,
 		(unsigned long long)st.cfi.walks[CFI_END_OUTERMOST],
 		(unsigned long long)st.cfi.walks[CFI_END_NO_MAPPING],
 		(unsigned long long)st.cfi.walks[CFI_END_NO_RULE],

@@ -5,10 +5,11 @@
  * The kernel walks user stacks by frame pointers, and code built without them (Debian's
  * libraries and programs, most firmware) gives a few frames under a junk root. The program
  * walks instead by rows of call frame information: for each code mapping of a process, the
- * rules of its file's .eh_frame (elf/cfi.c), packed 8 bytes a row (bpf/profile.h), one array
- * for every file (CONFIG_BPF_CFI_ROWS rows: a file's rows are loaded once, shared by every
- * process that maps it), and per process the sorted list of its code mappings
- * (CONFIG_BPF_CFI_PROCS processes, PROFILE_CFI_MAPS mappings each).
+ * rules of its file's .eh_frame (elf/cfi.c), packed 8 bytes a row (bpf/profile.h) behind a
+ * page index of the file's code (an entry per page: the rule at its start, and the rows that
+ * start later in it), one array for every file (CONFIG_BPF_CFI_ROWS entries: a file's rows are
+ * loaded once, shared by every process that maps it), and per process the sorted list of its
+ * code mappings (CONFIG_BPF_CFI_PROCS processes, PROFILE_CFI_MAPS mappings each).
  *
  * A process is listed at its fourth sample (the sampler calls cfitab__want()), read from
  * /proc/<pid>/maps; until then and when it does not fit (rows full, too many mappings, a file
@@ -40,6 +41,7 @@ struct cfitab_stats {
 	uint64_t files_evicted; /* files dropped to make room */
 	uint64_t no_table;     /* files without a usable .eh_frame: frame pointers there */
 	uint64_t rows;         /* rows in use, of CONFIG_BPF_CFI_ROWS */
+	uint64_t pages;        /* entries of the files' page indexes in the same array */
 	uint64_t rows_unfit;   /* rules a row cannot say (kept as "no rule": the walk ends there) */
 	uint64_t load_ns;      /* time spent building and loading tables */
 	uint64_t walks[CFI_END_MAX]; /* samples walked by tables, by why the walk ended */

@@ -550,7 +550,7 @@ static __always_inline const struct cfi_mapping *cfi_mapping_of(const struct cfi
 
 	if (n == 0 || n > PROFILE_CFI_MAPS)
 		return 0;
-	if (pc >= m->start && pc < m->end)
+	if (pc - m->start < m->len)
 		return m;
 #pragma unroll
 	for (int b = PROFILE_CFI_MAPS / 2; b > 0; b >>= 1) {
@@ -560,36 +560,50 @@ static __always_inline const struct cfi_mapping *cfi_mapping_of(const struct cfi
 			lo = i;
 	}
 	m = &p->m[lo & (PROFILE_CFI_MAPS - 1)];
-	if (pc < m->start || pc >= m->end)
+	if (pc - m->start >= m->len)
 		return 0;
 	*last = lo;
 	return m;
 }
 
-/* The row in effect at pc in m's rows, or NULL: a fixed PROFILE_CFI_ROW_STEPS-step search. */
+/*
+ * The rule in effect at pc in m's rows, or NULL: its page's own when no row starts in the page
+ * after it (most pages), else a fixed PROFILE_CFI_PAGE_STEPS-step search among those that do
+ * (steps beyond them are skipped).
+ */
 static __always_inline const struct cfi_row *cfi_row_of(const struct cfi_mapping *m, __u64 pc)
 {
-	__u64 rel = pc - m->bias;
-	__u32 first = m->first, n = m->n, lo = 0, key = first;
-	const struct cfi_row *r;
+	__u64 rel = pc - m->base, page;
+	__u32 key, row, more, lo = 0;
+	const struct cfi_row *r, *at;
 
 	if (rel >> 32)
-		return 0;
+		return 0; /* below the first row, or far beyond */
+	page = rel >> (m->shift & 31);
+	if (page >= m->pages)
+		return 0; /* beyond the last row, which ends the last FDE: no rule */
+	key = m->first + (__u32)page;
+	/* a page entry has a row's layout: its rule where a row has its own */
 	r = bpf_map_lookup_elem(&cfi_rows, &key);
-	if (!r || r->pc > rel)
+	if (!r)
 		return 0;
+	more = ((const struct cfi_page *)r)->row_n >> CFI_PAGE_ROW_BITS;
+	if (!more)
+		return r;
+	row = m->first + m->pages +
+	      (((const struct cfi_page *)r)->row_n & ((1u << CFI_PAGE_ROW_BITS) - 1));
 #pragma unroll
-	for (int b = PROFILE_CFI_ROW_STEPS - 1; b >= 0; b--) {
+	for (int b = PROFILE_CFI_PAGE_STEPS - 1; b >= 0; b--) {
 		__u32 i = lo + (1u << b);
 
-		if (i < n) {
-			key = first + i;
-			r = bpf_map_lookup_elem(&cfi_rows, &key);
-			if (r && r->pc <= rel)
+		if (i <= more) {
+			key = row + i;
+			at = bpf_map_lookup_elem(&cfi_rows, &key);
+			if (at && at->pc <= rel)
 				lo = i;
 		}
 	}
-	key = first + lo;
+	key = row + lo;
 	return bpf_map_lookup_elem(&cfi_rows, &key);
 }
 
@@ -640,7 +654,7 @@ static __always_inline int cfi_frame(struct scratch *s, const struct cfi_proc *p
 	m = cfi_mapping_of(p, look, &u->last_m);
 	if (!m)
 		return CFI_END_NO_MAPPING;
-	if (m->n == 0) { /* no table: the frame-pointer record */
+	if (m->pages == 0) { /* no table: the frame-pointer record */
 		type = CFI_CFA_FP;
 		off8 = 2;
 		fp8 = -2;

@@ -71,14 +71,20 @@ struct profile_event {
 #ifndef PROFILE_CFI_MAPS
 #define PROFILE_CFI_MAPS 64    /* code mappings a process's entry holds (power of two) */
 #endif
-#define PROFILE_CFI_ROW_STEPS 18 /* a file has at most 2^18 rows: the search's steps */
+/*
+ * A file's rows are found through a page index: a page of its code holds at most
+ * 2^PROFILE_CFI_PAGE_STEPS - 1 rows after the one in effect at its start (a search of that many
+ * steps); pages are 16 bytes or more (at most 16 rows start in 16 bytes: always fits).
+ */
+#define PROFILE_CFI_PAGE_STEPS 6
+#define PROFILE_CFI_PAGE_SHIFT_MIN 4
 #ifndef PROFILE_CFI_FRAMES
-#define PROFILE_CFI_FRAMES 4   /* frames per program run (4096 instructions before 5.2) */
+#define PROFILE_CFI_FRAMES 3   /* frames per program run (4096 instructions before 5.2) */
 #endif
 
 /*
- * A row: from file address pc (the ELF vaddr; up to the next row) the CFA is the stack
- * pointer or the frame pointer plus 8 * off8 (cfa & 3: CFI_CFA_*, cfa >> 2: off8); the
+ * A row: from pc (the offset from the file's first row; up to the next row) the CFA is the
+ * stack pointer or the frame pointer plus 8 * off8 (cfa & 3: CFI_CFA_*, cfa >> 2: off8); the
  * caller's frame pointer and return address were saved at CFA + 8 * fp_off8 / ra_off8 (0: not
  * saved: the frame pointer is unchanged; the return address is in the link register, aarch64).
  */
@@ -88,6 +94,19 @@ struct cfi_row {
 	__s8 fp_off8, ra_off8;
 };
 
+/*
+ * A page of a file's code (1 << shift bytes, from its first row), in the same array just
+ * before the file's rows: the rule in effect at the page's start (a row's, pc aside), and in
+ * row_n that row's index (the low 24 bits) and how many rows after it start in the page (the
+ * high 8): none, and a pc's rule is the page's own, with no search.
+ */
+struct cfi_page {
+	__u32 row_n;
+	__u16 cfa;
+	__s8 fp_off8, ra_off8;
+};
+#define CFI_PAGE_ROW_BITS 24
+
 #define CFI_CFA_NONE    0 /* no rules here: the walk ends (CFI_END_NO_RULE) */
 #define CFI_CFA_SP      1
 #define CFI_CFA_FP      2
@@ -96,13 +115,14 @@ struct cfi_row {
 #define CFI_SPECIAL_STOP 1
 
 /*
- * One code mapping: a pc's file address is pc - bias; its file's rows are
- * cfi_rows[first .. first + n). n 0: the file has no table, frames are walked by the frame
- * pointer there.
+ * One code mapping, [start, start + len): pc - base is the offset of pc from its file's first
+ * row; the file's page index is cfi_rows[first .. first + pages), its rows follow. pages 0:
+ * the file has no table, frames are walked by the frame pointer there. 32 bytes: the program
+ * indexes an array of them (a power of two keeps the verifier's bounds exact).
  */
 struct cfi_mapping {
-	__u64 start, end, bias;
-	__u32 first, n;
+	__u64 start, base;
+	__u32 len, first, pages, shift;
 };
 
 /* A process's code mappings, sorted by start; n of them; tgid: whose (0: a free slot). */

@@ -244,8 +244,9 @@ def judge_cross(frames_list, show=0):
         ch = chain_of(fr)
         main = reaches_main(ch)
         reached += main
-        if not main and not (tables(fr[0], False) and tables(fr[-1], len(fr) > 1)):
-            continue  # short of main, in code without tables (the leaf, or where it ended)
+        if not main and (not fr or not (tables(fr[0], False) and tables(fr[-1], len(fr) > 1))):
+            continue  # short of main: no user frame, or in code without tables (the leaf, or
+            # where it ended)
         judged += 1
         # our pprof holds return address - 1 (as perf does): the call is before + 1
         ok = main and all(stacks_elf.edge_ok((fr[i][0], fr[i][1] + 1), fr[i - 1])

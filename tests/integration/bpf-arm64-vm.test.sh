@@ -52,11 +52,14 @@ mount -t tmpfs tmpfs /tmp
 echo 1 >/proc/sys/kernel/printk # no kernel lines inside our output
 echo "@@vm up $(uname -r) $(uname -m) cpus=$(nproc) uptime=$(cut -d' ' -f1 /proc/uptime)"
 
-bpf-work split 6 &
+# The workloads run until the profiler is done: loading the BPF programs takes seconds under
+# TCG (the verifier's work), more when the host is busy.
+bpf-work split 120 &
 wpid=$!
 sleep 0.5
 bpf-probe --seconds 4 --hz 99 --comm bpfw- >/tmp/probe.out 2>/tmp/probe.err
 echo "@@probe rc=$? split_pid=$wpid"
+kill $wpid
 cat /tmp/probe.err
 echo "@@probe-out"
 cat /tmp/probe.out
@@ -67,10 +70,11 @@ mkdir /tmp/x
 edgeprof-agent --once --seconds 4 --sampler bpf --hz 99 --output-dir /tmp/x >/tmp/agent.log 2>&1 &
 apid=$!
 sleep 0.5
-bpf-work leaf 6 &
+bpf-work leaf 120 &
 wpid=$!
 wait $apid
 echo "@@agent rc=$? leaf_pid=$wpid"
+kill $wpid
 cat /tmp/agent.log
 wait
 echo "@@pprof-b64"
