@@ -59,9 +59,14 @@ struct config {
 #endif
 };
 
+/* Profiles of time other than CPU, each its own aggregate per service (made on first use). */
+enum { KIND_WALL, KIND_OFFCPU, N_KINDS };
+static const char *const kind_name[N_KINDS] = {"wall", "offcpu"};
+
 struct service {
 	char name[64];
-	struct aggregate *agg;
+	struct aggregate *agg;		   /* cpu */
+	struct aggregate *kinds[N_KINDS]; /* wall (sigprof producers), offcpu (BPF) */
 };
 
 struct agent {
@@ -336,6 +341,15 @@ static struct service *service_get(struct agent *a, const char *name)
 	return s;
 }
 
+static struct aggregate *service_kind(struct agent *a, struct service *s, int kind)
+{
+	struct agg_opts o = {.max_entries = a->cfg.stack_entries};
+
+	if (!s->kinds[kind])
+		s->kinds[kind] = aggregate__new(&o);
+	return s->kinds[kind];
+}
+
 static void adopt_ring_maps(struct agent *a, struct ring *r)
 {
 	static char text[RING_MAPS_BYTES];
@@ -400,7 +414,12 @@ static int drain_rec(void *ctx, const struct ring_rec *rec)
 
 	ring__rec_to_sample(dc->r, rec, &s);
 	s.pid = ring__shared(dc->r)->pid; /* the ring's owner, not what the record claims */
-	if (dc->svc)
+	if (!dc->svc)
+		return 0;
+	/* a producer recording wall time (agent/wall.h): its CPU samples count there too */
+	if ((rec->flags & SAMPLE_F_WALL) && service_kind(dc->a, dc->svc, KIND_WALL))
+		aggregate__add(dc->svc->kinds[KIND_WALL], &s);
+	if (!(rec->flags & SAMPLE_F_NOCPU))
 		aggregate__add(dc->svc->agg, &s);
 	return 0;
 }
@@ -777,7 +796,7 @@ static void submit(struct agent *a, const char *service, const struct aggregate 
 	struct pprof_buf buf = {0};
 	int err = output__pprof(agg, o, pprof_buf_write, &buf);
 
-	submit_buf(a, service, "cpu", o, &buf, err);
+	submit_buf(a, service, o->type ? o->type : "cpu", o, &buf, err);
 }
 
 static void transport_poll(struct agent *a)
@@ -913,6 +932,47 @@ static void heap_forget(struct agent *a, unsigned int ring)
 
 /* ---- rounds ------------------------------------------------------------------------------- */
 
+/* The service's wall and off-CPU profiles of the round, where it has samples of them. */
+static void write_kinds(struct agent *a, struct service *s, struct output_opts o,
+			const char *sampler_comment)
+{
+	char c0[256];
+	const char *comments[] = {c0, sampler_comment};
+
+	o.comments = comments;
+	o.n_comments = sampler_comment[0] ? 2 : 1;
+	for (int k = 0; k < N_KINDS; k++) {
+		struct agg_stats as;
+		char path[512];
+		int err;
+
+		if (!s->kinds[k])
+			continue;
+		aggregate__stats(s->kinds[k], &as);
+		if (!as.samples && !as.dropped_table)
+			continue;
+		snprintf(c0, sizeof(c0),
+			 "edgeprof agent (%s): samples=%llu stacks=%zu dropped_table=%llu "
+			 "dropped_frames=%llu truncated=%llu",
+			 kind_name[k], (unsigned long long)as.samples, as.entries,
+			 (unsigned long long)as.dropped_table,
+			 (unsigned long long)as.dropped_frames, (unsigned long long)as.truncated);
+		o.type = kind_name[k];
+		if (a->cfg.output_dir) {
+			err = output__write_dir(s->kinds[k], &o, a->cfg.output_dir, path,
+						sizeof(path));
+			if (err)
+				pr_err("cannot write %s: %s", path, strerror(-err));
+			else
+				pr_info("wrote %s (%llu samples)", path,
+					(unsigned long long)as.samples);
+		}
+		if (a->transport)
+			submit(a, s->name, s->kinds[k], &o);
+		aggregate__reset(s->kinds[k]);
+	}
+}
+
 static void write_round(struct agent *a, uint64_t duration_ns)
 {
 	char c0[256], c1[256], c2[384], c3[1536];
@@ -941,6 +1001,7 @@ static void write_round(struct agent *a, uint64_t duration_ns)
 		int err;
 
 		heap_round(a, s, o);
+		write_kinds(a, s, o, c3);
 		aggregate__stats(s->agg, &as);
 		if (!as.samples && !as.dropped_table) {
 			continue;
@@ -1039,8 +1100,12 @@ static int run(struct agent *a)
 		while ((ev = rounds__poll(&rs, now, &wait)) != ROUND_NONE) {
 			if (ev == ROUND_START) {
 				drain_rings(a, false);
-				for (unsigned int i = 0; i < a->n_services; i++)
+				for (unsigned int i = 0; i < a->n_services; i++) {
 					aggregate__reset(a->services[i].agg);
+					for (int k = 0; k < N_KINDS; k++)
+						if (a->services[i].kinds[k])
+							aggregate__reset(a->services[i].kinds[k]);
+				}
 				a->round_real_ns = port_clock_real_ns();
 				started = now;
 				set_paused(a, false);
@@ -1129,8 +1194,11 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	rc = run(&a);
-	for (unsigned int i = 0; i < a.n_services; i++)
+	for (unsigned int i = 0; i < a.n_services; i++) {
 		aggregate__free(a.services[i].agg);
+		for (int k = 0; k < N_KINDS; k++)
+			aggregate__free(a.services[i].kinds[k]);
+	}
 	for (unsigned int i = 0; i < a.n_rings; i++)
 		ring__free(a.rings[i]);
 	symbolizer__free(a.sym);

@@ -52,7 +52,7 @@ struct wall_slot {
 	uintptr_t pc, sp, fp, caller;
 	uint16_t n_last, n_cached;
 	uint32_t cached_seq, seen_tid;
-	uint64_t sampled_ns;	     /* CPU time its CPU samples stood for (its handler adds) */
+	uint64_t sampled_ns;		/* CPU time its CPU samples stood for (its handler adds) */
 	uint64_t sampled_seen, tick_ns; /* the ticker's last look at sampled_ns, and when */
 	int64_t owed_ns; /* wall time not yet in the profile: charged with the next stack known */
 	uint64_t last[DEPTH], cached[DEPTH];
@@ -179,45 +179,45 @@ void wall__note(const uint64_t *frames, unsigned int n, uint32_t labels_id, uint
 #define CAPTURE(pc, sp) ((pc) = 0, (sp) = 0)
 #endif
 
-#define WALL_ENTER(s)                                                                          \
-	do {                                                                                   \
-		uintptr_t pc_, sp_;                                                            \
-		s = wall.on ? slot_self() : NULL;                                              \
-		if (!s || (s->call_seq & 1)) {                                                 \
-			s = NULL;                                                              \
-			break;                                                                 \
-		}                                                                              \
-		CAPTURE(pc_, sp_);                                                             \
-		s->pc = pc_;                                                                   \
-		s->sp = sp_;                                                                   \
-		s->fp = (uintptr_t)__builtin_frame_address(0);                                 \
-		s->caller = (uintptr_t)__builtin_return_address(0);                            \
-		__atomic_store_n(&s->call_seq, s->call_seq + 1, __ATOMIC_RELEASE);             \
+#define WALL_ENTER(s)                                                                              \
+	do {                                                                                       \
+		uintptr_t pc_, sp_;                                                                \
+		s = wall.on ? slot_self() : NULL;                                                  \
+		if (!s || (s->call_seq & 1)) {                                                     \
+			s = NULL;                                                                  \
+			break;                                                                     \
+		}                                                                                  \
+		CAPTURE(pc_, sp_);                                                                 \
+		s->pc = pc_;                                                                       \
+		s->sp = sp_;                                                                       \
+		s->fp = (uintptr_t)__builtin_frame_address(0);                                     \
+		s->caller = (uintptr_t)__builtin_return_address(0);                                \
+		__atomic_store_n(&s->call_seq, s->call_seq + 1, __ATOMIC_RELEASE);                 \
 	} while (0)
 
-#define WALL_LEAVE(s)                                                                          \
-	do {                                                                                   \
-		if (s)                                                                         \
-			__atomic_store_n(&s->call_seq, s->call_seq + 1, __ATOMIC_RELEASE);     \
+#define WALL_LEAVE(s)                                                                              \
+	do {                                                                                       \
+		if (s)                                                                             \
+			__atomic_store_n(&s->call_seq, s->call_seq + 1, __ATOMIC_RELEASE);         \
 	} while (0)
 
 /* An entry point forwarding to the next definition, tracked; errno is the real call's. */
-#define BLOCKING(ret, name, params, args)                                                      \
-	EP_API ret name params                                                                 \
-	{                                                                                      \
-		static ret(*real_) params;                                                      \
-		struct wall_slot *ws_;                                                          \
-		ret rv_;                                                                         \
-		if (!real_)                                                                    \
-			*(void **)&real_ = dlsym(RTLD_NEXT, #name);                             \
-		if (!real_) {                                                                   \
-			errno = ENOSYS;                                                        \
-			return (ret)-1;                                                        \
-		}                                                                              \
-		WALL_ENTER(ws_);                                                                 \
-		rv_ = real_ args;                                                                 \
-		WALL_LEAVE(ws_);                                                                 \
-		return rv_;                                                                      \
+#define BLOCKING(ret, name, params, args)                                                          \
+	EP_API ret name params                                                                     \
+	{                                                                                          \
+		static ret(*real_) params;                                                         \
+		struct wall_slot *ws_;                                                             \
+		ret rv_;                                                                           \
+		if (!real_)                                                                        \
+			*(void **)&real_ = dlsym(RTLD_NEXT, #name);                                \
+		if (!real_) {                                                                      \
+			errno = ENOSYS;                                                            \
+			return (ret)-1;                                                            \
+		}                                                                                  \
+		WALL_ENTER(ws_);                                                                   \
+		rv_ = real_ args;                                                                  \
+		WALL_LEAVE(ws_);                                                                   \
+		return rv_;                                                                        \
 	}
 
 BLOCKING(int, nanosleep, (const struct timespec *a, struct timespec *b), (a, b))
@@ -226,8 +226,8 @@ BLOCKING(int, clock_nanosleep, (clockid_t c, int f, const struct timespec *a, st
 BLOCKING(int, usleep, (useconds_t u), (u))
 BLOCKING(unsigned int, sleep, (unsigned int u), (u))
 BLOCKING(int, pause, (void), ())
-BLOCKING(int, poll, (struct pollfd *p, nfds_t n, int t), (p, n, t))
-BLOCKING(int, ppoll, (struct pollfd *p, nfds_t n, const struct timespec *t, const sigset_t *m),
+BLOCKING(int, poll, (struct pollfd * p, nfds_t n, int t), (p, n, t))
+BLOCKING(int, ppoll, (struct pollfd * p, nfds_t n, const struct timespec *t, const sigset_t *m),
 	 (p, n, t, m))
 BLOCKING(int, select, (int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *t), (n, r, w, e, t))
 BLOCKING(int, pselect,
@@ -240,8 +240,8 @@ BLOCKING(ssize_t, read, (int fd, void *b, size_t n), (fd, b, n))
 BLOCKING(ssize_t, readv, (int fd, const struct iovec *v, int n), (fd, v, n))
 BLOCKING(ssize_t, write, (int fd, const void *b, size_t n), (fd, b, n))
 BLOCKING(ssize_t, recv, (int fd, void *b, size_t n, int f), (fd, b, n, f))
-BLOCKING(ssize_t, recvfrom,
-	 (int fd, void *b, size_t n, int f, struct sockaddr *a, socklen_t *l), (fd, b, n, f, a, l))
+BLOCKING(ssize_t, recvfrom, (int fd, void *b, size_t n, int f, struct sockaddr *a, socklen_t *l),
+	 (fd, b, n, f, a, l))
 BLOCKING(ssize_t, recvmsg, (int fd, struct msghdr *m, int f), (fd, m, f))
 BLOCKING(int, accept, (int fd, struct sockaddr *a, socklen_t *l), (fd, a, l))
 BLOCKING(int, accept4, (int fd, struct sockaddr *a, socklen_t *l, int f), (fd, a, l, f))
@@ -276,8 +276,8 @@ static unsigned int walk_call(struct wall_slot *s, uint32_t seq)
 	uc.uc_mcontext.regs[29] = s->fp;
 #endif
 	if (s->pc) /* stack bounds 0/0: every read checked by process_vm_readv */
-		n = unwind__stack(&uc, 0, 0, wall.unwind, &wall.cache, wall.frames,
-				  wall.max_depth, &truncated);
+		n = unwind__stack(&uc, 0, 0, wall.unwind, &wall.cache, wall.frames, wall.max_depth,
+				  &truncated);
 	if (n > 1) { /* frame 0 is the entry point, frame 1 its caller */
 		memmove(wall.frames, wall.frames + 1, (n - 1) * sizeof(wall.frames[0]));
 		n--;
@@ -435,8 +435,8 @@ int wall__start(const struct wall_opts *o)
 	size_t bytes = CONFIG_WALL_THREADS * sizeof(struct wall_slot);
 
 	if (!wall.slots) {
-		void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-			       -1, 0);
+		void *p =
+		    mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 		if (p == MAP_FAILED)
 			return -errno;

@@ -24,22 +24,22 @@
 struct ring;
 
 struct wall_opts {
-	struct ring *ring;     /* where the ticker writes the blocked time */
-	uint64_t period_ns;    /* the ticker's period (1e9 / EDGEPROF_HZ) */
+	struct ring *ring;  /* where the ticker writes the blocked time */
+	uint64_t period_ns; /* the ticker's period (1e9 / EDGEPROF_HZ) */
 	enum unwind_mode unwind;
 	unsigned int max_depth;
 	pid_t pid;
 };
 
 struct wall_stats {
-	uint64_t ticks, late_ticks;   /* ticker passes; those a full period late or more */
-	uint64_t threads, untracked;  /* threads tracked now; threads beyond CONFIG_WALL_THREADS */
-	uint64_t call_ns, last_ns;    /* blocked time charged: to a blocking call's stack, to the
-					 thread's last CPU sample */
-	uint64_t unattributed_ns;     /* wall time not in the profile: threads with no stack known
-					 yet, the last tick of each */
-	uint64_t torn;		      /* walks of a call that ended while the ticker read it */
-	uint64_t dropped;	      /* records the ring had no room for */
+	uint64_t ticks, late_ticks;  /* ticker passes; those a full period late or more */
+	uint64_t threads, untracked; /* threads tracked now; threads beyond CONFIG_WALL_THREADS */
+	uint64_t call_ns, last_ns;   /* blocked time charged: to a blocking call's stack, to the
+					thread's last CPU sample */
+	uint64_t unattributed_ns;    /* wall time not in the profile: threads with no stack known
+					yet, the last tick of each */
+	uint64_t torn;		     /* walks of a call that ended while the ticker read it */
+	uint64_t dropped;	     /* records the ring had no room for */
 };
 
 #ifdef CONFIG_PROFILE_WALL

@@ -131,7 +131,7 @@ int main(int argc, char **argv)
 	printf("sleep_a %llu\npoll_b %llu\nselect_d %llu\nread_e %llu\nwork_main %llu\n"
 	       "join_all %llu\n",
 	       (unsigned long long)t_sleep, (unsigned long long)t_poll,
-	       (unsigned long long)t_select, (unsigned long long)t_read,
-	       (unsigned long long)t_work, (unsigned long long)t_join);
+	       (unsigned long long)t_select, (unsigned long long)t_read, (unsigned long long)t_work,
+	       (unsigned long long)t_join);
 	return 0;
 }
