@@ -50,6 +50,7 @@ struct wall_slot {
 	uint32_t labels_id;
 	uint32_t call_seq, last_seq;
 	uintptr_t pc, sp, fp, caller;
+	uint64_t call_ns; /* when the call began (CLOCK_MONOTONIC) */
 	uint16_t n_last, n_cached;
 	uint32_t cached_seq, seen_tid;
 	uint64_t sampled_ns;		/* CPU time its CPU samples stood for (its handler adds) */
@@ -77,6 +78,14 @@ static EP_TLS int looked; /* a thread that existed before us: found by tid once 
 static uint64_t ts_ns(const struct timespec *ts)
 {
 	return (uint64_t)ts->tv_sec * 1000000000ull + (uint64_t)ts->tv_nsec;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts_ns(&ts);
 }
 
 static clockid_t thread_cpu_clock(pid_t tid)
@@ -192,6 +201,7 @@ void wall__note(const uint64_t *frames, unsigned int n, uint32_t labels_id, uint
 		s->sp = sp_;                                                                       \
 		s->fp = (uintptr_t)__builtin_frame_address(0);                                     \
 		s->caller = (uintptr_t)__builtin_return_address(0);                                \
+		s->call_ns = mono_ns();                                                            \
 		__atomic_store_n(&s->call_seq, s->call_seq + 1, __ATOMIC_RELEASE);                 \
 	} while (0)
 
@@ -313,38 +323,33 @@ static unsigned int read_last(struct wall_slot *s)
 	return 0;
 }
 
-/* rest ns of s's wall time, not in its CPU samples: to the stack it waits in. false: no stack. */
-static bool charge(struct wall_slot *s, pid_t tid, uint64_t now, uint64_t rest)
+/* The stack of the call s is in (call_seq seq) in wall.frames, walked once per call. */
+static unsigned int call_stack(struct wall_slot *s, uint32_t seq)
 {
-	uint32_t seq = __atomic_load_n(&s->call_seq, __ATOMIC_ACQUIRE);
-	struct ring_rec *rec;
-	unsigned int n = 0;
+	unsigned int n;
 
-	if (seq & 1) {
-		if (seq == s->cached_seq && s->n_cached) {
-			n = s->n_cached;
-			memcpy(wall.frames, s->cached, n * sizeof(wall.frames[0]));
-		} else {
-			n = walk_call(s, seq);
-			s->cached_seq = seq;
-			s->n_cached = (uint16_t)n;
-			memcpy(s->cached, wall.frames, n * sizeof(wall.frames[0]));
-		}
-		wall.st.call_ns += n ? rest : 0;
+	if (seq == s->cached_seq && s->n_cached) {
+		n = s->n_cached;
+		memcpy(wall.frames, s->cached, n * sizeof(wall.frames[0]));
+		return n;
 	}
-	if (!n) {
-		n = read_last(s);
-		wall.st.last_ns += n ? rest : 0;
-	}
-	if (!n)
-		return false;
-	rec = ring__reserve(wall.ring, n);
+	n = walk_call(s, seq);
+	s->cached_seq = seq;
+	s->n_cached = (uint16_t)n;
+	memcpy(s->cached, wall.frames, n * sizeof(wall.frames[0]));
+	return n;
+}
+
+static void emit(struct wall_slot *s, pid_t tid, uint64_t now, unsigned int n, uint64_t ns)
+{
+	struct ring_rec *rec = ring__reserve(wall.ring, n);
+
 	if (!rec) {
 		wall.st.dropped++;
-		return true;
+		return;
 	}
 	rec->time_ns = now;
-	rec->weight_ns = rest;
+	rec->weight_ns = ns;
 	rec->pid = (uint32_t)wall.pid;
 	rec->tid = (uint32_t)tid;
 	rec->labels_id = s->labels_id;
@@ -352,7 +357,49 @@ static bool charge(struct wall_slot *s, pid_t tid, uint64_t now, uint64_t rest)
 	rec->flags = SAMPLE_F_WALL | SAMPLE_F_NOCPU;
 	memcpy(rec->frames, wall.frames, n * sizeof(wall.frames[0]));
 	ring__commit(wall.ring, rec);
-	return true;
+}
+
+/* The previous blocking call's stack (the last one walked), or 0. */
+static unsigned int prev_call_stack(struct wall_slot *s)
+{
+	memcpy(wall.frames, s->cached, s->n_cached * sizeof(wall.frames[0]));
+	return s->n_cached;
+}
+
+/*
+ * s->owed_ns of wall time, not in its CPU samples: to the stack of the blocking call it is in,
+ * since that call began; what came before it in the tick to the previous call's stack (a loop
+ * of short calls; a ticker that ran late); outside interposed calls, to its last CPU sample.
+ * What finds no stack stays owed.
+ */
+static void charge(struct wall_slot *s, pid_t tid, uint64_t now)
+{
+	uint32_t seq = __atomic_load_n(&s->call_seq, __ATOMIC_ACQUIRE);
+	uint64_t rest = (uint64_t)s->owed_ns;
+	unsigned int n;
+
+	if (seq & 1) {
+		uint64_t start = s->call_ns, in_call = now > start ? now - start : 0;
+
+		in_call = in_call < rest ? in_call : rest;
+		if (rest > in_call && seq != s->cached_seq && (n = prev_call_stack(s))) {
+			emit(s, tid, now, n, rest - in_call);
+			wall.st.call_ns += rest - in_call;
+			rest = in_call;
+		}
+		n = call_stack(s, seq);
+		if (n && in_call) {
+			emit(s, tid, now, n, in_call);
+			wall.st.call_ns += in_call;
+			rest -= in_call;
+		}
+	}
+	if (rest && ((n = read_last(s)) || (n = prev_call_stack(s)))) {
+		emit(s, tid, now, n, rest);
+		wall.st.last_ns += rest;
+		rest = 0;
+	}
+	s->owed_ns = (int64_t)rest;
 }
 
 static void tick_slot(struct wall_slot *s, bool paused)
@@ -394,9 +441,8 @@ static void tick_slot(struct wall_slot *s, bool paused)
 		s->owed_ns = 0;
 		return;
 	}
-	if (s->owed_ns > (int64_t)(wall.period_ns / 64) &&
-	    charge(s, (pid_t)tid, now, (uint64_t)s->owed_ns))
-		s->owed_ns = 0;
+	if (s->owed_ns > (int64_t)(wall.period_ns / 64))
+		charge(s, (pid_t)tid, now);
 }
 
 void *wall__main(void *unused)
