@@ -54,6 +54,7 @@ struct config {
 	unsigned long bpf_ringbuf_kb;
 	const char *registry, *output_dir, *sampler, *bpf_service;
 	bool once, symbolize, kernel_stacks, upload;
+	bool no_cpu, offcpu; /* --profiles: the BPF sampler's kinds (default cpu) */
 #ifdef CONFIG_UPLOAD_MTLS
 	struct transport_opts tr;
 #endif
@@ -116,6 +117,8 @@ static const struct opt_desc opt_descs[] = {
     {"once", 0, "one round now, then exit (with --seconds)"},
     {"seconds", 1, "length of the --once round"},
     {"sampler", 1, "auto | bpf | sigprof (auto: BPF when it can run, plus rings)"},
+    {"profiles", 1, "cpu,offcpu: what the BPF sampler records (default cpu; offcpu: the time "
+		    "threads spend blocked, by stack)"},
     {"bpf-service", 1, "service name of the BPF sampler's system-wide profile"},
     {"bpf-ringbuf-kb", 1, "BPF ring buffer size"},
     {"no-kernel-stacks", 0, "BPF: user stacks only"},
@@ -175,6 +178,32 @@ static int parse_ulong(const char *name, const char *v, unsigned long lo, unsign
 static int read_config_file(struct config *c, const char *path);
 
 /* Applies one option by name: 0, 1 (exit 0: --help/--version), or -EINVAL. */
+/* --profiles cpu,offcpu: the BPF sampler's kinds of time (at least one). */
+static int parse_profiles(struct config *c, const char *v)
+{
+	char buf[64], *save, *t;
+	bool cpu = false, off = false;
+
+	snprintf(buf, sizeof(buf), "%s", v ? v : "");
+	for (t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(t, "cpu")) {
+			cpu = true;
+		} else if (!strcmp(t, "offcpu")) {
+			off = true;
+		} else {
+			fprintf(stderr, "edgeprof-agent: --profiles: '%s' is not cpu or offcpu\n", t);
+			return -EINVAL;
+		}
+	}
+	if (!cpu && !off) {
+		fprintf(stderr, "edgeprof-agent: --profiles: none of cpu, offcpu given\n");
+		return -EINVAL;
+	}
+	c->no_cpu = !cpu;
+	c->offcpu = off;
+	return 0;
+}
+
 static int apply_opt(struct config *c, const char *name, const char *v)
 {
 	if (!strcmp(name, "hz"))
@@ -208,6 +237,8 @@ static int apply_opt(struct config *c, const char *name, const char *v)
 			v ? v : "");
 		return -EINVAL;
 	}
+	if (!strcmp(name, "profiles"))
+		return parse_profiles(c, v);
 	if (!strcmp(name, "once"))
 		return c->once = true, 0;
 	if (!strcmp(name, "no-symbolize"))
@@ -513,6 +544,9 @@ static int bpf_sink(void *ctx, const struct agent_sample *s)
 		s = with_exe(a, s, &l);
 	for (unsigned int i = 0; a->ksyms && i < s->n_kernel; i++)
 		ksyms__want(a->ksyms, s->frames[i]);
+	if (s->flags & SAMPLE_F_OFFCPU)
+		return service_kind(a, svc, KIND_OFFCPU) ? aggregate__add(svc->kinds[KIND_OFFCPU], s)
+							 : -ENOSPC;
 	return aggregate__add(svc->agg, s);
 }
 
@@ -536,7 +570,9 @@ static void bpf_start(struct agent *a)
 	struct bpf_sampler_opts o = {.hz = (unsigned int)a->cfg.hz,
 				     .ringbuf_kb = (unsigned int)a->cfg.bpf_ringbuf_kb,
 				     .kernel_stacks = a->cfg.kernel_stacks,
-				     .no_exe_label = true};
+				     .no_exe_label = true,
+				     .offcpu = a->cfg.offcpu,
+				     .no_cpu = a->cfg.no_cpu};
 	struct bpf_sampler_stats st;
 	struct bpf_sampler *s;
 	char err[256] = "";
@@ -710,6 +746,23 @@ static void bpf_comment(struct agent *a, char *buf, size_t len)
 	bpf_mmap_comment(a, buf + strlen(buf), len - strlen(buf));
 	bpf_cfi_comment(&st.cfi, buf + strlen(buf), len - strlen(buf));
 }
+
+/* What the off-CPU profile misses (since the agent started): the threshold's, the ring's. */
+static void bpf_offcpu_comment(struct agent *a, char *buf, size_t len)
+{
+	struct bpf_sampler_stats st;
+
+	buf[0] = 0;
+	if (!a->bpf || !a->cfg.offcpu)
+		return;
+	bpf_sampler__stats(a->bpf, &st);
+	snprintf(buf, len,
+		 "edgeprof offcpu: min_us=%d records=%llu dropped_ringbuf=%llu "
+		 "dropped_ringbuf_ns=%llu below_threshold_ns=%llu (since the agent started)",
+		 CONFIG_BPF_OFFCPU_MIN_US, (unsigned long long)st.offcpu_sent,
+		 (unsigned long long)st.offcpu_dropped, (unsigned long long)st.offcpu_dropped_ns,
+		 (unsigned long long)st.offcpu_below_ns);
+}
 #else
 static void bpf_start(struct agent *a)
 {
@@ -735,6 +788,11 @@ static void bpf_round_done(struct agent *a)
 }
 
 static void bpf_comment(struct agent *a, char *buf, size_t len)
+{
+	buf[0] = 0;
+}
+
+static void bpf_offcpu_comment(struct agent *a, char *buf, size_t len)
 {
 	buf[0] = 0;
 }
@@ -936,11 +994,12 @@ static void heap_forget(struct agent *a, unsigned int ring)
 static void write_kinds(struct agent *a, struct service *s, struct output_opts o,
 			const char *sampler_comment)
 {
-	char c0[256];
-	const char *comments[] = {c0, sampler_comment};
+	char c0[256], c1[256];
+	const char *comments[] = {c0, sampler_comment, c1};
 
 	o.comments = comments;
 	o.n_comments = sampler_comment[0] ? 2 : 1;
+	bpf_offcpu_comment(a, c1, sizeof(c1));
 	for (int k = 0; k < N_KINDS; k++) {
 		struct agg_stats as;
 		char path[512];
@@ -958,6 +1017,8 @@ static void write_kinds(struct agent *a, struct service *s, struct output_opts o
 			 (unsigned long long)as.dropped_table,
 			 (unsigned long long)as.dropped_frames, (unsigned long long)as.truncated);
 		o.type = kind_name[k];
+		if (k == KIND_OFFCPU && c1[0]) /* its drops first, where edgeprof top shows them */
+			comments[0] = c1, comments[2] = c0, o.n_comments = 3;
 		if (a->cfg.output_dir) {
 			err = output__write_dir(s->kinds[k], &o, a->cfg.output_dir, path,
 						sizeof(path));

@@ -7,7 +7,8 @@
  *   thread 1  sleep_a: nanosleep in 20 ms steps for half of it, then poll_b: poll(NULL, 0, 20)
  *   thread 2  select_d: select() with a 50 ms timeout, the whole time
  *   thread 3  read_e: read() of a pipe that thread 2 writes to when it ends
- * Prints "<function> <nanoseconds>" for each, measured around the calls.
+ * Prints "<function> <nanoseconds>" for each, measured around the calls, and "tid <function>
+ * <tid>" for the thread that called it.
  */
 #include <poll.h>
 #include <pthread.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/select.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,6 +24,7 @@ static double secs = 1.2;
 static int pipefd[2];
 static volatile uint64_t sink;
 static uint64_t t_sleep, t_poll, t_select, t_read, t_work, t_join;
+static long tid1, tid2, tid3;
 
 static uint64_t now(void)
 {
@@ -49,6 +52,7 @@ static void *thread1(void *arg)
 {
 	uint64_t t0 = now(), half = t0 + (uint64_t)(secs * 0.5e9), t1;
 
+	tid1 = syscall(SYS_gettid);
 	sleep_a(half);
 	t1 = now();
 	t_sleep = t1 - t0;
@@ -70,6 +74,7 @@ static void *thread2(void *arg)
 {
 	uint64_t t0 = now();
 
+	tid2 = syscall(SYS_gettid);
 	select_d(t0 + (uint64_t)(secs * 1e9));
 	t_select = now() - t0;
 	if (write(pipefd[1], "x", 1) != 1)
@@ -89,6 +94,7 @@ static void *thread3(void *arg)
 {
 	uint64_t t0 = now();
 
+	tid3 = syscall(SYS_gettid);
 	read_e();
 	t_read = now() - t0;
 	return NULL;
@@ -133,5 +139,8 @@ int main(int argc, char **argv)
 	       (unsigned long long)t_sleep, (unsigned long long)t_poll,
 	       (unsigned long long)t_select, (unsigned long long)t_read, (unsigned long long)t_work,
 	       (unsigned long long)t_join);
+	printf("tid sleep_a %ld\ntid poll_b %ld\ntid select_d %ld\ntid read_e %ld\n"
+	       "tid join_all %ld\ntid work_main %ld\n",
+	       tid1, tid1, tid2, tid3, (long)syscall(SYS_gettid), (long)syscall(SYS_gettid));
 	return 0;
 }
