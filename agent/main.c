@@ -55,6 +55,8 @@ struct config {
 	const char *registry, *output_dir, *sampler, *bpf_service;
 	bool once, symbolize, kernel_stacks, upload;
 	bool no_cpu, offcpu; /* --profiles: the BPF sampler's kinds (default cpu) */
+	bool offcpu_min_set;
+	unsigned long offcpu_min_us; /* --offcpu-min-us, else CONFIG_BPF_OFFCPU_MIN_US */
 #ifdef CONFIG_UPLOAD_MTLS
 	struct transport_opts tr;
 #endif
@@ -119,6 +121,8 @@ static const struct opt_desc opt_descs[] = {
     {"sampler", 1, "auto | bpf | sigprof (auto: BPF when it can run, plus rings)"},
     {"profiles", 1, "cpu,offcpu: what the BPF sampler records (default cpu; offcpu: the time "
 		    "threads spend blocked, by stack)"},
+    {"offcpu-min-us", 1, "shortest blocked time the off-CPU profile records (default "
+			 "CONFIG_BPF_OFFCPU_MIN_US)"},
     {"bpf-service", 1, "service name of the BPF sampler's system-wide profile"},
     {"bpf-ringbuf-kb", 1, "BPF ring buffer size"},
     {"no-kernel-stacks", 0, "BPF: user stacks only"},
@@ -177,7 +181,6 @@ static int parse_ulong(const char *name, const char *v, unsigned long lo, unsign
 
 static int read_config_file(struct config *c, const char *path);
 
-/* Applies one option by name: 0, 1 (exit 0: --help/--version), or -EINVAL. */
 /* --profiles cpu,offcpu: the BPF sampler's kinds of time (at least one). */
 static int parse_profiles(struct config *c, const char *v)
 {
@@ -204,6 +207,7 @@ static int parse_profiles(struct config *c, const char *v)
 	return 0;
 }
 
+/* Applies one option by name: 0, 1 (exit 0: --help/--version), or -EINVAL. */
 static int apply_opt(struct config *c, const char *name, const char *v)
 {
 	if (!strcmp(name, "hz"))
@@ -239,6 +243,9 @@ static int apply_opt(struct config *c, const char *name, const char *v)
 	}
 	if (!strcmp(name, "profiles"))
 		return parse_profiles(c, v);
+	if (!strcmp(name, "offcpu-min-us"))
+		return c->offcpu_min_set = true,
+		       parse_ulong(name, v, 0, 10000000, &c->offcpu_min_us);
 	if (!strcmp(name, "once"))
 		return c->once = true, 0;
 	if (!strcmp(name, "no-symbolize"))
@@ -572,7 +579,10 @@ static void bpf_start(struct agent *a)
 				     .kernel_stacks = a->cfg.kernel_stacks,
 				     .no_exe_label = true,
 				     .offcpu = a->cfg.offcpu,
-				     .no_cpu = a->cfg.no_cpu};
+				     .no_cpu = a->cfg.no_cpu,
+				     /* 0 asks for Kconfig's: 1 ns is as good as none */
+				     .offcpu_min_ns = !a->cfg.offcpu_min_set ? 0
+				     : a->cfg.offcpu_min_us ? (uint64_t)a->cfg.offcpu_min_us * 1000 : 1};
 	struct bpf_sampler_stats st;
 	struct bpf_sampler *s;
 	char err[256] = "";
@@ -757,9 +767,10 @@ static void bpf_offcpu_comment(struct agent *a, char *buf, size_t len)
 		return;
 	bpf_sampler__stats(a->bpf, &st);
 	snprintf(buf, len,
-		 "edgeprof offcpu: min_us=%d records=%llu dropped_ringbuf=%llu "
+		 "edgeprof offcpu: min_us=%lu records=%llu dropped_ringbuf=%llu "
 		 "dropped_ringbuf_ns=%llu below_threshold_ns=%llu (since the agent started)",
-		 CONFIG_BPF_OFFCPU_MIN_US, (unsigned long long)st.offcpu_sent,
+		 a->cfg.offcpu_min_set ? a->cfg.offcpu_min_us : CONFIG_BPF_OFFCPU_MIN_US,
+		 (unsigned long long)st.offcpu_sent,
 		 (unsigned long long)st.offcpu_dropped, (unsigned long long)st.offcpu_dropped_ns,
 		 (unsigned long long)st.offcpu_below_ns);
 }
