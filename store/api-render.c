@@ -2,7 +2,7 @@
 /*
  * store/api-render.c — the JSON endpoints behind the web UI, usable by scripts too:
  *
- *   GET /api/0/render?query=&type=&from=&to=&format=json|flamebearer|folded
+ *   GET /api/0/render?query=&type=&from=&to=&format=json|flamebearer|folded&index=SAMPLE_TYPE
  *       the merged profile of the selection as a call tree (store/render.h)
  *   GET /api/0/timeline?query=&type=&from=&to=&step=SECONDS
  *       {"from":s,"step":s,"profiles":n,"values":[...]}: the profiles' totals per time bucket,
@@ -26,10 +26,11 @@ void api_render(struct api_ctx *a)
 	struct pprof_profile *p = NULL;
 	enum render_format fmt;
 	size_t n = 0, len = 0;
-	char format[32], err[300] = "", *out = NULL;
+	char format[32], index[64], err[300] = "", *out = NULL;
 	int ret;
 
-	if (api_param(a, "format", format, sizeof(format)) < 0)
+	if (api_param(a, "format", format, sizeof(format)) < 0 ||
+	    api_param(a, "index", index, sizeof(index)) < 0)
 		return;
 	if (render_format_parse(format, &fmt))
 		return api_error(a, 400, REJ_BAD_REQUEST,
@@ -37,8 +38,10 @@ void api_render(struct api_ctx *a)
 	if (api_merge_query(a, &p, &n))
 		return;
 	p = api_symbolize(a, p);
-	ret = render_profile(p, fmt, n, 0, &out, &len, err, sizeof(err));
+	ret = render_profile_index(p, index, fmt, n, 0, &out, &len, err, sizeof(err));
 	pprof_profile__free(p);
+	if (ret == -EINVAL && index[0]) /* a sample type the profiles do not have */
+		return api_error(a, 400, REJ_BAD_REQUEST, "%s", err);
 	if (ret)
 		return api_error(a, 500, REJ_STORE, "%s", err);
 	api_set_body(a, 200, fmt == RENDER_FOLDED ? "text/plain; charset=utf-8" : "application/json",
