@@ -757,6 +757,7 @@ static void bpf_comment(struct agent *a, char *buf, size_t len)
 	bpf_cfi_comment(&st.cfi, buf + strlen(buf), len - strlen(buf));
 }
 
+#ifdef CONFIG_BPF_OFFCPU
 /* What the off-CPU profile misses (since the agent started): the threshold's, the ring's. */
 static void bpf_offcpu_comment(struct agent *a, char *buf, size_t len)
 {
@@ -768,12 +769,19 @@ static void bpf_offcpu_comment(struct agent *a, char *buf, size_t len)
 	bpf_sampler__stats(a->bpf, &st);
 	snprintf(buf, len,
 		 "edgeprof offcpu: min_us=%lu records=%llu dropped_ringbuf=%llu "
-		 "dropped_ringbuf_ns=%llu below_threshold_ns=%llu (since the agent started)",
+		 "dropped_ringbuf_ns=%llu below_threshold_ns=%llu untracked_blocks=%llu "
+		 "(since the agent started)",
 		 a->cfg.offcpu_min_set ? a->cfg.offcpu_min_us : CONFIG_BPF_OFFCPU_MIN_US,
 		 (unsigned long long)st.offcpu_sent,
 		 (unsigned long long)st.offcpu_dropped, (unsigned long long)st.offcpu_dropped_ns,
-		 (unsigned long long)st.offcpu_below_ns);
+		 (unsigned long long)st.offcpu_below_ns, (unsigned long long)st.offcpu_untracked);
 }
+#else
+static void bpf_offcpu_comment(struct agent *a, char *buf, size_t len)
+{
+	buf[0] = 0;
+}
+#endif /* CONFIG_BPF_OFFCPU */
 #else
 static void bpf_start(struct agent *a)
 {

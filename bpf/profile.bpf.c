@@ -33,8 +33,6 @@ const volatile __u64 new_proc_wake_ns;
 const volatile __u8 wake_new_procs = 1;
 /* 1: processes listed in cfi_procs are unwound by their CFI tables (CONFIG_BPF_CFI) */
 const volatile __u8 cfi_enabled;
-/* off-CPU: blocked time under this is counted, not sent */
-const volatile __u64 offcpu_min_ns = 1000000;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -876,8 +874,16 @@ int cfi_walk_pb(struct bpf_perf_event_data *ctx)
 
 /* ---- off-CPU time (bpf/README.md; struct offcpu_state in profile.h) ------------------------- */
 
+#ifdef CONFIG_BPF_OFFCPU
+/* blocked time under this is counted, not sent */
+const volatile __u64 offcpu_min_ns = 1000000;
+
+/*
+ * Not an LRU: the entry it would evict first is the one of the thread blocked longest, whose
+ * time is the point. Entries go when their thread exits (sched_process_exit).
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1); /* CONFIG_BPF_OFFCPU_THREADS, set before load */
 	__type(key, __u32);
 	__type(value, struct offcpu_state);
@@ -957,7 +963,8 @@ int offcpu_switch(struct sched_switch_args *ctx)
 		st = bpf_map_lookup_elem(&offcpu, &tid);
 		if (!st) {
 			fresh.start_ns = now;
-			bpf_map_update_elem(&offcpu, &tid, &fresh, BPF_ANY);
+			if (bpf_map_update_elem(&offcpu, &tid, &fresh, BPF_NOEXIST) == -7 /* E2BIG */)
+				offcpu_count(OFFCPU_C_UNTRACKED, 1);
 		} else {
 			st->start_ns = now;
 		}
@@ -967,6 +974,16 @@ int offcpu_switch(struct sched_switch_args *ctx)
 		st->blocked_ns += now - st->start_ns;
 		st->start_ns = 0;
 	}
+	return 0;
+}
+
+/* A thread exits (in its own context): its entry goes. */
+SEC("tracepoint/sched/sched_process_exit")
+int offcpu_task_exit(void *ctx)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+	bpf_map_delete_elem(&offcpu, &tid);
 	return 0;
 }
 
@@ -1095,6 +1112,7 @@ int offcpu_cfi_walk(struct bpf_raw_tracepoint_args *ctx)
 		offcpu_send(s, cfi_walk_some(ctx, s, 0, &offcpu_cfi_progs));
 	return 0;
 }
+#endif /* CONFIG_BPF_OFFCPU */
 
 /*
  * Names one kernel address the way %pS prints it ("func+0x1a/0x40 [module]"): the kernel looks

@@ -38,7 +38,8 @@
 
 /*
  * Off-CPU (bpf/README.md): a thread that blocks (sched_switch, prev_state not running) gets its
- * start time in the offcpu map (LRU, CONFIG_BPF_OFFCPU_THREADS); when it runs again its blocked
+ * start time in the offcpu map (a hash by tid, CONFIG_BPF_OFFCPU_THREADS, an entry per live
+ * thread that ever blocked: removed when it exits); when it runs again its blocked
  * time adds up there; when its system call returns (sys_exit, in its own context: its user
  * stack is the one that blocked) that time is sent with its stack, when at least the
  * threshold. The counters (offcpu_counts, per CPU): time under the threshold, records the ring
@@ -52,7 +53,8 @@ struct offcpu_state {
 #define OFFCPU_C_SENT      1 /* records sent */
 #define OFFCPU_C_DROPPED   2 /* records the ring had no room for */
 #define OFFCPU_C_DROPPED_NS 3 /* their time */
-#define OFFCPU_C_N         4
+#define OFFCPU_C_UNTRACKED 4 /* blocks of threads the full table had no entry for */
+#define OFFCPU_C_N         5
 
 /*
  * One sample. Only the header and the frames in use are sent: a record is

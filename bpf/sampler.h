@@ -55,6 +55,7 @@ struct bpf_sampler_stats {
 	struct cfitab_stats cfi;  /* the walk by unwind tables (zero without CONFIG_BPF_CFI) */
 	uint64_t offcpu_sent, offcpu_dropped, offcpu_dropped_ns; /* off-CPU records (ring full) */
 	uint64_t offcpu_below_ns; /* blocked time under the threshold (not in the profile) */
+	uint64_t offcpu_untracked; /* blocks of threads the full table had no room for */
 };
 
 struct bpf_sampler;
