@@ -89,16 +89,16 @@ static void render_json_tree(FILE *f, const struct pprof_profile *p, int vi,
 	json_str(f, type);
 	fprintf(f, ",\"unit\":");
 	json_str(f, pprof_str(p, unit));
-	fprintf(f, ",\"types\":[");
-	for (size_t i = 0; i < p->n_sample_type; i++) {
+	fprintf(f, ",\"total\":%" PRId64 ",\"profiles\":%zu,\"skipped\":%zu,\"types\":[",
+		t->nodes[0].total[0], n_profiles, skipped_profiles(p));
+	for (size_t i = 0; i < p->n_sample_type; i++) { /* [type, unit]: the UI's value picker */
 		fputs(i ? ",[" : "[", f);
 		json_str(f, pprof_str(p, p->sample_type[i].type));
 		fputc(',', f);
 		json_str(f, pprof_str(p, p->sample_type[i].unit));
 		fputc(']', f);
 	}
-	fprintf(f, "],\"total\":%" PRId64 ",\"profiles\":%zu,\"skipped\":%zu,\"names\":[",
-		t->nodes[0].total[0], n_profiles, skipped_profiles(p));
+	fprintf(f, "],\"names\":[");
 	/* Names are emitted per node position; the UI dedups nothing, so keep it compact by
 	 * writing each node's own name once (names[i] belongs to nodes[i]). */
 	for (size_t k = 0; k < t->n; k++) {
