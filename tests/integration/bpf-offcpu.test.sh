@@ -28,8 +28,10 @@ if ! "$probe" --seconds 0.1 --quiet 2>"$tmp/check" >/dev/null; then
 	tail -n 1 "$tmp/check"; exit 77
 fi
 if [ ! -e /sys/kernel/tracing/events/sched/sched_switch/id ]; then
-	mount -t tracefs nodev /sys/kernel/tracing 2>"$tmp/mount" && mounted=1 ||
-		{ echo "cannot mount tracefs: $(cat "$tmp/mount")"; exit 77; }
+	if ! mount -t tracefs nodev /sys/kernel/tracing 2>"$tmp/mount"; then
+		echo "cannot mount tracefs: $(cat "$tmp/mount")"; exit 77
+	fi
+	mounted=1
 fi
 
 mkdir -p "$tmp/out"
@@ -48,8 +50,10 @@ sleep 1
 wait $apid || { echo "agent failed:"; tail -5 "$tmp/agent.log"; exit 1; }
 apid=
 grep -h "BPF sampler unavailable\|off-CPU" "$tmp/agent.log"
-off=$(ls "$tmp"/out/*-offcpu-*.pb.gz 2>/dev/null | head -1)
-[ -n "$off" ] && ls "$tmp"/out/*-cpu-*.pb.gz >/dev/null || { echo "no offcpu and cpu profiles"; ls "$tmp/out"; exit 1; }
+off=$(find "$tmp/out" -name '*-offcpu-*.pb.gz' | head -1)
+if [ -z "$off" ] || [ -z "$(find "$tmp/out" -name '*-cpu-*.pb.gz')" ]; then
+	echo "no offcpu and cpu profiles"; ls "$tmp/out"; exit 1
+fi
 
 PYTHONPATH="$EP_TOP/tests/workloads" /usr/bin/python3 - "$tmp/w.out" "$off" <<'PY'
 import sys, collections
