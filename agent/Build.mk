@@ -31,8 +31,11 @@ edgeprof-agent-ldlibs  = $(pprof-ldlibs) $(bpf-ldlibs) $(agent-transport-ldlibs)
 lib-$(CONFIG_SAMPLER_SIGPROF) += libedgeprof.so
 # The heap profiler interposes the allocator (agent/heap.h): a feature by file.
 libedgeprof-heap-$(CONFIG_PROFILE_HEAP) := agent/heap.o agent/heapfile.o
+# Wall-clock profiles: the blocking calls' entry points and the ticker (agent/wall.h).
+libedgeprof-wall-$(CONFIG_PROFILE_WALL) := agent/wall.o
 libedgeprof.so-objs   = agent/sigprof.o agent/sigctl.o agent/unwind.o agent/modules.o elf/cfi.o \
-			elf/ehabi.o $(agent-core-y) $(pprof-y) port/file.o $(libedgeprof-heap-y)
+			elf/ehabi.o $(agent-core-y) $(pprof-y) port/file.o $(libedgeprof-heap-y) \
+			$(libedgeprof-wall-y)
 libedgeprof.so-ldlibs = -Wl,--exclude-libs,ALL -Wl,-z,now $(pprof-ldlibs) -ldl -lpthread -lrt -lm
 install-y += agent-install-header
 agent-install-header = install -m 0644 agent/edgeprof.h $(1)$(2)/include/
@@ -52,7 +55,7 @@ unit-tests-$(CONFIG_SAMPLER_BPF) += leaf
 leaf-test-objs     = agent/leaf.o elf/cfi.o $(elf-test-objs)
 
 # Workloads (test helpers, not installed): frame pointers on, -O2 so leaves have no frame.
-agent-workloads := split torture harm heapsplit
+agent-workloads := split torture harm heapsplit wallsplit
 agent-workload-bins := $(addprefix $(O)/tests/workloads/,$(agent-workloads))
 $(O)/tests/workloads/%: tests/workloads/%.c
 	$(quiet) CC $@

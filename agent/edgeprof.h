@@ -8,11 +8,13 @@
  * Environment (read by edgeprof_start(), which the preloaded library calls by itself):
  *   EDGEPROF_HZ=n          samples per CPU-second of each thread (default: CONFIG_SAMPLE_HZ)
  *   EDGEPROF_OUTPUT=path   standalone: write a pprof (gzip) there at exit ("%p" = pid,
- *                          "%t" = the profile type: cpu, heap; without "%t" a heap profile
- *                          recorded beside the CPU one goes to PATH.heap.pb.gz);
+ *                          "%t" = the profile type: cpu, heap, wall; without "%t" the first
+ *                          of cpu, wall, heap recorded gets PATH, the others PATH.<type>.pb.gz);
  *                          without it, samples go to the agent through a shared ring
- *   EDGEPROF_PROFILES=cpu,heap  what to record (default cpu); heap: sampled allocations
- *                          (alloc/inuse objects and bytes; with the agent, a snapshot per round)
+ *   EDGEPROF_PROFILES=cpu,heap,wall  what to record (default cpu); heap: sampled allocations
+ *                          (alloc/inuse objects and bytes; with the agent, a snapshot per round);
+ *                          wall: every thread's wall time, running or waiting (no signal to a
+ *                          waiting thread: agent/wall.h)
  *   EDGEPROF_HEAP_RATE=n   mean bytes between sampled allocations (default 524288)
  *   EDGEPROF_SERVICE=name  service of the profile (default: the program's name)
  *   EDGEPROF_REGISTRY=dir  where rings live for the agent (default /dev/shm/edgeprof)

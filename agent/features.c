@@ -11,6 +11,9 @@ void features_print(FILE *out, const char *prog)
 	static const struct feature features[] = {
 		{ "sampler-bpf", IS_ENABLED(CONFIG_SAMPLER_BPF) },
 		{ "sampler-sigprof", IS_ENABLED(CONFIG_SAMPLER_SIGPROF) },
+		{ "profile-heap", IS_ENABLED(CONFIG_PROFILE_HEAP) },
+		{ "profile-wall", IS_ENABLED(CONFIG_PROFILE_WALL) },
+		{ "bpf-offcpu", IS_ENABLED(CONFIG_BPF_OFFCPU) },
 		{ "symbolize", IS_ENABLED(CONFIG_SYMBOLIZE) },
 		{ "upload-mtls", IS_ENABLED(CONFIG_UPLOAD_MTLS) },
 		{ "spool", IS_ENABLED(CONFIG_SPOOL) },

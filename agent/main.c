@@ -60,14 +60,22 @@ struct config {
 	bool once, symbolize, kernel_stacks, upload;
 	const char *scrape[SCRAPE_MAX_TARGETS], *scrape_types;
 	size_t n_scrape;
+	bool no_cpu, offcpu; /* --profiles: the BPF sampler's kinds (default cpu) */
+	bool offcpu_min_set;
+	unsigned long offcpu_min_us; /* --offcpu-min-us, else CONFIG_BPF_OFFCPU_MIN_US */
 #ifdef CONFIG_UPLOAD_MTLS
 	struct transport_opts tr;
 #endif
 };
 
+/* Profiles of time other than CPU, each its own aggregate per service (made on first use). */
+enum { KIND_WALL, KIND_OFFCPU, N_KINDS };
+static const char *const kind_name[N_KINDS] = {"wall", "offcpu"};
+
 struct service {
 	char name[64];
-	struct aggregate *agg;
+	struct aggregate *agg;		   /* cpu */
+	struct aggregate *kinds[N_KINDS]; /* wall (sigprof producers), offcpu (BPF) */
 };
 
 struct agent {
@@ -124,6 +132,10 @@ static const struct opt_desc opt_descs[] = {
     {"once", 0, "one round now, then exit (with --seconds)"},
     {"seconds", 1, "length of the --once round"},
     {"sampler", 1, "auto | bpf | sigprof (auto: BPF when it can run, plus rings)"},
+    {"profiles", 1, "cpu,offcpu: what the BPF sampler records (default cpu; offcpu: the time "
+		    "threads spend blocked, by stack)"},
+    {"offcpu-min-us", 1, "shortest blocked time the off-CPU profile records (default "
+			 "CONFIG_BPF_OFFCPU_MIN_US)"},
     {"bpf-service", 1, "service name of the BPF sampler's system-wide profile"},
     {"bpf-ringbuf-kb", 1, "BPF ring buffer size"},
     {"no-kernel-stacks", 0, "BPF: user stacks only"},
@@ -189,6 +201,32 @@ static int parse_ulong(const char *name, const char *v, unsigned long lo, unsign
 
 static int read_config_file(struct config *c, const char *path);
 
+/* --profiles cpu,offcpu: the BPF sampler's kinds of time (at least one). */
+static int parse_profiles(struct config *c, const char *v)
+{
+	char buf[64], *save, *t;
+	bool cpu = false, off = false;
+
+	snprintf(buf, sizeof(buf), "%s", v ? v : "");
+	for (t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(t, "cpu")) {
+			cpu = true;
+		} else if (!strcmp(t, "offcpu")) {
+			off = true;
+		} else {
+			fprintf(stderr, "edgeprof-agent: --profiles: '%s' is not cpu or offcpu\n", t);
+			return -EINVAL;
+		}
+	}
+	if (!cpu && !off) {
+		fprintf(stderr, "edgeprof-agent: --profiles: none of cpu, offcpu given\n");
+		return -EINVAL;
+	}
+	c->no_cpu = !cpu;
+	c->offcpu = off;
+	return 0;
+}
+
 /* Applies one option by name: 0, 1 (exit 0: --help/--version), or -EINVAL. */
 static int apply_opt(struct config *c, const char *name, const char *v)
 {
@@ -236,6 +274,11 @@ static int apply_opt(struct config *c, const char *name, const char *v)
 			v ? v : "");
 		return -EINVAL;
 	}
+	if (!strcmp(name, "profiles"))
+		return parse_profiles(c, v);
+	if (!strcmp(name, "offcpu-min-us"))
+		return c->offcpu_min_set = true,
+		       parse_ulong(name, v, 0, 10000000, &c->offcpu_min_us);
 	if (!strcmp(name, "once"))
 		return c->once = true, 0;
 	if (!strcmp(name, "no-symbolize"))
@@ -369,6 +412,15 @@ static struct service *service_get(struct agent *a, const char *name)
 	return s;
 }
 
+static struct aggregate *service_kind(struct agent *a, struct service *s, int kind)
+{
+	struct agg_opts o = {.max_entries = a->cfg.stack_entries};
+
+	if (!s->kinds[kind])
+		s->kinds[kind] = aggregate__new(&o);
+	return s->kinds[kind];
+}
+
 static void adopt_ring_maps(struct agent *a, struct ring *r)
 {
 	static char text[RING_MAPS_BYTES];
@@ -435,9 +487,15 @@ static int drain_rec(void *ctx, const struct ring_rec *rec)
 
 	ring__rec_to_sample(dc->r, rec, &s);
 	s.pid = ring__shared(dc->r)->pid; /* the ring's owner, not what the record claims */
-	if (dc->svc)
+	if (!dc->svc)
+		return 0;
+	/* a producer recording wall time (agent/wall.h): its CPU samples count there too */
+	if ((rec->flags & SAMPLE_F_WALL) && service_kind(dc->a, dc->svc, KIND_WALL))
+		aggregate__add(dc->svc->kinds[KIND_WALL], &s);
+	if (!(rec->flags & SAMPLE_F_NOCPU)) {
 		aggregate__add(dc->svc->agg, &s);
-	pull_add(dc->a, &s, dc->svc ? dc->svc->name : "unknown");
+		pull_add(dc->a, &s, dc->svc->name);
+	}
 	return 0;
 }
 
@@ -530,6 +588,9 @@ static int bpf_sink(void *ctx, const struct agent_sample *s)
 		s = with_exe(a, s, &l);
 	for (unsigned int i = 0; a->ksyms && i < s->n_kernel; i++)
 		ksyms__want(a->ksyms, s->frames[i]);
+	if (s->flags & SAMPLE_F_OFFCPU)
+		return service_kind(a, svc, KIND_OFFCPU) ? aggregate__add(svc->kinds[KIND_OFFCPU], s)
+							 : -ENOSPC;
 	pull_add(a, s, svc->name);
 	return aggregate__add(svc->agg, s);
 }
@@ -554,7 +615,12 @@ static void bpf_start(struct agent *a)
 	struct bpf_sampler_opts o = {.hz = (unsigned int)a->cfg.hz,
 				     .ringbuf_kb = (unsigned int)a->cfg.bpf_ringbuf_kb,
 				     .kernel_stacks = a->cfg.kernel_stacks,
-				     .no_exe_label = true};
+				     .no_exe_label = true,
+				     .offcpu = a->cfg.offcpu,
+				     .no_cpu = a->cfg.no_cpu,
+				     /* 0 asks for Kconfig's: 1 ns is as good as none */
+				     .offcpu_min_ns = !a->cfg.offcpu_min_set ? 0
+				     : a->cfg.offcpu_min_us ? (uint64_t)a->cfg.offcpu_min_us * 1000 : 1};
 	struct bpf_sampler_stats st;
 	struct bpf_sampler *s;
 	char err[256] = "";
@@ -728,6 +794,32 @@ static void bpf_comment(struct agent *a, char *buf, size_t len)
 	bpf_mmap_comment(a, buf + strlen(buf), len - strlen(buf));
 	bpf_cfi_comment(&st.cfi, buf + strlen(buf), len - strlen(buf));
 }
+
+#ifdef CONFIG_BPF_OFFCPU
+/* What the off-CPU profile misses (since the agent started): the threshold's, the ring's. */
+static void bpf_offcpu_comment(struct agent *a, char *buf, size_t len)
+{
+	struct bpf_sampler_stats st;
+
+	buf[0] = 0;
+	if (!a->bpf || !a->cfg.offcpu)
+		return;
+	bpf_sampler__stats(a->bpf, &st);
+	snprintf(buf, len,
+		 "edgeprof offcpu: min_us=%lu records=%llu dropped_ringbuf=%llu "
+		 "dropped_ringbuf_ns=%llu below_threshold_ns=%llu untracked_blocks=%llu "
+		 "(since the agent started)",
+		 a->cfg.offcpu_min_set ? a->cfg.offcpu_min_us : CONFIG_BPF_OFFCPU_MIN_US,
+		 (unsigned long long)st.offcpu_sent,
+		 (unsigned long long)st.offcpu_dropped, (unsigned long long)st.offcpu_dropped_ns,
+		 (unsigned long long)st.offcpu_below_ns, (unsigned long long)st.offcpu_untracked);
+}
+#else
+static void bpf_offcpu_comment(struct agent *a, char *buf, size_t len)
+{
+	buf[0] = 0;
+}
+#endif /* CONFIG_BPF_OFFCPU */
 #else
 static void bpf_start(struct agent *a)
 {
@@ -753,6 +845,11 @@ static void bpf_round_done(struct agent *a)
 }
 
 static void bpf_comment(struct agent *a, char *buf, size_t len)
+{
+	buf[0] = 0;
+}
+
+static void bpf_offcpu_comment(struct agent *a, char *buf, size_t len)
 {
 	buf[0] = 0;
 }
@@ -814,7 +911,7 @@ static void submit(struct agent *a, const char *service, const struct aggregate 
 	struct pprof_buf buf = {0};
 	int err = output__pprof(agg, o, pprof_buf_write, &buf);
 
-	submit_buf(a, service, "cpu", o, &buf, err);
+	submit_buf(a, service, o->type ? o->type : "cpu", o, &buf, err);
 }
 
 static void transport_poll(struct agent *a)
@@ -1300,6 +1397,50 @@ static void scrape_stop(struct agent *a)
 
 /* ---- rounds ------------------------------------------------------------------------------- */
 
+/* The service's wall and off-CPU profiles of the round, where it has samples of them. */
+static void write_kinds(struct agent *a, struct service *s, struct output_opts o,
+			const char *sampler_comment)
+{
+	char c0[256], c1[256];
+	const char *comments[] = {c0, sampler_comment, c1};
+
+	o.comments = comments;
+	o.n_comments = sampler_comment[0] ? 2 : 1;
+	bpf_offcpu_comment(a, c1, sizeof(c1));
+	for (int k = 0; k < N_KINDS; k++) {
+		struct agg_stats as;
+		char path[512];
+		int err;
+
+		if (!s->kinds[k])
+			continue;
+		aggregate__stats(s->kinds[k], &as);
+		if (!as.samples && !as.dropped_table)
+			continue;
+		snprintf(c0, sizeof(c0),
+			 "edgeprof agent (%s): samples=%llu stacks=%zu dropped_table=%llu "
+			 "dropped_frames=%llu truncated=%llu",
+			 kind_name[k], (unsigned long long)as.samples, as.entries,
+			 (unsigned long long)as.dropped_table,
+			 (unsigned long long)as.dropped_frames, (unsigned long long)as.truncated);
+		o.type = kind_name[k];
+		if (k == KIND_OFFCPU && c1[0]) /* its drops first, where edgeprof top shows them */
+			comments[0] = c1, comments[2] = c0, o.n_comments = 3;
+		if (a->cfg.output_dir) {
+			err = output__write_dir(s->kinds[k], &o, a->cfg.output_dir, path,
+						sizeof(path));
+			if (err)
+				pr_err("cannot write %s: %s", path, strerror(-err));
+			else
+				pr_info("wrote %s (%llu samples)", path,
+					(unsigned long long)as.samples);
+		}
+		if (a->transport)
+			submit(a, s->name, s->kinds[k], &o);
+		aggregate__reset(s->kinds[k]);
+	}
+}
+
 static void write_round(struct agent *a, uint64_t duration_ns)
 {
 	char c0[256], c1[256], c2[384], c3[1536], c4[768] = "edgeprof";
@@ -1336,6 +1477,7 @@ static void write_round(struct agent *a, uint64_t duration_ns)
 		int err;
 
 		heap_round(a, s, o);
+		write_kinds(a, s, o, c3);
 		aggregate__stats(s->agg, &as);
 		if (!as.samples && !as.dropped_table) {
 			continue;
@@ -1435,8 +1577,12 @@ static int run(struct agent *a)
 		while ((ev = rounds__poll(&rs, now, &wait)) != ROUND_NONE) {
 			if (ev == ROUND_START) {
 				drain_rings(a, false);
-				for (unsigned int i = 0; i < a->n_services; i++)
+				for (unsigned int i = 0; i < a->n_services; i++) {
 					aggregate__reset(a->services[i].agg);
+					for (int k = 0; k < N_KINDS; k++)
+						if (a->services[i].kinds[k])
+							aggregate__reset(a->services[i].kinds[k]);
+				}
 				a->round_real_ns = port_clock_real_ns();
 				started = now;
 				a->in_round = true;
@@ -1546,8 +1692,11 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	rc = run(&a);
-	for (unsigned int i = 0; i < a.n_services; i++)
+	for (unsigned int i = 0; i < a.n_services; i++) {
 		aggregate__free(a.services[i].agg);
+		for (int k = 0; k < N_KINDS; k++)
+			aggregate__free(a.services[i].kinds[k]);
+	}
 	for (unsigned int i = 0; i < a.n_rings; i++)
 		ring__free(a.rings[i]);
 	symbolizer__free(a.sym);

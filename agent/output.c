@@ -128,6 +128,7 @@ int output__pprof(const struct aggregate *a, const struct output_opts *o, pprof_
 		  void *ctx)
 {
 	struct pprof_builder_opts bo = {.gzip_level = o->gzip_level};
+	const char *type = o->type ? o->type : "cpu";
 	struct out_ctx c = {.o = o,
 			    .a = a,
 			    .km = {.memory_start = 0x8000000000000000ull,
@@ -141,12 +142,12 @@ int output__pprof(const struct aggregate *a, const struct output_opts *o, pprof_
 		return -ENOMEM;
 	err = pprof_builder__add_sample_type(c.b, "samples", "count");
 	if (!err)
-		err = pprof_builder__add_sample_type(c.b, "cpu", "nanoseconds");
+		err = pprof_builder__add_sample_type(c.b, type, "nanoseconds");
 	if (!err)
-		err = pprof_builder__set_period(c.b, "cpu", "nanoseconds",
+		err = pprof_builder__set_period(c.b, type, "nanoseconds",
 						(int64_t)(1000000000ull / (o->hz ? o->hz : 1)));
 	if (!err)
-		err = pprof_builder__set_default_sample_type(c.b, "cpu");
+		err = pprof_builder__set_default_sample_type(c.b, type);
 	pprof_builder__set_time(c.b, (int64_t)o->time_ns, (int64_t)o->duration_ns);
 	for (size_t i = 0; !err && i < o->n_comments; i++)
 		err = pprof_builder__add_comment(c.b, o->comments[i]);
@@ -195,7 +196,7 @@ int output__path(const struct output_opts *o, const char *dir, const char *type,
 int output__write_dir(const struct aggregate *a, const struct output_opts *o, const char *dir,
 		      char *path_out, size_t path_len)
 {
-	int err = output__path(o, dir, "cpu", path_out, path_len);
+	int err = output__path(o, dir, o->type ? o->type : "cpu", path_out, path_len);
 
 	return err ? err : write_buf(a, o, path_out);
 }

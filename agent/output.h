@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * agent/output.h — one round's aggregate → one pprof (gzip): sample types samples/count and
- * cpu/nanoseconds, period cpu/nanoseconds = 1e9 / hz, mappings with build-id and file offset,
+ * cpu/nanoseconds (or wall, offcpu: output_opts.type), period <type>/nanoseconds = 1e9 / hz, mappings with build-id and file offset,
  * labels (the sample's label set, pid and thread as numeric labels), and every drop counter of
  * the round as a comment. Function names only when a symbolizer is given.
  */
@@ -28,6 +28,7 @@ struct output_opts {
 	const char *const *comments;   /* drop counters etc., one line each */
 	size_t n_comments;
 	int gzip_level; /* 0: default */
+	const char *type; /* the value's type: "cpu" (NULL), "wall", "offcpu"; unit nanoseconds */
 };
 
 /* Encodes the aggregate with w/ctx: 0 or -errno. */
@@ -35,7 +36,7 @@ int output__pprof(const struct aggregate *a, const struct output_opts *o, pprof_
 		  void *ctx);
 
 /*
- * Writes <dir>/<service>-cpu-<YYYYmmddTHHMMSSZ>-<n>.pb.gz atomically (temporary name, fsync,
+ * Writes <dir>/<service>-<type>-<YYYYmmddTHHMMSSZ>-<n>.pb.gz atomically (temporary name, fsync,
  * rename); the path written goes to path_out. 0 or -errno.
  */
 int output__write_dir(const struct aggregate *a, const struct output_opts *o, const char *dir,

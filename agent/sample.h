@@ -42,6 +42,9 @@ struct agent_sample {
 
 #define SAMPLE_F_TRUNCATED 0x1 /* the stack was deeper than CONFIG_MAX_STACK_DEPTH */
 #define SAMPLE_F_UNWOUND   0x2 /* the user stack was unwound by CFI (BPF): no leaf to repair */
+#define SAMPLE_F_WALL      0x4 /* counts in the wall-clock profile (agent/wall.h) */
+#define SAMPLE_F_NOCPU     0x8 /* not in the CPU profile: time the thread did not run */
+#define SAMPLE_F_OFFCPU    0x10 /* BPF off-CPU: weight_ns is the time the thread was blocked */
 
 /* What a sampler hands each sample to. Returns 0, or -ENOSPC when a bound dropped it. */
 typedef int (*sample_sink_fn)(void *ctx, const struct agent_sample *s);

@@ -32,6 +32,7 @@
 #include "agent/sigctl.h"
 #include "agent/symbolize.h"
 #include "agent/unwind.h"
+#include "agent/wall.h"
 #include "port/file.h"
 
 #define EP_API __attribute__((visibility("default")))
@@ -77,7 +78,7 @@ static struct {
 	uint64_t interval_ns;
 	enum unwind_mode unwind;
 	bool standalone;
-	bool cpu, heap; /* EDGEPROF_PROFILES: what this process records */
+	bool cpu, heap, wall; /* EDGEPROF_PROFILES: what this process records */
 	char output[4096], ring_path[4096];
 	/* timers, owned by the threads they sample; the table is only touched outside the handler
 	 */
@@ -92,6 +93,8 @@ static struct {
 	pthread_cond_t drain_wake; /* signalled by edgeprof_stop(): exit does not wait a pass */
 	bool drain_stop;
 	struct aggregate *agg;
+	struct aggregate *wall_agg; /* standalone wall profile: CPU samples + blocked time */
+	pthread_t ticker;	    /* wall: agent/wall.h */
 	uint64_t start_real_ns, start_mono_ns;
 	/* wall time inside the handler (vDSO clock), quarter-octave buckets (four per power
 	 * of two, so the median is within ~12 %): a median that preemption on a loaded machine
@@ -183,9 +186,13 @@ static void on_sigprof(int sig, siginfo_t *si, void *uctx)
 		rec->tid = (uint32_t)self.tid;
 		rec->labels_id = self.labels_id;
 		rec->n_frames = (uint16_t)n;
-		rec->flags = truncated ? SAMPLE_F_TRUNCATED : 0;
+		/* the CPU time also counts in the wall profile (only there without cpu) */
+		rec->flags = (uint16_t)((truncated ? SAMPLE_F_TRUNCATED : 0) |
+					(ep.wall ? SAMPLE_F_WALL : 0) | (ep.cpu ? 0 : SAMPLE_F_NOCPU));
 		memcpy(rec->frames, self.frames, n * sizeof(self.frames[0]));
 		ring__commit(ep.ring, rec);
+		if (ep.wall) /* where the thread was: its waiting is charged there when unknown */
+			wall__note(self.frames, n, self.labels_id, rec->weight_ns);
 		uint64_t d = mono_ns() - t0;
 		unsigned int e = 0;
 
@@ -221,8 +228,8 @@ static int arm_thread(pid_t tid)
 	sev.sigev_signo = ep.signo;
 	sev.sigev_value.sival_ptr = sigctl__cookie();
 	sev._sigev_un._tid = tid;
-	if (!ep.cpu)
-		return 0; /* no CPU profile asked for: no timers */
+	if (!ep.cpu && !ep.wall)
+		return 0; /* no CPU nor wall profile asked for: no timers */
 	pthread_mutex_lock(&ep.lock);
 	if (ep.stepped_aside)
 		goto out;
@@ -283,11 +290,14 @@ static void thread_begin(void)
 		pthread_attr_destroy(&attr);
 	}
 	pthread_setspecific(ep.key, (void *)1);
+	if (ep.wall)
+		wall__thread_add(self.tid, 1);
 	arm_thread(self.tid);
 }
 
 static void thread_end(void *unused)
 {
+	wall__thread_end();
 	disarm_thread((pid_t)syscall(SYS_gettid));
 }
 
@@ -413,9 +423,13 @@ static void arm_existing_threads(void)
 	dir = opendir(path);
 	if (!dir)
 		return;
-	while ((d = readdir(dir)))
-		if (d->d_name[0] != '.' && atoi(d->d_name) != self.tid)
-			arm_thread((pid_t)atoi(d->d_name));
+	while ((d = readdir(dir))) {
+		if (d->d_name[0] == '.' || atoi(d->d_name) == self.tid)
+			continue;
+		if (ep.wall)
+			wall__thread_add((pid_t)atoi(d->d_name), 0);
+		arm_thread((pid_t)atoi(d->d_name));
+	}
 	closedir(dir);
 }
 
@@ -456,6 +470,10 @@ static int drain_one(void *ctx, const struct ring_rec *rec)
 	struct agent_sample s;
 
 	ring__rec_to_sample(ep.ring, rec, &s);
+	if (ep.wall_agg && (rec->flags & SAMPLE_F_WALL))
+		aggregate__add(ep.wall_agg, &s);
+	if (rec->flags & SAMPLE_F_NOCPU)
+		return 0;
 	aggregate__add(ep.agg, &s);
 	ep.sampled_ns += rec->weight_ns;
 	return 0;
@@ -529,8 +547,8 @@ static uint64_t handler_median_ns(void)
 
 /*
  * Standalone output path of a profile type: "%p" is the pid (processes of one run do not
- * overwrite each other), "%t" the type. Without "%t", a heap profile recorded beside the CPU
- * profile goes to the same path with ".heap" before ".pb.gz" (or at the end).
+ * overwrite each other), "%t" the type. Without "%t", the first type recorded of cpu, wall,
+ * heap gets the path; the others get ".<type>" before ".pb.gz" (or at the end).
  */
 static void output_path(const char *type, char *path, size_t len)
 {
@@ -551,7 +569,7 @@ static void output_path(const char *type, char *path, size_t len)
 		path[n++] = *o;
 	}
 	path[n] = 0;
-	if (!typed && ep.cpu && strcmp(type, "cpu")) {
+	if (!typed && strcmp(type, ep.cpu ? "cpu" : ep.wall ? "wall" : "heap")) {
 		char *gz = strstr(path, ".pb.gz");
 		char tail[16];
 
@@ -561,6 +579,34 @@ static void output_path(const char *type, char *path, size_t len)
 		n = strlen(path);
 		snprintf(path + n, len - n, ".%s%s", type, tail);
 	}
+}
+
+/* The wall profile: its own comment on what it misses (agent/wall.h). */
+static int write_wall(const struct output_opts *cpu)
+{
+	struct output_opts o = *cpu;
+	struct wall_stats ws;
+	char c0[384], path[4200];
+	const char *comments[] = {c0};
+	int err;
+
+	wall__stats(&ws);
+	snprintf(c0, sizeof(c0),
+		 "edgeprof wall: ticks=%llu late_ticks=%llu untracked_threads=%llu "
+		 "blocked_in_call_ns=%llu blocked_at_last_sample_ns=%llu unattributed_ns=%llu "
+		 "torn=%llu dropped_ring_full=%llu",
+		 (unsigned long long)ws.ticks, (unsigned long long)ws.late_ticks,
+		 (unsigned long long)ws.untracked, (unsigned long long)ws.call_ns,
+		 (unsigned long long)ws.last_ns, (unsigned long long)ws.unattributed_ns,
+		 (unsigned long long)ws.torn, (unsigned long long)ws.dropped);
+	o.type = "wall";
+	o.comments = comments;
+	o.n_comments = 1;
+	output_path("wall", path, sizeof(path));
+	err = output__write_file(ep.wall_agg, &o, path);
+	if (err)
+		fprintf(stderr, "edgeprof: cannot write %s: %s\n", path, strerror(-err));
+	return err;
 }
 
 static void write_standalone(void)
@@ -640,6 +686,8 @@ static void write_standalone(void)
 		err = output__write_file(ep.agg, &o, path);
 	if (err)
 		fprintf(stderr, "edgeprof: cannot write %s: %s\n", path, strerror(-err));
+	if (!err && ep.wall)
+		err = write_wall(&o);
 	if (!err && ep.heap) {
 		output_path("heap", path, sizeof(path));
 		err = heap__write_file(&o, path);
@@ -716,7 +764,7 @@ static void parse_profiles(void)
 	char buf[64], *save, *t;
 
 	ep.cpu = !v || !*v;
-	ep.heap = false;
+	ep.heap = ep.wall = false;
 	if (!v || !*v)
 		return;
 	snprintf(buf, sizeof(buf), "%s", v);
@@ -725,10 +773,13 @@ static void parse_profiles(void)
 			ep.cpu = true;
 		else if (!strcmp(t, "heap") && IS_ENABLED(CONFIG_PROFILE_HEAP))
 			ep.heap = true;
+		else if (!strcmp(t, "wall") && IS_ENABLED(CONFIG_PROFILE_WALL))
+			ep.wall = true;
 		else
 			fprintf(stderr, "edgeprof: EDGEPROF_PROFILES: '%s' is not a profile this "
-					"build records (cpu%s); ignored\n",
-				t, IS_ENABLED(CONFIG_PROFILE_HEAP) ? ", heap" : "");
+					"build records (cpu%s%s); ignored\n",
+				t, IS_ENABLED(CONFIG_PROFILE_HEAP) ? ", heap" : "",
+				IS_ENABLED(CONFIG_PROFILE_WALL) ? ", wall" : "");
 	}
 }
 
@@ -754,8 +805,28 @@ static void start_heap(void)
 	}
 }
 
+/* Wall: the slots and the ticker, which starts once every thread is tracked. */
+static void start_wall(void)
+{
+	struct wall_opts wo = {.ring = ep.ring,
+			       .period_ns = ep.interval_ns,
+			       .unwind = ep.unwind,
+			       .max_depth = ep.max_depth,
+			       .pid = ep.pid};
+	int err = wall__start(&wo);
+
+	if (!err && ep.standalone && !ep.wall_agg && !(ep.wall_agg = aggregate__new(NULL)))
+		err = -ENOMEM;
+	if (err) {
+		fprintf(stderr, "edgeprof: wall profiler not started: %s\n", strerror(-err));
+		ep.wall = false;
+		wall__stop();
+	}
+}
+
 static void at_fork_child(void)
 {
+	wall__stop(); /* the ticker is not in the child */
 	/* timers are not inherited: the child is not sampled and owns nothing of the parent's */
 	ep.running = 0;
 	ep.n_timers = 0;
@@ -809,21 +880,28 @@ EP_API int edgeprof_start(void)
 	ring__shared(ep.ring)->start_real_ns = ep.start_real_ns;
 	ring__shared(ep.ring)->max_depth = ep.max_depth;
 	ep.signo = sigctl__choose();
-	err = ep.cpu ? sigctl__install(ep.signo, on_sigprof, step_aside) : 0;
+	err = ep.cpu || ep.wall ? sigctl__install(ep.signo, on_sigprof, step_aside) : 0;
 	if (err)
 		return err; /* the program handles that signal itself */
 	if (ep.heap)
 		start_heap();
+	if (ep.wall)
+		start_wall();
+	publish_maps();
+	ep.running = 1;
+	thread_begin();
+	arm_existing_threads();
+	/* after the threads were listed: the drain thread and the ticker are not the program's */
 	if (ep.standalone) {
 		ep.drain_stop = false;
 		err = call_real_pthread_create(&ep.drainer, NULL, drain_main, NULL);
 		if (err)
 			return -err;
 	}
-	publish_maps();
-	ep.running = 1;
-	thread_begin();
-	arm_existing_threads();
+	if (ep.wall && call_real_pthread_create(&ep.ticker, NULL, wall__main, NULL)) {
+		wall__stop();
+		ep.wall = false;
+	}
 	return 0;
 }
 
@@ -838,6 +916,10 @@ EP_API void edgeprof_stop(void)
 	ep.n_timers = 0;
 	pthread_mutex_unlock(&ep.lock);
 	publish_misses();
+	if (ep.wall) {
+		wall__stop();
+		pthread_join(ep.ticker, NULL);
+	}
 	if (ep.heap)
 		heap__stop();
 	if (ring__shared(ep.ring)->written)
@@ -846,6 +928,8 @@ EP_API void edgeprof_stop(void)
 		drain_thread_stop();
 		write_standalone();
 		aggregate__reset(ep.agg);
+		if (ep.wall_agg)
+			aggregate__reset(ep.wall_agg);
 	}
 }
 

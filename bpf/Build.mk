@@ -25,6 +25,9 @@ bpf-ldlibs = -lbpf -lelf -lz -lzstd
 # The sampler and its BPF side must agree on the record layout.
 BPF_RECORD_DEFS = -DPROFILE_MAX_DEPTH=$(CONFIG_MAX_STACK_DEPTH) \
 		  -DPROFILE_LEAF_WORDS=$(CONFIG_BPF_LEAF_WORDS)
+# Programs that compile out with their feature (the skeleton has them or not).
+BPF_RECORD_DEFS-$(CONFIG_BPF_OFFCPU) += -DCONFIG_BPF_OFFCPU=1
+BPF_RECORD_DEFS += $(BPF_RECORD_DEFS-y)
 
 ifeq ($(CONFIG_SAMPLER_BPF),y)
 generated-y += $(O)/bpf/profile.skel.h

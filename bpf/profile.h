@@ -34,6 +34,27 @@
 #define PROFILE_F_TRUNCATED  0x4 /* a stack filled its whole array: probably deeper */
 #define PROFILE_F_USER_REGS  0x8 /* user_sp, user_lr and leaf_words hold the user context */
 #define PROFILE_F_CFI        0x10 /* the user stack was unwound by the process's CFI tables */
+#define PROFILE_F_OFFCPU     0x20 /* off-CPU: period is the time the thread was blocked */
+
+/*
+ * Off-CPU (bpf/README.md): a thread that blocks (sched_switch, prev_state not running) gets its
+ * start time in the offcpu map (a hash by tid, CONFIG_BPF_OFFCPU_THREADS, an entry per live
+ * thread that ever blocked: removed when it exits); when it runs again its blocked
+ * time adds up there; when its system call returns (sys_exit, in its own context: its user
+ * stack is the one that blocked) that time is sent with its stack, when at least the
+ * threshold. The counters (offcpu_counts, per CPU): time under the threshold, records the ring
+ * had no room for.
+ */
+struct offcpu_state {
+	__u64 start_ns;	  /* when it last blocked; 0: running */
+	__u64 blocked_ns; /* blocked in this system call so far */
+};
+#define OFFCPU_C_BELOW_NS  0 /* blocked time under the threshold (not sent) */
+#define OFFCPU_C_SENT      1 /* records sent */
+#define OFFCPU_C_DROPPED   2 /* records the ring had no room for */
+#define OFFCPU_C_DROPPED_NS 3 /* their time */
+#define OFFCPU_C_UNTRACKED 4 /* blocks of threads the full table had no entry for */
+#define OFFCPU_C_N         5
 
 /*
  * One sample. Only the header and the frames in use are sent: a record is

@@ -101,6 +101,8 @@ struct bpf_sampler {
 	struct proc_entry procs[PROC_CACHE_SLOTS];
 	struct cgroup_entry cgroups[CGROUP_CACHE_SLOTS];
 	struct cfitab *cfi;        /* CONFIG_BPF_CFI and not opts.no_cfi: the unwind tables */
+	bool offcpu, no_cpu;
+	struct bpf_link *offcpu_links[3]; /* sched_switch, sys_exit, sched_process_exit */
 	uint64_t last_cfi_sweep_ns;
 };
 
@@ -151,6 +153,149 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
  * Says which kernel feature or capability is missing before libbpf tries (and fails with a
  * verifier dump): bpf() itself, the privilege, bpf_get_stack (4.18), the ring buffer (5.8).
  */
+#ifdef CONFIG_BPF_OFFCPU
+/*
+ * What off-CPU needs of the kernel: the ring buffer (5.8), tracepoint and raw tracepoint
+ * programs (4.17), and the sched_switch tracepoint visible in tracefs (libbpf reads its id
+ * there): 0, or -EOPNOTSUPP with what is missing in err.
+ */
+static int check_offcpu(bool perfbuf, char *err, size_t errlen)
+{
+	static const char *const ids[] = {"/sys/kernel/tracing/events/sched/sched_switch/id",
+					   "/sys/kernel/debug/tracing/events/sched/sched_switch/id"};
+	long id;
+
+	if (perfbuf) {
+		set_err(err, errlen, "off-CPU needs the BPF ring buffer (Linux 5.8)");
+		return -EOPNOTSUPP;
+	}
+	if (libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_TRACEPOINT, NULL) != 1 ||
+	    libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_RAW_TRACEPOINT, NULL) != 1) {
+		set_err(err, errlen, "off-CPU: kernel has no tracepoint or raw tracepoint BPF "
+			"programs (CONFIG_BPF_EVENTS, Linux 4.17)");
+		return -EOPNOTSUPP;
+	}
+	if (read_int_file(ids[0], &id) && read_int_file(ids[1], &id)) {
+		set_err(err, errlen, "off-CPU: the sched_switch tracepoint is not visible: tracefs "
+			"is not mounted (mount -t tracefs nodev /sys/kernel/tracing), or the kernel "
+			"has no CONFIG_FTRACE tracepoints");
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+static int attach_offcpu(struct bpf_sampler *s, char *err, size_t errlen)
+{
+	s->offcpu_links[0] = bpf_program__attach_tracepoint(s->skel->progs.offcpu_switch, "sched",
+							    "sched_switch");
+	if (!s->offcpu_links[0]) {
+		set_err(err, errlen, "off-CPU: attaching to sched:sched_switch: %s",
+			strerror(errno));
+		return -errno;
+	}
+	s->offcpu_links[1] = bpf_program__attach_raw_tracepoint(s->skel->progs.offcpu_exit,
+								"sys_exit");
+	if (!s->offcpu_links[1]) {
+		set_err(err, errlen, "off-CPU: attaching to the sys_exit raw tracepoint: %s",
+			strerror(errno));
+		return -errno;
+	}
+	s->offcpu_links[2] = bpf_program__attach_tracepoint(s->skel->progs.offcpu_task_exit,
+							    "sched", "sched_process_exit");
+	if (!s->offcpu_links[2]) {
+		set_err(err, errlen, "off-CPU: attaching to sched:sched_process_exit: %s",
+			strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+/* Off-CPU: its programs and maps only when asked for (and on the ring buffer). */
+static int configure_offcpu(struct bpf_sampler *s, const struct bpf_sampler_opts *o, char *err,
+			    size_t errlen)
+{
+	struct profile_bpf *skel = s->skel;
+
+	bpf_program__set_autoload(skel->progs.offcpu_switch, s->offcpu);
+	bpf_program__set_autoload(skel->progs.offcpu_exit, s->offcpu);
+	bpf_program__set_autoload(skel->progs.offcpu_task_exit, s->offcpu);
+	bpf_program__set_autoload(skel->progs.offcpu_cfi_walk,
+				  s->offcpu && skel->rodata->cfi_enabled);
+	bpf_map__set_autocreate(skel->maps.offcpu, s->offcpu);
+	bpf_map__set_autocreate(skel->maps.offcpu_counts, s->offcpu);
+	bpf_map__set_autocreate(skel->maps.offcpu_scratch, s->offcpu);
+	bpf_map__set_autocreate(skel->maps.offcpu_cfi_progs, s->offcpu);
+	skel->rodata->offcpu_min_ns =
+	    o->offcpu_min_ns ? o->offcpu_min_ns : (uint64_t)CONFIG_BPF_OFFCPU_MIN_US * 1000;
+	if (s->offcpu && bpf_map__set_max_entries(skel->maps.offcpu, CONFIG_BPF_OFFCPU_THREADS)) {
+		set_err(err, errlen, "cannot size the off-CPU table");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The off-CPU walker by tables, in its program array: 0 or -errno. */
+static int offcpu_cfi_open(struct bpf_sampler *s)
+{
+	uint32_t zero = 0;
+	int fd = bpf_program__fd(s->skel->progs.offcpu_cfi_walk);
+
+	if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.offcpu_cfi_progs), &zero, &fd, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+/* The per-CPU off-CPU counters, summed (vals: room for one per possible CPU). */
+static void offcpu_stats(const struct bpf_sampler *s, struct bpf_sampler_stats *st, uint64_t *vals)
+{
+	for (uint32_t k = 0; s->offcpu && k < OFFCPU_C_N; k++) {
+		uint64_t sum = 0;
+
+		if (bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.offcpu_counts), &k, vals))
+			continue;
+		for (int i = 0; i < s->ncpus; i++)
+			sum += vals[i];
+		if (k == OFFCPU_C_BELOW_NS)
+			st->offcpu_below_ns = sum;
+		else if (k == OFFCPU_C_SENT)
+			st->offcpu_sent = sum;
+		else if (k == OFFCPU_C_DROPPED)
+			st->offcpu_dropped = sum;
+		else if (k == OFFCPU_C_DROPPED_NS)
+			st->offcpu_dropped_ns = sum;
+		else
+			st->offcpu_untracked = sum;
+	}
+}
+
+#else
+static int check_offcpu(bool perfbuf, char *err, size_t errlen)
+{
+	set_err(err, errlen, "built without off-CPU profiles (CONFIG_BPF_OFFCPU)");
+	return -EOPNOTSUPP;
+}
+
+static int attach_offcpu(struct bpf_sampler *s, char *err, size_t errlen)
+{
+	return -EOPNOTSUPP;
+}
+
+static int configure_offcpu(struct bpf_sampler *s, const struct bpf_sampler_opts *o, char *err,
+			    size_t errlen)
+{
+	return 0;
+}
+
+static int offcpu_cfi_open(struct bpf_sampler *s)
+{
+	return 0;
+}
+
+static void offcpu_stats(const struct bpf_sampler *s, struct bpf_sampler_stats *st, uint64_t *vals)
+{
+}
+#endif /* CONFIG_BPF_OFFCPU */
+
 static int check_kernel(bool *perfbuf, char *err, size_t errlen)
 {
 	LIBBPF_OPTS(bpf_map_create_opts, ro, .map_flags = BPF_F_RDONLY_PROG);
@@ -284,6 +429,9 @@ static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, ch
 		bpf_program__set_log_level(skel->progs.cfi_walk, 4);
 		bpf_program__set_log_level(skel->progs.do_sample, 4);
 	}
+	ret = configure_offcpu(s, o, err, errlen);
+	if (ret)
+		return ret;
 	if (skel->rodata->cfi_enabled && can_mmap_arrays())
 		bpf_map__set_map_flags(skel->maps.cfi_rows, BPF_F_MMAPABLE);
 	s->ring_bytes = ring;
@@ -547,6 +695,8 @@ static int on_event(void *ctx, void *data, size_t size)
 	as.flags = (e->flags & PROFILE_F_TRUNCATED) ? SAMPLE_F_TRUNCATED : 0;
 	as.frames = (const uint64_t *)e->frames; /* kernel then user, as agent_sample wants */
 	as.weight_ns = e->period ? e->period : NSEC_PER_SEC / s->hz;
+	if (e->flags & PROFILE_F_OFFCPU)
+		as.flags |= SAMPLE_F_OFFCPU | SAMPLE_F_NOCPU;
 	if (nu && (e->flags & PROFILE_F_USER_REGS)) {
 		uc = (struct sample_user_context){
 			.sp = e->user_sp, .lr = e->user_lr, .fp = e->user_fp,
@@ -749,6 +899,8 @@ static int cfi_open(struct bpf_sampler *s)
 	fd = bpf_program__fd(walk);
 	if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.cfi_progs), &zero, &fd, BPF_ANY))
 		return -errno;
+	if (s->offcpu && (fd = offcpu_cfi_open(s)))
+		return fd;
 	s->cfi = cfitab__new(bpf_map__fd(s->skel->maps.cfi_rows),
 			     bpf_map__map_flags(s->skel->maps.cfi_rows) & BPF_F_MMAPABLE,
 			     bpf_map__fd(s->skel->maps.cfi_procs),
@@ -777,6 +929,12 @@ int bpf_sampler__open(const struct bpf_sampler_opts *o, sample_sink_fn sink, voi
 		return -ENOMEM;
 	}
 	s->perfbuf = perfbuf;
+	s->offcpu = o->offcpu;
+	s->no_cpu = o->offcpu && o->no_cpu;
+	if (s->offcpu && (ret = check_offcpu(perfbuf, err, errlen))) {
+		free(s);
+		return ret;
+	}
 	s->sink = sink;
 	s->ctx = ctx;
 	s->hz = o->hz ? o->hz : CONFIG_SAMPLE_HZ;
@@ -822,15 +980,22 @@ int bpf_sampler__open(const struct bpf_sampler_opts *o, sample_sink_fn sink, voi
 	ret = open_output(s, err, errlen);
 	if (ret)
 		goto out_free;
-	ret = attach_cpus(s, err, errlen);
+	if (s->offcpu) {
+		ret = attach_offcpu(s, err, errlen);
+		if (ret)
+			goto out_free;
+		pr_info("bpf sampler: off-CPU time on (sched_switch, sys_exit; at least %llu us)",
+			(unsigned long long)s->skel->rodata->offcpu_min_ns / 1000);
+	}
+	ret = s->no_cpu ? 0 : attach_cpus(s, err, errlen);
 	if (ret < 0)
 		goto out_free;
-	if (!s->st.cpus) {
+	if (!s->st.cpus && !s->no_cpu) {
 		set_err(err, errlen, "no online CPU to sample (perf_event_open: ENODEV on all)");
 		ret = -ENODEV;
 		goto out_free;
 	}
-	if (s->st.cpus < (unsigned)s->ncpus)
+	if (s->st.cpus < (unsigned)s->ncpus && !s->no_cpu)
 		pr_info("bpf sampler: %u of %d possible CPUs online and sampled", s->st.cpus,
 			s->ncpus);
 	s->last_sweep_ns = s->last_rescan_ns = port_clock_mono_ns();
@@ -878,7 +1043,7 @@ static void housekeeping(struct bpf_sampler *s)
 		cfitab__sweep(s->cfi);
 		s->last_cfi_sweep_ns = now;
 	}
-	if (now - s->last_rescan_ns >= CPUS_RESCAN_NS) {
+	if (!s->no_cpu && now - s->last_rescan_ns >= CPUS_RESCAN_NS) { /* offcpu alone: none */
 		detach_dead_cpus(s);
 		if (s->st.cpus < (unsigned)s->ncpus && attach_cpus(s, err, sizeof(err)) > 0)
 			pr_info("bpf sampler: now sampling %u CPUs", s->st.cpus);
@@ -934,6 +1099,7 @@ void bpf_sampler__stats(const struct bpf_sampler *s, struct bpf_sampler_stats *s
 		for (int i = 0; i < s->ncpus; i++)
 			st->dropped_ringbuf += vals[i];
 	}
+	offcpu_stats(s, st, vals);
 	free(vals);
 }
 
@@ -943,6 +1109,8 @@ void bpf_sampler__free(struct bpf_sampler *s)
 		return;
 	ring_buffer__free(s->rb);
 	perf_buffer__free(s->pb);
+	for (int i = 0; i < 3; i++)
+		bpf_link__destroy(s->offcpu_links[i]);
 	for (int i = 0; s->links && i < s->ncpus; i++)
 		bpf_link__destroy(s->links[i]);
 	for (int i = 0; s->pfd && i < s->ncpus; i++) {

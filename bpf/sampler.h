@@ -36,6 +36,10 @@ struct bpf_sampler_opts {
 	bool no_new_proc_wake;    /* a new process's first sample need not wake the reader (its
 				   * maps come from mmap records: bpf/mmapev.h) */
 	bool no_cfi;              /* walk user stacks by frame pointers only (bpf/cfitab.h) */
+	bool offcpu;              /* off-CPU time too (sched_switch, sys_exit; bpf/README.md):
+				   * samples with SAMPLE_F_OFFCPU, weight = the time blocked */
+	bool no_cpu;              /* no CPU samples (offcpu alone) */
+	uint64_t offcpu_min_ns;   /* blocked less than this: counted, not sent; 0: Kconfig's */
 };
 
 struct bpf_sampler_stats {
@@ -49,6 +53,9 @@ struct bpf_sampler_stats {
 	uint64_t cgroup_reads;    /* cgroup ids not cached: /proc/<pid>/cgroup read */
 	bool perf_buffer;         /* the fallback for kernels before 5.8 is in use */
 	struct cfitab_stats cfi;  /* the walk by unwind tables (zero without CONFIG_BPF_CFI) */
+	uint64_t offcpu_sent, offcpu_dropped, offcpu_dropped_ns; /* off-CPU records (ring full) */
+	uint64_t offcpu_below_ns; /* blocked time under the threshold (not in the profile) */
+	uint64_t offcpu_untracked; /* blocks of threads the full table had no room for */
 };
 
 struct bpf_sampler;

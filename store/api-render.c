@@ -2,9 +2,9 @@
 /*
  * store/api-render.c — the JSON endpoints behind the web UI, usable by scripts too:
  *
- *   GET /api/0/render?query=&type=&from=&to=&format=json|flamebearer|folded
+ *   GET /api/0/render?query=&type=&from=&to=&format=json|flamebearer|folded&index=SAMPLE_TYPE
  *       the merged profile of the selection as a call tree (store/render.h)
- *   POST /api/0/render?format=...   body: a pprof (gzip or raw) or folded-text file
+ *   POST /api/0/render?format=...&index=...   body: a pprof (gzip or raw) or folded-text file
  *       the same for that one file, nothing stored (the web UI's "open a file")
  *   GET /api/0/timeline?query=&type=&from=&to=&step=SECONDS
  *       {"from":s,"step":s,"profiles":n,"values":[...]}: the profiles' totals per time bucket,
@@ -23,12 +23,13 @@
 #define TIMELINE_DEFAULT_BUCKETS 120
 #define TIMELINE_DEFAULT_SPAN (3600 * NSEC_PER_SEC)
 
-/* The format= parameter: 0, or -EINVAL with the error answer set. */
-static int render_format_param(struct api_ctx *a, enum render_format *fmt)
+/* The format= and index= parameters: 0, or -EINVAL with the error answer set. */
+static int render_params(struct api_ctx *a, enum render_format *fmt, char *index, size_t size)
 {
 	char format[32];
 
-	if (api_param(a, "format", format, sizeof(format)) < 0)
+	if (api_param(a, "format", format, sizeof(format)) < 0 ||
+	    api_param(a, "index", index, size) < 0)
 		return -EINVAL;
 	if (!render_format_parse(format, fmt))
 		return 0;
@@ -37,17 +38,22 @@ static int render_format_param(struct api_ctx *a, enum render_format *fmt)
 	return -EINVAL;
 }
 
-/* Symbolizes p with the stored debug files, renders it as the answer, frees it. */
+/*
+ * Symbolizes p with the stored debug files, renders its sample type index ("": the default)
+ * as the answer, frees it.
+ */
 static void render_answer(struct api_ctx *a, struct pprof_profile *p, size_t n,
-			  enum render_format fmt)
+			  enum render_format fmt, const char *index)
 {
 	char err[300] = "", *out = NULL;
 	size_t len = 0;
 	int ret;
 
 	p = api_symbolize(a, p);
-	ret = render_profile(p, fmt, n, 0, &out, &len, err, sizeof(err));
+	ret = render_profile_index(p, index, fmt, n, 0, &out, &len, err, sizeof(err));
 	pprof_profile__free(p);
+	if (ret == -EINVAL && index[0]) /* a sample type the profiles do not have */
+		return api_error(a, 400, REJ_BAD_REQUEST, "%s", err);
 	if (ret)
 		return api_error(a, 500, REJ_STORE, "%s", err);
 	api_set_body(a, 200, fmt == RENDER_FOLDED ? "text/plain; charset=utf-8" : "application/json",
@@ -58,11 +64,12 @@ void api_render(struct api_ctx *a)
 {
 	struct pprof_profile *p = NULL;
 	enum render_format fmt;
+	char index[64];
 	size_t n = 0;
 
-	if (render_format_param(a, &fmt) || api_merge_query(a, &p, &n))
+	if (render_params(a, &fmt, index, sizeof(index)) || api_merge_query(a, &p, &n))
 		return;
-	render_answer(a, p, n, fmt);
+	render_answer(a, p, n, fmt, index);
 }
 
 /*
@@ -74,11 +81,12 @@ void api_render_file(struct api_ctx *a)
 {
 	struct pprof_profile *p = NULL;
 	enum render_format fmt;
+	char index[64];
 
-	if (render_format_param(a, &fmt) ||
+	if (render_params(a, &fmt, index, sizeof(index)) ||
 	    api_read_profile(a, a->req->body, a->req->body_len, true, &p))
 		return;
-	render_answer(a, p, 1, fmt);
+	render_answer(a, p, 1, fmt, index);
 }
 
 struct timeline {

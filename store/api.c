@@ -319,7 +319,8 @@ static bool name_ok(const char *s, size_t max)
 }
 
 static const char *const profile_types[] = {
-	"cpu", "heap", "block", "mutex", "goroutine", "threadcreate", "trace", "other", NULL,
+	"cpu", "heap", "wall", "offcpu", "block", "mutex", "goroutine", "threadcreate", "trace",
+	"other", NULL,
 };
 
 static bool type_ok(const char *t)
@@ -337,6 +338,8 @@ static const char *type_from_profile(const struct pprof_profile *p)
 
 	if (!strcmp(t, "cpu") || !strcmp(t, "samples"))
 		return "cpu";
+	if (!strcmp(t, "wall") || !strcmp(t, "offcpu")) /* libedgeprof.so's, the BPF sampler's */
+		return t;
 	if (!strncmp(t, "alloc_", 6) || !strncmp(t, "inuse_", 6) || !strcmp(t, "space"))
 		return "heap";
 	if (!strcmp(t, "contentions") || !strcmp(t, "delay"))
@@ -502,8 +505,8 @@ static void api_post_profile(struct api_ctx *a)
 		return api_error(a, 400, REJ_BAD_REQUEST,
 				 "service is required: letters, digits and _ . - / :");
 	if (!type_ok(type))
-		return api_error(a, 400, REJ_BAD_REQUEST, "type '%s' is not one of cpu, heap, "
-				 "block, mutex, goroutine, threadcreate, trace, other", type);
+		return api_error(a, 400, REJ_BAD_REQUEST, "type '%s' is not one of cpu, heap, wall, "
+				 "offcpu, block, mutex, goroutine, threadcreate, trace, other", type);
 	if (created[0] && timeparse(created, (int64_t)port_clock_real_ns(), &in.created_ns, err,
 				    sizeof(err)))
 		return api_error(a, 400, REJ_BAD_REQUEST, "created_at: %s", err);

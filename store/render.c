@@ -89,8 +89,16 @@ static void render_json_tree(FILE *f, const struct pprof_profile *p, int vi,
 	json_str(f, type);
 	fprintf(f, ",\"unit\":");
 	json_str(f, pprof_str(p, unit));
-	fprintf(f, ",\"total\":%" PRId64 ",\"profiles\":%zu,\"skipped\":%zu,\"names\":[",
+	fprintf(f, ",\"total\":%" PRId64 ",\"profiles\":%zu,\"skipped\":%zu,\"types\":[",
 		t->nodes[0].total[0], n_profiles, skipped_profiles(p));
+	for (size_t i = 0; i < p->n_sample_type; i++) { /* [type, unit]: the UI's value picker */
+		fputs(i ? ",[" : "[", f);
+		json_str(f, pprof_str(p, p->sample_type[i].type));
+		fputc(',', f);
+		json_str(f, pprof_str(p, p->sample_type[i].unit));
+		fputc(']', f);
+	}
+	fprintf(f, "],\"names\":[");
 	/* Names are emitted per node position; the UI dedups nothing, so keep it compact by
 	 * writing each node's own name once (names[i] belongs to nodes[i]). */
 	for (size_t k = 0; k < t->n; k++) {
@@ -169,6 +177,14 @@ static void render_flamebearer(FILE *f, const struct pprof_profile *p, int vi,
 int render_profile(const struct pprof_profile *p, enum render_format fmt, size_t n_profiles,
 		   size_t max_nodes, char **out, size_t *out_len, char *err, size_t errlen)
 {
+	return render_profile_index(p, NULL, fmt, n_profiles, max_nodes, out, out_len, err,
+				    errlen);
+}
+
+int render_profile_index(const struct pprof_profile *p, const char *index,
+			 enum render_format fmt, size_t n_profiles, size_t max_nodes, char **out,
+			 size_t *out_len, char *err, size_t errlen)
+{
 	struct stacks *s = NULL;
 	struct ftree *t = NULL;
 	uint32_t *order = NULL;
@@ -177,7 +193,7 @@ int render_profile(const struct pprof_profile *p, enum render_format fmt, size_t
 
 	*out = NULL;
 	*out_len = 0;
-	vi = stacks__sample_index(p, NULL, err, errlen);
+	vi = stacks__sample_index(p, index, err, errlen);
 	if (vi < 0)
 		return vi;
 	s = stacks__new(p, err, errlen);

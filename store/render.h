@@ -29,5 +29,13 @@ int render_format_parse(const char *s, enum render_format *out);
  */
 int render_profile(const struct pprof_profile *p, enum render_format fmt, size_t n_profiles,
 		   size_t max_nodes, char **out, size_t *out_len, char *err, size_t errlen);
+/*
+ * The same for the sample type index names ("inuse_space", "alloc_objects", or a number; NULL
+ * or "": the profile's default): a heap profile's in-use or allocated view. The JSON tree
+ * lists the profile's sample types ("types") for a picker. -EINVAL: no such sample type.
+ */
+int render_profile_index(const struct pprof_profile *p, const char *index,
+			 enum render_format fmt, size_t n_profiles, size_t max_nodes, char **out,
+			 size_t *out_len, char *err, size_t errlen);
 
 #endif /* EDGEPROF_STORE_RENDER_H */

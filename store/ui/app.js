@@ -3,14 +3,16 @@
 // No framework, no network beyond the collector's own JSON endpoints:
 //   GET /api/0/services                          -> {"code":200,"body":["svc",...]}
 //   GET /api/0/timeline?query=&type=&from=&to=   -> {"from":s,"step":s,"values":[n,...]}
-//   GET /api/0/render?query=&type=&from=&to=&format=json
-//        -> {"total":n,"profiles":n,"unit":"..","names":[..],"nodes":[[name,parent,self,total],..]}
-//   POST /api/0/render?format=json, body: a pprof or folded file -> the same, nothing stored
+//   GET /api/0/render?query=&type=&from=&to=&format=json&index=
+//        -> {"total":n,"profiles":n,"type":"..","unit":"..","types":[[type,unit],..],"names":[..],
+//            "nodes":[[name,parent,self,total],..]}   (index: which sample type, e.g. a heap
+//            profile's inuse_space or alloc_space; "" the profiles' default)
+//   POST /api/0/render?format=json&index=, body: a pprof or folded file -> the same, nothing stored
 // Nodes come in pre-order (parents before children), node 0 is the root.
 'use strict';
 
 const $ = (id) => document.getElementById(id);
-const state = { tree: null, zoom: 0, search: '', from: null, to: null, diff: null, diffZoom: 0 };
+const state = { tree: null, zoom: 0, search: '', from: null, to: null, diff: null, diffZoom: 0, index: '' };
 const ROW = 18;
 const MIN_PX = 0.4; // narrower frames are not drawn: bounded work at any profile size
 
@@ -18,6 +20,7 @@ function params(q, from, to) {
 	const p = new URLSearchParams();
 	p.set('query', q || selector());
 	p.set('type', $('type').value);
+	if (state.index) p.set('index', state.index);
 	p.set('from', from || $('from').value || 'now-1h');
 	p.set('to', to || $('to').value || 'now');
 	return p;
@@ -158,6 +161,7 @@ function hit(rects, ev, canvas) {
 
 function fmt(v, unit) {
 	if (unit === 'nanoseconds') {
+		if (v >= 3600e9) return (v / 3600e9).toFixed(2) + ' h';
 		if (v >= 1e9) return (v / 1e9).toFixed(2) + ' s';
 		if (v >= 1e6) return (v / 1e6).toFixed(1) + ' ms';
 		return (v / 1e3).toFixed(0) + ' µs';
@@ -165,7 +169,9 @@ function fmt(v, unit) {
 	if (unit === 'bytes') {
 		if (v >= 1 << 20) return (v / (1 << 20)).toFixed(1) + ' MiB';
 		if (v >= 1024) return (v / 1024).toFixed(1) + ' KiB';
+		return v + ' B';
 	}
+	if (unit === 'count' && v >= 1e4) return (v >= 1e6 ? (v / 1e6).toFixed(2) + ' M' : (v / 1e3).toFixed(1) + ' k');
 	return String(v);
 }
 
@@ -221,6 +227,21 @@ function renderTop(model) {
 	}
 }
 
+// The value picker: the sample types of the profiles shown (a heap profile's inuse_space,
+// inuse_objects, alloc_space, alloc_objects), the one rendered selected.
+function fillIndex(tree) {
+	const sel = $('index'), types = tree.types || [];
+	sel.innerHTML = '';
+	for (const [name, unit] of types) {
+		const o = document.createElement('option');
+		o.value = name;
+		o.textContent = `${name} (${unit})`;
+		sel.appendChild(o);
+	}
+	sel.value = tree.type;
+	sel.disabled = types.length < 2;
+}
+
 async function loadFlame() {
 	const p = params(null, state.from, state.to);
 	p.set('format', 'json');
@@ -233,6 +254,7 @@ async function loadFlame() {
 		$('top').tBodies[0].innerHTML = '';
 		return;
 	}
+	fillIndex(tree);
 	state.tree = layout(tree);
 	state.zoom = 0;
 	$('summary').textContent = `${tree.profiles} profiles · total ${fmt(tree.total, tree.unit)}` +
@@ -445,7 +467,8 @@ function init() {
 	$('apply').onclick = applyAll;
 	$('query').addEventListener('keydown', (ev) => { if (ev.key === 'Enter') applyAll(); });
 	$('service').onchange = () => { $('query').value = ''; applyAll(); };
-	$('type').onchange = applyAll;
+	$('type').onchange = () => { state.index = ''; applyAll(); };
+	$('index').onchange = () => { state.index = $('index').value; applyAll(); };
 	$('search').addEventListener('input', () => { state.search = $('search').value; renderSingle(); renderDiff(); });
 	$('reset-zoom').onclick = () => { state.zoom = 0; state.diffZoom = 0; renderSingle(); renderDiff(); };
 	$('compare-apply').onclick = () => run(loadCompare);

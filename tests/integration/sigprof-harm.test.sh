@@ -181,6 +181,22 @@ print(sum(len(x) for x in d))'
 	[ "$n" -gt 0 ] || rc=1
 fi
 
+# ---- with the wall-clock profiler too: blocking calls that EINTR under a signal (harm eintr,
+# whose control fails when signalled: sigprof-wall), threads, processes, Debian programs ------
+wall=(EDGEPROF_PROFILES=cpu,wall "EDGEPROF_OUTPUT=$tmp/wall-%p-%t.pb.gz")
+if grep -q '^CONFIG_PROFILE_WALL=y' "$EP_BUILD/.config"; then
+	check wall:eintr 2 "${wall[@]}" -- "$harm" eintr 2
+	check wall:thread-churn 1 "${wall[@]}" -- "$harm" threads 800
+	check wall:fork-exec 1 "${wall[@]}" -- "$harm" forkexec 200
+	check wall:cancel-unwind 1 "${wall[@]}" -- "$harm" cancel 1
+	check wall:sort 1 "${wall[@]}" -- sort -n "$tmp/nums"
+	command -v xz >/dev/null && check wall:xz-T2 1 "${wall[@]}" -- xz -T2 -c "$tmp/rand"
+	check wall:bash-300-cmds 1 "${wall[@]}" -- bash -c 'for i in $(seq 300); do /bin/true; done; echo done'
+	n=$(find "$tmp" -name 'wall-*-wall.pb.gz' | wc -l)
+	echo "wall profiles written by the wall cases: $n"
+	[ "$n" -gt 0 ] || rc=1
+fi
+
 # ---- the ARM boards under qemu-user, where built (their sampler, unwinder, signals) -----------
 for board in gateway-arm64:qemu-aarch64:aarch64-linux-gnu:sysroot-arm64:8192 \
 	gateway-armv7:qemu-arm:arm-linux-gnueabihf:sysroot-armhf:4096; do
@@ -200,6 +216,8 @@ for board in gateway-arm64:qemu-aarch64:aarch64-linux-gnu:sysroot-arm64:8192 \
 	check "$b:stack-${left}-left" 1 -- "$qh" stackmargin "$left"
 	check "$b:thread-churn" 1 -- "$qh" threads 200
 	# (heap alone: qemu's -E takes a comma as the end of the value)
+	grep -q '^CONFIG_PROFILE_WALL=y' "$bdir/.config" && check "$b:wall:eintr" 1 \
+		EDGEPROF_PROFILES=wall "EDGEPROF_OUTPUT=$tmp/q-%p-%t.pb.gz" -- "$qh" eintr 2
 	grep -q '^CONFIG_PROFILE_HEAP=y' "$bdir/.config" && check "$b:heap:thread-churn" 1 \
 		EDGEPROF_PROFILES=heap EDGEPROF_HEAP_RATE=4096 "EDGEPROF_OUTPUT=$tmp/q-%p-%t.pb.gz" \
 		-- "$qh" threads 200

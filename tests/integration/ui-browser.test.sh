@@ -3,7 +3,9 @@
 # The web UI in a real browser: a collector with four real profiles (two of the split workload
 # labelled region=eu half an hour ago, two of the torture workload labelled region=us five
 # minutes ago), driven by headless Chromium through playwright-core: token login, flame graph,
-# label selector, timeline range, comparison colours, download. Screenshots land in test-logs/.
+# label selector, timeline range, comparison colours, download; the type picker on a heap profile
+# (service mem: in use and allocated, in bytes and objects) and a wall-clock one (service wait,
+# in time). Screenshots land in test-logs/.
 . "$EP_TOP/tests/integration/collector-lib.sh"
 W=$EP_BUILD/tests/workloads
 command -v node >/dev/null || fail "node is not installed"
@@ -34,6 +36,20 @@ upload() { # FILE REGION MINUTES_AGO
 		"http://127.0.0.1:$HTTP_PORT/api/0/profiles?service=demo&type=cpu&labels=region=$2&created_at=$at" \
 		| grep -q '"code":200' || fail "upload $1"
 }
+# a heap profile and a wall-clock one of libedgeprof.so, each its own service
+EDGEPROF_PROFILES=heap EDGEPROF_HEAP_RATE=16384 EDGEPROF_OUTPUT=$T/heap.pb.gz \
+	LD_PRELOAD=$EP_BUILD/libedgeprof.so "$W/heapsplit" 64 >/dev/null || fail "profiling heapsplit"
+EDGEPROF_PROFILES=wall EDGEPROF_HZ=99 EDGEPROF_OUTPUT=$T/wall.pb.gz \
+	LD_PRELOAD=$EP_BUILD/libedgeprof.so "$W/wallsplit" 0.5 >/dev/null || fail "profiling wallsplit"
+for st in mem:heap:heap wait:wall:wall; do
+	IFS=: read -r svc type f <<<"$st"
+	curl -sS --max-time 60 -H 'Authorization: Bearer s3cret-token' --data-binary "@$T/$f.pb.gz" \
+		"http://127.0.0.1:$HTTP_PORT/api/0/profiles?service=$svc&type=$type" \
+		| grep -q '"code":200' || fail "upload $f as type $type"
+done
+code=$(curl -sS -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer s3cret-token' \
+	"http://127.0.0.1:$HTTP_PORT/api/0/render?query=mem&type=heap&from=now-1h&to=now&index=nope")
+[ "$code" = 400 ] || fail "render with an unknown index answered $code"
 upload "$T/a.pb.gz" eu 31
 upload "$T/a.pb.gz" eu 29
 upload "$T/b.pb.gz" us 6

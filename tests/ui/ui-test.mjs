@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Drives the collector's web UI in Debian's headless Chromium: token login, timeline range,
-// label selector, flame graph frames, top table, comparison view colours, screenshots.
+// label selector, flame graph frames, top table, comparison view colours, the type and value
+// pickers (heap: in use / allocated, bytes / objects; wall: time), screenshots.
 //   node ui-test.mjs BASE_URL TOKEN OUT_DIR
 import { chromium } from 'playwright-core';
 
@@ -78,6 +79,41 @@ try {
 	if (!/\/api\/0\/profiles\/merge\?/.test(href)) fail('download link: ' + href);
 	const dl = await page.request.get(base + href);
 	if (dl.status() !== 200) fail('download returned ' + dl.status());
+
+	// Types: a heap profile in bytes, its value picker (in use vs allocated), a wall profile.
+	await page.click('button[data-tab=single]');
+	await page.fill('#query', 'mem');
+	await page.selectOption('#type', 'heap');
+	await page.waitForFunction(() => /MiB/.test(document.querySelector('#summary').textContent));
+	const inuse = await page.textContent('#summary');
+	const values = await page.$$eval('#index option', (os) => os.map((o) => o.value));
+	console.log('heap: ' + inuse + ' · values: ' + values.join(','));
+	for (const v of ['inuse_space', 'inuse_objects', 'alloc_space', 'alloc_objects'])
+		if (!values.includes(v)) fail(`value picker lacks ${v}: ${values}`);
+	if ((await page.inputValue('#index')) !== 'inuse_space') fail('heap should open on inuse_space');
+	names = (await page.evaluate(() => window.edgeprofUI.flameFrames())).map((f) => f.name);
+	if (!names.includes('alloc_a')) fail('heap flame graph lacks alloc_a: ' + names.join(','));
+	await page.selectOption('#index', 'alloc_space');
+	await page.waitForFunction((s) => document.querySelector('#summary').textContent !== s, inuse);
+	const alloc = await page.textContent('#summary');
+	const mib = (s) => Number((/total ([0-9.]+) MiB/.exec(s) || [])[1]);
+	console.log('alloc_space: ' + alloc);
+	if (!(mib(alloc) > mib(inuse))) fail(`alloc_space (${alloc}) should exceed inuse_space (${inuse})`);
+	await page.selectOption('#index', 'alloc_objects');
+	await page.waitForFunction(() => !/MiB/.test(document.querySelector('#summary').textContent));
+	await page.screenshot({ path: `${out}/ui-heap.png` });
+	const objects = await page.textContent('#summary');
+	await page.fill('#query', 'wait');
+	await page.selectOption('#type', 'wall');
+	await page.waitForFunction((o) => document.querySelector('#summary').textContent !== o, objects);
+	const wall = await page.textContent('#summary');
+	console.log('wall: ' + wall);
+	if (!/^1 profiles · total [0-9.]+ s$/.test(wall)) fail('wall summary in seconds: ' + wall);
+	if ((await page.inputValue('#index')) !== 'wall') fail('wall should render wall/nanoseconds');
+	names = (await page.evaluate(() => window.edgeprofUI.flameFrames())).map((f) => f.name);
+	for (const n of ['read_e', 'select_d', 'sleep_a'])
+		if (!names.includes(n)) fail(`wall flame graph lacks ${n}: ${names.join(',')}`);
+	await page.screenshot({ path: `${out}/ui-wall.png` });
 
 	if (errors.length) fail('page errors: ' + errors.join('; '));
 	console.log('ui-test: ok');

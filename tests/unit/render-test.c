@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -59,11 +60,29 @@ static void json_is_preorder_tree_of_last_type(void **state)
 	/* Default sample type is the last one: cpu/nanoseconds, total 40. */
 	assert_non_null(strstr(j, "\"type\":\"cpu\",\"unit\":\"nanoseconds\",\"total\":40"));
 	assert_non_null(strstr(j, "\"profiles\":2"));
+	assert_non_null(strstr(j, "\"types\":[[\"samples\",\"count\"],[\"cpu\",\"nanoseconds\"]]"));
 	assert_non_null(strstr(j, "\"names\":[\"total\",\"main\",\"a\",\"leaf\",\"b\\\"quoted\\\"\"]"));
 	/* root, main (parent 0), a (1), leaf (2), b (1) with self/total. */
 	assert_non_null(strstr(j, "\"nodes\":[[0,-1,0,40],[1,0,0,40],[2,1,0,30],[3,2,30,30],"
 				  "[4,1,10,10]]"));
 	free(j);
+	pprof_profile__free(p);
+}
+
+/* index picks another sample type (a heap profile's alloc_space); an unknown one is -EINVAL. */
+static void index_picks_the_sample_type(void **state)
+{
+	struct pprof_profile *p = make_profile();
+	char *out, err[256] = "";
+	size_t len;
+
+	assert_int_equal(render_profile_index(p, "samples", RENDER_JSON, 1, 0, &out, &len, err,
+					      sizeof(err)), 0);
+	assert_non_null(strstr(out, "\"type\":\"samples\",\"unit\":\"count\",\"total\":4"));
+	free(out);
+	assert_int_equal(render_profile_index(p, "inuse_space", RENDER_JSON, 1, 0, &out, &len, err,
+					      sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "no sample type 'inuse_space'"));
 	pprof_profile__free(p);
 }
 
@@ -106,6 +125,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(json_is_preorder_tree_of_last_type),
+		cmocka_unit_test(index_picks_the_sample_type),
 		cmocka_unit_test(folded_lines_sum_to_total),
 		cmocka_unit_test(flamebearer_levels_have_offsets),
 		cmocka_unit_test(unknown_format_is_rejected),

@@ -18,6 +18,12 @@
  *   harm threads N           N short threads created and joined, 4 at a time
  *   harm forkexec N          N fork+exec of /bin/true
  *   harm execchain N         execve()s itself N times, working 2 ms in each image
+ *   harm eintr SECONDS [naive]  6 threads sleep, poll, select, epoll_wait, usleep and
+ *                            clock_nanosleep 1 ms at a time between bits of work, and fail on
+ *                            EINTR or a sleep cut short (they do not retry: many programs do
+ *                            not). "naive": the control, a wall sampler that signals every
+ *                            thread (SA_RESTART handler, a 1 kHz CLOCK_MONOTONIC timer per
+ *                            thread): it must fail
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -30,7 +36,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <poll.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
+#include <sys/select.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -474,6 +484,99 @@ static int mode_execchain(char *self, int n)
 	return 1;
 }
 
+/* ---- eintr: blocking calls that do not retry ---------------------------------------------- */
+
+static int naive;
+static double naive_secs;
+static volatile int eintr_fail;
+
+static void on_naive(int sig)
+{
+}
+
+/* The control: what a wall sampler signalling every thread on a wall-clock timer does. */
+static void naive_timer(void)
+{
+	struct sigevent sev = {.sigev_notify = SIGEV_THREAD_ID, .sigev_signo = SIGRTMIN + 1};
+	struct itimerspec its = {{0, 1000000}, {0, 1000000}};
+	timer_t t;
+
+	sev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+	if (naive && !timer_create(CLOCK_MONOTONIC, &sev, &t))
+		timer_settime(t, 0, &its, NULL);
+}
+
+/* One blocking call of about 1 ms by kind: 0 when it returned as a call without signals does. */
+static int block_1ms(int kind, int ep)
+{
+	struct timespec ts = {0, 1000000}, t0, t1;
+	struct timeval tv = {0, 1000};
+	struct epoll_event ev;
+	int rc;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	switch (kind) {
+	case 0:
+		rc = nanosleep(&ts, NULL);
+		break;
+	case 1:
+		rc = poll(NULL, 0, 1);
+		break;
+	case 2:
+		rc = select(0, NULL, NULL, NULL, &tv);
+		break;
+	case 3:
+		rc = epoll_wait(ep, &ev, 1, 1);
+		break;
+	case 4:
+		rc = usleep(1000);
+		break;
+	default:
+		rc = clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
+		break;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	/* a timeout returns 0 (clock_nanosleep: 0, not -1), after the whole millisecond */
+	if (rc != 0)
+		return -1;
+	return (t1.tv_sec - t0.tv_sec) * 1000000000l + (t1.tv_nsec - t0.tv_nsec) < 999000 ? -1 : 0;
+}
+
+static void *eintr_worker(void *arg)
+{
+	int kind = (int)(intptr_t)arg, ep = epoll_create1(0);
+	double end = now() + naive_secs;
+
+	naive_timer();
+	while (now() < end && !eintr_fail) {
+		if (block_1ms(kind, ep)) {
+			eintr_fail = 1;
+			fprintf(stderr, "eintr: kind %d: errno %d (%s)\n", kind, errno,
+				strerror(errno));
+		}
+		sink += burn(20000); /* some work: CPU samples land between the calls */
+	}
+	close(ep);
+	return NULL;
+}
+
+static int mode_eintr(double secs, int naive_mode)
+{
+	struct sigaction sa = {.sa_handler = on_naive, .sa_flags = SA_RESTART};
+	pthread_t th[6];
+
+	naive = naive_mode;
+	naive_secs = secs;
+	if (naive)
+		sigaction(SIGRTMIN + 1, &sa, NULL);
+	for (int i = 0; i < 6; i++)
+		pthread_create(&th[i], NULL, eintr_worker, (void *)(intptr_t)i);
+	for (int i = 0; i < 6; i++)
+		pthread_join(th[i], NULL);
+	printf("eintr %s\n", eintr_fail ? "FAILED" : "ok");
+	return eintr_fail;
+}
+
 int main(int argc, char **argv)
 {
 	const char *m = argc > 1 ? argv[1] : "";
@@ -502,6 +605,8 @@ int main(int argc, char **argv)
 		return mode_threads(argc > 2 ? atoi(argv[2]) : 400);
 	if (!strcmp(m, "forkexec"))
 		return mode_forkexec(argc > 2 ? atoi(argv[2]) : 100);
+	if (!strcmp(m, "eintr"))
+		return mode_eintr(secs, argc > 3 && !strcmp(argv[3], "naive"));
 	if (!strcmp(m, "execchain"))
 		return mode_execchain(argv[0], argc > 2 ? atoi(argv[2]) : 50);
 	fprintf(stderr, "usage: harm MODE [ARG] (see tests/workloads/harm.c)\n");

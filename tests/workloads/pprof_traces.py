@@ -30,7 +30,7 @@ def _value(tok):
 
 def _run(path, index, symbolize, env=None):
     cmd = ["go", "tool", "pprof", "-traces", "-sample_index=" + index]
-    if index == "cpu":
+    if index in ("cpu", "wall", "offcpu"):
         cmd.append("-unit=ns")  # full precision
     elif index.endswith("_space"):
         cmd.append("-unit=B")
