@@ -207,6 +207,8 @@ static int attach_offcpu(struct bpf_sampler *s, char *err, size_t errlen)
 			strerror(errno));
 		return -errno;
 	}
+	pr_info("bpf sampler: off-CPU time on (sched_switch, sys_exit; at least %llu us)",
+		(unsigned long long)s->skel->rodata->offcpu_min_ns / 1000);
 	return 0;
 }
 
@@ -984,8 +986,6 @@ int bpf_sampler__open(const struct bpf_sampler_opts *o, sample_sink_fn sink, voi
 		ret = attach_offcpu(s, err, errlen);
 		if (ret)
 			goto out_free;
-		pr_info("bpf sampler: off-CPU time on (sched_switch, sys_exit; at least %llu us)",
-			(unsigned long long)s->skel->rodata->offcpu_min_ns / 1000);
 	}
 	ret = s->no_cpu ? 0 : attach_cpus(s, err, errlen);
 	if (ret < 0)
