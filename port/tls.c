@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -83,6 +84,21 @@ struct tls_conn {
 	char err[256];
 	atomic_uint_fast64_t last_rx_ns; /* when the peer last sent a byte, 0 = never */
 };
+
+/*
+ * The kernel's getrandom(), a strong source of its own: mbedtls calls it only under glibc and
+ * reads /dev/urandom elsewhere (musl), which a minimal root or a chroot may lack. The
+ * client-only configuration (CONFIG_TLS_MINIMAL) has no other source.
+ */
+static int tls_getrandom(void *data, unsigned char *out, size_t len, size_t *olen)
+{
+	ssize_t n = getrandom(out, len, 0);
+
+	if (n < 0)
+		return MBEDTLS_ERR_ENTROPY_SOURCE_FAILED;
+	*olen = (size_t)n;
+	return 0;
+}
 
 static void tls_strerror(int ret, const char *what, char *err, size_t errlen)
 {
@@ -183,6 +199,12 @@ struct tls_config *tls__config_new(bool server, const char *ca_file, const char 
 	mbedtls_pk_init(&cfg->key);
 	mbedtls_ssl_session_init(&cfg->session);
 
+	ret = mbedtls_entropy_add_source(&cfg->entropy, tls_getrandom, NULL, 32,
+					 MBEDTLS_ENTROPY_SOURCE_STRONG);
+	if (ret) {
+		tls_strerror(ret, "entropy source", err, errlen);
+		goto out_free;
+	}
 	ret = mbedtls_ctr_drbg_seed(&cfg->drbg, mbedtls_entropy_func, &cfg->entropy,
 				    (const unsigned char *)pers, sizeof(pers));
 	if (ret) {

@@ -18,11 +18,12 @@ fi
 cat <<'H'
 #ifndef EDGEPROF_MBEDTLS_CONFIG_H
 #define EDGEPROF_MBEDTLS_CONFIG_H
-/* System: time for certificate validity, /dev/urandom (getrandom) entropy, files for PEM. */
+/* System: time for certificate validity, files for PEM. */
 #define MBEDTLS_HAVE_ASM
 #define MBEDTLS_HAVE_TIME
 #define MBEDTLS_HAVE_TIME_DATE
 #define MBEDTLS_FS_IO
+#define MBEDTLS_NO_PLATFORM_ENTROPY /* port/tls.c adds getrandom() */
 #define MBEDTLS_ENTROPY_C
 #define MBEDTLS_CTR_DRBG_C
 #define MBEDTLS_PLATFORM_C
