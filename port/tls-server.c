@@ -15,7 +15,7 @@
 #include "port/tls.h"
 
 #define TLS_SESSION_CACHE_ENTRIES 1024
-#define TLS_TICKET_LIFETIME_S	  86400
+#define TLS_TICKET_LIFETIME_S 86400
 
 struct tls_server {
 	mbedtls_ssl_ticket_context ticket;
@@ -60,8 +60,8 @@ struct tls_config *tls_config__new_server(const char *ca_file, const char *cert_
 		tls_config__free(cfg);
 		return NULL;
 	}
-	mbedtls_ssl_conf_session_tickets_cb(conf, mbedtls_ssl_ticket_write, mbedtls_ssl_ticket_parse,
-					    &srv->ticket);
+	mbedtls_ssl_conf_session_tickets_cb(conf, mbedtls_ssl_ticket_write,
+					    mbedtls_ssl_ticket_parse, &srv->ticket);
 	mbedtls_ssl_cache_set_max_entries(&srv->cache, TLS_SESSION_CACHE_ENTRIES);
 	mbedtls_ssl_conf_session_cache(conf, &srv->cache, mbedtls_ssl_cache_get,
 				       mbedtls_ssl_cache_set);

@@ -15,6 +15,11 @@ if ! on TLS_MINIMAL "$1"; then
 	echo '#include "mbedtls/config.h"'
 	exit 0
 fi
+if ! on TLS_AES_GCM "$1" && ! on TLS_CHACHAPOLY "$1"; then
+	echo "mbedtls-config: CONFIG_TLS_MINIMAL needs CONFIG_TLS_AES_GCM or CONFIG_TLS_CHACHAPOLY" \
+		"(no cipher suite left)" >&2
+	exit 1
+fi
 cat <<'H'
 #ifndef EDGEPROF_MBEDTLS_CONFIG_H
 #define EDGEPROF_MBEDTLS_CONFIG_H

@@ -6,7 +6,7 @@
 #   tests/bench/agent-footprint.sh [SECONDS]        (default 30 s per phase)
 #
 # Builds from build/<board> (TINY=, GW64=, GW32= name other build directories, e.g. make size's
-# build/size/<board>/base; NO_VM=1 skips the ARM boards).
+# build/size/<board>/base; NO_VM=1 skips the ARM boards, NO_NATIVE=1 tiny and the host).
 #
 #   tiny           natively (x86_64): the musl agent, SIGPROF sampler, a `split` workload
 #                  preloaded with libedgeprof.so, a round every 2 s uploaded over mutual TLS
@@ -116,13 +116,15 @@ native() {
 
 echo "agent-footprint: ${secs} s per phase, rounds of 2 s (logs in build/footprint/)"
 mkdir -p "$top/build/footprint"
-native "$tiny/edgeprof-agent" tiny
-# The flash figures: the host agent has the default spool; on this machine's disk (not tmpfs).
-mkdir -p "$top/build/footprint"
-rm -f "$top/build/footprint/spool"
-native "$host/edgeprof-agent" host-flash --spool "$top/build/footprint/spool"
-ls -l "$top/build/footprint/spool" | awk '{ print "host-flash     spool file " $5 " bytes" }'
-rm -f "$top/build/footprint/spool"
+if [ -z "${NO_NATIVE:-}" ]; then
+	native "$tiny/edgeprof-agent" tiny
+	# The flash figures: the host agent has the default spool; on this machine's disk (not
+	# tmpfs).
+	rm -f "$top/build/footprint/spool"
+	native "$host/edgeprof-agent" host-flash --spool "$top/build/footprint/spool"
+	echo "host-flash     spool file $(stat -c %s "$top/build/footprint/spool") bytes"
+	rm -f "$top/build/footprint/spool"
+fi
 
 # The ARM boards in the arm64 VM.
 vm=$top/build/vm-arm64

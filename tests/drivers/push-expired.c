@@ -16,8 +16,10 @@ int push_make_expired(const char *dir, const char *id)
 {
 	int64_t now = (int64_t)(port_clock_real_ns() / NSEC_PER_SEC);
 	struct tls_cert_req req = {
-		.kind = TLS_CERT_CLIENT, .cn = id,
-		.not_before = now - 30 * 86400, .not_after = now - 86400,
+	    .kind = TLS_CERT_CLIENT,
+	    .cn = id,
+	    .not_before = now - 30 * 86400,
+	    .not_after = now - 86400,
 	};
 	char ca[512], cakey[512], crt[512], key[512], err[256];
 
@@ -31,4 +33,3 @@ int push_make_expired(const char *dir, const char *id)
 	}
 	return 0;
 }
-
