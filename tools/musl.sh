@@ -6,9 +6,10 @@
 # Debian's source packages (apt-get source, the versions of the -dev packages installed here)
 # with that toolchain into build/musl-<arch>/:
 #
-#   zlib, the nanopb runtime, cmocka (unit tests) always; libelf (elfutils) and libbpf for
-#   arm64, the one static board with the BPF sampler. mbedtls is only unpacked: each board's
-#   build compiles it with a configuration generated from its Kconfig (port/Build-mbedtls.mk).
+#   zlib, the nanopb runtime, cmocka (unit tests) always; libelf (elfutils, without zstd) and
+#   libbpf for x86_64 and arm64 (the BPF sampler's architectures). mbedtls is only unpacked:
+#   each board's build compiles it with a configuration from its Kconfig (port/Build-net.mk,
+#   tools/mbedtls.sh).
 #
 #   tools/musl.sh --arch x86_64|arm64|armhf      (no root needed once setup.sh ran)
 #
@@ -29,9 +30,9 @@ case "$arch" in
 x86_64) gnu=x86_64-linux-gnu; mtriple=x86_64-linux-musl; cross=; deb=amd64
 	kinc=(/usr/include/linux /usr/include/asm-generic /usr/include/x86_64-linux-gnu/asm) ;;
 arm64)	gnu=aarch64-linux-gnu; mtriple=aarch64-linux-musl; cross=$gnu-; deb=arm64
-	kinc=(/usr/$gnu/include/linux /usr/$gnu/include/asm-generic /usr/$gnu/include/asm) ;;
+	kinc=("/usr/$gnu/include/linux" "/usr/$gnu/include/asm-generic" "/usr/$gnu/include/asm") ;;
 armhf)	gnu=arm-linux-gnueabihf; mtriple=arm-linux-musleabihf; cross=$gnu-; deb=armhf
-	kinc=(/usr/$gnu/include/linux /usr/$gnu/include/asm-generic /usr/$gnu/include/asm) ;;
+	kinc=("/usr/$gnu/include/linux" "/usr/$gnu/include/asm-generic" "/usr/$gnu/include/asm") ;;
 *) echo "musl: --arch x86_64|arm64|armhf" >&2; exit 2 ;;
 esac
 out=$top/build/musl-$arch
@@ -41,10 +42,12 @@ src=$top/build/src
 srcver() { dpkg-query -W -f='${source:Package}=${source:Version}' "$1"; }
 pkgs="$(srcver musl-dev) $(srcver zlib1g-dev) $(srcver libnanopb-dev) $(srcver libcmocka-dev) \
 $(srcver libmbedtls-dev)"
-[ "$arch" != arm64 ] || pkgs="$pkgs $(srcver libelf-dev) $(srcver libbpf-dev)"
+# The BPF sampler's libraries where bpf/Build.mk can build it (not armhf).
+[ "$arch" = armhf ] || pkgs="$pkgs $(srcver libelf-dev) $(srcver libbpf-dev)"
 want="$pkgs script=$(sha1sum "$0" | cut -c1-12)"
 [ "$(cat "$out/.complete" 2>/dev/null)" = "$want" ] && exit 0
 
+mkdir -p "$top/build"
 exec 9>"$top/build/.musl.lock"
 flock 9
 [ "$(cat "$out/.complete" 2>/dev/null)" = "$want" ] && exit 0
@@ -122,6 +125,7 @@ compile() {
 	local lib=$1 dir=$2 flags=$3 o=$out/obj/$1
 	shift 4
 	mkdir -p "$o"
+	# shellcheck disable=SC2016 # expanded by the sh that xargs runs
 	printf '%s\n' "$@" | CMD="$cc $cflags $flags" O="$o" D="$dir" xargs -P2 -n1 sh -c \
 		'exec $CMD -c -o "$O/$(basename "$1" .c).o" "$D/$1"' sh ||
 		{ echo "musl: $lib failed to build" >&2; exit 1; }
@@ -182,8 +186,8 @@ for p in $pkgs; do
 		# shellcheck disable=SC2046
 		compile elf "$d/libelf" "-DHAVE_CONFIG_H -I$out/obj/elfutils \
 			-I$d/lib -I$d/libelf -std=gnu99 -w" -- $(sed -n \
-			'/^libelf_a_SOURCES/,/^$/p' "$d/libelf/Makefile.am" | tr -d '\\' |
-			sed 's/libelf_a_SOURCES =//' | tr ' \t' '\n\n' | grep '\.c$')
+			'/^libelf_a_SOURCES/,/^$/p' "$d/libelf/Makefile.am" | tr -d '\134' |
+			sed 's/libelf_a_SOURCES =//' | tr -s ' \t' '\n' | grep '\.c$')
 		cp "$d"/libelf/libelf.h "$d"/libelf/gelf.h "$d"/libelf/nlist.h "$out/include/" ;;
 	libbpf)
 		mkdir -p "$out/include/bpf"
