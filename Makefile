@@ -122,6 +122,21 @@ TARGET_LDFLAGS  := -L$(SYSROOT_LIB) -Wl,-rpath-link,$(SYSROOT_LIB)
 RUN_TARGET    := $(QEMU-$(ARCH)) -L /usr/$(TRIPLE) -E LD_LIBRARY_PATH=$(abspath $(SYSROOT_LIB))
 endif
 
+# Static boards link against musl (CONFIG_LIBC_MUSL): gcc with a specs file for build/musl-<arch>
+# (tools/musl.sh: Debian's musl-dev and the libraries from Debian's sources). libedgeprof.so is
+# preloaded into the device's glibc programs and stays a glibc library: it, its objects and the
+# test workloads it is preloaded into are built by GLIBC_CC against the glibc sysroot.
+GLIBC_CC       := $(CC)
+GLIBC_CPPFLAGS := $(TARGET_CPPFLAGS)
+GLIBC_LDFLAGS  := $(TARGET_LDFLAGS)
+ifeq ($(CONFIG_LIBC_MUSL),y)
+MUSL          := build/musl-$(ARCH)
+MUSL_STAMP    := $(MUSL)/.complete
+CC            := $(GLIBC_CC) -specs=$(abspath $(MUSL))/musl-gcc.specs
+TARGET_CPPFLAGS :=
+TARGET_LDFLAGS  := -static
+endif
+
 OPT-y                      := -O2
 OPT-$(CONFIG_OPTIMIZE_SIZE) := -Os
 CPPFLAGS := -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -DEDGEPROF_VERSION='"$(VERSION)"' -I. -I$(O) -I$(O)/include \
@@ -130,6 +145,8 @@ CPPFLAGS := -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -DEDGEPROF_VERSION='"$(VERSION)
 CFLAGS   := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter \
 	    $(OPT-y) -g -fno-omit-frame-pointer -ffunction-sections -fdata-sections -MMD -MP
 LDFLAGS  := -Wl,--gc-sections $(TARGET_LDFLAGS)
+PIC_CPPFLAGS := $(CPPFLAGS) $(if $(MUSL),$(GLIBC_CPPFLAGS))
+PIC_LDFLAGS  := -Wl,--gc-sections $(GLIBC_LDFLAGS)
 LDFLAGS-static-$(CONFIG_STATIC) := -static
 
 ifneq ($(SAN),)
@@ -149,6 +166,7 @@ endif
 bin-y :=
 lib-y :=
 unit-tests-y :=
+unit-tests-glibc :=
 generated-y :=
 fuzz-y :=
 include $(sort $(wildcard */Build.mk */Build-*.mk))
@@ -160,24 +178,25 @@ unittests := $(addprefix $(O)/tests/unit/,$(addsuffix -test,$(unit-tests-y)))
 all: $(bins) $(libs)
 	@echo "  BUILT    $(O): $(notdir $(bins) $(libs))"
 
-$(O)/%.o: %.c $(O)/include/config/auto.conf | $(generated-y)
+$(O)/%.o: %.c $(O)/include/config/auto.conf | $(generated-y) $(MUSL_STAMP)
 	$(quiet) CC $@
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(CFLAGS_$(notdir $*)) -c -o $@ $<
 
-$(O)/%.o: $(O)/%.c $(O)/include/config/auto.conf | $(generated-y)
+$(O)/%.o: $(O)/%.c $(O)/include/config/auto.conf | $(generated-y) $(MUSL_STAMP)
 	$(quiet) CC $@
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
 $(O)/pic/%.o: %.c $(O)/include/config/auto.conf | $(generated-y)
 	$(quiet) CC-PIC $@
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
+	$(Q)$(GLIBC_CC) $(PIC_CPPFLAGS) $(CFLAGS) $(CFLAGS_$(notdir $*)) -fPIC -fvisibility=hidden \
+		-c -o $@ $<
 
 $(O)/pic/%.o: $(O)/%.c $(O)/include/config/auto.conf | $(generated-y)
 	$(quiet) CC-PIC $@
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
+	$(Q)$(GLIBC_CC) $(PIC_CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
 
 # Binaries link to <bin>.debug (kept for symbolization on the build host) and ship stripped.
 define bin_rule
@@ -193,20 +212,29 @@ $(foreach b,$(bin-y),$(eval $(call bin_rule,$(b))))
 define lib_rule
 $(O)/$(1).debug: $$(addprefix $(O)/pic/,$$($(1)-objs))
 	$$(quiet) LD-SO $$@
-	$(Q)$$(CC) $$(LDFLAGS) -shared -Wl,-soname,$(1) -o $$@ $$^ $$($(1)-ldlibs)
+	$(Q)$$(GLIBC_CC) $$(PIC_LDFLAGS) -shared -Wl,-soname,$(1) -o $$@ $$^ $$($(1)-ldlibs)
 $(O)/$(1): $(O)/$(1).debug
 	$$(quiet) STRIP $$@
 	$(Q)$$(STRIP) --strip-unneeded -o $$@ $$<
 endef
 $(foreach l,$(lib-y),$(eval $(call lib_rule,$(l))))
 
-# Unit tests link dynamically (cmocka ships no static library) with only the objects they list.
+# Unit tests link dynamically (cmocka ships no static library) with only the objects they list;
+# on musl boards statically, with tools/musl.sh's cmocka. The tests of code that only
+# libedgeprof.so runs (unit-tests-glibc: its unwinder) are built as it is, by GLIBC_CC from the
+# -fPIC objects.
 define unit_rule
 $(O)/tests/unit/$(1)-test: $(O)/tests/unit/$(1)-test.o $$(addprefix $(O)/,$$($(1)-test-objs))
 	$$(quiet) LD $$@
 	$(Q)$$(CC) $$(LDFLAGS) -o $$@ $$^ $$($(1)-test-ldlibs) -lcmocka
 endef
-$(foreach t,$(unit-tests-y),$(eval $(call unit_rule,$(t))))
+define unit_glibc_rule
+$(O)/tests/unit/$(1)-test: $(O)/pic/tests/unit/$(1)-test.o $$(addprefix $(O)/pic/,$$($(1)-test-objs))
+	$$(quiet) LD $$@
+	$(Q)$$(GLIBC_CC) $$(PIC_LDFLAGS) -o $$@ $$^ $$($(1)-test-ldlibs) -lcmocka
+endef
+$(foreach t,$(filter-out $(unit-tests-glibc),$(unit-tests-y)),$(eval $(call unit_rule,$(t))))
+$(foreach t,$(filter $(unit-tests-glibc),$(unit-tests-y)),$(eval $(call unit_glibc_rule,$(t))))
 
 -include $(shell find $(O) -name '*.d' 2>/dev/null)
 
@@ -221,6 +249,14 @@ $(SETUP_STAMP): tools/setup.sh $(wildcard tools/deps/*.list tools/deps/*.target-
 	  echo "then run make again (or SETUP_SKIP=1 if you installed them yourself)."; exit 1; fi
 	$(Q)if [ -z "$(SETUP_SKIP)" ]; then tools/setup.sh --arch $(SETUP_ARCH); fi
 	@mkdir -p build && touch $@
+
+# The musl toolchain and libraries of a static board, from Debian's packages and sources, once
+# per version (tools/musl.sh; a no-op when build/musl-<arch>/.complete matches).
+ifneq ($(MUSL_STAMP),)
+$(MUSL_STAMP): tools/musl.sh | $(SETUP_STAMP)
+	$(quiet) MUSL $(MUSL)
+	$(Q)tools/musl.sh --arch $(ARCH)
+endif
 
 setup:
 	$(Q)rm -f build/.setup-*.stamp

@@ -15,7 +15,7 @@ agent-y-$(CONFIG_BPF_MMAP_EVENTS) += bpf/mmapev.o
 # Heap profiles of the sigprof producers (<pid>.heap beside their rings).
 agent-y-$(CONFIG_PROFILE_HEAP) += agent/heapfile.o
 # Pull mode: /debug/pprof/ served over mutual TLS (agent/pull.h).
-agent-y-$(CONFIG_PULL_SERVER) += agent/pull.o
+agent-y-$(CONFIG_PULL_SERVER) += agent/pull.o port/tls-server.o
 agent-y += $(agent-y-y)
 
 bin-y                  += edgeprof-agent
@@ -41,6 +41,8 @@ install-y += agent-install-header
 agent-install-header = install -m 0644 agent/edgeprof.h $(1)$(2)/include/
 
 unit-tests-y      += ring aggregate rounds elf unwind
+# The unwinder runs only in libedgeprof.so: tested as it is built (glibc, -fPIC; Makefile).
+unit-tests-glibc  += unwind
 unwind-test-objs   = agent/unwind.o agent/modules.o elf/cfi.o elf/ehabi.o
 unwind-test-ldlibs = -ldl -lpthread
 CFLAGS_unwind-test = -funwind-tables # its armv7 walk needs .ARM.exidx entries
@@ -48,6 +50,9 @@ ring-test-objs     = agent/ring.o
 ring-test-ldlibs   = -lpthread
 aggregate-test-objs = agent/aggregate.o
 rounds-test-objs   = agent/rounds.o
+# It reads its own process as the sample of a device's program: a dynamic glibc one (libc
+# mapped, a build-id note), so it is built as libedgeprof.so is.
+unit-tests-glibc  += elf
 elf-test-objs      = elf/elf.o agent/procmaps.o agent/ring.o port/file.o
 unit-tests-$(CONFIG_PROFILE_HEAP) += heapfile
 heapfile-test-objs = agent/heapfile.o
@@ -60,7 +65,7 @@ agent-workload-bins := $(addprefix $(O)/tests/workloads/,$(agent-workloads))
 $(O)/tests/workloads/%: tests/workloads/%.c
 	$(quiet) CC $@
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) -O2 -g -fno-omit-frame-pointer -pthread -o $@ $< -ldl
+	$(Q)$(GLIBC_CC) -O2 -g -fno-omit-frame-pointer -pthread -o $@ $< -ldl
 # The same split, stripped: its profile must carry the build-id for desktop symbolization.
 $(O)/tests/workloads/split-stripped: $(O)/tests/workloads/split
 	$(quiet) STRIP $@

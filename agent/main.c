@@ -1668,9 +1668,11 @@ int main(int argc, char **argv)
 	/*
 	 * The pull and scrape threads allocate too: glibc would give each its own arena (heap
 	 * pages of their own that stay in the RSS). The agent allocates little and rarely from
-	 * them: one arena for all.
+	 * them: one arena for all. (musl's malloc has no per-thread arenas, nor mallopt.)
 	 */
+#ifdef M_ARENA_MAX
 	mallopt(M_ARENA_MAX, 1);
+#endif
 	rc = parse_args(&a.cfg, argc, argv);
 	if (rc < 0)
 		fprintf(stderr, "Try 'edgeprof-agent --help'.\n");

@@ -20,7 +20,8 @@ bpf-$(CONFIG_BPF_CFI) += bpf/cfitab.o
 # What cfitab.o reads maps and tables with (the agent links them anyway; the probe and the
 # sampler's test name them).
 bpf-cfi-deps-$(CONFIG_BPF_CFI) := agent/procmaps.o agent/ring.o elf/elf.o elf/cfi.o
-bpf-ldlibs = -lbpf -lelf -lz -lzstd
+# (musl boards: libelf built without zstd, tools/musl.sh.)
+bpf-ldlibs = $(if $(CONFIG_SAMPLER_BPF),-lbpf -lelf -lz $(if $(MUSL),,-lzstd))
 
 # The sampler and its BPF side must agree on the record layout.
 BPF_RECORD_DEFS = -DPROFILE_MAX_DEPTH=$(CONFIG_MAX_STACK_DEPTH) \
@@ -60,20 +61,20 @@ $(O)/tests/bpf-probe: $(addprefix $(O)/,$(bpf-probe-objs))
 $(O)/tests/workloads/bpf-work: tests/workloads/bpf-work.c
 	$(quiet) CC $@
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) -O1 -g -fno-omit-frame-pointer -fno-inline -no-pie -pthread -o $@ $<
+	$(Q)$(GLIBC_CC) -O1 -g -fno-omit-frame-pointer -fno-inline -no-pie -pthread -o $@ $<
 
 # The same, linked static: gcc gives it no .eh_frame_hdr (the agent indexes .eh_frame itself).
 $(O)/tests/workloads/bpf-work-static: tests/workloads/bpf-work.c
 	$(quiet) CC $@
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) -O1 -g -fno-omit-frame-pointer -fno-inline -static -pthread -o $@ $<
+	$(Q)$(GLIBC_CC) -O1 -g -fno-omit-frame-pointer -fno-inline -static -pthread -o $@ $<
 
 # The same without frame pointers, as distributions build (-O2 -fomit-frame-pointer): whole
 # stacks only by unwind tables (bpf/cfitab.h). Not inlined, so every function is a frame.
 $(O)/tests/workloads/bpf-work-nofp: tests/workloads/bpf-work.c
 	$(quiet) CC $@
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) -O2 -g -fomit-frame-pointer -fno-inline -fno-optimize-sibling-calls -no-pie \
+	$(Q)$(GLIBC_CC) -O2 -g -fomit-frame-pointer -fno-inline -fno-optimize-sibling-calls -no-pie \
 		-pthread -o $@ $<
 
 all-tests: $(O)/tests/bpf-probe $(O)/tests/workloads/bpf-work $(O)/tests/workloads/bpf-work-static \

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -23,15 +24,11 @@
 #include <mbedtls/oid.h>
 #include <mbedtls/pk.h>
 #include <mbedtls/ssl.h>
-#include <mbedtls/ssl_cache.h>
-#include <mbedtls/ssl_ticket.h>
 #include <mbedtls/x509_crt.h>
 
 #include "port/clock.h"
 #include "port/tls.h"
-
-#define TLS_SESSION_CACHE_ENTRIES 1024
-#define TLS_TICKET_LIFETIME_S	  86400
+#include "port/tls-priv.h"
 
 /*
  * In order of preference (the server's decides): ChaCha20-Poly1305 first because mbedtls 2.28
@@ -64,8 +61,8 @@ struct tls_config {
 	mbedtls_x509_crt ca;
 	mbedtls_x509_crt cert;
 	mbedtls_pk_context key;
-	mbedtls_ssl_ticket_context ticket;	/* server */
-	mbedtls_ssl_cache_context cache;	/* server */
+	void *srv;				/* server: tickets and cache (tls-server.c) */
+	void (*srv_free)(void *srv);
 	pthread_mutex_t lock;			/* client: guards session */
 	mbedtls_ssl_session session;		/* client: last session, for resumption */
 	bool have_session;
@@ -87,6 +84,21 @@ struct tls_conn {
 	char err[256];
 	atomic_uint_fast64_t last_rx_ns; /* when the peer last sent a byte, 0 = never */
 };
+
+/*
+ * The kernel's getrandom(), a strong source of its own: mbedtls calls it only under glibc and
+ * reads /dev/urandom elsewhere (musl), which a minimal root or a chroot may lack. The
+ * client-only configuration (CONFIG_TLS_MINIMAL) has no other source.
+ */
+static int tls_getrandom(void *data, unsigned char *out, size_t len, size_t *olen)
+{
+	ssize_t n = getrandom(out, len, 0);
+
+	if (n < 0)
+		return MBEDTLS_ERR_ENTROPY_SOURCE_FAILED;
+	*olen = (size_t)n;
+	return 0;
+}
 
 static void tls_strerror(int ret, const char *what, char *err, size_t errlen)
 {
@@ -124,8 +136,8 @@ void tls_config__free(struct tls_config *cfg)
 	if (!cfg)
 		return;
 	mbedtls_ssl_config_free(&cfg->conf);
-	mbedtls_ssl_ticket_free(&cfg->ticket);
-	mbedtls_ssl_cache_free(&cfg->cache);
+	if (cfg->srv_free)
+		cfg->srv_free(cfg->srv);
 	mbedtls_ssl_session_free(&cfg->session);
 	mbedtls_x509_crt_free(&cfg->ca);
 	mbedtls_x509_crt_free(&cfg->cert);
@@ -166,7 +178,7 @@ static int tls_config_load(struct tls_config *cfg, const char *ca_file, const ch
 	return 0;
 }
 
-static struct tls_config *tls_config_new(bool server, const char *ca_file, const char *cert_file,
+struct tls_config *tls__config_new(bool server, const char *ca_file, const char *cert_file,
 					 const char *key_file, char *err, size_t errlen)
 {
 	static const char pers[] = "edgeprof-tls";
@@ -185,10 +197,14 @@ static struct tls_config *tls_config_new(bool server, const char *ca_file, const
 	mbedtls_x509_crt_init(&cfg->ca);
 	mbedtls_x509_crt_init(&cfg->cert);
 	mbedtls_pk_init(&cfg->key);
-	mbedtls_ssl_ticket_init(&cfg->ticket);
-	mbedtls_ssl_cache_init(&cfg->cache);
 	mbedtls_ssl_session_init(&cfg->session);
 
+	ret = mbedtls_entropy_add_source(&cfg->entropy, tls_getrandom, NULL, 32,
+					 MBEDTLS_ENTROPY_SOURCE_STRONG);
+	if (ret) {
+		tls_strerror(ret, "entropy source", err, errlen);
+		goto out_free;
+	}
 	ret = mbedtls_ctr_drbg_seed(&cfg->drbg, mbedtls_entropy_func, &cfg->entropy,
 				    (const unsigned char *)pers, sizeof(pers));
 	if (ret) {
@@ -219,21 +235,8 @@ static struct tls_config *tls_config_new(bool server, const char *ca_file, const
 		goto out_free;
 	}
 	mbedtls_ssl_conf_renegotiation(&cfg->conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
-	if (server) {
-		ret = mbedtls_ssl_ticket_setup(&cfg->ticket, mbedtls_ctr_drbg_random, &cfg->drbg,
-					       MBEDTLS_CIPHER_AES_256_GCM, TLS_TICKET_LIFETIME_S);
-		if (ret) {
-			tls_strerror(ret, "session tickets", err, errlen);
-			goto out_free;
-		}
-		mbedtls_ssl_conf_session_tickets_cb(&cfg->conf, mbedtls_ssl_ticket_write,
-						    mbedtls_ssl_ticket_parse, &cfg->ticket);
-		mbedtls_ssl_cache_set_max_entries(&cfg->cache, TLS_SESSION_CACHE_ENTRIES);
-		mbedtls_ssl_conf_session_cache(&cfg->conf, &cfg->cache, mbedtls_ssl_cache_get,
-					       mbedtls_ssl_cache_set);
-	} else {
+	if (!server)
 		mbedtls_ssl_conf_session_tickets(&cfg->conf, MBEDTLS_SSL_SESSION_TICKETS_ENABLED);
-	}
 	return cfg;
 
 out_free:
@@ -241,16 +244,26 @@ out_free:
 	return NULL;
 }
 
-struct tls_config *tls_config__new_server(const char *ca_file, const char *cert_file,
-					  const char *key_file, char *err, size_t errlen)
-{
-	return tls_config_new(true, ca_file, cert_file, key_file, err, errlen);
-}
-
 struct tls_config *tls_config__new_client(const char *ca_file, const char *cert_file,
 					  const char *key_file, char *err, size_t errlen)
 {
-	return tls_config_new(false, ca_file, cert_file, key_file, err, errlen);
+	return tls__config_new(false, ca_file, cert_file, key_file, err, errlen);
+}
+
+mbedtls_ssl_config *tls__ssl_conf(struct tls_config *cfg)
+{
+	return &cfg->conf;
+}
+
+mbedtls_ctr_drbg_context *tls__drbg(struct tls_config *cfg)
+{
+	return &cfg->drbg;
+}
+
+void tls__set_server(struct tls_config *cfg, void *srv, void (*srv_free)(void *srv))
+{
+	cfg->srv = srv;
+	cfg->srv_free = srv_free;
 }
 
 void tls_config__forget_session(struct tls_config *cfg)

@@ -44,7 +44,7 @@ edgeprof-collector-ldlibs    = $(port-net-ldlibs) $(pprof-ldlibs)
 collector-tests-y := $(O)/tests/bench/collector-load
 all-tests: $(collector-tests-y)
 $(O)/tests/bench/collector-load: $(O)/tests/bench/collector-load.o \
-		$(addprefix $(O)/,$(port-net-y) $(port-y))
+		$(addprefix $(O)/,$(port-tls-y) $(port-y))
 	$(quiet) LD $@
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(port-net-ldlibs)
 

@@ -4,7 +4,9 @@
 # here, after port/ and store/ in the include order, because its prerequisites are expanded
 # when the rule is read.
 ifeq ($(CONFIG_UPLOAD_MTLS),y)
-push-dir-objs = tests/drivers/push-dir.o $(agent-transport-objs) $(port-y)
+push-expired-y := tests/drivers/push-expired.o port/tls-cert.o
+push-expired-$(CONFIG_TLS_MINIMAL) := tests/drivers/push-expired-none.o
+push-dir-objs = tests/drivers/push-dir.o $(push-expired-y) $(agent-transport-objs) $(port-y)
 $(O)/tests/drivers/push-dir: $(addprefix $(O)/,$(push-dir-objs))
 	$(quiet) LD $@
 	$(Q)$(CC) $(LDFLAGS) $(LDFLAGS-static-y) -o $@ $^ $(agent-transport-ldlibs)

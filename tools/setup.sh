@@ -83,6 +83,30 @@ if [ -n "${missing// /}" ]; then
 	rm -f "$log"
 fi
 
+# tools/musl.sh builds the static boards' libraries from Debian's source packages (apt-get
+# source): a deb-src twin of each bookworm entry of this machine's sources (deb822 or one-line).
+deb_src() {
+	local f=/etc/apt/sources.list.d/edgeprof-src.sources s
+	[ -f "$f" ] && return 0
+	{
+		echo "# Written by edgeprof's tools/setup.sh: Debian's sources for tools/musl.sh."
+		for s in /etc/apt/sources.list.d/*.sources; do
+			[ -f "$s" ] || continue
+			awk 'BEGIN { RS = ""; ORS = "\n\n" }
+			/(^|\n)Types:[^\n]*deb/ && /(^|\n)Suites:[^\n]*bookworm/ && !/\nEnabled: *no/ {
+				sub(/(^|\n)Types:[^\n]*/, "\nTypes: deb-src"); sub(/^\n/, ""); print }' "$s"
+		done
+	} >"$f.tmp"
+	for s in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+		[ -f "$s" ] || continue
+		sed -n 's/^deb\([[:space:]].*[[:space:]]bookworm[[:space:]-].*\)/deb-src\1/p' "$s"
+	done >"${f%.sources}.list.tmp"
+	mv "$f.tmp" "$f"
+	mv "${f%.sources}.list.tmp" "${f%.sources}.list"
+	apt_update
+}
+deb_src
+
 make_sysroot() {
 	local a=$1 sysroot="$top/build/sysroot-$1" debs="$top/build/debs-$1"
 	[ -f "$sysroot/.complete" ] && return 0

@@ -31,6 +31,7 @@
 #include "port/file.h"
 #include "port/log.h"
 #include "port/tls.h"
+#include "tests/drivers/push-expired.h"
 
 #define PUSH_MAX_FILES 4096
 #define PUSH_MAX_FILE  (16u << 20)
@@ -334,27 +335,6 @@ static void push_drain(struct transport *t, unsigned timeout_s)
 			port_sleep_ns(next - now < 100 * NSEC_PER_MSEC ? next - now
 								  : 100 * NSEC_PER_MSEC);
 	}
-}
-
-/* An expired device certificate (tests of refusal): CERTDIR/ID.crt, ID.key. */
-static int push_make_expired(const char *dir, const char *id)
-{
-	int64_t now = (int64_t)(port_clock_real_ns() / NSEC_PER_SEC);
-	struct tls_cert_req req = {
-		.kind = TLS_CERT_CLIENT, .cn = id,
-		.not_before = now - 30 * 86400, .not_after = now - 86400,
-	};
-	char ca[512], cakey[512], crt[512], key[512], err[256];
-
-	snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
-	snprintf(cakey, sizeof(cakey), "%s/ca.key", dir);
-	snprintf(crt, sizeof(crt), "%s/%s.crt", dir, id);
-	snprintf(key, sizeof(key), "%s/%s.key", dir, id);
-	if (tls_cert_make(&req, ca, cakey, crt, key, err, sizeof(err))) {
-		fprintf(stderr, "push-dir: %s\n", err);
-		return 1;
-	}
-	return 0;
 }
 
 int main(int argc, char **argv)

@@ -3,7 +3,8 @@
 # The transport on the target architectures: push-dir cross-built (static) for gateway-arm64 and
 # gateway-armv7 runs under qemu-user and pushes over mutual TLS to the host's collector, spooling
 # first while the collector is down, then draining on one connection, then uploading directly
-# with resumed TLS sessions.
+# with resumed TLS sessions. The collector is named "localhost": the static musl build resolves it
+# (musl reads /etc/hosts itself).
 . "$EP_TOP/tests/integration/transport-lib.sh"
 
 make_certs
@@ -26,7 +27,7 @@ for board in gateway-arm64 gateway-armv7; do
 	file "$drv" | grep -q "statically linked" || fail "$board: push-dir is not static"
 
 	port=$(free_port)
-	args=(--upload "https://127.0.0.1:$port" --tls-ca "$W/certs/ca.crt"
+	args=(--upload "https://localhost:$port" --tls-ca "$W/certs/ca.crt"
 	      --tls-cert "$W/certs/dev-1.crt" --tls-key "$W/certs/dev-1.key"
 	      --service "qemu-$board" --round "$board" --seq-label seq --spool "$W/$board.spool"
 	      --spool-size 64K --timeout-ms 20000)
