@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The agent scrapes the Pyroscope Node SDK's pull endpoints (@pyroscope/nodejs' express
-# middleware, from the npm registry, pinned by tests/scrape-node/package-lock.json): its
+# middleware, from the npm registry, pinned by tests/scrape-node/package-lock.json; 0.4.7, the
+# last release for Debian bookworm's Node 18: 0.4.8 and later need Node 20): its
 # /debug/pprof/profile (wall time) shows busyKnown, the function that burns 40 ms of every 50
 # (called by tick);
 # its /debug/pprof/heap (in-use sampling, nothing cumulative) is shipped every round, the first
