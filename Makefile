@@ -152,6 +152,7 @@ LDFLAGS-static-$(CONFIG_STATIC) := -static
 ifneq ($(SAN),)
 CFLAGS   += -O1 -fsanitize=address,undefined -fno-sanitize-recover=all
 LDFLAGS  += -fsanitize=address,undefined
+PIC_LDFLAGS += -fsanitize=address,undefined
 LDFLAGS-static-y :=
 endif
 

@@ -496,7 +496,8 @@ void metrics_rules__eval(const struct metrics_rules *r, const struct record_meta
 	out->any = false;
 	if (!r || !r->n_rules || !p)
 		return;
-	memcpy(labels, meta->labels, n * sizeof(*labels));
+	if (n) /* no labels: meta->labels may be NULL, which memcpy must not get */
+		memcpy(labels, meta->labels, n * sizeof(*labels));
 	labels[n].key = "type"; /* selectors may match the type too */
 	labels[n++].value = meta->type ? meta->type : "";
 	vi = counter_index(p, &unit, &scale);

@@ -213,7 +213,7 @@ static void test_bound(void **state)
 	struct metrics_rules *r = metrics_rules__new(2);
 	struct pprof_profile *p = profile("samples/count,cpu/nanoseconds", stacks, 5, cpu_values);
 	struct record_label l[1] = {{"seq", ""}};
-	char err[300], *t, v[4][8];
+	char err[300], *t, v[4][12];
 
 	(void)state;
 	assert_int_equal(metrics_rules__add(r, "s=gw by (seq)", err, sizeof(err)), 0);
