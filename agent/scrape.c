@@ -19,21 +19,18 @@
 #include "pprof/delta.h"
 #include "pprof/pprof.h"
 
-enum { T_CPU, T_HEAP, T_GOROUTINE, T_MUTEX, T_BLOCK, T__N };
-static const char *const type_names[T__N] = {"cpu", "heap", "goroutine", "mutex", "block"};
-static const char *const type_paths[T__N] = {"profile", "heap", "goroutine", "mutex", "block"};
 
 struct target {
 	char name[64];
 	char base[256];			/* URL without a trailing '/' */
-	struct pprof_delta *delta[T__N]; /* cumulative types only */
+	struct pprof_delta *delta[PPROF_KIND__N]; /* cumulative types only */
 	bool down;			/* logged as down: logged again once it answers */
 };
 
 struct scraper {
 	struct target t[SCRAPE_MAX_TARGETS];
 	size_t n;
-	unsigned types;			/* bit per T_* */
+	unsigned types;			/* bit per enum pprof_kind */
 	struct tls_config *tls;
 	unsigned timeout_s;
 	size_t max_body;
@@ -83,7 +80,7 @@ static void queue_push(struct scraper *s, const struct target *t, int type, uint
 	}
 	r = &s->q[(s->q_head + s->q_n++) % SCRAPE_QUEUE];
 	snprintf(r->service, sizeof(r->service), "%s", t->name);
-	snprintf(r->type, sizeof(r->type), "%s", type_names[type]);
+	snprintf(r->type, sizeof(r->type), "%s", pprof_kind_names[type]);
 	r->time_ns = time_ns;
 	r->data = buf->data;
 	r->len = buf->len;
@@ -104,7 +101,7 @@ static int make_profile(struct scraper *s, struct target *t, int type, const voi
 
 	if (t->delta[type])
 		pprof_delta__stats(t->delta[type], &before);
-	ret = pprof_delta_scraped(t->delta[type], type_names[type], body, len, s->max_body, buf,
+	ret = pprof_delta_scraped(t->delta[type], pprof_kind_names[type], body, len, s->max_body, buf,
 				  err, sizeof(err));
 	if (t->delta[type])
 		pprof_delta__stats(t->delta[type], &after);
@@ -113,7 +110,7 @@ static int make_profile(struct scraper *s, struct target *t, int type, const voi
 	if (ret == 1)
 		add_stat(s, &s->st.baselines, 1);
 	else if (ret < 0)
-		pr_warn("scrape %s %s: not a profile: %s", t->name, type_names[type],
+		pr_warn("scrape %s %s: not a profile: %s", t->name, pprof_kind_names[type],
 			err[0] ? err : strerror(-ret));
 	return ret;
 }
@@ -136,7 +133,7 @@ static bool scrape_one(struct scraper *s, struct target *t, int type, unsigned s
 	struct pprof_buf buf = {0};
 	uint64_t time_ns = port_clock_real_ns();
 	uint64_t deadline = port_clock_mono_ns() +
-			    (uint64_t)((type == T_CPU ? seconds : 0) + s->timeout_s) * NSEC_PER_SEC;
+			    (uint64_t)((type == PPROF_KIND_CPU ? seconds : 0) + s->timeout_s) * NSEC_PER_SEC;
 	char url[400], err[400] = "";
 	enum fetch_fail f;
 	bool quiet;
@@ -144,10 +141,10 @@ static bool scrape_one(struct scraper *s, struct target *t, int type, unsigned s
 
 	if (!m)
 		return true;
-	if (type == T_CPU)
+	if (type == PPROF_KIND_CPU)
 		snprintf(url, sizeof(url), "%s/debug/pprof/profile?seconds=%u", t->base, seconds);
 	else
-		snprintf(url, sizeof(url), "%s/debug/pprof/%s", t->base, type_paths[type]);
+		snprintf(url, sizeof(url), "%s/debug/pprof/%s", t->base, pprof_kind_paths[type]);
 	add_stat(s, &s->st.fetches, 1);
 	f = fetch_get_fd(url, s->tls, deadline, s->max_body, m, on_fd, s, err, sizeof(err));
 	pthread_mutex_lock(&s->lock);
@@ -159,7 +156,7 @@ static bool scrape_one(struct scraper *s, struct target *t, int type, unsigned s
 			pr_warn("scrape %s: down (%s): one connect a round until it answers", t->name,
 				err);
 		else if (f != FETCH_CONNECT)
-			pr_warn("scrape %s %s: %s", t->name, type_names[type], err);
+			pr_warn("scrape %s %s: %s", t->name, pprof_kind_names[type], err);
 		t->down = f == FETCH_CONNECT;
 	} else if (!f) {
 		if (t->down)
@@ -187,10 +184,10 @@ static void scrape_round(struct scraper *s, unsigned round_s, unsigned period_s)
 	unsigned seconds = round_s;
 
 	/* the targets' CPU profiles one after the other must end within the period */
-	if ((s->types & (1u << T_CPU)) && seconds * s->n > period_s)
+	if ((s->types & (1u << PPROF_KIND_CPU)) && seconds * s->n > period_s)
 		seconds = period_s / (unsigned)s->n > 1 ? period_s / (unsigned)s->n - 1 : 1;
 	for (size_t i = 0; i < s->n; i++) {
-		for (int type = 0; type < T__N; type++) {
+		for (int type = 0; type < PPROF_KIND__N; type++) {
 			bool stopping;
 
 			pthread_mutex_lock(&s->lock);
@@ -229,31 +226,6 @@ static void *scrape_thread(void *arg)
 	return NULL;
 }
 
-static int parse_types(struct scraper *s, const char *types, char *err, size_t errlen)
-{
-	char buf[128], *save = NULL;
-
-	snprintf(buf, sizeof(buf), "%s", types);
-	s->types = 0;
-	for (char *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
-		int i;
-
-		for (i = 0; i < T__N && strcmp(w, type_names[i]); i++)
-			;
-		if (i == T__N) {
-			snprintf(err, errlen, "--scrape-types: '%s' is not cpu, heap, goroutine, "
-				 "mutex or block", w);
-			return -EINVAL;
-		}
-		s->types |= 1u << i;
-	}
-	if (!s->types) {
-		snprintf(err, errlen, "--scrape-types: empty");
-		return -EINVAL;
-	}
-	return 0;
-}
-
 static bool name_ok(const char *n, size_t len)
 {
 	if (!len || len >= sizeof(((struct target *)0)->name))
@@ -288,8 +260,8 @@ static int add_target(struct scraper *s, const char *spec, bool *https, char *er
 	t->name[eq - spec] = 0;
 	for (len = strlen(t->base); len && t->base[len - 1] == '/';)
 		t->base[--len] = 0;
-	for (int type = T_HEAP; type < T__N; type++) {
-		if (type == T_GOROUTINE || !(s->types & (1u << type)))
+	for (int type = PPROF_KIND_HEAP; type < PPROF_KIND__N; type++) {
+		if (type == PPROF_KIND_GOROUTINE || !(s->types & (1u << type)))
 			continue;
 		t->delta[type] = pprof_delta__new(CONFIG_SCRAPE_DELTA_STACKS);
 		if (!t->delta[type]) {
@@ -305,7 +277,8 @@ static int scraper_setup(struct scraper *s, const struct scrape_opts *o, char *e
 {
 	bool any_https = false;
 
-	if (parse_types(s, o->types ? o->types : "cpu,heap,goroutine,mutex,block", err, errlen))
+	if (pprof_kinds_parse(o->types ? o->types : "cpu,heap,goroutine,mutex,block", &s->types,
+			      err, errlen))
 		return -EINVAL;
 	for (size_t i = 0; i < o->n_specs; i++) {
 		bool https;
@@ -367,7 +340,7 @@ void scrape__free(struct scraper *s)
 		pthread_join(s->th, NULL);
 	}
 	for (size_t i = 0; i < s->n; i++)
-		for (int type = 0; type < T__N; type++)
+		for (int type = 0; type < PPROF_KIND__N; type++)
 			pprof_delta__free(s->t[i].delta[type]);
 	for (size_t i = 0; i < s->q_n; i++)
 		free(s->q[(s->q_head + i) % SCRAPE_QUEUE].data);

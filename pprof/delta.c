@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* pprof/delta.c — cumulative values into deltas between profiles (pprof/delta.h). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -273,4 +274,33 @@ int pprof_delta_scraped(struct pprof_delta *d, const char *kind, const void *bod
 	ret = pprof_write_profile(p, NULL, pprof_buf_write, out);
 	pprof_profile__free(p);
 	return ret;
+}
+
+const char *const pprof_kind_names[PPROF_KIND__N] = {"cpu", "heap", "goroutine", "mutex", "block"};
+const char *const pprof_kind_paths[PPROF_KIND__N] = {"profile", "heap", "goroutine", "mutex",
+						     "block"};
+
+int pprof_kinds_parse(const char *list, unsigned *kinds, char *err, size_t errlen)
+{
+	char buf[128], *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", list);
+	*kinds = 0;
+	for (char *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+		int k;
+
+		for (k = 0; k < PPROF_KIND__N && strcmp(w, pprof_kind_names[k]); k++)
+			;
+		if (k == PPROF_KIND__N) {
+			snprintf(err, errlen, "--scrape-types: '%s' is not cpu, heap, goroutine, "
+				 "mutex or block", w);
+			return -EINVAL;
+		}
+		*kinds |= 1u << k;
+	}
+	if (!*kinds) {
+		snprintf(err, errlen, "--scrape-types: empty");
+		return -EINVAL;
+	}
+	return 0;
 }

@@ -23,6 +23,21 @@
 
 #define PPROF_DELTA_MAX_TYPES 8
 
+/* The profiles of Go's net/http/pprof that the scrapers fetch; a set of them is 1u << kind. */
+enum pprof_kind {
+	PPROF_KIND_CPU,
+	PPROF_KIND_HEAP,
+	PPROF_KIND_GOROUTINE,
+	PPROF_KIND_MUTEX,
+	PPROF_KIND_BLOCK,
+	PPROF_KIND__N
+};
+extern const char *const pprof_kind_names[PPROF_KIND__N]; /* "cpu", "heap", ... */
+extern const char *const pprof_kind_paths[PPROF_KIND__N]; /* under /debug/pprof/: cpu's "profile" */
+
+/* A list like "cpu,heap" as a set of kinds in *kinds: 0, or -EINVAL with why in err. */
+int pprof_kinds_parse(const char *list, unsigned *kinds, char *err, size_t errlen);
+
 struct pprof_delta;
 
 struct pprof_delta_stats {

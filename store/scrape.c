@@ -27,15 +27,12 @@
 
 #define SCRAPE_SLACK_S 10	/* a fetch's time beyond its profile's seconds */
 
-enum { T_CPU, T_HEAP, T_GOROUTINE, T_MUTEX, T_BLOCK, T__N };
-static const char *const type_names[T__N] = {"cpu", "heap", "goroutine", "mutex", "block"};
-static const char *const type_paths[T__N] = {"profile", "heap", "goroutine", "mutex", "block"};
 
 struct ctarget {
 	struct sd_target sd;
-	struct pprof_delta *delta[T__N];	/* cumulative types only */
+	struct pprof_delta *delta[PPROF_KIND__N];	/* cumulative types only */
 	bool down;
-	bool failing[T__N];	/* logged as failing: logged again once it works */
+	bool failing[PPROF_KIND__N];	/* logged as failing: logged again once it works */
 };
 
 struct coll_scraper {
@@ -86,7 +83,7 @@ static bool same_target(const struct sd_target *a, const struct sd_target *b)
 static void free_targets(struct ctarget *t, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		for (int k = 0; k < T__N; k++)
+		for (int k = 0; k < PPROF_KIND__N; k++)
 			pprof_delta__free(t[i].delta[k]);
 	free(t);
 }
@@ -107,8 +104,8 @@ static int set_targets(struct coll_scraper *s, const struct sd_target *sd, size_
 			memset(s->t[j].delta, 0, sizeof(s->t[j].delta));
 			break;
 		}
-		for (int k = T_HEAP; k < T__N; k++) {
-			if (k == T_GOROUTINE || !(s->types & (1u << k)) || t[i].delta[k])
+		for (int k = PPROF_KIND_HEAP; k < PPROF_KIND__N; k++) {
+			if (k == PPROF_KIND_GOROUTINE || !(s->types & (1u << k)) || t[i].delta[k])
 				continue;
 			t[i].delta[k] = pprof_delta__new(0);
 			if (!t[i].delta[k]) {
@@ -176,7 +173,7 @@ static void store_one(struct coll_scraper *s, struct ctarget *t, int type, const
 		      struct pprof_buf *buf)
 {
 	struct ingest in = {.service = t->sd.service[0] ? t->sd.service : "unknown",
-			    .type = type_names[type]};
+			    .type = pprof_kind_names[type]};
 	struct api_ctx a;
 	uint64_t seq;
 	bool dup;
@@ -194,7 +191,7 @@ static void store_one(struct coll_scraper *s, struct ctarget *t, int type, const
 	in.labels[in.n_labels++] = (struct record_label){"instance", t->sd.addr};
 	if (api_store_profile(&a, &in, buf->data, buf->len, &seq, &dup, NULL)) {
 		s->m->scrape_bad_profile++;
-		pr_warn("scrape %s %s: not stored: %.*s", t->sd.addr, type_names[type],
+		pr_warn("scrape %s %s: not stored: %.*s", t->sd.addr, pprof_kind_names[type],
 			(int)a.body_len, a.body ? (char *)a.body : "");
 	} else {
 		s->m->scrape_stored++;
@@ -206,7 +203,7 @@ static void store_one(struct coll_scraper *s, struct ctarget *t, int type, const
 static bool scrape_one(struct coll_scraper *s, struct ctarget *t, int type)
 {
 	struct http_message *msg = calloc(1, sizeof(*msg));
-	unsigned seconds = type == T_CPU ? s->o.seconds : 0;
+	unsigned seconds = type == PPROF_KIND_CPU ? s->o.seconds : 0;
 	uint64_t deadline = port_clock_mono_ns() + (uint64_t)(seconds + SCRAPE_SLACK_S) * NSEC_PER_SEC;
 	struct pprof_buf buf = {0};
 	char url[400], err[400] = "", device[256] = "";
@@ -216,8 +213,8 @@ static bool scrape_one(struct coll_scraper *s, struct ctarget *t, int type)
 	if (!msg)
 		return true;
 	snprintf(url, sizeof(url), "%s://%s/debug/pprof/%s", t->sd.https ? "https" : "http",
-		 t->sd.addr, type_paths[type]);
-	if (type == T_CPU)
+		 t->sd.addr, pprof_kind_paths[type]);
+	if (type == PPROF_KIND_CPU)
 		snprintf(url + strlen(url), sizeof(url) - strlen(url), "?seconds=%u", seconds);
 	s->m->scrape_fetches++;
 	f = fetch_get_peer(url, s->tls, deadline, s->o.max_body, msg, on_fd, s, device,
@@ -226,16 +223,16 @@ static bool scrape_one(struct coll_scraper *s, struct ctarget *t, int type)
 		/* counted every time, logged when it starts failing (the target, or this type) */
 		s->m->scrape_failed[f - 1]++;
 		if (f == FETCH_CONNECT ? !t->down : !t->failing[type])
-			pr_warn("scrape %s %s: %s%s", t->sd.addr, type_names[type], err,
+			pr_warn("scrape %s %s: %s%s", t->sd.addr, pprof_kind_names[type], err,
 				f == FETCH_CONNECT ? " (one connect a scrape until it answers)"
 						   : " (logged again when it works)");
 		t->down = f == FETCH_CONNECT;
 		t->failing[type] = f != FETCH_CONNECT;
 	} else if (!f) {
 		if (t->down || t->failing[type])
-			pr_info("scrape %s %s: works again", t->sd.addr, type_names[type]);
+			pr_info("scrape %s %s: works again", t->sd.addr, pprof_kind_names[type]);
 		t->down = t->failing[type] = false;
-		ret = pprof_delta_scraped(t->delta[type], type_names[type], msg->body, msg->body_len,
+		ret = pprof_delta_scraped(t->delta[type], pprof_kind_names[type], msg->body, msg->body_len,
 					  s->o.max_body, &buf, err, sizeof(err));
 		if (ret == 1)
 			s->m->scrape_baselines++;
@@ -253,7 +250,7 @@ static bool scrape_one(struct coll_scraper *s, struct ctarget *t, int type)
 static void scrape_all(struct coll_scraper *s)
 {
 	for (size_t i = 0; i < s->n && !stopping(s); i++)
-		for (int k = 0; k < T__N && !stopping(s); k++)
+		for (int k = 0; k < PPROF_KIND__N && !stopping(s); k++)
 			if ((s->types & (1u << k)) && !scrape_one(s, &s->t[i], k))
 				break;
 }
@@ -280,31 +277,9 @@ static void *coll_scrape_thread(void *arg)
 	return NULL;
 }
 
-static int parse_types(struct coll_scraper *s, const char *types, char *err, size_t errlen)
-{
-	char buf[128], *save = NULL;
-
-	snprintf(buf, sizeof(buf), "%s", types);
-	for (char *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
-		int k;
-
-		for (k = 0; k < T__N && strcmp(w, type_names[k]); k++)
-			;
-		if (k == T__N) {
-			snprintf(err, errlen, "--scrape-types: '%s' is not cpu, heap, goroutine, "
-				 "mutex or block", w);
-			return -EINVAL;
-		}
-		s->types |= 1u << k;
-	}
-	if (!s->types)
-		snprintf(err, errlen, "--scrape-types: empty");
-	return s->types ? 0 : -EINVAL;
-}
-
 static int coll_scrape_setup(struct coll_scraper *s, char *err, size_t errlen)
 {
-	if (parse_types(s, s->o.types ? s->o.types : "cpu,heap", err, errlen))
+	if (pprof_kinds_parse(s->o.types ? s->o.types : "cpu,heap", &s->types, err, errlen))
 		return -EINVAL;
 	if (s->o.cert_file || s->o.key_file) {
 		if (!s->o.ca_file || !s->o.cert_file || !s->o.key_file) {
