@@ -112,6 +112,7 @@ struct ch_store {
 	unsigned batch_ms, ack_ms;
 	unsigned retention_days;	/* 0: keep everything */
 	char cluster[64];		/* --ch-cluster ("": one server) */
+	char *shard_urls;		/* --ch-shard-urls (NULL: from system.clusters) */
 	char last_error[300];
 	/* counters */
 	uint64_t puts, duplicates, put_errors, refused_full, ack_timeouts;
@@ -174,6 +175,13 @@ void ch_spool__replay(struct ch_store *c);
 void ch_spool__done(struct ch_store *c, const struct ch_batch *b);
 /* A batch was dropped unsent (lock held): its records are replayed from the spool. */
 void ch_spool__respill(struct ch_store *c, const struct ch_batch *b);
+
+/* ---- store/ch-retain.c (--retention-days) ---- */
+
+/* Checks --ch-shard-urls (NULL: none) and keeps it: 0 or -EINVAL with err. */
+int ch_retain__init(struct ch_store *c, const char *urls, char *err, size_t errlen);
+/* The writer (lock not held): drops the old days, on every server of a cluster. */
+void ch_retain__run(struct ch_store *c, struct ch_conn *conn);
 
 /* ---- store/ch-query.c ---- */
 
