@@ -1182,6 +1182,15 @@ static int ch__schema(struct ch_store *c, char *err, size_t errlen)
 	return e;
 }
 
+/* How the spool (store/ch-spool.c) puts what it reads back into the batches. */
+static const struct ch_batch_ops ch_batch_ops = {
+	.rows_build = ch__rows_build,
+	.rows_free = ch__rows_free,
+	.put_locked = ch__put_locked,
+	.key_set = ch__key_set,
+	.seal = ch__seal,
+};
+
 struct store *store_ch__open(const struct store_opts *opts, char *err, size_t errlen)
 {
 	struct ch_store *c = calloc(1, sizeof(*c));
@@ -1230,7 +1239,7 @@ struct store *store_ch__open(const struct store_opts *opts, char *err, size_t er
 	if (!e)
 		e = ch__schema(c, err, errlen);
 	if (!e && opts->ch_spool)
-		e = ch_spool__open(c, opts, err, errlen);
+		e = ch_spool__open(c, opts, &ch_batch_ops, err, errlen);
 	if (!e) {
 		e = -pthread_create(&c->writer, NULL, ch__writer, c);
 		c->writer_started = !e;
