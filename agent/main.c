@@ -1137,17 +1137,29 @@ static void pause_between(struct agent *a)
 }
 
 /*
- * A round ends and the next starts at once (continuous rounds): its place in the schedule is
- * decided now, so that when it is skipped the samplers stop before this round is written
- * (reading kallsyms, encoding, handing over: what they took meanwhile would go to the skipped
- * round and be thrown away). The next ROUND_START takes this decision.
+ * Whether, a round having ended, the next starts at once: continuous rounds (period = round),
+ * unless the last one began late and the next waits for its nominal start (samplers running
+ * in that gap would take samples that ROUND_START throws away).
  */
-static void duty_next(struct agent *a, const struct rounds *rs)
+static bool next_now(const struct rounds *rs, uint64_t now)
 {
-	if (rs->period_ns != rs->round_ns || a->cfg.once)
-		return;
-	a->duty_next_skip = !round_samples(a);
-	a->duty_next_known = true;
+	return rs->period_ns == rs->round_ns && rs->next_start <= now;
+}
+
+/*
+ * A round ends: the samplers run on only if the next round starts at once and is in our window
+ * of the fleet's duty cycle, decided now, before this round is written (reading kallsyms and
+ * encoding take a few hundred ms; what the samplers took meanwhile would go to a round that
+ * is skipped, or be thrown away at the next round's start). The next ROUND_START takes the
+ * decision.
+ */
+static void round_ended(struct agent *a, const struct rounds *rs, uint64_t now)
+{
+	a->in_round = next_now(rs, now);
+	if (a->in_round && !a->cfg.once) {
+		a->duty_next_skip = !round_samples(a);
+		a->duty_next_known = true;
+	}
 	pause_between(a);
 }
 
@@ -1642,15 +1654,13 @@ static int run(struct agent *a)
 					      (unsigned)(period_ns / NSEC_PER_SEC));
 			} else {
 				drain_rings(a, true);
-				duty_next(a, &rs);
+				round_ended(a, &rs, now);
 				if (!a->duty_skip)
 					write_round(a, now - started);
 				if (a->cfg.once) {
 					scrape_finish(a);
 					goto out;
 				}
-				a->in_round = rs.period_ns == rs.round_ns;
-				pause_between(a);
 			}
 		}
 		if (rs.in_round || a->pull_agg)
