@@ -141,6 +141,8 @@ left="$(olds 0 profiles) $(olds 1 profiles) $(olds 0 samples) $(olds 1 samples)"
 k0=$(ch_sql 0 "SELECT count() FROM $DB.profiles_local")
 k1=$(ch_sql 1 "SELECT count() FROM $DB.profiles_local")
 [ "$k0" = "$s0" ] && [ "$k1" = "$s1" ] || fail "retention dropped newer profiles: $k0 + $k1 left of $s0 + $s1"
+# (it also read the cluster's 2 servers from system.clusters: a count that differs is a warning)
+! grep 'warning: clickhouse: retention' "$T/ccr.log" || fail "retention warned"
 echo "retention: 40-day-old days dropped on both shards ($o0 + $o1 profiles), $s0 + $s1 newer kept"
 grep -h 'retention: dropped' "$T/ccr.log" | head -n 4
 echo "collector-ch-cluster: ok"
