@@ -104,6 +104,8 @@ struct agent {
 	uint64_t pull_start, pull_end, pull_real_ns;
 	struct scraper *scrape;		/* --scrape targets (agent/scrape.h), or NULL */
 	bool duty_skip;		/* this round is not in the fleet's schedule for us: no samples */
+	bool duty_next_known;	/* a round ended and the next, back to back, is decided: */
+	bool duty_next_skip;	/* it is skipped (the samplers stop before the round is written) */
 	uint64_t duty_skipped;
 };
 
@@ -535,10 +537,20 @@ static void drain_rings(struct agent *a, bool final)
 	(void) final;
 }
 
-static void set_paused(struct agent *a, bool paused)
+static void bpf_pause(struct agent *a, bool paused);
+
+/* SIGPROF producers stop taking samples (their rings' flag). */
+static void rings_paused(struct agent *a, bool paused)
 {
 	for (unsigned int i = 0; i < a->n_rings; i++)
 		__atomic_store_n(&ring__shared(a->rings[i])->paused, paused, __ATOMIC_RELAXED);
+}
+
+/* Every sampler stops (or starts again): the SIGPROF producers and the BPF sampler's events. */
+static void set_paused(struct agent *a, bool paused)
+{
+	rings_paused(a, paused);
+	bpf_pause(a, paused);
 }
 
 /* ---- BPF ---------------------------------------------------------------------------------- */
@@ -690,6 +702,15 @@ static void bpf_stop(struct agent *a)
 	leaf__free(a->leaf);
 }
 
+/*
+ * Outside a sampled round (or a pulled profile) nobody wants BPF samples: the sampler's perf
+ * events are disabled, so a skipped round costs the device nothing (bpf/sampler.h).
+ */
+static void bpf_pause(struct agent *a, bool paused)
+{
+	bpf_sampler__pause(a->bpf, paused);
+}
+
 /* The round is written: the unwind tables' pages it touched leave the agent's RSS. */
 static void bpf_round_done(struct agent *a)
 {
@@ -783,13 +804,16 @@ static void bpf_comment(struct agent *a, char *buf, size_t len)
 		 "edgeprof bpf: samples=%llu dropped_ringbuf=%llu dropped_sink=%llu "
 		 "truncated=%llu cpus=%u cpu_offline=%u ksyms_named=%llu ksyms_unnamed=%llu "
 		 "ksyms_dropped=%llu ksyms_resets=%llu ksyms_passes=%llu ksyms_lookups=%llu "
-		 "label_reads=%llu cgroup_reads=%llu",
+		 "label_reads=%llu cgroup_reads=%llu pauses=%llu paused_ms=%llu "
+		 "events_enabled_ms=%llu",
 		 (unsigned long long)st.samples, (unsigned long long)st.dropped_ringbuf,
 		 (unsigned long long)st.dropped_sink, (unsigned long long)st.truncated, st.cpus,
 		 st.cpu_offline, (unsigned long long)ks.named, (unsigned long long)ks.unnamed,
 		 (unsigned long long)ks.dropped, (unsigned long long)ks.resets,
 		 (unsigned long long)ks.passes, (unsigned long long)ks.lookups,
-		 (unsigned long long)st.label_reads, (unsigned long long)st.cgroup_reads);
+		 (unsigned long long)st.label_reads, (unsigned long long)st.cgroup_reads,
+		 (unsigned long long)st.pauses, (unsigned long long)(st.paused_ns / NSEC_PER_MSEC),
+		 (unsigned long long)(st.events_enabled_ns / NSEC_PER_MSEC));
 	bpf_leaf_comment(a, buf + strlen(buf), len - strlen(buf));
 	bpf_mmap_comment(a, buf + strlen(buf), len - strlen(buf));
 	bpf_cfi_comment(&st.cfi, buf + strlen(buf), len - strlen(buf));
@@ -841,6 +865,10 @@ static void bpf_name_kernel_frames(struct agent *a)
 }
 
 static void bpf_round_done(struct agent *a)
+{
+}
+
+static void bpf_pause(struct agent *a, bool paused)
 {
 }
 
@@ -1103,7 +1131,36 @@ static void heap_forget(struct agent *a, unsigned int ring)
  */
 static void pause_between(struct agent *a)
 {
-	set_paused(a, !(a->in_round && !a->duty_skip) && !a->pull_agg);
+	bool skip = a->duty_next_known ? a->duty_next_skip : a->duty_skip;
+
+	set_paused(a, !(a->in_round && !skip) && !a->pull_agg);
+}
+
+/*
+ * Whether, a round having ended, the next starts at once: continuous rounds (period = round),
+ * unless the last one began late and the next waits for its nominal start (samplers running
+ * in that gap would take samples that ROUND_START throws away).
+ */
+static bool next_now(const struct rounds *rs, uint64_t now)
+{
+	return rs->period_ns == rs->round_ns && rs->next_start <= now;
+}
+
+/*
+ * A round ends: the samplers run on only if the next round starts at once and is in our window
+ * of the fleet's duty cycle, decided now, before this round is written (reading kallsyms and
+ * encoding take a few hundred ms; what the samplers took meanwhile would go to a round that
+ * is skipped, or be thrown away at the next round's start). The next ROUND_START takes the
+ * decision.
+ */
+static void round_ended(struct agent *a, const struct rounds *rs, uint64_t now)
+{
+	a->in_round = next_now(rs, now);
+	if (a->in_round && !a->cfg.once) {
+		a->duty_next_skip = !round_samples(a);
+		a->duty_next_known = true;
+	}
+	pause_between(a);
 }
 
 #ifdef CONFIG_PULL_SERVER
@@ -1586,7 +1643,9 @@ static int run(struct agent *a)
 				a->round_real_ns = port_clock_real_ns();
 				started = now;
 				a->in_round = true;
-				a->duty_skip = !round_samples(a);
+				a->duty_skip = a->duty_next_known ? a->duty_next_skip
+								  : !round_samples(a);
+				a->duty_next_known = false;
 				if (a->duty_skip)
 					pr_info("round %" PRIu64 " skipped: not in this device's window of "
 						"the fleet's duty cycle", ++a->duty_skipped);
@@ -1595,14 +1654,13 @@ static int run(struct agent *a)
 					      (unsigned)(period_ns / NSEC_PER_SEC));
 			} else {
 				drain_rings(a, true);
+				round_ended(a, &rs, now);
 				if (!a->duty_skip)
 					write_round(a, now - started);
 				if (a->cfg.once) {
 					scrape_finish(a);
 					goto out;
 				}
-				a->in_round = rs.period_ns == rs.round_ns;
-				pause_between(a);
 			}
 		}
 		if (rs.in_round || a->pull_agg)
@@ -1617,7 +1675,7 @@ static int run(struct agent *a)
 		write_round(a, port_clock_mono_ns() - started);
 	}
 out:
-	set_paused(a, false);
+	rings_paused(a, false); /* the producers run on without us; the BPF sampler is freed */
 	pull_stop(a);
 	scrape_stop(a);
 	bpf_stop(a);

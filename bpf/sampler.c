@@ -104,6 +104,8 @@ struct bpf_sampler {
 	bool offcpu, no_cpu;
 	struct bpf_link *offcpu_links[3]; /* sched_switch, sys_exit, sched_process_exit */
 	uint64_t last_cfi_sweep_ns;
+	bool paused;               /* bpf_sampler__pause(): CPU events disabled, off-CPU detached */
+	uint64_t paused_since_ns;
 };
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -207,8 +209,35 @@ static int attach_offcpu(struct bpf_sampler *s, char *err, size_t errlen)
 			strerror(errno));
 		return -errno;
 	}
+	return 0;
+}
+
+/* Once, at open (not at each restart after a pause). */
+static void offcpu_announce(const struct bpf_sampler *s)
+{
 	pr_info("bpf sampler: off-CPU time on (sched_switch, sys_exit; at least %llu us)",
 		(unsigned long long)s->skel->rodata->offcpu_min_ns / 1000);
+}
+
+/*
+ * Paused: the tracepoints detached (no program runs at a switch), and the blocks under way
+ * forgotten before they are attached again, since their time would span the pause.
+ */
+static int pause_offcpu(struct bpf_sampler *s, bool paused)
+{
+	int fd = bpf_map__fd(s->skel->maps.offcpu);
+	uint32_t tid;
+	char err[160];
+
+	if (!paused) {
+		while (!bpf_map_get_next_key(fd, NULL, &tid) && !bpf_map_delete_elem(fd, &tid))
+			;
+		return attach_offcpu(s, err, sizeof(err));
+	}
+	for (int i = 0; i < 3; i++) {
+		bpf_link__destroy(s->offcpu_links[i]);
+		s->offcpu_links[i] = NULL;
+	}
 	return 0;
 }
 
@@ -280,6 +309,15 @@ static int check_offcpu(bool perfbuf, char *err, size_t errlen)
 static int attach_offcpu(struct bpf_sampler *s, char *err, size_t errlen)
 {
 	return -EOPNOTSUPP;
+}
+
+static int pause_offcpu(struct bpf_sampler *s, bool paused)
+{
+	return 0;
+}
+
+static void offcpu_announce(const struct bpf_sampler *s)
+{
 }
 
 static int configure_offcpu(struct bpf_sampler *s, const struct bpf_sampler_opts *o, char *err,
@@ -986,6 +1024,7 @@ int bpf_sampler__open(const struct bpf_sampler_opts *o, sample_sink_fn sink, voi
 		ret = attach_offcpu(s, err, errlen);
 		if (ret)
 			goto out_free;
+		offcpu_announce(s);
 	}
 	ret = s->no_cpu ? 0 : attach_cpus(s, err, errlen);
 	if (ret < 0)
@@ -1043,7 +1082,8 @@ static void housekeeping(struct bpf_sampler *s)
 		cfitab__sweep(s->cfi);
 		s->last_cfi_sweep_ns = now;
 	}
-	if (!s->no_cpu && now - s->last_rescan_ns >= CPUS_RESCAN_NS) { /* offcpu alone: none */
+	/* offcpu alone: no CPU events; paused: a disabled event's time stands still (as if dead) */
+	if (!s->no_cpu && !s->paused && now - s->last_rescan_ns >= CPUS_RESCAN_NS) {
 		detach_dead_cpus(s);
 		if (s->st.cpus < (unsigned)s->ncpus && attach_cpus(s, err, sizeof(err)) > 0)
 			pr_info("bpf sampler: now sampling %u CPUs", s->st.cpus);
@@ -1072,6 +1112,49 @@ int bpf_sampler__poll(struct bpf_sampler *s, int timeout_ms)
 	return s->batch;
 }
 
+int bpf_sampler__pause(struct bpf_sampler *s, bool paused)
+{
+	unsigned long req = paused ? PERF_EVENT_IOC_DISABLE : PERF_EVENT_IOC_ENABLE;
+	uint64_t now = port_clock_mono_ns();
+	int first = 0;
+
+	if (!s || s->paused == paused)
+		return 0;
+	for (int cpu = 0; cpu < s->ncpus; cpu++) {
+		if (s->pfd[cpu] >= 0 && ioctl(s->pfd[cpu], req, 0) && !first)
+			first = -errno;
+	}
+	if (s->offcpu) {
+		int e = pause_offcpu(s, paused);
+
+		if (e && !first)
+			first = e;
+	}
+	s->paused = paused;
+	if (paused) {
+		s->paused_since_ns = now;
+		s->st.pauses++;
+	} else {
+		s->st.paused_ns += now - s->paused_since_ns;
+		s->last_rescan_ns = now; /* the events' time moves again from here */
+	}
+	if (first)
+		pr_warn("bpf sampler: %s: %s", paused ? "pausing" : "resuming", strerror(-first));
+	return first;
+}
+
+/* The time the CPU events were enabled, the kernel's count, summed over those attached now. */
+static uint64_t events_enabled_ns(const struct bpf_sampler *s)
+{
+	uint64_t sum = 0, v[2]; /* count, time enabled */
+
+	for (int cpu = 0; cpu < s->ncpus; cpu++) {
+		if (s->pfd[cpu] >= 0 && read(s->pfd[cpu], v, sizeof(v)) == (ssize_t)sizeof(v))
+			sum += v[1];
+	}
+	return sum;
+}
+
 bool bpf_sampler__caught_up(const struct bpf_sampler *s)
 {
 	return !s->cut;
@@ -1088,6 +1171,9 @@ void bpf_sampler__stats(const struct bpf_sampler *s, struct bpf_sampler_stats *s
 	uint32_t zero = 0;
 
 	*st = s->st;
+	if (s->paused)
+		st->paused_ns += port_clock_mono_ns() - s->paused_since_ns;
+	st->events_enabled_ns = events_enabled_ns(s);
 	cfitab__stats(s->cfi, &st->cfi);
 	st->dropped_ringbuf = 0;
 	st->perf_buffer = s->perfbuf;

@@ -56,6 +56,10 @@ struct bpf_sampler_stats {
 	uint64_t offcpu_sent, offcpu_dropped, offcpu_dropped_ns; /* off-CPU records (ring full) */
 	uint64_t offcpu_below_ns; /* blocked time under the threshold (not in the profile) */
 	uint64_t offcpu_untracked; /* blocks of threads the full table had no room for */
+	uint64_t pauses;          /* bpf_sampler__pause(s, true) that stopped it */
+	uint64_t paused_ns;       /* time paused */
+	uint64_t events_enabled_ns; /* the CPU events' time enabled (the kernel's count), summed
+				     * over the CPUs attached now: what sampling ran */
 };
 
 struct bpf_sampler;
@@ -79,6 +83,15 @@ int bpf_sampler__poll(struct bpf_sampler *s, int timeout_ms);
  * every sample taken before it began has been delivered.
  */
 bool bpf_sampler__caught_up(const struct bpf_sampler *s);
+/*
+ * Stops (paused true) or restarts the sampling, for windows whose samples nobody wants (the
+ * agent between rounds, and in rounds the fleet's duty cycle skips): the CPU events are
+ * disabled on every CPU (PERF_EVENT_IOC_DISABLE: the BPF program does not run, the sampled
+ * tasks pay nothing) and off-CPU's tracepoints are detached (its blocks under way forgotten at
+ * restart: their time would span the pause). CPU hotplug is followed again once restarted.
+ * Samples already in the ring are still delivered. 0 or the first -errno (logged).
+ */
+int bpf_sampler__pause(struct bpf_sampler *s, bool paused);
 /* An epoll fd that becomes readable when samples wait (to embed in the agent's own loop). */
 int bpf_sampler__fd(const struct bpf_sampler *s);
 void bpf_sampler__stats(const struct bpf_sampler *s, struct bpf_sampler_stats *st);

@@ -45,13 +45,14 @@ static int pending_cb(void *ctx, uint64_t seq, const struct record_meta *meta,
 	return 0;
 }
 
-int ch_spool__open(struct ch_store *c, const struct store_opts *opts, char *err,
-		   size_t errlen)
+int ch_spool__open(struct ch_store *c, const struct store_opts *opts,
+		   const struct ch_batch_ops *ops, char *err, size_t errlen)
 {
 	struct ringfile_opts o = { .size = opts->size, .fsync_ms = opts->fsync_ms, .create = true };
 	const char *path = opts->ch_spool;
 	struct ringfile_stats st;
 
+	c->batch_ops = ops;
 	if (!o.size && access(path, F_OK))
 		o.size = (uint64_t)CONFIG_COLLECTOR_CH_SPOOL_MB << 20;
 	c->spool = ringfile__open(path, &o, err, errlen);
@@ -111,17 +112,18 @@ static int spool_put_locked(struct ch_store *c, const struct record_meta *meta,
 	if (need > c->spool_max_rec)
 		c->spool_max_rec = need;
 	e = -ENOSPC;
-	if (!c->spill_from && c->queued_bytes + rows <= c->queue_bytes)
-		e = ch__put_locked(c, meta, p, r,
-				   &(struct ch_put){ .id = id, .seq = ap->seq, .spool_bytes = need },
-				   &gen);
+	if (!c->spill_from && c->queued_bytes + rows <= c->queue_bytes) {
+		struct ch_put w = { .id = id, .seq = ap->seq, .spool_bytes = need };
+
+		e = c->batch_ops->put_locked(c, meta, p, r, &w, &gen);
+	}
 	if (e) {
 		c->spool_spilled++;
 		spill(c, ap->seq, ap->seq);
 		pthread_cond_signal(&c->wake);
 	}
-	if (kh)
-		ch__key_set(c, kh, id, ap->seq); /* with a spool: the record a retry waits for */
+	if (kh)	/* with a spool: the record a retry waits for */
+		c->batch_ops->key_set(c, kh, id, ap->seq);
 	c->puts++;
 	return 0;
 }
@@ -183,7 +185,7 @@ static int spool_read(struct ch_store *c, uint64_t seq, struct record_meta *meta
 	e = pprof_read(b + SPOOL_ID_BYTES, len - SPOOL_ID_BYTES, NULL, p, err, sizeof(err));
 	if (e)
 		return -EIO;
-	return ch__rows_build(meta, *p, len - SPOOL_ID_BYTES, w->id, r);
+	return c->batch_ops->rows_build(meta, *p, len - SPOOL_ID_BYTES, w->id, r);
 }
 
 void ch_spool__replay(struct ch_store *c)
@@ -201,10 +203,10 @@ void ch_spool__replay(struct ch_store *c)
 		e = spool_read(c, seq, &meta, &r, &p, &w, &buf);
 		pthread_mutex_lock(&c->lock);
 		if (!e)
-			e = ch__put_locked(c, &meta, p, &r, &w, &gen);
+			e = c->batch_ops->put_locked(c, &meta, p, &r, &w, &gen);
 		if (e == -ENOMEM || e == -ENOSPC) {
 			/* the batch was dropped (its records respilled) or memory is full */
-			ch__rows_free(&r);
+			c->batch_ops->rows_free(&r);
 			pprof_profile__free(p);
 			free(buf);
 			break;
@@ -218,11 +220,11 @@ void ch_spool__replay(struct ch_store *c)
 		}
 		if (c->spill_from == seq)
 			c->spill_from = seq >= c->spill_to ? 0 : seq + 1;
-		ch__rows_free(&r);
+		c->batch_ops->rows_free(&r);
 		pprof_profile__free(p);
 		free(buf);
 	}
-	ch__seal(c);
+	c->batch_ops->seal(c);
 }
 
 void ch_spool__done(struct ch_store *c, const struct ch_batch *b)

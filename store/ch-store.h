@@ -104,6 +104,7 @@ struct ch_store {
 	 * consumes its records.
 	 */
 	struct ringfile *spool;
+	const struct ch_batch_ops *batch_ops;	/* the spool's way back to the batches */
 	uint64_t spill_from, spill_to;	/* records whose rows are not in memory (0: none) */
 	size_t spool_pending;		/* bytes of unconsumed records */
 	size_t spool_capacity, spool_max_rec;
@@ -112,6 +113,7 @@ struct ch_store {
 	unsigned batch_ms, ack_ms;
 	unsigned retention_days;	/* 0: keep everything */
 	char cluster[64];		/* --ch-cluster ("": one server) */
+	char *shard_urls;		/* --ch-shard-urls (NULL: from system.clusters) */
 	char last_error[300];
 	/* counters */
 	uint64_t puts, duplicates, put_errors, refused_full, ack_timeouts;
@@ -161,9 +163,28 @@ void ch__seal(struct ch_store *c);
 
 /* ---- store/ch-spool.c (with --ch-spool) ---- */
 
-/* Opens the spool and finds what was not in ClickHouse at the last stop (replayed first). */
-int ch_spool__open(struct ch_store *c, const struct store_opts *opts, char *err,
-		   size_t errlen);
+/*
+ * What the spool asks of the batches (store/store-ch.c: the ch__ functions above, with their
+ * contracts), given to ch_spool__open: the batches call the spool, and the spool reaches them
+ * back only through this table, so that the two files do not depend on each other.
+ */
+struct ch_batch_ops {
+	int (*rows_build)(const struct record_meta *m, const struct pprof_profile *p,
+			  size_t len, uint64_t id, struct put_rows *r);
+	void (*rows_free)(struct put_rows *r);
+	int (*put_locked)(struct ch_store *c, const struct record_meta *meta,
+			  const struct pprof_profile *p, struct put_rows *r,
+			  const struct ch_put *w, uint64_t *gen);
+	void (*key_set)(struct ch_store *c, uint64_t kh, uint64_t id, uint64_t gen);
+	void (*seal)(struct ch_store *c);
+};
+
+/*
+ * Opens the spool and finds what was not in ClickHouse at the last stop (replayed first);
+ * ops (kept) is how it puts rows into the batches.
+ */
+int ch_spool__open(struct ch_store *c, const struct store_opts *opts,
+		   const struct ch_batch_ops *ops, char *err, size_t errlen);
 /* Appends the upload, queues its rows (or spills), returns once the record is durable. */
 int ch_spool__put(struct ch_store *c, const struct record_meta *meta, const void *payload,
 		  size_t len, const struct pprof_profile *p, struct put_rows *r, uint64_t id,
@@ -174,6 +195,13 @@ void ch_spool__replay(struct ch_store *c);
 void ch_spool__done(struct ch_store *c, const struct ch_batch *b);
 /* A batch was dropped unsent (lock held): its records are replayed from the spool. */
 void ch_spool__respill(struct ch_store *c, const struct ch_batch *b);
+
+/* ---- store/ch-retain.c (--retention-days) ---- */
+
+/* Checks --ch-shard-urls (NULL: none) and keeps it: 0 or -EINVAL with err. */
+int ch_retain__init(struct ch_store *c, const char *urls, char *err, size_t errlen);
+/* The writer (lock not held): drops the old days, on every server of a cluster. */
+void ch_retain__run(struct ch_store *c, struct ch_conn *conn);
 
 /* ---- store/ch-query.c ---- */
 

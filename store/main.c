@@ -54,7 +54,8 @@ static const char usage_text[] =
 	"                           [--scrape-types LIST] [--scrape-tls-cert F --scrape-tls-key F]]\n"
 	"       edgeprof-collector ... --clickhouse http://HOST:PORT/DATABASE --debuginfo-dir DIR\n"
 	"                          [--ch-batch-ms N] [--retention-days N] [--ch-queue SIZE]\n"
-	"                          [--ch-spool FILE [--ring-size SIZE]] [--ch-cluster NAME]\n"
+	"                          [--ch-spool FILE [--ring-size SIZE]]\n"
+	"                          [--ch-cluster NAME [--ch-shard-urls URL,...]]\n"
 	"                          (instead of --ring)\n"
 	DUTY_USAGE
 	"\n"
@@ -187,6 +188,7 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 		{ "ch-spool", required_argument, NULL, 'Q' },
 		{ "ch-queue", required_argument, NULL, 'q' },
 		{ "ch-cluster", required_argument, NULL, 'X' },
+		{ "ch-shard-urls", required_argument, NULL, 'u' },
 		{ "duty-percent", required_argument, NULL, 'p' },
 		{ "duty-window", required_argument, NULL, 'W' },
 		{ "duty-group-by", required_argument, NULL, 'G' },
@@ -213,6 +215,7 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 		case 'D': o->debuginfo_dir = optarg; break;
 		case 'Q': o->store.ch_spool = optarg; break;
 		case 'X': o->store.ch_cluster = optarg; break;
+		case 'u': o->store.ch_shard_urls = optarg; break;
 		case 'G': o->duty.group_by = optarg; break;
 		case 'K':
 			o->store.backend = STORE_CLICKHOUSE;
@@ -277,7 +280,8 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 	}
 	if (make_rules(o, rules, n_rules, series))
 		return -EINVAL;
-	if ((o->store.ch_spool || o->store.ch_queue_bytes || o->store.ch_cluster) &&
+	if ((o->store.ch_spool || o->store.ch_queue_bytes || o->store.ch_cluster ||
+	     o->store.ch_shard_urls) &&
 	    !o->store.clickhouse) {
 		fprintf(stderr, "edgeprof-collector: --ch-spool, --ch-queue and --ch-cluster are "
 			"for --clickhouse\n");

@@ -1006,54 +1006,6 @@ static void ch__seal_due(struct ch_store *c)
 	ch__seal(c);
 }
 
-/*
- * Retention (--retention-days N): 18.16 has no TTL, so the day partitions of samples and
- * profiles older than N days are dropped (ALTER TABLE ... DROP PARTITION ID), at start and then
- * hourly, by the writer thread (lock not held). The dictionaries stay: small, and shared by the
- * days that remain. Several collectors may do it at once: a partition gone meanwhile is not
- * listed again.
- */
-static void ch__retain(struct ch_store *c, struct ch_conn *conn)
-{
-	struct rb sql = { 0 }, res = { 0 };
-	struct rb_rd r;
-	char err[300];
-	int e;
-
-	const char *sfx = c->cluster[0] ? "_local" : "";
-
-	rb_printf(&sql, "SELECT DISTINCT table, partition_id FROM system.parts WHERE active AND "
-		  "database = '%s' AND table IN ('samples%s', 'profiles%s') AND max_date < "
-		  "today() - %u FORMAT RowBinary", c->o.database, sfx, sfx, c->retention_days);
-	rb_put(&sql, "", 1);
-	e = sql.oom ? -ENOMEM : ch_conn__run(conn, (char *)sql.p, NULL, NULL, 0, &res, err,
-					     sizeof(err));
-	rb_free(&sql);
-	r = (struct rb_rd){ res.p, res.p + res.len, false };
-	while (!e && rd_more(&r)) {
-		char table[16], part[64], alter[160];
-
-		rd_strcpy(&r, table, sizeof(table));
-		rd_strcpy(&r, part, sizeof(part));
-		if (r.bad || part[strspn(part, "0123456789")] ||
-		    table[strspn(table, "abcdefghijklmnopqrstuvwxyz_")])
-			break;
-		snprintf(alter, sizeof(alter), "ALTER TABLE %s DROP PARTITION ID '%s'", table,
-			 part);
-		e = ch_conn__run(conn, alter, NULL, NULL, 0, NULL, err, sizeof(err));
-		if (!e) {
-			pr_info("clickhouse: retention: dropped %s of %s (older than %u days)",
-				table, part, c->retention_days);
-			pthread_mutex_lock(&c->lock);
-			c->partitions_dropped++;
-			pthread_mutex_unlock(&c->lock);
-		}
-	}
-	if (e)
-		pr_warn("clickhouse: retention: %s", err);
-	rb_free(&res);
-}
-
 static void *ch__writer(void *arg)
 {
 	struct ch_store *c = arg;
@@ -1069,7 +1021,7 @@ static void *ch__writer(void *arg)
 
 		if (c->retention_days && port_clock_mono_ns() >= retain_due && !c->stop) {
 			pthread_mutex_unlock(&c->lock);
-			ch__retain(c, conn);
+			ch_retain__run(c, conn);
 			pthread_mutex_lock(&c->lock);
 			retain_due = port_clock_mono_ns() + 3600 * NSEC_PER_SEC;
 		}
@@ -1170,6 +1122,7 @@ static void ch__free(struct store *base)
 	}
 	free(c->fns.v), free(c->maps.v), free(c->locs.v), free(c->stacks.v);
 	free(c->keys.v);
+	free(c->shard_urls);
 	ringfile__free(c->spool);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->wake);
@@ -1229,6 +1182,15 @@ static int ch__schema(struct ch_store *c, char *err, size_t errlen)
 	return e;
 }
 
+/* How the spool (store/ch-spool.c) puts what it reads back into the batches. */
+static const struct ch_batch_ops ch_batch_ops = {
+	.rows_build = ch__rows_build,
+	.rows_free = ch__rows_free,
+	.put_locked = ch__put_locked,
+	.key_set = ch__key_set,
+	.seal = ch__seal,
+};
+
 struct store *store_ch__open(const struct store_opts *opts, char *err, size_t errlen)
 {
 	struct ch_store *c = calloc(1, sizeof(*c));
@@ -1266,6 +1228,8 @@ struct store *store_ch__open(const struct store_opts *opts, char *err, size_t er
 		}
 		snprintf(c->cluster, sizeof(c->cluster), "%s", n);
 	}
+	if (!e)
+		e = ch_retain__init(c, opts->ch_shard_urls, err, errlen);
 	if (!e && (idset__init(&c->fns, intern) || idset__init(&c->maps, intern / 16) ||
 		   idset__init(&c->locs, intern) || idset__init(&c->stacks, intern) ||
 		   !c->keys.v)) {
@@ -1275,7 +1239,7 @@ struct store *store_ch__open(const struct store_opts *opts, char *err, size_t er
 	if (!e)
 		e = ch__schema(c, err, errlen);
 	if (!e && opts->ch_spool)
-		e = ch_spool__open(c, opts, err, errlen);
+		e = ch_spool__open(c, opts, &ch_batch_ops, err, errlen);
 	if (!e) {
 		e = -pthread_create(&c->writer, NULL, ch__writer, c);
 		c->writer_started = !e;

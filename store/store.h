@@ -63,6 +63,8 @@ struct store_opts {
 	size_t ch_queue_bytes;	/* rows held in memory (0: CONFIG_COLLECTOR_CH_QUEUE_MB) */
 	const char *ch_cluster;	/* a cluster of ClickHouse's remote_servers: the tables are
 				 * Distributed over <name>_local tables on each shard */
+	const char *ch_shard_urls; /* retention's HTTP URLs of the cluster's servers, comma-
+				    * separated (NULL: system.clusters' hosts, our port) */
 };
 
 #define STORE_DEFAULT_MAX_MERGE 10000

@@ -8,7 +8,8 @@
 # kill -9 (and started again on its spool 1 s later, a new load on it) and shard 1 is killed
 # and restarted. Then every acknowledged upload is in the cluster once, with all its sample
 # rows, both shards hold a part of them, and a fleet query through either collector merges all.
-# ~45 s.
+# Last, retention: 40-day-old profiles of 8 series (on both shards), and a collector on shard 0
+# with --retention-days 30 --ch-shard-urls drops their days on both shards, nothing newer. ~50 s.
 . "$(dirname "$0")/collector-lib.sh"
 . "$(dirname "$0")/clickhouse-lib.sh"
 fail() { echo "FAIL: $*"; tail -n 8 "$T"/cc*.log; exit 1; }
@@ -107,4 +108,41 @@ echo "two collectors, two shards: $n acknowledged (A: $a_before before its kill 
 	"B: $n1, shard 1 restarted meanwhile), all stored once ($s0 + $s1 on the shards);" \
 	"a fleet merge through either collector: $all profiles"
 grep -h "clickhouse: INSERT" "$T"/cc*.log | head -n 2
+
+# Retention on every shard: an ALTER reaches only the server it runs on, so the collector asks
+# each server of the cluster (here on one host: their HTTP ports in --ch-shard-urls).
+old=$(($(date +%s) - 40 * 86400))
+for r in 1 2 3 4 5 6 7 8; do
+	curl -sS --fail --max-time 60 --cacert "$T/pki/ca.crt" --cert "$T/pki/dev-1.crt" \
+		--key "$T/pki/dev-1.key" --data-binary @"$T/v1.pb.gz" -o /dev/null \
+		"https://localhost:${PORTS[1]}/api/0/profiles?service=gw&type=cpu&labels=region=r$r&created_at=$old" ||
+		fail "old upload $r"
+done
+olds() { # N TABLE: rows of days older than 30 on shard N
+	ch_sql "$1" "SELECT count() FROM $DB.${2}_local WHERE day < today() - 30"
+}
+for _ in $(seq 300); do
+	[ $(($(olds 0 profiles) + $(olds 1 profiles))) = 8 ] && break
+	sleep 0.1
+done
+o0=$(olds 0 profiles) o1=$(olds 1 profiles)
+[ "$o0" -gt 0 ] && [ "$o1" -gt 0 ] && [ $((o0 + o1)) = 8 ] ||
+	fail "the 8 old profiles are not on both shards: $o0 and $o1"
+start_ch_collector ccr "http://127.0.0.1:$(ch_http_port 0)/$DB" --ch-cluster edgeprof \
+	--retention-days 30 \
+	--ch-shard-urls "http://127.0.0.1:$(ch_http_port 0),http://127.0.0.1:$(ch_http_port 1)"
+for _ in $(seq 100); do
+	[ "$(olds 0 profiles)$(olds 1 profiles)$(olds 0 samples)$(olds 1 samples)" = 0000 ] && break
+	sleep 0.1
+done
+left="$(olds 0 profiles) $(olds 1 profiles) $(olds 0 samples) $(olds 1 samples)"
+[ "$left" = "0 0 0 0" ] ||
+	{ grep retention "$T/ccr.log"; fail "--retention-days 30 left old rows (profiles on shard 0, 1; samples on 0, 1): $left"; }
+k0=$(ch_sql 0 "SELECT count() FROM $DB.profiles_local")
+k1=$(ch_sql 1 "SELECT count() FROM $DB.profiles_local")
+[ "$k0" = "$s0" ] && [ "$k1" = "$s1" ] || fail "retention dropped newer profiles: $k0 + $k1 left of $s0 + $s1"
+# (it also read the cluster's 2 servers from system.clusters: a count that differs is a warning)
+! grep 'warning: clickhouse: retention' "$T/ccr.log" || fail "retention warned"
+echo "retention: 40-day-old days dropped on both shards ($o0 + $o1 profiles), $s0 + $s1 newer kept"
+grep -h 'retention: dropped' "$T/ccr.log" | head -n 4
 echo "collector-ch-cluster: ok"
