@@ -15,6 +15,9 @@
  *   locations (loc, mapping, address, fns Array(UInt64), lines Array(Int64))        "
  *   functions (fn, name, system_name, filename, start_line)                          "
  *   mappings  (mapping, start, limit, offset, filename, build_id)                    "
+ *   samples_1h (day, hour, series, sig, stack, v0..v3): samples summed by hour, filled by
+ *             ClickHouse (a materialized view on samples); SummingMergeTree PARTITION BY day
+ *             ORDER BY (series, sig, hour, stack); samples_1h_since: from when it is whole
  * Dictionary rows are sent once per collector (a bounded set of ids sent; when full it is
  * cleared and rows are sent again, which ReplacingMergeTree and any() absorb).
  *
@@ -1007,8 +1010,8 @@ static void ch__seal_due(struct ch_store *c)
 }
 
 /*
- * Retention (--retention-days N): 18.16 has no TTL, so the day partitions of samples and
- * profiles older than N days are dropped (ALTER TABLE ... DROP PARTITION ID), at start and then
+ * Retention (--retention-days N): 18.16 has no TTL, so the day partitions of samples, the
+ * hourly rollup (samples_1h) and profiles older than N days are dropped (ALTER TABLE ... DROP PARTITION ID), at start and then
  * hourly, by the writer thread (lock not held). The dictionaries stay: small, and shared by the
  * days that remain. Several collectors may do it at once: a partition gone meanwhile is not
  * listed again.
@@ -1023,15 +1026,16 @@ static void ch__retain(struct ch_store *c, struct ch_conn *conn)
 	const char *sfx = c->cluster[0] ? "_local" : "";
 
 	rb_printf(&sql, "SELECT DISTINCT table, partition_id FROM system.parts WHERE active AND "
-		  "database = '%s' AND table IN ('samples%s', 'profiles%s') AND max_date < "
-		  "today() - %u FORMAT RowBinary", c->o.database, sfx, sfx, c->retention_days);
+		  "database = '%s' AND table IN ('samples%s', 'profiles%s', 'samples_1h%s') AND "
+		  "max_date < today() - %u FORMAT RowBinary", c->o.database, sfx, sfx, sfx,
+		  c->retention_days);
 	rb_put(&sql, "", 1);
 	e = sql.oom ? -ENOMEM : ch_conn__run(conn, (char *)sql.p, NULL, NULL, 0, &res, err,
 					     sizeof(err));
 	rb_free(&sql);
 	r = (struct rb_rd){ res.p, res.p + res.len, false };
 	while (!e && rd_more(&r)) {
-		char table[16], part[64], alter[160];
+		char table[32], part[64], alter[160];
 
 		rd_strcpy(&r, table, sizeof(table));
 		rd_strcpy(&r, part, sizeof(part));
@@ -1129,6 +1133,7 @@ static void ch__stats(struct store *base, struct store_stats *st)
 	st->put_errors = c->put_errors;
 	st->merges = c->merges;
 	st->merge_skipped = c->merge_skipped;
+	st->rollups_read = c->rollup_hours;
 	st->ch.batches = c->batches;
 	st->ch.insert_errors = c->insert_errors;
 	st->ch.refused_full = c->refused_full;
@@ -1204,6 +1209,112 @@ static int ch__schema_sharded(struct ch_store *c, struct ch_conn *conn, int t, c
 	return e;
 }
 
+/*
+ * The hourly rollup (store/README.md "Rollup"): ClickHouse itself sums every INSERT into
+ * samples by (series, sig, hour, stack) into samples_1h, through a materialized view, so a
+ * merge over whole hours reads one row per series, hour and stack instead of one per profile
+ * and stack. Scalar columns (v0..v3, CH_ROLLUP_VALUES) sum several times faster than
+ * sumForEach over an Array; a kind with more sample types is not rolled up (read raw). %s is
+ * the tables' suffix ("_local" with --ch-cluster: the view is on each shard's local table).
+ */
+static const char ch_rollup_table[] =
+	"CREATE TABLE IF NOT EXISTS samples_1h%s (day Date, hour UInt32, series UInt64, "
+	"sig UInt64, stack UInt64, v0 Int64, v1 Int64, v2 Int64, v3 Int64) "
+	"ENGINE = SummingMergeTree((v0, v1, v2, v3)) PARTITION BY day "
+	"ORDER BY (series, sig, hour, stack)";
+static const char ch_rollup_view[] =
+	"CREATE MATERIALIZED VIEW IF NOT EXISTS samples_1h_mv TO samples_1h%s AS SELECT day, "
+	"toUInt32(intDiv(ts, 3600000000000)) AS hour, series, sig, stack, sum(v[1]) AS v0, "
+	"sum(v[2]) AS v1, sum(v[3]) AS v2, sum(v[4]) AS v3 FROM samples%s "
+	"WHERE length(v) <= 4 GROUP BY day, hour, series, sig, stack";
+/* From which time (ns, a whole hour) the rollup holds every row: see ch__schema_rollup. */
+static const char ch_rollup_since[] =
+	"CREATE TABLE IF NOT EXISTS samples_1h_since%s (since UInt64) ENGINE = Log";
+
+/* One statement of fmt with the suffix sfx in every %s (at most two). */
+static int ch__run_fmt(struct ch_conn *conn, const char *fmt, const char *sfx, struct rb *out,
+		       char *err, size_t errlen)
+{
+	struct rb sql = { 0 };
+	int e;
+
+	rb_printf(&sql, fmt, sfx, sfx);
+	rb_put(&sql, "", 1);
+	e = sql.oom ? -ENOMEM : ch_conn__run(conn, (char *)sql.p, NULL, NULL, 0, out, err, errlen);
+	rb_free(&sql);
+	return e;
+}
+
+/* The one UInt64 that a SELECT answers (in RowBinary), 0 when it answers no row. */
+static int ch__run_u64(struct ch_conn *conn, const char *fmt, const char *sfx, uint64_t *v,
+		       char *err, size_t errlen)
+{
+	struct rb res = { 0 };
+	struct rb_rd r;
+	int e = ch__run_fmt(conn, fmt, sfx, &res, err, errlen);
+
+	r = (struct rb_rd){ res.p, res.p + res.len, false };
+	*v = !e && rd_more(&r) ? rd_u64(&r) : 0;
+	if (!e && r.bad) {
+		snprintf(err, errlen, "clickhouse: malformed answer to '%.60s'", fmt);
+		e = -EIO;
+	}
+	rb_free(&res);
+	return e;
+}
+
+/*
+ * The rollup's table, view and watermark on this server. A view fills its table only with what
+ * is inserted after it exists: on a database made by an older collector the rows already in
+ * samples are not in samples_1h. So when the view is new (or the watermark missing), the
+ * watermark is the hour after the newest sample row, read once the view exists: any row
+ * inserted before the view has ts below it, any row at or after it went through the view.
+ * Merges read the rollup only from there on (max over every server's watermark).
+ */
+static int ch__schema_rollup(struct ch_store *c, struct ch_conn *conn, char *err, size_t errlen)
+{
+	const char *sfx = c->cluster[0] ? "_local" : "";
+	uint64_t views = 0, marks = 0, newest = 0;
+	char sql[400];
+	int e = ch__run_fmt(conn, ch_rollup_table, sfx, NULL, err, errlen);
+
+	if (!e)
+		e = ch__run_fmt(conn, ch_rollup_since, sfx, NULL, err, errlen);
+	if (!e && c->cluster[0]) {
+		snprintf(sql, sizeof(sql), "CREATE TABLE IF NOT EXISTS samples_1h AS "
+			 "samples_1h_local ENGINE = Distributed(%s, %s, samples_1h_local, series)",
+			 c->cluster, c->o.database);
+		e = ch__run_fmt(conn, sql, "", NULL, err, errlen);
+		snprintf(sql, sizeof(sql), "CREATE TABLE IF NOT EXISTS samples_1h_since AS "
+			 "samples_1h_since_local ENGINE = Distributed(%s, %s, "
+			 "samples_1h_since_local)", c->cluster, c->o.database);
+		if (!e)
+			e = ch__run_fmt(conn, sql, "", NULL, err, errlen);
+	}
+	if (!e)
+		e = ch__run_u64(conn, "SELECT count() FROM system.tables WHERE database = "
+				"currentDatabase() AND name = 'samples_1h_mv' FORMAT RowBinary", "",
+				&views, err, errlen);
+	if (!e)
+		e = ch__run_u64(conn, "SELECT count() FROM samples_1h_since%s FORMAT RowBinary",
+				sfx, &marks, err, errlen);
+	if (e || (views && marks))
+		return e;
+	e = ch__run_fmt(conn, ch_rollup_view, sfx, NULL, err, errlen);
+	if (!e)
+		e = ch__run_u64(conn, "SELECT max(ts) FROM samples%s FORMAT RowBinary", sfx,
+				&newest, err, errlen);
+	if (e)
+		return e;
+	newest = newest ? (newest / CH_ROLLUP_NS + 1) * CH_ROLLUP_NS : 0;
+	snprintf(sql, sizeof(sql), "INSERT INTO samples_1h_since%%s VALUES (%" PRIu64 ")", newest);
+	e = ch__run_fmt(conn, sql, sfx, NULL, err, errlen);
+	if (!e && newest)
+		pr_info("clickhouse: hourly rollup created on a database with samples: merges "
+			"read it from %" PRIu64 " (unix s) on, raw rows before", (uint64_t)(newest / NSEC_PER_SEC));
+	return e;
+}
+
 /* Creates the database and the tables when missing (18.16 syntax, checked on 18.16.1). */
 static int ch__schema(struct ch_store *c, char *err, size_t errlen)
 {
@@ -1225,6 +1336,8 @@ static int ch__schema(struct ch_store *c, char *err, size_t errlen)
 	for (int t = 0; !e && t < T__N; t++)
 		e = c->cluster[0] ? ch__schema_sharded(c, conn, t, err, errlen)
 				  : ch_conn__run(conn, ch_schema[t], NULL, NULL, 0, NULL, err, errlen);
+	if (!e)
+		e = ch__schema_rollup(c, conn, err, errlen);
 	ch_conn__free(conn);
 	return e;
 }
@@ -1250,6 +1363,7 @@ struct store *store_ch__open(const struct store_opts *opts, char *err, size_t er
 					      : (size_t)CONFIG_COLLECTOR_CH_QUEUE_MB << 20;
 	c->ack_ms = CONFIG_COLLECTOR_CH_ACK_MS;
 	c->retention_days = opts->retention_days;
+	c->no_rollup = opts->ch_no_rollup;
 	c->keys.cap = 1;
 	while (c->keys.cap < intern)
 		c->keys.cap *= 2;

@@ -63,6 +63,7 @@ struct store_opts {
 	size_t ch_queue_bytes;	/* rows held in memory (0: CONFIG_COLLECTOR_CH_QUEUE_MB) */
 	const char *ch_cluster;	/* a cluster of ClickHouse's remote_servers: the tables are
 				 * Distributed over <name>_local tables on each shard */
+	bool ch_no_rollup;	/* merges read raw sample rows only (--rollup-seconds 0) */
 };
 
 #define STORE_DEFAULT_MAX_MERGE 10000
