@@ -795,11 +795,11 @@ static void sql_raw_rows(struct rb *b, uint64_t from, uint64_t to, size_t nt,
  * The aggregate of q's samples of kind sig: the whole hours of [from, to] from the hourly
  * rollup (samples_1h), the partial hours at its edges from the raw rows, summed by stack in
  * one query. The same sums as the raw rows' (the rollup is their sum, made at insert), exact
- * for any selector (rolled up per series). 0 hours when the rollup cannot serve the query
- * (no whole hour, more than CH_ROLLUP_VALUES sample types, or --rollup-seconds 0): raw only.
+ * for any selector (rolled up per series). false when the rollup cannot serve the query (no
+ * whole hour, more than CH_ROLLUP_VALUES sample types, or --rollup-seconds 0): raw only.
  */
-static size_t sql_merge(struct ch_store *c, struct rb *b, const struct store_query *q,
-			const struct series_sel *sel, uint64_t sig, size_t nt)
+static bool sql_merge(struct ch_store *c, struct rb *b, const struct store_query *q,
+		      const struct series_sel *sel, uint64_t sig, size_t nt)
 {
 	uint64_t to = q->to_ns ? q->to_ns : UINT64_MAX / 2;
 	uint64_t h0 = (q->from_ns + CH_ROLLUP_NS - 1) / CH_ROLLUP_NS, h1 = (to + 1) / CH_ROLLUP_NS;
@@ -811,7 +811,7 @@ static size_t sql_merge(struct ch_store *c, struct rb *b, const struct store_que
 		sql_where(b, q);
 		rb_printf(b, " AND sig = %" PRIu64, sig);
 		sql_series_in(b, sel, sig);
-		return 0;
+		return false;
 	}
 	if (since / CH_ROLLUP_NS > h0) /* since is a whole hour */
 		h0 = since / CH_ROLLUP_NS;
@@ -835,7 +835,7 @@ static size_t sql_merge(struct ch_store *c, struct rb *b, const struct store_que
 		sql_raw_rows(b, h1 * CH_ROLLUP_NS, to, nt, sel, sig);
 	}
 	rb_printf(b, ")");
-	return (size_t)(h1 - h0);
+	return true;
 }
 
 /* The kind to merge: the sig with the most profiles (ties: the earliest), as the ring does. */
@@ -874,7 +874,8 @@ int ch__merge(struct store *base, const struct store_query *q, struct pprof_prof
 	struct rb sql = { 0 }, res = { 0 };
 	struct pprof_buf pb = { 0 };
 	struct agg_sample *agg = NULL;
-	size_t n_agg = 0, n_values = 0, lost = 0, hours = 0;
+	size_t n_agg = 0, n_values = 0, lost = 0;
+	bool rolled = false;
 	uint64_t sig, count = 0, total = 0;
 	int e;
 
@@ -904,7 +905,7 @@ int ch__merge(struct store *base, const struct store_query *q, struct pprof_prof
 		snprintf(h.comment, sizeof(h.comment), "edgeprof: %" PRIu64 " profile%s skipped: "
 			 "sample or period types that cannot merge with the rest",
 			 total - count, total - count > 1 ? "s" : "");
-	hours = sql_merge(c, &sql, q, &sel, sig, n_types(h.row));
+	rolled = sql_merge(c, &sql, q, &sel, sig, n_types(h.row));
 	rb_printf(&sql, " GROUP BY stack SETTINGS max_rows_to_group_by = %d, "
 		  "group_by_overflow_mode = 'throw' FORMAT RowBinary",
 		  CONFIG_COLLECTOR_CH_MAX_STACKS);
@@ -923,7 +924,7 @@ out:
 	c->merges++;
 	c->merge_skipped += total - count;
 	if (!e)
-		c->rollup_hours += hours;
+		c->rollup_merges += rolled;
 	pthread_mutex_unlock(&c->lock);
 	if (n_merged)
 		*n_merged = count;

@@ -120,7 +120,7 @@ struct ch_store {
 	uint64_t puts, duplicates, put_errors, refused_full, ack_timeouts;
 	uint64_t batches, insert_errors, rows[T__N], merges, merge_skipped;
 	uint64_t partitions_dropped;
-	uint64_t rollup_hours;		/* hours merges read from samples_1h */
+	uint64_t rollup_merges;		/* merges that read samples_1h */
 	uint64_t retries_found;		/* batches with uploads ClickHouse held already */
 	uint64_t dropped_gen[CH_DROPPED_GENS];	/* batches dropped unsent (out of memory) */
 	unsigned n_dropped;

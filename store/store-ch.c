@@ -1040,7 +1040,7 @@ static void ch__retain(struct ch_store *c, struct ch_conn *conn)
 		rd_strcpy(&r, table, sizeof(table));
 		rd_strcpy(&r, part, sizeof(part));
 		if (r.bad || part[strspn(part, "0123456789")] ||
-		    table[strspn(table, "abcdefghijklmnopqrstuvwxyz_")])
+		    table[strspn(table, "abcdefghijklmnopqrstuvwxyz_0123456789")])
 			break;
 		snprintf(alter, sizeof(alter), "ALTER TABLE %s DROP PARTITION ID '%s'", table,
 			 part);
@@ -1133,7 +1133,7 @@ static void ch__stats(struct store *base, struct store_stats *st)
 	st->put_errors = c->put_errors;
 	st->merges = c->merges;
 	st->merge_skipped = c->merge_skipped;
-	st->rollups_read = c->rollup_hours;
+	st->rollups_read = c->rollup_merges;
 	st->ch.batches = c->batches;
 	st->ch.insert_errors = c->insert_errors;
 	st->ch.refused_full = c->refused_full;
