@@ -61,6 +61,16 @@ void sql_where(struct rb *b, const struct store_query *q)
 	rb_printf(b, " AND ts >= %" PRIu64 " AND ts <= %" PRIu64, q->from_ns, to);
 }
 
+void sql_where_samples(struct rb *b, const struct store_query *q, bool hour)
+{
+	uint64_t to = q->to_ns ? q->to_ns : UINT64_MAX / 2;
+
+	sql_where(b, q);
+	if (hour)
+		rb_printf(b, " AND hour >= %" PRIu64 " AND hour <= %" PRIu64, q->from_ns / CH_ROLLUP_NS,
+			  to / CH_ROLLUP_NS < UINT32_MAX ? to / CH_ROLLUP_NS : UINT32_MAX);
+}
+
 void sql_where_type(struct rb *b, const struct store_query *q)
 {
 	sql_where(b, q);
@@ -779,14 +789,15 @@ static uint64_t rollup_since(struct ch_store *c)
 }
 
 /* One branch of the UNION: the raw rows in [from, to] as nt scalar columns v0... */
-static void sql_raw_rows(struct rb *b, uint64_t from, uint64_t to, size_t nt,
-			 const struct series_sel *sel, uint64_t sig)
+static void sql_raw_rows(struct ch_store *c, struct rb *b, uint64_t from, uint64_t to,
+			 size_t nt, const struct series_sel *sel, uint64_t sig)
 {
 	rb_printf(b, "SELECT stack");
 	for (size_t i = 0; i < nt; i++)
 		rb_printf(b, ", v[%zu] AS v%zu", i + 1, i);
 	rb_printf(b, " FROM samples");
-	sql_where(b, &(struct store_query){ .from_ns = from, .to_ns = to });
+	sql_where_samples(b, &(struct store_query){ .from_ns = from, .to_ns = to },
+			  c->samples_hour);
 	rb_printf(b, " AND sig = %" PRIu64, sig);
 	sql_series_in(b, sel, sig);
 }
@@ -808,7 +819,7 @@ static bool sql_merge(struct ch_store *c, struct rb *b, const struct store_query
 	if (c->no_rollup || !nt || nt > CH_ROLLUP_VALUES || h0 >= h1 ||
 	    (since = rollup_since(c)) / CH_ROLLUP_NS >= h1) {
 		rb_printf(b, "SELECT stack, sumForEach(v) FROM samples");
-		sql_where(b, q);
+		sql_where_samples(b, q, c->samples_hour);
 		rb_printf(b, " AND sig = %" PRIu64, sig);
 		sql_series_in(b, sel, sig);
 		return false;
@@ -828,11 +839,11 @@ static bool sql_merge(struct ch_store *c, struct rb *b, const struct store_query
 	sql_series_in(b, sel, sig);
 	if (q->from_ns < h0 * CH_ROLLUP_NS) {
 		rb_printf(b, " UNION ALL ");
-		sql_raw_rows(b, q->from_ns, h0 * CH_ROLLUP_NS - 1, nt, sel, sig);
+		sql_raw_rows(c, b, q->from_ns, h0 * CH_ROLLUP_NS - 1, nt, sel, sig);
 	}
 	if (h1 * CH_ROLLUP_NS <= to) {
 		rb_printf(b, " UNION ALL ");
-		sql_raw_rows(b, h1 * CH_ROLLUP_NS, to, nt, sel, sig);
+		sql_raw_rows(c, b, h1 * CH_ROLLUP_NS, to, nt, sel, sig);
 	}
 	rb_printf(b, ")");
 	return true;
@@ -1015,7 +1026,8 @@ static int ch__fetch(struct ch_store *c, uint64_t id, struct profile_row *p,
 	}
 	/* 18.16 compares a Date with a string, not with its day number */
 	rb_printf(&sql, "SELECT stack, sumForEach(v) FROM samples");
-	sql_where(&sql, &(struct store_query){ .from_ns = p->ts, .to_ns = p->ts });
+	sql_where_samples(&sql, &(struct store_query){ .from_ns = p->ts, .to_ns = p->ts },
+			  c->samples_hour);
 	rb_printf(&sql, " AND series = %" PRIu64 " AND profile = %" PRIu64
 		  " GROUP BY stack FORMAT RowBinary", p->series, id);
 	rb_put(&sql, "", 1);

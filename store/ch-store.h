@@ -115,6 +115,7 @@ struct ch_store {
 	unsigned retention_days;	/* 0: keep everything */
 	char cluster[64];		/* --ch-cluster ("": one server) */
 	bool no_rollup;			/* --rollup-seconds 0: merges read raw rows only */
+	bool samples_hour;		/* samples has hour, first in its key (not --ch-cluster) */
 	char last_error[300];
 	/* counters */
 	uint64_t puts, duplicates, put_errors, refused_full, ack_timeouts;
@@ -186,6 +187,8 @@ int ch__select(struct ch_store *c, const char *sql, struct rb *out, char *err, s
 /* " WHERE" over q's time range (day partitions and ts), with its type (_type). */
 void sql_where(struct rb *b, const struct store_query *q);
 void sql_where_type(struct rb *b, const struct store_query *q);
+/* sql_where for samples: with its hour (the first column of its key) when it has one. */
+void sql_where_samples(struct rb *b, const struct store_query *q, bool hour);
 
 int ch__get(struct store *base, uint64_t seq, struct record_meta *meta, void **payload,
 	    size_t *len);

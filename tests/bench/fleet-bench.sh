@@ -97,11 +97,13 @@ if [[ " $PHASES " == *" ingest "* ]]; then
 	awk -v n="$n" -v s="$SECS" -v d="$(echo "$d1 - $d0" | bc)" 'BEGIN { printf "into ClickHouse: all %d in %.1f s after the load ended: %.0f profiles/s sustained\n", n, d, n / (s + d) }'
 	echo "cpu: clickhouse-server $(echo "$(cpu_of "${CH_PIDS[0]}") - $h0" | bc) s (until all in)"
 	ch_sql 0 "OPTIMIZE TABLE $DB.samples FINAL" >/dev/null || true
+	ch_sql 0 "OPTIMIZE TABLE $DB.samples_1h FINAL" >/dev/null 2>&1 || true
 	ch_sql 0 "SELECT table, sum(rows), sum(bytes_on_disk), sum(data_uncompressed_bytes) FROM system.parts WHERE active AND database = '$DB' GROUP BY table ORDER BY table" |
 		awk '{printf "  %-10s %12d rows %12d bytes on disk (%d uncompressed)\n", $1, $2, $3, $4}'
 	disk=$(ch_sql 0 "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = '$DB'")
 	gz=$(ch_sql 0 "SELECT sum(size), count(), uniqExact(id) FROM $DB.profiles")
-	awk -v d="$disk" -v g="$gz" 'BEGIN { split(g, a, "\t"); printf "storage: %d bytes on disk for %d gzip pprof bytes (%d profiles stored, %d ids): %.3f (goal <= 0.2)\n", d, a[1], a[2], a[3], d / a[1] }'
+	roll=$(ch_sql 0 "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = '$DB' AND table = 'samples_1h'")
+	awk -v d="$disk" -v g="$gz" -v r="${roll:-0}" 'BEGIN { split(g, a, "\t"); printf "storage: %d bytes on disk for %d gzip pprof bytes (%d profiles stored, %d ids): %.3f (goal <= 0.2); without the hourly rollup %.3f\n", d, a[1], a[2], a[3], d / a[1], (d - r) / a[1] }'
 	for p in "${cpids[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
 fi
 
@@ -157,7 +159,8 @@ if [[ " $PHASES " == *" query "* ]]; then
 			set -- $range
 			r0=$1 r1=$2
 			shift 2
-			top50 "$port" "$r0" "$r1" | tail -n 3 | median3 | awk -v n="$(grep -i '^x-edgeprof-profiles' "$T/top.h" | tr -dc 0-9)" -v how="$how" -v what="$*" \
+			top50 "$port" "$r0" "$r1" >"$T/top.times"
+			tail -n 3 "$T/top.times" | median3 | awk -v n="$(grep -i '^x-edgeprof-profiles' "$T/top.h" | tr -dc 0-9)" -v how="$how" -v what="$*" \
 				'{printf "query (%s, %s): top-50 functions of version fw1 (%d profiles): %.2f s (median of 3, warm; goal <= 2 s)\n", how, what, n, $1}'
 			cp "$T/top.txt" "$T/top.$port.$r0"
 			flame "$port" "$r0" "$r1" | tail -n 3 | median3 | awk -v how="$how" -v what="$*" \

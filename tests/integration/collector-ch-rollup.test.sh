@@ -10,6 +10,7 @@
 # hours it read. Then a database as an older collector left it (no rollup) gets more profiles
 # and a new collector: its watermark keeps the rows from before its view out of the rollup's
 # reach (read raw), profiles after it are read from the rollup, and every answer is the ring's.
+# All of it on a samples table an older collector made (the collector adds its hour column).
 # Retention drops the rollup's old days too. ~15 s.
 . "$(dirname "$0")/collector-lib.sh"
 . "$(dirname "$0")/clickhouse-lib.sh"
@@ -30,9 +31,14 @@ done
 ch_start 0
 DB=edgeprof_rollup
 CHURL=http://127.0.0.1:$(ch_http_port 0)/$DB
+# samples as collectors before the rollup made it (ordered by series first, no hour column):
+# the collector adds the column; every answer below holds for that table too
+ch_sql 0 "CREATE DATABASE $DB"
+ch_sql 0 "CREATE TABLE $DB.samples (day Date, ts UInt64, series UInt64, sig UInt64, profile UInt64, stack UInt64, v Array(Int64)) ENGINE = MergeTree PARTITION BY day ORDER BY (series, ts, stack)"
 start_collector
 start_ch_collector chr "$CHURL" --ch-batch-ms 20
 ROLL=$CC_PORT
+grep -q 'samples: column hour added' "$T/chr.log" || fail "no hour column added to an old samples"
 start_ch_collector chw "$CHURL" --ch-batch-ms 20 --rollup-seconds 0
 RAW=$CC_PORT
 
