@@ -37,20 +37,38 @@ static void sql_str(struct rb *b, const char *s)
 	rb_put(b, "'", 1);
 }
 
-/* WHERE over time and type (profiles and samples share day and ts). */
-void sql_where(struct rb *b, const struct store_query *q)
+/* " WHERE" over the day partitions of [from, to] (ns; 18.16 compares a Date with a string). */
+static void sql_days(struct rb *b, uint64_t from, uint64_t to)
 {
-	uint64_t to = q->to_ns ? q->to_ns : UINT64_MAX / 2;
-	time_t d0 = (time_t)(q->from_ns / NSEC_PER_SEC), d1 = (time_t)(to / NSEC_PER_SEC);
+	time_t d0 = (time_t)(from / NSEC_PER_SEC), d1 = (time_t)(to / NSEC_PER_SEC);
 	struct tm t0, t1;
 
 	if (d1 > (time_t)4102444800) /* Date ends in 2105; past 2099 means no bound */
 		d1 = (time_t)4102444800;
 	gmtime_r(&d0, &t0);
 	gmtime_r(&d1, &t1);
-	rb_printf(b, " WHERE day >= '%04d-%02d-%02d' AND day <= '%04d-%02d-%02d' AND ts >= %"
-		  PRIu64 " AND ts <= %" PRIu64, t0.tm_year + 1900, t0.tm_mon + 1, t0.tm_mday,
-		  t1.tm_year + 1900, t1.tm_mon + 1, t1.tm_mday, q->from_ns, to);
+	rb_printf(b, " WHERE day >= '%04d-%02d-%02d' AND day <= '%04d-%02d-%02d'",
+		  t0.tm_year + 1900, t0.tm_mon + 1, t0.tm_mday, t1.tm_year + 1900, t1.tm_mon + 1,
+		  t1.tm_mday);
+}
+
+/* WHERE over time and type (profiles and samples share day and ts). */
+void sql_where(struct rb *b, const struct store_query *q)
+{
+	uint64_t to = q->to_ns ? q->to_ns : UINT64_MAX / 2;
+
+	sql_days(b, q->from_ns, to);
+	rb_printf(b, " AND ts >= %" PRIu64 " AND ts <= %" PRIu64, q->from_ns, to);
+}
+
+void sql_where_samples(struct rb *b, const struct store_query *q, bool hour)
+{
+	uint64_t to = q->to_ns ? q->to_ns : UINT64_MAX / 2;
+
+	sql_where(b, q);
+	if (hour)
+		rb_printf(b, " AND hour >= %" PRIu64 " AND hour <= %" PRIu64, q->from_ns / CH_ROLLUP_NS,
+			  to / CH_ROLLUP_NS < UINT32_MAX ? to / CH_ROLLUP_NS : UINT32_MAX);
 }
 
 void sql_where_type(struct rb *b, const struct store_query *q)
@@ -116,6 +134,7 @@ struct series_row {
 struct series_sel {
 	struct series_row *v;
 	size_t n, cap;
+	bool every;		/* every series in the time range matched (type and selector) */
 };
 
 /*
@@ -137,7 +156,7 @@ static int ch__series(struct ch_store *c, const struct store_query *q, struct se
 		  "any(default_type), any(period_type), any(period_unit), max(period), "
 		  "sum(duration), min(time_nanos), any(main_mapping), "
 		  "arrayStringConcat(arraySlice(groupUniqArrayArray(comments), 1, 16), '\\n') FROM profiles");
-	sql_where_type(&sql, q);
+	sql_where(&sql, q); /* the type is matched below: to know when every series matched */
 	rb_printf(&sql, " GROUP BY series, sig LIMIT %d FORMAT RowBinary", CH_MAX_SERIES + 1);
 	if (sql.oom) {
 		rb_free(&sql);
@@ -175,7 +194,8 @@ static int ch__series(struct ch_store *c, const struct store_query *q, struct se
 		if (r.bad)
 			break;
 		rows++;
-		if (!selector__match(q->sel, service, device, rl.l, rl.n))
+		if ((q->type && *q->type && strcmp(type, q->type)) ||
+		    !selector__match(q->sel, service, device, rl.l, rl.n))
 			continue;
 		if (out->n == out->cap) {
 			size_t cap = out->cap ? 2 * out->cap : 256;
@@ -194,6 +214,7 @@ static int ch__series(struct ch_store *c, const struct store_query *q, struct se
 		snprintf(err, errlen, "clickhouse: malformed answer to the series query");
 		e = -EIO;
 	}
+	out->every = !e && out->n == rows;
 	if (!e && rows > CH_MAX_SERIES) {
 		snprintf(err, errlen, "the time range holds more than %d series: narrow it",
 			 CH_MAX_SERIES);
@@ -203,10 +224,16 @@ static int ch__series(struct ch_store *c, const struct store_query *q, struct se
 	return e;
 }
 
-/* " AND series IN (a,b,...)" for the rows of sig (0 = every row). */
+/*
+ * " AND series IN (a,b,...)" for the rows of sig (0 = every row); nothing when every series in
+ * the range matched (a fleet-wide query: a set of 10,000 series cost more than the rows' sum).
+ */
 static void sql_series_in(struct rb *b, const struct series_sel *s, uint64_t sig)
 {
 	bool first = true;
+
+	if (s->every)
+		return;
 
 	rb_printf(b, " AND series IN (");
 	for (size_t i = 0; i < s->n; i++) {
@@ -724,6 +751,104 @@ static void agg_free(struct agg_sample *s, size_t n)
 
 /* ---- merge ---------------------------------------------------------------------------------- */
 
+/* The number of sample types of a series row ("a,b,c": 3). */
+static size_t n_types(const struct series_row *r)
+{
+	size_t n = r->st[0] != '\0';
+
+	for (const char *p = r->st; *p; p++)
+		n += *p == ',';
+	return n;
+}
+
+/*
+ * From which time (ns) samples_1h holds every sample row (store-ch.c's watermark: the largest
+ * over the servers); UINT64_MAX when it cannot be read (a server without it: raw rows only).
+ */
+static uint64_t rollup_since(struct ch_store *c)
+{
+	struct rb res = { 0 };
+	struct rb_rd r;
+	uint64_t n = 0, since = UINT64_MAX;
+	char err[300];
+	int e = ch__select(c, "SELECT count(), max(since) FROM samples_1h_since FORMAT RowBinary",
+			   &res, err, sizeof(err));
+
+	r = (struct rb_rd){ res.p, res.p + res.len, false };
+	if (!e && rd_more(&r)) {
+		n = rd_u64(&r);
+		since = rd_u64(&r);
+	}
+	if (e || r.bad || !n) {
+		pr_warn("clickhouse: the hourly rollup's watermark: %s: merges read raw rows",
+			e ? err : "none (a collector of this version creates it at start)");
+		since = UINT64_MAX;
+	}
+	rb_free(&res);
+	return since;
+}
+
+/* One branch of the UNION: the raw rows in [from, to] as nt scalar columns v0... */
+static void sql_raw_rows(struct ch_store *c, struct rb *b, uint64_t from, uint64_t to,
+			 size_t nt, const struct series_sel *sel, uint64_t sig)
+{
+	rb_printf(b, "SELECT stack");
+	for (size_t i = 0; i < nt; i++)
+		rb_printf(b, ", v[%zu] AS v%zu", i + 1, i);
+	rb_printf(b, " FROM samples");
+	sql_where_samples(b, &(struct store_query){ .from_ns = from, .to_ns = to },
+			  c->samples_hour);
+	rb_printf(b, " AND sig = %" PRIu64, sig);
+	sql_series_in(b, sel, sig);
+}
+
+/*
+ * The aggregate of q's samples of kind sig: the whole hours of [from, to] from the hourly
+ * rollup (samples_1h), the partial hours at its edges from the raw rows, summed by stack in
+ * one query. The same sums as the raw rows' (the rollup is their sum, made at insert), exact
+ * for any selector (rolled up per series). false when the rollup cannot serve the query (no
+ * whole hour, more than CH_ROLLUP_VALUES sample types, or --rollup-seconds 0): raw only.
+ */
+static bool sql_merge(struct ch_store *c, struct rb *b, const struct store_query *q,
+		      const struct series_sel *sel, uint64_t sig, size_t nt)
+{
+	uint64_t to = q->to_ns ? q->to_ns : UINT64_MAX / 2;
+	uint64_t h0 = (q->from_ns + CH_ROLLUP_NS - 1) / CH_ROLLUP_NS, h1 = (to + 1) / CH_ROLLUP_NS;
+	uint64_t since = 0;
+
+	if (c->no_rollup || !nt || nt > CH_ROLLUP_VALUES || h0 >= h1 ||
+	    (since = rollup_since(c)) / CH_ROLLUP_NS >= h1) {
+		rb_printf(b, "SELECT stack, sumForEach(v) FROM samples");
+		sql_where_samples(b, q, c->samples_hour);
+		rb_printf(b, " AND sig = %" PRIu64, sig);
+		sql_series_in(b, sel, sig);
+		return false;
+	}
+	if (since / CH_ROLLUP_NS > h0) /* since is a whole hour */
+		h0 = since / CH_ROLLUP_NS;
+	rb_printf(b, "SELECT stack, [");
+	for (size_t i = 0; i < nt; i++)
+		rb_printf(b, "%ssum(v%zu)", i ? ", " : "", i);
+	rb_printf(b, "] FROM (SELECT stack");
+	for (size_t i = 0; i < nt; i++)
+		rb_printf(b, ", v%zu", i);
+	rb_printf(b, " FROM samples_1h");
+	sql_days(b, h0 * CH_ROLLUP_NS, h1 * CH_ROLLUP_NS - 1);
+	rb_printf(b, " AND hour >= %" PRIu64 " AND hour < %" PRIu64 " AND sig = %" PRIu64, h0, h1,
+		  sig);
+	sql_series_in(b, sel, sig);
+	if (q->from_ns < h0 * CH_ROLLUP_NS) {
+		rb_printf(b, " UNION ALL ");
+		sql_raw_rows(c, b, q->from_ns, h0 * CH_ROLLUP_NS - 1, nt, sel, sig);
+	}
+	if (h1 * CH_ROLLUP_NS <= to) {
+		rb_printf(b, " UNION ALL ");
+		sql_raw_rows(c, b, h1 * CH_ROLLUP_NS, to, nt, sel, sig);
+	}
+	rb_printf(b, ")");
+	return true;
+}
+
 /* The kind to merge: the sig with the most profiles (ties: the earliest), as the ring does. */
 static uint64_t choose_sig(const struct series_sel *s, uint64_t *count, uint64_t *total)
 {
@@ -761,6 +886,7 @@ int ch__merge(struct store *base, const struct store_query *q, struct pprof_prof
 	struct pprof_buf pb = { 0 };
 	struct agg_sample *agg = NULL;
 	size_t n_agg = 0, n_values = 0, lost = 0;
+	bool rolled = false;
 	uint64_t sig, count = 0, total = 0;
 	int e;
 
@@ -790,10 +916,7 @@ int ch__merge(struct store *base, const struct store_query *q, struct pprof_prof
 		snprintf(h.comment, sizeof(h.comment), "edgeprof: %" PRIu64 " profile%s skipped: "
 			 "sample or period types that cannot merge with the rest",
 			 total - count, total - count > 1 ? "s" : "");
-	rb_printf(&sql, "SELECT stack, sumForEach(v) FROM samples");
-	sql_where(&sql, q);
-	rb_printf(&sql, " AND sig = %" PRIu64, sig);
-	sql_series_in(&sql, &sel, sig);
+	rolled = sql_merge(c, &sql, q, &sel, sig, n_types(h.row));
 	rb_printf(&sql, " GROUP BY stack SETTINGS max_rows_to_group_by = %d, "
 		  "group_by_overflow_mode = 'throw' FORMAT RowBinary",
 		  CONFIG_COLLECTOR_CH_MAX_STACKS);
@@ -811,6 +934,8 @@ out:
 	pthread_mutex_lock(&c->lock);
 	c->merges++;
 	c->merge_skipped += total - count;
+	if (!e)
+		c->rollup_merges += rolled;
 	pthread_mutex_unlock(&c->lock);
 	if (n_merged)
 		*n_merged = count;
@@ -901,7 +1026,8 @@ static int ch__fetch(struct ch_store *c, uint64_t id, struct profile_row *p,
 	}
 	/* 18.16 compares a Date with a string, not with its day number */
 	rb_printf(&sql, "SELECT stack, sumForEach(v) FROM samples");
-	sql_where(&sql, &(struct store_query){ .from_ns = p->ts, .to_ns = p->ts });
+	sql_where_samples(&sql, &(struct store_query){ .from_ns = p->ts, .to_ns = p->ts },
+			  c->samples_hour);
 	rb_printf(&sql, " AND series = %" PRIu64 " AND profile = %" PRIu64
 		  " GROUP BY stack FORMAT RowBinary", p->series, id);
 	rb_put(&sql, "", 1);

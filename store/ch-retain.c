@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * store/ch-retain.c — retention of the ClickHouse backend (--retention-days N): 18.16 has no
- * TTL, so the day partitions of samples and profiles older than N days are dropped (ALTER
+ * TTL, so the day partitions of samples, their hourly rollup (samples_1h) and profiles older
+ * than N days are dropped (ALTER
  * TABLE ... DROP PARTITION ID) by the writer thread, at start and hourly. The dictionaries
  * stay: small, and shared by the days that remain. Several collectors may do it at once: a
  * partition gone meanwhile is not listed again.
@@ -33,20 +34,21 @@ static int retain_on(struct ch_store *c, struct ch_conn *conn, const char *serve
 	int e;
 
 	rb_printf(&sql, "SELECT DISTINCT table, partition_id FROM system.parts WHERE active AND "
-		  "database = '%s' AND table IN ('samples%s', 'profiles%s') AND max_date < "
-		  "today() - %u FORMAT RowBinary", c->o.database, sfx, sfx, c->retention_days);
+		  "database = '%s' AND table IN ('samples%s', 'profiles%s', 'samples_1h%s') AND "
+		  "max_date < today() - %u FORMAT RowBinary", c->o.database, sfx, sfx, sfx,
+		  c->retention_days);
 	rb_put(&sql, "", 1);
 	e = sql.oom ? -ENOMEM : ch_conn__run(conn, (char *)sql.p, NULL, NULL, 0, &res, err,
 					     errlen);
 	rb_free(&sql);
 	r = (struct rb_rd){ res.p, res.p + res.len, false };
 	while (!e && rd_more(&r)) {
-		char table[16], part[64], alter[160];
+		char table[32], part[64], alter[160];
 
 		rd_strcpy(&r, table, sizeof(table));
 		rd_strcpy(&r, part, sizeof(part));
 		if (r.bad || part[strspn(part, "0123456789")] ||
-		    table[strspn(table, "abcdefghijklmnopqrstuvwxyz_")])
+		    table[strspn(table, "abcdefghijklmnopqrstuvwxyz_0123456789")])
 			break;
 		snprintf(alter, sizeof(alter), "ALTER TABLE %s DROP PARTITION ID '%s'", table,
 			 part);

@@ -39,6 +39,8 @@
 
 #define CH_DROPPED_GENS	8		/* batches dropped (out of memory) remembered */
 #define CH_MAX_SERIES	1000000		/* series one query may select */
+#define CH_ROLLUP_NS	UINT64_C(3600000000000)	/* samples_1h's bucket: an hour */
+#define CH_ROLLUP_VALUES 4			/* its value columns (v0..v3) */
 #define CH_QUERY_SETTINGS "max_query_size=268435456&max_execution_time=60"
 
 enum ch_table { T_FUNCTIONS, T_MAPPINGS, T_LOCATIONS, T_STACKS, T_SAMPLES, T_PROFILES, T__N };
@@ -114,11 +116,14 @@ struct ch_store {
 	unsigned retention_days;	/* 0: keep everything */
 	char cluster[64];		/* --ch-cluster ("": one server) */
 	char *shard_urls;		/* --ch-shard-urls (NULL: from system.clusters) */
+	bool no_rollup;			/* --rollup-seconds 0: merges read raw rows only */
+	bool samples_hour;		/* samples has hour, first in its key (not --ch-cluster) */
 	char last_error[300];
 	/* counters */
 	uint64_t puts, duplicates, put_errors, refused_full, ack_timeouts;
 	uint64_t batches, insert_errors, rows[T__N], merges, merge_skipped;
 	uint64_t partitions_dropped;
+	uint64_t rollup_merges;		/* merges that read samples_1h */
 	uint64_t retries_found;		/* batches with uploads ClickHouse held already */
 	uint64_t dropped_gen[CH_DROPPED_GENS];	/* batches dropped unsent (out of memory) */
 	unsigned n_dropped;
@@ -210,6 +215,8 @@ int ch__select(struct ch_store *c, const char *sql, struct rb *out, char *err, s
 /* " WHERE" over q's time range (day partitions and ts), with its type (_type). */
 void sql_where(struct rb *b, const struct store_query *q);
 void sql_where_type(struct rb *b, const struct store_query *q);
+/* sql_where for samples: with its hour (the first column of its key) when it has one. */
+void sql_where_samples(struct rb *b, const struct store_query *q, bool hour);
 
 int ch__get(struct store *base, uint64_t seq, struct record_meta *meta, void **payload,
 	    size_t *len);

@@ -70,7 +70,8 @@ static const char usage_text[] =
 	"JSON file (reread on change or SIGHUP) every --scrape-interval (60) s: the CPU\n"
 	"profile for --scrape-seconds (10) and --scrape-types (cpu,heap); __scheme__ https\n"
 	"targets (devices in pull mode) with the operator certificate --scrape-tls-cert/key.\n"
-	"--rollup-seconds sets the rollup bucket (0 = no rollups; default %d).\n"
+	"--rollup-seconds sets the rollup bucket (0 = no rollups; default %d; with\n"
+	"--clickhouse only 0 counts: merges read raw rows, not the hourly rollup).\n"
 	"--max-debuginfo bounds debug-file uploads (POST /api/0/debuginfo/ID) apart from\n"
 	"--max-body, which bounds every other request. Each listener holds up to\n"
 	"--max-conns authenticated and --max-handshakes unauthenticated connections (the\n"
@@ -250,6 +251,7 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 				return -EINVAL;
 			}
 			o->store.rollup.bucket_s = (unsigned)v;
+			o->store.ch_no_rollup = !v;
 			break;
 		case 's': case 'f': case 'b': case 'g': case 'm': case 't': case 'i': case 'x':
 		case 'a': case 'B': case 'J': case 'N': case 'q': case 'p': case 'W': case 'e':

@@ -65,6 +65,7 @@ struct store_opts {
 				 * Distributed over <name>_local tables on each shard */
 	const char *ch_shard_urls; /* retention's HTTP URLs of the cluster's servers, comma-
 				    * separated (NULL: system.clusters' hosts, our port) */
+	bool ch_no_rollup;	/* merges read raw sample rows only (--rollup-seconds 0) */
 };
 
 #define STORE_DEFAULT_MAX_MERGE 10000

@@ -6,7 +6,8 @@
 #   tests/bench/fleet-bench.sh [BUILD_DIR]
 #     env: PHASES ("ingest query"), SECONDS_PER_RUN (30), DEVICES (1000), CLIENTS (64),
 #          COLLECTORS (2), SPOOL (1: --ch-spool), BATCH_MS (500), SAMPLES (3400 per profile),
-#          PROFILES (1000000: the query phase's synthetic day), ROWS (130 per profile)
+#          PROFILES (1000000: the query phase's synthetic day), ROWS (130 per profile),
+#          NO_ROLLUP_VIEW (0; 1: ingest without the hourly rollup's view), RAW_PEER (1)
 #
 # ingest: the fleet's profiles are made by `pprof-tool fleet` from real profiles' stacks (Go's
 #   runtime/pprof profiles that tests/oracle writes when go is installed, and the fuzz corpus's
@@ -19,7 +20,12 @@
 # query: PROFILES profiles of 10,000 devices over one day, ROWS sample rows each, generated in
 #   ClickHouse with INSERT ... SELECT from the ingested stacks (synthetic rows, real stacks),
 #   then through a collector: the top 50 functions of one firmware version (merge by selector +
-#   edgeprof top) and the fleet's flame graph (render flamebearer), warm, median of 3.
+#   edgeprof top) and the fleet's flame graph (render flamebearer), warm, median of 3, over the
+#   day and over the day less a half hour at each end (raw rows for those partial hours). The
+#   generated rows go through samples' materialized view as ingest's do (the hourly rollup),
+#   whose parts are then merged (OPTIMIZE ... FINAL: what a day of background merges leaves).
+#   RAW_PEER (1): the same queries through a collector that reads raw rows only
+#   (--rollup-seconds 0), and their answers compared with the rollup's.
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
 EP_BUILD=$(cd "${1:-$top/build/host-x86_64}" && pwd)
@@ -65,6 +71,10 @@ if [[ " $PHASES " == *" ingest "* ]]; then
 			--max-handshakes $((CLIENTS + 16)) "${spool[@]}"
 		urls+=(--url "https://localhost:$CC_PORT") cpids+=("$CC_PID")
 	done
+	if [ "${NO_ROLLUP_VIEW:-0}" = 1 ]; then # what the rollup's view costs at ingest: without it
+		ch_sql 0 "DROP TABLE $DB.samples_1h_mv"
+		echo "ingest: without the rollup's materialized view (NO_ROLLUP_VIEW=1)"
+	fi
 	c0=() ; for p in "${cpids[@]}"; do c0+=("$(cpu_of "$p")"); done
 	h0=$(cpu_of "${CH_PIDS[0]}")
 	"$LOAD" "${urls[@]}" --ca "$T/pki/ca.crt" --cert "$T/pki/dev-1.crt" --key "$T/pki/dev-1.key" \
@@ -87,11 +97,13 @@ if [[ " $PHASES " == *" ingest "* ]]; then
 	awk -v n="$n" -v s="$SECS" -v d="$(echo "$d1 - $d0" | bc)" 'BEGIN { printf "into ClickHouse: all %d in %.1f s after the load ended: %.0f profiles/s sustained\n", n, d, n / (s + d) }'
 	echo "cpu: clickhouse-server $(echo "$(cpu_of "${CH_PIDS[0]}") - $h0" | bc) s (until all in)"
 	ch_sql 0 "OPTIMIZE TABLE $DB.samples FINAL" >/dev/null || true
+	ch_sql 0 "OPTIMIZE TABLE $DB.samples_1h FINAL" >/dev/null 2>&1 || true
 	ch_sql 0 "SELECT table, sum(rows), sum(bytes_on_disk), sum(data_uncompressed_bytes) FROM system.parts WHERE active AND database = '$DB' GROUP BY table ORDER BY table" |
 		awk '{printf "  %-10s %12d rows %12d bytes on disk (%d uncompressed)\n", $1, $2, $3, $4}'
 	disk=$(ch_sql 0 "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = '$DB'")
 	gz=$(ch_sql 0 "SELECT sum(size), count(), uniqExact(id) FROM $DB.profiles")
-	awk -v d="$disk" -v g="$gz" 'BEGIN { split(g, a, "\t"); printf "storage: %d bytes on disk for %d gzip pprof bytes (%d profiles stored, %d ids): %.3f (goal <= 0.2)\n", d, a[1], a[2], a[3], d / a[1] }'
+	roll=$(ch_sql 0 "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = '$DB' AND table = 'samples_1h'")
+	awk -v d="$disk" -v g="$gz" -v r="${roll:-0}" 'BEGIN { split(g, a, "\t"); printf "storage: %d bytes on disk for %d gzip pprof bytes (%d profiles stored, %d ids): %.3f (goal <= 0.2); without the hourly rollup %.3f\n", d, a[1], a[2], a[3], d / a[1], (d - r) / a[1] }'
 	for p in "${cpids[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
 fi
 
@@ -112,23 +124,60 @@ if [[ " $PHASES " == *" query "* ]]; then
 	ch_sql 0 "INSERT INTO $Q.profiles SELECT toDate(toDateTime(intDiv(ts, 1000000000))), ts, p + 1, cityHash64(p % 10000), $sig, 'bench', 'cpu', 'dev-1', ['node', 'region', 'version'], [concat('gw-', toString(p % 10000)), concat('r', toString(p % 4)), concat('fw', toString(intDiv(p % 10000, 7) % 4))], '', toInt64($ROWS * 10000000), toUInt64(20000), toUInt16(0), ['samples', 'cpu'], ['count', 'nanoseconds'], '', 'cpu', 'nanoseconds', toInt64(10000000), toInt64(ts), toInt64(0), toUInt64($main), emptyArrayString() FROM (SELECT number AS p, toUInt64($t0) + number * $step AS ts FROM numbers($PROFILES))"
 	ch_sql 0 "INSERT INTO $Q.samples WITH (SELECT groupArray(stack) FROM $DB.stacks) AS st SELECT toDate(toDateTime(intDiv(ts, 1000000000))), ts, cityHash64(p % 10000), $sig, p + 1, st[1 + toUInt64(floor(length(st) * pow(((p * 131 + k * 977) % 1000) / 1000, 2)))], [toInt64(1 + k % 3), toInt64(10000000 * (1 + k % 3))] FROM (SELECT intDiv(number, $ROWS) AS p, number % $ROWS AS k, toUInt64($t0) + p * $step AS ts FROM numbers($((PROFILES * ROWS))))"
 	s1=$(date +%s.%N)
-	echo "query: $(ch_sql 0 "SELECT count() FROM $Q.profiles") profiles, $(ch_sql 0 "SELECT count() FROM $Q.samples") sample rows generated in $(echo "$s1 - $s0" | bc) s;" \
+	echo "query: $(ch_sql 0 "SELECT count() FROM $Q.profiles") profiles, $(ch_sql 0 "SELECT count() FROM $Q.samples") sample rows generated in $(echo "$s1 - $s0" | bc) s" \
+		"(the hourly rollup filled by its view meanwhile: $(ch_sql 0 "SELECT count() FROM $Q.samples_1h") rows);" \
 		"$(ch_sql 0 "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = '$Q'") bytes on disk"
+	# the rollup's parts merged, as a day of ingest leaves them (merges run as rows arrive)
+	s0=$(date +%s.%N)
+	ch_sql 0 "OPTIMIZE TABLE $Q.samples_1h FINAL"
+	echo "query: samples_1h merged in $(echo "$(date +%s.%N) - $s0" | bc) s: $(ch_sql 0 "SELECT count() FROM $Q.samples_1h") rows," \
+		"$(ch_sql 0 "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = '$Q' AND table = 'samples_1h'") bytes on disk"
+	ports=("$CC_PORT")
+	if [ "${RAW_PEER:-1}" = 1 ]; then # the same queries on raw rows only: the peer
+		start_ch_collector cr "http://127.0.0.1:$(ch_http_port 0)/$Q" --rollup-seconds 0
+		ports+=("$CC_PORT")
+	fi
 	from=$((t0 / 1000000000)) to=$((t0 / 1000000000 + 86400))
 	sel=$(printf '%s' '{version="fw1"}' | sed 's/{/%7B/g; s/}/%7D/g; s/"/%22/g; s/=/%3D/g')
-	for _ in 1 2 3 4; do
-		t=$(date +%s.%N)
-		op -o "$T/top.pb.gz" -D "$T/top.h" "https://localhost:$CC_PORT/api/0/profiles/merge?type=cpu&from=$from&to=$to&query=$sel"
-		"$EP" top -n 50 "$T/top.pb.gz" >"$T/top.txt"
-		echo "$(date +%s.%N) - $t" | bc
-	done >"$T/top.times"
-	tail -n 3 "$T/top.times" | median3 | awk -v n="$(grep -i '^x-edgeprof-profiles' "$T/top.h" | tr -dc 0-9)" \
-		'{printf "query: top-50 functions of version fw1 (%d profiles): %.2f s (median of 3, warm; goal <= 2 s)\n", n, $1}'
-	sed -n '/flat%/,$p' "$T/top.txt" | head -n 6 | sed 's/^/  /'
-	for _ in 1 2 3 4; do
-		op -o "$T/flame.json" -w '%{time_total}\n' "https://localhost:$CC_PORT/api/0/render?type=cpu&from=$from&to=$to&format=flamebearer"
-	done | tail -n 3 | median3 | awk -v n="$PROFILES" \
-		'{printf "query: flame graph (flamebearer) of the fleet'"'"'s day (%d profiles): %.2f s (median of 3, warm; goal <= 3 s)\n", n, $1}'
+	top50() { # port from to: the times of 4 runs of the top-50 of fw1
+		for _ in 1 2 3 4; do
+			t=$(date +%s.%N)
+			op -o "$T/top.pb.gz" -D "$T/top.h" "https://localhost:$1/api/0/profiles/merge?type=cpu&from=$2&to=$3&query=$sel"
+			"$EP" top -n 50 "$T/top.pb.gz" >"$T/top.txt"
+			echo "$(date +%s.%N) - $t" | bc
+		done
+	}
+	flame() { # port from to
+		for _ in 1 2 3 4; do
+			op -o "$T/flame.json" -w '%{time_total}\n' "https://localhost:$1/api/0/render?type=cpu&from=$2&to=$3&format=flamebearer"
+		done
+	}
+	for port in "${ports[@]}"; do
+		how=rollup
+		[ "$port" = "${ports[0]}" ] || how="raw rows (--rollup-seconds 0)"
+		for range in "$from $to the day" "$((from + 1800)) $((to - 1800)) the day less its first and last half hour"; do
+			set -- $range
+			r0=$1 r1=$2
+			shift 2
+			top50 "$port" "$r0" "$r1" >"$T/top.times"
+			tail -n 3 "$T/top.times" | median3 | awk -v n="$(grep -i '^x-edgeprof-profiles' "$T/top.h" | tr -dc 0-9)" -v how="$how" -v what="$*" \
+				'{printf "query (%s, %s): top-50 functions of version fw1 (%d profiles): %.2f s (median of 3, warm; goal <= 2 s)\n", how, what, n, $1}'
+			cp "$T/top.txt" "$T/top.$port.$r0"
+			flame "$port" "$r0" "$r1" | tail -n 3 | median3 | awk -v how="$how" -v what="$*" \
+				'{printf "query (%s, %s): flame graph (flamebearer) of the fleet: %.2f s (median of 3, warm; goal <= 3 s)\n", how, what, $1}'
+			cp "$T/flame.json" "$T/flame.$port.$r0"
+		done
+	done
+	sed -n '/flat%/,$p' "$T/top.${ports[0]}.$from" | head -n 6 | sed 's/^/  /'
+	if [ ${#ports[@]} = 2 ]; then
+		for r0 in "$from" "$((from + 1800))"; do
+			cmp -s "$T/top.${ports[0]}.$r0" "$T/top.${ports[1]}.$r0" &&
+				cmp -s "$T/flame.${ports[0]}.$r0" "$T/flame.${ports[1]}.$r0" ||
+				{ echo "query: the rollup's answers differ from the raw rows' (from $r0)"; exit 1; }
+		done
+		echo "query: the rollup's top-50 and flame graphs are the raw rows' (byte for byte)"
+	fi
+	echo "load: $(uptime)"
 fi
 if [ -n "${KEEP:-}" ]; then # look around: ClickHouse and the last collector stay up KEEP seconds
 	echo "kept: $T, ClickHouse http://127.0.0.1:$(ch_http_port 0)/, collector port ${CC_PORT:-}"

@@ -104,6 +104,25 @@ for i in 0 1; do
 	m=$(grep -i '^x-edgeprof-profiles' "$T/m$i.h" | tr -dc 0-9)
 	[ "$m" = "$all" ] || fail "a fleet merge through collector $i: $m profiles, $all stored"
 done
+# the hourly rollup (a materialized view on each shard's samples_local) has every row, once
+for i in 0 1; do
+	r=$(ch_sql "$i" "SELECT sum(v[1]), sum(v[2]), count() > 0 FROM $DB.samples_local")
+	u=$(ch_sql "$i" "SELECT sum(v0), sum(v1), count() > 0 FROM $DB.samples_1h_local")
+	[ "$r" = "$u" ] || fail "shard $i: samples_1h_local sums $u, samples_local $r"
+done
+[ "$(ch_sql 0 "SELECT sum(v0) FROM $DB.samples_1h")" = "$(ch_sql 0 "SELECT sum(v[1]) FROM $DB.samples")" ] ||
+	fail "the Distributed samples_1h does not sum to the samples"
+get_flat() { # i: the fleet merge through collector i, as pprof-tool flat
+	curl -sS --fail --cacert "$T/pki/ca.crt" --cert "$T/pki/op.crt" --key "$T/pki/op.key" \
+		-o "$T/f$1.pb" "https://localhost:${PORTS[$1]}/api/0/profiles/merge?type=cpu&from=2000-01-01" &&
+		"$PPROF_TOOL" flat "$T/f$1.pb"
+}
+get_flat 0 >"$T/flat0" || fail "merge through collector 0"
+start_ch_collector ccraw "http://127.0.0.1:$(ch_http_port 0)/$DB" --ch-cluster edgeprof --rollup-seconds 0
+PORTS[2]=$CC_PORT
+get_flat 2 >"$T/flat2" || fail "merge through the raw collector"
+cmp -s "$T/flat0" "$T/flat2" || { diff "$T/flat0" "$T/flat2" | head; fail "the rollup's fleet merge differs from the raw rows'"; }
+echo "rollup: each shard's samples_1h_local sums to its samples_local; the fleet merge equals the raw rows'"
 echo "two collectors, two shards: $n acknowledged (A: $a_before before its kill -9, $n0 in all;" \
 	"B: $n1, shard 1 restarted meanwhile), all stored once ($s0 + $s1 on the shards);" \
 	"a fleet merge through either collector: $all profiles"

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The ClickHouse backend's hourly rollup (samples_1h, filled by a materialized view at insert)
+# against the raw rows and the ring file, with a real clickhouse-server (Debian's 18.16) on
+# loopback: the same profiles (3 devices, 2 versions, several per device and hour, over 5
+# hours) go into a ring collector and a ClickHouse collector; merges and folded flame graphs
+# over whole hours (rollup only), ranges with edges mid-hour (rollup + raw edges), one partial
+# hour (raw only) and selectors are the same from the ring, from the rollup and from a
+# collector that reads raw rows only (--rollup-seconds 0), and the rollup collector counts the
+# hours it read. Then a database as an older collector left it (no rollup) gets more profiles
+# and a new collector: its watermark keeps the rows from before its view out of the rollup's
+# reach (read raw), profiles after it are read from the rollup, and every answer is the ring's.
+# All of it on a samples table an older collector made (the collector adds its hour column).
+# Retention drops the rollup's old days too. ~15 s.
+. "$(dirname "$0")/collector-lib.sh"
+. "$(dirname "$0")/clickhouse-lib.sh"
+"$COLLECTOR" --help 2>&1 | grep -q -- --clickhouse ||
+	{ echo "collector built without CONFIG_COLLECTOR_CLICKHOUSE"; exit 77; }
+
+make_pki
+for d in dev-2 dev-3; do "$EP" certs device "$T/pki" "$d" >/dev/null || fail "certs $d"; done
+for i in 0 1 2; do
+	"$PPROF_TOOL" encode "$T/base$i.pb.gz" $((200 + 300 * i)) $((20 + 30 * i)) $((6 + 3 * i)) \
+		>/dev/null 2>&1 || fail "pprof-tool encode"
+done
+for i in $(seq 0 11); do
+	"$PPROF_TOOL" vary "$T/base$((i % 3)).pb.gz" "$T/v$i.pb.gz" "$i" >/dev/null 2>&1 ||
+		fail "pprof-tool vary"
+done
+
+ch_start 0
+DB=edgeprof_rollup
+CHURL=http://127.0.0.1:$(ch_http_port 0)/$DB
+# samples as collectors before the rollup made it (ordered by series first, no hour column):
+# the collector adds the column; every answer below holds for that table too
+ch_sql 0 "CREATE DATABASE $DB"
+ch_sql 0 "CREATE TABLE $DB.samples (day Date, ts UInt64, series UInt64, sig UInt64, profile UInt64, stack UInt64, v Array(Int64)) ENGINE = MergeTree PARTITION BY day ORDER BY (series, ts, stack)"
+start_collector
+start_ch_collector chr "$CHURL" --ch-batch-ms 20
+ROLL=$CC_PORT
+grep -q 'samples: column hour added' "$T/chr.log" || fail "no hour column added to an old samples"
+start_ch_collector chw "$CHURL" --ch-batch-ms 20 --rollup-seconds 0
+RAW=$CC_PORT
+
+H=3600
+base=$(( $(date +%s) / H * H - 8 * H )) # 8 whole hours ago
+upload() { # port device file key labels time
+	curl -sS --fail --max-time 60 --cacert "$T/pki/ca.crt" --cert "$T/pki/$2.crt" \
+		--key "$T/pki/$2.key" --data-binary @"$3" -H "X-Edgeprof-Key: $4" \
+		"https://localhost:$1/api/0/profiles?service=gw&type=cpu&labels=$5&created_at=$6" \
+		>/dev/null || fail "upload $4 to port $1"
+}
+# profiles i = 0..n-1 from hour h0 on: every 600 s (6 per hour), devices in turn (each device,
+# one version, has two profiles in an hour: the rollup sums them), to the ring and to port
+load() { # port first-i n h0
+	local i t dev labels
+	for i in $(seq "$2" $(($2 + $3 - 1))); do
+		t=$((base + $4 * H + 600 * (i - $2) + i % 7))
+		dev=dev-$((i % 3 + 1)) labels="version=1.$((i % 3 % 2)),region=eu"
+		upload "$TLS_PORT" "$dev" "$T/v$((i % 12)).pb.gz" "k$i" "$labels" "$t" &
+		upload "$1" "$dev" "$T/v$((i % 12)).pb.gz" "k$i" "$labels" "$t"
+		wait $! || fail "upload k$i to the ring"
+	done
+}
+load "$ROLL" 0 30 0 # hours 0-4
+
+get() { # port path-and-query out
+	curl -gsS --fail --max-time 60 --cacert "$T/pki/ca.crt" --cert "$T/pki/op.crt" \
+		--key "$T/pki/op.key" -D "$3.h" -o "$3" "https://localhost:$1$2" ||
+		fail "GET $2 from port $1"
+}
+enc() { printf '%s' "$1" | sed 's/{/%7B/g; s/}/%7D/g; s/"/%22/g; s/=/%3D/g; s/~/%7E/g; s/,/%2C/g'; }
+hours() { # port: rollups_read_total (merges that read samples_1h)
+	get "$1" /metrics "$T/metrics"
+	sed -n 's/^edgeprof_collector_rollups_read_total \([0-9]*\)$/\1/p' "$T/metrics"
+}
+# same PORT... QS: the merge (go tool pprof's flat/cum per function via pprof-tool) and the
+# folded flame graph of every port equal the ring's
+same() {
+	local qs=${*: -1} p n
+	get "$TLS_PORT" "/api/0/profiles/merge?$qs" "$T/m.ring"
+	"$PPROF_TOOL" flat "$T/m.ring" >"$T/f.ring" || fail "pprof-tool flat (ring)"
+	[ -s "$T/f.ring" ] || fail "empty merge for $qs"
+	get "$TLS_PORT" "/api/0/render?format=folded&$qs" "$T/r.ring"
+	sort "$T/r.ring" >"$T/r.ring.s"
+	n=$(grep -i '^x-edgeprof-profiles' "$T/m.ring.h" | tr -dc 0-9)
+	for p in "${@:1:$#-1}"; do
+		get "$p" "/api/0/profiles/merge?$qs" "$T/m.ch"
+		"$PPROF_TOOL" flat "$T/m.ch" >"$T/f.ch" || fail "pprof-tool flat (port $p)"
+		cmp -s "$T/f.ring" "$T/f.ch" || { diff "$T/f.ring" "$T/f.ch" | head; fail "merge $qs differs on port $p"; }
+		[ "$(grep -i '^x-edgeprof-profiles' "$T/m.ch.h" | tr -dc 0-9)" = "$n" ] ||
+			fail "merge $qs: not the ring's $n profiles on port $p"
+		get "$p" "/api/0/render?format=folded&$qs" "$T/r.ch"
+		sort "$T/r.ch" | cmp -s "$T/r.ring.s" - || fail "folded $qs differs on port $p"
+	done
+	echo "  $qs: $n profiles, $(wc -l <"$T/f.ring") functions, $(wc -l <"$T/r.ring") stacks: same"
+}
+
+ch_sql 0 "OPTIMIZE TABLE $DB.samples_1h FINAL" # merged: what a day of merges makes
+rows=$(ch_sql 0 "SELECT count() FROM $DB.samples_1h")
+raw=$(ch_sql 0 "SELECT count() FROM $DB.samples")
+[ "$rows" -gt 0 ] && [ "$rows" -lt "$raw" ] || fail "samples_1h holds $rows rows for $raw raw rows"
+sums=$(ch_sql 0 "SELECT sum(v0), sum(v1) FROM $DB.samples_1h")
+[ "$sums" = "$(ch_sql 0 "SELECT sum(v[1]), sum(v[2]) FROM $DB.samples")" ] ||
+	fail "samples_1h sums $sums, the raw rows $(ch_sql 0 "SELECT sum(v[1]), sum(v[2]) FROM $DB.samples")"
+echo "rollup: $rows rows for $raw raw sample rows, the same sums"
+h0=$(hours "$ROLL")
+echo "fresh database:"
+same "$ROLL" "$RAW" "type=cpu&from=$base&to=$((base + 5 * H - 1))"           # 5 whole hours
+same "$ROLL" "$RAW" "type=cpu&from=$((base + 1000))&to=$((base + 3 * H + 1700))" # edges mid-hour
+same "$ROLL" "$RAW" "type=cpu&from=$((base + H + 100))&to=$((base + 2 * H - 100))" # no whole hour
+same "$ROLL" "$RAW" "type=cpu&from=$((base + 1))&query=$(enc 'gw{version="1.1"}')" # to now
+same "$ROLL" "$RAW" "type=cpu&from=$base&to=$((base + 4 * H))&query=$(enc '{device=~"dev-[12]"}')"
+h1=$(hours "$ROLL")
+[ "$((h1 - h0))" = 8 ] || fail "$((h1 - h0)) of the 8 merges and flame graphs with a whole hour read samples_1h"
+[ "$(hours "$RAW")" = 0 ] || fail "--rollup-seconds 0 read the rollup"
+echo "rollup collector: $((h1 - h0)) merges read samples_1h; --rollup-seconds 0: none"
+
+# A database an older collector made (no rollup), with profiles that only it stored: a
+# collector of this version creates the rollup with a watermark after them.
+for t in samples_1h_mv samples_1h samples_1h_since; do ch_sql 0 "DROP TABLE $DB.$t"; done
+load "$RAW" 30 6 5 # hour 5, into samples only
+start_ch_collector chu "$CHURL" --ch-batch-ms 20
+NEW=$CC_PORT
+since=$(ch_sql 0 "SELECT max(since) FROM $DB.samples_1h_since")
+[ "$since" = $(( (base + 6 * H) * 1000000000 )) ] || fail "watermark $since, want the start of hour 6"
+grep -q 'hourly rollup created on a database with samples' "$T/chu.log" || fail "no log line on the upgrade"
+load "$NEW" 36 12 6 # hours 6-7, through the view
+echo "upgraded database (watermark at hour 6):"
+h0=$(hours "$NEW")
+same "$NEW" "$RAW" "type=cpu&from=$base&to=$((base + 8 * H - 1))"
+same "$NEW" "$RAW" "type=cpu&from=$((base + 4 * H + 10))&to=$((base + 7 * H + 10))&query=$(enc 'gw{version="1.0"}')"
+h1=$(hours "$NEW")
+[ "$((h1 - h0))" = 4 ] || fail "after the upgrade, $((h1 - h0)) of 4 merges read samples_1h"
+[ "$(ch_sql 0 "SELECT min(hour) * 3600 FROM $DB.samples_1h")" -ge $((base + 6 * H)) ] ||
+	fail "samples_1h holds rows before the watermark"
+
+# Retention drops the rollup's old days with the samples'.
+upload "$NEW" dev-1 "$T/v0.pb.gz" kold region=eu $((base - 40 * 86400))
+[ "$(ch_sql 0 "SELECT count() FROM $DB.samples_1h WHERE day < today() - 30")" -gt 0 ] ||
+	fail "the old profile is not in samples_1h"
+start_ch_collector chx "$CHURL" --retention-days 30
+for _ in $(seq 100); do
+	[ "$(ch_sql 0 "SELECT count() FROM $DB.samples_1h WHERE day < today() - 30")" = 0 ] && break
+	sleep 0.1
+done
+[ "$(ch_sql 0 "SELECT count() FROM $DB.samples_1h WHERE day < today() - 30")" = 0 ] ||
+	fail "--retention-days 30 kept the rollup's old day"
+grep 'retention: dropped samples_1h ' "$T/chx.log" || { cat "$T/chx.log"; fail "no retention line for samples_1h"; }
+echo "collector-ch-rollup: ok"
