@@ -33,6 +33,8 @@ const volatile __u64 new_proc_wake_ns;
 const volatile __u8 wake_new_procs = 1;
 /* 1: processes listed in cfi_procs are unwound by their CFI tables (CONFIG_BPF_CFI) */
 const volatile __u8 cfi_enabled;
+/* threads per CPU whose last walk is kept (CONFIG_BPF_CFI_WALK_CACHE; 0: none) */
+const volatile __u32 cfi_cache_threads;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -69,7 +71,11 @@ struct cfi_state {
 	__u32 runs;     /* tail calls so far */
 	__u32 slot;     /* the process's slot in cfi_procs */
 	__u32 last_m;   /* the mapping of the last frame: the next one is likely there too */
-	__u32 pad;
+	__u32 gen;      /* the listing's generation (cfi_proc.gen) */
+	__u32 c_cur;    /* cfi_cache: this thread's last walk */
+	__u32 c_new;    /* cfi_cache: this walk, written as it goes */
+	__u32 c_j;      /* the frame of c_cur the walk's next frame is compared with */
+	__u32 c_seq;    /* c_cur's seq */
 	__u64 win_at, win_len; /* win holds the user stack's [win_at, win_at + win_len) */
 	__u64 win[CFI_WIN_WORDS];
 };
@@ -159,13 +165,33 @@ static __always_inline int cfi_wanted_now(__u32 tgid)
 	return *n == PROFILE_CFI_WANT_SAMPLES;
 }
 
-/* The walker, which tail-calls itself every PROFILE_CFI_FRAMES frames (slot 0). */
+/*
+ * The walker, which tail-calls itself every PROFILE_CFI_FRAMES frames (slot 0), and the
+ * follower of a cached walk (slot 1).
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__uint(key_size, sizeof(__u32));
 	__uint(value_size, sizeof(__u32));
 } cfi_progs SEC(".maps");
+
+/*
+ * The last walks of threads (struct cfi_cwalk), per CPU: entries 2k and 2k + 1 are those of the
+ * threads with tid % cfi_cache_threads == k, the last one a spare that no walk is taken from
+ * (2 * CONFIG_BPF_CFI_WALK_CACHE + 1, set before load). A walk always has its two entries (no
+ * NULL to test: each test of one would double the paths the verifier follows).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cfi_cwalk);
+} cfi_cache SEC(".maps");
+
+#define CFI_NO_ENTRY 0xffffffffu /* in c_j: no frame of c_cur is compared */
+_Static_assert(!(PROFILE_CFI_CACHE_FRAMES & (PROFILE_CFI_CACHE_FRAMES - 1)),
+	       "PROFILE_CFI_CACHE_FRAMES: a power of two");
 
 /*
  * Processes seen lately. The first sample of a new process wakes the reader soon (see
@@ -632,23 +658,132 @@ static __always_inline long stack_word(struct cfi_state *u, __u64 addr, __u64 *v
 	return 0;
 }
 
+/* Tail calls a walk may take: the kernel allows 32 a sample, one is do_sample's. */
+#define CFI_MAX_RUNS 30
+
 /*
- * Pushes the frame at u->pc and steps to its caller: 0, or why the walk ends (CFI_END_*).
- * Frames after the first are looked up at pc - 1: a return address may be the first byte of
- * the next function.
+ * The walk cache (struct cfi_cwalk in profile.h). A walk is a function of the registers it
+ * starts from, the tables and the stack words it reads: a frame after the leaf whose pc and sp
+ * are those of a frame of the thread's last walk (under the same listing) has the same callers
+ * as long as each of their steps reads the same words. So the follower (cfi_tail) checks each
+ * step's return address (and, where the CFA is on the frame pointer, that register) instead
+ * of looking up the mapping and the rule: a few instructions a frame against ~300. A word that
+ * changed (a function returned and was called again from elsewhere with the same sp) hands the
+ * walk back to the tables from that frame (counted).
  */
-static __always_inline int cfi_frame(struct scratch *s, const struct cfi_proc *p, int legacy)
+static __always_inline struct cfi_cwalk *cfi_cache_entry(__u32 k)
+{
+	return bpf_map_lookup_elem(&cfi_cache, &k);
+}
+
+static __always_inline int cfi_cache_valid(const struct cfi_cwalk *c, const struct scratch *s,
+					   __u32 gen)
+{
+	return c->n && c->tid == s->e.tid && c->tgid == s->e.tgid && c->gen == gen;
+}
+
+/*
+ * At a sample's start: which entry holds the thread's last walk, which one this walk writes
+ * (p: the process's entry, looked up again by the walker, which checks it).
+ */
+static __always_inline void cfi_cache_begin(struct scratch *s, const struct cfi_proc *p)
+{
+	struct cfi_cwalk *a, *b, *nw;
+	__u32 base, other;
+	int va, vb;
+
+	s->u.c_cur = s->u.c_new = cfi_cache_threads * 2; /* the spare */
+	s->u.c_j = CFI_NO_ENTRY;
+	s->u.c_seq = 0;
+	s->u.gen = p ? p->gen : 0;
+	if (!cfi_cache_threads || !p)
+		return;
+	base = (s->e.tid % cfi_cache_threads) * 2;
+	other = base + 1;
+	a = bpf_map_lookup_elem(&cfi_cache, &base);
+	b = bpf_map_lookup_elem(&cfi_cache, &other);
+	if (!a || !b)
+		return;
+	va = cfi_cache_valid(a, s, p->gen);
+	vb = cfi_cache_valid(b, s, p->gen);
+	if (va && (!vb || (__s32)(a->seq - b->seq) > 0)) {
+		s->u.c_cur = base;
+		s->u.c_new = other;
+		s->u.c_seq = a->seq;
+		s->u.c_j = 1; /* the leaf is walked from registers, not by the rules: never matched */
+		nw = b;
+	} else {
+		if (vb) {
+			s->u.c_cur = other;
+			s->u.c_seq = b->seq;
+			s->u.c_j = 1;
+		}
+		s->u.c_new = base;
+		nw = a;
+	}
+	nw->n = 0; /* written from now on: not a walk until it ends */
+	nw->end_read = 0;
+}
+
+/*
+ * Whether the frame the walk just stepped to (u) is one of the last walk's: the next frame of
+ * cw at or above its sp (a few frames skipped at most: the stack may have grown).
+ */
+#define CFI_CACHE_SKIPS 1
+static __always_inline int cfi_cache_match(struct cfi_state *u, const struct cfi_cwalk *cw)
+{
+	const struct cfi_cframe *f;
+	__u32 j = u->c_j, n = cw->n;
+
+	if (n > PROFILE_CFI_CACHE_FRAMES || u->runs + 1 >= CFI_MAX_RUNS)
+		return 0;
+#pragma unroll
+	for (int a = 0; a < CFI_CACHE_SKIPS; a++) {
+		if (j >= n)
+			return 0;
+		if (cw->f[j & (PROFILE_CFI_CACHE_FRAMES - 1)].sp >= u->sp)
+			break;
+		j++;
+	}
+	if (j >= n)
+		return 0;
+	u->c_j = j;
+	f = &cw->f[j & (PROFILE_CFI_CACHE_FRAMES - 1)];
+	return f->sp == u->sp && f->pc == u->pc;
+}
+
+/* internal to the walk: the frame in u is the last walk's frame c_j (cfi_cache_match) */
+#define CFI_TAIL    (CFI_END_MAX + 1)
+/* internal to the follower: a step of the last walk reads other words now */
+#define CFI_CHANGED (CFI_END_MAX + 2)
+
+/*
+ * Pushes the frame at u->pc and steps to its caller: 0, or why the walk ends (CFI_END_*), or
+ * CFI_TAIL. Frames after the first are looked up at pc - 1: a return address may be the first
+ * byte of the next function. nw: the walk cache's entry this walk writes, cw: the thread's
+ * last walk (either NULL).
+ */
+static __always_inline int cfi_frame(struct scratch *s, const struct cfi_proc *p, int legacy,
+				     struct cfi_cwalk *nw, const struct cfi_cwalk *cw)
 {
 	struct cfi_state *u = &s->u;
 	__u32 at = u->nk + u->nu;
 	const struct cfi_mapping *m;
 	const struct cfi_row *r;
+	struct cfi_cframe *cf = 0;
 	__u64 look, cfa, w[2];
 	int first = u->nu == 0, type, off8, fp8, ra8;
 
 	if (u->nu >= user_depth || at >= 2 * PROFILE_MAX_DEPTH)
 		return CFI_END_DEPTH;
 	s->e.frames[at] = u->pc;
+	if (nw) {
+		cf = &nw->f[u->nu & (PROFILE_CFI_CACHE_FRAMES - 1)];
+		cf->pc = u->pc;
+		cf->sp = u->sp;
+		cf->fp = u->fp;
+		cf->flags = 0;
+	}
 	u->nu++;
 	look = first ? u->pc : u->pc - 1;
 	m = cfi_mapping_of(p, look, &u->last_m);
@@ -680,6 +815,12 @@ static __always_inline int cfi_frame(struct scratch *s, const struct cfi_proc *p
 	} else {
 		cfa = (type == CFI_CFA_SP ? u->sp : u->fp) + ((__u64)off8 << 3);
 	}
+	if (cf) {
+		cf->fp8 = fp8;
+		cf->ra8 = ra8;
+		cf->flags = type == CFI_CFA_FP ? CFI_CF_FP : 0;
+		nw->end_cfa = cfa;
+	}
 	if (cfa < u->sp || (cfa == u->sp && !first))
 		return CFI_END_BAD;
 	/* the lower slot first: a window read for it holds the other one too */
@@ -696,10 +837,15 @@ static __always_inline int cfi_frame(struct scratch *s, const struct cfi_proc *p
 		return CFI_END_READ;
 	if (fp8)
 		u->fp = w[0];
-	if (!w[1])
+	if (!w[1]) {
+		if (nw)
+			nw->end_read = 1;
 		return CFI_END_OUTERMOST;
+	}
 	u->pc = w[1];
 	u->sp = cfa;
+	if (cw && cfi_cache_match(u, cw))
+		return CFI_TAIL;
 	return 0;
 }
 
@@ -720,6 +866,7 @@ static __always_inline int cfi_begin(struct bpf_perf_event_data *ctx, struct scr
 	s->u.slot = *slot;
 	if (!cfi_regs(ctx, &s->u, legacy))
 		return 0;
+	cfi_cache_begin(s, bpf_map_lookup_elem(&cfi_procs, slot));
 	s->u.nk = nk;
 	s->u.nu = 0;
 	s->u.runs = 0;
@@ -746,27 +893,155 @@ static __always_inline __u32 cfi_end(struct scratch *s, int end)
 	return PROFILE_EVENT_HDR + (nk + nu) * sizeof(__u64);
 }
 
-/* Tail calls a walk may take: the kernel allows 32 a sample, one is do_sample's. */
-#define CFI_MAX_RUNS 30
+/*
+ * cfi_end(), and the walk becomes the thread's last one in the cache (nw) unless it ended
+ * where another walk from the same frames may not: a read that failed, the depth.
+ */
+static __always_inline __u32 cfi_finish(struct scratch *s, struct cfi_cwalk *nw, int end)
+{
+	if (nw) {
+		if (end != CFI_END_READ && end != CFI_END_DEPTH && s->u.nu &&
+		    s->u.nu <= PROFILE_CFI_CACHE_FRAMES) {
+			nw->tid = s->e.tid;
+			nw->tgid = s->e.tgid;
+			nw->gen = s->u.gen;
+			nw->seq = s->u.c_seq + 1;
+			nw->end = end;
+			nw->n = s->u.nu;
+		} else {
+			nw->n = 0;
+		}
+	}
+	return cfi_end(s, end);
+}
 
-/* PROFILE_CFI_FRAMES frames, then itself again; 0 and the bytes to send once the walk ends. */
+/*
+ * PROFILE_CFI_FRAMES frames, then itself again (or the follower, once a frame is the last
+ * walk's); 0 and the bytes to send once the walk ends. cache: whether this walker uses the
+ * walk cache (a constant).
+ */
 static __always_inline __u32 cfi_walk_some(void *ctx, struct scratch *s, int legacy,
-					   void *progs)
+					   void *progs, int cache)
 {
 	const struct cfi_proc *p = bpf_map_lookup_elem(&cfi_procs, &s->u.slot);
+	struct cfi_cwalk *nw = 0;
+	const struct cfi_cwalk *cw = 0;
 	int end = CFI_END_NO_MAPPING;
 
 	if (!p || p->tgid != s->e.tgid) /* the slot changed hands meanwhile */
 		return cfi_end(s, end);
+	if (cache) {
+		nw = cfi_cache_entry(s->u.c_new);
+		cw = cfi_cache_entry(s->u.c_cur);
+		if (!nw || !cw)
+			return cfi_end(s, end); /* cannot happen */
+	}
 #pragma unroll
 	for (int i = 0; i < PROFILE_CFI_FRAMES; i++) {
-		end = cfi_frame(s, p, legacy);
+		end = cfi_frame(s, p, legacy, nw, cw);
+		if (cache && end == CFI_TAIL) {
+			s->u.runs++;
+			bpf_tail_call(ctx, progs, 1);
+			return cfi_finish(s, nw, CFI_END_DEPTH); /* cannot happen */
+		}
 		if (end)
-			return cfi_end(s, end);
+			return cfi_finish(s, nw, end);
 	}
 	if (++s->u.runs < CFI_MAX_RUNS)
 		bpf_tail_call(ctx, progs, 0);
-	return cfi_end(s, CFI_END_DEPTH);
+	return cfi_finish(s, nw, CFI_END_DEPTH);
+}
+
+/*
+ * The follower's step: pushes frame c_j of the last walk (cw) and checks the words its step
+ * read; 0 (go on), the cached walk's end, or CFI_CHANGED (u is then that frame, not pushed).
+ */
+static __always_inline int cfi_cached_frame(struct scratch *s, struct cfi_cwalk *nw,
+					    const struct cfi_cwalk *cw, int legacy)
+{
+	struct cfi_state *u = &s->u;
+	__u32 j = u->c_j, n = cw->n, at = (u->nk + u->nu) & (2 * PROFILE_MAX_DEPTH - 1);
+	const struct cfi_cframe *f, *g;
+	struct cfi_cframe *cf;
+	__u64 w, v, cfa, want;
+	int last;
+
+	if (n > PROFILE_CFI_CACHE_FRAMES || j >= n)
+		return CFI_END_DEPTH; /* cannot happen */
+	if (u->nu >= user_depth || u->nk + u->nu >= 2 * PROFILE_MAX_DEPTH)
+		return CFI_END_DEPTH;
+	f = &cw->f[j & (PROFILE_CFI_CACHE_FRAMES - 1)];
+	g = &cw->f[(j + 1) & (PROFILE_CFI_CACHE_FRAMES - 1)];
+	u->pc = f->pc;
+	u->sp = f->sp;
+	/* u->fp is this walk's own: it matters only where the CFA is on it */
+	if ((f->flags & CFI_CF_FP) && f->fp != u->fp)
+		return CFI_CHANGED;
+	/* the last frame's step ended the walk: by a zero return address, or without a read */
+	last = j + 1 >= n;
+	cfa = last ? cw->end_cfa : g->sp;
+	want = last ? 0 : g->pc;
+	v = u->fp;
+	if (!last || cw->end_read) {
+		if (!f->ra8 || stack_word(u, cfa + (__s64)f->ra8 * 8, &w, legacy) || w != want)
+			return CFI_CHANGED;
+		if (f->fp8 && stack_word(u, cfa + (__s64)f->fp8 * 8, &v, legacy))
+			return CFI_CHANGED;
+	}
+	s->e.frames[at] = f->pc;
+	cf = &nw->f[u->nu & (PROFILE_CFI_CACHE_FRAMES - 1)];
+	cf->pc = f->pc;
+	cf->sp = f->sp;
+	cf->fp = u->fp;
+	cf->fp8 = f->fp8;
+	cf->ra8 = f->ra8;
+	cf->flags = f->flags;
+	u->nu++;
+	if (last) {
+		nw->end_read = cw->end_read;
+		nw->end_cfa = cw->end_cfa;
+		return cw->end;
+	}
+	u->fp = v;
+	u->c_j = j + 1;
+	return 0;
+}
+
+/* Frames the follower takes a run. */
+#define CFI_TAIL_FRAMES 8
+
+/*
+ * The follower (slot 1 of the walker's program array): the last walk's frames from c_j on,
+ * CFI_TAIL_FRAMES a run; back to the walker (slot 0) from a frame whose step changed.
+ */
+static __always_inline __u32 cfi_tail_some(void *ctx, struct scratch *s, int legacy,
+					   void *progs)
+{
+	struct cfi_cwalk *nw = cfi_cache_entry(s->u.c_new);
+	const struct cfi_cwalk *cw = cfi_cache_entry(s->u.c_cur);
+	int end;
+
+	if (!nw || !cw)
+		return cfi_end(s, CFI_END_DEPTH); /* cannot happen */
+#pragma unroll
+	for (int i = 0; i < CFI_TAIL_FRAMES; i++) {
+		end = cfi_cached_frame(s, nw, cw, legacy);
+		if (end == CFI_CHANGED) {
+			s->e.flags |= PROFILE_F_CFI_UNCACHED;
+			s->u.c_j = CFI_NO_ENTRY;
+			if (++s->u.runs < CFI_MAX_RUNS)
+				bpf_tail_call(ctx, progs, 0);
+			return cfi_finish(s, nw, CFI_END_DEPTH);
+		}
+		if (end) {
+			if (end != CFI_END_DEPTH)
+				s->e.flags |= PROFILE_F_CFI_CACHED;
+			return cfi_finish(s, nw, end);
+		}
+	}
+	if (++s->u.runs < CFI_MAX_RUNS)
+		bpf_tail_call(ctx, progs, 1);
+	return cfi_finish(s, nw, CFI_END_DEPTH);
 }
 
 /* ---- output -------------------------------------------------------------------------------- */
@@ -851,7 +1126,19 @@ int cfi_walk(struct bpf_perf_event_data *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 
 	if (s)
-		send_rb(s, cfi_walk_some(ctx, s, 0, &cfi_progs), wake_new_procs, 0);
+		send_rb(s, cfi_walk_some(ctx, s, 0, &cfi_progs, 1), wake_new_procs, 0);
+	return 0;
+}
+
+/* The follower of a cached walk for do_sample (slot 1 of cfi_progs); sends the record. */
+SEC("perf_event")
+int cfi_tail(struct bpf_perf_event_data *ctx)
+{
+	__u32 zero = 0;
+	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+
+	if (s)
+		send_rb(s, cfi_tail_some(ctx, s, 0, &cfi_progs), wake_new_procs, 0);
 	return 0;
 }
 
@@ -882,7 +1169,18 @@ int cfi_walk_pb(struct bpf_perf_event_data *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 
 	if (s)
-		send_pb(ctx, s, cfi_walk_some(ctx, s, 1, &cfi_progs));
+		send_pb(ctx, s, cfi_walk_some(ctx, s, 1, &cfi_progs, 1));
+	return 0;
+}
+
+SEC("perf_event")
+int cfi_tail_pb(struct bpf_perf_event_data *ctx)
+{
+	__u32 zero = 0;
+	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+
+	if (s)
+		send_pb(ctx, s, cfi_tail_some(ctx, s, 1, &cfi_progs));
 	return 0;
 }
 
@@ -1123,7 +1421,8 @@ int offcpu_cfi_walk(struct bpf_raw_tracepoint_args *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&offcpu_scratch, &zero);
 
 	if (s)
-		offcpu_send(s, cfi_walk_some(ctx, s, 0, &offcpu_cfi_progs));
+		/* no walk cache: a CPU sample may come in the middle of this walk */
+		offcpu_send(s, cfi_walk_some(ctx, s, 0, &offcpu_cfi_progs, 0));
 	return 0;
 }
 #endif /* CONFIG_BPF_OFFCPU */
