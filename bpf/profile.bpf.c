@@ -90,11 +90,27 @@ struct scratch {
 	struct cfi_state u;
 };
 
+/*
+ * The walk cache (struct cfi_cwalk in profile.h) lives beside the CPU samples' scratch slot:
+ * entries 2k and 2k + 1 are the last walks of the threads with tid % cfi_cache_threads == k,
+ * the last one a spare that no walk is taken from. In the same map value as the slot, its
+ * entries are found from the slot's pointer: no lookup, and no pointer more for the verifier
+ * to follow through the walk (two lookups held across it cost 60 000 of its instructions).
+ */
+/* 2 * threads and the spare, rounded up to a power of two (a mask bounds the index) */
+#define CFI_CACHE_ENTRIES                                                                        \
+	(PROFILE_CFI_CACHE_THREADS < 1 ? 2 : PROFILE_CFI_CACHE_THREADS < 2 ? 4 : 8)
+_Static_assert(PROFILE_CFI_CACHE_THREADS <= 3, "CONFIG_BPF_CFI_WALK_CACHE: at most 3");
+struct sample_scratch {
+	struct scratch s;
+	struct cfi_cwalk c[CFI_CACHE_ENTRIES];
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct scratch);
+	__type(value, struct sample_scratch);
 } scratch SEC(".maps");
 
 struct {
@@ -176,18 +192,6 @@ struct {
 	__uint(value_size, sizeof(__u32));
 } cfi_progs SEC(".maps");
 
-/*
- * The last walks of threads (struct cfi_cwalk), per CPU: entries 2k and 2k + 1 are those of the
- * threads with tid % cfi_cache_threads == k, the last one a spare that no walk is taken from
- * (2 * CONFIG_BPF_CFI_WALK_CACHE + 1, set before load). A walk always has its two entries (no
- * NULL to test: each test of one would double the paths the verifier follows).
- */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct cfi_cwalk);
-} cfi_cache SEC(".maps");
 
 #define CFI_NO_ENTRY 0xffffffffu /* in c_j: no frame of c_cur is compared */
 _Static_assert(!(PROFILE_CFI_CACHE_FRAMES & (PROFILE_CFI_CACHE_FRAMES - 1)),
@@ -671,9 +675,10 @@ static __always_inline long stack_word(struct cfi_state *u, __u64 addr, __u64 *v
  * changed (a function returned and was called again from elsewhere with the same sp) hands the
  * walk back to the tables from that frame (counted).
  */
-static __always_inline struct cfi_cwalk *cfi_cache_entry(__u32 k)
+/* Entry k of the walk cache beside s (the CPU samples' slot only). */
+static __always_inline struct cfi_cwalk *cfi_cache_entry(struct scratch *s, __u32 k)
 {
-	return bpf_map_lookup_elem(&cfi_cache, &k);
+	return &((struct sample_scratch *)s)->c[k & (CFI_CACHE_ENTRIES - 1)];
 }
 
 static __always_inline int cfi_cache_valid(const struct cfi_cwalk *c, const struct scratch *s,
@@ -692,18 +697,16 @@ static __always_inline void cfi_cache_begin(struct scratch *s, const struct cfi_
 	__u32 base, other;
 	int va, vb;
 
-	s->u.c_cur = s->u.c_new = cfi_cache_threads * 2; /* the spare */
+	s->u.c_cur = s->u.c_new = CFI_CACHE_ENTRIES - 1; /* the spare */
 	s->u.c_j = CFI_NO_ENTRY;
 	s->u.c_seq = 0;
 	s->u.gen = p ? p->gen : 0;
-	if (!cfi_cache_threads || !p)
+	if (!cfi_cache_threads || cfi_cache_threads > PROFILE_CFI_CACHE_THREADS || !p)
 		return;
 	base = (s->e.tid % cfi_cache_threads) * 2;
 	other = base + 1;
-	a = bpf_map_lookup_elem(&cfi_cache, &base);
-	b = bpf_map_lookup_elem(&cfi_cache, &other);
-	if (!a || !b)
-		return;
+	a = cfi_cache_entry(s, base);
+	b = cfi_cache_entry(s, other);
 	va = cfi_cache_valid(a, s, p->gen);
 	vb = cfi_cache_valid(b, s, p->gen);
 	if (va && (!vb || (__s32)(a->seq - b->seq) > 0)) {
@@ -729,7 +732,7 @@ static __always_inline void cfi_cache_begin(struct scratch *s, const struct cfi_
  * Whether the frame the walk just stepped to (u) is one of the last walk's: the next frame of
  * cw at or above its sp (a few frames skipped at most: the stack may have grown).
  */
-#define CFI_CACHE_SKIPS 1
+#define CFI_CACHE_SKIPS 3
 static __always_inline int cfi_cache_match(struct cfi_state *u, const struct cfi_cwalk *cw)
 {
 	const struct cfi_cframe *f;
@@ -764,8 +767,10 @@ static __always_inline int cfi_cache_match(struct cfi_state *u, const struct cfi
  * last walk (either NULL).
  */
 static __always_inline int cfi_frame(struct scratch *s, const struct cfi_proc *p, int legacy,
-				     struct cfi_cwalk *nw, const struct cfi_cwalk *cw)
+				     int cache)
 {
+	struct cfi_cwalk *nw = cache ? cfi_cache_entry(s, s->u.c_new) : 0;
+	const struct cfi_cwalk *cw = cache ? cfi_cache_entry(s, s->u.c_cur) : 0;
 	struct cfi_state *u = &s->u;
 	__u32 at = u->nk + u->nu;
 	const struct cfi_mapping *m;
@@ -899,18 +904,17 @@ static __always_inline __u32 cfi_end(struct scratch *s, int end)
  */
 static __always_inline __u32 cfi_finish(struct scratch *s, struct cfi_cwalk *nw, int end)
 {
+	/* without branches: each would multiply the walker's paths for the verifier */
+	__u32 nu = s->u.nu, keep = (end != CFI_END_READ) & (end != CFI_END_DEPTH) &
+				 (nu - 1 < PROFILE_CFI_CACHE_FRAMES);
+
 	if (nw) {
-		if (end != CFI_END_READ && end != CFI_END_DEPTH && s->u.nu &&
-		    s->u.nu <= PROFILE_CFI_CACHE_FRAMES) {
-			nw->tid = s->e.tid;
-			nw->tgid = s->e.tgid;
-			nw->gen = s->u.gen;
-			nw->seq = s->u.c_seq + 1;
-			nw->end = end;
-			nw->n = s->u.nu;
-		} else {
-			nw->n = 0;
-		}
+		nw->tid = s->e.tid;
+		nw->tgid = s->e.tgid;
+		nw->gen = s->u.gen;
+		nw->seq = s->u.c_seq + 1;
+		nw->end = end;
+		nw->n = nu & -keep;
 	}
 	return cfi_end(s, end);
 }
@@ -924,32 +928,24 @@ static __always_inline __u32 cfi_walk_some(void *ctx, struct scratch *s, int leg
 					   void *progs, int cache)
 {
 	const struct cfi_proc *p = bpf_map_lookup_elem(&cfi_procs, &s->u.slot);
-	struct cfi_cwalk *nw = 0;
-	const struct cfi_cwalk *cw = 0;
 	int end = CFI_END_NO_MAPPING;
 
 	if (!p || p->tgid != s->e.tgid) /* the slot changed hands meanwhile */
 		return cfi_end(s, end);
-	if (cache) {
-		nw = cfi_cache_entry(s->u.c_new);
-		cw = cfi_cache_entry(s->u.c_cur);
-		if (!nw || !cw)
-			return cfi_end(s, end); /* cannot happen */
-	}
 #pragma unroll
 	for (int i = 0; i < PROFILE_CFI_FRAMES; i++) {
-		end = cfi_frame(s, p, legacy, nw, cw);
+		end = cfi_frame(s, p, legacy, cache);
 		if (cache && end == CFI_TAIL) {
 			s->u.runs++;
 			bpf_tail_call(ctx, progs, 1);
-			return cfi_finish(s, nw, CFI_END_DEPTH); /* cannot happen */
+			return cfi_finish(s, cfi_cache_entry(s, s->u.c_new), CFI_END_DEPTH);
 		}
 		if (end)
-			return cfi_finish(s, nw, end);
+			return cfi_finish(s, cache ? cfi_cache_entry(s, s->u.c_new) : 0, end);
 	}
 	if (++s->u.runs < CFI_MAX_RUNS)
 		bpf_tail_call(ctx, progs, 0);
-	return cfi_finish(s, nw, CFI_END_DEPTH);
+	return cfi_finish(s, cache ? cfi_cache_entry(s, s->u.c_new) : 0, CFI_END_DEPTH);
 }
 
 /*
@@ -1017,12 +1013,10 @@ static __always_inline int cfi_cached_frame(struct scratch *s, struct cfi_cwalk 
 static __always_inline __u32 cfi_tail_some(void *ctx, struct scratch *s, int legacy,
 					   void *progs)
 {
-	struct cfi_cwalk *nw = cfi_cache_entry(s->u.c_new);
-	const struct cfi_cwalk *cw = cfi_cache_entry(s->u.c_cur);
+	struct cfi_cwalk *nw = cfi_cache_entry(s, s->u.c_new);
+	const struct cfi_cwalk *cw = cfi_cache_entry(s, s->u.c_cur);
 	int end;
 
-	if (!nw || !cw)
-		return cfi_end(s, CFI_END_DEPTH); /* cannot happen */
 #pragma unroll
 	for (int i = 0; i < CFI_TAIL_FRAMES; i++) {
 		end = cfi_cached_frame(s, nw, cw, legacy);

@@ -102,7 +102,7 @@ struct profile_event {
 #define PROFILE_CFI_PAGE_STEPS 6
 #define PROFILE_CFI_PAGE_SHIFT_MIN 4
 #ifndef PROFILE_CFI_FRAMES
-#define PROFILE_CFI_FRAMES 2   /* frames per program run (4096 instructions before 5.2) */
+#define PROFILE_CFI_FRAMES 3   /* frames per program run (4096 instructions before 5.2) */
 #endif
 
 /*
@@ -187,6 +187,9 @@ struct cfi_counts {
  * (bpf/README.md).
  */
 #define PROFILE_CFI_CACHE_FRAMES PROFILE_MAX_DEPTH /* a power of two */
+#ifndef PROFILE_CFI_CACHE_THREADS
+#define PROFILE_CFI_CACHE_THREADS 0 /* CONFIG_BPF_CFI_WALK_CACHE */
+#endif
 #define CFI_CF_FP 1
 struct cfi_cframe {
 	__u64 pc, sp, fp;

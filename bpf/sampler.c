@@ -48,13 +48,11 @@
 #define CFG_CFI_ROWS  CONFIG_BPF_CFI_ROWS
 #define CFG_CFI_PROCS CONFIG_BPF_CFI_PROCS
 #define CFG_CFI_FILES CONFIG_BPF_CFI_FILES
-#define CFG_CFI_WALK_CACHE CONFIG_BPF_CFI_WALK_CACHE
 #define CFI_BUILT 1
 #else
 #define CFG_CFI_ROWS  1
 #define CFG_CFI_PROCS 1
 #define CFG_CFI_FILES 1
-#define CFG_CFI_WALK_CACHE 0
 #define CFI_BUILT 0
 #endif
 #define CFI_SWEEP_NS (5 * NSEC_PER_SEC)
@@ -426,12 +424,11 @@ static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, ch
 	bpf_program__set_autoload(skel->progs.cfi_tail_pb, s->perfbuf && skel->rodata->cfi_enabled);
 	skel->rodata->cfi_cache_threads =
 		skel->rodata->cfi_enabled && !((env = getenv("EDGEPROF_BPF_NO_WALK_CACHE")) && *env == '1')
-			? CFG_CFI_WALK_CACHE : 0; /* benches: the walk cache's worth */
+			? PROFILE_CFI_CACHE_THREADS : 0; /* benches: the walk cache's worth */
 	if (skel->rodata->cfi_enabled &&
 	    (bpf_map__set_max_entries(skel->maps.cfi_rows, CFG_CFI_ROWS) ||
 	     bpf_map__set_max_entries(skel->maps.cfi_procs, CFG_CFI_PROCS) ||
-	     bpf_map__set_max_entries(skel->maps.cfi_slots, CFG_CFI_PROCS) ||
-	     bpf_map__set_max_entries(skel->maps.cfi_cache, 2 * CFG_CFI_WALK_CACHE + 1))) {
+	     bpf_map__set_max_entries(skel->maps.cfi_slots, CFG_CFI_PROCS))) {
 		set_err(err, errlen, "cannot size the unwind tables");
 		return -EINVAL;
 	}
