@@ -76,6 +76,7 @@ struct cfi_state {
 	__u32 c_new;    /* cfi_cache: this walk, written as it goes */
 	__u32 c_j;      /* the frame of c_cur the walk's next frame is compared with */
 	__u32 c_seq;    /* c_cur's seq */
+	__u32 c_mode;   /* the follower: 0 before it runs, CFI_COPY, CFI_IN_PLACE */
 	__u64 win_at, win_len; /* win holds the user stack's [win_at, win_at + win_len) */
 	__u64 win[CFI_WIN_WORDS];
 };
@@ -700,6 +701,7 @@ static __always_inline void cfi_cache_begin(struct scratch *s, const struct cfi_
 	s->u.c_cur = s->u.c_new = CFI_CACHE_ENTRIES - 1; /* the spare */
 	s->u.c_j = CFI_NO_ENTRY;
 	s->u.c_seq = 0;
+	s->u.c_mode = 0;
 	s->u.gen = p ? p->gen : 0;
 	if (!cfi_cache_threads || cfi_cache_threads > PROFILE_CFI_CACHE_THREADS || !p)
 		return;
@@ -953,7 +955,7 @@ static __always_inline __u32 cfi_walk_some(void *ctx, struct scratch *s, int leg
  * read; 0 (go on), the cached walk's end, or CFI_CHANGED (u is then that frame, not pushed).
  */
 static __always_inline int cfi_cached_frame(struct scratch *s, struct cfi_cwalk *nw,
-					    const struct cfi_cwalk *cw, int legacy)
+					    const struct cfi_cwalk *cw, int legacy, int copy)
 {
 	struct cfi_state *u = &s->u;
 	__u32 j = u->c_j, n = cw->n, at = (u->nk + u->nu) & (2 * PROFILE_MAX_DEPTH - 1);
@@ -985,13 +987,15 @@ static __always_inline int cfi_cached_frame(struct scratch *s, struct cfi_cwalk 
 			return CFI_CHANGED;
 	}
 	s->e.frames[at] = f->pc;
-	cf = &nw->f[u->nu & (PROFILE_CFI_CACHE_FRAMES - 1)];
-	cf->pc = f->pc;
-	cf->sp = f->sp;
-	cf->fp = u->fp;
-	cf->fp8 = f->fp8;
-	cf->ra8 = f->ra8;
-	cf->flags = f->flags;
+	if (copy) {
+		cf = &nw->f[u->nu & (PROFILE_CFI_CACHE_FRAMES - 1)];
+		cf->pc = f->pc;
+		cf->sp = f->sp;
+		cf->fp = u->fp;
+		cf->fp8 = f->fp8;
+		cf->ra8 = f->ra8;
+		cf->flags = f->flags;
+	}
 	u->nu++;
 	if (last) {
 		nw->end_read = cw->end_read;
@@ -1005,6 +1009,33 @@ static __always_inline int cfi_cached_frame(struct scratch *s, struct cfi_cwalk 
 
 /* Frames the follower takes a run. */
 #define CFI_TAIL_FRAMES 8
+/*
+ * The follower's modes: the last walk's frames copied into this walk's entry as they are
+ * checked, or, where the walk met the last one at the same depth (the frame it matched is at
+ * the index it had: a hot loop's leaf under the same callers), within CFI_IN_PLACE_MAX frames
+ * of the leaf, this walk's own frames moved into the last walk's entry, which becomes this
+ * walk's, the checked frames left where they are.
+ */
+#define CFI_COPY 1
+#define CFI_IN_PLACE 2
+#define CFI_IN_PLACE_MAX 3
+
+/* Chooses the follower's mode (cfi_tail_some's first run). */
+static __always_inline void cfi_tail_mode(struct scratch *s)
+{
+	struct cfi_cwalk *nw = cfi_cache_entry(s, s->u.c_new), *cw = cfi_cache_entry(s, s->u.c_cur);
+	__u32 k = s->u.nu;
+
+	s->u.c_mode = CFI_COPY;
+	if (k != s->u.c_j || k > CFI_IN_PLACE_MAX)
+		return;
+#pragma unroll
+	for (int i = 0; i < CFI_IN_PLACE_MAX; i++)
+		if (i < k)
+			cw->f[i] = nw->f[i];
+	s->u.c_new = s->u.c_cur;
+	s->u.c_mode = CFI_IN_PLACE;
+}
 
 /*
  * The follower (slot 1 of the walker's program array): the last walk's frames from c_j on,
@@ -1013,13 +1044,17 @@ static __always_inline int cfi_cached_frame(struct scratch *s, struct cfi_cwalk 
 static __always_inline __u32 cfi_tail_some(void *ctx, struct scratch *s, int legacy,
 					   void *progs)
 {
-	struct cfi_cwalk *nw = cfi_cache_entry(s, s->u.c_new);
-	const struct cfi_cwalk *cw = cfi_cache_entry(s, s->u.c_cur);
-	int end;
+	struct cfi_cwalk *nw, *cw;
+	int end, copy;
 
+	if (!s->u.c_mode)
+		cfi_tail_mode(s);
+	nw = cfi_cache_entry(s, s->u.c_new);
+	cw = cfi_cache_entry(s, s->u.c_cur);
+	copy = s->u.c_mode == CFI_COPY;
 #pragma unroll
 	for (int i = 0; i < CFI_TAIL_FRAMES; i++) {
-		end = cfi_cached_frame(s, nw, cw, legacy);
+		end = cfi_cached_frame(s, nw, cw, legacy, copy);
 		if (end == CFI_CHANGED) {
 			s->e.flags |= PROFILE_F_CFI_UNCACHED;
 			s->u.c_j = CFI_NO_ENTRY;
