@@ -728,7 +728,6 @@ static __always_inline void cfi_cache_begin(struct scratch *s, const struct cfi_
 		nw = a;
 	}
 	nw->n = 0; /* written from now on: not a walk until it ends */
-	nw->end_read = 0;
 }
 
 /*
@@ -790,7 +789,8 @@ static __always_inline int cfi_frame(struct scratch *s, const struct cfi_proc *p
 		cf->pc = u->pc;
 		cf->sp = u->sp;
 		cf->fp = u->fp;
-		cf->flags = 0;
+		cf->ra_at = 0;
+		cf->fp_at = 0;
 	}
 	u->nu++;
 	look = first ? u->pc : u->pc - 1;
@@ -823,14 +823,14 @@ static __always_inline int cfi_frame(struct scratch *s, const struct cfi_proc *p
 	} else {
 		cfa = (type == CFI_CFA_SP ? u->sp : u->fp) + ((__u64)off8 << 3);
 	}
-	if (cf) {
-		cf->fp8 = fp8;
-		cf->ra8 = ra8;
-		cf->flags = type == CFI_CFA_FP ? CFI_CF_FP : 0;
-		nw->end_cfa = cfa;
-	}
+	if (cf && (cfa & 7))
+		cf->ra_at = 1; /* a CFA off the word grid (no compiler's): never reused */
+	else if (cf)
+		cf->fp_at = (fp8 ? cfa + (__s64)fp8 * 8 : 0) | (type == CFI_CFA_FP ? CFI_CF_FP : 0);
 	if (cfa < u->sp || (cfa == u->sp && !first))
 		return CFI_END_BAD;
+	if (cf && ra8 && !(cfa & 7))
+		cf->ra_at = cfa + (__s64)ra8 * 8;
 	/* the lower slot first: a window read for it holds the other one too */
 	if (fp8 && fp8 < ra8 && stack_word(u, cfa + (__s64)fp8 * 8, &w[0], legacy))
 		return CFI_END_READ;
@@ -845,11 +845,8 @@ static __always_inline int cfi_frame(struct scratch *s, const struct cfi_proc *p
 		return CFI_END_READ;
 	if (fp8)
 		u->fp = w[0];
-	if (!w[1]) {
-		if (nw)
-			nw->end_read = 1;
+	if (!w[1])
 		return CFI_END_OUTERMOST;
-	}
 	u->pc = w[1];
 	u->sp = cfa;
 	if (cw && cfi_cache_match(u, cw))
@@ -962,7 +959,7 @@ static __always_inline int cfi_cached_frame(struct scratch *s, struct cfi_cwalk 
 	__u32 j = u->c_j, n = cw->n, at = (u->nk + u->nu) & (2 * PROFILE_MAX_DEPTH - 1);
 	const struct cfi_cframe *f, *g;
 	struct cfi_cframe *cf;
-	__u64 w, v, cfa, want;
+	__u64 w, v, ra, fpa, want;
 	int last;
 
 	if (n > PROFILE_CFI_CACHE_FRAMES || j >= n)
@@ -974,21 +971,26 @@ static __always_inline int cfi_cached_frame(struct scratch *s, struct cfi_cwalk 
 	u->pc = f->pc;
 	u->sp = f->sp;
 	/* u->fp is this walk's own: it matters only where the CFA is on it */
-	if ((f->flags & CFI_CF_FP) && f->fp != u->fp)
+	if ((f->fp_at & CFI_CF_FP) && f->fp != u->fp)
 		return CFI_CHANGED;
 	/* the last frame's step ended the walk: by a zero return address, or without a read */
 	last = j + 1 >= n;
-	cfa = last ? cw->end_cfa : g->sp;
 	want = last ? 0 : g->pc;
+	ra = f->ra_at;
+	fpa = f->fp_at & ~(__u64)7;
 	v = u->fp;
-	if (!last || cw->end_read) {
+	if (ra & 7)
+		return CFI_CHANGED;
+	if (ra) {
 		/* the lower slot first: a window read for it holds the other one too */
-		if (f->fp8 && f->fp8 < f->ra8 && stack_word(u, cfa + (__s64)f->fp8 * 8, &v, legacy))
+		if (fpa && fpa < ra && stack_word(u, fpa, &v, legacy))
 			return CFI_CHANGED;
-		if (!f->ra8 || stack_word(u, cfa + (__s64)f->ra8 * 8, &w, legacy) || w != want)
+		if (stack_word(u, ra, &w, legacy) || w != want)
 			return CFI_CHANGED;
-		if (f->fp8 && f->fp8 > f->ra8 && stack_word(u, cfa + (__s64)f->fp8 * 8, &v, legacy))
+		if (fpa && fpa > ra && stack_word(u, fpa, &v, legacy))
 			return CFI_CHANGED;
+	} else if (!last) {
+		return CFI_CHANGED; /* cannot happen: a step that read nothing ended the walk */
 	}
 	s->e.frames[at] = f->pc;
 	if (copy) {
@@ -996,16 +998,12 @@ static __always_inline int cfi_cached_frame(struct scratch *s, struct cfi_cwalk 
 		cf->pc = f->pc;
 		cf->sp = f->sp;
 		cf->fp = u->fp;
-		cf->fp8 = f->fp8;
-		cf->ra8 = f->ra8;
-		cf->flags = f->flags;
+		cf->ra_at = f->ra_at;
+		cf->fp_at = f->fp_at;
 	}
 	u->nu++;
-	if (last) {
-		nw->end_read = cw->end_read;
-		nw->end_cfa = cw->end_cfa;
+	if (last)
 		return cw->end;
-	}
 	u->fp = v;
 	u->c_j = j + 1;
 	return 0;
@@ -1021,90 +1019,78 @@ static __always_inline int cfi_cached_frame(struct scratch *s, struct cfi_cwalk 
 #define CFI_WINDOW (CFI_END_MAX + 3)
 
 /* The stack word at addr from the window: 0, or -1 when it is not there (never reads). */
-static __always_inline int win_word(const struct cfi_state *u, __u64 win_at, __u64 win_len,
-				    __u64 addr, __u64 *val)
-{
-	__u64 off = addr - win_at;
-
-	if ((addr & 7) || off >= win_len || win_len - off < 8)
-		return -1;
-	*val = u->win[(off >> 3) & (CFI_WIN_WORDS - 1)];
-	return 0;
-}
-
-static __always_inline int cfi_tail_fast(struct scratch *s, struct cfi_cwalk *nw,
-					 const struct cfi_cwalk *cw, int copy)
+static __always_inline int cfi_tail_fast(struct scratch *s, const struct cfi_cwalk *cw)
 {
 	struct cfi_state *u = &s->u;
-	__u32 j = u->c_j, n = cw->n, nu = u->nu, nk = u->nk, at;
-	__u64 fp = u->fp, win_at = u->win_at, win_len = u->win_len, w = 0, v, cfa;
-	const struct cfi_cframe *f, *g;
-	struct cfi_cframe *cf;
-	int end = 0, last;
+	__u32 j = u->c_j, n = cw->n, nu = u->nu, base = u->nk + u->nu, room, k = 0, at;
+	__u64 fp = u->fp, win_at = u->win_at, wmax = u->win_len - 8, w, v, ra, fpa, off;
+	const struct cfi_cframe *f;
+	int end = CFI_END_DEPTH, last;
 
-	if (n > PROFILE_CFI_CACHE_FRAMES)
-		return CFI_END_DEPTH; /* cannot happen */
+	if (nu >= user_depth || base >= 2 * PROFILE_MAX_DEPTH || u->win_len < 8)
+		return nu >= user_depth || base >= 2 * PROFILE_MAX_DEPTH ? CFI_END_DEPTH : CFI_WINDOW;
+	room = user_depth - nu;
+	if (room > 2 * PROFILE_MAX_DEPTH - base)
+		room = 2 * PROFILE_MAX_DEPTH - base;
 #pragma unroll
 	for (int i = 0; i < CFI_TAIL_FAST; i++) {
-		if (j >= n || nu >= user_depth || nk + nu >= 2 * PROFILE_MAX_DEPTH) {
+		if (k >= room) {
 			end = CFI_END_DEPTH;
 			break;
 		}
-		f = &cw->f[j & (PROFILE_CFI_CACHE_FRAMES - 1)];
-		g = &cw->f[(j + 1) & (PROFILE_CFI_CACHE_FRAMES - 1)];
-		if ((f->flags & CFI_CF_FP) && f->fp != fp) {
+		f = &cw->f[(j + k) & (PROFILE_CFI_CACHE_FRAMES - 1)];
+		if ((f->fp_at & CFI_CF_FP) && f->fp != fp) {
 			end = CFI_CHANGED;
 			break;
 		}
-		last = j + 1 >= n;
+		last = j + k + 1 >= n;
+		ra = f->ra_at;
 		v = fp;
-		if (!last || cw->end_read) {
-			cfa = last ? cw->end_cfa : g->sp;
-			if (!f->ra8) {
-				end = CFI_CHANGED;
-				break;
-			}
-			if (win_word(u, win_at, win_len, cfa + (__s64)f->ra8 * 8, &w) ||
-			    (f->fp8 && win_word(u, win_at, win_len, cfa + (__s64)f->fp8 * 8, &v))) {
+		if (ra) {
+			off = ra - win_at;
+			if ((ra & 7) || off > wmax) {
 				end = CFI_WINDOW;
 				break;
 			}
-			if (w != (last ? 0 : g->pc)) {
+			w = u->win[(off >> 3) & (CFI_WIN_WORDS - 1)];
+			if (w != (last ? 0 : cw->f[(j + k + 1) & (PROFILE_CFI_CACHE_FRAMES - 1)].pc)) {
 				end = CFI_CHANGED;
 				break;
 			}
+			fpa = f->fp_at & ~(__u64)7;
+			if (fpa) {
+				off = fpa - win_at;
+				if (off > wmax) {
+					end = CFI_WINDOW;
+					break;
+				}
+				v = u->win[(off >> 3) & (CFI_WIN_WORDS - 1)];
+			}
+		} else if (!last) {
+			end = CFI_CHANGED;
+			break;
 		}
-		at = nk + nu;
+		at = base + k;
 		barrier_var(at); /* the mask below must stay, for the verifier */
 		s->e.frames[at & (2 * PROFILE_MAX_DEPTH - 1)] = f->pc;
-		if (copy) {
-			cf = &nw->f[nu & (PROFILE_CFI_CACHE_FRAMES - 1)];
-			cf->pc = f->pc;
-			cf->sp = f->sp;
-			cf->fp = fp;
-			cf->fp8 = f->fp8;
-			cf->ra8 = f->ra8;
-			cf->flags = f->flags;
-		}
-		nu++;
+		k++;
 		if (last) {
-			nw->end_read = cw->end_read;
-			nw->end_cfa = cw->end_cfa;
 			end = cw->end;
 			break;
 		}
 		fp = v;
-		j++;
+		end = 0;
 	}
 	/* the frame not pushed, where the walker or the next run goes on */
-	f = &cw->f[j & (PROFILE_CFI_CACHE_FRAMES - 1)];
+	f = &cw->f[(j + k) & (PROFILE_CFI_CACHE_FRAMES - 1)];
 	u->pc = f->pc;
 	u->sp = f->sp;
 	u->fp = fp;
-	u->nu = nu;
-	u->c_j = j;
+	u->nu = nu + k;
+	u->c_j = j + k;
 	return end;
 }
+
 
 /*
  * The follower's modes: the last walk's frames copied into this walk's entry as they are
@@ -1151,8 +1137,8 @@ static __always_inline __u32 cfi_tail_some(void *ctx, struct scratch *s, int leg
 	copy = s->u.c_mode == CFI_COPY;
 	/* one frame that may read the stack, then those the window holds */
 	end = cfi_cached_frame(s, nw, cw, legacy, copy);
-	if (!end)
-		end = cfi_tail_fast(s, nw, cw, copy);
+	if (!end && !copy)
+		end = cfi_tail_fast(s, cw);
 	if (end == CFI_CHANGED) {
 		s->e.flags |= PROFILE_F_CFI_UNCACHED;
 		s->u.c_j = CFI_NO_ENTRY;

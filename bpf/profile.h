@@ -180,11 +180,11 @@ struct cfi_counts {
 /*
  * The walk cache (CONFIG_BPF_CFI_WALK_CACHE): the last walk of a thread, per CPU (only that
  * CPU's programs write it: no torn entries), two entries a thread (the last walk, and the one
- * being written). A frame: the registers it was walked from and how its step read its caller's
- * (the saved frame pointer and return address at the next frame's sp + 8 * fp8 / ra8; flags:
- * CFI_CF_FP, its CFA is on the frame pointer). A new walk that reaches a frame (pc, sp) of the
- * last one takes the callers from it, each step checked by the stack words it read
- * (bpf/README.md).
+ * being written). A frame: the registers it was walked from and where its step read its
+ * caller's return address (ra_at; 0: it read none, the walk ended there) and frame pointer
+ * (fp_at, 8-aligned; 0: not saved), with CFI_CF_FP in fp_at when its CFA is on the frame
+ * pointer. A new walk that reaches a frame (pc, sp) of the last one takes the callers from
+ * it, each step checked by the stack words it read (bpf/README.md).
  */
 #define PROFILE_CFI_CACHE_FRAMES PROFILE_MAX_DEPTH /* a power of two */
 #ifndef PROFILE_CFI_CACHE_THREADS
@@ -193,16 +193,13 @@ struct cfi_counts {
 #define CFI_CF_FP 1
 struct cfi_cframe {
 	__u64 pc, sp, fp;
-	__s8 fp8, ra8;
-	__u8 flags, pad[5];
+	__u64 ra_at, fp_at;
 };
 
 struct cfi_cwalk {
 	__u32 tid, tgid, gen, seq; /* whose, under which listing; seq: the newer of the two */
 	__u32 n;                   /* frames; 0: none */
 	__u32 end;                 /* CFI_END_* of that walk */
-	__u32 end_read, pad;       /* the last frame's step read its caller's words at end_cfa */
-	__u64 end_cfa;
 	struct cfi_cframe f[PROFILE_CFI_CACHE_FRAMES]; /* leaf first */
 };
 
