@@ -40,7 +40,7 @@ $(O)/bpf/profile.bpf.o: bpf/profile.bpf.c bpf/profile.h $(O)/include/config/auto
 	$(Q)$(BPF_CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH-$(ARCH)) \
 		$(BPF_RECORD_DEFS) -I. -idirafter $(BPF_ASM_INC-$(ARCH)) \
 		-Wall -Werror -c -o $@ $<
-	$(Q)$(BPF_STRIP) -g $@
+	$(Q)$(BPF_STRIP) -g -R .BTF.ext -R .rel.BTF.ext $@
 
 $(O)/bpf/profile.skel.h: $(O)/bpf/profile.bpf.o
 	$(quiet) GEN-SKEL $@
