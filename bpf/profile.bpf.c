@@ -1019,12 +1019,14 @@ static __always_inline int cfi_cached_frame(struct scratch *s, struct cfi_cwalk 
 #define CFI_WINDOW (CFI_END_MAX + 3)
 
 /* The stack word at addr from the window: 0, or -1 when it is not there (never reads). */
-static __always_inline int cfi_tail_fast(struct scratch *s, const struct cfi_cwalk *cw)
+static __always_inline int cfi_tail_fast(struct scratch *s, struct cfi_cwalk *nw,
+					 const struct cfi_cwalk *cw, int copy)
 {
 	struct cfi_state *u = &s->u;
 	__u32 j = u->c_j, n = cw->n, nu = u->nu, base = u->nk + u->nu, room, k = 0, at;
 	__u64 fp = u->fp, win_at = u->win_at, wmax = u->win_len - 8, w, v, ra, fpa, off;
 	const struct cfi_cframe *f;
+	struct cfi_cframe *cf;
 	int end = CFI_END_DEPTH, last;
 
 	if (nu >= user_depth || base >= 2 * PROFILE_MAX_DEPTH || u->win_len < 8)
@@ -1073,6 +1075,14 @@ static __always_inline int cfi_tail_fast(struct scratch *s, const struct cfi_cwa
 		at = base + k;
 		barrier_var(at); /* the mask below must stay, for the verifier */
 		s->e.frames[at & (2 * PROFILE_MAX_DEPTH - 1)] = f->pc;
+		if (copy) {
+			cf = &nw->f[(nu + k) & (PROFILE_CFI_CACHE_FRAMES - 1)];
+			cf->pc = f->pc;
+			cf->sp = f->sp;
+			cf->fp = fp;
+			cf->ra_at = f->ra_at;
+			cf->fp_at = f->fp_at;
+		}
 		k++;
 		if (last) {
 			end = cw->end;
@@ -1137,8 +1147,8 @@ static __always_inline __u32 cfi_tail_some(void *ctx, struct scratch *s, int leg
 	copy = s->u.c_mode == CFI_COPY;
 	/* one frame that may read the stack, then those the window holds */
 	end = cfi_cached_frame(s, nw, cw, legacy, copy);
-	if (!end && !copy)
-		end = cfi_tail_fast(s, cw);
+	if (!end)
+		end = cfi_tail_fast(s, nw, cw, copy);
 	if (end == CFI_CHANGED) {
 		s->e.flags |= PROFILE_F_CFI_UNCACHED;
 		s->u.c_j = CFI_NO_ENTRY;
