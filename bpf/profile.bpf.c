@@ -62,7 +62,14 @@ struct {
  * registers of the next frames, instead of a read per register (the fixed cost of each read is
  * ~200 instructions: tests/bench/bpf-icount.sh).
  */
-#define CFI_WIN_WORDS 64
+#define CFI_WIN_WORDS 128
+/*
+ * The walker reads 512 bytes at most (a read costs ~1 instruction a byte beyond its fixed
+ * cost: short stacks would pay for more); the walk cache's follower, which goes through
+ * frames for a few instructions each, up to the whole window, as far as the cached frames go
+ * (fewer runs on deep stacks).
+ */
+#define CFI_WIN_WALK 512
 
 /* The walk by CFI tables between tail calls: the registers of the frame to push next. */
 struct cfi_state {
@@ -639,8 +646,12 @@ static __always_inline const struct cfi_row *cfi_row_of(const struct cfi_mapping
 	return bpf_map_lookup_elem(&cfi_rows, &key);
 }
 
-/* The user stack word at addr (8-aligned): from the window, read anew there when outside it. */
-static __always_inline long stack_word(struct cfi_state *u, __u64 addr, __u64 *val, int legacy)
+/*
+ * The user stack word at addr (8-aligned): from the window, read anew there when outside it
+ * (at most max bytes).
+ */
+static __always_inline long stack_word(struct cfi_state *u, __u64 addr, __u64 *val, int legacy,
+				       __u64 max)
 {
 	__u64 off = addr - u->win_at, len;
 
@@ -648,8 +659,8 @@ static __always_inline long stack_word(struct cfi_state *u, __u64 addr, __u64 *v
 		return read_user(val, 8, addr, legacy);
 	if (off >= u->win_len || u->win_len - off < 8) {
 		len = 4096 - (addr & 4095); /* this page is mapped: the word is in it */
-		if (len > sizeof(u->win))
-			len = sizeof(u->win);
+		if (len > max)
+			len = max;
 		barrier_var(len);
 		if (len < 8 || len > sizeof(u->win))
 			return -1;
@@ -832,16 +843,16 @@ static __always_inline int cfi_frame(struct scratch *s, const struct cfi_proc *p
 	if (cf && ra8 && !(cfa & 7))
 		cf->ra_at = cfa + (__s64)ra8 * 8;
 	/* the lower slot first: a window read for it holds the other one too */
-	if (fp8 && fp8 < ra8 && stack_word(u, cfa + (__s64)fp8 * 8, &w[0], legacy))
+	if (fp8 && fp8 < ra8 && stack_word(u, cfa + (__s64)fp8 * 8, &w[0], legacy, CFI_WIN_WALK))
 		return CFI_END_READ;
 	if (ra8 == 0) { /* still in the link register: the leaf only (aarch64) */
 		if (!first || !u->lr)
 			return CFI_END_BAD;
 		w[1] = u->lr;
-	} else if (stack_word(u, cfa + (__s64)ra8 * 8, &w[1], legacy)) {
+	} else if (stack_word(u, cfa + (__s64)ra8 * 8, &w[1], legacy, CFI_WIN_WALK)) {
 		return CFI_END_READ;
 	}
-	if (fp8 && fp8 > ra8 && stack_word(u, cfa + (__s64)fp8 * 8, &w[0], legacy))
+	if (fp8 && fp8 > ra8 && stack_word(u, cfa + (__s64)fp8 * 8, &w[0], legacy, CFI_WIN_WALK))
 		return CFI_END_READ;
 	if (fp8)
 		u->fp = w[0];
@@ -959,7 +970,7 @@ static __always_inline int cfi_cached_frame(struct scratch *s, struct cfi_cwalk 
 	__u32 j = u->c_j, n = cw->n, at = (u->nk + u->nu) & (2 * PROFILE_MAX_DEPTH - 1);
 	const struct cfi_cframe *f, *g;
 	struct cfi_cframe *cf;
-	__u64 w, v, ra, fpa, want;
+	__u64 w, v, ra, fpa, want, span;
 	int last;
 
 	if (n > PROFILE_CFI_CACHE_FRAMES || j >= n)
@@ -981,13 +992,22 @@ static __always_inline int cfi_cached_frame(struct scratch *s, struct cfi_cwalk 
 	v = u->fp;
 	if (ra & 7)
 		return CFI_CHANGED;
+	/*
+	 * A window read here spans the rest of the cached frames' slots, up to the last frame's
+	 * stack pointer and a little beyond, at most the window: no more bytes than they need
+	 */
+	span = cw->f[(n - 1) & (PROFILE_CFI_CACHE_FRAMES - 1)].sp + 128 - (fpa && fpa < ra ? fpa : ra);
+	if (span > sizeof(u->win))
+		span = sizeof(u->win);
+	if (span < 16)
+		span = 16;
 	if (ra) {
 		/* the lower slot first: a window read for it holds the other one too */
-		if (fpa && fpa < ra && stack_word(u, fpa, &v, legacy))
+		if (fpa && fpa < ra && stack_word(u, fpa, &v, legacy, span))
 			return CFI_CHANGED;
-		if (stack_word(u, ra, &w, legacy) || w != want)
+		if (stack_word(u, ra, &w, legacy, span) || w != want)
 			return CFI_CHANGED;
-		if (fpa && fpa > ra && stack_word(u, fpa, &v, legacy))
+		if (fpa && fpa > ra && stack_word(u, fpa, &v, legacy, span))
 			return CFI_CHANGED;
 	} else if (!last) {
 		return CFI_CHANGED; /* cannot happen: a step that read nothing ended the walk */
@@ -1015,7 +1035,7 @@ static __always_inline int cfi_cached_frame(struct scratch *s, struct cfi_cwalk 
  * ~100 with the window's reads inline). A word outside the window ends the run early
  * (CFI_WINDOW): the next one reads it.
  */
-#define CFI_TAIL_FAST 16
+#define CFI_TAIL_FAST 20
 #define CFI_WINDOW (CFI_END_MAX + 3)
 
 /* The stack word at addr from the window: 0, or -1 when it is not there (never reads). */
