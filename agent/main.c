@@ -773,7 +773,7 @@ static void bpf_cfi_comment(const struct cfitab_stats *c, char *buf, size_t len)
 		 "cfi_unfit=%llu cfi_fp_built=%llu cfi_procs_evicted=%llu cfi_files=%llu "
 		 "cfi_files_unfit=%llu "
 		 "cfi_files_evicted=%llu cfi_no_table=%llu cfi_rows=%llu cfi_pages=%llu "
-		 "cfi_rows_unfit=%llu cfi_load_ms=%llu",
+		 "cfi_rows_unfit=%llu cfi_load_ms=%llu cfi_cached=%llu cfi_cache_changed=%llu",
 		 (unsigned long long)(c->walks[CFI_END_OUTERMOST] + c->walks[CFI_END_NO_MAPPING] +
 				      c->walks[CFI_END_NO_RULE] + c->walks[CFI_END_READ] +
 				      c->walks[CFI_END_BAD] + c->walks[CFI_END_DEPTH]),
@@ -786,7 +786,8 @@ static void bpf_cfi_comment(const struct cfitab_stats *c, char *buf, size_t len)
 		 (unsigned long long)c->fp_built, (unsigned long long)c->procs_evicted, (unsigned long long)c->files,
 		 (unsigned long long)c->files_unfit, (unsigned long long)c->files_evicted,
 		 (unsigned long long)c->no_table, (unsigned long long)c->rows,
-		 (unsigned long long)c->pages, (unsigned long long)c->rows_unfit, (unsigned long long)(c->load_ns / 1000000));
+		 (unsigned long long)c->pages, (unsigned long long)c->rows_unfit, (unsigned long long)(c->load_ns / 1000000),
+		 (unsigned long long)c->cached, (unsigned long long)c->cache_changed);
 }
 
 static void bpf_comment(struct agent *a, char *buf, size_t len)

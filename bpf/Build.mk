@@ -28,6 +28,7 @@ BPF_RECORD_DEFS = -DPROFILE_MAX_DEPTH=$(CONFIG_MAX_STACK_DEPTH) \
 		  -DPROFILE_LEAF_WORDS=$(CONFIG_BPF_LEAF_WORDS)
 # Programs that compile out with their feature (the skeleton has them or not).
 BPF_RECORD_DEFS-$(CONFIG_BPF_OFFCPU) += -DCONFIG_BPF_OFFCPU=1
+BPF_RECORD_DEFS-$(CONFIG_BPF_CFI) += -DPROFILE_CFI_CACHE_THREADS=$(CONFIG_BPF_CFI_WALK_CACHE)
 BPF_RECORD_DEFS += $(BPF_RECORD_DEFS-y)
 
 ifeq ($(CONFIG_SAMPLER_BPF),y)
@@ -39,7 +40,7 @@ $(O)/bpf/profile.bpf.o: bpf/profile.bpf.c bpf/profile.h $(O)/include/config/auto
 	$(Q)$(BPF_CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH-$(ARCH)) \
 		$(BPF_RECORD_DEFS) -I. -idirafter $(BPF_ASM_INC-$(ARCH)) \
 		-Wall -Werror -c -o $@ $<
-	$(Q)$(BPF_STRIP) -g $@
+	$(Q)$(BPF_STRIP) -g -R .BTF.ext -R .rel.BTF.ext $@
 
 $(O)/bpf/profile.skel.h: $(O)/bpf/profile.bpf.o
 	$(quiet) GEN-SKEL $@

@@ -222,7 +222,8 @@ int main(int argc, char **argv)
 		"files_unfit=%llu "
 		"files_evicted=%llu no_table=%llu rows=%llu pages=%llu rows_unfit=%llu load_ms=%.1f "
 		"walks: "
-		"outermost=%llu no_mapping=%llu no_rule=%llu read=%llu bad=%llu depth=%llu\n",
+		"outermost=%llu no_mapping=%llu no_rule=%llu read=%llu bad=%llu depth=%llu "
+		"cached=%llu cache_changed=%llu\n",
 		(unsigned long long)st.cfi.loads, (unsigned long long)st.cfi.unfit,
 		(unsigned long long)st.cfi.fp_built, (unsigned long long)st.cfi.procs_evicted, (unsigned long long)st.cfi.files,
 		(unsigned long long)st.cfi.files_unfit, (unsigned long long)st.cfi.files_evicted,
@@ -234,7 +235,8 @@ int main(int argc, char **argv)
 		(unsigned long long)st.cfi.walks[CFI_END_NO_RULE],
 		(unsigned long long)st.cfi.walks[CFI_END_READ],
 		(unsigned long long)st.cfi.walks[CFI_END_BAD],
-		(unsigned long long)st.cfi.walks[CFI_END_DEPTH]);
+		(unsigned long long)st.cfi.walks[CFI_END_DEPTH], (unsigned long long)st.cfi.cached,
+		(unsigned long long)st.cfi.cache_changed);
 	bpf_sampler__free(s);
 	ksyms__free(p.ks);
 	return 0;

@@ -92,6 +92,7 @@ struct cfitab {
 	uint32_t self;
 	unsigned int max_rows, max_procs, max_files;
 	uint64_t clock;
+	uint32_t gen; /* of the last listing (cfi_proc.gen) */
 	struct cfi_file *files;
 	struct cfi_listed *listed;
 	struct cfi_pid pids[CFI_PID_SLOTS];
@@ -642,6 +643,7 @@ static void proc_list(struct cfitab *c, uint32_t pid)
 	mine.n = (uint16_t)p.n;
 	/* maps are read in address order: sorted, as the program's search wants */
 	p.tgid = pid;
+	p.gen = ++c->gen; /* the program's remembered walks of the pid's last listing go stale */
 	if (fit && (l = listed_find(c, pid, true))) {
 		uint32_t slot = (uint32_t)(l - c->listed);
 
@@ -691,10 +693,16 @@ void cfitab__stale(struct cfitab *c, uint32_t pid, const char *comm)
 		proc_try(c, pid, comm, CFI_STALE_RETRY_NS, 1);
 }
 
-void cfitab__count(struct cfitab *c, uint32_t end)
+void cfitab__count(struct cfitab *c, uint32_t end, uint32_t flags)
 {
-	if (c && end < CFI_END_MAX)
+	if (!c)
+		return;
+	if (end < CFI_END_MAX)
 		c->st.walks[end]++;
+	if (flags & PROFILE_F_CFI_CACHED)
+		c->st.cached++;
+	if (flags & PROFILE_F_CFI_UNCACHED)
+		c->st.cache_changed++;
 }
 
 /* Processes that exited leave the map; their files stay until room is needed. */

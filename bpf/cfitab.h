@@ -45,6 +45,8 @@ struct cfitab_stats {
 	uint64_t rows_unfit;   /* rules a row cannot say (kept as "no rule": the walk ends there) */
 	uint64_t load_ns;      /* time spent building and loading tables */
 	uint64_t walks[CFI_END_MAX]; /* samples walked by tables, by why the walk ended */
+	uint64_t cached;       /* walks whose callers came from the thread's last walk */
+	uint64_t cache_changed; /* walks that matched the last one where a stack word had changed */
 };
 
 struct cfitab;
@@ -65,8 +67,8 @@ struct cfitab *cfitab__new(int rows_fd, bool mmapable, int procs_fd, int slots_f
 void cfitab__want(struct cfitab *c, uint32_t pid, const char *comm);
 /* A walk of pid met a pc in no listed mapping: read its maps again (at most once a second). */
 void cfitab__stale(struct cfitab *c, uint32_t pid, const char *comm);
-/* Counts a walk's end (profile_event.cfi_end). */
-void cfitab__count(struct cfitab *c, uint32_t end);
+/* Counts a walk's end (profile_event.cfi_end) and its use of the walk cache (flags). */
+void cfitab__count(struct cfitab *c, uint32_t end, uint32_t flags);
 /* Drops the processes that exited from the map (their files stay until room is needed). */
 void cfitab__sweep(struct cfitab *c);
 void cfitab__stats(const struct cfitab *c, struct cfitab_stats *st);
@@ -80,7 +82,7 @@ static inline struct cfitab *cfitab__new(int rows_fd, bool mmapable, int procs_f
 }
 static inline void cfitab__want(struct cfitab *c, uint32_t pid, const char *comm) {}
 static inline void cfitab__stale(struct cfitab *c, uint32_t pid, const char *comm) {}
-static inline void cfitab__count(struct cfitab *c, uint32_t end) {}
+static inline void cfitab__count(struct cfitab *c, uint32_t end, uint32_t flags) {}
 static inline void cfitab__sweep(struct cfitab *c) {}
 static inline void cfitab__stats(const struct cfitab *c, struct cfitab_stats *st)
 {

@@ -33,6 +33,8 @@ const volatile __u64 new_proc_wake_ns;
 const volatile __u8 wake_new_procs = 1;
 /* 1: processes listed in cfi_procs are unwound by their CFI tables (CONFIG_BPF_CFI) */
 const volatile __u8 cfi_enabled;
+/* threads per CPU whose last walk is kept (CONFIG_BPF_CFI_WALK_CACHE; 0: none) */
+const volatile __u32 cfi_cache_threads;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -60,7 +62,14 @@ struct {
  * registers of the next frames, instead of a read per register (the fixed cost of each read is
  * ~200 instructions: tests/bench/bpf-icount.sh).
  */
-#define CFI_WIN_WORDS 64
+#define CFI_WIN_WORDS 128
+/*
+ * The walker reads 512 bytes at most (a read costs ~1 instruction a byte beyond its fixed
+ * cost: short stacks would pay for more); the walk cache's follower, which goes through
+ * frames for a few instructions each, up to the whole window, as far as the cached frames go
+ * (fewer runs on deep stacks).
+ */
+#define CFI_WIN_WALK 512
 
 /* The walk by CFI tables between tail calls: the registers of the frame to push next. */
 struct cfi_state {
@@ -69,7 +78,12 @@ struct cfi_state {
 	__u32 runs;     /* tail calls so far */
 	__u32 slot;     /* the process's slot in cfi_procs */
 	__u32 last_m;   /* the mapping of the last frame: the next one is likely there too */
-	__u32 pad;
+	__u32 gen;      /* the listing's generation (cfi_proc.gen) */
+	__u32 c_cur;    /* cfi_cache: this thread's last walk */
+	__u32 c_new;    /* cfi_cache: this walk, written as it goes */
+	__u32 c_j;      /* the frame of c_cur the walk's next frame is compared with */
+	__u32 c_seq;    /* c_cur's seq */
+	__u32 c_mode;   /* the follower: 0 before it runs, CFI_COPY, CFI_IN_PLACE */
 	__u64 win_at, win_len; /* win holds the user stack's [win_at, win_at + win_len) */
 	__u64 win[CFI_WIN_WORDS];
 };
@@ -84,11 +98,28 @@ struct scratch {
 	struct cfi_state u;
 };
 
+/*
+ * The walk cache (struct cfi_cwalk in profile.h) lives beside the CPU samples' scratch slot:
+ * entries 2k and 2k + 1 are the last walks of the threads with tid % cfi_cache_threads == k,
+ * the last one a spare that no walk is taken from. In the same map value as the slot, its
+ * entries are found from the slot's pointer: no lookup, and no pointer more for the verifier
+ * to follow through the walk (two lookups held across it cost 60 000 of its instructions).
+ */
+/* 2 * threads and the spare, rounded up to a power of two (a mask bounds the index) */
+#define CFI_CACHE_ENTRIES                                                                        \
+	(PROFILE_CFI_CACHE_THREADS < 1 ? 2 : PROFILE_CFI_CACHE_THREADS < 2 ? 4 : 8)
+_Static_assert(PROFILE_CFI_CACHE_THREADS <= 3, "CONFIG_BPF_CFI_WALK_CACHE: at most 3");
+#define CFI_CACHE_ON (PROFILE_CFI_CACHE_THREADS > 0) /* the CPU samples' walker uses it */
+struct sample_scratch {
+	struct scratch s;
+	struct cfi_cwalk c[CFI_CACHE_ENTRIES];
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct scratch);
+	__type(value, struct sample_scratch);
 } scratch SEC(".maps");
 
 struct {
@@ -159,13 +190,21 @@ static __always_inline int cfi_wanted_now(__u32 tgid)
 	return *n == PROFILE_CFI_WANT_SAMPLES;
 }
 
-/* The walker, which tail-calls itself every PROFILE_CFI_FRAMES frames (slot 0). */
+/*
+ * The walker, which tail-calls itself every PROFILE_CFI_FRAMES frames (slot 0), and the
+ * follower of a cached walk (slot 1).
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__uint(key_size, sizeof(__u32));
 	__uint(value_size, sizeof(__u32));
 } cfi_progs SEC(".maps");
+
+
+#define CFI_NO_ENTRY 0xffffffffu /* in c_j: no frame of c_cur is compared */
+_Static_assert(!(PROFILE_CFI_CACHE_FRAMES & (PROFILE_CFI_CACHE_FRAMES - 1)),
+	       "PROFILE_CFI_CACHE_FRAMES: a power of two");
 
 /*
  * Processes seen lately. The first sample of a new process wakes the reader soon (see
@@ -607,8 +646,12 @@ static __always_inline const struct cfi_row *cfi_row_of(const struct cfi_mapping
 	return bpf_map_lookup_elem(&cfi_rows, &key);
 }
 
-/* The user stack word at addr (8-aligned): from the window, read anew there when outside it. */
-static __always_inline long stack_word(struct cfi_state *u, __u64 addr, __u64 *val, int legacy)
+/*
+ * The user stack word at addr (8-aligned): from the window, read anew there when outside it
+ * (at most max bytes).
+ */
+static __always_inline long stack_word(struct cfi_state *u, __u64 addr, __u64 *val, int legacy,
+				       __u64 max)
 {
 	__u64 off = addr - u->win_at, len;
 
@@ -616,8 +659,8 @@ static __always_inline long stack_word(struct cfi_state *u, __u64 addr, __u64 *v
 		return read_user(val, 8, addr, legacy);
 	if (off >= u->win_len || u->win_len - off < 8) {
 		len = 4096 - (addr & 4095); /* this page is mapped: the word is in it */
-		if (len > sizeof(u->win))
-			len = sizeof(u->win);
+		if (len > max)
+			len = max;
 		barrier_var(len);
 		if (len < 8 || len > sizeof(u->win))
 			return -1;
@@ -632,23 +675,134 @@ static __always_inline long stack_word(struct cfi_state *u, __u64 addr, __u64 *v
 	return 0;
 }
 
+/* Tail calls a walk may take: the kernel allows 32 a sample, one is do_sample's. */
+#define CFI_MAX_RUNS 30
+
 /*
- * Pushes the frame at u->pc and steps to its caller: 0, or why the walk ends (CFI_END_*).
- * Frames after the first are looked up at pc - 1: a return address may be the first byte of
- * the next function.
+ * The walk cache (struct cfi_cwalk in profile.h). A walk is a function of the registers it
+ * starts from, the tables and the stack words it reads: a frame after the leaf whose pc and sp
+ * are those of a frame of the thread's last walk (under the same listing) has the same callers
+ * as long as each of their steps reads the same words. So the follower (cfi_tail) checks each
+ * step's return address (and, where the CFA is on the frame pointer, that register) instead
+ * of looking up the mapping and the rule: a few instructions a frame against ~300. A word that
+ * changed (a function returned and was called again from elsewhere with the same sp) hands the
+ * walk back to the tables from that frame (counted).
  */
-static __always_inline int cfi_frame(struct scratch *s, const struct cfi_proc *p, int legacy)
+/* Entry k of the walk cache beside s (the CPU samples' slot only). */
+static __always_inline struct cfi_cwalk *cfi_cache_entry(struct scratch *s, __u32 k)
 {
+	return &((struct sample_scratch *)s)->c[k & (CFI_CACHE_ENTRIES - 1)];
+}
+
+static __always_inline int cfi_cache_valid(const struct cfi_cwalk *c, const struct scratch *s,
+					   __u32 gen)
+{
+	return c->n && c->tid == s->e.tid && c->tgid == s->e.tgid && c->gen == gen;
+}
+
+/*
+ * At a sample's start: which entry holds the thread's last walk, which one this walk writes
+ * (p: the process's entry, looked up again by the walker, which checks it).
+ */
+static __always_inline void cfi_cache_begin(struct scratch *s, const struct cfi_proc *p)
+{
+	struct cfi_cwalk *a, *b, *nw;
+	__u32 base, other;
+	int va, vb;
+
+	s->u.c_cur = s->u.c_new = CFI_CACHE_ENTRIES - 1; /* the spare */
+	s->u.c_j = CFI_NO_ENTRY;
+	s->u.c_seq = 0;
+	s->u.c_mode = 0;
+	s->u.gen = p ? p->gen : 0;
+	if (!cfi_cache_threads || cfi_cache_threads > PROFILE_CFI_CACHE_THREADS || !p)
+		return;
+	base = (s->e.tid % cfi_cache_threads) * 2;
+	other = base + 1;
+	a = cfi_cache_entry(s, base);
+	b = cfi_cache_entry(s, other);
+	va = cfi_cache_valid(a, s, p->gen);
+	vb = cfi_cache_valid(b, s, p->gen);
+	if (va && (!vb || (__s32)(a->seq - b->seq) > 0)) {
+		s->u.c_cur = base;
+		s->u.c_new = other;
+		s->u.c_seq = a->seq;
+		s->u.c_j = 1; /* the leaf is walked from registers, not by the rules: never matched */
+		nw = b;
+	} else {
+		if (vb) {
+			s->u.c_cur = other;
+			s->u.c_seq = b->seq;
+			s->u.c_j = 1;
+		}
+		s->u.c_new = base;
+		nw = a;
+	}
+	nw->n = 0; /* written from now on: not a walk until it ends */
+}
+
+/*
+ * Whether the frame the walk just stepped to (u) is one of the last walk's: the next frame of
+ * cw at or above its sp (a few frames skipped at most: the stack may have grown).
+ */
+#define CFI_CACHE_SKIPS 3
+static __always_inline int cfi_cache_match(struct cfi_state *u, const struct cfi_cwalk *cw)
+{
+	const struct cfi_cframe *f;
+	__u32 j = u->c_j, n = cw->n;
+
+	if (n > PROFILE_CFI_CACHE_FRAMES || u->runs + 1 >= CFI_MAX_RUNS)
+		return 0;
+#pragma unroll
+	for (int a = 0; a < CFI_CACHE_SKIPS; a++) {
+		if (j >= n)
+			return 0;
+		if (cw->f[j & (PROFILE_CFI_CACHE_FRAMES - 1)].sp >= u->sp)
+			break;
+		j++;
+	}
+	if (j >= n)
+		return 0;
+	u->c_j = j;
+	f = &cw->f[j & (PROFILE_CFI_CACHE_FRAMES - 1)];
+	return f->sp == u->sp && f->pc == u->pc;
+}
+
+/* internal to the walk: the frame in u is the last walk's frame c_j (cfi_cache_match) */
+#define CFI_TAIL    (CFI_END_MAX + 1)
+/* internal to the follower: a step of the last walk reads other words now */
+#define CFI_CHANGED (CFI_END_MAX + 2)
+
+/*
+ * Pushes the frame at u->pc and steps to its caller: 0, or why the walk ends (CFI_END_*), or
+ * CFI_TAIL. Frames after the first are looked up at pc - 1: a return address may be the first
+ * byte of the next function. nw: the walk cache's entry this walk writes, cw: the thread's
+ * last walk (either NULL).
+ */
+static __always_inline int cfi_frame(struct scratch *s, const struct cfi_proc *p, int legacy,
+				     int cache)
+{
+	struct cfi_cwalk *nw = cache ? cfi_cache_entry(s, s->u.c_new) : 0;
+	const struct cfi_cwalk *cw = cache ? cfi_cache_entry(s, s->u.c_cur) : 0;
 	struct cfi_state *u = &s->u;
 	__u32 at = u->nk + u->nu;
 	const struct cfi_mapping *m;
 	const struct cfi_row *r;
+	struct cfi_cframe *cf = 0;
 	__u64 look, cfa, w[2];
 	int first = u->nu == 0, type, off8, fp8, ra8;
 
 	if (u->nu >= user_depth || at >= 2 * PROFILE_MAX_DEPTH)
 		return CFI_END_DEPTH;
 	s->e.frames[at] = u->pc;
+	if (nw) {
+		cf = &nw->f[u->nu & (PROFILE_CFI_CACHE_FRAMES - 1)];
+		cf->pc = u->pc;
+		cf->sp = u->sp;
+		cf->fp = u->fp;
+		cf->ra_at = 0;
+		cf->fp_at = 0;
+	}
 	u->nu++;
 	look = first ? u->pc : u->pc - 1;
 	m = cfi_mapping_of(p, look, &u->last_m);
@@ -680,19 +834,25 @@ static __always_inline int cfi_frame(struct scratch *s, const struct cfi_proc *p
 	} else {
 		cfa = (type == CFI_CFA_SP ? u->sp : u->fp) + ((__u64)off8 << 3);
 	}
+	if (cf && (cfa & 7))
+		cf->ra_at = 1; /* a CFA off the word grid (no compiler's): never reused */
+	else if (cf)
+		cf->fp_at = (fp8 ? cfa + (__s64)fp8 * 8 : 0) | (type == CFI_CFA_FP ? CFI_CF_FP : 0);
 	if (cfa < u->sp || (cfa == u->sp && !first))
 		return CFI_END_BAD;
+	if (cf && ra8 && !(cfa & 7))
+		cf->ra_at = cfa + (__s64)ra8 * 8;
 	/* the lower slot first: a window read for it holds the other one too */
-	if (fp8 && fp8 < ra8 && stack_word(u, cfa + (__s64)fp8 * 8, &w[0], legacy))
+	if (fp8 && fp8 < ra8 && stack_word(u, cfa + (__s64)fp8 * 8, &w[0], legacy, CFI_WIN_WALK))
 		return CFI_END_READ;
 	if (ra8 == 0) { /* still in the link register: the leaf only (aarch64) */
 		if (!first || !u->lr)
 			return CFI_END_BAD;
 		w[1] = u->lr;
-	} else if (stack_word(u, cfa + (__s64)ra8 * 8, &w[1], legacy)) {
+	} else if (stack_word(u, cfa + (__s64)ra8 * 8, &w[1], legacy, CFI_WIN_WALK)) {
 		return CFI_END_READ;
 	}
-	if (fp8 && fp8 > ra8 && stack_word(u, cfa + (__s64)fp8 * 8, &w[0], legacy))
+	if (fp8 && fp8 > ra8 && stack_word(u, cfa + (__s64)fp8 * 8, &w[0], legacy, CFI_WIN_WALK))
 		return CFI_END_READ;
 	if (fp8)
 		u->fp = w[0];
@@ -700,6 +860,8 @@ static __always_inline int cfi_frame(struct scratch *s, const struct cfi_proc *p
 		return CFI_END_OUTERMOST;
 	u->pc = w[1];
 	u->sp = cfa;
+	if (cw && cfi_cache_match(u, cw))
+		return CFI_TAIL;
 	return 0;
 }
 
@@ -720,6 +882,7 @@ static __always_inline int cfi_begin(struct bpf_perf_event_data *ctx, struct scr
 	s->u.slot = *slot;
 	if (!cfi_regs(ctx, &s->u, legacy))
 		return 0;
+	cfi_cache_begin(s, bpf_map_lookup_elem(&cfi_procs, slot));
 	s->u.nk = nk;
 	s->u.nu = 0;
 	s->u.runs = 0;
@@ -746,12 +909,34 @@ static __always_inline __u32 cfi_end(struct scratch *s, int end)
 	return PROFILE_EVENT_HDR + (nk + nu) * sizeof(__u64);
 }
 
-/* Tail calls a walk may take: the kernel allows 32 a sample, one is do_sample's. */
-#define CFI_MAX_RUNS 30
+/*
+ * cfi_end(), and the walk becomes the thread's last one in the cache (nw) unless it ended
+ * where another walk from the same frames may not: a read that failed, the depth.
+ */
+static __always_inline __u32 cfi_finish(struct scratch *s, struct cfi_cwalk *nw, int end)
+{
+	/* without branches: each would multiply the walker's paths for the verifier */
+	__u32 nu = s->u.nu, keep = (end != CFI_END_READ) & (end != CFI_END_DEPTH) &
+				 (nu - 1 < PROFILE_CFI_CACHE_FRAMES);
 
-/* PROFILE_CFI_FRAMES frames, then itself again; 0 and the bytes to send once the walk ends. */
+	if (nw) {
+		nw->tid = s->e.tid;
+		nw->tgid = s->e.tgid;
+		nw->gen = s->u.gen;
+		nw->seq = s->u.c_seq + 1;
+		nw->end = end;
+		nw->n = nu & -keep;
+	}
+	return cfi_end(s, end);
+}
+
+/*
+ * PROFILE_CFI_FRAMES frames, then itself again (or the follower, once a frame is the last
+ * walk's); 0 and the bytes to send once the walk ends. cache: whether this walker uses the
+ * walk cache (a constant).
+ */
 static __always_inline __u32 cfi_walk_some(void *ctx, struct scratch *s, int legacy,
-					   void *progs)
+					   void *progs, int cache)
 {
 	const struct cfi_proc *p = bpf_map_lookup_elem(&cfi_procs, &s->u.slot);
 	int end = CFI_END_NO_MAPPING;
@@ -760,13 +945,245 @@ static __always_inline __u32 cfi_walk_some(void *ctx, struct scratch *s, int leg
 		return cfi_end(s, end);
 #pragma unroll
 	for (int i = 0; i < PROFILE_CFI_FRAMES; i++) {
-		end = cfi_frame(s, p, legacy);
+		end = cfi_frame(s, p, legacy, cache);
+		if (cache && end == CFI_TAIL) {
+			s->u.runs++;
+			bpf_tail_call(ctx, progs, 1);
+			return cfi_finish(s, cfi_cache_entry(s, s->u.c_new), CFI_END_DEPTH);
+		}
 		if (end)
-			return cfi_end(s, end);
+			return cfi_finish(s, cache ? cfi_cache_entry(s, s->u.c_new) : 0, end);
 	}
 	if (++s->u.runs < CFI_MAX_RUNS)
 		bpf_tail_call(ctx, progs, 0);
-	return cfi_end(s, CFI_END_DEPTH);
+	return cfi_finish(s, cache ? cfi_cache_entry(s, s->u.c_new) : 0, CFI_END_DEPTH);
+}
+
+/*
+ * The follower's step: pushes frame c_j of the last walk (cw) and checks the words its step
+ * read; 0 (go on), the cached walk's end, or CFI_CHANGED (u is then that frame, not pushed).
+ */
+static __always_inline int cfi_cached_frame(struct scratch *s, struct cfi_cwalk *nw,
+					    const struct cfi_cwalk *cw, int legacy, int copy)
+{
+	struct cfi_state *u = &s->u;
+	__u32 j = u->c_j, n = cw->n, at = (u->nk + u->nu) & (2 * PROFILE_MAX_DEPTH - 1);
+	const struct cfi_cframe *f, *g;
+	struct cfi_cframe *cf;
+	__u64 w, v, ra, fpa, want, span;
+	int last;
+
+	if (n > PROFILE_CFI_CACHE_FRAMES || j >= n)
+		return CFI_END_DEPTH; /* cannot happen */
+	if (u->nu >= user_depth || u->nk + u->nu >= 2 * PROFILE_MAX_DEPTH)
+		return CFI_END_DEPTH;
+	f = &cw->f[j & (PROFILE_CFI_CACHE_FRAMES - 1)];
+	g = &cw->f[(j + 1) & (PROFILE_CFI_CACHE_FRAMES - 1)];
+	u->pc = f->pc;
+	u->sp = f->sp;
+	/* u->fp is this walk's own: it matters only where the CFA is on it */
+	if ((f->fp_at & CFI_CF_FP) && f->fp != u->fp)
+		return CFI_CHANGED;
+	/* the last frame's step ended the walk: by a zero return address, or without a read */
+	last = j + 1 >= n;
+	want = last ? 0 : g->pc;
+	ra = f->ra_at;
+	fpa = f->fp_at & ~(__u64)7;
+	v = u->fp;
+	if (ra & 7)
+		return CFI_CHANGED;
+	/*
+	 * A window read here spans the rest of the cached frames' slots, up to the last frame's
+	 * stack pointer and a little beyond, at most the window: no more bytes than they need
+	 */
+	span = cw->f[(n - 1) & (PROFILE_CFI_CACHE_FRAMES - 1)].sp + 128 - (fpa && fpa < ra ? fpa : ra);
+	if (span > sizeof(u->win))
+		span = sizeof(u->win);
+	if (span < 16)
+		span = 16;
+	if (ra) {
+		/* the lower slot first: a window read for it holds the other one too */
+		if (fpa && fpa < ra && stack_word(u, fpa, &v, legacy, span))
+			return CFI_CHANGED;
+		if (stack_word(u, ra, &w, legacy, span) || w != want)
+			return CFI_CHANGED;
+		if (fpa && fpa > ra && stack_word(u, fpa, &v, legacy, span))
+			return CFI_CHANGED;
+	} else if (!last) {
+		return CFI_CHANGED; /* cannot happen: a step that read nothing ended the walk */
+	}
+	s->e.frames[at] = f->pc;
+	if (copy) {
+		cf = &nw->f[u->nu & (PROFILE_CFI_CACHE_FRAMES - 1)];
+		cf->pc = f->pc;
+		cf->sp = f->sp;
+		cf->fp = u->fp;
+		cf->ra_at = f->ra_at;
+		cf->fp_at = f->fp_at;
+	}
+	u->nu++;
+	if (last)
+		return cw->end;
+	u->fp = v;
+	u->c_j = j + 1;
+	return 0;
+}
+
+/*
+ * The follower's frames after the first of a run: their words from the window the first one
+ * read, no helper call (so its state stays in registers: ~30 instructions a frame against
+ * ~100 with the window's reads inline). A word outside the window ends the run early
+ * (CFI_WINDOW): the next one reads it.
+ */
+#define CFI_TAIL_FAST 20
+#define CFI_WINDOW (CFI_END_MAX + 3)
+
+/* The stack word at addr from the window: 0, or -1 when it is not there (never reads). */
+static __always_inline int cfi_tail_fast(struct scratch *s, struct cfi_cwalk *nw,
+					 const struct cfi_cwalk *cw, int copy)
+{
+	struct cfi_state *u = &s->u;
+	__u32 j = u->c_j, n = cw->n, nu = u->nu, base = u->nk + u->nu, room, k = 0, at;
+	__u64 fp = u->fp, win_at = u->win_at, wmax = u->win_len - 8, w, v, ra, fpa, off;
+	const struct cfi_cframe *f;
+	struct cfi_cframe *cf;
+	int end = CFI_END_DEPTH, last;
+
+	if (nu >= user_depth || base >= 2 * PROFILE_MAX_DEPTH || u->win_len < 8)
+		return nu >= user_depth || base >= 2 * PROFILE_MAX_DEPTH ? CFI_END_DEPTH : CFI_WINDOW;
+	room = user_depth - nu;
+	if (room > 2 * PROFILE_MAX_DEPTH - base)
+		room = 2 * PROFILE_MAX_DEPTH - base;
+#pragma unroll
+	for (int i = 0; i < CFI_TAIL_FAST; i++) {
+		if (k >= room) {
+			end = CFI_END_DEPTH;
+			break;
+		}
+		f = &cw->f[(j + k) & (PROFILE_CFI_CACHE_FRAMES - 1)];
+		if ((f->fp_at & CFI_CF_FP) && f->fp != fp) {
+			end = CFI_CHANGED;
+			break;
+		}
+		last = j + k + 1 >= n;
+		ra = f->ra_at;
+		v = fp;
+		if (ra) {
+			off = ra - win_at;
+			if ((ra & 7) || off > wmax) {
+				end = CFI_WINDOW;
+				break;
+			}
+			w = u->win[(off >> 3) & (CFI_WIN_WORDS - 1)];
+			if (w != (last ? 0 : cw->f[(j + k + 1) & (PROFILE_CFI_CACHE_FRAMES - 1)].pc)) {
+				end = CFI_CHANGED;
+				break;
+			}
+			fpa = f->fp_at & ~(__u64)7;
+			if (fpa) {
+				off = fpa - win_at;
+				if (off > wmax) {
+					end = CFI_WINDOW;
+					break;
+				}
+				v = u->win[(off >> 3) & (CFI_WIN_WORDS - 1)];
+			}
+		} else if (!last) {
+			end = CFI_CHANGED;
+			break;
+		}
+		at = base + k;
+		barrier_var(at); /* the mask below must stay, for the verifier */
+		s->e.frames[at & (2 * PROFILE_MAX_DEPTH - 1)] = f->pc;
+		if (copy) {
+			cf = &nw->f[(nu + k) & (PROFILE_CFI_CACHE_FRAMES - 1)];
+			cf->pc = f->pc;
+			cf->sp = f->sp;
+			cf->fp = fp;
+			cf->ra_at = f->ra_at;
+			cf->fp_at = f->fp_at;
+		}
+		k++;
+		if (last) {
+			end = cw->end;
+			break;
+		}
+		fp = v;
+		end = 0;
+	}
+	/* the frame not pushed, where the walker or the next run goes on */
+	f = &cw->f[(j + k) & (PROFILE_CFI_CACHE_FRAMES - 1)];
+	u->pc = f->pc;
+	u->sp = f->sp;
+	u->fp = fp;
+	u->nu = nu + k;
+	u->c_j = j + k;
+	return end;
+}
+
+
+/*
+ * The follower's modes: the last walk's frames copied into this walk's entry as they are
+ * checked, or, where the walk met the last one at the same depth (the frame it matched is at
+ * the index it had: a hot loop's leaf under the same callers), within CFI_IN_PLACE_MAX frames
+ * of the leaf, this walk's own frames moved into the last walk's entry, which becomes this
+ * walk's, the checked frames left where they are.
+ */
+#define CFI_COPY 1
+#define CFI_IN_PLACE 2
+#define CFI_IN_PLACE_MAX 3
+
+/* Chooses the follower's mode (cfi_tail_some's first run). */
+static __always_inline void cfi_tail_mode(struct scratch *s)
+{
+	struct cfi_cwalk *nw = cfi_cache_entry(s, s->u.c_new), *cw = cfi_cache_entry(s, s->u.c_cur);
+	__u32 k = s->u.nu;
+
+	s->u.c_mode = CFI_COPY;
+	if (k != s->u.c_j || k > CFI_IN_PLACE_MAX)
+		return;
+#pragma unroll
+	for (int i = 0; i < CFI_IN_PLACE_MAX; i++)
+		if (i < k)
+			cw->f[i] = nw->f[i];
+	s->u.c_new = s->u.c_cur;
+	s->u.c_mode = CFI_IN_PLACE;
+}
+
+/*
+ * The follower (slot 1 of the walker's program array): the last walk's frames from c_j on,
+ * CFI_TAIL_FRAMES a run; back to the walker (slot 0) from a frame whose step changed.
+ */
+static __always_inline __u32 cfi_tail_some(void *ctx, struct scratch *s, int legacy,
+					   void *progs)
+{
+	struct cfi_cwalk *nw, *cw;
+	int end, copy;
+
+	if (!s->u.c_mode)
+		cfi_tail_mode(s);
+	nw = cfi_cache_entry(s, s->u.c_new);
+	cw = cfi_cache_entry(s, s->u.c_cur);
+	copy = s->u.c_mode == CFI_COPY;
+	/* one frame that may read the stack, then those the window holds */
+	end = cfi_cached_frame(s, nw, cw, legacy, copy);
+	if (!end)
+		end = cfi_tail_fast(s, nw, cw, copy);
+	if (end == CFI_CHANGED) {
+		s->e.flags |= PROFILE_F_CFI_UNCACHED;
+		s->u.c_j = CFI_NO_ENTRY;
+		if (++s->u.runs < CFI_MAX_RUNS)
+			bpf_tail_call(ctx, progs, 0);
+		return cfi_finish(s, nw, CFI_END_DEPTH);
+	}
+	if (end && end != CFI_WINDOW) {
+		if (end != CFI_END_DEPTH)
+			s->e.flags |= PROFILE_F_CFI_CACHED;
+		return cfi_finish(s, nw, end);
+	}
+	if (++s->u.runs < CFI_MAX_RUNS)
+		bpf_tail_call(ctx, progs, 1);
+	return cfi_finish(s, nw, CFI_END_DEPTH);
 }
 
 /* ---- output -------------------------------------------------------------------------------- */
@@ -851,7 +1268,19 @@ int cfi_walk(struct bpf_perf_event_data *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 
 	if (s)
-		send_rb(s, cfi_walk_some(ctx, s, 0, &cfi_progs), wake_new_procs, 0);
+		send_rb(s, cfi_walk_some(ctx, s, 0, &cfi_progs, CFI_CACHE_ON), wake_new_procs, 0);
+	return 0;
+}
+
+/* The follower of a cached walk for do_sample (slot 1 of cfi_progs); sends the record. */
+SEC("perf_event")
+int cfi_tail(struct bpf_perf_event_data *ctx)
+{
+	__u32 zero = 0;
+	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+
+	if (s)
+		send_rb(s, cfi_tail_some(ctx, s, 0, &cfi_progs), wake_new_procs, 0);
 	return 0;
 }
 
@@ -882,7 +1311,18 @@ int cfi_walk_pb(struct bpf_perf_event_data *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 
 	if (s)
-		send_pb(ctx, s, cfi_walk_some(ctx, s, 1, &cfi_progs));
+		send_pb(ctx, s, cfi_walk_some(ctx, s, 1, &cfi_progs, CFI_CACHE_ON));
+	return 0;
+}
+
+SEC("perf_event")
+int cfi_tail_pb(struct bpf_perf_event_data *ctx)
+{
+	__u32 zero = 0;
+	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+
+	if (s)
+		send_pb(ctx, s, cfi_tail_some(ctx, s, 1, &cfi_progs));
 	return 0;
 }
 
@@ -1123,7 +1563,8 @@ int offcpu_cfi_walk(struct bpf_raw_tracepoint_args *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&offcpu_scratch, &zero);
 
 	if (s)
-		offcpu_send(s, cfi_walk_some(ctx, s, 0, &offcpu_cfi_progs));
+		/* no walk cache: a CPU sample may come in the middle of this walk */
+		offcpu_send(s, cfi_walk_some(ctx, s, 0, &offcpu_cfi_progs, 0));
 	return 0;
 }
 #endif /* CONFIG_BPF_OFFCPU */

@@ -35,6 +35,8 @@
 #define PROFILE_F_USER_REGS  0x8 /* user_sp, user_lr and leaf_words hold the user context */
 #define PROFILE_F_CFI        0x10 /* the user stack was unwound by the process's CFI tables */
 #define PROFILE_F_OFFCPU     0x20 /* off-CPU: period is the time the thread was blocked */
+#define PROFILE_F_CFI_CACHED 0x40 /* PROFILE_F_CFI: the callers came from the thread's last walk */
+#define PROFILE_F_CFI_UNCACHED 0x80 /* ... the last walk matched, a stack word had changed */
 
 /*
  * Off-CPU (bpf/README.md): a thread that blocks (sched_switch, prev_state not running) gets its
@@ -146,9 +148,13 @@ struct cfi_mapping {
 	__u32 len, first, pages, shift;
 };
 
-/* A process's code mappings, sorted by start; n of them; tgid: whose (0: a free slot). */
+/*
+ * A process's code mappings, sorted by start; n of them; tgid: whose (0: a free slot); gen:
+ * changes with each listing (a walk remembered under another one is not reused).
+ */
 struct cfi_proc {
 	__u32 n, tgid;
+	__u32 gen, pad;
 	struct cfi_mapping m[PROFILE_CFI_MAPS];
 };
 
@@ -169,6 +175,32 @@ struct cfi_maybe {
 #define PROFILE_CFI_WANT_SAMPLES 4
 struct cfi_counts {
 	__u8 n[PROFILE_CFI_MAYBE_BITS];
+};
+
+/*
+ * The walk cache (CONFIG_BPF_CFI_WALK_CACHE): the last walk of a thread, per CPU (only that
+ * CPU's programs write it: no torn entries), two entries a thread (the last walk, and the one
+ * being written). A frame: the registers it was walked from and where its step read its
+ * caller's return address (ra_at; 0: it read none, the walk ended there) and frame pointer
+ * (fp_at, 8-aligned; 0: not saved), with CFI_CF_FP in fp_at when its CFA is on the frame
+ * pointer. A new walk that reaches a frame (pc, sp) of the last one takes the callers from
+ * it, each step checked by the stack words it read (bpf/README.md).
+ */
+#define PROFILE_CFI_CACHE_FRAMES PROFILE_MAX_DEPTH /* a power of two */
+#ifndef PROFILE_CFI_CACHE_THREADS
+#define PROFILE_CFI_CACHE_THREADS 0 /* CONFIG_BPF_CFI_WALK_CACHE */
+#endif
+#define CFI_CF_FP 1
+struct cfi_cframe {
+	__u64 pc, sp, fp;
+	__u64 ra_at, fp_at;
+};
+
+struct cfi_cwalk {
+	__u32 tid, tgid, gen, seq; /* whose, under which listing; seq: the newer of the two */
+	__u32 n;                   /* frames; 0: none */
+	__u32 end;                 /* CFI_END_* of that walk */
+	struct cfi_cframe f[PROFILE_CFI_CACHE_FRAMES]; /* leaf first */
 };
 
 /* Why a walk by the tables ended (profile_event.cfi_end). */

@@ -458,6 +458,11 @@ static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, ch
 	skel->rodata->cfi_enabled = CFI_BUILT && !no_cfi;
 	bpf_program__set_autoload(skel->progs.cfi_walk, !s->perfbuf && skel->rodata->cfi_enabled);
 	bpf_program__set_autoload(skel->progs.cfi_walk_pb, s->perfbuf && skel->rodata->cfi_enabled);
+	bpf_program__set_autoload(skel->progs.cfi_tail, !s->perfbuf && skel->rodata->cfi_enabled);
+	bpf_program__set_autoload(skel->progs.cfi_tail_pb, s->perfbuf && skel->rodata->cfi_enabled);
+	skel->rodata->cfi_cache_threads =
+		skel->rodata->cfi_enabled && !((env = getenv("EDGEPROF_BPF_NO_WALK_CACHE")) && *env == '1')
+			? PROFILE_CFI_CACHE_THREADS : 0; /* benches: the walk cache's worth */
 	if (skel->rodata->cfi_enabled &&
 	    (bpf_map__set_max_entries(skel->maps.cfi_rows, CFG_CFI_ROWS) ||
 	     bpf_map__set_max_entries(skel->maps.cfi_procs, CFG_CFI_PROCS) ||
@@ -467,6 +472,7 @@ static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, ch
 	}
 	if (getenv("EDGEPROF_BPF_VERBOSE")) { /* and the verifier's statistics */
 		bpf_program__set_log_level(skel->progs.cfi_walk, 4);
+		bpf_program__set_log_level(skel->progs.cfi_tail, 4);
 		bpf_program__set_log_level(skel->progs.do_sample, 4);
 	}
 	ret = configure_offcpu(s, o, err, errlen);
@@ -757,7 +763,7 @@ static int on_event(void *ctx, void *data, size_t size)
 
 	if (e->flags & PROFILE_F_CFI) {
 		as.flags |= SAMPLE_F_UNWOUND;
-		cfitab__count(s->cfi, e->cfi_end);
+		cfitab__count(s->cfi, e->cfi_end, e->flags);
 		if (e->cfi_end == CFI_END_NO_MAPPING)
 			cfitab__stale(s->cfi, e->tgid, comm);
 	} else if (nu && e->tgid) {
@@ -931,13 +937,17 @@ int bpf_sampler__name_kernel(void *ctx, uint64_t addr, char *name, size_t len, u
 static int cfi_open(struct bpf_sampler *s)
 {
 	struct bpf_program *walk = s->perfbuf ? s->skel->progs.cfi_walk_pb : s->skel->progs.cfi_walk;
-	uint32_t zero = 0;
+	struct bpf_program *tail = s->perfbuf ? s->skel->progs.cfi_tail_pb : s->skel->progs.cfi_tail;
+	uint32_t zero = 0, one = 1;
 	int fd;
 
 	if (!s->skel->rodata->cfi_enabled)
 		return 0;
 	fd = bpf_program__fd(walk);
 	if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.cfi_progs), &zero, &fd, BPF_ANY))
+		return -errno;
+	fd = bpf_program__fd(tail);
+	if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.cfi_progs), &one, &fd, BPF_ANY))
 		return -errno;
 	if (s->offcpu && (fd = offcpu_cfi_open(s)))
 		return fd;

@@ -9,6 +9,11 @@
  *   bpf-work fixed ROUNDS [DEPTH]      ROUNDS rounds of the split, then exit: a fixed amount of
  *                                      work whose slowdown gives a profiler's per-sample cost;
  *                                      DEPTH nested calls (nest()) under it for deeper stacks
+ *   bpf-work via SECONDS               main calls via_a(spin_a) and via_b(spin_b) in turn
+ *                                      (~0.3 ms each, from the same stack pointer), each calls
+ *                                      hub(), which calls its argument from one call site: the
+ *                                      hub frame is the same (pc, sp) under both, its caller is
+ *                                      not (the BPF walk cache must see that: bpf/README.md)
  *   bpf-work fixed-syscall ROUNDS      ROUNDS x 100 reads of 64 KiB from /dev/zero: fixed work
  *                                      spent mostly in the kernel (kernel stacks in samples)
  *   bpf-work leaf SECONDS              leaf_thread() spends its time in leaves that do not link
@@ -138,6 +143,44 @@ __attribute__((noinline)) long nest(int depth, long rounds)
 	return r;
 }
 
+/* ---- via mode ---- */
+
+__attribute__((noinline)) void spin_a(void)
+{
+	for (volatile long i = 0; i < UNIT / 2; i++)
+		;
+}
+
+__attribute__((noinline)) void spin_b(void)
+{
+	for (volatile long i = 0; i < UNIT / 2; i++)
+		;
+}
+
+/* one call site for both leaves; the volatile result keeps the calls from being tail calls */
+__attribute__((noinline)) long hub(void (*fn)(void), long tag)
+{
+	volatile long r = tag;
+
+	fn();
+	return r;
+}
+
+/* the same frame, not one function (the tags keep the compiler from folding them into one) */
+__attribute__((noinline)) long via_a(void (*fn)(void))
+{
+	volatile long r = hub(fn, 1);
+
+	return r;
+}
+
+__attribute__((noinline)) long via_b(void (*fn)(void))
+{
+	volatile long r = hub(fn, 2);
+
+	return r;
+}
+
 /* ---- leaf mode ---- */
 
 static char copy_src[1 << 18], copy_dst[1 << 18];
@@ -190,7 +233,7 @@ int main(int argc, char **argv)
 	char comm[16];
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: bpf-work split|syscall|leaf SECONDS [THREADS] | "
+		fprintf(stderr, "usage: bpf-work split|syscall|leaf|via SECONDS [THREADS] | "
 				"fixed ROUNDS [DEPTH] | fixed-syscall ROUNDS\n");
 		return 2;
 	}
@@ -211,6 +254,13 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "fixed")) {
 		nest(argc > 3 ? atoi(argv[3]) : 0, atol(argv[2]));
+		return 0;
+	}
+	if (!strcmp(argv[1], "via")) {
+		while (!expired()) {
+			via_a(spin_a);
+			via_b(spin_b);
+		}
 		return 0;
 	}
 	if (!strcmp(argv[1], "fixed-syscall")) {
