@@ -67,6 +67,7 @@ int ch_spool__open(struct ch_store *c, const struct store_opts *opts, char *err,
 		ringfile__foreach(c->spool, from, false, pending_cb, c);
 		c->spill_from = from;
 		c->spill_to = st.last_seq;
+		c->spool_boot_last = st.last_seq;
 		pr_info("clickhouse: spool %s: %zu bytes not yet in ClickHouse (records %" PRIu64
 			"..%" PRIu64 "): sent first", path, c->spool_pending, from, st.last_seq);
 	}
@@ -179,7 +180,10 @@ static int spool_read(struct ch_store *c, uint64_t seq, struct record_meta *meta
 		w->id |= (uint64_t)b[i] << (8 * i);
 	w->seq = seq;
 	w->spool_bytes = ringfile__record_size(meta, len);
-	w->lookup = true;
+	/* only a record from before this start may be in ClickHouse already (a batch that
+	 * landed just before a kill -9): one spilled since was never sent, and a lookup per
+	 * batch costs ClickHouse a read of samples just when it is behind */
+	w->lookup = seq <= c->spool_boot_last;
 	e = pprof_read(b + SPOOL_ID_BYTES, len - SPOOL_ID_BYTES, NULL, p, err, sizeof(err));
 	if (e)
 		return -EIO;

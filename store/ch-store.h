@@ -105,6 +105,7 @@ struct ch_store {
 	 */
 	struct ringfile *spool;
 	uint64_t spill_from, spill_to;	/* records whose rows are not in memory (0: none) */
+	uint64_t spool_boot_last;	/* the last record at open: those up to it may be in */
 	size_t spool_pending;		/* bytes of unconsumed records */
 	size_t spool_capacity, spool_max_rec;
 	uint64_t spool_spilled, spool_replayed, spool_refused, spool_lost;

@@ -440,17 +440,45 @@ static int stacks_group(const struct pprof_profile *p, struct put_rows *r, int64
  * by what a stack id leaves out (numeric labels) are one row, as a merge would make them
  * (a 20 KB profile of 1,400 samples over 130 stacks: 130 rows, not 1,400).
  */
+struct stack_ord {
+	uint64_t stack;
+	size_t d;
+};
+
+static int stack_ord_cmp(const void *a, const void *b)
+{
+	const struct stack_ord *x = a, *y = b;
+
+	return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
 static int rows_samples(const struct record_meta *m, const struct pprof_profile *p,
 			struct put_rows *r, uint64_t series, uint64_t sig, uint64_t id)
 {
 	size_t nt = p->n_sample_type;
 	struct rb *b = &r->samples;
+	struct stack_ord *ord;
 	int64_t *sum;
 	int e = stacks_group(p, r, &sum);
 
 	if (e)
 		return e;
-	for (size_t d = 0; d < r->n_distinct; d++) {
+	/*
+	 * Rows in the table's order (series, ts, stack): one profile is one (series, ts), so by
+	 * stack; the writer puts the batch's profiles in order (batch__sorted), and ClickHouse
+	 * skips its sort of the block (isAlreadySorted: ~10% of its CPU at ingest).
+	 */
+	ord = malloc((r->n_distinct + 1) * sizeof(*ord));
+	if (!ord) {
+		free(sum);
+		return -ENOMEM;
+	}
+	for (size_t d = 0; d < r->n_distinct; d++)
+		ord[d] = (struct stack_ord){ r->stack_ids[r->first[d]], d };
+	qsort(ord, r->n_distinct, sizeof(*ord), stack_ord_cmp);
+	for (size_t o = 0; o < r->n_distinct; o++) {
+		size_t d = ord[o].d;
+
 		rb_u16(b, day_of(m->time_ns));
 		rb_u64(b, m->time_ns);
 		rb_u64(b, series);
@@ -462,6 +490,7 @@ static int rows_samples(const struct record_meta *m, const struct pprof_profile 
 			rb_u64(b, (uint64_t)sum[d * nt + j]);
 	}
 	r->n_samples = r->n_distinct;
+	free(ord);
 	free(sum);
 	return 0;
 }
@@ -944,12 +973,66 @@ static int batch__check(struct ch_store *c, struct ch_conn *conn, struct ch_batc
 	return e;
 }
 
+/* A profile's sample rows in the body, for batch__sorted. */
+struct seg {
+	uint64_t series, ts;
+	size_t off, len;
+};
+
+static int seg_cmp(const void *a, const void *b)
+{
+	const struct seg *x = a, *y = b;
+
+	if (x->series != y->series)
+		return x->series < y->series ? -1 : 1;
+	return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+/*
+ * The batch's sample rows in the table's order (series, ts, stack): each profile's rows are
+ * by stack already (rows_samples), so its profiles are put in (series, ts) order, in a copy
+ * (out). false when they are in order already, or out of memory: the body goes as it is and
+ * ClickHouse sorts it (the same rows either way).
+ */
+static bool batch__sorted(const struct ch_batch *b, struct rb *out)
+{
+	const struct rb *body = &b->rows[T_SAMPLES];
+	struct seg *sg;
+	bool in_order = true;
+
+	for (size_t i = 1; i < b->n_marks && in_order; i++)
+		in_order = b->marks[i - 1].series < b->marks[i].series ||
+			   (b->marks[i - 1].series == b->marks[i].series &&
+			    b->marks[i - 1].ts <= b->marks[i].ts);
+	if (in_order)
+		return false;
+	sg = malloc(b->n_marks * sizeof(*sg));
+	out->p = malloc(body->len);
+	if (!sg || !out->p) {
+		free(sg);
+		free(out->p);
+		out->p = NULL;
+		return false;
+	}
+	out->cap = body->len;
+	for (size_t i = 0; i < b->n_marks; i++)
+		sg[i] = (struct seg){ b->marks[i].series, b->marks[i].ts, b->marks[i].s_off,
+				      b->marks[i].s_len };
+	qsort(sg, b->n_marks, sizeof(*sg), seg_cmp);
+	for (size_t i = 0; i < b->n_marks; i++)
+		rb_put(out, body->p + sg[i].off, sg[i].len);
+	free(sg);
+	return true;
+}
+
 static int batch__send(struct ch_store *c, struct ch_conn *conn, struct ch_batch *b)
 {
 	const char *settings = c->cluster[0] ? "insert_distributed_sync=1" : NULL;
 	char sql[128], err[300];
 
 	for (; b->stage < T__N; b->stage++) {
+		const struct rb *body = &b->rows[b->stage];
+		struct rb sorted = { 0 };
 		int e;
 
 		if (b->stage == T_SAMPLES || b->stage == T_PROFILES) {
@@ -961,8 +1044,10 @@ static int batch__send(struct ch_store *c, struct ch_conn *conn, struct ch_batch
 			continue;
 		snprintf(sql, sizeof(sql), "INSERT INTO %s FORMAT RowBinary",
 			 ch_table_names[b->stage]);
-		e = ch_conn__run(conn, sql, settings, b->rows[b->stage].p, b->rows[b->stage].len,
-				 NULL, err, sizeof(err));
+		if (b->stage == T_SAMPLES && batch__sorted(b, &sorted))
+			body = &sorted;
+		e = ch_conn__run(conn, sql, settings, body->p, body->len, NULL, err, sizeof(err));
+		rb_free(&sorted);
 		if (e) {
 			/* an answer from ClickHouse (-EIO) means not applied (one server); a
 			 * broken connection, or any failure of a Distributed INSERT, either */
