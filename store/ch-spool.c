@@ -24,6 +24,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "port/log.h"
@@ -91,7 +92,10 @@ static void spill(struct ch_store *c, uint64_t from, uint64_t to)
 		c->spill_to = to;
 }
 
-/* Under the lock: admission, the record's place (its seq), its rows or a spill, its key. */
+/*
+ * Under the lock: admission, the record's place (its seq), its rows or a spill, its key. Rows
+ * not built (r->profile empty: uploads were spilling when it came) spill.
+ */
 static int spool_put_locked(struct ch_store *c, const struct record_meta *meta,
 			    const void *rec, size_t len, const struct pprof_profile *p,
 			    struct put_rows *r, uint64_t id, uint64_t kh,
@@ -112,14 +116,14 @@ static int spool_put_locked(struct ch_store *c, const struct record_meta *meta,
 	if (need > c->spool_max_rec)
 		c->spool_max_rec = need;
 	e = -ENOSPC;
-	if (!c->spill_from && c->queued_bytes + rows <= c->queue_bytes)
+	if (!c->spill_from && r->profile.len && c->queued_bytes + rows <= c->queue_bytes)
 		e = ch__put_locked(c, meta, p, r,
 				   &(struct ch_put){ .id = id, .seq = ap->seq, .spool_bytes = need },
 				   &gen);
 	if (e) {
 		c->spool_spilled++;
 		spill(c, ap->seq, ap->seq);
-		pthread_cond_signal(&c->wake);
+		pthread_cond_signal(&c->refill);
 	}
 	if (kh)
 		ch__key_set(c, kh, id, ap->seq); /* with a spool: the record a retry waits for */
@@ -190,9 +194,12 @@ static int spool_read(struct ch_store *c, uint64_t seq, struct record_meta *meta
 	return ch__rows_build(meta, *p, len - SPOOL_ID_BYTES, w->id, r);
 }
 
-void ch_spool__replay(struct ch_store *c)
+/* Refills the open batch from spilled records, then seals it (lock held): records read. */
+static size_t ch_spool__replay(struct ch_store *c)
 {
-	while (c->spill_from && !c->stop && (!c->open || c->open->bytes < c->batch_bytes)) {
+	size_t n = 0;
+
+	while (c->spill_from && !c->stop && (!c->open || !ch_batch_full(c, c->open))) {
 		uint64_t seq = c->spill_from, gen;
 		struct pprof_profile *p = NULL;
 		struct put_rows r = { 0 };
@@ -222,11 +229,52 @@ void ch_spool__replay(struct ch_store *c)
 		}
 		if (c->spill_from == seq)
 			c->spill_from = seq >= c->spill_to ? 0 : seq + 1;
+		n++;
 		ch__rows_free(&r);
 		pprof_profile__free(p);
 		free(buf);
 	}
 	ch__seal(c);
+	return n;
+}
+
+/* Whether the replayer may build another batch: at most CH_REPLAY_AHEAD sealed ones wait. */
+static bool replay_room(const struct ch_store *c)
+{
+	unsigned n = 0;
+
+	for (const struct ch_batch *b = c->head; b && n < CH_REPLAY_AHEAD; b = b->next)
+		n++;
+	return n < CH_REPLAY_AHEAD && c->queued_bytes < c->queue_bytes;
+}
+
+/*
+ * The replayer thread: reads spilled records back, decodes them and builds their batches while
+ * the writer sends the batches before them, so that decoding overlaps ClickHouse's INSERTs
+ * (it was the writer's, in turn with them: the drain of a spool was decode, wait, decode).
+ * Order holds: records are read in seq order, and new uploads go to memory only once it
+ * caught up. Bounded: CH_REPLAY_AHEAD sealed batches, and the memory queue.
+ */
+void *ch_spool__replayer(void *arg)
+{
+	struct ch_store *c = arg;
+
+	pthread_mutex_lock(&c->lock);
+	while (!c->stop) {
+		struct timespec ts;
+
+		if (c->spill_from && replay_room(c) && ch_spool__replay(c)) {
+			pthread_cond_signal(&c->wake);
+			continue;	/* else the queue is full: wait for a batch to be in */
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 20 * 1000000;
+		ts.tv_sec += ts.tv_nsec / 1000000000;
+		ts.tv_nsec %= 1000000000;
+		pthread_cond_timedwait(&c->refill, &c->lock, &ts);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
 }
 
 void ch_spool__done(struct ch_store *c, const struct ch_batch *b)

@@ -694,6 +694,7 @@ int ch__put_locked(struct ch_store *c, const struct record_meta *meta,
 	c->rows[T_SAMPLES] += r->n_samples;
 	c->rows[T_PROFILES]++;
 	b->n_profiles++;
+	b->n_rows += r->n_samples;
 	b->n_marks++;
 	if (w->seq) {
 		b->first_seq = b->first_seq ? b->first_seq : w->seq;
@@ -703,7 +704,7 @@ int ch__put_locked(struct ch_store *c, const struct record_meta *meta,
 	b->bytes = batch__bytes(b);
 	c->queued_bytes += b->bytes - before;
 	*gen = b->gen;
-	if (b->bytes >= c->batch_bytes)
+	if (ch_batch_full(c, b))
 		pthread_cond_signal(&c->wake);
 	return 0;
 }
@@ -782,8 +783,15 @@ static int ch__put_sorted(struct ch_store *c, const struct record_meta *meta,
 		decoded = own;
 	}
 	id = new_id(meta);
-	e = ch__rows_build(meta, decoded, len, id, &r);
 	if (c->spool) {
+		bool spilling;
+
+		/* while uploads spill (the memory queue is full) their rows would be thrown away
+		 * and built again when read back: not built (under overload, most uploads) */
+		pthread_mutex_lock(&c->lock);
+		spilling = c->spill_from != 0;
+		pthread_mutex_unlock(&c->lock);
+		e = spilling ? 0 : ch__rows_build(meta, decoded, len, id, &r);
 		if (!e)
 			e = ch_spool__put(c, meta, payload, len, decoded, &r, id, kh, &gen);
 		ch__rows_free(&r);
@@ -791,6 +799,7 @@ static int ch__put_sorted(struct ch_store *c, const struct record_meta *meta,
 		*seq_out = id;
 		return e == -ENOSPC ? -EIO : e;
 	}
+	e = ch__rows_build(meta, decoded, len, id, &r);
 	pthread_mutex_lock(&c->lock);
 	if (!e)
 		e = ch__put_locked(c, meta, decoded, &r, &(struct ch_put){ .id = id }, &gen);
@@ -1085,7 +1094,7 @@ static void ch__seal_due(struct ch_store *c)
 	struct ch_batch *b = c->open;
 	uint64_t now = port_clock_mono_ns();
 
-	if (!b || (b->bytes < c->batch_bytes && !c->stop &&
+	if (!b || (!ch_batch_full(c, b) && !c->stop &&
 		   now - c->open_since < (uint64_t)c->batch_ms * 1000000))
 		return;
 	ch__seal(c);
@@ -1159,8 +1168,6 @@ static void *ch__writer(void *arg)
 			retain_due = port_clock_mono_ns() + 3600 * NSEC_PER_SEC;
 		}
 		ch__seal_due(c);
-		if (c->spool && !c->head && !c->open && c->spill_from && !backoff_ms)
-			ch_spool__replay(c);
 		b = c->head;
 		if (!b && c->stop)
 			break;
@@ -1193,6 +1200,7 @@ static void *ch__writer(void *arg)
 		c->batches++;
 		c->last_error[0] = '\0';
 		pthread_cond_broadcast(&c->done);
+		pthread_cond_signal(&c->refill);
 		batch__free(b);
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -1239,13 +1247,15 @@ static void ch__free(struct store *base)
 {
 	struct ch_store *c = ch_of(base);
 
-	if (c->writer_started) {
-		pthread_mutex_lock(&c->lock);
-		c->stop = true;
-		pthread_cond_signal(&c->wake);
-		pthread_mutex_unlock(&c->lock);
+	pthread_mutex_lock(&c->lock);
+	c->stop = true;
+	pthread_cond_signal(&c->wake);
+	pthread_cond_signal(&c->refill);
+	pthread_mutex_unlock(&c->lock);
+	if (c->replayer_started)
+		pthread_join(c->replayer, NULL);
+	if (c->writer_started)
 		pthread_join(c->writer, NULL);
-	}
 	batch__free(c->open);
 	while (c->head) {
 		struct ch_batch *b = c->head;
@@ -1259,6 +1269,7 @@ static void ch__free(struct store *base)
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->wake);
 	pthread_cond_destroy(&c->done);
+	pthread_cond_destroy(&c->refill);
 	free(c);
 }
 
@@ -1329,6 +1340,7 @@ struct store *store_ch__open(const struct store_opts *opts, char *err, size_t er
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->wake, NULL);
 	pthread_cond_init(&c->done, NULL);
+	pthread_cond_init(&c->refill, NULL);
 	c->batch_bytes = (size_t)CONFIG_COLLECTOR_CH_BATCH_KB << 10;
 	c->batch_ms = opts->ch_batch_ms ? opts->ch_batch_ms : CONFIG_COLLECTOR_CH_BATCH_MS;
 	c->queue_bytes = opts->ch_queue_bytes ? opts->ch_queue_bytes
@@ -1366,6 +1378,12 @@ struct store *store_ch__open(const struct store_opts *opts, char *err, size_t er
 		c->writer_started = !e;
 		if (e)
 			snprintf(err, errlen, "clickhouse: writer thread: %s", strerror(-e));
+	}
+	if (!e && c->spool) {
+		e = -pthread_create(&c->replayer, NULL, ch_spool__replayer, c);
+		c->replayer_started = !e;
+		if (e)
+			snprintf(err, errlen, "clickhouse: spool thread: %s", strerror(-e));
 	}
 	if (e) {
 		ch__free(&c->base);
