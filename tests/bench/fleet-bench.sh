@@ -5,7 +5,7 @@
 #
 #   tests/bench/fleet-bench.sh [BUILD_DIR]
 #     env: PHASES ("ingest query"), SECONDS_PER_RUN (30), DEVICES (1000), CLIENTS (64),
-#          COLLECTORS (2), SPOOL (1: --ch-spool), BATCH_MS (500), SAMPLES (3400 per profile),
+#          COLLECTORS (2), SPOOL (1: --ch-spool), BATCH_MS (1000), SAMPLES (3400 per profile),
 #          PROFILES (1000000: the query phase's synthetic day), ROWS (130 per profile)
 #
 # ingest: the fleet's profiles are made by `pprof-tool fleet` from real profiles' stacks (Go's
@@ -29,7 +29,7 @@ DEVICES=${DEVICES:-1000}
 CLIENTS=${CLIENTS:-64}
 COLLECTORS=${COLLECTORS:-2}
 SPOOL=${SPOOL:-1}
-BATCH_MS=${BATCH_MS:-500}
+BATCH_MS=${BATCH_MS:-1000}
 SAMPLES=${SAMPLES:-3400}
 PROFILES=${PROFILES:-1000000}
 ROWS=${ROWS:-130}
@@ -86,6 +86,8 @@ if [[ " $PHASES " == *" ingest "* ]]; then
 	d1=$(date +%s.%N)
 	awk -v n="$n" -v s="$SECS" -v d="$(echo "$d1 - $d0" | bc)" 'BEGIN { printf "into ClickHouse: all %d in %.1f s after the load ended: %.0f profiles/s sustained\n", n, d, n / (s + d) }'
 	echo "cpu: clickhouse-server $(echo "$(cpu_of "${CH_PIDS[0]}") - $h0" | bc) s (until all in)"
+	ch_sql 0 "SELECT groupArray(value) FROM (SELECT value FROM system.events WHERE event IN ('InsertQuery', 'MergeTreeDataWriterBlocks', 'MergeTreeDataWriterBlocksAlreadySorted') ORDER BY event)" |
+		tr -d '[]' | awk -F, '{printf "clickhouse: %d INSERTs, %d parts written, %d of them sorted already (sample rows come sorted)\n", $1, $2, $3}'
 	ch_sql 0 "OPTIMIZE TABLE $DB.samples FINAL" >/dev/null || true
 	ch_sql 0 "SELECT table, sum(rows), sum(bytes_on_disk), sum(data_uncompressed_bytes) FROM system.parts WHERE active AND database = '$DB' GROUP BY table ORDER BY table" |
 		awk '{printf "  %-10s %12d rows %12d bytes on disk (%d uncompressed)\n", $1, $2, $3, $4}'
