@@ -26,8 +26,10 @@
  * failed, with backoff) until it succeeds: the batch stays queued, bounded by
  * CONFIG_COLLECTOR_CH_QUEUE_MB (beyond it a put is refused at once: 503, the device's spool
  * keeps the profile); a put whose batch is not in within CONFIG_COLLECTOR_CH_ACK_MS answers 503
- * and a retry of its key waits for the same batch (no duplicate). With --ch-spool
- * (store/ch-spool.c) a put is acknowledged once durable in the spool instead. With --ch-cluster
+ * and a retry of its key waits for the same batch (no duplicate). Sample rows go in the table's
+ * order, so ClickHouse does not sort them. With --ch-spool (store/ch-spool.c) a put is
+ * acknowledged once durable in the spool instead (and a replayer thread builds the batches of
+ * uploads that spilled to it). With --ch-cluster
  * the tables are Distributed over <table>_local on each shard (INSERTs synchronous).
  */
 #include <errno.h>
