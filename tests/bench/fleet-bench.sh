@@ -90,10 +90,10 @@ if [[ " $PHASES " == *" ingest "* ]]; then
 		tr -d '[]' | awk -F, '{printf "clickhouse: %d INSERTs, %d parts written, %d of them sorted already (sample rows come sorted)\n", $1, $2, $3}'
 	ch_sql 0 "OPTIMIZE TABLE $DB.samples FINAL" >/dev/null || true
 	ch_sql 0 "SELECT table, sum(rows), sum(bytes_on_disk), sum(data_uncompressed_bytes) FROM system.parts WHERE active AND database = '$DB' GROUP BY table ORDER BY table" |
-		awk '{printf "  %-10s %12d rows %12d bytes on disk (%d uncompressed)\n", $1, $2, $3, $4}'
+		awk '{printf "  %-10s %12.0f rows %12.0f bytes on disk (%.0f uncompressed)\n", $1, $2, $3, $4}'
 	disk=$(ch_sql 0 "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = '$DB'")
 	gz=$(ch_sql 0 "SELECT sum(size), count(), uniqExact(id) FROM $DB.profiles")
-	awk -v d="$disk" -v g="$gz" 'BEGIN { split(g, a, "\t"); printf "storage: %d bytes on disk for %d gzip pprof bytes (%d profiles stored, %d ids): %.3f (goal <= 0.2)\n", d, a[1], a[2], a[3], d / a[1] }'
+	awk -v d="$disk" -v g="$gz" 'BEGIN { split(g, a, "\t"); printf "storage: %.0f bytes on disk for %.0f gzip pprof bytes (%d profiles stored, %d ids): %.3f (goal <= 0.2)\n", d, a[1], a[2], a[3], d / a[1] }'
 	for p in "${cpids[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
 fi
 
