@@ -238,14 +238,19 @@ static size_t ch_spool__replay(struct ch_store *c)
 	return n;
 }
 
-/* Whether the replayer may build another batch: at most CH_REPLAY_AHEAD sealed ones wait. */
+/*
+ * Whether the replayer may build another batch: at most CH_REPLAY_AHEAD sealed ones wait, and
+ * a whole batch fits in the memory queue (or it is empty: a queue smaller than a batch), so
+ * that a record is seldom decoded and then found not to fit (decoded again later).
+ */
 static bool replay_room(const struct ch_store *c)
 {
 	unsigned n = 0;
 
 	for (const struct ch_batch *b = c->head; b && n < CH_REPLAY_AHEAD; b = b->next)
 		n++;
-	return n < CH_REPLAY_AHEAD && c->queued_bytes < c->queue_bytes;
+	return n < CH_REPLAY_AHEAD && (!c->queued_bytes ||
+				       c->queued_bytes + c->batch_bytes <= c->queue_bytes);
 }
 
 /*

@@ -6,7 +6,8 @@
 #   tests/bench/fleet-bench.sh [BUILD_DIR]
 #     env: PHASES ("ingest query"), SECONDS_PER_RUN (30), DEVICES (1000), CLIENTS (64),
 #          COLLECTORS (2), SPOOL (1: --ch-spool), BATCH_MS (1000), SAMPLES (3400 per profile),
-#          PROFILES (1000000: the query phase's synthetic day), ROWS (130 per profile)
+#          PROFILES (1000000: the query phase's synthetic day), ROWS (130 per profile),
+#          CH_FLAGS (more collector flags, e.g. "--ch-queue 32M": spill to the spool sooner)
 #
 # ingest: the fleet's profiles are made by `pprof-tool fleet` from real profiles' stacks (Go's
 #   runtime/pprof profiles that tests/oracle writes when go is installed, and the fuzz corpus's
@@ -62,7 +63,7 @@ if [[ " $PHASES " == *" ingest "* ]]; then
 		[ "$SPOOL" = 1 ] && spool=(--ch-spool "$T/spool$i" --ring-size 1G --fsync-ms 5)
 		start_ch_collector "c$i" "http://127.0.0.1:$(ch_http_port 0)/$DB" \
 			--ch-batch-ms "$BATCH_MS" --max-conns $((CLIENTS + 16)) \
-			--max-handshakes $((CLIENTS + 16)) "${spool[@]}"
+			--max-handshakes $((CLIENTS + 16)) "${spool[@]}" ${CH_FLAGS:-}
 		urls+=(--url "https://localhost:$CC_PORT") cpids+=("$CC_PID")
 	done
 	c0=() ; for p in "${cpids[@]}"; do c0+=("$(cpu_of "$p")"); done
@@ -85,7 +86,9 @@ if [[ " $PHASES " == *" ingest "* ]]; then
 	done
 	d1=$(date +%s.%N)
 	awk -v n="$n" -v s="$SECS" -v d="$(echo "$d1 - $d0" | bc)" 'BEGIN { printf "into ClickHouse: all %d in %.1f s after the load ended: %.0f profiles/s sustained\n", n, d, n / (s + d) }'
-	echo "cpu: clickhouse-server $(echo "$(cpu_of "${CH_PIDS[0]}") - $h0" | bc) s (until all in)"
+	cpu="" ; i=0
+	for p in "${cpids[@]}"; do cpu+=" $(echo "$(cpu_of "$p") - ${c0[$i]}" | bc)"; i=$((i + 1)); done
+	echo "cpu: clickhouse-server $(echo "$(cpu_of "${CH_PIDS[0]}") - $h0" | bc) s, collectors$cpu s (until all in)"
 	ch_sql 0 "SELECT groupArray(value) FROM (SELECT value FROM system.events WHERE event IN ('InsertQuery', 'MergeTreeDataWriterBlocks', 'MergeTreeDataWriterBlocksAlreadySorted') ORDER BY event)" |
 		tr -d '[]' | awk -F, '{printf "clickhouse: %d INSERTs, %d parts written, %d of them sorted already (sample rows come sorted)\n", $1, $2, $3}'
 	ch_sql 0 "OPTIMIZE TABLE $DB.samples FINAL" >/dev/null || true
