@@ -20,8 +20,8 @@
  *
  * Writes: put() appends its rows to the open batch and waits. One writer thread seals the batch
  * when it holds CONFIG_COLLECTOR_CH_BATCH_KB or is CONFIG_COLLECTOR_CH_BATCH_MS old, and sends
- * it table by table (dictionaries first, profiles last), each INSERT one RowBinary body under
- * ClickHouse's 1,048,576-row block, so each is atomic. A put is acknowledged once ClickHouse
+ * it table by table (dictionaries first, profiles last), each INSERT one body (RowBinary; the
+ * samples as one Native block) under ClickHouse's 1,048,576-row block, so each is atomic. A put is acknowledged once ClickHouse
  * answered 200 for every table of its batch. A failed INSERT is retried (from the table that
  * failed, with backoff) until it succeeds: the batch stays queued, bounded by
  * CONFIG_COLLECTOR_CH_QUEUE_MB (beyond it a put is refused at once: 503, the device's spool
@@ -1035,6 +1035,72 @@ static bool batch__sorted(const struct ch_batch *b, struct rb *out)
 	return true;
 }
 
+/*
+ * The samples body (RowBinary rows: day, ts, series, sig, profile, stack, v) as one block of
+ * ClickHouse's Native format (per column: name, type, then the values; an Array as its end
+ * offsets, then its elements), which ClickHouse reads a column at a time instead of a field
+ * at a time (parsing RowBinary was 12-17% of its CPU at ingest). false when out of memory or
+ * the rows do not parse: the RowBinary body is sent instead.
+ */
+static const char *const samples_cols[][2] = {
+	{ "day", "Date" }, { "ts", "UInt64" }, { "series", "UInt64" }, { "sig", "UInt64" },
+	{ "profile", "UInt64" }, { "stack", "UInt64" }, { "v", "Array(Int64)" },
+};
+
+static bool samples_native(const struct rb *rows, struct rb *out)
+{
+	struct rb_rd r = { rows->p, rows->p + rows->len, false };
+	size_t n = 0, nv = 0, at[8], pos;
+	unsigned char *o;
+
+	while (rd_more(&r)) {
+		uint64_t k;
+
+		if ((size_t)(r.end - r.p) < 2 + 5 * 8)
+			return false;
+		r.p += 2 + 5 * 8;
+		k = rd_varint(&r);
+		if (r.bad || k > (size_t)(r.end - r.p) / 8)
+			return false;
+		r.p += k * 8;
+		nv += k;
+		n++;
+	}
+	if (r.bad || r.p != r.end || !n)
+		return false;
+	rb_varint(out, 7);
+	rb_varint(out, n);
+	for (int c = 0; c < 7; c++) {
+		rb_str(out, samples_cols[c][0]);
+		rb_str(out, samples_cols[c][1]);
+		at[c] = out->len;
+		pos = c == 0 ? 2 * n : c == 6 ? 8 * n + 8 * nv : 8 * n;
+		if (!rb_reserve(out, pos))
+			return false;
+		out->len += pos;
+	}
+	if (out->oom)
+		return false;
+	o = out->p;
+	r = (struct rb_rd){ rows->p, rows->p + rows->len, false };
+	pos = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t k;
+
+		memcpy(o + at[0] + 2 * i, r.p, 2);
+		for (int c = 1; c < 6; c++)
+			memcpy(o + at[c] + 8 * i, r.p + 2 + 8 * (c - 1), 8);
+		r.p += 2 + 5 * 8;
+		k = rd_varint(&r);
+		memcpy(o + at[6] + 8 * n + 8 * pos, r.p, 8 * k);
+		r.p += 8 * k;
+		pos += k;
+		for (int b = 0; b < 8; b++)	/* the end offset, little-endian */
+			o[at[6] + 8 * i + b] = (unsigned char)(pos >> (8 * b));
+	}
+	return true;
+}
+
 static int batch__send(struct ch_store *c, struct ch_conn *conn, struct ch_batch *b)
 {
 	const char *settings = c->cluster[0] ? "insert_distributed_sync=1" : NULL;
@@ -1042,7 +1108,7 @@ static int batch__send(struct ch_store *c, struct ch_conn *conn, struct ch_batch
 
 	for (; b->stage < T__N; b->stage++) {
 		const struct rb *body = &b->rows[b->stage];
-		struct rb sorted = { 0 };
+		struct rb sorted = { 0 }, native = { 0 };
 		int e;
 
 		if (b->stage == T_SAMPLES || b->stage == T_PROFILES) {
@@ -1052,12 +1118,15 @@ static int batch__send(struct ch_store *c, struct ch_conn *conn, struct ch_batch
 		}
 		if (!b->rows[b->stage].len)
 			continue;
-		snprintf(sql, sizeof(sql), "INSERT INTO %s FORMAT RowBinary",
-			 ch_table_names[b->stage]);
 		if (b->stage == T_SAMPLES && batch__sorted(b, &sorted))
 			body = &sorted;
+		if (b->stage == T_SAMPLES && samples_native(body, &native))
+			body = &native;
+		snprintf(sql, sizeof(sql), "INSERT INTO %s FORMAT %s", ch_table_names[b->stage],
+			 body == &native ? "Native" : "RowBinary");
 		e = ch_conn__run(conn, sql, settings, body->p, body->len, NULL, err, sizeof(err));
 		rb_free(&sorted);
+		rb_free(&native);
 		if (e) {
 			/* an answer from ClickHouse (-EIO) means not applied (one server); a
 			 * broken connection, or any failure of a Distributed INSERT, either */
