@@ -14,7 +14,7 @@
 
 /* ---- RowBinary writer ------------------------------------------------------------------------ */
 
-static bool rb_reserve(struct rb *b, size_t more)
+bool rb_reserve(struct rb *b, size_t more)
 {
 	size_t cap;
 	unsigned char *p;

@@ -34,6 +34,7 @@ void rb_u16(struct rb *b, uint16_t v);
 void rb_u64(struct rb *b, uint64_t v);
 void rb_varint(struct rb *b, uint64_t v);
 void rb_str(struct rb *b, const char *s);	/* NULL = "" */
+bool rb_reserve(struct rb *b, size_t more);	/* room for more bytes: false when out of memory */
 void rb_printf(struct rb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void rb_free(struct rb *b);
 

@@ -24,6 +24,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "port/log.h"
@@ -68,6 +69,7 @@ int ch_spool__open(struct ch_store *c, const struct store_opts *opts,
 		ringfile__foreach(c->spool, from, false, pending_cb, c);
 		c->spill_from = from;
 		c->spill_to = st.last_seq;
+		c->spool_boot_last = st.last_seq;
 		pr_info("clickhouse: spool %s: %zu bytes not yet in ClickHouse (records %" PRIu64
 			"..%" PRIu64 "): sent first", path, c->spool_pending, from, st.last_seq);
 	}
@@ -91,7 +93,10 @@ static void spill(struct ch_store *c, uint64_t from, uint64_t to)
 		c->spill_to = to;
 }
 
-/* Under the lock: admission, the record's place (its seq), its rows or a spill, its key. */
+/*
+ * Under the lock: admission, the record's place (its seq), its rows or a spill, its key. Rows
+ * not built (r->profile empty: uploads were spilling when it came) spill.
+ */
 static int spool_put_locked(struct ch_store *c, const struct record_meta *meta,
 			    const void *rec, size_t len, const struct pprof_profile *p,
 			    struct put_rows *r, uint64_t id, uint64_t kh,
@@ -112,7 +117,7 @@ static int spool_put_locked(struct ch_store *c, const struct record_meta *meta,
 	if (need > c->spool_max_rec)
 		c->spool_max_rec = need;
 	e = -ENOSPC;
-	if (!c->spill_from && c->queued_bytes + rows <= c->queue_bytes) {
+	if (!c->spill_from && r->profile.len && c->queued_bytes + rows <= c->queue_bytes) {
 		struct ch_put w = { .id = id, .seq = ap->seq, .spool_bytes = need };
 
 		e = c->batch_ops->put_locked(c, meta, p, r, &w, &gen);
@@ -120,7 +125,7 @@ static int spool_put_locked(struct ch_store *c, const struct record_meta *meta,
 	if (e) {
 		c->spool_spilled++;
 		spill(c, ap->seq, ap->seq);
-		pthread_cond_signal(&c->wake);
+		pthread_cond_signal(&c->refill);
 	}
 	if (kh)	/* with a spool: the record a retry waits for */
 		c->batch_ops->key_set(c, kh, id, ap->seq);
@@ -181,16 +186,22 @@ static int spool_read(struct ch_store *c, uint64_t seq, struct record_meta *meta
 		w->id |= (uint64_t)b[i] << (8 * i);
 	w->seq = seq;
 	w->spool_bytes = ringfile__record_size(meta, len);
-	w->lookup = true;
+	/* only a record from before this start may be in ClickHouse already (a batch that
+	 * landed just before a kill -9): one spilled since was never sent, and a lookup per
+	 * batch costs ClickHouse a read of samples just when it is behind */
+	w->lookup = seq <= c->spool_boot_last;
 	e = pprof_read(b + SPOOL_ID_BYTES, len - SPOOL_ID_BYTES, NULL, p, err, sizeof(err));
 	if (e)
 		return -EIO;
 	return c->batch_ops->rows_build(meta, *p, len - SPOOL_ID_BYTES, w->id, r);
 }
 
-void ch_spool__replay(struct ch_store *c)
+/* Refills the open batch from spilled records, then seals it (lock held): records read. */
+static size_t ch_spool__replay(struct ch_store *c)
 {
-	while (c->spill_from && !c->stop && (!c->open || c->open->bytes < c->batch_bytes)) {
+	size_t n = 0;
+
+	while (c->spill_from && !c->stop && (!c->open || !ch_batch_full(c, c->open))) {
 		uint64_t seq = c->spill_from, gen;
 		struct pprof_profile *p = NULL;
 		struct put_rows r = { 0 };
@@ -220,11 +231,57 @@ void ch_spool__replay(struct ch_store *c)
 		}
 		if (c->spill_from == seq)
 			c->spill_from = seq >= c->spill_to ? 0 : seq + 1;
+		n++;
 		c->batch_ops->rows_free(&r);
 		pprof_profile__free(p);
 		free(buf);
 	}
 	c->batch_ops->seal(c);
+	return n;
+}
+
+/*
+ * Whether the replayer may build another batch: at most CH_REPLAY_AHEAD sealed ones wait, and
+ * a whole batch fits in the memory queue (or it is empty: a queue smaller than a batch), so
+ * that a record is seldom decoded and then found not to fit (decoded again later).
+ */
+static bool replay_room(const struct ch_store *c)
+{
+	unsigned n = 0;
+
+	for (const struct ch_batch *b = c->head; b && n < CH_REPLAY_AHEAD; b = b->next)
+		n++;
+	return n < CH_REPLAY_AHEAD && (!c->queued_bytes ||
+				       c->queued_bytes + c->batch_bytes <= c->queue_bytes);
+}
+
+/*
+ * The replayer thread: reads spilled records back, decodes them and builds their batches while
+ * the writer sends the batches before them, so that decoding overlaps ClickHouse's INSERTs
+ * (it was the writer's, in turn with them: the drain of a spool was decode, wait, decode).
+ * Order holds: records are read in seq order, and new uploads go to memory only once it
+ * caught up. Bounded: CH_REPLAY_AHEAD sealed batches, and the memory queue.
+ */
+void *ch_spool__replayer(void *arg)
+{
+	struct ch_store *c = arg;
+
+	pthread_mutex_lock(&c->lock);
+	while (!c->stop) {
+		struct timespec ts;
+
+		if (c->spill_from && replay_room(c) && ch_spool__replay(c)) {
+			pthread_cond_signal(&c->wake);
+			continue;	/* else the queue is full: wait for a batch to be in */
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 20 * 1000000;
+		ts.tv_sec += ts.tv_nsec / 1000000000;
+		ts.tv_nsec %= 1000000000;
+		pthread_cond_timedwait(&c->refill, &c->lock, &ts);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
 }
 
 void ch_spool__done(struct ch_store *c, const struct ch_batch *b)

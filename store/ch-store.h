@@ -38,6 +38,10 @@
 #endif
 
 #define CH_DROPPED_GENS	8		/* batches dropped (out of memory) remembered */
+#define CH_REPLAY_AHEAD	2		/* batches built from the spool ahead of the writer */
+/* A batch is sealed at this many sample rows too: one INSERT stays one block of ClickHouse's
+ * max_insert_block_size (1,048,576 rows), so atomic, with room for the profile that crosses it. */
+#define CH_BATCH_ROWS	524288
 #define CH_MAX_SERIES	1000000		/* series one query may select */
 #define CH_ROLLUP_NS	UINT64_C(3600000000000)	/* samples_1h's bucket: an hour */
 #define CH_ROLLUP_VALUES 4			/* its value columns (v0..v3) */
@@ -72,7 +76,7 @@ struct pmark {
 
 struct ch_batch {
 	struct rb rows[T__N];
-	size_t n_profiles, bytes;
+	size_t n_profiles, bytes, n_rows;	/* n_rows: sample rows */
 	uint64_t gen;
 	uint64_t first_seq, last_seq;	/* its records in the spool (0: none) */
 	size_t spool_bytes;		/* their bytes there */
@@ -88,9 +92,9 @@ struct ch_store {
 	struct store base;
 	struct ch_opts o;
 	pthread_mutex_t lock;
-	pthread_cond_t wake, done;
-	pthread_t writer;
-	bool writer_started, stop;
+	pthread_cond_t wake, done, refill;
+	pthread_t writer, replayer;
+	bool writer_started, replayer_started, stop;
 	struct ch_batch *open;		/* being filled */
 	uint64_t open_since;		/* mono ns of its first profile */
 	struct ch_batch *head, *tail;	/* sealed, in order */
@@ -108,6 +112,7 @@ struct ch_store {
 	struct ringfile *spool;
 	const struct ch_batch_ops *batch_ops;	/* the spool's way back to the batches */
 	uint64_t spill_from, spill_to;	/* records whose rows are not in memory (0: none) */
+	uint64_t spool_boot_last;	/* the last record at open: those up to it may be in */
 	size_t spool_pending;		/* bytes of unconsumed records */
 	size_t spool_capacity, spool_max_rec;
 	uint64_t spool_spilled, spool_replayed, spool_refused, spool_lost;
@@ -163,6 +168,11 @@ int ch__put_locked(struct ch_store *c, const struct record_meta *meta,
 		   uint64_t *gen);
 /* Remembers an idempotency key's profile id and batch (or spool record) (lock held). */
 void ch__key_set(struct ch_store *c, uint64_t kh, uint64_t id, uint64_t gen);
+/* Whether the open batch is full: CONFIG_COLLECTOR_CH_BATCH_KB or CH_BATCH_ROWS. */
+static inline bool ch_batch_full(const struct ch_store *c, const struct ch_batch *b)
+{
+	return b->bytes >= c->batch_bytes || b->n_rows >= CH_BATCH_ROWS;
+}
 /* Moves the open batch to the queue of sealed ones (lock held). */
 void ch__seal(struct ch_store *c);
 
@@ -194,8 +204,8 @@ int ch_spool__open(struct ch_store *c, const struct store_opts *opts,
 int ch_spool__put(struct ch_store *c, const struct record_meta *meta, const void *payload,
 		  size_t len, const struct pprof_profile *p, struct put_rows *r, uint64_t id,
 		  uint64_t kh, uint64_t *seq);
-/* The writer (lock held): refills the open batch from spilled records, then seals it. */
-void ch_spool__replay(struct ch_store *c);
+/* The replayer thread: builds batches from spilled records while the writer sends. */
+void *ch_spool__replayer(void *arg);
 /* The writer, after batch b is in ClickHouse (lock not held): its records are consumed. */
 void ch_spool__done(struct ch_store *c, const struct ch_batch *b);
 /* A batch was dropped unsent (lock held): its records are replayed from the spool. */

@@ -23,14 +23,16 @@
  *
  * Writes: put() appends its rows to the open batch and waits. One writer thread seals the batch
  * when it holds CONFIG_COLLECTOR_CH_BATCH_KB or is CONFIG_COLLECTOR_CH_BATCH_MS old, and sends
- * it table by table (dictionaries first, profiles last), each INSERT one RowBinary body under
- * ClickHouse's 1,048,576-row block, so each is atomic. A put is acknowledged once ClickHouse
+ * it table by table (dictionaries first, profiles last), each INSERT one body (RowBinary; the
+ * samples as one Native block) under ClickHouse's 1,048,576-row block, so each is atomic. A put is acknowledged once ClickHouse
  * answered 200 for every table of its batch. A failed INSERT is retried (from the table that
  * failed, with backoff) until it succeeds: the batch stays queued, bounded by
  * CONFIG_COLLECTOR_CH_QUEUE_MB (beyond it a put is refused at once: 503, the device's spool
  * keeps the profile); a put whose batch is not in within CONFIG_COLLECTOR_CH_ACK_MS answers 503
- * and a retry of its key waits for the same batch (no duplicate). With --ch-spool
- * (store/ch-spool.c) a put is acknowledged once durable in the spool instead. With --ch-cluster
+ * and a retry of its key waits for the same batch (no duplicate). Sample rows go in the table's
+ * order, so ClickHouse does not sort them. With --ch-spool (store/ch-spool.c) a put is
+ * acknowledged once durable in the spool instead (and a replayer thread builds the batches of
+ * uploads that spilled to it). With --ch-cluster
  * the tables are Distributed over <table>_local on each shard (INSERTs synchronous).
  */
 #include <errno.h>
@@ -413,29 +415,35 @@ static void rows_dict(struct ch_store *c, struct ch_batch *bt, const struct ppro
 }
 
 /*
- * The profile's distinct stacks (r->first: the first sample of each, in the order seen) and
- * their summed values (*sums, n_sample_type per stack): an open-addressing table on the stack
- * ids, O(samples) (a sort of 3,400 samples was 14% of the collector's CPU).
+ * The profile's distinct stacks (r->first: the first sample of each, in the order seen), their
+ * summed values (*sums, n_sample_type per stack) and *order: the distinct stacks by stack id
+ * (the table's order). An open-addressing table on the stack ids, O(samples) (a sort of 3,400
+ * samples was 14% of the collector's CPU), placed by the ids' top bits: its slots are in id
+ * order but for probe runs, so an insertion sort of them is ~linear (a qsort was 4%).
  */
-static int stacks_group(const struct pprof_profile *p, struct put_rows *r, int64_t **sums)
+static int stacks_group(const struct pprof_profile *p, struct put_rows *r, int64_t **sums,
+			uint32_t **order)
 {
-	size_t cap = 16, nt = p->n_sample_type, nd = 0;
-	uint32_t *slot;
+	size_t cap = 16, nt = p->n_sample_type, nd = 0, n = 0;
+	unsigned shift = 60;
+	uint32_t *slot, *ord;
 	int64_t *sum;
 
 	while (cap < 2 * p->n_samples)
-		cap *= 2;
+		cap *= 2, shift--;
 	slot = calloc(cap, sizeof(*slot));
 	sum = calloc(p->n_samples * nt + 1, sizeof(*sum));
+	ord = malloc((p->n_samples + 1) * sizeof(*ord));
 	r->first = malloc((p->n_samples + 1) * sizeof(*r->first));
-	if (!slot || !sum || !r->first) {
+	if (!slot || !sum || !ord || !r->first) {
 		free(slot);
 		free(sum);
+		free(ord);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < p->n_samples; i++) {
 		uint64_t st = r->stack_ids[i];
-		size_t h = (size_t)st & (cap - 1), d;
+		size_t h = (size_t)(st >> shift), d;
 
 		while (slot[h] && r->stack_ids[r->first[slot[h] - 1]] != st)
 			h = (h + 1) & (cap - 1);
@@ -448,9 +456,22 @@ static int stacks_group(const struct pprof_profile *p, struct put_rows *r, int64
 			sum[d * nt + j] = (int64_t)((uint64_t)sum[d * nt + j] +
 						    (uint64_t)p->samples[i].values[j]);
 	}
+	for (size_t h = 0; h < cap; h++) {
+		uint64_t st;
+		size_t k = n;
+
+		if (!slot[h])
+			continue;
+		st = r->stack_ids[r->first[slot[h] - 1]];
+		for (; k && r->stack_ids[r->first[ord[k - 1]]] > st; k--)
+			ord[k] = ord[k - 1];
+		ord[k] = slot[h] - 1;
+		n++;
+	}
 	r->n_distinct = nd;
 	free(slot);
 	*sums = sum;
+	*order = ord;
 	return 0;
 }
 
@@ -464,12 +485,20 @@ static int rows_samples(const struct record_meta *m, const struct pprof_profile 
 {
 	size_t nt = p->n_sample_type;
 	struct rb *b = &r->samples;
+	uint32_t *ord;
 	int64_t *sum;
-	int e = stacks_group(p, r, &sum);
+	int e = stacks_group(p, r, &sum, &ord);
 
 	if (e)
 		return e;
-	for (size_t d = 0; d < r->n_distinct; d++) {
+	/*
+	 * Rows in the table's order (series, ts, stack): one profile is one (series, ts), so by
+	 * stack; the writer puts the batch's profiles in order (batch__sorted), and ClickHouse
+	 * skips its sort of the block (isAlreadySorted: ~20% of its CPU at ingest).
+	 */
+	for (size_t o = 0; o < r->n_distinct; o++) {
+		size_t d = ord[o];
+
 		rb_u16(b, day_of(m->time_ns));
 		rb_u64(b, m->time_ns);
 		rb_u64(b, series);
@@ -481,6 +510,7 @@ static int rows_samples(const struct record_meta *m, const struct pprof_profile 
 			rb_u64(b, (uint64_t)sum[d * nt + j]);
 	}
 	r->n_samples = r->n_distinct;
+	free(ord);
 	free(sum);
 	return 0;
 }
@@ -684,6 +714,7 @@ int ch__put_locked(struct ch_store *c, const struct record_meta *meta,
 	c->rows[T_SAMPLES] += r->n_samples;
 	c->rows[T_PROFILES]++;
 	b->n_profiles++;
+	b->n_rows += r->n_samples;
 	b->n_marks++;
 	if (w->seq) {
 		b->first_seq = b->first_seq ? b->first_seq : w->seq;
@@ -693,7 +724,7 @@ int ch__put_locked(struct ch_store *c, const struct record_meta *meta,
 	b->bytes = batch__bytes(b);
 	c->queued_bytes += b->bytes - before;
 	*gen = b->gen;
-	if (b->bytes >= c->batch_bytes)
+	if (ch_batch_full(c, b))
 		pthread_cond_signal(&c->wake);
 	return 0;
 }
@@ -772,8 +803,15 @@ static int ch__put_sorted(struct ch_store *c, const struct record_meta *meta,
 		decoded = own;
 	}
 	id = new_id(meta);
-	e = ch__rows_build(meta, decoded, len, id, &r);
 	if (c->spool) {
+		bool spilling;
+
+		/* while uploads spill (the memory queue is full) their rows would be thrown away
+		 * and built again when read back: not built (under overload, most uploads) */
+		pthread_mutex_lock(&c->lock);
+		spilling = c->spill_from != 0;
+		pthread_mutex_unlock(&c->lock);
+		e = spilling ? 0 : ch__rows_build(meta, decoded, len, id, &r);
 		if (!e)
 			e = ch_spool__put(c, meta, payload, len, decoded, &r, id, kh, &gen);
 		ch__rows_free(&r);
@@ -781,6 +819,7 @@ static int ch__put_sorted(struct ch_store *c, const struct record_meta *meta,
 		*seq_out = id;
 		return e == -ENOSPC ? -EIO : e;
 	}
+	e = ch__rows_build(meta, decoded, len, id, &r);
 	pthread_mutex_lock(&c->lock);
 	if (!e)
 		e = ch__put_locked(c, meta, decoded, &r, &(struct ch_put){ .id = id }, &gen);
@@ -967,12 +1006,143 @@ static int batch__check(struct ch_store *c, struct ch_conn *conn, struct ch_batc
 	return e;
 }
 
+/* A profile's sample rows in the body, for batch__sorted. */
+struct seg {
+	uint64_t series, ts;
+	size_t off, len;
+};
+
+/*
+ * The samples table's order: (hour, series, ts, stack) on one server, where hour is ts's hour
+ * (CH_ROLLUP_NS, computed by ClickHouse); --ch-cluster's samples_local keeps (series, ts, stack), the same
+ * order for a batch within one hour (a batch crossing one is sorted by ClickHouse there).
+ */
+static int seg_cmp3(uint64_t xs, uint64_t xt, uint64_t ys, uint64_t yt)
+{
+	if (xt / CH_ROLLUP_NS != yt / CH_ROLLUP_NS)
+		return xt < yt ? -1 : 1;
+	if (xs != ys)
+		return xs < ys ? -1 : 1;
+	return xt < yt ? -1 : xt > yt;
+}
+
+static int seg_cmp(const void *a, const void *b)
+{
+	const struct seg *x = a, *y = b;
+
+	return seg_cmp3(x->series, x->ts, y->series, y->ts);
+}
+
+/*
+ * The batch's sample rows in the table's order (seg_cmp3, then stack): each profile's rows are
+ * by stack already (rows_samples), so its profiles are put in (hour, series, ts) order, in a copy
+ * (out). false when they are in order already, or out of memory: the body goes as it is and
+ * ClickHouse sorts it (the same rows either way).
+ */
+static bool batch__sorted(const struct ch_batch *b, struct rb *out)
+{
+	const struct rb *body = &b->rows[T_SAMPLES];
+	struct seg *sg;
+	bool in_order = true;
+
+	for (size_t i = 1; i < b->n_marks && in_order; i++)
+		in_order = seg_cmp3(b->marks[i - 1].series, b->marks[i - 1].ts,
+				    b->marks[i].series, b->marks[i].ts) <= 0;
+	if (in_order)
+		return false;
+	sg = malloc(b->n_marks * sizeof(*sg));
+	out->p = malloc(body->len);
+	if (!sg || !out->p) {
+		free(sg);
+		free(out->p);
+		out->p = NULL;
+		return false;
+	}
+	out->cap = body->len;
+	for (size_t i = 0; i < b->n_marks; i++)
+		sg[i] = (struct seg){ b->marks[i].series, b->marks[i].ts, b->marks[i].s_off,
+				      b->marks[i].s_len };
+	qsort(sg, b->n_marks, sizeof(*sg), seg_cmp);
+	for (size_t i = 0; i < b->n_marks; i++)
+		rb_put(out, body->p + sg[i].off, sg[i].len);
+	free(sg);
+	return true;
+}
+
+/*
+ * The samples body (RowBinary rows: day, ts, series, sig, profile, stack, v) as one block of
+ * ClickHouse's Native format (per column: name, type, then the values; an Array as its end
+ * offsets, then its elements), which ClickHouse reads a column at a time instead of a field
+ * at a time (parsing RowBinary was 12-17% of its CPU at ingest). false when out of memory or
+ * the rows do not parse: the RowBinary body is sent instead.
+ */
+static const char *const samples_cols[][2] = {
+	{ "day", "Date" }, { "ts", "UInt64" }, { "series", "UInt64" }, { "sig", "UInt64" },
+	{ "profile", "UInt64" }, { "stack", "UInt64" }, { "v", "Array(Int64)" },
+};
+
+static bool samples_native(const struct rb *rows, struct rb *out)
+{
+	struct rb_rd r = { rows->p, rows->p + rows->len, false };
+	size_t n = 0, nv = 0, at[8], pos;
+	unsigned char *o;
+
+	while (rd_more(&r)) {
+		uint64_t k;
+
+		if ((size_t)(r.end - r.p) < 2 + 5 * 8)
+			return false;
+		r.p += 2 + 5 * 8;
+		k = rd_varint(&r);
+		if (r.bad || k > (size_t)(r.end - r.p) / 8)
+			return false;
+		r.p += k * 8;
+		nv += k;
+		n++;
+	}
+	if (r.bad || r.p != r.end || !n)
+		return false;
+	rb_varint(out, 7);
+	rb_varint(out, n);
+	for (int c = 0; c < 7; c++) {
+		rb_str(out, samples_cols[c][0]);
+		rb_str(out, samples_cols[c][1]);
+		at[c] = out->len;
+		pos = c == 0 ? 2 * n : c == 6 ? 8 * n + 8 * nv : 8 * n;
+		if (!rb_reserve(out, pos))
+			return false;
+		out->len += pos;
+	}
+	if (out->oom)
+		return false;
+	o = out->p;
+	r = (struct rb_rd){ rows->p, rows->p + rows->len, false };
+	pos = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t k;
+
+		memcpy(o + at[0] + 2 * i, r.p, 2);
+		for (int c = 1; c < 6; c++)
+			memcpy(o + at[c] + 8 * i, r.p + 2 + 8 * (c - 1), 8);
+		r.p += 2 + 5 * 8;
+		k = rd_varint(&r);
+		memcpy(o + at[6] + 8 * n + 8 * pos, r.p, 8 * k);
+		r.p += 8 * k;
+		pos += k;
+		for (int b = 0; b < 8; b++)	/* the end offset, little-endian */
+			o[at[6] + 8 * i + b] = (unsigned char)(pos >> (8 * b));
+	}
+	return true;
+}
+
 static int batch__send(struct ch_store *c, struct ch_conn *conn, struct ch_batch *b)
 {
 	const char *settings = c->cluster[0] ? "insert_distributed_sync=1" : NULL;
 	char sql[128], err[300];
 
 	for (; b->stage < T__N; b->stage++) {
+		const struct rb *body = &b->rows[b->stage];
+		struct rb sorted = { 0 }, native = { 0 };
 		int e;
 
 		if (b->stage == T_SAMPLES || b->stage == T_PROFILES) {
@@ -982,10 +1152,15 @@ static int batch__send(struct ch_store *c, struct ch_conn *conn, struct ch_batch
 		}
 		if (!b->rows[b->stage].len)
 			continue;
-		snprintf(sql, sizeof(sql), "INSERT INTO %s FORMAT RowBinary",
-			 ch_table_names[b->stage]);
-		e = ch_conn__run(conn, sql, settings, b->rows[b->stage].p, b->rows[b->stage].len,
-				 NULL, err, sizeof(err));
+		if (b->stage == T_SAMPLES && batch__sorted(b, &sorted))
+			body = &sorted;
+		if (b->stage == T_SAMPLES && samples_native(body, &native))
+			body = &native;
+		snprintf(sql, sizeof(sql), "INSERT INTO %s FORMAT %s", ch_table_names[b->stage],
+			 body == &native ? "Native" : "RowBinary");
+		e = ch_conn__run(conn, sql, settings, body->p, body->len, NULL, err, sizeof(err));
+		rb_free(&sorted);
+		rb_free(&native);
 		if (e) {
 			/* an answer from ClickHouse (-EIO) means not applied (one server); a
 			 * broken connection, or any failure of a Distributed INSERT, either */
@@ -1023,7 +1198,7 @@ static void ch__seal_due(struct ch_store *c)
 	struct ch_batch *b = c->open;
 	uint64_t now = port_clock_mono_ns();
 
-	if (!b || (b->bytes < c->batch_bytes && !c->stop &&
+	if (!b || (!ch_batch_full(c, b) && !c->stop &&
 		   now - c->open_since < (uint64_t)c->batch_ms * 1000000))
 		return;
 	ch__seal(c);
@@ -1049,8 +1224,6 @@ static void *ch__writer(void *arg)
 			retain_due = port_clock_mono_ns() + 3600 * NSEC_PER_SEC;
 		}
 		ch__seal_due(c);
-		if (c->spool && !c->head && !c->open && c->spill_from && !backoff_ms)
-			ch_spool__replay(c);
 		b = c->head;
 		if (!b && c->stop)
 			break;
@@ -1083,6 +1256,7 @@ static void *ch__writer(void *arg)
 		c->batches++;
 		c->last_error[0] = '\0';
 		pthread_cond_broadcast(&c->done);
+		pthread_cond_signal(&c->refill);
 		batch__free(b);
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -1130,13 +1304,15 @@ static void ch__free(struct store *base)
 {
 	struct ch_store *c = ch_of(base);
 
-	if (c->writer_started) {
-		pthread_mutex_lock(&c->lock);
-		c->stop = true;
-		pthread_cond_signal(&c->wake);
-		pthread_mutex_unlock(&c->lock);
+	pthread_mutex_lock(&c->lock);
+	c->stop = true;
+	pthread_cond_signal(&c->wake);
+	pthread_cond_signal(&c->refill);
+	pthread_mutex_unlock(&c->lock);
+	if (c->replayer_started)
+		pthread_join(c->replayer, NULL);
+	if (c->writer_started)
 		pthread_join(c->writer, NULL);
-	}
 	batch__free(c->open);
 	while (c->head) {
 		struct ch_batch *b = c->head;
@@ -1151,6 +1327,7 @@ static void ch__free(struct store *base)
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->wake);
 	pthread_cond_destroy(&c->done);
+	pthread_cond_destroy(&c->refill);
 	free(c);
 }
 
@@ -1365,6 +1542,7 @@ struct store *store_ch__open(const struct store_opts *opts, char *err, size_t er
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->wake, NULL);
 	pthread_cond_init(&c->done, NULL);
+	pthread_cond_init(&c->refill, NULL);
 	c->batch_bytes = (size_t)CONFIG_COLLECTOR_CH_BATCH_KB << 10;
 	c->batch_ms = opts->ch_batch_ms ? opts->ch_batch_ms : CONFIG_COLLECTOR_CH_BATCH_MS;
 	c->queue_bytes = opts->ch_queue_bytes ? opts->ch_queue_bytes
@@ -1406,6 +1584,12 @@ struct store *store_ch__open(const struct store_opts *opts, char *err, size_t er
 		c->writer_started = !e;
 		if (e)
 			snprintf(err, errlen, "clickhouse: writer thread: %s", strerror(-e));
+	}
+	if (!e && c->spool) {
+		e = -pthread_create(&c->replayer, NULL, ch_spool__replayer, c);
+		c->replayer_started = !e;
+		if (e)
+			snprintf(err, errlen, "clickhouse: spool thread: %s", strerror(-e));
 	}
 	if (e) {
 		ch__free(&c->base);

@@ -5,9 +5,10 @@
 #
 #   tests/bench/fleet-bench.sh [BUILD_DIR]
 #     env: PHASES ("ingest query"), SECONDS_PER_RUN (30), DEVICES (1000), CLIENTS (64),
-#          COLLECTORS (2), SPOOL (1: --ch-spool), BATCH_MS (500), SAMPLES (3400 per profile),
+#          COLLECTORS (2), SPOOL (1: --ch-spool), BATCH_MS (1000), SAMPLES (3400 per profile),
 #          PROFILES (1000000: the query phase's synthetic day), ROWS (130 per profile),
-#          NO_ROLLUP_VIEW (0; 1: ingest without the hourly rollup's view), RAW_PEER (1)
+#          NO_ROLLUP_VIEW (0; 1: ingest without the hourly rollup's view), RAW_PEER (1),
+#          CH_FLAGS (more collector flags, e.g. "--ch-queue 32M": spill to the spool sooner)
 #
 # ingest: the fleet's profiles are made by `pprof-tool fleet` from real profiles' stacks (Go's
 #   runtime/pprof profiles that tests/oracle writes when go is installed, and the fuzz corpus's
@@ -35,7 +36,7 @@ DEVICES=${DEVICES:-1000}
 CLIENTS=${CLIENTS:-64}
 COLLECTORS=${COLLECTORS:-2}
 SPOOL=${SPOOL:-1}
-BATCH_MS=${BATCH_MS:-500}
+BATCH_MS=${BATCH_MS:-1000}
 SAMPLES=${SAMPLES:-3400}
 PROFILES=${PROFILES:-1000000}
 ROWS=${ROWS:-130}
@@ -68,7 +69,7 @@ if [[ " $PHASES " == *" ingest "* ]]; then
 		[ "$SPOOL" = 1 ] && spool=(--ch-spool "$T/spool$i" --ring-size 1G --fsync-ms 5)
 		start_ch_collector "c$i" "http://127.0.0.1:$(ch_http_port 0)/$DB" \
 			--ch-batch-ms "$BATCH_MS" --max-conns $((CLIENTS + 16)) \
-			--max-handshakes $((CLIENTS + 16)) "${spool[@]}"
+			--max-handshakes $((CLIENTS + 16)) "${spool[@]}" ${CH_FLAGS:-}
 		urls+=(--url "https://localhost:$CC_PORT") cpids+=("$CC_PID")
 	done
 	if [ "${NO_ROLLUP_VIEW:-0}" = 1 ]; then # what the rollup's view costs at ingest: without it
@@ -95,15 +96,19 @@ if [[ " $PHASES " == *" ingest "* ]]; then
 	done
 	d1=$(date +%s.%N)
 	awk -v n="$n" -v s="$SECS" -v d="$(echo "$d1 - $d0" | bc)" 'BEGIN { printf "into ClickHouse: all %d in %.1f s after the load ended: %.0f profiles/s sustained\n", n, d, n / (s + d) }'
-	echo "cpu: clickhouse-server $(echo "$(cpu_of "${CH_PIDS[0]}") - $h0" | bc) s (until all in)"
+	cpu="" ; i=0
+	for p in "${cpids[@]}"; do cpu+=" $(echo "$(cpu_of "$p") - ${c0[$i]}" | bc)"; i=$((i + 1)); done
+	echo "cpu: clickhouse-server $(echo "$(cpu_of "${CH_PIDS[0]}") - $h0" | bc) s, collectors$cpu s (until all in)"
+	ch_sql 0 "SELECT groupArray(value) FROM (SELECT value FROM system.events WHERE event IN ('InsertQuery', 'MergeTreeDataWriterBlocks', 'MergeTreeDataWriterBlocksAlreadySorted') ORDER BY event)" |
+		tr -d '[]' | awk -F, '{printf "clickhouse: %d INSERTs, %d parts written, %d of them sorted already (sample rows come sorted)\n", $1, $2, $3}'
 	ch_sql 0 "OPTIMIZE TABLE $DB.samples FINAL" >/dev/null || true
 	ch_sql 0 "OPTIMIZE TABLE $DB.samples_1h FINAL" >/dev/null 2>&1 || true
 	ch_sql 0 "SELECT table, sum(rows), sum(bytes_on_disk), sum(data_uncompressed_bytes) FROM system.parts WHERE active AND database = '$DB' GROUP BY table ORDER BY table" |
-		awk '{printf "  %-10s %12d rows %12d bytes on disk (%d uncompressed)\n", $1, $2, $3, $4}'
+		awk '{printf "  %-10s %12.0f rows %12.0f bytes on disk (%.0f uncompressed)\n", $1, $2, $3, $4}'
 	disk=$(ch_sql 0 "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = '$DB'")
 	gz=$(ch_sql 0 "SELECT sum(size), count(), uniqExact(id) FROM $DB.profiles")
 	roll=$(ch_sql 0 "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = '$DB' AND table = 'samples_1h'")
-	awk -v d="$disk" -v g="$gz" -v r="${roll:-0}" 'BEGIN { split(g, a, "\t"); printf "storage: %d bytes on disk for %d gzip pprof bytes (%d profiles stored, %d ids): %.3f (goal <= 0.2); without the hourly rollup %.3f\n", d, a[1], a[2], a[3], d / a[1], (d - r) / a[1] }'
+	awk -v d="$disk" -v g="$gz" -v r="${roll:-0}" 'BEGIN { split(g, a, "\t"); printf "storage: %.0f bytes on disk for %.0f gzip pprof bytes (%d profiles stored, %d ids): %.3f (goal <= 0.2); without the hourly rollup %.3f\n", d, a[1], a[2], a[3], d / a[1], (d - r) / a[1] }'
 	for p in "${cpids[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
 fi
 
