@@ -155,18 +155,27 @@ prof_pid() {
 }
 # perf's second half: the samples turned into stacks (`perf script`, symbolised, as a user
 # reads them; perf report unwinds the same way), all of them and the workload's alone
-# (--comm: the other samples are read but not unwound), each under perf stat.
+# (--comm: the other samples are read but not unwound), each under perf stat. --no-inline:
+# the guest has no addr2line, which perf runs for inlined frames: writing to it killed perf
+# script with SIGPIPE part way (its cost then did not grow with the samples; perf stat
+# said nothing); on a machine with addr2line, inline frames cost perf script more.
+script_timed() {
+	tag=$1; shift
+	perf stat -x, -e task-clock -o /tmp/script.stat -- sh -c \
+		'perf script --no-inline -i /tmp/p.data "$@" >/dev/null 2>>/tmp/script.log;
+		echo $? >/tmp/script.rc' sh "$@"
+	[ "$(cat /tmp/script.rc)" = 0 ] ||
+		echo "@@log $name $i: perf script ($tag) exited $(cat /tmp/script.rc): its time is not whole"
+	echo "@@script $name $i $tag $(sed -n 's/^\([0-9.]*\),msec,task-clock.*/\1/p' /tmp/script.stat)"
+}
 post_process() {
-	perf stat -x, -e task-clock -o /tmp/script.stat -- perf script -i /tmp/p.data \
-		>/dev/null 2>/tmp/script.log || echo "@@error perf script"
-	echo "@@script $1 $2 all $(sed -n 's/^\([0-9.]*\),msec,task-clock.*/\1/p' /tmp/script.stat)"
-	perf stat -x, -e task-clock -o /tmp/script.stat -- perf script -i /tmp/p.data \
-		--comm "$comm" >/dev/null 2>>/tmp/script.log || echo "@@error perf script --comm"
-	echo "@@script $1 $2 comm $(sed -n 's/^\([0-9.]*\),msec,task-clock.*/\1/p' /tmp/script.stat)"
+	: >/tmp/script.log
+	script_timed all
+	script_timed comm --comm "$comm"
 	echo "@@records $1 $2 $(perf script -i /tmp/p.data -F comm 2>/dev/null | wc -l)"
 	# what perf script made of them: user frames a workload sample (a dwarf record unwound
 	# only to its leaf would make perf script cheap and wrong), and its complaints
-	echo "@@depth $1 $2 $(perf script -i /tmp/p.data --comm "$comm" -F comm,ip,dso 2>/dev/null |
+	echo "@@depth $1 $2 $(perf script --no-inline -i /tmp/p.data --comm "$comm" -F comm,ip,dso 2>/dev/null |
 		awk '/^[^ \t]/ { n++ } /^\t/ && !/kernel/ { f++ } END { printf "%.1f", n ? f / n : 0 }')"
 	sort /tmp/script.log | uniq -c | sort -rn | head -3 | sed "s/^/@@log $1 $2: perf script: /"
 }
