@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/procmaps.h"
@@ -543,8 +544,27 @@ struct proc_slot {
 	uint32_t round_uses; /* lookups in used_round: about its samples there */
 	bool loaded;	     /* the maps came from the loader: ask it again on a miss */
 	uint64_t refreshed;  /* round of the last re-read */
+	uint64_t read_ns;    /* when they were read (monotonic) */
+	uint64_t missed;     /* round + 1 of the last re-read a miss asked for, 0: none */
 	int next;	     /* next slot in the same hash bucket, -1: last */
 };
+
+/*
+ * A miss in maps read this round is read again once in the round, if they are this old: a
+ * process's first sample may come while its loader still maps its libraries, and a round's
+ * names come at its end (a one-round --once run would else name none of them).
+ */
+#define PROCTAB_REREAD_NS (1000 * 1000 * 1000ull)
+
+/* CLOCK_MONOTONIC, ns (not port/clock: every program and test that links this file would
+ * need it too). */
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* Pids whose maps could not be read this round (exited before we looked): not retried. */
 #define PROCTAB_GONE CONFIG_PROC_GONE_ENTRIES
@@ -715,13 +735,26 @@ static int proctab_load(struct proctab *t, uint32_t pid, struct proc_slot **out)
 		t->st.refreshes++;
 	} else {
 		s = proctab_free_slot(t);
+		s->missed = 0;
 	}
 	proctab_link(t, s, pm);
 	s->refreshed = t->round;
+	s->read_ns = mono_ns();
 	s->loaded = loaded;
 	proctab_use(t, s);
 	*out = s;
 	return 0;
+}
+
+/* Whether a miss in s's maps should read them again (see PROCTAB_REREAD_NS). */
+static bool proctab_reread(struct proctab *t, struct proc_slot *s)
+{
+	if (s->refreshed != t->round)
+		return true;
+	if (s->missed == t->round + 1 || mono_ns() - s->read_ns < PROCTAB_REREAD_NS)
+		return false;
+	s->missed = t->round + 1;
+	return true;
 }
 
 /*
@@ -751,6 +784,8 @@ void proctab__adopt(struct proctab *t, struct procmaps *pm)
 	s = proctab_free_slot(t);
 	proctab_link(t, s, pm);
 	s->refreshed = t->round;
+	s->read_ns = mono_ns();
+	s->missed = 0;
 	s->loaded = false;
 	proctab_use(t, s);
 }
@@ -806,7 +841,7 @@ const struct procmap *proctab__resolve(struct proctab *t, uint32_t pid, uint64_t
 		m = procmaps__find(s->pm, addr);
 		if (!m && s->loaded && proctab_reload(t, s))
 			m = procmaps__find(s->pm, addr);
-		if (m || s->refreshed == t->round)
+		if (m || !proctab_reread(t, s))
 			goto out;
 	}
 	if (proctab_load(t, pid, &s) == 0)
