@@ -546,6 +546,8 @@ struct proc_slot {
 	uint64_t refreshed;  /* round of the last re-read */
 	uint64_t read_ns;    /* when they were read (monotonic) */
 	uint64_t missed;     /* round + 1 of the last re-read a miss asked for, 0: none */
+	uint64_t comm;       /* hash of the main thread's comm seen with these maps, 0: none */
+	bool settled;	     /* read again a second after the first read (or from the loader) */
 	int next;	     /* next slot in the same hash bucket, -1: last */
 };
 
@@ -736,6 +738,8 @@ static int proctab_load(struct proctab *t, uint32_t pid, struct proc_slot **out)
 	} else {
 		s = proctab_free_slot(t);
 		s->missed = 0;
+		s->comm = 0;
+		s->settled = loaded;
 	}
 	proctab_link(t, s, pm);
 	s->refreshed = t->round;
@@ -786,6 +790,8 @@ void proctab__adopt(struct proctab *t, struct procmaps *pm)
 	s->refreshed = t->round;
 	s->read_ns = mono_ns();
 	s->missed = 0;
+	s->comm = 0;
+	s->settled = true; /* from the kernel's records: whole */
 	s->loaded = false;
 	proctab_use(t, s);
 }
@@ -801,6 +807,22 @@ void proctab__forget(struct proctab *t, uint32_t pid)
 	struct proc_slot *s = proctab_find(t, pid);
 
 	if (s) {
+		proctab_drop(t, s);
+		t->st.forgotten++;
+	}
+}
+
+void proctab__main_comm(struct proctab *t, uint32_t pid, const char *comm)
+{
+	struct proc_slot *s = proctab_find(t, pid);
+	uint64_t h;
+
+	if (!s || !comm || !comm[0])
+		return;
+	h = procmaps__hash(comm) | 1; /* never 0: none */
+	if (!s->comm) {
+		s->comm = h;
+	} else if (s->comm != h) {
 		proctab_drop(t, s);
 		t->st.forgotten++;
 	}
@@ -826,6 +848,15 @@ int proctab__touch(struct proctab *t, uint32_t pid)
 
 	if (s) {
 		proctab_use(t, s);
+		/*
+		 * Maps read at a first sample may be the loader's work in progress (libraries
+		 * not all mapped yet): read once more a second later, while the process lives
+		 * (its names come at the round's end, when it may have exited).
+		 */
+		if (!s->settled && mono_ns() - s->read_ns >= PROCTAB_REREAD_NS) {
+			s->settled = true;
+			proctab_load(t, pid, &s); /* gone: the maps it had stay */
+		}
 		return 0;
 	}
 	return proctab_load(t, pid, &s);
