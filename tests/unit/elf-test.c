@@ -251,7 +251,7 @@ static void *map_code(void)
 
 /*
  * Maps read at a process's first sample, while its loader still maps its libraries, miss
- * their addresses: they are read again once in the round, when at least a second old (a
+ * their addresses: they are read again once in the round, when at least 100 ms old (a
  * --once round of the whole run named no library frame of such a process: 0 % for xz in
  * tests/bench/stacks-bench.sh bpf), and not again in that round.
  */
@@ -281,7 +281,7 @@ static void maps_read_early_are_read_again_once(void **state)
 
 /*
  * Maps read at a first sample, while the loader maps the libraries, are read once more at a
- * use a second later, while the process lives: xz's libc and liblzma frames were unnamed at
+ * use 100 ms or more later, while the process lives: xz's libc and liblzma frames were unnamed at
  * the round's end, xz gone (tests/bench/stacks-bench.sh bpf, 0 % in 2 reps of 5).
  */
 static void maps_are_read_once_more_a_second_later(void **state)
