@@ -548,17 +548,22 @@ struct proc_slot {
 	uint64_t missed;     /* round + 1 of the last re-read a miss asked for, 0: none */
 	uint64_t comm;       /* hash of the main thread's comm seen with these maps, 0: none */
 	bool settled;	     /* read again after the first read (or from the loader) */
+	uint32_t touches;    /* samples since the first read, until settled */
 	int next;	     /* next slot in the same hash bucket, -1: last */
 };
 
 /*
- * A miss in maps read this round is read again once in the round, if they are this old (and
- * every process's maps once at its first sample this long after the first read): a
+ * A miss in maps read this round is read again once in the round, if they are this old: a
  * process's first sample may come while its loader still maps its libraries, and a round's
  * names come at its end (a one-round --once run would else name none of them).
  */
-/* (1 s left the libc frames of stacks-bench's own program, 0.9 s of CPU, unnamed) */
 #define PROCTAB_REREAD_NS (100 * 1000 * 1000ull)
+/*
+ * Every process's maps (from /proc) are read once more at this use (a sample each): by then it
+ * has run past its loader. Counted, not timed: one second left the libc frames of stacks-
+ * bench's own program (0.9 s of CPU) unnamed.
+ */
+#define PROCTAB_SETTLE_TOUCHES 8
 
 /* CLOCK_MONOTONIC, ns (not port/clock: every program and test that links this file would
  * need it too). */
@@ -742,6 +747,7 @@ static int proctab_load(struct proctab *t, uint32_t pid, struct proc_slot **out)
 		s->missed = 0;
 		s->comm = 0;
 		s->settled = loaded;
+		s->touches = 0;
 	}
 	proctab_link(t, s, pm);
 	s->refreshed = t->round;
@@ -755,8 +761,8 @@ static int proctab_load(struct proctab *t, uint32_t pid, struct proc_slot **out)
 /* Whether a miss in s's maps should read them again (see PROCTAB_REREAD_NS). */
 static bool proctab_reread(struct proctab *t, struct proc_slot *s)
 {
-	if (s->refreshed != t->round)
-		return true;
+	if (s->refreshed != t->round || s->loaded) /* the loader's: asked again above */
+		return s->refreshed != t->round;
 	if (s->missed == t->round + 1 || mono_ns() - s->read_ns < PROCTAB_REREAD_NS)
 		return false;
 	s->missed = t->round + 1;
@@ -794,6 +800,7 @@ void proctab__adopt(struct proctab *t, struct procmaps *pm)
 	s->missed = 0;
 	s->comm = 0;
 	s->settled = true; /* from the kernel's records: whole */
+	s->touches = 0;
 	s->loaded = false;
 	proctab_use(t, s);
 }
@@ -852,10 +859,10 @@ int proctab__touch(struct proctab *t, uint32_t pid)
 		proctab_use(t, s);
 		/*
 		 * Maps read at a first sample may be the loader's work in progress (libraries
-		 * not all mapped yet): read once more a little later, while the process lives
+		 * not all mapped yet): read once more at its 8th sample, while it lives
 		 * (its names come at the round's end, when it may have exited).
 		 */
-		if (!s->settled && mono_ns() - s->read_ns >= PROCTAB_REREAD_NS) {
+		if (!s->settled && ++s->touches >= PROCTAB_SETTLE_TOUCHES) {
 			s->settled = true;
 			proctab_load(t, pid, &s); /* gone: the maps it had stay */
 		}
