@@ -593,6 +593,8 @@ static int bpf_sink(void *ctx, const struct agent_sample *s)
 		return -ENOSPC;
 	/* the exec and mmaps of everything up to this sample, before its maps are looked up */
 	mmapev__advance(a->mmapev, s->time_ns, a->bpf_ordered);
+	if (s->tid == s->pid) /* an exec no mmap record told of: maps read before it are stale */
+		proctab__main_comm(a->procs, s->pid, s->comm);
 	known = s->n_user && !proctab__touch(a->procs, s->pid);
 	if (a->leaf && leaf__fix(a->leaf, a->procs, s, CONFIG_MAX_STACK_DEPTH, frames, &fixed))
 		s = &fixed;

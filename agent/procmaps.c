@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/procmaps.h"
@@ -543,8 +544,36 @@ struct proc_slot {
 	uint32_t round_uses; /* lookups in used_round: about its samples there */
 	bool loaded;	     /* the maps came from the loader: ask it again on a miss */
 	uint64_t refreshed;  /* round of the last re-read */
+	uint64_t read_ns;    /* when they were read (monotonic) */
+	uint64_t missed;     /* round + 1 of the last re-read a miss asked for, 0: none */
+	uint64_t comm;       /* hash of the main thread's comm seen with these maps, 0: none */
+	bool settled;	     /* read again after the first read (or from the loader) */
+	uint32_t touches;    /* samples since the first read, until settled */
 	int next;	     /* next slot in the same hash bucket, -1: last */
 };
+
+/*
+ * A miss in maps read this round is read again once in the round, if they are this old: a
+ * process's first sample may come while its loader still maps its libraries, and a round's
+ * names come at its end (a one-round --once run would else name none of them).
+ */
+#define PROCTAB_REREAD_NS (100 * 1000 * 1000ull)
+/*
+ * Every process's maps (from /proc) are read once more at this use (a sample each): by then it
+ * has run past its loader. Counted, not timed: one second left the libc frames of stacks-
+ * bench's own program (0.9 s of CPU) unnamed.
+ */
+#define PROCTAB_SETTLE_TOUCHES 8
+
+/* CLOCK_MONOTONIC, ns (not port/clock: every program and test that links this file would
+ * need it too). */
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* Pids whose maps could not be read this round (exited before we looked): not retried. */
 #define PROCTAB_GONE CONFIG_PROC_GONE_ENTRIES
@@ -715,13 +744,29 @@ static int proctab_load(struct proctab *t, uint32_t pid, struct proc_slot **out)
 		t->st.refreshes++;
 	} else {
 		s = proctab_free_slot(t);
+		s->missed = 0;
+		s->comm = 0;
+		s->settled = loaded;
+		s->touches = 0;
 	}
 	proctab_link(t, s, pm);
 	s->refreshed = t->round;
+	s->read_ns = mono_ns();
 	s->loaded = loaded;
 	proctab_use(t, s);
 	*out = s;
 	return 0;
+}
+
+/* Whether a miss in s's maps should read them again (see PROCTAB_REREAD_NS). */
+static bool proctab_reread(struct proctab *t, struct proc_slot *s)
+{
+	if (s->refreshed != t->round || s->loaded) /* the loader's: asked again above */
+		return s->refreshed != t->round;
+	if (s->missed == t->round + 1 || mono_ns() - s->read_ns < PROCTAB_REREAD_NS)
+		return false;
+	s->missed = t->round + 1;
+	return true;
 }
 
 /*
@@ -751,6 +796,11 @@ void proctab__adopt(struct proctab *t, struct procmaps *pm)
 	s = proctab_free_slot(t);
 	proctab_link(t, s, pm);
 	s->refreshed = t->round;
+	s->read_ns = mono_ns();
+	s->missed = 0;
+	s->comm = 0;
+	s->settled = true; /* from the kernel's records: whole */
+	s->touches = 0;
 	s->loaded = false;
 	proctab_use(t, s);
 }
@@ -766,6 +816,22 @@ void proctab__forget(struct proctab *t, uint32_t pid)
 	struct proc_slot *s = proctab_find(t, pid);
 
 	if (s) {
+		proctab_drop(t, s);
+		t->st.forgotten++;
+	}
+}
+
+void proctab__main_comm(struct proctab *t, uint32_t pid, const char *comm)
+{
+	struct proc_slot *s = proctab_find(t, pid);
+	uint64_t h;
+
+	if (!s || !comm || !comm[0])
+		return;
+	h = procmaps__hash(comm) | 1; /* never 0: none */
+	if (!s->comm) {
+		s->comm = h;
+	} else if (s->comm != h) {
 		proctab_drop(t, s);
 		t->st.forgotten++;
 	}
@@ -791,6 +857,15 @@ int proctab__touch(struct proctab *t, uint32_t pid)
 
 	if (s) {
 		proctab_use(t, s);
+		/*
+		 * Maps read at a first sample may be the loader's work in progress (libraries
+		 * not all mapped yet): read once more at its 8th sample, while it lives
+		 * (its names come at the round's end, when it may have exited).
+		 */
+		if (!s->settled && ++s->touches >= PROCTAB_SETTLE_TOUCHES) {
+			s->settled = true;
+			proctab_load(t, pid, &s); /* gone: the maps it had stay */
+		}
 		return 0;
 	}
 	return proctab_load(t, pid, &s);
@@ -806,7 +881,7 @@ const struct procmap *proctab__resolve(struct proctab *t, uint32_t pid, uint64_t
 		m = procmaps__find(s->pm, addr);
 		if (!m && s->loaded && proctab_reload(t, s))
 			m = procmaps__find(s->pm, addr);
-		if (m || s->refreshed == t->round)
+		if (m || !proctab_reread(t, s))
 			goto out;
 	}
 	if (proctab_load(t, pid, &s) == 0)

@@ -97,6 +97,12 @@ typedef struct procmaps *(*proctab_loader_fn)(void *ctx, uint32_t pid, unsigned 
 void proctab__set_loader(struct proctab *t, proctab_loader_fn fn, void *ctx);
 /* pid exec'd another program: its maps are dropped now, so its next sample loads new ones. */
 void proctab__forget(struct proctab *t, uint32_t pid);
+/*
+ * comm: the main thread's name in a sample of pid (tid == pid). The first one is kept with the
+ * maps; another one means an exec the table was not told of (no mmap records: the /proc
+ * path): the maps are forgotten (counted as such), read again at the next use.
+ */
+void proctab__main_comm(struct proctab *t, uint32_t pid, const char *comm);
 /* Captures pid's mappings now if not yet known (call while the process lives). */
 int proctab__touch(struct proctab *t, uint32_t pid);
 /* The maps of a known pid, or NULL: no system call. Valid until the table changes. */

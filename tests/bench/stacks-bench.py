@@ -40,6 +40,11 @@ import stacks_elf  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MAIN = {"main", "__libc_start_main"}
+# The agent samples the whole machine for one round as long as the program: its default stack
+# table (CONFIG_STACK_TABLE_ENTRIES, 4096 a round) filled with a parallel build's stacks in its
+# first seconds, and the program's samples, all new stacks, were dropped (dropped_table): xz 20
+# samples of ~13 000, match 0 %. Room for a busy machine's minute (64 Ki stacks, ~20 MB).
+STACK_ENTRIES = 65536
 
 PY_LOOP = ("def f(n):\n s = 0\n for i in range(n):\n  s += i * i % 7\n return s\n"
            "def g(n):\n return f(n)\nprint(g({n}))")
@@ -286,7 +291,7 @@ def main_cross(a, top):
 
 # ---- running --------------------------------------------------------------------------------
 
-def run_one(mode, build, name, argv, hz, stack, tmp, rep):
+def run_one(mode, build, name, argv, hz, stack, tmp, rep, show=0):
     data = os.path.join(tmp, f"{name}-{rep}.data")
     ours = os.path.join(tmp, f"{name}-{rep}.pb.gz")
     env, agent = [], None
@@ -298,7 +303,7 @@ def run_one(mode, build, name, argv, hz, stack, tmp, rep):
         os.makedirs(outdir)
         agent = subprocess.Popen([os.path.join(build, "edgeprof-agent"), "--once", "--seconds",
                                   "600", "--sampler", "bpf", "--hz", str(hz), "--output-dir",
-                                  outdir], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  outdir, "--stack-entries", str(STACK_ENTRIES)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                  env=dict(os.environ, EDGEPROF_NO_MMAP_EVENTS="1"))
         time.sleep(2.0)  # programs loaded and attached
     with open(os.path.join(tmp, "out"), "wb") as out:
@@ -318,9 +323,17 @@ def run_one(mode, build, name, argv, hz, stack, tmp, rep):
                              capture_output=True, text=True).stdout.split()
         pid = int(hdr[0]) if hdr else -1
         agent.send_signal(signal.SIGINT)
-        agent.communicate(timeout=120)
+        _, aerr = agent.communicate(timeout=120)
         files = [os.path.join(outdir, f) for f in os.listdir(outdir) if f.endswith(".pb.gz")]
         ours = files[0] if files else None
+        com = subprocess.run(["go", "tool", "pprof", "-comments", ours], capture_output=True,
+                             text=True).stdout if ours else ""
+        drops = {k: int(v) for k, v in re.findall(r"\b(dropped_\w+)=(\d+)", com) if int(v)}
+        if drops:  # a profile short of samples is not judged silently
+            print(f"  {name}: the agent dropped samples: {drops}", file=sys.stderr)
+        if show:  # what the agent counted: the profile's comments, its log
+            print(f"  agent {name} rep {rep}: pid {pid}\n    " +
+                  "\n    ".join(com.splitlines() + aerr.decode().splitlines()[-10:]))
     comm = os.path.basename(argv[0])[:15]
     pc = perf_chains(data, comm)
     oc = pprof_frames(ours, pid) if ours else []
@@ -361,7 +374,7 @@ def main():
                 for attempt in range(5):
                     try:
                         oc, pc = run_one(a.mode, build, name, progs[name], a.hz, a.stack, tmp,
-                                         f"{rep}.{attempt}")
+                                         f"{rep}.{attempt}", a.show)
                         break
                     except RuntimeError as e:
                         # perf 6.1 here sometimes dies reading its own data ("assertion

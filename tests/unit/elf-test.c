@@ -12,6 +12,7 @@
 #include <string.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -235,6 +236,126 @@ static void exited_pid_is_not_retried(void **state)
 	proctab__free(t);
 }
 
+/* A fresh executable mapping of this test's own binary (a library mapped after a read). */
+static void *map_code(void)
+{
+	int fd = open("/proc/self/exe", O_RDONLY);
+	void *p;
+
+	assert_true(fd >= 0);
+	p = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+	close(fd);
+	assert_true(p != MAP_FAILED);
+	return p;
+}
+
+/*
+ * Maps read at a process's first sample, while its loader still maps its libraries, miss
+ * their addresses: they are read again once in the round, when at least 100 ms old (a
+ * --once round of the whole run named no library frame of such a process: 0 % for xz in
+ * tests/bench/stacks-bench.sh bpf), and not again in that round.
+ */
+static void maps_read_early_are_read_again_once(void **state)
+{
+	struct proctab *t = proctab__new(4, 64);
+	struct proctab_stats st;
+	uint32_t me = (uint32_t)getpid();
+	void *a, *b;
+
+	assert_int_equal(proctab__touch(t, me), 0);
+	a = map_code();
+	usleep(150 * 1000);
+	assert_non_null(proctab__resolve(t, me, (uint64_t)(uintptr_t)a + 16));
+	b = map_code();
+	usleep(150 * 1000);
+	assert_null(proctab__resolve(t, me, (uint64_t)(uintptr_t)b + 16)); /* once a round */
+	proctab__new_round(t);
+	assert_non_null(proctab__resolve(t, me, (uint64_t)(uintptr_t)b + 16));
+	proctab__stats(t, &st);
+	assert_int_equal(st.reads, 3);
+	munmap(a, 4096);
+	munmap(b, 4096);
+	proctab__free(t);
+}
+
+/*
+ * Maps read at a first sample, while the loader maps the libraries, are read once more at its
+ * 8th sample, while the process lives: xz's libc and liblzma frames were unnamed at
+ * the round's end, xz gone (tests/bench/stacks-bench.sh bpf, 0 % in 2 reps of 5).
+ */
+static void maps_are_read_once_more_a_little_later(void **state)
+{
+	struct proctab *t = proctab__new(4, 64);
+	struct proctab_stats st;
+	uint32_t me = (uint32_t)getpid();
+	void *c;
+
+	assert_int_equal(proctab__touch(t, me), 0);
+	c = map_code();
+	for (int i = 0; i < 7; i++)
+		assert_int_equal(proctab__touch(t, me), 0);
+	assert_null(procmaps__find(proctab__maps(t, me), (uint64_t)(uintptr_t)c + 16));
+	assert_int_equal(proctab__touch(t, me), 0); /* the 8th after the read */
+	assert_non_null(procmaps__find(proctab__maps(t, me), (uint64_t)(uintptr_t)c + 16));
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(proctab__touch(t, me), 0); /* once */
+	proctab__stats(t, &st);
+	assert_int_equal(st.reads, 2);
+	munmap(c, 4096);
+	proctab__free(t);
+}
+
+/*
+ * Without mmap records nothing tells the table of an exec: maps read while the pid was still
+ * its parent's copy (perf's child before it exec'd xz) named xz's frames in perf's libraries.
+ * A new comm of the main thread forgets them.
+ */
+static void exec_seen_in_the_main_comm_forgets_the_maps(void **state)
+{
+	struct proctab *t = proctab__new(4, 64);
+	struct proctab_stats st;
+	char link[64], exe[256];
+	int go[2];
+	pid_t child;
+
+	assert_int_equal(pipe(go), 0);
+	child = fork();
+	if (child == 0) {
+		char c;
+
+		close(go[1]);
+		if (read(go[0], &c, 1) == 1)
+			execl("/bin/sleep", "sleep", "5", (char *)NULL);
+		_exit(1);
+	}
+	assert_true(child > 0);
+	close(go[0]);
+	assert_int_equal(proctab__touch(t, (uint32_t)child), 0);
+	proctab__main_comm(t, (uint32_t)child, "elf-test");
+	assert_int_equal(write(go[1], "x", 1), 1);
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)child);
+	for (int i = 0; i < 200; i++) { /* until it runs sleep */
+		ssize_t n = readlink(link, exe, sizeof(exe) - 1);
+
+		exe[n > 0 ? n : 0] = 0;
+		if (strstr(exe, "sleep"))
+			break;
+		usleep(10 * 1000);
+	}
+	proctab__main_comm(t, (uint32_t)child, "elf-test"); /* the same: kept */
+	assert_non_null(proctab__maps(t, (uint32_t)child));
+	proctab__main_comm(t, (uint32_t)child, "sleep");
+	assert_null(proctab__maps(t, (uint32_t)child));
+	assert_int_equal(proctab__touch(t, (uint32_t)child), 0);
+	assert_non_null(strstr(proctab__exe(t, (uint32_t)child), "sleep"));
+	proctab__stats(t, &st);
+	assert_int_equal(st.forgotten, 1);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	close(go[1]);
+	proctab__free(t);
+}
+
 /*
  * A process that is exiting (a zombie here: exited, not reaped) has no memory left and its
  * /proc maps read as empty: that is "gone", not "a process with no mapping", or the table would
@@ -423,6 +544,9 @@ int main(void)
 	    cmocka_unit_test(build_ids_are_cached_per_file),
 	    cmocka_unit_test(build_id_cache_follows_the_file),
 	    cmocka_unit_test(exited_pid_is_not_retried),
+	    cmocka_unit_test(maps_read_early_are_read_again_once),
+	    cmocka_unit_test(maps_are_read_once_more_a_little_later),
+	    cmocka_unit_test(exec_seen_in_the_main_comm_forgets_the_maps),
 	    cmocka_unit_test(exiting_process_is_gone_not_empty),
 	    cmocka_unit_test(eviction_is_least_recently_used),
 	    cmocka_unit_test(maps_fields_are_parsed_exactly),
