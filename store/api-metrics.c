@@ -92,6 +92,9 @@ static void metric_ch(struct sbuf *b, const struct store_ch_stats *ch)
 	       "Sets of ids sent that were full and cleared.", ch->intern_resets);
 	metric(b, "clickhouse_partitions_dropped_total", "counter",
 	       "Day partitions dropped by --retention-days.", ch->partitions_dropped);
+	metric(b, "clickhouse_rollup_dirty_hours_total", "counter",
+	       "Hours marked in rollup_dirty (an INSERT into samples failed): merges read them raw.",
+	       ch->rollup_dirty_hours);
 	if (!ch->spool)
 		return;
 	metric(b, "clickhouse_spool_pending_bytes", "gauge",

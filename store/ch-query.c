@@ -788,6 +788,39 @@ static uint64_t rollup_since(struct ch_store *c)
 	return since;
 }
 
+/*
+ * The hours of [h0, h1) in rollup_dirty (store-ch.c's batch__mark_dirty: the rollup may be
+ * short of their rows), as "h,h,..." in list; -1 when it cannot be read or holds more than
+ * CH_DIRTY_MAX of them: the merge reads raw rows only.
+ */
+#define CH_DIRTY_MAX 1000
+static long dirty_hours(struct ch_store *c, uint64_t h0, uint64_t h1, struct rb *list)
+{
+	struct rb sql = { 0 }, res = { 0 };
+	struct rb_rd r;
+	char err[300];
+	long n = 0;
+	int e;
+
+	rb_printf(&sql, "SELECT DISTINCT toUInt64(hour) FROM rollup_dirty");
+	sql_days(&sql, h0 * CH_ROLLUP_NS, h1 * CH_ROLLUP_NS - 1);
+	rb_printf(&sql, " AND hour >= %" PRIu64 " AND hour < %" PRIu64 " LIMIT %d "
+		  "FORMAT RowBinary", h0, h1, CH_DIRTY_MAX + 1);
+	rb_put(&sql, "", 1);
+	e = sql.oom ? -ENOMEM : ch__select(c, (char *)sql.p, &res, err, sizeof(err));
+	r = (struct rb_rd){ res.p, res.p + res.len, false };
+	while (!e && rd_more(&r))
+		rb_printf(list, "%s%" PRIu64, n++ ? "," : "", rd_u64(&r));
+	rb_put(list, "", 1);
+	if (e)
+		pr_warn("clickhouse: rollup_dirty: %s: merges read raw rows", err);
+	if (e || r.bad || list->oom || n > CH_DIRTY_MAX)
+		n = -1;
+	rb_free(&sql);
+	rb_free(&res);
+	return n;
+}
+
 /* One branch of the UNION: the raw rows in [from, to] as nt scalar columns v0... */
 static void sql_raw_rows(struct ch_store *c, struct rb *b, uint64_t from, uint64_t to,
 			 size_t nt, const struct series_sel *sel, uint64_t sig)
@@ -815,17 +848,23 @@ static bool sql_merge(struct ch_store *c, struct rb *b, const struct store_query
 	uint64_t to = q->to_ns ? q->to_ns : UINT64_MAX / 2;
 	uint64_t h0 = (q->from_ns + CH_ROLLUP_NS - 1) / CH_ROLLUP_NS, h1 = (to + 1) / CH_ROLLUP_NS;
 	uint64_t since = 0;
+	struct rb dirty = { 0 };
+	long nd = -1;
 
-	if (c->no_rollup || !nt || nt > CH_ROLLUP_VALUES || h0 >= h1 ||
-	    (since = rollup_since(c)) / CH_ROLLUP_NS >= h1) {
+	if (!c->no_rollup && nt && nt <= CH_ROLLUP_VALUES && h0 < h1 &&
+	    (since = rollup_since(c)) / CH_ROLLUP_NS < h1) {
+		if (since / CH_ROLLUP_NS > h0) /* since is a whole hour */
+			h0 = since / CH_ROLLUP_NS;
+		nd = dirty_hours(c, h0, h1, &dirty);
+	}
+	if (nd < 0) {
 		rb_printf(b, "SELECT stack, sumForEach(v) FROM samples");
 		sql_where_samples(b, q, c->samples_hour);
 		rb_printf(b, " AND sig = %" PRIu64, sig);
 		sql_series_in(b, sel, sig);
+		rb_free(&dirty);
 		return false;
 	}
-	if (since / CH_ROLLUP_NS > h0) /* since is a whole hour */
-		h0 = since / CH_ROLLUP_NS;
 	rb_printf(b, "SELECT stack, [");
 	for (size_t i = 0; i < nt; i++)
 		rb_printf(b, "%ssum(v%zu)", i ? ", " : "", i);
@@ -836,7 +875,15 @@ static bool sql_merge(struct ch_store *c, struct rb *b, const struct store_query
 	sql_days(b, h0 * CH_ROLLUP_NS, h1 * CH_ROLLUP_NS - 1);
 	rb_printf(b, " AND hour >= %" PRIu64 " AND hour < %" PRIu64 " AND sig = %" PRIu64, h0, h1,
 		  sig);
+	if (nd)
+		rb_printf(b, " AND hour NOT IN (%s)", (char *)dirty.p);
 	sql_series_in(b, sel, sig);
+	if (nd) { /* the hours the rollup may be short of: raw */
+		rb_printf(b, " UNION ALL ");
+		sql_raw_rows(c, b, h0 * CH_ROLLUP_NS, h1 * CH_ROLLUP_NS - 1, nt, sel, sig);
+		rb_printf(b, " AND %s IN (%s)", c->samples_hour ? "hour" :
+			  "intDiv(ts, 3600000000000)", (char *)dirty.p);
+	}
 	if (q->from_ns < h0 * CH_ROLLUP_NS) {
 		rb_printf(b, " UNION ALL ");
 		sql_raw_rows(c, b, q->from_ns, h0 * CH_ROLLUP_NS - 1, nt, sel, sig);
@@ -846,6 +893,7 @@ static bool sql_merge(struct ch_store *c, struct rb *b, const struct store_query
 		sql_raw_rows(c, b, h1 * CH_ROLLUP_NS, to, nt, sel, sig);
 	}
 	rb_printf(b, ")");
+	rb_free(&dirty);
 	return true;
 }
 

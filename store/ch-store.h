@@ -83,6 +83,7 @@ struct ch_batch {
 	int stage;		/* the next table to insert */
 	bool ambiguous;		/* the last INSERT failed in a way that may have applied it */
 	bool deduped;		/* keyed profiles looked up (batch__check) */
+	bool dirty;		/* its hours go to rollup_dirty before its samples (again) */
 	struct pmark *marks;	/* where each profile's rows are */
 	size_t n_marks, cap_marks;
 	struct ch_batch *next;
@@ -129,6 +130,7 @@ struct ch_store {
 	uint64_t batches, insert_errors, rows[T__N], merges, merge_skipped;
 	uint64_t partitions_dropped;
 	uint64_t rollup_merges;		/* merges that read samples_1h */
+	uint64_t dirty_hours;		/* hours marked in rollup_dirty */
 	uint64_t retries_found;		/* batches with uploads ClickHouse held already */
 	uint64_t dropped_gen[CH_DROPPED_GENS];	/* batches dropped unsent (out of memory) */
 	unsigned n_dropped;

@@ -716,6 +716,7 @@ int ch__put_locked(struct ch_store *c, const struct record_meta *meta,
 	b->n_profiles++;
 	b->n_rows += r->n_samples;
 	b->n_marks++;
+	b->dirty |= w->lookup; /* replayed at start: batch__mark_dirty */
 	if (w->seq) {
 		b->first_seq = b->first_seq ? b->first_seq : w->seq;
 		b->last_seq = w->seq;
@@ -1135,6 +1136,71 @@ static bool samples_native(const struct rb *rows, struct rb *out)
 	return true;
 }
 
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * ClickHouse writes an INSERT's part of samples, then its view's part of samples_1h, not at
+ * once: an INSERT into samples that failed (a server dying or restarting in it) may leave rows
+ * in samples that the rollup never gets, for good (the retry sends only what is not there).
+ * So before the batch's samples go again, the hours of its rows go to rollup_dirty, which
+ * merges read raw (ch-query.c): by the time a profile of it is acknowledged, they are marked.
+ * The same for uploads replayed from the spool at start (a collector killed between a failed
+ * INSERT and its mark). 0 or -errno (retried first: the samples wait).
+ */
+static int batch__mark_dirty(struct ch_store *c, struct ch_conn *conn, struct ch_batch *b)
+{
+	const char *settings = c->cluster[0] ? "insert_distributed_sync=1" : NULL;
+	uint64_t *h = malloc((b->n_marks + 1) * sizeof(*h));
+	struct rb sql = { 0 };
+	size_t n = 0, u = 0;
+	char err[300];
+	int e;
+
+	if (!h)
+		return -ENOMEM;
+	for (size_t i = 0; i < b->n_marks; i++)
+		if (b->marks[i].s_len)
+			h[n++] = b->marks[i].ts / CH_ROLLUP_NS;
+	qsort(h, n, sizeof(*h), u64_cmp);
+	rb_printf(&sql, "INSERT INTO rollup_dirty (day, hour) VALUES ");
+	for (size_t i = 0; i < n; i++) {
+		time_t t = (time_t)(h[i] * 3600);
+		struct tm tm;
+
+		if (i && h[i] == h[i - 1])
+			continue;
+		gmtime_r(&t, &tm);
+		rb_printf(&sql, "%s('%04d-%02d-%02d', %" PRIu64 ")", u++ ? ", " : "",
+			  tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, h[i]);
+	}
+	rb_put(&sql, "", 1);
+	free(h);
+	e = sql.oom ? -ENOMEM : !u ? 0 : ch_conn__run(conn, (char *)sql.p, settings, NULL, 0,
+						      NULL, err, sizeof(err));
+	rb_free(&sql);
+	pthread_mutex_lock(&c->lock);
+	if (!e && u) {
+		c->dirty_hours += u;
+		pr_warn("clickhouse: %zu hour%s marked in rollup_dirty (an INSERT into samples "
+			"failed, or replayed at start): merges read %s raw", u, u > 1 ? "s" : "",
+			u > 1 ? "them" : "it");
+	} else if (e) {
+		c->insert_errors++;
+		if (strcmp(c->last_error, err))
+			pr_warn("clickhouse: INSERT INTO rollup_dirty: %s", err);
+		snprintf(c->last_error, sizeof(c->last_error), "%s", err);
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (!e)
+		b->dirty = false;
+	return e;
+}
+
 static int batch__send(struct ch_store *c, struct ch_conn *conn, struct ch_batch *b)
 {
 	const char *settings = c->cluster[0] ? "insert_distributed_sync=1" : NULL;
@@ -1145,6 +1211,11 @@ static int batch__send(struct ch_store *c, struct ch_conn *conn, struct ch_batch
 		struct rb sorted = { 0 }, native = { 0 };
 		int e;
 
+		if (b->stage == T_SAMPLES && b->dirty) {
+			e = batch__mark_dirty(c, conn, b);
+			if (e)
+				return e;
+		}
 		if (b->stage == T_SAMPLES || b->stage == T_PROFILES) {
 			e = batch__check(c, conn, b);
 			if (e)
@@ -1163,8 +1234,10 @@ static int batch__send(struct ch_store *c, struct ch_conn *conn, struct ch_batch
 		rb_free(&native);
 		if (e) {
 			/* an answer from ClickHouse (-EIO) means not applied (one server); a
-			 * broken connection, or any failure of a Distributed INSERT, either */
-			b->ambiguous = e != -EIO || c->cluster[0];
+			 * broken connection, or any failure of a Distributed INSERT, either; and
+			 * samples' part may be written without its view's (batch__mark_dirty) */
+			b->ambiguous = e != -EIO || c->cluster[0] || b->stage == T_SAMPLES;
+			b->dirty |= b->stage == T_SAMPLES;
 			pthread_mutex_lock(&c->lock);
 			c->insert_errors++;
 			if (strcmp(c->last_error, err))
@@ -1290,6 +1363,7 @@ static void ch__stats(struct store *base, struct store_stats *st)
 	st->ch.intern_resets = c->fns.resets + c->maps.resets + c->locs.resets +
 			       c->stacks.resets;
 	st->ch.partitions_dropped = c->partitions_dropped;
+	st->ch.rollup_dirty_hours = c->dirty_hours;
 	st->ch.spool = c->spool != NULL;
 	st->ch.spool_pending = c->spool_pending;
 	st->ch.spool_capacity = c->spool_capacity;
@@ -1383,6 +1457,11 @@ static const char ch_rollup_view[] =
 static const char ch_rollup_since[] =
 	"CREATE TABLE IF NOT EXISTS samples_1h_since%s (since UInt64) ENGINE = Log";
 
+/* Hours whose rollup may be short (batch__mark_dirty): merges read them raw. */
+static const char ch_rollup_dirty[] =
+	"CREATE TABLE IF NOT EXISTS rollup_dirty%s (day Date, hour UInt32) "
+	"ENGINE = ReplacingMergeTree PARTITION BY day ORDER BY hour";
+
 /* One statement of fmt with the suffix sfx in every %s (at most two). */
 static int ch__run_fmt(struct ch_conn *conn, const char *fmt, const char *sfx, struct rb *out,
 		       char *err, size_t errlen)
@@ -1456,6 +1535,14 @@ static int ch__schema_rollup(struct ch_store *c, struct ch_conn *conn, char *err
 
 	if (!e)
 		e = ch__run_fmt(conn, ch_rollup_since, sfx, NULL, err, errlen);
+	if (!e)
+		e = ch__run_fmt(conn, ch_rollup_dirty, sfx, NULL, err, errlen);
+	if (!e && c->cluster[0]) {
+		snprintf(sql, sizeof(sql), "CREATE TABLE IF NOT EXISTS rollup_dirty AS "
+			 "rollup_dirty_local ENGINE = Distributed(%s, %s, rollup_dirty_local, hour)",
+			 c->cluster, c->o.database);
+		e = ch__run_fmt(conn, sql, "", NULL, err, errlen);
+	}
 	if (!e && c->cluster[0]) {
 		snprintf(sql, sizeof(sql), "CREATE TABLE IF NOT EXISTS samples_1h AS "
 			 "samples_1h_local ENGINE = Distributed(%s, %s, samples_1h_local, series)",

@@ -116,6 +116,29 @@ h1=$(hours "$ROLL")
 [ "$(hours "$RAW")" = 0 ] || fail "--rollup-seconds 0 read the rollup"
 echo "rollup collector: $((h1 - h0)) merges read samples_1h; --rollup-seconds 0: none"
 
+# A lost view insert (a server dying between samples' part of an INSERT and its view's): rows
+# in samples that samples_1h lacks. Once their hour is in rollup_dirty (what the collector
+# writes when an INSERT into samples fails), merges read that hour raw: the raw rows' answer.
+dh=$((base - 24 * H))
+upload "$ROLL" dev-1 "$T/v0.pb.gz" kdirty region=eu $((dh + 60))
+ch_sql 0 "DETACH TABLE $DB.samples_1h_mv"
+ch_sql 0 "INSERT INTO $DB.samples (day, ts, series, sig, profile, stack, v) SELECT day, ts, series, sig, profile + 1, stack, v FROM $DB.samples WHERE ts >= ${dh}000000000 AND ts < $((dh + H))000000000"
+ch_sql 0 "ATTACH TABLE $DB.samples_1h_mv"
+flat2() { # qs: the merges of the rollup and the raw collector, flat
+	get "$ROLL" "/api/0/profiles/merge?$1" "$T/d.roll"
+	get "$RAW" "/api/0/profiles/merge?$1" "$T/d.raw"
+	"$PPROF_TOOL" flat "$T/d.roll" >"$T/d.roll.f" && "$PPROF_TOOL" flat "$T/d.raw" >"$T/d.raw.f" ||
+		fail "pprof-tool flat"
+}
+flat2 "type=cpu&from=$dh&to=$((dh + H))"
+cmp -s "$T/d.roll.f" "$T/d.raw.f" && fail "a view insert lost: the rollup's merge still equals the raw rows'"
+ch_sql 0 "INSERT INTO $DB.rollup_dirty VALUES ('$(date -u -d "@$dh" +%F)', $((dh / H)))"
+h0=$(hours "$ROLL")
+flat2 "type=cpu&from=$dh&to=$((dh + H))"
+cmp -s "$T/d.roll.f" "$T/d.raw.f" || { diff "$T/d.roll.f" "$T/d.raw.f" | head; fail "a dirty hour's merge differs from the raw rows'"; }
+[ "$(($(hours "$ROLL") - h0))" = 1 ] || fail "the merge over a dirty hour did not go through the rollup path"
+echo "a lost view insert: the rollup's merge differs from the raw rows'; its hour marked dirty: the same"
+
 # A database an older collector made (no rollup), with profiles that only it stored: a
 # collector of this version creates the rollup with a watermark after them.
 for t in samples_1h_mv samples_1h samples_1h_since; do ch_sql 0 "DROP TABLE $DB.$t"; done
