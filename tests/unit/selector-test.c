@@ -178,7 +178,7 @@ static void nested_repeats_are_bounded(void **state)
 	char value[4096], err[300];
 	const struct record_label big[] = { { "k", value } };
 	struct selector *sel;
-	uint64_t t0;
+	uint64_t t0, best;
 
 	refused("svc{k=~\"((a{1,100}){1,100}){1,100}\"}", "selector: regex refused at column 8: over "
 	    "the budget of 500 positions");
@@ -193,9 +193,19 @@ static void nested_repeats_are_bounded(void **state)
 	value[sizeof(value) - 1] = '\0';
 	assert_int_equal(selector__parse("{k=~\"(a{1,49}){1,10}b\"}", 0, &sel, err, sizeof(err)),
 			 0);
-	t0 = port_clock_thread_cputime_ns();
+	/*
+	 * The best of 3 after a first match: under qemu-user the first call's CPU time includes
+	 * translating regexec's code (one armv7 run in CI's conditions overshot 50 ms by that).
+	 */
 	assert_false(selector__match(sel, "s", "d", big, 1));
-	assert_true(port_clock_thread_cputime_ns() - t0 < 50 * NSEC_PER_MSEC);
+	best = UINT64_MAX;
+	for (int i = 0; i < 3; i++) {
+		t0 = port_clock_thread_cputime_ns();
+		assert_false(selector__match(sel, "s", "d", big, 1));
+		t0 = port_clock_thread_cputime_ns() - t0;
+		best = t0 < best ? t0 : best;
+	}
+	assert_true(best < 50 * NSEC_PER_MSEC);
 	/* However many values it sees, matching stops after its CPU budget. */
 	t0 = port_clock_thread_cputime_ns();
 	for (int i = 0; i < 1000000 && !selector__over_budget(sel); i++) {
