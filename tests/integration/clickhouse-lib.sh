@@ -8,6 +8,11 @@ CH_SERVER=${CH_SERVER:-/usr/sbin/clickhouse-server}
 CH_BASE=${CH_BASE:-$((20000 + RANDOM % 20000))}
 CH_PIDS=()
 
+ch_need() { # FLAG: skips the test unless the collector has FLAG (CONFIG_COLLECTOR_CLICKHOUSE...)
+	"$COLLECTOR" --help 2>&1 | grep -q -- "$1" ||
+		{ echo "collector built without CONFIG_COLLECTOR_CLICKHOUSE ($1)"; exit 77; }
+}
+
 ch_http_port() { echo $((CH_BASE + 10 * $1)); }
 
 CH_COLLECTORS=()

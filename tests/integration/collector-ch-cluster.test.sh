@@ -16,8 +16,7 @@
 . "$(dirname "$0")/clickhouse-lib.sh"
 fail() { echo "FAIL: $*"; tail -n 8 "$T"/cc*.log; exit 1; }
 [ -x "$LOAD" ] || { echo "collector-load not built (make all-tests)"; exit 77; }
-"$COLLECTOR" --help 2>&1 | grep -q -- --ch-cluster ||
-	{ echo "collector built without CONFIG_COLLECTOR_CLICKHOUSE"; exit 77; }
+ch_need --ch-cluster
 
 make_pki
 "$EP" certs device "$T/pki" dev-2 >/dev/null || fail "certs dev-2"

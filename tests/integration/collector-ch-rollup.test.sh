@@ -14,15 +14,11 @@
 # Retention drops the rollup's old days too. ~15 s.
 . "$(dirname "$0")/collector-lib.sh"
 . "$(dirname "$0")/clickhouse-lib.sh"
-"$COLLECTOR" --help 2>&1 | grep -q -- --clickhouse ||
-	{ echo "collector built without CONFIG_COLLECTOR_CLICKHOUSE"; exit 77; }
+ch_need --clickhouse
 
 make_pki
 for d in dev-2 dev-3; do "$EP" certs device "$T/pki" "$d" >/dev/null || fail "certs $d"; done
-for i in 0 1 2; do
-	"$PPROF_TOOL" encode "$T/base$i.pb.gz" $((200 + 300 * i)) $((20 + 30 * i)) $((6 + 3 * i)) \
-		>/dev/null 2>&1 || fail "pprof-tool encode"
-done
+make_bases 3
 for i in $(seq 0 11); do
 	"$PPROF_TOOL" vary "$T/base$((i % 3)).pb.gz" "$T/v$i.pb.gz" "$i" >/dev/null 2>&1 ||
 		fail "pprof-tool vary"

@@ -17,8 +17,7 @@
 . "$(dirname "$0")/clickhouse-lib.sh"
 fail() { echo "FAIL: $*"; tail -n 15 "$T"/chs*.log; exit 1; }
 [ -x "$LOAD" ] || { echo "collector-load not built (make all-tests)"; exit 77; }
-"$COLLECTOR" --help 2>&1 | grep -q -- --ch-spool ||
-	{ echo "collector built without CONFIG_COLLECTOR_CLICKHOUSE"; exit 77; }
+ch_need --ch-spool
 
 make_pki
 "$PPROF_TOOL" encode "$T/p.pb.gz" 1400 130 16 >/dev/null 2>&1 || fail "pprof-tool encode"

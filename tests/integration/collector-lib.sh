@@ -25,6 +25,14 @@ trap ep_cleanup EXIT
 fail() { echo "FAIL: $*"; [ -f "$T/collector.log" ] && tail -n 20 "$T/collector.log"; exit 1; }
 
 # Certificates: our CA + server + device dev-1 (uploads) + operator op (reads) in $T/pki.
+make_bases() { # N: $T/base0..N-1.pb.gz, synthetic profiles, each larger than the last
+	local i
+	for i in $(seq 0 $(($1 - 1))); do
+		"$PPROF_TOOL" encode "$T/base$i.pb.gz" $((200 + 300 * i)) $((20 + 30 * i)) \
+			$((6 + 3 * i)) >/dev/null 2>&1 || fail "pprof-tool encode"
+	done
+}
+
 make_pki() {
 	"$EP" certs init "$T/pki" >/dev/null || fail "certs init"
 	"$EP" certs device "$T/pki" dev-1 >/dev/null || fail "certs device"
