@@ -44,6 +44,8 @@
 #define CH_BATCH_ROWS	524288
 #define CH_MAX_SERIES	1000000		/* series one query may select */
 #define CH_ROLLUP_NS	UINT64_C(3600000000000)	/* samples_1h's bucket: an hour */
+/* How far from its first upload's time a retried key is looked for (ns): a day. */
+#define CH_KEY_WINDOW_NS UINT64_C(86400000000000)
 #define CH_ROLLUP_VALUES 4			/* its value columns (v0..v3) */
 #define CH_QUERY_SETTINGS "max_query_size=268435456&max_execution_time=60"
 

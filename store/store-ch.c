@@ -857,7 +857,8 @@ static int idx_cmp(const void *a, const void *b)
 /*
  * Which of the batch's profiles with want[i] table t holds already (gone[i] set). With ranged,
  * only within their time range (and series, for samples: its primary key), which is exact for
- * a batch's own rows; without, anywhere (a retry of a key may carry another time). 0 or -errno.
+ * a batch's own rows; without, within a day of it (a retry of a key may carry another time).
+ * 0 or -errno.
  */
 static int batch__find(struct ch_store *c, struct ch_conn *conn, const struct ch_batch *b,
 		       int t, const bool *want, bool ranged, bool *gone)
@@ -898,7 +899,16 @@ static int batch__find(struct ch_store *c, struct ch_conn *conn, const struct ch
 		}
 		rb_printf(&sql, " AND ");
 	} else {
-		rb_printf(&sql, " WHERE ");
+		/*
+		 * A retry of a key carries its first upload's time (the device's record time, or
+		 * the profile's), except from a device without a clock (placed at arrival): looked
+		 * for within CH_KEY_WINDOW_NS of it, not in the whole table, which this lookup
+		 * read at every batch (growing with the fleet's history).
+		 */
+		sql_where(&sql, &(struct store_query){
+			.from_ns = lo > CH_KEY_WINDOW_NS ? lo - CH_KEY_WINDOW_NS : 0,
+			.to_ns = hi + CH_KEY_WINDOW_NS });
+		rb_printf(&sql, " AND ");
 	}
 	rb_printf(&sql, "%s IN (", t == T_SAMPLES ? "profile" : "id");
 	for (size_t i = 0; i < n; i++)
