@@ -3,7 +3,7 @@
 # The backends behind store/store.h: the ring file, and ClickHouse (its HTTP client on port/http
 # and port/net, which the collector links anyway: $^ lists an object once).
 store-ch-$(CONFIG_COLLECTOR_CLICKHOUSE) := store/store-ch.o store/ch-query.o store/ch-client.o \
-					   store/ch-spool.o store/ch-retain.o \
+					   store/ch-spool.o store/ch-retain.o store/ch-rollup.o \
 					   port/net.o port/http.o
 store-core-y = $(port-ring-y) $(store-ch-y) store/index.o store/selector.o store/timeparse.o \
 	       store/store.o store/store-ring.o store/rollup-plan.o $(store-rollup-y) \

@@ -51,10 +51,10 @@
 
 enum ch_table { T_FUNCTIONS, T_MAPPINGS, T_LOCATIONS, T_STACKS, T_SAMPLES, T_PROFILES, T__N };
 
-/* Ids already sent (open addressing, 0 = empty); cleared when 3/4 full. */
+/* Ids already sent (open addressing, 0 = empty); grows to max slots, cleared when 3/4 full. */
 struct idset {
 	uint64_t *v;
-	size_t cap, n;
+	size_t cap, max, n;
 	uint64_t resets;
 };
 
@@ -86,6 +86,8 @@ struct ch_batch {
 	bool ambiguous;		/* the last INSERT failed in a way that may have applied it */
 	bool deduped;		/* keyed profiles looked up (batch__check) */
 	bool dirty;		/* its hours go to rollup_dirty before its samples (again) */
+	bool rolled;		/* its rollup rows are in samples_1h, or their hours marked */
+	bool rollup_failed;	/* an INSERT of them failed: their hours are marked instead */
 	struct pmark *marks;	/* where each profile's rows are */
 	size_t n_marks, cap_marks;
 	struct ch_batch *next;
@@ -126,6 +128,7 @@ struct ch_store {
 	char *shard_urls;		/* --ch-shard-urls (NULL: from system.clusters) */
 	bool no_rollup;			/* --rollup-seconds 0: merges read raw rows only */
 	bool samples_hour;		/* samples has hour, first in its key (not --ch-cluster) */
+	bool own_rollup;		/* samples_1h is filled by this collector, not by a view */
 	char last_error[300];
 	/* counters */
 	uint64_t puts, duplicates, put_errors, refused_full, ack_timeouts;
@@ -212,6 +215,9 @@ int ch_spool__put(struct ch_store *c, const struct record_meta *meta, const void
 void *ch_spool__replayer(void *arg);
 /* The writer, after batch b is in ClickHouse (lock not held): its records are consumed. */
 void ch_spool__done(struct ch_store *c, const struct ch_batch *b);
+
+/* store/ch-rollup.c: a batch's samples_1h rows, summed (one server: no view fills it). */
+int ch_rollup__build(const struct ch_batch *b, struct rb *out, size_t *n_rows);
 /* A batch was dropped unsent (lock held): its records are replayed from the spool. */
 void ch_spool__respill(struct ch_store *c, const struct ch_batch *b);
 

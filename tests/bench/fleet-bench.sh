@@ -7,7 +7,7 @@
 #     env: PHASES ("ingest query"), SECONDS_PER_RUN (30), DEVICES (1000), CLIENTS (64),
 #          COLLECTORS (2), SPOOL (1: --ch-spool), BATCH_MS (1000), SAMPLES (3400 per profile),
 #          PROFILES (1000000: the query phase's synthetic day), ROWS (130 per profile),
-#          NO_ROLLUP_VIEW (0; 1: ingest without the hourly rollup's view), RAW_PEER (1),
+#          RAW_PEER (1),
 #          CH_FLAGS (more collector flags, e.g. "--ch-queue 32M": spill to the spool sooner)
 #
 # ingest: the fleet's profiles are made by `pprof-tool fleet` from real profiles' stacks (Go's
@@ -23,7 +23,7 @@
 #   then through a collector: the top 50 functions of one firmware version (merge by selector +
 #   edgeprof top) and the fleet's flame graph (render flamebearer), warm, median of 3, over the
 #   day and over the day less a half hour at each end (raw rows for those partial hours). The
-#   generated rows go through samples' materialized view as ingest's do (the hourly rollup),
+#   generated rows are summed into the hourly rollup by hour (what collectors send at ingest),
 #   whose parts are then merged (OPTIMIZE ... FINAL: what a day of background merges leaves).
 #   RAW_PEER (1): the same queries through a collector that reads raw rows only
 #   (--rollup-seconds 0), and their answers compared with the rollup's.
@@ -72,10 +72,6 @@ if [[ " $PHASES " == *" ingest "* ]]; then
 			--max-handshakes $((CLIENTS + 16)) "${spool[@]}" ${CH_FLAGS:-}
 		urls+=(--url "https://localhost:$CC_PORT") cpids+=("$CC_PID")
 	done
-	if [ "${NO_ROLLUP_VIEW:-0}" = 1 ]; then # what the rollup's view costs at ingest: without it
-		ch_sql 0 "DROP TABLE $DB.samples_1h_mv"
-		echo "ingest: without the rollup's materialized view (NO_ROLLUP_VIEW=1)"
-	fi
 	c0=() ; for p in "${cpids[@]}"; do c0+=("$(cpu_of "$p")"); done
 	h0=$(cpu_of "${CH_PIDS[0]}")
 	"$LOAD" "${urls[@]}" --ca "$T/pki/ca.crt" --cert "$T/pki/dev-1.crt" --key "$T/pki/dev-1.key" \
@@ -128,9 +124,14 @@ if [[ " $PHASES " == *" query "* ]]; then
 	s0=$(date +%s.%N)
 	ch_sql 0 "INSERT INTO $Q.profiles SELECT toDate(toDateTime(intDiv(ts, 1000000000))), ts, p + 1, cityHash64(p % 10000), $sig, 'bench', 'cpu', 'dev-1', ['node', 'region', 'version'], [concat('gw-', toString(p % 10000)), concat('r', toString(p % 4)), concat('fw', toString(intDiv(p % 10000, 7) % 4))], '', toInt64($ROWS * 10000000), toUInt64(20000), toUInt16(0), ['samples', 'cpu'], ['count', 'nanoseconds'], '', 'cpu', 'nanoseconds', toInt64(10000000), toInt64(ts), toInt64(0), toUInt64($main), emptyArrayString() FROM (SELECT number AS p, toUInt64($t0) + number * $step AS ts FROM numbers($PROFILES))"
 	ch_sql 0 "INSERT INTO $Q.samples WITH (SELECT groupArray(stack) FROM $DB.stacks) AS st SELECT toDate(toDateTime(intDiv(ts, 1000000000))), ts, cityHash64(p % 10000), $sig, p + 1, st[1 + toUInt64(floor(length(st) * pow(((p * 131 + k * 977) % 1000) / 1000, 2)))], [toInt64(1 + k % 3), toInt64(10000000 * (1 + k % 3))] FROM (SELECT intDiv(number, $ROWS) AS p, number % $ROWS AS k, toUInt64($t0) + p * $step AS ts FROM numbers($((PROFILES * ROWS))))"
+	# the hourly rollup of those rows, as collectors send it with their batches (an hour at a
+	# time: one GROUP BY of the whole day would need GBs of memory)
+	for h in $(seq 0 23); do
+		ch_sql 0 "INSERT INTO $Q.samples_1h SELECT day, toUInt32(intDiv(ts, 3600000000000)) AS h, series, sig, stack, sum(v[1]), sum(v[2]), sum(v[3]), sum(v[4]) FROM $Q.samples WHERE ts >= $t0 + $h * 3600000000000 AND ts < $t0 + ($h + 1) * 3600000000000 AND length(v) <= 4 GROUP BY day, h, series, sig, stack ORDER BY series, sig, h, stack"
+	done
 	s1=$(date +%s.%N)
 	echo "query: $(ch_sql 0 "SELECT count() FROM $Q.profiles") profiles, $(ch_sql 0 "SELECT count() FROM $Q.samples") sample rows generated in $(echo "$s1 - $s0" | bc) s" \
-		"(the hourly rollup filled by its view meanwhile: $(ch_sql 0 "SELECT count() FROM $Q.samples_1h") rows);" \
+		"(and their hourly rollup: $(ch_sql 0 "SELECT count() FROM $Q.samples_1h") rows);" \
 		"$(ch_sql 0 "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = '$Q'") bytes on disk"
 	# the rollup's parts merged, as a day of ingest leaves them (merges run as rows arrive)
 	s0=$(date +%s.%N)

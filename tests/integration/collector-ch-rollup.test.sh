@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# The ClickHouse backend's hourly rollup (samples_1h, filled by a materialized view at insert)
+# The ClickHouse backend's hourly rollup (samples_1h, summed by the collector at insert)
 # against the raw rows and the ring file, with a real clickhouse-server (Debian's 18.16) on
 # loopback: the same profiles (3 devices, 2 versions, several per device and hour, over 5
 # hours) go into a ring collector and a ClickHouse collector; merges and folded flame graphs
@@ -8,10 +8,13 @@
 # hour (raw only) and selectors are the same from the ring, from the rollup and from a
 # collector that reads raw rows only (--rollup-seconds 0), and the rollup collector counts the
 # hours it read. Then a database as an older collector left it (no rollup) gets more profiles
-# and a new collector: its watermark keeps the rows from before its view out of the rollup's
+# and a new collector: its watermark keeps the rows from before it out of the rollup's
 # reach (read raw), profiles after it are read from the rollup, and every answer is the ring's.
-# All of it on a samples table an older collector made (the collector adds its hour column).
-# Retention drops the rollup's old days too. ~15 s.
+# All of it on a samples table an older collector made (the collector adds its hour column),
+# whose rollup that collector's materialized view filled (the collector drops the view: kept,
+# it would count every row twice). samples_1h holds what that view made, key by key. An
+# INSERT into samples_1h that fails marks its hours dirty instead of sending them again.
+# Retention drops the rollup's old days too. ~20 s.
 . "$(dirname "$0")/collector-lib.sh"
 . "$(dirname "$0")/clickhouse-lib.sh"
 ch_need --clickhouse
@@ -31,10 +34,18 @@ CHURL=http://127.0.0.1:$(ch_http_port 0)/$DB
 # the collector adds the column; every answer below holds for that table too
 ch_sql 0 "CREATE DATABASE $DB"
 ch_sql 0 "CREATE TABLE $DB.samples (day Date, ts UInt64, series UInt64, sig UInt64, profile UInt64, stack UInt64, v Array(Int64)) ENGINE = MergeTree PARTITION BY day ORDER BY (series, ts, stack)"
+# and the rollup as collectors before this one made it: a view that summed every INSERT
+ch_sql 0 "CREATE TABLE $DB.samples_1h (day Date, hour UInt32, series UInt64, sig UInt64, stack UInt64, v0 Int64, v1 Int64, v2 Int64, v3 Int64) ENGINE = SummingMergeTree((v0, v1, v2, v3)) PARTITION BY day ORDER BY (series, sig, hour, stack)"
+ch_sql 0 "CREATE MATERIALIZED VIEW $DB.samples_1h_mv TO $DB.samples_1h AS SELECT day, toUInt32(intDiv(ts, 3600000000000)) AS hour, series, sig, stack, sum(v[1]) AS v0, sum(v[2]) AS v1, sum(v[3]) AS v2, sum(v[4]) AS v3 FROM $DB.samples WHERE length(v) <= 4 GROUP BY day, hour, series, sig, stack"
+ch_sql 0 "CREATE TABLE $DB.samples_1h_since (since UInt64) ENGINE = Log"
+ch_sql 0 "INSERT INTO $DB.samples_1h_since VALUES (0)"
 start_collector
 start_ch_collector chr "$CHURL" --ch-batch-ms 20
 ROLL=$CC_PORT
 grep -q 'samples: column hour added' "$T/chr.log" || fail "no hour column added to an old samples"
+grep -q 'samples_1h_mv dropped' "$T/chr.log" || fail "no log line for the old view dropped"
+[ "$(ch_sql 0 "SELECT count() FROM system.tables WHERE database = '$DB' AND name = 'samples_1h_mv'")" = 0 ] ||
+	fail "the old rollup view is still there"
 start_ch_collector chw "$CHURL" --ch-batch-ms 20 --rollup-seconds 0
 RAW=$CC_PORT
 
@@ -99,7 +110,13 @@ raw=$(ch_sql 0 "SELECT count() FROM $DB.samples")
 sums=$(ch_sql 0 "SELECT sum(v0), sum(v1) FROM $DB.samples_1h")
 [ "$sums" = "$(ch_sql 0 "SELECT sum(v[1]), sum(v[2]) FROM $DB.samples")" ] ||
 	fail "samples_1h sums $sums, the raw rows $(ch_sql 0 "SELECT sum(v[1]), sum(v[2]) FROM $DB.samples")"
-echo "rollup: $rows rows for $raw raw sample rows, the same sums"
+# key by key what the view made from the same rows
+view="SELECT day, toUInt32(intDiv(ts, 3600000000000)) AS h, series, sig, stack, sum(v[1]), sum(v[2]), sum(v[3]), sum(v[4]) FROM $DB.samples WHERE length(v) <= 4 GROUP BY day, h, series, sig, stack ORDER BY series, sig, h, stack"
+ch_sql 0 "$view" >"$T/view.rows"
+ch_sql 0 "SELECT day, hour, series, sig, stack, sum(v0), sum(v1), sum(v2), sum(v3) FROM $DB.samples_1h GROUP BY day, hour, series, sig, stack ORDER BY series, sig, hour, stack" >"$T/roll.rows"
+[ -s "$T/roll.rows" ] && cmp -s "$T/view.rows" "$T/roll.rows" ||
+	{ diff "$T/view.rows" "$T/roll.rows" | head; fail "samples_1h is not what the view made of samples"; }
+echo "rollup: $rows rows for $raw raw sample rows, the same sums; key by key the view's rows"
 h0=$(hours "$ROLL")
 echo "fresh database:"
 same "$ROLL" "$RAW" "type=cpu&from=$base&to=$((base + 5 * H - 1))"           # 5 whole hours
@@ -112,14 +129,13 @@ h1=$(hours "$ROLL")
 [ "$(hours "$RAW")" = 0 ] || fail "--rollup-seconds 0 read the rollup"
 echo "rollup collector: $((h1 - h0)) merges read samples_1h; --rollup-seconds 0: none"
 
-# A lost view insert (a server dying between samples' part of an INSERT and its view's): rows
-# in samples that samples_1h lacks. Once their hour is in rollup_dirty (what the collector
-# writes when an INSERT into samples fails), merges read that hour raw: the raw rows' answer.
+# A lost rollup insert (a server dying between a batch's INSERT into samples and the one into
+# samples_1h): rows in samples that samples_1h lacks (written here by hand). Once their hour is
+# in rollup_dirty (what the collector writes when either INSERT fails), merges read that hour
+# raw: the raw rows' answer.
 dh=$((base - 24 * H))
 upload "$ROLL" dev-1 "$T/v0.pb.gz" kdirty region=eu $((dh + 60))
-ch_sql 0 "DETACH TABLE $DB.samples_1h_mv"
 ch_sql 0 "INSERT INTO $DB.samples (day, ts, series, sig, profile, stack, v) SELECT day, ts, series, sig, profile + 1, stack, v FROM $DB.samples WHERE ts >= ${dh}000000000 AND ts < $((dh + H))000000000"
-ch_sql 0 "ATTACH TABLE $DB.samples_1h_mv"
 flat2() { # qs: the merges of the rollup and the raw collector, flat
 	get "$ROLL" "/api/0/profiles/merge?$1" "$T/d.roll"
 	get "$RAW" "/api/0/profiles/merge?$1" "$T/d.raw"
@@ -133,18 +149,33 @@ h0=$(hours "$ROLL")
 flat2 "type=cpu&from=$dh&to=$((dh + H))"
 cmp -s "$T/d.roll.f" "$T/d.raw.f" || { diff "$T/d.roll.f" "$T/d.raw.f" | head; fail "a dirty hour's merge differs from the raw rows'"; }
 [ "$(($(hours "$ROLL") - h0))" = 1 ] || fail "the merge over a dirty hour did not go through the rollup path"
-echo "a lost view insert: the rollup's merge differs from the raw rows'; its hour marked dirty: the same"
+echo "a lost rollup insert: the rollup's merge differs from the raw rows'; its hour marked dirty: the same"
+
+# An INSERT into samples_1h that fails (the table renamed away): the upload is stored all the
+# same, its hour marked dirty (not its rows sent again: a failed INSERT may have been applied)
+fh=$((base - 48 * H))
+ch_sql 0 "RENAME TABLE $DB.samples_1h TO $DB.samples_1h_away"
+upload "$ROLL" dev-2 "$T/v1.pb.gz" kfail region=eu $((fh + 60))
+ch_sql 0 "RENAME TABLE $DB.samples_1h_away TO $DB.samples_1h"
+[ "$(ch_sql 0 "SELECT count() FROM $DB.rollup_dirty WHERE hour = $((fh / H))")" = 1 ] ||
+	fail "a failed INSERT into samples_1h did not mark its hour"
+grep -q 'INSERT INTO samples_1h ' "$T/chr.log" || fail "no log line for the failed INSERT into samples_1h"
+[ "$(ch_sql 0 "SELECT count() FROM $DB.samples_1h WHERE hour = $((fh / H))")" = 0 ] ||
+	fail "the failed rollup rows were sent again"
+flat2 "type=cpu&from=$fh&to=$((fh + H))"
+cmp -s "$T/d.roll.f" "$T/d.raw.f" || fail "the marked hour's merge differs from the raw rows'"
+echo "a failed INSERT into samples_1h: its hour marked dirty, not sent again; the merge is the raw rows'"
 
 # A database an older collector made (no rollup), with profiles that only it stored: a
 # collector of this version creates the rollup with a watermark after them.
-for t in samples_1h_mv samples_1h samples_1h_since; do ch_sql 0 "DROP TABLE $DB.$t"; done
+for t in samples_1h samples_1h_since; do ch_sql 0 "DROP TABLE $DB.$t"; done
 load "$RAW" 30 6 5 # hour 5, into samples only
 start_ch_collector chu "$CHURL" --ch-batch-ms 20
 NEW=$CC_PORT
 since=$(ch_sql 0 "SELECT max(since) FROM $DB.samples_1h_since")
 [ "$since" = $(( (base + 6 * H) * 1000000000 )) ] || fail "watermark $since, want the start of hour 6"
 grep -q 'hourly rollup created on a database with samples' "$T/chu.log" || fail "no log line on the upgrade"
-load "$NEW" 36 12 6 # hours 6-7, through the view
+load "$NEW" 36 12 6 # hours 6-7, summed by the collector
 echo "upgraded database (watermark at hour 6):"
 h0=$(hours "$NEW")
 same "$NEW" "$RAW" "type=cpu&from=$base&to=$((base + 8 * H - 1))"

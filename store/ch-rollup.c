@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: MIT
+/*
+ * store/ch-rollup.c — a batch's hourly rollup rows (samples_1h), summed by the collector.
+ *
+ * samples_1h used to be filled by a materialized view on samples: at every INSERT ClickHouse
+ * took v[1]..v[4] apart, grouped the block by (day, hour, series, sig, stack), sorted the
+ * result by samples_1h's key and wrote its part; that was 30-60% of clickhouse-server's CPU
+ * at ingest (perf record during tests/bench/fleet-bench.sh). The collector has the rows in
+ * hand, already by stack within each profile, so it sums them itself: the same rows the view
+ * made (sample rows with at most CH_ROLLUP_VALUES values, summed by that key, values past a
+ * row's own count 0, as v[k] reads them), sent in samples_1h's key order so that ClickHouse
+ * neither groups nor sorts. What samples_1h ends up holding after its merges is the same.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/ch-store.h"
+
+#define ROW_FIXED (2 + 5 * 8)	/* day, ts, series, sig, profile, stack; then the values */
+
+/* One profile's rows in the samples body, with its rollup key. */
+struct rseg {
+	uint64_t series, sig, hour;
+	size_t off, len, n;
+};
+
+/* A rollup row being summed. */
+struct rrow {
+	uint64_t stack;
+	uint64_t v[CH_ROLLUP_VALUES];
+	uint16_t day;
+};
+
+static uint64_t get64(const unsigned char *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);	/* RowBinary is little-endian, as every board we build for */
+	return v;
+}
+
+/* samples_1h's key order, but for the stack: (series, sig, hour). */
+static int rseg_key_cmp(const struct rseg *x, const struct rseg *y)
+{
+	if (x->series != y->series)
+		return x->series < y->series ? -1 : 1;
+	if (x->sig != y->sig)
+		return x->sig < y->sig ? -1 : 1;
+	return x->hour < y->hour ? -1 : x->hour > y->hour;
+}
+
+static int rseg_cmp(const void *a, const void *b)
+{
+	const struct rseg *x = a, *y = b;
+	int k = rseg_key_cmp(x, y);
+
+	return k ? k : x->off < y->off ? -1 : x->off > y->off;
+}
+
+static int rrow_cmp(const void *a, const void *b)
+{
+	const struct rrow *x = a, *y = b;
+
+	return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
+/*
+ * The segment of mark m: its key and row count, or n = 0 when its rows are not rolled up
+ * (more values than samples_1h has columns: the view's WHERE). -1 when the rows do not parse.
+ */
+static int rseg_of(const struct rb *body, const struct pmark *m, struct rseg *s)
+{
+	struct rb_rd r = { body->p + m->s_off, body->p + m->s_off + m->s_len, false };
+	bool wide = false;
+
+	*s = (struct rseg){ .off = m->s_off, .len = m->s_len };
+	while (rd_more(&r)) {
+		uint64_t k;
+
+		if ((size_t)(r.end - r.p) < ROW_FIXED)
+			return -1;
+		if (!s->n) {
+			s->series = get64(r.p + 10);
+			s->sig = get64(r.p + 18);
+			s->hour = get64(r.p + 2) / CH_ROLLUP_NS;
+		}
+		r.p += ROW_FIXED;
+		k = rd_varint(&r);
+		if (r.bad || k > (size_t)(r.end - r.p) / 8)
+			return -1;
+		wide |= k > CH_ROLLUP_VALUES;
+		r.p += 8 * k;
+		s->n++;
+	}
+	if (r.bad)
+		return -1;
+	if (wide)
+		s->n = 0;
+	return 0;
+}
+
+/* Appends the rows of segment s to rows[*n] (values summed in uint64: Int64 wraps alike). */
+static void rseg_rows(const struct rb *body, const struct rseg *s, struct rrow *rows, size_t *n)
+{
+	const unsigned char *p = body->p + s->off;
+
+	for (size_t i = 0; i < s->n; i++) {
+		struct rrow *w = &rows[(*n)++];
+		struct rb_rd r;
+		uint64_t k;
+
+		memset(w, 0, sizeof(*w));
+		memcpy(&w->day, p, 2);
+		w->stack = get64(p + 34);
+		r = (struct rb_rd){ p + ROW_FIXED, body->p + s->off + s->len, false };
+		k = rd_varint(&r);
+		for (uint64_t j = 0; j < k; j++)
+			w->v[j] = get64(r.p + 8 * j);
+		p = r.p + 8 * k;
+	}
+}
+
+/* Sums rows[0..n) of one key into distinct stacks, in stack order; returns their count. */
+static size_t rrows_sum(struct rrow *rows, size_t n, bool sort)
+{
+	size_t d = 0;
+
+	if (sort)
+		qsort(rows, n, sizeof(*rows), rrow_cmp);
+	for (size_t i = 0; i < n; i++) {
+		if (d && rows[d - 1].stack == rows[i].stack) {
+			for (int j = 0; j < CH_ROLLUP_VALUES; j++)
+				rows[d - 1].v[j] += rows[i].v[j];
+			continue;
+		}
+		rows[d++] = rows[i];
+	}
+	return d;
+}
+
+static const char *const rollup_cols[][2] = {
+	{ "day", "Date" }, { "hour", "UInt32" }, { "series", "UInt64" }, { "sig", "UInt64" },
+	{ "stack", "UInt64" }, { "v0", "Int64" }, { "v1", "Int64" }, { "v2", "Int64" },
+	{ "v3", "Int64" },
+};
+
+#define ROLLUP_COLS (sizeof(rollup_cols) / sizeof(rollup_cols[0]))
+
+/* rows (with their segments' keys) as one Native block, column by column. */
+static int rollup_native(const struct rrow *rows, const struct rseg *const *key, size_t n,
+			 struct rb *out)
+{
+	static const size_t width[ROLLUP_COLS] = { 2, 4, 8, 8, 8, 8, 8, 8, 8 };
+	size_t at[ROLLUP_COLS];
+
+	rb_varint(out, ROLLUP_COLS);
+	rb_varint(out, n);
+	for (size_t c = 0; c < ROLLUP_COLS; c++) {
+		rb_str(out, rollup_cols[c][0]);
+		rb_str(out, rollup_cols[c][1]);
+		at[c] = out->len;
+		if (!rb_reserve(out, width[c] * n))
+			return -ENOMEM;
+		out->len += width[c] * n;
+	}
+	if (out->oom)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t hour = (uint32_t)key[i]->hour;
+		unsigned char *o = out->p;
+
+		memcpy(o + at[0] + 2 * i, &rows[i].day, 2);
+		memcpy(o + at[1] + 4 * i, &hour, 4);
+		memcpy(o + at[2] + 8 * i, &key[i]->series, 8);
+		memcpy(o + at[3] + 8 * i, &key[i]->sig, 8);
+		memcpy(o + at[4] + 8 * i, &rows[i].stack, 8);
+		for (int j = 0; j < CH_ROLLUP_VALUES; j++)
+			memcpy(o + at[5 + j] + 8 * i, &rows[i].v[j], 8);
+	}
+	return 0;
+}
+
+/*
+ * The rollup of the batch's sample rows (those of its marks, as they were inserted) as a
+ * Native block in out, in samples_1h's order (series, sig, hour, stack). *n_rows: its rows
+ * (0: nothing to insert). 0, -ENOMEM, or -EINVAL when the rows do not parse.
+ */
+int ch_rollup__build(const struct ch_batch *b, struct rb *out, size_t *n_rows)
+{
+	const struct rb *body = &b->rows[T_SAMPLES];
+	struct rseg *sg = malloc((b->n_marks + 1) * sizeof(*sg));
+	const struct rseg **key = NULL;
+	struct rrow *rows = NULL;
+	size_t ns = 0, total = 0, n = 0;
+	int e = sg ? 0 : -ENOMEM;
+
+	*n_rows = 0;
+	for (size_t i = 0; !e && i < b->n_marks; i++) {
+		if (!b->marks[i].s_len)
+			continue;
+		e = rseg_of(body, &b->marks[i], &sg[ns]) ? -EINVAL : 0;
+		if (!e && sg[ns].n)
+			total += sg[ns++].n;
+	}
+	if (!e && total) {
+		rows = malloc(total * sizeof(*rows));
+		key = malloc(total * sizeof(*key));
+		e = rows && key ? 0 : -ENOMEM;
+	}
+	if (!e && total) {
+		qsort(sg, ns, sizeof(*sg), rseg_cmp);
+		/* a profile's rows are by stack, one per stack: only a key with several
+		 * profiles (a device's uploads within the hour, in one batch) is sorted */
+		for (size_t i = 0, j; i < ns; i = j) {
+			size_t first = n;
+
+			for (j = i; j < ns && !rseg_key_cmp(&sg[i], &sg[j]); j++)
+				rseg_rows(body, &sg[j], rows, &n);
+			n = first + rrows_sum(rows + first, n - first, j - i > 1);
+			for (size_t k = first; k < n; k++)
+				key[k] = &sg[i];
+		}
+		e = rollup_native(rows, key, n, out);
+	}
+	if (!e)
+		*n_rows = n;
+	free(rows);
+	free(key);
+	free(sg);
+	return e;
+}
