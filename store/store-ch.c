@@ -347,13 +347,14 @@ static void ids_free(struct profile_ids *ids)
 	free(ids->loc);
 }
 
-/* A sample's string labels (numeric ones are not kept: see store/README.md). */
+/*
+ * A sample's stack id: its locations' ids, then its string labels (numeric ones are not kept:
+ * see store/README.md), hashed on from h, which holds the first `from` locations already.
+ */
 static uint64_t stack_of(const struct pprof_profile *p, const struct pprof_sample *s,
-			 const struct profile_ids *ids)
+			 const struct profile_ids *ids, struct hasher h, size_t from)
 {
-	struct hasher h = h_start('K');
-
-	for (size_t i = 0; i < s->n_locations; i++)
+	for (size_t i = from; i < s->n_locations; i++)
 		h_u64(&h, ids->loc[s->location_ids[i] - 1]);
 	for (size_t i = 0; i < s->n_labels; i++) {
 		if (!s->labels[i].str)
@@ -362,6 +363,36 @@ static uint64_t stack_of(const struct pprof_profile *p, const struct pprof_sampl
 		h_str(&h, pprof_str(p, s->labels[i].str));
 	}
 	return h_end(&h);
+}
+
+/*
+ * The stack ids of all samples, the same as stack_of's one by one, four samples at a time over
+ * their common depth: h_u64 is a chain of dependent multiply-xorshifts (~6 cycles a location),
+ * and four chains side by side keep the multiplier busy (the hashes were ~40% of ch__rows_build).
+ */
+static void stacks_of(const struct pprof_profile *p, const struct profile_ids *ids,
+		      uint64_t *out)
+{
+	size_t i = 0;
+
+	for (; i + 4 <= p->n_samples; i += 4) {
+		const struct pprof_sample *s = &p->samples[i];
+		struct hasher h[4];
+		size_t n = s[0].n_locations;
+
+		for (int k = 0; k < 4; k++) {
+			h[k] = h_start('K');
+			if (s[k].n_locations < n)
+				n = s[k].n_locations;
+		}
+		for (size_t j = 0; j < n; j++)
+			for (int k = 0; k < 4; k++)
+				h_u64(&h[k], ids->loc[s[k].location_ids[j] - 1]);
+		for (int k = 0; k < 4; k++)
+			out[i + k] = stack_of(p, &s[k], ids, h[k], n);
+	}
+	for (; i < p->n_samples; i++)
+		out[i] = stack_of(p, &p->samples[i], ids, h_start('K'), 0);
 }
 
 static void row_stack(struct rb *b, const struct pprof_profile *p, const struct pprof_sample *s,
@@ -558,8 +589,7 @@ int ch__rows_build(const struct record_meta *m, const struct pprof_profile *p, s
 	r->stack_ids = calloc(p->n_samples + 1, sizeof(uint64_t));
 	if (e || !r->stack_ids)
 		return -ENOMEM;
-	for (size_t i = 0; i < p->n_samples; i++)
-		r->stack_ids[i] = stack_of(p, &p->samples[i], &r->ids);
+	stacks_of(p, &r->ids, r->stack_ids);
 	e = rows_samples(m, p, r, series, sig, id);
 	if (e)
 		return e;

@@ -110,10 +110,11 @@ raw=$(ch_sql 0 "SELECT count() FROM $DB.samples")
 sums=$(ch_sql 0 "SELECT sum(v0), sum(v1) FROM $DB.samples_1h")
 [ "$sums" = "$(ch_sql 0 "SELECT sum(v[1]), sum(v[2]) FROM $DB.samples")" ] ||
 	fail "samples_1h sums $sums, the raw rows $(ch_sql 0 "SELECT sum(v[1]), sum(v[2]) FROM $DB.samples")"
-# key by key what the view made from the same rows
-view="SELECT day, toUInt32(intDiv(ts, 3600000000000)) AS h, series, sig, stack, sum(v[1]), sum(v[2]), sum(v[3]), sum(v[4]) FROM $DB.samples WHERE length(v) <= 4 GROUP BY day, h, series, sig, stack ORDER BY series, sig, h, stack"
-ch_sql 0 "$view" >"$T/view.rows"
-ch_sql 0 "SELECT day, hour, series, sig, stack, sum(v0), sum(v1), sum(v2), sum(v3) FROM $DB.samples_1h GROUP BY day, hour, series, sig, stack ORDER BY series, sig, hour, stack" >"$T/roll.rows"
+# key by key what the view made from the same rows (SummingMergeTree's merges drop a key whose
+# sums are all 0)
+nz="HAVING s0 != 0 OR s1 != 0 OR s2 != 0 OR s3 != 0 ORDER BY series, sig, h, stack"
+ch_sql 0 "SELECT day, toUInt32(intDiv(ts, 3600000000000)) AS h, series, sig, stack, sum(v[1]) AS s0, sum(v[2]) AS s1, sum(v[3]) AS s2, sum(v[4]) AS s3 FROM $DB.samples WHERE length(v) <= 4 GROUP BY day, h, series, sig, stack $nz" >"$T/view.rows"
+ch_sql 0 "SELECT day, hour AS h, series, sig, stack, sum(v0) AS s0, sum(v1) AS s1, sum(v2) AS s2, sum(v3) AS s3 FROM $DB.samples_1h GROUP BY day, h, series, sig, stack $nz" >"$T/roll.rows"
 [ -s "$T/roll.rows" ] && cmp -s "$T/view.rows" "$T/roll.rows" ||
 	{ diff "$T/view.rows" "$T/roll.rows" | head; fail "samples_1h is not what the view made of samples"; }
 echo "rollup: $rows rows for $raw raw sample rows, the same sums; key by key the view's rows"
