@@ -40,8 +40,10 @@
 #define CH_DROPPED_GENS	8		/* batches dropped (out of memory) remembered */
 #define CH_REPLAY_AHEAD	2		/* batches built from the spool ahead of the writer */
 /* A batch is sealed at this many sample rows too: one INSERT stays one block of ClickHouse's
- * max_insert_block_size (1,048,576 rows), so atomic, with room for the profile that crosses it. */
-#define CH_BATCH_ROWS	524288
+ * max_insert_block_size (CH_INSERT_SETTINGS), so atomic, with room for the profile that crosses
+ * it. */
+#define CH_BATCH_ROWS	1000000
+#define CH_INSERT_SETTINGS "max_insert_block_size=2097152"
 #define CH_MAX_SERIES	1000000		/* series one query may select */
 #define CH_ROLLUP_NS	UINT64_C(3600000000000)	/* samples_1h's bucket: an hour */
 /* How far from its first upload's time a retried key is looked for (ns): a day. */

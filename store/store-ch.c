@@ -1298,8 +1298,8 @@ static int batch__rollup(struct ch_store *c, struct ch_conn *conn, struct ch_bat
 		return e;
 	}
 	if (!e && n)
-		e = ch_conn__run(conn, "INSERT INTO samples_1h FORMAT Native", NULL, body.p,
-				 body.len, NULL, err, sizeof(err));
+		e = ch_conn__run(conn, "INSERT INTO samples_1h FORMAT Native",
+				 CH_INSERT_SETTINGS, body.p, body.len, NULL, err, sizeof(err));
 	rb_free(&body);
 	if (e && e != -ENOMEM) {
 		b->rollup_failed = true;
@@ -1317,7 +1317,8 @@ static int batch__rollup(struct ch_store *c, struct ch_conn *conn, struct ch_bat
 
 static int batch__send(struct ch_store *c, struct ch_conn *conn, struct ch_batch *b)
 {
-	const char *settings = c->cluster[0] ? "insert_distributed_sync=1" : NULL;
+	const char *settings = c->cluster[0] ? "insert_distributed_sync=1&" CH_INSERT_SETTINGS
+					     : CH_INSERT_SETTINGS;
 	char sql[128], err[300];
 
 	for (; b->stage < T__N; b->stage++) {

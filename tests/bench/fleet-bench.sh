@@ -5,7 +5,7 @@
 #
 #   tests/bench/fleet-bench.sh [BUILD_DIR]
 #     env: PHASES ("ingest query"), SECONDS_PER_RUN (30), DEVICES (1000), CLIENTS (64),
-#          COLLECTORS (2), SPOOL (1: --ch-spool), BATCH_MS (1000), SAMPLES (3400 per profile),
+#          COLLECTORS (2), SPOOL (1: --ch-spool), BATCH_MS (2000), SAMPLES (3400 per profile),
 #          PROFILES (1000000: the query phase's synthetic day), ROWS (130 per profile),
 #          RAW_PEER (1),
 #          CH_FLAGS (more collector flags, e.g. "--ch-queue 32M": spill to the spool sooner)
@@ -28,6 +28,7 @@
 #   RAW_PEER (1): the same queries through a collector that reads raw rows only
 #   (--rollup-seconds 0), and their answers compared with the rollup's.
 set -eu
+export NCPU=$(nproc)
 top=$(cd "$(dirname "$0")/../.." && pwd)
 EP_BUILD=$(cd "${1:-$top/build/host-x86_64}" && pwd)
 PHASES=${PHASES:-ingest query}
@@ -36,7 +37,7 @@ DEVICES=${DEVICES:-1000}
 CLIENTS=${CLIENTS:-64}
 COLLECTORS=${COLLECTORS:-2}
 SPOOL=${SPOOL:-1}
-BATCH_MS=${BATCH_MS:-1000}
+BATCH_MS=${BATCH_MS:-2000}
 SAMPLES=${SAMPLES:-3400}
 PROFILES=${PROFILES:-1000000}
 ROWS=${ROWS:-130}
@@ -74,7 +75,8 @@ if [[ " $PHASES " == *" ingest "* ]]; then
 	done
 	c0=() ; for p in "${cpids[@]}"; do c0+=("$(cpu_of "$p")"); done
 	h0=$(cpu_of "${CH_PIDS[0]}")
-	"$LOAD" "${urls[@]}" --ca "$T/pki/ca.crt" --cert "$T/pki/dev-1.crt" --key "$T/pki/dev-1.key" \
+	/usr/bin/time -f '%U %S' -o "$T/load.time" \
+		"$LOAD" "${urls[@]}" --ca "$T/pki/ca.crt" --cert "$T/pki/dev-1.crt" --key "$T/pki/dev-1.key" \
 		--fleet "$T/fleet" --devices "$DEVICES" --clients "$CLIENTS" --seconds "$SECS" \
 		--prefix fleet >"$T/load.log" 2>&1 || true
 	cpu="" ; i=0
@@ -94,7 +96,14 @@ if [[ " $PHASES " == *" ingest "* ]]; then
 	awk -v n="$n" -v s="$SECS" -v d="$(echo "$d1 - $d0" | bc)" 'BEGIN { printf "into ClickHouse: all %d in %.1f s after the load ended: %.0f profiles/s sustained\n", n, d, n / (s + d) }'
 	cpu="" ; i=0
 	for p in "${cpids[@]}"; do cpu+=" $(echo "$(cpu_of "$p") - ${c0[$i]}" | bc)"; i=$((i + 1)); done
-	echo "cpu: clickhouse-server $(echo "$(cpu_of "${CH_PIDS[0]}") - $h0" | bc) s, collectors$cpu s (until all in)"
+	hcpu=$(echo "$(cpu_of "${CH_PIDS[0]}") - $h0" | bc)
+	echo "cpu: clickhouse-server $hcpu s, collectors$cpu s (until all in)"
+	# per profile, each process (the load-independent figure): on 2 CPUs, 1,500/s needs a sum
+	# of at most 2 / 1500 s = 1.33 ms
+	awk -v n="$n" -v h="$hcpu" -v c="$cpu" -v l="$(tail -n 1 "$T/load.time")" 'BEGIN {
+		k = split(c, cs, " "); for (i = 1; i <= k; i++) cc += cs[i]; split(l, ls, " ")
+		lg = ls[1] + ls[2]
+		printf "cpu per profile: clickhouse-server %.3f ms, collectors %.3f ms, load generator %.3f ms: %.3f ms (1,500/s on %d CPUs: <= %.2f ms)\n", 1000 * h / n, 1000 * cc / n, 1000 * lg / n, 1000 * (h + cc + lg) / n, ENVIRON["NCPU"], ENVIRON["NCPU"] / 1.5 }'
 	ch_sql 0 "SELECT groupArray(value) FROM (SELECT value FROM system.events WHERE event IN ('InsertQuery', 'MergeTreeDataWriterBlocks', 'MergeTreeDataWriterBlocksAlreadySorted') ORDER BY event)" |
 		tr -d '[]' | awk -F, '{printf "clickhouse: %d INSERTs, %d parts written, %d of them sorted already (sample rows come sorted)\n", $1, $2, $3}'
 	for t in samples samples_1h; do # merged (18.16 skips an OPTIMIZE while a merge runs)
