@@ -58,6 +58,12 @@
 #define CFI_PAGE_ROWS     2
 #define CFI_PAGE_SHIFT_MAX 16
 #define CFI_WRITE_BATCH   4096
+/*
+ * Rules read between two releases of the table's pages while its rows are built: the agent's
+ * RSS then holds ~100 KiB of a file's .eh_frame at a time, not all it read (python3's: 2 MiB
+ * more at the peak, with fault-around's neighbours; tests/bench/bpf-rss.sh).
+ */
+#define CFI_RELEASE_ROWS  4096
 
 /*
  * One file's rows in the array, by its build-id (or path); its load segments place its
@@ -117,6 +123,8 @@ struct builder {
 	size_t n, max;
 	uintptr_t lo;
 	uint64_t seg_vaddr;
+	const struct elf_eh_frame *eh; /* the table read (its pages released as rows are built) */
+	size_t read; /* rules read */
 	bool overflow;
 	size_t limit; /* rows a file may have: its share of the array, within the search's reach */
 	uint64_t unfit;
@@ -177,6 +185,8 @@ static bool add_row(void *ctx, uintptr_t pc, const struct cfi_rules *r)
 		b->overflow = true;
 		return false;
 	}
+	if (++b->read % CFI_RELEASE_ROWS == 0)
+		elf__eh_frame_release(b->eh);
 	if (!row_pack(r, &row)) {
 		b->unfit++;
 		row = (struct cfi_row){0};
@@ -280,6 +290,7 @@ static bool table_rows(const struct elf_eh_frame *eh, struct builder *b)
 
 	b->lo = t.lo;
 	b->seg_vaddr = eh->seg_vaddr;
+	b->eh = eh;
 	if (!t.eh_hdr) { /* a static program: its FDEs sorted once */
 		size_t max = eh->frame_len / 20 + 1;
 
@@ -723,15 +734,16 @@ static bool proc_list(struct cfitab *c, uint32_t pid)
 	return !c->no_room;
 }
 
+/* fp: a sample walked by frame pointers (one walked by tables counts in cfitab__count()) */
 static void proc_try(struct cfitab *c, uint32_t pid, const char *comm, uint64_t retry_ns,
-		     uint32_t need)
+		     uint32_t need, bool fp)
 {
 	struct cfi_pid *t = &c->pids[pid % CFI_PID_SLOTS];
 	uint64_t now = port_clock_mono_ns(), h = procmaps__hash(comm ? comm : "");
 
 	if (t->pid != pid || t->comm != h)
 		*t = (struct cfi_pid){.pid = pid, .comm = h};
-	t->lately++;
+	t->lately += fp;
 	if (++t->seen < need)
 		return;
 	if (t->tried_ns && now - t->tried_ns < retry_ns && !(t->retry_at && t->seen >= t->retry_at))
@@ -744,13 +756,13 @@ void cfitab__want(struct cfitab *c, uint32_t pid, const char *comm)
 {
 	/* not the agent itself: its samples are mostly the building of tables */
 	if (c && pid && pid != c->self)
-		proc_try(c, pid, comm, CFI_WANT_RETRY_NS, CFI_WANT_SAMPLES);
+		proc_try(c, pid, comm, CFI_WANT_RETRY_NS, CFI_WANT_SAMPLES, true);
 }
 
 void cfitab__stale(struct cfitab *c, uint32_t pid, const char *comm)
 {
 	if (c && pid)
-		proc_try(c, pid, comm, CFI_STALE_RETRY_NS, 1);
+		proc_try(c, pid, comm, CFI_STALE_RETRY_NS, 1, false);
 }
 
 void cfitab__count(struct cfitab *c, uint32_t pid, uint32_t end, uint32_t flags)
