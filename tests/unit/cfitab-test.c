@@ -97,6 +97,19 @@ static void want(struct cfitab *c, pid_t pid, const char *comm, int samples)
 		cfitab__want(c, (uint32_t)pid, comm);
 }
 
+/* The table's counters: listed now, listings so far, no-room failures, evictions. */
+static void expect(const struct cfitab *c, uint64_t procs, uint64_t loads, uint64_t no_room,
+		   uint64_t evicted)
+{
+	struct cfitab_stats st;
+
+	cfitab__stats(c, &st);
+	assert_int_equal(st.procs, procs);
+	assert_int_equal(st.loads, loads);
+	assert_int_equal(st.no_room, no_room);
+	assert_int_equal(st.procs_evicted, evicted);
+}
+
 static struct cfitab *table(unsigned int files)
 {
 	struct cfitab *c = cfitab__new(-1, false, -1, -1, -1, 1u << 20, 16, files);
@@ -133,31 +146,19 @@ static void busier_process_takes_the_room_soon_and_keeps_it(void **state)
 	c = table(files);
 	want(c, a, "sleep", 4);
 	want(c, b, "cat", 4);
-	cfitab__stats(c, &st);
-	assert_int_equal(st.procs, 1);
-	assert_int_equal(st.no_room, 1);
-	assert_int_equal(st.procs_evicted, 0);
+	expect(c, 1, 1, 1, 0);
 	/* sampled as often as sleep (8 against 4, within the margin): sleep keeps its room */
 	want(c, b, "cat", 4);
-	cfitab__stats(c, &st);
-	assert_int_equal(st.no_room, 2);
-	assert_int_equal(st.procs_evicted, 0);
+	expect(c, 1, 1, 2, 0);
 	/* 16 samples against 4: cat is tried again without waiting 10 s, and takes it */
 	want(c, b, "cat", 8);
-	cfitab__stats(c, &st);
-	assert_int_equal(st.procs_evicted, 1);
-	assert_int_equal(st.loads, 2);
-	assert_int_equal(st.procs, 1);
-	assert_int_equal(st.no_room, 2);
+	expect(c, 1, 2, 2, 1);
 	/* sleep, sampled less since, does not take it back (nor is it tried within 10 s) */
 	want(c, a, "sleep", 8);
-	cfitab__stats(c, &st);
-	assert_int_equal(st.procs_evicted, 1);
-	assert_int_equal(st.loads, 2);
+	expect(c, 1, 2, 2, 1);
 	/* every 5 s samples count half: cat's share decays, its room stays until needed */
 	cfitab__sweep(c);
-	cfitab__stats(c, &st);
-	assert_int_equal(st.procs, 1);
+	expect(c, 1, 2, 2, 1);
 	cfitab__free(c);
 }
 
