@@ -4,17 +4,28 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "elf/cfi.h"
 #include "elf/elf.h"
 #include "agent/leaf.h"
+
+/*
+ * Lookups in a table between two releases of its pages (elf__eh_frame_release): each lookup
+ * maps its binary search's and its FDE's pages and, by fault-around, their neighbours (64
+ * KiB each); kept until the second's trim, a build machine's libLLVM and libclickhouse held
+ * 2-6 MiB of the agent's peak RSS (tests/bench/bpf-rss.sh). The price is the next lookup's
+ * faults: beside a build (~700 lookups a second, three agents side by side) a release after
+ * every lookup cost 27-37 us a lookup (+37-51% of the agent's CPU), after every fourth 7-15
+ * us (+14-15%). On a device lookups are rare once its programs' leaf pcs are known.
+ */
+#define LEAF_RELEASE_LOOKUPS 4
 
 /* One file's mapped unwind table; failed opens are remembered too (!ok). */
 struct leaf_table {
 	uint64_t key; /* 0: free */
 	uint64_t used_at;
 	bool ok;
+	unsigned int lookups; /* since its pages were last released */
 	struct elf_eh_frame eh;
 	struct cfi_table cfi;  /* the mapping, in the pointer space cfi reads */
 	struct cfi_fde *index; /* FDEs by pc where the file has no .eh_frame_hdr */
@@ -77,9 +88,11 @@ struct leaf *leaf__new(unsigned int max_tables, unsigned int max_rules, unsigned
 
 void leaf__trim(struct leaf *l)
 {
-	for (unsigned int i = 0; l && i < l->max_tables; i++)
-		if (l->tables[i].eh.map)
-			madvise(l->tables[i].eh.map, l->tables[i].eh.map_len, MADV_DONTNEED);
+	for (unsigned int i = 0; l && i < l->max_tables; i++) {
+		if (l->tables[i].lookups)
+			elf__eh_frame_release(&l->tables[i].eh);
+		l->tables[i].lookups = 0;
+	}
 }
 
 void leaf__free(struct leaf *l)
@@ -145,6 +158,7 @@ static void table_fill(struct leaf *l, struct leaf_table *t, uint64_t key, uint3
 	    .eh_hdr = t->eh.hdr_vaddr ? t->eh.seg + (t->eh.hdr_vaddr - t->eh.seg_vaddr) : NULL,
 	};
 	t->ok = t->eh.hdr_vaddr || table_index(l, t);
+	elf__eh_frame_release(&t->eh); /* the index read all of .eh_frame */
 	l->st.tables_mapped += t->ok;
 }
 
@@ -201,6 +215,11 @@ static uint64_t rules_at(struct leaf *l, uint32_t pid, const struct procmap *m, 
 				   : cfi__rules_at(&t->cfi, pc, &cr));
 	if (!found || !cfi__pack(&cr, &r->packed))
 		r->packed = CFI_PACKED_NONE;
+	/* the rule is kept: the pages its search read (and their neighbours) are not */
+	if (++t->lookups >= LEAF_RELEASE_LOOKUPS) {
+		elf__eh_frame_release(&t->eh);
+		t->lookups = 0;
+	}
 	return r->packed;
 }
 

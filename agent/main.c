@@ -772,7 +772,7 @@ static void bpf_cfi_comment(const struct cfitab_stats *c, char *buf, size_t len)
 	snprintf(buf, len,
 		 " cfi_walks=%llu cfi_whole=%llu cfi_no_mapping=%llu cfi_no_rule=%llu "
 		 "cfi_read=%llu cfi_bad=%llu cfi_depth=%llu cfi_procs=%llu cfi_listed=%llu "
-		 "cfi_unfit=%llu cfi_fp_built=%llu cfi_procs_evicted=%llu cfi_files=%llu "
+		 "cfi_unfit=%llu cfi_no_room=%llu cfi_fp_built=%llu cfi_procs_evicted=%llu cfi_files=%llu "
 		 "cfi_files_unfit=%llu "
 		 "cfi_files_evicted=%llu cfi_no_table=%llu cfi_rows=%llu cfi_pages=%llu "
 		 "cfi_rows_unfit=%llu cfi_load_ms=%llu cfi_cached=%llu cfi_cache_changed=%llu",
@@ -785,6 +785,7 @@ static void bpf_cfi_comment(const struct cfitab_stats *c, char *buf, size_t len)
 		 (unsigned long long)c->walks[CFI_END_READ], (unsigned long long)c->walks[CFI_END_BAD],
 		 (unsigned long long)c->walks[CFI_END_DEPTH], (unsigned long long)c->procs,
 		 (unsigned long long)c->loads, (unsigned long long)c->unfit,
+		 (unsigned long long)c->no_room,
 		 (unsigned long long)c->fp_built, (unsigned long long)c->procs_evicted, (unsigned long long)c->files,
 		 (unsigned long long)c->files_unfit, (unsigned long long)c->files_evicted,
 		 (unsigned long long)c->no_table, (unsigned long long)c->rows,

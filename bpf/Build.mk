@@ -82,6 +82,9 @@ all-tests: $(O)/tests/bpf-probe $(O)/tests/workloads/bpf-work $(O)/tests/workloa
 	   $(O)/tests/workloads/bpf-work-nofp
 unit-tests-$(CONFIG_BPF_MMAP_EVENTS) += mmapev
 mmapev-test-objs = bpf/mmapev.o bpf/cpus.o agent/procmaps.o elf/elf.o agent/ring.o port/file.o
+# cfitab's bookkeeping (who gets the room) against real processes, its maps stubbed
+unit-tests-$(CONFIG_BPF_CFI) += cfitab
+cfitab-test-objs = bpf/cfitab.o $(bpf-cfi-deps-y) $(port-y)
 unit-tests-y += bpf-sampler
 bpf-sampler-test-objs = bpf/sampler.o bpf/cpus.o agent/ksyms.o $(filter bpf/cfitab.o,$(bpf-y)) \
 			$(bpf-cfi-deps-y) $(port-y)

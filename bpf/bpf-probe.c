@@ -218,13 +218,15 @@ int main(int argc, char **argv)
 		(unsigned long long)p.kernel_frames, (unsigned long long)p.kernel_frames_named,
 		ksyms__count(p.ks), ksyms__hidden(p.ks), rss_start, rss_open, rss_ksyms,
 		maxrss_kb(), (unsigned long long)p.pid_samples);
-	fprintf(stderr, "cfi: listed=%llu unfit=%llu fp_built=%llu procs_evicted=%llu files=%llu "
+	fprintf(stderr, "cfi: listed=%llu unfit=%llu no_room=%llu fp_built=%llu procs_evicted=%llu "
+		"files=%llu "
 		"files_unfit=%llu "
 		"files_evicted=%llu no_table=%llu rows=%llu pages=%llu rows_unfit=%llu load_ms=%.1f "
 		"walks: "
 		"outermost=%llu no_mapping=%llu no_rule=%llu read=%llu bad=%llu depth=%llu "
 		"cached=%llu cache_changed=%llu\n",
 		(unsigned long long)st.cfi.loads, (unsigned long long)st.cfi.unfit,
+		(unsigned long long)st.cfi.no_room,
 		(unsigned long long)st.cfi.fp_built, (unsigned long long)st.cfi.procs_evicted, (unsigned long long)st.cfi.files,
 		(unsigned long long)st.cfi.files_unfit, (unsigned long long)st.cfi.files_evicted,
 		(unsigned long long)st.cfi.no_table, (unsigned long long)st.cfi.rows,

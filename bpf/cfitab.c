@@ -41,6 +41,14 @@
  */
 #define CFI_FILE_SHARE    4
 #define CFI_EVICT_AGE_NS  (10 * NSEC_PER_SEC)
+/*
+ * A process that found no room (rows or file slots held by listed processes) is tried again
+ * once its samples have doubled, not 10 s later (sqlite3 beside a build ran 1 s and was never
+ * listed); it may then take the room of listed processes sampled less than 1/CFI_FAIR_MARGIN
+ * as often lately (samples halved every sweep), whatever their age: the margin keeps two
+ * processes sampled about as often from taking each other's rows in turn.
+ */
+#define CFI_FAIR_MARGIN   2
 #define CFI_MAX_MAPS      256 /* code mappings read per process (more: does not fit) */
 /*
  * Rows per page of the index, about: the index costs 1/CFI_PAGE_ROWS of a file's rows in the
@@ -50,6 +58,12 @@
 #define CFI_PAGE_ROWS     2
 #define CFI_PAGE_SHIFT_MAX 16
 #define CFI_WRITE_BATCH   4096
+/*
+ * Rules read between two releases of the table's pages while its rows are built: the agent's
+ * RSS then holds ~100 KiB of a file's .eh_frame at a time, not all it read (python3's: 2 MiB
+ * more at the peak, with fault-around's neighbours; tests/bench/bpf-rss.sh).
+ */
+#define CFI_RELEASE_ROWS  4096
 
 /*
  * One file's rows in the array, by its build-id (or path); its load segments place its
@@ -73,6 +87,8 @@ struct cfi_file {
 struct cfi_pid {
 	uint32_t pid;
 	uint32_t seen;     /* samples walked by frame pointers */
+	uint32_t lately;   /* samples, either walk, halved at each sweep: its share lately */
+	uint32_t retry_at; /* no room at its last try: tried again at this many seen */
 	uint64_t comm;
 	uint64_t tried_ns; /* 0: not tried */
 };
@@ -93,6 +109,7 @@ struct cfitab {
 	unsigned int max_rows, max_procs, max_files;
 	uint64_t clock;
 	uint32_t gen; /* of the last listing (cfi_proc.gen) */
+	bool no_room; /* the listing under way found no room (rather than a file too big) */
 	struct cfi_file *files;
 	struct cfi_listed *listed;
 	struct cfi_pid pids[CFI_PID_SLOTS];
@@ -106,6 +123,8 @@ struct builder {
 	size_t n, max;
 	uintptr_t lo;
 	uint64_t seg_vaddr;
+	const struct elf_eh_frame *eh; /* the table read (its pages released as rows are built) */
+	size_t read; /* rules read */
 	bool overflow;
 	size_t limit; /* rows a file may have: its share of the array, within the search's reach */
 	uint64_t unfit;
@@ -166,6 +185,8 @@ static bool add_row(void *ctx, uintptr_t pc, const struct cfi_rules *r)
 		b->overflow = true;
 		return false;
 	}
+	if (++b->read % CFI_RELEASE_ROWS == 0)
+		elf__eh_frame_release(b->eh);
 	if (!row_pack(r, &row)) {
 		b->unfit++;
 		row = (struct cfi_row){0};
@@ -269,6 +290,7 @@ static bool table_rows(const struct elf_eh_frame *eh, struct builder *b)
 
 	b->lo = t.lo;
 	b->seg_vaddr = eh->seg_vaddr;
+	b->eh = eh;
 	if (!t.eh_hdr) { /* a static program: its FDEs sorted once */
 		size_t max = eh->frame_len / 20 + 1;
 
@@ -444,44 +466,84 @@ static void listed_drop(struct cfitab *c, struct cfi_listed *l)
 	c->st.procs--;
 }
 
-/* The process listed longest ago (not pid; listed before `before`, 0: any), or NULL. */
-static struct cfi_listed *oldest_listed(struct cfitab *c, uint32_t pid, uint64_t before)
+/* The process listed longest ago (not pid), or NULL. */
+static struct cfi_listed *oldest_listed(struct cfitab *c, uint32_t pid)
 {
 	struct cfi_listed *best = NULL;
 
 	for (unsigned int i = 0; i < c->max_procs; i++) {
 		struct cfi_listed *l = &c->listed[i];
 
-		if (l->pid && l->pid != pid && (!before || l->listed_ns < before) &&
-		    (!best || l->listed_at < best->listed_at))
+		if (l->pid && l->pid != pid && (!best || l->listed_at < best->listed_at))
 			best = l;
 	}
 	return best;
 }
 
+/* pid's samples lately (cfi_pid.lately); 0 when its slot went to another pid. */
+static uint32_t lately(const struct cfitab *c, uint32_t pid)
+{
+	const struct cfi_pid *t = &c->pids[pid % CFI_PID_SLOTS];
+
+	return t->pid == pid ? t->lately : 0;
+}
+
 /*
- * Room for n rows: files no listed process maps go first (least recently used), then the
- * processes listed longest ago leave the map (listed again at their next sample), so that
- * their files can go. pid (being listed) keeps its own.
+ * The listed process that gives way to pid: of those listed CFI_EVICT_AGE_NS ago or more, or
+ * sampled less than 1/CFI_FAIR_MARGIN as often as pid lately, the one sampled least (then
+ * the one listed longest ago); NULL: none.
+ */
+static struct cfi_listed *victim(struct cfitab *c, uint32_t pid)
+{
+	uint64_t now = port_clock_mono_ns();
+	uint32_t want = lately(c, pid), best_n = 0;
+	struct cfi_listed *best = NULL;
+
+	for (unsigned int i = 0; i < c->max_procs; i++) {
+		struct cfi_listed *l = &c->listed[i];
+		uint32_t n;
+
+		if (!l->pid || l->pid == pid)
+			continue;
+		n = lately(c, l->pid);
+		if (now - l->listed_ns < CFI_EVICT_AGE_NS && (uint64_t)n * CFI_FAIR_MARGIN >= want)
+			continue; /* listed lately, and sampled about as often */
+		if (!best || n < best_n || (n == best_n && l->listed_at < best->listed_at)) {
+			best = l;
+			best_n = n;
+		}
+	}
+	return best;
+}
+
+/* Takes the victim of pid out of the map (its files may go then); false: none. */
+static bool evict_for(struct cfitab *c, uint32_t pid)
+{
+	struct cfi_listed *l = victim(c, pid);
+
+	if (!l)
+		return false;
+	listed_drop(c, l);
+	c->st.procs_evicted++;
+	return true;
+}
+
+/*
+ * Room for n rows: files no listed process maps go first (least recently used), then
+ * processes leave the map (listed again at their next samples) as victim() picks them, so
+ * that their files can go. pid (being listed) keeps its own.
  */
 static bool make_room(struct cfitab *c, uint32_t n, uint32_t pid, uint32_t *at)
 {
 	struct cfi_file *f;
-	struct cfi_listed *l;
-
-	uint64_t now = port_clock_mono_ns();
 
 	if (n > c->max_rows / CFI_FILE_SHARE)
 		return false;
 	while (!find_gap(c, n, at)) {
-		if ((f = unused_file(c, true))) {
+		if ((f = unused_file(c, true)))
 			file_forget(c, f);
-		} else if ((l = oldest_listed(c, pid, now - CFI_EVICT_AGE_NS))) {
-			listed_drop(c, l);
-			c->st.procs_evicted++;
-		} else {
-			return false;
-		}
+		else if (!evict_for(c, pid))
+			return c->no_room = true, false;
 	}
 	return true;
 }
@@ -547,12 +609,14 @@ static struct cfi_file *file_get(struct cfitab *c, uint32_t pid, const struct pr
 		if (!f->key && !free_slot)
 			free_slot = f;
 	}
-	if (!free_slot && (f = unused_file(c, false))) {
-		file_forget(c, f);
-		free_slot = f;
-	}
-	if (!free_slot)
+	while (!free_slot && !(free_slot = unused_file(c, false)) && evict_for(c, pid))
+		;
+	if (!free_slot) {
+		c->no_room = true; /* every slot held by processes listed lately and as busy */
 		return NULL;
+	}
+	if (free_slot->key)
+		file_forget(c, free_slot);
 	*free_slot = (struct cfi_file){.key = key, .used_at = ++c->clock};
 	file_load(c, pid, m, free_slot);
 	return free_slot;
@@ -593,25 +657,29 @@ static struct cfi_listed *listed_find(struct cfitab *c, uint32_t pid, bool make)
 	}
 	if (!make)
 		return NULL;
-	if (!free_slot && (free_slot = oldest_listed(c, pid, 0))) {
+	if (!free_slot && (free_slot = oldest_listed(c, pid))) {
 		listed_drop(c, free_slot);
 		c->st.procs_evicted++;
 	}
 	return free_slot;
 }
 
-/* Lists pid with its code mappings, or leaves it to frame pointers (counted). */
-static void proc_list(struct cfitab *c, uint32_t pid)
+/*
+ * Lists pid with its code mappings, or leaves it to frame pointers (counted); false: it did
+ * not fit for want of room (c->no_room), rather than for good.
+ */
+static bool proc_list(struct cfitab *c, uint32_t pid)
 {
 	struct procmaps *pm;
 	struct cfi_proc p = {0};
 	struct cfi_listed *l = listed_find(c, pid, false), mine = {.pid = pid};
 	bool fit = true;
 
+	c->no_room = false;
 	if (l)
 		listed_drop(c, l); /* listed again: its maps changed */
 	if (procmaps__read(pid, CFI_MAX_MAPS, &pm))
-		return; /* gone already */
+		return true; /* gone already */
 	/* the program first: built with frame pointers, it needs no other file's rows */
 	if (pm->exe >= 0 && (unsigned int)pm->exe < pm->n) {
 		struct cfi_file *f = file_get(c, pid, &pm->maps[pm->exe]);
@@ -619,7 +687,7 @@ static void proc_list(struct cfitab *c, uint32_t pid)
 		if (f && !f->unfit && f->fp_built) {
 			c->st.fp_built++;
 			procmaps__free(pm);
-			return;
+			return true;
 		}
 	}
 	for (unsigned int i = 0; i < pm->n && fit; i++) {
@@ -655,48 +723,57 @@ static void proc_list(struct cfitab *c, uint32_t pid)
 			maybe_set(c, pid, true);
 			c->st.procs++;
 			c->st.loads++;
-			return;
+			return true;
 		}
 		unlist(c, pid, slot);
 	}
 	for (unsigned int i = 0; i < mine.n; i++)
 		c->files[mine.files[i]].refs--;
 	c->st.unfit++;
+	c->st.no_room += c->no_room;
+	return !c->no_room;
 }
 
+/* fp: a sample walked by frame pointers (one walked by tables counts in cfitab__count()) */
 static void proc_try(struct cfitab *c, uint32_t pid, const char *comm, uint64_t retry_ns,
-		     uint32_t need)
+		     uint32_t need, bool fp)
 {
 	struct cfi_pid *t = &c->pids[pid % CFI_PID_SLOTS];
 	uint64_t now = port_clock_mono_ns(), h = procmaps__hash(comm ? comm : "");
 
 	if (t->pid != pid || t->comm != h)
 		*t = (struct cfi_pid){.pid = pid, .comm = h};
-	if (t->tried_ns && now - t->tried_ns < retry_ns)
-		return;
+	t->lately += fp;
 	if (++t->seen < need)
 		return;
+	if (t->tried_ns && now - t->tried_ns < retry_ns && !(t->retry_at && t->seen >= t->retry_at))
+		return;
 	t->tried_ns = now;
-	proc_list(c, pid);
+	t->retry_at = proc_list(c, pid) ? 0 : 2 * t->seen;
 }
 
 void cfitab__want(struct cfitab *c, uint32_t pid, const char *comm)
 {
 	/* not the agent itself: its samples are mostly the building of tables */
 	if (c && pid && pid != c->self)
-		proc_try(c, pid, comm, CFI_WANT_RETRY_NS, CFI_WANT_SAMPLES);
+		proc_try(c, pid, comm, CFI_WANT_RETRY_NS, CFI_WANT_SAMPLES, true);
 }
 
 void cfitab__stale(struct cfitab *c, uint32_t pid, const char *comm)
 {
 	if (c && pid)
-		proc_try(c, pid, comm, CFI_STALE_RETRY_NS, 1);
+		proc_try(c, pid, comm, CFI_STALE_RETRY_NS, 1, false);
 }
 
-void cfitab__count(struct cfitab *c, uint32_t end, uint32_t flags)
+void cfitab__count(struct cfitab *c, uint32_t pid, uint32_t end, uint32_t flags)
 {
+	struct cfi_pid *t;
+
 	if (!c)
 		return;
+	t = &c->pids[pid % CFI_PID_SLOTS];
+	if (t->pid == pid)
+		t->lately++; /* its share lately, against which it keeps its room */
 	if (end < CFI_END_MAX)
 		c->st.walks[end]++;
 	if (flags & PROFILE_F_CFI_CACHED)
@@ -705,9 +782,14 @@ void cfitab__count(struct cfitab *c, uint32_t end, uint32_t flags)
 		c->st.cache_changed++;
 }
 
-/* Processes that exited leave the map; their files stay until room is needed. */
+/*
+ * Processes that exited leave the map; their files stay until room is needed. Samples lately
+ * count half.
+ */
 void cfitab__sweep(struct cfitab *c)
 {
+	for (unsigned int i = 0; c && i < CFI_PID_SLOTS; i++)
+		c->pids[i].lately /= 2;
 	for (unsigned int i = 0; c && i < c->max_procs; i++) {
 		struct cfi_listed *l = &c->listed[i];
 

@@ -17,8 +17,10 @@
  * walked by a partial table. A walk that meets a pc in no listed mapping (dlopen, exec) makes
  * the process be read again (cfitab__stale(), at most once a second). Exited processes leave
  * the map every few seconds (cfitab__sweep()). When rows are needed, the files no listed
- * process maps go first (least recently used), then the processes listed longest ago (they
- * are listed again at their next sample).
+ * process maps go first (least recently used), then the processes sampled least lately of
+ * those listed 10 s ago or sampled far less than the one that wants room (they are listed
+ * again at their next samples); a process that found no room is tried again once its
+ * samples have doubled.
  */
 #ifndef EDGEPROF_BPF_CFITAB_H
 #define EDGEPROF_BPF_CFITAB_H
@@ -34,6 +36,7 @@ struct cfitab_stats {
 	uint64_t procs;        /* processes listed now */
 	uint64_t loads;        /* times a process was listed (again) */
 	uint64_t unfit;        /* times a process was left to frame pointers: a bound */
+	uint64_t no_room;      /* of those, for want of room (tried again sooner, see cfitab.c) */
 	uint64_t fp_built;     /* times a program built with frame pointers was left to them */
 	uint64_t procs_evicted; /* listed processes dropped to make room (listed again later) */
 	uint64_t files;        /* files whose rows are loaded now */
@@ -67,8 +70,11 @@ struct cfitab *cfitab__new(int rows_fd, bool mmapable, int procs_fd, int slots_f
 void cfitab__want(struct cfitab *c, uint32_t pid, const char *comm);
 /* A walk of pid met a pc in no listed mapping: read its maps again (at most once a second). */
 void cfitab__stale(struct cfitab *c, uint32_t pid, const char *comm);
-/* Counts a walk's end (profile_event.cfi_end) and its use of the walk cache (flags). */
-void cfitab__count(struct cfitab *c, uint32_t end, uint32_t flags);
+/*
+ * Counts a walk's end (profile_event.cfi_end) and its use of the walk cache (flags), and the
+ * sample to pid's share (a process sampled more may take the room of one sampled less).
+ */
+void cfitab__count(struct cfitab *c, uint32_t pid, uint32_t end, uint32_t flags);
 /* Drops the processes that exited from the map (their files stay until room is needed). */
 void cfitab__sweep(struct cfitab *c);
 void cfitab__stats(const struct cfitab *c, struct cfitab_stats *st);
@@ -82,7 +88,9 @@ static inline struct cfitab *cfitab__new(int rows_fd, bool mmapable, int procs_f
 }
 static inline void cfitab__want(struct cfitab *c, uint32_t pid, const char *comm) {}
 static inline void cfitab__stale(struct cfitab *c, uint32_t pid, const char *comm) {}
-static inline void cfitab__count(struct cfitab *c, uint32_t end, uint32_t flags) {}
+static inline void cfitab__count(struct cfitab *c, uint32_t pid, uint32_t end, uint32_t flags)
+{
+}
 static inline void cfitab__sweep(struct cfitab *c) {}
 static inline void cfitab__stats(const struct cfitab *c, struct cfitab_stats *st)
 {

@@ -763,7 +763,7 @@ static int on_event(void *ctx, void *data, size_t size)
 
 	if (e->flags & PROFILE_F_CFI) {
 		as.flags |= SAMPLE_F_UNWOUND;
-		cfitab__count(s->cfi, e->cfi_end, e->flags);
+		cfitab__count(s->cfi, e->tgid, e->cfi_end, e->flags);
 		if (e->cfi_end == CFI_END_NO_MAPPING)
 			cfitab__stale(s->cfi, e->tgid, comm);
 	} else if (nu && e->tgid) {

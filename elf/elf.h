@@ -50,6 +50,13 @@ struct elf_eh_frame {
 int elf__map_eh_frame(const char *path, struct elf_eh_frame *eh);
 void elf__unmap_eh_frame(struct elf_eh_frame *eh);
 /*
+ * Gives back the pages of the mapping read so far (MADV_DONTNEED; read again from the page
+ * cache, a minor fault, when next touched). A fault maps its neighbours too (fault-around, 64
+ * KiB), so a few lookups in a big library's table left MiBs of it in the agent's RSS until
+ * unmapped. Nothing for the vDSO's.
+ */
+void elf__eh_frame_release(const struct elf_eh_frame *eh);
+/*
  * The vDSO's table: it has no file, but every native process of this kernel maps the same
  * image, so this process's own copy (at AT_SYSINFO_EHDR, linked at 0) serves for all. Nothing
  * to unmap. 0 or -ENOENT.
