@@ -26,6 +26,18 @@ int ch__select(struct ch_store *c, const char *sql, struct rb *out, char *err, s
 	return e;
 }
 
+/* ch__select with an external table (ch_conn__run_ext). */
+static int ch__select_ext(struct ch_store *c, const char *sql, const struct ch_ext *x,
+			  struct rb *out, char *err, size_t errlen)
+{
+	struct ch_conn *conn = ch_conn__new(&c->o);
+	int e = conn ? ch_conn__run_ext(conn, sql, CH_QUERY_SETTINGS, x, out, err, errlen)
+		     : -ENOMEM;
+
+	ch_conn__free(conn);
+	return e;
+}
+
 static void sql_str(struct rb *b, const char *s)
 {
 	rb_put(b, "'", 1);
@@ -243,6 +255,20 @@ static void sql_series_in(struct rb *b, const struct series_sel *s, uint64_t sig
 		first = false;
 	}
 	rb_printf(b, ")");
+}
+
+/*
+ * A merge's series set, sent once as the external table sel_series (one id a line) and read
+ * by every branch of its UNION through " AND series IN sel_series": a literal list of the
+ * thousands of ids a label selects was parsed, and made into a set, once per branch.
+ */
+#define SEL_EXT_NAME "sel_series"
+
+static void sel_ext_rows(struct rb *rows, const struct series_sel *s, uint64_t sig)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (s->v[i].sig == sig)
+			rb_printf(rows, "%" PRIu64 "\n", s->v[i].series);
 }
 
 /* ---- building a pprof from aggregated samples ---------------------------------------------- */
@@ -823,7 +849,7 @@ static long dirty_hours(struct ch_store *c, uint64_t h0, uint64_t h1, struct rb 
 
 /* One branch of the UNION: the raw rows in [from, to] as nt scalar columns v0... */
 static void sql_raw_rows(struct ch_store *c, struct rb *b, uint64_t from, uint64_t to,
-			 size_t nt, const struct series_sel *sel, uint64_t sig)
+			 size_t nt, const char *in, uint64_t sig)
 {
 	rb_printf(b, "SELECT stack");
 	for (size_t i = 0; i < nt; i++)
@@ -831,8 +857,7 @@ static void sql_raw_rows(struct ch_store *c, struct rb *b, uint64_t from, uint64
 	rb_printf(b, " FROM samples");
 	sql_where_samples(b, &(struct store_query){ .from_ns = from, .to_ns = to },
 			  c->samples_hour);
-	rb_printf(b, " AND sig = %" PRIu64, sig);
-	sql_series_in(b, sel, sig);
+	rb_printf(b, " AND sig = %" PRIu64 "%s", sig, in);
 }
 
 /*
@@ -843,7 +868,7 @@ static void sql_raw_rows(struct ch_store *c, struct rb *b, uint64_t from, uint64
  * whole hour, more than CH_ROLLUP_VALUES sample types, or --rollup-seconds 0): raw only.
  */
 static bool sql_merge(struct ch_store *c, struct rb *b, const struct store_query *q,
-		      const struct series_sel *sel, uint64_t sig, size_t nt)
+		      const char *in, uint64_t sig, size_t nt)
 {
 	uint64_t to = q->to_ns ? q->to_ns : UINT64_MAX / 2;
 	uint64_t h0 = (q->from_ns + CH_ROLLUP_NS - 1) / CH_ROLLUP_NS, h1 = (to + 1) / CH_ROLLUP_NS;
@@ -860,8 +885,7 @@ static bool sql_merge(struct ch_store *c, struct rb *b, const struct store_query
 	if (nd < 0) {
 		rb_printf(b, "SELECT stack, sumForEach(v) FROM samples");
 		sql_where_samples(b, q, c->samples_hour);
-		rb_printf(b, " AND sig = %" PRIu64, sig);
-		sql_series_in(b, sel, sig);
+		rb_printf(b, " AND sig = %" PRIu64 "%s", sig, in);
 		rb_free(&dirty);
 		return false;
 	}
@@ -873,24 +897,23 @@ static bool sql_merge(struct ch_store *c, struct rb *b, const struct store_query
 		rb_printf(b, ", v%zu", i);
 	rb_printf(b, " FROM samples_1h");
 	sql_days(b, h0 * CH_ROLLUP_NS, h1 * CH_ROLLUP_NS - 1);
-	rb_printf(b, " AND hour >= %" PRIu64 " AND hour < %" PRIu64 " AND sig = %" PRIu64, h0, h1,
-		  sig);
+	rb_printf(b, " AND hour >= %" PRIu64 " AND hour < %" PRIu64 " AND sig = %" PRIu64 "%s", h0,
+		  h1, sig, in);
 	if (nd)
 		rb_printf(b, " AND hour NOT IN (%s)", (char *)dirty.p);
-	sql_series_in(b, sel, sig);
 	if (nd) { /* the hours the rollup may be short of: raw */
 		rb_printf(b, " UNION ALL ");
-		sql_raw_rows(c, b, h0 * CH_ROLLUP_NS, h1 * CH_ROLLUP_NS - 1, nt, sel, sig);
+		sql_raw_rows(c, b, h0 * CH_ROLLUP_NS, h1 * CH_ROLLUP_NS - 1, nt, in, sig);
 		rb_printf(b, " AND %s IN (%s)", c->samples_hour ? "hour" :
 			  "intDiv(ts, 3600000000000)", (char *)dirty.p);
 	}
 	if (q->from_ns < h0 * CH_ROLLUP_NS) {
 		rb_printf(b, " UNION ALL ");
-		sql_raw_rows(c, b, q->from_ns, h0 * CH_ROLLUP_NS - 1, nt, sel, sig);
+		sql_raw_rows(c, b, q->from_ns, h0 * CH_ROLLUP_NS - 1, nt, in, sig);
 	}
 	if (h1 * CH_ROLLUP_NS <= to) {
 		rb_printf(b, " UNION ALL ");
-		sql_raw_rows(c, b, h1 * CH_ROLLUP_NS, to, nt, sel, sig);
+		sql_raw_rows(c, b, h1 * CH_ROLLUP_NS, to, nt, in, sig);
 	}
 	rb_printf(b, ")");
 	rb_free(&dirty);
@@ -930,11 +953,12 @@ int ch__merge(struct store *base, const struct store_query *q, struct pprof_prof
 	struct ch_store *c = ch_of(base);
 	struct series_sel sel = { 0 };
 	struct pprof_head h = { .time_nanos = 0 };
-	struct rb sql = { 0 }, res = { 0 };
+	struct rb sql = { 0 }, res = { 0 }, ids = { 0 };
 	struct pprof_buf pb = { 0 };
 	struct agg_sample *agg = NULL;
 	size_t n_agg = 0, n_values = 0, lost = 0;
 	bool rolled = false;
+	struct ch_ext x = { .name = SEL_EXT_NAME, .structure = "series UInt64" };
 	uint64_t sig, count = 0, total = 0;
 	int e;
 
@@ -964,12 +988,22 @@ int ch__merge(struct store *base, const struct store_query *q, struct pprof_prof
 		snprintf(h.comment, sizeof(h.comment), "edgeprof: %" PRIu64 " profile%s skipped: "
 			 "sample or period types that cannot merge with the rest",
 			 total - count, total - count > 1 ? "s" : "");
-	rolled = sql_merge(c, &sql, q, &sel, sig, n_types(h.row));
+	if (!sel.every)
+		sel_ext_rows(&ids, &sel, sig);
+	rolled = sql_merge(c, &sql, q, sel.every ? "" : " AND series IN " SEL_EXT_NAME, sig,
+			   n_types(h.row));
 	rb_printf(&sql, " GROUP BY stack SETTINGS max_rows_to_group_by = %d, "
 		  "group_by_overflow_mode = 'throw' FORMAT RowBinary",
 		  CONFIG_COLLECTOR_CH_MAX_STACKS);
 	rb_put(&sql, "", 1);
-	e = sql.oom ? -ENOMEM : ch__select(c, (char *)sql.p, &res, err, errlen);
+	x.rows = ids.p;
+	x.len = ids.len;
+	if (sql.oom || ids.oom)
+		e = -ENOMEM;
+	else if (sel.every)
+		e = ch__select(c, (char *)sql.p, &res, err, errlen);
+	else
+		e = ch__select_ext(c, (char *)sql.p, &x, &res, err, errlen);
 	if (!e)
 		e = rd_agg(&res, &agg, &n_agg, &n_values);
 	if (!e)
@@ -993,6 +1027,7 @@ out:
 	agg_free(agg, n_agg);
 	rb_free(&sql);
 	rb_free(&res);
+	rb_free(&ids);
 	free(sel.v);
 	return e;
 }
