@@ -149,6 +149,156 @@ struct series_sel {
 	bool every;		/* every series in the time range matched (type and selector) */
 };
 
+static int series_cmp(const void *pa, const void *pb)
+{
+	const struct series_row *a = pa, *b = pb;
+
+	if (a->series != b->series)
+		return a->series < b->series ? -1 : 1;
+	return a->sig < b->sig ? -1 : a->sig > b->sig;
+}
+
+/* Appends r to s: -ENOMEM. */
+static int series_add(struct series_sel *s, const struct series_row *r)
+{
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 256;
+		struct series_row *v = realloc(s->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		s->v = v;
+		s->cap = cap;
+	}
+	s->v[s->n++] = *r;
+	return 0;
+}
+
+/*
+ * Every (series, sig) in q's time range with its sums over its profiles (count, first time,
+ * duration, ...), sorted by (series, sig): numbers only, so ClickHouse reads no string column
+ * of the range's profiles (their labels, sample types, ... cost most of the old one query).
+ */
+static int series_sums(struct ch_store *c, const struct store_query *q, struct series_sel *all,
+		       char *err, size_t errlen)
+{
+	struct rb sql = { 0 }, res = { 0 };
+	struct rb_rd r;
+	int e;
+
+	rb_printf(&sql, "SELECT series, sig, count(), min(ts), max(period), sum(duration), "
+		  "min(time_nanos), arrayStringConcat(arraySlice(groupUniqArrayArray(comments), 1, "
+		  "16), '\\n') FROM profiles");
+	sql_where(&sql, q);
+	rb_printf(&sql, " GROUP BY series, sig LIMIT %d FORMAT RowBinary", CH_MAX_SERIES + 1);
+	rb_put(&sql, "", 1);
+	e = sql.oom ? -ENOMEM : ch__select(c, (char *)sql.p, &res, err, errlen);
+	rb_free(&sql);
+	r = (struct rb_rd){ res.p, res.p + res.len, false };
+	while (!e && rd_more(&r)) {
+		struct series_row sr = { 0 };
+
+		sr.series = rd_u64(&r);
+		sr.sig = rd_u64(&r);
+		sr.count = rd_u64(&r);
+		sr.first_ts = rd_u64(&r);
+		sr.period = (int64_t)rd_u64(&r);
+		sr.duration = (int64_t)rd_u64(&r);
+		sr.time_nanos = (int64_t)rd_u64(&r);
+		rd_strcpy(&r, sr.comments, sizeof(sr.comments));
+		if (!r.bad)
+			e = series_add(all, &sr);
+	}
+	if (!e && r.bad) {
+		snprintf(err, errlen, "clickhouse: malformed answer to the series query");
+		e = -EIO;
+	}
+	if (!e && all->n > CH_MAX_SERIES) {
+		snprintf(err, errlen, "the time range holds more than %d series: narrow it",
+			 CH_MAX_SERIES);
+		e = -E2BIG;
+	}
+	rb_free(&res);
+	if (!e)
+		qsort(all->v, all->n, sizeof(*all->v), series_cmp);
+	return e;
+}
+
+/*
+ * The labels and sample types of each (series, sig) of all, from its first profile in the
+ * range: those rows go as the external table firsts (series, sig, ts), whose ts (first in the
+ * profiles key) lets ClickHouse read only the granules that hold them. The rows whose series
+ * matches q's selector (and type) go to out.
+ */
+static int series_heads(struct ch_store *c, const struct store_query *q,
+			const struct series_sel *all, struct series_sel *out, char *err,
+			size_t errlen)
+{
+	struct rb sql = { 0 }, res = { 0 }, firsts = { 0 };
+	struct ch_ext x = { .name = "firsts", .structure = "series UInt64, sig UInt64, ts UInt64" };
+	struct rb_rd r;
+	size_t rows = 0;
+	int e;
+
+	for (size_t i = 0; i < all->n; i++)
+		rb_printf(&firsts, "%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\n", all->v[i].series,
+			  all->v[i].sig, all->v[i].first_ts);
+	rb_printf(&sql, "SELECT series, sig, service, type, device, label_keys, label_values, "
+		  "arrayStringConcat(sample_type, ','), arrayStringConcat(sample_unit, ','), "
+		  "default_type, period_type, period_unit, main_mapping FROM profiles");
+	sql_where(&sql, q);
+	rb_printf(&sql, " AND (series, sig, ts) IN firsts ORDER BY id LIMIT 1 BY series, sig "
+		  "FORMAT RowBinary");
+	rb_put(&sql, "", 1);
+	x.rows = firsts.p;
+	x.len = firsts.len;
+	e = sql.oom || firsts.oom ? -ENOMEM : ch__select_ext(c, (char *)sql.p, &x, &res, err,
+							     errlen);
+	rb_free(&sql);
+	rb_free(&firsts);
+	r = (struct rb_rd){ res.p, res.p + res.len, false };
+	while (!e && rd_more(&r)) {
+		struct series_row key, *sr;
+		char service[256], type[64], device[256], st[512], su[512], dt[64], pt[64], pu[64];
+		struct row_labels rl;
+		uint64_t main_mapping;
+
+		key.series = rd_u64(&r);
+		key.sig = rd_u64(&r);
+		rd_strcpy(&r, service, sizeof(service));
+		rd_strcpy(&r, type, sizeof(type));
+		rd_strcpy(&r, device, sizeof(device));
+		rd_labels(&r, &rl);
+		rd_strcpy(&r, st, sizeof(st));
+		rd_strcpy(&r, su, sizeof(su));
+		rd_strcpy(&r, dt, sizeof(dt));
+		rd_strcpy(&r, pt, sizeof(pt));
+		rd_strcpy(&r, pu, sizeof(pu));
+		main_mapping = rd_u64(&r);
+		sr = r.bad ? NULL : bsearch(&key, all->v, all->n, sizeof(key), series_cmp);
+		if (!sr)
+			continue;
+		rows++;
+		if ((q->type && *q->type && strcmp(type, q->type)) ||
+		    !selector__match(q->sel, service, device, rl.l, rl.n))
+			continue;
+		snprintf(sr->st, sizeof(sr->st), "%s", st);
+		snprintf(sr->su, sizeof(sr->su), "%s", su);
+		snprintf(sr->default_type, sizeof(sr->default_type), "%s", dt);
+		snprintf(sr->period_type, sizeof(sr->period_type), "%s", pt);
+		snprintf(sr->period_unit, sizeof(sr->period_unit), "%s", pu);
+		sr->main_mapping = main_mapping;
+		e = series_add(out, sr);
+	}
+	if (!e && r.bad) {
+		snprintf(err, errlen, "clickhouse: malformed answer to the series heads query");
+		e = -EIO;
+	}
+	out->every = !e && rows == all->n && out->n == rows;
+	rb_free(&res);
+	return e;
+}
+
 /*
  * The (series, sig) pairs in q's time range whose series matches q's selector: the selector
  * runs here, in our own code (Pyroscope's operators, POSIX regexes, the CPU budget), on one
@@ -157,82 +307,12 @@ struct series_sel {
 static int ch__series(struct ch_store *c, const struct store_query *q, struct series_sel *out,
 		      char *err, size_t errlen)
 {
-	struct rb sql = { 0 }, res = { 0 };
-	struct rb_rd r;
-	size_t rows = 0;
-	int e;
+	struct series_sel all = { 0 };
+	int e = series_sums(c, q, &all, err, errlen);
 
-	rb_printf(&sql, "SELECT series, sig, any(service), any(type), any(device), "
-		  "any(label_keys), any(label_values), count(), min(ts), "
-		  "arrayStringConcat(any(sample_type), ','), arrayStringConcat(any(sample_unit), ','), "
-		  "any(default_type), any(period_type), any(period_unit), max(period), "
-		  "sum(duration), min(time_nanos), any(main_mapping), "
-		  "arrayStringConcat(arraySlice(groupUniqArrayArray(comments), 1, 16), '\\n') FROM profiles");
-	sql_where(&sql, q); /* the type is matched below: to know when every series matched */
-	rb_printf(&sql, " GROUP BY series, sig LIMIT %d FORMAT RowBinary", CH_MAX_SERIES + 1);
-	if (sql.oom) {
-		rb_free(&sql);
-		return -ENOMEM;
-	}
-	rb_put(&sql, "", 1);
-	e = ch__select(c, (char *)sql.p, &res, err, errlen);
-	rb_free(&sql);
-	if (e)
-		return e;
-	r = (struct rb_rd){ res.p, res.p + res.len, false };
-	while (rd_more(&r)) {
-		struct series_row sr = { 0 };
-		char service[256], type[64], device[256];
-		struct row_labels rl;
-
-		sr.series = rd_u64(&r);
-		sr.sig = rd_u64(&r);
-		rd_strcpy(&r, service, sizeof(service));
-		rd_strcpy(&r, type, sizeof(type));
-		rd_strcpy(&r, device, sizeof(device));
-		rd_labels(&r, &rl);
-		sr.count = rd_u64(&r);
-		sr.first_ts = rd_u64(&r);
-		rd_strcpy(&r, sr.st, sizeof(sr.st));
-		rd_strcpy(&r, sr.su, sizeof(sr.su));
-		rd_strcpy(&r, sr.default_type, sizeof(sr.default_type));
-		rd_strcpy(&r, sr.period_type, sizeof(sr.period_type));
-		rd_strcpy(&r, sr.period_unit, sizeof(sr.period_unit));
-		sr.period = (int64_t)rd_u64(&r);
-		sr.duration = (int64_t)rd_u64(&r);
-		sr.time_nanos = (int64_t)rd_u64(&r);
-		sr.main_mapping = rd_u64(&r);
-		rd_strcpy(&r, sr.comments, sizeof(sr.comments));
-		if (r.bad)
-			break;
-		rows++;
-		if ((q->type && *q->type && strcmp(type, q->type)) ||
-		    !selector__match(q->sel, service, device, rl.l, rl.n))
-			continue;
-		if (out->n == out->cap) {
-			size_t cap = out->cap ? 2 * out->cap : 256;
-			struct series_row *v = realloc(out->v, cap * sizeof(*v));
-
-			if (!v) {
-				e = -ENOMEM;
-				break;
-			}
-			out->v = v;
-			out->cap = cap;
-		}
-		out->v[out->n++] = sr;
-	}
-	if (!e && r.bad) {
-		snprintf(err, errlen, "clickhouse: malformed answer to the series query");
-		e = -EIO;
-	}
-	out->every = !e && out->n == rows;
-	if (!e && rows > CH_MAX_SERIES) {
-		snprintf(err, errlen, "the time range holds more than %d series: narrow it",
-			 CH_MAX_SERIES);
-		e = -E2BIG;
-	}
-	rb_free(&res);
+	if (!e && all.n)
+		e = series_heads(c, q, &all, out, err, errlen);
+	free(all.v);
 	return e;
 }
 
