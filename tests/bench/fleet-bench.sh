@@ -179,10 +179,13 @@ if [[ " $PHASES " == *" query "* ]]; then
 			op -o "$T/flame.json" -w '%{time_total}\n' "https://localhost:$1/api/0/render?type=cpu&from=$2&to=$3&format=flamebearer"
 		done
 	}
-	qlog() { # what ClickHouse did for the merges since $1 (unix time): the last 3 warm ones
+	qlog() { # what ClickHouse did for the last 3 requests since $1 (unix time): medians
 		ch_sql 0 "SYSTEM FLUSH LOGS" >/dev/null
-		ch_sql 0 "SELECT read_rows, read_bytes, memory_usage, query_duration_ms FROM system.query_log WHERE type = 2 AND event_time >= toDateTime($1) AND query LIKE '%GROUP BY stack SETTINGS%' ORDER BY event_time DESC LIMIT 3" |
-			sort -k4 -g | awk 'NR == 2 {printf "    clickhouse (median of 3): %.1f M rows read, %.0f MB, %.0f MB memory, %d ms\n", $1 / 1e6, $2 / 1e6, $3 / 1e6, $4}'
+		for what in "merge:SELECT stack, [s%' OR query LIKE 'SELECT stack, sumForEach%" "series:SELECT series, sig, any(%" "series sums:SELECT series, sig, count()%" \
+			"series heads:SELECT series, sig, service%"; do
+			ch_sql 0 "SELECT read_rows, read_bytes, memory_usage, query_duration_ms, ProfileEvents.Values[indexOf(ProfileEvents.Names, 'UserTimeMicroseconds')] FROM system.query_log WHERE type = 2 AND event_time >= toDateTime($1) AND (query LIKE '${what#*:}') ORDER BY event_time DESC LIMIT 3" |
+				sort -k5 -g | awk -v w="${what%%:*}" 'NR == 2 {printf "    clickhouse %s queries (median of 3 by CPU): %.1f M rows read, %.0f MB, %.0f MB memory, %d ms, %.2f s user CPU\n", w, $1 / 1e6, $2 / 1e6, $3 / 1e6, $4, $5 / 1e6}'
+		done
 	}
 	for port in "${ports[@]}"; do
 		how=rollup
