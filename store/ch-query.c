@@ -317,23 +317,17 @@ static int ch__series(struct ch_store *c, const struct store_query *q, struct se
 }
 
 /*
- * " AND series IN (a,b,...)" for the rows of sig (0 = every row); nothing when every series in
- * the range matched (a fleet-wide query: a set of 10,000 series cost more than the rows' sum).
+ * " AND series IN (a,b,...)" (listings and timelines: one branch, so a literal list; merges
+ * send theirs as an external table, below); nothing when every series in the range matched (a
+ * fleet-wide query: a set of 10,000 series cost more than the rows' sum).
  */
-static void sql_series_in(struct rb *b, const struct series_sel *s, uint64_t sig)
+static void sql_series_in(struct rb *b, const struct series_sel *s)
 {
-	bool first = true;
-
 	if (s->every)
 		return;
-
 	rb_printf(b, " AND series IN (");
-	for (size_t i = 0; i < s->n; i++) {
-		if (sig && s->v[i].sig != sig)
-			continue;
-		rb_printf(b, "%s%" PRIu64, first ? "" : ",", s->v[i].series);
-		first = false;
-	}
+	for (size_t i = 0; i < s->n; i++)
+		rb_printf(b, "%s%" PRIu64, i ? "," : "", s->v[i].series);
 	rb_printf(b, ")");
 }
 
@@ -1323,7 +1317,7 @@ int ch__list(struct store *base, const struct store_query *q, store_entry_fn cb,
 	rb_printf(&sql, "SELECT id, ts, service, type, device, label_keys, label_values, value, "
 		  "size, flags FROM profiles");
 	sql_where_type(&sql, q);
-	sql_series_in(&sql, &sel, 0);
+	sql_series_in(&sql, &sel);
 	rb_printf(&sql, " ORDER BY ts %s, id", q->newest_first ? "DESC" : "ASC");
 	if (q->limit)
 		rb_printf(&sql, " LIMIT %zu", q->limit);
@@ -1414,7 +1408,7 @@ int ch__timeline(struct store *base, const struct store_query *q, uint64_t from_
 		  "FROM profiles", from_ns, step_ns);
 	sql_where_type(&sql, q);
 	rb_printf(&sql, " AND ts >= %" PRIu64, from_ns);
-	sql_series_in(&sql, &sel, 0);
+	sql_series_in(&sql, &sel);
 	rb_printf(&sql, " GROUP BY b FORMAT RowBinary");
 	rb_put(&sql, "", 1);
 	free(sel.v);

@@ -77,7 +77,7 @@ ch_start 0
 DB=edgeprof_fleet
 echo "load: $(uptime)"
 echo "fleet bench: $(nproc) CPUs, ClickHouse $(ch_sql 0 'SELECT version()'), profiles of" \
-	"$(stat -c %s "$T/fleet/fw0-0.pb.gz") bytes (fw0-0)"
+	"$(stat -c %s "$T/fleet/fw0-0.pb.gz" 2>/dev/null || echo "(not made: no ingest phase)") bytes (fw0-0)"
 
 if [[ " $PHASES " == *" ingest "* ]]; then
 	urls=() cpids=()
