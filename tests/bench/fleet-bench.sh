@@ -32,6 +32,9 @@
 #   day and over the day less a half hour at each end (raw rows for those partial hours). The
 #   generated rows go through samples' materialized view as ingest's do (the hourly rollup),
 #   whose parts are then merged (OPTIMIZE ... FINAL: what a day of background merges leaves).
+#   Beside each time, ClickHouse's own figures for the merge and series queries of those 3
+#   requests (system.query_log: rows and bytes read, memory, ms, user CPU; medians by CPU):
+#   load-independent evidence, where the times swing with the load of this shared machine.
 #   RAW_PEER (1): the same queries through a collector that reads raw rows only
 #   (--rollup-seconds 0), and their answers compared with the rollup's.
 set -eu
