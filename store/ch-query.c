@@ -26,6 +26,18 @@ int ch__select(struct ch_store *c, const char *sql, struct rb *out, char *err, s
 	return e;
 }
 
+/* ch__select with an external table (ch_conn__run_ext). */
+static int ch__select_ext(struct ch_store *c, const char *sql, const struct ch_ext *x,
+			  struct rb *out, char *err, size_t errlen)
+{
+	struct ch_conn *conn = ch_conn__new(&c->o);
+	int e = conn ? ch_conn__run_ext(conn, sql, CH_QUERY_SETTINGS, x, out, err, errlen)
+		     : -ENOMEM;
+
+	ch_conn__free(conn);
+	return e;
+}
+
 static void sql_str(struct rb *b, const char *s)
 {
 	rb_put(b, "'", 1);
@@ -137,6 +149,156 @@ struct series_sel {
 	bool every;		/* every series in the time range matched (type and selector) */
 };
 
+static int series_cmp(const void *pa, const void *pb)
+{
+	const struct series_row *a = pa, *b = pb;
+
+	if (a->series != b->series)
+		return a->series < b->series ? -1 : 1;
+	return a->sig < b->sig ? -1 : a->sig > b->sig;
+}
+
+/* Appends r to s: -ENOMEM. */
+static int series_add(struct series_sel *s, const struct series_row *r)
+{
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 256;
+		struct series_row *v = realloc(s->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		s->v = v;
+		s->cap = cap;
+	}
+	s->v[s->n++] = *r;
+	return 0;
+}
+
+/*
+ * Every (series, sig) in q's time range with its sums over its profiles (count, first time,
+ * duration, ...), sorted by (series, sig): numbers only, so ClickHouse reads no string column
+ * of the range's profiles (their labels, sample types, ... cost most of the old one query).
+ */
+static int series_sums(struct ch_store *c, const struct store_query *q, struct series_sel *all,
+		       char *err, size_t errlen)
+{
+	struct rb sql = { 0 }, res = { 0 };
+	struct rb_rd r;
+	int e;
+
+	rb_printf(&sql, "SELECT series, sig, count(), min(ts), max(period), sum(duration), "
+		  "min(time_nanos), arrayStringConcat(arraySlice(groupUniqArrayArray(comments), 1, "
+		  "16), '\\n') FROM profiles");
+	sql_where(&sql, q);
+	rb_printf(&sql, " GROUP BY series, sig LIMIT %d FORMAT RowBinary", CH_MAX_SERIES + 1);
+	rb_put(&sql, "", 1);
+	e = sql.oom ? -ENOMEM : ch__select(c, (char *)sql.p, &res, err, errlen);
+	rb_free(&sql);
+	r = (struct rb_rd){ res.p, res.p + res.len, false };
+	while (!e && rd_more(&r)) {
+		struct series_row sr = { 0 };
+
+		sr.series = rd_u64(&r);
+		sr.sig = rd_u64(&r);
+		sr.count = rd_u64(&r);
+		sr.first_ts = rd_u64(&r);
+		sr.period = (int64_t)rd_u64(&r);
+		sr.duration = (int64_t)rd_u64(&r);
+		sr.time_nanos = (int64_t)rd_u64(&r);
+		rd_strcpy(&r, sr.comments, sizeof(sr.comments));
+		if (!r.bad)
+			e = series_add(all, &sr);
+	}
+	if (!e && r.bad) {
+		snprintf(err, errlen, "clickhouse: malformed answer to the series query");
+		e = -EIO;
+	}
+	if (!e && all->n > CH_MAX_SERIES) {
+		snprintf(err, errlen, "the time range holds more than %d series: narrow it",
+			 CH_MAX_SERIES);
+		e = -E2BIG;
+	}
+	rb_free(&res);
+	if (!e)
+		qsort(all->v, all->n, sizeof(*all->v), series_cmp);
+	return e;
+}
+
+/*
+ * The labels and sample types of each (series, sig) of all, from its first profile in the
+ * range: those rows go as the external table firsts (series, sig, ts), whose ts (first in the
+ * profiles key) lets ClickHouse read only the granules that hold them. The rows whose series
+ * matches q's selector (and type) go to out.
+ */
+static int series_heads(struct ch_store *c, const struct store_query *q,
+			const struct series_sel *all, struct series_sel *out, char *err,
+			size_t errlen)
+{
+	struct rb sql = { 0 }, res = { 0 }, firsts = { 0 };
+	struct ch_ext x = { .name = "firsts", .structure = "series UInt64, sig UInt64, ts UInt64" };
+	struct rb_rd r;
+	size_t rows = 0;
+	int e;
+
+	for (size_t i = 0; i < all->n; i++)
+		rb_printf(&firsts, "%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\n", all->v[i].series,
+			  all->v[i].sig, all->v[i].first_ts);
+	rb_printf(&sql, "SELECT series, sig, service, type, device, label_keys, label_values, "
+		  "arrayStringConcat(sample_type, ','), arrayStringConcat(sample_unit, ','), "
+		  "default_type, period_type, period_unit, main_mapping FROM profiles");
+	sql_where(&sql, q);
+	rb_printf(&sql, " AND (series, sig, ts) IN firsts ORDER BY id LIMIT 1 BY series, sig "
+		  "FORMAT RowBinary");
+	rb_put(&sql, "", 1);
+	x.rows = firsts.p;
+	x.len = firsts.len;
+	e = sql.oom || firsts.oom ? -ENOMEM : ch__select_ext(c, (char *)sql.p, &x, &res, err,
+							     errlen);
+	rb_free(&sql);
+	rb_free(&firsts);
+	r = (struct rb_rd){ res.p, res.p + res.len, false };
+	while (!e && rd_more(&r)) {
+		struct series_row key, *sr;
+		char service[256], type[64], device[256], st[512], su[512], dt[64], pt[64], pu[64];
+		struct row_labels rl;
+		uint64_t main_mapping;
+
+		key.series = rd_u64(&r);
+		key.sig = rd_u64(&r);
+		rd_strcpy(&r, service, sizeof(service));
+		rd_strcpy(&r, type, sizeof(type));
+		rd_strcpy(&r, device, sizeof(device));
+		rd_labels(&r, &rl);
+		rd_strcpy(&r, st, sizeof(st));
+		rd_strcpy(&r, su, sizeof(su));
+		rd_strcpy(&r, dt, sizeof(dt));
+		rd_strcpy(&r, pt, sizeof(pt));
+		rd_strcpy(&r, pu, sizeof(pu));
+		main_mapping = rd_u64(&r);
+		sr = r.bad ? NULL : bsearch(&key, all->v, all->n, sizeof(key), series_cmp);
+		if (!sr)
+			continue;
+		rows++;
+		if ((q->type && *q->type && strcmp(type, q->type)) ||
+		    !selector__match(q->sel, service, device, rl.l, rl.n))
+			continue;
+		snprintf(sr->st, sizeof(sr->st), "%s", st);
+		snprintf(sr->su, sizeof(sr->su), "%s", su);
+		snprintf(sr->default_type, sizeof(sr->default_type), "%s", dt);
+		snprintf(sr->period_type, sizeof(sr->period_type), "%s", pt);
+		snprintf(sr->period_unit, sizeof(sr->period_unit), "%s", pu);
+		sr->main_mapping = main_mapping;
+		e = series_add(out, sr);
+	}
+	if (!e && r.bad) {
+		snprintf(err, errlen, "clickhouse: malformed answer to the series heads query");
+		e = -EIO;
+	}
+	out->every = !e && rows == all->n && out->n == rows;
+	rb_free(&res);
+	return e;
+}
+
 /*
  * The (series, sig) pairs in q's time range whose series matches q's selector: the selector
  * runs here, in our own code (Pyroscope's operators, POSIX regexes, the CPU budget), on one
@@ -145,104 +307,42 @@ struct series_sel {
 static int ch__series(struct ch_store *c, const struct store_query *q, struct series_sel *out,
 		      char *err, size_t errlen)
 {
-	struct rb sql = { 0 }, res = { 0 };
-	struct rb_rd r;
-	size_t rows = 0;
-	int e;
+	struct series_sel all = { 0 };
+	int e = series_sums(c, q, &all, err, errlen);
 
-	rb_printf(&sql, "SELECT series, sig, any(service), any(type), any(device), "
-		  "any(label_keys), any(label_values), count(), min(ts), "
-		  "arrayStringConcat(any(sample_type), ','), arrayStringConcat(any(sample_unit), ','), "
-		  "any(default_type), any(period_type), any(period_unit), max(period), "
-		  "sum(duration), min(time_nanos), any(main_mapping), "
-		  "arrayStringConcat(arraySlice(groupUniqArrayArray(comments), 1, 16), '\\n') FROM profiles");
-	sql_where(&sql, q); /* the type is matched below: to know when every series matched */
-	rb_printf(&sql, " GROUP BY series, sig LIMIT %d FORMAT RowBinary", CH_MAX_SERIES + 1);
-	if (sql.oom) {
-		rb_free(&sql);
-		return -ENOMEM;
-	}
-	rb_put(&sql, "", 1);
-	e = ch__select(c, (char *)sql.p, &res, err, errlen);
-	rb_free(&sql);
-	if (e)
-		return e;
-	r = (struct rb_rd){ res.p, res.p + res.len, false };
-	while (rd_more(&r)) {
-		struct series_row sr = { 0 };
-		char service[256], type[64], device[256];
-		struct row_labels rl;
-
-		sr.series = rd_u64(&r);
-		sr.sig = rd_u64(&r);
-		rd_strcpy(&r, service, sizeof(service));
-		rd_strcpy(&r, type, sizeof(type));
-		rd_strcpy(&r, device, sizeof(device));
-		rd_labels(&r, &rl);
-		sr.count = rd_u64(&r);
-		sr.first_ts = rd_u64(&r);
-		rd_strcpy(&r, sr.st, sizeof(sr.st));
-		rd_strcpy(&r, sr.su, sizeof(sr.su));
-		rd_strcpy(&r, sr.default_type, sizeof(sr.default_type));
-		rd_strcpy(&r, sr.period_type, sizeof(sr.period_type));
-		rd_strcpy(&r, sr.period_unit, sizeof(sr.period_unit));
-		sr.period = (int64_t)rd_u64(&r);
-		sr.duration = (int64_t)rd_u64(&r);
-		sr.time_nanos = (int64_t)rd_u64(&r);
-		sr.main_mapping = rd_u64(&r);
-		rd_strcpy(&r, sr.comments, sizeof(sr.comments));
-		if (r.bad)
-			break;
-		rows++;
-		if ((q->type && *q->type && strcmp(type, q->type)) ||
-		    !selector__match(q->sel, service, device, rl.l, rl.n))
-			continue;
-		if (out->n == out->cap) {
-			size_t cap = out->cap ? 2 * out->cap : 256;
-			struct series_row *v = realloc(out->v, cap * sizeof(*v));
-
-			if (!v) {
-				e = -ENOMEM;
-				break;
-			}
-			out->v = v;
-			out->cap = cap;
-		}
-		out->v[out->n++] = sr;
-	}
-	if (!e && r.bad) {
-		snprintf(err, errlen, "clickhouse: malformed answer to the series query");
-		e = -EIO;
-	}
-	out->every = !e && out->n == rows;
-	if (!e && rows > CH_MAX_SERIES) {
-		snprintf(err, errlen, "the time range holds more than %d series: narrow it",
-			 CH_MAX_SERIES);
-		e = -E2BIG;
-	}
-	rb_free(&res);
+	if (!e && all.n)
+		e = series_heads(c, q, &all, out, err, errlen);
+	free(all.v);
 	return e;
 }
 
 /*
- * " AND series IN (a,b,...)" for the rows of sig (0 = every row); nothing when every series in
- * the range matched (a fleet-wide query: a set of 10,000 series cost more than the rows' sum).
+ * " AND series IN (a,b,...)" (listings and timelines: one branch, so a literal list; merges
+ * send theirs as an external table, below); nothing when every series in the range matched (a
+ * fleet-wide query: a set of 10,000 series cost more than the rows' sum).
  */
-static void sql_series_in(struct rb *b, const struct series_sel *s, uint64_t sig)
+static void sql_series_in(struct rb *b, const struct series_sel *s)
 {
-	bool first = true;
-
 	if (s->every)
 		return;
-
 	rb_printf(b, " AND series IN (");
-	for (size_t i = 0; i < s->n; i++) {
-		if (sig && s->v[i].sig != sig)
-			continue;
-		rb_printf(b, "%s%" PRIu64, first ? "" : ",", s->v[i].series);
-		first = false;
-	}
+	for (size_t i = 0; i < s->n; i++)
+		rb_printf(b, "%s%" PRIu64, i ? "," : "", s->v[i].series);
 	rb_printf(b, ")");
+}
+
+/*
+ * A merge's series set, sent once as the external table sel_series (one id a line) and read
+ * by every branch of its UNION through " AND series IN sel_series": a literal list of the
+ * thousands of ids a label selects was parsed, and made into a set, once per branch.
+ */
+#define SEL_EXT_NAME "sel_series"
+
+static void sel_ext_rows(struct rb *rows, const struct series_sel *s, uint64_t sig)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (s->v[i].sig == sig)
+			rb_printf(rows, "%" PRIu64 "\n", s->v[i].series);
 }
 
 /* ---- building a pprof from aggregated samples ---------------------------------------------- */
@@ -823,7 +923,7 @@ static long dirty_hours(struct ch_store *c, uint64_t h0, uint64_t h1, struct rb 
 
 /* One branch of the UNION: the raw rows in [from, to] as nt scalar columns v0... */
 static void sql_raw_rows(struct ch_store *c, struct rb *b, uint64_t from, uint64_t to,
-			 size_t nt, const struct series_sel *sel, uint64_t sig)
+			 size_t nt, const char *in, uint64_t sig)
 {
 	rb_printf(b, "SELECT stack");
 	for (size_t i = 0; i < nt; i++)
@@ -831,8 +931,7 @@ static void sql_raw_rows(struct ch_store *c, struct rb *b, uint64_t from, uint64
 	rb_printf(b, " FROM samples");
 	sql_where_samples(b, &(struct store_query){ .from_ns = from, .to_ns = to },
 			  c->samples_hour);
-	rb_printf(b, " AND sig = %" PRIu64, sig);
-	sql_series_in(b, sel, sig);
+	rb_printf(b, " AND sig = %" PRIu64 "%s", sig, in);
 }
 
 /*
@@ -843,7 +942,7 @@ static void sql_raw_rows(struct ch_store *c, struct rb *b, uint64_t from, uint64
  * whole hour, more than CH_ROLLUP_VALUES sample types, or --rollup-seconds 0): raw only.
  */
 static bool sql_merge(struct ch_store *c, struct rb *b, const struct store_query *q,
-		      const struct series_sel *sel, uint64_t sig, size_t nt)
+		      const char *in, uint64_t sig, size_t nt)
 {
 	uint64_t to = q->to_ns ? q->to_ns : UINT64_MAX / 2;
 	uint64_t h0 = (q->from_ns + CH_ROLLUP_NS - 1) / CH_ROLLUP_NS, h1 = (to + 1) / CH_ROLLUP_NS;
@@ -860,8 +959,7 @@ static bool sql_merge(struct ch_store *c, struct rb *b, const struct store_query
 	if (nd < 0) {
 		rb_printf(b, "SELECT stack, sumForEach(v) FROM samples");
 		sql_where_samples(b, q, c->samples_hour);
-		rb_printf(b, " AND sig = %" PRIu64, sig);
-		sql_series_in(b, sel, sig);
+		rb_printf(b, " AND sig = %" PRIu64 "%s", sig, in);
 		rb_free(&dirty);
 		return false;
 	}
@@ -873,24 +971,23 @@ static bool sql_merge(struct ch_store *c, struct rb *b, const struct store_query
 		rb_printf(b, ", v%zu", i);
 	rb_printf(b, " FROM samples_1h");
 	sql_days(b, h0 * CH_ROLLUP_NS, h1 * CH_ROLLUP_NS - 1);
-	rb_printf(b, " AND hour >= %" PRIu64 " AND hour < %" PRIu64 " AND sig = %" PRIu64, h0, h1,
-		  sig);
+	rb_printf(b, " AND hour >= %" PRIu64 " AND hour < %" PRIu64 " AND sig = %" PRIu64 "%s", h0,
+		  h1, sig, in);
 	if (nd)
 		rb_printf(b, " AND hour NOT IN (%s)", (char *)dirty.p);
-	sql_series_in(b, sel, sig);
 	if (nd) { /* the hours the rollup may be short of: raw */
 		rb_printf(b, " UNION ALL ");
-		sql_raw_rows(c, b, h0 * CH_ROLLUP_NS, h1 * CH_ROLLUP_NS - 1, nt, sel, sig);
+		sql_raw_rows(c, b, h0 * CH_ROLLUP_NS, h1 * CH_ROLLUP_NS - 1, nt, in, sig);
 		rb_printf(b, " AND %s IN (%s)", c->samples_hour ? "hour" :
 			  "intDiv(ts, 3600000000000)", (char *)dirty.p);
 	}
 	if (q->from_ns < h0 * CH_ROLLUP_NS) {
 		rb_printf(b, " UNION ALL ");
-		sql_raw_rows(c, b, q->from_ns, h0 * CH_ROLLUP_NS - 1, nt, sel, sig);
+		sql_raw_rows(c, b, q->from_ns, h0 * CH_ROLLUP_NS - 1, nt, in, sig);
 	}
 	if (h1 * CH_ROLLUP_NS <= to) {
 		rb_printf(b, " UNION ALL ");
-		sql_raw_rows(c, b, h1 * CH_ROLLUP_NS, to, nt, sel, sig);
+		sql_raw_rows(c, b, h1 * CH_ROLLUP_NS, to, nt, in, sig);
 	}
 	rb_printf(b, ")");
 	rb_free(&dirty);
@@ -930,11 +1027,12 @@ int ch__merge(struct store *base, const struct store_query *q, struct pprof_prof
 	struct ch_store *c = ch_of(base);
 	struct series_sel sel = { 0 };
 	struct pprof_head h = { .time_nanos = 0 };
-	struct rb sql = { 0 }, res = { 0 };
+	struct rb sql = { 0 }, res = { 0 }, ids = { 0 };
 	struct pprof_buf pb = { 0 };
 	struct agg_sample *agg = NULL;
 	size_t n_agg = 0, n_values = 0, lost = 0;
 	bool rolled = false;
+	struct ch_ext x = { .name = SEL_EXT_NAME, .structure = "series UInt64" };
 	uint64_t sig, count = 0, total = 0;
 	int e;
 
@@ -964,12 +1062,22 @@ int ch__merge(struct store *base, const struct store_query *q, struct pprof_prof
 		snprintf(h.comment, sizeof(h.comment), "edgeprof: %" PRIu64 " profile%s skipped: "
 			 "sample or period types that cannot merge with the rest",
 			 total - count, total - count > 1 ? "s" : "");
-	rolled = sql_merge(c, &sql, q, &sel, sig, n_types(h.row));
+	if (!sel.every)
+		sel_ext_rows(&ids, &sel, sig);
+	rolled = sql_merge(c, &sql, q, sel.every ? "" : " AND series IN " SEL_EXT_NAME, sig,
+			   n_types(h.row));
 	rb_printf(&sql, " GROUP BY stack SETTINGS max_rows_to_group_by = %d, "
 		  "group_by_overflow_mode = 'throw' FORMAT RowBinary",
 		  CONFIG_COLLECTOR_CH_MAX_STACKS);
 	rb_put(&sql, "", 1);
-	e = sql.oom ? -ENOMEM : ch__select(c, (char *)sql.p, &res, err, errlen);
+	x.rows = ids.p;
+	x.len = ids.len;
+	if (sql.oom || ids.oom)
+		e = -ENOMEM;
+	else if (sel.every)
+		e = ch__select(c, (char *)sql.p, &res, err, errlen);
+	else
+		e = ch__select_ext(c, (char *)sql.p, &x, &res, err, errlen);
 	if (!e)
 		e = rd_agg(&res, &agg, &n_agg, &n_values);
 	if (!e)
@@ -993,6 +1101,7 @@ out:
 	agg_free(agg, n_agg);
 	rb_free(&sql);
 	rb_free(&res);
+	rb_free(&ids);
 	free(sel.v);
 	return e;
 }
@@ -1208,7 +1317,7 @@ int ch__list(struct store *base, const struct store_query *q, store_entry_fn cb,
 	rb_printf(&sql, "SELECT id, ts, service, type, device, label_keys, label_values, value, "
 		  "size, flags FROM profiles");
 	sql_where_type(&sql, q);
-	sql_series_in(&sql, &sel, 0);
+	sql_series_in(&sql, &sel);
 	rb_printf(&sql, " ORDER BY ts %s, id", q->newest_first ? "DESC" : "ASC");
 	if (q->limit)
 		rb_printf(&sql, " LIMIT %zu", q->limit);
@@ -1299,7 +1408,7 @@ int ch__timeline(struct store *base, const struct store_query *q, uint64_t from_
 		  "FROM profiles", from_ns, step_ns);
 	sql_where_type(&sql, q);
 	rb_printf(&sql, " AND ts >= %" PRIu64, from_ns);
-	sql_series_in(&sql, &sel, 0);
+	sql_series_in(&sql, &sel);
 	rb_printf(&sql, " GROUP BY b FORMAT RowBinary");
 	rb_put(&sql, "", 1);
 	free(sel.v);

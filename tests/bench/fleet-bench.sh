@@ -8,7 +8,14 @@
 #          COLLECTORS (2), SPOOL (1: --ch-spool), BATCH_MS (2000), SAMPLES (3400 per profile),
 #          PROFILES (1000000: the query phase's synthetic day), ROWS (130 per profile),
 #          RAW_PEER (1),
-#          CH_FLAGS (more collector flags, e.g. "--ch-queue 32M": spill to the spool sooner)
+#          CH_FLAGS (more collector flags, e.g. "--ch-queue 32M": spill to the spool sooner),
+#          CH_DIR (ClickHouse's directory, kept after the run: a day generated once is reused)
+#
+# CH_DIR=dir: ClickHouse's config and data live in dir, not in the temp dir, and stay there.
+#   The first run (PHASES="ingest query") fills it; later runs with PHASES=query and the same
+#   PROFILES and ROWS find the day already generated and only run the queries (a 1M-profile
+#   day takes 10-16 minutes to generate on this machine under load). The stacks come from
+#   the first run's ingest (database edgeprof_fleet).
 #
 # ingest: the fleet's profiles are made by `pprof-tool fleet` from real profiles' stacks (Go's
 #   runtime/pprof profiles that tests/oracle writes when go is installed, and the fuzz corpus's
@@ -25,6 +32,9 @@
 #   day and over the day less a half hour at each end (raw rows for those partial hours). The
 #   generated rows are summed into the hourly rollup by hour (what collectors send at ingest),
 #   whose parts are then merged (OPTIMIZE ... FINAL: what a day of background merges leaves).
+#   Beside each time, ClickHouse's own figures for the merge and series queries of those 3
+#   requests (system.query_log: rows and bytes read, memory, ms, user CPU; medians by CPU):
+#   load-independent evidence, where the times swing with the load of this shared machine.
 #   RAW_PEER (1): the same queries through a collector that reads raw rows only
 #   (--rollup-seconds 0), and their answers compared with the rollup's.
 set -eu
@@ -51,17 +61,27 @@ median3() { sort -g | awk 'NR == 2'; }
 
 make_pki
 mkdir -p "$T/pool" "$T/fleet"
-if command -v go >/dev/null; then
-	(cd "$top/tests/oracle" && GOCACHE=$T/gocache GOFLAGS=-mod=mod go run . "$T/pool" 1 >/dev/null 2>&1) ||
-		echo "(tests/oracle failed: the pool is the fuzz corpus's profiles only)"
+if [[ " $PHASES " == *" ingest "* ]]; then
+	if command -v go >/dev/null; then
+		(cd "$top/tests/oracle" && GOCACHE=$T/gocache GOFLAGS=-mod=mod go run . "$T/pool" 1 >/dev/null 2>&1) ||
+			echo "(tests/oracle failed: the pool is the fuzz corpus's profiles only)"
+	fi
+	"$PPROF_TOOL" fleet "$T/fleet" 4 16 "$SAMPLES" "$T"/pool/*.pb.gz \
+		"$top"/tests/fuzz/pprof-reader.corpus/go-*.gz.seed 2>&1 | sed 's/^/pool: /'
 fi
-"$PPROF_TOOL" fleet "$T/fleet" 4 16 "$SAMPLES" "$T"/pool/*.pb.gz \
-	"$top"/tests/fuzz/pprof-reader.corpus/go-*.gz.seed 2>&1 | sed 's/^/pool: /'
+if [ -n "${CH_DIR:-}" ]; then # kept: the config is rewritten for this run's paths
+	mkdir -p "$CH_DIR"
+	ln -s "$(cd "$CH_DIR" && pwd)" "$T/ch0"
+	rm -f "$T/ch0/config.xml"
+fi
+ch_config 0
+# every query in system.query_log (rows and bytes read, memory), for the query phase's figures
+sed -i '0,/<default>/s//<default><log_queries>1<\/log_queries>/' "$T/ch0/users.xml"
 ch_start 0
 DB=edgeprof_fleet
 echo "load: $(uptime)"
 echo "fleet bench: $(nproc) CPUs, ClickHouse $(ch_sql 0 'SELECT version()'), profiles of" \
-	"$(stat -c %s "$T/fleet/fw0-0.pb.gz") bytes (fw0-0)"
+	"$(stat -c %s "$T/fleet/fw0-0.pb.gz" 2>/dev/null || echo "(not made: no ingest phase)") bytes (fw0-0)"
 
 if [[ " $PHASES " == *" ingest "* ]]; then
 	urls=() cpids=()
@@ -133,8 +153,12 @@ if [[ " $PHASES " == *" query "* ]]; then
 	done
 	sig=$(ch_sql 0 "SELECT any(sig) FROM $DB.profiles")
 	main=$(ch_sql 0 "SELECT any(main_mapping) FROM $DB.profiles")
-	t0=$(( ($(date +%s) / 86400 - 1) * 86400 ))000000000
 	step=$((86400000000000 / PROFILES))
+	if [ "$(ch_sql 0 "SELECT count() FROM $Q.samples")" = $((PROFILES * ROWS)) ]; then
+		t0=$(ch_sql 0 "SELECT min(ts) FROM $Q.profiles")
+		echo "query: the day of $PROFILES profiles kept in $CH_DIR (from $t0): not generated again"
+	else
+	t0=$(( ($(date +%s) / 86400 - 1) * 86400 ))000000000
 	s0=$(date +%s.%N)
 	ch_sql 0 "INSERT INTO $Q.profiles SELECT toDate(toDateTime(intDiv(ts, 1000000000))), ts, p + 1, cityHash64(p % 10000), $sig, 'bench', 'cpu', 'dev-1', ['node', 'region', 'version'], [concat('gw-', toString(p % 10000)), concat('r', toString(p % 4)), concat('fw', toString(intDiv(p % 10000, 7) % 4))], '', toInt64($ROWS * 10000000), toUInt64(20000), toUInt16(0), ['samples', 'cpu'], ['count', 'nanoseconds'], '', 'cpu', 'nanoseconds', toInt64(10000000), toInt64(ts), toInt64(0), toUInt64($main), emptyArrayString() FROM (SELECT number AS p, toUInt64($t0) + number * $step AS ts FROM numbers($PROFILES))"
 	ch_sql 0 "INSERT INTO $Q.samples WITH (SELECT groupArray(stack) FROM $DB.stacks) AS st SELECT toDate(toDateTime(intDiv(ts, 1000000000))), ts, cityHash64(p % 10000), $sig, p + 1, st[1 + toUInt64(floor(length(st) * pow(((p * 131 + k * 977) % 1000) / 1000, 2)))], [toInt64(1 + k % 3), toInt64(10000000 * (1 + k % 3))] FROM (SELECT intDiv(number, $ROWS) AS p, number % $ROWS AS k, toUInt64($t0) + p * $step AS ts FROM numbers($((PROFILES * ROWS))))"
@@ -152,6 +176,7 @@ if [[ " $PHASES " == *" query "* ]]; then
 	ch_sql 0 "OPTIMIZE TABLE $Q.samples_1h FINAL"
 	echo "query: samples_1h merged in $(echo "$(date +%s.%N) - $s0" | bc) s: $(ch_sql 0 "SELECT count() FROM $Q.samples_1h") rows," \
 		"$(ch_sql 0 "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = '$Q' AND table = 'samples_1h'") bytes on disk"
+	fi
 	ports=("$CC_PORT")
 	if [ "${RAW_PEER:-1}" = 1 ]; then # the same queries on raw rows only: the peer
 		start_ch_collector cr "http://127.0.0.1:$(ch_http_port 0)/$Q" --rollup-seconds 0
@@ -172,6 +197,14 @@ if [[ " $PHASES " == *" query "* ]]; then
 			op -o "$T/flame.json" -w '%{time_total}\n' "https://localhost:$1/api/0/render?type=cpu&from=$2&to=$3&format=flamebearer"
 		done
 	}
+	qlog() { # what ClickHouse did for the last 3 requests since $1 (unix time): medians
+		ch_sql 0 "SYSTEM FLUSH LOGS" >/dev/null
+		for what in "merge:SELECT stack, [s%' OR query LIKE 'SELECT stack, sumForEach%" "series:SELECT series, sig, any(%" "series sums:SELECT series, sig, count()%" \
+			"series heads:SELECT series, sig, service%"; do
+			ch_sql 0 "SELECT read_rows, read_bytes, memory_usage, query_duration_ms, ProfileEvents.Values[indexOf(ProfileEvents.Names, 'UserTimeMicroseconds')] FROM system.query_log WHERE type = 2 AND event_time >= toDateTime($1) AND (query LIKE '${what#*:}') ORDER BY event_time DESC LIMIT 3" |
+				sort -k5 -g | awk -v w="${what%%:*}" 'NR == 2 {printf "    clickhouse %s queries (median of 3 by CPU): %.1f M rows read, %.0f MB, %.0f MB memory, %d ms, %.2f s user CPU\n", w, $1 / 1e6, $2 / 1e6, $3 / 1e6, $4, $5 / 1e6}'
+		done
+	}
 	for port in "${ports[@]}"; do
 		how=rollup
 		[ "$port" = "${ports[0]}" ] || how="raw rows (--rollup-seconds 0)"
@@ -179,12 +212,16 @@ if [[ " $PHASES " == *" query "* ]]; then
 			set -- $range
 			r0=$1 r1=$2
 			shift 2
+			q0=$(date +%s)
 			top50 "$port" "$r0" "$r1" >"$T/top.times"
 			tail -n 3 "$T/top.times" | median3 | awk -v n="$(grep -i '^x-edgeprof-profiles' "$T/top.h" | tr -dc 0-9)" -v how="$how" -v what="$*" \
 				'{printf "query (%s, %s): top-50 functions of version fw1 (%d profiles): %.2f s (median of 3, warm; goal <= 2 s)\n", how, what, n, $1}'
+			qlog "$q0"
 			cp "$T/top.txt" "$T/top.$port.$r0"
+			q0=$(date +%s)
 			flame "$port" "$r0" "$r1" | tail -n 3 | median3 | awk -v how="$how" -v what="$*" \
 				'{printf "query (%s, %s): flame graph (flamebearer) of the fleet: %.2f s (median of 3, warm; goal <= 3 s)\n", how, what, $1}'
+			qlog "$q0"
 			cp "$T/flame.json" "$T/flame.$port.$r0"
 		done
 	done
@@ -203,3 +240,4 @@ if [ -n "${KEEP:-}" ]; then # look around: ClickHouse and the last collector sta
 	echo "kept: $T, ClickHouse http://127.0.0.1:$(ch_http_port 0)/, collector port ${CC_PORT:-}"
 	sleep "$KEEP"
 fi
+[ -z "${CH_DIR:-}" ] || ch_stop 0 # a clean stop: the kept data dir is reused

@@ -152,6 +152,20 @@ start_ch_collector ccraw "http://127.0.0.1:$(ch_http_port 0)/$DB" --ch-cluster e
 PORTS[2]=$CC_PORT
 get_flat 2 >"$T/flat2" || fail "merge through the raw collector"
 cmp -s "$T/flat0" "$T/flat2" || { diff "$T/flat0" "$T/flat2" | head; fail "the rollup's fleet merge differs from the raw rows'"; }
+# a selector's merge: its series go to the shards as an external table (sel_series), 4 of
+# the 8 series of the hour two days ago (on both shards) and none of the loads'
+sel='%7Bregion%3D~%22p%5B0-3%5D%22%7D'
+for i in 0 2; do
+	curl -gsS --fail --cacert "$T/pki/ca.crt" --cert "$T/pki/op.crt" --key "$T/pki/op.key" \
+		-D "$T/s$i.h" -o "$T/s$i.pb" \
+		"https://localhost:${PORTS[$i]}/api/0/profiles/merge?type=cpu&from=2000-01-01&query=$sel" ||
+		fail "a selector's merge through collector $i"
+	[ "$(grep -i '^x-edgeprof-profiles' "$T/s$i.h" | tr -dc 0-9)" = 4 ] ||
+		fail "a selector's merge through collector $i: not the 4 profiles of p0-p3"
+	"$PPROF_TOOL" flat "$T/s$i.pb" >"$T/sflat$i"
+done
+cmp -s "$T/sflat0" "$T/sflat2" || fail "the rollup's selector merge differs from the raw rows'"
+[ "$(awk '{s += $1} END {print (s > 0)}' "$T/sflat0")" = 1 ] || fail "an empty selector merge"
 echo "rollup: each shard's samples_1h_local sums to its samples_local in each hour not dirty" \
 	"($dirty of $hours hours marked dirty: read raw; $c0 and $c1 hours compared);" \
 	"the fleet merge (the rollup and dirty hours raw) equals the raw rows'"
