@@ -1273,8 +1273,9 @@ static int batch__mark_dirty(struct ch_store *c, struct ch_conn *conn, struct ch
 
 /*
  * The batch's hourly rollup rows (ch-rollup.c), once its samples are in and before its profile
- * rows (a profile row means stored to a retry). Not sent again after a failed INSERT: that one
- * may have been applied (a broken connection) and a second would count its rows twice, so the
+ * rows (a profile row means stored to a retry). Not sent again after a failed INSERT (any
+ * error, -ENOMEM too: it may come from reading the answer, after the body went): that one
+ * may have been applied and a second would count its rows twice, so the
  * retry marks their hours in rollup_dirty instead (merges read them raw), as for samples whose
  * view insert may be lost. A collector killed before this leaves its records in the spool,
  * whose replay at start marks their hours. 0 or -errno (retried: the profiles wait).
@@ -1283,7 +1284,7 @@ static int batch__rollup(struct ch_store *c, struct ch_conn *conn, struct ch_bat
 {
 	struct rb body = { 0 };
 	size_t n = 0;
-	char err[300];
+	char err[300] = "clickhouse: out of memory";
 	int e;
 
 	if (b->rollup_failed) {
@@ -1297,11 +1298,17 @@ static int batch__rollup(struct ch_store *c, struct ch_conn *conn, struct ch_bat
 		b->rollup_failed = true;
 		return e;
 	}
-	if (!e && n)
+	if (e)			/* nothing sent: built again on the retry */
+		return e;
+	/*
+	 * Any failure from here on may come after the body was written (ch_conn__run's -ENOMEM
+	 * too: from reading the answer), so the INSERT may be applied: never sent again.
+	 */
+	if (n)
 		e = ch_conn__run(conn, "INSERT INTO samples_1h FORMAT Native",
 				 CH_INSERT_SETTINGS, body.p, body.len, NULL, err, sizeof(err));
 	rb_free(&body);
-	if (e && e != -ENOMEM) {
+	if (e) {
 		b->rollup_failed = true;
 		pthread_mutex_lock(&c->lock);
 		c->insert_errors++;
