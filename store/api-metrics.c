@@ -95,6 +95,9 @@ static void metric_ch(struct sbuf *b, const struct store_ch_stats *ch)
 	metric(b, "clickhouse_rollup_dirty_hours_total", "counter",
 	       "Hours marked in rollup_dirty (an INSERT into samples failed): merges read them raw.",
 	       ch->rollup_dirty_hours);
+	metric(b, "clickhouse_rollup_failures_total", "counter",
+	       "Batches whose samples_1h rows were not built or their INSERT failed: hours marked.",
+	       ch->rollup_failures);
 	if (!ch->spool)
 		return;
 	metric(b, "clickhouse_spool_pending_bytes", "gauge",

@@ -1272,6 +1272,23 @@ static int batch__mark_dirty(struct ch_store *c, struct ch_conn *conn, struct ch
 }
 
 /*
+ * The batch's rollup rows were not built, or their INSERT failed: its hours go to rollup_dirty
+ * instead (batch__mark_dirty). Counted, logged once per distinct error, kept as last_error.
+ */
+static void batch__rollup_failed(struct ch_store *c, struct ch_batch *b, const char *what,
+				 const char *err)
+{
+	b->rollup_failed = true;
+	pthread_mutex_lock(&c->lock);
+	c->rollup_failures++;
+	if (strcmp(c->last_error, err))
+		pr_warn("clickhouse: %s (%zu profiles waiting): %s: their hours are marked dirty",
+			what, b->n_profiles, err);
+	snprintf(c->last_error, sizeof(c->last_error), "%s", err);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/*
  * The batch's hourly rollup rows (ch-rollup.c), once its samples are in and before its profile
  * rows (a profile row means stored to a retry). Not sent again after a failed INSERT (any
  * error, -ENOMEM too: it may come from reading the answer, after the body went): that one
@@ -1293,13 +1310,16 @@ static int batch__rollup(struct ch_store *c, struct ch_conn *conn, struct ch_bat
 		return e;
 	}
 	e = ch_rollup__build(b, &body, &n);
-	if (e == -EINVAL) {	/* rows the collector did not write: cannot be */
-		pr_warn("clickhouse: a batch's sample rows do not parse: its hours are marked");
-		b->rollup_failed = true;
+	if (e) {
+		/* built again, it would most likely fail again (and hold the queue): marked */
+		rb_free(&body);
+		snprintf(err, sizeof(err), "clickhouse: %s", e == -EINVAL ?
+			 "sample rows that do not parse" : strerror(-e));
+		batch__rollup_failed(c, b, "samples_1h rows not built", err);
+		e = batch__mark_dirty(c, conn, b);
+		b->rolled = !e;
 		return e;
 	}
-	if (e)			/* nothing sent: built again on the retry */
-		return e;
 	/*
 	 * Any failure from here on may come after the body was written (ch_conn__run's -ENOMEM
 	 * too: from reading the answer), so the INSERT may be applied: never sent again.
@@ -1309,14 +1329,10 @@ static int batch__rollup(struct ch_store *c, struct ch_conn *conn, struct ch_bat
 				 CH_INSERT_SETTINGS, body.p, body.len, NULL, err, sizeof(err));
 	rb_free(&body);
 	if (e) {
-		b->rollup_failed = true;
 		pthread_mutex_lock(&c->lock);
 		c->insert_errors++;
-		if (strcmp(c->last_error, err))
-			pr_warn("clickhouse: INSERT INTO samples_1h (%zu profiles waiting): %s",
-				b->n_profiles, err);
-		snprintf(c->last_error, sizeof(c->last_error), "%s", err);
 		pthread_mutex_unlock(&c->lock);
+		batch__rollup_failed(c, b, "INSERT INTO samples_1h", err);
 	}
 	b->rolled = !e;
 	return e;
@@ -1491,6 +1507,7 @@ static void ch__stats(struct store *base, struct store_stats *st)
 			       c->stacks.resets;
 	st->ch.partitions_dropped = c->partitions_dropped;
 	st->ch.rollup_dirty_hours = c->dirty_hours;
+	st->ch.rollup_failures = c->rollup_failures;
 	st->ch.spool = c->spool != NULL;
 	st->ch.spool_pending = c->spool_pending;
 	st->ch.spool_capacity = c->spool_capacity;

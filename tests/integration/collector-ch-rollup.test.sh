@@ -160,7 +160,11 @@ upload "$ROLL" dev-2 "$T/v1.pb.gz" kfail region=eu $((fh + 60))
 ch_sql 0 "RENAME TABLE $DB.samples_1h_away TO $DB.samples_1h"
 [ "$(ch_sql 0 "SELECT count() FROM $DB.rollup_dirty WHERE hour = $((fh / H))")" = 1 ] ||
 	fail "a failed INSERT into samples_1h did not mark its hour"
-grep -q 'INSERT INTO samples_1h ' "$T/chr.log" || fail "no log line for the failed INSERT into samples_1h"
+grep -q 'INSERT INTO samples_1h .*marked dirty' "$T/chr.log" ||
+	fail "no log line for the failed INSERT into samples_1h"
+get "$ROLL" /metrics "$T/metrics"
+grep -qx 'edgeprof_collector_clickhouse_rollup_failures_total 1' "$T/metrics" ||
+	fail "clickhouse_rollup_failures_total is not 1: $(grep rollup_failures "$T/metrics")"
 [ "$(ch_sql 0 "SELECT count() FROM $DB.samples_1h WHERE hour = $((fh / H))")" = 0 ] ||
 	fail "the failed rollup rows were sent again"
 flat2 "type=cpu&from=$fh&to=$((fh + H))"
