@@ -90,6 +90,8 @@ struct ch_batch {
 	bool dirty;		/* its hours go to rollup_dirty before its samples (again) */
 	bool rolled;		/* its rollup rows are in samples_1h, or their hours marked */
 	bool rollup_failed;	/* an INSERT of them failed: their hours are marked instead */
+	uint64_t id;		/* random: its rows in rollup_pending */
+	enum { CH_INTENT_NONE, CH_INTENT_PENDING, CH_INTENT_DONE } intent;
 	struct pmark *marks;	/* where each profile's rows are */
 	size_t n_marks, cap_marks;
 	struct ch_batch *next;

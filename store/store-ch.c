@@ -47,6 +47,7 @@
 
 #include "port/clock.h"
 #include "port/log.h"
+#include "port/rand.h"
 #include "store/ch-store.h"
 
 static const char *const ch_table_names[T__N] = {
@@ -743,6 +744,7 @@ int ch__put_locked(struct ch_store *c, const struct record_meta *meta,
 		if (!b)
 			return -ENOMEM;
 		b->gen = ++c->next_gen;
+		b->id = port_rand_u64();
 		c->open_since = port_clock_mono_ns();
 	}
 	if (b->n_marks == b->cap_marks) {
@@ -1213,6 +1215,73 @@ static int u64_cmp(const void *a, const void *b)
 }
 
 /*
+ * Appends the batch's hours to sql as VALUES "('day', hour<tail>), ..." (each hour once) and
+ * their count to *u, with the terminating NUL. 0 or -ENOMEM (n_marks x 8 bytes).
+ */
+static int batch__hours(const struct ch_batch *b, struct rb *sql, const char *tail, size_t *u)
+{
+	uint64_t *h = malloc((b->n_marks + 1) * sizeof(*h));
+	size_t n = 0;
+
+	if (!h)
+		return -ENOMEM;
+	for (size_t i = 0; i < b->n_marks; i++)
+		if (b->marks[i].s_len)
+			h[n++] = b->marks[i].ts / CH_ROLLUP_NS;
+	qsort(h, n, sizeof(*h), u64_cmp);
+	for (size_t i = 0; i < n; i++) {
+		time_t t = (time_t)(h[i] * 3600);
+		struct tm tm;
+
+		if (i && h[i] == h[i - 1])
+			continue;
+		gmtime_r(&t, &tm);
+		rb_printf(sql, "%s('%04d-%02d-%02d', %" PRIu64 "%s)", (*u)++ ? ", " : "",
+			  tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, h[i], tail);
+	}
+	rb_put(sql, "", 1);
+	free(h);
+	return sql->oom ? -ENOMEM : 0;
+}
+
+/*
+ * Write-ahead intent for the two INSERTs of a batch on one server (samples, then its rollup
+ * rows): a collector killed between them (kill -9, OOM) would leave rows in samples that
+ * samples_1h never gets, with no hour marked. So before its samples the batch's hours go to
+ * rollup_pending with sign 1 (intent), and once its rollup rows are in (or its hours marked
+ * dirty) the same rows with sign -1 (done). Merges read an hour raw while a batch of it has
+ * more intents than dones (ch-query.c), and CollapsingMergeTree's merges take the pairs away:
+ * the table holds little beyond batches in flight or lost. An intent that failed ambiguously
+ * and was sent again leaves its hours read raw for good: exact, only slower.
+ * 0 or -errno (retried: the batch waits).
+ */
+static int batch__intent(struct ch_store *c, struct ch_conn *conn, struct ch_batch *b, int sign)
+{
+	struct rb sql = { 0 };
+	char tail[48], err[300];
+	size_t u = 0;
+	int e;
+
+	snprintf(tail, sizeof(tail), ", %" PRIu64 ", %d", b->id, sign);
+	rb_printf(&sql, "INSERT INTO rollup_pending (day, hour, batch, sign) VALUES ");
+	e = batch__hours(b, &sql, tail, &u);
+	e = e ? e : !u ? 0 : ch_conn__run(conn, (char *)sql.p, NULL, NULL, 0, NULL, err,
+					  sizeof(err));
+	rb_free(&sql);
+	if (e) {
+		pthread_mutex_lock(&c->lock);
+		c->insert_errors++;
+		if (strcmp(c->last_error, err))
+			pr_warn("clickhouse: INSERT INTO rollup_pending: %s", err);
+		snprintf(c->last_error, sizeof(c->last_error), "%s", err);
+		pthread_mutex_unlock(&c->lock);
+	} else {
+		b->intent = sign > 0 ? CH_INTENT_PENDING : CH_INTENT_DONE;
+	}
+	return e;
+}
+
+/*
  * ClickHouse writes an INSERT's part of samples, then its view's part of samples_1h, not at
  * once (on one server the collector's rollup rows are an INSERT of their own, after the
  * samples: batch__rollup): an INSERT into samples that failed (a server dying or restarting in it) may leave rows
@@ -1225,33 +1294,15 @@ static int u64_cmp(const void *a, const void *b)
 static int batch__mark_dirty(struct ch_store *c, struct ch_conn *conn, struct ch_batch *b)
 {
 	const char *settings = c->cluster[0] ? "insert_distributed_sync=1" : NULL;
-	uint64_t *h = malloc((b->n_marks + 1) * sizeof(*h));
 	struct rb sql = { 0 };
-	size_t n = 0, u = 0;
+	size_t u = 0;
 	char err[300];
 	int e;
 
-	if (!h)
-		return -ENOMEM;
-	for (size_t i = 0; i < b->n_marks; i++)
-		if (b->marks[i].s_len)
-			h[n++] = b->marks[i].ts / CH_ROLLUP_NS;
-	qsort(h, n, sizeof(*h), u64_cmp);
 	rb_printf(&sql, "INSERT INTO rollup_dirty (day, hour) VALUES ");
-	for (size_t i = 0; i < n; i++) {
-		time_t t = (time_t)(h[i] * 3600);
-		struct tm tm;
-
-		if (i && h[i] == h[i - 1])
-			continue;
-		gmtime_r(&t, &tm);
-		rb_printf(&sql, "%s('%04d-%02d-%02d', %" PRIu64 ")", u++ ? ", " : "",
-			  tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, h[i]);
-	}
-	rb_put(&sql, "", 1);
-	free(h);
-	e = sql.oom ? -ENOMEM : !u ? 0 : ch_conn__run(conn, (char *)sql.p, settings, NULL, 0,
-						      NULL, err, sizeof(err));
+	e = batch__hours(b, &sql, "", &u);
+	e = e ? e : !u ? 0 : ch_conn__run(conn, (char *)sql.p, settings, NULL, 0, NULL, err,
+					  sizeof(err));
 	rb_free(&sql);
 	pthread_mutex_lock(&c->lock);
 	if (!e && u) {
@@ -1349,6 +1400,11 @@ static int batch__send(struct ch_store *c, struct ch_conn *conn, struct ch_batch
 		struct rb sorted = { 0 }, native = { 0 };
 		int e;
 
+		if (b->stage == T_SAMPLES && c->own_rollup && b->intent == CH_INTENT_NONE) {
+			e = batch__intent(c, conn, b, 1);
+			if (e)
+				return e;
+		}
 		if (b->stage == T_SAMPLES && b->dirty) {
 			e = batch__mark_dirty(c, conn, b);
 			if (e)
@@ -1356,6 +1412,11 @@ static int batch__send(struct ch_store *c, struct ch_conn *conn, struct ch_batch
 		}
 		if (b->stage == T_PROFILES && c->own_rollup && !b->rolled) {
 			e = batch__rollup(c, conn, b);
+			if (e)
+				return e;
+		}
+		if (b->stage == T_PROFILES && b->intent == CH_INTENT_PENDING) {
+			e = batch__intent(c, conn, b, -1);
 			if (e)
 				return e;
 		}
@@ -1608,6 +1669,11 @@ static const char ch_rollup_dirty[] =
 	"CREATE TABLE IF NOT EXISTS rollup_dirty%s (day Date, hour UInt32) "
 	"ENGINE = ReplacingMergeTree PARTITION BY day ORDER BY hour";
 
+/* batch__intent's table (one server only: with --ch-cluster the view fills samples_1h) */
+static const char ch_rollup_pending[] =
+	"CREATE TABLE IF NOT EXISTS rollup_pending (day Date, hour UInt32, batch UInt64, "
+	"sign Int8) ENGINE = CollapsingMergeTree(sign) PARTITION BY day ORDER BY (hour, batch)";
+
 /* One statement of fmt with the suffix sfx in every %s (at most two). */
 static int ch__run_fmt(struct ch_conn *conn, const char *fmt, const char *sfx, struct rb *out,
 		       char *err, size_t errlen)
@@ -1685,6 +1751,8 @@ static int ch__schema_rollup(struct ch_store *c, struct ch_conn *conn, char *err
 		e = ch__run_fmt(conn, ch_rollup_since, sfx, NULL, err, errlen);
 	if (!e)
 		e = ch__run_fmt(conn, ch_rollup_dirty, sfx, NULL, err, errlen);
+	if (!e && c->own_rollup)
+		e = ch__run_fmt(conn, ch_rollup_pending, "", NULL, err, errlen);
 	if (!e && c->cluster[0]) {
 		snprintf(sql, sizeof(sql), "CREATE TABLE IF NOT EXISTS rollup_dirty AS "
 			 "rollup_dirty_local ENGINE = Distributed(%s, %s, rollup_dirty_local, hour)",
