@@ -98,6 +98,9 @@ static void metric_ch(struct sbuf *b, const struct store_ch_stats *ch)
 	metric(b, "clickhouse_rollup_failures_total", "counter",
 	       "Batches whose samples_1h rows were not built or their INSERT failed: hours marked.",
 	       ch->rollup_failures);
+	metric(b, "clickhouse_rollup_views_found_total", "counter",
+	       "Hourly checks that found a materialized view samples_1h_mv (an older collector).",
+	       ch->rollup_views);
 	if (!ch->spool)
 		return;
 	metric(b, "clickhouse_spool_pending_bytes", "gauge",

@@ -141,6 +141,7 @@ struct ch_store {
 	uint64_t rollup_merges;		/* merges that read samples_1h */
 	uint64_t dirty_hours;		/* hours marked in rollup_dirty */
 	uint64_t rollup_failures;	/* batches whose rollup rows failed: hours marked */
+	uint64_t rollup_views;		/* hourly checks that found an older collector's view */
 	uint64_t retries_found;		/* batches with uploads ClickHouse held already */
 	uint64_t dropped_gen[CH_DROPPED_GENS];	/* batches dropped unsent (out of memory) */
 	unsigned n_dropped;

@@ -1494,7 +1494,8 @@ static void *ch__writer(void *arg)
 		struct timespec ts;
 		int e;
 
-		if (c->retention_days && port_clock_mono_ns() >= retain_due && !c->stop) {
+		if ((c->retention_days || c->own_rollup) && port_clock_mono_ns() >= retain_due &&
+		    !c->stop) {
 			pthread_mutex_unlock(&c->lock);
 			ch_retain__run(c, conn);
 			pthread_mutex_lock(&c->lock);
@@ -1569,6 +1570,7 @@ static void ch__stats(struct store *base, struct store_stats *st)
 	st->ch.partitions_dropped = c->partitions_dropped;
 	st->ch.rollup_dirty_hours = c->dirty_hours;
 	st->ch.rollup_failures = c->rollup_failures;
+	st->ch.rollup_views = c->rollup_views;
 	st->ch.spool = c->spool != NULL;
 	st->ch.spool_pending = c->spool_pending;
 	st->ch.spool_capacity = c->spool_capacity;
@@ -1668,6 +1670,14 @@ static const char ch_rollup_since[] =
 static const char ch_rollup_dirty[] =
 	"CREATE TABLE IF NOT EXISTS rollup_dirty%s (day Date, hour UInt32) "
 	"ENGINE = ReplacingMergeTree PARTITION BY day ORDER BY hour";
+
+/*
+ * In the view's place on one server, a table of its name: an older collector started again
+ * runs CREATE MATERIALIZED VIEW IF NOT EXISTS samples_1h_mv, which then creates nothing
+ * (checked on 18.16), instead of a view that would count every batch of ours twice.
+ */
+static const char ch_rollup_tombstone[] =
+	"CREATE TABLE IF NOT EXISTS samples_1h_mv (tombstone UInt8) ENGINE = Null";
 
 /* batch__intent's table (one server only: with --ch-cluster the view fills samples_1h) */
 static const char ch_rollup_pending[] =
@@ -1772,14 +1782,16 @@ static int ch__schema_rollup(struct ch_store *c, struct ch_conn *conn, char *err
 	}
 	if (!e)
 		e = ch__run_u64(conn, "SELECT count() FROM system.tables WHERE database = "
-				"currentDatabase() AND name = 'samples_1h_mv' FORMAT RowBinary", "",
-				&views, err, errlen);
+				"currentDatabase() AND name = 'samples_1h_mv' AND engine = "
+				"'MaterializedView' FORMAT RowBinary", "", &views, err, errlen);
 	if (!e && views && c->own_rollup) {
 		e = ch__run_fmt(conn, "DROP TABLE IF EXISTS samples_1h_mv", "", NULL, err, errlen);
 		if (!e)
 			pr_info("clickhouse: samples_1h_mv dropped: collectors sum samples_1h "
 				"themselves now (an older collector would leave its rows out of it)");
 	}
+	if (!e && c->own_rollup)	/* the tombstone: an older collector's view cannot come back */
+		e = ch__run_fmt(conn, ch_rollup_tombstone, "", NULL, err, errlen);
 	if (!e)
 		e = ch__run_u64(conn, "SELECT count() FROM samples_1h_since%s FORMAT RowBinary",
 				sfx, &marks, err, errlen);
