@@ -38,7 +38,6 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1861,14 +1860,6 @@ struct store *store_ch__open(const struct store_opts *opts, char *err, size_t er
 		return NULL;
 	}
 	c->base.ops = &ch_ops;
-	/*
-	 * A batch's buffers (its rows, then their sorted and Native copies: 16 MiB each) were above
-	 * main()'s 1 MiB mmap threshold: mapped for each batch, unmapped after its INSERT, so every
-	 * page of every batch was faulted in and cleared again (about 5% of the collector's CPU).
-	 * Kept in the heap instead; this mode runs on a fleet's server, not on a device.
-	 */
-	mallopt(M_MMAP_THRESHOLD, 32 << 20);
-	mallopt(M_TRIM_THRESHOLD, 128 << 20);
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->wake, NULL);
 	pthread_cond_init(&c->done, NULL);
