@@ -1173,6 +1173,11 @@ static bool samples_native(const struct rb *rows, struct rb *out)
 	}
 	if (r.bad || r.p != r.end || !n)
 		return false;
+	pos = 20 + 2 * n + 5 * 8 * n + 8 * n + 8 * nv;	/* its size, reserved once */
+	for (int c = 0; c < 7; c++)
+		pos += 2 + strlen(samples_cols[c][0]) + strlen(samples_cols[c][1]);
+	if (!rb_reserve_exact(out, pos))
+		return false;
 	rb_varint(out, 7);
 	rb_varint(out, n);
 	for (int c = 0; c < 7; c++) {
