@@ -25,9 +25,10 @@
  * Writes: put() appends its rows to the open batch and waits. One writer thread seals the batch
  * when it holds CONFIG_COLLECTOR_CH_BATCH_KB or is CONFIG_COLLECTOR_CH_BATCH_MS old, and sends
  * it table by table (dictionaries first, profiles last), each INSERT one body (RowBinary; the
- * samples as one Native block) under ClickHouse's 1,048,576-row block, so each is atomic. A put is acknowledged once ClickHouse
- * answered 200 for every table of its batch. A failed INSERT is retried (from the table that
- * failed, with backoff) until it succeeds: the batch stays queued, bounded by
+ * samples as one Native block) under ClickHouse's 1,048,576-row block, so each is atomic. A put
+ * is acknowledged once ClickHouse answered 200 for every table of its batch. A failed INSERT
+ * is retried (from the table that failed, with backoff) until it succeeds: the batch stays
+ * queued, bounded by
  * CONFIG_COLLECTOR_CH_QUEUE_MB (beyond it a put is refused at once: 503, the device's spool
  * keeps the profile); a put whose batch is not in within CONFIG_COLLECTOR_CH_ACK_MS answers 503
  * and a retry of its key waits for the same batch (no duplicate). Sample rows go in the table's
@@ -1085,8 +1086,9 @@ struct seg {
 
 /*
  * The samples table's order: (hour, series, ts, stack) on one server, where hour is ts's hour
- * (CH_ROLLUP_NS, computed by ClickHouse); --ch-cluster's samples_local keeps (series, ts, stack), the same
- * order for a batch within one hour (a batch crossing one is sorted by ClickHouse there).
+ * (CH_ROLLUP_NS, computed by ClickHouse); --ch-cluster's samples_local keeps (series, ts,
+ * stack), the same order for a batch within one hour (a batch crossing one is sorted by
+ * ClickHouse there).
  */
 static int seg_cmp3(uint64_t xs, uint64_t xt, uint64_t ys, uint64_t yt)
 {
@@ -1288,12 +1290,13 @@ static int batch__intent(struct ch_store *c, struct ch_conn *conn, struct ch_bat
 /*
  * ClickHouse writes an INSERT's part of samples, then its view's part of samples_1h, not at
  * once (on one server the collector's rollup rows are an INSERT of their own, after the
- * samples: batch__rollup): an INSERT into samples that failed (a server dying or restarting in it) may leave rows
- * in samples that the rollup never gets, for good (the retry sends only what is not there).
- * So before the batch's samples go again, the hours of its rows go to rollup_dirty, which
- * merges read raw (ch-query.c): by the time a profile of it is acknowledged, they are marked.
- * The same for uploads replayed from the spool at start (a collector killed between a failed
- * INSERT and its mark). 0 or -errno (retried first: the samples wait).
+ * samples: batch__rollup): an INSERT into samples that failed (a server dying or restarting
+ * in it) may leave rows in samples that the rollup never gets, for good (the retry sends only
+ * what is not there). So before the batch's samples go again, the hours of its rows go to
+ * rollup_dirty, which merges read raw (ch-query.c): by the time a profile of it is
+ * acknowledged, they are marked. The same for uploads replayed from the spool at start (a
+ * collector killed between a failed INSERT and its mark), and for a batch whose rollup rows
+ * failed (batch__rollup). 0 or -errno (retried first: the samples wait).
  */
 static int batch__mark_dirty(struct ch_store *c, struct ch_conn *conn, struct ch_batch *b)
 {
@@ -1311,9 +1314,9 @@ static int batch__mark_dirty(struct ch_store *c, struct ch_conn *conn, struct ch
 	pthread_mutex_lock(&c->lock);
 	if (!e && u) {
 		c->dirty_hours += u;
-		pr_warn("clickhouse: %zu hour%s marked in rollup_dirty (an INSERT into samples "
-			"failed, or replayed at start): merges read %s raw", u, u > 1 ? "s" : "",
-			u > 1 ? "them" : "it");
+		pr_warn("clickhouse: %zu hour%s marked in rollup_dirty (%s): merges read %s raw",
+			u, u > 1 ? "s" : "", b->rollup_failed ? "its samples_1h rows failed" :
+			"an INSERT into samples failed, or replayed at start", u > 1 ? "them" : "it");
 	} else if (e) {
 		c->insert_errors++;
 		if (strcmp(c->last_error, err))

@@ -186,6 +186,8 @@ ch_sql 0 "RENAME TABLE $DB.samples_1h_away TO $DB.samples_1h"
 	fail "a failed INSERT into samples_1h did not mark its hour"
 grep -q 'INSERT INTO samples_1h .*marked dirty' "$T/chr.log" ||
 	fail "no log line for the failed INSERT into samples_1h"
+grep -q 'marked in rollup_dirty (its samples_1h rows failed)' "$T/chr.log" ||
+	fail "the mark's log line does not say it was samples_1h that failed"
 get "$ROLL" /metrics "$T/metrics"
 grep -qx 'edgeprof_collector_clickhouse_rollup_failures_total 1' "$T/metrics" ||
 	fail "clickhouse_rollup_failures_total is not 1: $(grep rollup_failures "$T/metrics")"
