@@ -26,6 +26,10 @@ metrics-rules-test-ldlibs = $(pprof-ldlibs) -lpthread
 unit-tests-y    += index
 index-test-objs  = store/index.o
 
+# The collector's hourly rollup rows (ClickHouse) against what the view made of the same rows.
+unit-tests-$(CONFIG_COLLECTOR_CLICKHOUSE) += ch-rollup
+ch-rollup-test-objs = store/ch-rollup.o store/ch-client.o port/net.o port/http.o $(port-y)
+
 unit-tests-y     += query
 query-test-objs   = $(store-core-y) $(pprof-y) $(port-y)
 query-test-ldlibs = $(pprof-ldlibs) -lpthread

@@ -93,8 +93,15 @@ static void metric_ch(struct sbuf *b, const struct store_ch_stats *ch)
 	metric(b, "clickhouse_partitions_dropped_total", "counter",
 	       "Day partitions dropped by --retention-days.", ch->partitions_dropped);
 	metric(b, "clickhouse_rollup_dirty_hours_total", "counter",
-	       "Hours marked in rollup_dirty (an INSERT into samples failed): merges read them raw.",
+	       "Hours marked in rollup_dirty (an INSERT into samples or samples_1h failed): "
+	       "merges read them raw.",
 	       ch->rollup_dirty_hours);
+	metric(b, "clickhouse_rollup_failures_total", "counter",
+	       "Batches whose samples_1h rows were not built or their INSERT failed: hours marked.",
+	       ch->rollup_failures);
+	metric(b, "clickhouse_rollup_views_found_total", "counter",
+	       "Hourly checks that found a materialized view samples_1h_mv (an older collector).",
+	       ch->rollup_views);
 	if (!ch->spool)
 		return;
 	metric(b, "clickhouse_spool_pending_bytes", "gauge",

@@ -36,6 +36,28 @@ bool rb_reserve(struct rb *b, size_t more)
 	return true;
 }
 
+/*
+ * rb_reserve without rounding the capacity up to a power of two: for a buffer whose size is
+ * known at once (a Native block of a batch), where rounding would cost up to twice its size.
+ */
+bool rb_reserve_exact(struct rb *b, size_t more)
+{
+	unsigned char *p;
+
+	if (b->oom)
+		return false;
+	if (b->len + more <= b->cap)
+		return true;
+	p = realloc(b->p, b->len + more);
+	if (!p) {
+		b->oom = true;
+		return false;
+	}
+	b->p = p;
+	b->cap = b->len + more;
+	return true;
+}
+
 void rb_put(struct rb *b, const void *data, size_t len)
 {
 	if (!len || !rb_reserve(b, len))

@@ -35,6 +35,7 @@ void rb_u64(struct rb *b, uint64_t v);
 void rb_varint(struct rb *b, uint64_t v);
 void rb_str(struct rb *b, const char *s);	/* NULL = "" */
 bool rb_reserve(struct rb *b, size_t more);	/* room for more bytes: false when out of memory */
+bool rb_reserve_exact(struct rb *b, size_t more);	/* the same, not rounded up */
 void rb_printf(struct rb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void rb_free(struct rb *b);
 

@@ -890,8 +890,10 @@ static uint64_t rollup_since(struct ch_store *c)
 
 /*
  * The hours of [h0, h1) in rollup_dirty (store-ch.c's batch__mark_dirty: the rollup may be
- * short of their rows), as "h,h,..." in list; -1 when it cannot be read or holds more than
- * CH_DIRTY_MAX of them: the merge reads raw rows only.
+ * short of their rows), and on one server those of a batch in rollup_pending not done (its
+ * collector may have died between its samples and its rollup rows: batch__intent), as
+ * "h,h,..." in list; -1 when they cannot be read or are more than CH_DIRTY_MAX: the merge reads
+ * raw rows only.
  */
 #define CH_DIRTY_MAX 1000
 static long dirty_hours(struct ch_store *c, uint64_t h0, uint64_t h1, struct rb *list)
@@ -902,10 +904,14 @@ static long dirty_hours(struct ch_store *c, uint64_t h0, uint64_t h1, struct rb 
 	long n = 0;
 	int e;
 
-	rb_printf(&sql, "SELECT DISTINCT toUInt64(hour) FROM rollup_dirty");
-	sql_days(&sql, h0 * CH_ROLLUP_NS, h1 * CH_ROLLUP_NS - 1);
-	rb_printf(&sql, " AND hour >= %" PRIu64 " AND hour < %" PRIu64 " LIMIT %d "
-		  "FORMAT RowBinary", h0, h1, CH_DIRTY_MAX + 1);
+	for (int t = 0; t < 1 + c->own_rollup; t++) {
+		rb_printf(&sql, t ? " UNION ALL SELECT hour FROM rollup_pending" :
+			  "SELECT DISTINCT toUInt64(hour) FROM (SELECT hour FROM rollup_dirty");
+		sql_days(&sql, h0 * CH_ROLLUP_NS, h1 * CH_ROLLUP_NS - 1);
+		rb_printf(&sql, " AND hour >= %" PRIu64 " AND hour < %" PRIu64 "%s", h0, h1,
+			  t ? " GROUP BY hour, batch HAVING sum(sign) > 0" : "");
+	}
+	rb_printf(&sql, ") LIMIT %d FORMAT RowBinary", CH_DIRTY_MAX + 1);
 	rb_put(&sql, "", 1);
 	e = sql.oom ? -ENOMEM : ch__select(c, (char *)sql.p, &res, err, sizeof(err));
 	r = (struct rb_rd){ res.p, res.p + res.len, false };
@@ -913,7 +919,7 @@ static long dirty_hours(struct ch_store *c, uint64_t h0, uint64_t h1, struct rb 
 		rb_printf(list, "%s%" PRIu64, n++ ? "," : "", rd_u64(&r));
 	rb_put(list, "", 1);
 	if (e)
-		pr_warn("clickhouse: rollup_dirty: %s: merges read raw rows", err);
+		pr_warn("clickhouse: rollup_dirty/rollup_pending: %s: merges read raw rows", err);
 	if (e || r.bad || list->oom || n > CH_DIRTY_MAX)
 		n = -1;
 	rb_free(&sql);

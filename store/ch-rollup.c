@@ -152,8 +152,12 @@ static int rollup_native(const struct rrow *rows, const struct rseg *const *key,
 			 struct rb *out)
 {
 	static const size_t width[ROLLUP_COLS] = { 2, 4, 8, 8, 8, 8, 8, 8, 8 };
-	size_t at[ROLLUP_COLS];
+	size_t at[ROLLUP_COLS], size = 20;	/* two varints */
 
+	for (size_t c = 0; c < ROLLUP_COLS; c++)	/* its size, reserved once */
+		size += 2 + strlen(rollup_cols[c][0]) + strlen(rollup_cols[c][1]) + width[c] * n;
+	if (!rb_reserve_exact(out, size))
+		return -ENOMEM;
 	rb_varint(out, ROLLUP_COLS);
 	rb_varint(out, n);
 	for (size_t c = 0; c < ROLLUP_COLS; c++) {

@@ -90,6 +90,8 @@ struct ch_batch {
 	bool dirty;		/* its hours go to rollup_dirty before its samples (again) */
 	bool rolled;		/* its rollup rows are in samples_1h, or their hours marked */
 	bool rollup_failed;	/* an INSERT of them failed: their hours are marked instead */
+	uint64_t id;		/* random: its rows in rollup_pending */
+	enum { CH_INTENT_NONE, CH_INTENT_PENDING, CH_INTENT_DONE } intent;
 	struct pmark *marks;	/* where each profile's rows are */
 	size_t n_marks, cap_marks;
 	struct ch_batch *next;
@@ -138,6 +140,8 @@ struct ch_store {
 	uint64_t partitions_dropped;
 	uint64_t rollup_merges;		/* merges that read samples_1h */
 	uint64_t dirty_hours;		/* hours marked in rollup_dirty */
+	uint64_t rollup_failures;	/* batches whose rollup rows failed: hours marked */
+	uint64_t rollup_views;		/* hourly checks that found an older collector's view */
 	uint64_t retries_found;		/* batches with uploads ClickHouse held already */
 	uint64_t dropped_gen[CH_DROPPED_GENS];	/* batches dropped unsent (out of memory) */
 	unsigned n_dropped;

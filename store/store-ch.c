@@ -25,9 +25,10 @@
  * Writes: put() appends its rows to the open batch and waits. One writer thread seals the batch
  * when it holds CONFIG_COLLECTOR_CH_BATCH_KB or is CONFIG_COLLECTOR_CH_BATCH_MS old, and sends
  * it table by table (dictionaries first, profiles last), each INSERT one body (RowBinary; the
- * samples as one Native block) under ClickHouse's 1,048,576-row block, so each is atomic. A put is acknowledged once ClickHouse
- * answered 200 for every table of its batch. A failed INSERT is retried (from the table that
- * failed, with backoff) until it succeeds: the batch stays queued, bounded by
+ * samples as one Native block) under ClickHouse's 1,048,576-row block, so each is atomic. A put
+ * is acknowledged once ClickHouse answered 200 for every table of its batch. A failed INSERT
+ * is retried (from the table that failed, with backoff) until it succeeds: the batch stays
+ * queued, bounded by
  * CONFIG_COLLECTOR_CH_QUEUE_MB (beyond it a put is refused at once: 503, the device's spool
  * keeps the profile); a put whose batch is not in within CONFIG_COLLECTOR_CH_ACK_MS answers 503
  * and a retry of its key waits for the same batch (no duplicate). Sample rows go in the table's
@@ -38,7 +39,6 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +47,7 @@
 
 #include "port/clock.h"
 #include "port/log.h"
+#include "port/rand.h"
 #include "store/ch-store.h"
 
 static const char *const ch_table_names[T__N] = {
@@ -743,6 +744,7 @@ int ch__put_locked(struct ch_store *c, const struct record_meta *meta,
 		if (!b)
 			return -ENOMEM;
 		b->gen = ++c->next_gen;
+		b->id = port_rand_u64();
 		c->open_since = port_clock_mono_ns();
 	}
 	if (b->n_marks == b->cap_marks) {
@@ -1084,8 +1086,9 @@ struct seg {
 
 /*
  * The samples table's order: (hour, series, ts, stack) on one server, where hour is ts's hour
- * (CH_ROLLUP_NS, computed by ClickHouse); --ch-cluster's samples_local keeps (series, ts, stack), the same
- * order for a batch within one hour (a batch crossing one is sorted by ClickHouse there).
+ * (CH_ROLLUP_NS, computed by ClickHouse); --ch-cluster's samples_local keeps (series, ts,
+ * stack), the same order for a batch within one hour (a batch crossing one is sorted by
+ * ClickHouse there).
  */
 static int seg_cmp3(uint64_t xs, uint64_t xt, uint64_t ys, uint64_t yt)
 {
@@ -1172,6 +1175,11 @@ static bool samples_native(const struct rb *rows, struct rb *out)
 	}
 	if (r.bad || r.p != r.end || !n)
 		return false;
+	pos = 20 + 2 * n + 5 * 8 * n + 8 * n + 8 * nv;	/* its size, reserved once */
+	for (int c = 0; c < 7; c++)
+		pos += 2 + strlen(samples_cols[c][0]) + strlen(samples_cols[c][1]);
+	if (!rb_reserve_exact(out, pos))
+		return false;
 	rb_varint(out, 7);
 	rb_varint(out, n);
 	for (int c = 0; c < 7; c++) {
@@ -1213,23 +1221,13 @@ static int u64_cmp(const void *a, const void *b)
 }
 
 /*
- * ClickHouse writes an INSERT's part of samples, then its view's part of samples_1h, not at
- * once (on one server the collector's rollup rows are an INSERT of their own, after the
- * samples: batch__rollup): an INSERT into samples that failed (a server dying or restarting in it) may leave rows
- * in samples that the rollup never gets, for good (the retry sends only what is not there).
- * So before the batch's samples go again, the hours of its rows go to rollup_dirty, which
- * merges read raw (ch-query.c): by the time a profile of it is acknowledged, they are marked.
- * The same for uploads replayed from the spool at start (a collector killed between a failed
- * INSERT and its mark). 0 or -errno (retried first: the samples wait).
+ * Appends the batch's hours to sql as VALUES "('day', hour<tail>), ..." (each hour once) and
+ * their count to *u, with the terminating NUL. 0 or -ENOMEM (n_marks x 8 bytes).
  */
-static int batch__mark_dirty(struct ch_store *c, struct ch_conn *conn, struct ch_batch *b)
+static int batch__hours(const struct ch_batch *b, struct rb *sql, const char *tail, size_t *u)
 {
-	const char *settings = c->cluster[0] ? "insert_distributed_sync=1" : NULL;
 	uint64_t *h = malloc((b->n_marks + 1) * sizeof(*h));
-	struct rb sql = { 0 };
-	size_t n = 0, u = 0;
-	char err[300];
-	int e;
+	size_t n = 0;
 
 	if (!h)
 		return -ENOMEM;
@@ -1237,7 +1235,6 @@ static int batch__mark_dirty(struct ch_store *c, struct ch_conn *conn, struct ch
 		if (b->marks[i].s_len)
 			h[n++] = b->marks[i].ts / CH_ROLLUP_NS;
 	qsort(h, n, sizeof(*h), u64_cmp);
-	rb_printf(&sql, "INSERT INTO rollup_dirty (day, hour) VALUES ");
 	for (size_t i = 0; i < n; i++) {
 		time_t t = (time_t)(h[i] * 3600);
 		struct tm tm;
@@ -1245,20 +1242,81 @@ static int batch__mark_dirty(struct ch_store *c, struct ch_conn *conn, struct ch
 		if (i && h[i] == h[i - 1])
 			continue;
 		gmtime_r(&t, &tm);
-		rb_printf(&sql, "%s('%04d-%02d-%02d', %" PRIu64 ")", u++ ? ", " : "",
-			  tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, h[i]);
+		rb_printf(sql, "%s('%04d-%02d-%02d', %" PRIu64 "%s)", (*u)++ ? ", " : "",
+			  tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, h[i], tail);
 	}
-	rb_put(&sql, "", 1);
+	rb_put(sql, "", 1);
 	free(h);
-	e = sql.oom ? -ENOMEM : !u ? 0 : ch_conn__run(conn, (char *)sql.p, settings, NULL, 0,
-						      NULL, err, sizeof(err));
+	return sql->oom ? -ENOMEM : 0;
+}
+
+/*
+ * Write-ahead intent for the two INSERTs of a batch on one server (samples, then its rollup
+ * rows): a collector killed between them (kill -9, OOM) would leave rows in samples that
+ * samples_1h never gets, with no hour marked. So before its samples the batch's hours go to
+ * rollup_pending with sign 1 (intent), and once its rollup rows are in (or its hours marked
+ * dirty) the same rows with sign -1 (done). Merges read an hour raw while a batch of it has
+ * more intents than dones (ch-query.c), and CollapsingMergeTree's merges take the pairs away:
+ * the table holds little beyond batches in flight or lost. An intent that failed ambiguously
+ * and was sent again leaves its hours read raw for good: exact, only slower.
+ * 0 or -errno (retried: the batch waits).
+ */
+static int batch__intent(struct ch_store *c, struct ch_conn *conn, struct ch_batch *b, int sign)
+{
+	struct rb sql = { 0 };
+	char tail[48], err[300];
+	size_t u = 0;
+	int e;
+
+	snprintf(tail, sizeof(tail), ", %" PRIu64 ", %d", b->id, sign);
+	rb_printf(&sql, "INSERT INTO rollup_pending (day, hour, batch, sign) VALUES ");
+	e = batch__hours(b, &sql, tail, &u);
+	e = e ? e : !u ? 0 : ch_conn__run(conn, (char *)sql.p, NULL, NULL, 0, NULL, err,
+					  sizeof(err));
+	rb_free(&sql);
+	if (e) {
+		pthread_mutex_lock(&c->lock);
+		c->insert_errors++;
+		if (strcmp(c->last_error, err))
+			pr_warn("clickhouse: INSERT INTO rollup_pending: %s", err);
+		snprintf(c->last_error, sizeof(c->last_error), "%s", err);
+		pthread_mutex_unlock(&c->lock);
+	} else {
+		b->intent = sign > 0 ? CH_INTENT_PENDING : CH_INTENT_DONE;
+	}
+	return e;
+}
+
+/*
+ * ClickHouse writes an INSERT's part of samples, then its view's part of samples_1h, not at
+ * once (on one server the collector's rollup rows are an INSERT of their own, after the
+ * samples: batch__rollup): an INSERT into samples that failed (a server dying or restarting
+ * in it) may leave rows in samples that the rollup never gets, for good (the retry sends only
+ * what is not there). So before the batch's samples go again, the hours of its rows go to
+ * rollup_dirty, which merges read raw (ch-query.c): by the time a profile of it is
+ * acknowledged, they are marked. The same for uploads replayed from the spool at start (a
+ * collector killed between a failed INSERT and its mark), and for a batch whose rollup rows
+ * failed (batch__rollup). 0 or -errno (retried first: the samples wait).
+ */
+static int batch__mark_dirty(struct ch_store *c, struct ch_conn *conn, struct ch_batch *b)
+{
+	const char *settings = c->cluster[0] ? "insert_distributed_sync=1" : NULL;
+	struct rb sql = { 0 };
+	size_t u = 0;
+	char err[300];
+	int e;
+
+	rb_printf(&sql, "INSERT INTO rollup_dirty (day, hour) VALUES ");
+	e = batch__hours(b, &sql, "", &u);
+	e = e ? e : !u ? 0 : ch_conn__run(conn, (char *)sql.p, settings, NULL, 0, NULL, err,
+					  sizeof(err));
 	rb_free(&sql);
 	pthread_mutex_lock(&c->lock);
 	if (!e && u) {
 		c->dirty_hours += u;
-		pr_warn("clickhouse: %zu hour%s marked in rollup_dirty (an INSERT into samples "
-			"failed, or replayed at start): merges read %s raw", u, u > 1 ? "s" : "",
-			u > 1 ? "them" : "it");
+		pr_warn("clickhouse: %zu hour%s marked in rollup_dirty (%s): merges read %s raw",
+			u, u > 1 ? "s" : "", b->rollup_failed ? "its samples_1h rows failed" :
+			"an INSERT into samples failed, or replayed at start", u > 1 ? "them" : "it");
 	} else if (e) {
 		c->insert_errors++;
 		if (strcmp(c->last_error, err))
@@ -1272,9 +1330,27 @@ static int batch__mark_dirty(struct ch_store *c, struct ch_conn *conn, struct ch
 }
 
 /*
+ * The batch's rollup rows were not built, or their INSERT failed: its hours go to rollup_dirty
+ * instead (batch__mark_dirty). Counted, logged once per distinct error, kept as last_error.
+ */
+static void batch__rollup_failed(struct ch_store *c, struct ch_batch *b, const char *what,
+				 const char *err)
+{
+	b->rollup_failed = true;
+	pthread_mutex_lock(&c->lock);
+	c->rollup_failures++;
+	if (strcmp(c->last_error, err))
+		pr_warn("clickhouse: %s (%zu profiles waiting): %s: their hours are marked dirty",
+			what, b->n_profiles, err);
+	snprintf(c->last_error, sizeof(c->last_error), "%s", err);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/*
  * The batch's hourly rollup rows (ch-rollup.c), once its samples are in and before its profile
- * rows (a profile row means stored to a retry). Not sent again after a failed INSERT: that one
- * may have been applied (a broken connection) and a second would count its rows twice, so the
+ * rows (a profile row means stored to a retry). Not sent again after a failed INSERT (any
+ * error, -ENOMEM too: it may come from reading the answer, after the body went): that one
+ * may have been applied and a second would count its rows twice, so the
  * retry marks their hours in rollup_dirty instead (merges read them raw), as for samples whose
  * view insert may be lost. A collector killed before this leaves its records in the spool,
  * whose replay at start marks their hours. 0 or -errno (retried: the profiles wait).
@@ -1283,7 +1359,7 @@ static int batch__rollup(struct ch_store *c, struct ch_conn *conn, struct ch_bat
 {
 	struct rb body = { 0 };
 	size_t n = 0;
-	char err[300];
+	char err[300] = "clickhouse: out of memory";
 	int e;
 
 	if (b->rollup_failed) {
@@ -1292,24 +1368,29 @@ static int batch__rollup(struct ch_store *c, struct ch_conn *conn, struct ch_bat
 		return e;
 	}
 	e = ch_rollup__build(b, &body, &n);
-	if (e == -EINVAL) {	/* rows the collector did not write: cannot be */
-		pr_warn("clickhouse: a batch's sample rows do not parse: its hours are marked");
-		b->rollup_failed = true;
+	if (e) {
+		/* built again, it would most likely fail again (and hold the queue): marked */
+		rb_free(&body);
+		snprintf(err, sizeof(err), "clickhouse: %s", e == -EINVAL ?
+			 "sample rows that do not parse" : strerror(-e));
+		batch__rollup_failed(c, b, "samples_1h rows not built", err);
+		e = batch__mark_dirty(c, conn, b);
+		b->rolled = !e;
 		return e;
 	}
-	if (!e && n)
+	/*
+	 * Any failure from here on may come after the body was written (ch_conn__run's -ENOMEM
+	 * too: from reading the answer), so the INSERT may be applied: never sent again.
+	 */
+	if (n)
 		e = ch_conn__run(conn, "INSERT INTO samples_1h FORMAT Native",
 				 CH_INSERT_SETTINGS, body.p, body.len, NULL, err, sizeof(err));
 	rb_free(&body);
-	if (e && e != -ENOMEM) {
-		b->rollup_failed = true;
+	if (e) {
 		pthread_mutex_lock(&c->lock);
 		c->insert_errors++;
-		if (strcmp(c->last_error, err))
-			pr_warn("clickhouse: INSERT INTO samples_1h (%zu profiles waiting): %s",
-				b->n_profiles, err);
-		snprintf(c->last_error, sizeof(c->last_error), "%s", err);
 		pthread_mutex_unlock(&c->lock);
+		batch__rollup_failed(c, b, "INSERT INTO samples_1h", err);
 	}
 	b->rolled = !e;
 	return e;
@@ -1326,6 +1407,11 @@ static int batch__send(struct ch_store *c, struct ch_conn *conn, struct ch_batch
 		struct rb sorted = { 0 }, native = { 0 };
 		int e;
 
+		if (b->stage == T_SAMPLES && c->own_rollup && b->intent == CH_INTENT_NONE) {
+			e = batch__intent(c, conn, b, 1);
+			if (e)
+				return e;
+		}
 		if (b->stage == T_SAMPLES && b->dirty) {
 			e = batch__mark_dirty(c, conn, b);
 			if (e)
@@ -1333,6 +1419,11 @@ static int batch__send(struct ch_store *c, struct ch_conn *conn, struct ch_batch
 		}
 		if (b->stage == T_PROFILES && c->own_rollup && !b->rolled) {
 			e = batch__rollup(c, conn, b);
+			if (e)
+				return e;
+		}
+		if (b->stage == T_PROFILES && b->intent == CH_INTENT_PENDING) {
+			e = batch__intent(c, conn, b, -1);
 			if (e)
 				return e;
 		}
@@ -1410,7 +1501,8 @@ static void *ch__writer(void *arg)
 		struct timespec ts;
 		int e;
 
-		if (c->retention_days && port_clock_mono_ns() >= retain_due && !c->stop) {
+		if ((c->retention_days || c->own_rollup) && port_clock_mono_ns() >= retain_due &&
+		    !c->stop) {
 			pthread_mutex_unlock(&c->lock);
 			ch_retain__run(c, conn);
 			pthread_mutex_lock(&c->lock);
@@ -1484,6 +1576,8 @@ static void ch__stats(struct store *base, struct store_stats *st)
 			       c->stacks.resets;
 	st->ch.partitions_dropped = c->partitions_dropped;
 	st->ch.rollup_dirty_hours = c->dirty_hours;
+	st->ch.rollup_failures = c->rollup_failures;
+	st->ch.rollup_views = c->rollup_views;
 	st->ch.spool = c->spool != NULL;
 	st->ch.spool_pending = c->spool_pending;
 	st->ch.spool_capacity = c->spool_capacity;
@@ -1584,6 +1678,19 @@ static const char ch_rollup_dirty[] =
 	"CREATE TABLE IF NOT EXISTS rollup_dirty%s (day Date, hour UInt32) "
 	"ENGINE = ReplacingMergeTree PARTITION BY day ORDER BY hour";
 
+/*
+ * In the view's place on one server, a table of its name: an older collector started again
+ * runs CREATE MATERIALIZED VIEW IF NOT EXISTS samples_1h_mv, which then creates nothing
+ * (checked on 18.16), instead of a view that would count every batch of ours twice.
+ */
+static const char ch_rollup_tombstone[] =
+	"CREATE TABLE IF NOT EXISTS samples_1h_mv (tombstone UInt8) ENGINE = Null";
+
+/* batch__intent's table (one server only: with --ch-cluster the view fills samples_1h) */
+static const char ch_rollup_pending[] =
+	"CREATE TABLE IF NOT EXISTS rollup_pending (day Date, hour UInt32, batch UInt64, "
+	"sign Int8) ENGINE = CollapsingMergeTree(sign) PARTITION BY day ORDER BY (hour, batch)";
+
 /* One statement of fmt with the suffix sfx in every %s (at most two). */
 static int ch__run_fmt(struct ch_conn *conn, const char *fmt, const char *sfx, struct rb *out,
 		       char *err, size_t errlen)
@@ -1661,6 +1768,8 @@ static int ch__schema_rollup(struct ch_store *c, struct ch_conn *conn, char *err
 		e = ch__run_fmt(conn, ch_rollup_since, sfx, NULL, err, errlen);
 	if (!e)
 		e = ch__run_fmt(conn, ch_rollup_dirty, sfx, NULL, err, errlen);
+	if (!e && c->own_rollup)
+		e = ch__run_fmt(conn, ch_rollup_pending, "", NULL, err, errlen);
 	if (!e && c->cluster[0]) {
 		snprintf(sql, sizeof(sql), "CREATE TABLE IF NOT EXISTS rollup_dirty AS "
 			 "rollup_dirty_local ENGINE = Distributed(%s, %s, rollup_dirty_local, hour)",
@@ -1680,14 +1789,16 @@ static int ch__schema_rollup(struct ch_store *c, struct ch_conn *conn, char *err
 	}
 	if (!e)
 		e = ch__run_u64(conn, "SELECT count() FROM system.tables WHERE database = "
-				"currentDatabase() AND name = 'samples_1h_mv' FORMAT RowBinary", "",
-				&views, err, errlen);
+				"currentDatabase() AND name = 'samples_1h_mv' AND engine = "
+				"'MaterializedView' FORMAT RowBinary", "", &views, err, errlen);
 	if (!e && views && c->own_rollup) {
 		e = ch__run_fmt(conn, "DROP TABLE IF EXISTS samples_1h_mv", "", NULL, err, errlen);
 		if (!e)
 			pr_info("clickhouse: samples_1h_mv dropped: collectors sum samples_1h "
 				"themselves now (an older collector would leave its rows out of it)");
 	}
+	if (!e && c->own_rollup)	/* the tombstone: an older collector's view cannot come back */
+		e = ch__run_fmt(conn, ch_rollup_tombstone, "", NULL, err, errlen);
 	if (!e)
 		e = ch__run_u64(conn, "SELECT count() FROM samples_1h_since%s FORMAT RowBinary",
 				sfx, &marks, err, errlen);
@@ -1757,14 +1868,6 @@ struct store *store_ch__open(const struct store_opts *opts, char *err, size_t er
 		return NULL;
 	}
 	c->base.ops = &ch_ops;
-	/*
-	 * A batch's buffers (its rows, then their sorted and Native copies: 16 MiB each) were above
-	 * main()'s 1 MiB mmap threshold: mapped for each batch, unmapped after its INSERT, so every
-	 * page of every batch was faulted in and cleared again (about 5% of the collector's CPU).
-	 * Kept in the heap instead; this mode runs on a fleet's server, not on a device.
-	 */
-	mallopt(M_MMAP_THRESHOLD, 32 << 20);
-	mallopt(M_TRIM_THRESHOLD, 128 << 20);
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->wake, NULL);
 	pthread_cond_init(&c->done, NULL);

@@ -162,6 +162,8 @@ struct store_ch_stats {
 	uint64_t intern_resets;			/* id sets cleared when full */
 	uint64_t partitions_dropped;		/* days dropped by retention */
 	uint64_t rollup_dirty_hours;		/* hours merges read raw (rollup short) */
+	uint64_t rollup_failures;		/* rollup rows not built or not sent */
+	uint64_t rollup_views;			/* checks that found samples_1h_mv a view */
 	bool spool;				/* --ch-spool: */
 	uint64_t spool_pending, spool_capacity;	/* bytes not yet in ClickHouse; bound */
 	uint64_t spool_spilled, spool_replayed;	/* uploads whose rows were read back */

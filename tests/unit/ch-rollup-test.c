@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ch_rollup__build (store/ch-rollup.c): a batch's sample rows summed into samples_1h's rows,
+ * read back from the Native block it makes. The rows must be what the materialized view made
+ * of them: several profiles of one key summed by stack, a profile with more values than
+ * samples_1h has columns left out, values past a row's own count 0, rows of zero kept (the
+ * view kept them; SummingMergeTree's merges drop them later), keys in samples_1h's order.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "store/ch-store.h"
+
+#define H CH_ROLLUP_NS
+#define DAY 20000
+
+struct row {
+	uint64_t ts, series, sig, stack;
+	size_t k;
+	int64_t v[6];
+};
+
+/* One profile's rows appended to the batch as the collector writes them (RowBinary). */
+static void add_profile(struct ch_batch *b, const struct row *r, size_t n)
+{
+	struct rb *body = &b->rows[T_SAMPLES];
+	struct pmark *m;
+
+	b->marks = realloc(b->marks, (b->n_marks + 1) * sizeof(*b->marks));
+	assert_non_null(b->marks);
+	m = &b->marks[b->n_marks++];
+	memset(m, 0, sizeof(*m));
+	m->s_off = body->len;
+	m->ts = r[0].ts;
+	for (size_t i = 0; i < n; i++) {
+		rb_u16(body, DAY);
+		rb_u64(body, r[i].ts);
+		rb_u64(body, r[i].series);
+		rb_u64(body, r[i].sig);
+		rb_u64(body, 7);	/* profile id */
+		rb_u64(body, r[i].stack);
+		rb_varint(body, r[i].k);
+		for (size_t j = 0; j < r[i].k; j++)
+			rb_u64(body, (uint64_t)r[i].v[j]);
+	}
+	assert_false(body->oom);
+	m->s_len = body->len - m->s_off;
+}
+
+struct out {
+	size_t n;
+	uint16_t day[16];
+	uint32_t hour[16];
+	uint64_t series[16], sig[16], stack[16];
+	int64_t v[CH_ROLLUP_VALUES][16];
+};
+
+static uint64_t varint(const unsigned char **p)
+{
+	uint64_t v = 0;
+
+	for (int s = 0;; s += 7) {
+		unsigned char c = *(*p)++;
+
+		v |= (uint64_t)(c & 0x7f) << s;
+		if (!(c & 0x80))
+			return v;
+	}
+}
+
+/* The Native block's columns, checked by name and type, into o. */
+static void parse(const struct rb *nat, struct out *o)
+{
+	static const char *const cols[][2] = {
+		{ "day", "Date" }, { "hour", "UInt32" }, { "series", "UInt64" },
+		{ "sig", "UInt64" }, { "stack", "UInt64" }, { "v0", "Int64" }, { "v1", "Int64" },
+		{ "v2", "Int64" }, { "v3", "Int64" },
+	};
+	const unsigned char *p = nat->p;
+
+	assert_int_equal(varint(&p), 9);
+	o->n = varint(&p);
+	assert_true(o->n <= 16);
+	for (int c = 0; c < 9; c++) {
+		for (int s = 0; s < 2; s++) {
+			size_t len = varint(&p);
+
+			assert_int_equal(len, strlen(cols[c][s]));
+			assert_memory_equal(p, cols[c][s], len);
+			p += len;
+		}
+		for (size_t i = 0; i < o->n; i++) {
+			if (c == 0) {
+				memcpy(&o->day[i], p, 2), p += 2;
+			} else if (c == 1) {
+				memcpy(&o->hour[i], p, 4), p += 4;
+			} else {
+				uint64_t *d[] = { o->series, o->sig, o->stack };
+
+				if (c < 5)
+					memcpy(&d[c - 2][i], p, 8);
+				else
+					memcpy(&o->v[c - 5][i], p, 8);
+				p += 8;
+			}
+		}
+	}
+	assert_ptr_equal(p, nat->p + nat->len);
+}
+
+static void build(struct ch_batch *b, struct out *o)
+{
+	struct rb nat = { 0 };
+	size_t n = 99;
+
+	assert_int_equal(ch_rollup__build(b, &nat, &n), 0);
+	memset(o, 0, sizeof(*o));
+	if (n)
+		parse(&nat, o);
+	assert_int_equal(o->n, n);
+	rb_free(&nat);
+	rb_free(&b->rows[T_SAMPLES]);
+	free(b->marks);
+	memset(b, 0, sizeof(*b));
+}
+
+/* Two profiles of one key: summed by stack, in stack order; another key after it. */
+static void test_same_key_summed(void **state)
+{
+	struct ch_batch b = { 0 };
+	struct out o;
+	const struct row p1[] = { { 5 * H + 1, 1, 2, 10, 2, { 3, 30 } },
+				  { 5 * H + 1, 1, 2, 20, 2, { 4, 40 } } };
+	const struct row p2[] = { { 5 * H + 9, 1, 2, 5, 2, { 1, 1 } },
+				  { 5 * H + 9, 1, 2, 10, 2, { 7, 70 } } };
+	const struct row p0[] = { { 6 * H, 1, 2, 10, 1, { 100 } } };	/* the next hour */
+
+	(void)state;
+	add_profile(&b, p0, 1);
+	add_profile(&b, p1, 2);
+	add_profile(&b, p2, 2);
+	build(&b, &o);
+	assert_int_equal(o.n, 4);
+	/* hour 5: stacks 5, 10 (3 + 7), 20; then hour 6 */
+	assert_int_equal(o.hour[0], 5);
+	assert_int_equal(o.stack[0], 5);
+	assert_int_equal(o.stack[1], 10);
+	assert_int_equal(o.v[0][1], 10);
+	assert_int_equal(o.v[1][1], 100);
+	assert_int_equal(o.stack[2], 20);
+	assert_int_equal(o.v[0][2], 4);
+	assert_int_equal(o.hour[3], 6);
+	assert_int_equal(o.v[0][3], 100);
+	assert_int_equal(o.v[1][3], 0);	/* past the row's one value */
+	for (size_t i = 0; i < o.n; i++) {
+		assert_int_equal(o.day[i], DAY);
+		assert_int_equal(o.series[i], 1);
+		assert_int_equal(o.sig[i], 2);
+	}
+}
+
+/* A profile with more values than samples_1h's columns is left out; so is only it. */
+static void test_wide_left_out(void **state)
+{
+	struct ch_batch b = { 0 };
+	struct out o;
+	const struct row wide[] = { { H, 3, 4, 1, 1, { 1 } },
+				    { H, 3, 4, 2, 5, { 1, 2, 3, 4, 5 } } };
+	const struct row four[] = { { H, 3, 5, 1, 4, { 1, 2, 3, 4 } } };
+
+	(void)state;
+	add_profile(&b, wide, 2);
+	build(&b, &o);
+	assert_int_equal(o.n, 0);
+	add_profile(&b, wide, 2);
+	add_profile(&b, four, 1);
+	build(&b, &o);
+	assert_int_equal(o.n, 1);
+	assert_int_equal(o.sig[0], 5);
+	assert_int_equal(o.v[3][0], 4);
+}
+
+/* Rows of zero, and values that sum to zero, stay (as the view's did); negatives sum too. */
+static void test_zero_values(void **state)
+{
+	struct ch_batch b = { 0 };
+	struct out o;
+	const struct row p1[] = { { 2 * H, 8, 9, 1, 2, { 0, 0 } },
+				  { 2 * H, 8, 9, 2, 1, { 5 } } };
+	const struct row p2[] = { { 2 * H + 5, 8, 9, 2, 1, { -5 } } };
+
+	(void)state;
+	add_profile(&b, p1, 2);
+	add_profile(&b, p2, 1);
+	build(&b, &o);
+	assert_int_equal(o.n, 2);
+	assert_int_equal(o.stack[0], 1);
+	assert_int_equal(o.v[0][0], 0);
+	assert_int_equal(o.stack[1], 2);
+	assert_int_equal(o.v[0][1], 0);
+}
+
+/* Rows the collector did not write: -EINVAL, nothing to send. */
+static void test_bad_rows(void **state)
+{
+	struct ch_batch b = { 0 };
+	const struct row p[] = { { H, 1, 1, 1, 1, { 1 } } };
+	struct rb nat = { 0 };
+	size_t n;
+
+	(void)state;
+	add_profile(&b, p, 1);
+	b.marks[0].s_len -= 3;	/* a value cut short */
+	assert_int_equal(ch_rollup__build(&b, &nat, &n), -EINVAL);
+	assert_int_equal(n, 0);
+	rb_free(&nat);
+	rb_free(&b.rows[T_SAMPLES]);
+	free(b.marks);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_same_key_summed),
+		cmocka_unit_test(test_wide_left_out),
+		cmocka_unit_test(test_zero_values),
+		cmocka_unit_test(test_bad_rows),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
