@@ -1144,10 +1144,6 @@ static __always_inline int cfi_tail_run(struct scratch *s, struct cfi_cwalk *nw,
 			if (i >= cnt)
 				break;
 		}
-		fa = f[i].fp_at;
-		/* u->fp is this walk's own: it matters only where the CFA is on it */
-		if ((fa & CFI_CF_FP) && f[i].fp != fp)
-			break;
 		/* ra_at is 8-aligned, or 1 (never reused; after the last frame), or 0: not in it */
 		off = f[i].ra_at - win_at;
 		if (off > wmax)
@@ -1155,12 +1151,18 @@ static __always_inline int cfi_tail_run(struct scratch *s, struct cfi_cwalk *nw,
 		/* f[i + 1].pc: the next frame's, or 0 after the last (cfi_finish) */
 		if (*(__u64 *)((void *)u->win + (off & CFI_WIN_MASK)) != f[i + 1].pc)
 			break;
-		fa &= ~(__u64)7;
-		if (fa) {
-			off = fa - win_at;
-			if (off > wmax)
+		fa = f[i].fp_at;
+		if (fa) { /* one test where the frame pointer plays no part (most frames) */
+			/* u->fp is this walk's own: it matters only where the CFA is on it */
+			if ((fa & CFI_CF_FP) && f[i].fp != fp)
 				break;
-			fp = *(__u64 *)((void *)u->win + (off & CFI_WIN_MASK));
+			fa &= ~(__u64)7;
+			if (fa) {
+				off = fa - win_at;
+				if (off > wmax)
+					break;
+				fp = *(__u64 *)((void *)u->win + (off & CFI_WIN_MASK));
+			}
 		}
 		k = i + 1;
 	}
