@@ -114,7 +114,7 @@ struct scratch {
 _Static_assert(PROFILE_CFI_CACHE_THREADS <= 3, "CONFIG_BPF_CFI_WALK_CACHE: at most 3");
 #define CFI_CACHE_ON (PROFILE_CFI_CACHE_THREADS > 0) /* the CPU samples' walker uses it */
 /* frames the follower checks a run (cfi_tail_run) */
-#define CFI_TAIL_FAST 16
+#define CFI_TAIL_FAST 32
 struct sample_scratch {
 	struct scratch s;
 	struct cfi_cwalk c[CFI_CACHE_ENTRIES];
@@ -1074,7 +1074,9 @@ static __always_inline int cfi_tail_done(struct scratch *s, struct cfi_cwalk *nw
 					 const struct cfi_cwalk *cw, int copy)
 {
 	struct cfi_state *u = &s->u;
-	__u32 j = u->c_j, nu = u->nu, base = u->nk + u->nu, k = u->c_k, cnt;
+	__u32 j = u->c_j, nu = u->nu, base = u->nk + u->nu, cnt;
+	__u32 k = *(volatile __u32 *)&u->c_k; /* from memory: see cfi_tail_run */
+	__u64 fp = *(volatile __u64 *)&u->fp;
 	__u64 wmax = u->win_len < 8 ? 0 : u->win_len - 8, win_at = u->win_len < 8 ? 4 : u->win_at;
 	const struct cfi_cframe *f;
 	int end;
@@ -1085,7 +1087,7 @@ static __always_inline int cfi_tail_done(struct scratch *s, struct cfi_cwalk *nw
 	cnt = user_depth - nu;
 	if (cnt > 2 * PROFILE_MAX_DEPTH - base)
 		cnt = 2 * PROFILE_MAX_DEPTH - base;
-	end = cfi_tail_next(u, cw, j + k, u->fp, win_at, wmax);
+	end = cfi_tail_next(u, cw, j + k, fp, win_at, wmax);
 	if (end == CFI_TAIL_LAST) {
 		end = 0;
 		if (k < cnt && k < CFI_TAIL_FAST) /* else the depth, or the next run */
