@@ -658,6 +658,22 @@ static __always_inline const struct cfi_row *cfi_row_of(const struct cfi_mapping
 	return bpf_map_lookup_elem(&cfi_rows, &key);
 }
 
+/* The window: len bytes of the user stack at addr (at most the window's); -1: none. */
+static __always_inline long cfi_win_read(struct cfi_state *u, __u64 addr, __u64 len, int legacy)
+{
+	if (len > sizeof(u->win))
+		len = sizeof(u->win);
+	barrier_var(len);
+	if (len < 8 || len > sizeof(u->win))
+		return -1;
+	u->win_len = 0;
+	if (read_user(u->win, len, addr, legacy))
+		return -1;
+	u->win_at = addr;
+	u->win_len = len;
+	return 0;
+}
+
 /*
  * The user stack word at addr (8-aligned): from the window, read anew there when outside it
  * (at most max bytes).
@@ -675,18 +691,10 @@ static __always_inline long stack_word(struct cfi_state *u, __u64 addr, __u64 *v
 			len = max;
 		if (u->win_top > addr && u->win_top - addr > len)
 			len = u->win_top - addr; /* the last walk read that far: mapped */
-		if (len > sizeof(u->win))
-			len = sizeof(u->win);
-		barrier_var(len);
-		if (len < 8 || len > sizeof(u->win))
-			return -1;
-		u->win_len = 0;
-		if (read_user(u->win, len, addr, legacy)) {
+		if (cfi_win_read(u, addr, len, legacy)) {
 			u->win_top = 0; /* not so any more: page by page from here */
 			return read_user(val, 8, addr, legacy); /* a page not in memory... */
 		}
-		u->win_at = addr;
-		u->win_len = len;
 		off = 0;
 	}
 	*val = u->win[(off >> 3) & (CFI_WIN_WORDS - 1)];
@@ -1197,17 +1205,7 @@ static __always_inline int cfi_tail_window(struct cfi_state *u, const struct cfi
 	len = 4096 - (lo & 4095);
 	if (u->win_top > lo + 8)
 		len = u->win_top - lo;
-	if (len > sizeof(u->win))
-		len = sizeof(u->win);
-	barrier_var(len);
-	if (len < 8 || len > sizeof(u->win))
-		return -1;
-	u->win_len = 0;
-	if (read_user(u->win, len, lo, legacy))
-		return -1;
-	u->win_at = lo;
-	u->win_len = len;
-	return 0;
+	return cfi_win_read(u, lo, len, legacy);
 }
 
 /*
