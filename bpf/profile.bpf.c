@@ -1613,6 +1613,7 @@ int offcpu_exit(struct bpf_raw_tracepoint_args *ctx)
 			s->u.nu = 0;
 			s->u.runs = 0;
 			s->u.win_len = 0;
+			s->u.win_top = 0; /* no walk cache: a window read is page-bounded */
 			s->u.last_m = 0;
 			bpf_tail_call(ctx, &offcpu_cfi_progs, 0); /* returns only if it failed */
 		}
