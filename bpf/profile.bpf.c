@@ -62,12 +62,13 @@ struct {
  * registers of the next frames, instead of a read per register (the fixed cost of each read is
  * ~200 instructions: tests/bench/bpf-icount.sh).
  */
-#define CFI_WIN_WORDS 128
+#define CFI_WIN_WORDS 256
+#define CFI_WIN_MASK ((CFI_WIN_WORDS - 1) * 8) /* a byte offset into the window, 8-aligned */
 /*
  * The walker reads 512 bytes at most (a read costs ~1 instruction a byte beyond its fixed
- * cost: short stacks would pay for more); the walk cache's follower, which goes through
- * frames for a few instructions each, up to the whole window, as far as the cached frames go
- * (fewer runs on deep stacks).
+ * cost: short stacks would pay for more), to the end of the page; where the thread's last walk
+ * is in the walk cache, up to that walk's top (win_top) in one read, pages crossed, as the
+ * cached frames go (their pages were read by that walk): the follower then needs no read.
  */
 #define CFI_WIN_WALK 512
 
@@ -84,7 +85,9 @@ struct cfi_state {
 	__u32 c_j;      /* the frame of c_cur the walk's next frame is compared with */
 	__u32 c_seq;    /* c_cur's seq */
 	__u32 c_mode;   /* the follower: 0 before it runs, CFI_COPY, CFI_IN_PLACE */
+	__u32 c_k;      /* the follower: frames its run's checks passed */
 	__u64 win_at, win_len; /* win holds the user stack's [win_at, win_at + win_len) */
+	__u64 win_top;  /* the last walk's stack read up to here (0: none): mapped below it */
 	__u64 win[CFI_WIN_WORDS];
 };
 
@@ -110,9 +113,18 @@ struct scratch {
 	(PROFILE_CFI_CACHE_THREADS < 1 ? 2 : PROFILE_CFI_CACHE_THREADS < 2 ? 4 : 8)
 _Static_assert(PROFILE_CFI_CACHE_THREADS <= 3, "CONFIG_BPF_CFI_WALK_CACHE: at most 3");
 #define CFI_CACHE_ON (PROFILE_CFI_CACHE_THREADS > 0) /* the CPU samples' walker uses it */
+/* frames the follower checks a run (cfi_tail_run) */
+#define CFI_TAIL_FAST 32
 struct sample_scratch {
 	struct scratch s;
 	struct cfi_cwalk c[CFI_CACHE_ENTRIES];
+	/*
+	 * Never used: the follower steps through an entry's frames by pointer, up to
+	 * CFI_TAIL_FAST of them from an index the verifier only knows to be under
+	 * PROFILE_CFI_CACHE_FRAMES; its bound on n keeps it in the entry, this room keeps the
+	 * verifier's bound in the value.
+	 */
+	struct cfi_cframe pad[CFI_TAIL_FAST];
 };
 
 struct {
@@ -646,6 +658,22 @@ static __always_inline const struct cfi_row *cfi_row_of(const struct cfi_mapping
 	return bpf_map_lookup_elem(&cfi_rows, &key);
 }
 
+/* The window: len bytes of the user stack at addr (at most the window's); -1: none. */
+static __always_inline long cfi_win_read(struct cfi_state *u, __u64 addr, __u64 len, int legacy)
+{
+	if (len > sizeof(u->win))
+		len = sizeof(u->win);
+	barrier_var(len);
+	if (len < 8 || len > sizeof(u->win))
+		return -1;
+	u->win_len = 0;
+	if (read_user(u->win, len, addr, legacy))
+		return -1;
+	u->win_at = addr;
+	u->win_len = len;
+	return 0;
+}
+
 /*
  * The user stack word at addr (8-aligned): from the window, read anew there when outside it
  * (at most max bytes).
@@ -661,14 +689,12 @@ static __always_inline long stack_word(struct cfi_state *u, __u64 addr, __u64 *v
 		len = 4096 - (addr & 4095); /* this page is mapped: the word is in it */
 		if (len > max)
 			len = max;
-		barrier_var(len);
-		if (len < 8 || len > sizeof(u->win))
-			return -1;
-		u->win_len = 0;
-		if (read_user(u->win, len, addr, legacy))
+		if (u->win_top > addr && u->win_top - addr > len)
+			len = u->win_top - addr; /* the last walk read that far: mapped */
+		if (cfi_win_read(u, addr, len, legacy)) {
+			u->win_top = 0; /* not so any more: page by page from here */
 			return read_user(val, 8, addr, legacy); /* a page not in memory... */
-		u->win_at = addr;
-		u->win_len = len;
+		}
 		off = 0;
 	}
 	*val = u->win[(off >> 3) & (CFI_WIN_WORDS - 1)];
@@ -706,11 +732,13 @@ static __always_inline int cfi_cache_valid(const struct cfi_cwalk *c, const stru
  */
 static __always_inline void cfi_cache_begin(struct scratch *s, const struct cfi_proc *p)
 {
-	struct cfi_cwalk *a, *b, *nw;
+	struct cfi_cwalk *a, *b, *nw, *cw;
+	const struct cfi_cframe *top;
 	__u32 base, other;
 	int va, vb;
 
 	s->u.c_cur = s->u.c_new = CFI_CACHE_ENTRIES - 1; /* the spare */
+	s->u.win_top = 0;
 	s->u.c_j = CFI_NO_ENTRY;
 	s->u.c_seq = 0;
 	s->u.c_mode = 0;
@@ -739,6 +767,16 @@ static __always_inline void cfi_cache_begin(struct scratch *s, const struct cfi_
 		nw = a;
 	}
 	nw->n = 0; /* written from now on: not a walk until it ends */
+	if (s->u.c_j == CFI_NO_ENTRY)
+		return;
+	/*
+	 * The top of the stack the last walk read: its frames' slots lie below the last frame's
+	 * stack pointer (each below its CFA), that frame's own return address (if it read one)
+	 * above it
+	 */
+	cw = cfi_cache_entry(s, s->u.c_cur);
+	top = &cw->f[(cw->n - 1) & (PROFILE_CFI_CACHE_FRAMES - 1)];
+	s->u.win_top = top->ra_at > top->sp ? top->ra_at + 8 : top->sp;
 }
 
 /*
@@ -917,7 +955,7 @@ static __always_inline __u32 cfi_finish(struct scratch *s, struct cfi_cwalk *nw,
 {
 	/* without branches: each would multiply the walker's paths for the verifier */
 	__u32 nu = s->u.nu, keep = (end != CFI_END_READ) & (end != CFI_END_DEPTH) &
-				 (nu - 1 < PROFILE_CFI_CACHE_FRAMES);
+				 (nu - 1 < PROFILE_CFI_CACHE_FRAMES - 1);
 
 	if (nw) {
 		nw->tid = s->e.tid;
@@ -925,7 +963,12 @@ static __always_inline __u32 cfi_finish(struct scratch *s, struct cfi_cwalk *nw,
 		nw->gen = s->u.gen;
 		nw->seq = s->u.c_seq + 1;
 		nw->end = end;
-		nw->n = nu & -keep;
+		nu &= -keep;
+		nw->n = nu;
+		barrier_var(nu); /* clang knows keep bounds it; the verifier must see the mask */
+		/* after the last: pc 0, and no window holds its return address */
+		nw->f[nu & (PROFILE_CFI_CACHE_FRAMES - 1)].pc = 0;
+		nw->f[nu & (PROFILE_CFI_CACHE_FRAMES - 1)].ra_at = 1;
 	}
 	return cfi_end(s, end);
 }
@@ -960,167 +1003,210 @@ static __always_inline __u32 cfi_walk_some(void *ctx, struct scratch *s, int leg
 }
 
 /*
- * The follower's step: pushes frame c_j of the last walk (cw) and checks the words its step
- * read; 0 (go on), the cached walk's end, or CFI_CHANGED (u is then that frame, not pushed).
+ * The follower's checks of one run (cfi_tail_run): up to CFI_TAIL_FAST of the last walk's
+ * frames from c_j on, each by the words its step read, from the window alone: no helper call
+ * and no bookkeeping per frame but its pc into the record (and, copying, the frame into this
+ * walk's entry), so its state stays in registers (~15 instructions a frame where no frame
+ * pointer was saved). Besides the walk's end: CFI_CHANGED (a step reads other words now: the
+ * walker goes on from that frame), or
  */
-static __always_inline int cfi_cached_frame(struct scratch *s, struct cfi_cwalk *nw,
-					    const struct cfi_cwalk *cw, int legacy, int copy)
-{
-	struct cfi_state *u = &s->u;
-	__u32 j = u->c_j, n = cw->n, at = (u->nk + u->nu) & (2 * PROFILE_MAX_DEPTH - 1);
-	const struct cfi_cframe *f, *g;
-	struct cfi_cframe *cf;
-	__u64 w, v, ra, fpa, want, span;
-	int last;
+#define CFI_WINDOW (CFI_END_MAX + 3) /* a word outside the window, or CFI_TAIL_FAST frames */
 
-	if (n > PROFILE_CFI_CACHE_FRAMES || j >= n)
-		return CFI_END_DEPTH; /* cannot happen */
-	if (u->nu >= user_depth || u->nk + u->nu >= 2 * PROFILE_MAX_DEPTH)
-		return CFI_END_DEPTH;
-	f = &cw->f[j & (PROFILE_CFI_CACHE_FRAMES - 1)];
-	g = &cw->f[(j + 1) & (PROFILE_CFI_CACHE_FRAMES - 1)];
-	u->pc = f->pc;
-	u->sp = f->sp;
-	/* u->fp is this walk's own: it matters only where the CFA is on it */
-	if ((f->fp_at & CFI_CF_FP) && f->fp != u->fp)
+/*
+ * Why frame m (of cw) did not pass cfi_tail_run's loop: the walk's end once all passed, 0
+ * where none was left to check (the depth, or CFI_TAIL_FAST frames), CFI_CHANGED,
+ * CFI_WINDOW, or CFI_TAIL_LAST for the last frame whose step read nothing (it passes).
+ */
+#define CFI_TAIL_LAST (CFI_END_MAX + 4)
+static __always_inline int cfi_tail_next(const struct cfi_state *u, const struct cfi_cwalk *cw,
+					 __u32 m, __u64 fp, __u64 win_at, __u64 wmax)
+{
+	const struct cfi_cframe *f = &cw->f[m & (PROFILE_CFI_CACHE_FRAMES - 1)];
+	__u64 off;
+
+	if (m >= cw->n)
+		return cw->end; /* every frame of the last walk checked */
+	if ((f->fp_at & CFI_CF_FP) && f->fp != fp)
 		return CFI_CHANGED;
-	/* the last frame's step ended the walk: by a zero return address, or without a read */
-	last = j + 1 >= n;
-	want = last ? 0 : g->pc;
-	ra = f->ra_at;
-	fpa = f->fp_at & ~(__u64)7;
-	v = u->fp;
-	if (ra & 7)
+	if (!f->ra_at)
+		return m + 1 == cw->n ? CFI_TAIL_LAST : CFI_CHANGED;
+	off = f->ra_at - win_at;
+	if (off > wmax)
+		return CFI_WINDOW; /* (or ra_at 1: then never in a window, and the walker takes it) */
+	if (u->win[(off >> 3) & (CFI_WIN_WORDS - 1)] !=
+	    cw->f[(m + 1) & (PROFILE_CFI_CACHE_FRAMES - 1)].pc)
 		return CFI_CHANGED;
-	/*
-	 * A window read here spans the rest of the cached frames' slots, up to the last frame's
-	 * stack pointer and a little beyond, at most the window: no more bytes than they need
-	 */
-	span = cw->f[(n - 1) & (PROFILE_CFI_CACHE_FRAMES - 1)].sp + 128 - (fpa && fpa < ra ? fpa : ra);
-	if (span > sizeof(u->win))
-		span = sizeof(u->win);
-	if (span < 16)
-		span = 16;
-	if (ra) {
-		/* the lower slot first: a window read for it holds the other one too */
-		if (fpa && fpa < ra && stack_word(u, fpa, &v, legacy, span))
-			return CFI_CHANGED;
-		if (stack_word(u, ra, &w, legacy, span) || w != want)
-			return CFI_CHANGED;
-		if (fpa && fpa > ra && stack_word(u, fpa, &v, legacy, span))
-			return CFI_CHANGED;
-	} else if (!last) {
-		return CFI_CHANGED; /* cannot happen: a step that read nothing ended the walk */
-	}
-	s->e.frames[at] = f->pc;
-	if (copy) {
-		cf = &nw->f[u->nu & (PROFILE_CFI_CACHE_FRAMES - 1)];
-		cf->pc = f->pc;
-		cf->sp = f->sp;
-		cf->fp = u->fp;
-		cf->ra_at = f->ra_at;
-		cf->fp_at = f->fp_at;
-	}
-	u->nu++;
-	if (last)
-		return cw->end;
-	u->fp = v;
-	u->c_j = j + 1;
-	return 0;
+	off = (f->fp_at & ~(__u64)7) - win_at;
+	if ((f->fp_at & ~(__u64)7) && off > wmax)
+		return CFI_WINDOW;
+	return 0; /* it passes: the loop stopped before it */
 }
 
 /*
- * The follower's frames after the first of a run: their words from the window the first one
- * read, no helper call (so its state stays in registers: ~30 instructions a frame against
- * ~100 with the window's reads inline). A word outside the window ends the run early
- * (CFI_WINDOW): the next one reads it.
+ * The k frames checked from f: their pcs into the record (base: its first), and with copy
+ * the frames as cached into this walk's entry (their fp is this walk's where the CFA is on
+ * it: checked), field by field (a struct copy is a memcpy to clang: its loop would not unroll).
  */
-#define CFI_TAIL_FAST 20
-#define CFI_WINDOW (CFI_END_MAX + 3)
+static __always_inline void cfi_tail_push(struct scratch *s, struct cfi_cwalk *nw,
+					  const struct cfi_cframe *f, __u32 base, __u32 nu,
+					  __u32 k, int copy)
+{
+	struct cfi_cframe *cf;
+	__u64 *out;
 
-/* The stack word at addr from the window: 0, or -1 when it is not there (never reads). */
-static __always_inline int cfi_tail_fast(struct scratch *s, struct cfi_cwalk *nw,
+	barrier_var(nu); /* clang knows the bounds; the verifier must see the masks */
+	barrier_var(base);
+	cf = &nw->f[nu & (PROFILE_CFI_CACHE_FRAMES - 1)];
+	out = &s->e.frames[base & (2 * PROFILE_MAX_DEPTH - 1)];
+#pragma unroll
+	for (int i = 0; i < CFI_TAIL_FAST; i++) {
+		barrier_var(k);
+		if (i >= k)
+			break;
+		out[i] = f[i].pc;
+		if (copy) {
+			cf[i].pc = f[i].pc;
+			cf[i].sp = f[i].sp;
+			cf[i].fp = f[i].fp;
+			cf[i].ra_at = f[i].ra_at;
+			cf[i].fp_at = f[i].fp_at;
+		}
+	}
+}
+
+/*
+ * After cfi_tail_run's checks (k frames passed, fp the frame pointer after them, in u): why
+ * the next one did not, the pcs into the record, the frames copied, u at the frame not pushed.
+ */
+static __always_inline int cfi_tail_done(struct scratch *s, struct cfi_cwalk *nw,
 					 const struct cfi_cwalk *cw, int copy)
 {
 	struct cfi_state *u = &s->u;
-	__u32 j = u->c_j, n = cw->n, nu = u->nu, base = u->nk + u->nu, room, k = 0, at;
-	__u64 fp = u->fp, win_at = u->win_at, wmax = u->win_len - 8, w, v, ra, fpa, off;
+	__u32 j = u->c_j, nu = u->nu, base = u->nk + u->nu, cnt;
+	__u32 k = *(volatile __u32 *)&u->c_k; /* from memory: see cfi_tail_run */
+	__u64 fp = *(volatile __u64 *)&u->fp;
+	__u64 wmax = u->win_len < 8 ? 0 : u->win_len - 8, win_at = u->win_len < 8 ? 4 : u->win_at;
 	const struct cfi_cframe *f;
-	struct cfi_cframe *cf;
-	int end = CFI_END_DEPTH, last;
+	int end;
 
-	if (nu >= user_depth || base >= 2 * PROFILE_MAX_DEPTH || u->win_len < 8)
-		return nu >= user_depth || base >= 2 * PROFILE_MAX_DEPTH ? CFI_END_DEPTH : CFI_WINDOW;
-	room = user_depth - nu;
-	if (room > 2 * PROFILE_MAX_DEPTH - base)
-		room = 2 * PROFILE_MAX_DEPTH - base;
-#pragma unroll
-	for (int i = 0; i < CFI_TAIL_FAST; i++) {
-		if (k >= room) {
-			end = CFI_END_DEPTH;
-			break;
-		}
-		f = &cw->f[(j + k) & (PROFILE_CFI_CACHE_FRAMES - 1)];
-		if ((f->fp_at & CFI_CF_FP) && f->fp != fp) {
-			end = CFI_CHANGED;
-			break;
-		}
-		last = j + k + 1 >= n;
-		ra = f->ra_at;
-		v = fp;
-		if (ra) {
-			off = ra - win_at;
-			if ((ra & 7) || off > wmax) {
-				end = CFI_WINDOW;
-				break;
-			}
-			w = u->win[(off >> 3) & (CFI_WIN_WORDS - 1)];
-			if (w != (last ? 0 : cw->f[(j + k + 1) & (PROFILE_CFI_CACHE_FRAMES - 1)].pc)) {
-				end = CFI_CHANGED;
-				break;
-			}
-			fpa = f->fp_at & ~(__u64)7;
-			if (fpa) {
-				off = fpa - win_at;
-				if (off > wmax) {
-					end = CFI_WINDOW;
-					break;
-				}
-				v = u->win[(off >> 3) & (CFI_WIN_WORDS - 1)];
-			}
-		} else if (!last) {
-			end = CFI_CHANGED;
-			break;
-		}
-		at = base + k;
-		barrier_var(at); /* the mask below must stay, for the verifier */
-		s->e.frames[at & (2 * PROFILE_MAX_DEPTH - 1)] = f->pc;
-		if (copy) {
-			cf = &nw->f[(nu + k) & (PROFILE_CFI_CACHE_FRAMES - 1)];
-			cf->pc = f->pc;
-			cf->sp = f->sp;
-			cf->fp = fp;
-			cf->ra_at = f->ra_at;
-			cf->fp_at = f->fp_at;
-		}
-		k++;
-		if (last) {
-			end = cw->end;
-			break;
-		}
-		fp = v;
+	if (k > CFI_TAIL_FAST || j >= PROFILE_CFI_CACHE_FRAMES || nu >= user_depth ||
+	    base >= 2 * PROFILE_MAX_DEPTH)
+		return CFI_END_DEPTH; /* cannot happen */
+	cnt = user_depth - nu;
+	if (cnt > 2 * PROFILE_MAX_DEPTH - base)
+		cnt = 2 * PROFILE_MAX_DEPTH - base;
+	end = cfi_tail_next(u, cw, j + k, fp, win_at, wmax);
+	if (end == CFI_TAIL_LAST) {
 		end = 0;
+		if (k < cnt && k < CFI_TAIL_FAST) /* else the depth, or the next run */
+			end = cw->end, k++;
 	}
+	if (!end)
+		end = k >= cnt ? CFI_END_DEPTH : CFI_WINDOW; /* or CFI_TAIL_FAST frames */
+	barrier_var(j); /* clang knows the bound above; the verifier must see the mask */
+	cfi_tail_push(s, nw, &cw->f[j & (PROFILE_CFI_CACHE_FRAMES - 1)], base, nu, k, copy);
 	/* the frame not pushed, where the walker or the next run goes on */
 	f = &cw->f[(j + k) & (PROFILE_CFI_CACHE_FRAMES - 1)];
 	u->pc = f->pc;
 	u->sp = f->sp;
-	u->fp = fp;
 	u->nu = nu + k;
 	u->c_j = j + k;
 	return end;
 }
 
+static __always_inline int cfi_tail_run(struct scratch *s, struct cfi_cwalk *nw,
+					const struct cfi_cwalk *cw, int copy)
+{
+	struct cfi_state *u = &s->u;
+	__u32 j = u->c_j, n = cw->n, nu = u->nu, base = u->nk + u->nu, cnt, k = 0;
+	__u64 fp = u->fp, win_at = u->win_at, wmax = u->win_len - 8, off, fa;
+	const struct cfi_cframe *f;
+
+	if (n > PROFILE_CFI_CACHE_FRAMES || j >= n)
+		return CFI_WINDOW; /* cannot happen */
+	if (u->win_len < 8) { /* no window: only a last frame that read nothing passes */
+		win_at = 4; /* ra_at - 4 is never 0: 0, 1 or a multiple of 8 */
+		wmax = 0;
+	}
+	if (nu >= user_depth || base >= 2 * PROFILE_MAX_DEPTH)
+		return CFI_END_DEPTH;
+	cnt = n - j;
+	if (cnt > user_depth - nu)
+		cnt = user_depth - nu;
+	if (cnt > 2 * PROFILE_MAX_DEPTH - base)
+		cnt = 2 * PROFILE_MAX_DEPTH - base;
+	/*
+	 * In place (nu == j), the depth cannot run out before the last walk's end did: the
+	 * loop below needs no count then, the entry after its last frame stops it.
+	 */
+	if (!copy && cnt != n - j)
+		return CFI_CHANGED; /* cannot happen */
+	barrier_var(j); /* clang knows the bound above; the verifier must see the mask */
+	f = &cw->f[j & (PROFILE_CFI_CACHE_FRAMES - 1)];
+	/*
+	 * How many frames pass, frame i at constant offsets from f: only the checks, so the
+	 * state stays in registers; why the next one did not is sorted out once, after it.
+	 */
+#pragma unroll
+	for (int i = 0; i < CFI_TAIL_FAST; i++) {
+		if (copy) {
+			barrier_var(cnt); /* else clang 14 does not unroll this loop */
+			if (i >= cnt)
+				break;
+		}
+		/* ra_at is 8-aligned, or 1 (never reused; after the last frame), or 0: not in it */
+		off = f[i].ra_at - win_at;
+		if (off > wmax)
+			break;
+		/* f[i + 1].pc: the next frame's, or 0 after the last (cfi_finish) */
+		if (*(__u64 *)((void *)u->win + (off & CFI_WIN_MASK)) != f[i + 1].pc)
+			break;
+		fa = f[i].fp_at;
+		if (fa) { /* one test where the frame pointer plays no part (most frames) */
+			/* u->fp is this walk's own: it matters only where the CFA is on it */
+			if ((fa & CFI_CF_FP) && f[i].fp != fp)
+				break;
+			fa &= ~(__u64)7;
+			if (fa) {
+				off = fa - win_at;
+				if (off > wmax)
+					break;
+				fp = *(__u64 *)((void *)u->win + (off & CFI_WIN_MASK));
+			}
+		}
+		k = i + 1;
+	}
+	/*
+	 * Through memory: the verifier, which does not follow map values, then checks what
+	 * follows once, not once for each way out of the loop above.
+	 */
+	*(volatile __u32 *)&u->c_k = k;
+	*(volatile __u64 *)&u->fp = fp;
+	return cfi_tail_done(s, nw, cw, copy);
+}
+
+/*
+ * Makes the window hold frame c_j's slots, read from the lower one up to the last walk's top
+ * (its pages were read by that walk) in one read, pages crossed, or the rest of the page where
+ * that is not known: -1 where the read failed (the walker goes on from that frame).
+ */
+static __always_inline int cfi_tail_window(struct cfi_state *u, const struct cfi_cwalk *cw,
+					   int legacy)
+{
+	const struct cfi_cframe *f = &cw->f[u->c_j & (PROFILE_CFI_CACHE_FRAMES - 1)];
+	__u64 lo = f->ra_at, fpa = f->fp_at & ~(__u64)7, wmax = u->win_len - 8, len;
+
+	if (!lo || (lo & 7))
+		return 0; /* no word to read (cfi_tail_run decides) */
+	if (u->win_len >= 8 && lo - u->win_at <= wmax && (!fpa || fpa - u->win_at <= wmax))
+		return 0; /* in the window */
+	if (fpa && fpa < lo)
+		lo = fpa;
+	len = 4096 - (lo & 4095);
+	if (u->win_top > lo + 8)
+		len = u->win_top - lo;
+	return cfi_win_read(u, lo, len, legacy);
+}
 
 /*
  * The follower's modes: the last walk's frames copied into this walk's entry as they are
@@ -1152,23 +1238,25 @@ static __always_inline void cfi_tail_mode(struct scratch *s)
 
 /*
  * The follower (slot 1 of the walker's program array): the last walk's frames from c_j on,
- * CFI_TAIL_FRAMES a run; back to the walker (slot 0) from a frame whose step changed.
+ * CFI_TAIL_FAST a run; back to the walker (slot 0) from a frame whose step changed, or whose
+ * words could not be read here.
  */
 static __always_inline __u32 cfi_tail_some(void *ctx, struct scratch *s, int legacy,
 					   void *progs)
 {
 	struct cfi_cwalk *nw, *cw;
-	int end, copy;
+	__u32 j;
+	int end;
 
 	if (!s->u.c_mode)
 		cfi_tail_mode(s);
 	nw = cfi_cache_entry(s, s->u.c_new);
 	cw = cfi_cache_entry(s, s->u.c_cur);
-	copy = s->u.c_mode == CFI_COPY;
-	/* one frame that may read the stack, then those the window holds */
-	end = cfi_cached_frame(s, nw, cw, legacy, copy);
-	if (!end)
-		end = cfi_tail_fast(s, nw, cw, copy);
+	j = s->u.c_j;
+	end = cfi_tail_window(&s->u, cw, legacy) ? CFI_WINDOW
+		: s->u.c_mode == CFI_COPY ? cfi_tail_run(s, nw, cw, 1) : cfi_tail_run(s, nw, cw, 0);
+	if (end == CFI_WINDOW && s->u.c_j == j)
+		end = CFI_CHANGED; /* not even its first frame from a fresh window: by the tables */
 	if (end == CFI_CHANGED) {
 		s->e.flags |= PROFILE_F_CFI_UNCACHED;
 		s->u.c_j = CFI_NO_ENTRY;
@@ -1176,7 +1264,7 @@ static __always_inline __u32 cfi_tail_some(void *ctx, struct scratch *s, int leg
 			bpf_tail_call(ctx, progs, 0);
 		return cfi_finish(s, nw, CFI_END_DEPTH);
 	}
-	if (end && end != CFI_WINDOW) {
+	if (end != CFI_WINDOW) {
 		if (end != CFI_END_DEPTH)
 			s->e.flags |= PROFILE_F_CFI_CACHED;
 		return cfi_finish(s, nw, end);
@@ -1525,6 +1613,7 @@ int offcpu_exit(struct bpf_raw_tracepoint_args *ctx)
 			s->u.nu = 0;
 			s->u.runs = 0;
 			s->u.win_len = 0;
+			s->u.win_top = 0; /* no walk cache: a window read is page-bounded */
 			s->u.last_m = 0;
 			bpf_tail_call(ctx, &offcpu_cfi_progs, 0); /* returns only if it failed */
 		}

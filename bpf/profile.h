@@ -196,11 +196,16 @@ struct cfi_cframe {
 	__u64 ra_at, fp_at;
 };
 
+/*
+ * A walk is kept with fewer frames than f holds, and f[n].pc is 0: each frame's step read its
+ * caller's pc, f[j + 1].pc, and the last step, where it read a return address at all, read 0
+ * (the follower compares each frame's word with the next entry's pc, no test for the last).
+ */
 struct cfi_cwalk {
 	__u32 tid, tgid, gen, seq; /* whose, under which listing; seq: the newer of the two */
 	__u32 n;                   /* frames; 0: none */
 	__u32 end;                 /* CFI_END_* of that walk */
-	struct cfi_cframe f[PROFILE_CFI_CACHE_FRAMES]; /* leaf first */
+	struct cfi_cframe f[PROFILE_CFI_CACHE_FRAMES]; /* leaf first; f[n].pc 0 */
 };
 
 /* Why a walk by the tables ended (profile_event.cfi_end). */
