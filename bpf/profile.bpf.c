@@ -1075,15 +1075,27 @@ static __always_inline void cfi_tail_push(struct scratch *s, struct cfi_cwalk *n
 }
 
 /*
+ * The follower's modes: the last walk's frames copied into this walk's entry as they are
+ * checked, or, where the walk met the last one at the same depth (the frame it matched is at
+ * the index it had: a hot loop's leaf under the same callers), within CFI_IN_PLACE_MAX frames
+ * of the leaf, this walk's own frames moved into the last walk's entry, which becomes this
+ * walk's, the checked frames left where they are.
+ */
+#define CFI_COPY 1
+#define CFI_IN_PLACE 2
+#define CFI_IN_PLACE_MAX 3
+
+/*
  * After cfi_tail_run's checks (k frames passed, fp the frame pointer after them, in u): why
  * the next one did not, the pcs into the record, the frames copied, u at the frame not pushed.
  */
 static __always_inline int cfi_tail_done(struct scratch *s, struct cfi_cwalk *nw,
-					 const struct cfi_cwalk *cw, int copy)
+					 const struct cfi_cwalk *cw)
 {
 	struct cfi_state *u = &s->u;
 	__u32 j = u->c_j, nu = u->nu, base = u->nk + u->nu, cnt;
 	__u32 k = *(volatile __u32 *)&u->c_k; /* from memory: see cfi_tail_run */
+	int copy = *(volatile __u32 *)&u->c_mode == CFI_COPY; /* from memory too */
 	__u64 fp = *(volatile __u64 *)&u->fp;
 	__u64 wmax = u->win_len < 8 ? 0 : u->win_len - 8, win_at = u->win_len < 8 ? 4 : u->win_at;
 	const struct cfi_cframe *f;
@@ -1095,16 +1107,25 @@ static __always_inline int cfi_tail_done(struct scratch *s, struct cfi_cwalk *nw
 	cnt = user_depth - nu;
 	if (cnt > 2 * PROFILE_MAX_DEPTH - base)
 		cnt = 2 * PROFILE_MAX_DEPTH - base;
-	end = cfi_tail_next(u, cw, j + k, fp, win_at, wmax);
-	if (end == CFI_TAIL_LAST) {
-		end = 0;
-		if (k < cnt && k < CFI_TAIL_FAST) /* else the depth, or the next run */
-			end = cw->end, k++;
+	if (k >= cnt) {
+		k = cnt; /* the loop checked frames beyond the depth left: not pushed */
+		end = CFI_END_DEPTH;
+	} else {
+		end = cfi_tail_next(u, cw, j + k, fp, win_at, wmax);
+		if (end == CFI_TAIL_LAST) {
+			end = 0;
+			if (k < CFI_TAIL_FAST) /* else the next run */
+				end = cw->end, k++;
+		}
+		if (!end)
+			end = k >= cnt ? CFI_END_DEPTH : CFI_WINDOW; /* or CFI_TAIL_FAST frames */
 	}
-	if (!end)
-		end = k >= cnt ? CFI_END_DEPTH : CFI_WINDOW; /* or CFI_TAIL_FAST frames */
 	barrier_var(j); /* clang knows the bound above; the verifier must see the mask */
-	cfi_tail_push(s, nw, &cw->f[j & (PROFILE_CFI_CACHE_FRAMES - 1)], base, nu, k, copy);
+	f = &cw->f[j & (PROFILE_CFI_CACHE_FRAMES - 1)];
+	if (copy)
+		cfi_tail_push(s, nw, f, base, nu, k, 1);
+	else
+		cfi_tail_push(s, nw, f, base, nu, k, 0);
 	/* the frame not pushed, where the walker or the next run goes on */
 	f = &cw->f[(j + k) & (PROFILE_CFI_CACHE_FRAMES - 1)];
 	u->pc = f->pc;
@@ -1114,11 +1135,14 @@ static __always_inline int cfi_tail_done(struct scratch *s, struct cfi_cwalk *nw
 	return end;
 }
 
-static __always_inline int cfi_tail_run(struct scratch *s, struct cfi_cwalk *nw,
-					const struct cfi_cwalk *cw, int copy)
+/*
+ * The checks of one run: 0, their count and the frame pointer after them in u (for
+ * cfi_tail_done), or why none ran.
+ */
+static __always_inline int cfi_tail_run(struct scratch *s, const struct cfi_cwalk *cw)
 {
 	struct cfi_state *u = &s->u;
-	__u32 j = u->c_j, n = cw->n, nu = u->nu, base = u->nk + u->nu, cnt, k = 0;
+	__u32 j = u->c_j, n = cw->n, nu = u->nu, base = u->nk + u->nu, k = 0;
 	__u64 fp = u->fp, win_at = u->win_at, wmax = u->win_len - 8, off, fa;
 	const struct cfi_cframe *f;
 
@@ -1130,30 +1154,16 @@ static __always_inline int cfi_tail_run(struct scratch *s, struct cfi_cwalk *nw,
 	}
 	if (nu >= user_depth || base >= 2 * PROFILE_MAX_DEPTH)
 		return CFI_END_DEPTH;
-	cnt = n - j;
-	if (cnt > user_depth - nu)
-		cnt = user_depth - nu;
-	if (cnt > 2 * PROFILE_MAX_DEPTH - base)
-		cnt = 2 * PROFILE_MAX_DEPTH - base;
-	/*
-	 * In place (nu == j), the depth cannot run out before the last walk's end did: the
-	 * loop below needs no count then, the entry after its last frame stops it.
-	 */
-	if (!copy && cnt != n - j)
-		return CFI_CHANGED; /* cannot happen */
 	barrier_var(j); /* clang knows the bound above; the verifier must see the mask */
 	f = &cw->f[j & (PROFILE_CFI_CACHE_FRAMES - 1)];
 	/*
 	 * How many frames pass, frame i at constant offsets from f: only the checks, so the
-	 * state stays in registers; why the next one did not is sorted out once, after it.
+	 * state stays in registers; why the next one did not is sorted out once, after it. The
+	 * entry after the last walk's last frame stops it; the depth left is applied after it
+	 * (cfi_tail_done): one loop for both modes, which the verifier checks once.
 	 */
 #pragma unroll
 	for (int i = 0; i < CFI_TAIL_FAST; i++) {
-		if (copy) {
-			barrier_var(cnt); /* else clang 14 does not unroll this loop */
-			if (i >= cnt)
-				break;
-		}
 		/* ra_at is 8-aligned, or 1 (never reused; after the last frame), or 0: not in it */
 		off = f[i].ra_at - win_at;
 		if (off > wmax)
@@ -1178,11 +1188,11 @@ static __always_inline int cfi_tail_run(struct scratch *s, struct cfi_cwalk *nw,
 	}
 	/*
 	 * Through memory: the verifier, which does not follow map values, then checks what
-	 * follows once, not once for each way out of the loop above.
+	 * follows (cfi_tail_done) once, not once for each way out of the loop.
 	 */
 	*(volatile __u32 *)&u->c_k = k;
 	*(volatile __u64 *)&u->fp = fp;
-	return cfi_tail_done(s, nw, cw, copy);
+	return 0;
 }
 
 /*
@@ -1207,17 +1217,6 @@ static __always_inline int cfi_tail_window(struct cfi_state *u, const struct cfi
 		len = u->win_top - lo;
 	return cfi_win_read(u, lo, len, legacy);
 }
-
-/*
- * The follower's modes: the last walk's frames copied into this walk's entry as they are
- * checked, or, where the walk met the last one at the same depth (the frame it matched is at
- * the index it had: a hot loop's leaf under the same callers), within CFI_IN_PLACE_MAX frames
- * of the leaf, this walk's own frames moved into the last walk's entry, which becomes this
- * walk's, the checked frames left where they are.
- */
-#define CFI_COPY 1
-#define CFI_IN_PLACE 2
-#define CFI_IN_PLACE_MAX 3
 
 /* Chooses the follower's mode (cfi_tail_some's first run). */
 static __always_inline void cfi_tail_mode(struct scratch *s)
@@ -1254,7 +1253,9 @@ static __always_inline __u32 cfi_tail_some(void *ctx, struct scratch *s, int leg
 	cw = cfi_cache_entry(s, s->u.c_cur);
 	j = s->u.c_j;
 	end = cfi_tail_window(&s->u, cw, legacy) ? CFI_WINDOW
-		: s->u.c_mode == CFI_COPY ? cfi_tail_run(s, nw, cw, 1) : cfi_tail_run(s, nw, cw, 0);
+		: cfi_tail_run(s, cw);
+	if (!end) /* the loop ran: its outcome */
+		end = cfi_tail_done(s, nw, cw);
 	if (end == CFI_WINDOW && s->u.c_j == j)
 		end = CFI_CHANGED; /* not even its first frame from a fresh window: by the tables */
 	if (end == CFI_CHANGED) {
