@@ -677,19 +677,25 @@ static bool gen_dropped(const struct ch_store *c, uint64_t gen)
 	return false;
 }
 
+/* The CLOCK_REALTIME time ms from now, for pthread_cond_timedwait. */
+static void deadline_in(struct timespec *ts, unsigned ms)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (long)(ms % 1000) * 1000000;
+	if (ts->tv_nsec >= 1000000000) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000;
+	}
+}
+
 /* Waits (lock held) until batch gen is in ClickHouse: 0, or -EIO after ack_ms or if dropped. */
 static int ch__wait(struct ch_store *c, uint64_t gen)
 {
 	struct timespec ts;
 	int e = 0;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += c->ack_ms / 1000;
-	ts.tv_nsec += (long)(c->ack_ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
+	deadline_in(&ts, c->ack_ms);
 	while (c->done_gen < gen && !gen_dropped(c, gen) && !e)
 		e = pthread_cond_timedwait(&c->done, &c->lock, &ts);
 	if (c->done_gen >= gen)
@@ -722,13 +728,7 @@ bool ch__wait_room(struct ch_store *c, size_t rows, size_t rec)
 	if (room || !c->wait_ms || !c->ch_ok || c->stop || rows > c->queue_bytes)
 		return room;
 	t0 = port_clock_mono_ns();
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += c->wait_ms / 1000;
-	ts.tv_nsec += (long)(c->wait_ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
+	deadline_in(&ts, c->wait_ms);
 	c->waits++;
 	c->waiting++;
 	while (!room && c->ch_ok && !c->stop &&
