@@ -29,8 +29,9 @@
  * is acknowledged once ClickHouse answered 200 for every table of its batch. A failed INSERT
  * is retried (from the table that failed, with backoff) until it succeeds: the batch stays
  * queued, bounded by
- * CONFIG_COLLECTOR_CH_QUEUE_MB (beyond it a put is refused at once: 503, the device's spool
- * keeps the profile); a put whose batch is not in within CONFIG_COLLECTOR_CH_ACK_MS answers 503
+ * CONFIG_COLLECTOR_CH_QUEUE_MB (beyond it a put waits for room while ClickHouse takes batches,
+ * up to CONFIG_COLLECTOR_CH_WAIT_MS: back-pressure; then, or at once while INSERTs fail, it is
+ * refused: 503 with Retry-After, the device's spool keeps the profile); a put whose batch is not in within CONFIG_COLLECTOR_CH_ACK_MS answers 503
  * and a retry of its key waits for the same batch (no duplicate). Sample rows go in the table's
  * order, so ClickHouse does not sort them. With --ch-spool (store/ch-spool.c) a put is
  * acknowledged once durable in the spool instead (and a replayer thread builds the batches of
