@@ -155,9 +155,15 @@ void transport__free(struct transport *t)
 static void transport_failed(struct transport *t)
 {
 	uint64_t now = port_clock_mono_ns();
+	uint64_t after = (uint64_t)upload__retry_after(t->up) * NSEC_PER_SEC;
 
 	t->failures++;
 	t->backoff_ns = transport_backoff_ns(t->failures, t->backoff_min, t->backoff_max);
+	/* the collector's Retry-After (its queue full) is a floor, within our own cap */
+	if (after > t->backoff_max)
+		after = t->backoff_max;
+	if (t->backoff_ns < after)
+		t->backoff_ns = after;
 	t->retry_at = now + t->backoff_ns;
 	upload__close(t->up);
 	pr_debug("transport: attempt %u failed (%s); next in %" PRIu64 " ms", t->failures,

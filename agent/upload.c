@@ -39,6 +39,7 @@ struct uploader {
 	struct http_message resp;	/* the response (its own 16 KiB head): off the stack */
 	char target[UPLOAD_TARGET_MAX];
 	struct upload_schedule sched;	/* the last one the collector answered with */
+	unsigned retry_after_s;		/* the last answer's Retry-After (0: none) */
 };
 
 /*
@@ -178,6 +179,11 @@ void upload__forget_session(struct uploader *u)
 const char *upload__error(const struct uploader *u)
 {
 	return u->err;
+}
+
+unsigned upload__retry_after(const struct uploader *u)
+{
+	return u->retry_after_s;
 }
 
 enum upload_state upload__state(const struct uploader *u)
@@ -351,6 +357,24 @@ int upload_label__check(const char *key, const char *value)
 	return 0;
 }
 
+/*
+ * A collector that cannot take the profile now (its queue to ClickHouse full) says when to
+ * come back: kept, as the floor of the transport's next backoff. Seconds only (not an HTTP
+ * date); capped at an hour, so a bad value cannot park the device.
+ */
+static void upload_retry_after(struct uploader *u, const struct http_message *m)
+{
+	const char *v = http_header(m, "retry-after");
+	char *end;
+	unsigned long s;
+
+	if (!v)
+		return;
+	s = strtoul(v, &end, 10);
+	if (end != v)
+		u->retry_after_s = s > 3600 ? 3600 : (unsigned)s;
+}
+
 /* One request/response on the open connection: the HTTP status (> 0), or -errno. */
 static int upload_exchange(struct uploader *u, const struct upload_req *req, uint64_t deadline)
 {
@@ -376,6 +400,8 @@ static int upload_exchange(struct uploader *u, const struct upload_req *req, uin
 		return ret;
 	}
 	ret = m->status;
+	if (ret == 429 || ret == 503)
+		upload_retry_after(u, m);
 	if (ret < 200 || ret > 299) {
 		/* Keep the collector's JSON error for the log: it says what was wrong. */
 		snprintf(u->err, sizeof(u->err), "collector answered %d: %.180s", ret,
@@ -441,6 +467,7 @@ enum upload_result upload__post(struct uploader *u, const struct upload_req *req
 	int status = 0, attempt;
 
 	u->err[0] = '\0';
+	u->retry_after_s = 0;
 	u->stats.requests++;
 	for (size_t i = 0; i < req->n_labels; i++) {
 		if (upload_label__check(req->labels[i].key, req->labels[i].value)) {

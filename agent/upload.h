@@ -94,6 +94,8 @@ void upload__free(struct uploader *u);	/* NULL-safe; closes the connection */
 /* Posts one profile; see enum upload_result. upload__error() tells why it was not UPLOAD_OK. */
 enum upload_result upload__post(struct uploader *u, const struct upload_req *req);
 const char *upload__error(const struct uploader *u);
+/* The last answer's Retry-After in seconds (a 429 or 503 that had one), else 0. */
+unsigned upload__retry_after(const struct uploader *u);
 
 /* Ends a batch: closes the kept-alive connection (the TLS session stays for resumption). */
 void upload__close(struct uploader *u);

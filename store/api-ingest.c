@@ -356,6 +356,8 @@ void api_alloy_push(struct api_ctx *a)
 		a->status = 200; /* an empty PushResponse */
 	a->content_type = a->status == 200 ? "application/proto" : a->content_type;
 	/* On a failure mid-request, say how many were stored before it (keyed retries dedup) */
-	snprintf(a->extra, sizeof(a->extra), "X-Edgeprof-Stored: %zu\r\n", p.stored);
+	/* after a Retry-After api_store_profile may have set */
+	snprintf(a->extra + strlen(a->extra), sizeof(a->extra) - strlen(a->extra),
+		 "X-Edgeprof-Stored: %zu\r\n", p.stored);
 	free(p.s);
 }

@@ -102,6 +102,15 @@ static void metric_ch(struct sbuf *b, const struct store_ch_stats *ch)
 	metric(b, "clickhouse_rollup_views_found_total", "counter",
 	       "Hourly checks that found a materialized view samples_1h_mv (an older collector).",
 	       ch->rollup_views);
+	metric(b, "clickhouse_waits_total", "counter",
+	       "Uploads that found the queue full while ClickHouse took batches, and waited.",
+	       ch->waits);
+	metric(b, "clickhouse_wait_timeouts_total", "counter",
+	       "Waits that ended without room (timed out, or ClickHouse failed): spilled or 503.",
+	       ch->wait_timeouts);
+	metric(b, "clickhouse_wait_milliseconds_total", "counter",
+	       "Time uploads spent waiting for room.", ch->wait_ns / 1000000);
+	metric(b, "clickhouse_waiting", "gauge", "Uploads waiting for room now.", ch->waiting);
 	if (!ch->spool)
 		return;
 	metric(b, "clickhouse_spool_pending_bytes", "gauge",

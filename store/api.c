@@ -26,6 +26,7 @@
 #define API_LIST_MAX	 100000
 #define API_MAX_IDS	 1000
 #define API_PARAM_MAX	 8192
+#define API_RETRY_AFTER_S 5		/* a full store queue: about a batch's time to go in */
 
 /* ---- output helpers ------------------------------------------------------------------------ */
 
@@ -428,6 +429,21 @@ static int64_t profile_total(const struct pprof_profile *p)
 	return total;
 }
 
+/*
+ * The store cannot take the upload now (ClickHouse's queue or spool is full: behind, or down):
+ * a 503 that says so, and when to try again. The agent keeps the profile in its own spool and
+ * retries with its backoff; other clients (Pyroscope, profefe) get a 5xx they may retry.
+ * Retry-After is about a batch's time to go in, not a promise.
+ */
+static void api_full(struct api_ctx *a, int ret)
+{
+	api_error(a, 503, REJ_STORE, ret == -EBUSY
+		  ? "the collector's queue to ClickHouse is full; retry later"
+		  : "the collector's spool for ClickHouse is full (ClickHouse is behind or down); "
+		    "retry later");
+	snprintf(a->extra, sizeof(a->extra), "Retry-After: %u\r\n", API_RETRY_AFTER_S);
+}
+
 int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, size_t len,
 		      uint64_t *seq, bool *dup, int64_t *time_ns)
 {
@@ -468,6 +484,8 @@ int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, si
 			  len);
 	else if (ret == -EINVAL)
 		api_error(a, 400, REJ_BAD_REQUEST, "metadata refused by the store");
+	else if (ret == -EBUSY || ret == -ENOSPC)
+		api_full(a, ret);
 	else if (ret)
 		api_error(a, 503, REJ_STORE, "could not store the profile: %s", strerror(-ret));
 	if (ret)

@@ -12,8 +12,9 @@
  *
  * Order: the record's seq is taken under the store's lock together with the rows' place in the
  * batches, so the batches hold seqs in order; a batch in ClickHouse consumes up to its last seq.
- * While the memory queue is full (CONFIG_COLLECTOR_CH_QUEUE_MB), uploads only go to the spool
- * (spilled): the writer reads them back, decodes them and builds their rows once the memory
+ * While the memory queue is full (CONFIG_COLLECTOR_CH_QUEUE_MB) and ClickHouse takes batches, an
+ * upload waits for room (up to CONFIG_COLLECTOR_CH_WAIT_MS: back-pressure, decoded once); when
+ * it fails, or the wait ends without room, uploads only go to the spool (spilled): the writer reads them back, decodes them and builds their rows once the memory
  * batches before them are sent, and new uploads go to memory again only once it caught up.
  *
  * Bounded: the spool never overwrites what is not in ClickHouse. An upload is refused (503, the
@@ -76,8 +77,7 @@ int ch_spool__open(struct ch_store *c, const struct store_opts *opts,
 	return 0;
 }
 
-/* Whether a record of n bytes fits without overwriting one not yet in ClickHouse (locked). */
-static bool spool_admits(const struct ch_store *c, size_t n)
+bool ch_spool__admits(const struct ch_store *c, size_t n)
 {
 	size_t big = n > c->spool_max_rec ? n : c->spool_max_rec;
 
@@ -106,7 +106,10 @@ static int spool_put_locked(struct ch_store *c, const struct record_meta *meta,
 	uint64_t gen;
 	int e;
 
-	if (!spool_admits(c, need)) {
+	/* while ClickHouse takes batches, wait for room rather than spill (or be refused) */
+	if (r->profile.len)
+		c->batch_ops->wait_room(c, rows, need);
+	if (!ch_spool__admits(c, need)) {
 		c->spool_refused++;
 		return -ENOSPC;
 	}

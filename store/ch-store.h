@@ -27,6 +27,9 @@
 #ifndef CONFIG_COLLECTOR_CH_ACK_MS
 #define CONFIG_COLLECTOR_CH_ACK_MS 20000
 #endif
+#ifndef CONFIG_COLLECTOR_CH_WAIT_MS
+#define CONFIG_COLLECTOR_CH_WAIT_MS 5000
+#endif
 #ifndef CONFIG_COLLECTOR_CH_INTERN_ENTRIES
 #define CONFIG_COLLECTOR_CH_INTERN_ENTRIES 1048576
 #endif
@@ -127,6 +130,15 @@ struct ch_store {
 	uint64_t spool_spilled, spool_replayed, spool_refused, spool_lost;
 	size_t batch_bytes, queue_bytes;
 	unsigned batch_ms, ack_ms;
+	/*
+	 * Back-pressure: while ClickHouse takes batches (ch_ok: the last INSERT went in), an
+	 * upload that finds the memory queue full waits up to wait_ms for room (ch__wait_room)
+	 * instead of spilling or being refused, so clients slow to ClickHouse's rate.
+	 */
+	bool ch_ok;
+	unsigned wait_ms;		/* CONFIG_COLLECTOR_CH_WAIT_MS (0: never wait) */
+	unsigned waiting;		/* uploads waiting for room now */
+	uint64_t waits, wait_timeouts, wait_ns;
 	unsigned retention_days;	/* 0: keep everything */
 	char cluster[64];		/* --ch-cluster ("": one server) */
 	char *shard_urls;		/* --ch-shard-urls (NULL: from system.clusters) */
@@ -179,6 +191,12 @@ void ch__rows_free(struct put_rows *r);
 int ch__put_locked(struct ch_store *c, const struct record_meta *meta,
 		   const struct pprof_profile *p, struct put_rows *r, const struct ch_put *w,
 		   uint64_t *gen);
+/*
+ * Waits (lock held) while ClickHouse takes batches, at most CONFIG_COLLECTOR_CH_WAIT_MS, until
+ * an upload's rows fit in the memory queue, nothing is spilled and (rec: its record's bytes,
+ * with a spool) the spool admits it: whether they do.
+ */
+bool ch__wait_room(struct ch_store *c, size_t rows, size_t rec);
 /* Remembers an idempotency key's profile id and batch (or spool record) (lock held). */
 void ch__key_set(struct ch_store *c, uint64_t kh, uint64_t id, uint64_t gen);
 /* Whether the open batch is full: CONFIG_COLLECTOR_CH_BATCH_KB or CH_BATCH_ROWS. */
@@ -204,6 +222,7 @@ struct ch_batch_ops {
 			  const struct pprof_profile *p, struct put_rows *r,
 			  const struct ch_put *w, uint64_t *gen);
 	void (*key_set)(struct ch_store *c, uint64_t kh, uint64_t id, uint64_t gen);
+	bool (*wait_room)(struct ch_store *c, size_t rows, size_t rec);
 	void (*seal)(struct ch_store *c);
 };
 
@@ -217,6 +236,8 @@ int ch_spool__open(struct ch_store *c, const struct store_opts *opts,
 int ch_spool__put(struct ch_store *c, const struct record_meta *meta, const void *payload,
 		  size_t len, const struct pprof_profile *p, struct put_rows *r, uint64_t id,
 		  uint64_t kh, uint64_t *seq);
+/* Whether a record of rec bytes fits without overwriting one not yet in ClickHouse (locked). */
+bool ch_spool__admits(const struct ch_store *c, size_t rec);
 /* The replayer thread: builds batches from spilled records while the writer sends. */
 void *ch_spool__replayer(void *arg);
 /* The writer, after batch b is in ClickHouse (lock not held): its records are consumed. */

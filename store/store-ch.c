@@ -29,8 +29,9 @@
  * is acknowledged once ClickHouse answered 200 for every table of its batch. A failed INSERT
  * is retried (from the table that failed, with backoff) until it succeeds: the batch stays
  * queued, bounded by
- * CONFIG_COLLECTOR_CH_QUEUE_MB (beyond it a put is refused at once: 503, the device's spool
- * keeps the profile); a put whose batch is not in within CONFIG_COLLECTOR_CH_ACK_MS answers 503
+ * CONFIG_COLLECTOR_CH_QUEUE_MB (beyond it a put waits for room while ClickHouse takes batches,
+ * up to CONFIG_COLLECTOR_CH_WAIT_MS: back-pressure; then, or at once while INSERTs fail, it is
+ * refused: 503 with Retry-After, the device's spool keeps the profile); a put whose batch is not in within CONFIG_COLLECTOR_CH_ACK_MS answers 503
  * and a retry of its key waits for the same batch (no duplicate). Sample rows go in the table's
  * order, so ClickHouse does not sort them. With --ch-spool (store/ch-spool.c) a put is
  * acknowledged once durable in the spool instead (and a replayer thread builds the batches of
@@ -677,19 +678,25 @@ static bool gen_dropped(const struct ch_store *c, uint64_t gen)
 	return false;
 }
 
+/* The CLOCK_REALTIME time ms from now, for pthread_cond_timedwait. */
+static void deadline_in(struct timespec *ts, unsigned ms)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (long)(ms % 1000) * 1000000;
+	if (ts->tv_nsec >= 1000000000) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000;
+	}
+}
+
 /* Waits (lock held) until batch gen is in ClickHouse: 0, or -EIO after ack_ms or if dropped. */
 static int ch__wait(struct ch_store *c, uint64_t gen)
 {
 	struct timespec ts;
 	int e = 0;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += c->ack_ms / 1000;
-	ts.tv_nsec += (long)(c->ack_ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
+	deadline_in(&ts, c->ack_ms);
 	while (c->done_gen < gen && !gen_dropped(c, gen) && !e)
 		e = pthread_cond_timedwait(&c->done, &c->lock, &ts);
 	if (c->done_gen >= gen)
@@ -697,6 +704,43 @@ static int ch__wait(struct ch_store *c, uint64_t gen)
 	if (!gen_dropped(c, gen))
 		c->ack_timeouts++;
 	return -EIO;
+}
+
+/* Whether an upload's rows (and its record: rec, 0 without a spool) fit now (lock held). */
+static bool ch__room(const struct ch_store *c, size_t rows, size_t rec)
+{
+	return !c->spill_from && c->queued_bytes + rows <= c->queue_bytes &&
+	       (!c->spool || ch_spool__admits(c, rec));
+}
+
+/*
+ * Back-pressure: while ClickHouse takes batches, an upload that finds the queue full waits
+ * for batches to go in rather than spill (its rows thrown away, decoded again when read back)
+ * or be refused, so that clients slow to ClickHouse's rate. Not when ClickHouse fails (the
+ * spool is for that): a failed INSERT wakes the waiters. Bounded by wait_ms; a waiter holds
+ * its connection's thread, so at most the listeners' --max-conns wait.
+ */
+bool ch__wait_room(struct ch_store *c, size_t rows, size_t rec)
+{
+	struct timespec ts;
+	uint64_t t0;
+	bool room = ch__room(c, rows, rec);
+
+	if (room || !c->wait_ms || !c->ch_ok || c->stop || rows > c->queue_bytes)
+		return room;
+	t0 = port_clock_mono_ns();
+	deadline_in(&ts, c->wait_ms);
+	c->waits++;
+	c->waiting++;
+	while (!room && c->ch_ok && !c->stop &&
+	       pthread_cond_timedwait(&c->done, &c->lock, &ts) != ETIMEDOUT)
+		room = ch__room(c, rows, rec);
+	room = ch__room(c, rows, rec);
+	c->waiting--;
+	if (!room)
+		c->wait_timeouts++;
+	c->wait_ns += port_clock_mono_ns() - t0;
+	return room;
 }
 
 /*
@@ -868,10 +912,11 @@ static int ch__put_sorted(struct ch_store *c, const struct record_meta *meta,
 	if (c->spool) {
 		bool spilling;
 
-		/* while uploads spill (the memory queue is full) their rows would be thrown away
-		 * and built again when read back: not built (under overload, most uploads) */
+		/* while uploads spill because ClickHouse fails, their rows would be thrown away
+		 * and built again when read back: not built; while it takes batches, the
+		 * upload may wait for room (ch__wait_room) and needs them */
 		pthread_mutex_lock(&c->lock);
-		spilling = c->spill_from != 0;
+		spilling = c->spill_from && (!c->ch_ok || !c->wait_ms);
 		pthread_mutex_unlock(&c->lock);
 		e = spilling ? 0 : ch__rows_build(meta, decoded, len, id, &r);
 		if (!e)
@@ -879,10 +924,12 @@ static int ch__put_sorted(struct ch_store *c, const struct record_meta *meta,
 		ch__rows_free(&r);
 		pprof_profile__free(own);
 		*seq_out = id;
-		return e == -ENOSPC ? -EIO : e;
+		return e;	/* -ENOSPC: the spool is full */
 	}
 	e = ch__rows_build(meta, decoded, len, id, &r);
 	pthread_mutex_lock(&c->lock);
+	if (!e)
+		ch__wait_room(c, r.samples.len + r.profile.len, 0);
 	if (!e)
 		e = ch__put_locked(c, meta, decoded, &r, &(struct ch_put){ .id = id }, &gen);
 	if (!e && kh)
@@ -897,7 +944,7 @@ static int ch__put_sorted(struct ch_store *c, const struct record_meta *meta,
 	ch__rows_free(&r);
 	pprof_profile__free(own);
 	*seq_out = id;
-	return e == -ENOSPC ? -EIO : e;
+	return e == -ENOSPC ? -EBUSY : e;	/* the queue is full */
 }
 
 /* ---- the writer thread --------------------------------------------------------------------- */
@@ -1531,8 +1578,11 @@ static void *ch__writer(void *arg)
 		pthread_mutex_lock(&c->lock);
 		if (e) {
 			backoff_ms = 100;
+			c->ch_ok = false;	/* uploads waiting for room spill now */
+			pthread_cond_broadcast(&c->done);
 			continue;
 		}
+		c->ch_ok = true;
 		c->head = b->next;
 		if (!c->head)
 			c->tail = NULL;
@@ -1585,6 +1635,10 @@ static void ch__stats(struct store *base, struct store_stats *st)
 	st->ch.spool_replayed = c->spool_replayed;
 	st->ch.spool_refused = c->spool_refused;
 	st->ch.spool_lost = c->spool_lost;
+	st->ch.waits = c->waits;
+	st->ch.wait_timeouts = c->wait_timeouts;
+	st->ch.wait_ns = c->wait_ns;
+	st->ch.waiting = c->waiting;
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -1853,6 +1907,7 @@ static const struct ch_batch_ops ch_batch_ops = {
 	.rows_free = ch__rows_free,
 	.put_locked = ch__put_locked,
 	.key_set = ch__key_set,
+	.wait_room = ch__wait_room,
 	.seal = ch__seal,
 };
 
@@ -1877,6 +1932,8 @@ struct store *store_ch__open(const struct store_opts *opts, char *err, size_t er
 	c->queue_bytes = opts->ch_queue_bytes ? opts->ch_queue_bytes
 					      : (size_t)CONFIG_COLLECTOR_CH_QUEUE_MB << 20;
 	c->ack_ms = CONFIG_COLLECTOR_CH_ACK_MS;
+	c->wait_ms = CONFIG_COLLECTOR_CH_WAIT_MS;
+	c->ch_ok = true;	/* the schema went in; the writer's INSERTs say from now on */
 	c->retention_days = opts->retention_days;
 	c->no_rollup = opts->ch_no_rollup;
 	c->keys.cap = 1;

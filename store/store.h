@@ -168,6 +168,8 @@ struct store_ch_stats {
 	uint64_t spool_pending, spool_capacity;	/* bytes not yet in ClickHouse; bound */
 	uint64_t spool_spilled, spool_replayed;	/* uploads whose rows were read back */
 	uint64_t spool_refused, spool_lost;	/* refused: spool full; lost: unreadable */
+	uint64_t waits, wait_timeouts, wait_ns;	/* uploads that waited for room; in vain */
+	uint64_t waiting;			/* waiting now */
 };
 
 struct store_stats {

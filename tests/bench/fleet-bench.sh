@@ -84,14 +84,14 @@ echo "fleet bench: $(nproc) CPUs, ClickHouse $(ch_sql 0 'SELECT version()'), pro
 	"$(stat -c %s "$T/fleet/fw0-0.pb.gz" 2>/dev/null || echo "(not made: no ingest phase)") bytes (fw0-0)"
 
 if [[ " $PHASES " == *" ingest "* ]]; then
-	urls=() cpids=()
+	urls=() cpids=() ports=()
 	for i in $(seq "$COLLECTORS"); do
 		spool=()
 		[ "$SPOOL" = 1 ] && spool=(--ch-spool "$T/spool$i" --ring-size 1G --fsync-ms 5)
 		start_ch_collector "c$i" "http://127.0.0.1:$(ch_http_port 0)/$DB" \
 			--ch-batch-ms "$BATCH_MS" --max-conns $((CLIENTS + 16)) \
 			--max-handshakes $((CLIENTS + 16)) "${spool[@]}" ${CH_FLAGS:-}
-		urls+=(--url "https://localhost:$CC_PORT") cpids+=("$CC_PID")
+		urls+=(--url "https://localhost:$CC_PORT") cpids+=("$CC_PID") ports+=("$CC_PORT")
 	done
 	c0=() ; for p in "${cpids[@]}"; do c0+=("$(cpu_of "$p")"); done
 	h0=$(cpu_of "${CH_PIDS[0]}")
@@ -114,6 +114,12 @@ if [[ " $PHASES " == *" ingest "* ]]; then
 	done
 	d1=$(date +%s.%N)
 	awk -v n="$n" -v s="$SECS" -v d="$(echo "$d1 - $d0" | bc)" 'BEGIN { printf "into ClickHouse: all %d in %.1f s after the load ended: %.0f profiles/s sustained\n", n, d, n / (s + d) }'
+	# spilled uploads are decoded twice; waits are the back-pressure that avoids them
+	for p in "${ports[@]}"; do
+		op "https://localhost:$p/metrics" | awk '/^edgeprof_collector_clickhouse_(spool_spilled|spool_replayed|spool_refused|refused_full|waits|wait_timeouts|wait_milliseconds)_total / {
+			sub("edgeprof_collector_clickhouse_", "", $1); sub("_total", "", $1); s = s " " $1 " " $2 }
+			END { print "collector:" s }'
+	done
 	cpu="" ; i=0
 	for p in "${cpids[@]}"; do cpu+=" $(echo "$(cpu_of "$p") - ${c0[$i]}" | bc)"; i=$((i + 1)); done
 	hcpu=$(echo "$(cpu_of "${CH_PIDS[0]}") - $h0" | bc)

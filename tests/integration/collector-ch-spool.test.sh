@@ -11,8 +11,13 @@
 #     after both restart, every one of them is in ClickHouse once. Then the spool file as it was
 #     before they were sent (what a kill -9 between an INSERT and its consume marker leaves) is
 #     put back: the replay finds them in ClickHouse and stores none twice.
-#  3. A full spool refuses (503, counted) and never overwrites what ClickHouse has not got.
-# ~35 s.
+#     Before, with ClickHouse up and the queue full, uploads wait for room (back-pressure,
+#     counted) instead of spilling.
+#  3. A full spool refuses (503 saying so, with Retry-After, counted) and never overwrites what
+#     ClickHouse has not got.
+#  4. Without a spool, a queue that cannot take the upload answers 503 saying so, with
+#     Retry-After.
+# ~40 s.
 . "$(dirname "$0")/collector-lib.sh"
 . "$(dirname "$0")/clickhouse-lib.sh"
 fail() { echo "FAIL: $*"; tail -n 15 "$T"/chs*.log; exit 1; }
@@ -61,6 +66,14 @@ start_ch_collector chs "$URL" --ch-spool "$T/spool" --ring-size 64M --ch-queue 2
 load "$T/ack1" ref 1 --count 1 >/dev/null || fail "first upload"
 drained
 want_rows=$(ch_sql 0 "SELECT count() FROM $DB.samples")
+# ClickHouse up, uploads as fast as they are acknowledged: the queue fills, uploads wait
+load "$T/ack1" bp 4 --seconds 3 >"$T/load0.log" 2>&1 || { cat "$T/load0.log"; fail "load"; }
+s0=$(metric clickhouse_spool_spilled_total)
+w0=$(metric clickhouse_waits_total)
+[ "$s0" = 0 ] && [ "$w0" -gt 0 ] ||
+	fail "ClickHouse up, the 256 KiB queue full: $s0 spilled, $w0 waited (want 0, > 0)"
+echo "ClickHouse up, 4 clients for 3 s: $(wc -l <"$T/ack1") acknowledged, $w0 waited for room" \
+	"($(metric clickhouse_wait_milliseconds_total) ms in all), none spilled"
 load "$T/ack1" down 4 --seconds 10 --interval-ms 20 >"$T/load1.log" 2>&1 &
 lpid=$!
 sleep 2
@@ -78,7 +91,7 @@ stored_once "$T/ack1" "ClickHouse stopped and started under load"
 spilled=$(metric clickhouse_spool_spilled_total)
 replayed=$(metric clickhouse_spool_replayed_total)
 [ "$spilled" -gt 0 ] && [ "$replayed" = "$spilled" ] ||
-	fail "spilled $spilled, replayed $replayed (a 256 KiB memory queue must spill)"
+	fail "spilled $spilled, replayed $replayed (ClickHouse down must spill)"
 echo "ClickHouse down 4 s under load: $((a1 - a0)) acknowledged meanwhile ($pending bytes in" \
 	"the spool), $(wc -l <"$T/ack1") in all stored once; $spilled spilled and read back"
 
@@ -117,9 +130,26 @@ refused=$(metric clickhouse_spool_refused_total)
 n3=$(wc -l <"$T/ack3")
 [ "$refused" -ge 1 ] && [ "$n3" -ge 10 ] && [ "$n3" -lt 200 ] ||
 	{ cat "$T/load3.log"; fail "1 MiB spool, ClickHouse down: $n3 of 200 acknowledged, $refused refused"; }
-grep -q ' 503 ' "$T/load3.log" || { cat "$T/load3.log"; fail "the refusal is not a 503"; }
+grep -q " 503 .*spool for ClickHouse is full.*retry later" "$T/load3.log" ||
+	{ cat "$T/load3.log"; fail "the refusal is not a 503 that says the spool is full"; }
+full503() { # WHAT: one more upload gets a 503 with Retry-After
+	curl -sS -D "$T/h" -o "$T/b" --cacert "$T/pki/ca.crt" --cert "$T/pki/dev-1.crt" \
+		--key "$T/pki/dev-1.key" --data-binary @"$T/v.pb.gz" \
+		"https://localhost:$CC_PORT/api/0/profiles?service=bench&type=cpu" || fail "$1: curl"
+	grep -q '^HTTP/1.1 503' "$T/h" && grep -qi '^Retry-After: [0-9]' "$T/h" ||
+		{ cat "$T/h" "$T/b"; fail "$1: not a 503 with Retry-After"; }
+	echo "$1: $(head -n 1 "$T/h" | tr -d '\r'), $(grep -i '^Retry-After' "$T/h" | tr -d '\r'): $(cat "$T/b")"
+}
+full503 "a full spool"
 ch_start 0
 drained
 stored_once "$T/ack3" "a full spool"
 echo "a full 1 MiB spool: $n3 acknowledged and stored, then refused with 503 ($refused counted)"
+
+# 4. Without a spool, a queue smaller than an upload's rows cannot take it.
+kill "$CC_PID"
+wait "$CC_PID" 2>/dev/null
+start_ch_collector chs5 "$URL" --ch-queue 4K --ch-batch-ms 50
+full503 "a 4 KiB queue, no spool"
+grep -q "queue to ClickHouse is full" "$T/b" || fail "the 503 does not say the queue is full"
 echo "collector-ch-spool: ok"

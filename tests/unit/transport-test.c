@@ -219,6 +219,28 @@ static void backoff_is_honoured_and_4xx_dropped(void **state)
 	peer_free(p);
 }
 
+/* A 503 with Retry-After (the collector's queue full): its floor, within the backoff's cap. */
+static void retry_after_is_a_floor(void **state)
+{
+	static const int script[] = { 503 };
+	struct peer *p = peer_start("ca", "server");
+	struct transport *t = new_transport(p->port, true, 0);
+	struct transport_stats st;
+
+	p->retry_after = 1;
+	peer_script(p, script, 1);
+	assert_int_equal(submit(t, 0, 100, false), 0);	/* 503: spooled */
+	transport__stats(t, &st);
+	assert_int_equal(st.spooled, 1);
+	assert_int_equal(st.backoff_ns, 80 * NSEC_PER_MSEC);	/* 1 s, capped at 80 ms */
+	drain(t);
+	transport__stats(t, &st);
+	assert_int_equal(st.uploaded, 1);
+	transport__free(t);
+	peer_stop(p);
+	peer_free(p);
+}
+
 static void spool_overflow_is_reported_in_labels(void **state)
 {
 	struct transport_stats st;
@@ -345,6 +367,7 @@ int main(void)
 		cmocka_unit_test_setup(offline_then_up_arrives_once_in_order, fresh),
 		cmocka_unit_test_setup(restart_drains_what_was_spooled, fresh),
 		cmocka_unit_test_setup(backoff_is_honoured_and_4xx_dropped, fresh),
+		cmocka_unit_test_setup(retry_after_is_a_floor, fresh),
 		cmocka_unit_test_setup(spool_overflow_is_reported_in_labels, fresh),
 		cmocka_unit_test_setup(clock_unset_is_labelled, fresh),
 		cmocka_unit_test_setup(no_spool_drops_and_counts, fresh),

@@ -43,6 +43,7 @@ struct peer {
 	pthread_mutex_t lock;
 	volatile bool stop;
 	int script[64];		/* statuses to answer, in order; then 200 */
+	unsigned retry_after;	/* with a 503: Retry-After (0: none) */
 	unsigned n_script, next_script;
 	bool close_after_each;	/* answer Connection: close */
 	struct peer_req reqs[PEER_MAX_REQ];
@@ -142,6 +143,7 @@ static void peer_serve(struct peer *p, int fd)
 	while (!p->stop) {
 		struct http_message m;
 		const char *key;
+		char extra[40];
 		int status = 200;
 		bool keep;
 
@@ -167,8 +169,13 @@ static void peer_serve(struct peer *p, int fd)
 			r->resumed = resumed;
 		}
 		keep = m.keep_alive && !p->close_after_each;
+		if (status == 503 && p->retry_after)
+			snprintf(extra, sizeof(extra), "Retry-After: %u\r\n", p->retry_after);
+		else
+			extra[0] = '\0';
 		pthread_mutex_unlock(&p->lock);
-		http_write_response(&s, status, "application/json", NULL, "{}", 2, keep);
+		http_write_response(&s, status, "application/json", extra[0] ? extra : NULL, "{}", 2,
+				    keep);
 		http_message__reset(&m);
 		if (!keep)
 			break;

@@ -93,10 +93,13 @@ static void statuses_are_classified(void **state)
 	struct upload_stats st;
 
 	peer_script(p, script, 6);
+	p->retry_after = 7;	/* the collector's queue is full: come back in 7 s */
 	assert_int_equal(post(u, "k1"), UPLOAD_RETRY);
 	assert_int_equal(upload__state(u), UPLOAD_STATE_UNREACHABLE);
 	assert_non_null(strstr(upload__error(u), "503"));
+	assert_int_equal(upload__retry_after(u), 7);
 	assert_int_equal(post(u, "k1"), UPLOAD_RETRY);
+	assert_int_equal(upload__retry_after(u), 0);	/* the 429 had none */
 	assert_int_equal(post(u, "k1"), UPLOAD_RETRY);
 	assert_int_equal(post(u, "k1"), UPLOAD_PERMANENT);
 	assert_int_equal(upload__state(u), UPLOAD_STATE_CONNECTED);
