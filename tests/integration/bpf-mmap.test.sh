@@ -22,7 +22,9 @@ run_case() { # name, env for the agent...
 	local name=$1 out=$tmp/$1 pids=()
 	shift
 	mkdir -p "$out"
-	env "$@" "$agent" --once --seconds 5 --hz 999 --sampler bpf --output-dir "$out" \
+	# 8 s: the eight programs take ~3.5 s from the first second when idle, past 5 s on a busy
+	# machine (the last one then got 1 sample before the round ended)
+	env "$@" "$agent" --once --seconds 8 --hz 999 --sampler bpf --output-dir "$out" \
 		>"$tmp/$name.log" 2>&1 &
 	local apid=$!
 	timeout 5 bash -c 'while :; do /bin/true; done' &
