@@ -184,6 +184,12 @@ static inline struct ch_store *ch_of(struct store *base)
 
 /* ---- store/store-ch.c ---- */
 
+/*
+ * How the store decodes an upload (when the API did not, and a spilled one): its rows sum
+ * samples by stack, so samples that differ only in their values are merged at once.
+ */
+static const struct pprof_read_limits ch_read_limits = { .merge_samples = true };
+
 int ch__rows_build(const struct record_meta *m, const struct pprof_profile *p, size_t len,
 		   uint64_t id, struct put_rows *r);
 void ch__rows_free(struct put_rows *r);

@@ -538,6 +538,46 @@ static int stacks_group(const struct pprof_profile *p, struct put_rows *r, int64
 }
 
 /*
+ * The sample rows (RowBinary: day, ts, series, sig, profile, stack, v) of the distinct stacks in
+ * ord. Written in place, the room reserved once: rb_u64 per column was 3/4 of the rows' cost.
+ * key: series, sig, profile id. RowBinary is little-endian, as every board we build for.
+ */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "rows_write copies the host's bytes");
+
+static int rows_write(struct rb *b, const struct record_meta *m, const struct put_rows *r,
+		      const uint64_t key[3], const int64_t *sum, const uint32_t *ord, size_t nt)
+{
+	size_t row = 2 + 8 + 3 * 8 + 8 + 10 + 8 * nt;
+	uint16_t day = day_of(m->time_ns);
+	unsigned char head[2 + 8 + 3 * 8];
+	unsigned char *o;
+
+	if (nt > (SIZE_MAX / 2 - 64) / 8 || r->n_distinct > SIZE_MAX / 2 / row ||
+	    !rb_reserve(b, r->n_distinct * row))
+		return -ENOMEM;
+	memcpy(head, &day, 2);
+	memcpy(head + 2, &m->time_ns, 8);
+	memcpy(head + 10, key, 3 * 8);
+	o = b->p + b->len;
+	for (size_t k = 0; k < r->n_distinct; k++) {
+		size_t d = ord[k];
+		uint64_t v = nt;
+
+		memcpy(o, head, sizeof(head));
+		memcpy(o + sizeof(head), &r->stack_ids[r->first[d]], 8);
+		o += sizeof(head) + 8;
+		do {	/* nt as a varint */
+			*o++ = (unsigned char)(v & 0x7f) | (v >> 7 ? 0x80 : 0);
+			v >>= 7;
+		} while (v);
+		for (size_t j = 0; j < nt; j++, o += 8)
+			memcpy(o, &sum[d * nt + j], 8);
+	}
+	b->len = (size_t)(o - b->p);
+	return 0;
+}
+
+/*
  * One sample row per distinct stack of the profile, values summed: samples that differ only
  * by what a stack id leaves out (numeric labels) are one row, as a merge would make them
  * (a 20 KB profile of 1,400 samples over 130 stacks: 130 rows, not 1,400).
@@ -558,23 +598,11 @@ static int rows_samples(const struct record_meta *m, const struct pprof_profile 
 	 * stack; the writer puts the batch's profiles in order (batch__sorted), and ClickHouse
 	 * skips its sort of the block (isAlreadySorted: ~20% of its CPU at ingest).
 	 */
-	for (size_t o = 0; o < r->n_distinct; o++) {
-		size_t d = ord[o];
-
-		rb_u16(b, day_of(m->time_ns));
-		rb_u64(b, m->time_ns);
-		rb_u64(b, series);
-		rb_u64(b, sig);
-		rb_u64(b, id);
-		rb_u64(b, r->stack_ids[r->first[d]]);
-		rb_varint(b, nt);
-		for (size_t j = 0; j < nt; j++)
-			rb_u64(b, (uint64_t)sum[d * nt + j]);
-	}
+	e = rows_write(b, m, r, (const uint64_t[3]){ series, sig, id }, sum, ord, nt);
 	r->n_samples = r->n_distinct;
 	free(ord);
 	free(sum);
-	return 0;
+	return e;
 }
 
 /* The sample rows and the profile row, built outside the lock. */
@@ -903,7 +931,7 @@ static int ch__put_sorted(struct ch_store *c, const struct record_meta *meta,
 		pthread_mutex_unlock(&c->lock);
 	}
 	if (!decoded) {
-		e = pprof_read(payload, len, NULL, &own, err, sizeof(err));
+		e = pprof_read(payload, len, &ch_read_limits, &own, err, sizeof(err));
 		if (e)
 			return -EINVAL;
 		decoded = own;
@@ -1993,6 +2021,7 @@ struct store *store_ch__open(const struct store_opts *opts, char *err, size_t er
 static const struct store_ops ch_ops = {
 	.name = "clickhouse",
 	.uses_decoded = true,
+	.merges_samples = true,
 	.put = ch__put,
 	.get = ch__get,
 	.list = ch__list,
