@@ -6,10 +6,12 @@
  * `perf stat -e instructions:u` (load-independent figures on a shared machine).
  *
  *   ch-rows [-u] REPS FILE...
+ *   ch-rows -r REPS FILE...
  *
  * Each rep decodes and builds every FILE once. -u: decode without merging samples (as before
  * the store asked for it). Prints the rows made and a hash of their bytes, which must not
- * depend on -u.
+ * depend on -u. -r: the batch's hourly rollup instead (ch_rollup__build, REPS times) of the
+ * FILEs' rows in one batch, two profiles a device (series) in one hour, as in a busy batch.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +37,8 @@ int main(int argc, char **argv)
 				    .labels = labels, .n_labels = 2, .key = "",
 				    .time_ns = 1700000000000000000ull };
 	struct pprof_read_limits lim = { .merge_samples = true };
+	struct ch_batch batch = { 0 };
+	bool rollup = false;
 	size_t rows = 0, samples = 0;
 	uint64_t h = 0xcbf29ce484222325ull;
 	int a = 1;
@@ -43,7 +47,13 @@ int main(int argc, char **argv)
 	if (argc > 1 && !strcmp(argv[1], "-u")) {
 		lim.merge_samples = false;
 		a++;
+	} else if (argc > 1 && !strcmp(argv[1], "-r")) {
+		rollup = true;
+		a++;
 	}
+	batch.marks = calloc((size_t)argc, sizeof(*batch.marks));
+	if (!batch.marks)
+		return 1;
 	if (argc - a < 2 || (reps = atol(argv[a])) < 1) {
 		fprintf(stderr, "usage: ch-rows [-u] REPS FILE...\n");
 		return 2;
@@ -56,7 +66,10 @@ int main(int argc, char **argv)
 			fprintf(stderr, "%s: cannot read\n", argv[f]);
 			return 1;
 		}
-		for (long k = 0; k < reps; k++) {
+		labels[0].value = (char[16]){ 0 };
+		snprintf((char *)labels[0].value, 16, "n%d", f / 2);
+		meta.time_ns += 1000000000ull;
+		for (long k = 0; k < (rollup ? 1 : reps); k++) {
 			struct pprof_profile *p;
 			struct put_rows r = { 0 };
 			char err[256];
@@ -76,11 +89,26 @@ int main(int argc, char **argv)
 					h = fnv(h, &r.stack_ids[r.first[d]], 8);
 				rows += r.n_samples;
 				samples += p->n_samples;
+				batch.marks[batch.n_marks++] = (struct pmark){
+					.s_off = batch.rows[T_SAMPLES].len, .s_len = r.samples.len };
+				rb_put(&batch.rows[T_SAMPLES], r.samples.p, r.samples.len);
 			}
 			ch__rows_free(&r);
 			pprof_profile__free(p);
 		}
 		free(data);
+	}
+	for (long k = 0; rollup && k < reps; k++) {
+		struct rb out = { 0 };
+		size_t n;
+
+		if (ch_rollup__build(&batch, &out, &n))
+			return 1;
+		if (!k) {
+			h = fnv(h, out.p, out.len);
+			printf("rollup rows=%zu ", n);
+		}
+		rb_free(&out);
 	}
 	printf("files=%d rows=%zu decoded_samples=%zu hash=%016llx\n", argc - a - 1, rows, samples,
 	       (unsigned long long)h);
