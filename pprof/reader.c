@@ -13,6 +13,12 @@
  * Two passes over the decoded bytes: pass 1 checks the wire structure and counts every repeated
  * field (including the elements of packed arrays); pass 2 fills exactly-sized arrays. Then every
  * reference is validated and ids are renumbered dense (location id i is locations[i - 1]).
+ *
+ * With limits.merge_samples, pass 1 also looks each sample up by its bytes but its value field
+ * (a hash table of the distinct ones, 4 bytes per sample of the input besides): one seen before
+ * is not counted again, and pass 2 only adds its values to the first one's. The ClickHouse
+ * store's profiles have ~5 samples per distinct one (a stack sampled again and again), and all
+ * that follows (pass 2, validation, the store's stack hashes) runs over the distinct ones.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -157,7 +163,7 @@ static int count_repeated(const struct fld *f, size_t *n)
 
 /*
  * Appends the elements of a repeated varint field to v (room was counted in pass 1: one element
- * per byte below 0x80). Ids and small values are one or two bytes: those skip the general loop.
+ * per byte below 0x80). Ids and small values are one to four bytes: those skip the general loop.
  */
 static int read_repeated(const struct fld *f, uint64_t *v, size_t *n)
 {
@@ -180,6 +186,18 @@ static int read_repeated(const struct fld *f, uint64_t *v, size_t *n)
 		} else if (c.end - p >= 2 && p[1] < 0x80) {
 			v[k++] = (uint64_t)(p[0] & 0x7f) | (uint64_t)p[1] << 7;
 			c.p = p + 2;
+		} else if (c.end - p >= 3 && (p[2] < 0x80 || (c.end - p >= 4 && p[3] < 0x80))) {
+			/* values (10 ms in ns, sizes) are 3 or 4 bytes, and often last */
+			uint64_t x = (uint64_t)(p[0] & 0x7f) | (uint64_t)(p[1] & 0x7f) << 7 |
+				     (uint64_t)(p[2] & 0x7f) << 14;
+
+			if (p[2] < 0x80) {
+				c.p = p + 3;
+			} else {
+				x |= (uint64_t)p[3] << 21;
+				c.p = p + 4;
+			}
+			v[k++] = x;
 		} else if (get_varint(&c, &v[k++])) {
 			ret = -1;
 			break;

@@ -67,7 +67,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		labels[0].value = (char[16]){ 0 };
-		snprintf((char *)labels[0].value, 16, "n%d", f / 2);
+		snprintf((char *)labels[0].value, 16, "n%d", (f - a - 1) / 2);
 		meta.time_ns += 1000000000ull;
 		for (long k = 0; k < (rollup ? 1 : reps); k++) {
 			struct pprof_profile *p;
