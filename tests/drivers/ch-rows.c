@@ -112,5 +112,7 @@ int main(int argc, char **argv)
 	}
 	printf("files=%d rows=%zu decoded_samples=%zu hash=%016llx\n", argc - a - 1, rows, samples,
 	       (unsigned long long)h);
+	rb_free(&batch.rows[T_SAMPLES]);
+	free(batch.marks);
 	return 0;
 }
