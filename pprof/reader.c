@@ -300,11 +300,34 @@ static uint64_t key_hash(uint64_t h, const uint8_t *p, size_t n)
 	return pp_mix(h ^ w, n);
 }
 
+/* a[0..n) == b[0..n), inline: keys are ~20 bytes, where a call to memcmp cost more. */
+static bool bytes_eq(const uint8_t *a, const uint8_t *b, size_t n)
+{
+	uint64_t x, y;
+	size_t i = 0;
+
+	if (n < 8) {
+		for (; i < n; i++)
+			if (a[i] != b[i])
+				return false;
+		return true;
+	}
+	for (; n - i > 8; i += 8) {
+		memcpy(&x, a + i, 8);
+		memcpy(&y, b + i, 8);
+		if (x != y)
+			return false;
+	}
+	memcpy(&x, a + n - 8, 8); /* the last 8, overlapping those compared */
+	memcpy(&y, b + n - 8, 8);
+	return x == y;
+}
+
 static bool key_eq(const struct skey *a, const struct skey *b)
 {
 	return a->hash == b->hash && a->voff == b->voff && a->len - a->vend == b->len - b->vend &&
-	       !memcmp(a->p, b->p, a->voff) &&
-	       !memcmp(a->p + a->vend, b->p + b->vend, a->len - a->vend);
+	       bytes_eq(a->p, b->p, a->voff) &&
+	       bytes_eq(a->p + a->vend, b->p + b->vend, a->len - a->vend);
 }
 
 /*
