@@ -684,6 +684,32 @@ static void merged_samples_of_any_encoding(void **state)
 }
 
 /*
+ * A profile with fewer than 8 repeats among its first 256 samples (aggregated by its producer)
+ * is read as without merging; with 8, merged. (The pb buffer holds ~600 samples.)
+ */
+static void merging_gives_up_without_repeats(void **state)
+{
+	static struct pb b;
+	struct pprof_profile *p;
+	size_t nu, nm;
+	char err[256];
+
+	for (int same = 8; same <= 9; same++) {	/* `same` samples alike: same - 1 repeats */
+		b.n = 0;
+		base_tables(&b);
+		for (int i = 0; i < 256; i++)	/* numeric labels: distinct but for those */
+			add_sample_labels(&b, 1, 1, 3, 0, i < same ? 0 : i);
+		for (int i = 0; i < 300; i++)	/* 0, 9..255 seen: 1..8 and 256..299 new */
+			add_sample_labels(&b, 1, 2, 3, 0, i);
+		assert_int_equal(read_pb(&b, &merged, err, sizeof(err), &p), 0);
+		assert_int_equal(p->n_samples, same == 9 ? 248 + 8 + 44 : 556);
+		pprof_profile__free(p);
+		assert_int_equal(read_both(b.d, b.n, &nu, &nm), 0);
+		assert_int_equal(nu, 556);
+	}
+}
+
+/*
  * The errors of merged reads are those of plain ones, message and sample index included:
  * on crafted profiles, and on every truncation and many byte changes of a valid one.
  */
@@ -808,6 +834,7 @@ int main(void)
 		cmocka_unit_test(merged_samples_sum_their_values),
 		cmocka_unit_test(merged_sums_wrap_and_negatives_do_not_merge),
 		cmocka_unit_test(merged_samples_of_any_encoding),
+		cmocka_unit_test(merging_gives_up_without_repeats),
 		cmocka_unit_test(merged_errors_are_the_same),
 		cmocka_unit_test(merged_go_profiles),
 	};
