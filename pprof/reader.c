@@ -334,8 +334,8 @@ static bool key_eq(const struct skey *a, const struct skey *b)
  * Merging is given up (the rest of the profile read as without) when fewer than 8 of the first
  * MERGE_PROBE samples repeat an earlier one: a profile aggregated by its producer (Go's, the
  * agent's) would pay the hashing for nothing (+26% on the fleet's profiles merged beforehand,
- * 715 samples; +6.6% with this). Repeats come early when there are many (8 in 256 samples: about 4,000
- * equally likely keys, which 3,400 samples would still merge by a third).
+ * 715 samples; +7% with this). Repeats come early when there are many (8 in 256 samples:
+ * about 4,000 equally likely keys, which 3,400 samples would still merge by a third).
  */
 #define MERGE_PROBE 256
 
