@@ -397,8 +397,8 @@ int api_read_profile(struct api_ctx *a, const void *body, size_t len, bool folde
  * (ClickHouse) and the metrics rules sum is the fleet's unbiased total. The ring stores the
  * uploaded bytes as they are (weight 1). With a store that merges samples (ClickHouse), the
  * samples of one stack were summed before they are weighed: each sum is rounded down once, not
- * each of its samples (a stack of 7 samples of count 1 at w = 500: 3, where weighing them one
- * by one gave 0); closer to the unbiased total, and never below what it was.
+ * each of its samples (a stack of 7 samples of count 1 at a weight of 1.5: 10, where weighing
+ * them one by one gave 7, for 10.5): closer to the unbiased total, never below the old sum.
  */
 static void duty_weigh(struct api_ctx *a, const struct ingest *in, struct pprof_profile *p)
 {
