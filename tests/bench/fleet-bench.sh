@@ -132,6 +132,16 @@ if [[ " $PHASES " == *" ingest "* ]]; then
 		printf "cpu per profile: clickhouse-server %.3f ms, collectors %.3f ms, load generator %.3f ms: %.3f ms (1,500/s on %d CPUs: <= %.2f ms)\n", 1000 * h / n, 1000 * cc / n, 1000 * lg / n, 1000 * (h + cc + lg) / n, ENVIRON["NCPU"], ENVIRON["NCPU"] / 1.5 }'
 	ch_sql 0 "SELECT groupArray(value) FROM (SELECT value FROM system.events WHERE event IN ('InsertQuery', 'MergeTreeDataWriterBlocks', 'MergeTreeDataWriterBlocksAlreadySorted') ORDER BY event)" |
 		tr -d '[]' | awk -F, '{printf "clickhouse: %d INSERTs, %d parts written, %d of them sorted already (sample rows come sorted)\n", $1, $2, $3}'
+	# what merging is left when all is in (the cpu line above stops there): ClickHouse's CPU
+	# until its merges are done (up to 60 s), and the rows they merged over the whole run
+	m=$(ch_sql 0 "SELECT count() FROM system.merges")
+	for _ in $(seq 60); do
+		[ "$(ch_sql 0 "SELECT count() FROM system.merges")" = 0 ] && break
+		sleep 1
+	done
+	echo "clickhouse: $m merges running when all was in; $(echo "$(cpu_of "${CH_PIDS[0]}") - $h0 - $hcpu" | bc) s CPU more until none runs;" \
+		"$(ch_sql 0 "SELECT sum(value) FROM system.events WHERE event = 'MergedRows'") rows merged in all," \
+		"$(ch_sql 0 "SELECT count() FROM system.parts WHERE active AND database = '$DB' AND table = 'samples'") parts of samples left"
 	for t in samples samples_1h; do # merged (18.16 skips an OPTIMIZE while a merge runs)
 		for _ in $(seq 20); do
 			ch_sql 0 "OPTIMIZE TABLE $DB.$t FINAL" >/dev/null 2>&1 || true
