@@ -10,6 +10,8 @@
 #          RAW_PEER (1),
 #          CH_FLAGS (more collector flags, e.g. "--ch-queue 32M": spill to the spool sooner),
 #          CH_DIR (ClickHouse's directory, kept after the run: a day generated once is reused)
+#          CH_CAPTURE (a directory: the collectors' requests to ClickHouse go through
+#          tests/bench/ch-capture.py, which records them there for tests/bench/ch-replay.sh)
 #
 # CH_DIR=dir: ClickHouse's config and data live in dir, not in the temp dir, and stay there.
 #   The first run (PHASES="ingest query") fills it; later runs with PHASES=query and the same
@@ -85,10 +87,17 @@ echo "fleet bench: $(nproc) CPUs, ClickHouse $(ch_sql 0 'SELECT version()'), pro
 
 if [[ " $PHASES " == *" ingest "* ]]; then
 	urls=() cpids=() ports=()
+	ch_url="http://127.0.0.1:$(ch_http_port 0)/$DB"
+	if [ -n "${CH_CAPTURE:-}" ]; then # the collectors' requests recorded for ch-replay.sh
+		python3 "$top/tests/bench/ch-capture.py" $((CH_BASE + 7)) "$(ch_http_port 0)" "$CH_CAPTURE" &
+		CH_COLLECTORS+=($!) # killed at exit with the collectors
+		ch_url="http://127.0.0.1:$((CH_BASE + 7))/$DB"
+		sleep 1
+	fi
 	for i in $(seq "$COLLECTORS"); do
 		spool=()
 		[ "$SPOOL" = 1 ] && spool=(--ch-spool "$T/spool$i" --ring-size 1G --fsync-ms 5)
-		start_ch_collector "c$i" "http://127.0.0.1:$(ch_http_port 0)/$DB" \
+		start_ch_collector "c$i" "$ch_url" \
 			--ch-batch-ms "$BATCH_MS" --max-conns $((CLIENTS + 16)) \
 			--max-handshakes $((CLIENTS + 16)) "${spool[@]}" ${CH_FLAGS:-}
 		urls+=(--url "https://localhost:$CC_PORT") cpids+=("$CC_PID") ports+=("$CC_PORT")
