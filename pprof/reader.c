@@ -301,8 +301,11 @@ static uint64_t key_hash(uint64_t h, const uint8_t *p, size_t n)
 	return pp_mix(h ^ w, n);
 }
 
-/* a[0..n) == b[0..n), inline: keys are ~20 bytes, where a call to memcmp cost more. */
-static bool bytes_eq(const uint8_t *a, const uint8_t *b, size_t n)
+/*
+ * a[0..n) == b[0..n), inline: keys are ~20 bytes, where a call to memcmp cost more (and a call
+ * to this one, twice per lookup: forced inline).
+ */
+static inline __attribute__((always_inline)) bool bytes_eq(const uint8_t *a, const uint8_t *b, size_t n)
 {
 	uint64_t x, y;
 	size_t i = 0;
@@ -717,6 +720,34 @@ static int read_sample(struct rd *r, const struct fld *sf, struct pprof_sample *
 }
 
 /*
+ * get_varint() with varints of one to four bytes unrolled: values such as 10 ms in nanoseconds
+ * are four bytes and often end their field, where get_varint() took its byte-by-byte loop.
+ */
+static inline int get_varint4(struct cur *c, uint64_t *v)
+{
+	const uint8_t *p = c->p;
+	ptrdiff_t left = c->end - p;
+
+	if (left >= 1 && p[0] < 0x80) {
+		*v = p[0];
+		c->p = p + 1;
+	} else if (left >= 2 && p[1] < 0x80) {
+		*v = (uint64_t)(p[0] & 0x7f) | (uint64_t)p[1] << 7;
+		c->p = p + 2;
+	} else if (left >= 3 && p[2] < 0x80) {
+		*v = (uint64_t)(p[0] & 0x7f) | (uint64_t)(p[1] & 0x7f) << 7 | (uint64_t)p[2] << 14;
+		c->p = p + 3;
+	} else if (left >= 4 && p[3] < 0x80) {
+		*v = (uint64_t)(p[0] & 0x7f) | (uint64_t)(p[1] & 0x7f) << 7 |
+		     (uint64_t)(p[2] & 0x7f) << 14 | (uint64_t)p[3] << 21;
+		c->p = p + 4;
+	} else {
+		return get_varint(c, v);
+	}
+	return 0;
+}
+
+/*
  * The n values of a packed value field [p, end) (tag, length, payload) into v, for the common
  * case only: a one-byte length, exactly n varints. false for anything else, which the general
  * code then reads (and reports, when it is an error): v may have been written by then.
@@ -728,7 +759,7 @@ static bool get_packed_n(const uint8_t *p, const uint8_t *end, uint64_t *v, size
 	if (end - p < 2 || p[0] != 0x12 || p[1] >= 0x80 || p[1] != end - p - 2)
 		return false;
 	for (size_t j = 0; j < n; j++)
-		if (get_varint(&c, &v[j]))
+		if (get_varint4(&c, &v[j]))
 			return false;
 	return c.p == end;
 }
