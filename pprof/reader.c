@@ -19,6 +19,8 @@
  * is not counted again, and pass 2 only adds its values to the first one's. The ClickHouse
  * store's profiles have ~5 samples per distinct one (a stack sampled again and again), and all
  * that follows (pass 2, validation, the store's stack hashes) runs over the distinct ones.
+ * Samples encoded as nearly all are (packed ids, then packed values) take shortcuts there:
+ * plain_sample() in pass 1, is_merged() and get_packed_n() in pass 2.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -305,7 +307,8 @@ static uint64_t key_hash(uint64_t h, const uint8_t *p, size_t n)
  * a[0..n) == b[0..n), inline: keys are ~20 bytes, where a call to memcmp cost more (and a call
  * to this one, twice per lookup: forced inline).
  */
-static inline __attribute__((always_inline)) bool bytes_eq(const uint8_t *a, const uint8_t *b, size_t n)
+static inline __attribute__((always_inline)) bool bytes_eq(const uint8_t *a, const uint8_t *b,
+							    size_t n)
 {
 	uint64_t x, y;
 	size_t i = 0;
