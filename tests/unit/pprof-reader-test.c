@@ -782,6 +782,73 @@ static void merged_errors_are_the_same(void **state)
 	}
 }
 
+/* A sample as Go and our agent write them: packed location ids, then packed values. */
+static void add_packed(struct pb *b, const void *ids, size_t n_ids, const void *vals,
+		       size_t n_vals)
+{
+	struct pb s = { 0 };
+
+	pb_bytes(&s, 1, ids, n_ids);
+	pb_bytes(&s, 2, vals, n_vals);
+	pb_msg(b, 2, &s);
+}
+
+/*
+ * Samples in that encoding take shortcuts when merging (pass 1 reads them from their bytes,
+ * pass 2 adds a merged one's values without the general walk): the same results and errors as
+ * the plain read, with the other encodings of the same key mixed in, on every truncation and
+ * many byte changes.
+ */
+static void merged_packed_samples(void **state)
+{
+	static struct pb b, s;
+	static uint8_t ids[130];
+	size_t full, nu, nm;
+	int bad = 0;
+
+	memset(ids, 1, sizeof(ids));
+	base_tables(&b);
+	add_packed(&b, ids, 1, "\x05", 1);
+	add_packed(&b, ids, 1, "\x80\x80\x80\x01", 4);	/* a 4-byte value */
+	add_packed(&b, ids, 1, "\x80\x80\x80\x80\x01", 5);	/* 5 bytes: get_varint's */
+	add_packed(&b, ids, 2, "\x07", 1);			/* another stack */
+	s.n = 0;
+	pb_bytes(&s, 1, ids, 1);
+	pb_u(&s, 2, 9);				/* the same key, its value unpacked */
+	pb_msg(&b, 2, &s);
+	add_packed(&b, ids, sizeof(ids), "\x03", 1);	/* a 2-byte length: the general walk */
+	add_packed(&b, ids, sizeof(ids), "\x04", 1);
+	add_packed(&b, ids, 2, "\x81\x01", 2);
+	full = b.n;
+	assert_int_equal(read_both(b.d, b.n, &nu, &nm), 0);
+	assert_int_equal(nu, 8);
+	assert_int_equal(nm, 3);
+	for (size_t n = 1; n < full; n++)
+		bad += read_both(b.d, n, NULL, NULL) != 0;
+	assert_true(bad > 0);
+	for (size_t i = 0; i < full; i++) {
+		static const uint8_t flips[] = { 0x01, 0x02, 0x08, 0x80, 0xff, 0x7f };
+
+		for (size_t f = 0; f < sizeof(flips); f++) {
+			b.d[i] ^= flips[f];
+			read_both(b.d, full, NULL, NULL);
+			b.d[i] ^= flips[f];
+		}
+	}
+	/* a merged sample with no value, two, or an 11-byte varint: the plain read's errors */
+	add_packed(&b, ids, 1, "", 0);
+	assert_int_equal(read_both(b.d, b.n, NULL, NULL), -EINVAL);
+	b.n = full;
+	add_packed(&b, ids, 2, "\x01\x02", 2);
+	assert_int_equal(read_both(b.d, b.n, NULL, NULL), -EINVAL);
+	b.n = full;
+	add_packed(&b, ids, 1, "\x80\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01", 11);
+	assert_int_equal(read_both(b.d, b.n, NULL, NULL), -EINVAL);
+	b.n = full;
+	add_packed(&b, ids, 1, "\x01\x80", 2);		/* a cut last value: pass 1's */
+	assert_int_equal(read_both(b.d, b.n, NULL, NULL), -EINVAL);
+}
+
 /* Go's profiles (the fuzz corpus's): the merged read is the plain one, summed. */
 static void merged_go_profiles(void **state)
 {
@@ -836,6 +903,7 @@ int main(void)
 		cmocka_unit_test(merged_samples_of_any_encoding),
 		cmocka_unit_test(merging_gives_up_without_repeats),
 		cmocka_unit_test(merged_errors_are_the_same),
+		cmocka_unit_test(merged_packed_samples),
 		cmocka_unit_test(merged_go_profiles),
 	};
 
