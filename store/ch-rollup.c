@@ -190,16 +190,19 @@ static int rollup_native(const struct rrow *rows, const struct rseg *const *key,
  * Native block in out, in samples_1h's order (series, sig, hour, stack). *n_rows: its rows
  * (0: nothing to insert). 0, -ENOMEM, or -EINVAL when the rows do not parse.
  */
-int ch_rollup__build(const struct ch_batch *b, struct rb *out, size_t *n_rows)
+int ch_rollup__build(const struct ch_batch *b, struct ch_scratch *s, struct rb *out,
+		     size_t *n_rows)
 {
 	const struct rb *body = &b->rows[T_SAMPLES];
-	struct rseg *sg = malloc((b->n_marks + 1) * sizeof(*sg));
+	struct rseg *sg = rb_room(&s->seg, (b->n_marks + 1) * sizeof(*sg));
 	const struct rseg **key = NULL;
 	struct rrow *rows = NULL;
 	size_t ns = 0, total = 0, n = 0;
 	int e = sg ? 0 : -ENOMEM;
 
 	*n_rows = 0;
+	out->len = 0;
+	out->oom = false;
 	for (size_t i = 0; !e && i < b->n_marks; i++) {
 		if (!b->marks[i].s_len)
 			continue;
@@ -208,8 +211,8 @@ int ch_rollup__build(const struct ch_batch *b, struct rb *out, size_t *n_rows)
 			total += sg[ns++].n;
 	}
 	if (!e && total) {
-		rows = malloc(total * sizeof(*rows));
-		key = malloc(total * sizeof(*key));
+		rows = rb_room(&s->sorted, total * sizeof(*rows));
+		key = rb_room(&s->key, total * sizeof(*key));
 		e = rows && key ? 0 : -ENOMEM;
 	}
 	if (!e && total) {
@@ -229,8 +232,13 @@ int ch_rollup__build(const struct ch_batch *b, struct rb *out, size_t *n_rows)
 	}
 	if (!e)
 		*n_rows = n;
-	free(rows);
-	free(key);
-	free(sg);
 	return e;
+}
+
+void ch_scratch__free(struct ch_scratch *s)
+{
+	rb_free(&s->sorted);
+	rb_free(&s->native);
+	rb_free(&s->seg);
+	rb_free(&s->key);
 }

@@ -248,6 +248,63 @@ static void batch__free(struct ch_batch *b)
 	free(b);
 }
 
+/* A new open batch (lock held): the spare, with a sent batch's emptied buffers, if any. */
+static struct ch_batch *batch__new(struct ch_store *c)
+{
+	struct ch_batch *b = c->spare;
+
+	if (!b)
+		return calloc(1, sizeof(*b));
+	c->spare = NULL;
+	return b;
+}
+
+/*
+ * What the writer keeps (lock held): the spare's buffers and its scratch, trimmed to max bytes
+ * of capacity, the largest freed first.
+ */
+static void ch__keep_trim(struct ch_store *c, size_t max)
+{
+	struct rb *v[T__N + 4] = { &c->scratch.sorted, &c->scratch.native, &c->scratch.seg,
+				   &c->scratch.key };
+	size_t n = 4;
+
+	for (int t = 0; c->spare && t < T__N; t++)
+		v[n++] = &c->spare->rows[t];
+	rb_keep_within(v, n, max);
+}
+
+/*
+ * A sent batch (lock held): its buffers, emptied, become the spare that the next batch fills
+ * (a batch's rows grow to about CONFIG_COLLECTOR_CH_BATCH_KB: faulted in anew for every batch
+ * otherwise), unless there is one already; then the kept buffers are trimmed to the bound.
+ */
+static void batch__recycle(struct ch_store *c, struct ch_batch *b)
+{
+	struct ch_batch keep = { .marks = b->marks, .cap_marks = b->cap_marks };
+
+	if (c->spare || !c->keep_bytes) {
+		batch__free(b);
+	} else {
+		for (int t = 0; t < T__N; t++)
+			keep.rows[t] = (struct rb){ .p = b->rows[t].p, .cap = b->rows[t].cap };
+		*b = keep;
+		c->spare = b;
+	}
+	ch__keep_trim(c, c->keep_bytes);
+}
+
+/* After CH_KEEP_IDLE_NS without a batch sent (lock held): nothing kept. */
+static void ch__keep_idle(struct ch_store *c)
+{
+	if (!c->last_sent_ns || port_clock_mono_ns() - c->last_sent_ns < CH_KEEP_IDLE_NS)
+		return;
+	ch__keep_trim(c, 0);
+	batch__free(c->spare);
+	c->spare = NULL;
+	c->last_sent_ns = 0;
+}
+
 static size_t batch__bytes(const struct ch_batch *b)
 {
 	size_t n = 0;
@@ -784,7 +841,7 @@ int ch__put_locked(struct ch_store *c, const struct record_meta *meta,
 		return -ENOSPC;
 	}
 	if (!b) {
-		b = c->open = calloc(1, sizeof(*b));
+		b = c->open = batch__new(c);
 		if (!b)
 			return -ENOMEM;
 		b->gen = ++c->next_gen;
@@ -1171,14 +1228,10 @@ static bool batch__sorted(const struct ch_batch *b, struct rb *out)
 	if (in_order)
 		return false;
 	sg = malloc(b->n_marks * sizeof(*sg));
-	out->p = malloc(body->len);
-	if (!sg || !out->p) {
+	if (!sg || !rb_room(out, body->len)) {
 		free(sg);
-		free(out->p);
-		out->p = NULL;
 		return false;
 	}
-	out->cap = body->len;
 	for (size_t i = 0; i < b->n_marks; i++)
 		sg[i] = (struct seg){ b->marks[i].series, b->marks[i].ts, b->marks[i].s_off,
 				      b->marks[i].s_len };
@@ -1225,7 +1278,7 @@ static bool samples_native(const struct rb *rows, struct rb *out)
 	pos = 20 + 2 * n + 5 * 8 * n + 8 * n + 8 * nv;	/* its size, reserved once */
 	for (int c = 0; c < 7; c++)
 		pos += 2 + strlen(samples_cols[c][0]) + strlen(samples_cols[c][1]);
-	if (!rb_reserve_exact(out, pos))
+	if (!rb_room(out, pos))
 		return false;
 	rb_varint(out, 7);
 	rb_varint(out, n);
@@ -1404,7 +1457,7 @@ static void batch__rollup_failed(struct ch_store *c, struct ch_batch *b, const c
  */
 static int batch__rollup(struct ch_store *c, struct ch_conn *conn, struct ch_batch *b)
 {
-	struct rb body = { 0 };
+	struct rb *body = &c->scratch.native;
 	size_t n = 0;
 	char err[300] = "clickhouse: out of memory";
 	int e;
@@ -1414,10 +1467,9 @@ static int batch__rollup(struct ch_store *c, struct ch_conn *conn, struct ch_bat
 		b->rolled = !e;
 		return e;
 	}
-	e = ch_rollup__build(b, &body, &n);
+	e = ch_rollup__build(b, &c->scratch, body, &n);
 	if (e) {
 		/* built again, it would most likely fail again (and hold the queue): marked */
-		rb_free(&body);
 		snprintf(err, sizeof(err), "clickhouse: %s", e == -EINVAL ?
 			 "sample rows that do not parse" : strerror(-e));
 		batch__rollup_failed(c, b, "samples_1h rows not built", err);
@@ -1431,8 +1483,7 @@ static int batch__rollup(struct ch_store *c, struct ch_conn *conn, struct ch_bat
 	 */
 	if (n)
 		e = ch_conn__run(conn, "INSERT INTO samples_1h FORMAT Native",
-				 CH_INSERT_SETTINGS, body.p, body.len, NULL, err, sizeof(err));
-	rb_free(&body);
+				 CH_INSERT_SETTINGS, body->p, body->len, NULL, err, sizeof(err));
 	if (e) {
 		pthread_mutex_lock(&c->lock);
 		c->insert_errors++;
@@ -1451,7 +1502,7 @@ static int batch__send(struct ch_store *c, struct ch_conn *conn, struct ch_batch
 
 	for (; b->stage < T__N; b->stage++) {
 		const struct rb *body = &b->rows[b->stage];
-		struct rb sorted = { 0 }, native = { 0 };
+		struct rb *sorted = &c->scratch.sorted, *native = &c->scratch.native;
 		int e;
 
 		if (b->stage == T_SAMPLES && c->own_rollup && b->intent == CH_INTENT_NONE) {
@@ -1481,15 +1532,13 @@ static int batch__send(struct ch_store *c, struct ch_conn *conn, struct ch_batch
 		}
 		if (!b->rows[b->stage].len)
 			continue;
-		if (b->stage == T_SAMPLES && batch__sorted(b, &sorted))
-			body = &sorted;
-		if (b->stage == T_SAMPLES && samples_native(body, &native))
-			body = &native;
+		if (b->stage == T_SAMPLES && batch__sorted(b, sorted))
+			body = sorted;
+		if (b->stage == T_SAMPLES && samples_native(body, native))
+			body = native;
 		snprintf(sql, sizeof(sql), "INSERT INTO %s FORMAT %s", ch_table_names[b->stage],
-			 body == &native ? "Native" : "RowBinary");
+			 body == native ? "Native" : "RowBinary");
 		e = ch_conn__run(conn, sql, settings, body->p, body->len, NULL, err, sizeof(err));
-		rb_free(&sorted);
-		rb_free(&native);
 		if (e) {
 			/* an answer from ClickHouse (-EIO) means not applied (one server); a
 			 * broken connection, or any failure of a Distributed INSERT, either; and
@@ -1559,6 +1608,8 @@ static void *ch__writer(void *arg)
 		b = c->head;
 		if (!b && c->stop)
 			break;
+		if (!b)
+			ch__keep_idle(c);
 		if (!b || backoff_ms) {
 			clock_gettime(CLOCK_REALTIME, &ts);
 			ts.tv_nsec += (long)(backoff_ms ? backoff_ms : 20) * 1000000;
@@ -1592,7 +1643,8 @@ static void *ch__writer(void *arg)
 		c->last_error[0] = '\0';
 		pthread_cond_broadcast(&c->done);
 		pthread_cond_signal(&c->refill);
-		batch__free(b);
+		batch__recycle(c, b);
+		c->last_sent_ns = port_clock_mono_ns();
 	}
 	pthread_mutex_unlock(&c->lock);
 	ch_conn__free(conn);
@@ -1662,6 +1714,8 @@ static void ch__free(struct store *base)
 		c->head = b->next;
 		batch__free(b);
 	}
+	batch__free(c->spare);
+	ch_scratch__free(&c->scratch);
 	free(c->fns.v), free(c->maps.v), free(c->locs.v), free(c->stacks.v);
 	free(c->keys.v);
 	free(c->shard_urls);
@@ -1928,6 +1982,7 @@ struct store *store_ch__open(const struct store_opts *opts, char *err, size_t er
 	pthread_cond_init(&c->done, NULL);
 	pthread_cond_init(&c->refill, NULL);
 	c->batch_bytes = (size_t)CONFIG_COLLECTOR_CH_BATCH_KB << 10;
+	c->keep_bytes = (size_t)CONFIG_COLLECTOR_CH_KEEP_MB << 20;
 	c->batch_ms = opts->ch_batch_ms ? opts->ch_batch_ms : CONFIG_COLLECTOR_CH_BATCH_MS;
 	c->queue_bytes = opts->ch_queue_bytes ? opts->ch_queue_bytes
 					      : (size_t)CONFIG_COLLECTOR_CH_QUEUE_MB << 20;
