@@ -986,12 +986,20 @@ static int rf__reserve_wait_locked(struct ringfile *rf, struct ringfile_append *
 /* The CRC (header with its CRC field as 0, continued over the payload) and the pwrite. */
 static int rf__write_reserved(struct ringfile *rf, struct ringfile_append *ap)
 {
-	struct iovec iov[2] = { { ap->hdr, ap->hdr_len }, { (void *)ap->payload, ap->len } };
-	size_t total = ap->hdr_len + ap->len;
+	size_t rest = ap->len - ap->pre_len, total = ap->hdr_len + ap->len;
+	struct iovec iov[3] = { { ap->hdr, ap->hdr_len } };
+	int niov = 1;
+	uint32_t crc = rec__crc(ap->hdr, ap->hdr_len);
 	ssize_t n;
 
-	put32(ap->hdr + 12, crc32c(rec__crc(ap->hdr, ap->hdr_len), ap->payload, ap->len));
-	n = pwritev(rf->fd, iov, ap->len ? 2 : 1, (off_t)ap->off);
+	if (ap->pre_len) {
+		iov[niov++] = (struct iovec){ (void *)ap->pre, ap->pre_len };
+		crc = crc32c(crc, ap->pre, ap->pre_len);
+	}
+	if (rest)
+		iov[niov++] = (struct iovec){ (void *)ap->payload, rest };
+	put32(ap->hdr + 12, crc32c(crc, ap->payload, rest));
+	n = pwritev(rf->fd, iov, niov, (off_t)ap->off);
 	if (n == (ssize_t)total)
 		return 0;
 	return n < 0 ? -errno : -EIO;
@@ -1057,13 +1065,23 @@ static int rf__append_locked(struct ringfile *rf, uint16_t flags, const struct r
 int ringfile__append_begin(struct ringfile *rf, const struct record_meta *meta,
 			   const void *payload, size_t len, struct ringfile_append *ap)
 {
+	return ringfile__append_begin_pre(rf, meta, NULL, 0, payload, len, ap);
+}
+
+int ringfile__append_begin_pre(struct ringfile *rf, const struct record_meta *meta,
+			       const void *pre, size_t pre_len, const void *payload, size_t len,
+			       struct ringfile_append *ap)
+{
 	int err;
 
-	if (!meta || (meta->flags & (RINGFILE_F_SKIP | RINGFILE_F_CONSUME)) || (len && !payload))
+	if (!meta || (meta->flags & (RINGFILE_F_SKIP | RINGFILE_F_CONSUME)) || (len && !payload) ||
+	    (pre_len && !pre) || len > SIZE_MAX - pre_len)
 		return -EINVAL;
-	err = rf__prepare(meta, meta->flags, payload, len, ap);
+	err = rf__prepare(meta, meta->flags, payload, pre_len + len, ap);
 	if (err)
 		return err;
+	ap->pre = pre;
+	ap->pre_len = pre_len;
 	pthread_mutex_lock(&rf->lock);
 	err = rf__reserve_wait_locked(rf, ap);
 	pthread_mutex_unlock(&rf->lock);
