@@ -211,7 +211,7 @@ int ch_rollup__build(const struct ch_batch *b, struct ch_scratch *s, struct rb *
 			total += sg[ns++].n;
 	}
 	if (!e && total) {
-		rows = rb_room(&s->sorted, total * sizeof(*rows));
+		rows = rb_room(&s->rrows, total * sizeof(*rows));
 		key = rb_room(&s->key, total * sizeof(*key));
 		e = rows && key ? 0 : -ENOMEM;
 	}
@@ -237,7 +237,7 @@ int ch_rollup__build(const struct ch_batch *b, struct ch_scratch *s, struct rb *
 
 void ch_scratch__free(struct ch_scratch *s)
 {
-	rb_free(&s->sorted);
+	rb_free(&s->rrows);
 	rb_free(&s->native);
 	rb_free(&s->seg);
 	rb_free(&s->key);

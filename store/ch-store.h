@@ -113,9 +113,9 @@ struct ch_batch {
  * writer thread touches them (ch_rollup__build is its, too).
  */
 struct ch_scratch {
-	struct rb sorted;	/* batch__sorted's copy of the samples; then the rollup's rows */
+	struct rb rrows;	/* the rollup's rows */
 	struct rb native;	/* the samples' Native block; then the rollup's */
-	struct rb seg, key;	/* the rollup's segments and row keys */
+	struct rb seg, key;	/* the samples' order (batch__order), then the rollup's; its keys */
 };
 
 struct ch_store {
@@ -267,7 +267,7 @@ void ch_spool__done(struct ch_store *c, const struct ch_batch *b);
 
 /*
  * store/ch-rollup.c: a batch's samples_1h rows, summed (one server: no view fills it), into
- * out (its contents replaced), with s's buffers (kept: s->sorted, s->seg, s->key).
+ * out (its contents replaced), with s's buffers (kept: s->rrows, s->seg, s->key).
  */
 int ch_rollup__build(const struct ch_batch *b, struct ch_scratch *s, struct rb *out,
 		     size_t *n_rows);

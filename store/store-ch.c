@@ -265,7 +265,7 @@ static struct ch_batch *batch__new(struct ch_store *c)
  */
 static void ch__keep_trim(struct ch_store *c, size_t max)
 {
-	struct rb *v[T__N + 4] = { &c->scratch.sorted, &c->scratch.native, &c->scratch.seg,
+	struct rb *v[T__N + 4] = { &c->scratch.rrows, &c->scratch.native, &c->scratch.seg,
 				   &c->scratch.key };
 	size_t n = 4;
 
@@ -612,7 +612,7 @@ static int rows_samples(const struct record_meta *m, const struct pprof_profile 
 		return e;
 	/*
 	 * Rows in the table's order (series, ts, stack): one profile is one (series, ts), so by
-	 * stack; the writer puts the batch's profiles in order (batch__sorted), and ClickHouse
+	 * stack; the writer puts the batch's profiles in order (batch__order), and ClickHouse
 	 * skips its sort of the block (isAlreadySorted: ~20% of its CPU at ingest).
 	 */
 	for (size_t o = 0; o < r->n_distinct; o++) {
@@ -1182,7 +1182,7 @@ static int batch__check(struct ch_store *c, struct ch_conn *conn, struct ch_batc
 	return e;
 }
 
-/* A profile's sample rows in the body, for batch__sorted. */
+/* A profile's sample rows in the body, for batch__order. */
 struct seg {
 	uint64_t series, ts;
 	size_t off, len;
@@ -1212,53 +1212,51 @@ static int seg_cmp(const void *a, const void *b)
 
 /*
  * The batch's sample rows in the table's order (seg_cmp3, then stack): each profile's rows are
- * by stack already (rows_samples), so its profiles are put in (hour, series, ts) order, in a copy
- * (out). false when they are in order already, or out of memory: the body goes as it is and
- * ClickHouse sorts it (the same rows either way).
+ * by stack already (rows_samples), so its profiles are put in (hour, series, ts) order: their
+ * segments of the body, in order (a copy of the rows was made here: a batch's size more memory
+ * and a copy of it per batch), into order (kept: the writer's). Their count; 1, the whole
+ * body, when in order already; 0 when out of memory (the body goes as it is, ClickHouse sorts
+ * it: the same rows either way).
  */
-static bool batch__sorted(const struct ch_batch *b, struct rb *out)
+static size_t batch__order(const struct ch_batch *b, struct rb *order)
 {
 	const struct rb *body = &b->rows[T_SAMPLES];
-	struct seg *sg;
 	bool in_order = true;
+	struct seg *sg;
 
 	for (size_t i = 1; i < b->n_marks && in_order; i++)
 		in_order = seg_cmp3(b->marks[i - 1].series, b->marks[i - 1].ts,
 				    b->marks[i].series, b->marks[i].ts) <= 0;
-	if (in_order)
-		return false;
-	sg = malloc(b->n_marks * sizeof(*sg));
-	if (!sg || !rb_room(out, body->len)) {
-		free(sg);
-		return false;
+	sg = rb_room(order, (in_order ? 1 : b->n_marks) * sizeof(*sg));
+	if (!sg)
+		return 0;
+	if (in_order) {
+		sg[0] = (struct seg){ .off = 0, .len = body->len };
+		return 1;
 	}
 	for (size_t i = 0; i < b->n_marks; i++)
 		sg[i] = (struct seg){ b->marks[i].series, b->marks[i].ts, b->marks[i].s_off,
 				      b->marks[i].s_len };
 	qsort(sg, b->n_marks, sizeof(*sg), seg_cmp);
-	for (size_t i = 0; i < b->n_marks; i++)
-		rb_put(out, body->p + sg[i].off, sg[i].len);
-	free(sg);
-	return true;
+	return b->n_marks;
 }
 
 /*
- * The samples body (RowBinary rows: day, ts, series, sig, profile, stack, v) as one block of
- * ClickHouse's Native format (per column: name, type, then the values; an Array as its end
- * offsets, then its elements), which ClickHouse reads a column at a time instead of a field
- * at a time (parsing RowBinary was 12-17% of its CPU at ingest). false when out of memory or
- * the rows do not parse: the RowBinary body is sent instead.
+ * The samples body (RowBinary rows: day, ts, series, sig, profile, stack, v), its segments sg
+ * in turn, as one block of ClickHouse's Native format (per column: name, type, then the values;
+ * an Array as its end offsets, then its elements), which ClickHouse reads a column at a time
+ * instead of a field at a time (parsing RowBinary was 12-17% of its CPU at ingest). false when
+ * out of memory or the rows do not parse: the RowBinary body is sent instead.
  */
 static const char *const samples_cols[][2] = {
 	{ "day", "Date" }, { "ts", "UInt64" }, { "series", "UInt64" }, { "sig", "UInt64" },
 	{ "profile", "UInt64" }, { "stack", "UInt64" }, { "v", "Array(Int64)" },
 };
 
-static bool samples_native(const struct rb *rows, struct rb *out)
+/* Rows and values of one segment, added to *n and *nv: false when they do not parse. */
+static bool samples_count(const struct rb *rows, const struct seg *sg, size_t *n, size_t *nv)
 {
-	struct rb_rd r = { rows->p, rows->p + rows->len, false };
-	size_t n = 0, nv = 0, at[8], pos;
-	unsigned char *o;
+	struct rb_rd r = { rows->p + sg->off, rows->p + sg->off + sg->len, false };
 
 	while (rd_more(&r)) {
 		uint64_t k;
@@ -1270,10 +1268,43 @@ static bool samples_native(const struct rb *rows, struct rb *out)
 		if (r.bad || k > (size_t)(r.end - r.p) / 8)
 			return false;
 		r.p += k * 8;
-		nv += k;
-		n++;
+		*nv += k;
+		(*n)++;
 	}
-	if (r.bad || r.p != r.end || !n)
+	return !r.bad && r.p == r.end;
+}
+
+/* One segment's rows into the columns at[] of o (n rows in all): from row *i, value *pos. */
+static void samples_fill(const struct rb *rows, const struct seg *sg, unsigned char *o,
+			 const size_t *at, size_t n, size_t *i, size_t *pos)
+{
+	struct rb_rd r = { rows->p + sg->off, rows->p + sg->off + sg->len, false };
+
+	for (; rd_more(&r); (*i)++) {
+		uint64_t k;
+
+		memcpy(o + at[0] + 2 * *i, r.p, 2);
+		for (int c = 1; c < 6; c++)
+			memcpy(o + at[c] + 8 * *i, r.p + 2 + 8 * (c - 1), 8);
+		r.p += 2 + 5 * 8;
+		k = rd_varint(&r);
+		memcpy(o + at[6] + 8 * n + 8 * *pos, r.p, 8 * k);
+		r.p += 8 * k;
+		*pos += k;
+		for (int b = 0; b < 8; b++)	/* the end offset, little-endian */
+			o[at[6] + 8 * *i + b] = (unsigned char)(*pos >> (8 * b));
+	}
+}
+
+static bool samples_native(const struct rb *rows, const struct seg *sg, size_t nseg,
+			   struct rb *out)
+{
+	size_t n = 0, nv = 0, at[8], pos, i = 0;
+
+	for (size_t s = 0; s < nseg; s++)
+		if (!samples_count(rows, &sg[s], &n, &nv))
+			return false;
+	if (!n)
 		return false;
 	pos = 20 + 2 * n + 5 * 8 * n + 8 * n + 8 * nv;	/* its size, reserved once */
 	for (int c = 0; c < 7; c++)
@@ -1293,23 +1324,9 @@ static bool samples_native(const struct rb *rows, struct rb *out)
 	}
 	if (out->oom)
 		return false;
-	o = out->p;
-	r = (struct rb_rd){ rows->p, rows->p + rows->len, false };
 	pos = 0;
-	for (size_t i = 0; i < n; i++) {
-		uint64_t k;
-
-		memcpy(o + at[0] + 2 * i, r.p, 2);
-		for (int c = 1; c < 6; c++)
-			memcpy(o + at[c] + 8 * i, r.p + 2 + 8 * (c - 1), 8);
-		r.p += 2 + 5 * 8;
-		k = rd_varint(&r);
-		memcpy(o + at[6] + 8 * n + 8 * pos, r.p, 8 * k);
-		r.p += 8 * k;
-		pos += k;
-		for (int b = 0; b < 8; b++)	/* the end offset, little-endian */
-			o[at[6] + 8 * i + b] = (unsigned char)(pos >> (8 * b));
-	}
+	for (size_t s = 0; s < nseg; s++)
+		samples_fill(rows, &sg[s], out->p, at, n, &i, &pos);
 	return true;
 }
 
@@ -1502,7 +1519,7 @@ static int batch__send(struct ch_store *c, struct ch_conn *conn, struct ch_batch
 
 	for (; b->stage < T__N; b->stage++) {
 		const struct rb *body = &b->rows[b->stage];
-		struct rb *sorted = &c->scratch.sorted, *native = &c->scratch.native;
+		struct rb *order = &c->scratch.seg, *native = &c->scratch.native;
 		int e;
 
 		if (b->stage == T_SAMPLES && c->own_rollup && b->intent == CH_INTENT_NONE) {
@@ -1532,10 +1549,13 @@ static int batch__send(struct ch_store *c, struct ch_conn *conn, struct ch_batch
 		}
 		if (!b->rows[b->stage].len)
 			continue;
-		if (b->stage == T_SAMPLES && batch__sorted(b, sorted))
-			body = sorted;
-		if (b->stage == T_SAMPLES && samples_native(body, native))
-			body = native;
+		if (b->stage == T_SAMPLES) {
+			size_t nseg = batch__order(b, order);
+			const struct seg *sg = (const void *)order->p;
+
+			if (nseg && samples_native(body, sg, nseg, native))
+				body = native;
+		}
 		snprintf(sql, sizeof(sql), "INSERT INTO %s FORMAT %s", ch_table_names[b->stage],
 			 body == native ? "Native" : "RowBinary");
 		e = ch_conn__run(conn, sql, settings, body->p, body->len, NULL, err, sizeof(err));
