@@ -120,6 +120,16 @@ struct pprof_read_limits {
 				    * applies above 1 MiB of output (small inputs may expand more) */
 	size_t max_samples;        /* 0 = default 10,000,000 */
 	size_t max_stack_depth;    /* 0 = default 4096 */
+	/*
+	 * Samples whose encodings are the same but for their values (same location ids, same
+	 * labels, in the same bytes) come out as one sample, values summed (int64 wrap-around), in
+	 * the order of their first occurrence. Not done when any value is negative (the profile
+	 * then reads as without): merged, a consumer that skips negative values would sum
+	 * differently. For consumers that only sum by stack (the ClickHouse store): ~5x fewer
+	 * samples to read, validate and hash on the fleet's profiles (3,400 samples, 715 stacks).
+	 * Errors are the same as without (the same messages, sample indexes of the input).
+	 */
+	bool merge_samples;
 };
 
 /*

@@ -30,6 +30,11 @@ index-test-objs  = store/index.o
 unit-tests-$(CONFIG_COLLECTOR_CLICKHOUSE) += ch-rollup
 ch-rollup-test-objs = store/ch-rollup.o store/ch-client.o port/net.o port/http.o $(port-y)
 
+# Its rows of a profile decoded with merged samples against those of the plain decode.
+unit-tests-$(CONFIG_COLLECTOR_CLICKHOUSE) += ch-rows
+ch-rows-test-objs   = $(store-core-y) $(pprof-y) $(port-y)
+ch-rows-test-ldlibs = $(pprof-ldlibs) -lpthread
+
 unit-tests-y     += query
 query-test-objs   = $(store-core-y) $(pprof-y) $(port-y)
 query-test-ldlibs = $(pprof-ldlibs) -lpthread
@@ -44,6 +49,14 @@ $(O)/tests/drivers/store-append: $(addprefix $(O)/,$(store-append-objs))
 	$(quiet) LD $@
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lpthread
 $(O)/tests/drivers/store-bench: $(addprefix $(O)/,$(store-bench-objs))
+	$(quiet) LD $@
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(pprof-ldlibs) -lpthread
+
+# The decode and rows of the ClickHouse store per profile, in-process (tests/drivers/ch-rows.c).
+ch-rows-objs = tests/drivers/ch-rows.o $(store-core-y) $(pprof-y) $(port-y)
+ch-drivers-$(CONFIG_COLLECTOR_CLICKHOUSE) := $(O)/tests/drivers/ch-rows
+all-tests: $(ch-drivers-y)
+$(O)/tests/drivers/ch-rows: $(addprefix $(O)/,$(ch-rows-objs))
 	$(quiet) LD $@
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(pprof-ldlibs) -lpthread
 

@@ -84,7 +84,7 @@ void api_render_file(struct api_ctx *a)
 	char index[64];
 
 	if (render_params(a, &fmt, index, sizeof(index)) ||
-	    api_read_profile(a, a->req->body, a->req->body_len, true, &p))
+	    api_read_profile(a, a->req->body, a->req->body_len, true, false, &p))
 		return;
 	render_answer(a, p, 1, fmt, index);
 }

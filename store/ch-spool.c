@@ -191,7 +191,8 @@ static int spool_read(struct ch_store *c, uint64_t seq, struct record_meta *meta
 	 * landed just before a kill -9): one spilled since was never sent, and a lookup per
 	 * batch costs ClickHouse a read of samples just when it is behind */
 	w->lookup = seq <= c->spool_boot_last;
-	e = pprof_read(b + SPOOL_ID_BYTES, len - SPOOL_ID_BYTES, NULL, p, err, sizeof(err));
+	e = pprof_read(b + SPOOL_ID_BYTES, len - SPOOL_ID_BYTES, &ch_read_limits, p, err,
+		       sizeof(err));
 	if (e)
 		return -EIO;
 	return c->batch_ops->rows_build(meta, *p, len - SPOOL_ID_BYTES, w->id, r);

@@ -113,7 +113,8 @@ struct ch_batch {
  * writer thread touches them (ch_rollup__build is its, too).
  */
 struct ch_scratch {
-	struct rb rrows;	/* the rollup's rows */
+	struct rb rrows, rtmp;	/* the rollup's rows, and where their runs are merged */
+	struct rb lens;		/* the rollup's run lengths */
 	struct rb native;	/* the samples' Native block; then the rollup's */
 	struct rb seg, key;	/* the samples' order (batch__order), then the rollup's; its keys */
 };
@@ -206,6 +207,12 @@ static inline struct ch_store *ch_of(struct store *base)
 
 /* ---- store/store-ch.c ---- */
 
+/*
+ * How the store decodes an upload (when the API did not, and a spilled one): its rows sum
+ * samples by stack, so samples that differ only in their values are merged at once.
+ */
+static const struct pprof_read_limits ch_read_limits = { .merge_samples = true };
+
 int ch__rows_build(const struct record_meta *m, const struct pprof_profile *p, size_t len,
 		   uint64_t id, struct put_rows *r);
 void ch__rows_free(struct put_rows *r);
@@ -267,7 +274,7 @@ void ch_spool__done(struct ch_store *c, const struct ch_batch *b);
 
 /*
  * store/ch-rollup.c: a batch's samples_1h rows, summed (one server: no view fills it), into
- * out (its contents replaced), with s's buffers (kept: s->rrows, s->seg, s->key).
+ * out (its contents replaced), with s's buffers (kept: rrows, rtmp, lens, seg, key).
  */
 int ch_rollup__build(const struct ch_batch *b, struct ch_scratch *s, struct rb *out,
 		     size_t *n_rows);

@@ -175,9 +175,10 @@ void api_render_file(struct api_ctx *a);
 /*
  * Decodes and validates a request's profile (pprof, gzip or raw; with folded_ok also folded
  * text): 0, or -errno with the error answer set (400 malformed or no samples, 413 a limit).
+ * merge: samples that differ only in their values are merged (pprof_read_limits).
  */
 int api_read_profile(struct api_ctx *a, const void *body, size_t len, bool folded_ok,
-		     struct pprof_profile **p);
+		     bool merge, struct pprof_profile **p);
 void api_debuginfo_put(struct api_ctx *a);	/* store/api-debuginfo.c */
 void api_debuginfo_list(struct api_ctx *a);
 /* The profile to export: p symbolized with the debug-file store when it can name anything

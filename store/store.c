@@ -41,6 +41,11 @@ int store__put(struct store *s, const struct record_meta *meta, const void *payl
 	return s->ops->put(s, meta, payload, len, NULL, seq_out, duplicate);
 }
 
+bool store__merges_samples(const struct store *s)
+{
+	return s->ops->merges_samples;
+}
+
 int store__ingest(struct store *s, const struct record_meta *meta, const void *payload,
 		  size_t len, struct pprof_profile *p, uint64_t *seq_out, bool *duplicate)
 {

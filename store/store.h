@@ -97,6 +97,8 @@ int store__put(struct store *s, const struct record_meta *meta, const void *payl
  */
 int store__ingest(struct store *s, const struct record_meta *meta, const void *payload,
 		  size_t len, struct pprof_profile *p, uint64_t *seq_out, bool *duplicate);
+/* Whether store__ingest() takes p decoded with pprof_read_limits.merge_samples. */
+bool store__merges_samples(const struct store *s);
 
 /*
  * One stored profile by seq (the profile id of the API), as uploaded: 0, -ENOENT (not stored,
@@ -190,6 +192,12 @@ void store__stats(struct store *s, struct store_stats *st);
 struct store_ops {
 	const char *name;
 	bool uses_decoded;	/* put() uses a decoded profile (decodes one itself without) */
+	/*
+	 * put() only sums samples by stack: the decoded profile may have samples that differ
+	 * only in their values merged (pprof_read_limits.merge_samples; they sum alike for the
+	 * metrics rules too, as merging is off when a value is negative)
+	 */
+	bool merges_samples;
 	int (*put)(struct store *s, const struct record_meta *meta, const void *payload,
 		   size_t len, const struct pprof_profile *decoded, uint64_t *seq_out,
 		   bool *duplicate);

@@ -10,6 +10,8 @@
 #          RAW_PEER (1),
 #          CH_FLAGS (more collector flags, e.g. "--ch-queue 32M": spill to the spool sooner),
 #          CH_DIR (ClickHouse's directory, kept after the run: a day generated once is reused)
+#          CH_CAPTURE (a directory: the collectors' requests to ClickHouse go through
+#          tests/bench/ch-capture.py, which records them there for tests/bench/ch-replay.sh)
 #
 # CH_DIR=dir: ClickHouse's config and data live in dir, not in the temp dir, and stay there.
 #   The first run (PHASES="ingest query") fills it; later runs with PHASES=query and the same
@@ -85,10 +87,17 @@ echo "fleet bench: $(nproc) CPUs, ClickHouse $(ch_sql 0 'SELECT version()'), pro
 
 if [[ " $PHASES " == *" ingest "* ]]; then
 	urls=() cpids=() ports=()
+	ch_url="http://127.0.0.1:$(ch_http_port 0)/$DB"
+	if [ -n "${CH_CAPTURE:-}" ]; then # the collectors' requests recorded for ch-replay.sh
+		python3 "$top/tests/bench/ch-capture.py" $((CH_BASE + 7)) "$(ch_http_port 0)" "$CH_CAPTURE" &
+		CH_COLLECTORS+=($!) # killed at exit with the collectors
+		ch_url="http://127.0.0.1:$((CH_BASE + 7))/$DB"
+		sleep 1
+	fi
 	for i in $(seq "$COLLECTORS"); do
 		spool=()
 		[ "$SPOOL" = 1 ] && spool=(--ch-spool "$T/spool$i" --ring-size 1G --fsync-ms 5)
-		start_ch_collector "c$i" "http://127.0.0.1:$(ch_http_port 0)/$DB" \
+		start_ch_collector "c$i" "$ch_url" \
 			--ch-batch-ms "$BATCH_MS" --max-conns $((CLIENTS + 16)) \
 			--max-handshakes $((CLIENTS + 16)) "${spool[@]}" ${CH_FLAGS:-}
 		urls+=(--url "https://localhost:$CC_PORT") cpids+=("$CC_PID") ports+=("$CC_PORT")
@@ -132,6 +141,16 @@ if [[ " $PHASES " == *" ingest "* ]]; then
 		printf "cpu per profile: clickhouse-server %.3f ms, collectors %.3f ms, load generator %.3f ms: %.3f ms (1,500/s on %d CPUs: <= %.2f ms)\n", 1000 * h / n, 1000 * cc / n, 1000 * lg / n, 1000 * (h + cc + lg) / n, ENVIRON["NCPU"], ENVIRON["NCPU"] / 1.5 }'
 	ch_sql 0 "SELECT groupArray(value) FROM (SELECT value FROM system.events WHERE event IN ('InsertQuery', 'MergeTreeDataWriterBlocks', 'MergeTreeDataWriterBlocksAlreadySorted') ORDER BY event)" |
 		tr -d '[]' | awk -F, '{printf "clickhouse: %d INSERTs, %d parts written, %d of them sorted already (sample rows come sorted)\n", $1, $2, $3}'
+	# what merging is left when all is in (the cpu line above stops there): ClickHouse's CPU
+	# until its merges are done (up to 60 s), and the rows they merged over the whole run
+	m=$(ch_sql 0 "SELECT count() FROM system.merges")
+	for _ in $(seq 60); do
+		[ "$(ch_sql 0 "SELECT count() FROM system.merges")" = 0 ] && break
+		sleep 1
+	done
+	echo "clickhouse: $m merges running when all was in; $(echo "$(cpu_of "${CH_PIDS[0]}") - $h0 - $hcpu" | bc) s CPU more until none runs;" \
+		"$(ch_sql 0 "SELECT sum(value) FROM system.events WHERE event = 'MergedRows'") rows merged in all," \
+		"$(ch_sql 0 "SELECT count() FROM system.parts WHERE active AND database = '$DB' AND table = 'samples'") parts of samples left"
 	for t in samples samples_1h; do # merged (18.16 skips an OPTIMIZE while a merge runs)
 		for _ in $(seq 20); do
 			ch_sql 0 "OPTIMIZE TABLE $DB.$t FINAL" >/dev/null 2>&1 || true

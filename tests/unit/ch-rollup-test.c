@@ -165,6 +165,46 @@ static void test_same_key_summed(void **state)
 	}
 }
 
+/*
+ * Five profiles of one key (runs merged two by two: an odd one out), and a key whose rows are
+ * not by stack (not rows this collector builds: sorted all the same): summed by stack, in order.
+ */
+static void test_many_profiles_merged(void **state)
+{
+	static const uint64_t stacks[][3] = { { 1, 4, 9 }, { 2, 4 }, { 9, 10, 11 }, { 1 }, { 3, 10 } };
+	static const size_t ns[] = { 3, 2, 3, 1, 2 };
+	static const uint64_t want[] = { 1, 2, 3, 4, 9, 10, 11 };
+	static const int64_t sums[] = { 1 + 31, 11, 41, 2 + 12, 3 + 21, 22 + 42, 23 };
+	const struct row odd[] = { { 7 * H, 9, 2, 8, 1, { 1 } }, { 7 * H, 9, 2, 2, 1, { 2 } } };
+	const struct row odd2[] = { { 7 * H, 9, 2, 5, 1, { 3 } } };
+	struct ch_batch b = { 0 };
+	struct out o;
+
+	(void)state;
+	for (size_t p = 0; p < 5; p++) {
+		struct row r[3];
+
+		for (size_t i = 0; i < ns[p]; i++)
+			r[i] = (struct row){ 5 * H + p, 1, 2, stacks[p][i], 1,
+					     { (int64_t)(10 * p + i + 1) } };
+		add_profile(&b, r, ns[p]);
+	}
+	add_profile(&b, odd, 2);
+	add_profile(&b, odd2, 1);
+	build(&b, &o);
+	assert_int_equal(o.n, 10);
+	for (size_t i = 0; i < 7; i++) {
+		assert_int_equal(o.stack[i], want[i]);
+		assert_int_equal(o.v[0][i], sums[i]);
+		assert_int_equal(o.hour[i], 5);
+	}
+	assert_int_equal(o.stack[7], 2);
+	assert_int_equal(o.v[0][7], 2);
+	assert_int_equal(o.stack[8], 5);
+	assert_int_equal(o.stack[9], 8);
+	assert_int_equal(o.series[9], 9);
+}
+
 /* A profile with more values than samples_1h's columns is left out; so is only it. */
 static void test_wide_left_out(void **state)
 {
@@ -324,6 +364,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_same_key_summed),
+		cmocka_unit_test(test_many_profiles_merged),
 		cmocka_unit_test(test_wide_left_out),
 		cmocka_unit_test(test_zero_values),
 		cmocka_unit_test(test_bad_rows),

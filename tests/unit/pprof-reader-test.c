@@ -491,6 +491,327 @@ static void fuzz_regressions(void **state)
 	assert_true(n > 0);
 }
 
+/* ---- merge_samples ------------------------------------------------------------------------ */
+
+static const struct pprof_read_limits merged = { .merge_samples = true };
+
+static bool same_labels(const struct pprof_sample *a, const struct pprof_sample *b)
+{
+	return a->n_labels == b->n_labels &&
+	       !memcmp(a->labels, b->labels, a->n_labels * sizeof(*a->labels));
+}
+
+static bool same_key(const struct pprof_sample *a, const struct pprof_sample *b)
+{
+	return a->n_locations == b->n_locations && same_labels(a, b) &&
+	       !memcmp(a->location_ids, b->location_ids, a->n_locations * sizeof(uint64_t));
+}
+
+/*
+ * The samples of p grouped by locations and labels, in the order of their first occurrence:
+ * first[g] the first sample of group g, sum its values summed (int64 wrap-around). Returns the
+ * number of groups.
+ */
+static size_t group(const struct pprof_profile *p, size_t *first, uint64_t *sum)
+{
+	size_t nt = p->n_sample_type, n = 0;
+
+	for (size_t i = 0; i < p->n_samples; i++) {
+		size_t k;
+
+		for (k = 0; k < n && !same_key(&p->samples[i], &p->samples[first[k]]); k++)
+			;
+		if (k == n)
+			first[n++] = i;
+		for (size_t j = 0; j < nt; j++)
+			sum[k * nt + j] += (uint64_t)p->samples[i].values[j];
+	}
+	return n;
+}
+
+/*
+ * m is u with samples merged: the same tables, no more samples, and grouped by locations and
+ * labels the same groups in the same order with the same sums. (Samples that decode the same
+ * but were encoded differently may stay apart in m: merging compares their bytes.)
+ */
+static void assert_merged_of(const struct pprof_profile *u, const struct pprof_profile *m)
+{
+	size_t nt = u->n_sample_type, n = u->n_samples + 1, gu, gm;
+	size_t *fu = calloc(n, sizeof(*fu)), *fm = calloc(n, sizeof(*fm));
+	uint64_t *su = calloc(n * nt + 1, sizeof(*su)), *sm = calloc(n * nt + 1, sizeof(*sm));
+
+	assert_true(fu && fm && su && sm);
+	assert_int_equal(u->n_sample_type, m->n_sample_type);
+	assert_int_equal(u->n_locations, m->n_locations);
+	assert_int_equal(u->n_functions, m->n_functions);
+	assert_int_equal(u->n_strings, m->n_strings);
+	assert_true(m->n_samples <= u->n_samples);
+	gu = group(u, fu, su);
+	gm = group(m, fm, sm);
+	assert_int_equal(gu, gm);
+	for (size_t k = 0; k < gu; k++)
+		assert_true(same_key(&u->samples[fu[k]], &m->samples[fm[k]]));
+	assert_memory_equal(su, sm, (gu * nt + 1) * sizeof(*su));
+	free(fu);
+	free(fm);
+	free(su);
+	free(sm);
+}
+
+/* Reads data both ways: the same result, the same error; merged, the sums of the samples. */
+static int read_both(const void *data, size_t len, size_t *n_unmerged, size_t *n_merged)
+{
+	struct pprof_profile *u = NULL, *m = NULL;
+	char eu[256], em[256];
+	int ru = pprof_read(data, len, NULL, &u, eu, sizeof(eu));
+	int rm = pprof_read(data, len, &merged, &m, em, sizeof(em));
+
+	assert_int_equal(ru, rm);
+	if (ru) {
+		assert_string_equal(eu, em);
+		assert_null(m);
+		return ru;
+	}
+	assert_merged_of(u, m);
+	if (n_unmerged)
+		*n_unmerged = u->n_samples;
+	if (n_merged)
+		*n_merged = m->n_samples;
+	pprof_profile__free(u);
+	pprof_profile__free(m);
+	return 0;
+}
+
+static void add_sample_labels(struct pb *b, uint64_t loc_id, int64_t value, int64_t key,
+			      int64_t str, int64_t num)
+{
+	struct pb s = { 0 }, l = { 0 };
+
+	pb_u(&s, 1, loc_id);
+	pb_u(&s, 2, (uint64_t)value);
+	pb_u(&l, 1, (uint64_t)key);
+	if (str)
+		pb_u(&l, 2, (uint64_t)str);
+	else
+		pb_u(&l, 3, (uint64_t)num);
+	pb_msg(&s, 3, &l);
+	pb_msg(b, 2, &s);
+}
+
+static void merged_samples_sum_their_values(void **state)
+{
+	struct pb b = { 0 };
+	struct pprof_profile *p;
+	size_t nu, nm;
+	char err[256];
+
+	base_tables(&b);
+	add_sample(&b, 1, 5);
+	add_sample_labels(&b, 1, 7, 3, 1, 0);	/* main=cpu */
+	add_sample(&b, 1, 2);
+	add_sample_labels(&b, 1, 1, 3, 2, 0);	/* main=ns: another label */
+	add_sample_labels(&b, 1, 10, 3, 1, 0);	/* main=cpu again */
+	add_sample_labels(&b, 1, 100, 3, 0, 4);	/* main=4 (numeric) */
+	add_sample_labels(&b, 1, 1000, 3, 0, 5);	/* main=5: another number */
+	add_sample_labels(&b, 1, 3, 3, 0, 4);
+	assert_int_equal(read_pb(&b, &merged, err, sizeof(err), &p), 0);
+	assert_int_equal(p->n_samples, 5);
+	assert_int_equal(p->samples[0].values[0], 7);
+	assert_int_equal(p->samples[0].n_labels, 0);
+	assert_int_equal(p->samples[1].values[0], 17);
+	assert_int_equal(p->samples[1].labels[0].str, 1);
+	assert_int_equal(p->samples[2].values[0], 1);
+	assert_int_equal(p->samples[3].values[0], 103);
+	assert_int_equal(p->samples[3].labels[0].num, 4);
+	assert_int_equal(p->samples[4].values[0], 1000);
+	pprof_profile__free(p);
+	assert_int_equal(read_both(b.d, b.n, &nu, &nm), 0);
+	assert_int_equal(nu, 8);
+	assert_int_equal(nm, 5);
+}
+
+/* Sums wrap around as int64 (as the store's stacks do); a negative value turns merging off. */
+static void merged_sums_wrap_and_negatives_do_not_merge(void **state)
+{
+	struct pb b = { 0 };
+	struct pprof_profile *p;
+	char err[256];
+
+	base_tables(&b);
+	add_sample(&b, 1, INT64_MAX);
+	add_sample(&b, 1, 2);
+	assert_int_equal(read_pb(&b, &merged, err, sizeof(err), &p), 0);
+	assert_int_equal(p->n_samples, 1);
+	assert_int_equal(p->samples[0].values[0], INT64_MIN + 1);
+	pprof_profile__free(p);
+
+	add_sample(&b, 1, -1);
+	add_sample(&b, 1, 4);
+	assert_int_equal(read_pb(&b, &merged, err, sizeof(err), &p), 0);
+	assert_int_equal(p->n_samples, 4);
+	assert_int_equal(p->samples[2].values[0], -1);
+	pprof_profile__free(p);
+}
+
+/* Values in other than one field (two unpacked) are read but not merged; sums still right. */
+static void merged_samples_of_any_encoding(void **state)
+{
+	struct pb b = { 0 }, s = { 0 }, vt = { 0 };
+	size_t nu, nm;
+
+	base_tables(&b);
+	pb_u(&vt, 1, 1);
+	pb_u(&vt, 2, 2);
+	pb_msg(&b, 1, &vt);	/* two sample types */
+	for (int i = 0; i < 3; i++) {
+		s.n = 0;
+		pb_u(&s, 2, 1);	/* values first, unpacked, in two fields */
+		pb_u(&s, 2, 10 + i);
+		pb_u(&s, 1, 1);
+		pb_msg(&b, 2, &s);
+	}
+	for (int i = 0; i < 3; i++) {
+		uint8_t v[] = { 1, 0x80 | i, 0x80, 0x80, 0x01 };	/* packed, 1 and a 4-byte one */
+
+		s.n = 0;
+		pb_bytes(&s, 2, v, sizeof(v));
+		pb_u(&s, 1, 1);
+		pb_msg(&b, 2, &s);
+	}
+	assert_int_equal(read_both(b.d, b.n, &nu, &nm), 0);
+	assert_int_equal(nu, 6);
+	assert_int_equal(nm, 4);
+}
+
+/*
+ * A profile with fewer than 8 repeats among its first 256 samples (aggregated by its producer)
+ * is read as without merging; with 8, merged. (The pb buffer holds ~600 samples.)
+ */
+static void merging_gives_up_without_repeats(void **state)
+{
+	static struct pb b;
+	struct pprof_profile *p;
+	size_t nu, nm;
+	char err[256];
+
+	for (int same = 8; same <= 9; same++) {	/* `same` samples alike: same - 1 repeats */
+		b.n = 0;
+		base_tables(&b);
+		for (int i = 0; i < 256; i++)	/* numeric labels: distinct but for those */
+			add_sample_labels(&b, 1, 1, 3, 0, i < same ? 0 : i);
+		for (int i = 0; i < 300; i++)	/* 0, 9..255 seen: 1..8 and 256..299 new */
+			add_sample_labels(&b, 1, 2, 3, 0, i);
+		assert_int_equal(read_pb(&b, &merged, err, sizeof(err), &p), 0);
+		assert_int_equal(p->n_samples, same == 9 ? 248 + 8 + 44 : 556);
+		pprof_profile__free(p);
+		assert_int_equal(read_both(b.d, b.n, &nu, &nm), 0);
+		assert_int_equal(nu, 556);
+	}
+}
+
+/*
+ * The errors of merged reads are those of plain ones, message and sample index included:
+ * on crafted profiles, and on every truncation and many byte changes of a valid one.
+ */
+static void merged_errors_are_the_same(void **state)
+{
+	struct pb b = { 0 }, s = { 0 }, l = { 0 };
+	size_t full;
+	int bad = 0;
+
+	base_tables(&b);
+	add_sample(&b, 1, 1);
+	add_sample(&b, 1, 2);
+	pb_u(&s, 1, 1);		/* sample 2: the same location, two values */
+	pb_u(&s, 2, 1);
+	pb_u(&s, 2, 2);
+	pb_msg(&b, 2, &s);
+	assert_int_equal(read_both(b.d, b.n, NULL, NULL), -EINVAL);
+
+	b.n = 0;
+	base_tables(&b);
+	add_sample(&b, 1, 1);
+	add_sample(&b, 2, 1);	/* a missing location, twice */
+	add_sample(&b, 2, 5);
+	assert_int_equal(read_both(b.d, b.n, NULL, NULL), -EINVAL);
+
+	b.n = 0;
+	base_tables(&b);
+	add_sample_labels(&b, 1, 1, 3, 1, 0);
+	add_sample_labels(&b, 1, 1, 3, 9, 0);	/* a missing string, twice */
+	add_sample_labels(&b, 1, 2, 3, 9, 0);
+	assert_int_equal(read_both(b.d, b.n, NULL, NULL), -EINVAL);
+
+	b.n = 0;
+	base_tables(&b);
+	add_sample(&b, 1, 1);
+	s.n = 0;
+	pb_u(&s, 1, 1);
+	pb_bytes(&s, 2, "\x85\x80", 2);	/* a cut packed value after a good one */
+	pb_msg(&b, 2, &s);
+	assert_int_equal(read_both(b.d, b.n, NULL, NULL), -EINVAL);
+
+	b.n = 0;
+	base_tables(&b);
+	for (int i = 0; i < 4; i++) {
+		add_sample_labels(&b, 1, 3 + i, 3, 1 + (i & 1), 0);
+		add_sample(&b, 1, 70000 + i);
+	}
+	l.n = 0;
+	pb_u(&l, 1, 3);
+	pb_u(&l, 3, 300);
+	s.n = 0;
+	pb_msg(&s, 3, &l);	/* a label before the values */
+	pb_bytes(&s, 2, "\x01", 1);
+	pb_bytes(&s, 1, "\x01", 1);
+	pb_msg(&b, 2, &s);
+	pb_msg(&b, 2, &s);
+	full = b.n;
+	assert_int_equal(read_both(b.d, b.n, NULL, NULL), 0);
+	for (size_t n = 1; n < full; n++)
+		bad += read_both(b.d, n, NULL, NULL) != 0;
+	assert_true(bad > (int)full / 2);
+	for (size_t i = 0; i < full; i++) {
+		static const uint8_t flips[] = { 0x01, 0x02, 0x08, 0x80, 0xff, 0x7f };
+
+		for (size_t f = 0; f < sizeof(flips); f++) {
+			b.d[i] ^= flips[f];
+			read_both(b.d, full, NULL, NULL);
+			b.d[i] ^= flips[f];
+		}
+	}
+}
+
+/* Go's profiles (the fuzz corpus's): the merged read is the plain one, summed. */
+static void merged_go_profiles(void **state)
+{
+	const char *dir = "tests/fuzz/pprof-reader.corpus";
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d))) {
+		static uint8_t data[4 << 20];
+		char path[512];
+		size_t len, nu, nm;
+		FILE *f;
+
+		if (strncmp(e->d_name, "go-", 3) || !strstr(e->d_name, ".gz.seed"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		f = fopen(path, "rb");
+		assert_non_null(f);
+		len = fread(data, 1, sizeof(data), f);
+		fclose(f);
+		assert_int_equal(read_both(data, len, &nu, &nm), 0);
+		print_message("%s: %zu samples, %zu merged\n", e->d_name, nu, nm);
+		n++;
+	}
+	closedir(d);
+	assert_true(n > 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -510,6 +831,12 @@ int main(void)
 		cmocka_unit_test(gzip_is_checked),
 		cmocka_unit_test(gzip_members_and_trailers),
 		cmocka_unit_test(fuzz_regressions),
+		cmocka_unit_test(merged_samples_sum_their_values),
+		cmocka_unit_test(merged_sums_wrap_and_negatives_do_not_merge),
+		cmocka_unit_test(merged_samples_of_any_encoding),
+		cmocka_unit_test(merging_gives_up_without_repeats),
+		cmocka_unit_test(merged_errors_are_the_same),
+		cmocka_unit_test(merged_go_profiles),
 	};
 
 	return cmocka_run_group_tests_name("pprof-reader", tests, NULL, NULL);
