@@ -166,12 +166,20 @@ struct ringfile_append {
 	/* private */
 	uint64_t off, time_ns;
 	uint8_t *hdr;
-	size_t hdr_len, len;
-	const void *payload;
+	size_t hdr_len, len;	/* len: the payload's, pre's bytes included */
+	const void *pre, *payload;
+	size_t pre_len;
 	uint16_t flags;
 };
 int ringfile__append_begin(struct ringfile *rf, const struct record_meta *meta,
 			   const void *payload, size_t len, struct ringfile_append *ap);
+/*
+ * The same with a payload in two parts, pre (pre_len bytes, kept valid until finish too) then
+ * payload: one record, as if they had been copied together first.
+ */
+int ringfile__append_begin_pre(struct ringfile *rf, const struct record_meta *meta,
+			       const void *pre, size_t pre_len, const void *payload, size_t len,
+			       struct ringfile_append *ap);
 int ringfile__append_finish(struct ringfile *rf, struct ringfile_append *ap);
 
 /* Bytes a record with this metadata and payload takes in the ring (header + payload, aligned). */

@@ -14,6 +14,23 @@
 
 /* ---- RowBinary writer ------------------------------------------------------------------------ */
 
+/*
+ * A larger buffer for b: realloc while it holds bytes, else a fresh one (an emptied buffer kept
+ * for reuse is not copied: realloc would copy all of its old capacity). b->p is freed only once
+ * the new one is had, as realloc does.
+ */
+static unsigned char *rb_grow(struct rb *b, size_t cap)
+{
+	unsigned char *p;
+
+	if (b->len)
+		return realloc(b->p, cap);
+	p = malloc(cap);
+	if (p)
+		free(b->p);
+	return p;
+}
+
 bool rb_reserve(struct rb *b, size_t more)
 {
 	size_t cap;
@@ -26,7 +43,7 @@ bool rb_reserve(struct rb *b, size_t more)
 	cap = b->cap ? b->cap : 4096;
 	while (cap < b->len + more)
 		cap *= 2;
-	p = realloc(b->p, cap);
+	p = rb_grow(b, cap);
 	if (!p) {
 		b->oom = true;
 		return false;
@@ -48,7 +65,7 @@ bool rb_reserve_exact(struct rb *b, size_t more)
 		return false;
 	if (b->len + more <= b->cap)
 		return true;
-	p = realloc(b->p, b->len + more);
+	p = rb_grow(b, b->len + more);
 	if (!p) {
 		b->oom = true;
 		return false;
@@ -128,6 +145,37 @@ void rb_free(struct rb *b)
 {
 	free(b->p);
 	memset(b, 0, sizeof(*b));
+}
+
+void *rb_room(struct rb *b, size_t size)
+{
+	b->len = 0;
+	b->oom = false;
+	if (size <= b->cap && b->p)
+		return b->p;
+	/* a quarter more: the next batch is often a little larger (pages never touched
+	 * cost no memory) */
+	if (!rb_reserve_exact(b, size + size / 4 + 1))
+		return NULL;
+	return b->p;
+}
+
+size_t rb_keep_within(struct rb *const *v, size_t n, size_t max)
+{
+	size_t total = 0;
+
+	for (size_t i = 0; i < n; i++)
+		total += v[i]->cap;
+	while (total > max) {
+		struct rb *big = v[0];
+
+		for (size_t i = 1; i < n; i++)
+			if (v[i]->cap > big->cap)
+				big = v[i];
+		total -= big->cap;
+		rb_free(big);
+	}
+	return total;
 }
 
 /* ---- RowBinary reader ------------------------------------------------------------------------ */

@@ -38,6 +38,13 @@ bool rb_reserve(struct rb *b, size_t more);	/* room for more bytes: false when o
 bool rb_reserve_exact(struct rb *b, size_t more);	/* the same, not rounded up */
 void rb_printf(struct rb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void rb_free(struct rb *b);
+/*
+ * A buffer kept for reuse: emptied (len 0, oom cleared), with room for size bytes, grown
+ * (by a quarter more) without copying its old contents. Its bytes, or NULL when out of memory.
+ */
+void *rb_room(struct rb *b, size_t size);
+/* Frees the largest of v[0..n) until their capacities total at most max: that total. */
+size_t rb_keep_within(struct rb *const *v, size_t n, size_t max);
 
 /* ---- RowBinary reader: bounds-checked; bad sticks (a short or malformed answer) ------------- */
 

@@ -244,10 +244,11 @@ static int rollup_native(const struct rrow *rows, const struct rseg *const *key,
  * Native block in out, in samples_1h's order (series, sig, hour, stack). *n_rows: its rows
  * (0: nothing to insert). 0, -ENOMEM, or -EINVAL when the rows do not parse.
  */
-int ch_rollup__build(const struct ch_batch *b, struct rb *out, size_t *n_rows)
+int ch_rollup__build(const struct ch_batch *b, struct ch_scratch *s, struct rb *out,
+		     size_t *n_rows)
 {
 	const struct rb *body = &b->rows[T_SAMPLES];
-	struct rseg *sg = malloc((b->n_marks + 1) * sizeof(*sg));
+	struct rseg *sg = rb_room(&s->seg, (b->n_marks + 1) * sizeof(*sg));
 	const struct rseg **key = NULL;
 	struct rrow *rows = NULL, *tmp = NULL;
 	size_t *len = NULL;
@@ -255,6 +256,8 @@ int ch_rollup__build(const struct ch_batch *b, struct rb *out, size_t *n_rows)
 	int e = sg ? 0 : -ENOMEM;
 
 	*n_rows = 0;
+	out->len = 0;
+	out->oom = false;
 	for (size_t i = 0; !e && i < b->n_marks; i++) {
 		if (!b->marks[i].s_len)
 			continue;
@@ -263,10 +266,10 @@ int ch_rollup__build(const struct ch_batch *b, struct rb *out, size_t *n_rows)
 			total += sg[ns++].n;
 	}
 	if (!e && total) {
-		rows = malloc(total * sizeof(*rows));
-		tmp = malloc(total * sizeof(*tmp));
-		key = malloc(total * sizeof(*key));
-		len = malloc(ns * sizeof(*len));
+		rows = rb_room(&s->rrows, total * sizeof(*rows));
+		tmp = rb_room(&s->rtmp, total * sizeof(*tmp));
+		key = rb_room(&s->key, total * sizeof(*key));
+		len = rb_room(&s->lens, ns * sizeof(*len));
 		e = rows && tmp && key && len ? 0 : -ENOMEM;
 	}
 	if (!e && total) {
@@ -290,10 +293,15 @@ int ch_rollup__build(const struct ch_batch *b, struct rb *out, size_t *n_rows)
 	}
 	if (!e)
 		*n_rows = n;
-	free(rows);
-	free(tmp);
-	free(key);
-	free(len);
-	free(sg);
 	return e;
+}
+
+void ch_scratch__free(struct ch_scratch *s)
+{
+	rb_free(&s->rrows);
+	rb_free(&s->rtmp);
+	rb_free(&s->lens);
+	rb_free(&s->native);
+	rb_free(&s->seg);
+	rb_free(&s->key);
 }

@@ -98,11 +98,12 @@ static void spill(struct ch_store *c, uint64_t from, uint64_t to)
  * not built (r->profile empty: uploads were spilling when it came) spill.
  */
 static int spool_put_locked(struct ch_store *c, const struct record_meta *meta,
-			    const void *rec, size_t len, const struct pprof_profile *p,
-			    struct put_rows *r, uint64_t id, uint64_t kh,
-			    struct ringfile_append *ap)
+			    const unsigned char *idb, const void *payload, size_t len,
+			    const struct pprof_profile *p, struct put_rows *r, uint64_t id,
+			    uint64_t kh, struct ringfile_append *ap)
 {
-	size_t need = ringfile__record_size(meta, len), rows = r->samples.len + r->profile.len;
+	size_t need = ringfile__record_size(meta, SPOOL_ID_BYTES + len),
+	       rows = r->samples.len + r->profile.len;
 	uint64_t gen;
 	int e;
 
@@ -113,7 +114,7 @@ static int spool_put_locked(struct ch_store *c, const struct record_meta *meta,
 		c->spool_refused++;
 		return -ENOSPC;
 	}
-	e = ringfile__append_begin(c->spool, meta, rec, len, ap);
+	e = ringfile__append_begin_pre(c->spool, meta, idb, SPOOL_ID_BYTES, payload, len, ap);
 	if (e)
 		return e;
 	c->spool_pending += need;
@@ -136,21 +137,19 @@ static int spool_put_locked(struct ch_store *c, const struct record_meta *meta,
 	return 0;
 }
 
+/* The record is the id, then the upload: written from both (not copied together first). */
 int ch_spool__put(struct ch_store *c, const struct record_meta *meta, const void *payload,
 		  size_t len, const struct pprof_profile *p, struct put_rows *r, uint64_t id,
 		  uint64_t kh, uint64_t *seq)
 {
-	unsigned char *rec = malloc(len + SPOOL_ID_BYTES);
+	unsigned char idb[SPOOL_ID_BYTES];
 	struct ringfile_append ap;
 	int e;
 
-	if (!rec)
-		return -ENOMEM;
 	for (unsigned i = 0; i < SPOOL_ID_BYTES; i++)
-		rec[i] = (unsigned char)(id >> (8 * i));
-	memcpy(rec + SPOOL_ID_BYTES, payload, len);
+		idb[i] = (unsigned char)(id >> (8 * i));
 	pthread_mutex_lock(&c->lock);
-	e = spool_put_locked(c, meta, rec, len + SPOOL_ID_BYTES, p, r, id, kh, &ap);
+	e = spool_put_locked(c, meta, idb, payload, len, p, r, id, kh, &ap);
 	if (e)
 		c->put_errors++;
 	pthread_mutex_unlock(&c->lock);
@@ -160,7 +159,6 @@ int ch_spool__put(struct ch_store *c, const struct record_meta *meta, const void
 			e = ringfile__wait_durable(c->spool, ap.seq);
 		*seq = ap.seq;
 	}
-	free(rec);
 	return e;
 }
 

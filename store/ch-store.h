@@ -36,6 +36,9 @@
 #ifndef CONFIG_COLLECTOR_CH_SPOOL_MB
 #define CONFIG_COLLECTOR_CH_SPOOL_MB 1024
 #endif
+#ifndef CONFIG_COLLECTOR_CH_KEEP_MB
+#define CONFIG_COLLECTOR_CH_KEEP_MB 512
+#endif
 #ifndef CONFIG_COLLECTOR_CH_MAX_STACKS
 #define CONFIG_COLLECTOR_CH_MAX_STACKS 1000000
 #endif
@@ -52,6 +55,8 @@
 /* How far from its first upload's time a retried key is looked for (ns): a day. */
 #define CH_KEY_WINDOW_NS UINT64_C(86400000000000)
 #define CH_ROLLUP_VALUES 4			/* its value columns (v0..v3) */
+/* The writer's kept buffers (struct ch_scratch) are freed after this long without a batch. */
+#define CH_KEEP_IDLE_NS	(10 * UINT64_C(1000000000))
 #define CH_QUERY_SETTINGS "max_query_size=268435456&max_execution_time=60"
 
 enum ch_table { T_FUNCTIONS, T_MAPPINGS, T_LOCATIONS, T_STACKS, T_SAMPLES, T_PROFILES, T__N };
@@ -100,6 +105,20 @@ struct ch_batch {
 	struct ch_batch *next;
 };
 
+/*
+ * The writer's working buffers, kept from one batch to the next within
+ * CONFIG_COLLECTOR_CH_KEEP_MB: each is about a batch's size, and allocated for every batch
+ * they were fresh pages every time (mmap'd, faulted in page by page, zeroed by the kernel,
+ * unmapped: 40 page faults per 20 KB profile in tests/bench/fleet-bench.sh). Only the
+ * writer thread touches them (ch_rollup__build is its, too).
+ */
+struct ch_scratch {
+	struct rb rrows, rtmp;	/* the rollup's rows, and where their runs are merged */
+	struct rb lens;		/* the rollup's run lengths */
+	struct rb native;	/* the samples' Native block; then the rollup's */
+	struct rb seg, key;	/* the samples' order (batch__order), then the rollup's; its keys */
+};
+
 struct ch_store {
 	struct store base;
 	struct ch_opts o;
@@ -110,6 +129,10 @@ struct ch_store {
 	struct ch_batch *open;		/* being filled */
 	uint64_t open_since;		/* mono ns of its first profile */
 	struct ch_batch *head, *tail;	/* sealed, in order */
+	struct ch_batch *spare;		/* a sent batch's emptied buffers, for the next one */
+	struct ch_scratch scratch;	/* the writer's */
+	size_t keep_bytes;		/* CONFIG_COLLECTOR_CH_KEEP_MB: spare + scratch, at most */
+	uint64_t last_sent_ns;		/* mono ns: kept buffers are freed when idle */
 	size_t queued_bytes;		/* sealed + open */
 	uint64_t next_gen, done_gen;	/* batches with gen <= done_gen are in ClickHouse */
 	struct idset fns, maps, locs, stacks;
@@ -249,8 +272,13 @@ void *ch_spool__replayer(void *arg);
 /* The writer, after batch b is in ClickHouse (lock not held): its records are consumed. */
 void ch_spool__done(struct ch_store *c, const struct ch_batch *b);
 
-/* store/ch-rollup.c: a batch's samples_1h rows, summed (one server: no view fills it). */
-int ch_rollup__build(const struct ch_batch *b, struct rb *out, size_t *n_rows);
+/*
+ * store/ch-rollup.c: a batch's samples_1h rows, summed (one server: no view fills it), into
+ * out (its contents replaced), with s's buffers (kept: rrows, rtmp, lens, seg, key).
+ */
+int ch_rollup__build(const struct ch_batch *b, struct ch_scratch *s, struct rb *out,
+		     size_t *n_rows);
+void ch_scratch__free(struct ch_scratch *s);
 /* A batch was dropped unsent (lock held): its records are replayed from the spool. */
 void ch_spool__respill(struct ch_store *c, const struct ch_batch *b);
 

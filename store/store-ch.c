@@ -260,6 +260,63 @@ static void batch__free(struct ch_batch *b)
 	free(b);
 }
 
+/* A new open batch (lock held): the spare, with a sent batch's emptied buffers, if any. */
+static struct ch_batch *batch__new(struct ch_store *c)
+{
+	struct ch_batch *b = c->spare;
+
+	if (!b)
+		return calloc(1, sizeof(*b));
+	c->spare = NULL;
+	return b;
+}
+
+/*
+ * What the writer keeps (lock held): the spare's buffers and its scratch, trimmed to max bytes
+ * of capacity, the largest freed first.
+ */
+static void ch__keep_trim(struct ch_store *c, size_t max)
+{
+	struct rb *v[T__N + 6] = { &c->scratch.rrows, &c->scratch.rtmp, &c->scratch.lens,
+				   &c->scratch.native, &c->scratch.seg, &c->scratch.key };
+	size_t n = 6;
+
+	for (int t = 0; c->spare && t < T__N; t++)
+		v[n++] = &c->spare->rows[t];
+	rb_keep_within(v, n, max);
+}
+
+/*
+ * A sent batch (lock held): its buffers, emptied, become the spare that the next batch fills
+ * (a batch's rows grow to about CONFIG_COLLECTOR_CH_BATCH_KB: faulted in anew for every batch
+ * otherwise), unless there is one already; then the kept buffers are trimmed to the bound.
+ */
+static void batch__recycle(struct ch_store *c, struct ch_batch *b)
+{
+	struct ch_batch keep = { .marks = b->marks, .cap_marks = b->cap_marks };
+
+	if (c->spare || !c->keep_bytes) {
+		batch__free(b);
+	} else {
+		for (int t = 0; t < T__N; t++)
+			keep.rows[t] = (struct rb){ .p = b->rows[t].p, .cap = b->rows[t].cap };
+		*b = keep;
+		c->spare = b;
+	}
+	ch__keep_trim(c, c->keep_bytes);
+}
+
+/* After CH_KEEP_IDLE_NS without a batch sent (lock held): nothing kept. */
+static void ch__keep_idle(struct ch_store *c)
+{
+	if (!c->last_sent_ns || port_clock_mono_ns() - c->last_sent_ns < CH_KEEP_IDLE_NS)
+		return;
+	ch__keep_trim(c, 0);
+	batch__free(c->spare);
+	c->spare = NULL;
+	c->last_sent_ns = 0;
+}
+
 static size_t batch__bytes(const struct ch_batch *b)
 {
 	size_t n = 0;
@@ -607,7 +664,7 @@ static int rows_samples(const struct record_meta *m, const struct pprof_profile 
 		return e;
 	/*
 	 * Rows in the table's order (series, ts, stack): one profile is one (series, ts), so by
-	 * stack; the writer puts the batch's profiles in order (batch__sorted), and ClickHouse
+	 * stack; the writer puts the batch's profiles in order (batch__order), and ClickHouse
 	 * skips its sort of the block (isAlreadySorted: ~20% of its CPU at ingest).
 	 */
 	e = rows_write(b, m, r, (const uint64_t[3]){ series, sig, id }, sum, ord, nt);
@@ -824,7 +881,7 @@ int ch__put_locked(struct ch_store *c, const struct record_meta *meta,
 		return -ENOSPC;
 	}
 	if (!b) {
-		b = c->open = calloc(1, sizeof(*b));
+		b = c->open = batch__new(c);
 		if (!b)
 			return -ENOMEM;
 		b->gen = ++c->next_gen;
@@ -1165,7 +1222,7 @@ static int batch__check(struct ch_store *c, struct ch_conn *conn, struct ch_batc
 	return e;
 }
 
-/* A profile's sample rows in the body, for batch__sorted. */
+/* A profile's sample rows in the body, for batch__order. */
 struct seg {
 	uint64_t series, ts;
 	size_t off, len;
@@ -1195,57 +1252,51 @@ static int seg_cmp(const void *a, const void *b)
 
 /*
  * The batch's sample rows in the table's order (seg_cmp3, then stack): each profile's rows are
- * by stack already (rows_samples), so its profiles are put in (hour, series, ts) order, in a copy
- * (out). false when they are in order already, or out of memory: the body goes as it is and
- * ClickHouse sorts it (the same rows either way).
+ * by stack already (rows_samples), so its profiles are put in (hour, series, ts) order: their
+ * segments of the body, in order (a copy of the rows was made here: a batch's size more memory
+ * and a copy of it per batch), into order (kept: the writer's). Their count; 1, the whole
+ * body, when in order already; 0 when out of memory (the body goes as it is, ClickHouse sorts
+ * it: the same rows either way).
  */
-static bool batch__sorted(const struct ch_batch *b, struct rb *out)
+static size_t batch__order(const struct ch_batch *b, struct rb *order)
 {
 	const struct rb *body = &b->rows[T_SAMPLES];
-	struct seg *sg;
 	bool in_order = true;
+	struct seg *sg;
 
 	for (size_t i = 1; i < b->n_marks && in_order; i++)
 		in_order = seg_cmp3(b->marks[i - 1].series, b->marks[i - 1].ts,
 				    b->marks[i].series, b->marks[i].ts) <= 0;
-	if (in_order)
-		return false;
-	sg = malloc(b->n_marks * sizeof(*sg));
-	out->p = malloc(body->len);
-	if (!sg || !out->p) {
-		free(sg);
-		free(out->p);
-		out->p = NULL;
-		return false;
+	sg = rb_room(order, (in_order ? 1 : b->n_marks) * sizeof(*sg));
+	if (!sg)
+		return 0;
+	if (in_order) {
+		sg[0] = (struct seg){ .off = 0, .len = body->len };
+		return 1;
 	}
-	out->cap = body->len;
 	for (size_t i = 0; i < b->n_marks; i++)
 		sg[i] = (struct seg){ b->marks[i].series, b->marks[i].ts, b->marks[i].s_off,
 				      b->marks[i].s_len };
 	qsort(sg, b->n_marks, sizeof(*sg), seg_cmp);
-	for (size_t i = 0; i < b->n_marks; i++)
-		rb_put(out, body->p + sg[i].off, sg[i].len);
-	free(sg);
-	return true;
+	return b->n_marks;
 }
 
 /*
- * The samples body (RowBinary rows: day, ts, series, sig, profile, stack, v) as one block of
- * ClickHouse's Native format (per column: name, type, then the values; an Array as its end
- * offsets, then its elements), which ClickHouse reads a column at a time instead of a field
- * at a time (parsing RowBinary was 12-17% of its CPU at ingest). false when out of memory or
- * the rows do not parse: the RowBinary body is sent instead.
+ * The samples body (RowBinary rows: day, ts, series, sig, profile, stack, v), its segments sg
+ * in turn, as one block of ClickHouse's Native format (per column: name, type, then the values;
+ * an Array as its end offsets, then its elements), which ClickHouse reads a column at a time
+ * instead of a field at a time (parsing RowBinary was 12-17% of its CPU at ingest). false when
+ * out of memory or the rows do not parse: the RowBinary body is sent instead.
  */
 static const char *const samples_cols[][2] = {
 	{ "day", "Date" }, { "ts", "UInt64" }, { "series", "UInt64" }, { "sig", "UInt64" },
 	{ "profile", "UInt64" }, { "stack", "UInt64" }, { "v", "Array(Int64)" },
 };
 
-static bool samples_native(const struct rb *rows, struct rb *out)
+/* Rows and values of one segment, added to *n and *nv: false when they do not parse. */
+static bool samples_count(const struct rb *rows, const struct seg *sg, size_t *n, size_t *nv)
 {
-	struct rb_rd r = { rows->p, rows->p + rows->len, false };
-	size_t n = 0, nv = 0, at[8], pos;
-	unsigned char *o;
+	struct rb_rd r = { rows->p + sg->off, rows->p + sg->off + sg->len, false };
 
 	while (rd_more(&r)) {
 		uint64_t k;
@@ -1257,15 +1308,48 @@ static bool samples_native(const struct rb *rows, struct rb *out)
 		if (r.bad || k > (size_t)(r.end - r.p) / 8)
 			return false;
 		r.p += k * 8;
-		nv += k;
-		n++;
+		*nv += k;
+		(*n)++;
 	}
-	if (r.bad || r.p != r.end || !n)
+	return !r.bad && r.p == r.end;
+}
+
+/* One segment's rows into the columns at[] of o (n rows in all): from row *i, value *pos. */
+static void samples_fill(const struct rb *rows, const struct seg *sg, unsigned char *o,
+			 const size_t *at, size_t n, size_t *i, size_t *pos)
+{
+	struct rb_rd r = { rows->p + sg->off, rows->p + sg->off + sg->len, false };
+
+	for (; rd_more(&r); (*i)++) {
+		uint64_t k;
+
+		memcpy(o + at[0] + 2 * *i, r.p, 2);
+		for (int c = 1; c < 6; c++)
+			memcpy(o + at[c] + 8 * *i, r.p + 2 + 8 * (c - 1), 8);
+		r.p += 2 + 5 * 8;
+		k = rd_varint(&r);
+		memcpy(o + at[6] + 8 * n + 8 * *pos, r.p, 8 * k);
+		r.p += 8 * k;
+		*pos += k;
+		for (int b = 0; b < 8; b++)	/* the end offset, little-endian */
+			o[at[6] + 8 * *i + b] = (unsigned char)(*pos >> (8 * b));
+	}
+}
+
+static bool samples_native(const struct rb *rows, const struct seg *sg, size_t nseg,
+			   struct rb *out)
+{
+	size_t n = 0, nv = 0, at[8], pos, i = 0;
+
+	for (size_t s = 0; s < nseg; s++)
+		if (!samples_count(rows, &sg[s], &n, &nv))
+			return false;
+	if (!n)
 		return false;
 	pos = 20 + 2 * n + 5 * 8 * n + 8 * n + 8 * nv;	/* its size, reserved once */
 	for (int c = 0; c < 7; c++)
 		pos += 2 + strlen(samples_cols[c][0]) + strlen(samples_cols[c][1]);
-	if (!rb_reserve_exact(out, pos))
+	if (!rb_room(out, pos))
 		return false;
 	rb_varint(out, 7);
 	rb_varint(out, n);
@@ -1280,23 +1364,9 @@ static bool samples_native(const struct rb *rows, struct rb *out)
 	}
 	if (out->oom)
 		return false;
-	o = out->p;
-	r = (struct rb_rd){ rows->p, rows->p + rows->len, false };
 	pos = 0;
-	for (size_t i = 0; i < n; i++) {
-		uint64_t k;
-
-		memcpy(o + at[0] + 2 * i, r.p, 2);
-		for (int c = 1; c < 6; c++)
-			memcpy(o + at[c] + 8 * i, r.p + 2 + 8 * (c - 1), 8);
-		r.p += 2 + 5 * 8;
-		k = rd_varint(&r);
-		memcpy(o + at[6] + 8 * n + 8 * pos, r.p, 8 * k);
-		r.p += 8 * k;
-		pos += k;
-		for (int b = 0; b < 8; b++)	/* the end offset, little-endian */
-			o[at[6] + 8 * i + b] = (unsigned char)(pos >> (8 * b));
-	}
+	for (size_t s = 0; s < nseg; s++)
+		samples_fill(rows, &sg[s], out->p, at, n, &i, &pos);
 	return true;
 }
 
@@ -1444,7 +1514,7 @@ static void batch__rollup_failed(struct ch_store *c, struct ch_batch *b, const c
  */
 static int batch__rollup(struct ch_store *c, struct ch_conn *conn, struct ch_batch *b)
 {
-	struct rb body = { 0 };
+	struct rb *body = &c->scratch.native;
 	size_t n = 0;
 	char err[300] = "clickhouse: out of memory";
 	int e;
@@ -1454,10 +1524,9 @@ static int batch__rollup(struct ch_store *c, struct ch_conn *conn, struct ch_bat
 		b->rolled = !e;
 		return e;
 	}
-	e = ch_rollup__build(b, &body, &n);
+	e = ch_rollup__build(b, &c->scratch, body, &n);
 	if (e) {
 		/* built again, it would most likely fail again (and hold the queue): marked */
-		rb_free(&body);
 		snprintf(err, sizeof(err), "clickhouse: %s", e == -EINVAL ?
 			 "sample rows that do not parse" : strerror(-e));
 		batch__rollup_failed(c, b, "samples_1h rows not built", err);
@@ -1471,8 +1540,7 @@ static int batch__rollup(struct ch_store *c, struct ch_conn *conn, struct ch_bat
 	 */
 	if (n)
 		e = ch_conn__run(conn, "INSERT INTO samples_1h FORMAT Native",
-				 CH_INSERT_SETTINGS, body.p, body.len, NULL, err, sizeof(err));
-	rb_free(&body);
+				 CH_INSERT_SETTINGS, body->p, body->len, NULL, err, sizeof(err));
 	if (e) {
 		pthread_mutex_lock(&c->lock);
 		c->insert_errors++;
@@ -1491,7 +1559,7 @@ static int batch__send(struct ch_store *c, struct ch_conn *conn, struct ch_batch
 
 	for (; b->stage < T__N; b->stage++) {
 		const struct rb *body = &b->rows[b->stage];
-		struct rb sorted = { 0 }, native = { 0 };
+		struct rb *order = &c->scratch.seg, *native = &c->scratch.native;
 		int e;
 
 		if (b->stage == T_SAMPLES && c->own_rollup && b->intent == CH_INTENT_NONE) {
@@ -1521,15 +1589,16 @@ static int batch__send(struct ch_store *c, struct ch_conn *conn, struct ch_batch
 		}
 		if (!b->rows[b->stage].len)
 			continue;
-		if (b->stage == T_SAMPLES && batch__sorted(b, &sorted))
-			body = &sorted;
-		if (b->stage == T_SAMPLES && samples_native(body, &native))
-			body = &native;
+		if (b->stage == T_SAMPLES) {
+			size_t nseg = batch__order(b, order);
+			const struct seg *sg = (const void *)order->p;
+
+			if (nseg && samples_native(body, sg, nseg, native))
+				body = native;
+		}
 		snprintf(sql, sizeof(sql), "INSERT INTO %s FORMAT %s", ch_table_names[b->stage],
-			 body == &native ? "Native" : "RowBinary");
+			 body == native ? "Native" : "RowBinary");
 		e = ch_conn__run(conn, sql, settings, body->p, body->len, NULL, err, sizeof(err));
-		rb_free(&sorted);
-		rb_free(&native);
 		if (e) {
 			/* an answer from ClickHouse (-EIO) means not applied (one server); a
 			 * broken connection, or any failure of a Distributed INSERT, either; and
@@ -1599,6 +1668,8 @@ static void *ch__writer(void *arg)
 		b = c->head;
 		if (!b && c->stop)
 			break;
+		if (!b)
+			ch__keep_idle(c);
 		if (!b || backoff_ms) {
 			clock_gettime(CLOCK_REALTIME, &ts);
 			ts.tv_nsec += (long)(backoff_ms ? backoff_ms : 20) * 1000000;
@@ -1632,7 +1703,8 @@ static void *ch__writer(void *arg)
 		c->last_error[0] = '\0';
 		pthread_cond_broadcast(&c->done);
 		pthread_cond_signal(&c->refill);
-		batch__free(b);
+		batch__recycle(c, b);
+		c->last_sent_ns = port_clock_mono_ns();
 	}
 	pthread_mutex_unlock(&c->lock);
 	ch_conn__free(conn);
@@ -1702,6 +1774,8 @@ static void ch__free(struct store *base)
 		c->head = b->next;
 		batch__free(b);
 	}
+	batch__free(c->spare);
+	ch_scratch__free(&c->scratch);
 	free(c->fns.v), free(c->maps.v), free(c->locs.v), free(c->stacks.v);
 	free(c->keys.v);
 	free(c->shard_urls);
@@ -1968,6 +2042,7 @@ struct store *store_ch__open(const struct store_opts *opts, char *err, size_t er
 	pthread_cond_init(&c->done, NULL);
 	pthread_cond_init(&c->refill, NULL);
 	c->batch_bytes = (size_t)CONFIG_COLLECTOR_CH_BATCH_KB << 10;
+	c->keep_bytes = (size_t)CONFIG_COLLECTOR_CH_KEEP_MB << 20;
 	c->batch_ms = opts->ch_batch_ms ? opts->ch_batch_ms : CONFIG_COLLECTOR_CH_BATCH_MS;
 	c->queue_bytes = opts->ch_queue_bytes ? opts->ch_queue_bytes
 					      : (size_t)CONFIG_COLLECTOR_CH_QUEUE_MB << 20;

@@ -39,6 +39,7 @@ int main(int argc, char **argv)
 	struct pprof_read_limits lim = { .merge_samples = true };
 	struct ch_batch batch = { 0 };
 	bool rollup = false;
+	struct ch_scratch scratch = { 0 };
 	size_t rows = 0, samples = 0;
 	uint64_t h = 0xcbf29ce484222325ull;
 	int a = 1;
@@ -98,18 +99,17 @@ int main(int argc, char **argv)
 		}
 		free(data);
 	}
-	for (long k = 0; rollup && k < reps; k++) {
-		struct rb out = { 0 };
+	for (long k = 0; rollup && k < reps; k++) {	/* buffers kept, as the writer's */
 		size_t n;
 
-		if (ch_rollup__build(&batch, &out, &n))
+		if (ch_rollup__build(&batch, &scratch, &scratch.native, &n))
 			return 1;
 		if (!k) {
-			h = fnv(h, out.p, out.len);
+			h = fnv(h, scratch.native.p, scratch.native.len);
 			printf("rollup rows=%zu ", n);
 		}
-		rb_free(&out);
 	}
+	ch_scratch__free(&scratch);
 	printf("files=%d rows=%zu decoded_samples=%zu hash=%016llx\n", argc - a - 1, rows, samples,
 	       (unsigned long long)h);
 	rb_free(&batch.rows[T_SAMPLES]);

@@ -116,15 +116,15 @@ static void parse(const struct rb *nat, struct out *o)
 
 static void build(struct ch_batch *b, struct out *o)
 {
-	struct rb nat = { 0 };
+	struct ch_scratch s = { 0 };
 	size_t n = 99;
 
-	assert_int_equal(ch_rollup__build(b, &nat, &n), 0);
+	assert_int_equal(ch_rollup__build(b, &s, &s.native, &n), 0);
 	memset(o, 0, sizeof(*o));
 	if (n)
-		parse(&nat, o);
+		parse(&s.native, o);
 	assert_int_equal(o->n, n);
-	rb_free(&nat);
+	ch_scratch__free(&s);
 	rb_free(&b->rows[T_SAMPLES]);
 	free(b->marks);
 	memset(b, 0, sizeof(*b));
@@ -251,17 +251,113 @@ static void test_bad_rows(void **state)
 {
 	struct ch_batch b = { 0 };
 	const struct row p[] = { { H, 1, 1, 1, 1, { 1 } } };
-	struct rb nat = { 0 };
+	struct ch_scratch s = { 0 };
 	size_t n;
 
 	(void)state;
 	add_profile(&b, p, 1);
 	b.marks[0].s_len -= 3;	/* a value cut short */
-	assert_int_equal(ch_rollup__build(&b, &nat, &n), -EINVAL);
+	assert_int_equal(ch_rollup__build(&b, &s, &s.native, &n), -EINVAL);
 	assert_int_equal(n, 0);
-	rb_free(&nat);
+	ch_scratch__free(&s);
 	rb_free(&b.rows[T_SAMPLES]);
 	free(b.marks);
+}
+
+/* A batch of np profiles of 40 stacks each, over keys (series) np / 3 + 1 (some summed). */
+static void make_batch(struct ch_batch *b, size_t np, uint64_t salt)
+{
+	struct row r[40];
+
+	memset(b, 0, sizeof(*b));
+	for (size_t i = 0; i < np; i++) {
+		for (size_t j = 0; j < 40; j++)
+			r[j] = (struct row){ H * (1 + i % 2), 1 + (i * 7 + salt) % (np / 3 + 1),
+					     3, 10 * j + salt, 1 + j % 4, { (int64_t)(i + j),
+					     (int64_t)salt, -1, 2, 3 } };
+		add_profile(b, r, 40);
+	}
+}
+
+static void free_batch(struct ch_batch *b)
+{
+	rb_free(&b->rows[T_SAMPLES]);
+	free(b->marks);
+}
+
+/* The Native block of b with buffers of its own (no reuse): into *ref. */
+static void build_fresh(const struct ch_batch *b, struct rb *ref, size_t *n)
+{
+	struct ch_scratch s = { 0 };
+
+	assert_int_equal(ch_rollup__build(b, &s, &s.native, n), 0);
+	*ref = s.native;
+	s.native = (struct rb){ 0 };
+	ch_scratch__free(&s);
+}
+
+/*
+ * The writer keeps its buffers from one batch to the next: a big batch after a small one (the
+ * buffers grow), a small one after it (stale bytes beyond must not show), and one after a
+ * failed build, each the same block as built with fresh buffers.
+ */
+static void test_scratch_reused(void **state)
+{
+	static const size_t sizes[] = { 1, 300, 2, 0, 50 };
+	struct ch_scratch s = { 0 };
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		struct ch_batch b;
+		struct rb ref;
+		size_t n, nref;
+
+		if (!sizes[k]) {	/* a failed build on the kept buffers */
+			make_batch(&b, 3, k);
+			b.marks[1].s_len -= 3;
+			assert_int_equal(ch_rollup__build(&b, &s, &s.native, &n), -EINVAL);
+			free_batch(&b);
+			continue;
+		}
+		make_batch(&b, sizes[k], k);
+		build_fresh(&b, &ref, &nref);
+		assert_int_equal(ch_rollup__build(&b, &s, &s.native, &n), 0);
+		assert_true(n > 0);
+		assert_int_equal(n, nref);
+		assert_int_equal(s.native.len, ref.len);
+		assert_memory_equal(s.native.p, ref.p, ref.len);
+		rb_free(&ref);
+		free_batch(&b);
+	}
+	ch_scratch__free(&s);
+}
+
+/* rb_room: emptied, room for the size, old bytes not carried; rb_keep_within frees largest. */
+static void test_keep_bounded(void **state)
+{
+	struct rb a = { 0 }, b = { 0 }, c = { 0 };
+	struct rb *v[] = { &a, &b, &c };
+	unsigned char *p;
+
+	(void)state;
+	rb_put(&a, "abc", 3);
+	p = rb_room(&a, 1 << 20);
+	assert_non_null(p);
+	assert_int_equal(a.len, 0);
+	assert_true(a.cap >= 1 << 20);
+	rb_put(&a, "x", 1);
+	assert_int_equal(a.len, 1);
+	assert_ptr_equal(rb_room(&a, 10), a.p);	/* smaller: the same buffer */
+	assert_true(a.cap >= 1 << 20);
+	assert_non_null(rb_room(&b, 4096));
+	assert_non_null(rb_room(&c, 100));
+	assert_int_equal(rb_keep_within(v, 3, 1 << 21), a.cap + b.cap + c.cap);
+	assert_int_equal(rb_keep_within(v, 3, 8192), b.cap + c.cap);	/* a, the largest */
+	assert_null(a.p);
+	assert_int_equal(a.cap, 0);
+	assert_int_equal(rb_keep_within(v, 3, 0), 0);
+	assert_null(b.p);
+	assert_null(c.p);
 }
 
 int main(void)
@@ -272,6 +368,8 @@ int main(void)
 		cmocka_unit_test(test_wide_left_out),
 		cmocka_unit_test(test_zero_values),
 		cmocka_unit_test(test_bad_rows),
+		cmocka_unit_test(test_scratch_reused),
+		cmocka_unit_test(test_keep_bounded),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

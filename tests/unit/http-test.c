@@ -291,6 +291,81 @@ static void writers_frame_messages(void **state)
 	free(s2);
 }
 
+/* A writer that keeps every write's size, for the records a TLS stream would make of them. */
+struct rec_io {
+	struct mem_io in;
+	char out[65536];
+	size_t out_len, n_writes, sizes[8];
+};
+
+static int rec_write(void *ctx, const void *buf, size_t len)
+{
+	struct rec_io *io = ctx;
+
+	if (io->out_len + len > sizeof(io->out) || io->n_writes == 8)
+		return -ENOSPC;
+	memcpy(io->out + io->out_len, buf, len);
+	io->out_len += len;
+	io->sizes[io->n_writes++] = len;
+	return 0;
+}
+
+/*
+ * A message larger than 4 KiB: its head goes with the body's first bytes, one write of at most
+ * HTTP_HEAD_MAX (a TLS record) then the rest, unless bytes read ahead wait in the stream's buffer
+ * (a pipelined request): then head and body apart, those bytes kept for the next read.
+ */
+static void large_messages_head_with_body(void **state)
+{
+	static const size_t sizes[] = { 10000, 20000, 40000 };
+	static char body[40000];
+	struct http_message *m = calloc(1, sizeof(*m));
+	struct rec_io *io = calloc(1, sizeof(*io));
+	struct http_stream *s = malloc(sizeof(*s)), *s2 = malloc(sizeof(*s2));
+	static const char pipelined[] = "GET /a HTTP/1.1\r\nHost: h\r\n\r\n"
+					"GET /b HTTP/1.1\r\nHost: h\r\n\r\n";
+	struct mem_io in;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(body); i++)
+		body[i] = (char)('a' + i % 26);
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		memset(io, 0, sizeof(*io));
+		http_stream__init(s, mem_read, rec_write, io);
+		assert_int_equal(http_write_request(s, "POST", "h:1", "/p", NULL, body, sizes[k]),
+				 0);
+		assert_int_equal(io->n_writes, sizes[k] < HTTP_HEAD_MAX ? 1 : 2);
+		assert_true(io->sizes[0] <= HTTP_HEAD_MAX);
+		if (io->n_writes == 2)
+			assert_int_equal(io->sizes[0], HTTP_HEAD_MAX);
+		memset(&in, 0, sizeof(in));
+		in.data = io->out, in.len = io->out_len, in.step = 1000;
+		http_stream__init(s2, mem_read, mem_write, &in);
+		assert_int_equal(http_read_request(s2, m, sizeof(body)), 0);
+		assert_int_equal(m->body_len, sizes[k]);
+		assert_memory_equal(m->body, body, sizes[k]);
+		http_message__reset(m);
+	}
+	/* a server that read two pipelined requests at once answers the first with 20 KB */
+	memset(io, 0, sizeof(*io));
+	io->in.data = pipelined, io->in.len = strlen(pipelined), io->in.step = 1000;
+	http_stream__init(s, mem_read, rec_write, &io->in);
+	s->ctx = io;	/* rec_write's; reads go through io->in (its first member) */
+	assert_int_equal(http_read_request(s, m, 1024), 0);
+	assert_string_equal(m->path, "/a");
+	http_message__reset(m);
+	assert_int_equal(http_write_response(s, 200, NULL, NULL, body, 20000, true), 0);
+	assert_int_equal(io->n_writes, 2);
+	assert_int_equal(io->sizes[1], 20000);
+	assert_int_equal(http_read_request(s, m, 1024), 0);
+	assert_string_equal(m->path, "/b");
+	http_message__reset(m);
+	free(m);
+	free(io);
+	free(s);
+	free(s2);
+}
+
 static void url_helpers(void **state)
 {
 	char out[16];
@@ -324,6 +399,7 @@ int main(void)
 		cmocka_unit_test(sized_body_pipelined_and_expect_continue),
 		cmocka_unit_test(responses_read_by_length_chunks_or_eof),
 		cmocka_unit_test(writers_frame_messages),
+		cmocka_unit_test(large_messages_head_with_body),
 		cmocka_unit_test(url_helpers),
 	};
 

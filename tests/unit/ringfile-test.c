@@ -775,6 +775,91 @@ static void parallel_writers(void **state)
 	ringfile__free(rf);
 }
 
+/*
+ * A payload in two parts (append_begin_pre: the collector's spool writes the id, then the
+ * upload as received) is one record: read back whole, the CRC over both, across a reopen;
+ * split anywhere, or with nothing after the first part.
+ */
+static void payload_in_two_parts(void **state)
+{
+	static const size_t splits[] = { 8, 1, 99, 0 };
+	struct fixture *f = *state;
+	struct ringfile *rf = open_ring(f->path, 256 * 1024, 0);
+	uint8_t buf[4096];
+	char key[32];
+	uint64_t seqs[5];
+
+	for (uint64_t i = 0; i < 5; i++) {
+		static const struct record_label labels[] = { { "zone", "b" }, { "arch", "arm64" } };
+		struct record_meta m = { .time_ns = 1000 + i, .service = "svc", .type = "cpu",
+					 .device = "dev", .key = key, .labels = labels,
+					 .n_labels = 2 };
+		size_t len = payload_of(i, buf, sizeof(buf));
+		size_t pre = i < 4 ? splits[i] : len;	/* the last: all of it in pre */
+		struct ringfile_append ap;
+
+		snprintf(key, sizeof(key), "key-%" PRIu64, i);
+		assert_int_equal(ringfile__append_begin_pre(rf, &m, buf, pre, buf + pre, len - pre,
+							    &ap), 0);
+		assert_int_equal(ringfile__append_finish(rf, &ap), 0);
+		assert_int_equal(ringfile__wait_durable(rf, ap.seq), 0);
+		seqs[i] = ap.seq;
+	}
+	for (uint64_t i = 0; i < 5; i++)
+		check_record(rf, seqs[i], i, sizeof(buf));
+	ringfile__free(rf);
+	rf = open_ring(f->path, 0, 0);
+	for (uint64_t i = 0; i < 5; i++)
+		check_record(rf, seqs[i], i, sizeof(buf));
+	ringfile__free(rf);
+}
+
+struct bg_durable {
+	struct ringfile *rf;
+	uint64_t from;
+	int bad;
+};
+
+static void *bg_durable(void *arg)
+{
+	struct bg_durable *d = arg;
+
+	for (uint64_t i = d->from; i < d->from + 150; i++) {
+		uint64_t seq = append_n(d->rf, i, 512);
+
+		if (ringfile__wait_durable(d->rf, seq) || ringfile__durable_seq(d->rf) < seq)
+			d->bad++;
+	}
+	return NULL;
+}
+
+/*
+ * Uploads waiting for group commits in parallel: those that find a sync running sleep until it
+ * ends and return without the lock when it covered them; every wait returns with its record
+ * durable, and no waiter is left asleep (the test would hang).
+ */
+static void waiters_of_running_syncs(void **state)
+{
+	struct fixture *f = *state;
+	struct ringfile *rf = open_ring(f->path, 4 << 20, 1);
+	struct bg_durable d[8];
+	pthread_t th[8];
+	struct ringfile_stats st;
+
+	for (int t = 0; t < 8; t++) {
+		d[t] = (struct bg_durable){ .rf = rf, .from = 1000 * (uint64_t)t };
+		assert_int_equal(pthread_create(&th[t], NULL, bg_durable, &d[t]), 0);
+	}
+	for (int t = 0; t < 8; t++) {
+		assert_int_equal(pthread_join(th[t], NULL), 0);
+		assert_int_equal(d[t].bad, 0);
+	}
+	ringfile__stats(rf, &st);
+	assert_int_equal(st.last_seq, 8 * 150);
+	assert_int_equal(ringfile__durable_seq(rf), 8 * 150);
+	ringfile__free(rf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -792,6 +877,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(truncated_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(spool_consume, setup, teardown),
 		cmocka_unit_test_setup_teardown(group_commit, setup, teardown),
+		cmocka_unit_test_setup_teardown(waiters_of_running_syncs, setup, teardown),
+		cmocka_unit_test_setup_teardown(payload_in_two_parts, setup, teardown),
 		cmocka_unit_test_setup_teardown(finish_out_of_order, setup, teardown),
 		cmocka_unit_test_setup_teardown(wrap_waits_for_pending_write, setup, teardown),
 		cmocka_unit_test_setup_teardown(parallel_writers, setup, teardown),
