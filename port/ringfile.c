@@ -9,16 +9,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <limits.h>
-#include <linux/futex.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -63,14 +59,6 @@ struct ringfile {
 	unsigned fsync_ms;
 	uint64_t written_seq;	/* every record up to it is written (none pending) */
 	uint64_t durable_seq;
-	/*
-	 * Who waits for a sync already running sleeps on sync_gen (a futex word, bumped when a
-	 * sync ends), not on cond: woken, it reads durable_pub (durable_seq, published) and
-	 * returns without the lock, where a broadcast on cond had every waiter of the sync queue
-	 * for the lock in turn (2-3 futex calls each: 5 per upload with --ch-spool).
-	 */
-	_Atomic uint64_t durable_pub;
-	atomic_uint sync_gen, sync_sleepers;
 	size_t pending;		/* records reserved and not yet written */
 	uint64_t dirty_since_ns; /* mono time of the oldest unsynced write, 0 = clean */
 	bool syncing, broken;
@@ -827,7 +815,6 @@ struct ringfile *ringfile__open(const char *path, const struct ringfile_opts *op
 	if (e)
 		goto err_free;
 	rf->written_seq = rf->durable_seq = rf->next_seq - 1;
-	atomic_store(&rf->durable_pub, rf->durable_seq);
 	/* what a previous process left in the page cache is made durable before we build on it */
 	fdatasync(rf->fd);
 	return rf;
@@ -1155,34 +1142,9 @@ static int rf__sync_locked(struct ringfile *rf)
 		pr_err("ringfile: %s: fdatasync failed: %s", rf->path, strerror(-err));
 	} else if (target > rf->durable_seq) {
 		rf->durable_seq = target;
-		atomic_store_explicit(&rf->durable_pub, target, memory_order_release);
 	}
 	pthread_cond_broadcast(&rf->cond);
-	atomic_fetch_add_explicit(&rf->sync_gen, 1, memory_order_relaxed);
-	if (atomic_load_explicit(&rf->sync_sleepers, memory_order_relaxed))
-		syscall(SYS_futex, &rf->sync_gen, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 	return err;
-}
-
-/*
- * Called locked while another thread syncs: sleeps until a sync ends (sync_gen, the lock
- * dropped; no timeout: a sync always ends). true when seq is durable then, returned without
- * the lock; false, locked again, when not (the sync did not cover seq, or failed) or woken
- * early. sync_gen is read and sync_sleepers counted under the lock, as the sync's end bumps and
- * reads them: a wakeup between the unlock and the sleep is seen by the sleep (gen changed).
- */
-static bool rf__sleep_sync_locked(struct ringfile *rf, uint64_t seq)
-{
-	unsigned gen = atomic_load_explicit(&rf->sync_gen, memory_order_relaxed);
-
-	atomic_fetch_add_explicit(&rf->sync_sleepers, 1, memory_order_relaxed);
-	pthread_mutex_unlock(&rf->lock);
-	syscall(SYS_futex, &rf->sync_gen, FUTEX_WAIT_PRIVATE, gen, NULL, NULL, 0);
-	atomic_fetch_sub_explicit(&rf->sync_sleepers, 1, memory_order_relaxed);
-	if (atomic_load_explicit(&rf->durable_pub, memory_order_acquire) >= seq)
-		return true;
-	pthread_mutex_lock(&rf->lock);
-	return false;
 }
 
 int ringfile__sync(struct ringfile *rf)
@@ -1214,8 +1176,7 @@ int ringfile__wait_durable(struct ringfile *rf, uint64_t seq)
 			break;
 		}
 		if (rf->syncing) {
-			if (rf__sleep_sync_locked(rf, seq))
-				return 0;
+			pthread_cond_wait(&rf->cond, &rf->lock);
 			continue;
 		}
 		if (seq > rf->written_seq) {
