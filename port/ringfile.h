@@ -95,6 +95,8 @@ struct record_meta {
 	size_t n_labels;
 	int64_t value;		/* the profile's total of its default sample type, for timelines
 				 * without decoding payloads (0 = unknown) */
+	uint32_t weight_milli;	/* the duty weight its decoded values carry (0, 1000: none);
+				 * not stored by the ring file: the ClickHouse spool keeps it */
 };
 
 struct ringfile_opts {

@@ -165,6 +165,19 @@ void pprof_profile__free(struct pprof_profile *p)
 	free(p);
 }
 
+void pprof_profile__weigh(struct pprof_profile *p, uint64_t weight_milli)
+{
+	int64_t w = (int64_t)weight_milli;
+
+	for (size_t i = 0; i < p->n_samples; i++) {
+		for (size_t j = 0; j < p->n_sample_type; j++) {
+			int64_t v = p->samples[i].values[j];
+
+			p->samples[i].values[j] = v / 1000 * w + v % 1000 * w / 1000;
+		}
+	}
+}
+
 bool pprof_is_gzip(const void *data, size_t len)
 {
 	const unsigned char *d = data;

@@ -408,15 +408,8 @@ static void duty_weigh(struct api_ctx *a, const struct ingest *in, struct pprof_
 		       port_clock_real_ns() / NSEC_PER_SEC, &a->sched);
 	a->has_sched = true;
 	w = a->sched.weight_milli;
-	if (w == 1000)
-		return;
-	for (size_t i = 0; i < p->n_samples; i++) {
-		for (size_t j = 0; j < p->n_sample_type; j++) {
-			int64_t v = p->samples[i].values[j];
-
-			p->samples[i].values[j] = v / 1000 * (int64_t)w + v % 1000 * (int64_t)w / 1000;
-		}
-	}
+	if (w != 1000)
+		pprof_profile__weigh(p, w);
 }
 
 /* The total of the default sample type (pprof's: default_sample_type, else the last). */
@@ -474,8 +467,10 @@ int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, si
 	}
 	if (!in->type)
 		in->type = type_from_profile(p);
-	if (a->duty)
+	if (a->duty) {
 		duty_weigh(a, in, p);
+		meta.weight_milli = (uint32_t)a->sched.weight_milli;
+	}
 	meta.value = profile_total(p);
 	meta.service = in->service;
 	meta.type = in->type;

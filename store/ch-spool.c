@@ -33,6 +33,13 @@
 #include "store/ch-store.h"
 
 #define SPOOL_ID_BYTES 8u
+/*
+ * A record of a duty-cycled upload: its weight (u32, milli) follows the id, so that a replay
+ * weighs the decoded profile as its first decode was (the upload's bytes are as sent). A
+ * record flag (RINGFILE_F_USER_MASK), cleared when read back: records without it read as before.
+ */
+#define SPOOL_F_WEIGHT 0x0800u
+#define SPOOL_WEIGHT_BYTES 4u
 
 static int pending_cb(void *ctx, uint64_t seq, const struct record_meta *meta,
 		      const void *payload, size_t len)
@@ -98,11 +105,11 @@ static void spill(struct ch_store *c, uint64_t from, uint64_t to)
  * not built (r->profile empty: uploads were spilling when it came) spill.
  */
 static int spool_put_locked(struct ch_store *c, const struct record_meta *meta,
-			    const unsigned char *idb, const void *payload, size_t len,
+			    const unsigned char *idb, size_t pre, const void *payload, size_t len,
 			    const struct pprof_profile *p, struct put_rows *r, uint64_t id,
 			    uint64_t kh, struct ringfile_append *ap)
 {
-	size_t need = ringfile__record_size(meta, SPOOL_ID_BYTES + len),
+	size_t need = ringfile__record_size(meta, pre + len),
 	       rows = r->samples.len + r->profile.len;
 	uint64_t gen;
 	int e;
@@ -114,7 +121,7 @@ static int spool_put_locked(struct ch_store *c, const struct record_meta *meta,
 		c->spool_refused++;
 		return -ENOSPC;
 	}
-	e = ringfile__append_begin_pre(c->spool, meta, idb, SPOOL_ID_BYTES, payload, len, ap);
+	e = ringfile__append_begin_pre(c->spool, meta, idb, pre, payload, len, ap);
 	if (e)
 		return e;
 	c->spool_pending += need;
@@ -137,19 +144,30 @@ static int spool_put_locked(struct ch_store *c, const struct record_meta *meta,
 	return 0;
 }
 
-/* The record is the id, then the upload: written from both (not copied together first). */
+/*
+ * The record is the id (and a duty weight), then the upload: written from both (not copied
+ * together first).
+ */
 int ch_spool__put(struct ch_store *c, const struct record_meta *meta, const void *payload,
 		  size_t len, const struct pprof_profile *p, struct put_rows *r, uint64_t id,
 		  uint64_t kh, uint64_t *seq)
 {
-	unsigned char idb[SPOOL_ID_BYTES];
+	unsigned char idb[SPOOL_ID_BYTES + SPOOL_WEIGHT_BYTES];
+	struct record_meta m = *meta;
+	size_t pre = SPOOL_ID_BYTES;
 	struct ringfile_append ap;
 	int e;
 
 	for (unsigned i = 0; i < SPOOL_ID_BYTES; i++)
 		idb[i] = (unsigned char)(id >> (8 * i));
+	if (m.weight_milli && m.weight_milli != 1000) {
+		for (unsigned i = 0; i < SPOOL_WEIGHT_BYTES; i++)
+			idb[pre + i] = (unsigned char)(m.weight_milli >> (8 * i));
+		pre += SPOOL_WEIGHT_BYTES;
+		m.flags |= SPOOL_F_WEIGHT;
+	}
 	pthread_mutex_lock(&c->lock);
-	e = spool_put_locked(c, meta, idb, payload, len, p, r, id, kh, &ap);
+	e = spool_put_locked(c, &m, idb, pre, payload, len, p, r, id, kh, &ap);
 	if (e)
 		c->put_errors++;
 	pthread_mutex_unlock(&c->lock);
@@ -171,7 +189,8 @@ static int spool_read(struct ch_store *c, uint64_t seq, struct record_meta *meta
 		      void **buf)
 {
 	const unsigned char *b;
-	size_t len;
+	size_t len, pre = SPOOL_ID_BYTES;
+	uint32_t weight = 0;
 	char err[200];
 	int e = ringfile__read(c->spool, seq, meta, buf, &len);
 
@@ -179,23 +198,30 @@ static int spool_read(struct ch_store *c, uint64_t seq, struct record_meta *meta
 		return seq >= ringfile__first_seq(c->spool) ? -ENOENT : -ESTALE;
 	if (e)
 		return e;
-	if (len < SPOOL_ID_BYTES)
+	if (meta->flags & SPOOL_F_WEIGHT)
+		pre += SPOOL_WEIGHT_BYTES;
+	if (len < pre)
 		return -EIO;
 	b = *buf;
 	w->id = 0;
 	for (unsigned i = 0; i < SPOOL_ID_BYTES; i++)
 		w->id |= (uint64_t)b[i] << (8 * i);
+	for (unsigned i = 0; pre > SPOOL_ID_BYTES && i < SPOOL_WEIGHT_BYTES; i++)
+		weight |= (uint32_t)b[SPOOL_ID_BYTES + i] << (8 * i);
 	w->seq = seq;
 	w->spool_bytes = ringfile__record_size(meta, len);
+	meta->flags &= (uint16_t)~SPOOL_F_WEIGHT;
+	meta->weight_milli = weight;
 	/* only a record from before this start may be in ClickHouse already (a batch that
 	 * landed just before a kill -9): one spilled since was never sent, and a lookup per
 	 * batch costs ClickHouse a read of samples just when it is behind */
 	w->lookup = seq <= c->spool_boot_last;
-	e = pprof_read(b + SPOOL_ID_BYTES, len - SPOOL_ID_BYTES, &ch_read_limits, p, err,
-		       sizeof(err));
+	e = pprof_read(b + pre, len - pre, &ch_read_limits, p, err, sizeof(err));
 	if (e)
 		return -EIO;
-	return c->batch_ops->rows_build(meta, *p, len - SPOOL_ID_BYTES, w->id, r);
+	if (weight && weight != 1000)	/* as api.c weighed it before it spilled */
+		pprof_profile__weigh(*p, weight);
+	return c->batch_ops->rows_build(meta, *p, len - pre, w->id, r);
 }
 
 /* Refills the open batch from spilled records, then seals it (lock held): records read. */

@@ -71,8 +71,9 @@ fi
 if [ -x "${CH_SERVER:-/usr/sbin/clickhouse-server}" ] && "$COLLECTOR" --help 2>&1 | grep -q -- --clickhouse; then
 	. "$(dirname "$0")/clickhouse-lib.sh"
 	ch_start 0
-	start_ch_collector chd "http://127.0.0.1:$(ch_http_port 0)/edgeprof_duty" --ch-batch-ms 50 \
-		--duty-percent 50 --duty-window 3600 --duty-group-by fleet
+	chd_args=(--ch-batch-ms 50 --duty-percent 50 --duty-window 3600 --duty-group-by fleet
+		--ch-spool "$T/spool" --ring-size 16M)
+	start_ch_collector chd "http://127.0.0.1:$(ch_http_port 0)/edgeprof_duty" "${chd_args[@]}"
 	TLS_PORT=$CC_PORT
 	# first contacts (each device's weight is that of its group when it uploads: 1, then 2)
 	# at a time before the merge below, then one profile each
@@ -81,6 +82,16 @@ if [ -x "${CH_SERVER:-/usr/sbin/clickhouse-server}" ] && "$COLLECTOR" --help 2>&
 	up w-1 x=1 >/dev/null
 	up w-2 x=1 >"$T/w2"
 	grep -q '"weight":2.000,' "$T/w2" || fail "weight 2 for 1 slot of 2: $(cat "$T/w2")"
+	metric() { curl -sS --cacert "$T/pki/ca.crt" --cert "$T/pki/op.crt" --key "$T/pki/op.key" \
+		"https://localhost:$CC_PORT/metrics" | awk -v m="edgeprof_collector_$1" '$1 == m {print $2}'; }
+	drained() { # acknowledged once in the spool: in ClickHouse once nothing is pending
+		for _ in $(seq 300); do
+			[ "$(metric clickhouse_spool_pending_bytes)" = 0 ] && return 0
+			sleep 0.1
+		done
+		fail "the spool did not drain"
+	}
+	drained
 	curl -gsS --fail --cacert "$T/pki/ca.crt" --cert "$T/pki/op.crt" --key "$T/pki/op.key" \
 		-o "$T/m.pb.gz" "https://localhost:$CC_PORT/api/0/profiles/merge?type=cpu&from=2020-01-01" ||
 		fail "merge"
@@ -88,5 +99,24 @@ if [ -x "${CH_SERVER:-/usr/sbin/clickhouse-server}" ] && "$COLLECTOR" --help 2>&
 	"$PPROF_TOOL" flat "$T/m.pb.gz" >"$T/got"
 	cmp -s "$T/want" "$T/got" || { diff "$T/want" "$T/got" | head; fail "weighted merge"; }
 	echo "weights: 2 devices, 1 slot: ClickHouse's merge of their 2 profiles is 4 x one (the fleet's total)"
+	# uploads acknowledged from the spool while ClickHouse is down, and read back from it by
+	# the collector started again after a kill -9, are weighed as they were: with two more
+	# profiles (weight 2 each), the merge is 8 x one
+	ch_kill 0
+	up w-1 x=1 >/dev/null
+	up w-2 x=1 >/dev/null
+	kill -9 "$CC_PID"
+	wait "$CC_PID" 2>/dev/null || true
+	ch_start 0
+	start_ch_collector chd2 "http://127.0.0.1:$(ch_http_port 0)/edgeprof_duty" "${chd_args[@]}"
+	TLS_PORT=$CC_PORT
+	drained
+	curl -gsS --fail --cacert "$T/pki/ca.crt" --cert "$T/pki/op.crt" --key "$T/pki/op.key" \
+		-o "$T/m2.pb.gz" "https://localhost:$CC_PORT/api/0/profiles/merge?type=cpu&from=2020-01-01" ||
+		fail "merge after the spool's replay"
+	"$PPROF_TOOL" flat "$T/b.pb.gz" | awk '{printf "%.0f %.0f %s\n", 8 * $1, 8 * $2, $3}' >"$T/want2"
+	"$PPROF_TOOL" flat "$T/m2.pb.gz" >"$T/got2"
+	cmp -s "$T/want2" "$T/got2" || { diff "$T/want2" "$T/got2" | head; fail "weights of replayed uploads"; }
+	echo "weights: 2 uploads read back from the spool after a kill -9: the merge is 8 x one"
 fi
 echo "collector-duty: ok"
