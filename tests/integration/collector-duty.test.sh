@@ -91,13 +91,18 @@ if [ -x "${CH_SERVER:-/usr/sbin/clickhouse-server}" ] && "$COLLECTOR" --help 2>&
 		done
 		fail "the spool did not drain"
 	}
+	merge_is() { # N WHAT: the merge of everything stored is N x the uploaded profile
+		curl -gsS --fail --cacert "$T/pki/ca.crt" --cert "$T/pki/op.crt" --key "$T/pki/op.key" \
+			-o "$T/m.pb.gz" \
+			"https://localhost:$CC_PORT/api/0/profiles/merge?type=cpu&from=2020-01-01" ||
+			fail "merge ($2)"
+		"$PPROF_TOOL" flat "$T/b.pb.gz" |
+			awk -v n="$1" '{printf "%.0f %.0f %s\n", n * $1, n * $2, $3}' >"$T/want"
+		"$PPROF_TOOL" flat "$T/m.pb.gz" >"$T/got"
+		cmp -s "$T/want" "$T/got" || { diff "$T/want" "$T/got" | head; fail "$2"; }
+	}
 	drained
-	curl -gsS --fail --cacert "$T/pki/ca.crt" --cert "$T/pki/op.crt" --key "$T/pki/op.key" \
-		-o "$T/m.pb.gz" "https://localhost:$CC_PORT/api/0/profiles/merge?type=cpu&from=2020-01-01" ||
-		fail "merge"
-	"$PPROF_TOOL" flat "$T/b.pb.gz" | awk '{printf "%.0f %.0f %s\n", 4 * $1, 4 * $2, $3}' >"$T/want"
-	"$PPROF_TOOL" flat "$T/m.pb.gz" >"$T/got"
-	cmp -s "$T/want" "$T/got" || { diff "$T/want" "$T/got" | head; fail "weighted merge"; }
+	merge_is 4 "weighted merge"
 	echo "weights: 2 devices, 1 slot: ClickHouse's merge of their 2 profiles is 4 x one (the fleet's total)"
 	# uploads acknowledged from the spool while ClickHouse is down, and read back from it by
 	# the collector started again after a kill -9, are weighed as they were: with two more
@@ -111,12 +116,7 @@ if [ -x "${CH_SERVER:-/usr/sbin/clickhouse-server}" ] && "$COLLECTOR" --help 2>&
 	start_ch_collector chd2 "http://127.0.0.1:$(ch_http_port 0)/edgeprof_duty" "${chd_args[@]}"
 	TLS_PORT=$CC_PORT
 	drained
-	curl -gsS --fail --cacert "$T/pki/ca.crt" --cert "$T/pki/op.crt" --key "$T/pki/op.key" \
-		-o "$T/m2.pb.gz" "https://localhost:$CC_PORT/api/0/profiles/merge?type=cpu&from=2020-01-01" ||
-		fail "merge after the spool's replay"
-	"$PPROF_TOOL" flat "$T/b.pb.gz" | awk '{printf "%.0f %.0f %s\n", 8 * $1, 8 * $2, $3}' >"$T/want2"
-	"$PPROF_TOOL" flat "$T/m2.pb.gz" >"$T/got2"
-	cmp -s "$T/want2" "$T/got2" || { diff "$T/want2" "$T/got2" | head; fail "weights of replayed uploads"; }
+	merge_is 8 "weights of replayed uploads"
 	echo "weights: 2 uploads read back from the spool after a kill -9: the merge is 8 x one"
 fi
 echo "collector-duty: ok"
