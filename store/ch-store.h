@@ -167,6 +167,7 @@ struct ch_store {
 	char *shard_urls;		/* --ch-shard-urls (NULL: from system.clusters) */
 	bool no_rollup;			/* --rollup-seconds 0: merges read raw rows only */
 	bool samples_hour;		/* samples has hour, first in its key (not --ch-cluster) */
+	bool samples_arrays;		/* samples: one row per profile, stacks and v arrays */
 	bool own_rollup;		/* samples_1h is filled by this collector, not by a view */
 	char last_error[300];
 	/* counters */
