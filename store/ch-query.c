@@ -934,7 +934,7 @@ static void sql_raw_rows(struct ch_store *c, struct rb *b, uint64_t from, uint64
 	rb_printf(b, "SELECT stack");
 	for (size_t i = 0; i < nt; i++)
 		rb_printf(b, ", v[%zu] AS v%zu", i + 1, i);
-	rb_printf(b, " FROM samples");
+	rb_printf(b, " FROM %s", CH_SAMPLES_FROM(c));
 	sql_where_samples(b, &(struct store_query){ .from_ns = from, .to_ns = to },
 			  c->samples_hour);
 	rb_printf(b, " AND sig = %" PRIu64 "%s", sig, in);
@@ -963,7 +963,7 @@ static bool sql_merge(struct ch_store *c, struct rb *b, const struct store_query
 		nd = dirty_hours(c, h0, h1, &dirty);
 	}
 	if (nd < 0) {
-		rb_printf(b, "SELECT stack, sumForEach(v) FROM samples");
+		rb_printf(b, "SELECT stack, sumForEach(v) FROM %s", CH_SAMPLES_FROM(c));
 		sql_where_samples(b, q, c->samples_hour);
 		rb_printf(b, " AND sig = %" PRIu64 "%s", sig, in);
 		rb_free(&dirty);
@@ -1188,7 +1188,7 @@ static int ch__fetch(struct ch_store *c, uint64_t id, struct profile_row *p,
 		return -EIO;
 	}
 	/* 18.16 compares a Date with a string, not with its day number */
-	rb_printf(&sql, "SELECT stack, sumForEach(v) FROM samples");
+	rb_printf(&sql, "SELECT stack, sumForEach(v) FROM %s", CH_SAMPLES_FROM(c));
 	sql_where_samples(&sql, &(struct store_query){ .from_ns = p->ts, .to_ns = p->ts },
 			  c->samples_hour);
 	rb_printf(&sql, " AND series = %" PRIu64 " AND profile = %" PRIu64

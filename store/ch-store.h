@@ -297,6 +297,14 @@ int ch__select(struct ch_store *c, const char *sql, struct rb *out, char *err, s
 /* " WHERE" over q's time range (day partitions and ts), with its type (_type). */
 void sql_where(struct rb *b, const struct store_query *q);
 void sql_where_type(struct rb *b, const struct store_query *q);
+/*
+ * samples as one row per profile (store-ch.c, c->samples_arrays): what a reader puts after
+ * FROM samples to get a row per (profile, stack) with the old columns stack and v.
+ */
+#define CH_SAMPLES_JOIN "ARRAY JOIN stacks AS stack, v"
+/* FROM's table for rows of (profile, stack) in either layout */
+#define CH_SAMPLES_FROM(c) ((c)->samples_arrays ? "samples " CH_SAMPLES_JOIN : "samples")
+
 /* sql_where for samples: with its hour (the first column of its key) when it has one. */
 void sql_where_samples(struct rb *b, const struct store_query *q, bool hour);
 

@@ -74,13 +74,25 @@ static const char *const ch_table_names[T__N] = {
  */
 #define CH_SAMPLES_MERGES " SETTINGS vertical_merge_algorithm_min_columns_to_activate = 1"
 /*
- * With --ch-cluster, samples_local as before (no hour): 18.16's Distributed INSERT sends a
+ * samples as databases made before one row per profile have it: a row per (profile, stack).
+ * Such a database keeps it (detected at start, ch__schema_layout): same rows, old write path.
+ */
+static const char ch_samples_rows[] =
+	"CREATE TABLE IF NOT EXISTS samples (day Date, ts UInt64, series UInt64, sig UInt64, "
+	"profile UInt64, stack UInt64, v Array(Int64), " CH_SAMPLES_HOUR ") "
+	"ENGINE = MergeTree PARTITION BY day ORDER BY (hour, series, ts, stack)"
+	CH_SAMPLES_MERGES;
+/*
+ * With --ch-cluster, samples_local without hour: 18.16's Distributed INSERT sends a
  * MATERIALIZED column to the shards, which refuse it ("Cannot insert column hour").
  */
-static const char ch_samples_sharded[] =
+static const char ch_samples_sharded_rows[] =
 	"(day Date, ts UInt64, series UInt64, sig UInt64, profile UInt64, stack UInt64, "
 	"v Array(Int64)) ENGINE = MergeTree PARTITION BY day ORDER BY (series, ts, stack)"
 	CH_SAMPLES_MERGES;
+static const char ch_samples_sharded[] =
+	"(day Date, ts UInt64, series UInt64, sig UInt64, profile UInt64, stacks Array(UInt64), "
+	"v Array(Array(Int64))) ENGINE = MergeTree PARTITION BY day ORDER BY (series, ts)";
 
 static const char *const ch_schema[T__N] = {
 	"CREATE TABLE IF NOT EXISTS functions (fn UInt64, name String, system_name String, "
@@ -93,6 +105,10 @@ static const char *const ch_schema[T__N] = {
 	"CREATE TABLE IF NOT EXISTS stacks (stack UInt64, locs Array(UInt64), "
 	"label_keys Array(String), label_values Array(String)) "
 	"ENGINE = ReplacingMergeTree ORDER BY stack",
+	/*
+	 * One row per profile (ch__schema_layout): its distinct stacks, in stack order, and
+	 * their summed values, v[i] for stacks[i]; read with ARRAY JOIN stacks AS stack, v
+	 */
 	"CREATE TABLE IF NOT EXISTS samples (day Date, ts UInt64, series UInt64, sig UInt64, "
 	"profile UInt64, stacks Array(UInt64), v Array(Array(Int64)), " CH_SAMPLES_HOUR ") "
 	"ENGINE = MergeTree PARTITION BY day ORDER BY (hour, series, ts)",
@@ -1370,7 +1386,8 @@ static bool samples_native(const struct rb *rows, const struct seg *sg, size_t n
 }
 
 /*
- * The same body as one row per profile (CH_SAMPLES_ARRAYS): a profile's rows are consecutive
+ * The same body as one row per profile (the layout of new databases, ch__schema_layout): a
+ * profile's rows are consecutive
  * in a segment, one profile id, so each run of one id is folded into a row of its stacks
  * (Array(UInt64)) and their values (Array(Array(Int64))). ClickHouse's per-row work at
  * INSERT (parsing, squashing, partitioning, the sort check, hour) is then per profile.
@@ -1709,6 +1726,8 @@ static int batch__send(struct ch_store *c, struct ch_conn *conn, struct ch_batch
 			if (c->samples_arrays ? nseg && arrays_native(body, sg, nseg, native)
 					      : nseg && samples_native(body, sg, nseg, native))
 				body = native;
+			else if (c->samples_arrays) /* no RowBinary of a profile's row: later */
+				return -ENOMEM;
 		}
 		snprintf(sql, sizeof(sql), "INSERT INTO %s FORMAT %s", ch_table_names[b->stage],
 			 body == native ? "Native" : "RowBinary");
@@ -1913,7 +1932,7 @@ static int ch__schema_sharded(struct ch_store *c, struct ch_conn *conn, int t, c
 	const char *name = ch_table_names[t], *def = strchr(ch_schema[t], '(');
 
 	if (t == T_SAMPLES)
-		def = ch_samples_sharded;
+		def = c->samples_arrays ? ch_samples_sharded : ch_samples_sharded_rows;
 	struct rb sql = { 0 };
 	int e;
 
@@ -1946,11 +1965,13 @@ static const char ch_rollup_table[] =
 	"sig UInt64, stack UInt64, v0 Int64, v1 Int64, v2 Int64, v3 Int64) "
 	"ENGINE = SummingMergeTree((v0, v1, v2, v3)) PARTITION BY day "
 	"ORDER BY (series, sig, hour, stack)";
-static const char ch_rollup_view[] =
-	"CREATE MATERIALIZED VIEW IF NOT EXISTS samples_1h_mv TO samples_1h%s AS SELECT day, "
-	"toUInt32(intDiv(ts, 3600000000000)) AS hour, series, sig, stack, sum(v[1]) AS v0, "
-	"sum(v[2]) AS v1, sum(v[3]) AS v2, sum(v[4]) AS v3 FROM samples%s "
-	"WHERE length(v) <= 4 GROUP BY day, hour, series, sig, stack";
+#define CH_ROLLUP_VIEW(from)							\
+	"CREATE MATERIALIZED VIEW IF NOT EXISTS samples_1h_mv TO samples_1h%s AS SELECT day, "	\
+	"toUInt32(intDiv(ts, 3600000000000)) AS hour, series, sig, stack, sum(v[1]) AS v0, "	\
+	"sum(v[2]) AS v1, sum(v[3]) AS v2, sum(v[4]) AS v3 FROM " from " "			\
+	"WHERE length(v) <= 4 GROUP BY day, hour, series, sig, stack"
+static const char ch_rollup_view[] = CH_ROLLUP_VIEW("samples%s " CH_SAMPLES_JOIN);
+static const char ch_rollup_view_rows[] = CH_ROLLUP_VIEW("samples%s");
 /* From which time (ns, a whole hour) the rollup holds every row: see ch__schema_rollup. */
 static const char ch_rollup_since[] =
 	"CREATE TABLE IF NOT EXISTS samples_1h_since%s (since UInt64) ENGINE = Log";
@@ -2087,7 +2108,8 @@ static int ch__schema_rollup(struct ch_store *c, struct ch_conn *conn, char *err
 	if (e || ((views || c->own_rollup) && marks))
 		return e;
 	if (!c->own_rollup)
-		e = ch__run_fmt(conn, ch_rollup_view, sfx, NULL, err, errlen);
+		e = ch__run_fmt(conn, c->samples_arrays ? ch_rollup_view : ch_rollup_view_rows, sfx,
+				NULL, err, errlen);
 	if (!e)
 		e = ch__run_u64(conn, "SELECT max(ts) FROM samples%s FORMAT RowBinary", sfx,
 				&newest, err, errlen);
@@ -2099,6 +2121,25 @@ static int ch__schema_rollup(struct ch_store *c, struct ch_conn *conn, char *err
 	if (!e && newest)
 		pr_info("clickhouse: hourly rollup created on a database with samples: merges "
 			"read it from %" PRIu64 " (unix s) on, raw rows before", (uint64_t)(newest / NSEC_PER_SEC));
+	return e;
+}
+
+/*
+ * samples' layout: one row per profile (arrays_native), unless the database has samples
+ * from before it (a column stack), which it keeps: no rows moved, every reader picks its SQL
+ * by c->samples_arrays. With --ch-cluster, this shard's samples_local decides.
+ */
+static int ch__schema_layout(struct ch_store *c, struct ch_conn *conn, char *err, size_t errlen)
+{
+	uint64_t rows = 0;
+	int e = ch__run_u64(conn, "SELECT count() FROM system.columns WHERE database = "
+			    "currentDatabase() AND table = 'samples%s' AND name = 'stack' "
+			    "FORMAT RowBinary", c->cluster[0] ? "_local" : "", &rows, err, errlen);
+
+	c->samples_arrays = !e && !rows;
+	if (!e && rows)
+		pr_info("clickhouse: samples: one row per profile and stack (a table made by an "
+			"older collector): kept");
 	return e;
 }
 
@@ -2120,9 +2161,13 @@ static int ch__schema(struct ch_store *c, char *err, size_t errlen)
 	conn = e ? NULL : ch_conn__new(&c->o);
 	if (!e && !conn)
 		e = -ENOMEM;
+	if (!e)
+		e = ch__schema_layout(c, conn, err, errlen);
 	for (int t = 0; !e && t < T__N; t++)
 		e = c->cluster[0] ? ch__schema_sharded(c, conn, t, err, errlen)
-				  : ch_conn__run(conn, ch_schema[t], NULL, NULL, 0, NULL, err, errlen);
+				  : ch_conn__run(conn, t == T_SAMPLES && !c->samples_arrays ?
+						 ch_samples_rows : ch_schema[t], NULL, NULL, 0, NULL,
+						 err, errlen);
 	if (!e)
 		e = ch__schema_rollup(c, conn, err, errlen);
 	ch_conn__free(conn);
@@ -2184,7 +2229,6 @@ struct store *store_ch__open(const struct store_opts *opts, char *err, size_t er
 	if (!e)
 		e = ch_retain__init(c, opts->ch_shard_urls, err, errlen);
 	c->samples_hour = !c->cluster[0];
-	c->samples_arrays = !c->cluster[0];	/* XXX gate experiment */
 	c->own_rollup = !c->cluster[0];
 	if (!e && (idset__init(&c->fns, intern) || idset__init(&c->maps, intern / 16) ||
 		   idset__init(&c->locs, intern) || idset__init(&c->stacks, intern) ||
