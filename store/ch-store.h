@@ -214,6 +214,8 @@ static inline struct ch_store *ch_of(struct store *base)
  */
 static const struct pprof_read_limits ch_read_limits = { .merge_samples = true };
 
+/* The samples body rows as one Native block: one row per profile (arrays) or per stack. */
+bool ch__samples_block(const struct rb *rows, bool arrays, struct rb *out);
 int ch__rows_build(const struct record_meta *m, const struct pprof_profile *p, size_t len,
 		   uint64_t id, struct put_rows *r);
 void ch__rows_free(struct put_rows *r);

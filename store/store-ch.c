@@ -1500,6 +1500,14 @@ static bool arrays_native(const struct rb *rows, const struct seg *sg, size_t ns
 	return true;
 }
 
+/* A whole samples body as one Native block, in either layout (for tests/unit/ch-rows-test.c). */
+bool ch__samples_block(const struct rb *rows, bool arrays, struct rb *out)
+{
+	const struct seg sg = { .off = 0, .len = rows->len };
+
+	return arrays ? arrays_native(rows, &sg, 1, out) : samples_native(rows, &sg, 1, out);
+}
+
 static int u64_cmp(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
