@@ -6,8 +6,10 @@
  * fleet queries aggregated by ClickHouse (GROUP BY stack) and the pprof built from the aggregate.
  *
  * Schema (ClickHouse 18.16: no CODEC, no TTL, no LowCardinality; see store/README.md):
- *   samples   (day Date, ts UInt64 ns, series, sig, profile, stack UInt64, v Array(Int64), hour)
- *             MergeTree PARTITION BY day ORDER BY (hour, series, ts, stack), vertical merges
+ *   samples   one row per profile: (day Date, ts UInt64 ns, series, sig, profile,
+ *             stacks Array(UInt64), v Array(Array(Int64)), hour), read with ARRAY JOIN
+ *             MergeTree PARTITION BY day ORDER BY (hour, series, ts); a database made before
+ *             keeps a row per (profile, stack): stack UInt64, v Array(Int64) (ch__schema_layout)
  *   profiles  one row per profile: id, time, series (hash of service, type, device, labels),
  *             sig (hash of sample and period types: what can merge), metadata, header
  *             MergeTree PARTITION BY day ORDER BY (ts, id)
