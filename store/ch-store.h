@@ -304,8 +304,6 @@ void sql_where_type(struct rb *b, const struct store_query *q);
  * FROM samples to get a row per (profile, stack) with the old columns stack and v.
  */
 #define CH_SAMPLES_JOIN "ARRAY JOIN stacks AS stack, v"
-/* FROM's table for rows of (profile, stack) in either layout */
-#define CH_SAMPLES_FROM(c) ((c)->samples_arrays ? "samples " CH_SAMPLES_JOIN : "samples")
 
 /* sql_where for samples: with its hour (the first column of its key) when it has one. */
 void sql_where_samples(struct rb *b, const struct store_query *q, bool hour);
