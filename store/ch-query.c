@@ -932,16 +932,23 @@ static long dirty_hours(struct ch_store *c, uint64_t h0, uint64_t h1, struct rb 
  * WHERE that follows, up to sql_samples_end, picks profiles. One row per profile: the rows
  * picked in a subquery, then taken apart (ARRAY JOIN), so that ClickHouse reads the arrays of
  * those rows only (the WHERE of a SELECT with ARRAY JOIN is not moved to PREWHERE: a merge
- * with a selector read every row's arrays, 4.2 GB for the synthetic day).
+ * with a selector read every row's arrays, 4.2 GB for the synthetic day). With --ch-cluster
+ * the ARRAY JOIN stays in the SELECT, which each shard runs and aggregates (a subquery over a
+ * Distributed table would bring every row picked to this server to be summed here).
  */
 static void sql_samples_from(struct ch_store *c, struct rb *b)
 {
-	rb_printf(b, c->samples_arrays ? " FROM (SELECT stacks, v FROM samples" : " FROM samples");
+	if (!c->samples_arrays)
+		rb_printf(b, " FROM samples");
+	else if (c->cluster[0])
+		rb_printf(b, " FROM samples " CH_SAMPLES_JOIN);
+	else
+		rb_printf(b, " FROM (SELECT stacks, v FROM samples");
 }
 
 static void sql_samples_end(struct ch_store *c, struct rb *b)
 {
-	if (c->samples_arrays)
+	if (c->samples_arrays && !c->cluster[0])
 		rb_printf(b, ") " CH_SAMPLES_JOIN);
 }
 
