@@ -985,7 +985,7 @@ static bool sql_merge(struct ch_store *c, struct rb *b, const struct store_query
 		sql_samples_from(c, b);
 		sql_where_samples(b, q, c->samples_hour);
 		rb_printf(b, " AND sig = %" PRIu64 "%s", sig, in);
-			rb_free(&dirty);
+		rb_free(&dirty);
 		return false;
 	}
 	rb_printf(b, "SELECT stack, [");
@@ -1210,8 +1210,8 @@ static int ch__fetch(struct ch_store *c, uint64_t id, struct profile_row *p,
 	sql_samples_from(c, &sql);
 	sql_where_samples(&sql, &(struct store_query){ .from_ns = p->ts, .to_ns = p->ts },
 			  c->samples_hour);
-	rb_printf(&sql, " AND series = %" PRIu64 " AND profile = %" PRIu64, p->series, id);
-	rb_printf(&sql, " GROUP BY stack FORMAT RowBinary");
+	rb_printf(&sql, " AND series = %" PRIu64 " AND profile = %" PRIu64
+		  " GROUP BY stack FORMAT RowBinary", p->series, id);
 	rb_put(&sql, "", 1);
 	e = sql.oom ? -ENOMEM : ch__select(c, (char *)sql.p, &res, err, errlen);
 	rb_free(&sql);
