@@ -167,6 +167,7 @@ struct ch_store {
 	char *shard_urls;		/* --ch-shard-urls (NULL: from system.clusters) */
 	bool no_rollup;			/* --rollup-seconds 0: merges read raw rows only */
 	bool samples_hour;		/* samples has hour, first in its key (not --ch-cluster) */
+	bool samples_arrays;		/* samples: one row per profile, stacks and v arrays */
 	bool own_rollup;		/* samples_1h is filled by this collector, not by a view */
 	char last_error[300];
 	/* counters */
@@ -213,6 +214,8 @@ static inline struct ch_store *ch_of(struct store *base)
  */
 static const struct pprof_read_limits ch_read_limits = { .merge_samples = true };
 
+/* The samples body rows as one Native block: one row per profile (arrays) or per stack. */
+bool ch__samples_block(const struct rb *rows, bool arrays, struct rb *out);
 int ch__rows_build(const struct record_meta *m, const struct pprof_profile *p, size_t len,
 		   uint64_t id, struct put_rows *r);
 void ch__rows_free(struct put_rows *r);
@@ -296,6 +299,12 @@ int ch__select(struct ch_store *c, const char *sql, struct rb *out, char *err, s
 /* " WHERE" over q's time range (day partitions and ts), with its type (_type). */
 void sql_where(struct rb *b, const struct store_query *q);
 void sql_where_type(struct rb *b, const struct store_query *q);
+/*
+ * samples as one row per profile (store-ch.c, c->samples_arrays): what a reader puts after
+ * FROM samples to get a row per (profile, stack) with the old columns stack and v.
+ */
+#define CH_SAMPLES_JOIN "ARRAY JOIN stacks AS stack, v"
+
 /* sql_where for samples: with its hour (the first column of its key) when it has one. */
 void sql_where_samples(struct rb *b, const struct store_query *q, bool hour);
 

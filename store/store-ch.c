@@ -6,8 +6,10 @@
  * fleet queries aggregated by ClickHouse (GROUP BY stack) and the pprof built from the aggregate.
  *
  * Schema (ClickHouse 18.16: no CODEC, no TTL, no LowCardinality; see store/README.md):
- *   samples   (day Date, ts UInt64 ns, series, sig, profile, stack UInt64, v Array(Int64), hour)
- *             MergeTree PARTITION BY day ORDER BY (hour, series, ts, stack), vertical merges
+ *   samples   one row per profile: (day Date, ts UInt64 ns, series, sig, profile,
+ *             stacks Array(UInt64), v Array(Array(Int64)), hour), read with ARRAY JOIN
+ *             MergeTree PARTITION BY day ORDER BY (hour, series, ts); a database made before
+ *             keeps a row per (profile, stack): stack UInt64, v Array(Int64) (ch__schema_layout)
  *   profiles  one row per profile: id, time, series (hash of service, type, device, labels),
  *             sig (hash of sample and period types: what can merge), metadata, header
  *             MergeTree PARTITION BY day ORDER BY (ts, id)
@@ -70,17 +72,31 @@ static const char *const ch_table_names[T__N] = {
  * samples has 8). Merges are a quarter to a third of ClickHouse's CPU at ingest, more the
  * longer it runs; the fleet bench's INSERTs replayed took 15% less merge CPU (8.3 s against
  * 9.7 s for 46,611 profiles, mean of 3). A table made before keeps horizontal merges (18.16
- * has no ALTER of a table's SETTINGS): the same rows either way.
+ * has no ALTER of a table's SETTINGS): the same rows either way. Only for the layout of a row
+ * per (profile, stack): a row per profile moves 1/715 as many rows through the heap (with the
+ * setting, two replays were within the noise of none).
  */
 #define CH_SAMPLES_MERGES " SETTINGS vertical_merge_algorithm_min_columns_to_activate = 1"
 /*
- * With --ch-cluster, samples_local as before (no hour): 18.16's Distributed INSERT sends a
+ * samples as databases made before one row per profile have it: a row per (profile, stack).
+ * Such a database keeps it (detected at start, ch__schema_layout): same rows, old write path.
+ */
+static const char ch_samples_rows[] =
+	"CREATE TABLE IF NOT EXISTS samples (day Date, ts UInt64, series UInt64, sig UInt64, "
+	"profile UInt64, stack UInt64, v Array(Int64), " CH_SAMPLES_HOUR ") "
+	"ENGINE = MergeTree PARTITION BY day ORDER BY (hour, series, ts, stack)"
+	CH_SAMPLES_MERGES;
+/*
+ * With --ch-cluster, samples_local without hour: 18.16's Distributed INSERT sends a
  * MATERIALIZED column to the shards, which refuse it ("Cannot insert column hour").
  */
-static const char ch_samples_sharded[] =
+static const char ch_samples_sharded_rows[] =
 	"(day Date, ts UInt64, series UInt64, sig UInt64, profile UInt64, stack UInt64, "
 	"v Array(Int64)) ENGINE = MergeTree PARTITION BY day ORDER BY (series, ts, stack)"
 	CH_SAMPLES_MERGES;
+static const char ch_samples_sharded[] =
+	"(day Date, ts UInt64, series UInt64, sig UInt64, profile UInt64, stacks Array(UInt64), "
+	"v Array(Array(Int64))) ENGINE = MergeTree PARTITION BY day ORDER BY (series, ts)";
 
 static const char *const ch_schema[T__N] = {
 	"CREATE TABLE IF NOT EXISTS functions (fn UInt64, name String, system_name String, "
@@ -93,10 +109,13 @@ static const char *const ch_schema[T__N] = {
 	"CREATE TABLE IF NOT EXISTS stacks (stack UInt64, locs Array(UInt64), "
 	"label_keys Array(String), label_values Array(String)) "
 	"ENGINE = ReplacingMergeTree ORDER BY stack",
+	/*
+	 * One row per profile (ch__schema_layout): its distinct stacks, in stack order, and
+	 * their summed values, v[i] for stacks[i]; read with ARRAY JOIN stacks AS stack, v
+	 */
 	"CREATE TABLE IF NOT EXISTS samples (day Date, ts UInt64, series UInt64, sig UInt64, "
-	"profile UInt64, stack UInt64, v Array(Int64), " CH_SAMPLES_HOUR ") "
-	"ENGINE = MergeTree PARTITION BY day ORDER BY (hour, series, ts, stack)"
-	CH_SAMPLES_MERGES,
+	"profile UInt64, stacks Array(UInt64), v Array(Array(Int64)), " CH_SAMPLES_HOUR ") "
+	"ENGINE = MergeTree PARTITION BY day ORDER BY (hour, series, ts)",
 	"CREATE TABLE IF NOT EXISTS profiles (day Date, ts UInt64, id UInt64, series UInt64, "
 	"sig UInt64, service String, type String, device String, label_keys Array(String), "
 	"label_values Array(String), key String, value Int64, size UInt64, flags UInt16, "
@@ -1370,6 +1389,129 @@ static bool samples_native(const struct rb *rows, const struct seg *sg, size_t n
 	return true;
 }
 
+/*
+ * The same body as one row per profile (the layout of new databases, ch__schema_layout): a
+ * profile's rows are consecutive
+ * in a segment, one profile id, so each run of one id is folded into a row of its stacks
+ * (Array(UInt64)) and their values (Array(Array(Int64))). ClickHouse's per-row work at
+ * INSERT (parsing, squashing, partitioning, the sort check, hour) is then per profile.
+ */
+static const char *const arrays_cols[][2] = {
+	{ "day", "Date" }, { "ts", "UInt64" }, { "series", "UInt64" }, { "sig", "UInt64" },
+	{ "profile", "UInt64" }, { "stacks", "Array(UInt64)" }, { "v", "Array(Array(Int64))" },
+};
+
+/* Profiles (np), stacks (ns) and values (nv) of one segment, added: false if unparsable. */
+static bool arrays_count(const struct rb *rows, const struct seg *sg, size_t *np, size_t *ns,
+			 size_t *nv, uint64_t *last)
+{
+	struct rb_rd r = { rows->p + sg->off, rows->p + sg->off + sg->len, false };
+
+	while (rd_more(&r)) {
+		uint64_t k, id;
+
+		if ((size_t)(r.end - r.p) < 2 + 5 * 8)
+			return false;
+		memcpy(&id, r.p + 2 + 3 * 8, 8);
+		*np += !*ns || id != *last;
+		*last = id;
+		r.p += 2 + 5 * 8;
+		k = rd_varint(&r);
+		if (r.bad || k > (size_t)(r.end - r.p) / 8)
+			return false;
+		r.p += k * 8;
+		*nv += k;
+		(*ns)++;
+	}
+	return !r.bad && r.p == r.end;
+}
+
+static void put_u64(unsigned char *o, uint64_t v)
+{
+	memcpy(o, &v, 8);	/* Native is little-endian, as every board we build for */
+}
+
+/* Where each column's values start in the block; the state of the fill. */
+struct arrays_fill {
+	size_t at[7], np, ns;	/* columns; profiles and stacks in all */
+	size_t p, s, pos;	/* next profile row, next stack, next value */
+	uint64_t last;
+};
+
+static void arrays_fill(const struct rb *rows, const struct seg *sg, unsigned char *o,
+			struct arrays_fill *f)
+{
+	struct rb_rd r = { rows->p + sg->off, rows->p + sg->off + sg->len, false };
+	const size_t *at = f->at;
+
+	while (rd_more(&r)) {
+		uint64_t k, id;
+
+		memcpy(&id, r.p + 2 + 3 * 8, 8);
+		if (!f->s || id != f->last) {	/* a new profile row: its scalars */
+			memcpy(o + at[0] + 2 * f->p, r.p, 2);
+			for (int c = 1; c < 5; c++)
+				memcpy(o + at[c] + 8 * f->p, r.p + 2 + 8 * (c - 1), 8);
+			f->p++;
+		}
+		f->last = id;
+		memcpy(o + at[5] + 8 * f->np + 8 * f->s, r.p + 2 + 4 * 8, 8);
+		r.p += 2 + 5 * 8;
+		k = rd_varint(&r);
+		memcpy(o + at[6] + 8 * (f->np + f->ns) + 8 * f->pos, r.p, 8 * k);
+		r.p += 8 * k;
+		f->pos += k;
+		f->s++;
+		put_u64(o + at[6] + 8 * f->np + 8 * (f->s - 1), f->pos);  /* inner end offset */
+		put_u64(o + at[5] + 8 * (f->p - 1), f->s);		    /* the row's ends */
+		put_u64(o + at[6] + 8 * (f->p - 1), f->s);
+	}
+}
+
+static bool arrays_native(const struct rb *rows, const struct seg *sg, size_t nseg,
+			  struct rb *out)
+{
+	struct arrays_fill f = { 0 };
+	size_t nv = 0, sz;
+	uint64_t last = 0;
+
+	for (size_t s = 0; s < nseg; s++)
+		if (!arrays_count(rows, &sg[s], &f.np, &f.ns, &nv, &last))
+			return false;
+	if (!f.np)
+		return false;
+	sz = 20 + 2 * f.np + 4 * 8 * f.np + 2 * 8 * f.np + 2 * 8 * f.ns + 8 * nv;
+	for (int c = 0; c < 7; c++)
+		sz += 2 + strlen(arrays_cols[c][0]) + strlen(arrays_cols[c][1]);
+	if (!rb_room(out, sz))
+		return false;
+	rb_varint(out, 7);
+	rb_varint(out, f.np);
+	for (int c = 0; c < 7; c++) {
+		rb_str(out, arrays_cols[c][0]);
+		rb_str(out, arrays_cols[c][1]);
+		f.at[c] = out->len;
+		sz = c == 0 ? 2 * f.np : c == 5 ? 8 * (f.np + f.ns)
+		   : c == 6 ? 8 * (f.np + f.ns + nv) : 8 * f.np;
+		if (!rb_reserve(out, sz))
+			return false;
+		out->len += sz;
+	}
+	if (out->oom)
+		return false;
+	for (size_t s = 0; s < nseg; s++)
+		arrays_fill(rows, &sg[s], out->p, &f);
+	return true;
+}
+
+/* A whole samples body as one Native block, in either layout (for tests/unit/ch-rows-test.c). */
+bool ch__samples_block(const struct rb *rows, bool arrays, struct rb *out)
+{
+	const struct seg sg = { .off = 0, .len = rows->len };
+
+	return arrays ? arrays_native(rows, &sg, 1, out) : samples_native(rows, &sg, 1, out);
+}
+
 static int u64_cmp(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -1593,8 +1735,11 @@ static int batch__send(struct ch_store *c, struct ch_conn *conn, struct ch_batch
 			size_t nseg = batch__order(b, order);
 			const struct seg *sg = (const void *)order->p;
 
-			if (nseg && samples_native(body, sg, nseg, native))
+			if (c->samples_arrays ? nseg && arrays_native(body, sg, nseg, native)
+					      : nseg && samples_native(body, sg, nseg, native))
 				body = native;
+			else if (c->samples_arrays) /* no RowBinary of a profile's row: later */
+				return -ENOMEM;
 		}
 		snprintf(sql, sizeof(sql), "INSERT INTO %s FORMAT %s", ch_table_names[b->stage],
 			 body == native ? "Native" : "RowBinary");
@@ -1799,7 +1944,7 @@ static int ch__schema_sharded(struct ch_store *c, struct ch_conn *conn, int t, c
 	const char *name = ch_table_names[t], *def = strchr(ch_schema[t], '(');
 
 	if (t == T_SAMPLES)
-		def = ch_samples_sharded;
+		def = c->samples_arrays ? ch_samples_sharded : ch_samples_sharded_rows;
 	struct rb sql = { 0 };
 	int e;
 
@@ -1832,11 +1977,13 @@ static const char ch_rollup_table[] =
 	"sig UInt64, stack UInt64, v0 Int64, v1 Int64, v2 Int64, v3 Int64) "
 	"ENGINE = SummingMergeTree((v0, v1, v2, v3)) PARTITION BY day "
 	"ORDER BY (series, sig, hour, stack)";
-static const char ch_rollup_view[] =
-	"CREATE MATERIALIZED VIEW IF NOT EXISTS samples_1h_mv TO samples_1h%s AS SELECT day, "
-	"toUInt32(intDiv(ts, 3600000000000)) AS hour, series, sig, stack, sum(v[1]) AS v0, "
-	"sum(v[2]) AS v1, sum(v[3]) AS v2, sum(v[4]) AS v3 FROM samples%s "
-	"WHERE length(v) <= 4 GROUP BY day, hour, series, sig, stack";
+#define CH_ROLLUP_VIEW(from)							\
+	"CREATE MATERIALIZED VIEW IF NOT EXISTS samples_1h_mv TO samples_1h%s AS SELECT day, "	\
+	"toUInt32(intDiv(ts, 3600000000000)) AS hour, series, sig, stack, sum(v[1]) AS v0, "	\
+	"sum(v[2]) AS v1, sum(v[3]) AS v2, sum(v[4]) AS v3 FROM " from " "			\
+	"WHERE length(v) <= 4 GROUP BY day, hour, series, sig, stack"
+static const char ch_rollup_view[] = CH_ROLLUP_VIEW("samples%s " CH_SAMPLES_JOIN);
+static const char ch_rollup_view_rows[] = CH_ROLLUP_VIEW("samples%s");
 /* From which time (ns, a whole hour) the rollup holds every row: see ch__schema_rollup. */
 static const char ch_rollup_since[] =
 	"CREATE TABLE IF NOT EXISTS samples_1h_since%s (since UInt64) ENGINE = Log";
@@ -1973,7 +2120,8 @@ static int ch__schema_rollup(struct ch_store *c, struct ch_conn *conn, char *err
 	if (e || ((views || c->own_rollup) && marks))
 		return e;
 	if (!c->own_rollup)
-		e = ch__run_fmt(conn, ch_rollup_view, sfx, NULL, err, errlen);
+		e = ch__run_fmt(conn, c->samples_arrays ? ch_rollup_view : ch_rollup_view_rows, sfx,
+				NULL, err, errlen);
 	if (!e)
 		e = ch__run_u64(conn, "SELECT max(ts) FROM samples%s FORMAT RowBinary", sfx,
 				&newest, err, errlen);
@@ -1985,6 +2133,25 @@ static int ch__schema_rollup(struct ch_store *c, struct ch_conn *conn, char *err
 	if (!e && newest)
 		pr_info("clickhouse: hourly rollup created on a database with samples: merges "
 			"read it from %" PRIu64 " (unix s) on, raw rows before", (uint64_t)(newest / NSEC_PER_SEC));
+	return e;
+}
+
+/*
+ * samples' layout: one row per profile (arrays_native), unless the database has samples
+ * from before it (a column stack), which it keeps: no rows moved, every reader picks its SQL
+ * by c->samples_arrays. With --ch-cluster, this shard's samples_local decides.
+ */
+static int ch__schema_layout(struct ch_store *c, struct ch_conn *conn, char *err, size_t errlen)
+{
+	uint64_t rows = 0;
+	int e = ch__run_u64(conn, "SELECT count() FROM system.columns WHERE database = "
+			    "currentDatabase() AND table = 'samples%s' AND name = 'stack' "
+			    "FORMAT RowBinary", c->cluster[0] ? "_local" : "", &rows, err, errlen);
+
+	c->samples_arrays = !e && !rows;
+	if (!e && rows)
+		pr_info("clickhouse: samples: one row per profile and stack (a table made by an "
+			"older collector): kept");
 	return e;
 }
 
@@ -2006,9 +2173,13 @@ static int ch__schema(struct ch_store *c, char *err, size_t errlen)
 	conn = e ? NULL : ch_conn__new(&c->o);
 	if (!e && !conn)
 		e = -ENOMEM;
+	if (!e)
+		e = ch__schema_layout(c, conn, err, errlen);
 	for (int t = 0; !e && t < T__N; t++)
 		e = c->cluster[0] ? ch__schema_sharded(c, conn, t, err, errlen)
-				  : ch_conn__run(conn, ch_schema[t], NULL, NULL, 0, NULL, err, errlen);
+				  : ch_conn__run(conn, t == T_SAMPLES && !c->samples_arrays ?
+						 ch_samples_rows : ch_schema[t], NULL, NULL, 0, NULL,
+						 err, errlen);
 	if (!e)
 		e = ch__schema_rollup(c, conn, err, errlen);
 	ch_conn__free(conn);

@@ -179,21 +179,35 @@ if [[ " $PHASES " == *" query "* ]]; then
 	sig=$(ch_sql 0 "SELECT any(sig) FROM $DB.profiles")
 	main=$(ch_sql 0 "SELECT any(main_mapping) FROM $DB.profiles")
 	step=$((86400000000000 / PROFILES))
-	if [ "$(ch_sql 0 "SELECT count() FROM $Q.samples")" = $((PROFILES * ROWS)) ]; then
+	# samples' layout (the collector's): one row per profile with arrays (a new database),
+	# or one per profile and stack (a CH_DIR day generated before); NROWS counts sample rows
+	if [ "$(ch_sql 0 "SELECT count() FROM system.columns WHERE database = '$Q' AND table = 'samples' AND name = 'stacks'")" = 1 ]; then
+		ARRAYS=1 NROWS="sum(length(stacks))" SAMPLES="$Q.samples ARRAY JOIN stacks AS stack, v"
+	else
+		ARRAYS=0 NROWS="count()" SAMPLES=$Q.samples
+	fi
+	# the stack of row k of profile p, and its values
+	pick="st[1 + toUInt64(floor(length(st) * pow(((p * 131 + k * 977) % 1000) / 1000, 2)))]"
+	vals="[toInt64(1 + k % 3), toInt64(10000000 * (1 + k % 3))]"
+	if [ "$(ch_sql 0 "SELECT $NROWS FROM $Q.samples")" = $((PROFILES * ROWS)) ]; then
 		t0=$(ch_sql 0 "SELECT min(ts) FROM $Q.profiles")
 		echo "query: the day of $PROFILES profiles kept in $CH_DIR (from $t0): not generated again"
 	else
 	t0=$(( ($(date +%s) / 86400 - 1) * 86400 ))000000000
 	s0=$(date +%s.%N)
 	ch_sql 0 "INSERT INTO $Q.profiles SELECT toDate(toDateTime(intDiv(ts, 1000000000))), ts, p + 1, cityHash64(p % 10000), $sig, 'bench', 'cpu', 'dev-1', ['node', 'region', 'version'], [concat('gw-', toString(p % 10000)), concat('r', toString(p % 4)), concat('fw', toString(intDiv(p % 10000, 7) % 4))], '', toInt64($ROWS * 10000000), toUInt64(20000), toUInt16(0), ['samples', 'cpu'], ['count', 'nanoseconds'], '', 'cpu', 'nanoseconds', toInt64(10000000), toInt64(ts), toInt64(0), toUInt64($main), emptyArrayString() FROM (SELECT number AS p, toUInt64($t0) + number * $step AS ts FROM numbers($PROFILES))"
-	ch_sql 0 "INSERT INTO $Q.samples WITH (SELECT groupArray(stack) FROM $DB.stacks) AS st SELECT toDate(toDateTime(intDiv(ts, 1000000000))), ts, cityHash64(p % 10000), $sig, p + 1, st[1 + toUInt64(floor(length(st) * pow(((p * 131 + k * 977) % 1000) / 1000, 2)))], [toInt64(1 + k % 3), toInt64(10000000 * (1 + k % 3))] FROM (SELECT intDiv(number, $ROWS) AS p, number % $ROWS AS k, toUInt64($t0) + p * $step AS ts FROM numbers($((PROFILES * ROWS))))"
+	if [ "$ARRAYS" = 1 ]; then # the same rows, a profile's as arrays
+		ch_sql 0 "INSERT INTO $Q.samples WITH (SELECT groupArray(stack) FROM $DB.stacks) AS st SELECT toDate(toDateTime(intDiv(ts, 1000000000))), ts, cityHash64(p % 10000), $sig, p + 1, arrayMap(k -> $pick, range($ROWS)), arrayMap(k -> $vals, range($ROWS)) FROM (SELECT number AS p, toUInt64($t0) + p * $step AS ts FROM numbers($PROFILES))"
+	else
+		ch_sql 0 "INSERT INTO $Q.samples WITH (SELECT groupArray(stack) FROM $DB.stacks) AS st SELECT toDate(toDateTime(intDiv(ts, 1000000000))), ts, cityHash64(p % 10000), $sig, p + 1, $pick, $vals FROM (SELECT intDiv(number, $ROWS) AS p, number % $ROWS AS k, toUInt64($t0) + p * $step AS ts FROM numbers($((PROFILES * ROWS))))"
+	fi
 	# the hourly rollup of those rows, as collectors send it with their batches (an hour at a
 	# time: one GROUP BY of the whole day would need GBs of memory)
 	for h in $(seq 0 23); do
-		ch_sql 0 "INSERT INTO $Q.samples_1h SELECT day, toUInt32(intDiv(ts, 3600000000000)) AS h, series, sig, stack, sum(v[1]), sum(v[2]), sum(v[3]), sum(v[4]) FROM $Q.samples WHERE ts >= $t0 + $h * 3600000000000 AND ts < $t0 + ($h + 1) * 3600000000000 AND length(v) <= 4 GROUP BY day, h, series, sig, stack ORDER BY series, sig, h, stack"
+		ch_sql 0 "INSERT INTO $Q.samples_1h SELECT day, toUInt32(intDiv(ts, 3600000000000)) AS h, series, sig, stack, sum(v[1]), sum(v[2]), sum(v[3]), sum(v[4]) FROM $SAMPLES WHERE ts >= $t0 + $h * 3600000000000 AND ts < $t0 + ($h + 1) * 3600000000000 AND length(v) <= 4 GROUP BY day, h, series, sig, stack ORDER BY series, sig, h, stack"
 	done
 	s1=$(date +%s.%N)
-	echo "query: $(ch_sql 0 "SELECT count() FROM $Q.profiles") profiles, $(ch_sql 0 "SELECT count() FROM $Q.samples") sample rows generated in $(echo "$s1 - $s0" | bc) s" \
+	echo "query: $(ch_sql 0 "SELECT count() FROM $Q.profiles") profiles, $(ch_sql 0 "SELECT $NROWS FROM $Q.samples") sample rows generated in $(echo "$s1 - $s0" | bc) s" \
 		"(and their hourly rollup: $(ch_sql 0 "SELECT count() FROM $Q.samples_1h") rows);" \
 		"$(ch_sql 0 "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = '$Q'") bytes on disk"
 	# the rollup's parts merged, as a day of ingest leaves them (merges run as rows arrive)

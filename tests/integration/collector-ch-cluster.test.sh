@@ -86,8 +86,8 @@ for _ in $(seq 300); do
 	sleep 0.1
 done
 [ "$got" = "$n	$n" ] || fail "$n acknowledged, the cluster has (rows, ids) $got"
-want=$(ch_sql 0 "SELECT count() FROM $DB.samples WHERE profile = $(head -n 1 "$T/ack1" | cut -d' ' -f1)")
-rows=$(ch_sql 0 "SELECT uniqExact(c), any(c), uniqExact(profile) FROM (SELECT profile, count() c FROM $DB.samples WHERE profile IN ($ids) GROUP BY profile)")
+want=$(ch_sql 0 "SELECT sum(length(stacks)) FROM $DB.samples WHERE profile = $(head -n 1 "$T/ack1" | cut -d' ' -f1)")
+rows=$(ch_sql 0 "SELECT uniqExact(c), any(c), uniqExact(profile) FROM (SELECT profile, sum(length(stacks)) c FROM $DB.samples WHERE profile IN ($ids) GROUP BY profile)")
 [ "$rows" = "1	$want	$n" ] ||
 	fail "sample rows per profile (kinds, rows, profiles) $rows, want 1, $want, $n"
 s0=$(ch_sql 0 "SELECT count() FROM $DB.profiles_local")
@@ -130,12 +130,12 @@ s1=$(ch_sql 1 "SELECT count() FROM $DB.profiles_local")
 hr="toUInt32(intDiv(ts, 3600000000000))"
 clean="GLOBAL NOT IN (SELECT hour FROM $DB.rollup_dirty)"
 for i in 0 1; do
-	r=$(ch_sql "$i" "SELECT sum(v[1]), sum(v[2]), uniqExact($hr) FROM $DB.samples_local WHERE $hr $clean")
+	r=$(ch_sql "$i" "SELECT sum(v[1]), sum(v[2]), uniqExact($hr) FROM $DB.samples_local ARRAY JOIN v WHERE $hr $clean")
 	u=$(ch_sql "$i" "SELECT sum(v0), sum(v1), uniqExact(hour) FROM $DB.samples_1h_local WHERE hour $clean")
 	[ "$r" = "$u" ] || fail "shard $i: samples_1h_local sums $u, samples_local $r (hours not dirty)"
 done
 [ "$(ch_sql 0 "SELECT sum(v0) FROM $DB.samples_1h WHERE hour $clean")" = \
-	"$(ch_sql 0 "SELECT sum(v[1]) FROM $DB.samples WHERE $hr $clean")" ] ||
+	"$(ch_sql 0 "SELECT sum(v[1]) FROM $DB.samples ARRAY JOIN v WHERE $hr $clean")" ] ||
 	fail "the Distributed samples_1h does not sum to the samples (hours not dirty)"
 dirty=$(ch_sql 0 "SELECT uniqExact(hour) FROM $DB.rollup_dirty")
 hours=$(ch_sql 0 "SELECT uniqExact($hr) FROM $DB.samples")

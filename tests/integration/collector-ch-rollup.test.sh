@@ -10,9 +10,11 @@
 # hours it read. Then a database as an older collector left it (no rollup) gets more profiles
 # and a new collector: its watermark keeps the rows from before it out of the rollup's
 # reach (read raw), profiles after it are read from the rollup, and every answer is the ring's.
-# All of it on a samples table an older collector made (the collector adds its hour column),
-# whose rollup that collector's materialized view filled (the collector drops the view: kept,
-# it would count every row twice). samples_1h holds what that view made, key by key. An
+# With CH_SAMPLES_ROWS=1 (collector-ch-rollup-rows.test.sh), all of it on a samples table of
+# one row per (profile, stack) that an older collector made (the collector keeps that layout
+# and adds its hour column), whose rollup that collector's materialized view filled (the
+# collector drops the view: kept, it would count every row twice); else on the table a new
+# database gets (a row per profile). samples_1h holds what that view made, key by key. An
 # INSERT into samples_1h that fails marks its hours dirty instead of sending them again.
 # Retention drops the rollup's old days too. ~20 s.
 . "$(dirname "$0")/collector-lib.sh"
@@ -30,18 +32,31 @@ done
 ch_start 0
 DB=edgeprof_rollup
 CHURL=http://127.0.0.1:$(ch_http_port 0)/$DB
-# samples as collectors before the rollup made it (ordered by series first, no hour column):
-# the collector adds the column; every answer below holds for that table too
+# SAMPLES: samples as rows of (profile, stack, v) in either layout; SCOLS: its columns to copy
+if [ "${CH_SAMPLES_ROWS:-0}" = 1 ]; then
+	SAMPLES=$DB.samples SCOLS="stack, v"
+else
+	SAMPLES="$DB.samples ARRAY JOIN stacks AS stack, v" SCOLS="stacks, v"
+fi
 ch_sql 0 "CREATE DATABASE $DB"
+if [ "${CH_SAMPLES_ROWS:-0}" = 1 ]; then
+# samples as collectors before the rollup made it (ordered by series first, no hour column, a
+# row per profile and stack): the collector keeps its layout and adds the column; every answer
+# below holds for that table too
 ch_sql 0 "CREATE TABLE $DB.samples (day Date, ts UInt64, series UInt64, sig UInt64, profile UInt64, stack UInt64, v Array(Int64)) ENGINE = MergeTree PARTITION BY day ORDER BY (series, ts, stack)"
 # and the rollup as collectors before this one made it: a view that summed every INSERT
 ch_sql 0 "CREATE TABLE $DB.samples_1h (day Date, hour UInt32, series UInt64, sig UInt64, stack UInt64, v0 Int64, v1 Int64, v2 Int64, v3 Int64) ENGINE = SummingMergeTree((v0, v1, v2, v3)) PARTITION BY day ORDER BY (series, sig, hour, stack)"
 ch_sql 0 "CREATE MATERIALIZED VIEW $DB.samples_1h_mv TO $DB.samples_1h AS SELECT day, toUInt32(intDiv(ts, 3600000000000)) AS hour, series, sig, stack, sum(v[1]) AS v0, sum(v[2]) AS v1, sum(v[3]) AS v2, sum(v[4]) AS v3 FROM $DB.samples WHERE length(v) <= 4 GROUP BY day, hour, series, sig, stack"
 ch_sql 0 "CREATE TABLE $DB.samples_1h_since (since UInt64) ENGINE = Log"
 ch_sql 0 "INSERT INTO $DB.samples_1h_since VALUES (0)"
+fi
 start_collector
 start_ch_collector chr "$CHURL" --ch-batch-ms 20
 ROLL=$CC_PORT
+layout=$(ch_sql 0 "SELECT groupArray(name) FROM system.columns WHERE database = '$DB' AND table = 'samples' AND name IN ('stack', 'stacks')")
+if [ "${CH_SAMPLES_ROWS:-0}" = 1 ]; then
+[ "$layout" = "['stack']" ] || fail "the old samples (a row per profile and stack) not kept: $layout"
+grep -q 'samples: one row per profile and stack .*kept' "$T/chr.log" || fail "no log line for the old layout kept"
 grep -q 'samples: column hour added' "$T/chr.log" || fail "no hour column added to an old samples"
 grep -q 'samples_1h_mv dropped' "$T/chr.log" || fail "no log line for the old view dropped"
 [ "$(ch_sql 0 "SELECT engine FROM system.tables WHERE database = '$DB' AND name = 'samples_1h_mv'")" = Null ] ||
@@ -52,6 +67,9 @@ ch_sql 0 "CREATE MATERIALIZED VIEW IF NOT EXISTS $DB.samples_1h_mv TO $DB.sample
 	fail "an older collector's CREATE MATERIALIZED VIEW IF NOT EXISTS failed"
 [ "$(ch_sql 0 "SELECT engine FROM system.tables WHERE database = '$DB' AND name = 'samples_1h_mv'")" = Null ] ||
 	fail "an older collector's view came back over the tombstone"
+else
+[ "$layout" = "['stacks']" ] || fail "a new database's samples is not a row per profile: $layout"
+fi
 start_ch_collector chw "$CHURL" --ch-batch-ms 20 --rollup-seconds 0
 grep -q 'samples_1h_mv dropped' "$T/chw.log" && fail "the tombstone was dropped by a second collector"
 RAW=$CC_PORT
@@ -112,15 +130,15 @@ same() {
 
 ch_sql 0 "OPTIMIZE TABLE $DB.samples_1h FINAL" # merged: what a day of merges makes
 rows=$(ch_sql 0 "SELECT count() FROM $DB.samples_1h")
-raw=$(ch_sql 0 "SELECT count() FROM $DB.samples")
+raw=$(ch_sql 0 "SELECT count() FROM $SAMPLES")
 [ "$rows" -gt 0 ] && [ "$rows" -lt "$raw" ] || fail "samples_1h holds $rows rows for $raw raw rows"
 sums=$(ch_sql 0 "SELECT sum(v0), sum(v1) FROM $DB.samples_1h")
-[ "$sums" = "$(ch_sql 0 "SELECT sum(v[1]), sum(v[2]) FROM $DB.samples")" ] ||
-	fail "samples_1h sums $sums, the raw rows $(ch_sql 0 "SELECT sum(v[1]), sum(v[2]) FROM $DB.samples")"
+[ "$sums" = "$(ch_sql 0 "SELECT sum(v[1]), sum(v[2]) FROM $SAMPLES")" ] ||
+	fail "samples_1h sums $sums, the raw rows $(ch_sql 0 "SELECT sum(v[1]), sum(v[2]) FROM $SAMPLES")"
 # key by key what the view made from the same rows (SummingMergeTree's merges drop a key whose
 # sums are all 0)
 nz="HAVING s0 != 0 OR s1 != 0 OR s2 != 0 OR s3 != 0 ORDER BY series, sig, h, stack"
-ch_sql 0 "SELECT day, toUInt32(intDiv(ts, 3600000000000)) AS h, series, sig, stack, sum(v[1]) AS s0, sum(v[2]) AS s1, sum(v[3]) AS s2, sum(v[4]) AS s3 FROM $DB.samples WHERE length(v) <= 4 GROUP BY day, h, series, sig, stack $nz" >"$T/view.rows"
+ch_sql 0 "SELECT day, toUInt32(intDiv(ts, 3600000000000)) AS h, series, sig, stack, sum(v[1]) AS s0, sum(v[2]) AS s1, sum(v[3]) AS s2, sum(v[4]) AS s3 FROM $SAMPLES WHERE length(v) <= 4 GROUP BY day, h, series, sig, stack $nz" >"$T/view.rows"
 ch_sql 0 "SELECT day, hour AS h, series, sig, stack, sum(v0) AS s0, sum(v1) AS s1, sum(v2) AS s2, sum(v3) AS s3 FROM $DB.samples_1h GROUP BY day, h, series, sig, stack $nz" >"$T/roll.rows"
 [ -s "$T/roll.rows" ] && cmp -s "$T/view.rows" "$T/roll.rows" ||
 	{ diff "$T/view.rows" "$T/roll.rows" | head; fail "samples_1h is not what the view made of samples"; }
@@ -143,7 +161,7 @@ echo "rollup collector: $((h1 - h0)) merges read samples_1h; --rollup-seconds 0:
 # raw: the raw rows' answer.
 dh=$((base - 24 * H))
 upload "$ROLL" dev-1 "$T/v0.pb.gz" kdirty region=eu $((dh + 60))
-ch_sql 0 "INSERT INTO $DB.samples (day, ts, series, sig, profile, stack, v) SELECT day, ts, series, sig, profile + 1, stack, v FROM $DB.samples WHERE ts >= ${dh}000000000 AND ts < $((dh + H))000000000"
+ch_sql 0 "INSERT INTO $DB.samples (day, ts, series, sig, profile, $SCOLS) SELECT day, ts, series, sig, profile + 1, $SCOLS FROM $DB.samples WHERE ts >= ${dh}000000000 AND ts < $((dh + H))000000000"
 flat2() { # qs: the merges of the rollup and the raw collector, flat
 	get "$ROLL" "/api/0/profiles/merge?$1" "$T/d.roll"
 	get "$RAW" "/api/0/profiles/merge?$1" "$T/d.raw"
@@ -168,7 +186,7 @@ echo "a lost rollup insert: the rollup's merge differs from the raw rows'; its h
 	fail "a batch sent in full left an intent without its done row"
 kh=$((base - 72 * H))
 upload "$ROLL" dev-3 "$T/v2.pb.gz" kkill region=eu $((kh + 60))
-ch_sql 0 "INSERT INTO $DB.samples (day, ts, series, sig, profile, stack, v) SELECT day, ts, series, sig, profile + 1, stack, v FROM $DB.samples WHERE ts >= ${kh}000000000 AND ts < $((kh + H))000000000"
+ch_sql 0 "INSERT INTO $DB.samples (day, ts, series, sig, profile, $SCOLS) SELECT day, ts, series, sig, profile + 1, $SCOLS FROM $DB.samples WHERE ts >= ${kh}000000000 AND ts < $((kh + H))000000000"
 flat2 "type=cpu&from=$kh&to=$((kh + H))"
 cmp -s "$T/d.roll.f" "$T/d.raw.f" && fail "a killed collector's rows: the rollup's merge still equals the raw rows'"
 ch_sql 0 "INSERT INTO $DB.rollup_pending (day, hour, batch, sign) VALUES ('$(date -u -d "@$kh" +%F)', $((kh / H)), 12345, 1)"

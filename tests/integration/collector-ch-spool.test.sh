@@ -55,7 +55,7 @@ stored_once() { # ACKLOG WHAT: every id in ACKLOG is in ClickHouse once, with al
 	n=$(wc -l <"$1")
 	got=$(ch_sql 0 "SELECT count(), uniqExact(id) FROM $DB.profiles WHERE id IN ($ids)")
 	[ "$got" = "$n	$n" ] || fail "$2: $n acknowledged, ClickHouse has (rows, ids) $got"
-	rows=$(ch_sql 0 "SELECT uniqExact(c), any(c), uniqExact(profile) FROM (SELECT profile, count() c FROM $DB.samples WHERE profile IN ($ids) GROUP BY profile)")
+	rows=$(ch_sql 0 "SELECT uniqExact(c), any(c), uniqExact(profile) FROM (SELECT profile, sum(length(stacks)) c FROM $DB.samples WHERE profile IN ($ids) GROUP BY profile)")
 	[ "$rows" = "1	$want_rows	$n" ] ||
 		fail "$2: sample rows per profile (kinds, rows, profiles) $rows, want 1, $want_rows, $n"
 }
@@ -65,7 +65,7 @@ start_ch_collector chs "$URL" --ch-spool "$T/spool" --ring-size 64M --ch-queue 2
 	--ch-batch-ms 50
 load "$T/ack1" ref 1 --count 1 >/dev/null || fail "first upload"
 drained
-want_rows=$(ch_sql 0 "SELECT count() FROM $DB.samples")
+want_rows=$(ch_sql 0 "SELECT sum(length(stacks)) FROM $DB.samples") # stacks of a profile
 # ClickHouse up, uploads as fast as they are acknowledged: the queue fills, uploads wait
 load "$T/ack1" bp 4 --seconds 3 >"$T/load0.log" 2>&1 || { cat "$T/load0.log"; fail "load"; }
 s0=$(metric clickhouse_spool_spilled_total)

@@ -136,9 +136,9 @@ got=$(ch_sql 0 "SELECT count(), uniqExact(id) FROM edgeprof_test.profiles WHERE 
 [ "$got" = "$acked	$acked" ] || fail "after kill -9 of ClickHouse: $acked acknowledged, ClickHouse has (rows, ids) $got"
 with=$(ch_sql 0 "SELECT uniqExact(profile) FROM edgeprof_test.samples WHERE profile IN ($ids)")
 [ "$with" = "$acked" ] || fail "$acked acknowledged, $with with samples"
-# every profile of the load is the same file: each has the same number of sample rows (a
-# batch applied twice after a lost answer would double some)
-per=$(ch_sql 0 "SELECT uniqExact(c), any(c) FROM (SELECT profile, count() c FROM edgeprof_test.samples WHERE profile IN ($ids) GROUP BY profile)")
+# every profile of the load is the same file: each has the same number of stacks (a batch
+# applied twice after a lost answer would double some; samples is a row per profile)
+per=$(ch_sql 0 "SELECT uniqExact(c), any(c) FROM (SELECT profile, sum(length(stacks)) c FROM edgeprof_test.samples WHERE profile IN ($ids) GROUP BY profile)")
 [ "${per%%	*}" = 1 ] || fail "acknowledged profiles with different sample counts (kinds, count): $per"
 echo "kill -9 of ClickHouse under load: $acked acknowledged ($before before the kill), all stored once with their samples"
 echo "$(grep 'clickhouse: INSERT' "$T/chc.log" | head -n 1)"
@@ -171,8 +171,8 @@ start_ch_collector che "$CHURL" --ch-batch-ms 50
 upload "$CC_PORT" dev-3 "$T/v5.pb.gz" lb-1 region=eu $((base + 500))
 got=$(ch_sql 0 "SELECT count(), uniqExact(id) FROM edgeprof_test.profiles WHERE key = 'lb-1'")
 [ "$got" = "1	1" ] || fail "one upload retried on 3 collectors: (rows, ids) $got"
-rows=$(ch_sql 0 "SELECT count() FROM edgeprof_test.samples WHERE profile IN (SELECT id FROM edgeprof_test.profiles WHERE key = 'lb-1')")
-want=$(ch_sql 0 "SELECT count() FROM edgeprof_test.samples WHERE profile IN (SELECT id FROM edgeprof_test.profiles WHERE key = 'k5')")
+rows=$(ch_sql 0 "SELECT sum(length(stacks)) FROM edgeprof_test.samples WHERE profile IN (SELECT id FROM edgeprof_test.profiles WHERE key = 'lb-1')")
+want=$(ch_sql 0 "SELECT sum(length(stacks)) FROM edgeprof_test.samples WHERE profile IN (SELECT id FROM edgeprof_test.profiles WHERE key = 'k5')")
 [ "$rows" = "$want" ] || fail "the retried upload has $rows sample rows, the same profile stored once $want"
 echo "a retry on another collector and after a restart: stored once ($rows sample rows)"
 echo "collector-clickhouse: ok ($checks merges and flame graphs equal to the ring's)"

@@ -5,7 +5,8 @@
  * ids, summed values, in the same order), the same profile row, the same distinct stacks in the
  * same order with the same labels (the stacks rows). On Go's profiles (the fuzz corpus) and on
  * made ones: thousands of samples over hundreds of stacks, values of every length, string and
- * numeric labels.
+ * numeric labels. And the samples of several profiles as one Native block in either layout of
+ * the samples table: the same rows.
  */
 #define _FILE_OFFSET_BITS 64
 #include <dirent.h>
@@ -191,11 +192,132 @@ static void made_profiles(void **state)
 	}
 }
 
+/* One column of a Native block: its values (an Array: its end offsets, then its elements). */
+struct ncol {
+	const unsigned char *p;		/* the values, or an Array's offsets */
+	const unsigned char *elems;	/* an Array's elements (an Array of Arrays: inner offsets) */
+	const unsigned char *inner;	/* an Array of Arrays: the innermost elements */
+};
+
+static uint64_t get64(const unsigned char *p, size_t i)
+{
+	uint64_t v;
+
+	memcpy(&v, p + 8 * i, 8);
+	return v;
+}
+
+static uint64_t read_varint(const unsigned char **p)
+{
+	uint64_t v = 0;
+
+	for (unsigned sh = 0;; sh += 7) {
+		unsigned char c = *(*p)++;
+
+		v |= (uint64_t)(c & 0x7f) << sh;
+		if (!(c & 0x80))
+			return v;
+	}
+}
+
+/* The columns of a Native block of the samples (7 columns), its row count into *n. */
+static void read_block(const struct rb *b, struct ncol col[7], size_t *n)
+{
+	const unsigned char *p = b->p, *end = b->p + b->len;
+
+	assert_int_equal(read_varint(&p), 7);
+	*n = read_varint(&p);
+	for (int c = 0; c < 7; c++) {
+		size_t nl = read_varint(&p), tl;
+		const char *type;
+
+		p += nl;
+		tl = read_varint(&p);
+		type = (const char *)p;
+		p += tl;
+		col[c] = (struct ncol){ .p = p };
+		if (tl == 4 && !memcmp(type, "Date", 4)) {
+			p += 2 * *n;
+		} else if (tl == 19 && !memcmp(type, "Array(Array(Int64))", 19)) {
+			size_t outer = *n ? get64(p, *n - 1) : 0, inner;
+
+			col[c].elems = p + 8 * *n;
+			inner = outer ? get64(col[c].elems, outer - 1) : 0;
+			col[c].inner = col[c].elems + 8 * outer;
+			p = col[c].inner + 8 * inner;
+		} else if (tl > 6 && !memcmp(type, "Array(", 6)) {
+			col[c].elems = p + 8 * *n;
+			p = col[c].elems + 8 * (*n ? get64(p, *n - 1) : 0);
+		} else {
+			p += 8 * *n;
+		}
+		assert_true(p <= end);
+	}
+	assert_ptr_equal(p, end);
+}
+
+/*
+ * The samples of several profiles as one row per profile (what a new database gets) hold the
+ * rows of one per (profile, stack): the same stacks and values in the same order, each
+ * profile's run of rows one row with its day, ts, series, sig and id.
+ */
+static void profile_rows(void **state)
+{
+	static const size_t shapes[][3] = { { 3400, 715, 2 }, { 1, 1, 1 }, { 3400, 50, 1 },
+					    { 1000, 1000, 2 } };
+	struct rb body = { 0 }, rows = { 0 }, arrays = { 0 };
+	struct ncol r[7], a[7];
+	size_t nr, na, k = 0;
+
+	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+		struct record_meta meta = { .service = "svc", .type = "cpu", .device = "d1",
+					    .key = "", .time_ns = 1700000000000000000ull + i };
+		struct pprof_buf out = { 0 };
+		struct pprof_profile *p;
+		struct put_rows pr = { 0 };
+		char err[256];
+
+		make_profile(&out, shapes[i][0], shapes[i][1], (int)shapes[i][2], 0x51 + i);
+		assert_int_equal(pprof_read(out.data, out.len, &merged, &p, err, sizeof(err)), 0);
+		assert_int_equal(ch__rows_build(&meta, p, out.len, 100 + i, &pr), 0);
+		rb_put(&body, pr.samples.p, pr.samples.len);
+		ch__rows_free(&pr);
+		pprof_profile__free(p);
+		free(out.data);
+	}
+	assert_true(ch__samples_block(&body, false, &rows));
+	assert_true(ch__samples_block(&body, true, &arrays));
+	read_block(&rows, r, &nr);
+	read_block(&arrays, a, &na);
+	assert_int_equal(na, sizeof(shapes) / sizeof(shapes[0]));
+	assert_int_equal(get64(a[5].p, na - 1), nr);		/* stacks: every row's */
+	assert_int_equal(get64(a[6].p, na - 1), nr);		/* v: one array per stack */
+	assert_memory_equal(a[5].elems, r[5].p, 8 * nr);	/* the stacks, in order */
+	assert_memory_equal(a[6].elems, r[6].p, 8 * nr);	/* each stack's values' ends */
+	assert_memory_equal(a[6].inner, r[6].elems, 8 * get64(r[6].p, nr - 1));
+	for (size_t i = 0; i < na; i++) {
+		size_t end = get64(a[5].p, i);
+
+		assert_true(end > k);
+		assert_int_equal(get64(a[6].p, i), end);
+		for (; k < end; k++) {
+			assert_memory_equal(a[0].p + 2 * i, r[0].p + 2 * k, 2);
+			for (int c = 1; c < 5; c++)
+				assert_int_equal(get64(a[c].p, i), get64(r[c].p, k));
+		}
+		assert_int_equal(get64(a[4].p, i), 100 + i);
+	}
+	rb_free(&body);
+	rb_free(&rows);
+	rb_free(&arrays);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(go_profiles),
 		cmocka_unit_test(made_profiles),
+		cmocka_unit_test(profile_rows),
 	};
 
 	return cmocka_run_group_tests_name("ch-rows", tests, NULL, NULL);
