@@ -57,7 +57,6 @@
 #define CH_ROLLUP_VALUES 4			/* its value columns (v0..v3) */
 /* The writer's kept buffers (struct ch_scratch) are freed after this long without a batch. */
 #define CH_KEEP_IDLE_NS	(10 * UINT64_C(1000000000))
-#define CH_KEEP_SPARES	4		/* sent batches kept for their buffers (within KEEP_MB) */
 #define CH_QUERY_SETTINGS "max_query_size=268435456&max_execution_time=60"
 
 enum ch_table { T_FUNCTIONS, T_MAPPINGS, T_LOCATIONS, T_STACKS, T_SAMPLES, T_PROFILES, T__N };
@@ -130,8 +129,7 @@ struct ch_store {
 	struct ch_batch *open;		/* being filled */
 	uint64_t open_since;		/* mono ns of its first profile */
 	struct ch_batch *head, *tail;	/* sealed, in order */
-	struct ch_batch *spare;		/* sent batches' emptied buffers, for the next ones */
-	size_t n_spares;		/* on that list (by next), at most CH_KEEP_SPARES */
+	struct ch_batch *spare;		/* a sent batch's emptied buffers, for the next one */
 	struct ch_scratch scratch;	/* the writer's */
 	size_t keep_bytes;		/* CONFIG_COLLECTOR_CH_KEEP_MB: spare + scratch, at most */
 	uint64_t last_sent_ns;		/* mono ns: kept buffers are freed when idle */

@@ -272,69 +272,48 @@ static void batch__free(struct ch_batch *b)
 	free(b);
 }
 
-/* A new open batch (lock held): a spare, with a sent batch's emptied buffers, if any. */
+/* A new open batch (lock held): the spare, with a sent batch's emptied buffers, if any. */
 static struct ch_batch *batch__new(struct ch_store *c)
 {
 	struct ch_batch *b = c->spare;
 
 	if (!b)
 		return calloc(1, sizeof(*b));
-	c->spare = b->next;
-	c->n_spares--;
-	b->next = NULL;
+	c->spare = NULL;
 	return b;
 }
 
-static void ch__spares_free(struct ch_store *c)
-{
-	while (c->spare) {
-		struct ch_batch *b = c->spare;
-
-		c->spare = b->next;
-		batch__free(b);
-	}
-	c->n_spares = 0;
-}
-
 /*
- * What the writer keeps (lock held): the spares' buffers and its scratch, trimmed to max bytes
+ * What the writer keeps (lock held): the spare's buffers and its scratch, trimmed to max bytes
  * of capacity, the largest freed first.
  */
 static void ch__keep_trim(struct ch_store *c, size_t max)
 {
-	struct rb *v[CH_KEEP_SPARES * T__N + 6] = { &c->scratch.rrows, &c->scratch.rtmp,
-						    &c->scratch.lens, &c->scratch.native,
-						    &c->scratch.seg, &c->scratch.key };
+	struct rb *v[T__N + 6] = { &c->scratch.rrows, &c->scratch.rtmp, &c->scratch.lens,
+				   &c->scratch.native, &c->scratch.seg, &c->scratch.key };
 	size_t n = 6;
 
-	for (struct ch_batch *b = c->spare; b; b = b->next)
-		for (int t = 0; t < T__N; t++)
-			v[n++] = &b->rows[t];
+	for (int t = 0; c->spare && t < T__N; t++)
+		v[n++] = &c->spare->rows[t];
 	rb_keep_within(v, n, max);
 }
 
 /*
- * A sent batch (lock held): its buffers, emptied, become a spare that a next batch fills (a
- * batch's rows grow to about CONFIG_COLLECTOR_CH_BATCH_KB: faulted in anew for every batch
- * otherwise), unless there are CH_KEEP_SPARES already; then the kept buffers are trimmed to the
- * bound. More than one: batches fill faster than one is sent (4 MB in ~0.3 s in the fleet
- * bench), so a second and third are open or sealed while one is sent, and with one spare
- * kept they were fresh pages every other time (~12 page faults per upload in ch__put_locked's
- * copy of the rows in some runs).
+ * A sent batch (lock held): its buffers, emptied, become the spare that the next batch fills
+ * (a batch's rows grow to about CONFIG_COLLECTOR_CH_BATCH_KB: faulted in anew for every batch
+ * otherwise), unless there is one already; then the kept buffers are trimmed to the bound.
  */
 static void batch__recycle(struct ch_store *c, struct ch_batch *b)
 {
 	struct ch_batch keep = { .marks = b->marks, .cap_marks = b->cap_marks };
 
-	if (c->n_spares >= CH_KEEP_SPARES || !c->keep_bytes) {
+	if (c->spare || !c->keep_bytes) {
 		batch__free(b);
 	} else {
 		for (int t = 0; t < T__N; t++)
 			keep.rows[t] = (struct rb){ .p = b->rows[t].p, .cap = b->rows[t].cap };
-		keep.next = c->spare;
 		*b = keep;
 		c->spare = b;
-		c->n_spares++;
 	}
 	ch__keep_trim(c, c->keep_bytes);
 }
@@ -345,7 +324,8 @@ static void ch__keep_idle(struct ch_store *c)
 	if (!c->last_sent_ns || port_clock_mono_ns() - c->last_sent_ns < CH_KEEP_IDLE_NS)
 		return;
 	ch__keep_trim(c, 0);
-	ch__spares_free(c);
+	batch__free(c->spare);
+	c->spare = NULL;
 	c->last_sent_ns = 0;
 }
 
@@ -1812,7 +1792,7 @@ static void ch__free(struct store *base)
 		c->head = b->next;
 		batch__free(b);
 	}
-	ch__spares_free(c);
+	batch__free(c->spare);
 	ch_scratch__free(&c->scratch);
 	free(c->fns.v), free(c->maps.v), free(c->locs.v), free(c->stacks.v);
 	free(c->keys.v);
