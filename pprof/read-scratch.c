@@ -38,8 +38,8 @@ static uint64_t mono_s(void)
 
 static size_t scratch_bytes(const struct pp_scratch *s)
 {
-	return s->ht.cap * sizeof(*s->ht.e) + s->cap_keys * s->key_size + s->cap_of * sizeof(*s->of) +
-	       s->cap_vals * sizeof(*s->vals) + s->cap_buf;
+	return s->ht.cap * sizeof(*s->ht.e) + s->cap_keys * s->key_size +
+	       s->cap_of * sizeof(*s->of) + s->cap_vals * sizeof(*s->vals) + s->cap_buf;
 }
 
 static void scratch_free(struct pp_scratch *s)

@@ -1383,7 +1383,7 @@ static void scratch_lend(struct rd *r)
 	pp_scratch__take(&r->sc);
 	m->ht = r->sc.ht;
 	m->keys = r->sc.keys;
-	m->cap_keys = r->sc.keys ? r->sc.cap_keys : 0;
+	m->cap_keys = r->sc.cap_keys;
 	m->of = r->sc.of;
 	m->cap_of = r->sc.cap_of;
 	m->scratch = r->sc.vals;
