@@ -48,21 +48,17 @@ struct ringfile {
 	pthread_cond_t written;	/* a pending record was written: signalled only when awaited */
 	unsigned written_waiters;
 	/*
-	 * ringfile__wait_durable waits for the sync that will cover its record, sync number g on
-	 * synced[g % 3]. A record written after the running sync began waits for the next one,
-	 * and sleeps through the end of this one: all waited on cond, and fdatasync being slow
-	 * here (10-50 ms) most uploads came in during a sync, were woken by its end only to find
-	 * the next one running and wait again, each time all of them queueing for the lock (~2.2
-	 * context switches per upload in wait_durable at 750 uploads/s).
-	 * The end of a sync wakes its waiters one after another (wake_left: each woken one wakes
-	 * the next), not all at once to queue for the lock (0.6 more context switches per upload).
-	 * Three conditions: the waiters of the running sync, of the next one, and the last of
-	 * those of the one before, still being woken.
+	 * ringfile__wait_durable waits for the sync that will cover its record: sync number g
+	 * broadcasts synced[g & 1] when it ends. A record written after the running sync began
+	 * waits for the next one, and sleeps through the end of this one: all waited on cond, and
+	 * fdatasync being slow here (10-50 ms) most uploads came in during a sync, were woken by
+	 * its end only to find the next one running and wait again, each time all of them queueing
+	 * for the lock (~2.2 context switches per upload in wait_durable at 750 uploads/s).
 	 * One waiter of the next sync waits for its group-commit deadline (leading) and begins
 	 * it; the end of a sync wakes one of the next one's when none leads.
 	 */
-	pthread_cond_t synced[3];
-	unsigned sync_waiters[3], wake_left[3];
+	pthread_cond_t synced[2];
+	unsigned sync_waiters[2];
 	uint64_t sync_gen;	/* syncs begun */
 	uint64_t sync_target;	/* the running sync covers the records up to it */
 	bool leading;
@@ -798,10 +794,10 @@ struct ringfile *ringfile__open(const char *path, const struct ringfile_opts *op
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&rf->cond, &ca);
+	pthread_cond_init(&rf->synced[0], &ca);
+	pthread_cond_init(&rf->synced[1], &ca);
 	pthread_condattr_destroy(&ca);
 	pthread_cond_init(&rf->written, NULL);
-	for (int i = 0; i < 3; i++)
-		pthread_cond_init(&rf->synced[i], NULL);
 	rf->fsync_ms = opts->fsync_ms;
 	rf->data_off = RINGFILE_HDR_SIZE;
 	/* a new ring's directory is made like mkdir -p (the spool's and the collector's --ring) */
@@ -1144,34 +1140,28 @@ int ringfile__append(struct ringfile *rf, const struct record_meta *meta, const 
 
 /* ---- durability ---------------------------------------------------------------------------- */
 
+#define RF_SYNC_WAIT_MAX_NS NSEC_PER_SEC
+
 /* Called locked: wakes one waiter of sync gen, when there is one, to lead it. */
 static void rf__wake_leader(struct ringfile *rf, uint64_t gen)
 {
-	if (rf->sync_waiters[gen % 3] && !rf->leading)
-		pthread_cond_signal(&rf->synced[gen % 3]);
-}
-
-/* Called locked: every waiter of a sync will see that the ring broke (none will come). */
-static void rf__wake_all(struct ringfile *rf)
-{
-	for (int i = 0; i < 3; i++)
-		pthread_cond_broadcast(&rf->synced[i]);
+	if (rf->sync_waiters[gen & 1] && !rf->leading)
+		pthread_cond_signal(&rf->synced[gen & 1]);
 }
 
 /*
- * Called locked: waits for the end of sync gen (the running one, or the next). Woken while
- * the waiters of an ended sync are woken in turn, wakes the next one (a waiter of a later sync
- * woken instead only looks again: it cannot hang, the end of its own sync wakes it).
+ * Called locked: waits for the end of sync gen (the running one, or the next). Bounded, as a
+ * safety net: whoever waits for the next sync relies on its leader to begin it, and looks
+ * again after RF_SYNC_WAIT_MAX_NS, as it would when woken.
  */
 static void rf__wait_sync(struct ringfile *rf, uint64_t gen)
 {
-	unsigned i = gen % 3;
+	uint64_t until = port_clock_mono_ns() + RF_SYNC_WAIT_MAX_NS;
+	struct timespec ts = { .tv_sec = until / NSEC_PER_SEC, .tv_nsec = until % NSEC_PER_SEC };
 
-	rf->sync_waiters[i]++;
-	pthread_cond_wait(&rf->synced[i], &rf->lock);
-	rf->sync_waiters[i]--;
-	if (rf->wake_left[i] && --rf->wake_left[i])
-		pthread_cond_signal(&rf->synced[i]);
+	rf->sync_waiters[gen & 1]++;
+	pthread_cond_timedwait(&rf->synced[gen & 1], &rf->lock, &ts);
+	rf->sync_waiters[gen & 1]--;
 }
 
 /* Called with the lock held; drops it around fdatasync so that appends go on meanwhile. */
@@ -1196,12 +1186,10 @@ static int rf__sync_locked(struct ringfile *rf)
 		rf->durable_seq = target;
 	}
 	pthread_cond_broadcast(&rf->cond);
-	/* all who wait on synced[gen % 3] now wait for this one: the next waits on another */
-	rf->wake_left[gen % 3] = rf->sync_waiters[gen % 3];
-	if (rf->wake_left[gen % 3])
-		pthread_cond_signal(&rf->synced[gen % 3]);
+	if (rf->sync_waiters[gen & 1])
+		pthread_cond_broadcast(&rf->synced[gen & 1]);
 	if (err)
-		rf__wake_all(rf);
+		pthread_cond_broadcast(&rf->synced[(gen + 1) & 1]); /* no next sync: all see it */
 	else
 		rf__wake_leader(rf, gen + 1);
 	return err;
@@ -1239,7 +1227,9 @@ int ringfile__wait_durable(struct ringfile *rf, uint64_t seq)
 
 		if (rf->broken) {
 			err = -EIO;
-			rf__wake_all(rf);
+			/* no sync will come: every waiter of one sees that itself */
+			pthread_cond_broadcast(&rf->synced[0]);
+			pthread_cond_broadcast(&rf->synced[1]);
 			break;
 		}
 		if (rf->syncing) {
@@ -1539,8 +1529,8 @@ void ringfile__free(struct ringfile *rf)
 	}
 	pthread_cond_destroy(&rf->cond);
 	pthread_cond_destroy(&rf->written);
-	for (int i = 0; i < 3; i++)
-		pthread_cond_destroy(&rf->synced[i]);
+	pthread_cond_destroy(&rf->synced[0]);
+	pthread_cond_destroy(&rf->synced[1]);
 	pthread_mutex_destroy(&rf->lock);
 	free(rf->slots);
 	free(rf->path);
