@@ -159,11 +159,35 @@ struct pprof_blocks {
 };
 
 /*
- * A faster whole-buffer gunzip of at most @max output bytes (pprof/inflate-*.c, chosen by
- * CONFIG_PPROF_LIBDEFLATE). 0 with a malloc'd *out, or -EAGAIN: use zlib's streaming path, which
- * is the reference for every error and limit.
+ * What one pprof_read needs only while it runs, kept between reads in a bounded pool
+ * (pprof/read-scratch.c): the merge pass's tables, the inflated input and the inflater. Taken
+ * empty (all zero) when the pool has none; arrays are grown by their users as before.
  */
-int pp_inflate_fast(const uint8_t *in, size_t len, size_t max, uint8_t **out, size_t *out_len);
+struct pp_scratch {
+	struct pp_htab ht;      /* empty (n == 0, slots cleared) when taken */
+	void *keys;
+	size_t cap_keys, key_size;
+	uint32_t *of;
+	size_t cap_of;
+	uint64_t *vals;
+	size_t cap_vals;
+	uint8_t *buf;           /* the inflated input (libdeflate's path) */
+	size_t cap_buf;
+	void *inflater;         /* pp_inflater_free() frees it */
+	uint64_t idle_since_s;
+};
+
+void pp_scratch__take(struct pp_scratch *s);
+void pp_scratch__give(struct pp_scratch *s); /* s is left empty */
+
+/*
+ * A faster whole-buffer gunzip of at most @max output bytes (pprof/inflate-*.c, chosen by
+ * CONFIG_PPROF_LIBDEFLATE) into s->buf (grown as needed; s keeps it), *out_len bytes. 0, or
+ * -EAGAIN: use zlib's streaming path, which is the reference for every error and limit.
+ */
+int pp_inflate_fast(const uint8_t *in, size_t len, size_t max, struct pp_scratch *s,
+		    size_t *out_len);
+void pp_inflater_free(void *inflater); /* NULL-safe */
 
 void pp_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

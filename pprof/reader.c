@@ -238,6 +238,7 @@ struct smerge {
 	size_t n_ids, n_values, n_labels;
 	size_t max_values;     /* of one sample merged into an earlier one */
 	uint64_t *scratch;     /* its values, in pass 2 */
+	size_t cap_scratch;
 };
 
 struct rd {
@@ -249,6 +250,7 @@ struct rd {
 	size_t n_comments;
 	bool seen_time;
 	struct smerge m;
+	struct pp_scratch sc;  /* the merge tables' memory between reads, the inflated input */
 };
 
 #define bad(r, ...) (pp_err((r)->err, (r)->errlen, __VA_ARGS__), -EINVAL)
@@ -1013,8 +1015,8 @@ static int decode(struct rd *r, const uint8_t *buf, size_t len)
 		r->n_ids = r->m.n_ids;
 		r->n_values = r->m.n_values;
 		r->n_labels = r->m.n_labels;
-		r->m.scratch = alloc_n(r->m.max_values, sizeof(*r->m.scratch));
-		if (!r->m.scratch) {
+		if (pp_grow(&r->m.scratch, &r->m.cap_scratch, 0, r->m.max_values + 1,
+			    sizeof(*r->m.scratch))) {
 			pp_err(r->err, r->errlen, "out of memory");
 			return -ENOMEM;
 		}
@@ -1282,8 +1284,15 @@ static int gunzip(struct rd *r, const uint8_t *in, size_t len, uint8_t **out, si
 	max = ratio_max < MiB ? MiB : ratio_max;
 	if (max > r->lim.max_decoded)
 		max = r->lim.max_decoded;
-	if (!pp_inflate_fast(in, len, max, out, out_len))
+	if (!pp_inflate_fast(in, len, max, &r->sc, out_len)) {
+		*out = r->sc.buf; /* the scratch's: not freed by the caller */
 		return 0;
+	}
+	if (r->sc.cap_buf > (size_t)CONFIG_PPROF_READ_SCRATCH_KB * 1024) {
+		free(r->sc.buf); /* grown by a bomb: not kept through zlib's path too */
+		r->sc.buf = NULL;
+		r->sc.cap_buf = 0;
+	}
 	cap = len < max / 4 ? (len * 4 < 65536 ? 65536 : len * 4) : max;
 	if (cap > max)
 		cap = max;
@@ -1366,6 +1375,36 @@ static void limits_init(struct pprof_read_limits *l, const struct pprof_read_lim
 		l->max_stack_depth = 4096;
 }
 
+/* The merge tables start from the scratch's memory (emptied), and go back to it. */
+static void scratch_lend(struct rd *r)
+{
+	struct smerge *m = &r->m;
+
+	pp_scratch__take(&r->sc);
+	m->ht = r->sc.ht;
+	m->keys = r->sc.keys;
+	m->cap_keys = r->sc.cap_keys;
+	m->of = r->sc.of;
+	m->cap_of = r->sc.cap_of;
+	m->scratch = r->sc.vals;
+	m->cap_scratch = r->sc.cap_vals;
+}
+
+static void scratch_return(struct rd *r)
+{
+	struct smerge *m = &r->m;
+
+	r->sc.ht = m->ht;
+	r->sc.keys = m->keys;
+	r->sc.cap_keys = m->cap_keys;
+	r->sc.key_size = sizeof(*m->keys);
+	r->sc.of = m->of;
+	r->sc.cap_of = m->cap_of;
+	r->sc.vals = m->scratch;
+	r->sc.cap_vals = m->cap_scratch;
+	pp_scratch__give(&r->sc);
+}
+
 int pprof_read(const void *data, size_t len, const struct pprof_read_limits *limits,
 	       struct pprof_profile **out, char *err, size_t errlen)
 {
@@ -1386,13 +1425,17 @@ int pprof_read(const void *data, size_t len, const struct pprof_read_limits *lim
 		pp_err(err, errlen, "input is %zu bytes, limit %zu", len, r.lim.max_input);
 		return -EFBIG;
 	}
+	scratch_lend(&r);
 	if (pprof_is_gzip(data, len)) {
 		ret = gunzip(&r, data, len, &unzipped, &blen);
-		if (ret)
+		if (ret) {
+			scratch_return(&r);
 			return ret;
+		}
 		buf = unzipped;
 	} else if (len > r.lim.max_decoded) {
 		pp_err(err, errlen, "input is %zu bytes, limit %zu", len, r.lim.max_decoded);
+		scratch_return(&r);
 		return -EFBIG;
 	}
 	r.p = calloc(1, sizeof(*r.p));
@@ -1406,11 +1449,9 @@ int pprof_read(const void *data, size_t len, const struct pprof_read_limits *lim
 	if (!ret)
 		ret = validate(&r);
 out:
-	free(unzipped);
-	pp_htab__free(&r.m.ht);
-	free(r.m.keys);
-	free(r.m.of);
-	free(r.m.scratch);
+	if (unzipped != r.sc.buf)
+		free(unzipped); /* zlib's */
+	scratch_return(&r);
 	if (ret == -ENOMEM)
 		pp_err(err, errlen, "out of memory");
 	if (ret) {

@@ -243,6 +243,18 @@ static bool idset__add(struct idset *s, uint64_t id)
 	return true;
 }
 
+/*
+ * Starts loading the slot where the probe for id begins. rows_dict looks up a profile's
+ * ~1,100 ids (136 functions, 220 locations, ~715 stacks in the fleet's), and the tables are cold
+ * by then (an upload's decode and rows went through the caches, and other threads' uploads):
+ * the load of the first slot was 3.2% of the collectors' CPU in perf (~40 ns a lookup, one
+ * miss after another). Asked for all at once, the misses overlap.
+ */
+static inline void idset__prefetch(const struct idset *s, uint64_t id)
+{
+	__builtin_prefetch(&s->v[id & (s->cap - 1)]);
+}
+
 /* Idempotency keys seen (hash of the key -> profile id, batch): bounded like the id sets. */
 static struct keyent *keymap__find(struct keymap *m, uint64_t kh, bool add)
 {
@@ -510,6 +522,12 @@ static void rows_dict(struct ch_store *c, struct ch_batch *bt, const struct ppro
 {
 	const struct profile_ids *ids = &r->ids;
 
+	for (size_t i = 0; i < p->n_functions; i++)
+		idset__prefetch(&c->fns, ids->fn[i]);
+	for (size_t i = 0; i < p->n_locations; i++)
+		idset__prefetch(&c->locs, ids->loc[i]);
+	for (size_t d = 0; d < r->n_distinct; d++)
+		idset__prefetch(&c->stacks, r->stack_ids[r->first[d]]);
 	for (size_t i = 0; i < p->n_functions; i++) {
 		const struct pprof_function *f = &p->functions[i];
 		struct rb *b = &bt->rows[T_FUNCTIONS];

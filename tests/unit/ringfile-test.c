@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "port/clock.h"
 #include "port/crc32c.h"
 #include "port/ringfile.h"
 
@@ -860,6 +861,59 @@ static void waiters_of_running_syncs(void **state)
 	ringfile__free(rf);
 }
 
+struct bg_many {
+	struct ringfile *rf;
+	uint64_t from;
+	int bad;
+	uint64_t max_wait_ns;
+};
+
+/* Appends, waiting for every other record only: a wait then covers records not waited for. */
+static void *bg_many(void *arg)
+{
+	struct bg_many *d = arg;
+
+	for (uint64_t i = d->from; i < d->from + 60; i++) {
+		uint64_t seq = append_n(d->rf, i, 600), t0 = port_clock_mono_ns(), dt;
+
+		if (i % 2)
+			continue;
+		if (ringfile__wait_durable(d->rf, seq) || ringfile__durable_seq(d->rf) < seq)
+			d->bad++;
+		dt = port_clock_mono_ns() - t0;
+		if (dt > d->max_wait_ns)
+			d->max_wait_ns = dt;
+	}
+	return NULL;
+}
+
+/*
+ * Many waiters of group commits, most coming in while a sync runs: each is woken by the end of
+ * the sync that covers it, in turn, and one of the next sync's leads it. A wakeup lost on the way
+ * would leave a waiter asleep until the next sync's end, or for ever when no record comes after
+ * it: every wait is bounded here (a sync of this small file takes milliseconds).
+ */
+static void many_waiters_of_group_commits(void **state)
+{
+	struct fixture *f = *state;
+	struct ringfile *rf = open_ring(f->path, 8 << 20, 2);
+	struct bg_many d[32];
+	pthread_t th[32];
+
+	for (int t = 0; t < 32; t++) {
+		d[t] = (struct bg_many){ .rf = rf, .from = 1000 * (uint64_t)t };
+		assert_int_equal(pthread_create(&th[t], NULL, bg_many, &d[t]), 0);
+	}
+	for (int t = 0; t < 32; t++) {
+		assert_int_equal(pthread_join(th[t], NULL), 0);
+		assert_int_equal(d[t].bad, 0);
+		assert_true(d[t].max_wait_ns < 5 * NSEC_PER_SEC);
+	}
+	assert_int_equal(ringfile__sync(rf), 0);
+	assert_int_equal(ringfile__durable_seq(rf), 32 * 60);
+	ringfile__free(rf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -878,6 +932,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(spool_consume, setup, teardown),
 		cmocka_unit_test_setup_teardown(group_commit, setup, teardown),
 		cmocka_unit_test_setup_teardown(waiters_of_running_syncs, setup, teardown),
+		cmocka_unit_test_setup_teardown(many_waiters_of_group_commits, setup, teardown),
 		cmocka_unit_test_setup_teardown(payload_in_two_parts, setup, teardown),
 		cmocka_unit_test_setup_teardown(finish_out_of_order, setup, teardown),
 		cmocka_unit_test_setup_teardown(wrap_waits_for_pending_write, setup, teardown),
