@@ -159,17 +159,32 @@ struct pprof_blocks {
 };
 
 /*
+ * A sample with one value field, as the reader's merge pass keys it (pprof/reader.c): its bytes
+ * but the value field ([voff, vend) of p[0..len)). Encoders write a sample's fields in one order
+ * (Go's and ours: location ids, values, labels), so samples that differ only in values differ
+ * only there. Here so that the scratch below can hold them.
+ */
+struct pp_skey {
+	const uint8_t *p;
+	uint32_t len, voff, vend;
+	uint32_t n_ids, n_labels; /* counted in pass 1 */
+	bool plain;               /* packed ids, packed values, nothing else: plain_sample() */
+	uint64_t hash;
+};
+
+/*
  * What one pprof_read needs only while it runs, kept between reads in a bounded pool
  * (pprof/read-scratch.c): the merge pass's tables, the inflated input and the inflater. Taken
- * empty (all zero) when the pool has none; arrays are grown by their users as before.
+ * empty (all zero) when the pool has none; arrays are grown by their users as before. The
+ * reader works in it directly (no copies in and out).
  */
 struct pp_scratch {
-	struct pp_htab ht;      /* empty (n == 0, slots cleared) when taken */
-	void *keys;
-	size_t cap_keys, key_size;
-	uint32_t *of;
+	struct pp_htab ht;      /* hash of a key -> keys[]; empty (n == 0, slots cleared) when taken */
+	struct pp_skey *keys;   /* by distinct sample; len 0: one that merges with none */
+	size_t cap_keys;
+	uint32_t *of;           /* input sample -> distinct sample */
 	size_t cap_of;
-	uint64_t *vals;
+	uint64_t *vals;         /* the values of one merged sample, in pass 2 */
 	size_t cap_vals;
 	uint8_t *buf;           /* the inflated input (libdeflate's path) */
 	size_t cap_buf;

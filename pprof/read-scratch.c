@@ -38,7 +38,7 @@ static uint64_t mono_s(void)
 
 static size_t scratch_bytes(const struct pp_scratch *s)
 {
-	return s->ht.cap * sizeof(*s->ht.e) + s->cap_keys * s->key_size +
+	return s->ht.cap * sizeof(*s->ht.e) + s->cap_keys * sizeof(*s->keys) +
 	       s->cap_of * sizeof(*s->of) + s->cap_vals * sizeof(*s->vals) + s->cap_buf;
 }
 

@@ -212,33 +212,15 @@ static int read_repeated(const struct fld *f, uint64_t *v, size_t *n)
 /* ---- reader state ------------------------------------------------------------------------- */
 
 /*
- * A sample with one value field, as the key it merges on: its bytes but the value field
- * ([voff, vend) of p[0..len)). Encoders write a sample's fields in one order (Go's and ours:
- * location ids, values, labels), so samples that differ only in values differ only there.
- */
-struct skey {
-	const uint8_t *p;
-	uint32_t len, voff, vend;
-	uint32_t n_ids, n_labels; /* counted in pass 1 */
-	bool plain;               /* packed ids, packed values, nothing else: plain_sample() */
-	uint64_t hash;
-};
-
-/*
- * Samples merged as they are counted (limits.merge_samples): the first sample of each key, the
- * distinct sample each sample of the input goes to, and the totals of the distinct samples.
+ * Samples merged as they are counted (limits.merge_samples). Its tables (the first sample of
+ * each key, the distinct sample each sample of the input goes to, the values of one merged
+ * sample) are the scratch's, rd.sc: kept between reads.
  */
 struct smerge {
 	bool on;               /* asked for, and no value seen negative so far */
-	struct pp_htab ht;     /* hash of the key -> keys[] */
-	struct skey *keys;     /* by distinct sample; len 0: one that merges with none */
-	size_t n_keys, cap_keys;
-	uint32_t *of;          /* input sample -> distinct sample */
-	size_t cap_of;
-	size_t n_ids, n_values, n_labels;
+	size_t n_keys;         /* distinct samples: sc.keys[0..n_keys) */
+	size_t n_ids, n_values, n_labels; /* totals of the distinct samples */
 	size_t max_values;     /* of one sample merged into an earlier one */
-	uint64_t *scratch;     /* its values, in pass 2 */
-	size_t cap_scratch;
 };
 
 struct rd {
@@ -332,7 +314,7 @@ static inline __attribute__((always_inline)) bool bytes_eq(const uint8_t *a, con
 	return x == y;
 }
 
-static bool key_eq(const struct skey *a, const struct skey *b)
+static bool key_eq(const struct pp_skey *a, const struct pp_skey *b)
 {
 	return a->hash == b->hash && a->voff == b->voff && a->len - a->vend == b->len - b->vend &&
 	       bytes_eq(a->p, b->p, a->voff) &&
@@ -353,31 +335,33 @@ static bool key_eq(const struct skey *a, const struct skey *b)
  * for it in the table). k->len is 0 for a sample that merges with none (its values in other
  * than one field: no encoder we know writes that). -ENOMEM or 0.
  */
-static int merge_lookup(struct smerge *m, const struct skey *k, size_t idx, bool *added)
+static int merge_lookup(struct rd *r, const struct pp_skey *k, size_t idx, bool *added)
 {
+	struct smerge *m = &r->m;
+	struct pp_scratch *t = &r->sc;
 	uint32_t h = (uint32_t)k->hash;
 	size_t pos = 0;
 
 	/* room for MERGE_PROBE at once: most profiles have hundreds of samples or more */
-	if (pp_htab__reserve(&m->ht, m->ht.cap ? 1 : MERGE_PROBE) ||
-	    pp_grow(&m->keys, &m->cap_keys, m->n_keys, m->cap_keys ? 1 : MERGE_PROBE,
-		    sizeof(*m->keys)) ||
-	    pp_grow(&m->of, &m->cap_of, idx, m->cap_of ? 1 : MERGE_PROBE, sizeof(*m->of)))
+	if (pp_htab__reserve(&t->ht, t->ht.cap ? 1 : MERGE_PROBE) ||
+	    pp_grow(&t->keys, &t->cap_keys, m->n_keys, t->cap_keys ? 1 : MERGE_PROBE,
+		    sizeof(*t->keys)) ||
+	    pp_grow(&t->of, &t->cap_of, idx, t->cap_of ? 1 : MERGE_PROBE, sizeof(*t->of)))
 		return -ENOMEM;
-	for (pos = pp_htab__pos(&m->ht, h); k->len && m->ht.e[pos].slot;
-	     pos = (pos + 1) & (m->ht.cap - 1)) {
-		uint32_t d = m->ht.e[pos].slot - 1;
+	for (pos = pp_htab__pos(&t->ht, h); k->len && t->ht.e[pos].slot;
+	     pos = (pos + 1) & (t->ht.cap - 1)) {
+		uint32_t d = t->ht.e[pos].slot - 1;
 
-		if (m->ht.e[pos].hash == h && key_eq(&m->keys[d], k)) {
-			m->of[idx] = d;
+		if (t->ht.e[pos].hash == h && key_eq(&t->keys[d], k)) {
+			t->of[idx] = d;
 			*added = false;
 			return 0;
 		}
 	}
-	m->of[idx] = (uint32_t)m->n_keys;
+	t->of[idx] = (uint32_t)m->n_keys;
 	if (k->len)
-		pp_htab__set(&m->ht, pos, h, (uint32_t)m->n_keys);
-	m->keys[m->n_keys++] = *k;
+		pp_htab__set(&t->ht, pos, h, (uint32_t)m->n_keys);
+	t->keys[m->n_keys++] = *k;
 	*added = true;
 	return 0;
 }
@@ -392,7 +376,7 @@ static bool repeated_ok(const struct fld *f)
  * The location ids and values of a sample that pass 1 checked already. A plain one (see
  * plain_sample()) is counted from its two payloads, without walking its fields again.
  */
-static void count_ids_values(const struct fld *sf, const struct skey *k, size_t *ids,
+static void count_ids_values(const struct fld *sf, const struct pp_skey *k, size_t *ids,
 			     size_t *vals)
 {
 	struct cur c = { sf->data, sf->data + sf->len };
@@ -417,7 +401,7 @@ static void count_ids_values(const struct fld *sf, const struct skey *k, size_t 
  * its values are bounded by their bytes), a new one is. The totals of the input (r->n_*, in
  * case merging is turned off later) are exact for the new ones, bounds for the others.
  */
-static int merge_count(struct rd *r, const struct fld *sf, size_t idx, struct skey *k,
+static int merge_count(struct rd *r, const struct fld *sf, size_t idx, struct pp_skey *k,
 		       size_t nvf)
 {
 	struct smerge *m = &r->m;
@@ -430,14 +414,14 @@ static int merge_count(struct rd *r, const struct fld *sf, size_t idx, struct sk
 		if (k->len > k->vend) /* labels after the values */
 			k->hash = key_hash(k->hash, k->p + k->vend, k->len - k->vend);
 	}
-	if (merge_lookup(m, k, idx, &added)) {
+	if (merge_lookup(r, k, idx, &added)) {
 		pp_err(r->err, r->errlen, "out of memory");
 		return -ENOMEM;
 	}
 	if (idx + 1 == MERGE_PROBE && m->n_keys + 8 > MERGE_PROBE)
 		m->on = false; /* this sample is counted as when merging: that stays right */
 	if (!added) {
-		const struct skey *first = &m->keys[m->of[idx]];
+		const struct pp_skey *first = &r->sc.keys[r->sc.of[idx]];
 
 		vals = k->vend - k->voff;
 		if (vals > m->max_values)
@@ -453,7 +437,7 @@ static int merge_count(struct rd *r, const struct fld *sf, size_t idx, struct sk
 		       r->lim.max_stack_depth);
 		return -EFBIG;
 	}
-	m->keys[m->n_keys - 1].n_ids = ids;
+	r->sc.keys[m->n_keys - 1].n_ids = ids;
 	r->n_ids += ids;
 	m->n_ids += ids;
 	r->n_values += vals;
@@ -470,7 +454,7 @@ static int merge_count(struct rd *r, const struct fld *sf, size_t idx, struct sk
  * returns false and takes the general walk, its errors included: this only saves the
  * next_field() calls of the ~3,400 samples of a profile.
  */
-static bool plain_sample(const struct fld *sf, struct skey *k)
+static bool plain_sample(const struct fld *sf, struct pp_skey *k)
 {
 	const uint8_t *d = sf->data;
 	size_t n = sf->len, a;
@@ -489,7 +473,7 @@ static bool plain_sample(const struct fld *sf, struct skey *k)
 }
 
 /* count_sample() of a plain sample when merging: its one value field, no labels. */
-static int count_plain(struct rd *r, const struct fld *sf, size_t idx, struct skey *k)
+static int count_plain(struct rd *r, const struct fld *sf, size_t idx, struct pp_skey *k)
 {
 	struct fld vf = { .num = perftools_profiles_Sample_value_tag, .wt = WT_LEN,
 			  .data = k->p + k->voff + 2, .len = k->vend - k->voff - 2 };
@@ -502,7 +486,7 @@ static int count_plain(struct rd *r, const struct fld *sf, size_t idx, struct sk
 static int count_sample(struct rd *r, const struct fld *sf, size_t idx)
 {
 	struct cur c = { sf->data, sf->data + sf->len };
-	struct skey k = { .p = sf->data };
+	struct pp_skey k = { .p = sf->data };
 	size_t ids = 0, vals = 0, labels = 0, nvf = 0;
 	bool merging = r->m.on; /* for all of this sample, should a value turn it off */
 	struct fld f;
@@ -777,10 +761,10 @@ static bool get_packed_n(const uint8_t *p, const uint8_t *end, uint64_t *v, size
  */
 static int add_values(struct rd *r, const struct fld *sf, size_t d, size_t idx)
 {
-	const struct skey *k = &r->m.keys[d];
+	const struct pp_skey *k = &r->sc.keys[d];
 	struct cur c = { sf->data + k->voff, sf->data + sf->len - (k->len - k->vend) };
 	struct pprof_sample *s = &r->p->samples[d];
-	uint64_t *v = r->m.scratch;
+	uint64_t *v = r->sc.vals;
 	size_t nv = 0;
 	struct fld f;
 
@@ -903,8 +887,8 @@ static int fill_sample(struct rd *r, const struct fld *f, struct fill *k)
 {
 	size_t idx = k->in++;
 
-	if (r->m.on && r->m.of[idx] != k->s)
-		return add_values(r, f, r->m.of[idx], idx);
+	if (r->m.on && r->sc.of[idx] != k->s)
+		return add_values(r, f, r->sc.of[idx], idx);
 	return read_sample(r, f, &r->p->samples[k->s++], idx);
 }
 
@@ -915,14 +899,14 @@ static int fill_sample(struct rd *r, const struct fld *f, struct fill *k)
 static inline bool is_merged(const struct rd *r, const struct fld *f, const struct fill *k)
 {
 	return f->num == perftools_profiles_Profile_sample_tag && r->m.on &&
-	       r->m.of[k->in] != k->s;
+	       r->sc.of[k->in] != k->s;
 }
 
 static int add_merged(struct rd *r, const struct fld *f, struct fill *k)
 {
 	size_t idx = k->in++;
 
-	return add_values(r, f, r->m.of[idx], idx);
+	return add_values(r, f, r->sc.of[idx], idx);
 }
 
 static int fill_field(struct rd *r, const struct fld *f, struct fill *k)
@@ -1015,8 +999,8 @@ static int decode(struct rd *r, const uint8_t *buf, size_t len)
 		r->n_ids = r->m.n_ids;
 		r->n_values = r->m.n_values;
 		r->n_labels = r->m.n_labels;
-		if (pp_grow(&r->m.scratch, &r->m.cap_scratch, 0, r->m.max_values + 1,
-			    sizeof(*r->m.scratch))) {
+		if (pp_grow(&r->sc.vals, &r->sc.cap_vals, 0, r->m.max_values + 1,
+			    sizeof(*r->sc.vals))) {
 			pp_err(r->err, r->errlen, "out of memory");
 			return -ENOMEM;
 		}
@@ -1197,7 +1181,7 @@ static size_t sample_index(const struct rd *r, size_t i)
 
 	if (!r->m.on)
 		return i;
-	while (r->m.of[k] != i)
+	while (r->sc.of[k] != i)
 		k++;
 	return k;
 }
@@ -1375,36 +1359,6 @@ static void limits_init(struct pprof_read_limits *l, const struct pprof_read_lim
 		l->max_stack_depth = 4096;
 }
 
-/* The merge tables start from the scratch's memory (emptied), and go back to it. */
-static void scratch_lend(struct rd *r)
-{
-	struct smerge *m = &r->m;
-
-	pp_scratch__take(&r->sc);
-	m->ht = r->sc.ht;
-	m->keys = r->sc.keys;
-	m->cap_keys = r->sc.cap_keys;
-	m->of = r->sc.of;
-	m->cap_of = r->sc.cap_of;
-	m->scratch = r->sc.vals;
-	m->cap_scratch = r->sc.cap_vals;
-}
-
-static void scratch_return(struct rd *r)
-{
-	struct smerge *m = &r->m;
-
-	r->sc.ht = m->ht;
-	r->sc.keys = m->keys;
-	r->sc.cap_keys = m->cap_keys;
-	r->sc.key_size = sizeof(*m->keys);
-	r->sc.of = m->of;
-	r->sc.cap_of = m->cap_of;
-	r->sc.vals = m->scratch;
-	r->sc.cap_vals = m->cap_scratch;
-	pp_scratch__give(&r->sc);
-}
-
 int pprof_read(const void *data, size_t len, const struct pprof_read_limits *limits,
 	       struct pprof_profile **out, char *err, size_t errlen)
 {
@@ -1425,17 +1379,17 @@ int pprof_read(const void *data, size_t len, const struct pprof_read_limits *lim
 		pp_err(err, errlen, "input is %zu bytes, limit %zu", len, r.lim.max_input);
 		return -EFBIG;
 	}
-	scratch_lend(&r);
+	pp_scratch__take(&r.sc); /* the merge tables start from its memory, emptied */
 	if (pprof_is_gzip(data, len)) {
 		ret = gunzip(&r, data, len, &unzipped, &blen);
 		if (ret) {
-			scratch_return(&r);
+			pp_scratch__give(&r.sc);
 			return ret;
 		}
 		buf = unzipped;
 	} else if (len > r.lim.max_decoded) {
 		pp_err(err, errlen, "input is %zu bytes, limit %zu", len, r.lim.max_decoded);
-		scratch_return(&r);
+		pp_scratch__give(&r.sc);
 		return -EFBIG;
 	}
 	r.p = calloc(1, sizeof(*r.p));
@@ -1451,7 +1405,7 @@ int pprof_read(const void *data, size_t len, const struct pprof_read_limits *lim
 out:
 	if (unzipped != r.sc.buf)
 		free(unzipped); /* zlib's */
-	scratch_return(&r);
+	pp_scratch__give(&r.sc);
 	if (ret == -ENOMEM)
 		pp_err(err, errlen, "out of memory");
 	if (ret) {
