@@ -168,6 +168,8 @@ struct pp_skey {
 	const uint8_t *p;
 	uint32_t len, voff, vend;
 	uint32_t n_ids, n_labels; /* counted in pass 1 */
+	uint32_t n_vals;          /* its values */
+	uint32_t reps, sum;       /* merged into it: repeats of its values, sums of the others */
 	bool plain;               /* packed ids, packed values, nothing else: plain_sample() */
 	uint64_t hash;
 };
@@ -184,7 +186,7 @@ struct pp_scratch {
 	size_t cap_keys;
 	uint32_t *of;           /* input sample -> distinct sample */
 	size_t cap_of;
-	uint64_t *vals;         /* the values of one merged sample, in pass 2 */
+	uint64_t *vals;         /* the merged samples' sums by key (pass 1), or one's values */
 	size_t cap_vals;
 	uint8_t *buf;           /* the inflated input (libdeflate's path) */
 	size_t cap_buf;

@@ -849,6 +849,48 @@ static void merged_packed_samples(void **state)
 	assert_int_equal(read_both(b.d, b.n, NULL, NULL), -EINVAL);
 }
 
+/*
+ * Pass 1 counts a merged sample whose value field repeats its first's byte for byte, and sums
+ * the others that are packed; pass 2 then skips them. One of another encoding (unpacked) turns
+ * that off for the whole read, and pass 2 adds them all: the same sums either way, wrapping.
+ */
+static void merged_repeats_and_sums(void **state)
+{
+	static struct pb b, s;
+	static const uint8_t ids[2] = { 1, 1 };
+	static const char max[] = "\xff\xff\xff\xff\xff\xff\xff\xff\x7f"; /* INT64_MAX */
+	struct pprof_profile *p;
+	char err[256];
+	size_t nu, nm;
+
+	for (int unpacked = 0; unpacked < 2; unpacked++) {
+		b.n = 0;
+		base_tables(&b);
+		add_packed(&b, ids, 1, "\x05", 1);
+		add_packed(&b, ids, 2, max, 9);		/* another stack, 11-byte value fields */
+		add_packed(&b, ids, 1, "\x05", 1);		/* repeats */
+		add_packed(&b, ids, 2, max, 9);
+		add_packed(&b, ids, 1, "\x80\x80\x80\x01", 4);	/* another value: summed */
+		add_packed(&b, ids, 1, "\x05", 1);
+		add_packed(&b, ids, 2, max, 9);
+		if (unpacked) {
+			s.n = 0;
+			pb_bytes(&s, 1, ids, 1);
+			pb_u(&s, 2, 9);
+			pb_msg(&b, 2, &s);
+		}
+		add_packed(&b, ids, 1, "\x05", 1);
+		assert_int_equal(read_pb(&b, &merged, err, sizeof(err), &p), 0);
+		assert_int_equal(p->n_samples, 2);
+		assert_int_equal(p->samples[0].values[0], 5 * 4 + (1 << 21) + (unpacked ? 9 : 0));
+		assert_int_equal(p->samples[1].values[0], (int64_t)(3 * (uint64_t)INT64_MAX));
+		pprof_profile__free(p);
+		assert_int_equal(read_both(b.d, b.n, &nu, &nm), 0);
+		assert_int_equal(nu, 8 + unpacked);
+		assert_int_equal(nm, 2);
+	}
+}
+
 /* Go's profiles (the fuzz corpus's): the merged read is the plain one, summed. */
 static void merged_go_profiles(void **state)
 {
@@ -904,6 +946,7 @@ int main(void)
 		cmocka_unit_test(merging_gives_up_without_repeats),
 		cmocka_unit_test(merged_errors_are_the_same),
 		cmocka_unit_test(merged_packed_samples),
+		cmocka_unit_test(merged_repeats_and_sums),
 		cmocka_unit_test(merged_go_profiles),
 	};
 
