@@ -40,6 +40,14 @@ static uint64_t get64(const unsigned char *p)
 	return v;
 }
 
+/* A row's number of values: one byte (below 128) but for unusual profiles, read inline. */
+static inline uint64_t row_nv(struct rb_rd *r)
+{
+	if (!r->bad && r->p < r->end && *r->p < 0x80)
+		return *r->p++;
+	return rd_varint(r);
+}
+
 /* samples_1h's key order, but for the stack: (series, sig, hour). */
 static int rseg_key_cmp(const struct rseg *x, const struct rseg *y)
 {
@@ -75,7 +83,7 @@ static int rseg_of(const struct rb *body, const struct pmark *m, struct rseg *s)
 	bool wide = false;
 
 	*s = (struct rseg){ .off = m->s_off, .len = m->s_len };
-	while (rd_more(&r)) {
+	while (!r.bad && r.p < r.end) {	/* rd_more(), inline: a call a row */
 		uint64_t k;
 
 		if ((size_t)(r.end - r.p) < ROW_FIXED)
@@ -86,7 +94,7 @@ static int rseg_of(const struct rb *body, const struct pmark *m, struct rseg *s)
 			s->hour = get64(r.p + 2) / CH_ROLLUP_NS;
 		}
 		r.p += ROW_FIXED;
-		k = rd_varint(&r);
+		k = row_nv(&r);
 		if (r.bad || k > (size_t)(r.end - r.p) / 8)
 			return -1;
 		wide |= k > CH_ROLLUP_VALUES;
@@ -103,21 +111,21 @@ static int rseg_of(const struct rb *body, const struct pmark *m, struct rseg *s)
 /* Appends the rows of segment s to rows[*n] (values summed in uint64: Int64 wraps alike). */
 static void rseg_rows(const struct rb *body, const struct rseg *s, struct rrow *rows, size_t *n)
 {
-	const unsigned char *p = body->p + s->off;
+	struct rb_rd r = { body->p + s->off, body->p + s->off + s->len, false };
 
-	for (size_t i = 0; i < s->n; i++) {
+	for (size_t i = 0; i < s->n; i++) {	/* rseg_of() checked them */
 		struct rrow *w = &rows[(*n)++];
-		struct rb_rd r;
+		const unsigned char *p = r.p;
 		uint64_t k;
 
 		memset(w, 0, sizeof(*w));
 		memcpy(&w->day, p, 2);
 		w->stack = get64(p + 34);
-		r = (struct rb_rd){ p + ROW_FIXED, body->p + s->off + s->len, false };
-		k = rd_varint(&r);
+		r.p = p + ROW_FIXED;
+		k = row_nv(&r);
 		for (uint64_t j = 0; j < k; j++)
 			w->v[j] = get64(r.p + 8 * j);
-		p = r.p + 8 * k;
+		r.p += 8 * k;
 	}
 }
 
@@ -147,16 +155,19 @@ static bool rrows_sorted(const struct rrow *rows, size_t n)
  * rows[0..n) of one key, k runs of len[] rows each in stack order (a profile's rows are by
  * stack), put in stack order: merged two by two through tmp (n rows), O(n log k) moves where a
  * qsort of them was 1.8% of the collector's CPU (glibc's msort, a call per compare). A run out
- * of order (not rows this collector built) gets the qsort.
+ * of order (not rows this collector built) gets the qsort. Returns where the ordered rows are,
+ * rows or tmp: rrows_sum() reads them from there (a copy back was 20% of the rollup's
+ * instructions with two profiles a key).
  */
-static void rrows_order(struct rrow *rows, struct rrow *tmp, size_t n, size_t *len, size_t k)
+static struct rrow *rrows_order(struct rrow *rows, struct rrow *tmp, size_t n, size_t *len,
+				size_t k)
 {
 	struct rrow *in = rows, *out = tmp;
 
 	for (size_t i = 0, off = 0; i < k; off += len[i++]) {
 		if (!rrows_sorted(rows + off, len[i])) {
 			qsort(rows, n, sizeof(*rows), rrow_cmp);
-			return;
+			return rows;
 		}
 	}
 	while (k > 1) {
@@ -173,22 +184,26 @@ static void rrows_order(struct rrow *rows, struct rrow *tmp, size_t n, size_t *l
 		in = out;
 		out = in == rows ? tmp : rows;
 	}
-	if (in != rows)
-		memcpy(rows, in, n * sizeof(*rows));
+	return in;
 }
 
-/* Sums rows[0..n) of one key, in stack order, into distinct stacks; returns their count. */
-static size_t rrows_sum(struct rrow *rows, size_t n)
+/*
+ * Sums src[0..n) of one key, in stack order, into distinct stacks at dst (src itself, or
+ * another buffer); returns their count.
+ */
+static size_t rrows_sum(struct rrow *dst, const struct rrow *src, size_t n)
 {
 	size_t d = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		if (d && rows[d - 1].stack == rows[i].stack) {
+		if (d && dst[d - 1].stack == src[i].stack) {
 			for (int j = 0; j < CH_ROLLUP_VALUES; j++)
-				rows[d - 1].v[j] += rows[i].v[j];
+				dst[d - 1].v[j] += src[i].v[j];
 			continue;
 		}
-		rows[d++] = rows[i];
+		if (dst + d != src + i)
+			dst[d] = src[i];
+		d++;
 	}
 	return d;
 }
@@ -278,14 +293,15 @@ int ch_rollup__build(const struct ch_batch *b, struct ch_scratch *s, struct rb *
 		 * profiles (a device's uploads within the hour, in one batch) is ordered */
 		for (size_t i = 0, j; i < ns; i = j) {
 			size_t first = n;
+			const struct rrow *in = rows + first;
 
 			for (j = i; j < ns && !rseg_key_cmp(&sg[i], &sg[j]); j++) {
 				len[j - i] = sg[j].n;
 				rseg_rows(body, &sg[j], rows, &n);
 			}
 			if (j - i > 1)
-				rrows_order(rows + first, tmp, n - first, len, j - i);
-			n = first + rrows_sum(rows + first, n - first);
+				in = rrows_order(rows + first, tmp, n - first, len, j - i);
+			n = first + rrows_sum(rows + first, in, n - first);
 			for (size_t k = first; k < n; k++)
 				key[k] = &sg[i];
 		}
