@@ -180,11 +180,6 @@ size_t rb_keep_within(struct rb *const *v, size_t n, size_t max)
 
 /* ---- RowBinary reader ------------------------------------------------------------------------ */
 
-bool rd_more(const struct rb_rd *r)
-{
-	return !r->bad && r->p < r->end;
-}
-
 static const unsigned char *rd_take(struct rb_rd *r, size_t n)
 {
 	const unsigned char *p = r->p;

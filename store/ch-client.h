@@ -53,11 +53,27 @@ struct rb_rd {
 	bool bad;
 };
 
-bool rd_more(const struct rb_rd *r);		/* bytes left and nothing bad so far */
+/* Bytes left and nothing bad so far. Inline: the block writers ask once a row. */
+static inline bool rd_more(const struct rb_rd *r)
+{
+	return !r->bad && r->p < r->end;
+}
+
 uint8_t rd_u8(struct rb_rd *r);
 uint16_t rd_u16(struct rb_rd *r);
 uint64_t rd_u64(struct rb_rd *r);
 uint64_t rd_varint(struct rb_rd *r);
+
+/*
+ * rd_varint() with a one-byte varint read inline: a sample row's count of values (below 128
+ * but for unusual profiles), read once a row by the block writers and the rollup.
+ */
+static inline uint64_t rd_varint1(struct rb_rd *r)
+{
+	if (rd_more(r) && *r->p < 0x80)
+		return *r->p++;
+	return rd_varint(r);
+}
 /* A String: its bytes (not NUL-terminated) and length. */
 const char *rd_str(struct rb_rd *r, size_t *len);
 /* A String copied into out (truncated to outlen - 1, NUL-terminated). */

@@ -40,14 +40,6 @@ static uint64_t get64(const unsigned char *p)
 	return v;
 }
 
-/* A row's number of values: one byte (below 128) but for unusual profiles, read inline. */
-static inline uint64_t row_nv(struct rb_rd *r)
-{
-	if (!r->bad && r->p < r->end && *r->p < 0x80)
-		return *r->p++;
-	return rd_varint(r);
-}
-
 /* samples_1h's key order, but for the stack: (series, sig, hour). */
 static int rseg_key_cmp(const struct rseg *x, const struct rseg *y)
 {
@@ -83,7 +75,7 @@ static int rseg_of(const struct rb *body, const struct pmark *m, struct rseg *s)
 	bool wide = false;
 
 	*s = (struct rseg){ .off = m->s_off, .len = m->s_len };
-	while (!r.bad && r.p < r.end) {	/* rd_more(), inline: a call a row */
+	while (rd_more(&r)) {
 		uint64_t k;
 
 		if ((size_t)(r.end - r.p) < ROW_FIXED)
@@ -94,7 +86,7 @@ static int rseg_of(const struct rb *body, const struct pmark *m, struct rseg *s)
 			s->hour = get64(r.p + 2) / CH_ROLLUP_NS;
 		}
 		r.p += ROW_FIXED;
-		k = row_nv(&r);
+		k = rd_varint1(&r);
 		if (r.bad || k > (size_t)(r.end - r.p) / 8)
 			return -1;
 		wide |= k > CH_ROLLUP_VALUES;
@@ -122,7 +114,7 @@ static void rseg_rows(const struct rb *body, const struct rseg *s, struct rrow *
 		memcpy(&w->day, p, 2);
 		w->stack = get64(p + 34);
 		r.p = p + ROW_FIXED;
-		k = row_nv(&r);
+		k = rd_varint1(&r);
 		for (uint64_t j = 0; j < k; j++)
 			w->v[j] = get64(r.p + 8 * j);
 		r.p += 8 * k;

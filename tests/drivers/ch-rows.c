@@ -7,11 +7,14 @@
  *
  *   ch-rows [-u] REPS FILE...
  *   ch-rows -r REPS FILE...
+ *   ch-rows -n REPS FILE...
  *
  * Each rep decodes and builds every FILE once. -u: decode without merging samples (as before
  * the store asked for it). Prints the rows made and a hash of their bytes, which must not
  * depend on -u. -r: the batch's hourly rollup instead (ch_rollup__build, REPS times) of the
  * FILEs' rows in one batch, two profiles a device (series) in one hour, as in a busy batch.
+ * -n: that batch's sample rows as the Native block the writer sends (one row per profile,
+ * arrays_native), REPS times.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +41,7 @@ int main(int argc, char **argv)
 				    .time_ns = 1700000000000000000ull };
 	struct pprof_read_limits lim = { .merge_samples = true };
 	struct ch_batch batch = { 0 };
-	bool rollup = false;
+	bool rollup = false, native = false;
 	struct ch_scratch scratch = { 0 };
 	size_t rows = 0, samples = 0;
 	uint64_t h = 0xcbf29ce484222325ull;
@@ -51,12 +54,15 @@ int main(int argc, char **argv)
 	} else if (argc > 1 && !strcmp(argv[1], "-r")) {
 		rollup = true;
 		a++;
+	} else if (argc > 1 && !strcmp(argv[1], "-n")) {
+		rollup = native = true;	/* the same batch, built once */
+		a++;
 	}
 	batch.marks = calloc((size_t)argc, sizeof(*batch.marks));
 	if (!batch.marks)
 		return 1;
 	if (argc - a < 2 || (reps = atol(argv[a])) < 1) {
-		fprintf(stderr, "usage: ch-rows [-u] REPS FILE...\n");
+		fprintf(stderr, "usage: ch-rows [-u|-r|-n] REPS FILE...\n");
 		return 2;
 	}
 	for (int f = a + 1; f < argc; f++) {
@@ -99,7 +105,16 @@ int main(int argc, char **argv)
 		}
 		free(data);
 	}
-	for (long k = 0; rollup && k < reps; k++) {	/* buffers kept, as the writer's */
+	for (long k = 0; native && k < reps; k++) {	/* the buffer kept, as the writer's */
+		scratch.native.len = 0;
+		if (!ch__samples_block(&batch.rows[T_SAMPLES], true, &scratch.native))
+			return 1;
+		if (!k) {
+			h = fnv(h, scratch.native.p, scratch.native.len);
+			printf("native bytes=%zu ", scratch.native.len);
+		}
+	}
+	for (long k = 0; rollup && !native && k < reps; k++) {	/* buffers kept, as the writer's */
 		size_t n;
 
 		if (ch_rollup__build(&batch, &scratch, &scratch.native, &n))
