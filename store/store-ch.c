@@ -722,7 +722,7 @@ int ch__rows_build(const struct record_meta *m, const struct pprof_profile *p, s
 	size_t nl = m->n_labels < STORE_MAX_LABELS ? m->n_labels : STORE_MAX_LABELS;
 	int e = ids_compute(p, &r->ids);
 
-	r->stack_ids = calloc(p->n_samples + 1, sizeof(uint64_t));
+	r->stack_ids = malloc((p->n_samples + 1) * sizeof(uint64_t)); /* stacks_of() fills it */
 	if (e || !r->stack_ids)
 		return -ENOMEM;
 	stacks_of(p, &r->ids, r->stack_ids);
