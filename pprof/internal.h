@@ -181,7 +181,7 @@ struct pp_skey {
  * reader works in it directly (no copies in and out).
  */
 struct pp_scratch {
-	struct pp_htab ht;      /* hash of a key -> keys[]; empty (n == 0, slots cleared) when taken */
+	struct pp_htab ht;      /* hash of a key -> keys[]; empty (n 0, slots cleared) when taken */
 	struct pp_skey *keys;   /* by distinct sample; len 0: one that merges with none */
 	size_t cap_keys;
 	uint32_t *of;           /* input sample -> distinct sample */

@@ -16,11 +16,13 @@
  *
  * With limits.merge_samples, pass 1 also looks each sample up by its bytes but its value field
  * (a hash table of the distinct ones, 4 bytes per sample of the input besides): one seen before
- * is not counted again, and pass 2 only adds its values to the first one's. The ClickHouse
- * store's profiles have ~5 samples per distinct one (a stack sampled again and again), and all
- * that follows (pass 2, validation, the store's stack hashes) runs over the distinct ones.
- * Samples encoded as nearly all are (packed ids, then packed values) take shortcuts there:
- * plain_sample() in pass 1, is_merged() and get_packed_n() in pass 2.
+ * is not counted again, its values are counted there as a repeat of the first one's or added
+ * to its sums (merge_values()), and pass 2 passes over it (or, for encodings merge_values()
+ * does not take, adds its values to the first one's). The ClickHouse store's profiles have ~5
+ * samples per distinct one (a stack sampled again and again), and all that follows (pass 2,
+ * validation, the store's stack hashes) runs over the distinct ones. Samples encoded as nearly
+ * all are (packed ids, then packed values) take shortcuts there: plain_sample() in pass 1,
+ * skip_merged(), is_merged() and get_packed_n() in pass 2.
  */
 #include <errno.h>
 #include <inttypes.h>
