@@ -168,11 +168,11 @@ struct pp_skey {
 	const uint8_t *p;
 	uint32_t len, voff, vend;
 	uint32_t n_ids, n_labels; /* counted in pass 1 */
-	uint32_t n_vals;          /* its values */
 	uint32_t reps, sum;       /* merged into it: repeats of its values, sums of the others */
+	uint32_t hash;            /* as the table's slots hold it */
+	uint16_t n_vals;          /* its values (no sums for a key with more) */
 	bool plain;               /* packed ids, packed values, nothing else: plain_sample() */
-	uint64_t hash;
-};
+};				  /* 48 bytes: looked up once an input sample */
 
 /*
  * What one pprof_read needs only while it runs, kept between reads in a bounded pool

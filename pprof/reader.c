@@ -362,9 +362,10 @@ static inline __attribute__((always_inline)) bool bytes_eq(const uint8_t *a, con
 	return x == y;
 }
 
+/* Called once the table's slot had b's hash: the bytes decide. */
 static bool key_eq(const struct pp_skey *a, const struct pp_skey *b)
 {
-	return a->hash == b->hash && a->voff == b->voff && a->len - a->vend == b->len - b->vend &&
+	return a->voff == b->voff && a->len - a->vend == b->len - b->vend &&
 	       bytes_eq(a->p, b->p, a->voff) &&
 	       bytes_eq(a->p + a->vend, b->p + b->vend, a->len - a->vend);
 }
@@ -387,7 +388,7 @@ static int merge_lookup(struct rd *r, const struct pp_skey *k, size_t idx, bool 
 {
 	struct smerge *m = &r->m;
 	struct pp_scratch *t = &r->sc;
-	uint32_t h = (uint32_t)k->hash;
+	uint32_t h = k->hash;
 	size_t pos = 0, cap = t->ht.cap;
 
 	/* room for MERGE_PROBE at once: most profiles have hundreds of samples or more */
@@ -537,9 +538,9 @@ static int merge_count(struct rd *r, const struct fld *sf, size_t idx, struct pp
 
 	if (nvf == 1 && sf->len <= UINT32_MAX) {
 		k->len = (uint32_t)sf->len;
-		k->hash = key_hash(0, k->p, k->voff);
+		k->hash = (uint32_t)key_hash(0, k->p, k->voff);
 		if (k->len > k->vend) /* labels after the values */
-			k->hash = key_hash(k->hash, k->p + k->vend, k->len - k->vend);
+			k->hash = (uint32_t)key_hash(k->hash, k->p + k->vend, k->len - k->vend);
 	}
 	if (merge_lookup(r, k, idx, &added)) {
 		pp_err(r->err, r->errlen, "out of memory");
@@ -567,8 +568,10 @@ static int merge_count(struct rd *r, const struct fld *sf, size_t idx, struct pp
 		return -EFBIG;
 	}
 	r->sc.keys[m->n_keys - 1].n_ids = ids;
-	r->sc.keys[m->n_keys - 1].n_vals = (uint32_t)vals; /* bytes: < 4 GiB, as k->len */
+	r->sc.keys[m->n_keys - 1].n_vals = (uint16_t)vals;
 	r->sc.keys[m->n_keys - 1].sum = NO_SUM;
+	if (vals > UINT16_MAX)
+		m->summed = false; /* n_vals could not say how many to sum */
 	r->n_ids += ids;
 	m->n_ids += ids;
 	r->n_values += vals;
