@@ -66,6 +66,7 @@ struct tls_config {
 	pthread_mutex_t lock;			/* client: guards session */
 	mbedtls_ssl_session session;		/* client: last session, for resumption */
 	bool have_session;
+	size_t readahead;			/* bytes of read-ahead per connection, 0 = none */
 };
 
 struct tls_conn {
@@ -83,6 +84,9 @@ struct tls_conn {
 	char seen_cn[64];	/* the peer leaf certificate's CN, once seen */
 	char err[256];
 	atomic_uint_fast64_t last_rx_ns; /* when the peer last sent a byte, 0 = never */
+	/* read-ahead (tls_config__set_readahead): ra[ra_off, ra_len) received, not yet taken */
+	unsigned char *ra;
+	size_t ra_cap, ra_off, ra_len;
 };
 
 /*
@@ -266,6 +270,11 @@ void tls__set_server(struct tls_config *cfg, void *srv, void (*srv_free)(void *s
 	cfg->srv_free = srv_free;
 }
 
+void tls_config__set_readahead(struct tls_config *cfg, size_t bytes)
+{
+	cfg->readahead = bytes;
+}
+
 void tls_config__forget_session(struct tls_config *cfg)
 {
 	pthread_mutex_lock(&cfg->lock);
@@ -331,10 +340,9 @@ static int tls_bio_send(void *ctx, const unsigned char *buf, size_t len)
 	}
 }
 
-static int tls_bio_recv(void *ctx, unsigned char *buf, size_t len)
+/* One recv() of at most len bytes into buf, waiting (poll) while there is nothing yet. */
+static int tls_recv_some(struct tls_conn *c, unsigned char *buf, size_t len)
 {
-	struct tls_conn *c = ctx;
-
 	for (;;) {
 		ssize_t n = recv(c->fd, buf, len, MSG_DONTWAIT);
 		int ret;
@@ -353,6 +361,40 @@ static int tls_bio_recv(void *ctx, unsigned char *buf, size_t len)
 		if (ret)
 			return ret;
 	}
+}
+
+/*
+ * mbedtls asks for a record's 5-byte header, then for its body: two recv() per record, four
+ * for a 20 KB upload (two records). With a read-ahead buffer, one recv() takes whatever the
+ * socket holds (up to ra_cap) and the following asks are served from it: as long as the
+ * socket has them, a whole request's records in one call. A recv never waits for more than
+ * the socket has, so deadlines and slow peers behave as without it; asks at least as large as
+ * the buffer (and every ask with no buffer) go to the socket directly.
+ */
+static int tls_bio_recv(void *ctx, unsigned char *buf, size_t len)
+{
+	struct tls_conn *c = ctx;
+	int n;
+
+	if (c->ra_len > c->ra_off) {
+		size_t avail = c->ra_len - c->ra_off, k = avail < len ? avail : len;
+
+		memcpy(buf, c->ra + c->ra_off, k);
+		c->ra_off += k;
+		return (int)k;
+	}
+	if (!c->ra || len >= c->ra_cap)
+		return tls_recv_some(c, buf, len);
+	n = tls_recv_some(c, c->ra, c->ra_cap);
+	if (n <= 0)
+		return n;
+	c->ra_off = 0;
+	c->ra_len = (size_t)n;
+	if ((size_t)n > len)
+		n = (int)len;
+	memcpy(buf, c->ra, (size_t)n);
+	c->ra_off = (size_t)n;
+	return n;
 }
 
 /*
@@ -452,6 +494,12 @@ struct tls_conn *tls_conn__new(struct tls_config *cfg, int fd, const char *serve
 	c->fd = fd;
 	c->cancel_fd = -1;
 	mbedtls_ssl_init(&c->ssl);
+	if (cfg->readahead) {
+		c->ra = malloc(cfg->readahead);
+		if (!c->ra)
+			goto out_free;
+		c->ra_cap = cfg->readahead;
+	}
 	if (mbedtls_ssl_setup(&c->ssl, &cfg->conf))
 		goto out_free;
 	mbedtls_ssl_set_bio(&c->ssl, c, tls_bio_send, tls_bio_recv, NULL);
@@ -476,6 +524,7 @@ void tls_conn__free(struct tls_conn *c)
 	if (!c)
 		return;
 	mbedtls_ssl_free(&c->ssl);
+	free(c->ra);
 	free(c);
 }
 
@@ -608,7 +657,7 @@ int tls_conn__write(struct tls_conn *c, const void *buf, size_t len)
 
 size_t tls_conn__pending(const struct tls_conn *c)
 {
-	return mbedtls_ssl_get_bytes_avail(&c->ssl);
+	return mbedtls_ssl_get_bytes_avail(&c->ssl) + (c->ra_len - c->ra_off);
 }
 
 void tls_conn__close(struct tls_conn *c)
