@@ -87,6 +87,7 @@ struct tls_conn {
 	/* read-ahead (tls_config__set_readahead): ra[ra_off, ra_len) received, not yet taken */
 	unsigned char *ra;
 	size_t ra_cap, ra_off, ra_len;
+	bool sent;		/* client: sent since the last recv (the peer's answer is due) */
 };
 
 /*
@@ -326,8 +327,10 @@ static int tls_bio_send(void *ctx, const unsigned char *buf, size_t len)
 		ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 		int ret;
 
-		if (n >= 0)
+		if (n >= 0) {
+			c->sent = true;
 			return (int)n;
+		}
 		if (errno == EINTR)
 			continue;
 		if (errno == EPIPE || errno == ECONNRESET)
@@ -340,9 +343,25 @@ static int tls_bio_send(void *ctx, const unsigned char *buf, size_t len)
 	}
 }
 
-/* One recv() of at most len bytes into buf, waiting (poll) while there is nothing yet. */
+/*
+ * One recv() of at most len bytes into buf, waiting (poll) while there is nothing yet.
+ * A client that has just sent (a request, a handshake flight) polls first: the answer is
+ * seldom there yet, and a recv() that finds nothing is a syscall spent for the poll that
+ * follows anyway (collector-load: one recv() fewer per upload). Not once the deadline has
+ * passed: a recv() then still returns what has arrived, as it did before.
+ */
 static int tls_recv_some(struct tls_conn *c, unsigned char *buf, size_t len)
 {
+	if (c->sent && !c->cfg->server) {
+		c->sent = false;
+		if (!c->deadline_ns || port_clock_mono_ns() < c->deadline_ns) {
+			int ret = tls_wait(c, POLLIN);
+
+			if (ret)
+				return ret;
+		}
+	}
+	c->sent = false;
 	for (;;) {
 		ssize_t n = recv(c->fd, buf, len, MSG_DONTWAIT);
 		int ret;
