@@ -33,10 +33,10 @@ struct tls_config *tls_config__new_client(const char *ca_file, const char *cert_
 					  const char *key_file, char *err, size_t errlen);
 void tls_config__free(struct tls_config *cfg);		/* NULL-safe */
 /*
- * Connections made after this call read ahead: one recv() of up to bytes (a malloc'd buffer
- * per connection) serves mbedtls's asks for record headers and bodies, instead of a recv() per
- * ask. 0 (the default) reads exactly what mbedtls asks for. Not thread-safe against
- * tls_conn__new on the same config: set it before the first connection.
+ * Connections made after this call read ahead: a recv() for a record also takes up to bytes of
+ * what follows into a malloc'd buffer per connection, which serves mbedtls's next asks (record
+ * headers, short records) without a recv() each. 0 (the default) reads exactly what mbedtls
+ * asks for. Set it before the first connection (not thread-safe against tls_conn__new).
  */
 void tls_config__set_readahead(struct tls_config *cfg, size_t bytes);
 /* Client: forget the saved session so the next handshake is a full one (benchmarks, tests). */

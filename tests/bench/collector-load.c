@@ -367,7 +367,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	/* the collector's answer (head and body, one small record) in one recv, not two */
-	tls_config__set_readahead(g.tls, 32 << 10);
+	tls_config__set_readahead(g.tls, 8 << 10);
 	g.lat_us = calloc(MAX_LAT, sizeof(*g.lat_us));
 	w = calloc(g.clients, sizeof(*w));
 	th = calloc(g.clients, sizeof(*th));
