@@ -47,8 +47,9 @@
  * returns. With fsync_ms = N it returns at once and the caller acknowledges a record only once
  * ringfile__durable_seq() >= its seq: ringfile__wait_durable() blocks until then (group commit:
  * the first waiter whose deadline has come leads one fdatasync that covers every record fully
- * written before it started, the others wait on a condition variable; with fsync_ms == 0 the
- * deadline is "now", so concurrent writers still share syncs). ringfile__sync() syncs now.
+ * written before it started, the others wait on a futex word and leave without the mutex when
+ * the sync that covers them is done; with fsync_ms == 0 the deadline is "now", so concurrent
+ * writers still share syncs). ringfile__sync() syncs now.
  * No lock is held during a pwrite (CRC included) or an fdatasync: appends only reserve their
  * place under it.
  *

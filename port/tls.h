@@ -32,6 +32,13 @@ struct tls_config *tls_config__new_server(const char *ca_file, const char *cert_
 struct tls_config *tls_config__new_client(const char *ca_file, const char *cert_file,
 					  const char *key_file, char *err, size_t errlen);
 void tls_config__free(struct tls_config *cfg);		/* NULL-safe */
+/*
+ * Connections made after this call read ahead: a recv() for a record also takes up to bytes of
+ * what follows into a malloc'd buffer per connection, which serves mbedtls's next asks (record
+ * headers, short records) without a recv() each. 0 (the default) reads exactly what mbedtls
+ * asks for. Set it before the first connection (not thread-safe against tls_conn__new).
+ */
+void tls_config__set_readahead(struct tls_config *cfg, size_t bytes);
 /* Client: forget the saved session so the next handshake is a full one (benchmarks, tests). */
 void tls_config__forget_session(struct tls_config *cfg);
 
@@ -62,7 +69,11 @@ const char *tls_conn__error(const struct tls_conn *c);
 ssize_t tls_conn__read(struct tls_conn *c, void *buf, size_t len);
 /* Writes everything: 0 or -errno. */
 int tls_conn__write(struct tls_conn *c, const void *buf, size_t len);
-/* Decrypted bytes buffered inside TLS that a read returns without touching the socket. */
+/*
+ * Bytes the peer sent that TLS holds already: decrypted ones a read returns without touching
+ * the socket, and read-ahead ones not yet decrypted (a record's start at least: the peer is
+ * talking, a read may still wait for the rest of the record).
+ */
 size_t tls_conn__pending(const struct tls_conn *c);
 /* Sends close_notify (best effort). */
 void tls_conn__close(struct tls_conn *c);

@@ -302,8 +302,13 @@ void *ch_spool__replayer(void *arg)
 			pthread_cond_signal(&c->wake);
 			continue;	/* else the queue is full: wait for a batch to be in */
 		}
+		/*
+		 * Spilled records waiting: look again in 20 ms (room in the queue). None: a
+		 * spill signals refill, so this wait is only a safety net (it woke the thread
+		 * 50 times a second for nothing: ~0.2 futex calls per upload at 900 uploads/s).
+		 */
 		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 20 * 1000000;
+		ts.tv_nsec += (c->spill_from ? 20 : 1000) * 1000000L;
 		ts.tv_sec += ts.tv_nsec / 1000000000;
 		ts.tv_nsec %= 1000000000;
 		pthread_cond_timedwait(&c->refill, &c->lock, &ts);
@@ -327,6 +332,8 @@ void ch_spool__done(struct ch_store *c, const struct ch_batch *b)
 
 void ch_spool__respill(struct ch_store *c, const struct ch_batch *b)
 {
-	if (b->first_seq)
+	if (b->first_seq) {
 		spill(c, b->first_seq, b->last_seq);
+		pthread_cond_signal(&c->refill);
+	}
 }

@@ -820,6 +820,7 @@ struct server *server__new(const struct server_opts *o, char *err, size_t errlen
 		s->tls = tls_config__new_server(o->tls_ca, o->tls_cert, o->tls_key, err, errlen);
 		if (!s->tls)
 			goto out_free;
+		tls_config__set_readahead(s->tls, (size_t)CONFIG_COLLECTOR_TLS_READAHEAD_KB << 10);
 		s->lis[0].fd = server_listen("--listen", o->listen, err, errlen);
 		if (s->lis[0].fd < 0)
 			goto out_free;

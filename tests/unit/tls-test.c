@@ -24,6 +24,7 @@
 #include "port/tls.h"
 
 static char dir[64];
+static size_t readahead;	/* the second and third runs of every test: both ends read ahead */
 
 static char *path(const char *name)
 {
@@ -171,6 +172,7 @@ static struct tls_config *server_cfg(void)
 
 	if (!cfg)
 		fail_msg("server config: %s", err);
+	tls_config__set_readahead(cfg, readahead);
 	return cfg;
 }
 
@@ -185,6 +187,7 @@ static struct tls_config *client_cfg(const char *ca, const char *name)
 				     sizeof(err));
 	if (!cfg)
 		fail_msg("client config: %s", err);
+	tls_config__set_readahead(cfg, readahead);
 	return cfg;
 }
 
@@ -332,6 +335,100 @@ static void cancel_fd_aborts_a_handshake(void **state)
 	tls_config__free(s);
 }
 
+#define BIG (40 * 1024)	/* three records */
+
+struct big_server {
+	struct tls_config *cfg;
+	int lfd, ret;
+	size_t pending_after_first;
+};
+
+/*
+ * Reads one byte of the client's first record once both of its writes are in the socket (a
+ * 1-byte record, then BIG bytes), then the rest, and echoes all back.
+ */
+static void *big_server_thread(void *arg)
+{
+	struct big_server *s = arg;
+	static unsigned char buf[BIG + 1];
+	size_t got = 0;
+	struct tls_conn *c;
+	int fd;
+
+	s->ret = -1;
+	if (net_wait(s->lfd, 1, port_clock_mono_ns() + 10 * NSEC_PER_SEC))
+		return NULL;
+	fd = net_accept(s->lfd, NULL, 0);
+	c = tls_conn__new(s->cfg, fd, NULL);
+	tls_conn__set_deadline(c, port_clock_mono_ns() + 5 * NSEC_PER_SEC);
+	if (!tls_conn__handshake(c)) {
+		usleep(200 * 1000); /* both writes sent */
+		if (tls_conn__read(c, buf, 1) == 1) {
+			s->pending_after_first = tls_conn__pending(c);
+			got = 1;
+		}
+		while (got && got < sizeof(buf)) {
+			ssize_t n = tls_conn__read(c, buf + got, sizeof(buf) - got);
+
+			if (n <= 0)
+				break;
+			got += (size_t)n;
+		}
+		if (got == sizeof(buf))
+			s->ret = tls_conn__write(c, buf, sizeof(buf));
+		tls_conn__close(c);
+	}
+	tls_conn__free(c);
+	close(fd);
+	return NULL;
+}
+
+/* Records split across and within reads, both ways; what the server holds shows as pending. */
+static void records_of_any_size_round_trip(void **state)
+{
+	static unsigned char out[BIG], in[BIG + 1];
+	struct tls_config *sc = server_cfg(), *cc = client_cfg("ca.crt", "dev-1");
+	struct big_server srv = { .cfg = sc };
+	char err[64];
+	struct tls_conn *c;
+	size_t got = 0;
+	pthread_t th;
+	int fd;
+
+	for (size_t i = 0; i < sizeof(out); i++)
+		out[i] = (unsigned char)(i * 7 + i / 251);
+	srv.lfd = net_listen("127.0.0.1:0", 4, err, sizeof(err));
+	assert_true(srv.lfd >= 0);
+	snprintf(err, sizeof(err), "%d", net_local_port(srv.lfd));
+	assert_int_equal(pthread_create(&th, NULL, big_server_thread, &srv), 0);
+	fd = net_connect("127.0.0.1", err, port_clock_mono_ns() + 5 * NSEC_PER_SEC, err,
+			 sizeof(err));
+	assert_true(fd >= 0);
+	c = tls_conn__new(cc, fd, "localhost");
+	tls_conn__set_deadline(c, port_clock_mono_ns() + 5 * NSEC_PER_SEC);
+	assert_int_equal(tls_conn__handshake(c), 0);
+	assert_int_equal(tls_conn__write(c, "x", 1), 0);
+	assert_int_equal(tls_conn__write(c, out, sizeof(out)), 0);
+	while (got < sizeof(in)) {
+		ssize_t n = tls_conn__read(c, in + got, got ? sizeof(in) - got : 3);
+
+		assert_true(n > 0);
+		got += (size_t)n;
+	}
+	assert_int_equal(in[0], 'x');
+	assert_memory_equal(in + 1, out, sizeof(out));
+	tls_conn__free(c);
+	close(fd);
+	pthread_join(th, NULL);
+	close(srv.lfd);
+	assert_int_equal(srv.ret, 0);
+	/* read ahead, the second record's start is held: the peer is talking */
+	if (readahead)
+		assert_true(srv.pending_after_first > 0);
+	tls_config__free(cc);
+	tls_config__free(sc);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -345,7 +442,12 @@ int main(void)
 		cmocka_unit_test(mismatched_key_is_a_config_error),
 		cmocka_unit_test(silent_peer_times_out),
 		cmocka_unit_test(cancel_fd_aborts_a_handshake),
+		cmocka_unit_test(records_of_any_size_round_trip),
 	};
+	int failed = cmocka_run_group_tests(tests, setup_certs, remove_certs);
 
-	return cmocka_run_group_tests(tests, setup_certs, remove_certs);
+	readahead = 8 * 1024; /* the collector's default (COLLECTOR_TLS_READAHEAD_KB) */
+	failed += cmocka_run_group_tests(tests, setup_certs, remove_certs);
+	readahead = 3; /* less than a record header: every ask split */
+	return failed + cmocka_run_group_tests(tests, setup_certs, remove_certs);
 }
