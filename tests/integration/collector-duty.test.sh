@@ -51,7 +51,10 @@ if [ -f "$lib" ] && "$agent" --help 2>&1 | grep -q -- --upload; then
 	"$LOAD" --url "https://localhost:$TLS_PORT" --ca "$T/pki/ca.crt" --cert "$T/pki/dev-1.crt" \
 		--key "$T/pki/dev-1.key" --fleet "$T/fleet" --devices 39 --clients 1 --count 39 \
 		>/dev/null || fail "39 devices"
-	env LD_PRELOAD="$lib" EDGEPROF_REGISTRY="$T/reg" EDGEPROF_SERVICE=dutysvc \
+	preload=$lib # a sanitized library needs the ASan runtime first (its malloc is interposed)
+	ldd "$lib" | grep -q libasan && preload="$(ldd "$lib" | awk '/libasan/ {print $3}') $lib"
+	env LD_PRELOAD="$preload" ASAN_OPTIONS=detect_leaks=0 EDGEPROF_REGISTRY="$T/reg" \
+		EDGEPROF_SERVICE=dutysvc \
 		EDGEPROF_HZ=997 "$split" --seconds 11 >/dev/null &
 	wpid=$!
 	timeout -s INT 9 "$agent" --sampler sigprof --registry "$T/reg" --round-seconds 1 \
