@@ -1176,8 +1176,15 @@ static void rf__wake_leader(struct ringfile *rf, uint64_t gen)
  */
 static bool rf__wait_sync(struct ringfile *rf, uint64_t gen, uint64_t seq)
 {
-	static const struct timespec max = { .tv_sec = RF_SYNC_WAIT_MAX_NS / NSEC_PER_SEC,
-					     .tv_nsec = RF_SYNC_WAIT_MAX_NS % NSEC_PER_SEC };
+	/*
+	 * The raw futex syscall takes the kernel's timespec of two longs on every arch (on 32-bit
+	 * ARM the old 32-bit one), not the C library's, which musl and 64-bit time_t builds make
+	 * 64-bit seconds on 32-bit arches.
+	 */
+	static const struct { long tv_sec, tv_nsec; } max = {
+		.tv_sec = RF_SYNC_WAIT_MAX_NS / NSEC_PER_SEC,
+		.tv_nsec = RF_SYNC_WAIT_MAX_NS % NSEC_PER_SEC,
+	};
 	unsigned p = gen & 1, v = atomic_load(&rf->sync_word[p]);
 
 	atomic_fetch_add(&rf->sync_waiters[p], 1);
