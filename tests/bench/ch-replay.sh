@@ -11,6 +11,10 @@
 #   REPEAT=N: the INSERTs replayed N times (the same rows again: more levels of merges)
 #   EXTRA='a=1&b=2': settings added to every INSERT's URL
 #   DDL_SED='s/.../.../': a sed script applied to each CREATE TABLE the collectors sent
+#   CH_REPLAY_TMP=DIR: its data there (default /tmp; e.g. /dev/shm: without the filesystem's cost of
+#   creating files, a quarter of its CPU on this ext4 without journal, and the noisiest part)
+#   CH_MALLOC_CONF=..., CH_ENV='VAR=value ...': the server's allocator and environment
+#   (tests/integration/clickhouse-lib.sh; CH_MALLOC_CONF= for jemalloc's defaults)
 #   HASH=1: at the end, samples merged into one part (OPTIMIZE FINAL), then its rows, a hash of
 #   their contents and whether they are sorted by its key (to compare two table definitions)
 # e.g. the samples table as before 35f605e (horizontal merges) against as sent:
@@ -20,7 +24,7 @@
 set -eu
 CAP=$(cd "$1" && pwd)
 top=$(cd "$(dirname "$0")/../.." && pwd)
-T=$(mktemp -d /tmp/edgeprof-ch-replay.XXXXXX)
+T=$(mktemp -d "${CH_REPLAY_TMP:-/tmp}/edgeprof-ch-replay.XXXXXX")
 fail() { echo "FAIL: $*"; exit 1; }
 ep_cleanup() { rm -rf "$T"; }
 CH_EXTRA_CONFIG="<part_log><database>system</database><table>part_log</table><flush_interval_milliseconds>7500</flush_interval_milliseconds></part_log>"
@@ -31,17 +35,18 @@ PID=${CH_PIDS[0]}
 P=$(ch_http_port 0)
 DB=edgeprof_fleet
 cpu_of() { awk '{print ($14 + $15) / 100}' "/proc/$1/stat"; }
+usys_of() { awk '{print $14 / 100, $15 / 100}' "/proc/$1/stat"; }
 sql() { curl -sS --data-binary "$1" "http://127.0.0.1:$P/"; }
 
 requests() { # the index, then its INSERTs again REPEAT - 1 times
 	cat "$CAP/index"
 	for _ in $(seq 2 "${REPEAT:-1}"); do grep 'query=INSERT' "$CAP/index"; done
 }
-c0= t0=
+c0= u0= t0=
 while read -r k _ _ target; do
 	url="http://127.0.0.1:$P$target" body=$CAP/$k.body
 	case "$target" in *query=INSERT*) url="$url${EXTRA:+&$EXTRA}" ;; esac
-	[ -n "$c0" ] || [[ "$target" != *query=INSERT* ]] || { c0=$(cpu_of "$PID"); t0=$(date +%s.%N); }
+	[ -n "$c0" ] || [[ "$target" != *query=INSERT* ]] || { c0=$(cpu_of "$PID"); u0=$(usys_of "$PID"); t0=$(date +%s.%N); }
 	if [ -n "${DDL_SED:-}" ] && head -c 12 "$body" | grep -q '^CREATE TABLE'; then
 		sed "$DDL_SED" "$body" >"$T/ddl"
 		body=$T/ddl
@@ -55,13 +60,14 @@ while [ $quiet -lt 10 ]; do
 	sleep 1
 	if [ "$(sql "SELECT count() FROM system.merges")" = 0 ]; then quiet=$((quiet + 1)); else quiet=0; fi
 done
-c2=$(cpu_of "$PID") t2=$(date +%s.%N)
+c2=$(cpu_of "$PID") u2=$(usys_of "$PID") t2=$(date +%s.%N)
 n=$(sql "SELECT count() FROM $DB.profiles")
 sql "SYSTEM FLUSH LOGS" >/dev/null
 echo "replay of $CAP x${REPEAT:-1}; settings: ${EXTRA:-none}; DDL: ${DDL_SED:-as sent}; load $(cut -d' ' -f1-3 /proc/loadavg)"
 awk -v n="$n" -v a="$c0" -v b="$c1" -v c="$c2" -v ta="$t0" -v tb="$t1" -v tc="$t2" 'BEGIN {
 	printf "clickhouse-server: %d profiles: %.2f s CPU until all in (%.3f ms/profile, %.1f s), %.2f s until merges are done (%.3f ms/profile, %.1f s more)\n",
 		n, b - a, 1000 * (b - a) / n, tb - ta, c - a, 1000 * (c - a) / n, tc - tb }'
+echo "$u0 $u2" | awk '{printf "  user %.2f s, system %.2f s (until merges are done)\n", $3 - $1, $4 - $2}'
 for t in /proc/"$PID"/task/*; do
 	echo "$(tr ' ' _ <"$t/comm") $(awk '{print $14 + $15}' "$t/stat")"
 done | awk '{c[$1] += $2} END {for (k in c) if (c[k] >= 1) printf "  threads %s: %.2f s\n", k, c[k] / 100}' | sort
