@@ -18,24 +18,7 @@ SRC, DST, K = sys.argv[1], sys.argv[2], int(sys.argv[3])
 WIDTH = {'Date': 2, 'UInt64': 8, 'Int64': 8, 'UInt32': 4, 'Int8': 1, 'UInt8': 1, 'UInt16': 2}
 
 
-def varint(b, i):
-    v = s = 0
-    while True:
-        c = b[i]; i += 1
-        v |= (c & 0x7f) << s; s += 7
-        if c < 0x80:
-            return v, i
-
-
-def put_varint(v):
-    o = bytearray()
-    while True:
-        c, v = v & 0x7f, v >> 7
-        if v:
-            o.append(c | 0x80)
-        else:
-            o.append(c)
-            return bytes(o)
+from ch_native import varint, put_varint
 
 
 def read_col(b, i, t, n):  # a scalar column's bytes, or (offsets, inner) for Array(T)

@@ -17,21 +17,8 @@ DDL = (b"CREATE TABLE IF NOT EXISTS samples (day Date, ts UInt64, series UInt64,
        b"profile UInt64, stacks Array(UInt64), v Array(" + (b"Int64" if os.environ.get("FLAT") else b"Array(Int64)") + b"), hour UInt32 MATERIALIZED "
        b"toUInt32(intDiv(ts, 3600000000000))) ENGINE = MergeTree PARTITION BY day ORDER BY (hour, series, ts)")
 
-def varint(b, i):
-    v = s = 0
-    while True:
-        c = b[i]; i += 1
-        v |= (c & 0x7f) << s; s += 7
-        if c < 0x80:
-            return v, i
+from ch_native import varint, put_varint
 
-def put_varint(v):
-    o = bytearray()
-    while True:
-        c = v & 0x7f; v >>= 7
-        o.append(c | (0x80 if v else 0))
-        if not v:
-            return bytes(o)
 
 def s(x):
     return put_varint(len(x)) + x
