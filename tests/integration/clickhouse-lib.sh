@@ -5,7 +5,29 @@
 # stops it (SIGTERM), ch_kill N kill -9s it; ch_sql N "SQL" runs one statement over HTTP.
 CH_SERVER=${CH_SERVER:-/usr/sbin/clickhouse-server}
 [ -x "$CH_SERVER" ] || { echo "clickhouse-server not installed (tools/deps/clickhouse.list)"; exit 77; }
-CH_BASE=${CH_BASE:-$((20000 + RANDOM % 20000))}
+# CH_BASE: the first of the ports the instances use (instance N: HTTP CH_BASE+10N, native +1).
+# Chosen below the kernel's ephemeral range, whose ports any outgoing connection may hold (CI
+# once drew 36716 while a connection of another test held it: "Address already in use"), and
+# away from every port /proc/net/tcp shows in use.
+ch_ports_free() { # BASE: none of BASE..BASE+49 is a local port of a socket now
+	local port
+	for port in $(awk 'FNR > 1 { split($2, a, ":"); print a[2] }' /proc/net/tcp /proc/net/tcp6 2>/dev/null); do
+		port=$((16#$port))
+		[ "$port" -ge "$1" ] && [ "$port" -le $(($1 + 49)) ] && return 1
+	done
+	return 0
+}
+ch_pick_base() {
+	local eph b
+	eph=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+	[ "$eph" -gt 12000 ] 2>/dev/null || eph=32768
+	for _ in $(seq 50); do
+		b=$((10000 + RANDOM % (eph - 10100)))
+		ch_ports_free "$b" && { echo "$b"; return; }
+	done
+	echo "$b"
+}
+CH_BASE=${CH_BASE:-$(ch_pick_base)}
 # The server's jemalloc (Debian's clickhouse-server links the system's libjemalloc 5.3): large
 # blocks in the ordinary arenas (oversize_threshold:0; by default every allocation of 8 MiB or
 # more goes to an arena that returns its pages to the kernel at once, so each INSERT and merge
