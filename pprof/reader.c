@@ -383,6 +383,13 @@ static bool key_eq(const struct pp_skey *a, const struct pp_skey *b)
  * Pass 1 of a sample when merging: the distinct sample it is, *added when a new one (an entry
  * for it in the table). k->len is 0 for a sample that merges with none (its values in other
  * than one field: no encoder we know writes that). -ENOMEM or 0.
+ *
+ * Tried and measured, not kept (the 64 fleet profiles, CPU time per decode, Zen 3): hashing
+ * the next sample ahead to prefetch its slot won ~2% of the decode with the caches flushed
+ * between profiles and nothing with them warm, less than the ~45 instructions a sample the
+ * look-ahead costs (+5% warm). Hashing and comparing keys of up to 32 bytes as 4 words,
+ * without loops or branches on their length, cost +8% instructions and +13% time. Pass 1 runs
+ * at 3 or more instructions a cycle: its instructions, more than its loads, are its cost.
  */
 static int merge_lookup(struct rd *r, const struct pp_skey *k, size_t idx, bool *added)
 {
