@@ -77,9 +77,21 @@ if [ -n "${CH_DIR:-}" ]; then # kept: the config is rewritten for this run's pat
 	rm -f "$T/ch0/config.xml"
 fi
 ch_config 0
-# every query in system.query_log (rows and bytes read, memory), for the query phase's figures
-sed -i '0,/<default>/s//<default><log_queries>1<\/log_queries>/' "$T/ch0/users.xml"
 ch_start 0
+# every query of the query phase in system.query_log (rows and bytes read, memory), for its
+# figures. Not during ingest: logging each INSERT and lookup cost ClickHouse ~2% of the machine
+# there (its SystemLogFlush thread writing a part of query_log every 7.5 s; perf record -a),
+# which a production server, where log_queries is 0 by default, does not pay.
+log_queries_on() {
+	sed -i '0,/<default>/s//<default><log_queries>1<\/log_queries>/' "$T/ch0/users.xml"
+	for _ in $(seq 150); do # ClickHouse reloads users.xml within seconds
+		[ "$(ch_sql 0 "SELECT value FROM system.settings WHERE name = 'log_queries'")" = 1 ] &&
+			return
+		sleep 0.2
+	done
+	echo "query: ClickHouse did not reload $T/ch0/users.xml (log_queries)"
+	exit 1
+}
 DB=edgeprof_fleet
 echo "load: $(uptime)"
 echo "fleet bench: $(nproc) CPUs, ClickHouse $(ch_sql 0 'SELECT version()'), profiles of" \
@@ -169,6 +181,7 @@ fi
 
 if [[ " $PHASES " == *" query "* ]]; then
 	Q=edgeprof_day
+	log_queries_on
 	start_ch_collector cq "http://127.0.0.1:$(ch_http_port 0)/$Q"
 	if [ "$(ch_sql 0 "SELECT count() FROM $DB.stacks" 2>/dev/null || echo 0)" = 0 ]; then
 		echo "query: needs the ingest phase's stacks (PHASES=\"ingest query\")"; exit 1
