@@ -26,7 +26,11 @@
 #   gzip). DEVICES devices (labels node, version, region) upload through COLLECTORS collectors
 #   over mutual TLS (collector-load --fleet, CLIENTS keep-alive connections spread over the
 #   collectors) as fast as they are acknowledged. Prints profiles/s, each process's CPU, and
-#   the storage on disk against the gzip bytes ingested.
+#   the storage on disk against the gzip bytes ingested. DEVICES sets how often a device repeats:
+#   1,000 devices at ~1,500/s upload each about once a second, and the hourly rollup folds their
+#   uploads (2-3 rows of samples_1h a profile after 5 minutes); DEVICES=100000, a fleet at one
+#   profile a minute each, repeats a device within a batch hardly ever, and the rollup is a row per
+#   stack of every profile: ClickHouse's CPU per profile about doubles (store/README.md).
 # query: PROFILES profiles of 10,000 devices over one day, ROWS sample rows each, generated in
 #   ClickHouse with INSERT ... SELECT from the ingested stacks (synthetic rows, real stacks),
 #   then through a collector: the top 50 functions of one firmware version (merge by selector +
