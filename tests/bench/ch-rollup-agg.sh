@@ -9,8 +9,8 @@
 # e.g. a fleet of 100,000 devices, where no device repeats within a batch:
 #   CH_CAPTURE=/tmp/capD DEVICES=100000 PHASES=ingest SECONDS_PER_RUN=20 tests/bench/fleet-bench.sh
 #   tests/bench/ch-rollup-agg.sh /tmp/capD
-# Measured twice (19,415 uploads, 13.8M rollup rows): 4.46 and 4.86 s for the batches' INSERTs and merges,
-# 43.5 and 46.3 s for the INSERT ... SELECT.
+# Measured twice (19,415 uploads, 13.8M rollup rows): 4.46 and 4.86 s for the batches'
+# INSERTs and merges, 43.5 and 46.3 s for the INSERT ... SELECT.
 set -eu
 CAP=$(cd "$1" && pwd)
 top=$(cd "$(dirname "$0")/../.." && pwd)
