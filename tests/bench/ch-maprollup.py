@@ -26,36 +26,19 @@ for 5.5M rows). Not adopted.
 """
 import os, re, struct, sys
 
-from ch_native import varint, put_varint
+from ch_native import blocks, block, un
 
 SRC, DST = sys.argv[1], sys.argv[2]
 MAP_DDL = (b"CREATE TABLE IF NOT EXISTS samples_1h (day Date, hour UInt32, series UInt64, "
            b"sig UInt64, stacksMap Nested(stack UInt64, v0 Int64, v1 Int64, v2 Int64, v3 Int64)) "
            b"ENGINE = SummingMergeTree PARTITION BY day ORDER BY (series, sig, hour)")
-WIDTH = {'Date': 2, 'UInt32': 4, 'UInt64': 8, 'Int64': 8}
-FMT = {'Date': 'H', 'UInt32': 'I', 'UInt64': 'Q', 'Int64': 'q'}
+FMT = {'day': 'H', 'hour': 'I', 'series': 'Q', 'sig': 'Q', 'stack': 'Q',
+       'v0': 'q', 'v1': 'q', 'v2': 'q', 'v3': 'q'}
 
 
-def columns(b):  # one Native block of scalar columns: name -> values
-    i = 0
-    nc, i = varint(b, i)
-    nr, i = varint(b, i)
-    cols = {}
-    for _ in range(nc):
-        ln, i = varint(b, i); name = b[i:i + ln].decode(); i += ln
-        ln, i = varint(b, i); t = b[i:i + ln].decode(); i += ln
-        cols[name] = struct.unpack_from(f'<{nr}{FMT[t]}', b, i)
-        i += WIDTH[t] * nr
-    assert i == len(b), 'one block of scalar columns expected'
-    return nr, cols
-
-
-def col(name, t, data):
-    return put_varint(len(name)) + name.encode() + put_varint(len(t)) + t.encode() + data
-
-
-def maprows(body):
-    n, c = columns(body)
+def maprows(body):  # the rollup's one block of rows -> (rows in, the block of maps, rows out)
+    (n, raw), = blocks(body)
+    c = {name: un(FMT[name], raw[name]) for name in FMT}
     groups = []  # (day, hour, series, sig), then the row indexes of its stacks
     for r in range(n):
         k = (c['day'][r], c['hour'][r], c['series'][r], c['sig'][r])
@@ -69,18 +52,14 @@ def maprows(body):
         total += len(rows)
         offs.append(total)
     order = [r for _, rows in groups for r in rows]
-    o = bytearray(put_varint(9) + put_varint(m))
-    o += col('day', 'Date', struct.pack(f'<{m}H', *[g[0][0] for g in groups]))
-    o += col('hour', 'UInt32', struct.pack(f'<{m}I', *[g[0][1] for g in groups]))
-    o += col('series', 'UInt64', struct.pack(f'<{m}Q', *[g[0][2] for g in groups]))
-    o += col('sig', 'UInt64', struct.pack(f'<{m}Q', *[g[0][3] for g in groups]))
-    offsets = struct.pack(f'<{m}Q', *offs)
-    o += col('stacksMap.stack', 'Array(UInt64)',
-             offsets + struct.pack(f'<{total}Q', *[c['stack'][r] for r in order]))
-    for j in range(4):
-        o += col(f'stacksMap.v{j}', 'Array(Int64)',
-                 offsets + struct.pack(f'<{total}q', *[c[f'v{j}'][r] for r in order]))
-    return bytes(o)
+    cols = [(name, t, struct.pack(f'<{m}{FMT[name]}', *[g[0][j] for g in groups]))
+            for j, (name, t) in enumerate((('day', 'Date'), ('hour', 'UInt32'),
+                                           ('series', 'UInt64'), ('sig', 'UInt64')))]
+    cols += [(f'stacksMap.{name}', f'Array({t})',
+              (offs, struct.pack(f'<{total}{FMT[name]}', *[c[name][r] for r in order])))
+             for name, t in (('stack', 'UInt64'), ('v0', 'Int64'), ('v1', 'Int64'),
+                             ('v2', 'Int64'), ('v3', 'Int64'))]
+    return n, block(m, cols), m
 
 
 os.makedirs(DST, exist_ok=True)
@@ -93,9 +72,9 @@ with open(f'{SRC}/index') as idx, open(f'{DST}/index', 'w') as out:
         if body.startswith(b'CREATE TABLE IF NOT EXISTS samples_1h ('):
             body = MAP_DDL
         elif re.search(r'query=INSERT%20INTO%20samples_1h%20FORMAT%20Native', line):
-            rows_in += columns(body)[0]
-            body = maprows(body)
-            rows_out += varint(body, varint(body, 0)[1])[0]
+            n_in, body, n_out = maprows(body)
+            rows_in += n_in
+            rows_out += n_out
         with open(f'{DST}/{key}.body', 'wb') as f:
             f.write(body)
         out.write(line)
