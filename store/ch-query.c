@@ -133,9 +133,29 @@ static void rd_labels(struct rb_rd *r, struct row_labels *rl)
 	}
 }
 
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Sorts and deduplicates v[0..n): the new n. */
+static size_t u64_uniq(uint64_t *v, size_t n)
+{
+	size_t m = 0;
+
+	qsort(v, n, sizeof(*v), u64_cmp);
+	for (size_t i = 0; i < n; i++)
+		if (!m || v[m - 1] != v[i])
+			v[m++] = v[i];
+	return m;
+}
+
 /* A selected series: which selector-matching (series, sig) the query covers. */
 struct series_row {
 	uint64_t series, sig, count, first_ts;
+	uint64_t grp;			/* its rollup group (ch__group_of; 0: unknown) */
 	char st[512], su[512], default_type[64], period_type[64], period_unit[64];
 	int64_t period, duration;
 	int64_t time_nanos;
@@ -147,6 +167,7 @@ struct series_sel {
 	struct series_row *v;
 	size_t n, cap;
 	bool every;		/* every series in the time range matched (type and selector) */
+	bool whole_groups;	/* no series of the range outside it has a group of its own */
 };
 
 static int series_cmp(const void *pa, const void *pb)
@@ -225,6 +246,47 @@ static int series_sums(struct ch_store *c, const struct store_query *q, struct s
 }
 
 /*
+ * The group (ch__group_of) of a profile row's series from its service, type, device and
+ * labels at r (not moved on): the strings as stored, the hash the collector made of them
+ * at ingest. 0 when the row is not one a collector writes (more labels than it keeps).
+ */
+static uint64_t row_group(const struct ch_store *c, struct rb_rd r)
+{
+	struct ch_str service, type, l[2 * STORE_MAX_LABELS];
+	size_t nk, nv, dev;
+
+	service.p = rd_str(&r, &service.n);
+	type.p = rd_str(&r, &type.n);
+	rd_str(&r, &dev);
+	nk = rd_varint(&r);
+	if (r.bad || nk > STORE_MAX_LABELS)
+		return 0;
+	for (size_t i = 0; i < nk; i++)
+		l[2 * i].p = rd_str(&r, &l[2 * i].n);
+	nv = rd_varint(&r);
+	if (r.bad || nv != nk)
+		return 0;
+	for (size_t i = 0; i < nv; i++)
+		l[2 * i + 1].p = rd_str(&r, &l[2 * i + 1].n);
+	return r.bad ? 0 : ch__group_of(c->group_without, service, type, l, nk);
+}
+
+/*
+ * Whether the groups of out's series hold no series of the range that the query leaves out
+ * (others: their groups, n of them): then the rollup by group (samples_1g) sums exactly the
+ * selected series. false for a group not known (0).
+ */
+static bool groups_whole(const struct series_sel *out, uint64_t *others, size_t n)
+{
+	n = n ? u64_uniq(others, n) : 0;
+	for (size_t i = 0; i < out->n; i++)
+		if (!out->v[i].grp ||
+		    (n && bsearch(&out->v[i].grp, others, n, sizeof(*others), u64_cmp)))
+			return false;
+	return true;
+}
+
+/*
  * The labels and sample types of each (series, sig) of all, from its first profile in the
  * range: those rows go as the external table firsts (series, sig, ts), whose ts (first in the
  * profiles key) lets ClickHouse read only the granules that hold them. The rows whose series
@@ -234,7 +296,7 @@ static int series_heads(struct ch_store *c, const struct store_query *q,
 			const struct series_sel *all, struct series_sel *out, char *err,
 			size_t errlen)
 {
-	struct rb sql = { 0 }, res = { 0 }, firsts = { 0 };
+	struct rb sql = { 0 }, res = { 0 }, firsts = { 0 }, others = { 0 };
 	struct ch_ext x = { .name = "firsts", .structure = "series UInt64, sig UInt64, ts UInt64" };
 	struct rb_rd r;
 	size_t rows = 0;
@@ -261,10 +323,11 @@ static int series_heads(struct ch_store *c, const struct store_query *q,
 		struct series_row key, *sr;
 		char service[256], type[64], device[256], st[512], su[512], dt[64], pt[64], pu[64];
 		struct row_labels rl;
-		uint64_t main_mapping;
+		uint64_t main_mapping, grp;
 
 		key.series = rd_u64(&r);
 		key.sig = rd_u64(&r);
+		grp = row_group(c, r);
 		rd_strcpy(&r, service, sizeof(service));
 		rd_strcpy(&r, type, sizeof(type));
 		rd_strcpy(&r, device, sizeof(device));
@@ -280,8 +343,11 @@ static int series_heads(struct ch_store *c, const struct store_query *q,
 			continue;
 		rows++;
 		if ((q->type && *q->type && strcmp(type, q->type)) ||
-		    !selector__match(q->sel, service, device, rl.l, rl.n))
+		    !selector__match(q->sel, service, device, rl.l, rl.n)) {
+			rb_put(&others, &grp, sizeof(grp));
 			continue;
+		}
+		sr->grp = grp;
 		snprintf(sr->st, sizeof(sr->st), "%s", st);
 		snprintf(sr->su, sizeof(sr->su), "%s", su);
 		snprintf(sr->default_type, sizeof(sr->default_type), "%s", dt);
@@ -295,7 +361,11 @@ static int series_heads(struct ch_store *c, const struct store_query *q,
 		e = -EIO;
 	}
 	out->every = !e && rows == all->n && out->n == rows;
+	out->whole_groups = out->every || (!e && !others.oom && rows == all->n &&
+					   groups_whole(out, (uint64_t *)others.p,
+							others.len / sizeof(uint64_t)));
 	rb_free(&res);
+	rb_free(&others);
 	return e;
 }
 
@@ -526,25 +596,6 @@ static int dict__fetch(struct ch_store *c, enum dict_kind k, const uint64_t *ids
 	}
 	qsort(d->v, d->n, sizeof(*d->v), dict_cmp);
 	return 0;
-}
-
-static int u64_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* Sorts and deduplicates v[0..n): the new n. */
-static size_t u64_uniq(uint64_t *v, size_t n)
-{
-	size_t m = 0;
-
-	qsort(v, n, sizeof(*v), u64_cmp);
-	for (size_t i = 0; i < n; i++)
-		if (!m || v[m - 1] != v[i])
-			v[m++] = v[i];
-	return m;
 }
 
 /* The header of the pprof to build (from a series row of the chosen sig). */
@@ -959,14 +1010,37 @@ static void sql_raw_rows(struct ch_store *c, struct rb *b, uint64_t from, uint64
 }
 
 /*
+ * One rollup branch of the UNION: table's rows of the hours [h0, h1) but those in dirty (nd of
+ * them), of kind sig, filtered by filter (" AND series IN ...", " AND grp IN (...)" or "").
+ */
+static void sql_rollup_rows(struct rb *b, const char *table, uint64_t h0, uint64_t h1,
+			    uint64_t sig, const char *filter, size_t nt, const struct rb *dirty,
+			    long nd)
+{
+	rb_printf(b, "SELECT stack");
+	for (size_t i = 0; i < nt; i++)
+		rb_printf(b, ", v%zu", i);
+	rb_printf(b, " FROM %s", table);
+	sql_days(b, h0 * CH_ROLLUP_NS, h1 * CH_ROLLUP_NS - 1);
+	rb_printf(b, " AND hour >= %" PRIu64 " AND hour < %" PRIu64 " AND sig = %" PRIu64 "%s", h0,
+		  h1, sig, filter);
+	if (nd)
+		rb_printf(b, " AND hour NOT IN (%s)", (char *)dirty->p);
+}
+
+/*
  * The aggregate of q's samples of kind sig: the whole hours of [from, to] from the hourly
- * rollup (samples_1h), the partial hours at its edges from the raw rows, summed by stack in
- * one query. The same sums as the raw rows' (the rollup is their sum, made at insert), exact
- * for any selector (rolled up per series). false when the rollup cannot serve the query (no
- * whole hour, more than CH_ROLLUP_VALUES sample types, or --rollup-seconds 0): raw only.
+ * rollups, the partial hours at its edges from the raw rows, summed by stack in one query.
+ * The same sums as the raw rows' (the rollups are their sums, made at insert). The rollups:
+ * samples_1h (by series: with --ch-cluster, and what collectors before samples_1g sent; in
+ * filters it) and on one server samples_1g (by group, which ginf filters: NULL when the
+ * selection is not whole groups, and then the merge reads raw rows, since samples_1g may
+ * hold rows of any hour: uploads that come late). Each row is in one of them. false when
+ * no rollup serves the query (no whole hour, more than CH_ROLLUP_VALUES sample types,
+ * --rollup-seconds 0, or not whole groups): raw only.
  */
 static bool sql_merge(struct ch_store *c, struct rb *b, const struct store_query *q,
-		      const char *in, uint64_t sig, size_t nt)
+		      const char *in, const char *ginf, uint64_t sig, size_t nt)
 {
 	uint64_t to = q->to_ns ? q->to_ns : UINT64_MAX / 2;
 	uint64_t h0 = (q->from_ns + CH_ROLLUP_NS - 1) / CH_ROLLUP_NS, h1 = (to + 1) / CH_ROLLUP_NS;
@@ -975,7 +1049,7 @@ static bool sql_merge(struct ch_store *c, struct rb *b, const struct store_query
 	long nd = -1;
 
 	if (!c->no_rollup && nt && nt <= CH_ROLLUP_VALUES && h0 < h1 &&
-	    (since = rollup_since(c)) / CH_ROLLUP_NS < h1) {
+	    (!c->own_rollup || ginf) && (since = rollup_since(c)) / CH_ROLLUP_NS < h1) {
 		if (since / CH_ROLLUP_NS > h0) /* since is a whole hour */
 			h0 = since / CH_ROLLUP_NS;
 		nd = dirty_hours(c, h0, h1, &dirty);
@@ -991,15 +1065,12 @@ static bool sql_merge(struct ch_store *c, struct rb *b, const struct store_query
 	rb_printf(b, "SELECT stack, [");
 	for (size_t i = 0; i < nt; i++)
 		rb_printf(b, "%ssum(v%zu)", i ? ", " : "", i);
-	rb_printf(b, "] FROM (SELECT stack");
-	for (size_t i = 0; i < nt; i++)
-		rb_printf(b, ", v%zu", i);
-	rb_printf(b, " FROM samples_1h");
-	sql_days(b, h0 * CH_ROLLUP_NS, h1 * CH_ROLLUP_NS - 1);
-	rb_printf(b, " AND hour >= %" PRIu64 " AND hour < %" PRIu64 " AND sig = %" PRIu64 "%s", h0,
-		  h1, sig, in);
-	if (nd)
-		rb_printf(b, " AND hour NOT IN (%s)", (char *)dirty.p);
+	rb_printf(b, "] FROM (");
+	sql_rollup_rows(b, "samples_1h", h0, h1, sig, in, nt, &dirty, nd);
+	if (c->own_rollup) {
+		rb_printf(b, " UNION ALL ");
+		sql_rollup_rows(b, "samples_1g", h0, h1, sig, ginf, nt, &dirty, nd);
+	}
 	if (nd) { /* the hours the rollup may be short of: raw */
 		rb_printf(b, " UNION ALL ");
 		sql_raw_rows(c, b, h0 * CH_ROLLUP_NS, h1 * CH_ROLLUP_NS - 1, nt, in, sig,
@@ -1016,6 +1087,32 @@ static bool sql_merge(struct ch_store *c, struct rb *b, const struct store_query
 	rb_printf(b, ")");
 	rb_free(&dirty);
 	return true;
+}
+
+/*
+ * samples_1g's filter for sel's series of kind sig, into g: "" when every series matched,
+ * " AND grp IN (...)" when the selection is whole groups; false when it is not (or no room).
+ */
+static bool sql_groups_in(struct rb *g, const struct series_sel *sel, uint64_t sig)
+{
+	uint64_t *v;
+	size_t n = 0;
+
+	if (sel->every || !sel->whole_groups)
+		return sel->every;
+	v = malloc((sel->n + 1) * sizeof(*v));
+	if (!v)
+		return false;
+	for (size_t i = 0; i < sel->n; i++)
+		if (sel->v[i].sig == sig)
+			v[n++] = sel->v[i].grp;
+	n = n ? u64_uniq(v, n) : 0;
+	rb_printf(g, " AND grp IN (");
+	for (size_t i = 0; i < n; i++)
+		rb_printf(g, "%s%" PRIu64, i ? "," : "", v[i]);
+	rb_printf(g, ")");
+	free(v);
+	return !g->oom;
 }
 
 /* The kind to merge: the sig with the most profiles (ties: the earliest), as the ring does. */
@@ -1051,11 +1148,11 @@ int ch__merge(struct store *base, const struct store_query *q, struct pprof_prof
 	struct ch_store *c = ch_of(base);
 	struct series_sel sel = { 0 };
 	struct pprof_head h = { .time_nanos = 0 };
-	struct rb sql = { 0 }, res = { 0 }, ids = { 0 };
+	struct rb sql = { 0 }, res = { 0 }, ids = { 0 }, gin = { 0 };
 	struct pprof_buf pb = { 0 };
 	struct agg_sample *agg = NULL;
 	size_t n_agg = 0, n_values = 0, lost = 0;
-	bool rolled = false;
+	bool rolled = false, whole;
 	struct ch_ext x = { .name = SEL_EXT_NAME, .structure = "series UInt64" };
 	uint64_t sig, count = 0, total = 0;
 	int e;
@@ -1088,8 +1185,10 @@ int ch__merge(struct store *base, const struct store_query *q, struct pprof_prof
 			 total - count, total - count > 1 ? "s" : "");
 	if (!sel.every)
 		sel_ext_rows(&ids, &sel, sig);
-	rolled = sql_merge(c, &sql, q, sel.every ? "" : " AND series IN " SEL_EXT_NAME, sig,
-			   n_types(h.row));
+	whole = sql_groups_in(&gin, &sel, sig);
+	rb_put(&gin, "", 1);
+	rolled = sql_merge(c, &sql, q, sel.every ? "" : " AND series IN " SEL_EXT_NAME,
+			   whole && !gin.oom ? (char *)gin.p : NULL, sig, n_types(h.row));
 	rb_printf(&sql, " GROUP BY stack SETTINGS max_rows_to_group_by = %d, "
 		  "group_by_overflow_mode = 'throw' FORMAT RowBinary",
 		  CONFIG_COLLECTOR_CH_MAX_STACKS);
@@ -1126,6 +1225,7 @@ out:
 	rb_free(&sql);
 	rb_free(&res);
 	rb_free(&ids);
+	rb_free(&gin);
 	free(sel.v);
 	return e;
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * store/ch-rollup.c — a batch's hourly rollup rows (samples_1h), summed by the collector.
+ * store/ch-rollup.c — a batch's hourly rollup rows (samples_1g), summed by the collector.
  *
  * samples_1h used to be filled by a materialized view on samples: at every INSERT ClickHouse
  * took v[1]..v[4] apart, grouped the block by (day, hour, series, sig, stack), sorted the
@@ -8,8 +8,10 @@
  * at ingest (perf record during tests/bench/fleet-bench.sh). The collector has the rows in
  * hand, already by stack within each profile, so it sums them itself: the same rows the view
  * made (sample rows with at most CH_ROLLUP_VALUES values, summed by that key, values past a
- * row's own count 0, as v[k] reads them), sent in samples_1h's key order so that ClickHouse
+ * row's own count 0, as v[k] reads them), sent in the table's key order so that ClickHouse
  * neither groups nor sorts. What samples_1h ends up holding after its merges is the same.
+ * They are now summed by group, not series (samples_1g: the labels but the device's,
+ * ch__group_of), so that the profiles of a fleet's devices fold in one batch already.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -21,7 +23,7 @@
 
 /* One profile's rows in the samples body, with its rollup key. */
 struct rseg {
-	uint64_t series, sig, hour;
+	uint64_t grp, sig, hour;
 	size_t off, len, n;
 };
 
@@ -40,11 +42,11 @@ static uint64_t get64(const unsigned char *p)
 	return v;
 }
 
-/* samples_1h's key order, but for the stack: (series, sig, hour). */
+/* samples_1g's key order, but for the stack: (grp, sig, hour). */
 static int rseg_key_cmp(const struct rseg *x, const struct rseg *y)
 {
-	if (x->series != y->series)
-		return x->series < y->series ? -1 : 1;
+	if (x->grp != y->grp)
+		return x->grp < y->grp ? -1 : 1;
 	if (x->sig != y->sig)
 		return x->sig < y->sig ? -1 : 1;
 	return x->hour < y->hour ? -1 : x->hour > y->hour;
@@ -67,7 +69,7 @@ static int rrow_cmp(const void *a, const void *b)
 
 /*
  * The segment of mark m: its key and row count, or n = 0 when its rows are not rolled up
- * (more values than samples_1h has columns: the view's WHERE). -1 when the rows do not parse.
+ * (more values than samples_1g has columns: the view's WHERE). -1 when the rows do not parse.
  */
 static int rseg_of(const struct rb *body, const struct pmark *m, struct rseg *s)
 {
@@ -81,7 +83,7 @@ static int rseg_of(const struct rb *body, const struct pmark *m, struct rseg *s)
 		if ((size_t)(r.end - r.p) < ROW_FIXED)
 			return -1;
 		if (!s->n) {
-			s->series = get64(r.p + 10);
+			s->grp = m->grp;
 			s->sig = get64(r.p + 18);
 			s->hour = get64(r.p + 2) / CH_ROLLUP_NS;
 		}
@@ -201,7 +203,7 @@ static size_t rrows_sum(struct rrow *dst, const struct rrow *src, size_t n)
 }
 
 static const char *const rollup_cols[][2] = {
-	{ "day", "Date" }, { "hour", "UInt32" }, { "series", "UInt64" }, { "sig", "UInt64" },
+	{ "day", "Date" }, { "hour", "UInt32" }, { "grp", "UInt64" }, { "sig", "UInt64" },
 	{ "stack", "UInt64" }, { "v0", "Int64" }, { "v1", "Int64" }, { "v2", "Int64" },
 	{ "v3", "Int64" },
 };
@@ -237,7 +239,7 @@ static int rollup_native(const struct rrow *rows, const struct rseg *const *key,
 
 		memcpy(o + at[0] + 2 * i, &rows[i].day, 2);
 		memcpy(o + at[1] + 4 * i, &hour, 4);
-		memcpy(o + at[2] + 8 * i, &key[i]->series, 8);
+		memcpy(o + at[2] + 8 * i, &key[i]->grp, 8);
 		memcpy(o + at[3] + 8 * i, &key[i]->sig, 8);
 		memcpy(o + at[4] + 8 * i, &rows[i].stack, 8);
 		for (int j = 0; j < CH_ROLLUP_VALUES; j++)
@@ -248,7 +250,7 @@ static int rollup_native(const struct rrow *rows, const struct rseg *const *key,
 
 /*
  * The rollup of the batch's sample rows (those of its marks, as they were inserted) as a
- * Native block in out, in samples_1h's order (series, sig, hour, stack). *n_rows: its rows
+ * Native block in out, in samples_1g's order (grp, sig, hour, stack). *n_rows: its rows
  * (0: nothing to insert). 0, -ENOMEM, or -EINVAL when the rows do not parse.
  */
 int ch_rollup__build(const struct ch_batch *b, struct ch_scratch *s, struct rb *out,
@@ -282,7 +284,7 @@ int ch_rollup__build(const struct ch_batch *b, struct ch_scratch *s, struct rb *
 	if (!e && total) {
 		qsort(sg, ns, sizeof(*sg), rseg_cmp);
 		/* a profile's rows are by stack, one per stack: only a key with several
-		 * profiles (a device's uploads within the hour, in one batch) is ordered */
+		 * profiles (a group's uploads within the hour, in one batch) is ordered */
 		for (size_t i = 0, j; i < ns; i = j) {
 			size_t first = n;
 			const struct rrow *in = rows + first;

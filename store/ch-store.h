@@ -52,6 +52,7 @@
 #define CH_INSERT_SETTINGS "max_insert_block_size=2097152"
 #define CH_MAX_SERIES	1000000		/* series one query may select */
 #define CH_ROLLUP_NS	UINT64_C(3600000000000)	/* samples_1h's bucket: an hour */
+#define CH_GROUP_WITHOUT_LEN 256	/* the rollup group's rule: label keys, ","-separated */
 /* How far from its first upload's time a retried key is looked for (ns): a day. */
 #define CH_KEY_WINDOW_NS UINT64_C(86400000000000)
 #define CH_ROLLUP_VALUES 4			/* its value columns (v0..v3) */
@@ -81,6 +82,7 @@ struct keymap {
 /* One profile's rows in a batch (offsets into the samples and profiles bodies). */
 struct pmark {
 	uint64_t id, series, ts;
+	uint64_t grp;		/* its rollup group (ch__group_of) */
 	size_t s_off, s_len, p_off, p_len;
 	bool keyed;		/* has an idempotency key: its id is the key's */
 	bool replay;		/* read back from the spool: its samples may be there */
@@ -96,7 +98,7 @@ struct ch_batch {
 	bool ambiguous;		/* the last INSERT failed in a way that may have applied it */
 	bool deduped;		/* keyed profiles looked up (batch__check) */
 	bool dirty;		/* its hours go to rollup_dirty before its samples (again) */
-	bool rolled;		/* its rollup rows are in samples_1h, or their hours marked */
+	bool rolled;		/* its rollup rows are in samples_1g, or their hours marked */
 	bool rollup_failed;	/* an INSERT of them failed: their hours are marked instead */
 	uint64_t id;		/* random: its rows in rollup_pending */
 	enum { CH_INTENT_NONE, CH_INTENT_PENDING, CH_INTENT_DONE } intent;
@@ -168,13 +170,16 @@ struct ch_store {
 	bool no_rollup;			/* --rollup-seconds 0: merges read raw rows only */
 	bool samples_hour;		/* samples has hour, first in its key (not --ch-cluster) */
 	bool samples_arrays;		/* samples: one row per profile, stacks and v arrays */
-	bool own_rollup;		/* samples_1h is filled by this collector, not by a view */
+	bool own_rollup;		/* one server: this collector sums the rollup (samples_1g),
+					 * no view fills samples_1h */
+	char group_without[CH_GROUP_WITHOUT_LEN]; /* own_rollup: the database's rule, the labels
+						   * a rollup group leaves out ("a,b,...") */
 	char last_error[300];
 	/* counters */
 	uint64_t puts, duplicates, put_errors, refused_full, ack_timeouts;
 	uint64_t batches, insert_errors, rows[T__N], merges, merge_skipped;
 	uint64_t partitions_dropped;
-	uint64_t rollup_merges;		/* merges that read samples_1h */
+	uint64_t rollup_merges;		/* merges that read samples_1h or samples_1g */
 	uint64_t dirty_hours;		/* hours marked in rollup_dirty */
 	uint64_t rollup_failures;	/* batches whose rollup rows failed: hours marked */
 	uint64_t rollup_views;		/* hourly checks that found an older collector's view */
@@ -219,6 +224,20 @@ bool ch__samples_block(const struct rb *rows, bool arrays, struct rb *out);
 int ch__rows_build(const struct record_meta *m, const struct pprof_profile *p, size_t len,
 		   uint64_t id, struct put_rows *r);
 void ch__rows_free(struct put_rows *r);
+
+/* A string as RowBinary holds it (not terminated). */
+struct ch_str {
+	const char *p;
+	size_t n;
+};
+
+/*
+ * The rollup group of a series (store/README.md "The rollup by group"): a hash of its
+ * service, type and labels but those whose key is in without ("a,b,..."): the device's
+ * identity (its certificate) is never in it. label[2i] is a key, label[2i + 1] its value.
+ */
+uint64_t ch__group_of(const char *without, struct ch_str service, struct ch_str type,
+		      const struct ch_str *label, size_t n_labels);
 /* Adds the rows to the open batch (lock held): 0, -ENOSPC (queue full), -ENOMEM. */
 int ch__put_locked(struct ch_store *c, const struct record_meta *meta,
 		   const struct pprof_profile *p, struct put_rows *r, const struct ch_put *w,
@@ -276,7 +295,7 @@ void *ch_spool__replayer(void *arg);
 void ch_spool__done(struct ch_store *c, const struct ch_batch *b);
 
 /*
- * store/ch-rollup.c: a batch's samples_1h rows, summed (one server: no view fills it), into
+ * store/ch-rollup.c: a batch's samples_1g rows, summed by group (one server), into
  * out (its contents replaced), with s's buffers (kept: rrows, rtmp, lens, seg, key).
  */
 int ch_rollup__build(const struct ch_batch *b, struct ch_scratch *s, struct rb *out,

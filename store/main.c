@@ -56,6 +56,7 @@ static const char usage_text[] =
 	"                          [--ch-batch-ms N] [--retention-days N] [--ch-queue SIZE]\n"
 	"                          [--ch-spool FILE [--ring-size SIZE]]\n"
 	"                          [--ch-cluster NAME [--ch-shard-urls URL,...]]\n"
+	"                          [--ch-rollup-without LABEL,...]\n"
 	"                          (instead of --ring)\n"
 	DUTY_USAGE
 	"\n"
@@ -190,6 +191,7 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 		{ "ch-queue", required_argument, NULL, 'q' },
 		{ "ch-cluster", required_argument, NULL, 'X' },
 		{ "ch-shard-urls", required_argument, NULL, 'u' },
+		{ "ch-rollup-without", required_argument, NULL, 'O' },
 		{ "duty-percent", required_argument, NULL, 'p' },
 		{ "duty-window", required_argument, NULL, 'W' },
 		{ "duty-group-by", required_argument, NULL, 'G' },
@@ -217,6 +219,7 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 		case 'Q': o->store.ch_spool = optarg; break;
 		case 'X': o->store.ch_cluster = optarg; break;
 		case 'u': o->store.ch_shard_urls = optarg; break;
+		case 'O': o->store.ch_rollup_without = optarg; break;
 		case 'G': o->duty.group_by = optarg; break;
 		case 'K':
 			o->store.backend = STORE_CLICKHOUSE;
@@ -283,10 +286,10 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 	if (make_rules(o, rules, n_rules, series))
 		return -EINVAL;
 	if ((o->store.ch_spool || o->store.ch_queue_bytes || o->store.ch_cluster ||
-	     o->store.ch_shard_urls) &&
+	     o->store.ch_shard_urls || o->store.ch_rollup_without) &&
 	    !o->store.clickhouse) {
-		fprintf(stderr, "edgeprof-collector: --ch-spool, --ch-queue and --ch-cluster are "
-			"for --clickhouse\n");
+		fprintf(stderr, "edgeprof-collector: --ch-spool, --ch-queue, --ch-cluster and "
+			"--ch-rollup-without are for --clickhouse\n");
 		return -EINVAL;
 	}
 	if (o->store.retention_days && !o->store.clickhouse) {

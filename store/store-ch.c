@@ -17,9 +17,13 @@
  *   locations (loc, mapping, address, fns Array(UInt64), lines Array(Int64))        "
  *   functions (fn, name, system_name, filename, start_line)                          "
  *   mappings  (mapping, start, limit, offset, filename, build_id)                    "
- *   samples_1h (day, hour, series, sig, stack, v0..v3): samples summed by hour, sent with
- *             each batch (ch-rollup.c; --ch-cluster: a materialized view on samples_local);
- *             SummingMergeTree PARTITION BY day
+ *   samples_1g (day, hour, grp, sig, stack, v0..v3): one server: samples summed by hour and
+ *             group (labels but the device's: ch__group_of), sent with each batch
+ *             (ch-rollup.c); SummingMergeTree PARTITION BY day ORDER BY (grp, sig, hour,
+ *             stack); samples_1g_since: from when it is whole, and the group's rule
+ *   samples_1h (day, hour, series, sig, stack, v0..v3): samples summed by hour and series:
+ *             --ch-cluster (a materialized view on samples_local), and what collectors
+ *             before samples_1g sent; SummingMergeTree PARTITION BY day
  *             ORDER BY (series, sig, hour, stack); samples_1h_since: from when it is whole
  * Dictionary rows are sent once per collector (a bounded set of ids sent; when full it is
  * cleared and rows are sent again, which ReplacingMergeTree and any() absorb).
@@ -383,6 +387,59 @@ static uint64_t series_of(const struct record_meta *m)
 		h_str(&h, m->labels[i].value);
 	}
 	return h_end(&h);
+}
+
+/* Whether key (n bytes) is one of the comma-separated names of list. */
+static bool in_list(const char *list, const char *key, size_t n)
+{
+	for (const char *p = list; *p; p += *p == ',') {
+		size_t len = strcspn(p, ",");
+
+		if (len == n && !memcmp(p, key, n))
+			return true;
+		p += len;
+	}
+	return false;
+}
+
+static void h_strn(struct hasher *h, struct ch_str s)
+{
+	h_u64(h, s.n);
+	h_bytes(h, s.p, s.n);
+}
+
+uint64_t ch__group_of(const char *without, struct ch_str service, struct ch_str type,
+		      const struct ch_str *label, size_t n_labels)
+{
+	struct hasher h = h_start('G');
+
+	h_strn(&h, service);
+	h_strn(&h, type);
+	for (size_t i = 0; i < n_labels; i++) {
+		if (in_list(without, label[2 * i].p, label[2 * i].n))
+			continue;
+		h_strn(&h, label[2 * i]);
+		h_strn(&h, label[2 * i + 1]);
+	}
+	return h_end(&h);
+}
+
+static struct ch_str ch_str_of(const char *s)
+{
+	return (struct ch_str){ s ? s : "", s ? strlen(s) : 0 };
+}
+
+/* The group of m's series, from the labels its profile row keeps (ch__rows_build). */
+static uint64_t group_of_meta(const struct ch_store *c, const struct record_meta *m)
+{
+	struct ch_str l[2 * STORE_MAX_LABELS];
+	size_t n = m->n_labels < STORE_MAX_LABELS ? m->n_labels : STORE_MAX_LABELS;
+
+	for (size_t i = 0; i < n; i++) {
+		l[2 * i] = ch_str_of(m->labels[i].key);
+		l[2 * i + 1] = ch_str_of(m->labels[i].value);
+	}
+	return ch__group_of(c->group_without, ch_str_of(m->service), ch_str_of(m->type), l, n);
 }
 
 /* What can merge: the sample types and the period type, as pprof's merge requires. */
@@ -937,7 +994,8 @@ int ch__put_locked(struct ch_store *c, const struct record_meta *meta,
 	before = batch__bytes(b);
 	rows_dict(c, b, p, r);
 	b->marks[b->n_marks] = (struct pmark){
-		.id = w->id, .series = series_of(meta), .ts = meta->time_ns,
+		.id = w->id, .series = series_of(meta), .grp = group_of_meta(c, meta),
+		.ts = meta->time_ns,
 		.keyed = (meta->key && *meta->key) || w->lookup, .replay = w->lookup,
 		.s_off = b->rows[T_SAMPLES].len, .s_len = r->samples.len,
 		.p_off = b->rows[T_PROFILES].len, .p_len = r->profile.len,
@@ -1607,7 +1665,7 @@ static int batch__hours(const struct ch_batch *b, struct rb *sql, const char *ta
 /*
  * Write-ahead intent for the two INSERTs of a batch on one server (samples, then its rollup
  * rows): a collector killed between them (kill -9, OOM) would leave rows in samples that
- * samples_1h never gets, with no hour marked. So before its samples the batch's hours go to
+ * samples_1g never gets, with no hour marked. So before its samples the batch's hours go to
  * rollup_pending with sign 1 (intent), and once its rollup rows are in (or its hours marked
  * dirty) the same rows with sign -1 (done). Merges read an hour raw while a batch of it has
  * more intents than dones (ch-query.c), and CollapsingMergeTree's merges take the pairs away:
@@ -1643,10 +1701,10 @@ static int batch__intent(struct ch_store *c, struct ch_conn *conn, struct ch_bat
 
 /*
  * ClickHouse writes an INSERT's part of samples, then its view's part of samples_1h, not at
- * once (on one server the collector's rollup rows are an INSERT of their own, after the
- * samples: batch__rollup): an INSERT into samples that failed (a server dying or restarting
- * in it) may leave rows in samples that the rollup never gets, for good (the retry sends only
- * what is not there). So before the batch's samples go again, the hours of its rows go to
+ * once (on one server the collector's rollup rows, samples_1g's, are an INSERT of their own,
+ * after the samples: batch__rollup): an INSERT into samples that failed (a server dying or
+ * restarting in it) may leave rows in samples that the rollup never gets, for good (the retry
+ * sends only what is not there). So before the batch's samples go again, the hours of its rows go to
  * rollup_dirty, which merges read raw (ch-query.c): by the time a profile of it is
  * acknowledged, they are marked. The same for uploads replayed from the spool at start (a
  * collector killed between a failed INSERT and its mark), and for a batch whose rollup rows
@@ -1669,7 +1727,7 @@ static int batch__mark_dirty(struct ch_store *c, struct ch_conn *conn, struct ch
 	if (!e && u) {
 		c->dirty_hours += u;
 		pr_warn("clickhouse: %zu hour%s marked in rollup_dirty (%s): merges read %s raw",
-			u, u > 1 ? "s" : "", b->rollup_failed ? "its samples_1h rows failed" :
+			u, u > 1 ? "s" : "", b->rollup_failed ? "its samples_1g rows failed" :
 			"an INSERT into samples failed, or replayed at start", u > 1 ? "them" : "it");
 	} else if (e) {
 		c->insert_errors++;
@@ -1726,7 +1784,7 @@ static int batch__rollup(struct ch_store *c, struct ch_conn *conn, struct ch_bat
 		/* built again, it would most likely fail again (and hold the queue): marked */
 		snprintf(err, sizeof(err), "clickhouse: %s", e == -EINVAL ?
 			 "sample rows that do not parse" : strerror(-e));
-		batch__rollup_failed(c, b, "samples_1h rows not built", err);
+		batch__rollup_failed(c, b, "samples_1g rows not built", err);
 		e = batch__mark_dirty(c, conn, b);
 		b->rolled = !e;
 		return e;
@@ -1736,13 +1794,13 @@ static int batch__rollup(struct ch_store *c, struct ch_conn *conn, struct ch_bat
 	 * too: from reading the answer), so the INSERT may be applied: never sent again.
 	 */
 	if (n)
-		e = ch_conn__run(conn, "INSERT INTO samples_1h FORMAT Native",
+		e = ch_conn__run(conn, "INSERT INTO samples_1g FORMAT Native",
 				 CH_INSERT_SETTINGS, body->p, body->len, NULL, err, sizeof(err));
 	if (e) {
 		pthread_mutex_lock(&c->lock);
 		c->insert_errors++;
 		pthread_mutex_unlock(&c->lock);
-		batch__rollup_failed(c, b, "INSERT INTO samples_1h", err);
+		batch__rollup_failed(c, b, "INSERT INTO samples_1g", err);
 	}
 	b->rolled = !e;
 	return e;
@@ -2043,6 +2101,28 @@ static const char ch_rollup_view_rows[] = CH_ROLLUP_VIEW("samples%s");
 static const char ch_rollup_since[] =
 	"CREATE TABLE IF NOT EXISTS samples_1h_since%s (since UInt64) ENGINE = Log";
 
+/*
+ * The rollup by group (one server): samples summed by (group, sig, hour, stack), the group
+ * (ch__group_of) being a series' labels but the device's. A fleet of 100,000 devices at one
+ * upload a minute has each batch hold about one profile a device: summed per series (by
+ * samples_1h's key) each profile's ~715 stacks were rows of their own, written and merged
+ * again and again (~60% of ClickHouse's CPU at ingest, 0.675 ms a profile, store/README.md);
+ * summed per group, a batch's profiles of one firmware and region fold into one row a stack.
+ * Merges read it for selections of whole groups (ch-query.c), raw rows otherwise.
+ */
+static const char ch_group_table[] =
+	"CREATE TABLE IF NOT EXISTS samples_1g (day Date, hour UInt32, grp UInt64, sig UInt64, "
+	"stack UInt64, v0 Int64, v1 Int64, v2 Int64, v3 Int64) "
+	"ENGINE = SummingMergeTree((v0, v1, v2, v3)) PARTITION BY day "
+	"ORDER BY (grp, sig, hour, stack)";
+/*
+ * The database's group rule: the labels a group leaves out. Its first row rules (a Log
+ * table reads in the order rows went in), written by the first collector that finds none,
+ * so that every collector, and every merge, computes the same groups.
+ */
+static const char ch_group_rule[] =
+	"CREATE TABLE IF NOT EXISTS samples_1g_rule (without String) ENGINE = Log";
+
 /* Hours whose rollup may be short (batch__mark_dirty): merges read them raw. */
 static const char ch_rollup_dirty[] =
 	"CREATE TABLE IF NOT EXISTS rollup_dirty%s (day Date, hour UInt32) "
@@ -2192,6 +2272,51 @@ static int ch__schema_rollup(struct ch_store *c, struct ch_conn *conn, char *err
 }
 
 /*
+ * samples_1g and the database's group rule (one server): the first collector writes its own
+ * (--ch-rollup-without), every collector then reads the first row and keeps to it.
+ */
+static int ch__schema_group(struct ch_store *c, struct ch_conn *conn, char *err, size_t errlen)
+{
+	char without[CH_GROUP_WITHOUT_LEN];
+	struct rb sql = { 0 }, res = { 0 };
+	struct rb_rd r;
+	uint64_t rules = 0;
+	int e = ch__run_fmt(conn, ch_group_table, "", NULL, err, errlen);
+
+	memcpy(without, c->group_without, sizeof(without));
+	if (!e)
+		e = ch__run_fmt(conn, ch_group_rule, "", NULL, err, errlen);
+	if (!e)
+		e = ch__run_u64(conn, "SELECT count() FROM samples_1g_rule FORMAT RowBinary", "",
+				&rules, err, errlen);
+	if (!e && !rules) {	/* without: checked by store_ch__open, nothing to quote */
+		rb_printf(&sql, "INSERT INTO samples_1g_rule VALUES ('%s')", without);
+		rb_put(&sql, "", 1);
+		e = sql.oom ? -ENOMEM : ch_conn__run(conn, (char *)sql.p, NULL, NULL, 0, NULL, err,
+						     errlen);
+		if (!e)
+			pr_info("clickhouse: hourly rollup by group (samples_1g) created: groups "
+				"leave out the device and the labels '%s'", without);
+	}
+	if (!e)
+		e = ch__run_fmt(conn, "SELECT without FROM samples_1g_rule LIMIT 1 FORMAT RowBinary",
+				"", &res, err, errlen);
+	r = (struct rb_rd){ res.p, res.p + res.len, false };
+	if (!e)
+		rd_strcpy(&r, c->group_without, sizeof(c->group_without));
+	if (!e && r.bad) {
+		snprintf(err, errlen, "clickhouse: samples_1g_rule: malformed answer");
+		e = -EIO;
+	}
+	if (!e && strcmp(c->group_without, without))
+		pr_info("clickhouse: rollup groups leave out the labels '%s' (the database's rule, "
+			"not --ch-rollup-without's '%s')", c->group_without, without);
+	rb_free(&sql);
+	rb_free(&res);
+	return e;
+}
+
+/*
  * samples' layout: one row per profile (arrays_native), unless the database has samples
  * from before it (a column stack), which it keeps: no rows moved, every reader picks its SQL
  * by c->samples_arrays. With --ch-cluster, this shard's samples_local decides.
@@ -2237,6 +2362,8 @@ static int ch__schema(struct ch_store *c, char *err, size_t errlen)
 						 err, errlen);
 	if (!e)
 		e = ch__schema_rollup(c, conn, err, errlen);
+	if (!e && c->own_rollup)
+		e = ch__schema_group(c, conn, err, errlen);
 	ch_conn__free(conn);
 	return e;
 }
@@ -2250,6 +2377,25 @@ static const struct ch_batch_ops ch_batch_ops = {
 	.wait_room = ch__wait_room,
 	.seal = ch__seal,
 };
+
+/*
+ * --ch-rollup-without LIST (NULL: CONFIG_COLLECTOR_CH_ROLLUP_WITHOUT) into c->group_without:
+ * label keys of letters, digits, '_', '.' and '-', comma-separated (nothing to quote in SQL).
+ */
+static int ch__group_rule(struct ch_store *c, const char *list, char *err, size_t errlen)
+{
+	if (!list)
+		list = CONFIG_COLLECTOR_CH_ROLLUP_WITHOUT;
+	if (strlen(list) >= sizeof(c->group_without) ||
+	    list[strspn(list, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-,")]) {
+		snprintf(err, errlen, "clickhouse: --ch-rollup-without '%.64s': label names (letters, "
+			 "digits, _ . -), comma-separated, at most %d bytes", list,
+			 CH_GROUP_WITHOUT_LEN - 1);
+		return -EINVAL;
+	}
+	snprintf(c->group_without, sizeof(c->group_without), "%s", list);
+	return 0;
+}
 
 struct store *store_ch__open(const struct store_opts *opts, char *err, size_t errlen)
 {
@@ -2297,6 +2443,8 @@ struct store *store_ch__open(const struct store_opts *opts, char *err, size_t er
 		e = ch_retain__init(c, opts->ch_shard_urls, err, errlen);
 	c->samples_hour = !c->cluster[0];
 	c->own_rollup = !c->cluster[0];
+	if (!e)
+		e = ch__group_rule(c, opts->ch_rollup_without, err, errlen);
 	if (!e && (idset__init(&c->fns, intern) || idset__init(&c->maps, intern / 16) ||
 		   idset__init(&c->locs, intern) || idset__init(&c->stacks, intern) ||
 		   !c->keys.v)) {

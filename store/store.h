@@ -66,6 +66,8 @@ struct store_opts {
 	const char *ch_shard_urls; /* retention's HTTP URLs of the cluster's servers, comma-
 				    * separated (NULL: system.clusters' hosts, our port) */
 	bool ch_no_rollup;	/* merges read raw sample rows only (--rollup-seconds 0) */
+	const char *ch_rollup_without; /* label keys a rollup group leaves out, comma-separated
+					* (NULL: CONFIG_COLLECTOR_CH_ROLLUP_WITHOUT) */
 };
 
 #define STORE_DEFAULT_MAX_MERGE 10000

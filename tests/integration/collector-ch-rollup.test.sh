@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# The ClickHouse backend's hourly rollup (samples_1h, summed by the collector at insert)
-# against the raw rows and the ring file, with a real clickhouse-server (Debian's 18.16) on
-# loopback: the same profiles (3 devices, 2 versions, several per device and hour, over 5
-# hours) go into a ring collector and a ClickHouse collector; merges and folded flame graphs
-# over whole hours (rollup only), ranges with edges mid-hour (rollup + raw edges), one partial
-# hour (raw only) and selectors are the same from the ring, from the rollup and from a
-# collector that reads raw rows only (--rollup-seconds 0), and the rollup collector counts the
-# hours it read. Then a database as an older collector left it (no rollup) gets more profiles
-# and a new collector: its watermark keeps the rows from before it out of the rollup's
-# reach (read raw), profiles after it are read from the rollup, and every answer is the ring's.
+# The ClickHouse backend's hourly rollup by group (samples_1g, summed by the collector at
+# insert by service, type and labels but the device's and node's) against the raw rows and the
+# ring file, with a real clickhouse-server (Debian's 18.16) on loopback: the same profiles (3
+# devices, 2 versions, several per device and hour, over 5 hours) go into a ring collector and
+# a ClickHouse collector; merges and folded flame graphs over whole hours (rollup only), ranges
+# with edges mid-hour (rollup + raw edges), one partial hour (raw only) and selectors (of whole
+# groups: rollup; of some devices of a group: raw) are the same from the ring, from the rollup
+# and from a collector that reads raw rows only (--rollup-seconds 0), and the rollup collector
+# counts the merges that read it. Then a database as an older collector left it (no rollup)
+# gets more profiles and a new collector: its watermark keeps the rows from before it out of
+# the rollup's reach (read raw), profiles after it are read from the rollup; and with a
+# samples_1h by series as collectors before samples_1g filled it, merges read both rollups
+# (each row is in one), and every answer is the ring's.
 # With CH_SAMPLES_ROWS=1 (collector-ch-rollup-rows.test.sh), all of it on a samples table of
 # one row per (profile, stack) that an older collector made (the collector keeps that layout
 # and adds its hour column), whose rollup that collector's materialized view filled (the
 # collector drops the view: kept, it would count every row twice); else on the table a new
-# database gets (a row per profile). samples_1h holds what that view made, key by key. An
-# INSERT into samples_1h that fails marks its hours dirty instead of sending them again.
+# database gets (a row per profile). samples_1g holds, group by group, what that view made
+# (by series) summed over the group's devices. An INSERT into samples_1g that fails marks its
+# hours dirty instead of sending them again.
 # Retention drops the rollup's old days too. ~20 s.
 . "$(dirname "$0")/collector-lib.sh"
 . "$(dirname "$0")/clickhouse-lib.sh"
@@ -88,7 +92,7 @@ load() { # port first-i n h0
 	local i t dev labels
 	for i in $(seq "$2" $(($2 + $3 - 1))); do
 		t=$((base + $4 * H + 600 * (i - $2) + i % 7))
-		dev=dev-$((i % 3 + 1)) labels="version=1.$((i % 3 % 2)),region=eu"
+		dev=dev-$((i % 3 + 1)) labels="version=1.$((i % 3 % 2)),region=eu,node=n$((i % 3 + 1))"
 		upload "$TLS_PORT" "$dev" "$T/v$((i % 12)).pb.gz" "k$i" "$labels" "$t" &
 		upload "$1" "$dev" "$T/v$((i % 12)).pb.gz" "k$i" "$labels" "$t"
 		wait $! || fail "upload k$i to the ring"
@@ -102,7 +106,7 @@ get() { # port path-and-query out
 		fail "GET $2 from port $1"
 }
 enc() { printf '%s' "$1" | sed 's/{/%7B/g; s/}/%7D/g; s/"/%22/g; s/=/%3D/g; s/~/%7E/g; s/,/%2C/g'; }
-hours() { # port: rollups_read_total (merges that read samples_1h)
+hours() { # port: rollups_read_total (merges that read a rollup)
 	get "$1" /metrics "$T/metrics"
 	sed -n 's/^edgeprof_collector_rollups_read_total \([0-9]*\)$/\1/p' "$T/metrics"
 }
@@ -128,35 +132,54 @@ same() {
 	echo "  $qs: $n profiles, $(wc -l <"$T/f.ring") functions, $(wc -l <"$T/r.ring") stacks: same"
 }
 
-ch_sql 0 "OPTIMIZE TABLE $DB.samples_1h FINAL" # merged: what a day of merges makes
-rows=$(ch_sql 0 "SELECT count() FROM $DB.samples_1h")
+ch_sql 0 "OPTIMIZE TABLE $DB.samples_1g FINAL" # merged: what a day of merges makes
+rows=$(ch_sql 0 "SELECT count() FROM $DB.samples_1g")
 raw=$(ch_sql 0 "SELECT count() FROM $SAMPLES")
-[ "$rows" -gt 0 ] && [ "$rows" -lt "$raw" ] || fail "samples_1h holds $rows rows for $raw raw rows"
-sums=$(ch_sql 0 "SELECT sum(v0), sum(v1) FROM $DB.samples_1h")
+[ "$rows" -gt 0 ] && [ "$rows" -lt "$raw" ] || fail "samples_1g holds $rows rows for $raw raw rows"
+sums=$(ch_sql 0 "SELECT sum(v0), sum(v1) FROM $DB.samples_1g")
 [ "$sums" = "$(ch_sql 0 "SELECT sum(v[1]), sum(v[2]) FROM $SAMPLES")" ] ||
-	fail "samples_1h sums $sums, the raw rows $(ch_sql 0 "SELECT sum(v[1]), sum(v[2]) FROM $SAMPLES")"
-# key by key what the view made from the same rows (SummingMergeTree's merges drop a key whose
-# sums are all 0)
-nz="HAVING s0 != 0 OR s1 != 0 OR s2 != 0 OR s3 != 0 ORDER BY series, sig, h, stack"
-ch_sql 0 "SELECT day, toUInt32(intDiv(ts, 3600000000000)) AS h, series, sig, stack, sum(v[1]) AS s0, sum(v[2]) AS s1, sum(v[3]) AS s2, sum(v[4]) AS s3 FROM $SAMPLES WHERE length(v) <= 4 GROUP BY day, h, series, sig, stack $nz" >"$T/view.rows"
-ch_sql 0 "SELECT day, hour AS h, series, sig, stack, sum(v0) AS s0, sum(v1) AS s1, sum(v2) AS s2, sum(v3) AS s3 FROM $DB.samples_1h GROUP BY day, h, series, sig, stack $nz" >"$T/roll.rows"
+	fail "samples_1g sums $sums, the raw rows $(ch_sql 0 "SELECT sum(v[1]), sum(v[2]) FROM $SAMPLES")"
+[ "$(ch_sql 0 "SELECT count() FROM $DB.samples_1h")" = 0 ] || fail "samples_1h got rows on one server"
+[ "$(ch_sql 0 "SELECT uniqExact(grp) FROM $DB.samples_1g")" = 2 ] ||
+	fail "samples_1g: $(ch_sql 0 "SELECT uniqExact(grp) FROM $DB.samples_1g") groups, not the 2 versions of 3 devices"
+[ "$(ch_sql 0 "SELECT without FROM $DB.samples_1g_rule")" = "node,instance,host,hostname,pod,ip" ] ||
+	fail "the database's group rule: $(ch_sql 0 "SELECT without FROM $DB.samples_1g_rule")"
+grep -q "hourly rollup by group (samples_1g) created" "$T/chr.log" || fail "no log line for samples_1g created"
+# group by group what the view made from the same rows, summed over each group's devices (the
+# group: the profile's service, type and labels but node; SummingMergeTree's merges drop a key
+# whose sums are all 0)
+nz="HAVING s0 != 0 OR s1 != 0 OR s2 != 0 OR s3 != 0 ORDER BY g, day, h, sig, stack"
+ch_sql 0 "SELECT g, day, toUInt32(intDiv(ts, 3600000000000)) AS h, sig, stack, sum(v[1]) AS s0, sum(v[2]) AS s1, sum(v[3]) AS s2, sum(v[4]) AS s3 FROM $SAMPLES ANY INNER JOIN (SELECT id AS profile, concat(service, '/', type, '/', arrayStringConcat(arrayFilter((v, k) -> k != 'node', label_values, label_keys), ',')) AS g FROM $DB.profiles) USING profile WHERE length(v) <= 4 GROUP BY g, day, h, sig, stack $nz" | cut -f2- >"$T/view.rows"
+ch_sql 0 "SELECT grp AS g, day, hour AS h, sig, stack, sum(v0) AS s0, sum(v1) AS s1, sum(v2) AS s2, sum(v3) AS s3 FROM $DB.samples_1g GROUP BY g, day, h, sig, stack $nz" | cut -f2- >"$T/roll.rows"
+sort -o "$T/view.rows" "$T/view.rows"
+sort -o "$T/roll.rows" "$T/roll.rows"
 [ -s "$T/roll.rows" ] && cmp -s "$T/view.rows" "$T/roll.rows" ||
-	{ diff "$T/view.rows" "$T/roll.rows" | head; fail "samples_1h is not what the view made of samples"; }
-echo "rollup: $rows rows for $raw raw sample rows, the same sums; key by key the view's rows"
-h0=$(hours "$ROLL")
+	{ diff "$T/view.rows" "$T/roll.rows" | head; fail "samples_1g is not the view's rows summed by group"; }
+echo "rollup: $rows rows for $raw raw sample rows, the same sums; group by group the view's rows"
+# same_reads N PORT... QS: same, and the first port's merge and flame graph read the rollup
+# N times (2: both; 0: raw rows only)
+same_reads() {
+	local want=$1 r0
+	shift
+	r0=$(hours "$1")
+	same "$@"
+	[ "$(($(hours "$1") - r0))" = "$want" ] ||
+		fail "${*: -1}: $(($(hours "$1") - r0)) reads of the rollup, want $want"
+}
 echo "fresh database:"
-same "$ROLL" "$RAW" "type=cpu&from=$base&to=$((base + 5 * H - 1))"           # 5 whole hours
-same "$ROLL" "$RAW" "type=cpu&from=$((base + 1000))&to=$((base + 3 * H + 1700))" # edges mid-hour
-same "$ROLL" "$RAW" "type=cpu&from=$((base + H + 100))&to=$((base + 2 * H - 100))" # no whole hour
-same "$ROLL" "$RAW" "type=cpu&from=$((base + 1))&query=$(enc 'gw{version="1.1"}')" # to now
-same "$ROLL" "$RAW" "type=cpu&from=$base&to=$((base + 4 * H))&query=$(enc '{device=~"dev-[12]"}')"
-h1=$(hours "$ROLL")
-[ "$((h1 - h0))" = 8 ] || fail "$((h1 - h0)) of the 8 merges and flame graphs with a whole hour read samples_1h"
+same_reads 2 "$ROLL" "$RAW" "type=cpu&from=$base&to=$((base + 5 * H - 1))"           # 5 whole hours
+same_reads 2 "$ROLL" "$RAW" "type=cpu&from=$((base + 1000))&to=$((base + 3 * H + 1700))" # edges mid-hour
+same_reads 0 "$ROLL" "$RAW" "type=cpu&from=$((base + H + 100))&to=$((base + 2 * H - 100))" # no whole hour
+same_reads 2 "$ROLL" "$RAW" "type=cpu&from=$((base + 1))&query=$(enc 'gw{version="1.1"}')" # to now
+# devices 1 and 3 are all of version 1.0: whole groups; devices 1 and 2, or node n1, are not
+same_reads 2 "$ROLL" "$RAW" "type=cpu&from=$base&to=$((base + 4 * H))&query=$(enc '{device=~"dev-[13]"}')"
+same_reads 0 "$ROLL" "$RAW" "type=cpu&from=$base&to=$((base + 4 * H))&query=$(enc '{device=~"dev-[12]"}')"
+same_reads 0 "$ROLL" "$RAW" "type=cpu&from=$base&to=$((base + 4 * H))&query=$(enc '{node="n1"}')"
 [ "$(hours "$RAW")" = 0 ] || fail "--rollup-seconds 0 read the rollup"
-echo "rollup collector: $((h1 - h0)) merges read samples_1h; --rollup-seconds 0: none"
+echo "rollup collector: merges of whole groups read samples_1g, of part of a group raw rows; --rollup-seconds 0: none"
 
 # A lost rollup insert (a server dying between a batch's INSERT into samples and the one into
-# samples_1h): rows in samples that samples_1h lacks (written here by hand). Once their hour is
+# samples_1g): rows in samples that samples_1g lacks (written here by hand). Once their hour is
 # in rollup_dirty (what the collector writes when either INSERT fails), merges read that hour
 # raw: the raw rows' answer.
 dh=$((base - 24 * H))
@@ -179,7 +202,7 @@ echo "a lost rollup insert: the rollup's merge differs from the raw rows'; its h
 
 # A collector killed between a batch's INSERT into samples and its rollup rows: its intent in
 # rollup_pending (sign 1) with no done row (sign -1). Every batch sent so far has both; rows in
-# samples that samples_1h lacks (by hand, as above) are read raw once such an intent names
+# samples that samples_1g lacks (by hand, as above) are read raw once such an intent names
 # their hour.
 [ "$(ch_sql 0 "SELECT count() FROM $DB.rollup_pending")" -gt 0 ] || fail "no intent in rollup_pending"
 [ "$(ch_sql 0 "SELECT count() FROM (SELECT hour, batch FROM $DB.rollup_pending GROUP BY hour, batch HAVING sum(sign) > 0)")" = 0 ] ||
@@ -194,56 +217,83 @@ flat2 "type=cpu&from=$kh&to=$((kh + H))"
 cmp -s "$T/d.roll.f" "$T/d.raw.f" || { diff "$T/d.roll.f" "$T/d.raw.f" | head; fail "an hour with a pending batch: the merge differs from the raw rows'"; }
 echo "a collector killed between samples and rollup: the merge differs; its intent pending: the raw rows'"
 
-# An INSERT into samples_1h that fails (the table renamed away): the upload is stored all the
+# An INSERT into samples_1g that fails (the table renamed away): the upload is stored all the
 # same, its hour marked dirty (not its rows sent again: a failed INSERT may have been applied)
 fh=$((base - 48 * H))
-ch_sql 0 "RENAME TABLE $DB.samples_1h TO $DB.samples_1h_away"
+ch_sql 0 "RENAME TABLE $DB.samples_1g TO $DB.samples_1g_away"
 upload "$ROLL" dev-2 "$T/v1.pb.gz" kfail region=eu $((fh + 60))
-ch_sql 0 "RENAME TABLE $DB.samples_1h_away TO $DB.samples_1h"
+ch_sql 0 "RENAME TABLE $DB.samples_1g_away TO $DB.samples_1g"
 [ "$(ch_sql 0 "SELECT count() FROM $DB.rollup_dirty WHERE hour = $((fh / H))")" = 1 ] ||
-	fail "a failed INSERT into samples_1h did not mark its hour"
-grep -q 'INSERT INTO samples_1h .*marked dirty' "$T/chr.log" ||
-	fail "no log line for the failed INSERT into samples_1h"
-grep -q 'marked in rollup_dirty (its samples_1h rows failed)' "$T/chr.log" ||
-	fail "the mark's log line does not say it was samples_1h that failed"
+	fail "a failed INSERT into samples_1g did not mark its hour"
+grep -q 'INSERT INTO samples_1g .*marked dirty' "$T/chr.log" ||
+	fail "no log line for the failed INSERT into samples_1g"
+grep -q 'marked in rollup_dirty (its samples_1g rows failed)' "$T/chr.log" ||
+	fail "the mark's log line does not say it was samples_1g that failed"
 get "$ROLL" /metrics "$T/metrics"
 grep -qx 'edgeprof_collector_clickhouse_rollup_failures_total 1' "$T/metrics" ||
 	fail "clickhouse_rollup_failures_total is not 1: $(grep rollup_failures "$T/metrics")"
-[ "$(ch_sql 0 "SELECT count() FROM $DB.samples_1h WHERE hour = $((fh / H))")" = 0 ] ||
+[ "$(ch_sql 0 "SELECT count() FROM $DB.samples_1g WHERE hour = $((fh / H))")" = 0 ] ||
 	fail "the failed rollup rows were sent again"
 flat2 "type=cpu&from=$fh&to=$((fh + H))"
 cmp -s "$T/d.roll.f" "$T/d.raw.f" || fail "the marked hour's merge differs from the raw rows'"
-echo "a failed INSERT into samples_1h: its hour marked dirty, not sent again; the merge is the raw rows'"
+echo "a failed INSERT into samples_1g: its hour marked dirty, not sent again; the merge is the raw rows'"
 
 # A database an older collector made (no rollup), with profiles that only it stored: a
-# collector of this version creates the rollup with a watermark after them.
-for t in samples_1h samples_1h_since; do ch_sql 0 "DROP TABLE $DB.$t"; done
+# collector of this version creates the rollups with a watermark after them.
+for t in samples_1h samples_1h_since samples_1g samples_1g_rule; do ch_sql 0 "DROP TABLE $DB.$t"; done
 load "$RAW" 30 6 5 # hour 5, into samples only
-start_ch_collector chu "$CHURL" --ch-batch-ms 20
+start_ch_collector chu "$CHURL" --ch-batch-ms 20 --ch-rollup-without node,rack
 NEW=$CC_PORT
 since=$(ch_sql 0 "SELECT max(since) FROM $DB.samples_1h_since")
 [ "$since" = $(( (base + 6 * H) * 1000000000 )) ] || fail "watermark $since, want the start of hour 6"
 grep -q 'hourly rollup created on a database with samples' "$T/chu.log" || fail "no log line on the upgrade"
-load "$NEW" 36 12 6 # hours 6-7, summed by the collector
+[ "$(ch_sql 0 "SELECT without FROM $DB.samples_1g_rule")" = "node,rack" ] ||
+	fail "the first collector's --ch-rollup-without is not the database's rule"
+start_ch_collector chv "$CHURL" --ch-batch-ms 20 --ch-rollup-without host
+grep -q "rollup groups leave out the labels 'node,rack' (the database's rule" "$T/chv.log" ||
+	fail "a second collector with another --ch-rollup-without did not keep to the database's rule"
+load "$NEW" 36 6 6 # hour 6, summed by the collector
+load "$CC_PORT" 42 6 7 # hour 7, by the second one: the same groups
+[ "$(ch_sql 0 "SELECT uniqExact(grp) FROM $DB.samples_1g")" = 2 ] ||
+	fail "two collectors made $(ch_sql 0 "SELECT uniqExact(grp) FROM $DB.samples_1g") groups of 2 versions"
 echo "upgraded database (watermark at hour 6):"
-h0=$(hours "$NEW")
-same "$NEW" "$RAW" "type=cpu&from=$base&to=$((base + 8 * H - 1))"
-same "$NEW" "$RAW" "type=cpu&from=$((base + 4 * H + 10))&to=$((base + 7 * H + 10))&query=$(enc 'gw{version="1.0"}')"
-h1=$(hours "$NEW")
-[ "$((h1 - h0))" = 4 ] || fail "after the upgrade, $((h1 - h0)) of 4 merges read samples_1h"
-[ "$(ch_sql 0 "SELECT min(hour) * 3600 FROM $DB.samples_1h")" -ge $((base + 6 * H)) ] ||
-	fail "samples_1h holds rows before the watermark"
+same_reads 2 "$NEW" "$RAW" "type=cpu&from=$base&to=$((base + 8 * H - 1))"
+same_reads 2 "$NEW" "$RAW" "type=cpu&from=$((base + 4 * H + 10))&to=$((base + 7 * H + 10))&query=$(enc 'gw{version="1.0"}')"
+[ "$(ch_sql 0 "SELECT min(hour) * 3600 FROM $DB.samples_1g")" -ge $((base + 6 * H)) ] ||
+	fail "samples_1g holds rows before the watermark"
+
+# A database whose collectors before samples_1g summed samples_1h by series from hour 3 on
+# (made here by hand from the raw rows of hours 3-5, as their view did): merges read hours 3-5
+# from samples_1h and 6-7 from samples_1g, one UNION, and nothing twice.
+ch_sql 0 "DROP TABLE $DB.samples_1h_since"
+ch_sql 0 "CREATE TABLE $DB.samples_1h_since (since UInt64) ENGINE = Log"
+ch_sql 0 "INSERT INTO $DB.samples_1h_since VALUES ($(( (base + 3 * H) * 1000000000 )))"
+ch_sql 0 "INSERT INTO $DB.samples_1h SELECT day, toUInt32(intDiv(ts, 3600000000000)) AS hour, series, sig, stack, sum(v[1]), sum(v[2]), sum(v[3]), sum(v[4]) FROM $SAMPLES WHERE ts >= $(( (base + 3 * H) * 1000000000 )) AND ts < $(( (base + 6 * H) * 1000000000 )) AND length(v) <= 4 GROUP BY day, hour, series, sig, stack"
+[ "$(ch_sql 0 "SELECT count() FROM $DB.samples_1h")" -gt 0 ] || fail "no samples_1h rows made"
+echo "samples_1h from hour 3 (older collectors), samples_1g from hour 6:"
+same_reads 2 "$NEW" "$RAW" "type=cpu&from=$base&to=$((base + 8 * H - 1))"
+same_reads 2 "$NEW" "$RAW" "type=cpu&from=$((base + 3 * H))&to=$((base + 5 * H - 1))&query=$(enc 'gw{version="1.1"}')"
+same_reads 0 "$NEW" "$RAW" "type=cpu&from=$((base + 3 * H))&to=$((base + 8 * H - 1))&query=$(enc '{device="dev-1"}')"
+# and the rows are really read from samples_1h: without them, hours 3-4 are short
+ch_sql 0 "RENAME TABLE $DB.samples_1h TO $DB.samples_1h_full"
+ch_sql 0 "CREATE TABLE $DB.samples_1h AS $DB.samples_1h_full"
+get "$NEW" "/api/0/profiles/merge?type=cpu&from=$((base + 3 * H))&to=$((base + 5 * H - 1))" "$T/m.short"
+get "$RAW" "/api/0/profiles/merge?type=cpu&from=$((base + 3 * H))&to=$((base + 5 * H - 1))" "$T/m.raw"
+"$PPROF_TOOL" flat "$T/m.short" >"$T/f.short" && "$PPROF_TOOL" flat "$T/m.raw" >"$T/f.raw" || fail "pprof-tool flat"
+cmp -s "$T/f.short" "$T/f.raw" && fail "hours 3-4 were not read from samples_1h"
+ch_sql 0 "DROP TABLE $DB.samples_1h"
+ch_sql 0 "RENAME TABLE $DB.samples_1h_full TO $DB.samples_1h"
 
 # Retention drops the rollup's old days with the samples'.
 upload "$NEW" dev-1 "$T/v0.pb.gz" kold region=eu $((base - 40 * 86400))
-[ "$(ch_sql 0 "SELECT count() FROM $DB.samples_1h WHERE day < today() - 30")" -gt 0 ] ||
-	fail "the old profile is not in samples_1h"
+[ "$(ch_sql 0 "SELECT count() FROM $DB.samples_1g WHERE day < today() - 30")" -gt 0 ] ||
+	fail "the old profile is not in samples_1g"
 start_ch_collector chx "$CHURL" --retention-days 30
 for _ in $(seq 100); do
-	[ "$(ch_sql 0 "SELECT count() FROM $DB.samples_1h WHERE day < today() - 30")" = 0 ] && break
+	[ "$(ch_sql 0 "SELECT count() FROM $DB.samples_1g WHERE day < today() - 30")" = 0 ] && break
 	sleep 0.1
 done
-[ "$(ch_sql 0 "SELECT count() FROM $DB.samples_1h WHERE day < today() - 30")" = 0 ] ||
+[ "$(ch_sql 0 "SELECT count() FROM $DB.samples_1g WHERE day < today() - 30")" = 0 ] ||
 	fail "--retention-days 30 kept the rollup's old day"
-grep 'retention: dropped samples_1h ' "$T/chx.log" || { cat "$T/chx.log"; fail "no retention line for samples_1h"; }
+grep 'retention: dropped samples_1g ' "$T/chx.log" || { cat "$T/chx.log"; fail "no retention line for samples_1g"; }
 echo "collector-ch-rollup: ok"

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * ch_rollup__build (store/ch-rollup.c): a batch's sample rows summed into samples_1h's rows,
+ * ch_rollup__build (store/ch-rollup.c): a batch's sample rows summed into samples_1g's rows,
  * read back from the Native block it makes. The rows must be what the materialized view made
- * of them: several profiles of one key summed by stack, a profile with more values than
- * samples_1h has columns left out, values past a row's own count 0, rows of zero kept (the
- * view kept them; SummingMergeTree's merges drop them later), keys in samples_1h's order.
+ * of them, summed by group instead of series: several profiles of one key (one series, or
+ * several series of one group) summed by stack, a profile with more values than samples_1g
+ * has columns left out, values past a row's own count 0, rows of zero kept (the view kept
+ * them; SummingMergeTree's merges drop them later), keys in samples_1g's order. Unless a test
+ * says otherwise a profile's group is its series' number.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -26,8 +28,8 @@ struct row {
 	int64_t v[6];
 };
 
-/* One profile's rows appended to the batch as the collector writes them (RowBinary). */
-static void add_profile(struct ch_batch *b, const struct row *r, size_t n)
+/* One profile's rows of group grp appended to the batch as the collector writes them. */
+static void add_profile_grp(struct ch_batch *b, const struct row *r, size_t n, uint64_t grp)
 {
 	struct rb *body = &b->rows[T_SAMPLES];
 	struct pmark *m;
@@ -38,6 +40,8 @@ static void add_profile(struct ch_batch *b, const struct row *r, size_t n)
 	memset(m, 0, sizeof(*m));
 	m->s_off = body->len;
 	m->ts = r[0].ts;
+	m->series = r[0].series;
+	m->grp = grp;
 	for (size_t i = 0; i < n; i++) {
 		rb_u16(body, DAY);
 		rb_u64(body, r[i].ts);
@@ -53,11 +57,16 @@ static void add_profile(struct ch_batch *b, const struct row *r, size_t n)
 	m->s_len = body->len - m->s_off;
 }
 
+static void add_profile(struct ch_batch *b, const struct row *r, size_t n)
+{
+	add_profile_grp(b, r, n, r[0].series);
+}
+
 struct out {
 	size_t n;
 	uint16_t day[16];
 	uint32_t hour[16];
-	uint64_t series[16], sig[16], stack[16];
+	uint64_t grp[16], sig[16], stack[16];
 	int64_t v[CH_ROLLUP_VALUES][16];
 };
 
@@ -78,7 +87,7 @@ static uint64_t varint(const unsigned char **p)
 static void parse(const struct rb *nat, struct out *o)
 {
 	static const char *const cols[][2] = {
-		{ "day", "Date" }, { "hour", "UInt32" }, { "series", "UInt64" },
+		{ "day", "Date" }, { "hour", "UInt32" }, { "grp", "UInt64" },
 		{ "sig", "UInt64" }, { "stack", "UInt64" }, { "v0", "Int64" }, { "v1", "Int64" },
 		{ "v2", "Int64" }, { "v3", "Int64" },
 	};
@@ -101,7 +110,7 @@ static void parse(const struct rb *nat, struct out *o)
 			} else if (c == 1) {
 				memcpy(&o->hour[i], p, 4), p += 4;
 			} else {
-				uint64_t *d[] = { o->series, o->sig, o->stack };
+				uint64_t *d[] = { o->grp, o->sig, o->stack };
 
 				if (c < 5)
 					memcpy(&d[c - 2][i], p, 8);
@@ -160,7 +169,7 @@ static void test_same_key_summed(void **state)
 	assert_int_equal(o.v[1][3], 0);	/* past the row's one value */
 	for (size_t i = 0; i < o.n; i++) {
 		assert_int_equal(o.day[i], DAY);
-		assert_int_equal(o.series[i], 1);
+		assert_int_equal(o.grp[i], 1);
 		assert_int_equal(o.sig[i], 2);
 	}
 }
@@ -202,10 +211,43 @@ static void test_many_profiles_merged(void **state)
 	assert_int_equal(o.v[0][7], 2);
 	assert_int_equal(o.stack[8], 5);
 	assert_int_equal(o.stack[9], 8);
-	assert_int_equal(o.series[9], 9);
+	assert_int_equal(o.grp[9], 9);
 }
 
-/* A profile with more values than samples_1h's columns is left out; so is only it. */
+/*
+ * Profiles of three devices (series 1, 2, 3) in one hour: 1 and 3 of group 40, 2 of group 7:
+ * group 40's stacks summed over both devices, group 7 apart and first (the key's order).
+ */
+static void test_devices_of_a_group_fold(void **state)
+{
+	const struct row d1[] = { { 3 * H + 1, 1, 2, 10, 1, { 1 } },
+				  { 3 * H + 1, 1, 2, 20, 1, { 2 } } };
+	const struct row d2[] = { { 3 * H + 2, 2, 2, 10, 1, { 4 } } };
+	const struct row d3[] = { { 3 * H + 3, 3, 2, 10, 1, { 8 } },
+				  { 3 * H + 3, 3, 2, 30, 1, { 16 } } };
+	struct ch_batch b = { 0 };
+	struct out o;
+
+	(void)state;
+	add_profile_grp(&b, d1, 2, 40);
+	add_profile_grp(&b, d2, 1, 7);
+	add_profile_grp(&b, d3, 2, 40);
+	build(&b, &o);
+	assert_int_equal(o.n, 4);
+	assert_int_equal(o.grp[0], 7);
+	assert_int_equal(o.stack[0], 10);
+	assert_int_equal(o.v[0][0], 4);
+	for (size_t i = 1; i < 4; i++) {
+		assert_int_equal(o.grp[i], 40);
+		assert_int_equal(o.hour[i], 3);
+		assert_int_equal(o.stack[i], 10 * i);
+	}
+	assert_int_equal(o.v[0][1], 1 + 8);
+	assert_int_equal(o.v[0][2], 2);
+	assert_int_equal(o.v[0][3], 16);
+}
+
+/* A profile with more values than samples_1g's columns is left out; so is only it. */
 static void test_wide_left_out(void **state)
 {
 	struct ch_batch b = { 0 };
@@ -365,6 +407,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_same_key_summed),
 		cmocka_unit_test(test_many_profiles_merged),
+		cmocka_unit_test(test_devices_of_a_group_fold),
 		cmocka_unit_test(test_wide_left_out),
 		cmocka_unit_test(test_zero_values),
 		cmocka_unit_test(test_bad_rows),
