@@ -115,8 +115,8 @@ struct ch_batch {
  * writer thread touches them (ch_rollup__build is its, too).
  */
 struct ch_scratch {
-	struct rb rrows, rtmp;	/* the rollup's rows, and where their runs are merged */
-	struct rb lens;		/* the rollup's run lengths */
+	struct rb rrows;	/* the rollup's rows */
+	struct rb slots;	/* the rollup's hash table, a key's stacks (ch-rollup.c) */
 	struct rb native;	/* the samples' Native block; then the rollup's */
 	struct rb seg, key;	/* the samples' order (batch__order), then the rollup's; its keys */
 };
@@ -296,7 +296,7 @@ void ch_spool__done(struct ch_store *c, const struct ch_batch *b);
 
 /*
  * store/ch-rollup.c: a batch's samples_1g rows, summed by group (one server), into
- * out (its contents replaced), with s's buffers (kept: rrows, rtmp, lens, seg, key).
+ * out (its contents replaced), with s's buffers (kept: rrows, slots, seg, key).
  */
 int ch_rollup__build(const struct ch_batch *b, struct ch_scratch *s, struct rb *out,
 		     size_t *n_rows);

@@ -312,9 +312,9 @@ static struct ch_batch *batch__new(struct ch_store *c)
  */
 static void ch__keep_trim(struct ch_store *c, size_t max)
 {
-	struct rb *v[T__N + 6] = { &c->scratch.rrows, &c->scratch.rtmp, &c->scratch.lens,
-				   &c->scratch.native, &c->scratch.seg, &c->scratch.key };
-	size_t n = 6;
+	struct rb *v[T__N + 5] = { &c->scratch.rrows, &c->scratch.slots, &c->scratch.native,
+				   &c->scratch.seg, &c->scratch.key };
+	size_t n = 5;
 
 	for (int t = 0; c->spare && t < T__N; t++)
 		v[n++] = &c->spare->rows[t];

@@ -247,6 +247,90 @@ static void test_devices_of_a_group_fold(void **state)
 	assert_int_equal(o.v[0][3], 16);
 }
 
+/*
+ * 300 profiles of 30 devices in 3 groups, one hour, 40 stacks each drawn from 64 (so a
+ * group's stacks repeat across its profiles and the hash table's probes collide), against
+ * sums made here row by row: each group's stacks once, in order, summed.
+ */
+static void test_group_sums_exact(void **state)
+{
+	enum { NP = 300, NG = 3, NS = 64 };
+	static int64_t want[NG][NS];
+	static bool seen[NG][NS];
+	struct ch_batch b = { 0 };
+	struct ch_scratch sc = { 0 };
+	size_t n, at = 0;
+	const unsigned char *p;
+
+	(void)state;
+	memset(want, 0, sizeof(want));
+	memset(seen, 0, sizeof(seen));
+	for (size_t i = 0; i < NP; i++) {
+		struct row r[40];
+		uint64_t g = i % NG;
+
+		for (size_t j = 0; j < 40; j++) {
+			uint64_t st = (j * 7 + i * 13) % NS;	/* distinct within a profile */
+
+			r[j] = (struct row){ 4 * H + i, 1000 + i % 30, 2, (st + 1) << 40, 1,
+					     { (int64_t)(i * 40 + j) } };
+			want[g][st] += (int64_t)(i * 40 + j);
+			seen[g][st] = true;
+		}
+		/* a profile's rows by stack, as the collector writes them */
+		for (size_t x = 0; x < 40; x++)
+			for (size_t y = x + 1; y < 40; y++)
+				if (r[y].stack < r[x].stack) {
+					struct row t = r[x];
+
+					r[x] = r[y];
+					r[y] = t;
+				}
+		add_profile_grp(&b, r, 40, 7 + g);
+	}
+	assert_int_equal(ch_rollup__build(&b, &sc, &sc.native, &n), 0);
+	/* the Native block's columns: skip to grp, stack and v0 by their known widths */
+	p = sc.native.p;
+	assert_int_equal(varint(&p), 9);
+	assert_int_equal(varint(&p), n);
+	for (size_t g = 0; g < NG; g++)
+		for (size_t st = 0; st < NS; st++)
+			at += seen[g][st];
+	assert_int_equal(n, at);
+	{
+		const unsigned char *col[9];
+
+		for (int c = 0; c < 9; c++) {
+			static const size_t width[9] = { 2, 4, 8, 8, 8, 8, 8, 8, 8 };
+
+			p += 1 + *p;	/* name */
+			p += 1 + *p;	/* type */
+			col[c] = p;
+			p += width[c] * n;
+		}
+		at = 0;
+		for (size_t g = 0; g < NG; g++) {
+			for (size_t st = 0; st < NS; st++) {
+				uint64_t grp, stack;
+				int64_t v0;
+
+				if (!seen[g][st])
+					continue;
+				memcpy(&grp, col[2] + 8 * at, 8);
+				memcpy(&stack, col[4] + 8 * at, 8);
+				memcpy(&v0, col[5] + 8 * at, 8);
+				assert_int_equal(grp, 7 + g);
+				assert_int_equal(stack, (st + 1) << 40);
+				assert_int_equal(v0, want[g][st]);
+				at++;
+			}
+		}
+	}
+	ch_scratch__free(&sc);
+	rb_free(&b.rows[T_SAMPLES]);
+	free(b.marks);
+}
+
 /* A profile with more values than samples_1g's columns is left out; so is only it. */
 static void test_wide_left_out(void **state)
 {
@@ -408,6 +492,7 @@ int main(void)
 		cmocka_unit_test(test_same_key_summed),
 		cmocka_unit_test(test_many_profiles_merged),
 		cmocka_unit_test(test_devices_of_a_group_fold),
+		cmocka_unit_test(test_group_sums_exact),
 		cmocka_unit_test(test_wide_left_out),
 		cmocka_unit_test(test_zero_values),
 		cmocka_unit_test(test_bad_rows),
