@@ -27,16 +27,18 @@
 #   over mutual TLS (collector-load --fleet, CLIENTS keep-alive connections spread over the
 #   collectors) as fast as they are acknowledged. Prints profiles/s, each process's CPU, and
 #   the storage on disk against the gzip bytes ingested. DEVICES sets how often a device repeats:
-#   1,000 devices at ~1,500/s upload each about once a second, and the hourly rollup folds their
-#   uploads (2-3 rows of samples_1h a profile after 5 minutes); DEVICES=100000, a fleet at one
-#   profile a minute each, repeats a device within a batch hardly ever, and the rollup is a row per
-#   stack of every profile: ClickHouse's CPU per profile about doubles (store/README.md).
+#   1,000 devices at ~1,500/s upload each about once a second; DEVICES=100000, a fleet at one
+#   profile a minute each, repeats a device within a batch hardly ever. The hourly rollup sums by
+#   group (labels but node: 4 versions x 4 regions), so both fold into it alike; summed by
+#   series (samples_1h, before samples_1g), 100,000 devices doubled ClickHouse's CPU per
+#   profile (store/README.md).
 # query: PROFILES profiles of 10,000 devices over one day, ROWS sample rows each, generated in
 #   ClickHouse with INSERT ... SELECT from the ingested stacks (synthetic rows, real stacks),
 #   then through a collector: the top 50 functions of one firmware version (merge by selector +
 #   edgeprof top) and the fleet's flame graph (render flamebearer), warm, median of 3, over the
 #   day and over the day less a half hour at each end (raw rows for those partial hours). The
-#   generated rows are summed into the hourly rollup by hour (what collectors send at ingest),
+#   generated rows are summed into the hourly rollup by hour and group (what collectors send at
+#   ingest; each (region, version)'s group id got from the collector: one upload of each),
 #   whose parts are then merged (OPTIMIZE ... FINAL: what a day of background merges leaves).
 #   Beside each time, ClickHouse's own figures for the merge and series queries of those 3
 #   requests (system.query_log: rows and bytes read, memory, ms, user CPU; medians by CPU):
@@ -167,7 +169,7 @@ if [[ " $PHASES " == *" ingest "* ]]; then
 	echo "clickhouse: $m merges running when all was in; $(echo "$(cpu_of "${CH_PIDS[0]}") - $h0 - $hcpu" | bc) s CPU more until none runs;" \
 		"$(ch_sql 0 "SELECT sum(value) FROM system.events WHERE event = 'MergedRows'") rows merged in all," \
 		"$(ch_sql 0 "SELECT count() FROM system.parts WHERE active AND database = '$DB' AND table = 'samples'") parts of samples left"
-	for t in samples samples_1h; do # merged (18.16 skips an OPTIMIZE while a merge runs)
+	for t in samples samples_1g; do # merged (18.16 skips an OPTIMIZE while a merge runs)
 		for _ in $(seq 20); do
 			ch_sql 0 "OPTIMIZE TABLE $DB.$t FINAL" >/dev/null 2>&1 || true
 			[ "$(ch_sql 0 "SELECT count() - uniqExact(partition) FROM system.parts WHERE active AND database = '$DB' AND table = '$t'")" = 0 ] && break
@@ -178,7 +180,7 @@ if [[ " $PHASES " == *" ingest "* ]]; then
 		awk '{printf "  %-10s %12.0f rows %12.0f bytes on disk (%.0f uncompressed)\n", $1, $2, $3, $4}'
 	disk=$(ch_sql 0 "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = '$DB'")
 	gz=$(ch_sql 0 "SELECT sum(size), count(), uniqExact(id) FROM $DB.profiles")
-	roll=$(ch_sql 0 "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = '$DB' AND table = 'samples_1h'")
+	roll=$(ch_sql 0 "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = '$DB' AND table IN ('samples_1g', 'samples_1h')")
 	awk -v d="$disk" -v g="$gz" -v r="${roll:-0}" 'BEGIN { split(g, a, "\t"); printf "storage: %.0f bytes on disk for %.0f gzip pprof bytes (%d profiles stored, %d ids): %.3f (goal <= 0.2); without the hourly rollup %.3f\n", d, a[1], a[2], a[3], d / a[1], (d - r) / a[1] }'
 	for p in "${cpids[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
 fi
@@ -218,20 +220,35 @@ if [[ " $PHASES " == *" query "* ]]; then
 	else
 		ch_sql 0 "INSERT INTO $Q.samples WITH (SELECT groupArray(stack) FROM $DB.stacks) AS st SELECT toDate(toDateTime(intDiv(ts, 1000000000))), ts, cityHash64(p % 10000), $sig, p + 1, $pick, $vals FROM (SELECT intDiv(number, $ROWS) AS p, number % $ROWS AS k, toUInt64($t0) + p * $step AS ts FROM numbers($((PROFILES * ROWS))))"
 	fi
+	# the group (ch__group_of: a hash of service, type and labels but node) of each (region r,
+	# version v), index 4 v + r, from the collector itself: one upload of each at hour 4 v + r
+	# of the day two days before, its samples_1g row read back, then that day dropped
+	gday=$((t0 / 1000000000 - 2 * 86400))
+	seed=$top/tests/fuzz/pprof-reader.corpus/go-cpu.gz.seed
+	for g in $(seq 0 15); do
+		curl -gsS --fail -o /dev/null --cacert "$T/pki/ca.crt" --cert "$T/pki/dev-1.crt" --key "$T/pki/dev-1.key" \
+			--data-binary @"$seed" "https://localhost:$CC_PORT/api/0/profiles?service=bench&type=cpu&labels=node=map,region=r$((g % 4)),version=fw$((g / 4))&created_at=$((gday + g * 3600 + 60))"
+	done
+	gids=$(ch_sql 0 "SELECT arrayStringConcat(groupArray(toString(grp)), ',') FROM (SELECT any(grp) AS grp FROM $Q.samples_1g WHERE day = toDate($gday) GROUP BY hour ORDER BY hour)")
+	[ "$(echo "$gids" | tr ',' '\n' | sort -u | wc -l)" = 16 ] || { echo "query: the 16 groups' ids not found: $gids"; exit 1; }
+	for t in samples profiles samples_1g rollup_pending; do
+		ch_sql 0 "ALTER TABLE $Q.$t DROP PARTITION ID '$(date -u -d "@$gday" +%Y%m%d)'"
+	done
 	# the hourly rollup of those rows, as collectors send it with their batches (an hour at a
-	# time: one GROUP BY of the whole day would need GBs of memory)
+	# time: one GROUP BY of the whole day would need GBs of memory); profile p + 1's group is
+	# (region p % 4, version intDiv(p % 10000, 7) % 4), as its labels above
 	for h in $(seq 0 23); do
-		ch_sql 0 "INSERT INTO $Q.samples_1h SELECT day, toUInt32(intDiv(ts, 3600000000000)) AS h, series, sig, stack, sum(v[1]), sum(v[2]), sum(v[3]), sum(v[4]) FROM $SAMPLES WHERE ts >= $t0 + $h * 3600000000000 AND ts < $t0 + ($h + 1) * 3600000000000 AND length(v) <= 4 GROUP BY day, h, series, sig, stack ORDER BY series, sig, h, stack"
+		ch_sql 0 "INSERT INTO $Q.samples_1g SELECT day, toUInt32(intDiv(ts, 3600000000000)) AS h, [$gids][1 + intDiv((profile - 1) % 10000, 7) % 4 * 4 + (profile - 1) % 4] AS g, sig, stack, sum(v[1]), sum(v[2]), sum(v[3]), sum(v[4]) FROM $SAMPLES WHERE ts >= $t0 + $h * 3600000000000 AND ts < $t0 + ($h + 1) * 3600000000000 AND length(v) <= 4 GROUP BY day, h, g, sig, stack ORDER BY g, sig, h, stack"
 	done
 	s1=$(date +%s.%N)
 	echo "query: $(ch_sql 0 "SELECT count() FROM $Q.profiles") profiles, $(ch_sql 0 "SELECT $NROWS FROM $Q.samples") sample rows generated in $(echo "$s1 - $s0" | bc) s" \
-		"(and their hourly rollup: $(ch_sql 0 "SELECT count() FROM $Q.samples_1h") rows);" \
+		"(and their hourly rollup: $(ch_sql 0 "SELECT count() FROM $Q.samples_1g") rows);" \
 		"$(ch_sql 0 "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = '$Q'") bytes on disk"
 	# the rollup's parts merged, as a day of ingest leaves them (merges run as rows arrive)
 	s0=$(date +%s.%N)
-	ch_sql 0 "OPTIMIZE TABLE $Q.samples_1h FINAL"
-	echo "query: samples_1h merged in $(echo "$(date +%s.%N) - $s0" | bc) s: $(ch_sql 0 "SELECT count() FROM $Q.samples_1h") rows," \
-		"$(ch_sql 0 "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = '$Q' AND table = 'samples_1h'") bytes on disk"
+	ch_sql 0 "OPTIMIZE TABLE $Q.samples_1g FINAL"
+	echo "query: samples_1g merged in $(echo "$(date +%s.%N) - $s0" | bc) s: $(ch_sql 0 "SELECT count() FROM $Q.samples_1g") rows," \
+		"$(ch_sql 0 "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = '$Q' AND table = 'samples_1g'") bytes on disk"
 	fi
 	ports=("$CC_PORT")
 	if [ "${RAW_PEER:-1}" = 1 ]; then # the same queries on raw rows only: the peer
