@@ -167,7 +167,7 @@ struct series_sel {
 	struct series_row *v;
 	size_t n, cap;
 	bool every;		/* every series in the time range matched (type and selector) */
-	bool whole_groups;	/* no series of the range outside it has a group of its own */
+	bool whole_groups;	/* its series' groups hold no series of the range left out */
 };
 
 static int series_cmp(const void *pa, const void *pb)
@@ -1031,13 +1031,13 @@ static void sql_rollup_rows(struct rb *b, const char *table, uint64_t h0, uint64
 /*
  * The aggregate of q's samples of kind sig: the whole hours of [from, to] from the hourly
  * rollups, the partial hours at its edges from the raw rows, summed by stack in one query.
- * The same sums as the raw rows' (the rollups are their sums, made at insert). The rollups:
- * samples_1h (by series: with --ch-cluster, and what collectors before samples_1g sent; in
- * filters it) and on one server samples_1g (by group, which ginf filters: NULL when the
- * selection is not whole groups, and then the merge reads raw rows, since samples_1g may
- * hold rows of any hour: uploads that come late). Each row is in one of them. false when
- * no rollup serves the query (no whole hour, more than CH_ROLLUP_VALUES sample types,
- * --rollup-seconds 0, or not whole groups): raw only.
+ * The same sums as the raw rows' (the rollups are their sums, made at insert). Each row is
+ * in one of the two rollups: samples_1h, by series (with --ch-cluster; and on one server what
+ * collectors before samples_1g sent), filtered by in like the raw rows; and on one server
+ * samples_1g, by group, filtered by ginf, which is NULL when the selection is not whole
+ * groups: then the merge reads raw rows only, since samples_1g may hold rows of any hour
+ * (uploads that come late). false when no rollup serves the query (no whole hour, more than
+ * CH_ROLLUP_VALUES sample types, --rollup-seconds 0, or not whole groups): raw only.
  */
 static bool sql_merge(struct ch_store *c, struct rb *b, const struct store_query *q,
 		      const char *in, const char *ginf, uint64_t sig, size_t nt)

@@ -20,7 +20,7 @@
  *   samples_1g (day, hour, grp, sig, stack, v0..v3): one server: samples summed by hour and
  *             group (labels but the device's: ch__group_of), sent with each batch
  *             (ch-rollup.c); SummingMergeTree PARTITION BY day ORDER BY (grp, sig, hour,
- *             stack); samples_1g_since: from when it is whole, and the group's rule
+ *             stack); samples_1g_rule: the labels a group leaves out (its first row)
  *   samples_1h (day, hour, series, sig, stack, v0..v3): samples summed by hour and series:
  *             --ch-cluster (a materialized view on samples_local), and what collectors
  *             before samples_1g sent; SummingMergeTree PARTITION BY day
@@ -1704,8 +1704,8 @@ static int batch__intent(struct ch_store *c, struct ch_conn *conn, struct ch_bat
  * once (on one server the collector's rollup rows, samples_1g's, are an INSERT of their own,
  * after the samples: batch__rollup): an INSERT into samples that failed (a server dying or
  * restarting in it) may leave rows in samples that the rollup never gets, for good (the retry
- * sends only what is not there). So before the batch's samples go again, the hours of its rows go to
- * rollup_dirty, which merges read raw (ch-query.c): by the time a profile of it is
+ * sends only what is not there). So before the batch's samples go again, the hours of its
+ * rows go to rollup_dirty, which merges read raw (ch-query.c): by the time a profile of it is
  * acknowledged, they are marked. The same for uploads replayed from the spool at start (a
  * collector killed between a failed INSERT and its mark), and for a batch whose rollup rows
  * failed (batch__rollup). 0 or -errno (retried first: the samples wait).
