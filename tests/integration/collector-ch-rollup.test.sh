@@ -249,6 +249,16 @@ since=$(ch_sql 0 "SELECT max(since) FROM $DB.samples_1h_since")
 grep -q 'hourly rollup created on a database with samples' "$T/chu.log" || fail "no log line on the upgrade"
 [ "$(ch_sql 0 "SELECT without FROM $DB.samples_1g_rule")" = "node,rack" ] ||
 	fail "the first collector's --ch-rollup-without is not the database's rule"
+# a list that is not label names is refused at start, before the database is touched
+for bad in "node'x" "a b" "$(printf 'n%.0s' $(seq 300))"; do
+	if "$COLLECTOR" --listen 127.0.0.1:0 --tls-ca "$T/pki/ca.crt" --tls-cert "$T/pki/server.crt" \
+		--tls-key "$T/pki/server.key" --clickhouse "$CHURL" --debuginfo-dir "$T/bad.dbg" \
+		--ch-rollup-without "$bad" >"$T/bad.log" 2>&1; then
+		fail "--ch-rollup-without '${bad:0:20}' accepted"
+	fi
+	grep -q -- "--ch-rollup-without .*label names" "$T/bad.log" || { cat "$T/bad.log"; fail "no clear error for '${bad:0:20}'"; }
+done
+[ "$(ch_sql 0 "SELECT count() FROM $DB.samples_1g_rule")" = 1 ] || fail "a refused list reached samples_1g_rule"
 start_ch_collector chv "$CHURL" --ch-batch-ms 20 --ch-rollup-without host
 grep -q "rollup groups leave out the labels 'node,rack' (the database's rule" "$T/chv.log" ||
 	fail "a second collector with another --ch-rollup-without did not keep to the database's rule"
