@@ -200,6 +200,24 @@ cmp -s "$T/d.roll.f" "$T/d.raw.f" || { diff "$T/d.roll.f" "$T/d.raw.f" | head; f
 [ "$(($(hours "$ROLL") - h0))" = 1 ] || fail "the merge over a dirty hour did not go through the rollup path"
 echo "a lost rollup insert: the rollup's merge differs from the raw rows'; its hour marked dirty: the same"
 
+# Labels a device chooses (its group is hashed from them at ingest and again, from the stored
+# strings, at query time): bytes that are not UTF-8, a long value, 62 labels. dev-2 and dev-3
+# with the same labels are one group; dev-1 another: a merge of the first group reads the rollup
+# and equals the raw rows'.
+oh=$((base - 96 * H))
+many=$(for i in $(seq 0 59); do printf ',l%d=%d' "$i" "$i"; done)
+odd="w=%FF%FEx%C3,long=$(printf 'v%.0s' $(seq 200))$many"
+upload "$ROLL" dev-2 "$T/v1.pb.gz" kodd2 "odd=x,$odd" $((oh + 60))
+upload "$ROLL" dev-3 "$T/v2.pb.gz" kodd3 "odd=x,$odd" $((oh + 120))
+upload "$ROLL" dev-1 "$T/v3.pb.gz" kodd1 "odd=y,$odd" $((oh + 180))
+r0=$(hours "$ROLL")
+flat2 "type=cpu&from=$oh&to=$((oh + H))&query=$(enc '{odd="x"}')"
+cmp -s "$T/d.roll.f" "$T/d.raw.f" || { diff "$T/d.roll.f" "$T/d.raw.f" | head; fail "odd labels: the rollup's merge differs from the raw rows'"; }
+[ "$(($(hours "$ROLL") - r0))" = 1 ] || fail "odd labels: the merge of a whole group did not read the rollup"
+get "$ROLL" "/api/0/profiles/merge?type=cpu&from=$oh&to=$((oh + H))&query=$(enc '{odd="x"}')" "$T/d.n"
+[ "$(grep -i '^x-edgeprof-profiles' "$T/d.n.h" | tr -dc 0-9)" = 2 ] || fail "odd labels: not the 2 profiles of odd=x"
+echo "labels that are not UTF-8, long, 62 of them: the group hashed alike at ingest and query"
+
 # A collector killed between a batch's INSERT into samples and its rollup rows: its intent in
 # rollup_pending (sign 1) with no done row (sign -1). Every batch sent so far has both; rows in
 # samples that samples_1g lacks (by hand, as above) are read raw once such an intent names
