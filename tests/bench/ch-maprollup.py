@@ -3,7 +3,8 @@
 """The hourly rollup as one row per (series, sig, hour) with its stacks in a Nested map, for
 tests/bench/ch-replay.sh: what that layout would cost ClickHouse, measured before building it.
 
-ch-maprollup.py SRC DST: copies a capture (CH_CAPTURE=SRC tests/bench/fleet-bench.sh) to DST
+ch-maprollup.py SRC DST: copies a capture (CH_CAPTURE=SRC tests/bench/fleet-bench.sh, made by
+collectors before the rollup by group: their rollup INSERTs go to samples_1h) to DST
 with the rollup table made as
 
     samples_1h (day Date, hour UInt32, series UInt64, sig UInt64, stacksMap Nested(stack UInt64,

@@ -10,7 +10,8 @@ as the collector does, profiles' RowBinary rows concatenated; of the per-batch r
 rollup_pending rows and the id lookups of one batch in K are kept. The capture's consecutive
 batches are those of all collectors, so the rollup sums across collectors where one collector's
 longer batch would sum only its own. ch-replay.sh SRC and ch-replay.sh DST then replay the same
-profiles in batches K times as large.
+profiles in batches K times as large. For captures of collectors before the rollup by group
+(their rollup INSERTs go to samples_1h, by series; this version's go to samples_1g).
 """
 import os, re, struct, sys
 

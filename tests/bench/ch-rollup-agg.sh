@@ -10,7 +10,9 @@
 #   CH_CAPTURE=/tmp/capD DEVICES=100000 PHASES=ingest SECONDS_PER_RUN=20 tests/bench/fleet-bench.sh
 #   tests/bench/ch-rollup-agg.sh /tmp/capD
 # Measured twice (19,415 uploads, 13.8M rollup rows): 4.46 and 4.86 s for the batches'
-# INSERTs and merges, 43.5 and 46.3 s for the INSERT ... SELECT.
+# INSERTs and merges, 43.5 and 46.3 s for the INSERT ... SELECT. It reads the rollup by series
+# (samples_1h): captures of collectors before the rollup by group (samples_1g), which made the
+# batches' rollup small for large fleets instead (store/README.md).
 set -eu
 CAP=$(cd "$1" && pwd)
 top=$(cd "$(dirname "$0")/../.." && pwd)
