@@ -224,13 +224,15 @@ $(foreach l,$(lib-y),$(eval $(call lib_rule,$(l))))
 # on musl boards statically, with tools/musl.sh's cmocka. The tests of code that only
 # libedgeprof.so runs (unit-tests-glibc: its unwinder) are built as it is, by GLIBC_CC from the
 # -fPIC objects.
+# A test's source mirrors its module's folder: tests/unit/<area>/<name>-test.c.
+unit-src = $(firstword $(wildcard $(addsuffix /$(1)-test.c,tests/unit tests/unit/* tests/unit/*/*)))
 define unit_rule
-$(O)/tests/unit/$(1)-test: $(O)/tests/unit/$(1)-test.o $$(addprefix $(O)/,$$($(1)-test-objs))
+$(O)/tests/unit/$(1)-test: $(O)/$(patsubst %.c,%.o,$(call unit-src,$(1))) $$(addprefix $(O)/,$$($(1)-test-objs))
 	$$(quiet) LD $$@
 	$(Q)$$(CC) $$(LDFLAGS) -o $$@ $$^ $$($(1)-test-ldlibs) -lcmocka
 endef
 define unit_glibc_rule
-$(O)/tests/unit/$(1)-test: $(O)/pic/tests/unit/$(1)-test.o $$(addprefix $(O)/pic/,$$($(1)-test-objs))
+$(O)/tests/unit/$(1)-test: $(O)/pic/$(patsubst %.c,%.o,$(call unit-src,$(1))) $$(addprefix $(O)/pic/,$$($(1)-test-objs))
 	$$(quiet) LD $$@
 	$(Q)$$(GLIBC_CC) $$(PIC_LDFLAGS) -o $$@ $$^ $$($(1)-test-ldlibs) -lcmocka
 endef

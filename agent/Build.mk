@@ -3,24 +3,24 @@
 # Other areas' lists (pprof-y, port-y, bpf-y, agent-transport-y) are set in files included
 # after this one: everything naming them uses deferred '='.
 
-agent-core-y := agent/ring.o agent/aggregate.o agent/rounds.o agent/procmaps.o elf/elf.o \
-		agent/output.o
-agent-core-$(CONFIG_SYMBOLIZE) += agent/symbolize.o
+agent-core-y := agent/core/ring.o agent/core/aggregate.o agent/core/rounds.o agent/core/procmaps.o elf/elf.o \
+		agent/core/output.o
+agent-core-$(CONFIG_SYMBOLIZE) += agent/core/symbolize.o
 
-agent-y := agent/main.o agent/features.o $(agent-core-y)
+agent-y := agent/daemon/main.o agent/daemon/features.o $(agent-core-y)
 # The BPF sampler's leaf frames: .eh_frame rules of the sampled processes' files.
-agent-y-$(CONFIG_SAMPLER_BPF) += agent/leaf.o elf/cfi.o
+agent-y-$(CONFIG_SAMPLER_BPF) += bpf/leaf.o elf/cfi.o
 # New programs' mappings from the kernel's mmap records (the process table's loader).
 agent-y-$(CONFIG_BPF_MMAP_EVENTS) += bpf/mmapev.o
 # Heap profiles of the sigprof producers (<pid>.heap beside their rings).
-agent-y-$(CONFIG_PROFILE_HEAP) += agent/heapfile.o
-# Pull mode: /debug/pprof/ served over mutual TLS (agent/pull.h).
-agent-y-$(CONFIG_PULL_SERVER) += agent/pull.o port/tls-server.o
+agent-y-$(CONFIG_PROFILE_HEAP) += agent/core/heapfile.o
+# Pull mode: /debug/pprof/ served over mutual TLS (agent/daemon/pull.h).
+agent-y-$(CONFIG_PULL_SERVER) += agent/daemon/pull.o port/tls-server.o
 agent-y += $(agent-y-y)
 
 bin-y                  += edgeprof-agent
-# Scraping local pprof endpoints (agent/scrape.h): its thread, the GET client, the deltas.
-agent-scrape-objs       = $(if $(CONFIG_AGENT_SCRAPE),agent/scrape.o $(port-fetch-y) \
+# Scraping local pprof endpoints (agent/daemon/scrape.h): its thread, the GET client, the deltas.
+agent-scrape-objs       = $(if $(CONFIG_AGENT_SCRAPE),agent/daemon/scrape.o $(port-fetch-y) \
 			  $(pprof-delta-y))
 edgeprof-agent-objs    = $(agent-y) $(agent-scrape-objs) $(pprof-y) $(bpf-y) \
 			 $(agent-transport-objs) $(port-y)
@@ -29,11 +29,11 @@ edgeprof-agent-ldlibs  = $(pprof-ldlibs) $(bpf-ldlibs) $(agent-transport-ldlibs)
 # libedgeprof.so: the SIGPROF sampler, with the pprof writer for standalone mode. Only its
 # public API is exported (objects are built -fvisibility=hidden; static archives excluded).
 lib-$(CONFIG_SAMPLER_SIGPROF) += libedgeprof.so
-# The heap profiler interposes the allocator (agent/heap.h): a feature by file.
-libedgeprof-heap-$(CONFIG_PROFILE_HEAP) := agent/heap.o agent/heapfile.o
-# Wall-clock profiles: the blocking calls' entry points and the ticker (agent/wall.h).
-libedgeprof-wall-$(CONFIG_PROFILE_WALL) := agent/wall.o
-libedgeprof.so-objs   = agent/sigprof.o agent/sigctl.o agent/unwind.o agent/modules.o elf/cfi.o \
+# The heap profiler interposes the allocator (agent/lib/heap.h): a feature by file.
+libedgeprof-heap-$(CONFIG_PROFILE_HEAP) := agent/lib/heap.o agent/core/heapfile.o
+# Wall-clock profiles: the blocking calls' entry points and the ticker (agent/lib/wall.h).
+libedgeprof-wall-$(CONFIG_PROFILE_WALL) := agent/lib/wall.o
+libedgeprof.so-objs   = agent/lib/sigprof.o agent/lib/sigctl.o agent/lib/unwind.o agent/lib/modules.o elf/cfi.o \
 			elf/ehabi.o $(agent-core-y) $(pprof-y) port/file.o $(libedgeprof-heap-y) \
 			$(libedgeprof-wall-y)
 libedgeprof.so-ldlibs = -Wl,--exclude-libs,ALL -Wl,-z,now $(pprof-ldlibs) -ldl -lpthread -lrt -lm
@@ -43,21 +43,21 @@ agent-install-header = install -m 0644 agent/edgeprof.h $(1)$(2)/include/
 unit-tests-y      += ring aggregate rounds elf unwind
 # The unwinder runs only in libedgeprof.so: tested as it is built (glibc, -fPIC; Makefile).
 unit-tests-glibc  += unwind
-unwind-test-objs   = agent/unwind.o agent/modules.o elf/cfi.o elf/ehabi.o
+unwind-test-objs   = agent/lib/unwind.o agent/lib/modules.o elf/cfi.o elf/ehabi.o
 unwind-test-ldlibs = -ldl -lpthread
 CFLAGS_unwind-test = -funwind-tables # its armv7 walk needs .ARM.exidx entries
-ring-test-objs     = agent/ring.o
+ring-test-objs     = agent/core/ring.o
 ring-test-ldlibs   = -lpthread
-aggregate-test-objs = agent/aggregate.o
-rounds-test-objs   = agent/rounds.o
+aggregate-test-objs = agent/core/aggregate.o
+rounds-test-objs   = agent/core/rounds.o
 # It reads its own process as the sample of a device's program: a dynamic glibc one (libc
 # mapped, a build-id note), so it is built as libedgeprof.so is.
 unit-tests-glibc  += elf
-elf-test-objs      = elf/elf.o agent/procmaps.o agent/ring.o port/file.o
+elf-test-objs      = elf/elf.o agent/core/procmaps.o agent/core/ring.o port/file.o
 unit-tests-$(CONFIG_PROFILE_HEAP) += heapfile
-heapfile-test-objs = agent/heapfile.o
+heapfile-test-objs = agent/core/heapfile.o
 unit-tests-$(CONFIG_SAMPLER_BPF) += leaf
-leaf-test-objs     = agent/leaf.o elf/cfi.o $(elf-test-objs)
+leaf-test-objs     = bpf/leaf.o elf/cfi.o $(elf-test-objs)
 
 # Workloads (test helpers, not installed): frame pointers on, -O2 so leaves have no frame.
 agent-workloads := split torture harm heapsplit wallsplit

@@ -14,7 +14,7 @@
  *   EDGEPROF_PROFILES=cpu,heap,wall  what to record (default cpu); heap: sampled allocations
  *                          (alloc/inuse objects and bytes; with the agent, a snapshot per round);
  *                          wall: every thread's wall time, running or waiting (no signal to a
- *                          waiting thread: agent/wall.h)
+ *                          waiting thread: agent/lib/wall.h)
  *   EDGEPROF_HEAP_RATE=n   mean bytes between sampled allocations (default 524288)
  *   EDGEPROF_SERVICE=name  service of the profile (default: the program's name)
  *   EDGEPROF_REGISTRY=dir  where rings live for the agent (default /dev/shm/edgeprof)

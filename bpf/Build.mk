@@ -15,11 +15,11 @@ BPF_ASM_INC-x86_64 := /usr/include/x86_64-linux-gnu
 BPF_ASM_INC-arm64  := /usr/aarch64-linux-gnu/include
 
 bpf-y :=
-bpf-$(CONFIG_SAMPLER_BPF) += bpf/sampler.o bpf/cpus.o agent/ksyms.o
+bpf-$(CONFIG_SAMPLER_BPF) += bpf/sampler.o bpf/cpus.o agent/core/ksyms.o
 bpf-$(CONFIG_BPF_CFI) += bpf/cfitab.o
 # What cfitab.o reads maps and tables with (the agent links them anyway; the probe and the
 # sampler's test name them).
-bpf-cfi-deps-$(CONFIG_BPF_CFI) := agent/procmaps.o agent/ring.o elf/elf.o elf/cfi.o
+bpf-cfi-deps-$(CONFIG_BPF_CFI) := agent/core/procmaps.o agent/core/ring.o elf/elf.o elf/cfi.o
 # (musl boards: libelf built without zstd, tools/musl.sh.)
 bpf-ldlibs = $(if $(CONFIG_SAMPLER_BPF),-lbpf -lelf -lz $(if $(MUSL),,-lzstd))
 
@@ -81,12 +81,12 @@ $(O)/tests/workloads/bpf-work-nofp: tests/workloads/bpf-work.c
 all-tests: $(O)/tests/bpf-probe $(O)/tests/workloads/bpf-work $(O)/tests/workloads/bpf-work-static \
 	   $(O)/tests/workloads/bpf-work-nofp
 unit-tests-$(CONFIG_BPF_MMAP_EVENTS) += mmapev
-mmapev-test-objs = bpf/mmapev.o bpf/cpus.o agent/procmaps.o elf/elf.o agent/ring.o port/file.o
+mmapev-test-objs = bpf/mmapev.o bpf/cpus.o agent/core/procmaps.o elf/elf.o agent/core/ring.o port/file.o
 # cfitab's bookkeeping (who gets the room) against real processes, its maps stubbed
 unit-tests-$(CONFIG_BPF_CFI) += cfitab
 cfitab-test-objs = bpf/cfitab.o $(bpf-cfi-deps-y) $(port-y)
 unit-tests-y += bpf-sampler
-bpf-sampler-test-objs = bpf/sampler.o bpf/cpus.o agent/ksyms.o $(filter bpf/cfitab.o,$(bpf-y)) \
+bpf-sampler-test-objs = bpf/sampler.o bpf/cpus.o agent/core/ksyms.o $(filter bpf/cfitab.o,$(bpf-y)) \
 			$(bpf-cfi-deps-y) $(port-y)
 # Static: the cross sysroot keeps libz.so.1 where neither the linker nor qemu looks.
 bpf-sampler-test-ldlibs = -Wl,-Bstatic $(bpf-ldlibs) -Wl,-Bdynamic
@@ -94,4 +94,4 @@ CFLAGS_bpf-sampler-test = $(BPF_RECORD_DEFS)
 endif # CONFIG_SAMPLER_BPF
 
 unit-tests-y += ksyms
-ksyms-test-objs = agent/ksyms.o $(port-y)
+ksyms-test-objs = agent/core/ksyms.o $(port-y)

@@ -17,7 +17,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "agent/ksyms.h"
+#include "agent/core/ksyms.h"
 #include "bpf/sampler.h"
 #include "port/clock.h"
 #include "port/log.h"

@@ -10,7 +10,7 @@
 
 #include <bpf/bpf.h>
 
-#include "agent/procmaps.h"
+#include "agent/core/procmaps.h"
 #include "bpf/cfitab.h"
 #include "elf/cfi.h"
 #include "elf/elf.h"
@@ -29,7 +29,7 @@
 #define CFI_WANT_SAMPLES  PROFILE_CFI_WANT_SAMPLES
 /*
  * A program built with frame pointers keeps the kernel's walk (cheaper than a search per
- * frame, and its leaf repaired by agent/leaf.c): one whose rows put the CFA on the frame
+ * frame, and its leaf repaired by bpf/leaf.c): one whose rows put the CFA on the frame
  * pointer (x86_64) or save it (aarch64) this often, in percent (x86_64: bpf-work 31%,
  * Debian's libc 1.3%, python3 0.0%).
  */

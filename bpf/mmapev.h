@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent/procmaps.h"
+#include "agent/core/procmaps.h"
 
 struct mmapev_stats {
 	uint64_t execs;	   /* exec records (programs staged) */

@@ -462,7 +462,7 @@ static __always_inline int cfi_regs(struct bpf_perf_event_data *ctx, struct cfi_
 /*
  * The user context of the leaf frame: stack pointer, link register and the words at the
  * stack pointer, where the agent finds the return address of a leaf that has not linked its
- * frame into the frame-pointer chain (see agent/leaf.h).
+ * frame into the frame-pointer chain (see bpf/leaf.h).
  */
 static __always_inline void fill_leaf(struct bpf_perf_event_data *ctx, struct profile_event *e,
 				      __u64 pc0, int legacy)

@@ -17,7 +17,7 @@
 
 /*
  * Words of the user stack copied at the user stack pointer of each sample: where a leaf
- * function that has not linked its frame keeps its return address (see agent/leaf.h).
+ * function that has not linked its frame keeps its return address (see bpf/leaf.h).
  */
 #ifndef PROFILE_LEAF_WORDS
 #define PROFILE_LEAF_WORDS 8

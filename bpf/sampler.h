@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent/sample.h"
+#include "agent/core/sample.h"
 #include "bpf/cfitab.h"
 
 struct bpf_sampler_opts {
@@ -27,7 +27,7 @@ struct bpf_sampler_opts {
 	bool kernel_stacks;
 	bool include_idle;        /* sample the idle task (pid 0) too */
 	bool no_leaf_context;     /* do not read the user registers and stack words that
-				   * let the agent restore a leaf's caller (agent/leaf.h) */
+				   * let the agent restore a leaf's caller (bpf/leaf.h) */
 	const uint32_t *pids;     /* only these processes (tgids); n_pids 0: all */
 	size_t n_pids;
 	const char *comm_prefix;  /* only tasks whose comm starts with it; NULL or "": all */

@@ -11,7 +11,7 @@
  *
  * Pure functions over memory the caller names: no allocation, no locks, no system calls, so
  * they are async-signal-safe (the SIGPROF unwinder calls them in its handler) and serve the
- * BPF sampler too, on files of other processes mapped into the agent (agent/leaf.c).
+ * BPF sampler too, on files of other processes mapped into the agent (bpf/leaf.c).
  * Every read is checked against [lo, hi).
  */
 #ifndef EDGEPROF_ELF_CFI_H

@@ -104,7 +104,7 @@ struct pprof_profile {
 };
 
 void pprof_profile__free(struct pprof_profile *p);
-/* Every sample value times weight_milli / 1000 (a duty cycle's weight: store/api.c). */
+/* Every sample value times weight_milli / 1000 (a duty cycle's weight: store/api/api.c). */
 void pprof_profile__weigh(struct pprof_profile *p, uint64_t weight_milli);
 
 /* Shorthand for p->strings[idx] that is safe on a validated profile. */

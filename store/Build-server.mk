@@ -1,26 +1,26 @@
 # SPDX-License-Identifier: MIT
 # store/ — the collector's network side: server, API handlers, main.
-generated-y += $(O)/store/push.pb.h
-$(O)/store/push.pb.h $(O)/store/push.pb.c &: store/push.proto
+generated-y += $(O)/store/api/push.pb.h
+$(O)/store/api/push.pb.h $(O)/store/api/push.pb.c &: store/api/push.proto
 	$(quiet) NANOPB $@
-	@mkdir -p $(O)/store
-	$(Q)$(NANOPB_GEN) -q -I store -D $(O)/store store/push.proto
+	@mkdir -p $(O)/store/api
+	$(Q)$(NANOPB_GEN) -q -I store/api -D $(O)/store/api store/api/push.proto
 
-store-server-y = store/server.o store/api.o store/api-ingest.o store/api-metrics.o \
-		 store/api-render.o store/api-debuginfo.o store/debuginfo.o elf/elf.o \
-		 store/push.pb.o $(store-dwarf-y) $(store-duty-y)
-store-duty-$(CONFIG_COLLECTOR_DUTY) := store/duty.o
+store-server-y = store/server/server.o store/api/api.o store/api/api-ingest.o store/api/api-metrics.o \
+		 store/api/api-render.o store/api/api-debuginfo.o store/symbols/debuginfo.o elf/elf.o \
+		 store/api/push.pb.o $(store-dwarf-y) $(store-duty-y)
+store-duty-$(CONFIG_COLLECTOR_DUTY) := store/api/duty.o
 
 # Fleet-wide duty cycling: a simulated fleet of 10,000 devices under a 5 % budget.
 unit-tests-$(CONFIG_COLLECTOR_DUTY) += duty
-duty-test-objs   = store/duty.o
+duty-test-objs   = store/api/duty.o
 duty-test-ldlibs = -lm -lpthread
-store-dwarf-$(CONFIG_COLLECTOR_DWARF) := store/dwarf-line.o store/dwarf-elf.o
-# The collector's own scrapes (store/scrape.h): file_sd targets, the GET client, the deltas.
-store-scrape-objs = $(if $(CONFIG_COLLECTOR_SCRAPE),store/scrape.o store/scrape-sd.o \
+store-dwarf-$(CONFIG_COLLECTOR_DWARF) := store/symbols/dwarf-line.o store/symbols/dwarf-elf.o
+# The collector's own scrapes (store/scrape/scrape.h): file_sd targets, the GET client, the deltas.
+store-scrape-objs = $(if $(CONFIG_COLLECTOR_SCRAPE),store/scrape/scrape.o store/scrape/scrape-sd.o \
 		    $(port-fetch-y) $(pprof-delta-y))
 unit-tests-$(CONFIG_COLLECTOR_SCRAPE) += scrape-sd
-scrape-sd-test-objs = store/scrape-sd.o
+scrape-sd-test-objs = store/scrape/scrape-sd.o
 
 # The line-table reader on gcc-built objects (DWARF 5 and 4), and on any bytes (make fuzz).
 unit-tests-$(CONFIG_COLLECTOR_DWARF) += dwarf-line
@@ -28,7 +28,7 @@ dwarf-line-test-objs   = $(store-dwarf-y) port/file.o
 dwarf-line-test-ldlibs = -lz
 dwarf-fixtures := $(addprefix $(O)/tests/unit/dwarf-line-fixture-,5 4 stripped)
 $(O)/tests/unit/dwarf-line-test: | $(dwarf-fixtures)
-$(O)/tests/unit/dwarf-line-fixture-%: tests/unit/dwarf-line-fixture.c
+$(O)/tests/unit/dwarf-line-fixture-%: tests/unit/store/symbols/dwarf-line-fixture.c
 	$(quiet) CC $@
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -O0 $(if $(filter stripped,$*),-g0,-gdwarf-$*) -no-pie -o $@ $<
@@ -41,9 +41,9 @@ edgeprof-collector-objs      = store/main.o $(store-server-y) $(store-core-y) $(
 edgeprof-collector-ldlibs    = $(port-net-ldlibs) $(pprof-ldlibs)
 
 # The load client of the benchmark and the crash test (not installed): built by make all-tests.
-collector-tests-y := $(O)/tests/bench/collector-load
+collector-tests-y := $(O)/tests/drivers/collector-load
 all-tests: $(collector-tests-y)
-$(O)/tests/bench/collector-load: $(O)/tests/bench/collector-load.o \
+$(O)/tests/drivers/collector-load: $(O)/tests/drivers/collector-load.o \
 		$(addprefix $(O)/,$(port-tls-y) $(port-y))
 	$(quiet) LD $@
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(port-net-ldlibs)

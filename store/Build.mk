@@ -2,33 +2,33 @@
 # store/ — the collector's storage engine: ring file, index, selectors, times, queries.
 # The backends behind store/store.h: the ring file, and ClickHouse (its HTTP client on port/http
 # and port/net, which the collector links anyway: $^ lists an object once).
-store-ch-$(CONFIG_COLLECTOR_CLICKHOUSE) := store/store-ch.o store/ch-query.o store/ch-client.o \
-					   store/ch-spool.o store/ch-retain.o store/ch-rollup.o \
+store-ch-$(CONFIG_COLLECTOR_CLICKHOUSE) := store/ch/store-ch.o store/ch/ch-query.o store/ch/ch-client.o \
+					   store/ch/ch-spool.o store/ch/ch-retain.o store/ch/ch-rollup.o \
 					   port/net.o port/http.o
-store-core-y = $(port-ring-y) $(store-ch-y) store/index.o store/selector.o store/timeparse.o \
-	       store/store.o store/store-ring.o store/rollup-plan.o $(store-rollup-y) \
+store-core-y = $(port-ring-y) $(store-ch-y) store/ring/index.o store/query/selector.o store/query/timeparse.o \
+	       store/store.o store/ring/store-ring.o store/ring/rollup-plan.o $(store-rollup-y) \
 	       $(store-mrules-y)
-store-mrules-$(CONFIG_COLLECTOR_METRICS_RULES) := store/metrics-rules.o
-store-rollup-$(CONFIG_COLLECTOR_ROLLUP) := store/rollup.o
+store-mrules-$(CONFIG_COLLECTOR_METRICS_RULES) := store/rules/metrics-rules.o
+store-rollup-$(CONFIG_COLLECTOR_ROLLUP) := store/ring/rollup.o
 
 unit-tests-y        += timeparse selector
-timeparse-test-objs  = store/timeparse.o
-selector-test-objs   = store/selector.o port/clock.o
+timeparse-test-objs  = store/query/timeparse.o
+selector-test-objs   = store/query/selector.o port/clock.o
 # Selectors run in the collector, a glibc program (no LIBC_MUSL with COLLECTOR): its regex
 # engine's CPU bounds are tested with glibc's regexec, as it runs (musl's is slower per call).
 unit-tests-glibc    += selector
 
 # The metrics rules on profiles made by the builder (runs on every board's qemu too).
 unit-tests-$(CONFIG_COLLECTOR_METRICS_RULES) += metrics-rules
-metrics-rules-test-objs   = store/metrics-rules.o store/selector.o $(pprof-y) $(port-y)
+metrics-rules-test-objs   = store/rules/metrics-rules.o store/query/selector.o $(pprof-y) $(port-y)
 metrics-rules-test-ldlibs = $(pprof-ldlibs) -lpthread
 
 unit-tests-y    += index
-index-test-objs  = store/index.o
+index-test-objs  = store/ring/index.o
 
 # The collector's hourly rollup rows (ClickHouse) against what the view made of the same rows.
 unit-tests-$(CONFIG_COLLECTOR_CLICKHOUSE) += ch-rollup
-ch-rollup-test-objs = store/ch-rollup.o store/ch-client.o port/net.o port/http.o $(port-y)
+ch-rollup-test-objs = store/ch/ch-rollup.o store/ch/ch-client.o port/net.o port/http.o $(port-y)
 
 # Its rows of a profile decoded with merged samples against those of the plain decode.
 unit-tests-$(CONFIG_COLLECTOR_CLICKHOUSE) += ch-rows

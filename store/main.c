@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "port/log.h"
-#include "store/scrape.h"
-#include "store/server.h"
+#include "store/scrape/scrape.h"
+#include "store/server/server.h"
 
 static struct server *the_server;
 static struct coll_scraper *the_scraper;

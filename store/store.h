@@ -8,15 +8,15 @@
  *   select     store__list(), store__services()   by selector (labels), type and time range
  *   merge      store__merge()          the selection as one decoded pprof
  *   render     top, flame, folded and diff are computed from that merged pprof, for every
- *              backend (store/render.c, tools/cli): a backend answers "merge", and whatever it
+ *              backend (store/api/render.c, tools/cli): a backend answers "merge", and whatever it
  *              aggregates itself (a ClickHouse GROUP BY stack) arrives as that pprof
  *   retention  the ring file retains by size (oldest overwritten, ringfile_stats says how far
  *              back it reaches); ClickHouse by age (store_opts.retention_days: whole days
  *              dropped); store__stats() says what each backend holds
  *
- * Backends: the ring file (store/store-ring.c: port/ringfile + store/index + rollups), the
+ * Backends: the ring file (store/ring/store-ring.c: port/ringfile + store/index + rollups), the
  * default, and nothing outside it touches the ring's or the index's functions; ClickHouse
- * (store/store-ch.c): profiles decoded into rows, stacks interned, merges aggregated there.
+ * (store/ch/store-ch.c): profiles decoded into rows, stacks interned, merges aggregated there.
  *
  * Thread-safe: every operation may be called from any thread.
  */
@@ -30,11 +30,11 @@
 #include <stdio.h>
 
 #include "pprof/pprof.h"
-#include "store/entry.h"
-#include "store/index.h"
-#include "store/metrics-rules.h"
-#include "store/rollup.h"
-#include "store/selector.h"
+#include "store/ring/entry.h"
+#include "store/ring/index.h"
+#include "store/rules/metrics-rules.h"
+#include "store/ring/rollup.h"
+#include "store/query/selector.h"
 
 /* Profile metadata is the ring's record_meta (port/ringfile.h) for every backend. */
 #define STORE_MAX_LABELS	RINGFILE_MAX_LABELS
@@ -42,7 +42,7 @@
 
 enum store_backend {
 	STORE_RING,		/* the ring file (default) */
-	STORE_CLICKHOUSE,	/* ClickHouse over HTTP (store/store-ch.c, COLLECTOR_CLICKHOUSE) */
+	STORE_CLICKHOUSE,	/* ClickHouse over HTTP (store/ch/store-ch.c, COLLECTOR_CLICKHOUSE) */
 };
 
 struct store_opts {
@@ -53,7 +53,7 @@ struct store_opts {
 	size_t index_entries;	/* 0 = CONFIG_COLLECTOR_INDEX_ENTRIES */
 	size_t max_merge;	/* profiles per merge/get query; 0 = STORE_DEFAULT_MAX_MERGE */
 	bool quiet;
-	struct rollup_opts rollup; /* bucket_s 0 = no rollups (store/rollup.h) */
+	struct rollup_opts rollup; /* bucket_s 0 = no rollups (store/ring/rollup.h) */
 	const char *clickhouse;	/* STORE_CLICKHOUSE: http://HOST:PORT/DATABASE */
 	unsigned ch_batch_ms;	/* 0 = CONFIG_COLLECTOR_CH_BATCH_MS */
 	unsigned retention_days; /* STORE_CLICKHOUSE: drop days older than this (0 = keep) */
@@ -91,7 +91,7 @@ int store__put(struct store *s, const struct record_meta *meta, const void *payl
 	       uint64_t *seq_out, bool *duplicate);
 /*
  * The ingest path of every API: the same when the caller decoded the payload already (it
- * validated it), and the metrics rules (store_opts.rules, store/metrics-rules.h) evaluated on p
+ * validated it), and the metrics rules (store_opts.rules, store/rules/metrics-rules.h) evaluated on p
  * here, for every backend, counted once the profile is stored (not for a duplicate). Takes p
  * (NULL: no rules evaluated) and frees it; before the put when the backend does not use a
  * decoded profile (the ring's fsync wait should not hold one), else after it (ClickHouse turns
@@ -139,7 +139,7 @@ int store__services(struct store *s, int (*cb)(void *ctx, const char *service), 
 
 /*
  * Merges every profile matching q into one decoded profile (write it with
- * pprof_write_profile()), reading rollups for whole buckets (store/rollup.h) and decoding on
+ * pprof_write_profile()), reading rollups for whole buckets (store/ring/rollup.h) and decoding on
  * worker threads. Errors: -ENOENT "no profiles match", -E2BIG "query matches 12000 profiles,
  * more than the limit of 10000: narrow the time range or the selector" (counting records read:
  * a rollup counts once), -EINVAL (incompatible profiles, named). A stored record that no longer
@@ -226,10 +226,10 @@ struct store {
 	struct metrics_rules *rules;	/* set by store__open() */
 };
 
-/* The ring-file backend (store/store-ring.c). */
+/* The ring-file backend (store/ring/store-ring.c). */
 struct store *store_ring__open(const struct store_opts *opts, char *err, size_t errlen);
 
-/* The ClickHouse backend (store/store-ch.c). */
+/* The ClickHouse backend (store/ch/store-ch.c). */
 #ifdef CONFIG_COLLECTOR_CLICKHOUSE
 struct store *store_ch__open(const struct store_opts *opts, char *err, size_t errlen);
 #else

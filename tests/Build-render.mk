@@ -8,7 +8,7 @@ $(O)/tests/drivers/render-bench: $(addprefix $(O)/,$(render-bench-objs))
 	$(quiet) LD $@
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(pprof-ldlibs) -lpthread
 
-# Rollups against raw merges (store/rollup.h), rendered as folded stacks to compare.
+# Rollups against raw merges (store/ring/rollup.h), rendered as folded stacks to compare.
 ifeq ($(CONFIG_COLLECTOR_ROLLUP),y)
 unit-tests-y      += rollup
 rollup-test-objs   = $(store-core-y) $(store-render-y) $(pprof-y) $(port-y)

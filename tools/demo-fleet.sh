@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # make demo-fleet: a fleet on this machine. Our own clickhouse-server (Debian's 18.16) on
 # loopback with its data in a temporary directory, two collectors on it (--clickhouse, each
-# with its --ch-spool), 1,000 simulated devices (tests/bench/collector-load --fleet: 4
+# with its --ch-spool), 1,000 simulated devices (tests/drivers/collector-load --fleet: 4
 # firmware versions, profiles made from real profiles' stacks by tests/pprof-tool fleet)
 # uploading over mutual TLS for a minute (DEMO_SECONDS), then one fleet query per firmware
 # version through a collector, and its top functions. Everything started is stopped on exit.
@@ -12,8 +12,8 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 EP_BUILD=$(cd "${1:-$top/build/host-x86_64}" && pwd)
 SECS=${DEMO_SECONDS:-60}
 DEVICES=${DEMO_DEVICES:-1000}
-. "$top/tests/integration/collector-lib.sh"
-. "$top/tests/integration/clickhouse-lib.sh"
+. "$top/tests/lib/collector-lib.sh"
+. "$top/tests/lib/clickhouse-lib.sh"
 [ -x "$LOAD" ] || { echo "demo-fleet: collector-load not built (make all-tests)"; exit 1; }
 say() { printf '\n\033[1m%s\033[0m\n' "$*"; }
 

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # ClickHouse's CPU for a fixed ingest, load-independent: the requests collectors sent (recorded by
 # `CH_CAPTURE=DIR tests/bench/fleet-bench.sh`, tests/bench/ch-capture.py) replayed one at a time
-# in their order into a fresh clickhouse-server (ours, tests/integration/clickhouse-lib.sh, with
+# in their order into a fresh clickhouse-server (ours, tests/lib/clickhouse-lib.sh, with
 # part_log on), its utime+stime counted from the first INSERT until all is in, then until
 # system.merges has stayed empty for 10 s (the merges those INSERTs cause); the CPU of its
 # INSERT (HTTPHandler) and merge (BackgrProcPool) threads; part_log per table; the INSERTs'
@@ -14,7 +14,7 @@
 #   CH_REPLAY_TMP=DIR: its data there (default /tmp; e.g. /dev/shm: without the filesystem's cost of
 #   creating files, a quarter of its CPU on this ext4 without journal, and the noisiest part)
 #   CH_MALLOC_CONF=..., CH_ENV='VAR=value ...': the server's allocator and environment
-#   (tests/integration/clickhouse-lib.sh; CH_MALLOC_CONF= for jemalloc's defaults)
+#   (tests/lib/clickhouse-lib.sh; CH_MALLOC_CONF= for jemalloc's defaults)
 #   HASH=1: at the end, samples merged into one part (OPTIMIZE FINAL), then its rows, a hash of
 #   their contents and whether they are sorted by its key (to compare two table definitions)
 # e.g. the samples table as before 35f605e (horizontal merges) against as sent:
@@ -28,7 +28,7 @@ T=$(mktemp -d "${CH_REPLAY_TMP:-/tmp}/edgeprof-ch-replay.XXXXXX")
 fail() { echo "FAIL: $*"; exit 1; }
 ep_cleanup() { rm -rf "$T"; }
 CH_EXTRA_CONFIG="<part_log><database>system</database><table>part_log</table><flush_interval_milliseconds>7500</flush_interval_milliseconds></part_log>"
-. "$top/tests/integration/clickhouse-lib.sh"
+. "$top/tests/lib/clickhouse-lib.sh"
 ch_config 0
 ch_start 0
 PID=${CH_PIDS[0]}

@@ -4,7 +4,7 @@
 # own rollup INSERTs (what the collectors send) with all the merges they cause, against one
 # INSERT ... SELECT that makes the same rows from samples inside ClickHouse. Both must give
 # the same sums. The requests are a capture (CH_CAPTURE=DIR tests/bench/fleet-bench.sh), replayed
-# one at a time into a fresh clickhouse-server of ours (tests/integration/clickhouse-lib.sh).
+# one at a time into a fresh clickhouse-server of ours (tests/lib/clickhouse-lib.sh).
 #   ch-rollup-agg.sh DIR
 # e.g. a fleet of 100,000 devices, where no device repeats within a batch:
 #   CH_CAPTURE=/tmp/capD DEVICES=100000 PHASES=ingest SECONDS_PER_RUN=20 tests/bench/fleet-bench.sh
@@ -19,7 +19,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 T=$(mktemp -d "${TMPDIR:-/tmp}/edgeprof-ch-agg.XXXXXX")
 fail() { echo "FAIL: $*"; exit 1; }
 ep_cleanup() { rm -rf "$T"; }
-. "$top/tests/integration/clickhouse-lib.sh"
+. "$top/tests/lib/clickhouse-lib.sh"
 ch_config 0
 ch_start 0
 PID=${CH_PIDS[0]}

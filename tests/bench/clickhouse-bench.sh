@@ -18,8 +18,8 @@ SECS=${SECONDS_PER_RUN:-10}
 CLIENTS=${CLIENTS:-64}
 FILES=${FILES:-4}
 BATCH_MS=${BATCH_MS:-200}
-. "$top/tests/integration/collector-lib.sh"
-. "$top/tests/integration/clickhouse-lib.sh"
+. "$top/tests/lib/collector-lib.sh"
+. "$top/tests/lib/clickhouse-lib.sh"
 [ -x "$LOAD" ] || { echo "collector-load not built (make all-tests)"; exit 1; }
 
 cpu_of() { awk '{print ($14 + $15) / 100}' "/proc/$1/stat"; }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Ingest throughput of edgeprof-collector over mutual TLS with keep-alive: 1, 8 and 64 concurrent
-# clients (tests/bench/collector-load: port/tls + port/http, the agent's code path) posting a
+# clients (tests/drivers/collector-load: port/tls + port/http, the agent's code path) posting a
 # ~20 KB gzip pprof, under two fsync policies: every record (--fsync-ms 0, the default) and group
 # commit (--fsync-ms 5). Reports profiles/s, MB/s, latency, and the collector's own CPU time per
 # profile (profiles per CPU-second = what one core sustains), median of REPS runs. Clients
@@ -18,7 +18,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 B=$(cd "${1:-$top/build/host-x86_64}" && pwd)
 SECS=${SECONDS_PER_RUN:-4}
 REPS=${REPS:-3}
-for b in edgeprof edgeprof-collector tests/pprof-tool tests/bench/collector-load; do
+for b in edgeprof edgeprof-collector tests/pprof-tool tests/drivers/collector-load; do
 	[ -x "$B/$b" ] || { echo "missing $B/$b: run make all-tests"; exit 1; }
 done
 T=$(mktemp -d "${BENCH_DIR:-/var/tmp}/edgeprof-collector-bench.XXXXXX")
@@ -81,7 +81,7 @@ for run in $runs; do
 		rates=() mbs=() p50s=() p99s=() cpus=() percpu=()
 		for _ in $(seq "$REPS"); do
 			start "$policy" "$ring" "$pin_srv"
-			out=$($pin_load "$B/tests/bench/collector-load" --url "https://localhost:$PORT" \
+			out=$($pin_load "$B/tests/drivers/collector-load" --url "https://localhost:$PORT" \
 				--ca "$T/pki/ca.crt" --cert "$T/pki/bench.crt" --key "$T/pki/bench.key" \
 				--file "$T/p.pb.gz" --clients "$clients" --seconds "$SECS" \
 				--server-pid "$CPID")

@@ -59,8 +59,8 @@ BATCH_MS=${BATCH_MS:-2000}
 SAMPLES=${SAMPLES:-3400}
 PROFILES=${PROFILES:-1000000}
 ROWS=${ROWS:-130}
-. "$top/tests/integration/collector-lib.sh"
-. "$top/tests/integration/clickhouse-lib.sh"
+. "$top/tests/lib/collector-lib.sh"
+. "$top/tests/lib/clickhouse-lib.sh"
 [ -x "$LOAD" ] || { echo "collector-load not built (make all-tests)"; exit 1; }
 
 cpu_of() { awk '{print ($14 + $15) / 100}' "/proc/$1/stat"; }

@@ -3,7 +3,7 @@
 # What a --metrics-rule costs at ingest (issue 22: a rule over 1,000 ingested profiles adds at most
 # 5% to ingest time). The same collector binary, ring on tmpfs (so the disk does not drown the
 # difference), 1,000 uploads of a ~20 KB gzip pprof (1,400 samples, 130 stacks of 16 frames, ~2,000
-# functions) over mutual TLS with keep-alive (tests/bench/collector-load, 4 clients), with:
+# functions) over mutual TLS with keep-alive (tests/drivers/collector-load, 4 clients), with:
 #
 #   none      no rule (the peer)
 #   selector  bench_cpu=bench by (device)
@@ -22,7 +22,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 B=$(cd "${1:-$top/build/host-x86_64}" && pwd)
 REPS=${REPS:-5}
 COUNT=${COUNT:-1000}
-for b in edgeprof edgeprof-collector tests/pprof-tool tests/bench/collector-load \
+for b in edgeprof edgeprof-collector tests/pprof-tool tests/drivers/collector-load \
 	tests/drivers/metrics-eval; do
 	[ -x "$B/$b" ] || { echo "missing $B/$b: run make all-tests"; exit 1; }
 done
@@ -73,7 +73,7 @@ run() { # kind -> "wall_s cpu_s"
 		sleep 0.05
 	done
 	CPID=$(pgrep -P "$wpid" -x edgeprof-collec)
-	out=$("$B/tests/bench/collector-load" --url "https://localhost:$port" --ca "$T/pki/ca.crt" \
+	out=$("$B/tests/drivers/collector-load" --url "https://localhost:$port" --ca "$T/pki/ca.crt" \
 		--cert "$T/pki/bench.crt" --key "$T/pki/bench.key" --file "$T/p.pb.gz" \
 		--clients 4 --count "$COUNT" --prefix "$1")
 	if [ -n "$rule" ]; then # the rule did count (read as an operator)

@@ -22,7 +22,7 @@
 
 #include "port/file.h"
 #include "pprof/pprof.h"
-#include "store/ch-store.h"
+#include "store/ch/ch-store.h"
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {

@@ -19,7 +19,7 @@
 #include "port/clock.h"
 #include "port/file.h"
 #include "pprof/pprof.h"
-#include "store/metrics-rules.h"
+#include "store/rules/metrics-rules.h"
 
 static int cmp_u64(const void *a, const void *b)
 {

@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/transport.h"
+#include "agent/transport/transport.h"
 #include "port/clock.h"
 #include "port/file.h"
 #include "port/log.h"

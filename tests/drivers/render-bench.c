@@ -28,7 +28,7 @@
 
 #include "port/clock.h"
 #include "store/store.h"
-#include "store/render.h"
+#include "store/api/render.h"
 
 #define FUNCS 400
 #define PATHS 3000

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store/dwarf-line.h"
+#include "store/symbols/dwarf-line.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

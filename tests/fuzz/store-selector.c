@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store/selector.h"
-#include "store/timeparse.h"
+#include "store/query/selector.h"
+#include "store/query/timeparse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

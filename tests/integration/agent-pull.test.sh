@@ -10,7 +10,7 @@
 # its own that ignores -tls_ca/-tls_cert/-tls_key; upstream pprof (golang-github-google-pprof-dev,
 # the same source, built here with that Go, offline) honours them. `go tool pprof` then reads the
 # saved profile. ~15 s (the first run builds pprof once into the build directory, ~10 s).
-. "$EP_TOP/tests/integration/transport-lib.sh"
+. "$EP_TOP/tests/lib/transport-lib.sh"
 agent=$B/edgeprof-agent
 lib=$B/libedgeprof.so
 split=$B/tests/workloads/split

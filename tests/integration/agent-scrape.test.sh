@@ -13,7 +13,7 @@
 #   - a target that is down (port 1) costs one failed connect a round, logged once;
 #   - the collector lists the heap profiles as service go, type heap.
 # ~12 s (the first run builds gopprof once into the build directory).
-. "$EP_TOP/tests/integration/transport-lib.sh"
+. "$EP_TOP/tests/lib/transport-lib.sh"
 agent=$B/edgeprof-agent
 "$agent" --help | grep -q -- "--scrape " || { echo "skip: agent built without CONFIG_AGENT_SCRAPE"; exit 77; }
 command -v go >/dev/null || { echo "skip: go is not installed (tools/deps/agent.list)"; exit 77; }

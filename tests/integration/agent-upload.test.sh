@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # edgeprof-agent pushes its round's profile to a real collector over mutual TLS (--upload):
 # a SIGPROF producer's service arrives, stored once, with the known split in it.
-. "$EP_TOP/tests/integration/transport-lib.sh"
+. "$EP_TOP/tests/lib/transport-lib.sh"
 agent=$B/edgeprof-agent
 lib=$B/libedgeprof.so
 split=$B/tests/workloads/split

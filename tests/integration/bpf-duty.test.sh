@@ -10,7 +10,7 @@
 # enabled of the CPU events; at the newest profile, all must be those of the rounds sampled so
 # far (within 25 %), not of every window. Needs root; mounts tracefs on /sys/kernel/tracing
 # for off-CPU if it is not (and unmounts it after; without it, CPU only). ~12 s.
-. "$(dirname "$0")/collector-lib.sh"
+. "$(dirname "$0")/../lib/collector-lib.sh"
 agent=$EP_BUILD/edgeprof-agent work=$EP_BUILD/tests/workloads/bpf-work probe=$EP_BUILD/tests/bpf-probe
 [ -x "$probe" ] && [ -x "$work" ] || { echo "bpf-probe not built (CONFIG_SAMPLER_BPF off)"; exit 77; }
 [ "$(id -u)" = 0 ] || { echo "needs root for bpf()"; exit 77; }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Leaves that do not link their frame (agent/leaf.h): libc's memcpy and read() (Debian builds
+# Leaves that do not link their frame (bpf/leaf.h): libc's memcpy and read() (Debian builds
 # libc without frame pointers) and a frameless tiny function. A frame-pointer walk alone goes
 # from such a leaf straight to its caller's caller; the agent puts the caller back from the
 # leaf pc's .eh_frame rules and the user stack words the BPF program copied. Checked through

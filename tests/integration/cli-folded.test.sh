@@ -6,7 +6,7 @@
 # writes from the folded text, and `edgeprof folded` of a pprof read back. About 2 s.
 set -u
 E="$EP_BUILD/edgeprof"
-GEN="/usr/bin/python3 $EP_TOP/tests/integration/pprof-gen.py"
+GEN="/usr/bin/python3 $EP_TOP/tests/lib/pprof-gen.py"
 [ -x "$E" ] || { echo "no $E: is CONFIG_TOOLS on?"; exit 77; }
 command -v go >/dev/null || { echo "go tool pprof is the oracle: install golang-go"; exit 1; }
 tmp=$(mktemp -d "$EP_BUILD/cli-folded.XXXXXX")

@@ -8,12 +8,12 @@
 # attack; peak RSS at most 64 MiB above idle under any unauthenticated attack; every selector
 # answers within its bound; the collector never dies.
 # Tools nobody here wrote: curl, openssl, slowhttptest, zzuf (tools/deps/attack.list).
-. "$(dirname "$0")/collector-lib.sh"
+. "$(dirname "$0")/../lib/collector-lib.sh"
 for t in slowhttptest zzuf openssl; do
 	command -v $t >/dev/null || { echo "$t not installed (tools/deps/attack.list)"; exit 77; }
 done
 PY=/usr/bin/python3
-A="$PY $(dirname "$0")/collector-attack.py"
+A="$PY $(dirname "$0")/../lib/collector-attack.py"
 $PY -c 'import cryptography' 2>/dev/null || { echo "python3-cryptography missing"; exit 77; }
 
 make_pki

@@ -5,7 +5,7 @@
 # selector, a bad type, an unknown endpoint, a wrong method, a slowloris client (plain HTTP and a
 # TLS client that never handshakes), the plain-HTTP token check (Bearer and Basic), and the
 # connection cap.
-. "$(dirname "$0")/collector-lib.sh"
+. "$(dirname "$0")/../lib/collector-lib.sh"
 
 make_pki
 "$PPROF_TOOL" build "$T/p.pb.gz" >/dev/null || fail "pprof-tool build"
@@ -98,7 +98,7 @@ for _ in $(seq 100); do
 done
 grep -q 'refused TLS client.*timed out' "$T/collector.log" || fail "TLS handshake timeout not logged"
 
-# Rollups (store/rollup.h) are records too: uploads dated in the past are rolled up at once (read
+# Rollups (store/ring/rollup.h) are records too: uploads dated in the past are rolled up at once (read
 # again while the rollup thread is between its append and its count).
 for _ in $(seq 50); do
 	rollups=$(metric rollups_built_total)

@@ -12,8 +12,8 @@
 # hour two days ago make one such hour) and the fleet merge from it equals the raw rows'.
 # Last, retention: 40-day-old profiles of 8 series (on both shards), and a collector on shard 0
 # with --retention-days 30 --ch-shard-urls drops their days on both shards, nothing newer. ~50 s.
-. "$(dirname "$0")/collector-lib.sh"
-. "$(dirname "$0")/clickhouse-lib.sh"
+. "$(dirname "$0")/../lib/collector-lib.sh"
+. "$(dirname "$0")/../lib/clickhouse-lib.sh"
 fail() { echo "FAIL: $*"; tail -n 8 "$T"/cc*.log; exit 1; }
 [ -x "$LOAD" ] || { echo "collector-load not built (make all-tests)"; exit 77; }
 ch_need --ch-cluster

@@ -21,8 +21,8 @@
 # (by series) summed over the group's devices. An INSERT into samples_1g that fails marks its
 # hours dirty instead of sending them again.
 # Retention drops the rollup's old days too. ~20 s.
-. "$(dirname "$0")/collector-lib.sh"
-. "$(dirname "$0")/clickhouse-lib.sh"
+. "$(dirname "$0")/../lib/collector-lib.sh"
+. "$(dirname "$0")/../lib/clickhouse-lib.sh"
 ch_need --clickhouse
 
 make_pki

@@ -18,8 +18,8 @@
 #  4. Without a spool, a queue that cannot take the upload answers 503 saying so, with
 #     Retry-After.
 # ~40 s.
-. "$(dirname "$0")/collector-lib.sh"
-. "$(dirname "$0")/clickhouse-lib.sh"
+. "$(dirname "$0")/../lib/collector-lib.sh"
+. "$(dirname "$0")/../lib/clickhouse-lib.sh"
 fail() { echo "FAIL: $*"; tail -n 15 "$T"/chs*.log; exit 1; }
 [ -x "$LOAD" ] || { echo "collector-load not built (make all-tests)"; exit 77; }
 ch_need --ch-spool

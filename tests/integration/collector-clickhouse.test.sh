@@ -10,8 +10,8 @@
 # with its samples. --retention-days drops a 40-day-old day and nothing newer. Last, one upload
 # retried on three collectors (one after another's kill -9) is stored once. The same metrics
 # rules (--metrics-rule) count the same series on both backends. ~25 s.
-. "$(dirname "$0")/collector-lib.sh"
-. "$(dirname "$0")/clickhouse-lib.sh"
+. "$(dirname "$0")/../lib/collector-lib.sh"
+. "$(dirname "$0")/../lib/clickhouse-lib.sh"
 [ -x "$LOAD" ] || { echo "collector-load not built (make all-tests)"; exit 77; }
 ch_need --clickhouse
 

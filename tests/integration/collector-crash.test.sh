@@ -7,7 +7,7 @@
 # and no stored profile is torn: every profile listed at the end is one of the uploaded files.
 # Trials alternate fsync policies: every record (--fsync-ms 0) and group commit (--fsync-ms 5);
 # concurrent clients make records finish their writes out of order under both.
-. "$(dirname "$0")/collector-lib.sh"
+. "$(dirname "$0")/../lib/collector-lib.sh"
 [ -x "$LOAD" ] || { echo "collector-load not built (make all-tests)"; exit 77; }
 TRIALS=${TRIALS:-100}
 

@@ -7,8 +7,8 @@
 # 20 windows; a device of another group is scheduled on its own (one device: every window).
 # Then a real agent in a group of 40 skips the rounds outside its windows, and on ClickHouse
 # the profiles' weights make a merge the fleet's total. The simulated 10,000-device fleet is
-# tests/unit/duty-test.c. ~35 s.
-. "$(dirname "$0")/collector-lib.sh"
+# tests/unit/store/api/duty-test.c. ~35 s.
+. "$(dirname "$0")/../lib/collector-lib.sh"
 "$COLLECTOR" --help 2>&1 | grep -q -- --duty-percent ||
 	{ echo "collector built without CONFIG_COLLECTOR_DUTY"; exit 77; }
 make_pki
@@ -72,7 +72,7 @@ fi
 # group with a 50 % budget (1 slot of 2: weight 2) uploading the same profile merge to 4 times
 # its values, the fleet's total had both sampled both windows.
 if [ -x "${CH_SERVER:-/usr/sbin/clickhouse-server}" ] && "$COLLECTOR" --help 2>&1 | grep -q -- --clickhouse; then
-	. "$(dirname "$0")/clickhouse-lib.sh"
+	. "$(dirname "$0")/../lib/clickhouse-lib.sh"
 	ch_start 0
 	chd_args=(--ch-batch-ms 50 --duty-percent 50 --duty-window 3600 --duty-group-by fleet
 		--ch-spool "$T/spool" --ring-size 16M)

@@ -5,13 +5,13 @@
 # the whole run, while a normal device uploads over mTLS and a token holder over plain HTTP, 40
 # uploads each on a new connection every 50 ms: >= 99% of both succeed; evictions are counted in /metrics and
 # logged at most once a second.
-. "$(dirname "$0")/collector-lib.sh"
+. "$(dirname "$0")/../lib/collector-lib.sh"
 
 make_pki
 "$PPROF_TOOL" build "$T/p.pb.gz" >/dev/null || fail "pprof-tool build"
 TOKEN=s3cret-token-123
 start_collector --http-listen 127.0.0.1:0 --http-token "$TOKEN" --max-conns 256
-A="/usr/bin/python3 $(dirname "$0")/collector-attack.py"
+A="/usr/bin/python3 $(dirname "$0")/../lib/collector-attack.py"
 N=40
 # The floods outlast the normal clients (bounded at 120 s) and are stopped when those are done.
 $A flood 127.0.0.1 "$TLS_PORT" 300 120 >"$T/flood-tls" &

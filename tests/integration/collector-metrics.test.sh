@@ -7,13 +7,13 @@
 # duplicates count nothing, heap inuse snapshots are not counters, the series bound holds and
 # its overflow is counted, and `promtool check metrics` passes on the collector's /metrics.
 # About 20 s.
-. "$(dirname "$0")/collector-lib.sh"
+. "$(dirname "$0")/../lib/collector-lib.sh"
 
 command -v prometheus >/dev/null && command -v promtool >/dev/null ||
 	{ echo "prometheus not installed (tools/deps/metrics.list)"; exit 77; }
 "$COLLECTOR" --http-listen 127.0.0.1:0 --ring "$T/r0" --metrics-rule 'x=y junk' 2>&1 | grep -q 'built without' &&
 	{ echo "collector built without CONFIG_COLLECTOR_METRICS_RULES"; exit 77; }
-GEN="/usr/bin/python3 $(dirname "$0")/pprof-gen.py"
+GEN="/usr/bin/python3 $(dirname "$0")/../lib/pprof-gen.py"
 PPID_PROM=
 trap 'if [ -n "$PPID_PROM" ]; then kill "$PPID_PROM"; wait "$PPID_PROM"; fi 2>/dev/null; ep_cleanup' EXIT
 

@@ -6,7 +6,7 @@
 # a certificate from another CA, an expired one, one with the wrong key usage — each with a
 # clear log line, a handshake-failure count, and nothing stored. SIGTERM exits cleanly and at
 # once, even with a client stuck before its TLS hello.
-. "$(dirname "$0")/collector-lib.sh"
+. "$(dirname "$0")/../lib/collector-lib.sh"
 
 make_pki
 now=$(date +%s)

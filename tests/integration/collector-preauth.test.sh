@@ -4,7 +4,7 @@
 # listener a request without the token is answered 401 from its head alone, with
 # "Connection: close", no "100 Continue", and without waiting for (or buffering) its body; eight
 # such requests announcing 200 MB bodies leave the collector's RSS where it was.
-. "$(dirname "$0")/collector-lib.sh"
+. "$(dirname "$0")/../lib/collector-lib.sh"
 
 make_pki
 start_collector --http-listen 127.0.0.1:0 --http-token s3cret-token-123 --request-timeout-ms 5000

@@ -4,7 +4,7 @@
 # body, Bearer token on the plain-HTTP listener), a multipart/form-data upload with nanosecond
 # times, and Grafana Alloy's Connect push (PushRequest protobuf) over mutual TLS. Each is stored
 # with its labels and found by a selector; merge of what matches reads back.
-. "$(dirname "$0")/collector-lib.sh"
+. "$(dirname "$0")/../lib/collector-lib.sh"
 
 make_pki
 "$PPROF_TOOL" build "$T/p.pb.gz" >/dev/null || fail "pprof-tool build"

@@ -6,7 +6,7 @@
 # `query` work with the operator's certificate and say why with a device's.
 # CNs with a control byte (NUL included, item 6) are refused, not cut. Certificates carry no
 # NULL parameter after ecdsa-with-SHA256.
-. "$(dirname "$0")/collector-lib.sh"
+. "$(dirname "$0")/../lib/collector-lib.sh"
 
 make_pki
 "$PPROF_TOOL" build "$T/p.pb.gz" >/dev/null || fail "pprof-tool build"

@@ -11,7 +11,7 @@
 #   - a malformed file on SIGHUP keeps the targets of before (logged, and in /metrics);
 #   - a target that is down is counted (edgeprof_collector_scrape_failed_total{reason="connect"}).
 # ~15 s.
-. "$EP_TOP/tests/integration/transport-lib.sh"
+. "$EP_TOP/tests/lib/transport-lib.sh"
 agent=$B/edgeprof-agent
 lib=$B/libedgeprof.so
 "$B/edgeprof-collector" --help 2>&1 | grep -q -- "--scrape-targets" ||

@@ -5,10 +5,10 @@
 # profile's strings cannot forge a log line; a percent-encoded comma stays inside a profefe label
 # value; a profile whose period type cannot merge is skipped (and counted in the answer, a pprof
 # comment and /metrics) instead of failing the whole merge.
-. "$(dirname "$0")/collector-lib.sh"
+. "$(dirname "$0")/../lib/collector-lib.sh"
 
 make_pki
-A="/usr/bin/python3 $(dirname "$0")/collector-attack.py"
+A="/usr/bin/python3 $(dirname "$0")/../lib/collector-attack.py"
 start_collector
 POST="https://localhost:$TLS_PORT/api/0/profiles?type=cpu"
 $A pprof "$T/ok.pb.gz" main || fail "pprof"

@@ -4,7 +4,7 @@
 # shows addresses (never wrong names) until its unstripped twin is uploaded with
 # `edgeprof debuginfo upload`; then the merged export names work_a/b/c for go tool pprof.
 # Bad uploads (not ELF, wrong build-id, bad id, too large) get clear errors and change nothing.
-. "$EP_TOP/tests/integration/collector-lib.sh"
+. "$EP_TOP/tests/lib/collector-lib.sh"
 W=$EP_BUILD/tests/workloads
 command -v go >/dev/null || fail "go is not installed (tools/deps/oracles.list)"
 export GOCACHE=$T/gocache HOME=$T PPROF_BINARY_PATH=/nonexistent

@@ -5,7 +5,7 @@
 # libedgeprof.so), its profiles reach the collector (pushed by the agent itself when it has
 # --upload, else from its --output-dir by agent/transport's push-dir), `edgeprof query` pulls the
 # merge back and `go tool pprof -top` shows the split within a few points.
-. "$EP_TOP/tests/integration/transport-lib.sh"
+. "$EP_TOP/tests/lib/transport-lib.sh"
 
 AGENT=$B/edgeprof-agent
 SPLIT=$B/tests/workloads/split

@@ -4,7 +4,7 @@
 # an expired device certificate, a collector certificate made for another name. Each time the
 # transport says so clearly (once), keeps the profiles in its spool, and nothing is stored; with
 # the right certificate the same spool then drains.
-. "$EP_TOP/tests/integration/transport-lib.sh"
+. "$EP_TOP/tests/lib/transport-lib.sh"
 
 make_certs
 "$B/edgeprof" certs init "$W/other" >/dev/null

@@ -3,7 +3,7 @@
 # End to end over real mutual TLS on loopback: push-dir (agent/transport) -> edgeprof-collector
 # -> merged profile -> `go tool pprof -top` shows the pushed profile's functions. A re-send of the
 # same keys is a no-op (idempotency), session resumption is used, clock-less items are labelled.
-. "$EP_TOP/tests/integration/transport-lib.sh"
+. "$EP_TOP/tests/lib/transport-lib.sh"
 
 make_certs
 port=$(free_port)

@@ -8,7 +8,7 @@
 # producer records wall time (EDGEPROF_PROFILES=cpu,heap,wall): each round uploads a wall
 # profile too (type wall), which `edgeprof ls --type wall` lists and whose merge spends most of
 # its time under leak_main's nanosleep. ~12 s.
-. "$EP_TOP/tests/integration/transport-lib.sh"
+. "$EP_TOP/tests/lib/transport-lib.sh"
 
 AGENT=$B/edgeprof-agent
 W8=$B/tests/workloads/heapsplit

@@ -6,7 +6,7 @@
 #     and pushes to our collector, the second and third connections resuming the session;
 #   - completes mutual TLS with a foreign server, openssl s_server with our certificates: it
 #     must see our client certificate, an ECDHE-ECDSA AEAD suite and the decrypted POST.
-. "$EP_TOP/tests/integration/transport-lib.sh"
+. "$EP_TOP/tests/lib/transport-lib.sh"
 
 grep -qE '^[^#]*[[:space:]]localhost([[:space:]]|$)' /etc/hosts ||
 	{ echo "skip: /etc/hosts names no localhost"; exit 77; }

@@ -3,7 +3,7 @@
 # Offline: the collector is down for several rounds (separate push-dir runs, as agent rounds or
 # restarts), then up: every profile arrives exactly once, in order. Spool full: the oldest are
 # dropped, the count arrives in the next upload's labels, the newest are kept.
-. "$EP_TOP/tests/integration/transport-lib.sh"
+. "$EP_TOP/tests/lib/transport-lib.sh"
 
 make_certs
 port=$(free_port)

@@ -5,7 +5,7 @@
 # reported durable reaches the collector exactly once and in order, none is corrupt (the
 # collector validates each pprof, and a sample is compared byte for byte), the spool reopens
 # every time.
-. "$EP_TOP/tests/integration/transport-lib.sh"
+. "$EP_TOP/tests/lib/transport-lib.sh"
 
 TRIALS=${TRIALS:-100}
 make_certs

@@ -5,7 +5,7 @@
 # first while the collector is down, then draining on one connection, then uploading directly
 # with resumed TLS sessions. The collector is named "localhost": the static musl build resolves it
 # (musl reads /etc/hosts itself).
-. "$EP_TOP/tests/integration/transport-lib.sh"
+. "$EP_TOP/tests/lib/transport-lib.sh"
 
 make_certs
 make_profiles "$W/in" 3

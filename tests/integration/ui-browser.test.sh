@@ -6,7 +6,7 @@
 # label selector, timeline range, comparison colours, download; the type picker on a heap profile
 # (service mem: in use and allocated, in bytes and objects) and a wall-clock one (service wait,
 # in time). Screenshots land in test-logs/.
-. "$EP_TOP/tests/integration/collector-lib.sh"
+. "$EP_TOP/tests/lib/collector-lib.sh"
 W=$EP_BUILD/tests/workloads
 command -v node >/dev/null || fail "node is not installed"
 [ -x /usr/bin/chromium ] || fail "chromium is not installed (tools/deps/ui.list)"

@@ -5,10 +5,10 @@
 # playwright-core as ui-browser does; the collector renders it (POST /api/0/render) and stores
 # nothing. The endpoint itself: roles (a device gets a 403 before its body), --max-body (413),
 # bad input (400). Screenshots in test-logs/.
-. "$EP_TOP/tests/integration/collector-lib.sh"
+. "$EP_TOP/tests/lib/collector-lib.sh"
 command -v node >/dev/null || fail "node is not installed"
 [ -x /usr/bin/chromium ] || fail "chromium is not installed (tools/deps/ui.list)"
-GEN="/usr/bin/python3 $EP_TOP/tests/integration/pprof-gen.py"
+GEN="/usr/bin/python3 $EP_TOP/tests/lib/pprof-gen.py"
 
 NODE_DIR=$EP_BUILD/ui-node
 if [ ! -d "$NODE_DIR/node_modules/playwright-core" ]; then

@@ -34,7 +34,7 @@
 #include <stdio.h>
 
 #include "pprof/pprof.h"
-#include "tools/cli/flame.h"
+#include "pprof/view/flame.h"
 
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 

@@ -9,8 +9,8 @@
 #include "port/file.h"
 #include "pprof/folded.h"
 #include "tools/cli/cli.h"
-#include "tools/cli/stacks.h"
-#include "tools/cli/tree.h"
+#include "pprof/view/stacks.h"
+#include "pprof/view/tree.h"
 
 bool cli_wants_help(int argc, char **argv)
 {

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "tools/cli/cli.h"
-#include "tools/cli/units.h"
+#include "pprof/view/units.h"
 
 static void diff_help(FILE *out)
 {

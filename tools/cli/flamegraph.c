@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "tools/cli/cli.h"
-#include "tools/cli/flame.h"
-#include "tools/cli/units.h"
+#include "pprof/view/flame.h"
+#include "pprof/view/units.h"
 
 static void flame_help(FILE *out)
 {

@@ -4,8 +4,8 @@
 #include <inttypes.h>
 
 #include "tools/cli/cli.h"
-#include "tools/cli/stacks.h"
-#include "tools/cli/tree.h"
+#include "pprof/view/stacks.h"
+#include "pprof/view/tree.h"
 
 static void folded_help(FILE *out)
 {

@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "tools/cli/cli.h"
-#include "tools/cli/units.h"
+#include "pprof/view/units.h"
 
 static void info_help(FILE *out)
 {

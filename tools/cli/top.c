@@ -13,8 +13,8 @@
 #include <time.h>
 
 #include "tools/cli/cli.h"
-#include "tools/cli/stacks.h"
-#include "tools/cli/units.h"
+#include "pprof/view/stacks.h"
+#include "pprof/view/units.h"
 
 struct top_node {
 	const char *name;

@@ -1,0 +1,243 @@
+// SPDX-License-Identifier: MIT
+/* agent/core/output.c — see output.h. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent/core/output.h"
+#include "port/file.h"
+#ifdef CONFIG_SAMPLER_BPF
+#include "agent/core/ksyms.h"
+#endif
+
+#define KERNEL_MAPPING "[kernel.kallsyms]"
+
+struct out_ctx {
+	const struct output_opts *o;
+	const struct aggregate *a;
+	struct pprof_builder *b;
+	uint64_t kmap; /* made on the first kernel frame: pprof takes mapping 1 as the program */
+	struct pprof_mapping_desc km;
+};
+
+#ifdef CONFIG_SAMPLER_BPF
+/*
+ * Weak: libedgeprof.so writes profiles too but has no kernel frames and no agent/core/ksyms.o; it
+ * is linked -z now, so a strong reference would keep it from loading.
+ */
+extern __typeof__(ksyms__resolve) ksyms__resolve __attribute__((weak));
+#endif /* CONFIG_SAMPLER_BPF */
+
+static const char *kernel_name(const struct output_opts *o, uint64_t addr)
+{
+#ifdef CONFIG_SAMPLER_BPF
+	if (o->ksyms && ksyms__resolve)
+		return ksyms__resolve(o->ksyms, addr, NULL);
+#endif
+	return NULL;
+}
+
+static uint64_t location(struct out_ctx *c, uint64_t map_id, uint64_t addr, const char *name)
+{
+	struct pprof_line_desc line = {0, 0};
+
+	if (name) {
+		line.function_id = pprof_builder__function(c->b, name, name, NULL, 0);
+		if (!line.function_id)
+			return 0;
+	}
+	return pprof_builder__location(c->b, map_id, addr, &line, name ? 1 : 0);
+}
+
+static uint64_t user_location(struct out_ctx *c, uint32_t pid, uint64_t addr)
+{
+	const struct procmap *m = c->o->procs ? proctab__resolve(c->o->procs, pid, addr) : NULL;
+	uint64_t map_id = 0;
+	const char *name = NULL;
+
+	if (m) {
+		struct pprof_mapping_desc md = {
+		    .memory_start = m->start,
+		    .memory_limit = m->limit,
+		    .file_offset = m->offset,
+		    .filename = m->path,
+		    .build_id = m->build_id[0] ? m->build_id : NULL,
+		};
+
+		name = symbolizer__name(c->o->sym, pid, m, addr);
+		/* false: desktop pprof then symbolizes what the device could not (stripped files)
+		 */
+		md.has_functions = false;
+		map_id = pprof_builder__mapping(c->b, &md);
+		if (!map_id)
+			return 0;
+	}
+	return location(c, map_id, addr, name);
+}
+
+/* One stack's sample: user return addresses are stepped back into their call (all of them
+ * when the stack starts at a return address, as a heap sample's does). */
+static int add_stack(struct out_ctx *c, uint32_t pid, int64_t tid, uint32_t label_set,
+		     const uint64_t *frames, size_t n_kernel, size_t n_user, bool leaf_is_ra,
+		     const int64_t *values)
+{
+	uint64_t locs[CONFIG_MAX_STACK_DEPTH * 2 + 8];
+	size_t n = 0, nf = n_kernel + n_user;
+	struct pprof_label_desc labels[SAMPLE_MAX_LABELS + 4];
+	const char *keys[SAMPLE_MAX_LABELS + 1], *vals[SAMPLE_MAX_LABELS + 1];
+	size_t nl = c->a ? aggregate__labels(c->a, label_set, keys, vals, SAMPLE_MAX_LABELS + 1)
+			 : 0;
+
+	for (size_t i = 0; i < nf && n < sizeof(locs) / sizeof(locs[0]); i++) {
+		uint64_t addr = frames[i], id;
+
+		if (i < n_kernel) {
+			if (!c->kmap)
+				c->kmap = pprof_builder__mapping(c->b, &c->km);
+			id = c->kmap ? location(c, c->kmap, addr, kernel_name(c->o, addr)) : 0;
+		} else {
+			/* return addresses point after the call: step back into it */
+			if ((i > 0 || leaf_is_ra) && addr)
+				addr--;
+			id = user_location(c, pid, addr);
+		}
+		if (!id)
+			return -ENOSPC;
+		locs[n++] = id;
+	}
+	for (size_t i = 0; i < nl; i++)
+		labels[i] = (struct pprof_label_desc){.key = keys[i], .str = vals[i]};
+	labels[nl++] = (struct pprof_label_desc){.key = "pid", .num = pid};
+	if (tid >= 0) /* -1: the kind has no thread (heap stacks are per process) */
+		labels[nl++] = (struct pprof_label_desc){.key = "thread", .num = tid};
+	return pprof_builder__add_sample(c->b, locs, n, values, labels, nl);
+}
+
+static int add_entry(void *ctx, const struct agg_entry *e)
+{
+	int64_t values[2] = {(int64_t)e->count, (int64_t)e->weight_ns};
+
+	return add_stack(ctx, e->pid, e->tid, e->labels, e->frames, e->n_kernel, e->n_user, false,
+			 values);
+}
+
+int output__pprof(const struct aggregate *a, const struct output_opts *o, pprof_write_fn w,
+		  void *ctx)
+{
+	struct pprof_builder_opts bo = {.gzip_level = o->gzip_level};
+	const char *type = o->type ? o->type : "cpu";
+	struct out_ctx c = {.o = o,
+			    .a = a,
+			    .km = {.memory_start = 0x8000000000000000ull,
+				   .memory_limit = UINT64_MAX,
+				   .filename = KERNEL_MAPPING,
+				   .has_functions = o->ksyms != NULL}};
+	int err;
+
+	c.b = pprof_builder__new(&bo, w, ctx);
+	if (!c.b)
+		return -ENOMEM;
+	err = pprof_builder__add_sample_type(c.b, "samples", "count");
+	if (!err)
+		err = pprof_builder__add_sample_type(c.b, type, "nanoseconds");
+	if (!err)
+		err = pprof_builder__set_period(c.b, type, "nanoseconds",
+						(int64_t)(1000000000ull / (o->hz ? o->hz : 1)));
+	if (!err)
+		err = pprof_builder__set_default_sample_type(c.b, type);
+	pprof_builder__set_time(c.b, (int64_t)o->time_ns, (int64_t)o->duration_ns);
+	for (size_t i = 0; !err && i < o->n_comments; i++)
+		err = pprof_builder__add_comment(c.b, o->comments[i]);
+	if (!err)
+		err = aggregate__foreach(a, add_entry, &c);
+	if (!err)
+		err = pprof_builder__finish(c.b);
+	pprof_builder__free(c.b);
+	return err;
+}
+
+static int write_buf(const struct aggregate *a, const struct output_opts *o, const char *path)
+{
+	struct pprof_buf buf = {0};
+	int err = output__pprof(a, o, pprof_buf_write, &buf);
+
+	if (!err)
+		err = port_file_write_atomic(path, buf.data, buf.len, 0644);
+	free(buf.data);
+	return err;
+}
+
+int output__write_file(const struct aggregate *a, const struct output_opts *o, const char *path)
+{
+	int err = port_mkdir_parent(path, 0750);	/* EDGEPROF_OUTPUT=dir/that/is/new/cpu.pb.gz */
+
+	return err ? err : write_buf(a, o, path);
+}
+
+int output__path(const struct output_opts *o, const char *dir, const char *type, char *path_out,
+		 size_t path_len)
+{
+	static unsigned int seq;
+	time_t t = (time_t)(o->time_ns / 1000000000ull);
+	char stamp[32];
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+	if ((size_t)snprintf(path_out, path_len, "%s/%s-%s-%s-%u.pb.gz", dir,
+			     o->service ? o->service : "unknown", type, stamp, seq++) >= path_len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+int output__write_dir(const struct aggregate *a, const struct output_opts *o, const char *dir,
+		      char *path_out, size_t path_len)
+{
+	int err = output__path(o, dir, o->type ? o->type : "cpu", path_out, path_len);
+
+	return err ? err : write_buf(a, o, path_out);
+}
+
+/* Another kind of profile (heap): the stacks and values heap.c hands over, one sample each. */
+int output__stacks_pprof(const struct output_kind *k, const struct output_opts *o,
+			 const struct output_stack *st, size_t n, pprof_write_fn w, void *ctx)
+{
+	struct pprof_builder_opts bo = {.gzip_level = o->gzip_level};
+	struct out_ctx c = {.o = o};
+	int err = 0;
+
+	c.b = pprof_builder__new(&bo, w, ctx);
+	if (!c.b)
+		return -ENOMEM;
+	for (size_t i = 0; !err && i < k->n_types; i++)
+		err = pprof_builder__add_sample_type(c.b, k->types[i], k->units[i]);
+	if (!err)
+		err = pprof_builder__set_period(c.b, k->period_type, k->period_unit, k->period);
+	if (!err && k->default_type)
+		err = pprof_builder__set_default_sample_type(c.b, k->default_type);
+	pprof_builder__set_time(c.b, (int64_t)o->time_ns, (int64_t)o->duration_ns);
+	for (size_t i = 0; !err && i < o->n_comments; i++)
+		err = pprof_builder__add_comment(c.b, o->comments[i]);
+	for (size_t i = 0; !err && i < n; i++)
+		err = add_stack(&c, st[i].pid, -1, 0, st[i].frames, 0, st[i].n_frames, true,
+				st[i].values);
+	if (!err)
+		err = pprof_builder__finish(c.b);
+	pprof_builder__free(c.b);
+	return err;
+}
+
+int output__write_stacks_file(const struct output_kind *k, const struct output_opts *o,
+			      const struct output_stack *st, size_t n, const char *path)
+{
+	struct pprof_buf buf = {0};
+	int err = output__stacks_pprof(k, o, st, n, pprof_buf_write, &buf);
+
+	if (!err)
+		err = port_file_write_atomic(path, buf.data, buf.len, 0644);
+	free(buf.data);
+	return err;
+}

@@ -1,0 +1,368 @@
+// SPDX-License-Identifier: MIT
+/*
+ * agent/daemon/pull.c — pull mode (agent/daemon/pull.h): one server thread, one connection at a time, over
+ * port/net, port/tls and port/http like the collector. The thread never touches the agent's
+ * samplers: it posts what it needs and the main loop answers.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/daemon/pull.h"
+#include "port/clock.h"
+#include "port/http.h"
+#include "port/log.h"
+#include "port/net.h"
+#include "port/tls.h"
+
+#define PULL_DEFAULT_SECONDS 30		/* as Go's net/http/pprof */
+#define PULL_IO_MS 10000		/* handshake, request head, answer */
+#define PULL_MAKE_SLACK_S 15		/* the main loop's time to make a profile beyond N */
+#define PULL_STACK_SIZE (256u * 1024)	/* mbedtls' handshake (only touched pages count) */
+
+struct pull_server {
+	struct pull_opts o;
+	struct tls_config *tls;
+	int lfd, port;
+	int stop_pipe[2];
+	pthread_t th;
+	bool started;
+
+	pthread_mutex_t lock;		/* everything below */
+	pthread_cond_t cond;
+	bool stopping;
+	enum pull_kind want;		/* the request waiting for the main loop */
+	unsigned seconds;
+	bool taken, answered;
+	int status;
+	void *data;
+	size_t len;
+	struct pull_stats st;
+
+	/* the connection being served (server thread only) */
+	struct tls_conn *tc;
+	struct http_stream stream;
+	struct http_message msg;
+};
+
+static ssize_t pull_read(void *ctx, void *buf, size_t len)
+{
+	struct pull_server *p = ctx;
+
+	return tls_conn__read(p->tc, buf, len);
+}
+
+static int pull_write(void *ctx, const void *buf, size_t len)
+{
+	struct pull_server *p = ctx;
+
+	return tls_conn__write(p->tc, buf, len);
+}
+
+static void count(struct pull_server *p, uint64_t *counter)
+{
+	pthread_mutex_lock(&p->lock);
+	(*counter)++;
+	pthread_mutex_unlock(&p->lock);
+}
+
+static void answer(struct pull_server *p, int status, const char *ctype, const char *extra,
+		   const void *body, size_t len)
+{
+	tls_conn__set_deadline(p->tc, port_clock_mono_ns() + PULL_IO_MS * NSEC_PER_MSEC);
+	if (status != 200)
+		count(p, &p->st.errors);
+	http_write_response(&p->stream, status, ctype, extra, body, len, false);
+}
+
+static void answer_text(struct pull_server *p, int status, const char *text)
+{
+	answer(p, status, "text/plain; charset=utf-8", NULL, text, strlen(text));
+}
+
+/* Hands kind to the main loop and waits for its profile, the deadline, or shutdown. */
+static void wait_profile(struct pull_server *p, enum pull_kind kind, unsigned seconds)
+{
+	struct timespec ts;
+	int status;
+	void *data;
+	size_t len;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += seconds + PULL_MAKE_SLACK_S;
+	pthread_mutex_lock(&p->lock);
+	p->want = kind;
+	p->seconds = seconds;
+	p->taken = p->answered = false;
+	while (!p->answered && !p->stopping)
+		if (pthread_cond_timedwait(&p->cond, &p->lock, &ts) == ETIMEDOUT)
+			break;
+	status = p->answered ? p->status : 503;
+	data = p->data;
+	len = p->len;
+	p->data = NULL;
+	p->want = PULL_NONE;
+	pthread_mutex_unlock(&p->lock);
+	if (status == 200) {
+		count(p, &p->st.profiles);
+		answer(p, 200, "application/octet-stream",
+		       "Content-Disposition: attachment; filename=\"profile\"\r\n", data, len);
+	} else if (data) {
+		answer(p, status, "text/plain; charset=utf-8", NULL, data, len);
+	} else {
+		answer_text(p, 503, "the agent is stopping or did not make the profile in time\n");
+	}
+	free(data);
+}
+
+static void serve_index(struct pull_server *p)
+{
+	static const char page[] =
+		"<html><head><title>/debug/pprof/</title></head><body>\n"
+		"/debug/pprof/ (edgeprof-agent)<br>\n<p>Profiles:</p>\n<ul>\n"
+		"<li><a href=\"profile?seconds=30\">profile</a>: CPU profile of the whole device "
+		"(the agent's samplers) for ?seconds=N</li>\n"
+		"<li><a href=\"heap\">heap</a>: allocations of the programs that record their heap "
+		"(EDGEPROF_PROFILES=heap)</li>\n</ul>\n</body></html>\n";
+
+	answer(p, 200, "text/html; charset=utf-8", NULL, page, sizeof(page) - 1);
+}
+
+static void serve_profile(struct pull_server *p)
+{
+	char v[32], msg[160];
+	unsigned long seconds = PULL_DEFAULT_SECONDS;
+	int n = http_query_get(p->msg.query, "seconds", v, sizeof(v));
+	char *end;
+
+	if (n >= 0) {
+		seconds = strtoul(v, &end, 10);
+		if (!n || *end || v[0] == '-' || seconds < 1 || seconds > CONFIG_PULL_MAX_SECONDS) {
+			snprintf(msg, sizeof(msg), "seconds=%s: expected 1..%d (CONFIG_PULL_MAX_SECONDS)\n",
+				 v, CONFIG_PULL_MAX_SECONDS);
+			answer_text(p, 400, msg);
+			return;
+		}
+	}
+	wait_profile(p, PULL_CPU, (unsigned)seconds);
+}
+
+static void serve_request(struct pull_server *p, bool operator, const char *cn)
+{
+	const char *path = p->msg.path;
+	char msg[400];
+
+	count(p, &p->st.requests);
+	if (!operator) {
+		count(p, &p->st.refused_role);
+		snprintf(msg, sizeof(msg),
+			 "%s is not an operator certificate: pull mode needs one (edgeprof certs "
+			 "operator DIR NAME)\n", cn);
+		answer_text(p, 403, msg);
+		return;
+	}
+	if (strcmp(p->msg.method, "GET")) {
+		answer_text(p, 405, "only GET\n");
+		return;
+	}
+	if (!strcmp(path, "/debug/pprof/") || !strcmp(path, "/debug/pprof"))
+		serve_index(p);
+	else if (!strcmp(path, "/debug/pprof/profile"))
+		serve_profile(p);
+	else if (!strcmp(path, "/debug/pprof/heap"))
+		wait_profile(p, PULL_HEAP, 0);
+	else
+		answer_text(p, 404, "not here: /debug/pprof/profile?seconds=N, /debug/pprof/heap\n");
+}
+
+/* One connection: handshake (the certificate verified), one request head, one answer. */
+static void serve_conn(struct pull_server *p, int fd, const char *peer)
+{
+	char cn[256] = "";
+	int ret;
+
+	p->tc = tls_conn__new(p->tls, fd, NULL);
+	if (!p->tc)
+		return;
+	tls_conn__set_deadline(p->tc, port_clock_mono_ns() + PULL_IO_MS * NSEC_PER_MSEC);
+	tls_conn__set_cancel_fd(p->tc, p->stop_pipe[0]);
+	ret = tls_conn__handshake(p->tc);
+	if (ret) {
+		count(p, &p->st.refused_tls);
+		pr_warn("pull: refused %s: %s", peer, tls_conn__error(p->tc));
+		goto out_free;
+	}
+	tls_conn__peer_cn(p->tc, cn, sizeof(cn));
+	http_stream__init(&p->stream, pull_read, pull_write, p);
+	ret = http_read_request_head(&p->stream, &p->msg);
+	if (!ret) {
+		pr_info("pull: %s (%s) GET %s", peer, cn, p->msg.path);
+		serve_request(p, tls_conn__peer_has_ou(p->tc, "operator"), cn);
+	} else if (ret != -ENODATA) {
+		answer_text(p, ret == -EMSGSIZE ? 431 : ret == -ETIMEDOUT ? 408 : 400,
+			    "bad request\n");
+	}
+	tls_conn__close(p->tc);
+	http_message__reset(&p->msg);
+out_free:
+	tls_conn__free(p->tc);
+	p->tc = NULL;
+}
+
+static void *pull_thread(void *arg)
+{
+	struct pull_server *p = arg;
+
+	for (;;) {
+		struct pollfd pfd[2] = {{.fd = p->lfd, .events = POLLIN},
+					{.fd = p->stop_pipe[0], .events = POLLIN}};
+		char peer[64];
+		int fd;
+
+		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (pfd[1].revents)
+			break;
+		if (!(pfd[0].revents & POLLIN))
+			continue;
+		fd = net_accept(p->lfd, peer, sizeof(peer));
+		if (fd < 0)
+			continue;
+		count(p, &p->st.conns);
+		serve_conn(p, fd, peer);
+		close(fd);
+	}
+	return NULL;
+}
+
+struct pull_server *pull__new(const struct pull_opts *o, char *err, size_t errlen)
+{
+	struct pull_server *p = calloc(1, sizeof(*p));
+	pthread_condattr_t ca;
+	pthread_attr_t attr;
+	int ret;
+
+	if (!p) {
+		snprintf(err, errlen, "no memory");
+		return NULL;
+	}
+	p->o = *o;
+	p->lfd = -1;
+	p->stop_pipe[0] = p->stop_pipe[1] = -1;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&p->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	if (!o->ca_file || !o->cert_file || !o->key_file) {
+		snprintf(err, errlen, "--pull-listen needs --tls-ca, --tls-cert and --tls-key (the "
+			 "device's certificate, made with edgeprof certs device DIR ID --server-ip IP)");
+		goto out_free;
+	}
+	p->tls = tls_config__new_server(o->ca_file, o->cert_file, o->key_file, err, errlen);
+	if (!p->tls)
+		goto out_free;
+	p->lfd = net_listen(o->listen, 4, err, errlen);
+	if (p->lfd < 0)
+		goto out_free;
+	p->port = net_local_port(p->lfd);
+	if (pipe2(p->stop_pipe, O_CLOEXEC)) {
+		snprintf(err, errlen, "pipe: %s", strerror(errno));
+		goto out_free;
+	}
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, PULL_STACK_SIZE);
+	ret = pthread_create(&p->th, &attr, pull_thread, p);
+	pthread_attr_destroy(&attr);
+	if (ret) {
+		snprintf(err, errlen, "cannot start the pull thread");
+		goto out_free;
+	}
+	p->started = true;
+	return p;
+out_free:
+	pull__free(p);
+	return NULL;
+}
+
+void pull__free(struct pull_server *p)
+{
+	if (!p)
+		return;
+	if (p->started) {
+		pthread_mutex_lock(&p->lock);
+		p->stopping = true;
+		pthread_cond_broadcast(&p->cond);
+		pthread_mutex_unlock(&p->lock);
+		if (write(p->stop_pipe[1], "x", 1) < 0)
+			pr_warn("pull: cannot wake the server thread: %s", strerror(errno));
+		pthread_join(p->th, NULL);
+	}
+	if (p->stop_pipe[0] >= 0) {
+		close(p->stop_pipe[0]);
+		close(p->stop_pipe[1]);
+	}
+	if (p->lfd >= 0)
+		close(p->lfd);
+	tls_config__free(p->tls);
+	free(p->data);
+	pthread_cond_destroy(&p->cond);
+	pthread_mutex_destroy(&p->lock);
+	free(p);
+}
+
+int pull__port(const struct pull_server *p)
+{
+	return p ? p->port : -1;
+}
+
+enum pull_kind pull__pending(struct pull_server *p, unsigned *seconds)
+{
+	enum pull_kind k = PULL_NONE;
+
+	if (!p)
+		return k;
+	pthread_mutex_lock(&p->lock);
+	if (p->want != PULL_NONE && !p->taken) {
+		p->taken = true;
+		k = p->want;
+		*seconds = p->seconds;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return k;
+}
+
+void pull__answer(struct pull_server *p, int status, const void *data, size_t len)
+{
+	void *copy = len ? malloc(len) : NULL;
+
+	if (!p)
+		return;
+	if (copy)
+		memcpy(copy, data, len);
+	pthread_mutex_lock(&p->lock);
+	if (p->want != PULL_NONE && p->taken && !p->answered) {
+		p->answered = true;
+		p->status = copy || !len ? status : 503;
+		p->data = copy;
+		p->len = copy ? len : 0;
+		copy = NULL;
+		pthread_cond_broadcast(&p->cond);
+	}
+	pthread_mutex_unlock(&p->lock);
+	free(copy);
+}
+
+void pull__stats(struct pull_server *p, struct pull_stats *st)
+{
+	pthread_mutex_lock(&p->lock);
+	*st = p->st;
+	pthread_mutex_unlock(&p->lock);
+}

@@ -1,0 +1,316 @@
+// SPDX-License-Identifier: MIT
+/* bpf/leaf.c — the leaf frame of BPF samples by .eh_frame rules; see leaf.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "elf/cfi.h"
+#include "elf/elf.h"
+#include "bpf/leaf.h"
+
+/*
+ * Lookups in a table between two releases of its pages (elf__eh_frame_release): each lookup
+ * maps its binary search's and its FDE's pages and, by fault-around, their neighbours (64
+ * KiB each); kept until the second's trim, a build machine's libLLVM and libclickhouse held
+ * 2-6 MiB of the agent's peak RSS (tests/bench/bpf-rss.sh). The price is the next lookup's
+ * faults: beside a build (~700 lookups a second, three agents side by side) a release after
+ * every lookup cost 27-37 us a lookup (+37-51% of the agent's CPU), after every fourth 7-15
+ * us (+14-15%). On a device lookups are rare once its programs' leaf pcs are known.
+ */
+#define LEAF_RELEASE_LOOKUPS 4
+
+/* One file's mapped unwind table; failed opens are remembered too (!ok). */
+struct leaf_table {
+	uint64_t key; /* 0: free */
+	uint64_t used_at;
+	bool ok;
+	unsigned int lookups; /* since its pages were last released */
+	struct elf_eh_frame eh;
+	struct cfi_table cfi;  /* the mapping, in the pointer space cfi reads */
+	struct cfi_fde *index; /* FDEs by pc where the file has no .eh_frame_hdr */
+	size_t n_index;
+};
+
+/* A cached outcome for one file offset: packed rules, or one of the failures below. */
+struct leaf_rule {
+	uint64_t key, off, packed;
+};
+
+#define RULE_NO_TABLE 2 /* bit 0 clear: cfi__unpack refuses it, like CFI_PACKED_NONE */
+
+struct leaf {
+	unsigned int max_tables, max_rules, max_fdes;
+	uint64_t clock;
+	struct leaf_stats st;
+	struct leaf_table *tables;
+	struct leaf_rule *rules;
+};
+
+static void table_drop(struct leaf_table *t)
+{
+	if (t->eh.map)
+		elf__unmap_eh_frame(&t->eh);
+	free(t->index);
+	memset(t, 0, sizeof(*t));
+	t->eh.fd = -1;
+}
+
+/* The vDSO's table: the agent's own copy of the same image (elf__vdso_eh_frame). */
+static bool vdso_table(struct leaf_table *t)
+{
+	if (elf__vdso_eh_frame(&t->eh))
+		return false;
+	t->cfi = (struct cfi_table){(uintptr_t)t->eh.seg, (uintptr_t)t->eh.seg + t->eh.seg_len,
+				    t->eh.seg + t->eh.hdr_vaddr};
+	return true;
+}
+
+struct leaf *leaf__new(unsigned int max_tables, unsigned int max_rules, unsigned int max_fdes)
+{
+	struct leaf *l = calloc(1, sizeof(*l));
+
+	if (!l)
+		return NULL;
+	l->max_tables = max_tables;
+	l->max_rules = max_rules;
+	l->max_fdes = max_fdes;
+	l->tables = calloc(max_tables, sizeof(*l->tables));
+	l->rules = calloc(max_rules, sizeof(*l->rules));
+	if (!l->tables || !l->rules) {
+		leaf__free(l);
+		return NULL;
+	}
+	for (unsigned int i = 0; i < max_tables; i++)
+		table_drop(&l->tables[i]);
+	return l;
+}
+
+void leaf__trim(struct leaf *l)
+{
+	for (unsigned int i = 0; l && i < l->max_tables; i++) {
+		if (l->tables[i].lookups)
+			elf__eh_frame_release(&l->tables[i].eh);
+		l->tables[i].lookups = 0;
+	}
+}
+
+void leaf__free(struct leaf *l)
+{
+	if (!l)
+		return;
+	for (unsigned int i = 0; l->tables && i < l->max_tables; i++)
+		table_drop(&l->tables[i]);
+	free(l->tables);
+	free(l->rules);
+	free(l);
+}
+
+void leaf__stats(const struct leaf *l, struct leaf_stats *st)
+{
+	*st = l->st;
+}
+
+/* A file by its build-id when it has one (a rewritten file gets a new one), else its path. */
+static uint64_t file_key(const struct procmap *m)
+{
+	return procmaps__hash(m->build_id[0] ? m->build_id : m->path) | 1; /* 0: a free slot */
+}
+
+/*
+ * A file without .eh_frame_hdr (a static program): its FDEs sorted once, at most max_fdes
+ * (an FDE takes 20 bytes or more of .eh_frame, so its size bounds the count first).
+ */
+static bool table_index(struct leaf *l, struct leaf_table *t)
+{
+	const uint8_t *frame = t->eh.seg + (t->eh.frame_vaddr - t->eh.seg_vaddr);
+	size_t max = t->eh.frame_len / 20 + 1;
+
+	if (max > l->max_fdes)
+		max = l->max_fdes;
+	t->index = malloc(max * sizeof(*t->index));
+	if (!t->index)
+		return false;
+	t->n_index = cfi__index(&t->cfi, frame, t->eh.frame_len, t->index, max);
+	l->st.fdes_indexed += t->n_index;
+	return t->n_index > 0;
+}
+
+/* Maps the table of m's file, seen through the process's root first (containers). */
+static void table_fill(struct leaf *l, struct leaf_table *t, uint64_t key, uint32_t pid,
+		       const struct procmap *m)
+{
+	char path[PROCMAP_PATH + 32];
+
+	table_drop(t);
+	t->key = key;
+	t->used_at = ++l->clock;
+	if (m->path[0] != '/') {
+		t->ok = vdso_table(t);
+		return;
+	}
+	snprintf(path, sizeof(path), "/proc/%u/root%s", pid, m->path);
+	if (elf__map_eh_frame(path, &t->eh) && elf__map_eh_frame(m->path, &t->eh))
+		return;
+	t->cfi = (struct cfi_table){
+	    .lo = (uintptr_t)t->eh.seg,
+	    .hi = (uintptr_t)t->eh.seg + t->eh.seg_len,
+	    .eh_hdr = t->eh.hdr_vaddr ? t->eh.seg + (t->eh.hdr_vaddr - t->eh.seg_vaddr) : NULL,
+	};
+	t->ok = t->eh.hdr_vaddr || table_index(l, t);
+	elf__eh_frame_release(&t->eh); /* the index read all of .eh_frame */
+	l->st.tables_mapped += t->ok;
+}
+
+/* The table of m's file, mapped on first use; the least recently used one makes room. */
+static struct leaf_table *table_get(struct leaf *l, uint32_t pid, const struct procmap *m,
+				    uint64_t key)
+{
+	struct leaf_table *oldest = &l->tables[0];
+
+	for (unsigned int i = 0; i < l->max_tables; i++) {
+		struct leaf_table *t = &l->tables[i];
+
+		if (t->key == key) {
+			t->used_at = ++l->clock;
+			return t;
+		}
+		if (t->used_at < oldest->used_at)
+			oldest = t;
+	}
+	if (oldest->key)
+		l->st.tables_evicted++;
+	table_fill(l, oldest, key, pid, m);
+	return oldest;
+}
+
+/* The rules at file offset off of m's file: packed, or CFI_PACKED_NONE / RULE_NO_TABLE. */
+static uint64_t rules_at(struct leaf *l, uint32_t pid, const struct procmap *m, uint64_t off)
+{
+	uint64_t key = file_key(m);
+	struct leaf_rule *r = &l->rules[((key ^ off) * 0x9E3779B97F4A7C15ull >> 32) % l->max_rules];
+	struct leaf_table *t;
+	struct cfi_rules cr;
+	uint64_t vaddr;
+	uintptr_t pc;
+	bool found;
+
+	if (r->key == key && r->off == off) {
+		l->st.rule_hits++;
+		return r->packed;
+	}
+	l->st.rule_misses++;
+	*r = (struct leaf_rule){.key = key, .off = off, .packed = RULE_NO_TABLE};
+	t = table_get(l, pid, m, key);
+	if (!t->ok)
+		return r->packed;
+	if (t->eh.map &&
+	    !elf__eh_frame_intact(&t->eh)) { /* truncated in place: its pages may be gone */
+		table_drop(t);
+		return r->packed;
+	}
+	vaddr = elf__eh_frame_vaddr(&t->eh, off);
+	pc = (uintptr_t)(vaddr - t->eh.seg_vaddr) + t->cfi.lo; /* in the mapping's pointer space */
+	found = vaddr && (t->index ? cfi__rules_indexed(&t->cfi, t->index, t->n_index, pc, &cr)
+				   : cfi__rules_at(&t->cfi, pc, &cr));
+	if (!found || !cfi__pack(&cr, &r->packed))
+		r->packed = CFI_PACKED_NONE;
+	/* the rule is kept: the pages its search read (and their neighbours) are not */
+	if (++t->lookups >= LEAF_RELEASE_LOOKUPS) {
+		elf__eh_frame_release(&t->eh);
+		t->lookups = 0;
+	}
+	return r->packed;
+}
+
+/*
+ * The leaf's return address by its rules, or false (counted why). A frame based on the frame
+ * pointer is linked already: counted as such, nothing to find.
+ */
+static bool leaf_return(struct leaf *l, struct proctab *t, const struct agent_sample *s,
+			uint64_t pc, uint64_t *ra)
+{
+	const struct sample_user_context *u = s->user;
+	const struct procmap *m = proctab__resolve(t, s->pid, pc);
+	struct cfi_rules cr;
+	uint64_t packed;
+	int64_t slot;
+
+	if (!m || (m->path[0] != '/' && strcmp(m->path, "[vdso]"))) {
+		l->st.no_table++;
+		return false;
+	}
+	packed = rules_at(l, s->pid, m, pc - m->start + m->offset);
+	if (!cfi__unpack(packed, &cr)) {
+		if (packed == RULE_NO_TABLE)
+			l->st.no_table++;
+		else
+			l->st.no_rule++;
+		return false;
+	}
+	if (cr.cfa_reg == CFI_REG_FP) {
+		l->st.linked++;
+		return false;
+	}
+	if (!cr.ra_saved) { /* still in the link register (aarch64) */
+		*ra = u->lr;
+		if (!*ra)
+			l->st.no_rule++;
+		return *ra != 0;
+	}
+	slot = cr.cfa_off + cr.ra_off;
+	if (cr.cfa_reg == CFI_CFA_PLT && (pc & 15) >= cr.plt_min)
+		slot += 8; /* the stub pushed its relocation index */
+	/*
+	 * aarch64 compilers keep the CFA on sp after linking a frame: the frame pointer says
+	 * whether it is linked. If its record holds the slot of the return address, the kernel's
+	 * walk read that very slot: found already, with no stack word copied.
+	 */
+	if (u->fp && u->fp + 8 == u->sp + (uint64_t)slot) {
+		l->st.linked++;
+		return false;
+	}
+	if (slot < 0 || slot % 8 || slot / 8 >= (int64_t)u->n_words) {
+		l->st.deep++;
+		return false;
+	}
+	*ra = u->words[slot / 8];
+	return true;
+}
+
+bool leaf__fix(struct leaf *l, struct proctab *t, const struct agent_sample *s,
+	       unsigned int max_user, uint64_t *frames, struct agent_sample *out)
+{
+	const uint64_t *user = s->frames + s->n_kernel;
+	unsigned int n = s->n_user;
+	uint64_t ra;
+
+	if (s->flags & SAMPLE_F_UNWOUND)
+		return false; /* every frame came from the tables, the leaf's caller too */
+	if (!s->user || n == 0 || max_user < 2) {
+		l->st.no_context += n != 0;
+		return false;
+	}
+	if (!leaf_return(l, t, s, user[0], &ra))
+		return false;
+	if (n > 1 && user[1] == ra) {
+		l->st.linked++;
+		return false;
+	}
+	if (!proctab__resolve(t, s->pid, ra - 1)) {
+		l->st.implausible++;
+		return false;
+	}
+	l->st.fixed++;
+	*out = *s;
+	memcpy(frames, s->frames, (s->n_kernel + 1) * sizeof(*frames));
+	frames[s->n_kernel + 1] = ra;
+	if (n + 1 > max_user) {
+		n = max_user - 1;
+		out->flags |= SAMPLE_F_TRUNCATED;
+	}
+	memcpy(frames + s->n_kernel + 2, user + 1, (n - 1) * sizeof(*frames));
+	out->n_user = (uint16_t)(n + 1);
+	out->frames = frames;
+	return true;
+}
