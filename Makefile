@@ -160,7 +160,9 @@ endif
 # What each area contributes. An area's Build.mk appends to:
 #   bin-y                 binaries;  <bin>-objs, <bin>-ldlibs
 #   lib-y                 shared libraries (objects built -fPIC under $(O)/pic/); <lib>-objs
-#   unit-tests-y          cmocka tests tests/unit/<name>-test.c; <name>-test-objs, -ldlibs
+#   unit-tests-y          cmocka tests tests/unit/<area>/<name>-test.c; <name>-test-objs, -ldlibs
+#   progs-y               test programs under $(O) (drivers, probes); <name>-objs, -ldflags, -ldlibs
+#   fuzz-y                libFuzzer targets tests/fuzz/<name>.c; <name>-fuzz-objs, -fuzz-ldlibs
 #   generated-y           generated headers every object waits for
 #   install-y             extra install commands (a make function of the destination)
 
@@ -168,8 +170,10 @@ bin-y :=
 lib-y :=
 unit-tests-y :=
 unit-tests-glibc :=
+progs-y :=
 generated-y :=
 fuzz-y :=
+comma := ,
 include $(sort $(wildcard */Build.mk */Build-*.mk))
 
 bins      := $(addprefix $(O)/,$(bin-y))
@@ -199,11 +203,17 @@ $(O)/pic/%.o: $(O)/%.c $(O)/include/config/auto.conf | $(generated-y)
 	@mkdir -p $(dir $@)
 	$(Q)$(GLIBC_CC) $(PIC_CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
 
+# The one link recipe: $(call link,DRIVER,FLAGS,LIBRARIES) links the rule's prerequisites.
+define link
+$(quiet) LD $@
+@mkdir -p $(dir $@)
+$(Q)$(1) $(2) -o $@ $^ $(3)
+endef
+
 # Binaries link to <bin>.debug (kept for symbolization on the build host) and ship stripped.
 define bin_rule
 $(O)/$(1).debug: $$(addprefix $(O)/,$$($(1)-objs))
-	$$(quiet) LD $$@
-	$(Q)$$(CC) $$(LDFLAGS) $$(LDFLAGS-static-y) -o $$@ $$^ $$($(1)-ldlibs)
+	$$(call link,$$(CC),$$(LDFLAGS) $$(LDFLAGS-static-y),$$($(1)-ldlibs))
 $(O)/$(1): $(O)/$(1).debug
 	$$(quiet) STRIP $$@
 	$(Q)$$(STRIP) -o $$@ $$<
@@ -212,8 +222,7 @@ $(foreach b,$(bin-y),$(eval $(call bin_rule,$(b))))
 
 define lib_rule
 $(O)/$(1).debug: $$(addprefix $(O)/pic/,$$($(1)-objs))
-	$$(quiet) LD-SO $$@
-	$(Q)$$(GLIBC_CC) $$(PIC_LDFLAGS) -shared -Wl,-soname,$(1) -o $$@ $$^ $$($(1)-ldlibs)
+	$$(call link,$$(GLIBC_CC),$$(PIC_LDFLAGS) -shared -Wl$$(comma)-soname$$(comma)$(1),$$($(1)-ldlibs))
 $(O)/$(1): $(O)/$(1).debug
 	$$(quiet) STRIP $$@
 	$(Q)$$(STRIP) --strip-unneeded -o $$@ $$<
@@ -228,16 +237,23 @@ $(foreach l,$(lib-y),$(eval $(call lib_rule,$(l))))
 unit-src = $(firstword $(wildcard $(addsuffix /$(1)-test.c,tests/unit tests/unit/* tests/unit/*/*)))
 define unit_rule
 $(O)/tests/unit/$(1)-test: $(O)/$(patsubst %.c,%.o,$(call unit-src,$(1))) $$(addprefix $(O)/,$$($(1)-test-objs))
-	$$(quiet) LD $$@
-	$(Q)$$(CC) $$(LDFLAGS) -o $$@ $$^ $$($(1)-test-ldlibs) -lcmocka
+	$$(call link,$$(CC),$$(LDFLAGS),$$($(1)-test-ldlibs) -lcmocka)
 endef
 define unit_glibc_rule
 $(O)/tests/unit/$(1)-test: $(O)/pic/$(patsubst %.c,%.o,$(call unit-src,$(1))) $$(addprefix $(O)/pic/,$$($(1)-test-objs))
-	$$(quiet) LD $$@
-	$(Q)$$(GLIBC_CC) $$(PIC_LDFLAGS) -o $$@ $$^ $$($(1)-test-ldlibs) -lcmocka
+	$$(call link,$$(GLIBC_CC),$$(PIC_LDFLAGS),$$($(1)-test-ldlibs) -lcmocka)
 endef
 $(foreach t,$(filter-out $(unit-tests-glibc),$(unit-tests-y)),$(eval $(call unit_rule,$(t))))
 $(foreach t,$(filter $(unit-tests-glibc),$(unit-tests-y)),$(eval $(call unit_glibc_rule,$(t))))
+
+# Test programs (drivers, probes; not installed): progs-y lists paths under $(O), each linked from
+# <name>-objs with <name>-ldflags and <name>-ldlibs (name = the path's last part).
+define prog_rule
+$(O)/$(1): $$(addprefix $(O)/,$$($(notdir $(1))-objs))
+	$$(call link,$$(CC),$$(LDFLAGS) $$($(notdir $(1))-ldflags),$$($(notdir $(1))-ldlibs))
+endef
+$(foreach p,$(progs-y),$(eval $(call prog_rule,$(p))))
+all-tests: $(addprefix $(O)/,$(progs-y))
 
 -include $(shell find $(O) -name '*.d' 2>/dev/null)
 
@@ -288,6 +304,12 @@ size-check:
 fuzz: $(SETUP_STAMP)
 	$(Q)tools/run-fuzz.sh $(fuzz-y)
 
+# What tools/run-fuzz.sh builds a target from: the sources of its objects (generated ones under
+# $(O)) and its libraries, one target a line ("name: sources... -llibs...").
+fuzz-src = $(foreach o,$(1),$(if $(wildcard $(o:.o=.c)),$(o:.o=.c),$(O)/$(o:.o=.c)))
+fuzz-srcs:
+	@$(foreach f,$(fuzz-y),echo '$(f): $(call fuzz-src,$($(f)-fuzz-objs)) $($(f)-fuzz-ldlibs)';)
+
 # ---------------------------------------------------------------------------------------------
 # Install: binaries, library, public header.
 
@@ -315,5 +337,5 @@ distclean:
 help:
 	@sed -n '3,16p' Makefile | sed 's/^# \{0,1\}//'
 
-.PHONY: all test all-tests testconfigs size size-check fuzz install demo demo-fleet clean distclean help \
+.PHONY: all test all-tests testconfigs size size-check fuzz fuzz-srcs install demo demo-fleet clean distclean help \
 	setup defconfig olddefconfig menuconfig savedefconfig allnoconfig allyesconfig

@@ -50,13 +50,10 @@ CFLAGS_sampler = $(BPF_RECORD_DEFS)
 CFLAGS_bpf-probe = $(BPF_RECORD_DEFS)
 
 # Test driver (not installed): samples the system for N seconds and prints folded stacks.
-# (Rule prerequisites expand now, before port/Build.mk set port-y: name the port objects.)
-bpf-probe-objs := bpf/bpf-probe.o $(bpf-y) $(bpf-cfi-deps-y) port/clock.o port/file.o port/log.o \
-		  port/text.o
-$(O)/tests/bpf-probe: $(addprefix $(O)/,$(bpf-probe-objs))
-	$(quiet) LD $@
-	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(LDFLAGS) $(LDFLAGS-static-y) -o $@ $^ $(bpf-ldlibs)
+bpf-probe-objs    = bpf/bpf-probe.o $(bpf-y) $(bpf-cfi-deps-y) $(port-y)
+bpf-probe-ldflags = $(LDFLAGS-static-y)
+bpf-probe-ldlibs  = $(bpf-ldlibs)
+progs-y += tests/bpf-probe
 
 # Workloads for the BPF tests: frame pointers on, not PIE, so nm(1) names their addresses.
 $(O)/tests/workloads/bpf-work: tests/workloads/bpf-work.c
@@ -78,7 +75,7 @@ $(O)/tests/workloads/bpf-work-nofp: tests/workloads/bpf-work.c
 	$(Q)$(GLIBC_CC) -O2 -g -fomit-frame-pointer -fno-inline -fno-optimize-sibling-calls -no-pie \
 		-pthread -o $@ $<
 
-all-tests: $(O)/tests/bpf-probe $(O)/tests/workloads/bpf-work $(O)/tests/workloads/bpf-work-static \
+all-tests: $(O)/tests/workloads/bpf-work $(O)/tests/workloads/bpf-work-static \
 	   $(O)/tests/workloads/bpf-work-nofp
 unit-tests-$(CONFIG_BPF_MMAP_EVENTS) += mmapev
 mmapev-test-objs = bpf/mmapev.o bpf/cpus.o agent/core/procmaps.o elf/elf.o agent/core/ring.o port/file.o

@@ -5,6 +5,8 @@
 # agent/, store/ or tools/.
 
 fuzz-y += cfi ehabi
+cfi-fuzz-objs   = elf/cfi.o
+ehabi-fuzz-objs = elf/ehabi.o
 
 unit-tests-y += cfi
 cfi-test-objs = elf/cfi.o elf/elf.o port/file.o

@@ -39,3 +39,4 @@ tls-test-ldlibs  = $(port-net-ldlibs)
 
 # libFuzzer target of the HTTP parser (tests/fuzz/http-parser.c; make fuzz).
 fuzz-y          += http-parser
+http-parser-fuzz-objs = port/http.o

@@ -16,3 +16,5 @@ ringfile-test-objs   := $(port-ring-y) $(port-y)
 ringfile-test-ldlibs := -lpthread
 # make fuzz: any file as a ring file.
 fuzz-y += store-ringfile
+store-ringfile-fuzz-objs   = $(port-ring-y) $(port-y)
+store-ringfile-fuzz-ldlibs = -lpthread

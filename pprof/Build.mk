@@ -39,15 +39,17 @@ pprof-merge-test-objs     = $(pprof-y)
 pprof-merge-test-ldlibs   = $(pprof-ldlibs)
 
 # Helpers for the oracle test and the benchmark (not installed): built by `make all-tests`.
-pprof-tests-y := $(O)/tests/pprof-tool
-all-tests: $(pprof-tests-y)
-$(O)/tests/pprof-tool: $(O)/tests/pprof-tool.o $(addprefix $(O)/,$(pprof-y) port/file.o)
-	$(quiet) LD $@
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(pprof-ldlibs)
+pprof-tool-objs   = tests/pprof-tool.o $(pprof-y) port/file.o
+pprof-tool-ldlibs = $(pprof-ldlibs)
+progs-y += tests/pprof-tool
 
 # Fuzz targets: tools/run-fuzz.sh NAME... builds tests/fuzz/NAME.c with clang's libFuzzer
 # against the sources listed in tests/fuzz/NAME.srcs and runs it for a bounded time.
 fuzz-y += pprof-reader pprof-folded
+pprof-reader-fuzz-objs   = $(pprof-y)
+pprof-reader-fuzz-ldlibs = $(pprof-ldlibs)
+pprof-folded-fuzz-objs   = $(pprof-folded-y) $(pprof-y)
+pprof-folded-fuzz-ldlibs = $(pprof-ldlibs)
 
 # tools/run-fuzz.sh builds fuzz targets with clang outside this Makefile; it only needs the
 # generated headers. The recipe expands at run time, after every Build.mk has added its own.

@@ -33,6 +33,7 @@ $(O)/tests/unit/dwarf-line-fixture-%: tests/unit/store/symbols/dwarf-line-fixtur
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -O0 $(if $(filter stripped,$*),-g0,-gdwarf-$*) -no-pie -o $@ $<
 fuzz-$(CONFIG_COLLECTOR_DWARF) += dwarf-line
+dwarf-line-fuzz-objs = store/symbols/dwarf-line.o
 
 bin-$(CONFIG_COLLECTOR)      += edgeprof-collector
 edgeprof-collector-objs      = store/main.o $(store-server-y) $(store-core-y) $(store-ui-y) \
@@ -41,10 +42,7 @@ edgeprof-collector-objs      = store/main.o $(store-server-y) $(store-core-y) $(
 edgeprof-collector-ldlibs    = $(port-net-ldlibs) $(pprof-ldlibs)
 
 # The load client of the benchmark and the crash test (not installed): built by make all-tests.
-collector-tests-y := $(O)/tests/drivers/collector-load
-all-tests: $(collector-tests-y)
-$(O)/tests/drivers/collector-load: $(O)/tests/drivers/collector-load.o \
-		$(addprefix $(O)/,$(port-tls-y) $(port-y))
-	$(quiet) LD $@
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(port-net-ldlibs)
+collector-load-objs   = tests/drivers/collector-load.o $(port-tls-y) $(port-y)
+collector-load-ldlibs = $(port-net-ldlibs)
+progs-y += tests/drivers/collector-load
 

@@ -43,30 +43,20 @@ query-test-ldlibs = $(pprof-ldlibs) -lpthread
 # integration tests and the benchmark run them.
 store-append-objs = tests/drivers/store-append.o $(port-ring-y) $(port-y)
 store-bench-objs  = tests/drivers/store-bench.o $(store-core-y) $(pprof-y) $(port-y)
-store-drivers-y  := $(O)/tests/drivers/store-append $(O)/tests/drivers/store-bench
-all-tests: $(store-drivers-y)
-$(O)/tests/drivers/store-append: $(addprefix $(O)/,$(store-append-objs))
-	$(quiet) LD $@
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lpthread
-$(O)/tests/drivers/store-bench: $(addprefix $(O)/,$(store-bench-objs))
-	$(quiet) LD $@
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(pprof-ldlibs) -lpthread
+store-append-ldlibs = -lpthread
+store-bench-ldlibs  = $(pprof-ldlibs) -lpthread
+progs-y += tests/drivers/store-append tests/drivers/store-bench
 
 # The decode and rows of the ClickHouse store per profile, in-process (tests/drivers/ch-rows.c).
 ch-rows-objs = tests/drivers/ch-rows.o $(store-core-y) $(pprof-y) $(port-y)
-ch-drivers-$(CONFIG_COLLECTOR_CLICKHOUSE) := $(O)/tests/drivers/ch-rows
-all-tests: $(ch-drivers-y)
-$(O)/tests/drivers/ch-rows: $(addprefix $(O)/,$(ch-rows-objs))
-	$(quiet) LD $@
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(pprof-ldlibs) -lpthread
+ch-rows-ldlibs = $(pprof-ldlibs) -lpthread
+progs-$(CONFIG_COLLECTOR_CLICKHOUSE) += tests/drivers/ch-rows
 
 # The metrics rules' cost per profile, in-process (tests/bench/metrics-bench.sh).
 metrics-eval-objs = tests/drivers/metrics-eval.o $(store-core-y) $(pprof-y) $(port-y)
-mrules-drivers-$(CONFIG_COLLECTOR_METRICS_RULES) := $(O)/tests/drivers/metrics-eval
-all-tests: $(mrules-drivers-y)
-$(O)/tests/drivers/metrics-eval: $(addprefix $(O)/,$(metrics-eval-objs))
-	$(quiet) LD $@
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(pprof-ldlibs) -lpthread
+metrics-eval-ldlibs = $(pprof-ldlibs) -lpthread
+progs-$(CONFIG_COLLECTOR_METRICS_RULES) += tests/drivers/metrics-eval
 
 # Fuzz targets (make fuzz): any text as a selector or a time.
 fuzz-y += store-selector
+store-selector-fuzz-objs = store/query/selector.o store/query/timeparse.o port/clock.o

@@ -3,10 +3,8 @@
 # store/Build.mk, whose object lists it links).
 render-bench-objs = tests/drivers/render-bench.o $(store-core-y) $(store-render-y) $(pprof-y) \
 		    $(port-y)
-all-tests: $(O)/tests/drivers/render-bench
-$(O)/tests/drivers/render-bench: $(addprefix $(O)/,$(render-bench-objs))
-	$(quiet) LD $@
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(pprof-ldlibs) -lpthread
+render-bench-ldlibs = $(pprof-ldlibs) -lpthread
+progs-y += tests/drivers/render-bench
 
 # Rollups against raw merges (store/ring/rollup.h), rendered as folded stacks to compare.
 ifeq ($(CONFIG_COLLECTOR_ROLLUP),y)

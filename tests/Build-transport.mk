@@ -7,8 +7,7 @@ ifeq ($(CONFIG_UPLOAD_MTLS),y)
 push-expired-y := tests/drivers/push-expired.o port/tls-cert.o
 push-expired-$(CONFIG_TLS_MINIMAL) := tests/drivers/push-expired-none.o
 push-dir-objs = tests/drivers/push-dir.o $(push-expired-y) $(agent-transport-objs) $(port-y)
-$(O)/tests/drivers/push-dir: $(addprefix $(O)/,$(push-dir-objs))
-	$(quiet) LD $@
-	$(Q)$(CC) $(LDFLAGS) $(LDFLAGS-static-y) -o $@ $^ $(agent-transport-ldlibs)
-all-tests: $(O)/tests/drivers/push-dir
+push-dir-ldflags = $(LDFLAGS-static-y)
+push-dir-ldlibs  = $(agent-transport-ldlibs)
+progs-y += tests/drivers/push-dir
 endif

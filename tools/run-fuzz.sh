@@ -4,9 +4,10 @@
 #
 #   tools/run-fuzz.sh NAME...        (FUZZ_SECONDS=60 per target by default)
 #
-# How a target is declared: an area's Build.mk adds `fuzz-y += NAME`; tests/fuzz/NAME.c defines
-# LLVMFuzzerTestOneInput; tests/fuzz/NAME.srcs lists the sources it links (lines of .c paths,
-# $O for the build dir, and -l flags; # comments); tests/fuzz/NAME.corpus/ (optional) holds
+# How a target is declared: an area's Build.mk adds `fuzz-y += NAME` and the objects it links from
+# its own lists, NAME-fuzz-objs (and NAME-fuzz-ldlibs); tests/fuzz/NAME.c defines
+# LLVMFuzzerTestOneInput; `make fuzz-srcs` turns the objects into the sources built here with
+# clang; tests/fuzz/NAME.corpus/ (optional) holds
 # seeds. Targets are built with clang -fsanitize=fuzzer,address,undefined into $O/fuzz/. New
 # corpus entries go to $O/fuzz/NAME.corpus (the committed seeds are not touched). A crash
 # leaves its input in $O/fuzz/ (crash-*): turn it into a unit regression test in tests/unit/.
@@ -23,16 +24,13 @@ CLANG=${CLANG:-$(command -v clang || command -v clang-14)}
 # Generated headers (nanopb, config) come from the normal build.
 make --no-print-directory -s fuzz-generated
 mkdir -p "$O/fuzz"
+lists=$(make --no-print-directory -s fuzz-srcs)
 status=0
 for name in "$@"; do
 	srcs=() libs=()
-	while read -r line; do
-		line=${line%%#*}
-		for w in $line; do
-			w=${w//\$O/$O}
-			case $w in -l*) libs+=("$w") ;; *) srcs+=("$w") ;; esac
-		done
-	done <"tests/fuzz/$name.srcs"
+	for w in $(sed -n "s/^$name: //p" <<<"$lists"); do
+		case $w in -l*) libs+=("$w") ;; *) srcs+=("$w") ;; esac
+	done
 	bin="$O/fuzz/$name"
 	echo "  FUZZ-CC  $bin"
 	"$CLANG" -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
