@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent/transport/transport.h"
+#include "agent/transport/item.h"
 
 /* One spooled profile, read back for upload. Strings point into an allocation owned here. */
 struct spool_entry {
