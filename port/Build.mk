@@ -2,7 +2,7 @@
 # port/ — the porting layer: nothing above it calls the OS for clocks, files, sockets or TLS.
 port-y := port/clock.o port/rand.o port/file.o port/log.o port/text.o
 
-unit-tests-y    += clock rand file text
+unit-tests-y    += clock rand file text hash
 clock-test-objs := port/clock.o
 rand-test-objs  := port/rand.o port/clock.o
 file-test-objs  := port/file.o

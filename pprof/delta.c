@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "pprof/delta.h"
+#include "port/hash.h"
 
 struct delta_entry {
 	uint64_t key;		/* 0 = empty slot */
@@ -28,43 +29,35 @@ struct pprof_delta {
 	struct pprof_delta_stats st;
 };
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-	const unsigned char *b = p;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 0x100000001b3ull;
-	return h;
-}
-
+/* A string with its NUL, so that "ab"+"c" and "a"+"bc" differ. */
 static uint64_t fnv_str(uint64_t h, const char *s)
 {
-	return fnv(h, s, strlen(s) + 1);
+	return hash_fnv64_add(h, s, strlen(s) + 1);
 }
 
 /* A sample's identity: each frame's address and function names, then its labels. */
 static uint64_t sample_key(const struct pprof_profile *p, const struct pprof_sample *s)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = HASH_FNV64_BASIS;
 
 	for (size_t i = 0; i < s->n_locations; i++) {
 		const struct pprof_location *l = &p->locations[s->location_ids[i] - 1];
 
-		h = fnv(h, &l->address, sizeof(l->address));
+		h = hash_fnv64_add(h, &l->address, sizeof(l->address));
 		for (size_t j = 0; j < l->n_lines; j++) {
 			uint64_t f = l->lines[j].function_id;
 
 			if (f && f <= p->n_functions)
 				h = fnv_str(h, pprof_str(p, p->functions[f - 1].name));
 		}
-		h = fnv(h, "|", 1);
+		h = hash_fnv64_add(h, "|", 1);
 	}
 	for (size_t i = 0; i < s->n_labels; i++) {
 		const struct pprof_label *l = &s->labels[i];
 
 		h = fnv_str(h, pprof_str(p, l->key));
 		h = fnv_str(h, pprof_str(p, l->str));
-		h = fnv(h, &l->num, sizeof(l->num));
+		h = hash_fnv64_add(h, &l->num, sizeof(l->num));
 	}
 	return h ? h : 1;
 }

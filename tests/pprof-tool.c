@@ -28,6 +28,7 @@
 
 #include "pprof/pprof.h"
 #include "port/file.h"
+#include "port/hash.h"
 
 static struct pprof_profile *load(const char *path)
 {
@@ -414,15 +415,6 @@ struct fleet_stack {
 	size_t n;
 };
 
-static uint64_t fleet_hash(const char *s)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 0x100000001b3ull;
-	return h;
-}
-
 /* Every sample's stack of every pool profile, leaf first (inlined frames included). */
 static size_t fleet_stacks(struct pprof_profile **pool, int n_pool, struct fleet_stack **out)
 {
@@ -500,7 +492,7 @@ static int fleet_one(const char *path, const struct fleet_stack *st, size_t n, i
 		idx /= FLEET_ROOTS;
 		for (size_t j = 0; j < st[idx].n; j++) {
 			const struct fleet_frame *fr = &st[idx].f[j];
-			uint64_t h = fleet_hash(fr->name);
+			uint64_t h = hash_fnv64_str(fr->name);
 			struct pprof_line_desc ln;
 
 			snprintf(name, sizeof(name), h % 10 == (uint64_t)v % 10 ? "%s.v%d" : "%s",

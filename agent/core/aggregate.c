@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "agent/core/aggregate.h"
+#include "port/hash.h"
 
 struct agg_ent {
 	uint64_t hash;
@@ -37,15 +38,6 @@ static uint64_t mix(uint64_t h, uint64_t v)
 {
 	h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
 	return h * 0xff51afd7ed558ccdull;
-}
-
-static uint64_t hash_bytes(const char *p, size_t len)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ (unsigned char)p[i]) * 0x100000001b3ull;
-	return h;
 }
 
 struct aggregate *aggregate__new(const struct agg_opts *opts)
@@ -123,7 +115,7 @@ static int64_t intern_labels(struct aggregate *a, const struct agent_sample *s)
 	}
 	if (!len)
 		return 0;
-	uint64_t h = hash_bytes(blob, len);
+	uint64_t h = hash_fnv64(blob, len);
 
 	for (size_t i = 0; i < a->n_lsets; i++)
 		if (a->lsets[i].hash == h && a->lsets[i].len == len &&

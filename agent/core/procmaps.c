@@ -16,6 +16,7 @@
 
 #include "agent/core/procmaps.h"
 #include "agent/core/ring.h"
+#include "port/hash.h"
 
 /*
  * Build-ids of the files seen, keyed by the device and inode the maps line itself shows (and
@@ -50,11 +51,7 @@ void procmaps__revalidate(void)
 
 uint64_t procmaps__hash(const char *path)
 {
-	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-
-	while (*path)
-		h = (h ^ (unsigned char)*path++) * 0x100000001b3ull;
-	return h;
+	return hash_fnv64_str(path);
 }
 
 /*

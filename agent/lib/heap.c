@@ -30,6 +30,7 @@
 
 #include "agent/lib/heap.h"
 #include "agent/core/heapfile.h"
+#include "port/hash.h"
 
 #define EP_API __attribute__((visibility("default")))
 #define EP_TLS __thread __attribute__((tls_model("initial-exec")))
@@ -167,10 +168,10 @@ static uint32_t hash_ptr(uintptr_t p)
 
 static uint32_t hash_frames(const uint64_t *f, unsigned int n)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = HASH_FNV64_BASIS;
 
-	for (unsigned int i = 0; i < n; i++)
-		h = (h ^ f[i]) * 0x100000001b3ull;
+	for (unsigned int i = 0; i < n; i++) /* FNV-1a over whole words: frames are addresses */
+		h = (h ^ f[i]) * HASH_FNV64_PRIME;
 	return (uint32_t)(h ^ (h >> 32));
 }
 

@@ -7,6 +7,7 @@
 
 #include "pprof/view/flame.h"
 #include "pprof/view/units.h"
+#include "port/hash.h"
 
 #define FRAME_H 16
 #define FONT_PX 12
@@ -225,19 +226,10 @@ static size_t char_count(const char *str)
 	return chars;
 }
 
-static uint32_t hash32(const char *s)
-{
-	uint32_t h = 2166136261u;
-
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 16777619u;
-	return h;
-}
-
 /* Same module, same hue; the name only varies lightness so neighbours stay apart. */
 static void module_colour(const struct ftree_node *nd, char *buf, size_t len)
 {
-	uint32_t hm = hash32(nd->module[0] ? nd->module : nd->name), hn = hash32(nd->name);
+	uint32_t hm = hash_fnv32_str(nd->module[0] ? nd->module : nd->name), hn = hash_fnv32_str(nd->name);
 
 	snprintf(buf, len, "hsl(%u,%u%%,%u%%)", hm % 360, 55 + (hm >> 9) % 25, 62 + hn % 14);
 }

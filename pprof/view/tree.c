@@ -6,26 +6,12 @@
 #include <string.h>
 
 #include "pprof/view/tree.h"
+#include "port/hash.h"
 
-static uint64_t hash_str(const char *s)
-{
-	uint64_t h = 1469598103934665603ull; /* FNV-1a */
-
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 1099511628211ull;
-	return h;
-}
-
-/* splitmix64's finalizer: aligned pointers and sequential parents need every bit mixed. */
+/* Aligned pointers and sequential parents need every bit mixed. */
 static uint64_t hash_edge(uint32_t parent, const char *name)
 {
-	uint64_t x = (uint64_t)(uintptr_t)name * 0x9e3779b97f4a7c15ull + parent;
-
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
+	return hash_mix64((uint64_t)(uintptr_t)name * 0x9e3779b97f4a7c15ull + parent);
 }
 
 static int intern_grow(struct ftree *t)
@@ -38,7 +24,7 @@ static int intern_grow(struct ftree *t)
 	for (i = 0; i < t->strings_cap; i++) {
 		if (!t->strings[i])
 			continue;
-		for (j = hash_str(t->strings[i]) & (cap - 1); ns[j]; j = (j + 1) & (cap - 1))
+		for (j = hash_fnv64_str(t->strings[i]) & (cap - 1); ns[j]; j = (j + 1) & (cap - 1))
 			;
 		ns[j] = t->strings[i];
 	}
@@ -55,7 +41,7 @@ static const char *intern(struct ftree *t, const char *s)
 
 	if ((t->n_strings + 1) * 2 > t->strings_cap && intern_grow(t))
 		return NULL;
-	for (j = hash_str(s) & (t->strings_cap - 1); t->strings[j];
+	for (j = hash_fnv64_str(s) & (t->strings_cap - 1); t->strings[j];
 	     j = (j + 1) & (t->strings_cap - 1))
 		if (!strcmp(t->strings[j], s))
 			return t->strings[j];

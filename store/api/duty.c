@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "store/api/duty.h"
+#include "port/hash.h"
 
 #define DUTY_MAX_KEYS 8
 
@@ -41,16 +42,13 @@ struct duty {
 
 static uint64_t mix(uint64_t h, const char *s)
 {
-	for (; s && *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-	return (h ^ 0xff) * 0x100000001b3ull; /* a separator: "ab"+"c" != "a"+"bc" */
+	h = s ? hash_fnv64_add_str(h, s) : h;
+	return (h ^ 0xff) * HASH_FNV64_PRIME; /* a separator: "ab"+"c" != "a"+"bc" */
 }
 
 static uint64_t fin(uint64_t z)
 {
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	z ^= z >> 31;
+	z = hash_mix64(z);
 	return z ? z : 1;
 }
 
@@ -164,7 +162,7 @@ static bool in_window(uint64_t i, uint64_t n, uint64_t k, uint64_t w)
 void duty__schedule(struct duty *d, const char *device, const struct record_label *labels,
 		    size_t n_labels, uint64_t now_s, struct duty_schedule *out)
 {
-	uint64_t dev_id = mix(0xcbf29ce484222325ull, device), grp_id = 0xcbf29ce484222325ull;
+	uint64_t dev_id = mix(HASH_FNV64_BASIS, device), grp_id = HASH_FNV64_BASIS;
 	uint64_t w = now_s / d->o.window_s, n, k;
 	struct duty_dev *dv;
 
@@ -215,7 +213,7 @@ void duty__schedule(struct duty *d, const char *device, const struct record_labe
 
 bool duty__default(const char *device, uint64_t window, unsigned budget_percent)
 {
-	uint64_t h = fin(mix(0x9e3779b97f4a7c15ull ^ window * 0x100000001b3ull, device));
+	uint64_t h = fin(mix(0x9e3779b97f4a7c15ull ^ window * HASH_FNV64_PRIME, device));
 
 	return h % 10000 < (uint64_t)budget_percent * 100;
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "store/ring/index.h"
+#include "port/hash.h"
 
 struct istr {
 	struct istr *next;	/* hash chain */
@@ -56,22 +57,10 @@ struct index {
 
 /* ---- hashing -------------------------------------------------------------------------------- */
 
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
 
 static uint64_t hash_str(const char *s)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 0x100000001b3ull;
-	return mix64(h);
+	return hash_mix64(hash_fnv64_str(s));
 }
 
 static int htab__grow(struct htab *t)
@@ -178,9 +167,9 @@ static struct lset *lset__get(struct index *ix, const struct record_label *label
 		qsort(sorted, n, sizeof(*sorted), label_cmp);
 	}
 	for (size_t i = 0; i < n; i++)
-		h = mix64(h ^ hash_str(sorted[i].key)) ^ hash_str(sorted[i].value ? sorted[i].value
+		h = hash_mix64(h ^ hash_str(sorted[i].key)) ^ hash_str(sorted[i].value ? sorted[i].value
 										: "");
-	h = mix64(h + n);
+	h = hash_mix64(h + n);
 	if (ix->sets.nb)
 		for (ls = ix->sets.b[h & (ix->sets.nb - 1)]; ls; ls = ls->next) {
 			size_t i;

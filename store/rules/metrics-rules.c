@@ -14,6 +14,7 @@
 
 #include "store/rules/metrics-rules.h"
 #include "store/query/selector.h"
+#include "port/hash.h"
 
 #define MR_NAME_MAX 128 /* metric name */
 #define MR_BY_MAX 8	/* labels of by () */
@@ -541,11 +542,7 @@ void metrics_rules__eval(const struct metrics_rules *r, const struct record_meta
 
 static uint64_t hash_key(size_t rule, unsigned unit, const char *key, size_t len)
 {
-	uint64_t h = 0xcbf29ce484222325ull ^ (rule << 8 | unit);
-
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ (unsigned char)key[i]) * 0x100000001b3ull;
-	return h;
+	return hash_fnv64_add(HASH_FNV64_BASIS ^ (rule << 8 | unit), key, len);
 }
 
 /* The series of (rule, unit, key), made when missing and room is left: NULL when full. */

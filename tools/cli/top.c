@@ -15,6 +15,7 @@
 #include "tools/cli/cli.h"
 #include "pprof/view/stacks.h"
 #include "pprof/view/units.h"
+#include "port/hash.h"
 
 struct top_node {
 	const char *name;
@@ -43,15 +44,6 @@ struct top {
 	size_t n_unique;
 };
 
-static uint64_t hash_str(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 1099511628211ull;
-	return h;
-}
-
 static int index_grow(struct top *t)
 {
 	size_t cap = t->index_cap ? t->index_cap * 2 : 1024, i, j;
@@ -60,7 +52,7 @@ static int index_grow(struct top *t)
 	if (!ni)
 		return -ENOMEM;
 	for (i = 0; i < t->n; i++) {
-		for (j = hash_str(t->nodes[i].name) & (cap - 1); ni[j]; j = (j + 1) & (cap - 1))
+		for (j = hash_fnv64_str(t->nodes[i].name) & (cap - 1); ni[j]; j = (j + 1) & (cap - 1))
 			;
 		ni[j] = (uint32_t)i + 1;
 	}
@@ -76,7 +68,7 @@ static long node_of(struct top *t, const char *name)
 	struct top_node *nn;
 	size_t j;
 
-	for (j = hash_str(name) & (t->index_cap - 1); t->index[j]; j = (j + 1) & (t->index_cap - 1))
+	for (j = hash_fnv64_str(name) & (t->index_cap - 1); t->index[j]; j = (j + 1) & (t->index_cap - 1))
 		if (!strcmp(t->nodes[t->index[j] - 1].name, name))
 			return (long)t->index[j] - 1;
 	if (t->n == t->cap) {
