@@ -20,8 +20,7 @@ agent-y += $(agent-y-y)
 
 bin-y                  += edgeprof-agent
 # Scraping local pprof endpoints (agent/daemon/scrape.h): its thread, the GET client, the deltas.
-agent-scrape-objs       = $(if $(CONFIG_AGENT_SCRAPE),agent/daemon/scrape.o $(port-fetch-y) \
-			  $(pprof-delta-y))
+agent-scrape-objs       = $(if $(CONFIG_AGENT_SCRAPE),agent/daemon/scrape.o $(pprof-scrape-y))
 edgeprof-agent-objs    = $(agent-y) $(agent-scrape-objs) $(pprof-y) $(bpf-y) \
 			 $(agent-transport-objs) $(port-y)
 edgeprof-agent-ldlibs  = $(pprof-ldlibs) $(bpf-ldlibs) $(agent-transport-ldlibs)

@@ -59,6 +59,8 @@ fuzz-generated: $(O)/include/config/auto.conf
 
 # Cumulative profiles into deltas between rounds (pprof/delta.h): linked by the scrapers.
 pprof-delta-y := pprof/delta.o
+# One scrape of a /debug/pprof endpoint (fetch, state, delta): the agent's and the collector's.
+pprof-scrape-y = pprof/scrape.o $(pprof-delta-y) $(port-fetch-y)
 unit-tests-y += pprof-delta
 pprof-delta-test-objs   = $(pprof-y) $(pprof-delta-y)
 pprof-delta-test-ldlibs = $(pprof-ldlibs)

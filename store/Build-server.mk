@@ -18,7 +18,7 @@ duty-test-ldlibs = -lm -lpthread
 store-dwarf-$(CONFIG_COLLECTOR_DWARF) := store/symbols/dwarf-line.o store/symbols/dwarf-elf.o
 # The collector's own scrapes (store/scrape/scrape.h): file_sd targets, the GET client, the deltas.
 store-scrape-objs = $(if $(CONFIG_COLLECTOR_SCRAPE),store/scrape/scrape.o store/scrape/scrape-sd.o \
-		    $(port-fetch-y) $(pprof-delta-y))
+		    $(pprof-scrape-y))
 unit-tests-$(CONFIG_COLLECTOR_SCRAPE) += scrape-sd
 scrape-sd-test-objs = store/scrape/scrape-sd.o
 

@@ -18,13 +18,11 @@
 #include "port/tls.h"
 #include "pprof/delta.h"
 #include "pprof/pprof.h"
-
+#include "pprof/scrape.h"
 
 struct target {
-	char name[64];
+	struct scrape_target st;	/* its name is the service's */
 	char base[256];			/* URL without a trailing '/' */
-	struct pprof_delta *delta[PPROF_KIND__N]; /* cumulative types only */
-	bool down;			/* logged as down: logged again once it answers */
 };
 
 struct scraper {
@@ -79,40 +77,13 @@ static void queue_push(struct scraper *s, const struct target *t, int type, uint
 		return;
 	}
 	r = &s->q[(s->q_head + s->q_n++) % SCRAPE_QUEUE];
-	snprintf(r->service, sizeof(r->service), "%s", t->name);
+	snprintf(r->service, sizeof(r->service), "%s", t->st.name);
 	snprintf(r->type, sizeof(r->type), "%s", pprof_kind_names[type]);
 	r->time_ns = time_ns;
 	r->data = buf->data;
 	r->len = buf->len;
 	pthread_mutex_unlock(&s->lock);
 	buf->data = NULL;
-}
-
-/*
- * The fetched body as what is shipped (pprof_delta_scraped): 0 with buf filled, 1 when there is
- * nothing to send (a baseline), -errno for a body that is no profile.
- */
-static int make_profile(struct scraper *s, struct target *t, int type, const void *body,
-			size_t len, struct pprof_buf *buf)
-{
-	struct pprof_delta_stats before = {0}, after = {0};
-	char err[256] = "";
-	int ret;
-
-	if (t->delta[type])
-		pprof_delta__stats(t->delta[type], &before);
-	ret = pprof_delta_scraped(t->delta[type], pprof_kind_names[type], body, len, s->max_body, buf,
-				  err, sizeof(err));
-	if (t->delta[type])
-		pprof_delta__stats(t->delta[type], &after);
-	add_stat(s, &s->st.delta_resets, after.resets - before.resets);
-	add_stat(s, &s->st.delta_over_bound, after.over_bound - before.over_bound);
-	if (ret == 1)
-		add_stat(s, &s->st.baselines, 1);
-	else if (ret < 0)
-		pr_warn("scrape %s %s: not a profile: %s", t->name, pprof_kind_names[type],
-			err[0] ? err : strerror(-ret));
-	return ret;
 }
 
 static void count_failure(struct scraper *s, enum fetch_fail f)
@@ -126,56 +97,62 @@ static void count_failure(struct scraper *s, enum fetch_fail f)
 	add_stat(s, c, 1);
 }
 
+static bool is_stopping(void *ctx)
+{
+	struct scraper *s = ctx;
+	bool stopping;
+
+	pthread_mutex_lock(&s->lock);
+	stopping = s->stopping;
+	pthread_mutex_unlock(&s->lock);
+	return stopping;
+}
+
+/* The delta's counters moved by one fetch, added to the scraper's. */
+static void count_delta(struct scraper *s, const struct pprof_delta *d,
+			const struct pprof_delta_stats *before)
+{
+	struct pprof_delta_stats after = {0};
+
+	if (!d)
+		return;
+	pprof_delta__stats(d, &after);
+	add_stat(s, &s->st.delta_resets, after.resets - before->resets);
+	add_stat(s, &s->st.delta_over_bound, after.over_bound - before->over_bound);
+}
+
 /* One fetch of type from t: false when the target is down (skip the rest of its round). */
 static bool scrape_one(struct scraper *s, struct target *t, int type, unsigned seconds)
 {
-	struct http_message *m = calloc(1, sizeof(*m));
+	const struct scrape_fetch f = {.tls = s->tls, .max_body = s->max_body,
+				       .slack_s = s->timeout_s, .on_fd = on_fd, .ctx = s,
+				       .stopping = is_stopping};
+	struct pprof_delta_stats before = {0};
 	struct pprof_buf buf = {0};
 	uint64_t time_ns = port_clock_real_ns();
-	uint64_t deadline = port_clock_mono_ns() +
-			    (uint64_t)((type == PPROF_KIND_CPU ? seconds : 0) + s->timeout_s) * NSEC_PER_SEC;
-	char url[400], err[400] = "";
-	enum fetch_fail f;
-	bool quiet;
-	int ret;
+	enum fetch_fail fail;
+	enum scrape_got got;
 
-	if (!m)
-		return true;
-	if (type == PPROF_KIND_CPU)
-		snprintf(url, sizeof(url), "%s/debug/pprof/profile?seconds=%u", t->base, seconds);
-	else
-		snprintf(url, sizeof(url), "%s/debug/pprof/%s", t->base, pprof_kind_paths[type]);
+	if (t->st.delta[type])
+		pprof_delta__stats(t->st.delta[type], &before);
 	add_stat(s, &s->st.fetches, 1);
-	f = fetch_get_fd(url, s->tls, deadline, s->max_body, m, on_fd, s, err, sizeof(err));
-	pthread_mutex_lock(&s->lock);
-	quiet = s->stopping;
-	pthread_mutex_unlock(&s->lock);
-	if (f && !quiet) { /* (a fetch cut short because the agent stops is no failure) */
-		count_failure(s, f);
-		if (f == FETCH_CONNECT && !t->down)
-			pr_warn("scrape %s: down (%s): one connect a round until it answers", t->name,
-				err);
-		else if (f != FETCH_CONNECT)
-			pr_warn("scrape %s %s: %s", t->name, pprof_kind_names[type], err);
-		t->down = f == FETCH_CONNECT;
-	} else if (!f) {
-		if (t->down)
-			pr_info("scrape %s: answers again", t->name);
-		t->down = false;
+	got = scrape__fetch(&t->st, t->base, type, seconds, &f, &buf, &fail);
+	if (got == SCRAPE_GOT_FAILED)
+		count_failure(s, fail);
+	else if (got != SCRAPE_GOT_STOPPED)
 		add_stat(s, &s->st.ok, 1);
-		ret = make_profile(s, t, type, m->body, m->body_len, &buf);
-		if (ret < 0)
-			add_stat(s, &s->st.bad_profile, 1);
-		else if (!ret)
-			queue_push(s, t, type, time_ns, &buf);
-	}
+	count_delta(s, t->st.delta[type], &before);
+	if (got == SCRAPE_GOT_BASELINE)
+		add_stat(s, &s->st.baselines, 1);
+	else if (got == SCRAPE_GOT_BAD)
+		add_stat(s, &s->st.bad_profile, 1);
+	else if (got == SCRAPE_GOT_PROFILE)
+		queue_push(s, t, type, time_ns, &buf);
 	free(buf.data);
-	http_message__reset(m);
-	free(m);
 	pthread_mutex_lock(&s->lock);
 	s->st.cpu_ns = port_clock_thread_cputime_ns();
 	pthread_mutex_unlock(&s->lock);
-	return f != FETCH_CONNECT;
+	return fail != FETCH_CONNECT;
 }
 
 /* A round: each target in turn, its CPU profile first, then its snapshots. */
@@ -188,12 +165,7 @@ static void scrape_round(struct scraper *s, unsigned round_s, unsigned period_s)
 		seconds = period_s / (unsigned)s->n > 1 ? period_s / (unsigned)s->n - 1 : 1;
 	for (size_t i = 0; i < s->n; i++) {
 		for (int type = 0; type < PPROF_KIND__N; type++) {
-			bool stopping;
-
-			pthread_mutex_lock(&s->lock);
-			stopping = s->stopping;
-			pthread_mutex_unlock(&s->lock);
-			if (stopping)
+			if (is_stopping(s))
 				return;
 			if ((s->types & (1u << type)) && !scrape_one(s, &s->t[i], type, seconds))
 				break;
@@ -228,7 +200,7 @@ static void *scrape_thread(void *arg)
 
 static bool name_ok(const char *n, size_t len)
 {
-	if (!len || len >= sizeof(((struct target *)0)->name))
+	if (!len || len >= sizeof(((struct scrape_target *)0)->name))
 		return false;
 	for (size_t i = 0; i < len; i++)
 		if (!((n[i] >= 'a' && n[i] <= 'z') || (n[i] >= 'A' && n[i] <= 'Z') ||
@@ -256,20 +228,15 @@ static int add_target(struct scraper *s, const char *spec, bool *https, char *er
 			 "[A-Za-z0-9_.-], the URL without a query)", spec);
 		return -EINVAL;
 	}
-	memcpy(t->name, spec, (size_t)(eq - spec));
-	t->name[eq - spec] = 0;
+	memcpy(t->st.name, spec, (size_t)(eq - spec));
+	t->st.name[eq - spec] = 0;
 	for (len = strlen(t->base); len && t->base[len - 1] == '/';)
 		t->base[--len] = 0;
-	for (int type = PPROF_KIND_HEAP; type < PPROF_KIND__N; type++) {
-		if (type == PPROF_KIND_GOROUTINE || !(s->types & (1u << type)))
-			continue;
-		t->delta[type] = pprof_delta__new(CONFIG_SCRAPE_DELTA_STACKS);
-		if (!t->delta[type]) {
-			snprintf(err, errlen, "no memory");
-			return -ENOMEM;
-		}
+	s->n++; /* (freed with the others when its deltas cannot be made) */
+	if (scrape_target__init(&t->st, s->types, CONFIG_SCRAPE_DELTA_STACKS)) {
+		snprintf(err, errlen, "no memory");
+		return -ENOMEM;
 	}
-	s->n++;
 	return 0;
 }
 
@@ -340,8 +307,7 @@ void scrape__free(struct scraper *s)
 		pthread_join(s->th, NULL);
 	}
 	for (size_t i = 0; i < s->n; i++)
-		for (int type = 0; type < PPROF_KIND__N; type++)
-			pprof_delta__free(s->t[i].delta[type]);
+		scrape_target__fini(&s->t[i].st);
 	for (size_t i = 0; i < s->q_n; i++)
 		free(s->q[(s->q_head + i) % SCRAPE_QUEUE].data);
 	tls_config__free(s->tls);

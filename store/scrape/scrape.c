@@ -21,6 +21,7 @@
 #include "port/log.h"
 #include "port/tls.h"
 #include "pprof/delta.h"
+#include "pprof/scrape.h"
 #include "store/scrape/scrape-sd.h"
 #include "store/scrape/scrape.h"
 #include "store/server/server.h"
@@ -30,9 +31,7 @@
 
 struct ctarget {
 	struct sd_target sd;
-	struct pprof_delta *delta[PPROF_KIND__N];	/* cumulative types only */
-	bool down;
-	bool failing[PPROF_KIND__N];	/* logged as failing: logged again once it works */
+	struct scrape_target st;	/* named by its address */
 };
 
 struct coll_scraper {
@@ -54,8 +53,9 @@ struct coll_scraper {
 	struct http_message req;	/* what the ingest path's messages name: "(scrape)" */
 };
 
-static bool stopping(struct coll_scraper *s)
+static bool stopping(void *ctx)
 {
+	struct coll_scraper *s = ctx;
 	bool st;
 
 	pthread_mutex_lock(&s->lock);
@@ -83,8 +83,7 @@ static bool same_target(const struct sd_target *a, const struct sd_target *b)
 static void free_targets(struct ctarget *t, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		for (int k = 0; k < PPROF_KIND__N; k++)
-			pprof_delta__free(t[i].delta[k]);
+		scrape_target__fini(&t[i].st);
 	free(t);
 }
 
@@ -97,21 +96,17 @@ static int set_targets(struct coll_scraper *s, const struct sd_target *sd, size_
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
 		t[i].sd = sd[i];
+		snprintf(t[i].st.name, sizeof(t[i].st.name), "%s", sd[i].addr);
 		for (size_t j = 0; j < s->n; j++) {
 			if (!same_target(&sd[i], &s->t[j].sd))
 				continue;
-			memcpy(t[i].delta, s->t[j].delta, sizeof(t[i].delta));
-			memset(s->t[j].delta, 0, sizeof(s->t[j].delta));
+			memcpy(t[i].st.delta, s->t[j].st.delta, sizeof(t[i].st.delta));
+			memset(s->t[j].st.delta, 0, sizeof(s->t[j].st.delta));
 			break;
 		}
-		for (int k = PPROF_KIND_HEAP; k < PPROF_KIND__N; k++) {
-			if (k == PPROF_KIND_GOROUTINE || !(s->types & (1u << k)) || t[i].delta[k])
-				continue;
-			t[i].delta[k] = pprof_delta__new(0);
-			if (!t[i].delta[k]) {
-				free_targets(t, n);
-				return -ENOMEM;
-			}
+		if (scrape_target__init(&t[i].st, s->types, 0)) {
+			free_targets(t, n);
+			return -ENOMEM;
 		}
 	}
 	free_targets(s->t, s->n);
@@ -202,49 +197,28 @@ static void store_one(struct coll_scraper *s, struct ctarget *t, int type, const
 /* One fetch: false when the target is down (the rest of its scrape is skipped). */
 static bool scrape_one(struct coll_scraper *s, struct ctarget *t, int type)
 {
-	struct http_message *msg = calloc(1, sizeof(*msg));
-	unsigned seconds = type == PPROF_KIND_CPU ? s->o.seconds : 0;
-	uint64_t deadline = port_clock_mono_ns() + (uint64_t)(seconds + SCRAPE_SLACK_S) * NSEC_PER_SEC;
+	char base[300], device[256] = "";
+	const struct scrape_fetch f = {.tls = s->tls, .max_body = s->o.max_body,
+				       .slack_s = SCRAPE_SLACK_S, .on_fd = on_fd, .ctx = s,
+				       .stopping = stopping, .peer_cn = device,
+				       .cnlen = sizeof(device)};
 	struct pprof_buf buf = {0};
-	char url[400], err[400] = "", device[256] = "";
-	enum fetch_fail f;
-	int ret;
+	enum fetch_fail fail;
+	enum scrape_got got;
 
-	if (!msg)
-		return true;
-	snprintf(url, sizeof(url), "%s://%s/debug/pprof/%s", t->sd.https ? "https" : "http",
-		 t->sd.addr, pprof_kind_paths[type]);
-	if (type == PPROF_KIND_CPU)
-		snprintf(url + strlen(url), sizeof(url) - strlen(url), "?seconds=%u", seconds);
+	snprintf(base, sizeof(base), "%s://%s", t->sd.https ? "https" : "http", t->sd.addr);
 	s->m->scrape_fetches++;
-	f = fetch_get_peer(url, s->tls, deadline, s->o.max_body, msg, on_fd, s, device,
-			   sizeof(device), err, sizeof(err));
-	if (f && !stopping(s)) {
-		/* counted every time, logged when it starts failing (the target, or this type) */
-		s->m->scrape_failed[f - 1]++;
-		if (f == FETCH_CONNECT ? !t->down : !t->failing[type])
-			pr_warn("scrape %s %s: %s%s", t->sd.addr, pprof_kind_names[type], err,
-				f == FETCH_CONNECT ? " (one connect a scrape until it answers)"
-						   : " (logged again when it works)");
-		t->down = f == FETCH_CONNECT;
-		t->failing[type] = f != FETCH_CONNECT;
-	} else if (!f) {
-		if (t->down || t->failing[type])
-			pr_info("scrape %s %s: works again", t->sd.addr, pprof_kind_names[type]);
-		t->down = t->failing[type] = false;
-		ret = pprof_delta_scraped(t->delta[type], pprof_kind_names[type], msg->body, msg->body_len,
-					  s->o.max_body, &buf, err, sizeof(err));
-		if (ret == 1)
-			s->m->scrape_baselines++;
-		else if (ret < 0)
-			s->m->scrape_bad_profile++;
-		else if (!ret) /* (2: nothing grew, nothing sampled) */
-			store_one(s, t, type, device, &buf);
-	}
+	got = scrape__fetch(&t->st, base, type, s->o.seconds, &f, &buf, &fail);
+	if (got == SCRAPE_GOT_FAILED)
+		s->m->scrape_failed[fail - 1]++;
+	else if (got == SCRAPE_GOT_BASELINE)
+		s->m->scrape_baselines++;
+	else if (got == SCRAPE_GOT_BAD)
+		s->m->scrape_bad_profile++;
+	else if (got == SCRAPE_GOT_PROFILE)
+		store_one(s, t, type, device, &buf);
 	free(buf.data);
-	http_message__reset(msg);
-	free(msg);
-	return f != FETCH_CONNECT;
+	return fail != FETCH_CONNECT;
 }
 
 static void scrape_all(struct coll_scraper *s)

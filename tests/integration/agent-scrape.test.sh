@@ -42,7 +42,7 @@ for t in heap mutex block; do
 	[ "$(n $t)" -ge 2 ] && [ "$(n $t)" -lt "$(n goroutine)" ] ||
 		fail "$t: expected a delta every round but the first ($(n $t) vs $(n goroutine) rounds)"
 done
-[ "$(grep -c 'scrape down: down' "$W/agent.log")" = 1 ] || fail "the down target is not logged once"
+[ "$(grep -c 'scrape down cpu: .*one connect a round until it answers' "$W/agent.log")" = 1 ] || fail "the down target is not logged once"
 grep -q 'failed_connect=[3-9]' "$W/agent.log" || fail "the down target's connects are not counted"
 
 top() { go tool pprof -top -nodecount=200 "$@" 2>/dev/null; }
