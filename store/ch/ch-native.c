@@ -42,8 +42,7 @@ static int seg_cmp(const void *a, const void *b)
  * by stack already (rows_samples), so its profiles are put in (hour, series, ts) order: their
  * segments of the body, in order (a copy of the rows was made here: a batch's size more memory
  * and a copy of it per batch), into order (kept: the writer's). Their count; 1, the whole
- * body, when in order already; 0 when out of memory (the body goes as it is, ClickHouse sorts
- * it: the same rows either way).
+ * body, when in order already; 0 when out of memory (the batch is sent later).
  */
 static size_t batch__order(const struct ch_batch *b, struct rb *order)
 {

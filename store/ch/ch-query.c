@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * store/ch/ch-query.c — the ClickHouse backend's reads (ch-schema.c for the tables, ch-ingest.c
- * and ch-writer.c for the writes): the selector runs here on one row per (series, sig); ClickHouse aggregates the
- * matching series' samples (sumForEach(v) GROUP BY stack); the pprof is built here from the
- * aggregate and the dictionary rows of its stacks, locations, functions and mappings.
+ * and ch-writer.c for the writes): the selector runs here on one row per (series, sig);
+ * ClickHouse aggregates the matching series' samples (sumForEach(v) GROUP BY stack); the
+ * pprof is built here from the aggregate and the dictionary rows of its stacks, locations,
+ * functions and mappings.
  */
 #include <errno.h>
 #include <inttypes.h>

@@ -130,7 +130,7 @@ static bool idset__add(struct idset *s, uint64_t id)
 }
 
 /*
- * Starts loading the slot where the probe for id begins. rows_dict looks up a profile's
+ * Starts loading the slot where the probe for id begins. ch__rows_dict looks up a profile's
  * ~1,100 ids (136 functions, 220 locations, ~715 stacks in the fleet's), and the tables are cold
  * by then (an upload's decode and rows went through the caches, and other threads' uploads):
  * the load of the first slot was 3.2% of the collectors' CPU in perf (~40 ns a lookup, one
@@ -625,7 +625,7 @@ uint64_t ch__key_hash(const struct record_meta *m)
 /*
  * A profile's id: with an idempotency key, a hash of (device, key), the same on every collector,
  * so that a retry that reaches another collector (or this one after a restart) is found in
- * ClickHouse (batch__dedup); without, unique.
+ * ClickHouse (batch__check); without, unique.
  */
 uint64_t ch__new_id(const struct record_meta *m)
 {
