@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * store/ch/ch-query.c — the ClickHouse backend's reads (store/ch/store-ch.c for the schema and the
- * writes): the selector runs here on one row per (series, sig); ClickHouse aggregates the
- * matching series' samples (sumForEach(v) GROUP BY stack); the pprof is built here from the
- * aggregate and the dictionary rows of its stacks, locations, functions and mappings.
+ * store/ch/ch-query.c — the ClickHouse backend's reads (ch-schema.c for the tables, ch-ingest.c
+ * and ch-writer.c for the writes): the selector runs here on one row per (series, sig);
+ * ClickHouse aggregates the matching series' samples (sumForEach(v) GROUP BY stack); the
+ * pprof is built here from the aggregate and the dictionary rows of its stacks, locations,
+ * functions and mappings.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -913,34 +914,7 @@ static size_t n_types(const struct series_row *r)
 }
 
 /*
- * From which time (ns) samples_1h holds every sample row (store-ch.c's watermark: the largest
- * over the servers); UINT64_MAX when it cannot be read (a server without it: raw rows only).
- */
-static uint64_t rollup_since(struct ch_store *c)
-{
-	struct rb res = { 0 };
-	struct rb_rd r;
-	uint64_t n = 0, since = UINT64_MAX;
-	char err[300];
-	int e = ch__select(c, "SELECT count(), max(since) FROM samples_1h_since FORMAT RowBinary",
-			   &res, err, sizeof(err));
-
-	r = (struct rb_rd){ res.p, res.p + res.len, false };
-	if (!e && rd_more(&r)) {
-		n = rd_u64(&r);
-		since = rd_u64(&r);
-	}
-	if (e || r.bad || !n) {
-		pr_warn("clickhouse: the hourly rollup's watermark: %s: merges read raw rows",
-			e ? err : "none (a collector of this version creates it at start)");
-		since = UINT64_MAX;
-	}
-	rb_free(&res);
-	return since;
-}
-
-/*
- * The hours of [h0, h1) in rollup_dirty (store-ch.c's batch__mark_dirty: the rollup may be
+ * The hours of [h0, h1) in rollup_dirty (ch-writer.c's batch__mark_dirty: the rollup may be
  * short of their rows), and on one server those of a batch in rollup_pending not done (its
  * collector may have died between its samples and its rollup rows: batch__intent), as
  * "h,h,..." in list; -1 when they cannot be read or are more than CH_DIRTY_MAX: the merge reads
@@ -979,15 +953,15 @@ static long dirty_hours(struct ch_store *c, uint64_t h0, uint64_t h1, struct rb 
 }
 
 /*
- * FROM samples as rows of (profile, stack) with columns stack and v, in either layout (a row
- * per profile taken apart by ARRAY JOIN, in the SELECT itself: with --ch-cluster each shard
+ * FROM samples as rows of (profile, stack) with columns stack and v (a row per profile taken
+ * apart by ARRAY JOIN, in the SELECT itself: with --ch-cluster each shard
  * takes apart and sums its own). Picking the rows in a subquery first measured the same on the
  * synthetic day (4.2 GB read, 3.7 s of CPU for a top-50 with a selector; an explicit PREWHERE
  * on series read 1.1 GB for the same CPU: the sums are the cost, not the reads).
  */
-static void sql_samples_from(struct ch_store *c, struct rb *b)
+static void sql_samples_from(struct rb *b)
 {
-	rb_printf(b, c->samples_arrays ? " FROM samples " CH_SAMPLES_JOIN : " FROM samples");
+	rb_printf(b, " FROM samples " CH_SAMPLES_JOIN);
 }
 
 /*
@@ -1000,7 +974,7 @@ static void sql_raw_rows(struct ch_store *c, struct rb *b, uint64_t from, uint64
 	rb_printf(b, "SELECT stack");
 	for (size_t i = 0; i < nt; i++)
 		rb_printf(b, ", v[%zu] AS v%zu", i + 1, i);
-	sql_samples_from(c, b);
+	sql_samples_from(b);
 	sql_where_samples(b, &(struct store_query){ .from_ns = from, .to_ns = to },
 			  c->samples_hour);
 	rb_printf(b, " AND sig = %" PRIu64 "%s", sig, in);
@@ -1031,12 +1005,11 @@ static void sql_rollup_rows(struct rb *b, const char *table, uint64_t h0, uint64
 /*
  * The aggregate of q's samples of kind sig: the whole hours of [from, to] from the hourly
  * rollups, the partial hours at its edges from the raw rows, summed by stack in one query.
- * The same sums as the raw rows' (the rollups are their sums, made at insert). Each row is
- * in one of the two rollups: samples_1h, by series (with --ch-cluster; and on one server what
- * collectors before samples_1g sent), filtered by in like the raw rows; and on one server
+ * The same sums as the raw rows' (the rollups are their sums, made at insert): on one server
  * samples_1g, by group, filtered by ginf, which is NULL when the selection is not whole
  * groups: then the merge reads raw rows only, since samples_1g may hold rows of any hour
- * (uploads that come late). false when no rollup serves the query (no whole hour, more than
+ * (uploads that come late); with --ch-cluster samples_1h, by series, filtered by in like the
+ * raw rows. false when no rollup serves the query (no whole hour, more than
  * CH_ROLLUP_VALUES sample types, --rollup-seconds 0, or not whole groups): raw only.
  */
 static bool sql_merge(struct ch_store *c, struct rb *b, const struct store_query *q,
@@ -1044,19 +1017,14 @@ static bool sql_merge(struct ch_store *c, struct rb *b, const struct store_query
 {
 	uint64_t to = q->to_ns ? q->to_ns : UINT64_MAX / 2;
 	uint64_t h0 = (q->from_ns + CH_ROLLUP_NS - 1) / CH_ROLLUP_NS, h1 = (to + 1) / CH_ROLLUP_NS;
-	uint64_t since = 0;
 	struct rb dirty = { 0 };
 	long nd = -1;
 
-	if (!c->no_rollup && nt && nt <= CH_ROLLUP_VALUES && h0 < h1 &&
-	    (!c->own_rollup || ginf) && (since = rollup_since(c)) / CH_ROLLUP_NS < h1) {
-		if (since / CH_ROLLUP_NS > h0) /* since is a whole hour */
-			h0 = since / CH_ROLLUP_NS;
+	if (!c->no_rollup && nt && nt <= CH_ROLLUP_VALUES && h0 < h1 && (!c->own_rollup || ginf))
 		nd = dirty_hours(c, h0, h1, &dirty);
-	}
 	if (nd < 0) {
 		rb_printf(b, "SELECT stack, sumForEach(v)");
-		sql_samples_from(c, b);
+		sql_samples_from(b);
 		sql_where_samples(b, q, c->samples_hour);
 		rb_printf(b, " AND sig = %" PRIu64 "%s", sig, in);
 		rb_free(&dirty);
@@ -1066,11 +1034,10 @@ static bool sql_merge(struct ch_store *c, struct rb *b, const struct store_query
 	for (size_t i = 0; i < nt; i++)
 		rb_printf(b, "%ssum(v%zu)", i ? ", " : "", i);
 	rb_printf(b, "] FROM (");
-	sql_rollup_rows(b, "samples_1h", h0, h1, sig, in, nt, &dirty, nd);
-	if (c->own_rollup) {
-		rb_printf(b, " UNION ALL ");
+	if (c->own_rollup)
 		sql_rollup_rows(b, "samples_1g", h0, h1, sig, ginf, nt, &dirty, nd);
-	}
+	else
+		sql_rollup_rows(b, "samples_1h", h0, h1, sig, in, nt, &dirty, nd);
 	if (nd) { /* the hours the rollup may be short of: raw */
 		rb_printf(b, " UNION ALL ");
 		sql_raw_rows(c, b, h0 * CH_ROLLUP_NS, h1 * CH_ROLLUP_NS - 1, nt, in, sig,
@@ -1307,7 +1274,7 @@ static int ch__fetch(struct ch_store *c, uint64_t id, struct profile_row *p,
 	}
 	/* 18.16 compares a Date with a string, not with its day number */
 	rb_printf(&sql, "SELECT stack, sumForEach(v)");
-	sql_samples_from(c, &sql);
+	sql_samples_from(&sql);
 	sql_where_samples(&sql, &(struct store_query){ .from_ns = p->ts, .to_ns = p->ts },
 			  c->samples_hour);
 	rb_printf(&sql, " AND series = %" PRIu64 " AND profile = %" PRIu64

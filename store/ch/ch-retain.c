@@ -167,44 +167,10 @@ static void retain_cluster(struct ch_store *c, struct ch_conn *conn)
 	free(host);
 }
 
-/*
- * On one server, samples_1h_mv must be our tombstone (a Null table): a materialized view of
- * that name (an older collector's, made where the tombstone was dropped by hand) counts every
- * batch twice in samples_1h. Logged as an error and counted, not dropped: an operator has to
- * stop that collector first (store/README.md), or it comes back.
- */
-static void check_view(struct ch_store *c, struct ch_conn *conn)
-{
-	struct rb res = { 0 };
-	struct rb_rd r;
-	char err[300] = "";
-	int e = ch_conn__run(conn, "SELECT count() FROM system.tables WHERE database = "
-			     "currentDatabase() AND name = 'samples_1h_mv' AND engine = "
-			     "'MaterializedView' FORMAT RowBinary", NULL, NULL, 0, &res, err,
-			     sizeof(err));
-
-	r = (struct rb_rd){ res.p, res.p + res.len, false };
-	if (!e && rd_more(&r) && rd_u64(&r) && !r.bad) {
-		pr_err("clickhouse: a materialized view samples_1h_mv is back (an older collector "
-		       "running?): samples_1h counts this collector's rows twice; stop older "
-		       "collectors, then DROP TABLE samples_1h_mv and restart one of these");
-		pthread_mutex_lock(&c->lock);
-		c->rollup_views++;
-		pthread_mutex_unlock(&c->lock);
-	} else if (e) {
-		pr_warn("clickhouse: checking samples_1h_mv: %s", err);
-	}
-	rb_free(&res);
-}
-
 void ch_retain__run(struct ch_store *c, struct ch_conn *conn)
 {
 	char err[300] = "";
 
-	if (c->own_rollup)
-		check_view(c, conn);
-	if (!c->retention_days)
-		return;
 	if (c->cluster[0]) {
 		retain_cluster(c, conn);
 		return;

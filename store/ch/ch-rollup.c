@@ -2,16 +2,13 @@
 /*
  * store/ch/ch-rollup.c — a batch's hourly rollup rows (samples_1g), summed by the collector.
  *
- * samples_1h used to be filled by a materialized view on samples: at every INSERT ClickHouse
- * took v[1]..v[4] apart, grouped the block by (day, hour, series, sig, stack), sorted the
- * result by samples_1h's key and wrote its part; that was 30-60% of clickhouse-server's CPU
- * at ingest (perf record during tests/bench/fleet-bench.sh). The collector has the rows in
- * hand, already by stack within each profile, so it sums them itself: the same rows the view
- * made (sample rows with at most CH_ROLLUP_VALUES values, summed by that key, values past a
- * row's own count 0, as v[k] reads them), sent in the table's key order so that ClickHouse
- * neither groups nor sorts. What samples_1h ends up holding after its merges is the same.
- * They are now summed by group, not series (samples_1g: the labels but the device's,
- * ch__group_of), so that the profiles of a fleet's devices fold in one batch already.
+ * The rows a materialized view would make of the batch's samples (sample rows with at most
+ * CH_ROLLUP_VALUES values, summed by key, values past a row's own count 0, as v[k] reads
+ * them), keyed by group (the labels but the device's, ch__group_of) instead of series, so
+ * that the profiles of a fleet's devices fold in one batch already; sent in the table's key
+ * order so that ClickHouse neither groups nor sorts. A view's grouping and sorting of every
+ * INSERT was 30-60% of clickhouse-server's CPU at ingest (docs/notes/rollups.md); the
+ * collector has the rows in hand, already by stack within each profile.
  */
 #include <errno.h>
 #include <stdlib.h>

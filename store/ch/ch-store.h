@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * store/ch/ch-store.h — what the ClickHouse backend's two files share: store/ch/store-ch.c (schema,
- * ingest: rows, batches, the writer thread) and store/ch/ch-query.c (selection, merges, reads).
- * Internal: nothing else includes it.
+ * store/ch/ch-store.h — what the ClickHouse backend's files share (store/ch/store-ch.c lists
+ * them; each calls only the ones below it there). Internal: nothing else includes it.
  */
 #ifndef EDGEPROF_STORE_CH_STORE_H
 #define EDGEPROF_STORE_CH_STORE_H
@@ -51,7 +50,7 @@
 #define CH_BATCH_ROWS	1000000
 #define CH_INSERT_SETTINGS "max_insert_block_size=2097152"
 #define CH_MAX_SERIES	1000000		/* series one query may select */
-#define CH_ROLLUP_NS	UINT64_C(3600000000000)	/* samples_1h's bucket: an hour */
+#define CH_ROLLUP_NS	UINT64_C(3600000000000)	/* the rollups' bucket: an hour */
 #define CH_GROUP_WITHOUT_LEN 256	/* the rollup group's rule: label keys, ","-separated */
 /* How far from its first upload's time a retried key is looked for (ns): a day. */
 #define CH_KEY_WINDOW_NS UINT64_C(86400000000000)
@@ -169,9 +168,8 @@ struct ch_store {
 	char *shard_urls;		/* --ch-shard-urls (NULL: from system.clusters) */
 	bool no_rollup;			/* --rollup-seconds 0: merges read raw rows only */
 	bool samples_hour;		/* samples has hour, first in its key (not --ch-cluster) */
-	bool samples_arrays;		/* samples: one row per profile, stacks and v arrays */
-	bool own_rollup;		/* one server: this collector sums the rollup (samples_1g),
-					 * no view fills samples_1h */
+	bool own_rollup;		/* one server: this collector sums the rollup (samples_1g);
+					 * --ch-cluster: a view fills samples_1h */
 	char group_without[CH_GROUP_WITHOUT_LEN]; /* own_rollup: the database's rule, the labels
 						   * a rollup group leaves out ("a,b,...") */
 	char last_error[300];
@@ -182,13 +180,12 @@ struct ch_store {
 	uint64_t rollup_merges;		/* merges that read samples_1h or samples_1g */
 	uint64_t dirty_hours;		/* hours marked in rollup_dirty */
 	uint64_t rollup_failures;	/* batches whose rollup rows failed: hours marked */
-	uint64_t rollup_views;		/* hourly checks that found an older collector's view */
 	uint64_t retries_found;		/* batches with uploads ClickHouse held already */
 	uint64_t dropped_gen[CH_DROPPED_GENS];	/* batches dropped unsent (out of memory) */
 	unsigned n_dropped;
 };
 
-/* One profile's rows, built outside the lock (store/ch/store-ch.c). */
+/* One profile's rows, built outside the lock (store/ch/ch-rows.c). */
 struct put_rows {
 	struct rb samples, profile;
 	uint64_t *stack_ids;
@@ -211,19 +208,11 @@ static inline struct ch_store *ch_of(struct store *base)
 	return (struct ch_store *)base;
 }
 
-/* ---- store/ch/store-ch.c ---- */
-
 /*
  * How the store decodes an upload (when the API did not, and a spilled one): its rows sum
  * samples by stack, so samples that differ only in their values are merged at once.
  */
 static const struct pprof_read_limits ch_read_limits = { .merge_samples = true };
-
-/* The samples body rows as one Native block: one row per profile (arrays) or per stack. */
-bool ch__samples_block(const struct rb *rows, bool arrays, struct rb *out);
-int ch__rows_build(const struct record_meta *m, const struct pprof_profile *p, size_t len,
-		   uint64_t id, struct put_rows *r);
-void ch__rows_free(struct put_rows *r);
 
 /* A string as RowBinary holds it (not terminated). */
 struct ch_str {
@@ -231,13 +220,50 @@ struct ch_str {
 	size_t n;
 };
 
+/* ---- store/ch/ch-rows.c ---- */
+
+int ch__rows_build(const struct record_meta *m, const struct pprof_profile *p, size_t len,
+		   uint64_t id, struct put_rows *r);
+void ch__rows_free(struct put_rows *r);
+/* The dictionary rows this profile needs and this collector has not sent (lock held). */
+void ch__rows_dict(struct ch_store *c, struct ch_batch *bt, const struct pprof_profile *p,
+		   const struct put_rows *r);
+/* A series: a hash of its service, type, device and labels. */
+uint64_t ch__series_of(const struct record_meta *m);
 /*
- * The rollup group of a series (store/README.md "The rollup by group"): a hash of its
- * service, type and labels but those whose key is in without ("a,b,..."): the device's
- * identity (its certificate) is never in it. label[2i] is a key, label[2i + 1] its value.
+ * The rollup group of a series (store/README.md "How it works"): a hash of its service, type
+ * and labels but those whose key is in without ("a,b,..."): the device's identity (its
+ * certificate) is never in it. label[2i] is a key, label[2i + 1] its value.
  */
 uint64_t ch__group_of(const char *without, struct ch_str service, struct ch_str type,
 		      const struct ch_str *label, size_t n_labels);
+uint64_t ch__group_of_meta(const char *without, const struct record_meta *m);
+/* An idempotency key's hash; a profile's id (from its device and key, when it has one). */
+uint64_t ch__key_hash(const struct record_meta *m);
+uint64_t ch__new_id(const struct record_meta *m);
+int idset__init(struct idset *s, size_t max);
+void idset__clear(struct idset *s);
+
+/* ---- store/ch/ch-native.c ---- */
+
+/*
+ * The batch's samples as one Native block (one row per profile) in out, in the table's order
+ * (order: the writer's buffer for it): false when out of memory or the rows do not parse.
+ */
+bool ch_native__samples(const struct ch_batch *b, struct rb *order, struct rb *out);
+/* A whole samples body, in the order it has, as one Native block. */
+bool ch__samples_block(const struct rb *rows, struct rb *out);
+
+/* ---- store/ch/ch-schema.c ---- */
+
+extern const char *const ch_table_names[T__N];
+/* Creates the database and the tables when missing. 0 or -errno with err. */
+int ch_schema__create(struct ch_store *c, char *err, size_t errlen);
+
+/* ---- store/ch/ch-ingest.c ---- */
+
+int ch__put(struct store *base, const struct record_meta *meta, const void *payload,
+	    size_t len, const struct pprof_profile *decoded, uint64_t *seq_out, bool *duplicate);
 /* Adds the rows to the open batch (lock held): 0, -ENOSPC (queue full), -ENOMEM. */
 int ch__put_locked(struct ch_store *c, const struct record_meta *meta,
 		   const struct pprof_profile *p, struct put_rows *r, const struct ch_put *w,
@@ -257,13 +283,23 @@ static inline bool ch_batch_full(const struct ch_store *c, const struct ch_batch
 }
 /* Moves the open batch to the queue of sealed ones (lock held). */
 void ch__seal(struct ch_store *c);
+void ch_batch__free(struct ch_batch *b);
+/* A sent batch (lock held): its buffers kept for the next one, within keep_bytes. */
+void ch_batch__recycle(struct ch_store *c, struct ch_batch *b);
+/* After CH_KEEP_IDLE_NS without a batch sent (lock held): nothing kept. */
+void ch__keep_idle(struct ch_store *c);
+
+/* ---- store/ch/ch-writer.c ---- */
+
+/* The writer thread (arg: the store). */
+void *ch__writer(void *arg);
 
 /* ---- store/ch/ch-spool.c (with --ch-spool) ---- */
 
 /*
- * What the spool asks of the batches (store/ch/store-ch.c: the ch__ functions above, with their
- * contracts), given to ch_spool__open: the batches call the spool, and the spool reaches them
- * back only through this table, so that the two files do not depend on each other.
+ * What the spool asks of the batches (ch-rows.c and ch-ingest.c: the ch__ functions above,
+ * with their contracts), given to ch_spool__open: the batches call the spool, and the spool
+ * reaches them back only through this table, so that the files do not depend on each other.
  */
 struct ch_batch_ops {
 	int (*rows_build)(const struct record_meta *m, const struct pprof_profile *p,
@@ -318,10 +354,7 @@ int ch__select(struct ch_store *c, const char *sql, struct rb *out, char *err, s
 /* " WHERE" over q's time range (day partitions and ts), with its type (_type). */
 void sql_where(struct rb *b, const struct store_query *q);
 void sql_where_type(struct rb *b, const struct store_query *q);
-/*
- * samples as one row per profile (store-ch.c, c->samples_arrays): what a reader puts after
- * FROM samples to get a row per (profile, stack) with the old columns stack and v.
- */
+/* What a reader puts after FROM samples to get a row per (profile, stack): stack and v. */
 #define CH_SAMPLES_JOIN "ARRAY JOIN stacks AS stack, v"
 
 /* sql_where for samples: with its hour (the first column of its key) when it has one. */

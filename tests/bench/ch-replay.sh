@@ -17,10 +17,11 @@
 #   (tests/lib/clickhouse-lib.sh; CH_MALLOC_CONF= for jemalloc's defaults)
 #   HASH=1: at the end, samples merged into one part (OPTIMIZE FINAL), then its rows, a hash of
 #   their contents and whether they are sorted by its key (to compare two table definitions)
-# e.g. the samples table as before 35f605e (horizontal merges) against as sent:
+# e.g. the samples table as sent against one with another ORDER BY:
 #   CH_CAPTURE=/tmp/cap CH_BASE=30100 PHASES=ingest SECONDS_PER_RUN=20 tests/bench/fleet-bench.sh
-#   REPEAT=3 DDL_SED='s/ SETTINGS vertical_merge_algorithm_min_columns_to_activate = 1//' \
-#	tests/bench/ch-replay.sh /tmp/cap; REPEAT=3 tests/bench/ch-replay.sh /tmp/cap
+#   REPEAT=3 tests/bench/ch-replay.sh /tmp/cap
+#   REPEAT=3 DDL_SED='s/ORDER BY (hour, series, ts)/ORDER BY (series, ts)/' \
+#	tests/bench/ch-replay.sh /tmp/cap
 set -eu
 CAP=$(cd "$1" && pwd)
 top=$(cd "$(dirname "$0")/../.." && pwd)

@@ -14,7 +14,7 @@
  * depend on -u. -r: the batch's hourly rollup instead (ch_rollup__build, REPS times) of the
  * FILEs' rows in one batch, two profiles a device (series) in one hour, as in a busy batch.
  * -n: that batch's sample rows as the Native block the writer sends (one row per profile,
- * arrays_native), REPS times.
+ * ch-native.c), REPS times.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,7 +107,7 @@ int main(int argc, char **argv)
 	}
 	for (long k = 0; native && k < reps; k++) {	/* the buffer kept, as the writer's */
 		scratch.native.len = 0;
-		if (!ch__samples_block(&batch.rows[T_SAMPLES], true, &scratch.native))
+		if (!ch__samples_block(&batch.rows[T_SAMPLES], &scratch.native))
 			return 1;
 		if (!k) {
 			h = fnv(h, scratch.native.p, scratch.native.len);

@@ -8,18 +8,10 @@
 # with edges mid-hour (rollup + raw edges), one partial hour (raw only) and selectors (of whole
 # groups: rollup; of some devices of a group: raw) are the same from the ring, from the rollup
 # and from a collector that reads raw rows only (--rollup-seconds 0), and the rollup collector
-# counts the merges that read it. Then a database as an older collector left it (no rollup)
-# gets more profiles and a new collector: its watermark keeps the rows from before it out of
-# the rollup's reach (read raw), profiles after it are read from the rollup; and with a
-# samples_1h by series as collectors before samples_1g filled it, merges read both rollups
-# (each row is in one), and every answer is the ring's.
-# With CH_SAMPLES_ROWS=1 (collector-ch-rollup-rows.test.sh), all of it on a samples table of
-# one row per (profile, stack) that an older collector made (the collector keeps that layout
-# and adds its hour column), whose rollup that collector's materialized view filled (the
-# collector drops the view: kept, it would count every row twice); else on the table a new
-# database gets (a row per profile). samples_1g holds, group by group, what that view made
-# (by series) summed over the group's devices. An INSERT into samples_1g that fails marks its
-# hours dirty instead of sending them again.
+# counts the merges that read it. samples_1g holds, group by group, the raw rows summed by
+# hour, series and stack (what --ch-cluster's view makes) summed over the group's devices. An
+# INSERT into samples_1g that fails marks its hours dirty instead of sending them again. The
+# database's group rule is the first collector's --ch-rollup-without, kept by the next ones.
 # Retention drops the rollup's old days too. ~20 s.
 . "$(dirname "$0")/../lib/collector-lib.sh"
 . "$(dirname "$0")/../lib/clickhouse-lib.sh"
@@ -36,46 +28,15 @@ done
 ch_start 0
 DB=edgeprof_rollup
 CHURL=http://127.0.0.1:$(ch_http_port 0)/$DB
-# SAMPLES: samples as rows of (profile, stack, v) in either layout; SCOLS: its columns to copy
-if [ "${CH_SAMPLES_ROWS:-0}" = 1 ]; then
-	SAMPLES=$DB.samples SCOLS="stack, v"
-else
-	SAMPLES="$DB.samples ARRAY JOIN stacks AS stack, v" SCOLS="stacks, v"
-fi
+# SAMPLES: samples as rows of (profile, stack, v); SCOLS: its columns to copy
+SAMPLES="$DB.samples ARRAY JOIN stacks AS stack, v" SCOLS="stacks, v"
 ch_sql 0 "CREATE DATABASE $DB"
-if [ "${CH_SAMPLES_ROWS:-0}" = 1 ]; then
-# samples as collectors before the rollup made it (ordered by series first, no hour column, a
-# row per profile and stack): the collector keeps its layout and adds the column; every answer
-# below holds for that table too
-ch_sql 0 "CREATE TABLE $DB.samples (day Date, ts UInt64, series UInt64, sig UInt64, profile UInt64, stack UInt64, v Array(Int64)) ENGINE = MergeTree PARTITION BY day ORDER BY (series, ts, stack)"
-# and the rollup as collectors before this one made it: a view that summed every INSERT
-ch_sql 0 "CREATE TABLE $DB.samples_1h (day Date, hour UInt32, series UInt64, sig UInt64, stack UInt64, v0 Int64, v1 Int64, v2 Int64, v3 Int64) ENGINE = SummingMergeTree((v0, v1, v2, v3)) PARTITION BY day ORDER BY (series, sig, hour, stack)"
-ch_sql 0 "CREATE MATERIALIZED VIEW $DB.samples_1h_mv TO $DB.samples_1h AS SELECT day, toUInt32(intDiv(ts, 3600000000000)) AS hour, series, sig, stack, sum(v[1]) AS v0, sum(v[2]) AS v1, sum(v[3]) AS v2, sum(v[4]) AS v3 FROM $DB.samples WHERE length(v) <= 4 GROUP BY day, hour, series, sig, stack"
-ch_sql 0 "CREATE TABLE $DB.samples_1h_since (since UInt64) ENGINE = Log"
-ch_sql 0 "INSERT INTO $DB.samples_1h_since VALUES (0)"
-fi
 start_collector
-start_ch_collector chr "$CHURL" --ch-batch-ms 20
+start_ch_collector chr "$CHURL" --ch-batch-ms 20 --ch-rollup-without node,rack
 ROLL=$CC_PORT
 layout=$(ch_sql 0 "SELECT groupArray(name) FROM system.columns WHERE database = '$DB' AND table = 'samples' AND name IN ('stack', 'stacks')")
-if [ "${CH_SAMPLES_ROWS:-0}" = 1 ]; then
-[ "$layout" = "['stack']" ] || fail "the old samples (a row per profile and stack) not kept: $layout"
-grep -q 'samples: one row per profile and stack .*kept' "$T/chr.log" || fail "no log line for the old layout kept"
-grep -q 'samples: column hour added' "$T/chr.log" || fail "no hour column added to an old samples"
-grep -q 'samples_1h_mv dropped' "$T/chr.log" || fail "no log line for the old view dropped"
-[ "$(ch_sql 0 "SELECT engine FROM system.tables WHERE database = '$DB' AND name = 'samples_1h_mv'")" = Null ] ||
-	fail "the old rollup view is not replaced by a Null table (tombstone)"
-# an older collector started again runs its CREATE ... IF NOT EXISTS: the tombstone keeps the
-# view from coming back (it would count every batch twice)
-ch_sql 0 "CREATE MATERIALIZED VIEW IF NOT EXISTS $DB.samples_1h_mv TO $DB.samples_1h AS SELECT day, toUInt32(intDiv(ts, 3600000000000)) AS hour, series, sig, stack, sum(v[1]) AS v0, sum(v[2]) AS v1, sum(v[3]) AS v2, sum(v[4]) AS v3 FROM $DB.samples WHERE length(v) <= 4 GROUP BY day, hour, series, sig, stack" ||
-	fail "an older collector's CREATE MATERIALIZED VIEW IF NOT EXISTS failed"
-[ "$(ch_sql 0 "SELECT engine FROM system.tables WHERE database = '$DB' AND name = 'samples_1h_mv'")" = Null ] ||
-	fail "an older collector's view came back over the tombstone"
-else
 [ "$layout" = "['stacks']" ] || fail "a new database's samples is not a row per profile: $layout"
-fi
 start_ch_collector chw "$CHURL" --ch-batch-ms 20 --rollup-seconds 0
-grep -q 'samples_1h_mv dropped' "$T/chw.log" && fail "the tombstone was dropped by a second collector"
 RAW=$CC_PORT
 
 H=3600
@@ -139,13 +100,13 @@ raw=$(ch_sql 0 "SELECT count() FROM $SAMPLES")
 sums=$(ch_sql 0 "SELECT sum(v0), sum(v1) FROM $DB.samples_1g")
 [ "$sums" = "$(ch_sql 0 "SELECT sum(v[1]), sum(v[2]) FROM $SAMPLES")" ] ||
 	fail "samples_1g sums $sums, the raw rows $(ch_sql 0 "SELECT sum(v[1]), sum(v[2]) FROM $SAMPLES")"
-[ "$(ch_sql 0 "SELECT count() FROM $DB.samples_1h")" = 0 ] || fail "samples_1h got rows on one server"
+[ "$(ch_sql 0 "EXISTS TABLE $DB.samples_1h")" = 0 ] || fail "samples_1h made on one server"
 [ "$(ch_sql 0 "SELECT uniqExact(grp) FROM $DB.samples_1g")" = 2 ] ||
 	fail "samples_1g: $(ch_sql 0 "SELECT uniqExact(grp) FROM $DB.samples_1g") groups, not the 2 versions of 3 devices"
-[ "$(ch_sql 0 "SELECT without FROM $DB.samples_1g_rule")" = "node,instance,host,hostname,pod,ip" ] ||
+[ "$(ch_sql 0 "SELECT without FROM $DB.samples_1g_rule")" = "node,rack" ] ||
 	fail "the database's group rule: $(ch_sql 0 "SELECT without FROM $DB.samples_1g_rule")"
 grep -q "hourly rollup by group (samples_1g) created" "$T/chr.log" || fail "no log line for samples_1g created"
-# group by group what the view made from the same rows, summed over each group's devices (the
+# group by group the rows by series, hour and stack, summed over each group's devices (the
 # group: the profile's service, type and labels but node; SummingMergeTree's merges drop a key
 # whose sums are all 0)
 nz="HAVING s0 != 0 OR s1 != 0 OR s2 != 0 OR s3 != 0 ORDER BY g, day, h, sig, stack"
@@ -154,8 +115,8 @@ ch_sql 0 "SELECT grp AS g, day, hour AS h, sig, stack, sum(v0) AS s0, sum(v1) AS
 sort -o "$T/view.rows" "$T/view.rows"
 sort -o "$T/roll.rows" "$T/roll.rows"
 [ -s "$T/roll.rows" ] && cmp -s "$T/view.rows" "$T/roll.rows" ||
-	{ diff "$T/view.rows" "$T/roll.rows" | head; fail "samples_1g is not the view's rows summed by group"; }
-echo "rollup: $rows rows for $raw raw sample rows, the same sums; group by group the view's rows"
+	{ diff "$T/view.rows" "$T/roll.rows" | head; fail "samples_1g is not the raw rows summed by group"; }
+echo "rollup: $rows rows for $raw raw sample rows, the same sums; group by group the raw rows'"
 # same_reads N PORT... QS: same, and the first port's merge and flame graph read the rollup
 # N times (2: both; 0: raw rows only)
 same_reads() {
@@ -256,18 +217,9 @@ flat2 "type=cpu&from=$fh&to=$((fh + H))"
 cmp -s "$T/d.roll.f" "$T/d.raw.f" || fail "the marked hour's merge differs from the raw rows'"
 echo "a failed INSERT into samples_1g: its hour marked dirty, not sent again; the merge is the raw rows'"
 
-# A database an older collector made (no rollup), with profiles that only it stored: a
-# collector of this version creates the rollups with a watermark after them.
-for t in samples_1h samples_1h_since samples_1g samples_1g_rule; do ch_sql 0 "DROP TABLE $DB.$t"; done
-load "$RAW" 30 6 5 # hour 5, into samples only
-start_ch_collector chu "$CHURL" --ch-batch-ms 20 --ch-rollup-without node,rack
-NEW=$CC_PORT
-since=$(ch_sql 0 "SELECT max(since) FROM $DB.samples_1h_since")
-[ "$since" = $(( (base + 6 * H) * 1000000000 )) ] || fail "watermark $since, want the start of hour 6"
-grep -q 'hourly rollup created on a database with samples' "$T/chu.log" || fail "no log line on the upgrade"
-[ "$(ch_sql 0 "SELECT without FROM $DB.samples_1g_rule")" = "node,rack" ] ||
-	fail "the first collector's --ch-rollup-without is not the database's rule"
-# a list that is not label names is refused at start, before the database is touched
+# The database's group rule is the first collector's; a list that is not label names is
+# refused at start, before the database is touched; a second collector with another list
+# keeps to the database's rule, and makes the same groups.
 for bad in "node'x" "a b" "$(printf 'n%.0s' $(seq 300))"; do
 	if "$COLLECTOR" --listen 127.0.0.1:0 --tls-ca "$T/pki/ca.crt" --tls-cert "$T/pki/server.crt" \
 		--tls-key "$T/pki/server.key" --clickhouse "$CHURL" --debuginfo-dir "$T/bad.dbg" \
@@ -278,39 +230,15 @@ for bad in "node'x" "a b" "$(printf 'n%.0s' $(seq 300))"; do
 done
 [ "$(ch_sql 0 "SELECT count() FROM $DB.samples_1g_rule")" = 1 ] || fail "a refused list reached samples_1g_rule"
 start_ch_collector chv "$CHURL" --ch-batch-ms 20 --ch-rollup-without host
+NEW=$CC_PORT
 grep -q "rollup groups leave out the labels 'node,rack' (the database's rule" "$T/chv.log" ||
 	fail "a second collector with another --ch-rollup-without did not keep to the database's rule"
-load "$NEW" 36 6 6 # hour 6, summed by the collector
-load "$CC_PORT" 42 6 7 # hour 7, by the second one: the same groups
-[ "$(ch_sql 0 "SELECT uniqExact(grp) FROM $DB.samples_1g")" = 2 ] ||
-	fail "two collectors made $(ch_sql 0 "SELECT uniqExact(grp) FROM $DB.samples_1g") groups of 2 versions"
-echo "upgraded database (watermark at hour 6):"
-same_reads 2 "$NEW" "$RAW" "type=cpu&from=$base&to=$((base + 8 * H - 1))"
-same_reads 2 "$NEW" "$RAW" "type=cpu&from=$((base + 4 * H + 10))&to=$((base + 7 * H + 10))&query=$(enc 'gw{version="1.0"}')"
-[ "$(ch_sql 0 "SELECT min(hour) * 3600 FROM $DB.samples_1g")" -ge $((base + 6 * H)) ] ||
-	fail "samples_1g holds rows before the watermark"
-
-# A database whose collectors before samples_1g summed samples_1h by series from hour 3 on
-# (made here by hand from the raw rows of hours 3-5, as their view did): merges read hours 3-5
-# from samples_1h and 6-7 from samples_1g, one UNION, and nothing twice.
-ch_sql 0 "DROP TABLE $DB.samples_1h_since"
-ch_sql 0 "CREATE TABLE $DB.samples_1h_since (since UInt64) ENGINE = Log"
-ch_sql 0 "INSERT INTO $DB.samples_1h_since VALUES ($(( (base + 3 * H) * 1000000000 )))"
-ch_sql 0 "INSERT INTO $DB.samples_1h SELECT day, toUInt32(intDiv(ts, 3600000000000)) AS hour, series, sig, stack, sum(v[1]), sum(v[2]), sum(v[3]), sum(v[4]) FROM $SAMPLES WHERE ts >= $(( (base + 3 * H) * 1000000000 )) AND ts < $(( (base + 6 * H) * 1000000000 )) AND length(v) <= 4 GROUP BY day, hour, series, sig, stack"
-[ "$(ch_sql 0 "SELECT count() FROM $DB.samples_1h")" -gt 0 ] || fail "no samples_1h rows made"
-echo "samples_1h from hour 3 (older collectors), samples_1g from hour 6:"
-same_reads 2 "$NEW" "$RAW" "type=cpu&from=$base&to=$((base + 8 * H - 1))"
-same_reads 2 "$NEW" "$RAW" "type=cpu&from=$((base + 3 * H))&to=$((base + 5 * H - 1))&query=$(enc 'gw{version="1.1"}')"
-same_reads 0 "$NEW" "$RAW" "type=cpu&from=$((base + 3 * H))&to=$((base + 8 * H - 1))&query=$(enc '{device="dev-1"}')"
-# and the rows are really read from samples_1h: without them, hours 3-4 are short
-ch_sql 0 "RENAME TABLE $DB.samples_1h TO $DB.samples_1h_full"
-ch_sql 0 "CREATE TABLE $DB.samples_1h AS $DB.samples_1h_full"
-get "$NEW" "/api/0/profiles/merge?type=cpu&from=$((base + 3 * H))&to=$((base + 5 * H - 1))" "$T/m.short"
-get "$RAW" "/api/0/profiles/merge?type=cpu&from=$((base + 3 * H))&to=$((base + 5 * H - 1))" "$T/m.raw"
-"$PPROF_TOOL" flat "$T/m.short" >"$T/f.short" && "$PPROF_TOOL" flat "$T/m.raw" >"$T/f.raw" || fail "pprof-tool flat"
-cmp -s "$T/f.short" "$T/f.raw" && fail "hours 3-4 were not read from samples_1h"
-ch_sql 0 "DROP TABLE $DB.samples_1h"
-ch_sql 0 "RENAME TABLE $DB.samples_1h_full TO $DB.samples_1h"
+load "$NEW" 30 12 5 # hours 5-6, by the second collector: the same groups
+g7="SELECT uniqExact(grp) FROM $DB.samples_1g WHERE hour >= $((base / H)) AND hour < $((base / H + 7))"
+[ "$(ch_sql 0 "$g7")" = 2 ] || fail "two collectors made $(ch_sql 0 "$g7") groups of 2 versions"
+echo "a second collector (its own --ch-rollup-without, the database's rule kept):"
+same_reads 2 "$NEW" "$RAW" "type=cpu&from=$base&to=$((base + 7 * H - 1))"
+same_reads 2 "$NEW" "$RAW" "type=cpu&from=$((base + 4 * H + 10))&to=$((base + 6 * H + 10))&query=$(enc 'gw{version="1.0"}')"
 
 # Retention drops the rollup's old days with the samples'.
 upload "$NEW" dev-1 "$T/v0.pb.gz" kold region=eu $((base - 40 * 86400))

@@ -5,8 +5,8 @@
  * ids, summed values, in the same order), the same profile row, the same distinct stacks in the
  * same order with the same labels (the stacks rows). On Go's profiles (the fuzz corpus) and on
  * made ones: thousands of samples over hundreds of stacks, values of every length, string and
- * numeric labels. And the samples of several profiles as one Native block in either layout of
- * the samples table: the same rows.
+ * numeric labels. And the samples of several profiles as one Native block of the samples table
+ * (a row per profile): the rows that were built.
  */
 #define _FILE_OFFSET_BITS 64
 #include <dirent.h>
@@ -256,17 +256,63 @@ static void read_block(const struct rb *b, struct ncol col[7], size_t *n)
 	assert_ptr_equal(p, end);
 }
 
+/* The sample rows of a body (RowBinary: day, ts, series, sig, profile, stack, v), by column. */
+struct body_rows {
+	size_t n;
+	uint16_t *day;
+	uint64_t *col[5];	/* ts, series, sig, profile, stack */
+	uint64_t *ends;		/* each row's values' end offset */
+	int64_t *v;
+};
+
+static void read_body(const struct rb *b, struct body_rows *r)
+{
+	const unsigned char *p = b->p, *end = b->p + b->len;
+	size_t cap = b->len / (2 + 5 * 8 + 1) + 1, nv = 0;
+
+	r->day = calloc(cap, sizeof(*r->day));
+	for (int c = 0; c < 5; c++)
+		r->col[c] = calloc(cap, sizeof(uint64_t));
+	r->ends = calloc(cap, sizeof(uint64_t));
+	r->v = calloc(b->len / 8 + 1, sizeof(int64_t));
+	r->n = 0;
+	while (p < end) {
+		uint64_t k;
+
+		memcpy(&r->day[r->n], p, 2);
+		for (int c = 0; c < 5; c++)
+			r->col[c][r->n] = get64(p + 2, (size_t)c);
+		p += 2 + 5 * 8;
+		k = read_varint(&p);
+		memcpy(r->v + nv, p, 8 * k);
+		p += 8 * k;
+		nv += k;
+		r->ends[r->n++] = nv;
+	}
+	assert_ptr_equal(p, end);
+}
+
+static void body_rows_free(struct body_rows *r)
+{
+	free(r->day);
+	for (int c = 0; c < 5; c++)
+		free(r->col[c]);
+	free(r->ends);
+	free(r->v);
+}
+
 /*
- * The samples of several profiles as one row per profile (what a new database gets) hold the
- * rows of one per (profile, stack): the same stacks and values in the same order, each
- * profile's run of rows one row with its day, ts, series, sig and id.
+ * The samples of several profiles as one row per profile hold the rows built (one per
+ * profile and stack): the same stacks and values in the same order, each profile's run of
+ * rows one row with its day, ts, series, sig and id.
  */
 static void profile_rows(void **state)
 {
 	static const size_t shapes[][3] = { { 3400, 715, 2 }, { 1, 1, 1 }, { 3400, 50, 1 },
 					    { 1000, 1000, 2 } };
-	struct rb body = { 0 }, rows = { 0 }, arrays = { 0 };
-	struct ncol r[7], a[7];
+	struct rb body = { 0 }, arrays = { 0 };
+	struct body_rows r;
+	struct ncol a[7];
 	size_t nr, na, k = 0;
 
 	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
@@ -285,30 +331,30 @@ static void profile_rows(void **state)
 		pprof_profile__free(p);
 		free(out.data);
 	}
-	assert_true(ch__samples_block(&body, false, &rows));
-	assert_true(ch__samples_block(&body, true, &arrays));
-	read_block(&rows, r, &nr);
+	assert_true(ch__samples_block(&body, &arrays));
+	read_body(&body, &r);
+	nr = r.n;
 	read_block(&arrays, a, &na);
 	assert_int_equal(na, sizeof(shapes) / sizeof(shapes[0]));
 	assert_int_equal(get64(a[5].p, na - 1), nr);		/* stacks: every row's */
 	assert_int_equal(get64(a[6].p, na - 1), nr);		/* v: one array per stack */
-	assert_memory_equal(a[5].elems, r[5].p, 8 * nr);	/* the stacks, in order */
-	assert_memory_equal(a[6].elems, r[6].p, 8 * nr);	/* each stack's values' ends */
-	assert_memory_equal(a[6].inner, r[6].elems, 8 * get64(r[6].p, nr - 1));
+	assert_memory_equal(a[5].elems, r.col[4], 8 * nr);	/* the stacks, in order */
+	assert_memory_equal(a[6].elems, r.ends, 8 * nr);	/* each stack's values' ends */
+	assert_memory_equal(a[6].inner, r.v, 8 * r.ends[nr - 1]);
 	for (size_t i = 0; i < na; i++) {
 		size_t end = get64(a[5].p, i);
 
 		assert_true(end > k);
 		assert_int_equal(get64(a[6].p, i), end);
 		for (; k < end; k++) {
-			assert_memory_equal(a[0].p + 2 * i, r[0].p + 2 * k, 2);
+			assert_memory_equal(a[0].p + 2 * i, &r.day[k], 2);
 			for (int c = 1; c < 5; c++)
-				assert_int_equal(get64(a[c].p, i), get64(r[c].p, k));
+				assert_int_equal(get64(a[c].p, i), r.col[c - 1][k]);
 		}
 		assert_int_equal(get64(a[4].p, i), 100 + i);
 	}
+	body_rows_free(&r);
 	rb_free(&body);
-	rb_free(&rows);
 	rb_free(&arrays);
 }
 
