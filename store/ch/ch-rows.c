@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "port/clock.h"
+#include "port/hash.h"
 #include "store/ch/ch-store.h"
 
 /* ---- hashing ------------------------------------------------------------------------------- */
@@ -19,12 +20,10 @@ struct hasher {
 	uint64_t h;
 };
 
+/* FNV-1a over bytes (port/hash.h): these ids are stored, so the hash must never change. */
 static void h_bytes(struct hasher *h, const void *p, size_t n)
 {
-	const unsigned char *b = p;
-
-	for (size_t i = 0; i < n; i++)
-		h->h = (h->h ^ b[i]) * 0x100000001b3ull;
+	h->h = hash_fnv64_add(h->h, p, n);
 }
 
 /* A whole word at a time (stack hashes are mostly location ids): a multiply-xorshift step. */
@@ -45,17 +44,14 @@ static void h_str(struct hasher *h, const char *s)
 
 static uint64_t h_end(struct hasher *h)
 {
-	uint64_t z = h->h;
+	uint64_t z = hash_mix64(h->h);
 
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	z ^= z >> 31;
 	return z ? z : 1;
 }
 
 static struct hasher h_start(char tag)
 {
-	struct hasher h = { 0xcbf29ce484222325ull };
+	struct hasher h = { HASH_FNV64_BASIS };
 
 	h_bytes(&h, &tag, 1);
 	return h;

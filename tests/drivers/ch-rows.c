@@ -21,17 +21,9 @@
 #include <string.h>
 
 #include "port/file.h"
+#include "port/hash.h"
 #include "pprof/pprof.h"
 #include "store/ch/ch-store.h"
-
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-	const unsigned char *b = p;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 0x100000001b3ull;
-	return h;
-}
 
 int main(int argc, char **argv)
 {
@@ -44,7 +36,7 @@ int main(int argc, char **argv)
 	bool rollup = false, native = false;
 	struct ch_scratch scratch = { 0 };
 	size_t rows = 0, samples = 0;
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = HASH_FNV64_BASIS;
 	int a = 1;
 	long reps;
 
@@ -90,10 +82,10 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			if (!k) {
-				h = fnv(h, r.samples.p, r.samples.len);
-				h = fnv(h, r.profile.p, r.profile.len);
+				h = hash_fnv64_add(h, r.samples.p, r.samples.len);
+				h = hash_fnv64_add(h, r.profile.p, r.profile.len);
 				for (size_t d = 0; d < r.n_distinct; d++)
-					h = fnv(h, &r.stack_ids[r.first[d]], 8);
+					h = hash_fnv64_add(h, &r.stack_ids[r.first[d]], 8);
 				rows += r.n_samples;
 				samples += p->n_samples;
 				batch.marks[batch.n_marks++] = (struct pmark){
@@ -110,7 +102,7 @@ int main(int argc, char **argv)
 		if (!ch__samples_block(&batch.rows[T_SAMPLES], &scratch.native))
 			return 1;
 		if (!k) {
-			h = fnv(h, scratch.native.p, scratch.native.len);
+			h = hash_fnv64_add(h, scratch.native.p, scratch.native.len);
 			printf("native bytes=%zu ", scratch.native.len);
 		}
 	}
@@ -120,7 +112,7 @@ int main(int argc, char **argv)
 		if (ch_rollup__build(&batch, &scratch, &scratch.native, &n))
 			return 1;
 		if (!k) {
-			h = fnv(h, scratch.native.p, scratch.native.len);
+			h = hash_fnv64_add(h, scratch.native.p, scratch.native.len);
 			printf("rollup rows=%zu ", n);
 		}
 	}
