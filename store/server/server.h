@@ -121,7 +121,7 @@ struct server_handler {
 
 struct server;
 
-/* Opens the listeners; requests wait for a handler (server__set_handler) to be answered. */
+/* Opens the listeners; set the handler (server__set_handler) before server__run(). */
 struct server *server__new(const struct server_opts *o, char *err, size_t errlen);
 /* Serves until server__stop(); then waits for connections to finish their request. 0/-errno. */
 int server__run(struct server *s);
