@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * store/main.c — edgeprof-collector: options, signals, then the server.
+ * store/main.c — edgeprof-collector: options, signals, then the wiring: the server
+ * (store/server/) answers with the API's handler (store/api/), which holds the store; the
+ * scraper stores through the API too.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -11,8 +13,16 @@
 #include <string.h>
 
 #include "port/log.h"
+#include "store/api/api.h"
+#include "store/rules/metrics-rules.h"
 #include "store/scrape/scrape.h"
 #include "store/server/server.h"
+
+/* The command line: the server's options (listeners, limits) and the API's (the store's). */
+struct collector_opts {
+	struct server_opts srv;
+	struct api_opts api;
+};
 
 static struct server *the_server;
 static struct coll_scraper *the_scraper;
@@ -131,7 +141,7 @@ static void on_signal(int sig)
  * --metrics-rule (texts gathered in rules[]) and --metrics-series: the rules live as long as the
  * process (the store points at them).
  */
-static int make_rules(struct server_opts *o, char **rules, size_t n, uint64_t series)
+static int make_rules(struct api_opts *o, char **rules, size_t n, uint64_t series)
 {
 	char err[512];
 
@@ -155,7 +165,7 @@ static int make_rules(struct server_opts *o, char **rules, size_t n, uint64_t se
 	return 0;
 }
 
-static int parse_args(int argc, char **argv, struct server_opts *o)
+static int parse_args(int argc, char **argv, struct collector_opts *o)
 {
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, 'l' },
@@ -208,22 +218,22 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 
 	while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
 		switch (c) {
-		case 'l': o->listen = optarg; break;
-		case 'C': o->tls_ca = optarg; break;
-		case 'c': o->tls_cert = optarg; break;
-		case 'k': o->tls_key = optarg; break;
-		case 'r': o->store.path = optarg; break;
-		case 'H': o->http_listen = optarg; break;
-		case 'T': o->http_token = optarg; break;
-		case 'D': o->debuginfo_dir = optarg; break;
-		case 'Q': o->store.ch_spool = optarg; break;
-		case 'X': o->store.ch_cluster = optarg; break;
-		case 'u': o->store.ch_shard_urls = optarg; break;
-		case 'O': o->store.ch_rollup_without = optarg; break;
-		case 'G': o->duty.group_by = optarg; break;
+		case 'l': o->srv.listen = optarg; break;
+		case 'C': o->srv.tls_ca = optarg; break;
+		case 'c': o->srv.tls_cert = optarg; break;
+		case 'k': o->srv.tls_key = optarg; break;
+		case 'r': o->api.store.path = optarg; break;
+		case 'H': o->srv.http_listen = optarg; break;
+		case 'T': o->srv.http_token = optarg; break;
+		case 'D': o->api.debuginfo_dir = optarg; break;
+		case 'Q': o->api.store.ch_spool = optarg; break;
+		case 'X': o->api.store.ch_cluster = optarg; break;
+		case 'u': o->api.store.ch_shard_urls = optarg; break;
+		case 'O': o->api.store.ch_rollup_without = optarg; break;
+		case 'G': o->api.duty.group_by = optarg; break;
 		case 'K':
-			o->store.backend = STORE_CLICKHOUSE;
-			o->store.clickhouse = optarg;
+			o->api.store.backend = STORE_CLICKHOUSE;
+			o->api.store.clickhouse = optarg;
 			break;
 		case 'M':
 			if (n_rules <= METRICS_RULES_MAX) /* one more: __add says "too many" */
@@ -253,8 +263,8 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 					"10..86400\n");
 				return -EINVAL;
 			}
-			o->store.rollup.bucket_s = (unsigned)v;
-			o->store.ch_no_rollup = !v;
+			o->api.store.rollup.bucket_s = (unsigned)v;
+			o->api.store.ch_no_rollup = !v;
 			break;
 		case 's': case 'f': case 'b': case 'g': case 'm': case 't': case 'i': case 'x':
 		case 'a': case 'B': case 'J': case 'N': case 'q': case 'p': case 'W': case 'e':
@@ -262,58 +272,59 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 				fprintf(stderr, "edgeprof-collector: '%s' is not a size\n", optarg);
 				return -EINVAL;
 			}
-			if (c == 's') o->store.size = v;
-			else if (c == 'f') o->store.fsync_ms = (unsigned)v;
-			else if (c == 'b') o->max_body = v;
-			else if (c == 'g') o->max_debuginfo_body = v;
-			else if (c == 'm') o->max_conns = (unsigned)v;
-			else if (c == 'a') o->max_handshakes = (unsigned)v;
-			else if (c == 't') o->request_timeout_ms = (unsigned)v;
-			else if (c == 'i') o->idle_timeout_ms = (unsigned)v;
-			else if (c == 'B') o->store.ch_batch_ms = (unsigned)v;
-			else if (c == 'J') o->store.retention_days = (unsigned)v;
+			if (c == 's') o->api.store.size = v;
+			else if (c == 'f') o->api.store.fsync_ms = (unsigned)v;
+			else if (c == 'b') o->srv.max_body = v;
+			else if (c == 'g') o->srv.max_debuginfo_body = v;
+			else if (c == 'm') o->srv.max_conns = (unsigned)v;
+			else if (c == 'a') o->srv.max_handshakes = (unsigned)v;
+			else if (c == 't') o->srv.request_timeout_ms = (unsigned)v;
+			else if (c == 'i') o->srv.idle_timeout_ms = (unsigned)v;
+			else if (c == 'B') o->api.store.ch_batch_ms = (unsigned)v;
+			else if (c == 'J') o->api.store.retention_days = (unsigned)v;
 			else if (c == 'N') series = v;
-			else if (c == 'q') o->store.ch_queue_bytes = v;
-			else if (c == 'p') o->duty.budget_percent = (unsigned)v;
-			else if (c == 'W') o->duty.window_s = (unsigned)v;
-			else if (c == 'e') o->duty.max_devices = v;
-			else o->store.index_entries = v;
+			else if (c == 'q') o->api.store.ch_queue_bytes = v;
+			else if (c == 'p') o->api.duty.budget_percent = (unsigned)v;
+			else if (c == 'W') o->api.duty.window_s = (unsigned)v;
+			else if (c == 'e') o->api.duty.max_devices = v;
+			else o->api.store.index_entries = v;
 			break;
 		default:
 			return -EINVAL;
 		}
 	}
-	if (make_rules(o, rules, n_rules, series))
+	if (make_rules(&o->api, rules, n_rules, series))
 		return -EINVAL;
-	if ((o->store.ch_spool || o->store.ch_queue_bytes || o->store.ch_cluster ||
-	     o->store.ch_shard_urls || o->store.ch_rollup_without) &&
-	    !o->store.clickhouse) {
+	if ((o->api.store.ch_spool || o->api.store.ch_queue_bytes || o->api.store.ch_cluster ||
+	     o->api.store.ch_shard_urls || o->api.store.ch_rollup_without) &&
+	    !o->api.store.clickhouse) {
 		fprintf(stderr, "edgeprof-collector: --ch-spool, --ch-queue, --ch-cluster and "
 			"--ch-rollup-without are for --clickhouse\n");
 		return -EINVAL;
 	}
-	if (o->store.retention_days && !o->store.clickhouse) {
+	if (o->api.store.retention_days && !o->api.store.clickhouse) {
 		fprintf(stderr, "edgeprof-collector: --retention-days is for --clickhouse (a ring "
 			"file keeps what fits: --ring-size)\n");
 		return -EINVAL;
 	}
-	if (o->store.clickhouse && (o->store.path || !o->debuginfo_dir)) {
+	if (o->api.store.clickhouse && (o->api.store.path || !o->api.debuginfo_dir)) {
 		fprintf(stderr, "edgeprof-collector: --clickhouse replaces --ring and needs "
 			"--debuginfo-dir\n");
 		return -EINVAL;
 	}
-	if (optind != argc || (!o->store.path && !o->store.clickhouse) ||
-	    (!o->listen && !o->http_listen) ||
-	    (o->listen && (!o->tls_ca || !o->tls_cert || !o->tls_key))) {
+	if (optind != argc || (!o->api.store.path && !o->api.store.clickhouse) ||
+	    (!o->srv.listen && !o->srv.http_listen) ||
+	    (o->srv.listen && (!o->srv.tls_ca || !o->srv.tls_cert || !o->srv.tls_key))) {
 		fprintf(stderr, "edgeprof-collector: needs --ring and --listen with --tls-ca, "
 			"--tls-cert, --tls-key (or --http-listen)\n");
 		return -EINVAL;
 	}
-	if (o->http_token && !o->http_listen) {
+	if (o->srv.http_token && !o->srv.http_listen) {
 		fprintf(stderr, "edgeprof-collector: --http-token without --http-listen\n");
 		return -EINVAL;
 	}
-	if (o->http_token && (strlen(o->http_token) < 8 || strlen(o->http_token) > 128)) {
+	if (o->srv.http_token &&
+	    (strlen(o->srv.http_token) < 8 || strlen(o->srv.http_token) > 128)) {
 		fprintf(stderr, "edgeprof-collector: --http-token must be 8 to 128 characters\n");
 		return -EINVAL;
 	}
@@ -322,29 +333,31 @@ static int parse_args(int argc, char **argv, struct server_opts *o)
 
 int main(int argc, char **argv)
 {
-	struct server_opts o = {
-		.store = { .size = 0, .fsync_ms = CONFIG_COLLECTOR_FSYNC_MS,
-			   .rollup = { .bucket_s = ROLLUP_DEFAULT_S } },
-		.max_body = (size_t)CONFIG_COLLECTOR_MAX_BODY_KB << 10,
-		.max_conns = CONFIG_COLLECTOR_MAX_CONNS,
-		.request_timeout_ms = 30000,
-		.idle_timeout_ms = 60000,
-		.handshake_timeout_ms = 10000,
-		.duty = { .window_s = 60, .group_by = "version,region",
-			  .max_devices = DUTY_DEVICES_DEFAULT },
+	struct collector_opts o = {
+		.srv = { .max_body = (size_t)CONFIG_COLLECTOR_MAX_BODY_KB << 10,
+			 .max_conns = CONFIG_COLLECTOR_MAX_CONNS,
+			 .request_timeout_ms = 30000,
+			 .idle_timeout_ms = 60000,
+			 .handshake_timeout_ms = 10000 },
+		.api = { .store = { .size = 0, .fsync_ms = CONFIG_COLLECTOR_FSYNC_MS,
+				    .rollup = { .bucket_s = ROLLUP_DEFAULT_S } },
+			 .duty = { .window_s = 60, .group_by = "version,region",
+				   .max_devices = DUTY_DEVICES_DEFAULT } },
 	};
+	struct server_handler h;
+	struct api *api;
 	struct sigaction sa = { .sa_handler = on_signal };
 	char err[512] = "";
 	int ret;
 
 	port_log_open("edgeprof-collector", false);
 	if (parse_args(argc, argv, &o)) {
-		metrics_rules__free(o.store.rules);
+		metrics_rules__free(o.api.store.rules);
 		usage(stderr);
 		return 2;
 	}
-	if (o.request_timeout_ms < o.handshake_timeout_ms)
-		o.handshake_timeout_ms = o.request_timeout_ms;
+	if (o.srv.request_timeout_ms < o.srv.handshake_timeout_ms)
+		o.srv.handshake_timeout_ms = o.srv.request_timeout_ms;
 	signal(SIGPIPE, SIG_IGN);
 	/*
 	 * Every upload allocates and frees the same few buffers (body, decoded profile). glibc's
@@ -354,16 +367,22 @@ int main(int argc, char **argv)
 	 */
 	mallopt(M_MMAP_THRESHOLD, 1 << 20);
 	mallopt(M_TRIM_THRESHOLD, 8 << 20);
-	the_server = server__new(&o, err, sizeof(err));
-	if (!the_server) {
+	o.api.max_body = o.srv.max_body;
+	/* the listeners first, then the store (as ever: a busy port leaves the ring untouched) */
+	the_server = server__new(&o.srv, err, sizeof(err));
+	api = the_server ? api__new(&o.api, server__metrics(the_server), err, sizeof(err)) : NULL;
+	if (!api) {
 		pr_err("%s", err);
+		server__free(the_server);
 		return 1;
 	}
+	h = api__handler(api);
+	server__set_handler(the_server, &h); /* frees api with itself */
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	if (scrape_opts.file) {
-		scrape_opts.ca_file = o.tls_ca;
-		the_scraper = coll_scrape__new(&scrape_opts, the_server, err, sizeof(err));
+		scrape_opts.ca_file = o.srv.tls_ca;
+		the_scraper = coll_scrape__new(&scrape_opts, api, err, sizeof(err));
 		if (!the_scraper) {
 			pr_err("--scrape-targets: %s", err);
 			server__free(the_server);
@@ -371,16 +390,17 @@ int main(int argc, char **argv)
 		}
 		sigaction(SIGHUP, &sa, NULL);
 	}
-	if (o.listen)
-		pr_info("listening on %s (mutual TLS, port %d)", o.listen,
+	if (o.srv.listen)
+		pr_info("listening on %s (mutual TLS, port %d)", o.srv.listen,
 			server__port(the_server, true));
-	if (o.http_listen)
-		pr_info("listening on %s (plain HTTP%s, port %d)", o.http_listen,
-			o.http_token ? ", token required" : "", server__port(the_server, false));
+	if (o.srv.http_listen)
+		pr_info("listening on %s (plain HTTP%s, port %d)", o.srv.http_listen,
+			o.srv.http_token ? ", token required" : "",
+			server__port(the_server, false));
 	ret = server__run(the_server);
 	pr_info("shutting down");
 	coll_scrape__free(the_scraper);
 	server__free(the_server);
-	metrics_rules__free(o.store.rules);
+	metrics_rules__free(o.api.store.rules);
 	return ret ? 1 : 0;
 }

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
  * store/store.c — the store's front: opens the backend that store_opts names and hands every
- * operation to its table (store/store.h). The only caller of a backend's functions.
+ * operation to its table (store/store-int.h). The only caller of a backend's functions.
  */
 #include <errno.h>
 #include <stdio.h>
 
-#include "store/store.h"
+#include "store/store-int.h"
 
 struct store *store__open(const struct store_opts *opts, char *err, size_t errlen)
 {
@@ -136,4 +136,9 @@ int store__merge_seqs(struct store *s, const uint64_t *seqs, size_t n, struct pp
 void store__stats(struct store *s, struct store_stats *st)
 {
 	s->ops->stats(s, st);
+}
+
+struct metrics_rules *store__rules(const struct store *s)
+{
+	return s->rules;
 }

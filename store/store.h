@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * store/store.h — the collector's store: one interface, a table of operations per backend
- * (curl's vtls shape: only store/store.c calls the table), chosen when the store is opened.
+ * store/store.h — the collector's store, as its callers (api, server, main, tests) see it: one
+ * opaque struct store and its store__ functions. Backends sit behind a table of operations
+ * (curl's vtls shape) in store/store-int.h, which only the backends and store/store.c include;
+ * only store/store.c calls the table. The backend is chosen when the store is opened.
  *
  *   ingest     store__put()            one validated profile; returns once durable (then ack)
  *   by id      store__get(), store__read_profile(), store__merge_seqs()
@@ -12,7 +14,7 @@
  *              aggregates itself (a ClickHouse GROUP BY stack) arrives as that pprof
  *   retention  the ring file retains by size (oldest overwritten, ringfile_stats says how far
  *              back it reaches); ClickHouse by age (store_opts.retention_days: whole days
- *              dropped); store__stats() says what each backend holds
+ *              dropped); store__metrics() says what each backend holds
  *
  * Backends: the ring file (store/ring/store-ring.c: port/ringfile + store/index + rollups), the
  * default, and nothing outside it touches the ring's or the index's functions; ClickHouse
@@ -29,22 +31,49 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "port/ringfile.h"
 #include "pprof/pprof.h"
-#include "store/ring/entry.h"
-#include "store/ring/index.h"
-#include "store/rules/metrics-rules.h"
-#include "store/ring/rollup.h"
-#include "store/query/selector.h"
+
+struct metrics_rules;
+struct selector;
 
 /* Profile metadata is the ring's record_meta (port/ringfile.h) for every backend. */
 #define STORE_MAX_LABELS	RINGFILE_MAX_LABELS
 #define STORE_F_CLOCK_UNSET	RINGFILE_F_CLOCK_UNSET
+
+/* A read-only view of one stored profile, as a listing hands it out, whatever the backend;
+ * its strings are valid only during the callback. */
+struct store_entry {
+	uint64_t seq;		/* the profile's id */
+	uint64_t time_ns;
+	uint32_t size;		/* payload bytes */
+	uint16_t flags;		/* the record's flags (RINGFILE_F_*, STORE_F_*) */
+	const char *service, *type, *device;
+	const struct record_label *labels; /* sorted by key */
+	size_t n_labels;
+	int64_t value;		/* the profile's total (record_meta.value) */
+};
+
+/* Called once per entry of a listing; a nonzero return stops it and is returned. */
+typedef int (*store_entry_fn)(void *ctx, const struct store_entry *e);
 
 enum store_backend {
 	STORE_RING,		/* the ring file (default) */
 	STORE_CLICKHOUSE,	/* ClickHouse over HTTP (store/ch/store-ch.c, COLLECTOR_CLICKHOUSE) */
 };
 
+/* The ring's rollup compactor's knobs (store/ring/rollup.h); 0 = the Kconfig default. */
+struct rollup_opts {
+	unsigned bucket_s;	/* CONFIG_COLLECTOR_ROLLUP_BUCKET_S */
+	unsigned grace_s;	/* wait after a bucket's end before rolling it up */
+	unsigned poll_ms;	/* how often the compactor looks for closed buckets */
+	size_t max_pending;	/* CONFIG_COLLECTOR_ROLLUP_MAX_PENDING: rollups built per pass */
+};
+
+/*
+ * What the command line sets. The ClickHouse fields are plain values (no ClickHouse type
+ * leaks): they stay flat here, read by store/ch/store-ch.c as they are.
+ */
 struct store_opts {
 	enum store_backend backend;
 	const char *path;	/* ring file */
@@ -53,7 +82,7 @@ struct store_opts {
 	size_t index_entries;	/* 0 = CONFIG_COLLECTOR_INDEX_ENTRIES */
 	size_t max_merge;	/* profiles per merge/get query; 0 = STORE_DEFAULT_MAX_MERGE */
 	bool quiet;
-	struct rollup_opts rollup; /* bucket_s 0 = no rollups (store/ring/rollup.h) */
+	struct rollup_opts rollup; /* bucket_s 0 = no rollups */
 	const char *clickhouse;	/* STORE_CLICKHOUSE: http://HOST:PORT/DATABASE */
 	unsigned ch_batch_ms;	/* 0 = CONFIG_COLLECTOR_CH_BATCH_MS */
 	unsigned retention_days; /* STORE_CLICKHOUSE: drop days older than this (0 = keep) */
@@ -157,91 +186,28 @@ int store__read_profile(struct store *s, uint64_t seq, struct pprof_profile **p,
 int store__merge_seqs(struct store *s, const uint64_t *seqs, size_t n, struct pprof_profile **out,
 		      char *err, size_t errlen);
 
-/* The ClickHouse backend's counters. */
-struct store_ch_stats {
-	uint64_t batches, insert_errors;	/* batches in; INSERTs that failed (retried) */
-	uint64_t refused_full, ack_timeouts;	/* puts refused: queue full; not in in time */
-	uint64_t queued_bytes, queue_capacity;
-	uint64_t sample_rows, stack_rows;	/* rows queued */
-	uint64_t intern_resets;			/* id sets cleared when full */
-	uint64_t partitions_dropped;		/* days dropped by retention */
-	uint64_t rollup_dirty_hours;		/* hours merges read raw (rollup short) */
-	uint64_t rollup_failures;		/* rollup rows not built or not sent */
-	uint64_t rollup_views;			/* checks that found samples_1h_mv a view */
-	bool spool;				/* --ch-spool: */
-	uint64_t spool_pending, spool_capacity;	/* bytes not yet in ClickHouse; bound */
-	uint64_t spool_spilled, spool_replayed;	/* uploads whose rows were read back */
-	uint64_t spool_refused, spool_lost;	/* refused: spool full; lost: unreadable */
-	uint64_t waits, wait_timeouts, wait_ns;	/* uploads that waited for room; in vain */
-	uint64_t waiting;			/* waiting now */
-};
+/* The metrics rules the store evaluates (store_opts.rules): NULL when none. */
+struct metrics_rules *store__rules(const struct store *s);
 
-struct store_stats {
-	enum store_backend backend;
-	struct store_ch_stats ch;
-	struct ringfile_stats ring;
-	struct index_stats index;
-	uint64_t puts, duplicates, put_errors;
-	uint64_t merges, merge_skipped;
-	uint64_t rollups_built, rollups_dropped;	/* by the compactor; dropped = failed */
-	uint64_t rollups_read, rollups_stale;	/* by merges; stale: merged from raws */
-	uint64_t rollup_build_ns;		/* compactor thread CPU time */
-};
-void store__stats(struct store *s, struct store_stats *st);
-
-/* ---- the table of operations (backends only; everyone else calls the store__ functions) ---- */
-
-struct store_ops {
+/*
+ * One of the store's counters or gauges, as GET /metrics exports it
+ * (edgeprof_collector_<name>): what each backend holds, without its types.
+ */
+struct store_metric {
 	const char *name;
-	bool uses_decoded;	/* put() uses a decoded profile (decodes one itself without) */
-	/*
-	 * put() only sums samples by stack: the decoded profile may have samples that differ
-	 * only in their values merged (pprof_read_limits.merge_samples; they sum alike for the
-	 * metrics rules too, as merging is off when a value is negative)
-	 */
-	bool merges_samples;
-	int (*put)(struct store *s, const struct record_meta *meta, const void *payload,
-		   size_t len, const struct pprof_profile *decoded, uint64_t *seq_out,
-		   bool *duplicate);
-	int (*get)(struct store *s, uint64_t seq, struct record_meta *meta, void **payload,
-		   size_t *len);
-	int (*list)(struct store *s, const struct store_query *q, store_entry_fn cb, void *ctx);
-	int (*services)(struct store *s, int (*cb)(void *ctx, const char *service), void *ctx);
-	/* optional: NULL = from list() */
-	int (*timeline)(struct store *s, const struct store_query *q, uint64_t from_ns,
-			uint64_t step_ns, size_t n, int64_t *values, size_t *profiles);
-	int (*merge)(struct store *s, const struct store_query *q, struct pprof_profile **out,
-		     size_t *n_merged, size_t *skipped, char *err, size_t errlen);
-	int (*read_profile)(struct store *s, uint64_t seq, struct pprof_profile **p, char *err,
-			    size_t errlen);
-	int (*merge_seqs)(struct store *s, const uint64_t *seqs, size_t n,
-			  struct pprof_profile **out, char *err, size_t errlen);
-	void (*stats)(struct store *s, struct store_stats *st);
-	void (*free)(struct store *s);
+	const char *type;	/* "counter" or "gauge" */
+	const char *help;
+	uint64_t value;
+	bool ns_as_s;		/* value in ns, exported as seconds with 3 decimals */
 };
 
-/* What every backend's own struct starts with. */
-struct store {
-	const struct store_ops *ops;
-	struct metrics_rules *rules;	/* set by store__open() */
+enum store_metrics_part {
+	STORE_METRICS_BACKEND,	/* the backend's own: the ring and index, or ClickHouse */
+	STORE_METRICS_MERGES,	/* merges and rollups, any backend */
 };
 
-/* The ring-file backend (store/ring/store-ring.c). */
-struct store *store_ring__open(const struct store_opts *opts, char *err, size_t errlen);
-
-/* The ClickHouse backend (store/ch/store-ch.c). */
-#ifdef CONFIG_COLLECTOR_CLICKHOUSE
-struct store *store_ch__open(const struct store_opts *opts, char *err, size_t errlen);
-#else
-static inline struct store *store_ch__open(const struct store_opts *opts, char *err,
-					   size_t errlen)
-{
-	(void)opts;
-	snprintf(err, errlen, "store: this collector was built without ClickHouse "
-		 "(CONFIG_COLLECTOR_CLICKHOUSE)");
-	errno = ENOTSUP;
-	return NULL;
-}
-#endif /* CONFIG_COLLECTOR_CLICKHOUSE */
+/* Calls cb for each metric of one part (in a fixed order). */
+void store__metrics(struct store *s, enum store_metrics_part part,
+		    void (*cb)(void *ctx, const struct store_metric *m), void *ctx);
 
 #endif /* EDGEPROF_STORE_STORE_H */

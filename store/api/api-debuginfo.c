@@ -11,7 +11,7 @@
 
 #include "port/log.h"
 #include "store/symbols/debuginfo.h"
-#include "store/server/server.h"
+#include "store/api/api.h"
 
 #define DEBUGINFO_PREFIX "/api/0/debuginfo/"
 

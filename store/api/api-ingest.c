@@ -19,7 +19,7 @@
 #include "port/clock.h"
 #include "store/api/push.pb.h"
 #include "store/query/selector.h"
-#include "store/server/server.h"
+#include "store/api/api.h"
 
 #define PUSH_MAX_SAMPLES 256	/* raw profiles per series */
 #define PUSH_ARENA	 16384	/* label bytes per series */
@@ -178,9 +178,10 @@ void api_pyroscope_ingest(struct api_ctx *a)
 	in.key = http_header(a->req, "x-edgeprof-key");
 	if (!pyro_labels(a, sel, &in) &&
 	    !api_store_profile(a, &in, body, len, &seq, &dup, NULL)) {
-		a->status = 200;
-		a->content_type = NULL;
-		snprintf(a->extra, sizeof(a->extra), "X-Edgeprof-Id: %" PRIu64 "\r\n", seq);
+		a->ans.status = 200;
+		a->ans.content_type = NULL;
+		snprintf(a->ans.extra, sizeof(a->ans.extra), "X-Edgeprof-Id: %" PRIu64 "\r\n",
+			 seq);
 	}
 	selector__free(sel);
 }
@@ -339,6 +340,7 @@ void api_alloy_push(struct api_ctx *a)
 	struct push_ctx p = { .a = a };
 	push_v1_PushRequest req = { .series = { .funcs.decode = push_on_series, .arg = &p } };
 	pb_istream_t stream;
+	size_t n;
 
 	if (!ctype || (strncasecmp(ctype, "application/proto", 17) &&
 		       strncasecmp(ctype, "application/x-protobuf", 22)))
@@ -353,11 +355,12 @@ void api_alloy_push(struct api_ctx *a)
 		api_error(a, 400, REJ_BAD_REQUEST, "PushRequest does not decode: %s",
 			  p.s->err ? p.s->err : PB_GET_ERROR(&stream));
 	else if (!p.failed)
-		a->status = 200; /* an empty PushResponse */
-	a->content_type = a->status == 200 ? "application/proto" : a->content_type;
+		a->ans.status = 200; /* an empty PushResponse */
+	a->ans.content_type = a->ans.status == 200 ? "application/proto" : a->ans.content_type;
 	/* On a failure mid-request, say how many were stored before it (keyed retries dedup) */
 	/* after a Retry-After api_store_profile may have set */
-	snprintf(a->extra + strlen(a->extra), sizeof(a->extra) - strlen(a->extra),
-		 "X-Edgeprof-Stored: %zu\r\n", p.stored);
+	n = strlen(a->ans.extra);
+	snprintf(a->ans.extra + n, sizeof(a->ans.extra) - n, "X-Edgeprof-Stored: %zu\r\n",
+		 p.stored);
 	free(p.s);
 }

@@ -16,8 +16,9 @@
 #include <string.h>
 
 #include "port/clock.h"
+#include "store/api/api.h"
 #include "store/api/render.h"
-#include "store/server/server.h"
+#include "store/query/selector.h"
 
 #define TIMELINE_MAX_BUCKETS 2000
 #define TIMELINE_DEFAULT_BUCKETS 120

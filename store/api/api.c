@@ -17,7 +17,7 @@
 #include "port/log.h"
 #include "port/text.h"
 #include "store/query/selector.h"
-#include "store/server/server.h"
+#include "store/api/api.h"
 #include "store/query/timeparse.h"
 #include "store/ui/ui.h"
 
@@ -84,59 +84,23 @@ void sbuf_free(struct sbuf *b)
 
 void api_reset(struct api_ctx *a)
 {
-	if (!a->body_static)
-		free(a->body);
-	a->body = NULL;
-	a->body_len = 0;
-	a->body_static = false;
+	server_answer__reset(&a->ans);
 }
 
 void api_set_body(struct api_ctx *a, int status, const char *ctype, void *body,
 		  size_t len, bool is_static)
 {
-	api_reset(a);
-	a->status = status;
-	a->content_type = ctype;
-	a->body = body;
-	a->body_len = len;
-	a->body_static = is_static;
+	server_answer__set(&a->ans, status, ctype, body, len, is_static);
 }
 
 void api_error(struct api_ctx *a, int status, enum reject_reason r, const char *fmt, ...)
 {
-	struct sbuf b = { 0 };
-	const char *path;
-	char msg[512];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	server_answer__verror(&a->ans, a->metrics, a->peer, a->device, a->req->path, status, r,
+			      fmt, ap);
 	va_end(ap);
-	a->metrics->rejected[r]++;
-	sbuf_printf(&b, "{\"code\":%d,\"error\":", status);
-	sbuf_json_str(&b, msg);
-	sbuf_printf(&b, "}\n");
-	if (b.oom) {
-		sbuf_free(&b);
-		api_set_body(a, status, NULL, NULL, 0, true);
-		return;
-	}
-	api_set_body(a, status, "application/json", b.p, b.len, false);
-	/* The path is unknown when the request could not be read (408, 413, 431). */
-	path = a->req->path ? a->req->path : "(request)";
-	if (status >= 500) {
-		pr_warn("%s %s: %d %s", a->peer, path, status, msg);
-	} else {
-		/* a client can ask for 4xx at will: a few lines a second, with a count of the rest */
-		static struct port_ratelimit rl;
-		uint64_t missed;
-
-		if (port_ratelimit(&rl, 20, &missed))
-			pr_info("%s%s%s %s: %d %s%s%.0" PRIu64 "%s", a->peer,
-				a->device[0] ? " device " : "", a->device, path, status, msg,
-				missed ? " (and " : "", missed ? missed : 0,
-				missed ? " more 4xx in the last second)" : "");
-	}
 }
 
 void api_json(struct api_ctx *a, struct sbuf *b)
@@ -438,7 +402,7 @@ static void api_full(struct api_ctx *a, int ret)
 		  ? "the collector's queue to ClickHouse is full; retry later"
 		  : "the collector's spool for ClickHouse is full (ClickHouse is behind or down); "
 		    "retry later");
-	snprintf(a->extra, sizeof(a->extra), "Retry-After: %u\r\n", API_RETRY_AFTER_S);
+	snprintf(a->ans.extra, sizeof(a->ans.extra), "Retry-After: %u\r\n", API_RETRY_AFTER_S);
 }
 
 int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, size_t len,
@@ -713,7 +677,7 @@ static void api_list(struct api_ctx *a)
 	if (api_over_budget(a, q.sel))
 		ret = 0, sbuf_free(&b);
 	selector__free((struct selector *)q.sel);
-	if (a->status)
+	if (a->ans.status)
 		return;
 	if (ret < 0) {
 		sbuf_free(&b);
@@ -737,8 +701,8 @@ static void api_send_profile(struct api_ctx *a, struct pprof_profile *p, size_t 
 		return api_error(a, 500, REJ_STORE, "encoding the profile: %s", strerror(-ret));
 	}
 	api_set_body(a, 200, "application/octet-stream", out.data, out.len, false);
-	snprintf(a->extra, sizeof(a->extra), "X-Edgeprof-Profiles: %zu\r\nX-Edgeprof-Skipped: %zu\r\n",
-		 n, a->skipped);
+	snprintf(a->ans.extra, sizeof(a->ans.extra),
+		 "X-Edgeprof-Profiles: %zu\r\nX-Edgeprof-Skipped: %zu\r\n", n, a->skipped);
 }
 
 /* After a selection: a 400 when the selector's regexes spent their CPU budget (true). */

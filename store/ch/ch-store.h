@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "store/ch/ch-client.h"
-#include "store/store.h"
+#include "store/store-int.h"
 
 #ifndef CONFIG_COLLECTOR_CH_BATCH_KB
 #define CONFIG_COLLECTOR_CH_BATCH_KB 4096

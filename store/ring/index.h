@@ -11,7 +11,7 @@
  * When full, the oldest entry is dropped (counted in dropped) although its record may still be
  * in the ring; records the ring overwrites are removed with index__evict_before().
  *
- * Not thread-safe: the caller (struct store, store/store.h) holds its lock.
+ * Not thread-safe: the caller (the ring backend, store/ring/store-ring.c) holds its lock.
  */
 #ifndef EDGEPROF_STORE_INDEX_H
 #define EDGEPROF_STORE_INDEX_H
@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "port/ringfile.h"
-#include "store/ring/entry.h"
+#include "store/store.h"
 
 struct index_stats {
 	size_t entries, max_entries;

@@ -39,9 +39,8 @@
 
 #include "pprof/pprof.h"
 
-struct store;
+struct ring_store;	/* store/ring/store-ring.h */
 struct store_stats;
-struct store_entry;
 
 /* One entry selected by a merge query, as the planner needs it (rollups included). */
 struct plan_entry {
@@ -118,19 +117,14 @@ size_t plan_entries__group_end(const struct plan_entry *e, size_t n, size_t i, b
 void plan_entries__sort_by_group(struct plan_entry *e, size_t n, unsigned bucket_s);
 size_t plan_entries__group_run_end(const struct plan_entry *e, size_t n, size_t i, bool by_span);
 
-/* The rollup compactor's knobs (store_opts); 0 = the Kconfig default. */
-struct rollup_opts {
-	unsigned bucket_s;	/* CONFIG_COLLECTOR_ROLLUP_BUCKET_S */
-	unsigned grace_s;	/* wait after a bucket's end before rolling it up */
-	unsigned poll_ms;	/* how often the compactor looks for closed buckets */
-	size_t max_pending;	/* CONFIG_COLLECTOR_ROLLUP_MAX_PENDING: rollups built per pass */
-};
+/* The compactor's knobs are store/store.h's struct rollup_opts (store_opts.rollup). */
+struct rollup_opts;
 
 #ifdef CONFIG_COLLECTOR_ROLLUP
 struct rollup;
 
 /* Starts the compactor thread on s (NULL + errno on error). */
-struct rollup *rollup__start(struct store *s, const struct rollup_opts *o);
+struct rollup *rollup__start(struct ring_store *s, const struct rollup_opts *o);
 void rollup__stop(struct rollup *r); /* joins the thread; NULL-safe */
 void rollup__stats(struct rollup *r, struct store_stats *st);
 unsigned rollup__bucket_s(const struct rollup *r);
@@ -139,12 +133,12 @@ unsigned rollup__bucket_s(const struct rollup *r);
  * Loads a rollup item: the rollup record when it still covers exactly the planned raws, else
  * the merge of those raws. 0 or -errno with err filled. *used_rollup says which.
  */
-int rollup__load(struct store *s, const struct merge_plan *pl, const struct merge_item *it,
+int rollup__load(struct ring_store *s, const struct merge_plan *pl, const struct merge_item *it,
 		 struct pprof_profile **p, bool *used_rollup, char *err, size_t errlen);
 #else
 struct rollup;
 
-static inline struct rollup *rollup__start(struct store *s, const struct rollup_opts *o)
+static inline struct rollup *rollup__start(struct ring_store *s, const struct rollup_opts *o)
 {
 	(void)s;
 	(void)o;
@@ -161,7 +155,7 @@ static inline unsigned rollup__bucket_s(const struct rollup *r)
 	(void)r;
 	return 0;
 }
-static inline int rollup__load(struct store *s, const struct merge_plan *pl,
+static inline int rollup__load(struct ring_store *s, const struct merge_plan *pl,
 			       const struct merge_item *it, struct pprof_profile **p,
 			       bool *used_rollup, char *err, size_t errlen)
 {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * store/ring/store-ring.c — the store's default backend: ring file + index under one lock, queries
- * and merges (with rollups), behind store/store.h's table of operations.
+ * and merges (with rollups), behind store/store-int.h's table of operations.
  *
  * Writers hold the lock only to check the idempotency key, reserve the record's place in the
  * ring and index it; the CRC, the pwrite and the fdatasync that makes the record durable
@@ -17,7 +17,9 @@
 #include <unistd.h>
 
 #include "port/log.h"
-#include "store/store.h"
+#include "store/ring/index.h"
+#include "store/ring/rollup.h"
+#include "store/ring/store-ring.h"
 
 #ifdef CONFIG_COLLECTOR_RING_MB
 #define STORE_DEFAULT_RING_BYTES ((uint64_t)CONFIG_COLLECTOR_RING_MB << 20)
@@ -105,7 +107,7 @@ struct store *store_ring__open(const struct store_opts *opts, char *err, size_t 
 			" bytes used), %" PRIu64 " corrupt or torn records skipped",
 			opts->path, st.records, st.used, st.capacity, st.corrupt);
 	if (opts->rollup.bucket_s && IS_ENABLED(CONFIG_COLLECTOR_ROLLUP)) {
-		s->ru = rollup__start(&s->base, &opts->rollup);
+		s->ru = rollup__start(s, &opts->rollup);
 		if (!s->ru) {
 			snprintf(err, errlen, "store: starting the rollup thread: %s",
 				 strerror(errno));
@@ -122,17 +124,13 @@ err_free:
 	return NULL;
 }
 
-/* The ring stores the payload as sent: it needs no decoded profile. */
-static int ring__put(struct store *base, const struct record_meta *meta, const void *payload,
-		     size_t len, const struct pprof_profile *decoded, uint64_t *seq_out,
-		     bool *duplicate)
+int ring_store__put(struct ring_store *s, const struct record_meta *meta, const void *payload,
+		    size_t len, uint64_t *seq_out, bool *duplicate)
 {
-	struct ring_store *s = ring_of(base);
 	struct ringfile_append ap;
 	uint64_t seq = 0;
 	int err;
 
-	(void)decoded;
 	*duplicate = false;
 	pthread_mutex_lock(&s->lock);
 	if (index__find_key(s->ix, meta->key, &seq) == 0) {
@@ -167,12 +165,25 @@ static int ring__put(struct store *base, const struct record_meta *meta, const v
 	return ringfile__wait_durable(s->rf, ap.seq);
 }
 
+/* The ring stores the payload as sent: it needs no decoded profile. */
+static int ring__put(struct store *base, const struct record_meta *meta, const void *payload,
+		     size_t len, const struct pprof_profile *decoded, uint64_t *seq_out,
+		     bool *duplicate)
+{
+	(void)decoded;
+	return ring_store__put(ring_of(base), meta, payload, len, seq_out, duplicate);
+}
+
+int ring_store__get(struct ring_store *s, uint64_t seq, struct record_meta *meta,
+		    void **payload, size_t *len)
+{
+	return ringfile__read(s->rf, seq, meta, payload, len);
+}
+
 static int ring__get(struct store *base, uint64_t seq, struct record_meta *meta,
 		     void **payload, size_t *len)
 {
-	struct ring_store *s = ring_of(base);
-
-	return ringfile__read(s->rf, seq, meta, payload, len);
+	return ring_store__get(ring_of(base), seq, meta, payload, len);
 }
 
 /* ---- selection ------------------------------------------------------------------------------ */
@@ -221,16 +232,21 @@ static int ring__select_locked(struct ring_store *s, const struct store_query *q
 	return sc.n > INT32_MAX ? INT32_MAX : (int)sc.n;
 }
 
-static int ring__list(struct store *base, const struct store_query *q, store_entry_fn cb,
-		      void *ctx)
+int ring_store__list(struct ring_store *s, const struct store_query *q, store_entry_fn cb,
+		     void *ctx)
 {
-	struct ring_store *s = ring_of(base);
 	int ret;
 
 	pthread_mutex_lock(&s->lock);
 	ret = ring__select_locked(s, q, q->limit, q->newest_first, cb, ctx);
 	pthread_mutex_unlock(&s->lock);
 	return ret;
+}
+
+static int ring__list(struct store *base, const struct store_query *q, store_entry_fn cb,
+		      void *ctx)
+{
+	return ring_store__list(ring_of(base), q, cb, ctx);
 }
 
 static int ring__services(struct store *base, int (*cb)(void *ctx, const char *service),
@@ -263,10 +279,9 @@ static int entry_list__cb(void *ctx, const struct store_entry *v)
 	return 0;
 }
 
-static int ring__read_profile(struct store *base, uint64_t seq, struct pprof_profile **p,
-			      char *err, size_t errlen)
+int ring_store__read_profile(struct ring_store *s, uint64_t seq, struct pprof_profile **p,
+			     char *err, size_t errlen)
 {
-	struct ring_store *s = ring_of(base);
 	struct record_meta meta;
 	void *payload;
 	size_t len;
@@ -288,6 +303,12 @@ static int ring__read_profile(struct store *base, uint64_t seq, struct pprof_pro
 	return 0;
 }
 
+static int ring__read_profile(struct store *base, uint64_t seq, struct pprof_profile **p,
+			      char *err, size_t errlen)
+{
+	return ring_store__read_profile(ring_of(base), seq, p, err, errlen);
+}
+
 struct merge_ctx {
 	struct ring_store *s;
 	const struct merge_plan *plan;
@@ -304,8 +325,8 @@ static int merge__load(void *ctx, size_t i, struct pprof_profile **p, char *err,
 	int e;
 
 	if (!it->n)
-		return ring__read_profile(&mc->s->base, it->seq, p, err, errlen);
-	e = rollup__load(&mc->s->base, mc->plan, it, p, &used, err, errlen);
+		return ring_store__read_profile(mc->s, it->seq, p, err, errlen);
+	e = rollup__load(mc->s, mc->plan, it, p, &used, err, errlen);
 	__atomic_add_fetch(used ? &mc->rollups_read : &mc->rollups_stale, 1, __ATOMIC_RELAXED);
 	return e;
 }

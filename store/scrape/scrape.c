@@ -24,7 +24,7 @@
 #include "pprof/scrape.h"
 #include "store/scrape/scrape-sd.h"
 #include "store/scrape/scrape.h"
-#include "store/server/server.h"
+#include "store/api/api.h"
 
 #define SCRAPE_SLACK_S 10	/* a fetch's time beyond its profile's seconds */
 
@@ -36,7 +36,7 @@ struct ctarget {
 
 struct coll_scraper {
 	struct coll_scrape_opts o;
-	struct server *srv;
+	struct api *api;
 	struct server_metrics *m;
 	struct tls_config *tls;
 	unsigned types;
@@ -173,7 +173,7 @@ static void store_one(struct coll_scraper *s, struct ctarget *t, int type, const
 	uint64_t seq;
 	bool dup;
 
-	server__api_ctx(s->srv, &a, t->sd.addr);
+	api__ctx(s->api, &a, t->sd.addr);
 	a.device = device;
 	a.req = &s->req;
 	for (size_t i = 0; i < t->sd.n_labels && in.n_labels < STORE_MAX_LABELS - 2; i++) {
@@ -187,7 +187,7 @@ static void store_one(struct coll_scraper *s, struct ctarget *t, int type, const
 	if (api_store_profile(&a, &in, buf->data, buf->len, &seq, &dup, NULL)) {
 		s->m->scrape_bad_profile++;
 		pr_warn("scrape %s %s: not stored: %.*s", t->sd.addr, pprof_kind_names[type],
-			(int)a.body_len, a.body ? (char *)a.body : "");
+			(int)a.ans.body_len, a.ans.body ? (char *)a.ans.body : "");
 	} else {
 		s->m->scrape_stored++;
 	}
@@ -273,7 +273,7 @@ static int coll_scrape_setup(struct coll_scraper *s, char *err, size_t errlen)
 	return load_targets(s, err, errlen);
 }
 
-struct coll_scraper *coll_scrape__new(const struct coll_scrape_opts *o, struct server *srv,
+struct coll_scraper *coll_scrape__new(const struct coll_scrape_opts *o, struct api *api,
 				      char *err, size_t errlen)
 {
 	struct coll_scraper *s = calloc(1, sizeof(*s));
@@ -286,8 +286,8 @@ struct coll_scraper *coll_scrape__new(const struct coll_scrape_opts *o, struct s
 	s->o = *o;
 	s->o.interval_s = o->interval_s ? o->interval_s : 60;
 	s->o.seconds = o->seconds ? o->seconds : 10;
-	s->srv = srv;
-	server__api_ctx(srv, &a, "scrape");
+	s->api = api;
+	api__ctx(api, &a, "scrape");
 	s->m = a.metrics;
 	if (!s->o.max_body)
 		s->o.max_body = a.max_body;

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-struct server;
+struct api;
 
 struct coll_scrape_opts {
 	const char *file;		/* --scrape-targets */
@@ -37,14 +37,14 @@ struct coll_scraper;
 
 #ifdef CONFIG_COLLECTOR_SCRAPE
 /* Reads the targets and starts the thread: NULL with the reason in err. */
-struct coll_scraper *coll_scrape__new(const struct coll_scrape_opts *o, struct server *srv,
+struct coll_scraper *coll_scrape__new(const struct coll_scrape_opts *o, struct api *api,
 				      char *err, size_t errlen);
 void coll_scrape__free(struct coll_scraper *s);	/* NULL-safe: ends a fetch at once */
 /* Rereads the targets file now: async-signal-safe (SIGHUP). */
 void coll_scrape__reload(struct coll_scraper *s);
 #else
 static inline struct coll_scraper *coll_scrape__new(const struct coll_scrape_opts *o,
-						    struct server *srv, char *err, size_t errlen)
+						    struct api *api, char *err, size_t errlen)
 {
 	snprintf(err, errlen, "built without CONFIG_COLLECTOR_SCRAPE");
 	return NULL;

@@ -2,7 +2,8 @@
 /*
  * store/server/server.c — listeners, the connection cap, one thread per connection, TLS handshake and
  * device identity, HTTP keep-alive with per-request deadlines, plain-HTTP token check, clean
- * shutdown. The handlers live in store/api*.c.
+ * shutdown. Requests read whole go to the handler (struct server_handler: the API's, store/api/,
+ * set by store/main.c); the server answers only its own refusals.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,7 +24,6 @@
 #include "port/log.h"
 #include "port/net.h"
 #include "port/tls.h"
-#include "store/symbols/debuginfo.h"
 #include "store/server/server.h"
 
 #define CONN_STACK_SIZE (512u * 1024)
@@ -58,9 +58,7 @@ struct listener {
 
 struct server {
 	struct server_opts o;
-	struct store *store;
-	struct debuginfo *debuginfo;
-	struct duty *duty;
+	struct server_handler h;	/* answers the requests (server__set_handler) */
 	struct tls_config *tls;
 	struct listener lis[2];		/* [0] mutual TLS, [1] plain HTTP */
 	int stop_pipe[2];
@@ -423,7 +421,7 @@ static const char login_form[] =
  * Browsers hold no bearer tokens: a page of the web UI asked without one takes it once, from
  * /?token=TOKEN or the login form, and keeps it in an HttpOnly cookie. True when it answered.
  */
-static bool ui_login(struct conn *c, struct api_ctx *a)
+static bool ui_login(struct conn *c, struct server_answer *an)
 {
 	const char *want = c->srv->o.http_token;
 	char token[129]; /* main.c refuses longer tokens */
@@ -433,34 +431,46 @@ static bool ui_login(struct conn *c, struct api_ctx *a)
 		return false;
 	if (http_query_get(c->msg.query, "token", token, sizeof(token)) >= 0 &&
 	    token_ok(want, token, strlen(token))) {
-		api_set_body(a, 303, "text/plain", "ok\n", 3, true);
+		server_answer__set(an, 303, "text/plain", "ok\n", 3, true);
 		/* The token is the cookie's value; Strict keeps other sites from sending it. */
-		snprintf(a->extra, sizeof(a->extra),
+		snprintf(an->extra, sizeof(an->extra),
 			 "Location: /\r\nSet-Cookie: edgeprof_token=%s; HttpOnly; SameSite=Strict; "
 			 "Path=/\r\n", token);
 		return true;
 	}
-	api_set_body(a, 401, "text/html; charset=utf-8", (void *)login_form, sizeof(login_form) - 1,
-		     true);
+	server_answer__set(an, 401, "text/html; charset=utf-8", (void *)login_form,
+			   sizeof(login_form) - 1, true);
 	return true;
 }
 
-/* The answer to a request without the token: the UI's login, or a 401. */
-static void conn_unauthorized(struct conn *c, struct api_ctx *a)
+/* One of the server's own refusals, counted under r and logged as the API's are. */
+static void conn_error(struct conn *c, struct server_answer *an, int status,
+		       enum reject_reason r, const char *fmt, ...)
 {
-	if (ui_login(c, a)) {
-		c->srv->m.rejected[REJ_UNAUTHORIZED] += a->status == 401;
-		return;
-	}
-	api_error(a, 401, REJ_UNAUTHORIZED, "this listener needs a token: "
-		  "Authorization: Bearer TOKEN");
-	snprintf(a->extra, sizeof(a->extra), "WWW-Authenticate: Bearer realm=\"edgeprof\"\r\n");
+	va_list ap;
+
+	va_start(ap, fmt);
+	server_answer__verror(an, &c->srv->m, c->peer, c->device, c->msg.path, status, r, fmt,
+			      ap);
+	va_end(ap);
 }
 
-static void conn_answer(struct conn *c, struct api_ctx *a, bool keep_alive)
+/* The answer to a request without the token: the UI's login, or a 401. */
+static void conn_unauthorized(struct conn *c, struct server_answer *an)
 {
-	int ret = http_write_response(&c->stream, a->status, a->content_type,
-				      a->extra[0] ? a->extra : NULL, a->body, a->body_len,
+	if (ui_login(c, an)) {
+		c->srv->m.rejected[REJ_UNAUTHORIZED] += an->status == 401;
+		return;
+	}
+	conn_error(c, an, 401, REJ_UNAUTHORIZED, "this listener needs a token: "
+		   "Authorization: Bearer TOKEN");
+	snprintf(an->extra, sizeof(an->extra), "WWW-Authenticate: Bearer realm=\"edgeprof\"\r\n");
+}
+
+static void conn_answer(struct conn *c, struct server_answer *an, bool keep_alive)
+{
+	int ret = http_write_response(&c->stream, an->status, an->content_type,
+				      an->extra[0] ? an->extra : NULL, an->body, an->body_len,
 				      keep_alive);
 
 	if (ret)
@@ -481,56 +491,58 @@ static size_t request_body_limit(void *ctx, const struct http_message *m)
 }
 
 /* A request that could not be read whole: answer (best effort) and close. */
-static void conn_read_failed(struct conn *c, struct api_ctx *a, int ret)
+static void conn_read_failed(struct conn *c, struct server_answer *an, int ret)
 {
 	struct server *s = c->srv;
 
 	switch (ret) {
 	case -EMSGSIZE:
 	case -E2BIG:
-		api_error(a, 431, REJ_HEADER_TOO_LARGE,
-			  "request head larger than %d bytes or more than %d headers",
-			  HTTP_HEAD_MAX, HTTP_MAX_HEADERS);
+		conn_error(c, an, 431, REJ_HEADER_TOO_LARGE,
+			   "request head larger than %d bytes or more than %d headers",
+			   HTTP_HEAD_MAX, HTTP_MAX_HEADERS);
 		break;
 	case -EINVAL:
-		api_error(a, 400, REJ_BAD_REQUEST, "malformed HTTP request");
+		conn_error(c, an, 400, REJ_BAD_REQUEST, "malformed HTTP request");
 		break;
 	case -EFBIG:
-		api_error(a, 413, REJ_TOO_LARGE, "body larger than the limit of %zu bytes",
-			  request_body_limit(s, &c->msg));
+		conn_error(c, an, 413, REJ_TOO_LARGE, "body larger than the limit of %zu bytes",
+			   request_body_limit(s, &c->msg));
 		break;
 	case -ENOSYS:
-		api_error(a, 501, REJ_BAD_REQUEST, "only chunked transfer coding is supported");
+		conn_error(c, an, 501, REJ_BAD_REQUEST,
+			   "only chunked transfer coding is supported");
 		break;
 	case -ETIMEDOUT:
-		api_error(a, 408, REJ_TIMEOUT, "request not complete within %u ms",
-			  s->o.request_timeout_ms);
+		conn_error(c, an, 408, REJ_TIMEOUT, "request not complete within %u ms",
+			   s->o.request_timeout_ms);
 		break;
 	default:
 		return; /* the peer went away */
 	}
 	c->linger = ret != -ETIMEDOUT;
 	conn_set_deadline(c, 2000);
-	conn_answer(c, a, false);
+	conn_answer(c, an, false);
 }
 
 /* Authenticated, but its listener's budget is full: a 503 (retry later), and close. */
-static void conn_busy(struct conn *c, struct api_ctx *a)
+static void conn_busy(struct conn *c, struct server_answer *an)
 {
 	if (c->evicted)
 		return;
-	api_error(a, 503, REJ_BUSY, "too many connections, retry later");
+	conn_error(c, an, 503, REJ_BUSY, "too many connections, retry later");
 	c->srv->m.rejected[REJ_BUSY]--; /* conn_promote counted it */
-	snprintf(a->extra, sizeof(a->extra), "Retry-After: 1\r\n");
+	snprintf(an->extra, sizeof(an->extra), "Retry-After: 1\r\n");
 	conn_set_deadline(c, 1000);
-	conn_answer(c, a, false);
-	api_reset(a);
+	conn_answer(c, an, false);
+	server_answer__reset(an);
 }
 
 static void conn_serve(struct conn *c)
 {
 	struct server *s = c->srv;
-	struct api_ctx a;
+	struct server_request req = { .msg = &c->msg, .device = c->device, .peer = c->peer };
+	struct server_answer an;
 
 	for (;;) {
 		bool keep;
@@ -538,20 +550,12 @@ static void conn_serve(struct conn *c)
 
 		if (!conn_wait_request(c))
 			return;
-		memset(&a, 0, sizeof(a));
-		a.store = s->store;
-		a.debuginfo = s->debuginfo;
-		a.duty = s->duty;
-		a.metrics = &s->m;
-		a.req = &c->msg;
-		a.device = c->device;
-		a.peer = c->peer;
-		a.max_body = s->o.max_body;
+		memset(&an, 0, sizeof(an));
 		conn_set_deadline(c, s->o.request_timeout_ms);
 		ret = http_read_request_head(&c->stream, &c->msg);
 		if (ret) {
-			conn_read_failed(c, &a, ret);
-			api_reset(&a);
+			conn_read_failed(c, &an, ret);
+			server_answer__reset(&an);
 			return;
 		}
 		s->m.requests++;
@@ -560,33 +564,34 @@ static void conn_serve(struct conn *c)
 		 * (no 100 Continue either), and the connection closes after the answer.
 		 */
 		if (!conn_authorized(c)) {
-			conn_unauthorized(c, &a);
-			conn_answer(c, &a, false);
-			api_reset(&a);
+			conn_unauthorized(c, &an);
+			conn_answer(c, &an, false);
+			server_answer__reset(&an);
 			return;
 		}
 		if (!conn_promote(c)) {
-			conn_busy(c, &a);
+			conn_busy(c, &an);
 			return;
 		}
-		if (!c->operator && !api_device_may(c->msg.method, c->msg.path)) {
-			api_error(&a, 403, REJ_FORBIDDEN, "%s is a device certificate: it may upload, "
-				  "not read; reading needs an operator certificate (edgeprof certs "
-				  "operator DIR NAME) or the HTTP token", c->device);
-			conn_answer(c, &a, false);
-			api_reset(&a);
+		if (!c->operator && !s->h.device_may(c->msg.method, c->msg.path)) {
+			conn_error(c, &an, 403, REJ_FORBIDDEN, "%s is a device certificate: it "
+				   "may upload, not read; reading needs an operator certificate "
+				   "(edgeprof certs operator DIR NAME) or the HTTP token",
+				   c->device);
+			conn_answer(c, &an, false);
+			server_answer__reset(&an);
 			return;
 		}
 		ret = http_read_request_body(&c->stream, &c->msg, request_body_limit(s, &c->msg));
 		if (ret) {
-			conn_read_failed(c, &a, ret);
-			api_reset(&a);
+			conn_read_failed(c, &an, ret);
+			server_answer__reset(&an);
 			return;
 		}
-		api_handle(&a);
+		s->h.handle(s->h.ctx, &req, &an);
 		keep = c->msg.keep_alive && !s->stopping;
-		conn_answer(c, &a, keep);
-		api_reset(&a);
+		conn_answer(c, &an, keep);
+		server_answer__reset(&an);
 		if (!keep)
 			return;
 	}
@@ -622,9 +627,9 @@ static void *conn_thread(void *arg)
 		http_stream__init(&c->stream, c->tls ? conn_read_tls : conn_read_plain,
 				  c->tls ? conn_write_tls : conn_write_plain, c);
 		if (c->tls && !conn_promote(c)) {
-			struct api_ctx a = { .metrics = &s->m };
+			struct server_answer an = { 0 };
 
-			conn_busy(c, &a);
+			conn_busy(c, &an);
 		} else {
 			conn_serve(c);
 		}
@@ -830,26 +835,6 @@ struct server *server__new(const struct server_opts *o, char *err, size_t errlen
 		if (s->lis[1].fd < 0)
 			goto out_free;
 	}
-	s->store = store__open(&o->store, err, errlen);
-	if (!s->store)
-		goto out_free;
-	{
-		char dir[PATH_MAX];
-		struct debuginfo_opts dopts = { .dir = o->debuginfo_dir };
-
-		if (!dopts.dir) {
-			snprintf(dir, sizeof(dir), "%s.debuginfo", o->store.path);
-			dopts.dir = dir;
-		}
-		s->debuginfo = debuginfo__open(&dopts, err, errlen);
-		if (!s->debuginfo)
-			goto out_free;
-	}
-	if (o->duty.budget_percent) {
-		s->duty = duty__new(&o->duty, err, errlen);
-		if (!s->duty)
-			goto out_free;
-	}
 	return s;
 
 out_free:
@@ -864,15 +849,14 @@ int server__port(const struct server *s, bool tls)
 	return fd < 0 ? -ENOENT : net_local_port(fd);
 }
 
-void server__api_ctx(struct server *s, struct api_ctx *a, const char *peer)
+void server__set_handler(struct server *s, const struct server_handler *h)
 {
-	memset(a, 0, sizeof(*a));
-	a->store = s->store;
-	a->debuginfo = s->debuginfo;
-	a->metrics = &s->m;
-	a->device = "";
-	a->peer = peer;
-	a->max_body = s->o.max_body;
+	s->h = *h;
+}
+
+struct server_metrics *server__metrics(struct server *s)
+{
+	return &s->m;
 }
 
 void server__stop(struct server *s)
@@ -938,11 +922,10 @@ void server__free(struct server *s)
 {
 	if (!s)
 		return;
-	if (s->active) /* threads still use the store and the TLS config: leak rather than crash */
+	if (s->active) /* threads still use the handler and the TLS config: leak, not crash */
 		return;
-	store__free(s->store);
-	debuginfo__free(s->debuginfo);
-	duty__free(s->duty);
+	if (s->h.free)
+		s->h.free(s->h.ctx);
 	tls_config__free(s->tls);
 	for (int i = 0; i < 2; i++)
 		if (s->lis[i].fd >= 0)

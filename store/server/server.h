@@ -3,7 +3,8 @@
  * store/server/server.h — the collector's network side: listeners (mutual TLS, optional plain HTTP),
  * one thread per connection up to a hard cap per listener (connections that have not yet
  * authenticated wait in the accept loop's poll until they speak, under a budget of their own:
- * server.c), and the API handlers (store/api*.c) they call.
+ * server.c), and the handler they call for each request read whole (struct server_handler:
+ * store/main.c sets the API's, store/api/; this layer includes nothing from it).
  *
  * Why threads and not an event loop: a connection spends its time in three blocking things —
  * the TLS handshake (ECDHE + ECDSA, CPU), reading a body, and waiting for the ring's fsync
@@ -24,16 +25,12 @@
 #include <stdint.h>
 
 #include "port/http.h"
-#include "store/api/duty.h"
-#include "store/store.h"
 
 struct server_opts {
 	const char *listen;		/* mTLS HOST:PORT (NULL = none) */
 	const char *tls_ca, *tls_cert, *tls_key;
 	const char *http_listen;	/* plain HTTP HOST:PORT (NULL = off) */
 	const char *http_token;		/* required on plain HTTP when set */
-	struct store_opts store;
-	const char *debuginfo_dir;	/* debug-file store (NULL = <ring>.debuginfo) */
 	size_t max_body;		/* bytes */
 	size_t max_debuginfo_body;	/* POST /api/0/debuginfo/<id>; 0 = Kconfig default */
 	unsigned max_conns;		/* authenticated, per listener */
@@ -41,7 +38,6 @@ struct server_opts {
 	unsigned request_timeout_ms;	/* whole request, head and body */
 	unsigned idle_timeout_ms;	/* keep-alive wait for the next request */
 	unsigned handshake_timeout_ms;
-	struct duty_opts duty;		/* budget_percent 0 = no duty cycling */
 };
 
 enum reject_reason {
@@ -80,110 +76,60 @@ struct server_metrics {
 extern const char *const reject_reason_names[REJ__N];
 extern const char *const tls_fail_names[TLSF__N];
 
-struct server;
-
-struct server *server__new(const struct server_opts *o, char *err, size_t errlen);
-/* Serves until server__stop(); then waits for connections to finish their request. 0/-errno. */
-int server__run(struct server *s);
-void server__stop(struct server *s);	/* async-signal-safe */
-void server__free(struct server *s);	/* closes the store (syncs); NULL-safe */
-int server__port(const struct server *s, bool tls);
-/* A handler context on the server's store and metrics, for what the collector ingests itself
- * (its scrapes): device "" (none), peer the given name. api_reset() it after each use. */
-struct api_ctx;
-void server__api_ctx(struct server *s, struct api_ctx *a, const char *peer);
-
-/* ---- handlers (store/api*.c) ---------------------------------------------------------------- */
-
-/* A growable output buffer (JSON, metrics); oom sticks and turns the answer into a 500. */
-struct sbuf {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
-void sbuf_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void sbuf_json_str(struct sbuf *b, const char *s);	/* quoted, escaped */
-void sbuf_free(struct sbuf *b);
-
-struct api_ctx {
-	struct store *store;
-	struct debuginfo *debuginfo;
-	struct duty *duty;	/* NULL = no schedules in upload answers */
-	struct duty_schedule sched;	/* the uploading device's, with has_sched */
-	bool has_sched;
-	struct server_metrics *metrics;
-	const struct http_message *req;
-	const char *device;	/* client certificate CN; "" on the plain-HTTP listener */
-	const char *peer;	/* "ip:port", for log lines */
-	size_t max_body;
-	/* the answer */
+/* An answer the server writes: a handler's, or the server's own refusal. */
+struct server_answer {
 	int status;
 	const char *content_type;
 	unsigned char *body;	/* malloc'd unless body_static */
 	size_t body_len;
 	bool body_static;
 	char extra[256];	/* extra header lines */
-	size_t skipped;		/* a merge's profiles left out (unreadable, types that cannot merge) */
 };
 
-void api_handle(struct api_ctx *a);
-/*
- * Roles: a device certificate uploads (and may ask /healthz and the version); everything that
- * reads what is stored needs an operator (a certificate with OU=operator, or the HTTP token).
- */
-bool api_device_may(const char *method, const char *path);
-void api_reset(struct api_ctx *a);	/* frees the answer */
-/* Sets a JSON error answer {"code":N,"error":"..."} and counts it under r. */
-void api_error(struct api_ctx *a, int status, enum reject_reason r, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-void api_json(struct api_ctx *a, struct sbuf *b);	/* takes b's buffer as a 200 answer */
 /* Sets the answer; body is malloc'd (taken over) unless is_static. */
-void api_set_body(struct api_ctx *a, int status, const char *ctype, void *body, size_t len,
-		  bool is_static);
-/* Query parameter name into out: 1 present, 0 absent, -1 bad (answer set). */
-int api_param(struct api_ctx *a, const char *name, char *out, size_t outlen);
-/* Fills q from query=/service=/labels=/type=/from=/to=/limit=: 0, or -1 with the answer set.
- * The caller frees q->sel. */
-struct store_query;
-int api_query(struct api_ctx *a, struct store_query *q, char *type, size_t typelen);
-/* Merges the request's selection into *p (*n profiles): 0, or -1 with the answer set (204 when
- * nothing matches). */
-int api_merge_query(struct api_ctx *a, struct pprof_profile **p, size_t *n);
-struct selector;
-bool api_over_budget(struct api_ctx *a, const struct selector *sel);
-
+void server_answer__set(struct server_answer *an, int status, const char *ctype, void *body,
+			size_t len, bool is_static);
+void server_answer__reset(struct server_answer *an);	/* frees the body */
 /*
- * Validates and stores one profile (every ingest path ends here): the device label comes from
- * the certificate, never from the client; the time from created (ns, 0 = the profile's own time,
- * else receive time). Sets the answer on error and returns -errno; on success *seq, *dup.
+ * Sets a JSON error answer {"code":N,"error":"..."}, counts it under r in m and logs it
+ * (5xx each, 4xx rate-limited) as "peer [device D] path: N message" (path NULL: "(request)").
  */
-struct ingest {
-	const char *service, *type, *key;
-	struct record_label labels[STORE_MAX_LABELS];
-	size_t n_labels;
-	int64_t created_ns;
+void server_answer__verror(struct server_answer *an, struct server_metrics *m, const char *peer,
+			   const char *device, const char *path, int status, enum reject_reason r,
+			   const char *fmt, va_list ap) __attribute__((format(printf, 8, 0)));
+
+/* One request read whole, from an authenticated peer. */
+struct server_request {
+	const struct http_message *msg;
+	const char *device;	/* client certificate CN; "" on the plain-HTTP listener */
+	const char *peer;	/* "ip:port", for log lines */
 };
-int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, size_t len,
-		      uint64_t *seq, bool *dup, int64_t *time_ns);
 
-void api_pyroscope_ingest(struct api_ctx *a);
-void api_alloy_push(struct api_ctx *a);
-void api_metrics(struct api_ctx *a);
-void api_render(struct api_ctx *a);	/* store/api/api-render.c */
-void api_render_file(struct api_ctx *a);
-#define API_MAX_DECODED (64u << 20) /* a profile may expand to this much (gzip bombs) */
-/*
- * Decodes and validates a request's profile (pprof, gzip or raw; with folded_ok also folded
- * text): 0, or -errno with the error answer set (400 malformed or no samples, 413 a limit).
- * merge: samples that differ only in their values are merged (pprof_read_limits).
- */
-int api_read_profile(struct api_ctx *a, const void *body, size_t len, bool folded_ok,
-		     bool merge, struct pprof_profile **p);
-void api_debuginfo_put(struct api_ctx *a);	/* store/api/api-debuginfo.c */
-void api_debuginfo_list(struct api_ctx *a);
-/* The profile to export: p symbolized with the debug-file store when it can name anything
- * (p is then freed), else p itself. */
-struct pprof_profile *api_symbolize(struct api_ctx *a, struct pprof_profile *p);
-void api_timeline(struct api_ctx *a);
+/* What answers requests (the API, store/api/api.h): set once before server__run(). */
+struct server_handler {
+	void *ctx;
+	/*
+	 * Roles: whether a device certificate may ask this (else it needs an operator: a
+	 * certificate with OU=operator, or the HTTP token). Asked on the head, before the body.
+	 */
+	bool (*device_may)(const char *method, const char *path);
+	/* Answers one request into an (zeroed before; reset by the server after writing it). */
+	void (*handle)(void *ctx, const struct server_request *r, struct server_answer *an);
+	/* Called by server__free() once no connection runs (NULL: the server does not own ctx). */
+	void (*free)(void *ctx);
+};
+
+struct server;
+
+/* Opens the listeners; set the handler (server__set_handler) before server__run(). */
+struct server *server__new(const struct server_opts *o, char *err, size_t errlen);
+/* Serves until server__stop(); then waits for connections to finish their request. 0/-errno. */
+int server__run(struct server *s);
+void server__stop(struct server *s);	/* async-signal-safe */
+void server__free(struct server *s);	/* frees the handler too (its free); NULL-safe */
+int server__port(const struct server *s, bool tls);
+void server__set_handler(struct server *s, const struct server_handler *h);
+/* The server's counters, which the handler adds to (received, stored, rejected, scrapes). */
+struct server_metrics *server__metrics(struct server *s);
 
 #endif /* EDGEPROF_STORE_SERVER_H */

@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "port/clock.h"
-#include "store/store.h"
+#include "store/store-int.h" /* the ring backend's counters (store__stats) */
 #include "store/api/render.h"
 
 #define FUNCS 400

@@ -11,7 +11,7 @@
 #include <cmocka.h>
 #include <pthread.h>
 
-#include "store/store.h"
+#include "store/store-int.h" /* the ring backend's counters (store__stats) */
 
 struct fixture {
 	char dir[64];

@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "store/store.h"
+#include "store/store-int.h" /* the ring backend's counters (store__stats) */
 #include "store/api/render.h"
 
 #define SEC 1000000000ull

@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: MIT
+/*
+ * store/api/api-handler.c — what the API holds (the store, the debug-file store, the duty
+ * cycler) and the handler it gives the server (struct server_handler, store/server/server.h):
+ * one api_ctx per request, routed by api_handle() (store/api/api.c).
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/api/api.h"
+#include "store/symbols/debuginfo.h"
+
+struct api {
+	struct store *store;
+	struct debuginfo *debuginfo;
+	struct duty *duty;
+	struct server_metrics *metrics;
+	size_t max_body;
+};
+
+void api__free(struct api *api)
+{
+	if (!api)
+		return;
+	store__free(api->store);
+	debuginfo__free(api->debuginfo);
+	duty__free(api->duty);
+	free(api);
+}
+
+static int api__open_debuginfo(struct api *api, const struct api_opts *o, char *err,
+			       size_t errlen)
+{
+	char dir[PATH_MAX];
+	struct debuginfo_opts dopts = { .dir = o->debuginfo_dir };
+
+	if (!dopts.dir) {
+		snprintf(dir, sizeof(dir), "%s.debuginfo", o->store.path);
+		dopts.dir = dir;
+	}
+	api->debuginfo = debuginfo__open(&dopts, err, errlen);
+	return api->debuginfo ? 0 : -1;
+}
+
+struct api *api__new(const struct api_opts *o, struct server_metrics *m, char *err,
+		     size_t errlen)
+{
+	struct api *api = calloc(1, sizeof(*api));
+
+	if (!api) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	api->metrics = m;
+	api->max_body = o->max_body;
+	api->store = store__open(&o->store, err, errlen);
+	if (!api->store || api__open_debuginfo(api, o, err, errlen))
+		goto out_free;
+	if (o->duty.budget_percent) {
+		api->duty = duty__new(&o->duty, err, errlen);
+		if (!api->duty)
+			goto out_free;
+	}
+	return api;
+
+out_free:
+	api__free(api);
+	return NULL;
+}
+
+void api__ctx(struct api *api, struct api_ctx *a, const char *peer)
+{
+	memset(a, 0, sizeof(*a));
+	a->store = api->store;
+	a->debuginfo = api->debuginfo;
+	a->metrics = api->metrics;
+	a->device = "";
+	a->peer = peer;
+	a->max_body = api->max_body;
+}
+
+/* server_handler.handle: the request through the routes, its answer handed to the server. */
+static void api__serve(void *ctx, const struct server_request *r, struct server_answer *an)
+{
+	struct api *api = ctx;
+	struct api_ctx a;
+
+	api__ctx(api, &a, r->peer);
+	a.duty = api->duty;
+	a.req = r->msg;
+	a.device = r->device;
+	api_handle(&a);
+	*an = a.ans;
+}
+
+static void api__free_handler(void *ctx)
+{
+	api__free(ctx);
+}
+
+struct server_handler api__handler(struct api *api)
+{
+	return (struct server_handler){ .ctx = api, .device_may = api_device_may,
+					.handle = api__serve, .free = api__free_handler };
+}
