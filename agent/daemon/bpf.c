@@ -40,7 +40,7 @@ struct bpf_counters {
 };
 
 #define BPF_STAT(member, name) STAT(struct bpf_counters, member, name)
-#define BPF_STAT_MS(member, name) STAT_DIV(struct bpf_counters, member, name, NSEC_PER_MSEC)
+#define BPF_STAT_MS(member, name) STAT_MS(struct bpf_counters, member, name)
 
 static const struct stat_field bpf_stat_fields[] = {
 	BPF_STAT(st.samples, "samples"),

@@ -50,50 +50,35 @@ struct opt_desc {
 	const char *name;
 	int has_arg;
 	const char *help;
-	bool off; /* its feature is not built in: an unknown option */
 };
 
-#define OPT(name, has_arg, help) {name, has_arg, help, false}
-/* An option of a feature: unknown (not in --help, refused) when it is not built in. */
-#define OPT_IF(config, name, has_arg, help) {name, has_arg, help, !IS_ENABLED(config)}
-
 static const struct opt_desc opt_descs[] = {
-    OPT("hz", 1, "samples per CPU-second (BPF sampler; SIGPROF producers set their own)"),
-    OPT("registry", 1, "directory where instrumented processes put their rings"),
-    OPT("output-dir", 1, "write <service>-cpu-<time>.pb.gz files here"),
-    OPT("round-seconds", 1, "length of a round"),
-    OPT("period-seconds", 1, "a round starts every this many seconds (= round: continuous)"),
-    OPT("jitter-percent", 1, "random +/- shift of each round start, percent of the period"),
-    OPT("once", 0, "one round now, then exit (with --seconds)"),
-    OPT("seconds", 1, "length of the --once round"),
-    OPT("sampler", 1, "auto | bpf | sigprof (auto: BPF when it can run, plus rings)"),
-    OPT("profiles", 1, "cpu,offcpu: what the BPF sampler records (default cpu; offcpu: the time "
-			"threads spend blocked, by stack)"),
-    OPT("offcpu-min-us", 1, "shortest blocked time the off-CPU profile records (default "
-			     "CONFIG_BPF_OFFCPU_MIN_US)"),
-    OPT("bpf-service", 1, "service name of the BPF sampler's system-wide profile"),
-    OPT("bpf-ringbuf-kb", 1, "BPF ring buffer size"),
-    OPT("no-kernel-stacks", 0, "BPF: user stacks only"),
-    OPT("stack-entries", 1, "unique stacks per service and round"),
-    OPT("max-procs", 1, "processes whose mappings are cached"),
-    OPT("no-symbolize", 0, "do not name functions on the device (build-ids and addresses only)"),
-    OPT_IF(CONFIG_UPLOAD_MTLS, "upload", 1,
-	   "push each profile to this collector URL over mutual TLS"),
-    OPT_IF(CONFIG_UPLOAD_MTLS, "tls-ca", 1, "the collector's CA certificate (pinned)"),
-    OPT_IF(CONFIG_UPLOAD_MTLS, "tls-cert", 1, "this device's certificate (its CN is the device)"),
-    OPT_IF(CONFIG_UPLOAD_MTLS, "tls-key", 1, "this device's private key"),
-    OPT_IF(CONFIG_UPLOAD_MTLS, "spool", 1,
-	   "offline spool file for profiles that could not be uploaded"),
-    OPT_IF(CONFIG_UPLOAD_MTLS, "spool-size", 1, "spool size (bytes, or K/M/G)"),
-    OPT_IF(CONFIG_AGENT_SCRAPE, "scrape", 1,
-	   "NAME=URL: pull that service's /debug/pprof/ each round (repeatable)"),
-    OPT_IF(CONFIG_AGENT_SCRAPE, "scrape-types", 1,
-	   "what --scrape pulls: cpu,heap,goroutine,mutex,block (default all)"),
-    OPT_IF(CONFIG_PULL_SERVER, "pull-listen", 1,
-	   "serve /debug/pprof/ to operators over mutual TLS at HOST:PORT"),
-    OPT("config", 1, "read options from a file: one 'name = value' (or 'name') per line"),
-    OPT("version", 0, "print version and compiled-in features"),
-    OPT("help", 0, "this text"),
+    {"hz", 1, "samples per CPU-second (BPF sampler; SIGPROF producers set their own)"},
+    {"registry", 1, "directory where instrumented processes put their rings"},
+    {"output-dir", 1, "write <service>-cpu-<time>.pb.gz files here"},
+    {"round-seconds", 1, "length of a round"},
+    {"period-seconds", 1, "a round starts every this many seconds (= round: continuous)"},
+    {"jitter-percent", 1, "random +/- shift of each round start, percent of the period"},
+    {"once", 0, "one round now, then exit (with --seconds)"},
+    {"seconds", 1, "length of the --once round"},
+    {"sampler", 1, "auto | bpf | sigprof (auto: BPF when it can run, plus rings)"},
+    {"profiles", 1, "cpu,offcpu: what the BPF sampler records (default cpu; offcpu: the time "
+		    "threads spend blocked, by stack)"},
+    {"offcpu-min-us", 1, "shortest blocked time the off-CPU profile records (default "
+			 "CONFIG_BPF_OFFCPU_MIN_US)"},
+    {"bpf-service", 1, "service name of the BPF sampler's system-wide profile"},
+    {"bpf-ringbuf-kb", 1, "BPF ring buffer size"},
+    {"no-kernel-stacks", 0, "BPF: user stacks only"},
+    {"stack-entries", 1, "unique stacks per service and round"},
+    {"max-procs", 1, "processes whose mappings are cached"},
+    {"no-symbolize", 0, "do not name functions on the device (build-ids and addresses only)"},
+    /* the features' own, where they are built in (their headers: none when off) */
+    AGENT_UPLOAD_OPTS
+    AGENT_SCRAPE_OPTS
+    AGENT_PULL_OPTS
+    {"config", 1, "read options from a file: one 'name = value' (or 'name') per line"},
+    {"version", 0, "print version and compiled-in features"},
+    {"help", 0, "this text"},
 };
 #define N_OPTS (sizeof(opt_descs) / sizeof(opt_descs[0]))
 
@@ -101,9 +86,8 @@ static void usage(FILE *out)
 {
 	fprintf(out, "usage: edgeprof-agent [options]\n");
 	for (const struct opt_desc *d = opt_descs; d < opt_descs + N_OPTS; d++)
-		if (!d->off)
-			fprintf(out, "  --%s%s%*s%s\n", d->name, d->has_arg ? " N" : "",
-				(int)(20 - strlen(d->name) - (d->has_arg ? 2 : 0)), "", d->help);
+		fprintf(out, "  --%s%s%*s%s\n", d->name, d->has_arg ? " N" : "",
+			(int)(20 - strlen(d->name) - (d->has_arg ? 2 : 0)), "", d->help);
 	fprintf(out,
 		"Defaults come from the build's Kconfig (edgeprof-agent --version shows them).\n"
 		"Examples:\n"
@@ -286,13 +270,11 @@ static int read_config_file(struct config *c, const char *path)
 static int parse_args(struct config *c, int argc, char **argv)
 {
 	struct option lopts[N_OPTS + 1];
-	size_t n = 0;
 	int idx, ch, rc;
 
-	for (const struct opt_desc *d = opt_descs; d < opt_descs + N_OPTS; d++)
-		if (!d->off)
-			lopts[n++] = (struct option){d->name, d->has_arg, NULL, 0};
-	lopts[n] = (struct option){0};
+	for (size_t i = 0; i < N_OPTS; i++)
+		lopts[i] = (struct option){opt_descs[i].name, opt_descs[i].has_arg, NULL, 0};
+	lopts[N_OPTS] = (struct option){0};
 	while ((ch = getopt_long(argc, argv, "Vh", lopts, &idx)) != -1) {
 		if (ch == 'V')
 			rc = apply_opt(c, "version", NULL);
@@ -318,6 +300,8 @@ static int parse_args(struct config *c, int argc, char **argv)
 	}
 	return 0;
 }
+
+/* ---- the main loop ---------------------------------------------------------------------- */
 
 /*
  * How long to sleep: until the round event, but at most DRAIN_MS while SIGPROF rings need

@@ -15,6 +15,9 @@
 struct agent_sample;
 
 #ifdef CONFIG_PULL_SERVER
+/* Its option: an entry {name, has_arg, help} of the agent's options table (main.c). */
+#define AGENT_PULL_OPTS                                                                   \
+	{"pull-listen", 1, "serve /debug/pprof/ to operators over mutual TLS at HOST:PORT"},
 /* With --pull-listen: the server, or -EINVAL (said on stderr). */
 int agent_pull__start(struct agent *a);
 /* A sample of the pulled profile (while one is sampled): every service's, by a service label. */
@@ -26,6 +29,7 @@ void agent_pull__comment(struct agent *a, char *buf, size_t len);
 /* At exit: the counters said, the server stopped. */
 void agent_pull__stop(struct agent *a);
 #else
+#define AGENT_PULL_OPTS
 static inline int agent_pull__start(struct agent *a)
 {
 	return 0;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* agent/daemon/round.c — the services' aggregates and a round's profiles (agent/daemon/round.h). */
+/* agent/daemon/round.c — the services' aggregates and a round's profiles (round.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -24,7 +24,7 @@ static const struct stat_field scrape_stat_fields[] = {
 	SCRAPE_STAT(queue_dropped, "queue_dropped"),
 	SCRAPE_STAT(delta_resets, "delta_resets"),
 	SCRAPE_STAT(delta_over_bound, "delta_over_bound"),
-	STAT_DIV(struct scrape_stats, cpu_ns, "cpu_ms", NSEC_PER_MSEC),
+	STAT_MS(struct scrape_stats, cpu_ns, "cpu_ms"),
 };
 
 int agent_scrape__start(struct agent *a)

@@ -12,6 +12,10 @@
 #include "agent/daemon/agent.h"
 
 #ifdef CONFIG_AGENT_SCRAPE
+/* Its options: entries {name, has_arg, help} of the agent's options table (main.c). */
+#define AGENT_SCRAPE_OPTS                                                                 \
+	{"scrape", 1, "NAME=URL: pull that service's /debug/pprof/ each round (repeatable)"}, \
+	{"scrape-types", 1, "what --scrape pulls: cpu,heap,goroutine,mutex,block (default all)"},
 /* With --scrape: the scraper's thread, or -EINVAL (said on stderr). */
 int agent_scrape__start(struct agent *a);
 /* What the scrape thread finished goes where the agent's own profiles go. */
@@ -23,6 +27,7 @@ void agent_scrape__comment(struct agent *a, char *buf, size_t len);
 /* At exit: what the scrapes did, said; the thread stopped. */
 void agent_scrape__stop(struct agent *a);
 #else
+#define AGENT_SCRAPE_OPTS
 static inline int agent_scrape__start(struct agent *a)
 {
 	return 0;

@@ -14,10 +14,10 @@
 
 /* One service's rings, summed for its round profile's comments. */
 struct rings_round {
-	uint64_t dropped_full, torn;		     /* since each ring was opened */
-	uint64_t skipped, blocking, aside;	     /* the producers' misses (agent/lib/sigctl.h) */
-	unsigned int rings;			     /* rings of the service */
-	uint32_t hz;				     /* the rate of the last of them */
+	uint64_t dropped_full, torn;	   /* since each ring was opened */
+	uint64_t skipped, blocking, aside; /* the producers' misses (agent/lib/sigctl.h) */
+	unsigned int rings;		   /* rings of the service */
+	uint32_t hz;			   /* the rate of the last of them */
 };
 
 /* Opens rings that appeared in the registry directory. */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "agent/daemon/stats.h"
+#include "port/clock.h"
 
 static uint64_t stat_value(const void *st, const struct stat_field *f)
 {
@@ -36,7 +37,7 @@ static uint64_t stat_value(const void *st, const struct stat_field *f)
 		memcpy(&v, p, sizeof(v));
 		break;
 	}
-	return v / f->div;
+	return f->ns_to_ms ? v / NSEC_PER_MSEC : v;
 }
 
 void stats__append(char *buf, size_t len, const char *head, const struct stat_field *table,
@@ -51,7 +52,7 @@ void stats__append(char *buf, size_t len, const char *head, const struct stat_fi
 		used += strlen(buf + used);
 		if (used + 1 >= len)
 			return;
-		snprintf(buf + used, len - used, " %s=%llu", table[i].name,
-			 (unsigned long long)stat_value(st, &table[i]));
+		snprintf(buf + used, len - used, " %.*s=%llu", (int)sizeof(table[i].name),
+			 table[i].name, (unsigned long long)stat_value(st, &table[i]));
 	}
 }

@@ -16,6 +16,14 @@
 #include "agent/daemon/agent.h"
 
 #ifdef CONFIG_UPLOAD_MTLS
+/* Its options: entries {name, has_arg, help} of the agent's options table (main.c). */
+#define AGENT_UPLOAD_OPTS                                                                 \
+	{"upload", 1, "push each profile to this collector URL over mutual TLS"},            \
+	{"tls-ca", 1, "the collector's CA certificate (pinned)"},                            \
+	{"tls-cert", 1, "this device's certificate (its CN is the device)"},                 \
+	{"tls-key", 1, "this device's private key"},                                         \
+	{"spool", 1, "offline spool file for profiles that could not be uploaded"},          \
+	{"spool-size", 1, "spool size (bytes, or K/M/G)"},
 /* The transport's options' defaults (Kconfig's). */
 void agent_upload__defaults(struct config *c);
 /* Applies the transport's option name: 0, -EINVAL (said on stderr), -ENOENT: not one of its. */
@@ -33,6 +41,7 @@ void agent_upload__stop(struct agent *a);
 /* A round starting now samples: the collector's duty-cycling schedule. */
 bool agent_upload__round_samples(struct agent *a);
 #else
+#define AGENT_UPLOAD_OPTS
 static inline void agent_upload__defaults(struct config *c)
 {
 }
