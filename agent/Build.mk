@@ -7,15 +7,20 @@ agent-core-y := agent/core/ring.o agent/core/aggregate.o agent/core/rounds.o age
 		agent/core/output.o
 agent-core-$(CONFIG_SYMBOLIZE) += agent/core/symbolize.o
 
-agent-y := agent/daemon/main.o agent/daemon/features.o $(agent-core-y)
+# The daemon: main.c and, per feature, its glue (agent/daemon/<feature>.h: stubs when off).
+agent-y := agent/daemon/main.o agent/daemon/features.o agent/daemon/stats.o \
+	   agent/daemon/round.o agent/daemon/duty.o agent/daemon/sigprof-rings.o $(agent-core-y)
+agent-y-$(CONFIG_UPLOAD_MTLS) += agent/daemon/upload.o
 # The BPF sampler's leaf frames: .eh_frame rules of the sampled processes' files.
-agent-y-$(CONFIG_SAMPLER_BPF) += bpf/leaf.o elf/cfi.o
+agent-y-$(CONFIG_SAMPLER_BPF) += agent/daemon/bpf.o bpf/leaf.o elf/cfi.o
 # New programs' mappings from the kernel's mmap records (the process table's loader).
 agent-y-$(CONFIG_BPF_MMAP_EVENTS) += bpf/mmapev.o
 # Heap profiles of the sigprof producers (<pid>.heap beside their rings).
-agent-y-$(CONFIG_PROFILE_HEAP) += agent/core/heapfile.o
+agent-y-$(CONFIG_PROFILE_HEAP) += agent/daemon/heap.o agent/core/heapfile.o
 # Pull mode: /debug/pprof/ served over mutual TLS (agent/daemon/pull.h).
-agent-y-$(CONFIG_PULL_SERVER) += agent/daemon/pull.o port/tls-server.o
+agent-y-$(CONFIG_PULL_SERVER) += agent/daemon/pull-loop.o agent/daemon/pull.o port/tls-server.o
+# Scraping local pprof endpoints: the main loop's side (the scraper: agent-scrape-objs below).
+agent-y-$(CONFIG_AGENT_SCRAPE) += agent/daemon/scrape-loop.o
 agent-y += $(agent-y-y)
 
 bin-y                  += edgeprof-agent

@@ -1,0 +1,326 @@
+// SPDX-License-Identifier: MIT
+/* agent/daemon/bpf.c — the BPF sampler in the daemon (agent/daemon/bpf.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/core/aggregate.h"
+#include "agent/core/ksyms.h"
+#include "agent/core/procmaps.h"
+#include "agent/daemon/bpf.h"
+#include "agent/daemon/pull-loop.h"
+#include "agent/daemon/round.h"
+#include "agent/daemon/stats.h"
+#include "bpf/cpus.h"
+#include "bpf/leaf.h"
+#include "bpf/mmapev.h"
+#include "bpf/sampler.h"
+
+/*
+ * The unwind tables of the programs sampled (a compiler's are megabytes) leave the RSS this
+ * often: what a second of samples touched comes back as minor faults (~0.2 us a page).
+ */
+#define LEAF_TRIM_NS NSEC_PER_SEC
+
+#ifdef CONFIG_BPF_OFFCPU
+#define OFFCPU_MIN_US CONFIG_BPF_OFFCPU_MIN_US
+#else
+#define OFFCPU_MIN_US 0 /* no off-CPU profiles: not printed */
+#endif
+
+/* What the round's "edgeprof bpf:" line counts, from the sampler and its helpers. */
+struct bpf_counters {
+	struct bpf_sampler_stats st;
+	struct ksyms_stats ks;
+	struct leaf_stats leaf;
+	struct mmapev_stats mm;
+	struct proctab_stats procs;
+	uint64_t cfi_walks; /* by tables, however they ended */
+	uint64_t offcpu_min_us;
+};
+
+#define BPF_STAT(member, name) STAT(struct bpf_counters, member, name)
+#define BPF_STAT_MS(member, name) STAT_MS(struct bpf_counters, member, name)
+
+static const struct stat_field bpf_stat_fields[] = {
+	BPF_STAT(st.samples, "samples"),
+	BPF_STAT(st.dropped_ringbuf, "dropped_ringbuf"),
+	BPF_STAT(st.dropped_sink, "dropped_sink"),
+	BPF_STAT(st.truncated, "truncated"),
+	BPF_STAT(st.cpus, "cpus"),
+	BPF_STAT(st.cpu_offline, "cpu_offline"),
+	BPF_STAT(ks.named, "ksyms_named"),
+	BPF_STAT(ks.unnamed, "ksyms_unnamed"),
+	BPF_STAT(ks.dropped, "ksyms_dropped"),
+	BPF_STAT(ks.resets, "ksyms_resets"),
+	BPF_STAT(ks.passes, "ksyms_passes"),
+	BPF_STAT(ks.lookups, "ksyms_lookups"),
+	BPF_STAT(st.label_reads, "label_reads"),
+	BPF_STAT(st.cgroup_reads, "cgroup_reads"),
+	BPF_STAT(st.pauses, "pauses"),
+	BPF_STAT_MS(st.paused_ns, "paused_ms"),
+	BPF_STAT_MS(st.events_enabled_ns, "events_enabled_ms"),
+};
+
+/* What became of each sample's leaf frame (bpf/leaf.h). */
+static const struct stat_field leaf_stat_fields[] = {
+	BPF_STAT(leaf.fixed, "leaf_fixed"),
+	BPF_STAT(leaf.linked, "leaf_linked"),
+	BPF_STAT(leaf.no_context, "leaf_no_context"),
+	BPF_STAT(leaf.no_table, "leaf_no_table"),
+	BPF_STAT(leaf.no_rule, "leaf_no_rule"),
+	BPF_STAT(leaf.deep, "leaf_deep"),
+	BPF_STAT(leaf.implausible, "leaf_implausible"),
+	BPF_STAT(leaf.tables_mapped, "leaf_tables"),
+	BPF_STAT(leaf.tables_evicted, "leaf_tables_evicted"),
+	BPF_STAT(leaf.rule_misses, "leaf_rule_misses"),
+};
+
+/* Where new processes' maps came from (bpf/mmapev.h). */
+static const struct stat_field mmap_stat_fields[] = {
+	BPF_STAT(mm.cpus, "mmap_cpus"),
+	BPF_STAT(mm.build_ids, "mmap_build_ids"),
+	BPF_STAT(mm.execs, "mmap_execs"),
+	BPF_STAT(mm.forks, "mmap_forks"),
+	BPF_STAT(procs.loaded, "maps_from_records"),
+	BPF_STAT(mm.evicted, "mmap_evicted"),
+	BPF_STAT(mm.overflow, "mmap_overflow"),
+	BPF_STAT(mm.lost, "mmap_lost"),
+	BPF_STAT(procs.forgotten, "procs_forgotten"),
+	BPF_STAT(mm.cpu_offline, "mmap_cpu_offline"),
+};
+
+/* The walk by unwind tables (bpf/cfitab.h). */
+static const struct stat_field cfi_stat_fields[] = {
+	BPF_STAT(cfi_walks, "cfi_walks"),
+	BPF_STAT(st.cfi.walks[CFI_END_OUTERMOST], "cfi_whole"),
+	BPF_STAT(st.cfi.walks[CFI_END_NO_MAPPING], "cfi_no_mapping"),
+	BPF_STAT(st.cfi.walks[CFI_END_NO_RULE], "cfi_no_rule"),
+	BPF_STAT(st.cfi.walks[CFI_END_READ], "cfi_read"),
+	BPF_STAT(st.cfi.walks[CFI_END_BAD], "cfi_bad"),
+	BPF_STAT(st.cfi.walks[CFI_END_DEPTH], "cfi_depth"),
+	BPF_STAT(st.cfi.procs, "cfi_procs"),
+	BPF_STAT(st.cfi.loads, "cfi_listed"),
+	BPF_STAT(st.cfi.unfit, "cfi_unfit"),
+	BPF_STAT(st.cfi.no_room, "cfi_no_room"),
+	BPF_STAT(st.cfi.fp_built, "cfi_fp_built"),
+	BPF_STAT(st.cfi.procs_evicted, "cfi_procs_evicted"),
+	BPF_STAT(st.cfi.files, "cfi_files"),
+	BPF_STAT(st.cfi.files_unfit, "cfi_files_unfit"),
+	BPF_STAT(st.cfi.files_evicted, "cfi_files_evicted"),
+	BPF_STAT(st.cfi.no_table, "cfi_no_table"),
+	BPF_STAT(st.cfi.rows, "cfi_rows"),
+	BPF_STAT(st.cfi.pages, "cfi_pages"),
+	BPF_STAT(st.cfi.rows_unfit, "cfi_rows_unfit"),
+	BPF_STAT_MS(st.cfi.load_ns, "cfi_load_ms"),
+	BPF_STAT(st.cfi.cached, "cfi_cached"),
+	BPF_STAT(st.cfi.cache_changed, "cfi_cache_changed"),
+};
+
+/* What the off-CPU profile misses (since the agent started): the threshold's, the ring's. */
+static const struct stat_field offcpu_stat_fields[] = {
+	BPF_STAT(offcpu_min_us, "min_us"),
+	BPF_STAT(st.offcpu_sent, "records"),
+	BPF_STAT(st.offcpu_dropped, "dropped_ringbuf"),
+	BPF_STAT(st.offcpu_dropped_ns, "dropped_ringbuf_ns"),
+	BPF_STAT(st.offcpu_below_ns, "below_threshold_ns"),
+	BPF_STAT(st.offcpu_untracked, "untracked_blocks"),
+};
+
+/*
+ * s with the exe label first, where the sampler used to put it, in l; s itself when the exe is
+ * unknown. It comes from the maps the process table reads anyway (their main-program mapping):
+ * no readlink per new process.
+ */
+static const struct agent_sample *with_exe(struct agent *a, const struct agent_sample *s,
+					   struct agent_sample *l)
+{
+	const char *exe = proctab__exe(a->procs, s->pid);
+
+	if (!exe || s->n_labels >= SAMPLE_MAX_LABELS)
+		return s;
+	*l = *s;
+	l->labels[0] = (struct sample_label){"exe", exe};
+	memcpy(&l->labels[1], s->labels, s->n_labels * sizeof(s->labels[0]));
+	l->n_labels++;
+	return l;
+}
+
+static int bpf_sink(void *ctx, const struct agent_sample *s)
+{
+	struct agent *a = ctx;
+	struct service *svc = agent__service(a, a->cfg.bpf_service);
+	uint64_t frames[2 * CONFIG_MAX_STACK_DEPTH + 1];
+	struct agent_sample fixed, l;
+	bool known;
+
+	if (!svc)
+		return -ENOSPC;
+	/* the exec and mmaps of everything up to this sample, before its maps are looked up */
+	mmapev__advance(a->mmapev, s->time_ns, a->bpf_ordered);
+	if (s->tid == s->pid) /* an exec no mmap record told of: maps read before it are stale */
+		proctab__main_comm(a->procs, s->pid, s->comm);
+	known = s->n_user && !proctab__touch(a->procs, s->pid);
+	if (a->leaf && leaf__fix(a->leaf, a->procs, s, CONFIG_MAX_STACK_DEPTH, frames, &fixed))
+		s = &fixed;
+	if (known)
+		s = with_exe(a, s, &l);
+	for (unsigned int i = 0; a->ksyms && i < s->n_kernel; i++)
+		ksyms__want(a->ksyms, s->frames[i]);
+	if (s->flags & SAMPLE_F_OFFCPU)
+		return agent__service_kind(a, svc, KIND_OFFCPU)
+			       ? aggregate__add(svc->kinds[KIND_OFFCPU], s)
+			       : -ENOSPC;
+	agent_pull__add(a, s, svc->name);
+	return aggregate__add(svc->agg, s);
+}
+
+/* New programs' maps from the kernel's mmap records, where it grants them (bpf/mmapev.h). */
+static void bpf_mmap_events(struct agent *a)
+{
+	const char *off = getenv("EDGEPROF_NO_MMAP_EVENTS"); /* 1: /proc only (benchmarks) */
+	char err[256] = "";
+
+	if (off && *off == '1')
+		return;
+	a->mmapev = mmapev__open(a->procs, err, sizeof(err));
+	if (a->mmapev)
+		proctab__set_loader(a->procs, mmapev__take, a->mmapev);
+	else if (err[0])
+		pr_info("no mmap records (%s): new processes' maps read from /proc", err);
+}
+
+void agent_bpf__start(struct agent *a)
+{
+	struct bpf_sampler_opts o = {.hz = (unsigned int)a->cfg.hz,
+				     .ringbuf_kb = (unsigned int)a->cfg.bpf_ringbuf_kb,
+				     .kernel_stacks = a->cfg.kernel_stacks,
+				     .no_exe_label = true,
+				     .offcpu = a->cfg.offcpu,
+				     .no_cpu = a->cfg.no_cpu,
+				     /* 0 asks for Kconfig's: 1 ns is as good as none */
+				     .offcpu_min_ns = !a->cfg.offcpu_min_set ? 0
+				     : a->cfg.offcpu_min_us ? (uint64_t)a->cfg.offcpu_min_us * 1000 : 1};
+	struct bpf_sampler_stats st;
+	struct bpf_sampler *s;
+	char err[256] = "";
+	int err_watch;
+
+	if (!strcmp(a->cfg.sampler, "sigprof"))
+		return;
+	bpf_mmap_events(a);
+	/* with the mmap records, a new process need not be read from /proc before it exits */
+	o.no_new_proc_wake = a->mmapev != NULL;
+	if (bpf_sampler__open(&o, bpf_sink, a, &s, err, sizeof(err))) {
+		pr_warn("BPF sampler unavailable (%s): SIGPROF rings only", err);
+		proctab__set_loader(a->procs, NULL, NULL);
+		mmapev__free(a->mmapev);
+		a->mmapev = NULL;
+		return;
+	}
+	a->bpf = s;
+	err_watch = mmapev__watch(a->mmapev, bpf_sampler__fd(s));
+	if (err_watch)
+		pr_warn("cannot wait on the mmap records (%s): some may be lost", strerror(-err_watch));
+	bpf_sampler__stats(s, &st);
+	a->bpf_ordered = !st.perf_buffer;
+	a->leaf = leaf__new(CONFIG_BPF_LEAF_TABLES, CONFIG_BPF_LEAF_RULES,
+			    CONFIG_BPF_LEAF_INDEX_FDES);
+	if (!a->leaf)
+		pr_warn("no memory for the leaf frames' unwind tables: leaf callers not restored");
+	/* Names are read at the end of a round, only for the kernel addresses it saw. */
+	if (o.kernel_stacks) {
+		a->ksyms = ksyms__open("/proc/kallsyms", CONFIG_KSYMS_CACHE_ENTRIES);
+		if (!a->ksyms)
+			pr_warn("cannot read /proc/kallsyms (%s): kernel frames unnamed",
+				strerror(errno));
+		ksyms__set_namer(a->ksyms, bpf_sampler__name_kernel, s);
+	}
+}
+
+void agent_bpf__poll(struct agent *a, int timeout_ms)
+{
+	uint64_t now;
+
+	if (!a->bpf) {
+		agent__idle_sleep(timeout_ms);
+		return;
+	}
+	bpf_sampler__poll(a->bpf, timeout_ms);
+	now = port_clock_mono_ns();
+	/* every sample up to now was delivered: the records up to now can be taken */
+	if (bpf_sampler__caught_up(a->bpf))
+		mmapev__advance(a->mmapev, now, true);
+	if (now - a->leaf_trimmed_ns >= LEAF_TRIM_NS) {
+		leaf__trim(a->leaf);
+		a->leaf_trimmed_ns = now;
+	}
+	if (now - a->mmap_rescanned_ns >= CPUS_RESCAN_NS) { /* CPU hotplug, as the sampler's */
+		mmapev__rescan(a->mmapev);
+		a->mmap_rescanned_ns = now;
+	}
+}
+
+void agent_bpf__stop(struct agent *a)
+{
+	bpf_sampler__free(a->bpf);
+	proctab__set_loader(a->procs, NULL, NULL);
+	mmapev__free(a->mmapev);
+	ksyms__free(a->ksyms);
+	leaf__free(a->leaf);
+}
+
+void agent_bpf__pause(struct agent *a, bool paused)
+{
+	bpf_sampler__pause(a->bpf, paused);
+}
+
+void agent_bpf__round_done(struct agent *a)
+{
+	leaf__trim(a->leaf);
+	a->leaf_trimmed_ns = port_clock_mono_ns();
+}
+
+void agent_bpf__name_kernel_frames(struct agent *a)
+{
+	int err = ksyms__update(a->ksyms);
+
+	if (err)
+		pr_warn("reading /proc/kallsyms: %s: kernel frames unnamed", strerror(-err));
+}
+
+void agent_bpf__comment(struct agent *a, char *buf, size_t len)
+{
+	struct bpf_counters c = {0};
+
+	buf[0] = 0;
+	if (!a->bpf)
+		return;
+	bpf_sampler__stats(a->bpf, &c.st);
+	ksyms__stats(a->ksyms, &c.ks);
+	stats__append(buf, len, "edgeprof bpf:", bpf_stat_fields, STATS_N(bpf_stat_fields), &c);
+	if (a->leaf) {
+		leaf__stats(a->leaf, &c.leaf);
+		stats__append(buf, len, "", leaf_stat_fields, STATS_N(leaf_stat_fields), &c);
+	}
+	mmapev__stats(a->mmapev, &c.mm);
+	proctab__stats(a->procs, &c.procs);
+	stats__append(buf, len, "", mmap_stat_fields, STATS_N(mmap_stat_fields), &c);
+	for (int e = CFI_END_OUTERMOST; e <= CFI_END_DEPTH; e++)
+		c.cfi_walks += c.st.cfi.walks[e];
+	stats__append(buf, len, "", cfi_stat_fields, STATS_N(cfi_stat_fields), &c);
+}
+
+void agent_bpf__offcpu_comment(struct agent *a, char *buf, size_t len)
+{
+	struct bpf_counters c = {0};
+
+	buf[0] = 0;
+	if (!IS_ENABLED(CONFIG_BPF_OFFCPU) || !a->bpf || !a->cfg.offcpu)
+		return;
+	bpf_sampler__stats(a->bpf, &c.st);
+	c.offcpu_min_us = a->cfg.offcpu_min_set ? a->cfg.offcpu_min_us : OFFCPU_MIN_US;
+	stats__append(buf, len, "edgeprof offcpu:", offcpu_stat_fields,
+		      STATS_N(offcpu_stat_fields), &c);
+	stats__append(buf, len, " (since the agent started)", NULL, 0, NULL);
+}
