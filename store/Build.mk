@@ -7,7 +7,7 @@ store-ch-$(CONFIG_COLLECTOR_CLICKHOUSE) := store/ch/store-ch.o store/ch/ch-query
 					   store/ch/ch-schema.o store/ch/ch-rows.o store/ch/ch-native.o \
 					   store/ch/ch-ingest.o store/ch/ch-writer.o port/net.o port/http.o
 store-core-y = $(port-ring-y) $(store-ch-y) store/ring/index.o store/query/selector.o store/query/timeparse.o \
-	       store/store.o store/store-metrics.o store/ring/store-ring.o \
+	       store/store.o store/ring/store-ring.o \
 	       store/ring/rollup-plan.o $(store-rollup-y) $(store-mrules-y)
 store-mrules-$(CONFIG_COLLECTOR_METRICS_RULES) := store/rules/metrics-rules.o
 store-rollup-$(CONFIG_COLLECTOR_ROLLUP) := store/ring/rollup.o

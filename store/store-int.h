@@ -4,7 +4,7 @@
  * else: the table of operations every backend fills, the struct store they all start with, the
  * backends' counters, and their open functions. curl's vtls_int.h: callers see store/store.h.
  *
- * Included by store/store.c, store/store-metrics.c, the backends (store/ring/, store/ch/), and
+ * Included by store/store.c, the backends (store/ring/, store/ch/), and
  * the tests and drivers that check a backend's own counters.
  */
 #ifndef EDGEPROF_STORE_STORE_INT_H
@@ -19,7 +19,6 @@
 #include "port/ringfile.h"
 #include "pprof/pprof.h"
 #include "store/query/selector.h"
-#include "store/ring/index.h"
 #include "store/rules/metrics-rules.h"
 #include "store/store.h"
 
@@ -33,13 +32,21 @@ struct store_ch_stats {
 	uint64_t partitions_dropped;		/* days dropped by retention */
 	uint64_t rollup_dirty_hours;		/* hours merges read raw (rollup short) */
 	uint64_t rollup_failures;		/* rollup rows not built or not sent */
-	uint64_t rollup_views;			/* checks that found samples_1h_mv a view */
 	bool spool;				/* --ch-spool: */
 	uint64_t spool_pending, spool_capacity;	/* bytes not yet in ClickHouse; bound */
 	uint64_t spool_spilled, spool_replayed;	/* uploads whose rows were read back */
 	uint64_t spool_refused, spool_lost;	/* refused: spool full; lost: unreadable */
 	uint64_t waits, wait_timeouts, wait_ns;	/* uploads that waited for room; in vain */
 	uint64_t waiting;			/* waiting now */
+};
+
+/* The ring backend's index (store/ring/index.h), reported through the front's stats. */
+struct index_stats {
+	size_t entries, max_entries;
+	size_t strings, labelsets;	/* interned */
+	size_t mem_bytes;		/* heap bytes held by the index (tables + strings) */
+	uint64_t dropped;		/* entries dropped because the index was full */
+	uint64_t evicted;		/* entries removed because the ring overwrote them */
 };
 
 struct store_stats {

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdio.h>
 
+#include "port/clock.h"
 #include "store/store-int.h"
 
 struct store *store__open(const struct store_opts *opts, char *err, size_t errlen)
@@ -141,4 +142,149 @@ void store__stats(struct store *s, struct store_stats *st)
 struct metrics_rules *store__rules(const struct store *s)
 {
 	return s->rules;
+}
+
+/* ---- the store's counters as named metrics (store__metrics() of store/store.h) ------------- */
+
+/*
+ * So that GET /metrics prints what a backend holds without knowing the backend's types. The
+ * names, help texts and order are those /metrics has always had.
+ */
+typedef void (*metric_fn)(void *ctx, const struct store_metric *m);
+
+static void emit(metric_fn cb, void *ctx, const char *name, const char *type, const char *help,
+		 uint64_t value)
+{
+	struct store_metric m = { .name = name, .type = type, .help = help, .value = value };
+
+	cb(ctx, &m);
+}
+
+/* The ring file backend's own gauges and counters. */
+static void metrics_ring(const struct store_stats *st, metric_fn cb, void *ctx)
+{
+	uint64_t now = port_clock_real_ns(), age = 0;
+
+	if (st->ring.oldest_time_ns && st->ring.oldest_time_ns < now)
+		age = (now - st->ring.oldest_time_ns) / NSEC_PER_SEC;
+	emit(cb, ctx, "ring_capacity_bytes", "gauge", "Data area of the ring file.",
+	     st->ring.capacity);
+	emit(cb, ctx, "ring_used_bytes", "gauge", "Bytes of the ring holding live records.",
+	     st->ring.used);
+	emit(cb, ctx, "ring_records", "gauge", "Live records in the ring.", st->ring.records);
+	emit(cb, ctx, "ring_oldest_record_age_seconds", "gauge",
+	     "Age of the oldest live record (the retention the ring gives now).", age);
+	emit(cb, ctx, "ring_overwritten_total", "counter",
+	     "Records evicted by wraparound since start.", st->ring.overwritten);
+	emit(cb, ctx, "ring_corrupt_records_total", "counter",
+	     "Torn or corrupt records skipped (never served).", st->ring.corrupt);
+	emit(cb, ctx, "ring_syncs_total", "counter", "fdatasync calls.", st->ring.syncs);
+	emit(cb, ctx, "index_entries", "gauge", "Profiles in the in-memory index.",
+	     st->index.entries);
+	emit(cb, ctx, "index_memory_bytes", "gauge", "Heap held by the index.",
+	     st->index.mem_bytes);
+	emit(cb, ctx, "index_dropped_total", "counter",
+	     "Index entries dropped because the index was full.", st->index.dropped);
+}
+
+/* The ClickHouse backend's spool (--ch-spool). */
+static void metrics_ch_spool(const struct store_ch_stats *ch, metric_fn cb, void *ctx)
+{
+	emit(cb, ctx, "clickhouse_spool_pending_bytes", "gauge",
+	     "Acknowledged uploads in the spool not yet in ClickHouse.", ch->spool_pending);
+	emit(cb, ctx, "clickhouse_spool_capacity_bytes", "gauge", "Size of the spool's ring.",
+	     ch->spool_capacity);
+	emit(cb, ctx, "clickhouse_spool_spilled_total", "counter",
+	     "Uploads queued only in the spool (memory queue full), read back later.",
+	     ch->spool_spilled);
+	emit(cb, ctx, "clickhouse_spool_replayed_total", "counter",
+	     "Uploads read back from the spool and sent.", ch->spool_replayed);
+	emit(cb, ctx, "clickhouse_spool_refused_total", "counter",
+	     "Uploads refused (503) because the spool was full.", ch->spool_refused);
+	emit(cb, ctx, "clickhouse_spool_lost_total", "counter",
+	     "Spool records unreadable at replay (damaged disk).", ch->spool_lost);
+}
+
+/* The ClickHouse backend's. */
+static void metrics_ch(const struct store_ch_stats *ch, metric_fn cb, void *ctx)
+{
+	emit(cb, ctx, "clickhouse_batches_total", "counter", "Batches ClickHouse accepted.",
+	     ch->batches);
+	emit(cb, ctx, "clickhouse_insert_errors_total", "counter",
+	     "INSERTs ClickHouse refused or that failed (retried).", ch->insert_errors);
+	emit(cb, ctx, "clickhouse_refused_full_total", "counter",
+	     "Uploads refused (503) because the queue was full.", ch->refused_full);
+	emit(cb, ctx, "clickhouse_ack_timeouts_total", "counter",
+	     "Uploads answered 503 because their batch was not in ClickHouse in time.",
+	     ch->ack_timeouts);
+	emit(cb, ctx, "clickhouse_queued_bytes", "gauge", "Rows waiting for ClickHouse.",
+	     ch->queued_bytes);
+	emit(cb, ctx, "clickhouse_queue_capacity_bytes", "gauge", "Bound of the queue.",
+	     ch->queue_capacity);
+	emit(cb, ctx, "clickhouse_sample_rows_total", "counter", "Sample rows queued.",
+	     ch->sample_rows);
+	emit(cb, ctx, "clickhouse_stack_rows_total", "counter", "New stacks queued.",
+	     ch->stack_rows);
+	emit(cb, ctx, "clickhouse_intern_resets_total", "counter",
+	     "Sets of ids sent that were full and cleared.", ch->intern_resets);
+	emit(cb, ctx, "clickhouse_partitions_dropped_total", "counter",
+	     "Day partitions dropped by --retention-days.", ch->partitions_dropped);
+	emit(cb, ctx, "clickhouse_rollup_dirty_hours_total", "counter",
+	     "Hours marked in rollup_dirty (an INSERT into samples or samples_1h failed): "
+	     "merges read them raw.",
+	     ch->rollup_dirty_hours);
+	emit(cb, ctx, "clickhouse_rollup_failures_total", "counter",
+	     "Batches whose samples_1h rows were not built or their INSERT failed: hours marked.",
+	     ch->rollup_failures);
+	emit(cb, ctx, "clickhouse_waits_total", "counter",
+	     "Uploads that found the queue full while ClickHouse took batches, and waited.",
+	     ch->waits);
+	emit(cb, ctx, "clickhouse_wait_timeouts_total", "counter",
+	     "Waits that ended without room (timed out, or ClickHouse failed): spilled or 503.",
+	     ch->wait_timeouts);
+	emit(cb, ctx, "clickhouse_wait_milliseconds_total", "counter",
+	     "Time uploads spent waiting for room.", ch->wait_ns / 1000000);
+	emit(cb, ctx, "clickhouse_waiting", "gauge", "Uploads waiting for room now.",
+	     ch->waiting);
+	if (ch->spool)
+		metrics_ch_spool(ch, cb, ctx);
+}
+
+static void metrics_rollups(const struct store_stats *st, metric_fn cb, void *ctx)
+{
+	/* seconds, Prometheus' base unit (promtool check metrics refuses milliseconds) */
+	struct store_metric cpu = { .name = "rollup_build_cpu_seconds_total", .type = "counter",
+				    .help = "CPU time spent building rollups.",
+				    .value = st->rollup_build_ns, .ns_as_s = true };
+
+	emit(cb, ctx, "rollups_built_total", "counter",
+	     "Rollup records built (one series bucket merged into one record).",
+	     st->rollups_built);
+	emit(cb, ctx, "rollups_dropped_total", "counter",
+	     "Rollups not built (merge or append failed, bucket too large): left raw.",
+	     st->rollups_dropped);
+	cb(ctx, &cpu);
+	emit(cb, ctx, "rollups_read_total", "counter", "Rollups read by merges.",
+	     st->rollups_read);
+	emit(cb, ctx, "rollups_stale_total", "counter",
+	     "Rollups not used because their raws changed (late or evicted): merged raw.",
+	     st->rollups_stale);
+}
+
+void store__metrics(struct store *s, enum store_metrics_part part, metric_fn cb, void *ctx)
+{
+	struct store_stats st;
+
+	store__stats(s, &st);
+	if (part == STORE_METRICS_BACKEND) {
+		if (st.backend == STORE_RING)
+			metrics_ring(&st, cb, ctx);
+		else
+			metrics_ch(&st.ch, cb, ctx);
+		return;
+	}
+	emit(cb, ctx, "merge_skipped_total", "counter", "Profiles merges left out: unreadable, or "
+	     "sample or period types that cannot merge with the rest.", st.merge_skipped);
+	if (IS_ENABLED(CONFIG_COLLECTOR_ROLLUP))
+		metrics_rollups(&st, cb, ctx);
 }

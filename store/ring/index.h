@@ -21,15 +21,8 @@
 #include <stdint.h>
 
 #include "port/ringfile.h"
-#include "store/store.h"
+#include "store/store-int.h"
 
-struct index_stats {
-	size_t entries, max_entries;
-	size_t strings, labelsets;	/* interned */
-	size_t mem_bytes;		/* heap bytes held by the index (tables + strings) */
-	uint64_t dropped;		/* entries dropped because the index was full */
-	uint64_t evicted;		/* entries removed because the ring overwrote them */
-};
 
 struct index;
 

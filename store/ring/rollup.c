@@ -8,7 +8,7 @@
  * after a restart is worked through without holding the store's lock for long: the lock is held
  * only to list the window's entries; reading, merging and appending happen outside it). It
  * decodes on its own thread only, so it never takes more than one CPU from ingest and queries.
- * It reads, lists and appends through the ring backend's own functions (store/ring/store-ring.h),
+ * It reads, lists and appends through the table the ring backend gives it (struct rollup_ring),
  * never through the store's front: calls point one way, store.c -> store-ring.c -> rollup.c.
  */
 #include <errno.h>
@@ -22,7 +22,6 @@
 #include "port/clock.h"
 #include "port/log.h"
 #include "store/ring/rollup.h"
-#include "store/ring/store-ring.h"
 
 #ifndef CONFIG_COLLECTOR_ROLLUP_BUCKET_S
 #define CONFIG_COLLECTOR_ROLLUP_BUCKET_S 300
@@ -37,7 +36,7 @@
 #define ROLLUP_MAX_SCAN		(1u << 18)
 
 struct rollup {
-	struct ring_store *s;
+	struct rollup_ring ring;
 	struct rollup_opts o;
 	uint64_t bucket_ns;
 	uint64_t done_until_ns;	/* every bucket before this was looked at */
@@ -63,7 +62,7 @@ static int rollup_key_parse(const char *key, uint64_t *count, uint64_t *seq_sum)
 }
 
 /* Merges the raws of a rollup item (its rollup was stale) into one profile. */
-static int rollup__merge_raws(struct ring_store *s, const uint64_t *seqs, size_t n,
+static int rollup__merge_raws(const struct rollup_ring *ring, const uint64_t *seqs, size_t n,
 			      struct pprof_profile **p, char *err, size_t errlen)
 {
 	struct pprof_merger *m = pprof_merger__new();
@@ -74,7 +73,7 @@ static int rollup__merge_raws(struct ring_store *s, const uint64_t *seqs, size_t
 	for (size_t i = 0; i < n && !e; i++) {
 		struct pprof_profile *one;
 
-		e = ring_store__read_profile(s, seqs[i], &one, err, errlen);
+		e = ring->read_profile(ring->ctx, seqs[i], &one, err, errlen);
 		if (e == -ENOENT || e == -EIO) { /* as a raw merge does: skipped */
 			e = 0;
 			continue;
@@ -89,8 +88,9 @@ static int rollup__merge_raws(struct ring_store *s, const uint64_t *seqs, size_t
 	return e;
 }
 
-int rollup__load(struct ring_store *s, const struct merge_plan *pl, const struct merge_item *it,
-		 struct pprof_profile **p, bool *used_rollup, char *err, size_t errlen)
+int rollup__load(const struct rollup_ring *ring, const struct merge_plan *pl,
+		 const struct merge_item *it, struct pprof_profile **p, bool *used_rollup,
+		 char *err, size_t errlen)
 {
 	struct record_meta meta;
 	uint64_t count, sum;
@@ -100,7 +100,7 @@ int rollup__load(struct ring_store *s, const struct merge_plan *pl, const struct
 
 	*p = NULL;
 	*used_rollup = false;
-	if (!ring_store__get(s, it->seq, &meta, &payload, &len) && (meta.flags & STORE_F_ROLLUP) &&
+	if (!ring->get(ring->ctx, it->seq, &meta, &payload, &len) && (meta.flags & STORE_F_ROLLUP) &&
 	    !rollup_key_parse(meta.key, &count, &sum) && count == it->n && sum == it->seq_sum &&
 	    !pprof_read(payload, len, NULL, p, perr, sizeof(perr))) {
 		free(payload);
@@ -108,7 +108,7 @@ int rollup__load(struct ring_store *s, const struct merge_plan *pl, const struct
 		return 0;
 	}
 	free(payload);
-	return rollup__merge_raws(s, pl->raws + it->first, it->n, p, err, errlen);
+	return rollup__merge_raws(ring, pl->raws + it->first, it->n, p, err, errlen);
 }
 
 /* ---- building rollups ------------------------------------------------------------------------ */
@@ -140,7 +140,7 @@ static int rollup__list(struct rollup *r, uint64_t from, uint64_t to, struct sca
 
 	sc->n = 0;
 	sc->min_time = UINT64_MAX;
-	e = ring_store__list(r->s, &q, scan__cb, sc);
+	e = r->ring.list(r->ring.ctx, &q, scan__cb, sc);
 	if (e < 0)
 		return e;
 	return sc->n > sc->cap ? -E2BIG : 0;
@@ -167,8 +167,8 @@ static int rollup__load_item(struct rollup *r, const struct merge_plan *pl, size
 	int ret;
 
 	if (it->n)
-		return rollup__load(r->s, pl, it, p, &used, err, errlen);
-	ret = ring_store__get(r->s, it->seq, &meta, &payload, &len);
+		return rollup__load(&r->ring, pl, it, p, &used, err, errlen);
+	ret = r->ring.get(r->ring.ctx, it->seq, &meta, &payload, &len);
 	if (ret) {
 		snprintf(err, errlen, "profile %" PRIu64 " is no longer stored", it->seq);
 		return ret;
@@ -233,7 +233,7 @@ static int rollup__build(struct rollup *r, struct plan_entry *e, size_t n, unsig
 	if (!ret)
 		ret = rollup__merge_plan(r, &pl, &b, err, sizeof(err));
 	if (!ret && !b.meta_payload) /* only rollups were read: a raw names the series */
-		ret = ring_store__get(r->s, b.first, &b.meta, &b.meta_payload, NULL);
+		ret = r->ring.get(r->ring.ctx, b.first, &b.meta, &b.meta_payload, NULL);
 	if (!ret) {
 		snprintf(key, sizeof(key), "rollup/%u/%zu/%" PRIu64 "/%" PRIu64 "%s",
 			 level == 2 ? r->o.bucket_s * ROLLUP_SPAN_BUCKETS : r->o.bucket_s,
@@ -250,7 +250,7 @@ static int rollup__build(struct rollup *r, struct plan_entry *e, size_t n, unsig
 			b.meta.labels = NULL;
 			b.meta.n_labels = 0;
 		}
-		ret = ring_store__put(r->s, &b.meta, b.out.data, b.out.len, &seq, &dup);
+		ret = r->ring.put(r->ring.ctx, &b.meta, b.out.data, b.out.len, &seq, &dup);
 	} else {
 		pr_debug("rollup: level %u at %" PRIu64 ": %s", level,
 			 (uint64_t)(start / 1000000000ull), err[0] ? err : strerror(-ret));
@@ -472,13 +472,13 @@ static void *rollup__thread(void *arg)
 	return NULL;
 }
 
-struct rollup *rollup__start(struct ring_store *s, const struct rollup_opts *o)
+struct rollup *rollup__start(const struct rollup_ring *ring, const struct rollup_opts *o)
 {
 	struct rollup *r = calloc(1, sizeof(*r));
 
 	if (!r)
 		return NULL;
-	r->s = s;
+	r->ring = *ring;
 	r->o = *o;
 	if (!r->o.bucket_s)
 		r->o.bucket_s = CONFIG_COLLECTOR_ROLLUP_BUCKET_S;

@@ -38,9 +38,22 @@
 #include <stdio.h>
 
 #include "pprof/pprof.h"
+#include "store/store-int.h"
 
-struct ring_store;	/* store/ring/store-ring.h */
-struct store_stats;
+/*
+ * What the compactor reads and appends: the ring backend's own records, given by the backend
+ * (store/ring/store-ring.c) as this table, so that rollup.c includes nothing of the backend
+ * and calls point one way: store.c -> store-ring.c -> rollup.c -> (the table).
+ */
+struct rollup_ring {
+	void *ctx;
+	int (*put)(void *ctx, const struct record_meta *meta, const void *payload, size_t len,
+		   uint64_t *seq_out, bool *duplicate);
+	int (*get)(void *ctx, uint64_t seq, struct record_meta *meta, void **payload, size_t *len);
+	int (*list)(void *ctx, const struct store_query *q, store_entry_fn cb, void *cb_ctx);
+	int (*read_profile)(void *ctx, uint64_t seq, struct pprof_profile **p, char *err,
+			    size_t errlen);
+};
 
 /* One entry selected by a merge query, as the planner needs it (rollups included). */
 struct plan_entry {
@@ -123,8 +136,8 @@ struct rollup_opts;
 #ifdef CONFIG_COLLECTOR_ROLLUP
 struct rollup;
 
-/* Starts the compactor thread on s (NULL + errno on error). */
-struct rollup *rollup__start(struct ring_store *s, const struct rollup_opts *o);
+/* Starts the compactor thread on ring (NULL + errno on error). */
+struct rollup *rollup__start(const struct rollup_ring *ring, const struct rollup_opts *o);
 void rollup__stop(struct rollup *r); /* joins the thread; NULL-safe */
 void rollup__stats(struct rollup *r, struct store_stats *st);
 unsigned rollup__bucket_s(const struct rollup *r);
@@ -133,14 +146,16 @@ unsigned rollup__bucket_s(const struct rollup *r);
  * Loads a rollup item: the rollup record when it still covers exactly the planned raws, else
  * the merge of those raws. 0 or -errno with err filled. *used_rollup says which.
  */
-int rollup__load(struct ring_store *s, const struct merge_plan *pl, const struct merge_item *it,
-		 struct pprof_profile **p, bool *used_rollup, char *err, size_t errlen);
+int rollup__load(const struct rollup_ring *ring, const struct merge_plan *pl,
+		 const struct merge_item *it, struct pprof_profile **p, bool *used_rollup,
+		 char *err, size_t errlen);
 #else
 struct rollup;
 
-static inline struct rollup *rollup__start(struct ring_store *s, const struct rollup_opts *o)
+static inline struct rollup *rollup__start(const struct rollup_ring *ring,
+					   const struct rollup_opts *o)
 {
-	(void)s;
+	(void)ring;
 	(void)o;
 	return NULL;
 }
@@ -155,11 +170,11 @@ static inline unsigned rollup__bucket_s(const struct rollup *r)
 	(void)r;
 	return 0;
 }
-static inline int rollup__load(struct ring_store *s, const struct merge_plan *pl,
+static inline int rollup__load(const struct rollup_ring *ring, const struct merge_plan *pl,
 			       const struct merge_item *it, struct pprof_profile **p,
 			       bool *used_rollup, char *err, size_t errlen)
 {
-	(void)s;
+	(void)ring;
 	(void)pl;
 	(void)it;
 	(void)p;

@@ -19,7 +19,6 @@
 #include "port/log.h"
 #include "store/ring/index.h"
 #include "store/ring/rollup.h"
-#include "store/ring/store-ring.h"
 
 #ifdef CONFIG_COLLECTOR_RING_MB
 #define STORE_DEFAULT_RING_BYTES ((uint64_t)CONFIG_COLLECTOR_RING_MB << 20)
@@ -45,6 +44,7 @@ struct ring_store {
 };
 
 static const struct store_ops ring_ops;
+static const struct rollup_ring ring_for_rollups;
 
 static struct ring_store *ring_of(struct store *base)
 {
@@ -107,7 +107,10 @@ struct store *store_ring__open(const struct store_opts *opts, char *err, size_t 
 			" bytes used), %" PRIu64 " corrupt or torn records skipped",
 			opts->path, st.records, st.used, st.capacity, st.corrupt);
 	if (opts->rollup.bucket_s && IS_ENABLED(CONFIG_COLLECTOR_ROLLUP)) {
-		s->ru = rollup__start(s, &opts->rollup);
+		struct rollup_ring ring = ring_for_rollups;
+
+		ring.ctx = s;
+		s->ru = rollup__start(&ring, &opts->rollup);
 		if (!s->ru) {
 			snprintf(err, errlen, "store: starting the rollup thread: %s",
 				 strerror(errno));
@@ -124,8 +127,8 @@ err_free:
 	return NULL;
 }
 
-int ring_store__put(struct ring_store *s, const struct record_meta *meta, const void *payload,
-		    size_t len, uint64_t *seq_out, bool *duplicate)
+static int ring_store__put(struct ring_store *s, const struct record_meta *meta,
+			   const void *payload, size_t len, uint64_t *seq_out, bool *duplicate)
 {
 	struct ringfile_append ap;
 	uint64_t seq = 0;
@@ -174,8 +177,8 @@ static int ring__put(struct store *base, const struct record_meta *meta, const v
 	return ring_store__put(ring_of(base), meta, payload, len, seq_out, duplicate);
 }
 
-int ring_store__get(struct ring_store *s, uint64_t seq, struct record_meta *meta,
-		    void **payload, size_t *len)
+static int ring_store__get(struct ring_store *s, uint64_t seq, struct record_meta *meta,
+			   void **payload, size_t *len)
 {
 	return ringfile__read(s->rf, seq, meta, payload, len);
 }
@@ -232,8 +235,8 @@ static int ring__select_locked(struct ring_store *s, const struct store_query *q
 	return sc.n > INT32_MAX ? INT32_MAX : (int)sc.n;
 }
 
-int ring_store__list(struct ring_store *s, const struct store_query *q, store_entry_fn cb,
-		     void *ctx)
+static int ring_store__list(struct ring_store *s, const struct store_query *q,
+			    store_entry_fn cb, void *ctx)
 {
 	int ret;
 
@@ -279,8 +282,8 @@ static int entry_list__cb(void *ctx, const struct store_entry *v)
 	return 0;
 }
 
-int ring_store__read_profile(struct ring_store *s, uint64_t seq, struct pprof_profile **p,
-			     char *err, size_t errlen)
+static int ring_store__read_profile(struct ring_store *s, uint64_t seq,
+				    struct pprof_profile **p, char *err, size_t errlen)
 {
 	struct record_meta meta;
 	void *payload;
@@ -321,12 +324,14 @@ static int merge__load(void *ctx, size_t i, struct pprof_profile **p, char *err,
 {
 	struct merge_ctx *mc = ctx;
 	const struct merge_item *it = &mc->plan->items[mc->base + i];
+	struct rollup_ring ring = ring_for_rollups;
 	bool used = false;
 	int e;
 
 	if (!it->n)
 		return ring_store__read_profile(mc->s, it->seq, p, err, errlen);
-	e = rollup__load(mc->s, mc->plan, it, p, &used, err, errlen);
+	ring.ctx = mc->s;
+	e = rollup__load(&ring, mc->plan, it, p, &used, err, errlen);
 	__atomic_add_fetch(used ? &mc->rollups_read : &mc->rollups_stale, 1, __ATOMIC_RELAXED);
 	return e;
 }
@@ -527,6 +532,37 @@ static void ring__stats(struct store *base, struct store_stats *st)
 	pthread_mutex_unlock(&s->lock);
 	rollup__stats(s->ru, st);
 }
+
+/* The compactor's view of the ring (store/ring/rollup.h): its records, below the front. */
+static int rollup_put(void *ctx, const struct record_meta *meta, const void *payload, size_t len,
+		      uint64_t *seq_out, bool *duplicate)
+{
+	return ring_store__put(ctx, meta, payload, len, seq_out, duplicate);
+}
+
+static int rollup_get(void *ctx, uint64_t seq, struct record_meta *meta, void **payload,
+		      size_t *len)
+{
+	return ring_store__get(ctx, seq, meta, payload, len);
+}
+
+static int rollup_list(void *ctx, const struct store_query *q, store_entry_fn cb, void *cb_ctx)
+{
+	return ring_store__list(ctx, q, cb, cb_ctx);
+}
+
+static int rollup_read_profile(void *ctx, uint64_t seq, struct pprof_profile **p, char *err,
+			       size_t errlen)
+{
+	return ring_store__read_profile(ctx, seq, p, err, errlen);
+}
+
+static const struct rollup_ring ring_for_rollups = {
+	.put = rollup_put,
+	.get = rollup_get,
+	.list = rollup_list,
+	.read_profile = rollup_read_profile,
+};
 
 static const struct store_ops ring_ops = {
 	.name = "ring",

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "port/clock.h"
+#include "store/ring/index.h"
 #include "store/store-int.h" /* the ring backend's counters (store__stats) */
 
 static uint64_t rss_bytes(void)
