@@ -9,7 +9,8 @@ agent-core-$(CONFIG_SYMBOLIZE) += agent/core/symbolize.o
 
 # The daemon: main.c and, per feature, its glue (agent/daemon/<feature>.h: stubs when off).
 agent-y := agent/daemon/main.o agent/daemon/features.o agent/daemon/stats.o \
-	   agent/daemon/round.o agent/daemon/duty.o agent/daemon/sigprof-rings.o $(agent-core-y)
+	   agent/daemon/round.o agent/daemon/services.o agent/daemon/duty.o \
+	   agent/daemon/sigprof-rings.o $(agent-core-y)
 agent-y-$(CONFIG_UPLOAD_MTLS) += agent/daemon/upload.o
 # The BPF sampler's leaf frames: .eh_frame rules of the sampled processes' files.
 agent-y-$(CONFIG_SAMPLER_BPF) += agent/daemon/bpf.o bpf/leaf.o elf/cfi.o

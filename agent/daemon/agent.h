@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * agent/daemon/agent.h — the daemon's state, shared by main.c and each feature's glue file
- * (bpf.c, sigprof-rings.c, heap.c, pull-loop.c, scrape-loop.c, upload.c, duty.c, round.c).
+ * (bpf.c, sigprof-rings.c, heap.c, pull-loop.c, scrape-loop.c, upload.c, duty.c, round.c,
+ * services.c).
  * Only the daemon's own files include it: the features' libraries know nothing of it.
  */
 #ifndef EDGEPROF_AGENT_DAEMON_AGENT_H

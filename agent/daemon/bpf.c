@@ -8,8 +8,7 @@
 #include "agent/core/ksyms.h"
 #include "agent/core/procmaps.h"
 #include "agent/daemon/bpf.h"
-#include "agent/daemon/pull-loop.h"
-#include "agent/daemon/round.h"
+#include "agent/daemon/services.h"
 #include "agent/daemon/stats.h"
 #include "bpf/cpus.h"
 #include "bpf/leaf.h"
@@ -171,7 +170,7 @@ static int bpf_sink(void *ctx, const struct agent_sample *s)
 		return agent__service_kind(a, svc, KIND_OFFCPU)
 			       ? aggregate__add(svc->kinds[KIND_OFFCPU], s)
 			       : -ENOSPC;
-	agent_pull__add(a, s, svc->name);
+	agent__pull_add(a, s, svc->name);
 	return aggregate__add(svc->agg, s);
 }
 

@@ -8,7 +8,7 @@
 #include "agent/core/heapfile.h"
 #include "agent/core/ring.h"
 #include "agent/daemon/heap.h"
-#include "agent/daemon/round.h"
+#include "agent/daemon/services.h"
 #include "port/log.h"
 
 /* <registry>/<pid>.heap of a ring's producer */

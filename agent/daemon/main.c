@@ -30,6 +30,7 @@
 #include "agent/daemon/pull-loop.h"
 #include "agent/daemon/round.h"
 #include "agent/daemon/scrape-loop.h"
+#include "agent/daemon/services.h"
 #include "agent/daemon/sigprof-rings.h"
 #include "agent/daemon/upload.h"
 #include "port/clock.h"

@@ -11,7 +11,7 @@
 #include "agent/daemon/heap.h"
 #include "agent/daemon/pull-loop.h"
 #include "agent/daemon/pull.h"
-#include "agent/daemon/round.h"
+#include "agent/daemon/services.h"
 #include "agent/daemon/sigprof-rings.h"
 #include "agent/daemon/stats.h"
 #include "port/clock.h"
@@ -44,20 +44,6 @@ int agent_pull__start(struct agent *a)
 	pr_info("pull mode: https://%s/debug/pprof/ (port %d, operator certificates only)",
 		a->cfg.pull_listen, pull__port(a->pull));
 	return 0;
-}
-
-void agent_pull__add(struct agent *a, const struct agent_sample *s, const char *service)
-{
-	struct agent_sample l;
-
-	if (!a->pull_agg)
-		return;
-	if (s->n_labels < SAMPLE_MAX_LABELS) {
-		l = *s;
-		l.labels[l.n_labels++] = (struct sample_label){"service", service};
-		s = &l;
-	}
-	aggregate__add(a->pull_agg, s);
 }
 
 static struct output_opts pull_output_opts(struct agent *a, const char *const *comments,

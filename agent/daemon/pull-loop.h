@@ -20,8 +20,6 @@ struct agent_sample;
 	{"pull-listen", 1, "serve /debug/pprof/ to operators over mutual TLS at HOST:PORT"},
 /* With --pull-listen: the server, or -EINVAL (said on stderr). */
 int agent_pull__start(struct agent *a);
-/* A sample of the pulled profile (while one is sampled): every service's, by a service label. */
-void agent_pull__add(struct agent *a, const struct agent_sample *s, const char *service);
 /* Main loop: starts or finishes what the pull server asked for. */
 void agent_pull__poll(struct agent *a, uint64_t now);
 /* Appends " pull: conns=..." (the server's counters since start) to the string in buf. */
@@ -33,10 +31,6 @@ void agent_pull__stop(struct agent *a);
 static inline int agent_pull__start(struct agent *a)
 {
 	return 0;
-}
-static inline void agent_pull__add(struct agent *a, const struct agent_sample *s,
-				   const char *service)
-{
 }
 static inline void agent_pull__poll(struct agent *a, uint64_t now)
 {

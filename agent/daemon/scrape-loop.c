@@ -2,9 +2,9 @@
 /* agent/daemon/scrape-loop.c — the main loop's side of scraping (agent/daemon/scrape-loop.h). */
 #include <stdio.h>
 
-#include "agent/daemon/round.h"
 #include "agent/daemon/scrape-loop.h"
 #include "agent/daemon/scrape.h"
+#include "agent/daemon/services.h"
 #include "agent/daemon/stats.h"
 #include "port/clock.h"
 #include "port/log.h"

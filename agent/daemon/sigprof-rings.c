@@ -9,8 +9,7 @@
 #include "agent/core/procmaps.h"
 #include "agent/core/ring.h"
 #include "agent/daemon/heap.h"
-#include "agent/daemon/pull-loop.h"
-#include "agent/daemon/round.h"
+#include "agent/daemon/services.h"
 #include "agent/daemon/sigprof-rings.h"
 #include "port/clock.h"
 #include "port/log.h"
@@ -85,7 +84,7 @@ static int drain_rec(void *ctx, const struct ring_rec *rec)
 		aggregate__add(dc->svc->kinds[KIND_WALL], &s);
 	if (!(rec->flags & SAMPLE_F_NOCPU)) {
 		aggregate__add(dc->svc->agg, &s);
-		agent_pull__add(dc->a, &s, dc->svc->name);
+		agent__pull_add(dc->a, &s, dc->svc->name);
 	}
 	return 0;
 }
