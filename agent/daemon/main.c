@@ -738,10 +738,11 @@ static void bpf_leaf_comment(struct agent *a, char *buf, size_t len)
 		return;
 	leaf__stats(a->leaf, &ls);
 	snprintf(buf, len,
-		 " leaf_fixed=%llu leaf_linked=%llu leaf_no_context=%llu leaf_no_table=%llu "
-		 "leaf_no_rule=%llu leaf_deep=%llu leaf_implausible=%llu leaf_tables=%llu "
-		 "leaf_tables_evicted=%llu leaf_rule_misses=%llu",
-		 (unsigned long long)ls.fixed, (unsigned long long)ls.linked,
+		 " leaf_fixed=%llu leaf_callers=%llu leaf_linked=%llu leaf_no_context=%llu "
+		 "leaf_no_table=%llu leaf_no_rule=%llu leaf_deep=%llu leaf_implausible=%llu "
+		 "leaf_tables=%llu leaf_tables_evicted=%llu leaf_rule_misses=%llu",
+		 (unsigned long long)ls.fixed, (unsigned long long)ls.callers,
+		 (unsigned long long)ls.linked,
 		 (unsigned long long)ls.no_context, (unsigned long long)ls.no_table,
 		 (unsigned long long)ls.no_rule, (unsigned long long)ls.deep,
 		 (unsigned long long)ls.implausible, (unsigned long long)ls.tables_mapped,
