@@ -1574,11 +1574,13 @@ static void write_round(struct agent *a, uint64_t duration_ns)
 		snprintf(c2, sizeof(c2),
 			 "edgeprof rings: dropped_full=%llu torn=%llu "
 			 "dropped_rings=%llu dropped_services=%llu unknown_addresses=%llu "
-			 "evicted_procs=%llu maps_reads=%llu file_stats=%llu elf_opens=%llu",
+			 "maps_lost=%llu evicted_procs=%llu maps_reads=%llu file_stats=%llu "
+			 "elf_opens=%llu",
 			 (unsigned long long)full, (unsigned long long)torn,
 			 (unsigned long long)a->dropped_rings,
 			 (unsigned long long)a->dropped_services,
-			 (unsigned long long)ps.unknown_addr, (unsigned long long)ps.evicted,
+			 (unsigned long long)ps.unknown_addr, (unsigned long long)ps.lost,
+			 (unsigned long long)ps.evicted,
 			 (unsigned long long)ms.maps_reads, (unsigned long long)ms.file_stats,
 			 (unsigned long long)ms.build_id_reads);
 		if (a->cfg.output_dir) {
