@@ -45,7 +45,7 @@
  * libc, and 8 words do not reach past the wrapper (bpf/leaf.c walks them). A record per
  * blocked call of at least CONFIG_BPF_OFFCPU_MIN_US: 512 bytes more is not a CPU sample's cost.
  */
-#define PROFILE_OFFCPU_WORDS 64
+#define PROFILE_OFFCPU_WORDS (PROFILE_MAX_DEPTH < 64 ? PROFILE_MAX_DEPTH : 64) /* fits after */
 
 /*
  * Off-CPU (bpf/README.md): a thread that blocks (sched_switch, prev_state not running) gets its
