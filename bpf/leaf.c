@@ -188,18 +188,30 @@ static struct leaf_table *table_get(struct leaf *l, uint32_t pid, const struct p
 static uint64_t rules_at(struct leaf *l, uint32_t pid, const struct procmap *m, uint64_t off)
 {
 	uint64_t key = file_key(m);
-	struct leaf_rule *r = &l->rules[((key ^ off) * 0x9E3779B97F4A7C15ull >> 32) % l->max_rules];
+	/*
+	 * Two ways (a walk looks up a frame's rules and its callers': one slot each collided),
+	 * the one used last first.
+	 */
+	size_t at = ((key ^ off) * 0x9E3779B97F4A7C15ull >> 32) % l->max_rules & ~(size_t)1;
+	struct leaf_rule *r = &l->rules[at], *other = &l->rules[(at + 1) % l->max_rules], tmp;
 	struct leaf_table *t;
 	struct cfi_rules cr;
 	uint64_t vaddr;
 	uintptr_t pc;
 	bool found;
 
+	if (other->key == key && other->off == off && other != r) {
+		tmp = *r;
+		*r = *other;
+		*other = tmp;
+	}
 	if (r->key == key && r->off == off) {
 		l->st.rule_hits++;
 		return r->packed;
 	}
 	l->st.rule_misses++;
+	if (other != r)
+		*other = *r; /* the older one goes */
 	*r = (struct leaf_rule){.key = key, .off = off, .packed = RULE_NO_TABLE};
 	t = table_get(l, pid, m, key);
 	if (!t->ok)
