@@ -188,18 +188,30 @@ static struct leaf_table *table_get(struct leaf *l, uint32_t pid, const struct p
 static uint64_t rules_at(struct leaf *l, uint32_t pid, const struct procmap *m, uint64_t off)
 {
 	uint64_t key = file_key(m);
-	struct leaf_rule *r = &l->rules[((key ^ off) * 0x9E3779B97F4A7C15ull >> 32) % l->max_rules];
+	/*
+	 * Two ways (a walk looks up a frame's rules and its callers': one slot each collided),
+	 * the one used last first.
+	 */
+	size_t at = ((key ^ off) * 0x9E3779B97F4A7C15ull >> 32) % l->max_rules & ~(size_t)1;
+	struct leaf_rule *r = &l->rules[at], *other = &l->rules[(at + 1) % l->max_rules], tmp;
 	struct leaf_table *t;
 	struct cfi_rules cr;
 	uint64_t vaddr;
 	uintptr_t pc;
 	bool found;
 
+	if (other->key == key && other->off == off && other != r) {
+		tmp = *r;
+		*r = *other;
+		*other = tmp;
+	}
 	if (r->key == key && r->off == off) {
 		l->st.rule_hits++;
 		return r->packed;
 	}
 	l->st.rule_misses++;
+	if (other != r)
+		*other = *r; /* the older one goes */
 	*r = (struct leaf_rule){.key = key, .off = off, .packed = RULE_NO_TABLE};
 	t = table_get(l, pid, m, key);
 	if (!t->ok)
@@ -223,67 +235,119 @@ static uint64_t rules_at(struct leaf *l, uint32_t pid, const struct procmap *m, 
 	return r->packed;
 }
 
-/*
- * The leaf's return address by its rules, or false (counted why). A frame based on the frame
- * pointer is linked already: counted as such, nothing to find.
- */
-static bool leaf_return(struct leaf *l, struct proctab *t, const struct agent_sample *s,
-			uint64_t pc, uint64_t *ra)
-{
-	const struct sample_user_context *u = s->user;
-	const struct procmap *m = proctab__resolve(t, s->pid, pc);
-	struct cfi_rules cr;
-	uint64_t packed;
-	int64_t slot;
+/* Where a walk of the copied stack words is: the frame at pc, its sp and fp. */
+struct walk {
+	uint64_t pc, sp, fp;
+	bool fp_known; /* fp holds the frame's frame pointer (restored from a word, or the one
+			* the sample carries) */
+	bool leaf;     /* pc is the interrupted one, not a return address */
+};
 
-	if (!m || (m->path[0] != '/' && strcmp(m->path, "[vdso]"))) {
-		l->st.no_table++;
+enum step { STEP_RA, STEP_LINKED, STEP_FAIL };
+
+/* The copied stack word at address a. */
+static bool word_at(const struct sample_user_context *u, uint64_t a, uint64_t *v)
+{
+	if (a < u->sp || (a - u->sp) % 8 || (a - u->sp) / 8 >= u->n_words)
 		return false;
-	}
-	packed = rules_at(l, s->pid, m, pc - m->start + m->offset);
-	if (!cfi__unpack(packed, &cr)) {
-		if (packed == RULE_NO_TABLE)
-			l->st.no_table++;
-		else
-			l->st.no_rule++;
-		return false;
-	}
-	if (cr.cfa_reg == CFI_REG_FP) {
-		l->st.linked++;
-		return false;
-	}
-	if (!cr.ra_saved) { /* still in the link register (aarch64) */
-		*ra = u->lr;
-		if (!*ra)
-			l->st.no_rule++;
-		return *ra != 0;
-	}
-	slot = cr.cfa_off + cr.ra_off;
-	if (cr.cfa_reg == CFI_CFA_PLT && (pc & 15) >= cr.plt_min)
-		slot += 8; /* the stub pushed its relocation index */
-	/*
-	 * aarch64 compilers keep the CFA on sp after linking a frame: the frame pointer says
-	 * whether it is linked. If its record holds the slot of the return address, the kernel's
-	 * walk read that very slot: found already, with no stack word copied.
-	 */
-	if (u->fp && u->fp + 8 == u->sp + (uint64_t)slot) {
-		l->st.linked++;
-		return false;
-	}
-	if (slot < 0 || slot % 8 || slot / 8 >= (int64_t)u->n_words) {
-		l->st.deep++;
-		return false;
-	}
-	*ra = u->words[slot / 8];
+	*v = u->words[(a - u->sp) / 8];
 	return true;
 }
 
+/*
+ * One frame up by the rules at w->pc: its return address in *ra, w moved to the caller;
+ * STEP_LINKED where the frame is the one whose frame pointer the sample carries (the kernel's
+ * frame-pointer walk went on from it: its frames are the rest); STEP_FAIL, counted why, on the
+ * leaf (a caller's failure is no loss: the stack ends there).
+ */
+static enum step step(struct leaf *l, struct proctab *t, const struct agent_sample *s,
+		      struct walk *w, uint64_t *ra)
+{
+	const struct sample_user_context *u = s->user;
+	const struct procmap *m = proctab__resolve(t, s->pid, w->leaf ? w->pc : w->pc - 1);
+	struct cfi_rules cr;
+	uint64_t packed, cfa, at;
+	int64_t slot;
+
+	if (!m || (m->path[0] != '/' && strcmp(m->path, "[vdso]"))) {
+		l->st.no_table += w->leaf;
+		return STEP_FAIL;
+	}
+	/* a caller's pc is a return address: the rules of its call instruction */
+	packed = rules_at(l, s->pid, m, (w->leaf ? w->pc : w->pc - 1) - m->start + m->offset);
+	if (!cfi__unpack(packed, &cr)) {
+		if (w->leaf)
+			*(packed == RULE_NO_TABLE ? &l->st.no_table : &l->st.no_rule) += 1;
+		return STEP_FAIL;
+	}
+	if (cr.cfa_reg == CFI_REG_FP) {
+		if (w->leaf || (w->fp_known && w->fp == u->fp)) {
+			l->st.linked += w->leaf;
+			return STEP_LINKED;
+		}
+		if (!w->fp_known)
+			return STEP_FAIL;
+		cfa = w->fp + (uint64_t)cr.cfa_off;
+	} else {
+		slot = cr.cfa_off;
+		if (cr.cfa_reg == CFI_CFA_PLT && (w->pc & 15) >= cr.plt_min)
+			slot += 8; /* the stub pushed its relocation index */
+		cfa = w->sp + (uint64_t)slot;
+	}
+	if (!cr.ra_saved) { /* still in the link register (aarch64): the leaf's only */
+		*ra = w->leaf ? u->lr : 0;
+		l->st.no_rule += w->leaf && !*ra;
+	} else {
+		at = cfa + (uint64_t)cr.ra_off;
+		/*
+		 * aarch64 compilers keep the CFA on sp after linking a frame: the frame pointer
+		 * says whether it is linked. If its record holds the slot of the return address,
+		 * the kernel's walk read that very slot: found already, with no stack word copied.
+		 */
+		if (w->leaf && u->fp && u->fp + 8 == at) {
+			l->st.linked++;
+			return STEP_LINKED;
+		}
+		if (!word_at(u, at, ra)) {
+			l->st.deep += w->leaf;
+			return STEP_FAIL;
+		}
+	}
+	if (!*ra)
+		return STEP_FAIL;
+	if (cr.fp_saved)
+		w->fp_known = word_at(u, cfa + (uint64_t)cr.fp_off, &w->fp);
+	w->pc = *ra;
+	w->sp = cfa;
+	w->leaf = false;
+	return STEP_RA;
+}
+
+/* The index of ra among the kernel's user frames after the leaf, or 0. */
+static unsigned int in_chain(const uint64_t *user, unsigned int n, uint64_t ra)
+{
+	for (unsigned int j = 1; j < n; j++)
+		if (user[j] == ra)
+			return j;
+	return 0;
+}
+
+/*
+ * The leaf's callers by their rules, as far as the copied words go: an off-CPU sample carries
+ * 64 words (its blocking call's wrapper, the wrapper's callers: libc's nanosleep ->
+ * clock_nanosleep has no frame pointer, and its caller's caller was all the kernel's walk
+ * found); a CPU sample 8. The kernel's frames are kept from where the walk meets them: the
+ * same return address, or the frame it started from (STEP_LINKED). A walk that meets neither
+ * (the words end first) is followed by the kernel's frames from 1 on, as one put-back frame
+ * always was: the chain of the nearest linked frame, past what the words held.
+ */
 bool leaf__fix(struct leaf *l, struct proctab *t, const struct agent_sample *s,
 	       unsigned int max_user, uint64_t *frames, struct agent_sample *out)
 {
 	const uint64_t *user = s->frames + s->n_kernel;
-	unsigned int n = s->n_user;
-	uint64_t ra;
+	unsigned int n = s->n_user, k = 0, from = 1, j;
+	uint64_t *put = frames + s->n_kernel + 1, ra;
+	struct walk w;
 
 	if (s->flags & SAMPLE_F_UNWOUND)
 		return false; /* every frame came from the tables, the leaf's caller too */
@@ -291,26 +355,40 @@ bool leaf__fix(struct leaf *l, struct proctab *t, const struct agent_sample *s,
 		l->st.no_context += n != 0;
 		return false;
 	}
-	if (!leaf_return(l, t, s, user[0], &ra))
-		return false;
-	if (n > 1 && user[1] == ra) {
-		l->st.linked++;
-		return false;
+	w = (struct walk){.pc = user[0], .sp = s->user->sp, .fp = s->user->fp,
+			  .fp_known = true, .leaf = true};
+	for (;;) {
+		enum step r = k + 1 < max_user ? step(l, t, s, &w, &ra) : STEP_FAIL;
+
+		if (r == STEP_LINKED)
+			break; /* the kernel's frames from 1 on */
+		if (r == STEP_FAIL)
+			break; /* the kernel's frames from 1 on, as they were (see above) */
+		if ((j = in_chain(user, n, ra))) {
+			from = j;
+			if (!k)
+				l->st.linked++; /* the leaf's caller was found by the kernel too */
+			break;
+		}
+		if (!proctab__resolve(t, s->pid, ra - 1)) {
+			l->st.implausible += !k;
+			break;
+		}
+		put[k++] = ra;
 	}
-	if (!proctab__resolve(t, s->pid, ra - 1)) {
-		l->st.implausible++;
+	if (!k)
 		return false;
-	}
 	l->st.fixed++;
+	l->st.callers += k - 1;
 	*out = *s;
 	memcpy(frames, s->frames, (s->n_kernel + 1) * sizeof(*frames));
-	frames[s->n_kernel + 1] = ra;
-	if (n + 1 > max_user) {
-		n = max_user - 1;
+	n = from < n ? n - from : 0;
+	if (1 + k + n > max_user) {
+		n = max_user > 1 + k ? max_user - 1 - k : 0;
 		out->flags |= SAMPLE_F_TRUNCATED;
 	}
-	memcpy(frames + s->n_kernel + 2, user + 1, (n - 1) * sizeof(*frames));
-	out->n_user = (uint16_t)(n + 1);
+	memcpy(put + k, user + from, n * sizeof(*frames));
+	out->n_user = (uint16_t)(1 + k + n);
 	out->frames = frames;
 	return true;
 }

@@ -11,9 +11,11 @@
  * the leaf straight to the caller's caller: the leaf's caller is lost. perf -g loses it too.
  *
  * The BPF program also sends the user stack pointer, the link register (aarch64) and the
- * first CONFIG_BPF_LEAF_WORDS words of the user stack. Here the .eh_frame rules at the leaf
- * pc say where the leaf's return address is: among those words, or in the link register. If
- * it is not the second frame the kernel found, it is the missing caller and is put back.
+ * first CONFIG_BPF_LEAF_WORDS words of the user stack (PROFILE_OFFCPU_WORDS for an off-CPU
+ * record). Here the .eh_frame rules at the leaf pc say where the leaf's return address is:
+ * among those words, or in the link register. If it is not the second frame the kernel found,
+ * it is the missing caller and is put back, and so are its callers, frame by frame by their
+ * rules, as far as the words reach or until the walk meets the kernel's frames.
  *
  * Bounded: CONFIG_BPF_LEAF_TABLES files' tables mapped (least recently used unmapped first),
  * CONFIG_BPF_LEAF_RULES rules cached by pc, CONFIG_BPF_LEAF_INDEX_FDES FDEs indexed for a file
@@ -30,6 +32,7 @@
 
 struct leaf_stats {
 	uint64_t fixed;	      /* the leaf's caller was missing and was put back */
+	uint64_t callers;     /* ... and callers of that caller too, from the same words */
 	uint64_t linked;      /* the leaf's frame was in the chain: nothing to do */
 	uint64_t no_context;  /* no user registers (a system call on aarch64, a failed read) */
 	uint64_t no_table;    /* the leaf's file has no usable .eh_frame (or is not readable) */

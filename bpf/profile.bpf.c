@@ -1566,11 +1566,13 @@ static __always_inline int offcpu_regs(struct bpf_raw_tracepoint_args *ctx, stru
  * here is the exit path, and the one that blocked was not kept (a walk at every switch is
  * what this design saves).
  */
+_Static_assert(PROFILE_OFFCPU_WORDS <= PROFILE_MAX_DEPTH, "the words fit after the frames");
+
 SEC("raw_tracepoint/sys_exit")
 int offcpu_exit(struct bpf_raw_tracepoint_args *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid(), blocked;
-	__u32 tgid = id >> 32, tid = (__u32)id, zero = 0, nu = 0;
+	__u32 tgid = id >> 32, tid = (__u32)id, zero = 0, nu = 0, nw, at;
 	struct offcpu_state *st = bpf_map_lookup_elem(&offcpu, &tid);
 	struct profile_event *e;
 	struct scratch *s;
@@ -1618,18 +1620,12 @@ int offcpu_exit(struct bpf_raw_tracepoint_args *ctx)
 			s->u.last_m = 0;
 			bpf_tail_call(ctx, &offcpu_cfi_progs, 0); /* returns only if it failed */
 		}
-		/* the leaf's context, as fill_leaf() keeps it for a CPU sample */
+		/* the leaf's context, its stack words after the frames (PROFILE_OFFCPU_WORDS) */
 		if (leaf_context) {
-			__u64 words[PROFILE_LEAF_WORDS ? PROFILE_LEAF_WORDS : 1];
-
 			e->flags |= PROFILE_F_USER_REGS;
 			e->user_sp = s->u.sp;
 			e->user_lr = s->u.lr;
 			e->user_fp = s->u.fp;
-			if (PROFILE_LEAF_WORDS && !read_user(words, sizeof(words), s->u.sp, 0)) {
-				__builtin_memcpy(e->leaf_words, words, sizeof(words));
-				e->n_leaf_words = PROFILE_LEAF_WORDS;
-			}
 		}
 	}
 	n = stack_into(ctx, e->frames, &s->depth_hint[1], user_depth, BPF_F_USER_STACK);
@@ -1642,7 +1638,15 @@ int offcpu_exit(struct bpf_raw_tracepoint_args *ctx)
 	if (nu > PROFILE_MAX_DEPTH)
 		nu = PROFILE_MAX_DEPTH;
 	e->n_user = nu;
-	offcpu_send(s, PROFILE_EVENT_HDR + nu * sizeof(__u64));
+	nw = 0;
+	at = nu <= PROFILE_MAX_DEPTH ? nu : PROFILE_MAX_DEPTH; /* bounds the verifier sees */
+	if ((e->flags & PROFILE_F_USER_REGS) && at &&
+	    !read_user(&e->frames[at], PROFILE_OFFCPU_WORDS * sizeof(__u64), s->u.sp, 0)) {
+		e->flags |= PROFILE_F_STACK_WORDS;
+		e->n_leaf_words = PROFILE_OFFCPU_WORDS;
+		nw = PROFILE_OFFCPU_WORDS;
+	}
+	offcpu_send(s, PROFILE_EVENT_HDR + (nu + nw) * sizeof(__u64));
 	return 0;
 }
 

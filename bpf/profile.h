@@ -37,6 +37,15 @@
 #define PROFILE_F_OFFCPU     0x20 /* off-CPU: period is the time the thread was blocked */
 #define PROFILE_F_CFI_CACHED 0x40 /* PROFILE_F_CFI: the callers came from the thread's last walk */
 #define PROFILE_F_CFI_UNCACHED 0x80 /* ... the last walk matched, a stack word had changed */
+#define PROFILE_F_STACK_WORDS 0x100 /* off-CPU: the n_leaf_words stack words follow the frames */
+
+/*
+ * Stack words an off-CPU record walked by frame pointers carries after its frames (in place of
+ * leaf_words): the blocking call's wrapper and its callers have no frame pointers in Debian's
+ * libc, and 8 words do not reach past the wrapper (bpf/leaf.c walks them). A record per
+ * blocked call of at least CONFIG_BPF_OFFCPU_MIN_US: 512 bytes more is not a CPU sample's cost.
+ */
+#define PROFILE_OFFCPU_WORDS (PROFILE_MAX_DEPTH < 64 ? PROFILE_MAX_DEPTH : 64) /* fits after */
 
 /*
  * Off-CPU (bpf/README.md): a thread that blocks (sched_switch, prev_state not running) gets its

@@ -748,6 +748,11 @@ static int on_event(void *ctx, void *data, size_t size)
 			.sp = e->user_sp, .lr = e->user_lr, .fp = e->user_fp,
 			.words = (const uint64_t *)e->leaf_words,
 			.n_words = min_words(e->n_leaf_words)};
+		if ((e->flags & PROFILE_F_STACK_WORDS) && e->n_leaf_words == PROFILE_OFFCPU_WORDS &&
+		    PROFILE_EVENT_HDR + (nk + nu + PROFILE_OFFCPU_WORDS) * sizeof(uint64_t) <= size) {
+			uc.words = (const uint64_t *)e->frames + nk + nu; /* off-CPU: after them */
+			uc.n_words = PROFILE_OFFCPU_WORDS;
+		}
 		as.user = &uc;
 	}
 	/* pid, tid and comm travel in their own fields (the agent labels them): no duplicates. */

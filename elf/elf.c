@@ -39,18 +39,29 @@ struct elf_file {
 	struct elf_shdr *sh;
 };
 
-struct elf_sym {
+struct elf_sym { /* a table held whole */
 	uint64_t addr;
 	uint32_t size, name;
+};
+
+struct elf_sym_ref { /* a table too big to hold: its symbols are read at each lookup */
+	uint32_t delta; /* address - elf_syms.base */
+	uint32_t idx;	/* symbol number; bit 31: it has a size (sorted after its aliases) */
 };
 
 struct elf_syms {
 	unsigned int n_load;
 	struct elf_load load[ELF_EH_MAX_LOADS];
-	struct elf_sym *syms;
-	size_t n_syms;
+	bool is64;
+	uint64_t n_ents, sym_off, str_off, str_len; /* the table read, in the file */
+	uint64_t base, top;			      /* lowest and highest function address */
+	struct elf_sym *syms;			      /* held whole, with names: */
 	char *names;
 	size_t names_len;
+	struct elf_sym_ref *refs; /* or this index, and the file: */
+	int fd;
+	size_t n_syms;
+	char *name; /* the last name read (elf_syms__lookup) */
 };
 
 static int elf_open(const char *path, struct elf_file *ef, bool want_sections)
@@ -403,67 +414,181 @@ uint64_t elf__eh_frame_vaddr(const struct elf_eh_frame *eh, uint64_t off)
 	return load_vaddr(eh->load, eh->n_load, off);
 }
 
+/* ---- function symbols ------------------------------------------------------------------- */
+
 static int sym_cmp(const void *a, const void *b)
 {
 	const struct elf_sym *x = a, *y = b;
 
-	return x->addr < y->addr ? -1 : x->addr > y->addr;
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	if ((x->size != 0) != (y->size != 0))
+		return x->size ? 1 : -1; /* a sized alias last: the one a lookup finds */
+	return x->name < y->name ? -1 : x->name > y->name; /* the same one every time */
 }
 
-/* Reads the function symbols of section si into s (names copied from its string table). */
+static int ref_cmp(const void *a, const void *b)
+{
+	const struct elf_sym_ref *x = a, *y = b;
+
+	if (x->delta != y->delta)
+		return x->delta < y->delta ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx; /* sized last (bit 31), then by number */
+}
+
+/* One decoded entry of a symbol table. */
+struct sym_ent {
+	uint64_t value, size;
+	uint32_t name;
+	bool func; /* a defined function (or ifunc) with an address and a name */
+};
+
+static void sym_decode(bool is64, const unsigned char *raw, uint64_t str_size, struct sym_ent *e)
+{
+	unsigned int type, shndx;
+
+	if (is64) {
+		Elf64_Sym y;
+
+		memcpy(&y, raw, sizeof(y));
+		e->value = y.st_value, e->size = y.st_size, e->name = y.st_name;
+		type = ELF64_ST_TYPE(y.st_info), shndx = y.st_shndx;
+	} else {
+		Elf32_Sym y;
+
+		memcpy(&y, raw, sizeof(y));
+		e->value = y.st_value & ~1u, e->size = y.st_size, e->name = y.st_name; /* Thumb */
+		type = ELF32_ST_TYPE(y.st_info), shndx = y.st_shndx;
+	}
+	e->func = (type == STT_FUNC || type == STT_GNU_IFUNC) && shndx != SHN_UNDEF && e->value &&
+		  e->name && e->name < str_size;
+}
+
+#define SYM_CHUNK 2730 /* entries read at a time: 64 KiB of Elf64_Sym */
+
+/*
+ * Calls fn for every function symbol of the table, read SYM_CHUNK entries at a time: a large
+ * table (node's .symtab, 2.6 MB) is streamed, never held whole. 0 or -EINVAL.
+ */
+static int sym_stream(const struct elf_syms *s, int fd,
+		      void (*fn)(struct elf_syms *s, uint32_t idx, const struct sym_ent *e),
+		      struct elf_syms *arg)
+{
+	size_t esz = s->is64 ? sizeof(Elf64_Sym) : sizeof(Elf32_Sym);
+	unsigned char *buf = malloc(SYM_CHUNK * esz);
+	int err = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < s->n_ents && !err; i += SYM_CHUNK) {
+		size_t n = s->n_ents - i < SYM_CHUNK ? (size_t)(s->n_ents - i) : SYM_CHUNK;
+
+		if (port_pread_full(fd, buf, n * esz, (off_t)(s->sym_off + i * esz))) {
+			err = -EINVAL;
+			break;
+		}
+		for (size_t k = 0; k < n; k++) {
+			struct sym_ent e;
+
+			sym_decode(s->is64, buf + k * esz, s->str_len, &e);
+			if (e.func)
+				fn(arg, (uint32_t)(i + k), &e);
+		}
+	}
+	free(buf);
+	return err;
+}
+
+static void sym_count(struct elf_syms *s, uint32_t idx, const struct sym_ent *e)
+{
+	(void)idx;
+	if (!s->n_syms || e->value < s->base)
+		s->base = e->value;
+	if (e->value > s->top)
+		s->top = e->value;
+	s->n_syms++;
+}
+
+static void sym_add(struct elf_syms *s, uint32_t idx, const struct sym_ent *e)
+{
+	if (s->refs)
+		s->refs[s->n_syms++] = (struct elf_sym_ref){(uint32_t)(e->value - s->base),
+							    idx | (e->size ? 1u << 31 : 0)};
+	else
+		s->syms[s->n_syms++] = (struct elf_sym){e->value,
+							e->size > UINT32_MAX ? UINT32_MAX
+									     : (uint32_t)e->size,
+							e->name};
+}
+
+/*
+ * Indexes the function symbols of section si. Held whole (address, size, name offset: 16
+ * bytes a function, and the string table) where that fits max_bytes; else an 8-byte index
+ * (address from the lowest, symbol number) and the file kept open: each lookup reads its
+ * symbol and name (two preads, ~2 us), so a table of any string size costs 8 bytes a function.
+ */
 static int load_symtab(struct elf_file *ef, unsigned int si, size_t max_bytes, struct elf_syms *s)
 {
 	const struct elf_shdr *st = &ef->sh[si], *str;
 	size_t esz = ef->is64 ? sizeof(Elf64_Sym) : sizeof(Elf32_Sym), n;
-	unsigned char *raw = NULL;
-	int err = -EINVAL;
+	int err;
 
 	if (st->link >= ef->n_sh || st->entsize != esz)
 		return -EINVAL;
 	str = &ef->sh[st->link];
-	n = st->size / esz;
-	if (n * sizeof(struct elf_sym) + str->size > max_bytes)
+	s->is64 = ef->is64;
+	s->n_ents = st->size / esz;
+	s->sym_off = st->offset;
+	s->str_off = str->offset;
+	s->str_len = str->size;
+	if (s->n_ents >= 1u << 31)
 		return -EFBIG;
-	raw = malloc(st->size);
-	s->syms = malloc(n * sizeof(*s->syms) + 1);
-	s->names = malloc(str->size + 1);
-	if (!raw || !s->syms || !s->names) {
-		err = -ENOMEM;
-		goto out;
+	err = sym_stream(s, ef->fd, sym_count, s);
+	n = s->n_syms;
+	if (err || !n)
+		return err ? err : -ENOENT;
+	s->n_syms = 0;
+	if (sizeof(*s) + n * sizeof(struct elf_sym) + str->size <= max_bytes) {
+		s->syms = malloc(n * sizeof(*s->syms));
+		s->names = malloc(str->size + 1);
+		if (!s->syms || !s->names)
+			return -ENOMEM;
+		if (port_pread_full(ef->fd, s->names, str->size, (off_t)str->offset))
+			return -EINVAL;
+		s->names[str->size] = 0;
+		s->names_len = str->size;
+	} else if (sizeof(*s) + n * sizeof(struct elf_sym_ref) + ELF_SYM_NAME_MAX <= max_bytes &&
+		   s->top - s->base <= UINT32_MAX) {
+		s->refs = malloc(n * sizeof(*s->refs));
+		s->name = malloc(ELF_SYM_NAME_MAX);
+		if (!s->refs || !s->name)
+			return -ENOMEM;
+	} else {
+		return -EFBIG;
 	}
-	if (port_pread_full(ef->fd, raw, st->size, (off_t)st->offset) ||
-	    port_pread_full(ef->fd, s->names, str->size, (off_t)str->offset))
-		goto out;
-	s->names[str->size] = 0;
-	s->names_len = str->size;
-	for (size_t i = 0; i < n; i++) {
-		uint64_t value, size;
-		uint32_t name;
-		unsigned int type, shndx;
+	err = sym_stream(s, ef->fd, sym_add, s);
+	if (err)
+		return err;
+	if (s->syms)
+		qsort(s->syms, s->n_syms, sizeof(*s->syms), sym_cmp);
+	else
+		qsort(s->refs, s->n_syms, sizeof(*s->refs), ref_cmp);
+	return 0;
+}
 
-		if (ef->is64) {
-			Elf64_Sym *e = (Elf64_Sym *)(raw + i * esz);
-
-			value = e->st_value, size = e->st_size, name = e->st_name;
-			type = ELF64_ST_TYPE(e->st_info), shndx = e->st_shndx;
-		} else {
-			Elf32_Sym *e = (Elf32_Sym *)(raw + i * esz);
-
-			value = e->st_value, size = e->st_size, name = e->st_name;
-			type = ELF32_ST_TYPE(e->st_info), shndx = e->st_shndx;
-		}
-		if ((type != STT_FUNC && type != STT_GNU_IFUNC) || shndx == SHN_UNDEF || !value ||
-		    name >= str->size)
-			continue;
-		if (!ef->is64)
-			value &= ~1ull; /* Thumb bit */
-		s->syms[s->n_syms++] = (struct elf_sym){value, (uint32_t)size, name};
-	}
-	qsort(s->syms, s->n_syms, sizeof(*s->syms), sym_cmp);
-	err = s->n_syms ? 0 : -ENOENT;
-out:
-	free(raw);
-	return err;
+static void syms_reset(struct elf_syms *s)
+{
+	free(s->syms);
+	free(s->refs);
+	free(s->names);
+	free(s->name);
+	s->syms = NULL;
+	s->refs = NULL;
+	s->names = NULL;
+	s->name = NULL;
+	s->n_syms = 0;
+	s->names_len = 0;
+	s->base = s->top = 0;
 }
 
 int elf_syms__load(const char *path, size_t max_bytes, struct elf_syms **out)
@@ -481,6 +606,7 @@ int elf_syms__load(const char *path, size_t max_bytes, struct elf_syms **out)
 		elf_close(&ef);
 		return -ENOMEM;
 	}
+	s->fd = -1;
 	s->n_load = load_segments(&ef, s->load);
 	for (unsigned int i = 0; i < ef.n_sh; i++) {
 		if (ef.sh[i].type == SHT_SYMTAB)
@@ -492,12 +618,15 @@ int elf_syms__load(const char *path, size_t max_bytes, struct elf_syms **out)
 	if (sym >= 0)
 		err = load_symtab(&ef, (unsigned int)sym, max_bytes, s);
 	if (err && dyn >= 0) {
-		free(s->syms);
-		free(s->names);
-		s->syms = NULL;
-		s->names = NULL;
-		s->n_syms = 0;
-		err = load_symtab(&ef, (unsigned int)dyn, max_bytes, s);
+		int derr;
+
+		syms_reset(s);
+		derr = load_symtab(&ef, (unsigned int)dyn, max_bytes, s);
+		err = derr == -ENOENT && err == -EFBIG ? err : derr; /* .symtab too big: say so */
+	}
+	if (!err && s->refs) { /* names and sizes are read from the file at each lookup */
+		s->fd = ef.fd;
+		ef.fd = -1;
 	}
 	elf_close(&ef);
 	if (err) {
@@ -513,34 +642,80 @@ uint64_t elf_syms__vaddr(const struct elf_syms *s, uint64_t off)
 	return load_vaddr(s->load, s->n_load, off);
 }
 
+/* The address of index entry i. */
+static uint64_t sym_addr(const struct elf_syms *s, size_t i)
+{
+	return s->syms ? s->syms[i].addr : s->base + s->refs[i].delta;
+}
+
+/*
+ * Symbol idx's size and name, read from the file into s->name (NUL-terminated within
+ * ELF_SYM_NAME_MAX, else no name: a name cut short could be another function's). False when
+ * unreadable.
+ */
+static bool sym_read(const struct elf_syms *s, uint32_t idx, uint64_t *size)
+{
+	size_t esz = s->is64 ? sizeof(Elf64_Sym) : sizeof(Elf32_Sym);
+	unsigned char raw[sizeof(Elf64_Sym)];
+	struct sym_ent e;
+	size_t len;
+
+	if (port_pread_full(s->fd, raw, esz, (off_t)(s->sym_off + (uint64_t)idx * esz)))
+		return false;
+	sym_decode(s->is64, raw, s->str_len, &e);
+	if (!e.func)
+		return false;
+	/* most names fit 256 bytes: a 4 KiB read each lookup cost 9 us (node), 256 bytes ~2 */
+	for (size_t want = 256;; want = ELF_SYM_NAME_MAX) {
+		len = s->str_len - e.name < want ? (size_t)(s->str_len - e.name) : want;
+		if (port_pread_full(s->fd, s->name, len, (off_t)(s->str_off + e.name)))
+			return false;
+		if (memchr(s->name, 0, len))
+			break;
+		if (want == ELF_SYM_NAME_MAX || len < want)
+			return false;
+	}
+	*size = e.size;
+	return true;
+}
+
 const char *elf_syms__lookup(const struct elf_syms *s, uint64_t off, uint64_t *sym_vaddr)
 {
-	uint64_t va = elf_syms__vaddr(s, off);
+	uint64_t va = elf_syms__vaddr(s, off), addr, size;
 	size_t lo = 0, hi = s->n_syms;
+	const char *name;
 
-	if (!va || !s->n_syms || va < s->syms[0].addr)
+	if (!va || !s->n_syms || va < sym_addr(s, 0))
 		return NULL;
 	while (hi - lo > 1) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (s->syms[mid].addr <= va)
+		if (sym_addr(s, mid) <= va)
 			lo = mid;
 		else
 			hi = mid;
 	}
-	/* prefer a sized symbol that covers va among aliases at the same address */
-	const struct elf_sym *e = &s->syms[lo];
-
-	if (e->size && va >= e->addr + e->size)
-		return NULL;
+	/* the last of the aliases at that address: a sized one where there is (sym_cmp) */
+	addr = sym_addr(s, lo);
+	if (s->syms) {
+		size = s->syms[lo].size;
+		name = s->names + s->syms[lo].name;
+	} else {
+		if (!sym_read(s, s->refs[lo].idx & ~(1u << 31), &size))
+			return NULL;
+		name = s->name;
+	}
+	if (size && va >= addr + size)
+		return NULL; /* past its end: in no function the table knows */
 	if (sym_vaddr)
-		*sym_vaddr = e->addr;
-	return s->names + e->name;
+		*sym_vaddr = addr;
+	return name;
 }
 
 size_t elf_syms__bytes(const struct elf_syms *s)
 {
-	return sizeof(*s) + s->n_syms * sizeof(*s->syms) + s->names_len;
+	return sizeof(*s) + s->n_syms * (s->syms ? sizeof(*s->syms) : sizeof(*s->refs)) +
+	       s->names_len + (s->name ? ELF_SYM_NAME_MAX : 0);
 }
 
 size_t elf_syms__count(const struct elf_syms *s)
@@ -548,11 +723,17 @@ size_t elf_syms__count(const struct elf_syms *s)
 	return s->n_syms;
 }
 
+bool elf_syms__names_stable(const struct elf_syms *s)
+{
+	return s->syms != NULL;
+}
+
 void elf_syms__free(struct elf_syms *s)
 {
 	if (!s)
 		return;
-	free(s->syms);
-	free(s->names);
+	if (s->fd >= 0)
+		close(s->fd);
+	syms_reset(s);
 	free(s);
 }

@@ -72,13 +72,23 @@ uint64_t elf__eh_frame_vaddr(const struct elf_eh_frame *eh, uint64_t off);
 
 struct elf_syms;
 
+#define ELF_SYM_NAME_MAX 4096 /* longer names (read from the file) are left out, not cut */
+
 /*
- * Loads the function symbols of path (.symtab, else .dynsym). -EFBIG when the table would
- * need more than max_bytes, -ENOENT when the file has no symbols at all.
+ * Loads the function symbols of path (.symtab, else .dynsym), streamed from the file (64 KiB
+ * at a time). Held whole (16 bytes a function and the string table) where that fits
+ * max_bytes; else, as for node's .symtab (95k functions, 7.5 MB of names), an index of 8 bytes
+ * a function with the file kept open, names read at lookup. -EFBIG when even the index would
+ * need more than max_bytes (then .dynsym is tried), -ENOENT when the file has no symbols.
  */
 int elf_syms__load(const char *path, size_t max_bytes, struct elf_syms **out);
-/* Name of the function at file offset off (as in /proc/<pid>/maps arithmetic), or NULL. */
+/*
+ * Name of the function at file offset off (as in /proc/<pid>/maps arithmetic), or NULL: the
+ * nearest function symbol at or below it, unless its size ends before. The name stays valid
+ * until the table is freed where elf_syms__names_stable(), else until the next lookup.
+ */
 const char *elf_syms__lookup(const struct elf_syms *s, uint64_t off, uint64_t *sym_vaddr);
+bool elf_syms__names_stable(const struct elf_syms *s);
 /* Symbol address (vaddr) of file offset off, or 0 when off is in no load segment. */
 uint64_t elf_syms__vaddr(const struct elf_syms *s, uint64_t off);
 size_t elf_syms__bytes(const struct elf_syms *s);

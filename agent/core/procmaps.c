@@ -732,6 +732,7 @@ static int proctab_load(struct proctab *t, uint32_t pid, struct proc_slot **out)
 		err = procmaps__read(pid, t->max_maps, &pm);
 		if (err) {
 			*proctab_gone(t, pid) = pid;
+			t->st.lost += !s; /* sampled, its maps never known: counted, not silent */
 			return err;
 		}
 		t->st.reads++;
@@ -758,8 +759,14 @@ static int proctab_load(struct proctab *t, uint32_t pid, struct proc_slot **out)
 /* Whether a miss in s's maps should read them again (see PROCTAB_REREAD_NS). */
 static bool proctab_reread(struct proctab *t, struct proc_slot *s)
 {
-	if (s->refreshed != t->round || s->loaded) /* the loader's: asked again above */
-		return s->refreshed != t->round;
+	/*
+	 * Maps from the loader that it has nothing more for (asked again above) are read from
+	 * /proc too: its stage was given to another program, or overflowed. They used to wait
+	 * for the next round, and a program that ended within the round had its libraries
+	 * unknown for good (lua5.4: libc never named, 30 % <unknown> leaves).
+	 */
+	if (s->refreshed != t->round)
+		return true;
 	if (s->missed == t->round + 1 || mono_ns() - s->read_ns < PROCTAB_REREAD_NS)
 		return false;
 	s->missed = t->round + 1;

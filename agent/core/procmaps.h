@@ -82,6 +82,7 @@ struct proctab;
 
 struct proctab_stats {
 	uint64_t reads, refreshes, evicted, unknown_addr, reused_pids;
+	uint64_t lost; /* processes sampled whose maps could not be read (gone before): unnamed */
 	uint64_t loaded, forgotten; /* maps from the loader, and processes forgotten (exec) */
 	unsigned int procs;
 };

@@ -2,8 +2,11 @@
 /*
  * agent/core/symbolize.h — on-device function names (CONFIG_SYMBOLIZE): .symtab/.dynsym of each
  * mapped file, cached per build-id (per path when the file has none), bounded by max_bytes
- * (CONFIG_SYMBOL_CACHE_KB; least recently used tables evicted, counted). Files whose table does
- * not fit or cannot be read are remembered as such and left to desktop symbolization.
+ * (CONFIG_SYMBOL_CACHE_KB; least recently used tables evicted, counted). A table too big to
+ * hold with its names (node's: 95k functions, 7.5 MB of names) is kept as an index of 8 bytes
+ * a function, its names read from the file at each lookup (elf_syms__load). Files whose index
+ * does not fit either, or cannot be read, are remembered as such and left to desktop
+ * symbolization.
  * Without CONFIG_SYMBOLIZE every lookup returns NULL and no file is read.
  */
 #ifndef EDGEPROF_AGENT_SYMBOLIZE_H

@@ -64,6 +64,7 @@ static const struct stat_field bpf_stat_fields[] = {
 /* What became of each sample's leaf frame (bpf/leaf.h). */
 static const struct stat_field leaf_stat_fields[] = {
 	BPF_STAT(leaf.fixed, "leaf_fixed"),
+	BPF_STAT(leaf.callers, "leaf_callers"),
 	BPF_STAT(leaf.linked, "leaf_linked"),
 	BPF_STAT(leaf.no_context, "leaf_no_context"),
 	BPF_STAT(leaf.no_table, "leaf_no_table"),

@@ -51,6 +51,7 @@ static const struct stat_field rings_stat_fields[] = {
 	STAT(struct rings_counters, dropped_rings, "dropped_rings"),
 	STAT(struct rings_counters, dropped_services, "dropped_services"),
 	STAT(struct rings_counters, ps.unknown_addr, "unknown_addresses"),
+	STAT(struct rings_counters, ps.lost, "maps_lost"),
 	STAT(struct rings_counters, ps.evicted, "evicted_procs"),
 	STAT(struct rings_counters, ms.maps_reads, "maps_reads"),
 	STAT(struct rings_counters, ms.file_stats, "file_stats"),

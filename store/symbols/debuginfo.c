@@ -33,6 +33,8 @@ struct debuginfo {
 	uint64_t clock;
 	struct cached_syms cache[CACHE_SLOTS];
 	struct debuginfo_stats st;
+	char **copies; /* names of tables read at lookup (too big to hold), until symbolized */
+	size_t n_copies, cap_copies;
 	pthread_mutex_t lock;
 };
 
@@ -316,6 +318,38 @@ static const struct elf_syms *syms_for(struct debuginfo *d, const char *build_id
 	return c ? c->syms : NULL;
 }
 
+/*
+ * name as it may be kept until pprof_symbolize() returns: a table too big to hold (its names
+ * are read at lookup, into one buffer) gives a copy, freed by copies_free(). NULL: no memory.
+ */
+static const char *stable_name(struct debuginfo *d, const struct elf_syms *syms, const char *name)
+{
+	if (elf_syms__names_stable(syms))
+		return name;
+	if (d->n_copies == d->cap_copies) {
+		size_t cap = d->cap_copies ? 2 * d->cap_copies : 256;
+		char **c = realloc(d->copies, cap * sizeof(*c));
+
+		if (!c)
+			return NULL;
+		d->copies = c;
+		d->cap_copies = cap;
+	}
+	name = strdup(name);
+	if (name)
+		d->copies[d->n_copies++] = (char *)name;
+	return name;
+}
+
+static void copies_free(struct debuginfo *d)
+{
+	for (size_t i = 0; i < d->n_copies; i++)
+		free(d->copies[i]);
+	free(d->copies);
+	d->copies = NULL;
+	d->n_copies = d->cap_copies = 0;
+}
+
 static bool resolve(void *ctx, const struct pprof_profile *p, const struct pprof_mapping *m,
 		    uint64_t address, struct pprof_resolved *out)
 {
@@ -331,7 +365,7 @@ static bool resolve(void *ctx, const struct pprof_profile *p, const struct pprof
 	if (!c || !c->syms)
 		return false;
 	out->function = elf_syms__lookup(c->syms, off, NULL);
-	if (!out->function)
+	if (!out->function || !(out->function = stable_name(d, c->syms, out->function)))
 		return false;
 	vaddr = elf_syms__vaddr(c->syms, off);
 	if (vaddr && dwarf_lines__lookup(c->lines, vaddr, &out->filename, &line))
@@ -357,6 +391,7 @@ int debuginfo__symbolize(struct debuginfo *d, const struct pprof_profile *p,
 		any = p->mappings[i].build_id && !p->mappings[i].has_functions &&
 		      syms_for(d, pprof_str(p, p->mappings[i].build_id));
 	ret = any ? pprof_symbolize(p, resolve, d, out, &n) : 0;
+	copies_free(d);
 	pthread_mutex_unlock(&d->lock);
 	if (!ret && out && *out && !n) {
 		pprof_profile__free(*out);

@@ -262,6 +262,8 @@ struct regs {
 	uint64_t addr, file, line;
 	bool in_seq; /* a row was emitted since the last end_sequence */
 	uint32_t last_file, last_line;
+	uint64_t seq_addr; /* the sequence's first row: its address, and where it is */
+	size_t seq_row;
 };
 
 static void regs_reset(struct regs *r)
@@ -278,16 +280,30 @@ static int emit(struct parse *ps, struct unit *u, struct regs *r)
 		return ps->ret;
 	if (r->in_seq && file == r->last_file && r->line == r->last_line)
 		return 0;
+	if (!r->in_seq) {
+		r->seq_addr = r->addr;
+		r->seq_row = ps->l->n_rows;
+	}
 	r->in_seq = true;
 	r->last_file = file;
 	r->last_line = r->line > UINT32_MAX ? UINT32_MAX : (uint32_t)r->line;
 	return push_row(ps, r->addr, file, r->last_line);
 }
 
+/*
+ * Ends a sequence with a mark: addresses from its end on are unknown. A sequence at address 0
+ * is code the linker discarded (a duplicate inline function, a section --gc-sections dropped:
+ * GNU ld relocates its address to 0): nothing runs at 0 in an executable or shared object, and
+ * its rows would give their file:line to the real code its range overlaps. Dropped.
+ */
 static int end_sequence(struct parse *ps, struct regs *r)
 {
-	int ret = r->in_seq ? push_row(ps, r->addr, NO_FILE, 0) : 0;
+	int ret = 0;
 
+	if (r->in_seq && r->seq_addr == 0)
+		ps->l->n_rows = r->seq_row;
+	else if (r->in_seq)
+		ret = push_row(ps, r->addr, NO_FILE, 0);
 	regs_reset(r);
 	return ret;
 }
@@ -377,7 +393,7 @@ static int run_program(struct parse *ps, struct unit *u)
 	}
 	/* A sequence left open at the end of a unit ends there: never extend it to later code. */
 	if (!ps->ret && r.in_seq)
-		push_row(ps, r.addr, NO_FILE, 0);
+		end_sequence(ps, &r);
 	return ps->ret;
 }
 

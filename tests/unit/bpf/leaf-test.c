@@ -208,6 +208,81 @@ static void linked_frame_needs_no_words(void **state)
 #endif
 }
 
+#if defined(__x86_64__)
+/* What leaf_test_snap saw: its pc, its stack pointer there, the 64 words above it. */
+static uint64_t snap_pc, snap_sp, snap_words[64];
+
+/* frameless, as Debian builds libc: the test is built with frame pointers */
+#define FRAMELESS __attribute__((noinline, optimize("omit-frame-pointer")))
+
+FRAMELESS uint64_t leaf_test_snap(uint64_t x)
+{
+	uint64_t pc, sp;
+
+	/* one point: the pc and the stack pointer its rules apply to */
+	__asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1" : "=r"(pc), "=r"(sp));
+	snap_pc = pc;
+	snap_sp = sp;
+	memcpy(snap_words, (const void *)(uintptr_t)sp, sizeof(snap_words));
+	return x + 1;
+}
+
+FRAMELESS uint64_t leaf_test_mid2(uint64_t x)
+{
+	return leaf_test_snap(x * 3) * 5; /* not a tail call: its frame stays */
+}
+
+FRAMELESS uint64_t leaf_test_mid1(uint64_t x)
+{
+	return leaf_test_mid2(x * 7) * 11;
+}
+
+/*
+ * A blocked call's stack as an off-CPU record carries it: the pc, no frame the kernel's walk
+ * found (none of the three functions links a frame), 64 words. Every caller comes back, frame
+ * by frame by the rules, in order, up to this test's frame, which the frame pointer the
+ * sample carries (untouched by the three) says is where the kernel's walk started.
+ */
+static void callers_walked_from_words(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t out[16], in[1];
+	struct agent_sample fixed, s;
+	struct sample_user_context uc;
+	struct leaf_stats before, after;
+
+	assert_int_equal(leaf_test_mid1(1), ((1 * 7 * 3) + 1) * 5 * 11);
+	in[0] = snap_pc;
+	uc = (struct sample_user_context){.sp = snap_sp, .fp = 1, .words = snap_words,
+					  .n_words = 64};
+	s = (struct agent_sample){.pid = (uint32_t)getpid(), .n_user = 1, .frames = in,
+				  .user = &uc};
+	leaf__stats(f->leaf, &before);
+	assert_true(leaf__fix(f->leaf, f->procs, &s, 16, out, &fixed));
+	leaf__stats(f->leaf, &after);
+	assert_true(fixed.n_user >= 4);
+	assert_int_equal(out[0], snap_pc);
+	/* return addresses into mid2, mid1, then this test (each after its call) */
+	assert_true(out[1] > (uintptr_t)leaf_test_mid2 && out[1] < (uintptr_t)leaf_test_mid2 + 64);
+	assert_true(out[2] > (uintptr_t)leaf_test_mid1 && out[2] < (uintptr_t)leaf_test_mid1 + 64);
+	assert_true(out[3] > (uintptr_t)callers_walked_from_words &&
+		    out[3] < (uintptr_t)callers_walked_from_words + 512);
+	assert_int_equal(after.fixed, before.fixed + 1);
+	assert_true(after.callers >= before.callers + 2);
+	/* fewer words, no more callers: each frame comes only from words that hold it */
+	unsigned int last = 1;
+
+	for (uc.n_words = 0; uc.n_words <= 64; uc.n_words++) {
+		unsigned int got = leaf__fix(f->leaf, f->procs, &s, 16, out, &fixed) ? fixed.n_user
+										      : 1;
+
+		assert_true(got >= last);
+		last = got;
+	}
+	assert_true(last >= 4);
+}
+#endif
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -216,6 +291,9 @@ int main(void)
 	    cmocka_unit_test(wild_word_refused),
 	    cmocka_unit_test(bounded_depth_and_words),
 	    cmocka_unit_test(linked_frame_needs_no_words),
+#if defined(__x86_64__)
+	    cmocka_unit_test(callers_walked_from_words),
+#endif
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

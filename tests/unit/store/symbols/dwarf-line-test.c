@@ -150,6 +150,24 @@ static void reads_a_hand_made_unit(void **state)
 	dwarf_lines__free(l);
 }
 
+/* A sequence at address 0 (code the linker dropped) gives no file:line to what it overlaps. */
+static void discarded_sequence_is_dropped(void **state)
+{
+	uint8_t buf[sizeof(unit4)];
+	struct dwarf_line_sections s = { .line = buf, .line_len = make_unit(buf) };
+	struct dwarf_lines *l = NULL;
+	const char *file = NULL;
+	uint32_t line = 0;
+	char err[256] = "";
+
+	buf[10 + 6 + 12 + 6 + 8 + 4] = 0; /* DW_LNE_set_address 0x1000 -> 0 */
+	assert_int_equal(dwarf_lines__parse(&s, 1 << 20, &l, err, sizeof(err)), 0);
+	assert_false(dwarf_lines__lookup(l, 0x2, &file, &line));
+	assert_false(dwarf_lines__lookup(l, 0x100f, &file, &line));
+	assert_int_equal(dwarf_lines__rows(l), 0);
+	dwarf_lines__free(l);
+}
+
 static void every_truncation_is_refused(void **state)
 {
 	uint8_t full[sizeof(unit4)];
@@ -211,6 +229,7 @@ int main(void)
 		cmocka_unit_test(honours_the_memory_bound),
 		cmocka_unit_test(no_line_table_is_enoent),
 		cmocka_unit_test(reads_a_hand_made_unit),
+		cmocka_unit_test(discarded_sequence_is_dropped),
 		cmocka_unit_test(every_truncation_is_refused),
 		cmocka_unit_test(bad_headers_say_what_is_wrong),
 	};
