@@ -13,5 +13,5 @@ unit-tests-y += cfi
 cfi-test-objs = elf/cfi.o elf/elf.o port/file.o
 
 unit-tests-y += ehabi armframe
-armframe-test-objs = elf/armframe.o
+armframe-test-objs = elf/armframe.o elf/ehabi.o
 ehabi-test-objs = elf/ehabi.o

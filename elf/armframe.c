@@ -555,16 +555,25 @@ bool armframe__analyze(const struct armframe_code *c, uint32_t pc, bool exact,
 	}
 	unsigned int spent = f->insns;
 
-	memset(f, 0, sizeof(*f));
-	f->insns = spent; /* the backward reading has a budget of its own, as large */
-	if (backward(c, pc, exact, budget + spent, f)) {
-		f->how = ARMFRAME_BACKWARD;
-		if (f->saved_off + 4u * (unsigned int)__builtin_popcount(f->saved_mask) != f->ra_off)
-			f->saved_mask = 0; /* r12 pushed between them: not described */
+	/* the backward reading has a budget of its own, as large */
+	if (armframe__prologue(c, pc, exact, budget, f)) {
+		f->insns += spent;
 		return true;
 	}
-	f->how = ARMFRAME_NONE;
+	f->insns += spent;
 	return false;
+}
+
+bool armframe__prologue(const struct armframe_code *c, uint32_t pc, bool exact,
+			unsigned int budget, struct armframe *f)
+{
+	memset(f, 0, sizeof(*f));
+	if (!backward(c, pc, exact, budget, f))
+		return false;
+	f->how = ARMFRAME_BACKWARD;
+	if (f->saved_off + 4u * (unsigned int)__builtin_popcount(f->saved_mask) != f->ra_off)
+		f->saved_mask = 0;
+	return true;
 }
 
 bool armframe__after_call(const struct armframe_code *c, uint32_t ra)

@@ -68,6 +68,13 @@ struct armframe {
 bool armframe__analyze(const struct armframe_code *c, uint32_t pc, bool exact,
 		       unsigned int budget, struct armframe *f);
 
+/*
+ * The backward reading alone: for a second opinion where the forward one's return address
+ * proved wrong (a path through a noreturn call runs into whatever follows it).
+ */
+bool armframe__prologue(const struct armframe_code *c, uint32_t pc, bool exact,
+			unsigned int budget, struct armframe *f);
+
 /* ra (bit 0: Thumb) follows a call instruction (bl, blx) in c: a plausible return address. */
 bool armframe__after_call(const struct armframe_code *c, uint32_t ra);
 

@@ -482,6 +482,16 @@ static bool arm_after_call(struct walk *w, uint32_t ra)
  * instruction, the caller's sp must be above ours (equal only where the interrupted function
  * saved nothing). Inferred, not exact.
  */
+static bool inferred_ra(struct walk *w, const uint32_t r[16], const struct armframe *f,
+			bool exact, uint32_t *ra)
+{
+	if (f->ra_in_lr)
+		*ra = r[14];
+	else if (!arm_read(w, r[13] + f->ra_off, ra))
+		return false;
+	return r[13] + f->cfa >= r[13] && (f->cfa || exact) && arm_after_call(w, *ra);
+}
+
 static bool step_inferred(struct walk *w, uint32_t r[16], bool exact, uint32_t key,
 			  uint64_t cached)
 {
@@ -493,6 +503,8 @@ static bool step_inferred(struct walk *w, uint32_t r[16], bool exact, uint32_t k
 
 	if (cached) {
 		unpack_inferred(cached, &f);
+		if (!inferred_ra(w, r, &f, exact, &ra))
+			return false;
 	} else {
 		if (!m)
 			return false;
@@ -500,13 +512,14 @@ static bool step_inferred(struct walk *w, uint32_t r[16], bool exact, uint32_t k
 					   (uint32_t)m->text_hi};
 		if (!armframe__analyze(&c, r[15], exact, CONFIG_UNWIND_ARM_SCAN_INSNS, &f))
 			return false;
+		/* a path through a noreturn call runs into whatever follows it: the prologue's
+		 * word then */
+		if (!inferred_ra(w, r, &f, exact, &ra) &&
+		    (f.how != ARMFRAME_FORWARD ||
+		     !armframe__prologue(&c, r[15], exact, CONFIG_UNWIND_ARM_SCAN_INSNS, &f) ||
+		     !inferred_ra(w, r, &f, exact, &ra)))
+			return false;
 	}
-	if (f.ra_in_lr)
-		ra = r[14];
-	else if (!arm_read(w, sp + f.ra_off, &ra))
-		return false;
-	if (sp + f.cfa < sp || (f.cfa == 0 && !exact) || !arm_after_call(w, ra))
-		return false;
 	off = f.saved_off;
 	for (unsigned int k = 4; k < 12; k++) {
 		if (!(f.saved_mask >> k & 1))
@@ -542,9 +555,9 @@ static unsigned int walk_arm(struct walk *w, const void *uctx, enum unwind_mode 
 	uint32_t r[16];
 
 	memcpy(r, &uc->uc_mcontext.arm_r0, sizeof(r)); /* r0..r10, fp, ip, sp, lr, pc */
+	frames[n++] = r[15];
 	if (uc->uc_mcontext.arm_cpsr & 0x20)
-		r[15] |= 1; /* Thumb: as return addresses say it */
-	frames[n++] = r[15] & ~1u;
+		r[15] |= 1; /* Thumb: as return addresses say it (the code reading needs it) */
 	if (mode == UNWIND_FP) { /* tables off: the pc and the link register */
 		if (n < max && plausible_pc(w, r[14]))
 			frames[n++] = r[14];
