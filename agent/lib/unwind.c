@@ -444,14 +444,18 @@ static int32_t exidx_cached(struct walk *w, uint32_t key, bool exact, const stru
 
 /*
  * A frame found by reading code, for the cache: cfa (< 1 MiB, bits 0-19), the return
- * address's offset in words (bits 20-27: ra_off < 1 KiB) and the saved r4-r11 (bits 32-39);
- * 0 when it does not fit (found again next time). Return addresses only: ra_in_lr never.
+ * address's offset in words (bits 20-27: ra_off < 1 KiB), in lr (bit 30: interrupted pcs
+ * only, whose keys are even where return addresses' are odd) and the saved r4-r11 (bits
+ * 32-39); 0 when it does not fit (read again next time).
  */
+#define INFERRED_LR 0x40000000u
+
 static uint64_t pack_inferred(const struct armframe *f)
 {
-	if (f->ra_in_lr || f->cfa >= (1u << 20) || f->ra_off >= 1024 || (f->ra_off & 3))
+	if (f->cfa >= (1u << 20) || f->ra_off >= 1024 || (f->ra_off & 3))
 		return 0;
-	return (uint64_t)(f->saved_mask >> 4) << 32 | INFERRED_TAG | (f->ra_off / 4) << 20 | f->cfa;
+	return (uint64_t)(f->saved_mask >> 4) << 32 | INFERRED_TAG |
+	       (f->ra_in_lr ? INFERRED_LR : 0) | (f->ra_off / 4) << 20 | f->cfa;
 }
 
 static void unpack_inferred(uint64_t v, struct armframe *f)
@@ -459,6 +463,7 @@ static void unpack_inferred(uint64_t v, struct armframe *f)
 	memset(f, 0, sizeof(*f));
 	f->cfa = (uint32_t)v & 0xfffff;
 	f->ra_off = ((uint32_t)v >> 20 & 0xff) * 4;
+	f->ra_in_lr = (uint32_t)v & INFERRED_LR;
 	f->saved_mask = (uint16_t)((v >> 32 & 0xff) << 4);
 	f->saved_off = f->ra_off - 4 * (uint32_t)__builtin_popcount(f->saved_mask);
 }
@@ -529,7 +534,8 @@ static bool step_inferred(struct walk *w, uint32_t r[16], bool exact, uint32_t k
 		r[k] = v;
 		off += 4;
 	}
-	if (!cached && !exact && w->c && (packed = pack_inferred(&f)))
+	/* interrupted pcs too: a reading costs ~100 instructions, and hot loops repeat theirs */
+	if (!cached && w->c && (packed = pack_inferred(&f)))
 		cache_replace(w->c, key, packed);
 	r[13] = sp + f.cfa;
 	r[15] = ra;
