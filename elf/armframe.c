@@ -192,43 +192,71 @@ static enum sim_step sp_add(struct sim *s, int64_t v)
 	return S_NEXT;
 }
 
-static enum sim_step t16(struct sim *s, uint16_t hw)
+/* 16-bit special data processing and branch-exchange (0100 01..): returns, calls, writes to
+ * sp and pc. */
+static enum sim_step t16_hireg(struct sim *s, uint16_t hw, uint32_t next)
 {
-	uint32_t next = s->addr + 2;
+	if (hw == 0x4770 || hw == 0x46f7) /* bx lr; mov pc, lr */
+		return ret(s, s->lr);
+	if (hw == 0x4778) { /* bx pc: into the ARM code that follows (PLT stubs) */
+		s->thumb = false;
+		s->addr = (s->addr + 4) & ~3u;
+		return S_NEXT;
+	}
+	if ((hw & 0xff87) == 0x4700) /* bx rm: a tail call through a register (ip: a PLT stub's
+				      * or a veneer's), whose callee returns to our lr */
+		return s->d >= 0 ? ret(s, s->lr) : S_FAIL;
+	if ((hw & 0xff87) == 0x4780) { /* blx rm */
+		s->lr.kind = V_NONE;
+		s->addr = next;
+		return S_NEXT;
+	}
+	if ((hw & 0xff87) == 0x4687 || (hw & 0xff87) == 0x4487 || (hw & 0xff87) == 0x4685 ||
+	    (hw & 0xff87) == 0x4485)
+		return S_FAIL; /* mov/add pc, mov/add sp */
+	s->addr = next;
+	return S_NEXT;
+}
 
+/* 16-bit miscellaneous (1011 ....): push, pop, add/sub sp, cbz/cbnz, it, bkpt. */
+static enum sim_step t16_misc(struct sim *s, uint16_t hw, uint32_t next)
+{
 	if ((hw & 0xfe00) == 0xb400) /* push {r0-r7[, lr]} */
 		return s->addr = next, push(s, (hw & 0xff) | (uint32_t)(hw & 0x100) << 6);
 	if ((hw & 0xfe00) == 0xbc00) /* pop {r0-r7[, pc]} */
 		return s->addr = next, pop(s, (hw & 0xff) | (uint32_t)(hw & 0x100) << 7);
 	if ((hw & 0xff00) == 0xb000) /* add/sub sp, #imm7 * 4 */
 		return s->addr = next, sp_add(s, (hw & 0x80 ? -4 : 4) * (int64_t)(hw & 0x7f));
-	if (hw == 0x4770 || hw == 0x46f7) /* bx lr; mov pc, lr */
-		return ret(s, s->lr);
-	if ((hw & 0xff87) == 0x4700 && hw != 0x4778 && s->d >= 0)
-		return ret(s, s->lr); /* bx rm: a tail call through a register (ip: a PLT stub's
-				       * or a veneer's), whose callee returns to our lr */
-	if (hw == 0x4778) { /* bx pc: into the ARM code that follows (PLT stubs) */
-		s->thumb = false;
-		s->addr = (s->addr + 4) & ~3u;
-		return S_NEXT;
-	}
-	if ((hw & 0xff87) == 0x4780) { /* blx rm */
-		s->lr.kind = V_NONE;
-		s->addr = next;
-		return S_NEXT;
-	}
-	if ((hw & 0xff87) == 0x4687 || (hw & 0xff87) == 0x4487 ||
-	    (hw & 0xff87) == 0x4685 || (hw & 0xff87) == 0x4485 || (hw & 0xff00) == 0xde00 ||
-	    (hw & 0xff00) == 0xbe00)
-		return S_FAIL; /* bx rm, mov/add pc, mov/add sp, udf, bkpt */
-	if ((hw & 0xf000) == 0xd000 && (hw & 0x0e00) != 0x0e00) /* b<cond> */
-		return branch(s, next + 2 + (uint32_t)(sext(hw & 0xff, 8) * 2), true, next);
-	if ((hw & 0xf800) == 0xe000) /* b */
-		return branch(s, next + 2 + (uint32_t)(sext(hw & 0x7ff, 11) * 2), false, next);
 	if ((hw & 0xf500) == 0xb100) /* cbz, cbnz */
 		return branch(s, next + 2 + ((hw >> 3 & 0x1f) << 1 | (hw >> 9 & 1) << 6), true, next);
+	if ((hw & 0xff00) == 0xbe00)
+		return S_FAIL; /* bkpt */
 	if ((hw & 0xff00) == 0xbf00 && (hw & 0xf)) /* it: the block is skipped (not taken) */
 		s->it = 4 - (unsigned int)__builtin_ctz(hw & 0xf);
+	s->addr = next;
+	return S_NEXT;
+}
+
+static enum sim_step t16(struct sim *s, uint16_t hw)
+{
+	uint32_t next = s->addr + 2;
+
+	switch (hw >> 12) {
+	case 0x4:
+		if ((hw & 0x0c00) == 0x0400)
+			return t16_hireg(s, hw, next);
+		break;
+	case 0xb:
+		return t16_misc(s, hw, next);
+	case 0xd:
+		if ((hw & 0x0f00) == 0x0e00)
+			return S_FAIL; /* udf */
+		if ((hw & 0x0f00) != 0x0f00) /* b<cond> (0xdf: svc) */
+			return branch(s, next + 2 + (uint32_t)(sext(hw & 0xff, 8) * 2), true, next);
+		break;
+	case 0xe: /* b (0xe800 and up: 32-bit, not here) */
+		return branch(s, next + 2 + (uint32_t)(sext(hw & 0x7ff, 11) * 2), false, next);
+	}
 	s->addr = next;
 	return S_NEXT;
 }
@@ -264,6 +292,8 @@ static enum sim_step t32_branch(struct sim *s, uint16_t hw1, uint16_t hw2)
 static enum sim_step t32(struct sim *s, uint16_t hw1, uint16_t hw2)
 {
 	uint32_t rd = hw2 >> 8 & 0xf, rt = hw2 >> 12;
+	/* a word load (ldr.w; byte and halfword loads to pc are pld/pli hints) */
+	bool ldr = (hw1 & 0xfef0) == 0xf850 || (hw1 & 0xfff0) == 0xf8d0;
 
 	if ((hw1 & 0xf800) == 0xf000 && (hw2 & 0x8000))
 		return t32_branch(s, hw1, hw2);
@@ -303,12 +333,12 @@ static enum sim_step t32(struct sim *s, uint16_t hw1, uint16_t hw2)
 	if (hw1 == 0xf8dc && (hw2 & 0xf000) == 0xf000) /* ldr.w pc, [ip, #imm]: a PLT stub's */
 		return ret(s, s->lr);
 	if ((((hw1 & 0xf800) == 0xf000 || (hw1 & 0xfe00) == 0xea00) && rd == 13) ||
-	    ((hw1 & 0xfe00) == 0xf800 && (hw1 & 0x10) && (rt == 13 || rt == 15)) ||
+	    (ldr && (rt == 13 || rt == 15)) ||
 	    ((hw1 & 0xfe0f) == 0xf80d && (hw2 & 0x0900) == 0x0900) ||
 	    ((hw1 & 0xfe2f) == 0xe82d) || ((hw1 & 0xfe50) == 0xe810 && (hw2 & 0x8000)) ||
 	    ((hw1 & 0xfe6f) == 0xe86d))
 		return S_FAIL; /* sp or pc set otherwise: alloca, jumps, other stack writebacks */
-	if (((hw1 & 0xfe00) == 0xf800 && (hw1 & 0x10) && rt == 14) ||
+	if ((ldr && rt == 14) ||
 	    (((hw1 & 0xf800) == 0xf000 || (hw1 & 0xfe00) == 0xea00) && rd == 14))
 		s->lr.kind = V_NONE; /* lr used as a scratch register */
 	return S_NEXT;

@@ -227,7 +227,7 @@ def cross_programs(tmp, root, arch, scale):
     }
 
 
-def run_cross(top, arch, root, argv, hz, tmp, tag, labels=False):
+def run_cross(top, arch, root, argv, hz, tmp, tag, labels=False, lib=None):
     """The program under qemu-user with the board's libedgeprof.so: its samples' frames
     (labels: with whether each is labelled unwind=inferred; and the profile's comments)."""
     c = CROSS[arch]
@@ -236,7 +236,7 @@ def run_cross(top, arch, root, argv, hz, tmp, tag, labels=False):
     libs = ":".join([f"{root}/usr/lib/{t}", f"{root}/lib/{t}",
                      f"{top}/build/sysroot-{arch}/usr/lib/{t}"])
     cmd = [c["qemu"], "-L", f"/usr/{t}", "-E", f"LD_LIBRARY_PATH={libs}",
-           "-E", f"LD_PRELOAD={top}/build/{c['board']}/libedgeprof.so",
+           "-E", "LD_PRELOAD=" + (lib or f"{top}/build/{c['board']}/libedgeprof.so"),
            "-E", f"EDGEPROF_OUTPUT={out}", "-E", f"EDGEPROF_HZ={hz}"] + argv
     with open(os.path.join(tmp, "out"), "wb") as o:
         subprocess.run(cmd, stdout=o, stderr=subprocess.PIPE, check=True, timeout=1800)
@@ -378,6 +378,7 @@ def main_armv7(a, top):
     tmp = tempfile.mkdtemp(prefix="stacks-bench.")
     try:
         progs = armv7_programs(tmp, root, a.scale)
+        print(f"{a.build}/libedgeprof.so")
         print(f"armv7 under qemu-arm (qemu-user), sigprof, {a.hz} Hz, {a.reps} reps (medians); "
               "peer: the call instructions (edge_ok) and a -funwind-tables build; no perf here")
         print(f"{'program':<13} {'n':>6} {'->main %':>9} {'inferred %':>11} {'edges':>7} "
@@ -389,7 +390,8 @@ def main_armv7(a, top):
             argv, names = progs[name]
             res = []
             for rep in range(a.reps):
-                smp, com = run_cross(top, "armhf", root, argv, a.hz, tmp, f"{name}-{rep}", True)
+                smp, com = run_cross(top, "armhf", root, argv, a.hz, tmp, f"{name}-{rep}", True,
+                                     os.path.join(os.path.abspath(a.build), "libedgeprof.so"))
                 r = judge_armv7(smp, names, a.show if rep == 0 else 0)
                 m = re.search(r"handler_ns_p50=(\d+)", com)
                 r["p50"] = int(m.group(1)) / 1000 if m else float("nan")
