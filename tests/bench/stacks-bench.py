@@ -336,7 +336,7 @@ def judge_armv7(samples, names, show=0):
     callee (stacks_elf.edge_ok, read from the unstripped copy; edges in files without
     symbols cannot be judged: counted apart), and the chains reaching main."""
     n = reach = inf = edges = ok = unjudged = 0
-    chains, bad = collections.Counter(), collections.Counter()
+    chains, bad, pairs = collections.Counter(), collections.Counter(), collections.Counter()
     for fr, inferred in samples:
         fr = [(names.get(p, p), o) for p, o in fr]
         ch = chain_of(fr)
@@ -346,6 +346,8 @@ def judge_armv7(samples, names, show=0):
         inf += inferred
         if main:
             chains[ch] += 1
+        for i in range(1, len(ch)):
+            pairs[(ch[i - 1], ch[i])] += 1
         if not inferred:
             continue
         for i in range(1, len(fr)):
@@ -363,7 +365,16 @@ def judge_armv7(samples, names, show=0):
         print(f"    {k:5d} x edge {a} -> {b} not a call")
     pct = lambda a, b: 100.0 * a / b if b else float("nan")  # noqa: E731
     return dict(n=n, main=pct(reach, n), inferred=pct(inf, n), edges=edges,
-                edges_ok=pct(ok, edges), unjudged=unjudged, chains=chains)
+                edges_ok=pct(ok, edges), unjudged=unjudged, chains=chains, pairs=pairs)
+
+
+def same_pairs(ours, ref):
+    """% of ours' caller -> callee function pairs (each frame's, weighted by samples) that a
+    run of the -funwind-tables build also saw: frames right one by one, whatever the rest of
+    the chain (a whole chain can be missing from the reference runs by chance: qsort's
+    recursion depth varies)."""
+    total = sum(ours.values())
+    return 100.0 * sum(k for p, k in ours.items() if p in ref) / total if total else float("nan")
 
 
 def same_chains(ours, ref):
@@ -382,7 +393,8 @@ def main_armv7(a, top):
         print(f"armv7 under qemu-arm (qemu-user), sigprof, {a.hz} Hz, {a.reps} reps (medians); "
               "peer: the call instructions (edge_ok) and a -funwind-tables build; no perf here")
         print(f"{'program':<13} {'n':>6} {'->main %':>9} {'inferred %':>11} {'edges':>7} "
-              f"{'edges ok %':>11} {'same as tables %':>17} {'handler p50 us (qemu)':>22}")
+              f"{'edges ok %':>11} {'same chains %':>14} {'same frames %':>14} "
+              f"{'handler p50 us (qemu)':>22}")
         runs = {}
         for name in ("own-tables", "own-notables", "xz"):
             if name.split("-")[0] not in a.programs.split(",") and name not in a.programs:
@@ -398,12 +410,14 @@ def main_armv7(a, top):
                 res.append(r)
             runs[name] = res
             med = lambda k: statistics.median(r[k] for r in res)  # noqa: E731
-            same = float("nan")
+            same = samef = float("nan")
             if name == "own-notables" and "own-tables" in runs:
                 ref = set().union(*(r["chains"] for r in runs["own-tables"]))
                 same = statistics.median(same_chains(r["chains"], ref) for r in res)
+                refp = set().union(*(r["pairs"] for r in runs["own-tables"]))
+                samef = statistics.median(same_pairs(r["pairs"], refp) for r in res)
             print(f"{name:<13} {med('n'):>6.0f} {med('main'):>9.1f} {med('inferred'):>11.1f} "
-                  f"{med('edges'):>7.0f} {med('edges_ok'):>11.1f} {same:>17.1f} "
+                  f"{med('edges'):>7.0f} {med('edges_ok'):>11.1f} {same:>14.1f} {samef:>14.1f} "
                   f"{med('p50'):>22.1f}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

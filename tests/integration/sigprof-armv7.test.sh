@@ -32,7 +32,7 @@ spec = importlib.util.spec_from_file_location("sb", f"{top}/tests/bench/stacks-b
 sb = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(sb)
 root = sb.cross_root(top, "armhf")  # Debian's armhf xz, liblzma (apt-get download, cached)
-progs = sb.armv7_programs(tmp, root, 0.5)
+progs = sb.armv7_programs(tmp, root, 1.0)  # ~3 s of CPU each: startup samples few
 ok = True
 
 def run(name, env=()):
