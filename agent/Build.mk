@@ -38,9 +38,11 @@ lib-$(CONFIG_SAMPLER_SIGPROF) += libedgeprof.so
 libedgeprof-heap-$(CONFIG_PROFILE_HEAP) := agent/lib/heap.o agent/core/heapfile.o
 # Wall-clock profiles: the blocking calls' entry points and the ticker (agent/lib/wall.h).
 libedgeprof-wall-$(CONFIG_PROFILE_WALL) := agent/lib/wall.o
+# armv7 frames without unwind tables, by reading the code (elf/armframe.h).
+libedgeprof-arm-$(CONFIG_ARCH_ARM) := elf/armframe.o
 libedgeprof.so-objs   = agent/lib/sigprof.o agent/lib/sigctl.o agent/lib/unwind.o agent/lib/modules.o elf/cfi.o \
 			elf/ehabi.o $(agent-core-y) $(pprof-y) port/file.o $(libedgeprof-heap-y) \
-			$(libedgeprof-wall-y)
+			$(libedgeprof-wall-y) $(libedgeprof-arm-y)
 libedgeprof.so-ldlibs = -Wl,--exclude-libs,ALL -Wl,-z,now $(pprof-ldlibs) -ldl -lpthread -lrt -lm
 install-y += agent-install-header
 agent-install-header = install -m 0644 agent/edgeprof.h $(1)$(2)/include/
@@ -48,7 +50,7 @@ agent-install-header = install -m 0644 agent/edgeprof.h $(1)$(2)/include/
 unit-tests-y      += ring aggregate rounds elf unwind
 # The unwinder runs only in libedgeprof.so: tested as it is built (glibc, -fPIC; Makefile).
 unit-tests-glibc  += unwind
-unwind-test-objs   = agent/lib/unwind.o agent/lib/modules.o elf/cfi.o elf/ehabi.o
+unwind-test-objs   = agent/lib/unwind.o agent/lib/modules.o elf/cfi.o elf/ehabi.o $(libedgeprof-arm-y)
 unwind-test-ldlibs = -ldl -lpthread
 CFLAGS_unwind-test = -funwind-tables # its armv7 walk needs .ARM.exidx entries
 ring-test-objs     = agent/core/ring.o

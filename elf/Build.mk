@@ -4,12 +4,14 @@
 # store and the CLI name these objects in their own lists; nothing here includes a header from
 # agent/, store/ or tools/.
 
-fuzz-y += cfi ehabi
+fuzz-y += cfi ehabi armframe
+armframe-fuzz-objs = elf/armframe.o
 cfi-fuzz-objs   = elf/cfi.o
 ehabi-fuzz-objs = elf/ehabi.o
 
 unit-tests-y += cfi
 cfi-test-objs = elf/cfi.o elf/elf.o port/file.o
 
-unit-tests-y += ehabi
+unit-tests-y += ehabi armframe
+armframe-test-objs = elf/armframe.o elf/ehabi.o
 ehabi-test-objs = elf/ehabi.o

@@ -171,7 +171,7 @@ int aggregate__add(struct aggregate *a, const struct agent_sample *s)
 			e = &a->ents[idx - 1];
 			if (e->hash != h || e->pid != s->pid || e->tid != s->tid ||
 			    e->labels != (uint32_t)lid || e->n_kernel != s->n_kernel ||
-			    e->n_user != s->n_user ||
+			    e->n_user != s->n_user || ((e->flags ^ s->flags) & SAMPLE_F_INFERRED) ||
 			    memcmp(a->frames + e->frame_off, s->frames, nf * sizeof(uint64_t)))
 				continue;
 		}

@@ -82,7 +82,7 @@ static uint64_t user_location(struct out_ctx *c, uint32_t pid, uint64_t addr)
  * when the stack starts at a return address, as a heap sample's does). */
 static int add_stack(struct out_ctx *c, uint32_t pid, int64_t tid, uint32_t label_set,
 		     const uint64_t *frames, size_t n_kernel, size_t n_user, bool leaf_is_ra,
-		     const int64_t *values)
+		     uint16_t flags, const int64_t *values)
 {
 	uint64_t locs[CONFIG_MAX_STACK_DEPTH * 2 + 8];
 	size_t n = 0, nf = n_kernel + n_user;
@@ -113,6 +113,9 @@ static int add_stack(struct out_ctx *c, uint32_t pid, int64_t tid, uint32_t labe
 	labels[nl++] = (struct pprof_label_desc){.key = "pid", .num = pid};
 	if (tid >= 0) /* -1: the kind has no thread (heap stacks are per process) */
 		labels[nl++] = (struct pprof_label_desc){.key = "thread", .num = tid};
+	/* frames found by reading code, not tables (armv7): told apart from exact stacks */
+	if (flags & SAMPLE_F_INFERRED)
+		labels[nl++] = (struct pprof_label_desc){.key = "unwind", .str = "inferred"};
 	return pprof_builder__add_sample(c->b, locs, n, values, labels, nl);
 }
 
@@ -121,7 +124,7 @@ static int add_entry(void *ctx, const struct agg_entry *e)
 	int64_t values[2] = {(int64_t)e->count, (int64_t)e->weight_ns};
 
 	return add_stack(ctx, e->pid, e->tid, e->labels, e->frames, e->n_kernel, e->n_user, false,
-			 values);
+			 e->flags, values);
 }
 
 int output__pprof(const struct aggregate *a, const struct output_opts *o, pprof_write_fn w,
@@ -222,7 +225,7 @@ int output__stacks_pprof(const struct output_kind *k, const struct output_opts *
 	for (size_t i = 0; !err && i < o->n_comments; i++)
 		err = pprof_builder__add_comment(c.b, o->comments[i]);
 	for (size_t i = 0; !err && i < n; i++)
-		err = add_stack(&c, st[i].pid, -1, 0, st[i].frames, 0, st[i].n_frames, true,
+		err = add_stack(&c, st[i].pid, -1, 0, st[i].frames, 0, st[i].n_frames, true, 0,
 				st[i].values);
 	if (!err)
 		err = pprof_builder__finish(c.b);

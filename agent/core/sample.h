@@ -45,6 +45,8 @@ struct agent_sample {
 #define SAMPLE_F_WALL      0x4 /* counts in the wall-clock profile (agent/lib/wall.h) */
 #define SAMPLE_F_NOCPU     0x8 /* not in the CPU profile: time the thread did not run */
 #define SAMPLE_F_OFFCPU    0x10 /* BPF off-CPU: weight_ns is the time the thread was blocked */
+#define SAMPLE_F_INFERRED  0x20 /* some frames were found by reading code, not by tables
+				 * (armv7 without .ARM.exidx): the pprof label unwind=inferred */
 
 /* What a sampler hands each sample to. Returns 0, or -ENOSPC when a bound dropped it. */
 typedef int (*sample_sink_fn)(void *ctx, const struct agent_sample *s);

@@ -188,6 +188,7 @@ static void on_sigprof(int sig, siginfo_t *si, void *uctx)
 		rec->n_frames = (uint16_t)n;
 		/* the CPU time also counts in the wall profile (only there without cpu) */
 		rec->flags = (uint16_t)((truncated ? SAMPLE_F_TRUNCATED : 0) |
+					(self.cache.inferred ? SAMPLE_F_INFERRED : 0) |
 					(ep.wall ? SAMPLE_F_WALL : 0) | (ep.cpu ? 0 : SAMPLE_F_NOCPU));
 		memcpy(rec->frames, self.frames, n * sizeof(self.frames[0]));
 		ring__commit(ep.ring, rec);
@@ -654,12 +655,12 @@ static void write_standalone(void)
 		 (unsigned long long)as.truncated);
 	snprintf(c3, sizeof(c3),
 		 "edgeprof unwind: leaf_cfi=%llu rescued_cfi=%llu no_fde=%llu fp_steps=%llu "
-		 "outermost=%llu signal_frames=%llu handler_ns_p50=%llu modules=%u/%u "
+		 "outermost=%llu signal_frames=%llu inferred=%llu handler_ns_p50=%llu modules=%u/%u "
 		 "module_rebuilds=%llu module_stale=%llu",
 		 (unsigned long long)us.cfi_leaf, (unsigned long long)us.cfi_rescue,
 		 (unsigned long long)us.no_fde, (unsigned long long)us.fp_steps,
 		 (unsigned long long)us.outermost, (unsigned long long)us.signal_frames,
-		 (unsigned long long)handler_median_ns(), ms.n, ms.max,
+		 (unsigned long long)us.inferred, (unsigned long long)handler_median_ns(), ms.n, ms.max,
 		 (unsigned long long)ms.rebuilds, (unsigned long long)ms.stale);
 	sigctl__stats(&ss);
 	/* what the profile misses, first: CPU time the samples do not stand for, and why */

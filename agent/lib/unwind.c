@@ -12,6 +12,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "elf/armframe.h"
 #include "elf/cfi.h"
 #include "elf/ehabi.h"
 #include "agent/lib/modules.h"
@@ -397,9 +398,27 @@ static bool arm_read(void *ctx, uint32_t addr, uint32_t *val)
 /*
  * The .ARM.exidx entry of key (its index in *m's table, or -1), through the thread's cache for
  * return addresses: the binary search costs a cold cache line per step, the hit one line.
- * Cached as the module (32-bit pointer) and the index + 1.
+ * Cached as the module (32-bit pointer) and the index + 1; or, once step_inferred found the
+ * frame by reading the code, as that frame (INFERRED_TAG, see pack_inferred): -2, *frame.
  */
-static int32_t exidx_cached(struct walk *w, uint32_t key, bool exact, const struct module **m)
+#define INFERRED_TAG 0x80000000u
+
+/* Replaces key's rule (put there by an earlier lookup), or puts it. */
+static void cache_replace(struct unwind_cache *c, uintptr_t key, uint64_t rule)
+{
+	unsigned int i = cache_set(key);
+
+	for (unsigned int k = 0; k < UNWIND_CACHE_WAYS; k++) {
+		if (c->e[i][k].pc == key) {
+			c->e[i][k].rule = rule;
+			return;
+		}
+	}
+	cache_put(c, key, rule);
+}
+
+static int32_t exidx_cached(struct walk *w, uint32_t key, bool exact, const struct module **m,
+			    uint64_t *frame)
 {
 	struct unwind_cache *c = w->c;
 	unsigned int i = cache_set(key);
@@ -409,6 +428,10 @@ static int32_t exidx_cached(struct walk *w, uint32_t key, bool exact, const stru
 		if (c->e[i][k].pc == key) {
 			c->hits++;
 			*m = (const struct module *)(uintptr_t)(c->e[i][k].rule >> 32);
+			if ((uint32_t)c->e[i][k].rule & INFERRED_TAG) {
+				*frame = c->e[i][k].rule;
+				return -2;
+			}
 			return (int32_t)(uint32_t)c->e[i][k].rule - 1;
 		}
 	}
@@ -420,11 +443,113 @@ static int32_t exidx_cached(struct walk *w, uint32_t key, bool exact, const stru
 }
 
 /*
+ * A frame found by reading code, for the cache: cfa (< 1 MiB, bits 0-19), the return
+ * address's offset in words (bits 20-27: ra_off < 1 KiB), in lr (bit 30: interrupted pcs
+ * only, whose keys are even where return addresses' are odd) and the saved r4-r11 (bits
+ * 32-39); 0 when it does not fit (read again next time).
+ */
+#define INFERRED_LR 0x40000000u
+
+static uint64_t pack_inferred(const struct armframe *f)
+{
+	if (f->cfa >= (1u << 20) || f->ra_off >= 1024 || (f->ra_off & 3))
+		return 0;
+	return (uint64_t)(f->saved_mask >> 4) << 32 | INFERRED_TAG |
+	       (f->ra_in_lr ? INFERRED_LR : 0) | (f->ra_off / 4) << 20 | f->cfa;
+}
+
+static void unpack_inferred(uint64_t v, struct armframe *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->cfa = (uint32_t)v & 0xfffff;
+	f->ra_off = ((uint32_t)v >> 20 & 0xff) * 4;
+	f->ra_in_lr = (uint32_t)v & INFERRED_LR;
+	f->saved_mask = (uint16_t)((v >> 32 & 0xff) << 4);
+	f->saved_off = f->ra_off - 4 * (uint32_t)__builtin_popcount(f->saved_mask);
+}
+
+/* ra follows a call instruction in the code of a module proven loaded (armframe.h). */
+static bool arm_after_call(struct walk *w, uint32_t ra)
+{
+	const struct module *m = ra > 4 ? walk_tables(w, (ra & ~1u) - 1) : NULL;
+	struct armframe_code c;
+
+	if (!m)
+		return false;
+	c = (struct armframe_code){(const uint8_t *)m->text_lo, (uint32_t)m->text_lo,
+				   (uint32_t)m->text_hi};
+	return armframe__after_call(&c, ra);
+}
+
+/*
+ * A frame without unwind tables, by reading its code (elf/armframe.h), or as the cache holds
+ * it (*cached != 0): r[] becomes the caller's. The return address found must follow a call
+ * instruction, the caller's sp must be above ours (equal only where the interrupted function
+ * saved nothing). Inferred, not exact.
+ */
+static bool inferred_ra(struct walk *w, const uint32_t r[16], const struct armframe *f,
+			bool exact, uint32_t *ra)
+{
+	if (f->ra_in_lr)
+		*ra = r[14];
+	else if (!arm_read(w, r[13] + f->ra_off, ra))
+		return false;
+	return r[13] + f->cfa >= r[13] && (f->cfa || exact) && arm_after_call(w, *ra);
+}
+
+static bool step_inferred(struct walk *w, uint32_t r[16], bool exact, uint32_t key,
+			  uint64_t cached)
+{
+	const struct module *m = cached ? NULL : walk_tables(w, r[15] & ~1u);
+	struct armframe_code c;
+	struct armframe f;
+	uint32_t sp = r[13], ra, v, off;
+	uint64_t packed;
+
+	if (cached) {
+		unpack_inferred(cached, &f);
+		if (!inferred_ra(w, r, &f, exact, &ra))
+			return false;
+	} else {
+		if (!m)
+			return false;
+		c = (struct armframe_code){(const uint8_t *)m->text_lo, (uint32_t)m->text_lo,
+					   (uint32_t)m->text_hi};
+		if (!armframe__analyze(&c, r[15], exact, CONFIG_UNWIND_ARM_SCAN_INSNS, &f))
+			return false;
+		/* a path through a noreturn call runs into whatever follows it: the prologue's
+		 * word then */
+		if (!inferred_ra(w, r, &f, exact, &ra) &&
+		    (f.how != ARMFRAME_FORWARD ||
+		     !armframe__prologue(&c, r[15], exact, CONFIG_UNWIND_ARM_SCAN_INSNS, &f) ||
+		     !inferred_ra(w, r, &f, exact, &ra)))
+			return false;
+	}
+	off = f.saved_off;
+	for (unsigned int k = 4; k < 12; k++) {
+		if (!(f.saved_mask >> k & 1))
+			continue;
+		if (!arm_read(w, sp + off, &v))
+			return false;
+		r[k] = v;
+		off += 4;
+	}
+	/* interrupted pcs too: a reading costs ~100 instructions, and hot loops repeat theirs */
+	if (!cached && w->c && (packed = pack_inferred(&f)))
+		cache_replace(w->c, key, packed);
+	r[13] = sp + f.cfa;
+	r[15] = ra;
+	w->n.inferred++;
+	return true;
+}
+
+/*
  * The armv7 walk: every frame by its .ARM.exidx entry (ARM EHABI; Thumb-2 frame pointers
- * are not walkable, notes/unwinding.md §6). Where the interrupted pc's module has no entry for
- * it (no -funwind-tables), the link register still names the caller, as before. A frame whose
- * opcodes restore no return address got it from the link register: valid for the interrupted
- * frame only. CANTUNWIND (the outermost frame, or code without tables) ends the walk.
+ * are not walkable, notes/unwinding.md §6) where it has one; where it has none (code built
+ * without -funwind-tables, or the CANTUNWIND that ld fills such code with) by reading the
+ * code (step_inferred), the interrupted frame's link register last. A frame whose opcodes
+ * restore no return address got it from the link register: valid for the interrupted frame
+ * only. The walk ends where neither finds the caller.
  */
 static unsigned int walk_arm(struct walk *w, const void *uctx, enum unwind_mode mode,
 			     uint64_t *frames, unsigned int max, bool *truncated)
@@ -437,6 +562,8 @@ static unsigned int walk_arm(struct walk *w, const void *uctx, enum unwind_mode 
 
 	memcpy(r, &uc->uc_mcontext.arm_r0, sizeof(r)); /* r0..r10, fp, ip, sp, lr, pc */
 	frames[n++] = r[15];
+	if (uc->uc_mcontext.arm_cpsr & 0x20)
+		r[15] |= 1; /* Thumb: as return addresses say it (the code reading needs it) */
 	if (mode == UNWIND_FP) { /* tables off: the pc and the link register */
 		if (n < max && plausible_pc(w, r[14]))
 			frames[n++] = r[14];
@@ -445,22 +572,29 @@ static unsigned int walk_arm(struct walk *w, const void *uctx, enum unwind_mode 
 	for (;;) {
 		uint32_t key = exact ? r[15] & ~1u : (r[15] & ~1u) - 1, sp = r[13];
 		const struct module *m;
-		int32_t idx = exidx_cached(w, key, exact, &m);
+		uint64_t cached = 0;
+		int32_t idx = exidx_cached(w, key, exact, &m, &cached);
 		enum ehabi_result res;
 		bool ra;
 
 		e.kind = EHABI_NONE;
 		if (idx >= 0)
 			ehabi__entry_at(&m->ehabi, (uint32_t)idx, &e);
-		if (e.kind == EHABI_NONE || (exact && e.kind == EHABI_CANTUNWIND)) {
-			/* ld fills code without tables with CANTUNWIND: for the interrupted frame
-			 * that means "no tables" more often than "outermost" */
+		if (e.kind != EHABI_OPS) {
+			/* no entry, or CANTUNWIND: ld fills code without tables with it, so it
+			 * means "no tables" more often than "outermost" */
 			w->n.no_fde++;
-			if (exact && n < max && plausible_pc(w, r[14]))
-				frames[n++] = r[14]; /* no tables: the caller is in lr */
-			break;
-		}
-		if (exact && key == e.start && e.kind == EHABI_OPS) {
+			if (step_inferred(w, r, exact, key, cached)) {
+				res = EHABI_STEP_OK;
+				ra = true;
+			} else {
+				if (exact && n < max && plausible_pc(w, r[14])) {
+					frames[n++] = r[14]; /* the caller is in lr, or was */
+					w->n.inferred++;
+				}
+				break;
+			}
+		} else if (exact && key == e.start) {
 			r[15] = r[14]; /* first instruction: nothing pushed yet */
 			ra = false;
 			res = EHABI_STEP_OK;
@@ -517,6 +651,8 @@ static unsigned int walk(const void *uctx, uintptr_t stack_lo, uintptr_t stack_h
 	frames[n++] = r.pc;
 #if defined(__arm__)
 	n = walk_arm(&w, uctx, mode, frames, max, truncated);
+	if (cache)
+		cache->inferred = (unsigned int)w.n.inferred;
 	add_stats(&w.n);
 	return n;
 #endif

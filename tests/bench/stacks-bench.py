@@ -112,6 +112,12 @@ def pprof_chains(path, pid=None):
 def pprof_frames(path, pid=None):
     """Each sample's frames [(path, file offset)] leaf first, as many times as it counted.
     Frames past the leaf are return address - 1 (the agent steps back into the call)."""
+    return [f for f, _ in pprof_samples(path, pid)]
+
+
+def pprof_samples(path, pid=None, main_thread=False):
+    """pprof_frames, each with whether the sample is labelled unwind=inferred; main_thread:
+    only the samples of the process's first thread."""
     txt = subprocess.run(["go", "tool", "pprof", "-raw", "-symbolize=none", path],
                          capture_output=True, text=True, timeout=300).stdout
     sect, samples, locs, maps = None, [], {}, {}
@@ -126,6 +132,11 @@ def pprof_frames(path, pid=None):
             m = re.search(r"pid:\[(\d+)\]", line)
             if m and samples:
                 samples[-1][2] = int(m.group(1))
+            if "unwind:[inferred]" in line and samples:
+                samples[-1].append(True)
+            m = re.search(r"thread:\[(\d+)\]", line)
+            if m and samples and main_thread and int(m.group(1)) != samples[-1][2]:
+                samples[-1][0] = 0  # another thread (the library's writer): left out
         elif sect == "Locations":
             m = re.match(r"\s+(\d+): 0x([0-9a-f]+)(?: M=(\d+))?", line)
             if m:
@@ -135,7 +146,7 @@ def pprof_frames(path, pid=None):
             if m:
                 maps[int(m.group(1))] = (int(m.group(2), 16), int(m.group(4), 16), m.group(5))
     chains = []
-    for count, ids, spid in samples:
+    for count, ids, spid, *inferred in samples:
         if pid is not None and spid != pid:
             continue
         frames = []
@@ -144,7 +155,7 @@ def pprof_frames(path, pid=None):
             if mid in maps and not maps[mid][2].startswith("[kernel"):  # user frames only
                 start, off, path = maps[mid]
                 frames.append((path, addr - start + off))
-        chains += [frames] * count
+        chains += [(frames, bool(inferred))] * count
     return chains
 
 
@@ -216,18 +227,23 @@ def cross_programs(tmp, root, arch, scale):
     }
 
 
-def run_cross(top, arch, root, argv, hz, tmp, tag):
-    """The program under qemu-user with the board's libedgeprof.so: its samples' frames."""
+def run_cross(top, arch, root, argv, hz, tmp, tag, labels=False, lib=None):
+    """The program under qemu-user with the board's libedgeprof.so: its samples' frames
+    (labels: with whether each is labelled unwind=inferred; and the profile's comments)."""
     c = CROSS[arch]
     t = c["triple"]
     out = os.path.join(tmp, f"{tag}.pb.gz")
     libs = ":".join([f"{root}/usr/lib/{t}", f"{root}/lib/{t}",
                      f"{top}/build/sysroot-{arch}/usr/lib/{t}"])
     cmd = [c["qemu"], "-L", f"/usr/{t}", "-E", f"LD_LIBRARY_PATH={libs}",
-           "-E", f"LD_PRELOAD={top}/build/{c['board']}/libedgeprof.so",
+           "-E", "LD_PRELOAD=" + (lib or f"{top}/build/{c['board']}/libedgeprof.so"),
            "-E", f"EDGEPROF_OUTPUT={out}", "-E", f"EDGEPROF_HZ={hz}"] + argv
     with open(os.path.join(tmp, "out"), "wb") as o:
         subprocess.run(cmd, stdout=o, stderr=subprocess.PIPE, check=True, timeout=1800)
+    if labels:
+        com = subprocess.run(["go", "tool", "pprof", "-comments", out], capture_output=True,
+                             text=True).stdout
+        return pprof_samples(out, main_thread=True), com
     return pprof_frames(out)
 
 
@@ -289,6 +305,124 @@ def main_cross(a, top):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+# ---- armv7: code without unwind tables (issue 36) --------------------------------------------
+
+ARMV7_CC = ["arm-linux-gnueabihf-gcc", "-O2"]  # Debian's default: Thumb-2, no -funwind-tables
+
+
+def armv7_programs(tmp, root, scale):
+    """name -> (argv, {run path: path to name its frames by}). own: stacks-work.c as Debian
+    and vendor SDKs build C (-O2, Thumb-2) without and with -funwind-tables, run stripped and
+    named through the unstripped copy; xz: Debian's armhf xz and liblzma, stripped."""
+    rnd = os.path.join(tmp, "random.bin")
+    with open(rnd, "wb") as f:
+        f.write(os.urandom(int(scale * (1 << 20))))
+    out = {}
+    for name, flags in (("own-notables", []), ("own-tables", ["-funwind-tables"])):
+        full = os.path.join(tmp, name + ".full")
+        run = os.path.join(tmp, name)
+        subprocess.run(ARMV7_CC + flags + ["-o", full, os.path.join(HERE, "stacks-work.c")],
+                       check=True)
+        subprocess.run(["arm-linux-gnueabihf-strip", "-o", run, full], check=True)
+        out[name] = ([run, str(int(3000 * scale))], {run: full})
+    xz = next(p for p in (f"{root}/usr/bin/xz", f"{root}/bin/xz") if os.path.exists(p))
+    out["xz"] = ([xz, "-9", "-T1", "-c", rnd], {})
+    return out
+
+
+def judge_armv7(samples, names, show=0):
+    """Per run: samples, % reaching main, % labelled inferred, and among the edges (caller's
+    return address -> callee) of inferred samples the % whose call instruction calls the
+    callee (stacks_elf.edge_ok, read from the unstripped copy; edges in files without
+    symbols cannot be judged: counted apart), and the chains reaching main."""
+    n = reach = inf = edges = ok = unjudged = 0
+    chains, bad, pairs = collections.Counter(), collections.Counter(), collections.Counter()
+    for fr, inferred in samples:
+        fr = [(names.get(p, p), o) for p, o in fr]
+        ch = chain_of(fr)
+        n += 1
+        main = reaches_main(ch)
+        reach += main
+        inf += inferred
+        if main:
+            chains[ch] += 1
+        for i in range(1, len(ch)):
+            pairs[(ch[i - 1], ch[i])] += 1
+        if not inferred:
+            continue
+        for i in range(1, len(fr)):
+            callee = stacks_elf.elf(fr[i - 1][0])
+            va = callee.vaddr(fr[i - 1][1]) if callee else None
+            if va is None or callee.start(va & ~1) is None:
+                unjudged += 1  # no symbol names the callee's function: its start unknown
+                continue
+            edges += 1
+            good = stacks_elf.edge_ok((fr[i][0], fr[i][1] + 1), fr[i - 1])
+            ok += good
+            if not good:
+                bad[(ch[-i - 1], ch[-i])] += 1
+    for (a, b), k in bad.most_common(show):
+        print(f"    {k:5d} x edge {a} -> {b} not a call")
+    pct = lambda a, b: 100.0 * a / b if b else float("nan")  # noqa: E731
+    return dict(n=n, main=pct(reach, n), inferred=pct(inf, n), edges=edges,
+                edges_ok=pct(ok, edges), unjudged=unjudged, chains=chains, pairs=pairs)
+
+
+def same_pairs(ours, ref):
+    """% of ours' caller -> callee function pairs (each frame's, weighted by samples) that a
+    run of the -funwind-tables build also saw: frames right one by one, whatever the rest of
+    the chain (a whole chain can be missing from the reference runs by chance: qsort's
+    recursion depth varies)."""
+    total = sum(ours.values())
+    return 100.0 * sum(k for p, k in ours.items() if p in ref) / total if total else float("nan")
+
+
+def same_chains(ours, ref):
+    """% of ours' samples reaching main whose whole chain (function names, leaf included) a
+    run of the -funwind-tables build also saw: the same call chains, found without tables."""
+    total = sum(ours.values())
+    return 100.0 * sum(k for c, k in ours.items() if c in ref) / total if total else float("nan")
+
+
+def main_armv7(a, top):
+    root = cross_root(top, "armhf")
+    tmp = tempfile.mkdtemp(prefix="stacks-bench.")
+    try:
+        progs = armv7_programs(tmp, root, a.scale)
+        print(f"{a.build}/libedgeprof.so")
+        print(f"armv7 under qemu-arm (qemu-user), sigprof, {a.hz} Hz, {a.reps} reps (medians); "
+              "peer: the call instructions (edge_ok) and a -funwind-tables build; no perf here")
+        print(f"{'program':<13} {'n':>6} {'->main %':>9} {'inferred %':>11} {'edges':>7} "
+              f"{'edges ok %':>11} {'same chains %':>14} {'same frames %':>14} "
+              f"{'handler p50 us (qemu)':>22}")
+        runs = {}
+        for name in ("own-tables", "own-notables", "xz"):
+            if name.split("-")[0] not in a.programs.split(",") and name not in a.programs:
+                continue
+            argv, names = progs[name]
+            res = []
+            for rep in range(a.reps):
+                smp, com = run_cross(top, "armhf", root, argv, a.hz, tmp, f"{name}-{rep}", True,
+                                     os.path.join(os.path.abspath(a.build), "libedgeprof.so"))
+                r = judge_armv7(smp, names, a.show if rep == 0 else 0)
+                m = re.search(r"handler_ns_p50=(\d+)", com)
+                r["p50"] = int(m.group(1)) / 1000 if m else float("nan")
+                res.append(r)
+            runs[name] = res
+            med = lambda k: statistics.median(r[k] for r in res)  # noqa: E731
+            same = samef = float("nan")
+            if name == "own-notables" and "own-tables" in runs:
+                ref = set().union(*(r["chains"] for r in runs["own-tables"]))
+                same = statistics.median(same_chains(r["chains"], ref) for r in res)
+                refp = set().union(*(r["pairs"] for r in runs["own-tables"]))
+                samef = statistics.median(same_pairs(r["pairs"], refp) for r in res)
+            print(f"{name:<13} {med('n'):>6.0f} {med('main'):>9.1f} {med('inferred'):>11.1f} "
+                  f"{med('edges'):>7.0f} {med('edges_ok'):>11.1f} {same:>14.1f} {samef:>14.1f} "
+                  f"{med('p50'):>22.1f}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 # ---- running --------------------------------------------------------------------------------
 
 def run_one(mode, build, name, argv, hz, stack, tmp, rep, show=0):
@@ -343,7 +477,7 @@ def run_one(mode, build, name, argv, hz, stack, tmp, rep, show=0):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=("sigprof", "bpf"))
+    ap.add_argument("mode", choices=("sigprof", "bpf", "armv7"))
     ap.add_argument("--build", default="build/host-x86_64")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--hz", type=int, default=999)
@@ -354,6 +488,10 @@ def main():
     ap.add_argument("--arch", default="x86_64", choices=("x86_64", "arm64", "armhf"),
                     help="arm64/armhf: under qemu-user with the gateway board's build (sigprof)")
     a = ap.parse_args()
+    if a.mode == "armv7":
+        if a.programs == ap.get_default("programs"):
+            a.programs = "own,xz"
+        return main_armv7(a, os.path.abspath(os.path.join(HERE, "..", "..")))
     if a.arch != "x86_64":
         if a.mode != "sigprof":
             sys.exit("under qemu-user only sigprof runs (no bpf() there)")

@@ -60,13 +60,15 @@ class Elf:
                     "<IIIIIIIIII", d, o)
             secs.append((typ, off, size, link, esz))
             names.append((nm, addr, size))
-        self.plt = []  # .plt, .plt.sec, .plt.got: calls there go to another module
+        # .plt, .plt.sec, .plt.got: calls there go to another module; .iplt: to an IFUNC's
+        # choice (armhf libc's memcpy)
+        self.plt = []
         if secs:
             shstrndx = struct.unpack_from("<H", d, 0x3E if self.is64 else 0x32)[0]
             stroff = secs[shstrndx][1] if shstrndx < len(secs) else 0
             for nm, addr, size in names:
                 end = d.find(b"\0", stroff + nm)
-                if d[stroff + nm:end].startswith(b".plt"):
+                if d[stroff + nm:end].startswith((b".plt", b".iplt")):
                     self.plt.append((addr, addr + size))
         for want in (SHT_SYMTAB, SHT_DYNSYM):  # both: .dynsym names what .symtab lost
             for typ, off, size, link, esz in secs:
