@@ -50,11 +50,47 @@ unquote = $(patsubst "%",%,$(1))
 # architecture. That architecture is read without kconfiglib: from the board's .config once it
 # exists (menuconfig may have changed it), else from boards/<board>/defconfig.
 
+#
+# The set-up comes in tiers (tools/setup.sh): what a build needs, what the demo adds, what the
+# test suite adds. Each goal waits for its tier's stamp; a higher tier's stamp does for a lower
+# one. build/.setup-<arch>.stamp is the test tier (everything), -demo the demo's, -build a
+# build's (-build-static: a static board's, with its musl toolchain's needs).
+
 arch-of = $(or $(if $(shell grep -sx 'CONFIG_ARCH_ARM64=y' $(1)),arm64),$(if $(shell grep -sx \
 	'CONFIG_ARCH_ARM=y' $(1)),armhf))
-SETUP_ARCH  := $(or $(call arch-of,$(wildcard $(O)/.config)),$(if $(wildcard $(O)/.config),,$(call \
-	arch-of,boards/$(BOARD)/defconfig)),x86_64)
-SETUP_STAMP := build/.setup-$(SETUP_ARCH).stamp
+board-conf  := $(or $(wildcard $(O)/.config),boards/$(BOARD)/defconfig)
+SETUP_ARCH  := $(or $(call arch-of,$(board-conf)),x86_64)
+SETUP_STATIC := $(if $(shell grep -sx 'CONFIG_STATIC=y' $(board-conf)),-static)
+SETUP_TIER  := $(if $(filter test all-tests testconfigs fuzz demo-fleet setup,$(MAKECMDGOALS)),test,$(if \
+	$(filter demo,$(MAKECMDGOALS)),demo,build))
+ifeq ($(SETUP_TIER),demo)
+SETUP_ARCH  := x86_64
+SETUP_STATIC :=
+endif
+setup-stamp = build/.setup-$(SETUP_ARCH)$(if $(filter-out test,$(1)),-$(1)).stamp
+setup-enough-build := test $(if $(SETUP_STATIC),build-static,demo build)
+setup-enough-demo  := test demo
+setup-enough-test  := test
+SETUP_STAMP := $(or $(firstword $(wildcard $(foreach t,$(setup-enough-$(SETUP_TIER)),$(call \
+	setup-stamp,$(t))))),$(call setup-stamp,$(SETUP_TIER)$(if $(filter build,$(SETUP_TIER)),$(SETUP_STATIC))))
+# The tier and static-ness of a stamp (a higher tier's stamp is renewed as that tier).
+stamp-tier = $(or $(if $(findstring -build,$(1)),build),$(if $(findstring -demo,$(1)),demo),test)
+setup-args = --arch $(SETUP_ARCH) --tier $(call stamp-tier,$(1))$(if $(findstring -static,$(1)), --static)
+
+# Not set up and not root: say what to run before anything else (GNU make would first complain
+# that the configuration it cannot make yet is missing).
+setup-free-goals := help clean distclean size size-check fuzz-srcs
+ifeq ($(wildcard $(SETUP_STAMP))$(SETUP_SKIP),)
+ifneq ($(filter-out $(setup-free-goals),$(or $(MAKECMDGOALS),all)),)
+ifneq ($(shell id -u),0)
+$(info edgeprof: the Debian packages this needs ($(call stamp-tier,$(SETUP_STAMP)) tier) are not \
+installed yet, and installing them needs root. Run:)
+$(info $(empty)    sudo tools/setup.sh $(call setup-args,$(SETUP_STAMP)))
+$(info then run make again (or SETUP_SKIP=1 if you installed them yourself).)
+$(error not set up)
+endif
+endif
+endif
 
 # ---------------------------------------------------------------------------------------------
 # Configuration verbs: they need no .config to exist.
@@ -262,11 +298,7 @@ all-tests: $(addprefix $(O)/,$(progs-y))
 
 # SETUP_STAMP is set at the top (before anything that needs kconfiglib).
 $(SETUP_STAMP): tools/setup.sh $(wildcard tools/deps/*.list tools/deps/*.target-list)
-	@if [ "$$(id -u)" != 0 ] && [ -z "$(SETUP_SKIP)" ]; then \
-	  echo "edgeprof: dependencies are not installed yet and this needs root. Run:"; \
-	  echo "    sudo tools/setup.sh --arch $(SETUP_ARCH)"; \
-	  echo "then run make again (or SETUP_SKIP=1 if you installed them yourself)."; exit 1; fi
-	$(Q)if [ -z "$(SETUP_SKIP)" ]; then tools/setup.sh --arch $(SETUP_ARCH); fi
+	$(Q)if [ -z "$(SETUP_SKIP)" ]; then tools/setup.sh $(call setup-args,$@); fi
 	@mkdir -p build && touch $@
 
 # The musl toolchain and libraries of a static board, from Debian's packages and sources, once
@@ -280,7 +312,7 @@ endif
 setup:
 	$(Q)rm -f build/.setup-*.stamp
 	$(Q)tools/setup.sh --arch $(SETUP_ARCH)
-	@mkdir -p build && touch $(SETUP_STAMP)
+	@mkdir -p build && touch $(call setup-stamp,test)
 
 # ---------------------------------------------------------------------------------------------
 # Tests.
