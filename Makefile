@@ -352,9 +352,14 @@ install: all
 	$(Q)$(foreach i,$(install-y),$(call $(i),$(DESTDIR),$(PREFIX));)
 	@echo "  INSTALL  $(DESTDIR)$(PREFIX)"
 
+# The demo's build is one line (V=1: every step) and uses every CPU unless -j was given.
+demo-build := build/host-x86_64
 demo: $(SETUP_STAMP)
-	$(Q)$(MAKE) --no-print-directory BOARD=host-x86_64 O=build/host-x86_64 all
-	$(Q)tools/demo.sh build/host-x86_64
+	$(Q)$(MAKE) --no-print-directory $(if $(filter 1,$(V)),,-s) \
+		$(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc)) \
+		$(if $(filter 1,$(V)),,quiet=@true) BOARD=host-x86_64 O=$(demo-build) all \
+		$(demo-build)/tests/drivers/push-dir $(demo-build)/tests/workloads/split
+	$(Q)tools/demo.sh $(demo-build)
 
 demo-fleet: $(SETUP_STAMP)
 	$(Q)$(MAKE) --no-print-directory BOARD=host-x86_64 O=build/host-x86_64 all all-tests
