@@ -7,6 +7,8 @@
 #   make olddefconfig | savedefconfig | allnoconfig | allyesconfig
 #   make [V=1]                 build into build/<board>/
 #   make test [BOARD=b] [SAN=1]  unit tests (under qemu-user for ARM boards) + integration tests
+#   make test-arm              the ARM boards' unit tests (qemu-user) and the host tests that
+#                              need their builds (an arm64 VM, qemu-user): what make test skips
 #   make testconfigs           build every board, allno/allyes and each feature alone
 #   make size [BOARDS="b ..."]   per board: stripped bytes per binary and per feature
 #   make size-check            every board within boards/<board>/size-budget
@@ -79,7 +81,7 @@ setup-args = --arch $(SETUP_ARCH) --tier $(call stamp-tier,$(1))$(if $(findstrin
 
 # Not set up and not root: say what to run before anything else (GNU make would first complain
 # that the configuration it cannot make yet is missing).
-setup-free-goals := help clean distclean size size-check fuzz-srcs
+setup-free-goals := help clean distclean size size-check fuzz-srcs test-arm
 ifeq ($(wildcard $(SETUP_STAMP))$(SETUP_SKIP),)
 ifneq ($(filter-out $(setup-free-goals),$(or $(MAKECMDGOALS),all)),)
 ifneq ($(shell id -u),0)
@@ -95,7 +97,7 @@ endif
 # ---------------------------------------------------------------------------------------------
 # Configuration verbs: they need no .config to exist.
 
-no-config-goals := %config menuconfig help clean distclean setup size size-check
+no-config-goals := %config menuconfig help clean distclean setup size size-check test-arm
 config-only := $(if $(MAKECMDGOALS),$(if $(filter-out $(no-config-goals),$(MAKECMDGOALS)),,1),)
 
 %_defconfig:
@@ -323,6 +325,16 @@ test: $(SETUP_STAMP)
 
 all-tests: all $(unittests)
 
+# What the host's `make test` cannot run without the ARM boards' builds (they skip there and say
+# so): both boards set up, built and unit-tested under qemu-user, then those host tests, none
+# allowed to skip.
+ARM_HOST_TESTS := bpf-arm64-vm bpf-qemu transport-qemu
+test-arm:
+	$(Q)$(MAKE) --no-print-directory BOARD=gateway-arm64 O=build/gateway-arm64 test
+	$(Q)$(MAKE) --no-print-directory BOARD=gateway-armv7 O=build/gateway-armv7 test
+	$(Q)$(MAKE) --no-print-directory BOARD=host-x86_64 O=build/host-x86_64 all-tests
+	$(Q)ONLY="$(ARM_HOST_TESTS)" NO_SKIP=1 tools/run-tests.sh build/host-x86_64 x86_64 ""
+
 testconfigs: $(SETUP_STAMP)
 	$(Q)tools/testconfigs.sh
 
@@ -374,5 +386,5 @@ distclean:
 help:
 	@sed -n '3,16p' Makefile | sed 's/^# \{0,1\}//'
 
-.PHONY: all test all-tests testconfigs size size-check fuzz fuzz-srcs install demo demo-fleet clean distclean help \
+.PHONY: all test test-arm all-tests testconfigs size size-check fuzz fuzz-srcs install demo demo-fleet clean distclean help \
 	setup defconfig olddefconfig menuconfig savedefconfig allnoconfig allyesconfig
