@@ -187,7 +187,7 @@ losses=$(awk '{
 		w["dropped_ringbuf"] = "samples lost: BPF ring buffer full (raise --bpf-ringbuf-kb)"
 		w["dropped_full"] = "samples lost: a SIGPROF ring was full"
 		w["mmap_lost"] = "mmap records lost (those programs'\'' maps read from /proc)"
-		for (k in n) printf "       %d %s\n", n[k], (k in w) ? w[k] : k " (see agent/README.md)"
+		for (k in n) printf "       %s: %d\n", (k in w) ? w[k] : k " (see agent/README.md)", n[k]
 	}' "$D/counters.txt")
 if [ -n "$losses" ]; then
 	echo "Losses the agent counted (all counters: $D/counters.txt):"
