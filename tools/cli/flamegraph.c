@@ -93,7 +93,8 @@ static void flame_count(const struct pprof_profile *p, char *buf, size_t size)
 	for (i = 0; i < p->n_sample_type; i++) {
 		if (strcmp(pprof_str(p, p->sample_type[i].unit), "count"))
 			continue;
-		if (vi == p->n_sample_type || !strcmp(pprof_str(p, p->sample_type[i].type), "samples"))
+		if (vi == p->n_sample_type ||
+		    !strcmp(pprof_str(p, p->sample_type[i].type), "samples"))
 			vi = i;
 	}
 	buf[0] = '\0';

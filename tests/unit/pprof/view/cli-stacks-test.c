@@ -30,7 +30,10 @@ static struct pprof_function functions[] = {
 };
 
 static struct pprof_mapping mappings[] = {
-    {.id = 1, .memory_start = 0x1000, .memory_limit = 0x9000, .file_offset = 0x2000,
+    {.id = 1,
+     .memory_start = 0x1000,
+     .memory_limit = 0x9000,
+     .file_offset = 0x2000,
      .filename = S_LIB},
 };
 
