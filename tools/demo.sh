@@ -95,7 +95,8 @@ if [ "$mode" != oracle ]; then
 		sampler=bpf
 		how="eBPF sampler, whole system (root)"
 	else
-		how="SIGPROF sampler (libedgeprof.so; no BPF: not root or refused)"
+		how="SIGPROF sampler in the workload (no BPF: $([ "$(id -u)" = 0 ] &&
+			echo "see $D/bpf-probe.log" || echo "not root"))"
 	fi
 	how="$how; workload ${workload#"$B"/}: work_a/b/c at 50/30/20 %"
 	rm -rf "$D/probe"
