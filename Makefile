@@ -7,6 +7,8 @@
 #   make olddefconfig | savedefconfig | allnoconfig | allyesconfig
 #   make [V=1]                 build into build/<board>/
 #   make test [BOARD=b] [SAN=1]  unit tests (under qemu-user for ARM boards) + integration tests
+#   make test-arm              the ARM boards' unit tests (qemu-user) and the host tests that
+#                              need their builds (an arm64 VM, qemu-user): what make test skips
 #   make testconfigs           build every board, allno/allyes and each feature alone
 #   make size [BOARDS="b ..."]   per board: stripped bytes per binary and per feature
 #   make size-check            every board within boards/<board>/size-budget
@@ -50,16 +52,52 @@ unquote = $(patsubst "%",%,$(1))
 # architecture. That architecture is read without kconfiglib: from the board's .config once it
 # exists (menuconfig may have changed it), else from boards/<board>/defconfig.
 
+#
+# The set-up comes in tiers (tools/setup.sh): what a build needs, what the demo adds, what the
+# test suite adds. Each goal waits for its tier's stamp; a higher tier's stamp does for a lower
+# one. build/.setup-<arch>.stamp is the test tier (everything), -demo the demo's, -build a
+# build's (-build-static: a static board's, with its musl toolchain's needs).
+
 arch-of = $(or $(if $(shell grep -sx 'CONFIG_ARCH_ARM64=y' $(1)),arm64),$(if $(shell grep -sx \
 	'CONFIG_ARCH_ARM=y' $(1)),armhf))
-SETUP_ARCH  := $(or $(call arch-of,$(wildcard $(O)/.config)),$(if $(wildcard $(O)/.config),,$(call \
-	arch-of,boards/$(BOARD)/defconfig)),x86_64)
-SETUP_STAMP := build/.setup-$(SETUP_ARCH).stamp
+board-conf  := $(or $(wildcard $(O)/.config),boards/$(BOARD)/defconfig)
+SETUP_ARCH  := $(or $(call arch-of,$(board-conf)),x86_64)
+SETUP_STATIC := $(if $(shell grep -sx 'CONFIG_STATIC=y' $(board-conf)),-static)
+SETUP_TIER  := $(if $(filter test all-tests testconfigs fuzz demo-fleet setup,$(MAKECMDGOALS)),test,$(if \
+	$(filter demo,$(MAKECMDGOALS)),demo,build))
+ifeq ($(SETUP_TIER),demo)
+SETUP_ARCH  := x86_64
+SETUP_STATIC :=
+endif
+setup-stamp = build/.setup-$(SETUP_ARCH)$(if $(filter-out test,$(1)),-$(1)).stamp
+setup-enough-build := test $(if $(SETUP_STATIC),build-static,demo build)
+setup-enough-demo  := test demo
+setup-enough-test  := test
+SETUP_STAMP := $(or $(firstword $(wildcard $(foreach t,$(setup-enough-$(SETUP_TIER)),$(call \
+	setup-stamp,$(t))))),$(call setup-stamp,$(SETUP_TIER)$(if $(filter build,$(SETUP_TIER)),$(SETUP_STATIC))))
+# The tier and static-ness of a stamp (a higher tier's stamp is renewed as that tier).
+stamp-tier = $(or $(if $(findstring -build,$(1)),build),$(if $(findstring -demo,$(1)),demo),test)
+setup-args = --arch $(SETUP_ARCH) --tier $(call stamp-tier,$(1))$(if $(findstring -static,$(1)), --static)
+
+# Not set up and not root: say what to run before anything else (GNU make would first complain
+# that the configuration it cannot make yet is missing).
+setup-free-goals := help clean distclean size size-check fuzz-srcs test-arm
+ifeq ($(wildcard $(SETUP_STAMP))$(SETUP_SKIP),)
+ifneq ($(filter-out $(setup-free-goals),$(or $(MAKECMDGOALS),all)),)
+ifneq ($(shell id -u),0)
+$(info edgeprof: the Debian packages this needs ($(call stamp-tier,$(SETUP_STAMP)) tier) are not \
+installed yet, and installing them needs root. Run:)
+$(info $(empty)    sudo tools/setup.sh $(call setup-args,$(SETUP_STAMP)))
+$(info then run make again (or SETUP_SKIP=1 if you installed them yourself).)
+$(error not set up)
+endif
+endif
+endif
 
 # ---------------------------------------------------------------------------------------------
 # Configuration verbs: they need no .config to exist.
 
-no-config-goals := %config menuconfig help clean distclean setup size size-check
+no-config-goals := %config menuconfig help clean distclean setup size size-check test-arm
 config-only := $(if $(MAKECMDGOALS),$(if $(filter-out $(no-config-goals),$(MAKECMDGOALS)),,1),)
 
 %_defconfig:
@@ -262,11 +300,7 @@ all-tests: $(addprefix $(O)/,$(progs-y))
 
 # SETUP_STAMP is set at the top (before anything that needs kconfiglib).
 $(SETUP_STAMP): tools/setup.sh $(wildcard tools/deps/*.list tools/deps/*.target-list)
-	@if [ "$$(id -u)" != 0 ] && [ -z "$(SETUP_SKIP)" ]; then \
-	  echo "edgeprof: dependencies are not installed yet and this needs root. Run:"; \
-	  echo "    sudo tools/setup.sh --arch $(SETUP_ARCH)"; \
-	  echo "then run make again (or SETUP_SKIP=1 if you installed them yourself)."; exit 1; fi
-	$(Q)if [ -z "$(SETUP_SKIP)" ]; then tools/setup.sh --arch $(SETUP_ARCH); fi
+	$(Q)if [ -z "$(SETUP_SKIP)" ]; then tools/setup.sh $(call setup-args,$@); fi
 	@mkdir -p build && touch $@
 
 # The musl toolchain and libraries of a static board, from Debian's packages and sources, once
@@ -280,7 +314,7 @@ endif
 setup:
 	$(Q)rm -f build/.setup-*.stamp
 	$(Q)tools/setup.sh --arch $(SETUP_ARCH)
-	@mkdir -p build && touch $(SETUP_STAMP)
+	@mkdir -p build && touch $(call setup-stamp,test)
 
 # ---------------------------------------------------------------------------------------------
 # Tests.
@@ -290,6 +324,16 @@ test: $(SETUP_STAMP)
 	$(Q)tools/run-tests.sh "$(O)" "$(ARCH)" "$(RUN_TARGET)" $(unittests)
 
 all-tests: all $(unittests)
+
+# What the host's `make test` cannot run without the ARM boards' builds (they skip there and say
+# so): both boards set up, built and unit-tested under qemu-user, then those host tests, none
+# allowed to skip.
+ARM_HOST_TESTS := bpf-arm64-vm bpf-qemu transport-qemu
+test-arm:
+	$(Q)$(MAKE) --no-print-directory BOARD=gateway-arm64 O=build/gateway-arm64 test
+	$(Q)$(MAKE) --no-print-directory BOARD=gateway-armv7 O=build/gateway-armv7 test
+	$(Q)$(MAKE) --no-print-directory BOARD=host-x86_64 O=build/host-x86_64 all-tests
+	$(Q)ONLY="$(ARM_HOST_TESTS)" NO_SKIP=1 tools/run-tests.sh build/host-x86_64 x86_64 ""
 
 testconfigs: $(SETUP_STAMP)
 	$(Q)tools/testconfigs.sh
@@ -320,9 +364,14 @@ install: all
 	$(Q)$(foreach i,$(install-y),$(call $(i),$(DESTDIR),$(PREFIX));)
 	@echo "  INSTALL  $(DESTDIR)$(PREFIX)"
 
+# The demo's build is one line (V=1: every step) and uses every CPU unless -j was given.
+demo-build := build/host-x86_64
 demo: $(SETUP_STAMP)
-	$(Q)$(MAKE) --no-print-directory BOARD=host-x86_64 O=build/host-x86_64 all
-	$(Q)tools/demo.sh build/host-x86_64
+	$(Q)$(MAKE) --no-print-directory $(if $(filter 1,$(V)),,-s) \
+		$(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc)) \
+		$(if $(filter 1,$(V)),,quiet=@true) BOARD=host-x86_64 O=$(demo-build) all \
+		$(demo-build)/tests/drivers/push-dir $(demo-build)/tests/workloads/split
+	$(Q)tools/demo.sh $(demo-build)
 
 demo-fleet: $(SETUP_STAMP)
 	$(Q)$(MAKE) --no-print-directory BOARD=host-x86_64 O=build/host-x86_64 all all-tests
@@ -337,5 +386,5 @@ distclean:
 help:
 	@sed -n '3,16p' Makefile | sed 's/^# \{0,1\}//'
 
-.PHONY: all test all-tests testconfigs size size-check fuzz fuzz-srcs install demo demo-fleet clean distclean help \
+.PHONY: all test test-arm all-tests testconfigs size size-check fuzz fuzz-srcs install demo demo-fleet clean distclean help \
 	setup defconfig olddefconfig menuconfig savedefconfig allnoconfig allyesconfig

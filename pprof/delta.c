@@ -235,6 +235,31 @@ void pprof_delta__stats(const struct pprof_delta *d, struct pprof_delta_stats *s
 	*st = d->st;
 }
 
+/*
+ * The first profile of a delta is its baseline: its cumulative values (a heap's alloc_*) have
+ * no growth yet and become 0, but what is a snapshot (a heap's inuse_*) holds now and is sent.
+ * Samples left all zero are dropped. Returns 0 when something is left, 1 when nothing is (a
+ * mutex or block profile, all cumulative).
+ */
+static int snapshot_only(struct pprof_profile *p, const bool *cum)
+{
+	size_t out = 0;
+
+	for (size_t i = 0; i < p->n_samples; i++) {
+		bool any = false;
+
+		for (size_t k = 0; k < p->n_sample_type; k++) {
+			if (cum[k])
+				p->samples[i].values[k] = 0;
+			any |= p->samples[i].values[k] != 0;
+		}
+		if (any)
+			p->samples[out++] = p->samples[i];
+	}
+	p->n_samples = out;
+	return out ? 0 : 1;
+}
+
 int pprof_delta_scraped(struct pprof_delta *d, const char *kind, const void *body, size_t len,
 			size_t max_input, struct pprof_buf *out, char *err, size_t errlen)
 {
@@ -251,7 +276,9 @@ int pprof_delta_scraped(struct pprof_delta *d, const char *kind, const void *bod
 	}
 	if (d && pprof_delta_cumulative(kind, p, cum)) {
 		ret = pprof_delta__apply(d, p, cum);
-		if (ret || !p->n_samples) { /* 1 or -EINVAL: a (new) baseline; else no growth */
+		if (ret == 1 || ret == -EINVAL) /* a (new) baseline: its snapshot part still goes */
+			ret = snapshot_only(p, cum);
+		if (ret || !p->n_samples) { /* 1: a baseline with no snapshot; else no growth */
 			pprof_profile__free(p);
 			return ret == -ENOMEM ? ret : ret ? 1 : 2;
 		}

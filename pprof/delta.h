@@ -73,9 +73,11 @@ void pprof_delta__stats(const struct pprof_delta *d, struct pprof_delta_stats *s
  * its cumulative values turned into deltas (pprof_delta__apply) and re-encoded; without d, or
  * when nothing in it is cumulative, as fetched (re-encoded only when it is not gzip). Returns 0
  * with out filled (gzip, malloc'd); 1 when there is nothing to send because it is d's baseline
- * (or a new one after the sample types changed); 2 when it has no sample, or none grew (an idle
- * service's CPU profile, a mutex profile of a quiet interval); or -errno with err saying why
- * (not a profile: -EINVAL).
+ * (or a new one after the sample types changed) and all its types are cumulative (mutex,
+ * block); 2 when it has no sample, or none grew (an idle service's CPU profile, a mutex profile
+ * of a quiet interval); or -errno with err saying why (not a profile: -EINVAL). A heap's
+ * baseline is sent (0) with its inuse_* snapshot and its alloc_* at 0: a snapshot needs no
+ * previous round.
  */
 int pprof_delta_scraped(struct pprof_delta *d, const char *kind, const void *body, size_t len,
 			size_t max_input, struct pprof_buf *out, char *err, size_t errlen);

@@ -6,7 +6,9 @@
 #   tools/run-tests.sh BUILD_DIR ARCH "RUN_PREFIX" UNIT_TEST...
 #
 # ONLY="a b" runs only the integration tests whose names contain a or b; SKIP="c" skips those
-# containing c (counted as skipped); UNIT_ONLY=1 runs no integration test.
+# containing c (counted as skipped); UNIT_ONLY=1 runs no integration test. A test that skips
+# itself (exit 77) says why in its last line; the closing summary lists every skip with it.
+# NO_SKIP=1 (CI) counts such a skip as a failure: only SKIP may leave a test out.
 set -u
 build=$1 arch=$2 run=$3
 shift 3
@@ -14,7 +16,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 logs="$build/test-logs"
 mkdir -p "$logs"
 passed=0 failed=0 skipped=0
-failures=()
+failures=() skips=()
 
 count_cmocka() { # log -> adds cmocka's per-test counts
 	local p f
@@ -54,14 +56,24 @@ if [ "$arch" = "x86_64" ] && [ -z "${UNIT_ONLY:-}" ]; then
 		[ -e "$t" ] || continue
 		name=$(basename "$t" .test.sh)
 		if [ -n "${ONLY:-}" ] && ! matches "$name" $ONLY; then continue; fi
-		if matches "$name" ${SKIP:-}; then skipped=$((skipped + 1)); echo "SKIP  $name: in SKIP"; continue; fi
+		if matches "$name" ${SKIP:-}; then
+			skipped=$((skipped + 1)) skips+=("$name: in SKIP")
+			echo "SKIP  $name: in SKIP"
+			continue
+		fi
 		start=$(date +%s)
 		EP_TOP="$top" EP_BUILD="$(cd "$build" && pwd)" timeout 900 bash "$t" >"$logs/$name.log" 2>&1
 		rc=$?
 		secs=$(( $(date +%s) - start ))
 		case $rc in
 		0) passed=$((passed + 1)); echo "PASS  $name (${secs}s)" ;;
-		77) skipped=$((skipped + 1)); echo "SKIP  $name: $(tail -n 1 "$logs/$name.log")" ;;
+		77) why=$(tail -n 1 "$logs/$name.log")
+		    echo "SKIP  $name: $why"
+		    if [ -n "${NO_SKIP:-}" ]; then
+			failed=$((failed + 1)); failures+=("$name"); echo "      (NO_SKIP: a skip fails)"
+		    else
+			skipped=$((skipped + 1)) skips+=("$name: $why")
+		    fi ;;
 		*) failed=$((failed + 1)); failures+=("$name"); echo "FAIL  $name (exit $rc, ${secs}s); last lines of $logs/$name.log:"
 		   tail -n 25 "$logs/$name.log" | sed 's/^/    /' ;;
 		esac
@@ -69,6 +81,10 @@ if [ "$arch" = "x86_64" ] && [ -z "${UNIT_ONLY:-}" ]; then
 fi
 
 echo
+if [ ${#skips[@]} -gt 0 ]; then
+	echo "skipped (why, and what runs it):"
+	printf '  %s\n' "${skips[@]}"
+fi
 [ ${#failures[@]} -gt 0 ] && echo "failed: ${failures[*]}"
 echo "total: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" = 0 ] && [ ${#failures[@]} = 0 ]

@@ -1,33 +1,49 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Installs what edgeprof needs from Debian's archive, and for an ARM target the cross toolchain,
-# qemu-user and a sysroot unpacked from the target's .deb files (multiarch installs of :arm64
-# -dev packages fail on version skew here; download + dpkg -x does not). For arm64 also a kernel
-# and a static busybox for the full-system VM test (build/vm-arm64); with --bench, perf for that
-# VM and an x86_64 VM (build/vm-amd64) for tests/bench/bpf-icount.sh.
+# Installs what edgeprof needs from Debian's archive, in tiers, each the one before plus more:
+#   build  what `make` needs for the board (tools/deps/build.list; an ARM board adds its cross
+#          toolchain and a sysroot unpacked from the target's .deb files (multiarch installs of
+#          :arm64 -dev packages fail on version skew here; download + dpkg -x does not))
+#   demo   what `make demo` adds (demo.list)
+#   test   what `make test` runs: every tools/deps/*.list (per test kind), both cross
+#          toolchains and qemu-user; for arm64 also a kernel and a static busybox for the
+#          full-system VM test (build/vm-arm64)
+# --static adds what a static board's musl toolchain needs (static.list; the test tier has it).
+# With --bench, perf for that VM and an x86_64 VM (build/vm-amd64) for tests/bench/bpf-icount.sh.
 #
-#   tools/setup.sh [--arch x86_64|arm64|armhf] [--bench]      (as root)
+#   tools/setup.sh [--arch x86_64|arm64|armhf] [--tier build|demo|test] [--static] [--bench]
+#                                                          (as root; the default tier is test)
 #
-# tools/deps/*.list name what builds and tests need; *.bench-list add the peers that only the
+# A list's tier is its "# tier:" line (none: test). *.bench-list add the peers that only the
 # benchmarks run (bcc and kernel headers: large, and no test depends on them). vm.target-list
 # names target .debs for the arm64 VM test, vm.bench-target-list those the arm64 benchmark adds
 # (perf): downloaded and unpacked, never installed.
 set -euo pipefail
 
 arch=x86_64
+tier=test
+static=
 bench=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--arch) arch="$2"; shift 2 ;;
+	--tier) tier="$2"; shift 2 ;;
+	--static) static=1; shift ;;
 	--bench) bench=1; shift ;;
-	-h|--help) sed -n '3,7p' "$0"; exit 0 ;;
+	-h|--help) sed -n '3,17p' "$0"; exit 0 ;;
 	*) echo "setup: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
+case "$tier" in
+build|demo|test) ;;
+*) echo "setup: unknown tier $tier (build, demo, test)" >&2; exit 2 ;;
+esac
+# Every ARM board is static; the test tier builds every board (testconfigs).
+[ "$arch" = x86_64 ] && [ "$tier" != test ] || static=1
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 if [ "$(id -u)" != 0 ]; then
-	echo "setup: needs root to install Debian packages. Run: sudo $0 --arch $arch" >&2
+	echo "setup: needs root to install Debian packages. Run: sudo $0 --arch $arch --tier $tier" >&2
 	exit 1
 fi
 
@@ -43,19 +59,34 @@ apt_update() {
 	apt-get update -qq || echo "setup: apt-get update reported errors; continuing" >&2
 }
 
-host_lists=$(ls "$top"/tools/deps/*.list | grep -v '/target.list$')
+# The lists of a tier: their "# tier:" line at or below it (static.list with --static).
+rank() { case "$1" in build) echo 1 ;; demo) echo 2 ;; static) echo 3 ;; *) echo 4 ;; esac; }
+tier_lists() {
+	local f t want
+	want=$(rank "$tier")
+	for f in "$top"/tools/deps/*.list; do
+		[ "$(basename "$f")" != target.list ] || continue
+		t=$(sed -n 's/^# tier: *//p' "$f" | head -n 1)
+		t=${t:-test}
+		if [ "$t" = static ]; then [ -n "$static" ] && echo "$f"; continue; fi
+		[ "$(rank "$t")" -le "$want" ] && echo "$f"
+	done
+	return 0
+}
+host_lists=$(tier_lists)
 [ -n "$bench" ] && host_lists="$host_lists $(ls "$top"/tools/deps/*.bench-list)"
 # shellcheck disable=SC2086
 host_pkgs=$(list_packages $host_lists)
 case "$arch" in
 x86_64) cross_pkgs= ;;
-arm64)  cross_pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user" ;;
-armhf)  cross_pkgs="gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user" ;;
+arm64)  cross_pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross" ;;
+armhf)  cross_pkgs="gcc-arm-linux-gnueabihf libc6-dev-armhf-cross" ;;
 *) echo "setup: unknown arch $arch (x86_64, arm64, armhf)" >&2; exit 2 ;;
 esac
-
-# Cross toolchains are cheap to have: install both so every board builds from one setup.
-cross_pkgs="$cross_pkgs gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user"
+# The suite builds every board and runs the ARM ones under qemu-user: both toolchains.
+[ "$tier" != test ] ||
+	cross_pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf
+		    libc6-dev-armhf-cross qemu-user"
 
 missing=$(dpkg-query -W -f='${Package} ${Status}\n' $host_pkgs $cross_pkgs 2>/dev/null |
 	awk '$NF != "installed" {print $1}' || true)
@@ -68,18 +99,28 @@ done
 provided=" $(dpkg-query -W -f='${Provides}\n' 2>/dev/null | tr ',' '\n' | sed 's/(.*//; s/ //g' |
 	sort -u | tr '\n' ' ') "
 missing=$(for p in $missing; do [[ "$provided" == *" $p "* ]] || echo "$p"; done | sort -u | tr '\n' ' ')
+case "$tier" in
+build) what="what a build needs" ;;
+demo)  what="what the demo needs" ;;
+test)  what="what the test suite needs" ;;
+esac
+[ -z "$static" ] || [ "$tier" = test ] || what="$what, static board"
 if [ -n "${missing// /}" ]; then
-	echo "setup: installing: $missing"
 	t0=$(date +%s)
 	apt_update
-	# Quiet, but say what it costs: apt's "Need to get" and "After this operation" lines.
+	# One line before: what and how much (apt's own figures, from the URIs it would fetch).
+	# shellcheck disable=SC2086
+	cost=$(apt-get install -y --no-install-recommends --print-uris -qq $missing 2>/dev/null |
+		awk -v q="'" 'substr($1, 1, 1) == q {n++; s += $3}
+		END {printf "%d packages, %.0f MB to download", n, s / 1e6}')
+	echo "setup: installing $what ($arch, tools/deps/: $(for f in $host_lists; do
+		basename "$f"; done | tr '\n' ' ' | sed 's/ $//')): $cost"
 	log=$(mktemp)
 	# shellcheck disable=SC2086
 	apt-get install -y --no-install-recommends $missing >"$log" 2>&1 ||
 		{ tail -n 30 "$log"; rm -f "$log"; echo "setup: apt-get install failed" >&2; exit 1; }
-	grep -E '^(Need to get|After this operation|[0-9]+ upgraded, [0-9]+ newly installed)' "$log" |
-		sed 's/^/setup: /' || true
-	echo "setup: installed in $(($(date +%s) - t0)) s (apt-get update and install)"
+	echo "setup: installed in $(($(date +%s) - t0)) s ($(grep -E '^After this operation' "$log" |
+		sed 's/^After this operation, //; s/\.$//' || true))"
 	rm -f "$log"
 fi
 
@@ -105,7 +146,7 @@ deb_src() {
 	mv "${f%.sources}.list.tmp" "${f%.sources}.list"
 	apt_update
 }
-deb_src
+[ -z "$static" ] || deb_src
 
 make_sysroot() {
 	local a=$1 sysroot="$top/build/sysroot-$1" debs="$top/build/debs-$1"
@@ -184,8 +225,9 @@ make_vm_perf() {
 }
 
 case "$arch" in
-arm64) make_sysroot arm64; make_vm arm64 vm.target-list; [ -z "$bench" ] || make_vm_perf arm64 ;;
+arm64) make_sysroot arm64
+       [ "$tier" != test ] || make_vm arm64 vm.target-list
+       [ -z "$bench" ] || make_vm_perf arm64 ;;
 x86_64) [ -z "$bench" ] || { make_vm amd64 vm-amd64.bench-target-list; make_vm_perf amd64; } ;;
 armhf) make_sysroot armhf ;;
 esac
-echo "setup: done ($arch)"

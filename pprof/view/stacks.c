@@ -150,6 +150,24 @@ static const char *function_name(const struct pprof_profile *p, const struct ppr
 	return *name ? name : pprof_str(p, fn->system_name);
 }
 
+/*
+ * A frame without a name: its module and offset in the module's file (libc.so.6+0x27249, as
+ * perf shows it and `addr2line -e` takes it for a shared object or a PIE), the same on every
+ * run and device with that build, where the absolute address moves with ASLR. An address
+ * outside its mapping, or without one, stays absolute. The Location keeps its address.
+ */
+static void unnamed_frame(char *buf, size_t size, const struct pprof_location *loc,
+			  const struct pprof_mapping *m, const char *mfile)
+{
+	if (m && *mfile && loc->address >= m->memory_start && loc->address < m->memory_limit)
+		snprintf(buf, size, "%s+0x%" PRIx64, base_name(mfile),
+			 loc->address - m->memory_start + m->file_offset);
+	else if (*mfile)
+		snprintf(buf, size, "0x%" PRIx64 " (%s)", loc->address, base_name(mfile));
+	else
+		snprintf(buf, size, "0x%" PRIx64, loc->address);
+}
+
 /* Frames of one location; names the profile does not hold are made in s->text. */
 static int resolve_location(struct stacks *s, struct frame_text *ft, size_t li, regex_t *drop,
 			    regex_t *keep)
@@ -179,11 +197,7 @@ static int resolve_location(struct stacks *s, struct frame_text *ft, size_t li, 
 				return -ENOMEM;
 			continue;
 		}
-		if (*mfile)
-			snprintf(buf, sizeof(buf), "0x%" PRIx64 " (%s)", loc->address,
-				 base_name(mfile));
-		else
-			snprintf(buf, sizeof(buf), "0x%" PRIx64, loc->address);
+		unnamed_frame(buf, sizeof(buf), loc, m, mfile);
 		if ((t->name = text_add(s, buf, strlen(buf))) == NO_TEXT)
 			return -ENOMEM;
 	}

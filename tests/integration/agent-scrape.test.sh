@@ -4,9 +4,9 @@
 # gopprof burns CPU 2:1 in spinA/spinB, allocates 8 MiB/s in allocKnown (keeping 4 MiB in use)
 # and contends a mutex in lockKnown. Rounds of 2 s, each profile written to --output-dir and
 # uploaded over mutual TLS to a real collector as service "go" with its type:
-#   - cpu and goroutine every round; heap, mutex, block from the second round on (the first one
-#     only sets the delta baseline);
-#   - each heap delta's alloc_space of allocKnown is about one round's 16 MiB, on average within
+#   - cpu, goroutine and heap every round (the heap's first: its inuse_* snapshot, alloc_* at 0,
+#     as the first round only sets the delta baseline); mutex, block from the second round on;
+#   - each later heap delta's alloc_space of allocKnown is about one round's 16 MiB, on average within
 #     40 % (a loaded machine slows gopprof's 10 ms allocation ticker; a running total instead of
 #     deltas would average 2 rounds' worth), its inuse_space a snapshot; each mutex delta has
 #     lockKnown;
@@ -38,18 +38,32 @@ grep scrape "$W/agent.log" | tail -n 3
 ls "$W/out"
 n() { ls "$W/out" | grep -c "^go-$1-" || true; }
 [ "$(n cpu)" -ge 3 ] && [ "$(n goroutine)" -ge 3 ] || fail "cpu/goroutine not scraped every round"
-for t in heap mutex block; do
+for t in mutex block; do
 	[ "$(n $t)" -ge 2 ] && [ "$(n $t)" -lt "$(n goroutine)" ] ||
 		fail "$t: expected a delta every round but the first ($(n $t) vs $(n goroutine) rounds)"
 done
+[ "$(n heap)" = "$(n goroutine)" ] ||
+	fail "heap: expected a profile every round, the first included ($(n heap) vs $(n goroutine) rounds)"
 [ "$(grep -c 'scrape down cpu: .*one connect a round until it answers' "$W/agent.log")" = 1 ] || fail "the down target is not logged once"
 grep -q 'failed_connect=[3-9]' "$W/agent.log" || fail "the down target's connects are not counted"
 
 top() { go tool pprof -top -nodecount=200 "$@" 2>/dev/null; }
+first=1
 for f in "$W"/out/go-heap-*; do
 	a=$(top -sample_index=alloc_space -unit=B "$f" | awk '$NF == "main.allocKnown" {print $1 + 0}')
 	u=$(top -sample_index=inuse_space -unit=B "$f" | awk '$NF == "main.allocKnown" {print $1 + 0}')
 	echo "$(basename "$f"): allocKnown alloc_space=$a inuse_space=$u"
+	if [ -n "$first" ]; then # the baseline round: a snapshot, no growth yet
+		first=
+		# Go's heap profile is as of the last GC: allocKnown may not be in it yet
+		ta=$(top -sample_index=alloc_space -unit=B "$f" | sed -n 's/.* of \([0-9.]*\)B* total.*/\1/p')
+		tu=$(top -sample_index=inuse_space -unit=B "$f" | sed -n 's/.* of \([0-9.]*\)B* total.*/\1/p')
+		echo "  the first round: alloc_space total ${ta:-?}, inuse_space total ${tu:-?}"
+		$PY -c "import sys; sys.exit(not float('${tu:-0}') > 0)" ||
+			fail "$f: the first round has no inuse_space snapshot"
+		[ "${ta:-x}" = 0 ] || fail "$f: the first round has alloc_space ${ta:-?} (no baseline yet)"
+		continue
+	fi
 	# one round: 2 s x 8 MiB/s. Go's heap profile is as of the last GC (every ~0.5-1 s
 	# here), so one delta may be off by a GC cycle's allocation: loose bounds each, tighter
 	# on the mean. A running total instead of deltas would reach 2 and 3 rounds' worth.

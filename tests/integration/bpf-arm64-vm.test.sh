@@ -21,15 +21,15 @@ libc=/usr/aarch64-linux-gnu/lib
 need_files=("$gw/tests/bpf-probe" "$gw/edgeprof-agent" "$gw/tests/workloads/bpf-work"
 	    "$gw/tests/workloads/bpf-work-nofp")
 for c in qemu-system-aarch64 cpio gzip go; do
-	command -v "$c" >/dev/null || { echo "no $c (tools/setup.sh installs it)"; exit 77; }
+	command -v "$c" >/dev/null || { echo "no $c (make test-arm sets it up and runs this)"; exit 77; }
 done
 if [ ! -f "$vm/vmlinuz" ] || [ ! -x "$vm/busybox" ]; then
-	echo "no arm64 kernel in $vm: run tools/setup.sh --arch arm64"; exit 77
+	echo "no arm64 kernel in $vm (make test-arm sets it up and runs this)"; exit 77
 fi
 for f in "${need_files[@]}"; do
-	[ -x "$f" ] || { echo "gateway-arm64 not built: make BOARD=gateway-arm64 all-tests"; exit 77; }
+	[ -x "$f" ] || { echo "gateway-arm64 not built (make test-arm builds it and runs this)"; exit 77; }
 done
-[ -f "$libc/libc.so.6" ] || { echo "no $libc/libc.so.6 (libc6-arm64-cross)"; exit 77; }
+[ -f "$libc/libc.so.6" ] || { echo "no $libc/libc.so.6 (make test-arm sets it up and runs this)"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 console=$EP_BUILD/test-logs/bpf-arm64-vm.console

@@ -4,8 +4,8 @@
 # (no crash, no libbpf dump). Needs the gateway-arm64 build (make BOARD=gateway-arm64 all-tests).
 set -u
 probe=$EP_TOP/build/gateway-arm64/tests/bpf-probe
-command -v qemu-aarch64 >/dev/null || { echo "no qemu-aarch64"; exit 77; }
-[ -x "$probe" ] || { echo "gateway-arm64 bpf-probe not built"; exit 77; }
+command -v qemu-aarch64 >/dev/null || { echo "no qemu-aarch64 (make test-arm sets it up and runs this)"; exit 77; }
+[ -x "$probe" ] || { echo "gateway-arm64 not built (make test-arm builds it and runs this)"; exit 77; }
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 timeout 60 qemu-aarch64 "$probe" --seconds 1 >"$out" 2>&1

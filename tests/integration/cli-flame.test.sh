@@ -40,6 +40,16 @@ for fn in burnAlpha burnBeta burnGamma; do
 done
 echo "ok   flame: well-formed, self-contained, $(grep -c '<g data-d' cpu.svg) frames"
 
+# The subtitle counts samples as pprof does (the samples/count total), not sample records.
+want=$(go tool pprof -top -sample_index=samples cpu1.pb.gz cpu2.pb.gz 2>/dev/null |
+	sed -n 's/.* of \([0-9]*\) total.*/\1/p')
+got=$(grep -o 'total [^<]* in [0-9]* samples' cpu.svg | head -n 1 | awk '{print $(NF - 1)}')
+if [ -n "$want" ] && [ "$got" = "$want" ]; then
+	echo "ok   subtitle: $got samples, pprof's samples total is $want"
+else
+	fail "subtitle says '$got' samples, pprof's samples total is '$want'"
+fi
+
 # Each burner is called from one place only: its frame's share is pprof's cum%.
 go tool pprof -top cpu1.pb.gz cpu2.pb.gz >top.txt 2>/dev/null
 for fn in burnAlpha burnBeta burnGamma; do

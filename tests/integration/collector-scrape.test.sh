@@ -5,7 +5,7 @@
 # the collector runs, also a device in pull mode (the agent's --pull-listen, mutual TLS with the
 # collector's operator certificate). Checked through the collector's own API:
 #   - goapp's cpu and heap profiles are stored with the group's labels and instance=HOST:PORT;
-#     the heap ones are deltas (the first scrape only sets the baseline);
+#     the heap ones are deltas (the first scrape sets the baseline: its inuse_* snapshot only);
 #   - the rewritten file is read again without a restart, and the device's profiles carry the
 #     device label of its certificate (gw-1);
 #   - a malformed file on SIGHUP keeps the targets of before (logged, and in /metrics);
@@ -69,7 +69,7 @@ wait_for() { # SELECTOR TYPE PATTERN MIN
 	fail "$1 --type $2: fewer than $4 profiles"
 }
 wait_for 'goapp{env="test",instance="127.0.0.1:'"$gport"'"}' cpu goapp 1
-wait_for 'goapp{env="test"}' heap goapp 1 # the second scrape: a delta
+wait_for 'goapp{env="test"}' heap goapp 2 # the first: inuse only; the second: a delta
 "$B/edgeprof" query 'goapp{env="test"}' --type heap --from now-1h -o "$W/heap.pb.gz" || fail "query heap"
 go tool pprof -top -sample_index=alloc_space "$W/heap.pb.gz" 2>/dev/null | grep -q main.allocKnown ||
 	fail "the scraped heap has no allocKnown"

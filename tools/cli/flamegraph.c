@@ -80,12 +80,37 @@ int cli_flame_parse(int argc, char **argv, const char *cmd, struct flame_args *a
 	return CLI_OK;
 }
 
+/*
+ * How many samples were taken: the sum of the "samples" (or first "count") value, not the
+ * number of sample records, which after a merge is the number of distinct stacks. Writes
+ * nothing when the profile counts no samples (a heap profile, say).
+ */
+static void flame_count(const struct pprof_profile *p, char *buf, size_t size)
+{
+	size_t i, vi = p->n_sample_type;
+	int64_t n = 0;
+
+	for (i = 0; i < p->n_sample_type; i++) {
+		if (strcmp(pprof_str(p, p->sample_type[i].unit), "count"))
+			continue;
+		if (vi == p->n_sample_type ||
+		    !strcmp(pprof_str(p, p->sample_type[i].type), "samples"))
+			vi = i;
+	}
+	buf[0] = '\0';
+	if (vi == p->n_sample_type)
+		return;
+	for (i = 0; i < p->n_samples; i++)
+		n += p->samples[i].values[vi];
+	snprintf(buf, size, " in %lld %s", (long long)n, pprof_str(p, p->sample_type[vi].type));
+}
+
 static int flame_run(int argc, char **argv)
 {
 	struct pprof_profile *p = NULL;
 	struct ftree *t = NULL;
 	struct flame_args a;
-	char sub[256], tot[48];
+	char sub[256], tot[48], count[64];
 	int vi, ret = CLI_FAIL;
 	FILE *out;
 
@@ -111,7 +136,8 @@ static int flame_run(int argc, char **argv)
 	a.fo.title = a.title ? a.title : pprof_str(p, p->sample_type[vi].type);
 	units__format(tot, sizeof(tot), t->nodes[0].total[0],
 		      units__auto(a.fo.unit, t->nodes[0].total[0]));
-	snprintf(sub, sizeof(sub), "%s: total %s in %zu samples%s", a.fo.title, tot, p->n_samples,
+	flame_count(p, count, sizeof(count));
+	snprintf(sub, sizeof(sub), "%s: total %s%s%s", a.fo.title, tot, count,
 		 argc - optind > 1 ? " (merged)" : "");
 	a.fo.subtitle = sub;
 	out = cli_open_output(a.out);

@@ -131,11 +131,15 @@ static void test_bound_and_types(void **state)
 	pprof_delta__free(d);
 }
 
-/* What a scraper ships: the baseline (1), a delta (0), no growth (2), no profile (-EINVAL). */
+/*
+ * What a scraper ships: the baseline (1), a delta (0), no growth (2), no profile (-EINVAL); a
+ * heap's baseline with its snapshot (0).
+ */
 static void test_scraped(void **state)
 {
 	static const char *const fns[3] = {"lock_a", NULL, NULL};
-	struct pprof_delta *d = pprof_delta__new(0);
+	struct pprof_delta *d = pprof_delta__new(0), *h = pprof_delta__new(0);
+	struct pprof_delta *h2 = pprof_delta__new(0);
 	struct pprof_buf enc = {0}, out = {0};
 	struct pprof_profile *p;
 	char err[200];
@@ -148,6 +152,31 @@ static void test_scraped(void **state)
 	assert_int_equal(pprof_delta_scraped(d, "mutex", enc.data, enc.len, 0, &out, err,
 					     sizeof(err)), 2); /* the same totals: no growth */
 	assert_null(out.data);
+	free(enc.data);
+	enc = (struct pprof_buf){0};
+
+	/* a heap's baseline ships its inuse snapshot (alloc at 0); the next round its growth */
+	p = heap(fns, (int64_t[]){5, 0, 0}, (int64_t[]){3, 0, 0}, 1);
+	assert_int_equal(pprof_write_profile(p, NULL, pprof_buf_write, &enc), 0);
+	pprof_profile__free(p);
+	assert_int_equal(pprof_delta_scraped(h, "heap", enc.data, enc.len, 0, &out, err,
+					     sizeof(err)), 0);
+	assert_int_equal(pprof_read(out.data, out.len, NULL, &p, err, sizeof(err)), 0);
+	assert_int_equal(value_of(p, "lock_a", 0), 0);
+	assert_int_equal(value_of(p, "lock_a", 1), 3);
+	pprof_profile__free(p);
+	free(out.data);
+	out = (struct pprof_buf){0};
+	/* a baseline without any snapshot value: nothing to send */
+	p = heap(fns, (int64_t[]){5, 0, 0}, (int64_t[]){0, 0, 0}, 1);
+	free(enc.data);
+	enc = (struct pprof_buf){0};
+	assert_int_equal(pprof_write_profile(p, NULL, pprof_buf_write, &enc), 0);
+	pprof_profile__free(p);
+	assert_int_equal(pprof_delta_scraped(h2, "heap", enc.data, enc.len, 0, &out, err,
+					     sizeof(err)), 1);
+	assert_null(out.data);
+
 	/* not cumulative: passed on as fetched, byte for byte */
 	assert_int_equal(pprof_delta_scraped(NULL, "goroutine", enc.data, enc.len, 0, &out, err,
 					     sizeof(err)), 0);
@@ -158,6 +187,8 @@ static void test_scraped(void **state)
 					     sizeof(err)), -EINVAL);
 	free(enc.data);
 	pprof_delta__free(d);
+	pprof_delta__free(h);
+	pprof_delta__free(h2);
 }
 
 int main(void)

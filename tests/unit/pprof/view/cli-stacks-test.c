@@ -30,7 +30,11 @@ static struct pprof_function functions[] = {
 };
 
 static struct pprof_mapping mappings[] = {
-    {.id = 1, .memory_start = 0x1000, .memory_limit = 0x9000, .filename = S_LIB},
+    {.id = 1,
+     .memory_start = 0x1000,
+     .memory_limit = 0x9000,
+     .file_offset = 0x2000,
+     .filename = S_LIB},
 };
 
 static struct pprof_line l_main = {1, 10, 0}, l_a = {2, 20, 0}, l_b = {3, 30, 0};
@@ -100,7 +104,7 @@ static void frames_are_root_first_with_inlines_and_addresses(void **state)
 
 	assert_non_null(s);
 	assert_string_equal(joined(s, 0, 16), "main.main;main.alpha;net/http.(*conn).serve");
-	assert_string_equal(joined(s, 1, 16), "main.main;main.alpha;0x1234 (libfoo.so)");
+	assert_string_equal(joined(s, 1, 16), "main.main;main.alpha;libfoo.so+0x2234");
 	assert_string_equal(joined(s, 2, 16), "main.main;net/http.(*conn).serve;memcpy");
 	assert_string_equal(joined(s, 3, 16), "0xdead");
 
