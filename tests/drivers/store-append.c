@@ -329,7 +329,8 @@ static void copy_file(const char *from, const char *to)
  * ones. Group commit waits 2 ms, not the collector's 20-1000: the protocol is the same and a
  * trial costs a tenth. The crash is a SIGKILL from here after a random 0-20 ms, or, when the
  * shim (ring-crash-shim.so) is preloaded, in half the trials (all with power) the shim's torn
- * write at a random write among the first 300 (60 with group commit) or a power cut there. After each, the ring is opened here and:
+ * write at a random write among the first 300 (60 with group commit) or a power cut there.
+ * After each, the ring is opened here and:
  *  - every record it serves is byte-identical to what was written (nothing torn served);
  *  - every acknowledged record from the oldest live one on is served and identical (lost:
  *    not served; damaged: served different);
@@ -368,6 +369,7 @@ static int cmd_crash(char **argv)
 	for (uint64_t t = 1; t <= trials; t++) {
 		unsigned fsync_ms = power || t % 2 ? 0 : 2;
 		int shim_mode = 0, status;
+		bool jumped, moved;
 		unsigned long shim_k = 0;
 		uint64_t first, n_new, trial_lost = 0, trial_damaged = 0;
 		struct ringfile_stats st;
@@ -381,7 +383,8 @@ static int cmd_crash(char **argv)
 					  (1.0 + (crash_rand(&rnd) % 1000) / 1000.0)) & ~4095ull;
 			if (size > (4u << 20))
 				size = 4u << 20;
-			threads = power || crash_rand(&rnd) % 4 ? 1 : 2 + (int)(crash_rand(&rnd) % 2);
+			threads = power || crash_rand(&rnd) % 4 ? 1
+							       : 2 + (int)(crash_rand(&rnd) % 2);
 			unlink(path);
 			n_acked = 0;
 			last_first = last_seq = 0;
@@ -448,8 +451,8 @@ static int cmd_crash(char **argv)
 		if (!rf) {
 			struct stat fst;
 
-			/* killed between creating the file and sizing it: start over */
-			if (stat(path, &fst) || fst.st_size >= RINGFILE_HDR_SIZE || n_acked) {
+			/* killed before the file was created or sized: start over */
+			if (n_acked || (!stat(path, &fst) && fst.st_size >= RINGFILE_HDR_SIZE)) {
 				printf("trial %" PRIu64 ": reopen failed: %s\n", t, err);
 				failed++;
 			}
@@ -481,7 +484,8 @@ static int cmd_crash(char **argv)
 			if (!s) {
 				trial_lost++;
 				if (trial_lost <= 5)
-					printf("  acknowledged seq %" PRIu64 " missing\n", acked[k].seq);
+					printf("  acknowledged seq %" PRIu64 " missing\n",
+					       acked[k].seq);
 			} else if (s->hash != acked[k].hash) {
 				trial_damaged++;
 				printf("  acknowledged seq %" PRIu64 " different\n", acked[k].seq);
@@ -489,19 +493,22 @@ static int cmd_crash(char **argv)
 		}
 		lost += trial_lost;
 		damaged += trial_damaged;
-		if (trial_lost || trial_damaged || v.bad ||
-		    (threads == 1 && last_first && first > last_first + 88) ||
-		    (threads == 1 && last_seq && st.last_seq == last_seq && !st.corrupt &&
-		     !st.overwritten && first != last_first)) {
-			printf("trial %" PRIu64 ": ring %" PRIu64 " B, fsync_ms %u, %d writer(s), %s: "
-			       "lost %" PRIu64 " damaged %" PRIu64 " bad %" PRIu64 "; first %" PRIu64
+		jumped = threads == 1 && last_first && first > last_first + 88;
+		moved = threads == 1 && last_seq && st.last_seq == last_seq && !st.corrupt &&
+			!st.overwritten && first != last_first;
+		if (trial_lost || trial_damaged || v.bad || jumped || moved) {
+			printf("trial %" PRIu64 ": ring %" PRIu64 " B, fsync_ms %u, %d writer(s), %s: ",
+			       t, size, fsync_ms, threads,
+			       shim_mode == 2 ? "power cut"
+			       : shim_mode    ? "torn write + SIGKILL"
+					      : "SIGKILL");
+			printf("lost %" PRIu64 " damaged %" PRIu64 " bad %" PRIu64 "%s%s; first %" PRIu64
 			       " (at the last ack %" PRIu64 ") last %" PRIu64 " (last ack %" PRIu64
 			       ") records %" PRIu64 " corrupt %" PRIu64 " overwritten %" PRIu64
-			       " stale %" PRIu64 "\n", t, size, fsync_ms, threads,
-			       shim_mode == 2 ? "power cut" : shim_mode ? "torn write + SIGKILL"
-									: "SIGKILL",
-			       trial_lost, trial_damaged, v.bad, first, last_first, st.last_seq,
-			       last_seq, st.records, st.corrupt, st.overwritten, st.stale);
+			       " stale %" PRIu64 "\n", trial_lost, trial_damaged, v.bad,
+			       jumped ? ", oldest jumped" : "", moved ? ", oldest moved" : "", first,
+			       last_first, st.last_seq, last_seq, st.records, st.corrupt,
+			       st.overwritten, st.stale);
 			failed++;
 			snprintf(keep, sizeof(keep), "%s/fail-%" PRIu64 ".ring", dir, t);
 			copy_file(path, keep);
