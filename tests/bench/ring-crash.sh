@@ -51,7 +51,8 @@ run_mode() { # mode trials -> one summary line per job, then the total
 	for j in $(seq 1 "$JOBS"); do
 		mkdir -p "$work/$mode-$j"
 		# a share each, with its own seed; bounded in time whatever happens
-		LD_PRELOAD=$shim timeout -s KILL "$MAX_SECONDS" \
+		ASAN_OPTIONS=${ASAN_OPTIONS:-verify_asan_link_order=0} LD_PRELOAD=$shim \
+			timeout -s KILL "$MAX_SECONDS" \
 			"$drv" crash "$work/$mode-$j" "$per" $((SEED * 1000 + j)) "$mode" \
 			>"$work/$mode-$j.log" 2>&1 &
 		pids+=($!)

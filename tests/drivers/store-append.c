@@ -12,7 +12,8 @@
  *       "stats first=F last=L records=N corrupt=C overwritten=O stale=S repaired=R"; exits 1
  *       when a served record is not byte-identical to what was written (a torn record served).
  *   store-append bench PATH SIZE FSYNC_MS COUNT LEN
- *       appends COUNT records of LEN bytes; prints "bytes=B seconds=S" (record bytes/s).
+ *       appends COUNT records of LEN bytes; prints "bytes=B seconds=S wm_syncs=W syncs=Y"
+ *       (record bytes/s; W of the Y fdatasyncs declared an eviction in the header).
  *   store-append crash DIR TRIALS SEED MODE
  *       the crash trials of tests/bench/ring-crash.sh in one process (MODE kill or power, see
  *       cmd_crash); prints one line per failure and a closing "trials=..." line; exits 1 when
@@ -167,6 +168,7 @@ static int cmd_bench(char **argv)
 	struct ringfile *rf = open_ring(argv[2], size, strtoul(argv[4], NULL, 0));
 	unsigned char *buf = malloc(len);
 	struct record_meta m = { .service = "bench", .type = "cpu", .device = "d" };
+	struct ringfile_stats st;
 	uint64_t t0, seq = 0;
 	double secs;
 
@@ -185,7 +187,9 @@ static int cmd_bench(char **argv)
 	}
 	ringfile__sync(rf);
 	secs = (port_clock_mono_ns() - t0) / 1e9;
-	printf("bytes=%" PRIu64 " seconds=%.6f\n", (uint64_t)(count * len), secs);
+	ringfile__stats(rf, &st);
+	printf("bytes=%" PRIu64 " seconds=%.6f wm_syncs=%" PRIu64 " syncs=%" PRIu64 "\n",
+	       (uint64_t)(count * len), secs, st.wm_syncs, st.syncs);
 	ringfile__free(rf);
 	free(buf);
 	return 0;
@@ -214,6 +218,8 @@ struct crash_shared {
 struct crash_writer {
 	struct ringfile *rf;
 	struct crash_shared *sh;
+	bool spool;	/* drain like the agent's spool: consume markers between records */
+	bool durable;
 };
 
 /* A writer thread: appends records until it is killed (or the ack table is full). */
@@ -242,6 +248,9 @@ static void *crash_write(void *arg)
 		w->sh->acks[k] = (struct crash_ack){ .seq = seq, .i = i, .hash = fnv64(buf, len),
 						     .first = ringfile__first_seq(w->rf) };
 		atomic_store(&w->sh->acks[k].valid, 1);
+		/* consumed records stay until overwritten: the oracle is the same */
+		if (w->spool && i % 3 == 0 && ringfile__consume(w->rf, seq - 1, w->durable))
+			_exit(3);
 	}
 	for (;;)
 		pause(); /* the parent kills us */
@@ -250,13 +259,14 @@ static void *crash_write(void *arg)
 
 /* The forked writer: opens the ring (the kill may land in the open and its scan) and writes. */
 static void crash_child(const char *path, uint64_t size, unsigned fsync_ms, int threads,
-			int shim_mode, unsigned long shim_k, uint64_t seed, struct crash_shared *sh)
+			bool spool, int shim_mode, unsigned long shim_k, uint64_t seed,
+			struct crash_shared *sh)
 {
 	void (*arm)(int, unsigned long, uint64_t) = (void (*)(int, unsigned long, uint64_t))
 		dlsym(RTLD_DEFAULT, "rf_shim_arm");
 	struct ringfile_opts o = { .size = size, .fsync_ms = fsync_ms, .create = true,
 				   .quiet = true };
-	struct crash_writer w = { .sh = sh };
+	struct crash_writer w = { .sh = sh, .spool = spool, .durable = !fsync_ms };
 	pthread_t t[4];
 	char err[256];
 
@@ -326,7 +336,8 @@ static void copy_file(const char *from, const char *to)
  * TRIALS kill -9 (or power-cut) trials. Rings of 64 KiB to 4 MiB, a new one every 40 trials
  * (the same ring meanwhile, so it wraps over and over), records of 190 B to 8 KiB, fsync per
  * record and group commit alternating (power: per record only), one writer or 2-3 concurrent
- * ones. Group commit waits 2 ms, not the collector's 20-1000: the protocol is the same and a
+ * ones, a third of the rings drained like the agent's spool (a consume marker after every
+ * third record). Group commit waits 2 ms, not the collector's 20-1000: the protocol is the same and a
  * trial costs a tenth. The crash is a SIGKILL from here after a random 0-20 ms, or, when the
  * shim (ring-crash-shim.so) is preloaded, in half the trials (all with power) the shim's torn
  * write at a random write among the first 300 (60 with group commit) or a power cut there.
@@ -356,6 +367,7 @@ static int cmd_crash(char **argv)
 	uint64_t wraps_seen = 0;
 	char path[512], before[512], keep[600];
 	int threads = 1;
+	bool spool = false;
 
 	if (sh == MAP_FAILED || !v.buf)
 		return 2;
@@ -385,6 +397,7 @@ static int cmd_crash(char **argv)
 				size = 4u << 20;
 			threads = power || crash_rand(&rnd) % 4 ? 1
 							       : 2 + (int)(crash_rand(&rnd) % 2);
+			spool = crash_rand(&rnd) % 3 == 0;
 			unlink(path);
 			n_acked = 0;
 			last_first = last_seq = 0;
@@ -401,7 +414,7 @@ static int cmd_crash(char **argv)
 		if (pid < 0)
 			return 2;
 		if (pid == 0)
-			crash_child(path, size, fsync_ms, threads, shim_mode, shim_k,
+			crash_child(path, size, fsync_ms, threads, spool, shim_mode, shim_k,
 				    crash_rand(&rnd), sh);
 		if (shim_mode) {
 			/* the shim kills it; a writer that never gets there is killed at 2 s */
@@ -493,12 +506,13 @@ static int cmd_crash(char **argv)
 		}
 		lost += trial_lost;
 		damaged += trial_damaged;
-		jumped = threads == 1 && last_first && first > last_first + 88;
+		/* consume markers are 80-byte records: more seqs in the same bytes */
+		jumped = threads == 1 && last_first && first > last_first + (spool ? 210 : 88);
 		moved = threads == 1 && last_seq && st.last_seq == last_seq && !st.corrupt &&
 			!st.overwritten && first != last_first;
 		if (trial_lost || trial_damaged || v.bad || jumped || moved) {
-			printf("trial %" PRIu64 ": ring %" PRIu64 " B, fsync_ms %u, %d writer(s), %s: ",
-			       t, size, fsync_ms, threads,
+			printf("trial %" PRIu64 ": ring %" PRIu64 " B, fsync_ms %u, %d writer(s)%s, %s: ",
+			       t, size, fsync_ms, threads, spool ? " + consume" : "",
 			       shim_mode == 2 ? "power cut"
 			       : shim_mode    ? "torn write + SIGKILL"
 					      : "SIGKILL");
