@@ -33,6 +33,8 @@
 #define HDR_MAGIC	"EPRING\0\1"
 #define HDR_VERSION	1u
 #define HDR_CRC_OFF	48u
+#define HDR_WM_OFF	56u	/* the eviction watermark: u64 seq, u32 generation, u32 CRC */
+#define HDR_WM_LEN	16u
 #define REC_MAGIC	0x43525045u /* "EPRC" */
 #define REC_ALIGN	8u
 
@@ -82,6 +84,19 @@ struct ringfile {
 	uint64_t live_records, live_bytes;
 	unsigned fsync_ms;
 	uint64_t written_seq;	/* every record up to it is written (none pending) */
+	/*
+	 * Eviction is declared before it happens (see rf__reserve_locked): every record carries
+	 * as its watermark the oldest seq that survives both its own write and the next record
+	 * of up to max_need bytes, so that when that next write is torn by a crash, the record
+	 * before it already tells the scan that what it was overwriting is gone.
+	 * wm_reserved: the highest watermark declared so far (by a record reserved, written or
+	 * not, or by the header); wm_written: by a record whose write is complete or by the
+	 * header. A record may write over records below wm_written only: appends wait for it.
+	 */
+	uint64_t wm_reserved;
+	_Atomic uint64_t wm_written;
+	uint64_t hdr_wm;	/* watermark in the header block (0: none) */
+	uint64_t max_need;	/* largest record (aligned) seen: the evict-ahead */
 	_Atomic uint64_t durable_seq;	/* written under the lock; read without it by waiters */
 	size_t pending;		/* records reserved and not yet written */
 	uint64_t dirty_since_ns; /* mono time of the oldest unsynced write, 0 = clean */
@@ -423,6 +438,21 @@ static void hdr__encode(uint8_t *b, const struct ringfile *rf)
 	put32(b + 32, rf->gen);
 	put64(b + 40, port_clock_real_ns());
 	put32(b + HDR_CRC_OFF, crc32c(0, b, HDR_CRC_OFF));
+	if (rf->hdr_wm) {
+		put64(b + HDR_WM_OFF, rf->hdr_wm);
+		put32(b + HDR_WM_OFF + 8, rf->gen);
+		put32(b + HDR_WM_OFF + 12, crc32c(0, b + HDR_WM_OFF, HDR_WM_LEN - 4));
+	}
+}
+
+/* The header's eviction watermark, 0 when there is none of this generation. */
+static uint64_t hdr__decode_wm(const uint8_t *b, uint32_t gen)
+{
+	const uint8_t *w = b + HDR_WM_OFF;
+
+	if (get32(w + 8) != gen || get32(w + 12) != crc32c(0, w, HDR_WM_LEN - 4))
+		return 0;
+	return get64(w);
 }
 
 static bool hdr__decode(const uint8_t *b, struct ringfile *rf)
@@ -436,6 +466,7 @@ static bool hdr__decode(const uint8_t *b, struct ringfile *rf)
 		return false;
 	rf->size = get64(b + 16);
 	rf->gen = get32(b + 32);
+	rf->hdr_wm = hdr__decode_wm(b, rf->gen);
 	return true;
 }
 
@@ -582,16 +613,26 @@ static int rf__rebuild(struct ringfile *rf, const uint8_t *map, struct scan *sc)
 	newest = &sc->v[sc->n - 1];
 	first = newest->wm_oldest && newest->wm_oldest <= newest->seq ? newest->wm_oldest
 								       : newest->seq;
+	/*
+	 * The header's watermark is newer when an append had to declare its eviction there (no
+	 * record had declared it) and a crash stopped it before its record was whole: what it
+	 * evicted counts as overwritten, as it would have been.
+	 */
+	if (rf->hdr_wm > first) {
+		uint64_t wm = rf->hdr_wm <= newest->seq + 1 ? rf->hdr_wm : newest->seq + 1;
+
+		rf->st.overwritten += wm - first;
+		first = wm;
+	}
 	while (i < sc->n && sc->v[i].seq < first) {
 		rf->st.stale++;
 		i++;
 	}
 	/*
-	 * Seqs missing just above the watermark were being overwritten by a write that a crash
-	 * interrupted: they were leaving the ring anyway, count them as overwritten.
+	 * Every append declares what it evicts before it writes over it (rf__reserve_locked):
+	 * a seq missing from first on was not being overwritten, it is torn or corrupt.
 	 */
-	rf->st.overwritten += sc->v[i].seq - first;
-	rf->first_seq = rf->next_seq = sc->v[i].seq;
+	rf->first_seq = rf->next_seq = first;
 	for (; i < sc->n; i++) {
 		struct rf_slot s = { .off = sc->v[i].off, .time_ns = sc->v[i].time_ns,
 				     .len = sc->v[i].len, .flags = sc->v[i].flags };
@@ -608,6 +649,8 @@ static int rf__rebuild(struct ringfile *rf, const uint8_t *map, struct scan *sc)
 		err = rf__push_slot(rf, &s);
 		if (err)
 			return err;
+		if (align8(s.len) > rf->max_need)
+			rf->max_need = align8(s.len);
 	}
 	rf->consumed = newest->wm_consumed;
 	rf->head = align8(newest->off + newest->len);
@@ -839,6 +882,8 @@ struct ringfile *ringfile__open(const char *path, const struct ringfile_opts *op
 	if (e)
 		goto err_free;
 	rf->written_seq = rf->durable_seq = rf->next_seq - 1;
+	/* the newest record (or the header) declared this much evicted: writes may go there */
+	rf->wm_reserved = rf->wm_written = rf->first_seq;
 	/* what a previous process left in the page cache is made durable before we build on it */
 	fdatasync(rf->fd);
 	return rf;
@@ -852,22 +897,70 @@ err_free:
 /* ---- append --------------------------------------------------------------------------------- */
 
 /*
- * Evicts the oldest records that start inside [head, head + need). -EAGAIN when one of them is
- * still being written (possible only when the ring is smaller than the writes in flight).
+ * Evicts the oldest records that start inside [lo, hi). -EAGAIN when one of them is still
+ * being written (possible only when the ring is smaller than the writes in flight).
  */
-static int rf__evict_range(struct ringfile *rf, uint64_t head, uint64_t need)
+static int rf__evict_range(struct ringfile *rf, uint64_t lo, uint64_t hi)
 {
 	rf__trim_holes(rf);
 	while (!rf__empty_slots(rf)) {
 		struct rf_slot *s = rf__slot(rf, rf->first_seq);
 
-		if (s->off < head || s->off >= head + need)
+		if (s->off < lo || s->off >= hi)
 			break;
 		if (s->pending)
 			return -EAGAIN;
 		rf__pop_slot(rf, true);
 		rf__trim_holes(rf);
 	}
+	return 0;
+}
+
+/*
+ * Evicts, ahead of need, what the next record after one ending at end may write over: up to
+ * max_need bytes from end, or when those cross the end of the lap, the rest of the lap and
+ * max_need bytes from the start (it may wrap). Capped at a 16th of the ring, which is what
+ * the ClickHouse spool keeps free beyond its records (ch_spool__admits), so that it never
+ * evicts an unconsumed record; a record beyond the cap declares its eviction in the header.
+ * Best effort: it stops at a record still being written.
+ */
+static void rf__evict_ahead(struct ringfile *rf, uint64_t end)
+{
+	uint64_t ahead = rf->max_need, cap = ((rf->data_end - rf->data_off) / 16) & ~7ull;
+
+	if (ahead > cap)
+		ahead = cap;
+	if (end + ahead <= rf->data_end) {
+		rf__evict_range(rf, end, end + ahead);
+		return;
+	}
+	if (!rf__evict_range(rf, end, rf->data_end))
+		rf__evict_range(rf, rf->data_off, rf->data_off + ahead);
+}
+
+/*
+ * Makes the eviction watermark durable in the header block: for an append that writes over
+ * records no earlier record declared evicted (the first wrap after open, a record larger than
+ * the evict-ahead). Synced before that write, whatever the fsync policy: a power cut must not
+ * find the write on the disk without it. In place, so rare by design.
+ */
+static int rf__write_wm(struct ringfile *rf, uint64_t wm)
+{
+	uint8_t b[HDR_WM_LEN];
+	int err;
+
+	put64(b, wm);
+	put32(b + 8, rf->gen);
+	put32(b + 12, crc32c(0, b, HDR_WM_LEN - 4));
+	err = port_pwrite_full(rf->fd, b, sizeof(b), HDR_WM_OFF);
+	if (!err && fdatasync(rf->fd))
+		err = -errno;
+	if (err)
+		return err;
+	rf->hdr_wm = wm;
+	rf->st.wm_syncs++;
+	if (wm > rf->wm_written)
+		rf->wm_written = wm;
 	return 0;
 }
 
@@ -882,23 +975,40 @@ static int rf__write_skip(struct ringfile *rf)
 	return port_pwrite_full(rf->fd, b, sizeof(b), rf->head);
 }
 
-/* Makes room for need bytes at the head (wrapping and evicting); returns the offset. */
-static int rf__make_room(struct ringfile *rf, uint64_t need)
+/*
+ * Makes room for need bytes: the place where the record goes (the head, or the start of the
+ * data area when it does not fit before the end: then the end of the lap is dead too) is
+ * evicted, then what the next record may need (rf__evict_ahead). Only then is anything
+ * written: the end-of-lap skip marker, after the header's watermark when this write is the
+ * first to reach records that no record declared evicted (the oldest seq moved past the
+ * highest watermark declared). Returns the record's offset in *off, or -EAGAIN (nothing
+ * written; the evictions stay, and the retry still sees them undeclared) or -errno.
+ */
+static int rf__make_room(struct ringfile *rf, uint64_t need, uint64_t *off)
 {
+	bool wrap = rf->head + need > rf->data_end, undeclared;
+	uint64_t start = wrap ? rf->data_off : rf->head;
 	int err = 0;
 
-	if (rf->head + need > rf->data_end) {
-		/* the end of the lap and everything that starts in it is dead */
-		err = rf__evict_range(rf, rf->head, rf->data_end - rf->head);
+	if (wrap)
+		err = rf__evict_range(rf, rf->head, rf->data_end);
+	if (!err)
+		err = rf__evict_range(rf, start, start + need);
+	if (err)
+		return err;
+	undeclared = rf->first_seq > rf->wm_reserved;
+	if (need > rf->max_need)
+		rf->max_need = need;
+	rf__evict_ahead(rf, start + need);
+	if (undeclared) {
+		err = rf__write_wm(rf, rf__empty_slots(rf) ? rf->next_seq : rf->first_seq);
 		if (err)
 			return err;
-		if (rf->head + RINGFILE_REC_FIXED <= rf->data_end)
-			err = rf__write_skip(rf);
-		if (err)
-			return err;
-		rf->head = rf->data_off;
 	}
-	return rf__evict_range(rf, rf->head, need);
+	if (wrap && rf->head + RINGFILE_REC_FIXED <= rf->data_end)
+		err = rf__write_skip(rf);
+	*off = start;
+	return err;
 }
 
 /*
@@ -948,7 +1058,7 @@ static int rf__reserve_locked(struct ringfile *rf, struct ringfile_append *ap)
 	struct rec_hdr h = { .flags = ap->flags, .gen = rf->gen, .hdr_len = ap->hdr_len,
 			     .total = ap->hdr_len + ap->len, .payload_len = ap->len,
 			     .time_ns = ap->time_ns };
-	uint64_t need = align8(h.total);
+	uint64_t need = align8(h.total), off, wm_need = rf->wm_reserved;
 	struct rf_slot s;
 	int err;
 
@@ -956,14 +1066,23 @@ static int rf__reserve_locked(struct ringfile *rf, struct ringfile_append *ap)
 		return -EFBIG;
 	if (rf->broken)
 		return -EIO;
-	err = rf__make_room(rf, need);
+	err = rf__make_room(rf, need, &off);
 	if (err == -EAGAIN)
 		return err;
 	if (err)
 		goto broken;
+	rf->head = off;
 	h.seq = rf->next_seq;
 	h.wm_oldest = rf__empty_slots(rf) ? h.seq : rf->first_seq;
 	h.wm_consumed = rf->consumed;
+	/*
+	 * This write destroys only records below wm_need (what the records before it declared,
+	 * or the header now): it waits until a record declaring that much is written.
+	 */
+	ap->wm = h.wm_oldest;
+	ap->wm_need = wm_need > rf->hdr_wm ? wm_need : rf->hdr_wm;
+	if (h.wm_oldest > rf->wm_reserved)
+		rf->wm_reserved = h.wm_oldest;
 	rec__put_fixed(ap->hdr, &h);
 	s = (struct rf_slot){ .off = rf->head, .time_ns = h.time_ns, .len = h.total,
 			      .flags = ap->flags, .pending = true };
@@ -1046,11 +1165,43 @@ static void rf__complete_locked(struct ringfile *rf, struct ringfile_append *ap,
 		if (!rf->dirty_since_ns)
 			rf->dirty_since_ns = port_clock_mono_ns();
 		rf->st.appends++;
+		if (ap->wm > rf->wm_written)
+			rf->wm_written = ap->wm;
 	}
 	free(ap->hdr);
 	ap->hdr = NULL;
 	if (rf->written_waiters)
 		pthread_cond_broadcast(&rf->written);
+}
+
+#define RF_DECLARE_WAIT_NS (50 * NSEC_PER_MSEC)
+
+/*
+ * Called locked: waits until a record that declares what ap writes over is written (one
+ * reserved before it: microseconds when another thread writes it). A caller that finishes
+ * its own appends out of order would wait for itself: after RF_DECLARE_WAIT_NS the header
+ * declares it instead. -EIO when the ring broke meanwhile.
+ */
+static int rf__wait_declared_locked(struct ringfile *rf, const struct ringfile_append *ap)
+{
+	struct timespec ts;
+	uint64_t due;
+
+	clock_gettime(CLOCK_REALTIME, &ts); /* the clock of the written condition */
+	due = (uint64_t)ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec + RF_DECLARE_WAIT_NS;
+	ts.tv_sec = due / NSEC_PER_SEC;
+	ts.tv_nsec = due % NSEC_PER_SEC;
+	while (rf->wm_written < ap->wm_need && !rf->broken) {
+		int r;
+
+		rf->written_waiters++;
+		r = pthread_cond_timedwait(&rf->written, &rf->lock, &ts);
+		rf->written_waiters--;
+		if (r == ETIMEDOUT && rf->wm_written < ap->wm_need && !rf->broken &&
+		    rf__write_wm(rf, ap->wm_need))
+			rf->broken = true;
+	}
+	return rf->wm_written >= ap->wm_need ? 0 : -EIO;
 }
 
 /* The whole append with the lock held (small records: consume markers). */
@@ -1067,7 +1218,9 @@ static int rf__append_locked(struct ringfile *rf, uint16_t flags, const struct r
 		free(ap.hdr);
 		return err;
 	}
-	err = rf__write_reserved(rf, &ap);
+	err = rf__wait_declared_locked(rf, &ap);
+	if (!err)
+		err = rf__write_reserved(rf, &ap);
 	rf__complete_locked(rf, &ap, err);
 	*seq_out = ap.seq;
 	return err;
@@ -1105,9 +1258,17 @@ int ringfile__append_begin_pre(struct ringfile *rf, const struct record_meta *me
 
 int ringfile__append_finish(struct ringfile *rf, struct ringfile_append *ap)
 {
-	int err = rf__write_reserved(rf, ap);
 	bool sync_now;
+	int err = 0;
 
+	/* the common case (one writer, or the record before it long written) takes no lock */
+	if (atomic_load(&rf->wm_written) < ap->wm_need) {
+		pthread_mutex_lock(&rf->lock);
+		err = rf__wait_declared_locked(rf, ap);
+		pthread_mutex_unlock(&rf->lock);
+	}
+	if (!err)
+		err = rf__write_reserved(rf, ap);
 	pthread_mutex_lock(&rf->lock);
 	rf__complete_locked(rf, ap, err);
 	/* a passed group-commit deadline is honoured even when nobody waits */

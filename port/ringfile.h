@@ -14,6 +14,9 @@
  *   0  u8[8] magic "EPRING\0\1"     8 u32 format version (1)     12 u32 header block size (512)
  *   16 u64 file size                24 u64 data offset (512)     32 u32 generation (random)
  *   36 u32 reserved                 40 u64 created (unix ns)     48 u32 CRC-32C of bytes 0..47
+ *   56 u64 eviction watermark       64 u32 its generation        68 u32 CRC-32C of bytes 56..67
+ *   (bytes 56..71 are all zero until an append needs them: see "Eviction" below; rewritten in
+ *   place, rarely)
  *
  * Record (starts on an 8-byte boundary in the data area, never wraps around the end):
  *   0  u32 magic 0x43525045 ("EPRC")   4 u16 header length (fixed part + metadata)
@@ -21,7 +24,7 @@
  *   12 u32 CRC-32C of the whole record with this field taken as 0
  *   16 u64 sequence (1, 2, 3 ... per ring; never reused once acknowledged)
  *   24 u64 time (unix ns, the profile's time)
- *   32 u64 oldest live sequence when this record was written (the eviction watermark)
+ *   32 u64 eviction watermark: the oldest seq that survives this record and the next one
  *   40 u64 consumed-up-to sequence when this record was written (spool drain pointer)
  *   48 u32 generation (must equal the header's)   52 u32 payload length
  *   56 metadata: u16 length + bytes for service, type, device, key; u16 label count, then per
@@ -33,8 +36,9 @@
  * left. A consume marker (RINGFILE_F_CONSUME, no payload) records a new consumed-up-to pointer.
  *
  * Why this shape: every write is an append at the head (flash-friendly: no in-place update of a
- * pointer block), and every record carries the two watermarks, so the newest valid record alone
- * tells which older records are still live and which were consumed. On open the whole data area
+ * pointer block, but for the rare header watermark below), and every record carries the two
+ * watermarks, so the newest valid record alone tells which older records are still live and
+ * which were consumed. On open the whole data area
  * is scanned: records are validated (magic, lengths, generation, CRC), the newest one gives the
  * watermarks, intact-but-evicted records of an older lap are ignored, and a sequence missing
  * between the oldest live and the newest record is a torn or corrupt record: skipped, counted,
@@ -42,6 +46,22 @@
  * head that the next append overwrites. A zeroed or corrupt header is rebuilt from the records'
  * generation (or the ring reinitialised when there are none); a truncated file is extended back
  * to its size and what was cut off counts as lost.
+ *
+ * Eviction is declared before the write that does it. A record's watermark counts as evicted
+ * not only what its own write covers but also what the next record of up to the largest size
+ * seen may cover (the evict-ahead, at most a 16th of the ring), so that when a crash tears
+ * that next write, the record before it already says that what the torn one destroyed is
+ * gone; a record is written only once a record declaring its eviction is written (with
+ * several writers it may wait for the one before it). A write that reaches records no record
+ * declared (the first one after opening a ring written without the evict-ahead, one larger
+ * than the evict-ahead) first writes the header's watermark and fdatasyncs it, whatever the
+ * fsync policy. The scan takes the newer of the newest record's and the header's watermark,
+ * so a seq missing above it is always a torn or corrupt record, never an eviction. Without
+ * this, a write at the start of a lap could destroy the next-oldest record while the oldest
+ * survived at the end of the lap (its eviction known only to the torn record's own header).
+ * Power loss (writes not yet synced reaching the disk in any order) is covered for one writer
+ * with fsync_ms == 0, which syncs each record before the next begins; with several writers or
+ * group commit a power cut may leave records that were being evicted counted as corrupt.
  *
  * Durability: append() writes with pwrite(); with fsync_ms == 0 it fdatasync()s before it
  * returns. With fsync_ms = N it returns at once and the caller acknowledges a record only once
@@ -128,6 +148,7 @@ struct ringfile_stats {
 	uint64_t corrupt;	/* torn/corrupt records skipped (at open scan and on read) */
 	uint64_t stale;		/* intact records of an older lap ignored at open */
 	uint64_t appends, syncs;
+	uint64_t wm_syncs;	/* evictions declared in the header (none declared ahead) */
 	bool header_repaired;	/* the header was unreadable at open and was rebuilt */
 	bool reinitialised;	/* ... and no records could be recovered */
 };
@@ -162,7 +183,10 @@ int ringfile__append_async(struct ringfile *rf, const struct record_meta *meta,
  * append_begin() reserves the record's place and seq (ap->seq), which is not readable yet
  * (readers of it wait) and not covered by any sync; append_finish() computes the CRC, writes,
  * and makes it readable. Every begin that returned 0 must be finished, soon: a later append
- * that needs the space waits for it. payload must stay valid until finish. Errors as append.
+ * that needs the space waits for it, and so may a later finish (whose eviction this record
+ * declares; after 50 ms it declares it in the header instead, so one thread finishing its own
+ * records out of order is slow, not stuck). payload must stay valid until finish. Errors as
+ * append.
  */
 struct ringfile_append {
 	uint64_t seq;
@@ -172,6 +196,7 @@ struct ringfile_append {
 	size_t hdr_len, len;	/* len: the payload's, pre's bytes included */
 	const void *pre, *payload;
 	size_t pre_len;
+	uint64_t wm, wm_need;	/* the watermark it declares; the one it needs written first */
 	uint16_t flags;
 };
 int ringfile__append_begin(struct ringfile *rf, const struct record_meta *meta,

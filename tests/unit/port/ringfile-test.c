@@ -476,6 +476,62 @@ static void torn_write_at_random_points(void **state)
 	free(before);
 }
 
+/*
+ * Issue 41: kill -9 in the middle of the write of a record, after each of 360 appends to a
+ * 64 KiB ring that wraps every dozen records. What the page cache keeps is everything the
+ * append wrote before the record (end-of-lap skip marker, the header's watermark) and a prefix
+ * of the record that ends on a page boundary (where the kernel checks for a fatal signal).
+ * After reopening, every record from the oldest live one on is served intact. Before the
+ * eviction was declared ahead, the oldest could survive in the end of the lap (the skip
+ * marker lands in the gap before it) while the record's prefix at the start of the next lap
+ * had destroyed the next-oldest: a hole above the oldest live record.
+ */
+#define TORN_I(seq) (((seq) - 1) * 1009) /* sizes that jump about: gaps before the oldest */
+
+static void torn_write_keeps_declared_records(void **state)
+{
+	struct fixture *f = *state;
+	struct ringfile *rf = open_ring(f->path, 64 * 1024, 0);
+	struct ringfile_stats st;
+
+	for (uint64_t s = 1; s <= 40; s++)
+		append_n(rf, TORN_I(s), 8000);
+	ringfile__free(rf);
+	for (uint64_t i = 41; i <= 400; i++) {
+		uint8_t *before, *after, *img;
+		size_t blen, alen;
+		uint64_t seq, first_before, total;
+		off_t off;
+
+		before = read_file(f->path, &blen);
+		rf = open_ring(f->path, 0, 0);
+		first_before = ringfile__first_seq(rf);
+		seq = append_n(rf, TORN_I(i), 8000);
+		assert_int_equal(seq, i);
+		ringfile__free(rf);
+		after = read_file(f->path, &alen);
+		off = find_record(f->path, seq);
+		assert_true(off > 0);
+		total = after[off + 8] | after[off + 9] << 8 | after[off + 10] << 16;
+		img = malloc(alen);
+		for (uint64_t cut = off; cut < off + total; cut = (cut / 4096 + 1) * 4096) {
+			memcpy(img, after, alen);
+			memcpy(img + cut, before + cut, off + total - cut);
+			write_file(f->path, img, alen);
+			rf = open_ring(f->path, 0, 0);
+			ringfile__stats(rf, &st);
+			assert_true(st.first_seq >= first_before);
+			for (uint64_t s = st.first_seq; s < seq; s++)
+				check_record(rf, s, TORN_I(s), 8000);
+			ringfile__free(rf);
+		}
+		write_file(f->path, after, alen); /* the append completed: go on from there */
+		free(img);
+		free(before);
+		free(after);
+	}
+}
+
 static void zeroed_header_recovers(void **state)
 {
 	struct fixture *f = *state;
@@ -926,6 +982,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(corrupt_record_is_skipped, setup, teardown),
 		cmocka_unit_test_setup_teardown(torn_tail, setup, teardown),
 		cmocka_unit_test_setup_teardown(torn_write_at_random_points, setup, teardown),
+		cmocka_unit_test_setup_teardown(torn_write_keeps_declared_records, setup, teardown),
 		cmocka_unit_test_setup_teardown(zeroed_header_recovers, setup, teardown),
 		cmocka_unit_test_setup_teardown(zeroed_file_reinitialises, setup, teardown),
 		cmocka_unit_test_setup_teardown(truncated_file, setup, teardown),
