@@ -37,17 +37,8 @@
 
 #include "port/clock.h"
 #include "port/crc32c.h"
+#include "port/hash.h"
 #include "port/ringfile.h"
-
-static uint64_t fnv64(const void *p, size_t n)
-{
-	const unsigned char *b = p;
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	while (n--)
-		h = (h ^ *b++) * 0x100000001b3ull;
-	return h;
-}
 
 /* Record i's payload: its length and bytes follow from i alone. */
 static size_t payload_of(uint64_t i, unsigned char *buf, size_t maxlen)
@@ -106,7 +97,7 @@ static int cmd_append(char **argv)
 			return 1;
 		}
 		printf("ack %" PRIu64 " %016" PRIx64 " %" PRIu64 " %" PRIu64 "\n", seq,
-		       fnv64(buf, len), i, ringfile__first_seq(rf));
+		       hash_fnv64(buf, len), i, ringfile__first_seq(rf));
 		fflush(stdout);
 	}
 	ringfile__free(rf);
@@ -137,7 +128,7 @@ static int verify_cb(void *ctx, uint64_t seq, const struct record_meta *m, const
 		printf("BAD %" PRIu64 " i=%" PRIu64 " len %zu want %zu\n", seq, i, len, want);
 		v->bad = 1;
 	}
-	printf("rec %" PRIu64 " %016" PRIx64 " %" PRIu64 "\n", seq, fnv64(payload, len), i);
+	printf("rec %" PRIu64 " %016" PRIx64 " %" PRIu64 "\n", seq, hash_fnv64(payload, len), i);
 	return 0;
 }
 
@@ -245,7 +236,7 @@ static void *crash_write(void *arg)
 		k = atomic_fetch_add(&w->sh->n_acks, 1);
 		if (k >= CRASH_MAX_ACKS)
 			break;
-		w->sh->acks[k] = (struct crash_ack){ .seq = seq, .i = i, .hash = fnv64(buf, len),
+		w->sh->acks[k] = (struct crash_ack){ .seq = seq, .i = i, .hash = hash_fnv64(buf, len),
 						     .first = ringfile__first_seq(w->rf) };
 		atomic_store(&w->sh->acks[k].valid, 1);
 		/* consumed records stay until overwritten: the oracle is the same */
@@ -311,7 +302,7 @@ static int crash_verify_cb(void *ctx, uint64_t seq, const struct record_meta *m,
 		       " key '%s' len %zu\n", seq, m->key, len);
 		v->bad++;
 	}
-	v->served[v->n++] = (struct seq_hash){ seq, fnv64(payload, len) };
+	v->served[v->n++] = (struct seq_hash){ seq, hash_fnv64(payload, len) };
 	return 0;
 }
 
