@@ -17,7 +17,7 @@ set -u
 board=gateway-armv7
 t=arm-linux-gnueabihf
 command -v qemu-arm >/dev/null && command -v $t-gcc >/dev/null &&
-	[ -d "$EP_TOP/build/sysroot-armhf" ] || { echo "no qemu-arm, $t-gcc or sysroot"; exit 77; }
+	[ -d "$EP_TOP/build/sysroot-armhf" ] || { echo "no qemu-arm, $t-gcc or armhf sysroot: make test-arm runs this"; exit 77; }
 command -v go >/dev/null || { echo "go (go tool pprof) not installed"; exit 77; }
 make -s -C "$EP_TOP" BOARD=$board "build/$board/libedgeprof.so" >/dev/null 2>&1 ||
 	{ echo "gateway-armv7 libedgeprof.so does not build"; exit 1; }
