@@ -67,6 +67,7 @@ struct agent {
 	uint64_t seq;
 	uint64_t round_real_ns;
 	bool in_round;
+	unsigned round_profiles;	/* written by agent__write_round() this round */
 	struct pull_server *pull;	/* pull mode (agent/daemon/pull.h), or NULL */
 	struct aggregate *pull_agg;	/* a pulled CPU profile being sampled, or NULL */
 	uint64_t pull_start, pull_end, pull_real_ns;

@@ -365,8 +365,11 @@ static int run(struct agent *a)
 			} else {
 				agent_rings__drain(a, true);
 				agent_duty__round_ended(a, &rs, now);
-				if (!a->duty_skip)
-					agent__write_round(a, now - started);
+				if (!a->duty_skip && !agent__write_round(a, now - started) &&
+				    a->cfg.once)
+					pr_warn("no samples in %lu s: nothing ran on the sampled CPUs "
+						"(or in the --registry's programs); no profile "
+						"written", a->cfg.seconds);
 				if (a->cfg.once) {
 					agent_scrape__finish(a);
 					goto out;

@@ -31,6 +31,14 @@ static const struct stat_field kind_stat_fields[] = {
 	STAT(struct agg_stats, truncated, "truncated"),
 };
 
+/* A round's losses, said in words besides the counters in the profile's comment. */
+static const struct stat_loss agg_losses[] = {
+	{"dropped_table", "samples lost: the stack table was full", "raise --stack-entries"},
+	{"dropped_frames", "samples lost: the frame table was full", "raise --stack-entries"},
+	{"dropped_labels", "samples lost their labels: the label table was full", NULL},
+	{"truncated", "stacks cut at CONFIG_MAX_STACK_DEPTH frames", "raise it in menuconfig"},
+};
+
 static const struct stat_field miss_stat_fields[] = {
 	STAT(struct rings_round, blocking, "threads_blocking_signal"),
 	STAT(struct rings_round, aside, "stepped_aside"),
@@ -62,9 +70,15 @@ static const struct stat_field rings_stat_fields[] = {
 static void write_agg(struct agent *a, const char *service, struct aggregate *agg,
 		      const struct output_opts *o, uint64_t samples)
 {
-	char path[512];
+	char path[512], where[96];
+	struct agg_stats as;
 	int err;
 
+	aggregate__stats(agg, &as);
+	snprintf(where, sizeof(where), "%s %s", service, o->type ? o->type : "cpu");
+	stats__say_losses(where, agg_stat_fields, n_agg_stat_fields, &as, agg_losses,
+			  STATS_N(agg_losses));
+	a->round_profiles++;
 	if (a->cfg.output_dir) {
 		err = output__write_dir(agg, o, a->cfg.output_dir, path, sizeof(path));
 		if (err)
@@ -131,7 +145,7 @@ static void write_cpu(struct agent *a, struct service *s, struct output_opts *o,
 	write_agg(a, s->name, s->agg, o, as.samples);
 }
 
-void agent__write_round(struct agent *a, uint64_t duration_ns)
+unsigned agent__write_round(struct agent *a, uint64_t duration_ns)
 {
 	char c[3][384], c3[1536], c4[768] = "edgeprof";
 	const char *comments[5] = {c[0], c[1], c[2]};
@@ -139,6 +153,7 @@ void agent__write_round(struct agent *a, uint64_t duration_ns)
 	struct rings_counters rc = {.dropped_rings = a->dropped_rings,
 				    .dropped_services = a->dropped_services};
 
+	a->round_profiles = 0;
 	proctab__stats(a->procs, &rc.ps);
 	procmaps__stats(&rc.ms);
 	agent_bpf__name_kernel_frames(a);
@@ -168,4 +183,5 @@ void agent__write_round(struct agent *a, uint64_t duration_ns)
 	}
 	agent_bpf__round_done(a);
 	proctab__new_round(a->procs);
+	return a->round_profiles;
 }

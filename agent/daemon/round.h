@@ -11,7 +11,10 @@
 
 #include "agent/daemon/agent.h"
 
-/* Writes each service's profiles of the round that lasted duration_ns. */
-void agent__write_round(struct agent *a, uint64_t duration_ns);
+/*
+ * Writes each service's profiles of the round that lasted duration_ns, saying its losses in
+ * words; returns how many CPU, wall and off-CPU profiles it wrote (0: nothing was sampled).
+ */
+unsigned agent__write_round(struct agent *a, uint64_t duration_ns);
 
 #endif /* EDGEPROF_AGENT_DAEMON_ROUND_H */

@@ -5,6 +5,7 @@
 
 #include "agent/daemon/stats.h"
 #include "port/clock.h"
+#include "port/log.h"
 
 static uint64_t stat_value(const void *st, const struct stat_field *f)
 {
@@ -55,4 +56,23 @@ void stats__append(char *buf, size_t len, const char *head, const struct stat_fi
 		snprintf(buf + used, len - used, " %.*s=%llu", (int)sizeof(table[i].name),
 			 table[i].name, (unsigned long long)stat_value(st, &table[i]));
 	}
+}
+
+unsigned stats__say_losses(const char *where, const struct stat_field *table, size_t n,
+			   const void *st, const struct stat_loss *losses, size_t n_losses)
+{
+	unsigned said = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t v = stat_value(st, &table[i]);
+
+		for (size_t j = 0; v && j < n_losses; j++) {
+			if (strncmp(table[i].name, losses[j].name, sizeof(table[i].name)))
+				continue;
+			pr_warn("%s: %llu %s%s%s", where, (unsigned long long)v, losses[j].what,
+				losses[j].remedy ? "; " : "", losses[j].remedy ? losses[j].remedy : "");
+			said++;
+		}
+	}
+	return said;
 }

@@ -36,4 +36,18 @@ struct stat_field {
 void stats__append(char *buf, size_t len, const char *head, const struct stat_field *table,
 		   size_t n, const void *st);
 
+/* A loss counter said in words: "<n> <what>; <remedy>" when it is not 0. */
+struct stat_loss {
+	const char *name;	/* the counter's name in its table */
+	const char *what;	/* "samples lost: the stack table was full" */
+	const char *remedy;	/* "raise --stack-entries", or NULL */
+};
+
+/*
+ * Warns, one line each, of the counters of table in st that losses names and that are not 0:
+ * "<where>: <n> <what>; <remedy>". Returns how many it said.
+ */
+unsigned stats__say_losses(const char *where, const struct stat_field *table, size_t n,
+			   const void *st, const struct stat_loss *losses, size_t n_losses);
+
 #endif /* EDGEPROF_AGENT_DAEMON_STATS_H */

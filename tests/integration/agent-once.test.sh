@@ -11,6 +11,15 @@ split=$EP_BUILD/tests/workloads/split
 [ -f "$lib" ] || { echo "libedgeprof.so not built (CONFIG_SAMPLER_SIGPROF off)"; exit 77; }
 command -v go >/dev/null || { echo "go (go tool pprof) not installed"; exit 77; }
 tmp=$(mktemp -d)
+
+# Nothing to sample (the SIGPROF sampler, no producer in its registry): exit 0, no file, and a
+# line that says why instead of silence.
+mkdir -p "$tmp/idle-reg"
+"$agent" --once --seconds 1 --sampler sigprof --registry "$tmp/idle-reg" \
+	--output-dir "$tmp/idle" 2>"$tmp/idle.err" || { cat "$tmp/idle.err"; echo "FAIL: idle --once"; exit 1; }
+grep -q 'no samples in 1 s: .*no profile written' "$tmp/idle.err" ||
+	{ cat "$tmp/idle.err"; echo "FAIL: an idle --once says nothing"; exit 1; }
+[ -z "$(ls -A "$tmp/idle" 2>/dev/null)" ] || { echo "FAIL: an idle --once wrote a file"; exit 1; }
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
