@@ -125,5 +125,6 @@ void api_debuginfo_list(struct api_ctx *a);
  * (p is then freed), else p itself. */
 struct pprof_profile *api_symbolize(struct api_ctx *a, struct pprof_profile *p);
 void api_timeline(struct api_ctx *a);
+void api_regressions(struct api_ctx *a);	/* store/api/api-regress.c */
 
 #endif /* EDGEPROF_STORE_API_H */
