@@ -91,16 +91,17 @@ static int parse(struct api_ctx *a, struct regress_req *rq)
 	char all[8];
 	uint64_t from = 0, to = 0;
 
+	double min_change = REGRESS_DEFAULT_MIN_CHANGE;
+
 	if (api_param(a, "type", rq->type, sizeof(rq->type)) < 0 ||
 	    api_param(a, "sample", rq->spec, sizeof(rq->spec)) < 0 ||
 	    api_param(a, "all", all, sizeof(all)) < 0 ||
 	    num_param(a, "alpha", &rq->o.alpha, 1e-300, 1) ||
-	    num_param(a, "min_change", &rq->o.min_change, 0, 1e6) ||
+	    num_param(a, "min_change", &min_change, 0, 1e6) ||
 	    time_param(a, "from", &from) || time_param(a, "to", &to))
 		return -1;
 	rq->all = !strcmp(all, "1") || !strcmp(all, "true");
-	if (!rq->o.min_change)
-		rq->o.min_change = -1; /* 0 asked: no effect threshold */
+	rq->o.min_change = min_change ? min_change : -1; /* 0 asked: no effect threshold */
 	for (int i = 0; i < 2; i++) {
 		rq->q[i].type = rq->type[0] ? rq->type : "cpu";
 		rq->q[i].from_ns = from;
@@ -162,8 +163,7 @@ static void answer(struct api_ctx *a, struct regress *r, const struct regress_re
 	sbuf_printf(&b, "\"functions\":%zu,\"tests\":%zu,\"dropped_functions\":%zu", st.functions,
 		    st.tests, st.dropped_functions);
 	json_double(&b, "alpha", rq->o.alpha ? rq->o.alpha : REGRESS_DEFAULT_ALPHA);
-	json_double(&b, "min_change", rq->o.min_change < 0 ? 0 : rq->o.min_change ?
-		    rq->o.min_change : REGRESS_DEFAULT_MIN_CHANGE);
+	json_double(&b, "min_change", rq->o.min_change < 0 ? 0 : rq->o.min_change);
 	sbuf_printf(&b, ",\"findings\":[");
 	for (size_t i = 0; i < n; i++)
 		json_finding(&b, &f[i], !i);

@@ -70,6 +70,9 @@ ep 'fw{version="1.4",device=~".*[02468]"}' 'fw{version="1.4",device=~".*[13579]"
 	>"$T/aa.json" || fail "A/A"
 [ "$(cat "$T/aa.json")" = "[]" ] || fail "A/A reports $(cat "$T/aa.json")"
 
+# The defaults the answer says it applied (adjusted p < 0.001, |change| >= 5 %).
+dcurl op "$(URL "/api/0/regressions?base=fw&cand=fw&from=now-1d")" |
+	grep -q '"alpha":0.001,"min_change":0.05' || fail "default thresholds"
 # Roles and errors.
 dcurl dev-1 "$(URL "/api/0/regressions?base=fw&cand=fw")" | grep -q 'HTTP 403' ||
 	fail "a device may read regressions"
