@@ -415,6 +415,63 @@ async function loadCompare() {
 	renderDiff();
 }
 
+// ---- regressions: GET /api/0/regressions on the Compare tab's A and B --------------------
+
+function regressParams() {
+	const p = new URLSearchParams();
+	p.set('base', $('a-query').value || selector());
+	p.set('cand', $('b-query').value || selector());
+	p.set('type', $('type').value);
+	p.set('base_from', $('a-from').value || 'now-1h'); p.set('base_to', $('a-to').value || 'now');
+	p.set('from', $('b-from').value || 'now-1h'); p.set('to', $('b-to').value || 'now');
+	return p;
+}
+
+function regressRow(f) {
+	const tr = document.createElement('tr');
+	const pct = (v) => (v == null ? '' : v.toFixed(3));
+	const change = f.delta_pct == null ? 'new' : `${f.delta_pct >= 0 ? '+' : ''}${f.delta_pct.toFixed(1)} %`;
+	const cells = [f.verdict, f.metric, pct(f.base_pct), pct(f.cand_pct), change,
+		`[${pct(f.diff_lo_pct)}, ${pct(f.diff_hi_pct)}]`, f.p_adjusted.toExponential(1),
+		`${f.present_base}/${f.devices_base} · ${f.present_cand}/${f.devices_cand}`];
+	for (const c of cells) {
+		const td = document.createElement('td');
+		td.textContent = c;
+		tr.appendChild(td);
+	}
+	const td = document.createElement('td'), a = document.createElement('a');
+	a.href = '#';
+	a.textContent = f.function;
+	a.className = f.verdict;
+	a.onclick = (ev) => { ev.preventDefault(); showDiffOf(f.function); };
+	td.appendChild(a);
+	tr.appendChild(td);
+	return tr;
+}
+
+async function loadRegressions() {
+	const r = await getJSON('/api/0/regressions?' + regressParams());
+	const body = r.body, tb = $('regress-table').querySelector('tbody');
+	tb.innerHTML = '';
+	for (const f of body.findings) tb.appendChild(regressRow(f));
+	$('regress-summary').textContent = `A: ${body.base.devices} devices (${body.base.profiles} profiles) · ` +
+		`B: ${body.cand.devices} devices (${body.cand.profiles} profiles) · ${body.tests} tests · ` +
+		`${body.findings.length} found`;
+}
+
+function showTab(name) {
+	for (const t of document.querySelectorAll('.tab')) t.classList.toggle('active', t.dataset.tab === name);
+	for (const id of ['single', 'compare', 'regressions']) $(id).hidden = id !== name;
+}
+
+// The diff flame graph of A and B with the function's frames highlighted (search is a regex).
+function showDiffOf(fn) {
+	showTab('compare');
+	state.search = '^' + fn.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '$';
+	$('search').value = state.search;
+	run(loadCompare);
+}
+
 // ---- wiring ------------------------------------------------------------------------------
 
 async function run(fn) {
@@ -472,12 +529,12 @@ function init() {
 	$('search').addEventListener('input', () => { state.search = $('search').value; renderSingle(); renderDiff(); });
 	$('reset-zoom').onclick = () => { state.zoom = 0; state.diffZoom = 0; renderSingle(); renderDiff(); };
 	$('compare-apply').onclick = () => run(loadCompare);
+	$('regress-apply').onclick = () => run(loadRegressions);
 	for (const tab of document.querySelectorAll('.tab')) {
 		tab.onclick = () => {
-			for (const t of document.querySelectorAll('.tab')) t.classList.toggle('active', t === tab);
-			$('single').hidden = tab.dataset.tab !== 'single';
-			$('compare').hidden = tab.dataset.tab !== 'compare';
+			showTab(tab.dataset.tab);
 			if (tab.dataset.tab === 'compare') { prefillCompare(); run(loadCompare); }
+			if (tab.dataset.tab === 'regressions') prefillCompare();
 		};
 	}
 	window.addEventListener('resize', () => { drawTimeline(); renderSingle(); renderDiff(); });
@@ -494,9 +551,7 @@ async function openFile(file) {
 	let tree;
 	try { tree = JSON.parse(text); } catch (e) { throw new Error(`${file.name}: ${r.status}: ${text.slice(0, 200)}`); }
 	if (!r.ok) throw new Error(`${file.name}: ${tree.error || r.status}`);
-	for (const t of document.querySelectorAll('.tab')) t.classList.toggle('active', t.dataset.tab === 'single');
-	$('single').hidden = false;
-	$('compare').hidden = true;
+	showTab('single');
 	state.tree = layout(tree);
 	state.zoom = 0;
 	$('summary').textContent = `${file.name} (not stored) · ${tree.type} · total ${fmt(tree.total, tree.unit)}`;
