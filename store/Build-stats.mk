@@ -2,7 +2,7 @@
 # store/ — fleet regression detection (GET /api/0/regressions): the statistics are I/O-free in
 # pprof/view/regress.c, the per-device merges through the store front in store/api/regress-store.c.
 store-regress-y := pprof/view/regress.o pprof/view/stacks.o store/api/regress-store.o \
-		   store/api/api-regress.o
+		   store/api/api-regress.o store/api/regress-rules.o
 edgeprof-collector-objs   += $(store-regress-y)
 edgeprof-collector-ldlibs += -lm
 

@@ -172,6 +172,17 @@ static void answer(struct api_ctx *a, struct regress *r, const struct regress_re
 	api_json(a, &b);
 }
 
+/* GET /api/0/regressions/rules: the standing rules' last results (regress-rules.h). */
+void api_regression_rules(struct api_ctx *a)
+{
+	struct sbuf b = { 0 };
+
+	sbuf_printf(&b, "{\"code\":200,\"body\":");
+	regress_rules__json(a->regress_rules, &b);
+	sbuf_printf(&b, "}\n");
+	api_json(a, &b);
+}
+
 void api_regressions(struct api_ctx *a)
 {
 	static const char *const names[] = { "base", "cand" };

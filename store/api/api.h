@@ -17,6 +17,7 @@
 #include "port/http.h"
 #include "pprof/pprof.h"
 #include "store/api/duty.h"
+#include "store/api/regress-rules.h"
 #include "store/server/server.h"
 #include "store/store.h"
 
@@ -28,6 +29,7 @@ struct api_opts {
 	const char *debuginfo_dir;	/* debug-file store (NULL = <ring>.debuginfo) */
 	size_t max_body;		/* a profile's bytes (--max-body) */
 	struct duty_opts duty;		/* budget_percent 0 = no duty cycling */
+	struct regress_rules_opts regress; /* --regression-rule (n 0: none) */
 };
 
 struct api;
@@ -62,6 +64,7 @@ struct api_ctx {
 	size_t max_body;
 	struct server_answer ans;	/* the answer */
 	size_t skipped;		/* a merge's profiles left out (unreadable, odd types) */
+	struct regress_rules *regress_rules;	/* NULL: no --regression-rule */
 };
 
 /* A handler context on the API's store and metrics, for what the collector ingests itself
@@ -126,5 +129,6 @@ void api_debuginfo_list(struct api_ctx *a);
 struct pprof_profile *api_symbolize(struct api_ctx *a, struct pprof_profile *p);
 void api_timeline(struct api_ctx *a);
 void api_regressions(struct api_ctx *a);	/* store/api/api-regress.c */
+void api_regression_rules(struct api_ctx *a);
 
 #endif /* EDGEPROF_STORE_API_H */

@@ -16,7 +16,10 @@
  *         --profiles N (1)  --seed N (1)  --ring-mb N (64)
  *         --effect FUNC=FACTOR   candidate devices spend FACTOR times the CPU in FUNC
  *         --new FUNC=SHARE       candidate devices run FUNC (a new leaf) at SHARE of the CPU
- *         --time-s T         the profiles' time (unix seconds; default now - 60)
+ *         --time-s T         the first profile's time (unix seconds; default now - 60)
+ *         --spacing-s S (1)  between a device's profiles
+ *         --cand-delay-s S (0)  the candidate devices' profiles S seconds later (the roll-out
+ *                            began later: the newest version is the one first seen last)
  *   regress-fleet compare RING BASE_SEL CAND_SEL [--all] [--shares FILE] [--bootstrap N]
  *       the comparison in-process (store/api/regress-store.c, pprof/view/regress.c, as the
  *       handler runs it) on a ring no collector holds: one line per finding (all: per test)
@@ -45,7 +48,7 @@
 struct fleet {
 	unsigned devices, samples, profiles;
 	double cand_frac, noise;
-	uint64_t seed, time_ns;
+	uint64_t seed, time_ns, spacing_s, cand_delay_s;
 	size_t ring_mb;
 	const char *effect_fn, *new_fn;
 	double effect, new_share;
@@ -180,7 +183,8 @@ static int put_device(struct fleet *f, struct store *s, unsigned d, const double
 	device_weights(f, fw, cand, w, &nf);
 	for (unsigned k = 0; k < f->profiles; k++) {
 		struct pprof_buf out = { 0 };
-		struct record_meta m = { .time_ns = f->time_ns + k * NSEC_PER_SEC, .service = "fw",
+		struct record_meta m = { .time_ns = f->time_ns + (k * f->spacing_s +
+					 (cand ? f->cand_delay_s : 0)) * NSEC_PER_SEC, .service = "fw",
 					 .type = "cpu", .device = dev, .key = "",
 					 .labels = &label, .n_labels = 1 };
 		uint64_t seq;
@@ -215,10 +219,11 @@ static int fill(int argc, char **argv)
 		{ "noise", 1, NULL, 'n' }, { "samples", 1, NULL, 's' },
 		{ "profiles", 1, NULL, 'p' }, { "seed", 1, NULL, 'S' },
 		{ "ring-mb", 1, NULL, 'r' }, { "effect", 1, NULL, 'e' },
-		{ "new", 1, NULL, 'N' }, { "time-s", 1, NULL, 't' }, { NULL, 0, NULL, 0 },
+		{ "new", 1, NULL, 'N' }, { "time-s", 1, NULL, 't' },
+		{ "spacing-s", 1, NULL, 'g' }, { "cand-delay-s", 1, NULL, 'D' }, { NULL, 0, NULL, 0 },
 	};
 	struct fleet f = { .devices = 200, .samples = 2000, .profiles = 1, .cand_frac = 0.1,
-			   .noise = 0.1, .seed = 1, .ring_mb = 64 };
+			   .noise = 0.1, .seed = 1, .ring_mb = 64, .spacing_s = 1 };
 	/* fdatasync per record: one writer waits for no group (on tmpfs it costs nothing) */
 	struct store_opts so = { .fsync_ms = 0, .quiet = true };
 	double fw[NFUNC];
@@ -237,6 +242,8 @@ static int fill(int argc, char **argv)
 		case 'S': f.seed = strtoull(optarg, NULL, 10); break;
 		case 'r': f.ring_mb = (size_t)atoi(optarg); break;
 		case 't': f.time_ns = strtoull(optarg, NULL, 10) * NSEC_PER_SEC; break;
+		case 'g': f.spacing_s = strtoull(optarg, NULL, 10); break;
+		case 'D': f.cand_delay_s = strtoull(optarg, NULL, 10); break;
 		case 'e': if (parse_pair(optarg, &f.effect_fn, &f.effect)) return 2; break;
 		case 'N': if (parse_pair(optarg, &f.new_fn, &f.new_share)) return 2; break;
 		default: return 2;
@@ -295,7 +302,7 @@ static int compare(int argc, char **argv)
 	char err[256];
 	bool all = false;
 	size_t n = 0;
-	uint64_t t0;
+	uint64_t t0, t1, t2;
 	int ret;
 
 	for (int i = 5; i < argc; i++) {
@@ -323,16 +330,19 @@ static int compare(int argc, char **argv)
 	ret = side(s, argv[3], r, REGRESS_BASE);
 	if (!ret)
 		ret = side(s, argv[4], r, REGRESS_CAND);
+	t1 = port_clock_mono_ns();
 	if (!ret)
 		ret = regress__run(r, all, &f, &n);
+	t2 = port_clock_mono_ns();
 	regress__stats(r, &st);
 	for (size_t i = 0; i < n; i++)
 		printf("%s %s %s %.17g %.17g %.17g %.17g %.17g %.17g\n",
 		       regress__verdict_name(f[i].verdict), regress__metric_name(f[i].metric),
 		       f[i].function, f[i].base_share * 100, f[i].cand_share * 100,
 		       f[i].rel_change * 100, f[i].p_value, f[i].p_adjusted, f[i].u);
-	printf("devices_base=%zu devices_cand=%zu tests=%zu seconds=%.3f\n", st.devices[0],
-	       st.devices[1], st.tests, (double)(port_clock_mono_ns() - t0) / 1e9);
+	printf("devices_base=%zu devices_cand=%zu tests=%zu seconds=%.3f stats_seconds=%.3f\n",
+	       st.devices[0], st.devices[1], st.tests, (double)(t2 - t0) / 1e9,
+	       (double)(t2 - t1) / 1e9);
 	if (!ret && shares) {
 		FILE *out = fopen(shares, "w");
 

@@ -9,6 +9,8 @@
 #     nothing else (the other shares shrink by < 1 %);
 #   - an A/A comparison (the base's devices split in two by their number) reports nothing;
 #   - a device certificate gets 403, an unknown selector 400, an empty selection 404;
+#   - a standing rule (--regression-rule 'fw=fw by version') exports the same findings at
+#     /metrics (edgeprof_regression{...}) and lists them at /api/0/regressions/rules;
 #   - the statistics agree with scipy.stats on the same per-device shares (tests/lib/regress-ref.py),
 #     and the collector's answer (HTTP) with the in-process comparison.
 . "$(dirname "$0")/../lib/collector-lib.sh"
@@ -80,5 +82,26 @@ dcurl op "$(URL "/api/0/regressions?base=fw%7B&cand=fw")" | grep -q 'HTTP 400' |
 	fail "a bad selector is not a 400"
 dcurl op "$(URL "/api/0/regressions?base=nosuch&cand=fw")" | grep -q 'HTTP 404' ||
 	fail "an empty selection is not a 404"
+stop_collector
+
+# A standing rule: 'fw=fw by version' compares the newest version (first seen last: the
+# candidate devices' profiles start 10 s later) with the previous one, since the newest
+# appeared, and exports the findings at /metrics.
+"$FLEET" fill "$T/ring2" --ring-mb 32 --devices 200 --cand-frac 0.1 --noise 0.05 --samples 5000 \
+	--profiles 2 --spacing-s 30 --cand-delay-s 10 --time-s $(($(date +%s) - 120)) --seed 40 \
+	--effect crc32_update=1.2 --new tls_renegotiate=0.01 || fail "regress-fleet fill (rule)"
+start_collector --ring "$T/ring2" --regression-rule 'fw=fw by version' --regression-interval 1
+for _ in $(seq 100); do
+	dcurl op "$(URL /metrics)" >"$T/metrics"
+	grep -q '^edgeprof_regression_rule_runs_total{rule="fw"} [1-9]' "$T/metrics" && break
+	sleep 0.2
+done
+grep '^edgeprof_regression' "$T/metrics"
+grep -q '^edgeprof_regression{rule="fw",label="version",base="1.4",cand="1.5",function="crc32_update",metric="self",verdict="regression"} [0-9]' \
+	"$T/metrics" || fail "the rule does not export crc32_update's regression"
+grep -q 'function="tls_renegotiate",metric="self",verdict="new"} +Inf' "$T/metrics" ||
+	fail "the rule does not export tls_renegotiate as new"
+dcurl op "$(URL /api/0/regressions/rules)" | grep -q '"rule":"fw".*"status":"ok"' ||
+	fail "GET /api/0/regressions/rules"
 stop_collector
 echo "PASS"
