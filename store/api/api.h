@@ -18,6 +18,7 @@
 #include "pprof/pprof.h"
 #include "store/api/duty.h"
 #include "store/api/regress-rules.h"
+#include "store/api/sbuf.h"
 #include "store/server/server.h"
 #include "store/store.h"
 
@@ -41,15 +42,6 @@ void api__free(struct api *api);	/* closes the store (syncs); NULL-safe */
 /* The handler that answers the server's requests; its free is api__free(). */
 struct server_handler api__handler(struct api *api);
 
-/* A growable output buffer (JSON, metrics); oom sticks and turns the answer into a 500. */
-struct sbuf {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
-void sbuf_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void sbuf_json_str(struct sbuf *b, const char *s);	/* quoted, escaped */
-void sbuf_free(struct sbuf *b);
 
 struct api_ctx {
 	struct store *store;

@@ -14,7 +14,7 @@
 
 #include "port/clock.h"
 #include "pprof/view/regress.h"
-#include "store/api/api.h"
+#include "store/api/sbuf.h"
 #include "store/api/regress-rules.h"
 #include "store/api/regress-store.h"
 #include "store/query/selector.h"
