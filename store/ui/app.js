@@ -459,6 +459,49 @@ async function loadRegressions() {
 		`${body.findings.length} found`;
 }
 
+// The standing rules' last results; a finding opens the diff of its rule's two values.
+async function loadRules() {
+	const r = await getJSON('/api/0/regressions/rules');
+	const tb = $('rules-table').querySelector('tbody');
+	tb.innerHTML = '';
+	for (const rule of (r && r.body) || []) {
+		const tr = document.createElement('tr');
+		const when = rule.last_run ? new Date(rule.last_run * 1000).toISOString().slice(0, 19) + 'Z' : '';
+		const cells = [rule.rule, `${rule.selector} by ${rule.label}`,
+			rule.base ? `${rule.base} → ${rule.cand}` : '', rule.status, when];
+		for (const c of cells) {
+			const td = document.createElement('td');
+			td.textContent = c;
+			tr.appendChild(td);
+		}
+		const td = document.createElement('td');
+		for (const f of rule.findings) {
+			const a = document.createElement('a');
+			a.href = '#';
+			a.className = f.verdict;
+			a.textContent = `${f.function} (${f.delta_pct == null ? 'new' : (f.delta_pct >= 0 ? '+' : '') + f.delta_pct.toFixed(1) + ' %'})`;
+			a.onclick = (ev) => {
+				ev.preventDefault();
+				const sel = (v) => withLabel(rule.selector, rule.label, v);
+				$('a-query').value = sel(rule.base); $('b-query').value = sel(rule.cand);
+				showDiffOf(f.function);
+			};
+			td.appendChild(a);
+			td.appendChild(document.createTextNode(' '));
+		}
+		tr.appendChild(td);
+		tb.appendChild(tr);
+	}
+}
+
+// selector + label="value" (the rule's side), as the collector builds it.
+function withLabel(sel, label, value) {
+	const v = value.replace(/["\\]/g, '\\$&');
+	let s = sel.trim();
+	if (s.endsWith('{}')) s = s.slice(0, -2);
+	return s.endsWith('}') ? `${s.slice(0, -1)},${label}="${v}"}` : `${s}{${label}="${v}"}`;
+}
+
 function showTab(name) {
 	for (const t of document.querySelectorAll('.tab')) t.classList.toggle('active', t.dataset.tab === name);
 	for (const id of ['single', 'compare', 'regressions']) $(id).hidden = id !== name;
@@ -534,7 +577,7 @@ function init() {
 		tab.onclick = () => {
 			showTab(tab.dataset.tab);
 			if (tab.dataset.tab === 'compare') { prefillCompare(); run(loadCompare); }
-			if (tab.dataset.tab === 'regressions') prefillCompare();
+			if (tab.dataset.tab === 'regressions') { prefillCompare(); run(loadRules); }
 		};
 	}
 	window.addEventListener('resize', () => { drawTimeline(); renderSingle(); renderDiff(); });

@@ -43,6 +43,20 @@ try {
 	const search = await page.inputValue('#search');
 	if (search !== '^crc32_update$') fail('the function is not searched in the diff: ' + search);
 	await page.screenshot({ path: `${out}/ui-regressions-diff.png` });
+
+	// The standing rule's row: 1.4 -> 1.5, crc32_update listed, its link opens the diff of the
+	// rule's two selections.
+	await page.click('button.tab[data-tab=regressions]');
+	await page.waitForFunction(() => /fw/.test(document.querySelector('#rules-table tbody').textContent));
+	const rule = await page.textContent('#rules-table tbody');
+	console.log('rule: ' + rule);
+	const status = await page.$eval('#rules-table tbody tr', (tr) => tr.children[3].textContent);
+	if (!/1\.4 → 1\.5/.test(rule) || !/crc32_update \(\+/.test(rule) || status !== 'ok')
+		fail('the standing rule row: ' + rule);
+	await page.click('#rules-table a.regression');
+	await page.waitForFunction(() => !document.getElementById('compare').hidden &&
+		window.edgeprofUI.diffFrames().some((f) => f.name === 'crc32_update'));
+	if ((await page.inputValue('#b-query')) !== 'fw{version="1.5"}') fail('the rule link\'s B selector');
 	if (errors.length) fail('page errors: ' + errors.join('; '));
 	console.log('ok');
 } finally {
