@@ -54,6 +54,7 @@ struct regress {
 	uint32_t *touched;
 	size_t n_touched, cap_scratch;
 	uint32_t gen;
+	int64_t cur_total;	/* the open device's total so far */
 	struct regress_stats st;
 };
 
@@ -285,14 +286,13 @@ static int flush_device(struct regress *r, enum regress_side side, int64_t total
 	return ret;
 }
 
-int regress__add_device(struct regress *r, enum regress_side side, const struct pprof_profile *p,
-			int vi, char *err, size_t errlen)
+int regress__add_profile(struct regress *r, const struct pprof_profile *p, int vi, char *err,
+			 size_t errlen)
 {
 	const struct stack_frame *frames[256];
 	struct stacks_unique *u = NULL;
 	struct stacks *s = stacks__new(p, err, errlen);
 	size_t n = 0;
-	int64_t total = 0;
 	int ret;
 
 	if (!s)
@@ -304,16 +304,37 @@ int regress__add_device(struct regress *r, enum regress_side side, const struct 
 
 		if (u[i].value <= 0)
 			continue;
-		total += u[i].value;
+		r->cur_total += u[i].value;
 		ret = add_stack(r, frames, depth, u[i].value);
 	}
-	if (!ret)
-		ret = flush_device(r, side, total);
 	free(u);
 	stacks__free(s);
 	if (ret == -ENOMEM)
 		snprintf(err, errlen, "out of memory");
 	return ret;
+}
+
+int regress__end_device(struct regress *r, enum regress_side side)
+{
+	int ret = flush_device(r, side, r->cur_total);
+
+	r->cur_total = 0;
+	return ret;
+}
+
+int regress__add_device(struct regress *r, enum regress_side side, const struct pprof_profile *p,
+			int vi, char *err, size_t errlen)
+{
+	int ret = regress__add_profile(r, p, vi, err, errlen);
+
+	if (ret) { /* forget what the profile added so far */
+		r->cur_total = 0;
+		for (size_t i = 0; i < r->n_touched; i++)
+			r->acc_self[r->touched[i]] = r->acc_cum[r->touched[i]] = 0;
+		r->n_touched = 0;
+		return ret;
+	}
+	return regress__end_device(r, side);
 }
 
 void regress__stats(const struct regress *r, struct regress_stats *st)

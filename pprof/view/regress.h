@@ -96,6 +96,14 @@ void regress__free(struct regress *r);
  */
 int regress__add_device(struct regress *r, enum regress_side side, const struct pprof_profile *p,
 			int vi, char *err, size_t errlen);
+/*
+ * The same in parts, for a device whose profiles are read one at a time (their sums are the
+ * merged profile's): add_profile() for each, then end_device() closes the device. A failed
+ * add_profile() may have added part of the profile: callers stop at the first error.
+ */
+int regress__add_profile(struct regress *r, const struct pprof_profile *p, int vi, char *err,
+			 size_t errlen);
+int regress__end_device(struct regress *r, enum regress_side side);
 
 /*
  * Runs the tests. *out (malloc'd, caller frees; NULL when *n is 0) gets the findings sorted

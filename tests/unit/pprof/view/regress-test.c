@@ -150,6 +150,34 @@ static void test_device_shares(void **state)
 	regress__free(r);
 }
 
+/* A device's profiles added one at a time give the shares of their sum (the merged profile). */
+static void test_profiles_sum(void **state)
+{
+	int64_t a[NLEAF] = { 3, 0, 1, 0, 0, 0, 0, 4 }, b[NLEAF] = { 1, 2, 1, 0, 0, 0, 0, 0 };
+	int64_t sum[NLEAF] = { 4, 2, 2, 0, 0, 0, 0, 4 };
+	struct regress *r1 = regress__new(NULL), *r2 = regress__new(NULL);
+	struct share_rec s1 = { 0 }, s2 = { 0 };
+	struct pprof_profile p;
+	char err[128];
+
+	(void)state;
+	p = device(a);
+	assert_int_equal(regress__add_profile(r1, &p, 0, err, sizeof(err)), 0);
+	p = device(b);
+	assert_int_equal(regress__add_profile(r1, &p, 0, err, sizeof(err)), 0);
+	assert_int_equal(regress__end_device(r1, REGRESS_BASE), 0);
+	p = device(sum);
+	assert_int_equal(regress__add_device(r2, REGRESS_BASE, &p, 0, err, sizeof(err)), 0);
+	regress__each_share(r1, on_share, &s1);
+	regress__each_share(r2, on_share, &s2);
+	assert_true(fabs(s1.self_f0[0] - 4.0 / 12) < 1e-12);
+	assert_true(fabs(s1.self_f0[0] - s2.self_f0[0]) < 1e-15);
+	assert_true(fabs(s1.cum_task[0] - s2.cum_task[0]) < 1e-15);
+	assert_true(fabs(s1.cum_task[0] - 8.0 / 12) < 1e-12);
+	regress__free(r1);
+	regress__free(r2);
+}
+
 /* ---- simulated fleets -------------------------------------------------------------------- */
 
 static uint64_t seed_state;
@@ -270,6 +298,7 @@ int main(void)
 		cmocka_unit_test(test_mann_whitney),
 		cmocka_unit_test(test_bh),
 		cmocka_unit_test(test_device_shares),
+		cmocka_unit_test(test_profiles_sum),
 		cmocka_unit_test(test_regression_found),
 		cmocka_unit_test(test_a_a_reports_nothing),
 		cmocka_unit_test(test_gone),
