@@ -60,6 +60,8 @@ static const char usage_text[] =
 	"                          [--index-entries N] [--debuginfo-dir DIR] [--syslog] [-v]\n"
 	"                          [--rollup-seconds N] [--metrics-rule 'NAME=SELECTOR ...']...\n"
 	"                          [--metrics-series N]\n"
+	"                          [--regression-rule 'NAME=SELECTOR by LABEL']...\n"
+	"                          [--regression-interval S]\n"
 	"                          [--scrape-targets FILE [--scrape-interval S] [--scrape-seconds S]\n"
 	"                           [--scrape-types LIST] [--scrape-tls-cert F --scrape-tls-key F]]\n"
 	"       edgeprof-collector ... --clickhouse http://HOST:PORT/DATABASE --debuginfo-dir DIR\n"
@@ -95,6 +97,10 @@ static const char usage_text[] =
 	"(bytes allocated) or NAME_total at /metrics, in at most N series (--metrics-series,\n"
 	"default and most %d), e.g.\n"
 	"  --metrics-rule 'checksum_cpu=gateway{region=\"eu\"} function=\"checksum\" by (version)'\n"
+	"--regression-rule 'fw=fw{region=\"eu\"} by version' (repeatable) compares, every\n"
+	"--regression-interval (3600) s, the newest value of the label (by first profile)\n"
+	"against the previous one since the newest appeared (GET /api/0/regressions's\n"
+	"statistics): edgeprof_regression{rule,function,...} at /metrics.\n"
 	"To start: edgeprof certs init pki && edgeprof certs device pki gw-1, then\n"
 	"  edgeprof-collector --listen 127.0.0.1:8443 --tls-ca pki/ca.crt \\\n"
 	"    --tls-cert pki/server.crt --tls-key pki/server.key --ring /tmp/edgeprof/ring\n"
@@ -191,6 +197,8 @@ static int parse_args(int argc, char **argv, struct collector_opts *o)
 		{ "retention-days", required_argument, NULL, 'J' },
 		{ "metrics-rule", required_argument, NULL, 'M' },
 		{ "metrics-series", required_argument, NULL, 'N' },
+		{ "regression-rule", required_argument, NULL, 1000 },
+		{ "regression-interval", required_argument, NULL, 1001 },
 		{ "scrape-targets", required_argument, NULL, 'P' },
 		{ "scrape-interval", required_argument, NULL, 'I' },
 		{ "scrape-seconds", required_argument, NULL, 'E' },
@@ -238,6 +246,16 @@ static int parse_args(int argc, char **argv, struct collector_opts *o)
 		case 'M':
 			if (n_rules <= METRICS_RULES_MAX) /* one more: __add says "too many" */
 				rules[n_rules++] = optarg;
+			break;
+		case 1000: /* one more than allowed: regress_rules__new says "at most" */
+			if (o->api.regress.n <= REGRESS_RULES_MAX)
+				o->api.regress.rules[o->api.regress.n++] = optarg;
+			break;
+		case 1001:
+			if (parse_size(optarg, &v) || v < 1 || v > 7 * 86400)
+				return fprintf(stderr, "edgeprof-collector: --regression-interval: "
+					       "1..604800 seconds\n"), -EINVAL;
+			o->api.regress.interval_s = (unsigned)v;
 			break;
 		case 'P': scrape_opts.file = optarg; break;
 		case 'Y': scrape_opts.types = optarg; break;

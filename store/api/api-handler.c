@@ -16,6 +16,7 @@ struct api {
 	struct store *store;
 	struct debuginfo *debuginfo;
 	struct duty *duty;
+	struct regress_rules *regress_rules;
 	struct server_metrics *metrics;
 	size_t max_body;
 };
@@ -24,6 +25,7 @@ void api__free(struct api *api)
 {
 	if (!api)
 		return;
+	regress_rules__free(api->regress_rules); /* its thread reads the store */
 	store__free(api->store);
 	debuginfo__free(api->debuginfo);
 	duty__free(api->duty);
@@ -63,6 +65,9 @@ struct api *api__new(const struct api_opts *o, struct server_metrics *m, char *e
 		if (!api->duty)
 			goto out_free;
 	}
+	api->regress_rules = regress_rules__new(api->store, &o->regress, err, errlen);
+	if (!api->regress_rules && err[0])
+		goto out_free;
 	return api;
 
 out_free:
@@ -79,6 +84,7 @@ void api__ctx(struct api *api, struct api_ctx *a, const char *peer)
 	a->device = "";
 	a->peer = peer;
 	a->max_body = api->max_body;
+	a->regress_rules = api->regress_rules;
 }
 
 /* server_handler.handle: the request through the routes, its answer handed to the server. */

@@ -129,6 +129,7 @@ void api_metrics(struct api_ctx *a)
 	       "Unauthenticated connections closed to make room (--max-handshakes).",
 	       m->conns_evicted);
 	metric_rules(&b, a->store);
+	regress_rules__metrics(a->regress_rules, &b);
 	api_json(a, &b);
 	a->ans.content_type = "text/plain; version=0.0.4";
 }

@@ -900,6 +900,8 @@ static const struct route routes[] = {
 	{ "POST", "/api/0/debuginfo/", api_debuginfo_put, false },
 	{ "GET", "/api/0/debuginfo", api_debuginfo_list, false },
 	{ "GET", "/api/0/timeline", api_timeline, false },
+	{ "GET", "/api/0/regressions", api_regressions, false },
+	{ "GET", "/api/0/regressions/rules", api_regression_rules, false },
 	{ "POST", "/ingest", api_pyroscope_ingest, true },
 	{ "POST", "/push.v1.PusherService/Push", api_alloy_push, true },
 	{ "GET", "/metrics", api_metrics, false },

@@ -17,6 +17,8 @@
 #include "port/http.h"
 #include "pprof/pprof.h"
 #include "store/api/duty.h"
+#include "store/api/regress-rules.h"
+#include "store/api/sbuf.h"
 #include "store/server/server.h"
 #include "store/store.h"
 
@@ -28,6 +30,7 @@ struct api_opts {
 	const char *debuginfo_dir;	/* debug-file store (NULL = <ring>.debuginfo) */
 	size_t max_body;		/* a profile's bytes (--max-body) */
 	struct duty_opts duty;		/* budget_percent 0 = no duty cycling */
+	struct regress_rules_opts regress; /* --regression-rule (n 0: none) */
 };
 
 struct api;
@@ -39,15 +42,6 @@ void api__free(struct api *api);	/* closes the store (syncs); NULL-safe */
 /* The handler that answers the server's requests; its free is api__free(). */
 struct server_handler api__handler(struct api *api);
 
-/* A growable output buffer (JSON, metrics); oom sticks and turns the answer into a 500. */
-struct sbuf {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
-void sbuf_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void sbuf_json_str(struct sbuf *b, const char *s);	/* quoted, escaped */
-void sbuf_free(struct sbuf *b);
 
 struct api_ctx {
 	struct store *store;
@@ -62,6 +56,7 @@ struct api_ctx {
 	size_t max_body;
 	struct server_answer ans;	/* the answer */
 	size_t skipped;		/* a merge's profiles left out (unreadable, odd types) */
+	struct regress_rules *regress_rules;	/* NULL: no --regression-rule */
 };
 
 /* A handler context on the API's store and metrics, for what the collector ingests itself
@@ -125,5 +120,7 @@ void api_debuginfo_list(struct api_ctx *a);
  * (p is then freed), else p itself. */
 struct pprof_profile *api_symbolize(struct api_ctx *a, struct pprof_profile *p);
 void api_timeline(struct api_ctx *a);
+void api_regressions(struct api_ctx *a);	/* store/api/api-regress.c */
+void api_regression_rules(struct api_ctx *a);
 
 #endif /* EDGEPROF_STORE_API_H */

@@ -415,6 +415,106 @@ async function loadCompare() {
 	renderDiff();
 }
 
+// ---- regressions: GET /api/0/regressions on the Compare tab's A and B --------------------
+
+function regressParams() {
+	const p = new URLSearchParams();
+	p.set('base', $('a-query').value || selector());
+	p.set('cand', $('b-query').value || selector());
+	p.set('type', $('type').value);
+	p.set('base_from', $('a-from').value || 'now-1h'); p.set('base_to', $('a-to').value || 'now');
+	p.set('from', $('b-from').value || 'now-1h'); p.set('to', $('b-to').value || 'now');
+	return p;
+}
+
+function regressRow(f) {
+	const tr = document.createElement('tr');
+	const pct = (v) => (v == null ? '' : v.toFixed(3));
+	const change = f.delta_pct == null ? 'new' : `${f.delta_pct >= 0 ? '+' : ''}${f.delta_pct.toFixed(1)} %`;
+	const cells = [f.verdict, f.metric, pct(f.base_pct), pct(f.cand_pct), change,
+		`[${pct(f.diff_lo_pct)}, ${pct(f.diff_hi_pct)}]`, f.p_adjusted.toExponential(1),
+		`${f.present_base}/${f.devices_base} · ${f.present_cand}/${f.devices_cand}`];
+	for (const c of cells) {
+		const td = document.createElement('td');
+		td.textContent = c;
+		tr.appendChild(td);
+	}
+	const td = document.createElement('td'), a = document.createElement('a');
+	a.href = '#';
+	a.textContent = f.function;
+	a.className = f.verdict;
+	a.onclick = (ev) => { ev.preventDefault(); showDiffOf(f.function); };
+	td.appendChild(a);
+	tr.appendChild(td);
+	return tr;
+}
+
+async function loadRegressions() {
+	const r = await getJSON('/api/0/regressions?' + regressParams());
+	const body = r.body, tb = $('regress-table').querySelector('tbody');
+	tb.innerHTML = '';
+	for (const f of body.findings) tb.appendChild(regressRow(f));
+	$('regress-summary').textContent = `A: ${body.base.devices} devices (${body.base.profiles} profiles) · ` +
+		`B: ${body.cand.devices} devices (${body.cand.profiles} profiles) · ${body.tests} tests · ` +
+		`${body.findings.length} found`;
+}
+
+// The standing rules' last results; a finding opens the diff of its rule's two values.
+async function loadRules() {
+	const r = await getJSON('/api/0/regressions/rules');
+	const tb = $('rules-table').querySelector('tbody');
+	tb.innerHTML = '';
+	for (const rule of (r && r.body) || []) {
+		const tr = document.createElement('tr');
+		const when = rule.last_run ? new Date(rule.last_run * 1000).toISOString().slice(0, 19) + 'Z' : '';
+		const cells = [rule.rule, `${rule.selector} by ${rule.label}`,
+			rule.base ? `${rule.base} → ${rule.cand}` : '', rule.status, when];
+		for (const c of cells) {
+			const td = document.createElement('td');
+			td.textContent = c;
+			tr.appendChild(td);
+		}
+		const td = document.createElement('td');
+		for (const f of rule.findings) {
+			const a = document.createElement('a');
+			a.href = '#';
+			a.className = f.verdict;
+			a.textContent = `${f.function} (${f.delta_pct == null ? 'new' : (f.delta_pct >= 0 ? '+' : '') + f.delta_pct.toFixed(1) + ' %'})`;
+			a.onclick = (ev) => {
+				ev.preventDefault();
+				const sel = (v) => withLabel(rule.selector, rule.label, v);
+				$('a-query').value = sel(rule.base); $('b-query').value = sel(rule.cand);
+				showDiffOf(f.function);
+			};
+			td.appendChild(a);
+			td.appendChild(document.createTextNode(' '));
+		}
+		tr.appendChild(td);
+		tb.appendChild(tr);
+	}
+}
+
+// selector + label="value" (the rule's side), as the collector builds it.
+function withLabel(sel, label, value) {
+	const v = value.replace(/["\\]/g, '\\$&');
+	let s = sel.trim();
+	if (s.endsWith('{}')) s = s.slice(0, -2);
+	return s.endsWith('}') ? `${s.slice(0, -1)},${label}="${v}"}` : `${s}{${label}="${v}"}`;
+}
+
+function showTab(name) {
+	for (const t of document.querySelectorAll('.tab')) t.classList.toggle('active', t.dataset.tab === name);
+	for (const id of ['single', 'compare', 'regressions']) $(id).hidden = id !== name;
+}
+
+// The diff flame graph of A and B with the function's frames highlighted (search is a regex).
+function showDiffOf(fn) {
+	showTab('compare');
+	state.search = '^' + fn.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '$';
+	$('search').value = state.search;
+	run(loadCompare);
+}
+
 // ---- wiring ------------------------------------------------------------------------------
 
 async function run(fn) {
@@ -472,12 +572,12 @@ function init() {
 	$('search').addEventListener('input', () => { state.search = $('search').value; renderSingle(); renderDiff(); });
 	$('reset-zoom').onclick = () => { state.zoom = 0; state.diffZoom = 0; renderSingle(); renderDiff(); };
 	$('compare-apply').onclick = () => run(loadCompare);
+	$('regress-apply').onclick = () => run(loadRegressions);
 	for (const tab of document.querySelectorAll('.tab')) {
 		tab.onclick = () => {
-			for (const t of document.querySelectorAll('.tab')) t.classList.toggle('active', t === tab);
-			$('single').hidden = tab.dataset.tab !== 'single';
-			$('compare').hidden = tab.dataset.tab !== 'compare';
+			showTab(tab.dataset.tab);
 			if (tab.dataset.tab === 'compare') { prefillCompare(); run(loadCompare); }
+			if (tab.dataset.tab === 'regressions') { prefillCompare(); run(loadRules); }
 		};
 	}
 	window.addEventListener('resize', () => { drawTimeline(); renderSingle(); renderDiff(); });
@@ -494,9 +594,7 @@ async function openFile(file) {
 	let tree;
 	try { tree = JSON.parse(text); } catch (e) { throw new Error(`${file.name}: ${r.status}: ${text.slice(0, 200)}`); }
 	if (!r.ok) throw new Error(`${file.name}: ${tree.error || r.status}`);
-	for (const t of document.querySelectorAll('.tab')) t.classList.toggle('active', t.dataset.tab === 'single');
-	$('single').hidden = false;
-	$('compare').hidden = true;
+	showTab('single');
 	state.tree = layout(tree);
 	state.zoom = 0;
 	$('summary').textContent = `${file.name} (not stored) · ${tree.type} · total ${fmt(tree.total, tree.unit)}`;

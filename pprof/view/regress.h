@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pprof/view/regress.h — fleet regression detection: which functions take a different share of
+ * the CPU in a candidate selection (new firmware) than in a base one, with statistics. No I/O:
+ * the collector feeds it the per-device merged profiles (store/api/regress-store.c), the tests
+ * feed it built profiles.
+ *
+ * The unit is the device, not the profile: the caller merges each device's profiles in the
+ * range first and adds one profile per device, so a chatty device counts once. For each device
+ * every function gets its self share (samples where it is the leaf / the device's total) and its
+ * cumulative share (samples whose stack holds it, counted once per stack / total). Then, per
+ * function and per metric (self for functions that are ever a leaf, cumulative for those that
+ * are ever a caller), the base
+ * devices' shares against the candidate devices' shares (a device without the function has
+ * share 0):
+ *
+ *   - Mann-Whitney U, two-sided, normal approximation with tie correction and continuity
+ *     correction (scipy.stats.mannwhitneyu(method="asymptotic")): rank-based, so one device
+ *     with a strange workload moves it by one rank, and no distribution is assumed (shares are
+ *     skewed, bounded, zero-inflated for rare functions);
+ *   - Benjamini-Hochberg across every test of the comparison (see regress.c for why not
+ *     Bonferroni);
+ *   - the effect: the mean per-device share in each selection, the relative change, and a
+ *     percentile bootstrap interval (seeded, regress_opts.bootstrap resamples) of the difference
+ *     of the means, computed for findings only.
+ *
+ * A finding: adjusted p < alpha and |relative change| >= min_change; "new" when no base device
+ * has the function (adjusted p < alpha), "gone" when no candidate device has it.
+ *
+ * Bounded: at most max_functions distinct function names (more are counted in dropped_functions,
+ * their samples still in the devices' totals); memory ~ 24 bytes per (function, device) pair
+ * where the function has samples.
+ */
+#ifndef EDGEPROF_PPROF_VIEW_REGRESS_H
+#define EDGEPROF_PPROF_VIEW_REGRESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pprof/pprof.h"
+
+#define REGRESS_DEFAULT_ALPHA 0.001
+#define REGRESS_DEFAULT_MIN_CHANGE 0.05
+#define REGRESS_DEFAULT_MAX_FUNCTIONS 200000u
+#define REGRESS_DEFAULT_BOOTSTRAP 1000u
+
+struct regress_opts {
+	double alpha;		/* adjusted p below this (0: REGRESS_DEFAULT_ALPHA) */
+	double min_change;	/* |relative change| at least (0: REGRESS_DEFAULT_MIN_CHANGE;
+				 * negative: no effect threshold) */
+	size_t max_functions;	/* 0: REGRESS_DEFAULT_MAX_FUNCTIONS */
+	unsigned bootstrap;	/* resamples of the interval (0: REGRESS_DEFAULT_BOOTSTRAP) */
+	uint64_t seed;		/* of the bootstrap (0: a fixed one): answers are reproducible */
+};
+
+enum regress_side { REGRESS_BASE = 0, REGRESS_CAND = 1 };
+enum regress_metric { REGRESS_SELF = 0, REGRESS_CUM = 1 };
+enum regress_verdict {
+	REGRESS_NONE = 0,	/* not past the thresholds (listed only with all) */
+	REGRESS_REGRESSION,	/* a larger share in the candidate */
+	REGRESS_IMPROVEMENT,
+	REGRESS_NEW,		/* on no base device */
+	REGRESS_GONE,		/* on no candidate device */
+};
+
+struct regress_finding {
+	const char *function;		/* valid until regress__free() */
+	enum regress_metric metric;
+	double base_share, cand_share;	/* mean per-device share, 0..1 */
+	double rel_change;		/* (cand - base) / base; +inf when base is 0 */
+	double diff_lo, diff_hi;	/* 95 % bootstrap interval of cand - base (findings only) */
+	double u;			/* Mann-Whitney U of the candidate devices */
+	double z, p_value, p_adjusted;	/* p two-sided; adjusted by Benjamini-Hochberg */
+	size_t devices_base, devices_cand;	/* devices in each selection */
+	size_t present_base, present_cand;	/* of those, devices with the function */
+	enum regress_verdict verdict;
+};
+
+struct regress_stats {
+	size_t devices[2];		/* added per side (with a nonzero total) */
+	size_t empty_devices;		/* added with a zero total: left out */
+	size_t functions, tests;	/* distinct functions; tests run (self + cumulative) */
+	size_t dropped_functions;	/* names past max_functions */
+};
+
+struct regress;
+
+struct regress *regress__new(const struct regress_opts *o);
+void regress__free(struct regress *r);
+
+/*
+ * Adds one device's profile (its profiles in the range merged) to side, value index vi
+ * (stacks__sample_index()). 0, -ENOMEM, or -EINVAL with err (a drop_frames regex that does not
+ * compile, an id that points nowhere).
+ */
+int regress__add_device(struct regress *r, enum regress_side side, const struct pprof_profile *p,
+			int vi, char *err, size_t errlen);
+/*
+ * The same in parts, for a device whose profiles are read one at a time (their sums are the
+ * merged profile's): add_profile() for each, then end_device() closes the device. A failed
+ * add_profile() may have added part of the profile: callers stop at the first error.
+ */
+int regress__add_profile(struct regress *r, const struct pprof_profile *p, int vi, char *err,
+			 size_t errlen);
+int regress__end_device(struct regress *r, enum regress_side side);
+
+/*
+ * Runs the tests. *out (malloc'd, caller frees; NULL when *n is 0) gets the findings sorted
+ * by adjusted p then by |relative change|, or with all every test run (verdict REGRESS_NONE
+ * for those below the thresholds). 0 or -ENOMEM.
+ */
+int regress__run(struct regress *r, bool all, struct regress_finding **out, size_t *n);
+
+void regress__stats(const struct regress *r, struct regress_stats *st);
+
+/*
+ * Every per-device share the tests use, zeros included (for an independent reference): cb
+ * gets the function, the metric (where it is tested), the side, the device's
+ * index within its side and the share. Call after the devices are added.
+ */
+typedef void (*regress_share_fn)(void *ctx, const char *function, enum regress_metric m,
+				 enum regress_side side, size_t device, double share);
+void regress__each_share(struct regress *r, regress_share_fn cb, void *ctx);
+
+/* The pieces, for the tests. */
+/* Two-sided p of Mann-Whitney U of b against a (see above); *u is b's U, *z the statistic. */
+double regress__mann_whitney(const double *a, size_t na, const double *b, size_t nb, double *u,
+			     double *z);
+/* Benjamini-Hochberg adjusted p-values of p[0..n) into adj (monotone, capped at 1). 0/-ENOMEM. */
+int regress__bh(const double *p, size_t n, double *adj);
+
+const char *regress__verdict_name(enum regress_verdict v);
+const char *regress__metric_name(enum regress_metric m);
+
+#endif /* EDGEPROF_PPROF_VIEW_REGRESS_H */

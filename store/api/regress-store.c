@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: MIT
+/*
+ * store/api/regress-store.c — one side of a regression comparison read through the store front
+ * (regress-store.h): list (seq, device), sort by device, read each device's profiles into its
+ * sums (what merging them would give), add the device.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pprof/view/stacks.h"
+#include "store/api/regress-store.h"
+
+struct listed {
+	char *device;
+	uint64_t seq;
+};
+
+struct listing {
+	struct listed *v;
+	size_t n, cap;
+};
+
+static int list_one(void *ctx, const struct store_entry *e)
+{
+	struct listing *l = ctx;
+
+	if (l->n == REGRESS_STORE_MAX_PROFILES)
+		return -E2BIG;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 1024;
+		struct listed *v = realloc(l->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	l->v[l->n].device = strdup(e->device ? e->device : "");
+	if (!l->v[l->n].device)
+		return -ENOMEM;
+	l->v[l->n++].seq = e->seq;
+	return 0;
+}
+
+static int cmp_listed(const void *x, const void *y)
+{
+	const struct listed *a = x, *b = y;
+	int c = strcmp(a->device, b->device);
+
+	return c ? c : (a->seq > b->seq) - (a->seq < b->seq);
+}
+
+/*
+ * One device's profiles v[0..n) added one by one: the sums a merge would give, without
+ * building the merged profile (as fast here as store__merge_seqs' threaded decode, within this
+ * machine's noise, and one profile in memory at a time). A profile overwritten since the
+ * listing, or damaged, is counted in *unreadable and left out. 0, or -errno (err set).
+ */
+static int add_device(struct store *s, const struct listed *v, size_t n, const char *spec,
+		      struct regress *r, enum regress_side side, size_t *unreadable, char *err,
+		      size_t errlen)
+{
+	size_t added = 0;
+	int ret = 0;
+
+	for (size_t i = 0; !ret && i < n; i++) {
+		struct pprof_profile *p = NULL;
+		int vi;
+
+		ret = store__read_profile(s, v[i].seq, &p, err, errlen);
+		if (ret == -ENOENT || ret == -EIO) {
+			(*unreadable)++;
+			ret = 0;
+			continue;
+		}
+		if (ret)
+			break;
+		vi = stacks__sample_index(p, spec, err, errlen);
+		ret = vi < 0 ? vi : regress__add_profile(r, p, vi, err, errlen);
+		pprof_profile__free(p);
+		added++;
+	}
+	return ret ? ret : added ? regress__end_device(r, side) : 0;
+}
+
+int regress_store_side(struct store *s, const struct store_query *q, const char *spec,
+		       struct regress *r, enum regress_side side, struct regress_side_stats *st,
+		       char *err, size_t errlen)
+{
+	struct listing l = { 0 };
+	int ret = store__list(s, q, list_one, &l);
+
+	memset(st, 0, sizeof(*st));
+	if (ret == -E2BIG)
+		snprintf(err, errlen, "the selection holds more than %u profiles: narrow it",
+			 REGRESS_STORE_MAX_PROFILES);
+	if (ret >= 0 && !l.n)
+		ret = -ENOENT;
+	if (ret >= 0) {
+		ret = 0;
+		qsort(l.v, l.n, sizeof(*l.v), cmp_listed);
+		st->profiles = l.n;
+	}
+	for (size_t i = 0, j; !ret && i < l.n; i = j) {
+		for (j = i + 1; j < l.n && !strcmp(l.v[j].device, l.v[i].device); j++)
+			;
+		st->devices++;
+		ret = add_device(s, &l.v[i], j - i, spec, r, side, &st->unreadable, err, errlen);
+	}
+	for (size_t i = 0; i < l.n; i++)
+		free(l.v[i].device);
+	free(l.v);
+	return ret;
+}

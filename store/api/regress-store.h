@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store/api/regress-store.h — a selection of the store as one side of a regression comparison
+ * (pprof/view/regress.h): its profiles grouped by device, each device's summed (as merging them
+ * would), then added. Only the store front (store__list, store__read_profile), so the ring and
+ * ClickHouse answer alike. The handler (api-regress.c) and the test driver call it.
+ */
+#ifndef EDGEPROF_STORE_API_REGRESS_STORE_H
+#define EDGEPROF_STORE_API_REGRESS_STORE_H
+
+#include <stddef.h>
+
+#include "pprof/view/regress.h"
+#include "store/store.h"
+
+/* Profiles one side may list (a bound on the listing's memory, ~48 bytes each). */
+#define REGRESS_STORE_MAX_PROFILES 1000000u
+
+struct regress_side_stats {
+	size_t profiles;	/* listed */
+	size_t devices;		/* distinct devices (the store's device field; "" is one) */
+	size_t unreadable;	/* profiles that no longer read (overwritten, damaged): left out */
+};
+
+/*
+ * Adds every device of q's selection to side of r. spec: the sample type (NULL: each profile's
+ * default). 0; -ENOENT when nothing matches; -E2BIG past REGRESS_STORE_MAX_PROFILES; -ENOMEM;
+ * -EINVAL (err says why).
+ */
+int regress_store_side(struct store *s, const struct store_query *q, const char *spec,
+		       struct regress *r, enum regress_side side, struct regress_side_stats *st,
+		       char *err, size_t errlen);
+
+#endif /* EDGEPROF_STORE_API_REGRESS_STORE_H */

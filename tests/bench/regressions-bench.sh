@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Fleet regression detection (issue 39): how often a real regression is found and how often an
+# A/A comparison reports something, over seeded simulated staged roll-outs, and how long a
+# comparison of 10,000 profiles on the ring store takes through a collector.
+#
+#   tests/bench/regressions-bench.sh [BUILD_DIR]
+#     env: RUNS (100), DEVICES (1000), CAND_FRAC (0.1), NOISE (0.1: sigma of the per-device
+#          log-normal factor on every function's weight), SAMPLES (2000 per profile),
+#          EFFECT (1.2: crc32_update, 3 % of the CPU, is EFFECT times slower on 1.5),
+#          NEW (0.01: tls_renegotiate's share on 1.5), T_DEVICES (1000) x T_PROFILES (10):
+#          the timed comparison's fleet, REPS (3)
+#
+# Per run (seed 1..RUNS), tests/drivers/regress-fleet fills a ring in /dev/shm (tmpfs: the
+# store's fdatasync costs nothing, so the loop measures the statistics, not the disk) with
+# DEVICES devices, CAND_FRAC of them on 1.5, and compares fw{version="1.4"} with
+# fw{version="1.5"} in-process (the code the handler runs): detected = crc32_update reported
+# as a regression (positive change); new = tls_renegotiate reported new; extra = any other
+# finding. A/A: the same fleet without the effect nor the new function (its own seed): any
+# finding is a false positive. Then the timed comparison: T_DEVICES x T_PROFILES profiles,
+# through a collector over mutual TLS with `edgeprof regressions` (median of REPS, warm), and
+# the peer: scipy.stats (tests/lib/regress-ref.py) on the same per-device shares, statistics
+# only, beside our whole comparison (which reads and decodes every profile too).
+set -eu
+top=$(cd "$(dirname "$0")/../.." && pwd)
+EP_BUILD=$(cd "${1:-$top/build/host-x86_64}" && pwd)
+FLEET=$EP_BUILD/tests/drivers/regress-fleet
+RUNS=${RUNS:-100}
+DEVICES=${DEVICES:-1000}
+CAND_FRAC=${CAND_FRAC:-0.1}
+NOISE=${NOISE:-0.1}
+SAMPLES=${SAMPLES:-2000}
+EFFECT=${EFFECT:-1.2}
+NEW=${NEW:-0.01}
+T_DEVICES=${T_DEVICES:-1000}
+T_PROFILES=${T_PROFILES:-10}
+REPS=${REPS:-3}
+SHM=$(mktemp -d /dev/shm/edgeprof-regress.XXXXXX)
+T=$(mktemp -d /tmp/edgeprof-regress-bench.XXXXXX)
+CPID=
+cleanup() {
+	[ -n "$CPID" ] && kill "$CPID" 2>/dev/null && wait "$CPID" 2>/dev/null
+	rm -rf "$SHM" "$T"
+}
+trap cleanup EXIT
+BASE='fw{version="1.4"}'
+CAND='fw{version="1.5"}'
+common=(--devices "$DEVICES" --cand-frac "$CAND_FRAC" --noise "$NOISE" --samples "$SAMPLES"
+	--ring-mb 64)
+
+echo "== detection: $RUNS runs, $DEVICES devices, $CAND_FRAC on the candidate, noise $NOISE," \
+	"$SAMPLES samples/device, crc32_update x$EFFECT at 3 %, tls_renegotiate new at $NEW"
+det=0 sign=0 new=0 extra=0 aa=0 aa_runs=0
+for seed in $(seq 1 "$RUNS"); do
+	rm -f "$SHM/ring"
+	"$FLEET" fill "$SHM/ring" "${common[@]}" --seed "$seed" --effect "crc32_update=$EFFECT" \
+		--new "tls_renegotiate=$NEW"
+	"$FLEET" compare "$SHM/ring" "$BASE" "$CAND" >"$T/out"
+	grep -q '^regression self crc32_update ' "$T/out" && det=$((det + 1))
+	awk '$3 == "crc32_update" && $2 == "self" && $6 > 0 { f = 1 } END { exit !f }' "$T/out" &&
+		sign=$((sign + 1))
+	grep -q '^new self tls_renegotiate ' "$T/out" && new=$((new + 1))
+	n=$(grep -vc -e ' crc32_update ' -e ' tls_renegotiate ' -e '^devices_base=' "$T/out" || true)
+	[ "$n" -gt 0 ] && extra=$((extra + 1))
+	rm -f "$SHM/ring"
+	"$FLEET" fill "$SHM/ring" "${common[@]}" --seed $((seed + 1000000))
+	"$FLEET" compare "$SHM/ring" "$BASE" "$CAND" >"$T/aa"
+	aa_runs=$((aa_runs + 1))
+	if [ "$(grep -vc '^devices_base=' "$T/aa" || true)" -gt 0 ]; then
+		aa=$((aa + 1))
+		sed 's/^/  A\/A finding: /' "$T/aa" | grep -v devices_base= | head -3
+	fi
+done
+echo "regression found (right sign): $det/$RUNS ($sign/$RUNS with a positive change)"
+echo "new function found: $new/$RUNS"
+echo "runs with another finding: $extra/$RUNS"
+echo "A/A runs reporting anything: $aa/$aa_runs"
+
+echo "== timing: $T_DEVICES devices x $T_PROFILES profiles on the ring, through a collector"
+"$FLEET" fill "$SHM/t" --devices "$T_DEVICES" --profiles "$T_PROFILES" --cand-frac "$CAND_FRAC" \
+	--noise "$NOISE" --samples "$SAMPLES" --seed 7 --effect "crc32_update=$EFFECT" --ring-mb 256
+"$FLEET" compare "$SHM/t" "$BASE" "$CAND" --all --shares "$T/shares" >"$T/all"
+inproc=$(sed -n 's/.* seconds=\([0-9.]*\).*/\1/p' "$T/all")
+ours_stats=$(sed -n 's/.*stats_seconds=\([0-9.]*\).*/\1/p' "$T/all")
+/usr/bin/python3 "$top/tests/lib/regress-ref.py" "$T/shares" "$T/all" | tee "$T/ref"
+scipy=$(sed -n 's/.*scipy_seconds=\([0-9.]*\).*/\1/p' "$T/ref")
+EP=$EP_BUILD/edgeprof
+"$EP" certs init "$T/pki" >/dev/null
+"$EP" certs operator "$T/pki" op >/dev/null
+"$EP_BUILD/edgeprof-collector" --listen 127.0.0.1:0 --tls-ca "$T/pki/ca.crt" \
+	--tls-cert "$T/pki/server.crt" --tls-key "$T/pki/server.key" --ring "$SHM/t" \
+	>"$T/collector.log" 2>&1 &
+CPID=$!
+port=
+for _ in $(seq 200); do
+	port=$(sed -n 's/.*mutual TLS, port \([0-9]*\)).*/\1/p' "$T/collector.log" | tail -n 1)
+	[ -n "$port" ] && break
+	sleep 0.05
+done
+[ -n "$port" ] || { cat "$T/collector.log"; exit 1; }
+times=()
+for _ in $(seq 0 "$REPS"); do # the first is the warm-up
+	t0=$(date +%s.%N)
+	"$EP" regressions --collector "https://localhost:$port" --tls-ca "$T/pki/ca.crt" \
+		--tls-cert "$T/pki/op.crt" --tls-key "$T/pki/op.key" --from now-1d "$BASE" \
+		"$CAND" >"$T/table"
+	times+=("$(echo "$(date +%s.%N) - $t0" | bc)")
+done
+med=$(printf '%s\n' "${times[@]:1}" | sort -n | sed -n "$(((REPS + 1) / 2))p")
+head -3 "$T/table"
+profiles=$(grep -o '([0-9]* profiles)' "$T/table" | head -2 | tr -dc '0-9 \n' | paste -sd+ | bc)
+echo "profiles compared: $profiles"
+echo "edgeprof regressions (collector, mTLS, warm): median ${med}s of $REPS (goal <= 2 s)"
+echo "in-process comparison (list + read/merge + shares + tests): ${inproc}s"
+echo "statistics only (Mann-Whitney + BH + intervals, every test, --all): ours ${ours_stats}s," \
+	"scipy.stats ${scipy}s (without intervals)"
+echo "  (ours includes 1,000-resample bootstrap intervals of the findings only)"
