@@ -355,6 +355,11 @@ static void lost_stage_reads_proc(void **state)
 	close(in[0]);
 	close(out[1]);
 	usleep(100 * 1000); /* exec'd, waiting on stdin: zlib not mapped yet */
+	if (waitpid(pid, NULL, WNOHANG) == pid) { /* qemu-user: no exec of a foreign binary */
+		print_message("cannot run a copy of this test here: skipped\n");
+		proctab__free(t);
+		skip();
+	}
 	assert_int_equal(proctab__touch(t, (uint32_t)pid), 0); /* its first sample */
 	assert_int_equal(write(in[1], "x", 1), 1);
 	assert_int_equal(read(out[0], &c, 1), 1); /* zlib is mapped */
