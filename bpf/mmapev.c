@@ -588,6 +588,24 @@ static void ring_close(struct mmapev *ev, struct cpu_ring *r)
 	*r = (struct cpu_ring){.fd = -1};
 }
 
+/*
+ * Whether to ask the kernel for build-ids in the records (attr.build_id, Linux 5.12+): off
+ * unless EDGEPROF_BPF_MMAP_BUILD_IDS=1. The kernel writes each mmap record once per listening
+ * event from one shared header, and an event with attr.build_id ORs
+ * PERF_RECORD_MISC_MMAP_BUILD_ID into that header's misc without clearing it after
+ * (kernel/events/core.c, perf_event_mmap_output(), 5.12 to at least 6.18): every event served
+ * after ours -- another session's perf record -- gets records flagged as carrying a build-id
+ * whose bodies hold the device and inode; Debian 12's perf then asserts in
+ * util/build-id.c and dies of a smashed stack. The build-ids come from the mapped files instead
+ * (procmaps__add, cached by device and inode), which the agent opens anyway for their tables.
+ */
+static bool want_build_ids(void)
+{
+	const char *env = getenv("EDGEPROF_BPF_MMAP_BUILD_IDS");
+
+	return env && *env == '1';
+}
+
 /* One event and ring per CPU the kernel accepts (offline CPUs are skipped: ENODEV). */
 static int open_rings(struct mmapev *ev, char *err, size_t errlen)
 {
@@ -599,7 +617,7 @@ static int open_rings(struct mmapev *ev, char *err, size_t errlen)
 	ev->rings = calloc(ev->n_rings, sizeof(*ev->rings));
 	if (!ev->rings)
 		return -ENOMEM;
-	ev->build_id = true;
+	ev->build_id = want_build_ids();
 	for (unsigned cpu = 0; cpu < ev->n_rings; cpu++) {
 		int ret;
 

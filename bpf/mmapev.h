@@ -5,8 +5,9 @@
  * A machine that starts many short processes (a build, a shell loop) made the agent read
  * /proc/<pid>/maps and /proc/<pid>/stat for each one it sampled, and wake up early so that it
  * read them before the process exited. Instead, a dummy perf event per CPU asks the kernel for
- * PERF_RECORD_COMM (exec), PERF_RECORD_MMAP2 (executable mappings only, with the build-id on
- * Linux 5.12+), PERF_RECORD_FORK and PERF_RECORD_EXIT, as perf record does. A program exec'd since the agent
+ * PERF_RECORD_COMM (exec), PERF_RECORD_MMAP2 (executable mappings only, with device and inode:
+ * the build-id is read from the file, see want_build_ids() in mmapev.c for why the kernel is not
+ * asked for it), PERF_RECORD_FORK and PERF_RECORD_EXIT, as perf record does. A program exec'd since the agent
  * started has its mappings staged here from those records; its first sample adopts them into
  * the process table (proctab__set_loader), without a system call. Processes that were running
  * before, or whose records were lost, are read from /proc as before.
@@ -37,7 +38,7 @@ struct mmapev_stats {
 	uint64_t lost;	   /* records the kernel could not write (ring full) */
 	unsigned cpus;	   /* CPUs with an event open */
 	uint64_t cpu_offline; /* events dropped: their CPU went offline (reopened once back) */
-	int build_ids;	   /* 1: the kernel puts build-ids in the records (5.12+) */
+	int build_ids;	   /* 1: the kernel puts build-ids in the records (EDGEPROF_BPF_MMAP_BUILD_IDS=1) */
 };
 
 struct mmapev;

@@ -152,11 +152,11 @@ fixed, linked, deep = count("leaf_fixed"), count("leaf_linked"), count("leaf_dee
 # No stack words are copied on aarch64 (BPF_LEAF_WORDS=0): the frame pointer tells a linked
 # frame, the link register a leaf's return address; bpf-work has no frameless non-leaf code.
 print(f"leaf: fixed={fixed} linked={linked} deep={deep}")
-# bpf-work started after the agent: its maps came from the kernel's mmap records (6.1 has
-# build-ids in them), not from /proc
+# bpf-work started after the agent: its maps came from the kernel's mmap records, not from
+# /proc; the agent does not ask for the records' build-ids (bpf/README.md: it broke perf)
 m = re.search(r"mmap_cpus=(\d+) mmap_build_ids=(\d+).* maps_from_records=(\d+)",
               counters[0] if counters else "")
-records_ok = bool(m) and m.group(1) == "2" and m.group(2) == "1" and int(m.group(3)) >= 1
+records_ok = bool(m) and m.group(1) == "2" and m.group(2) == "0" and int(m.group(3)) >= 1
 print("mmap records:", m.group(0) if m else "(none)")
 ours = [s for s in pt.samples(path) if s.labels.get("pid") == pid and "leaf_thread" in s.frames]
 # memcpy's variants are not exported: the leaf is "[libc.so.6]" (or __mem* with symbols).
