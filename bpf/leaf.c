@@ -278,9 +278,93 @@ static bool leaf_return(struct leaf *l, struct proctab *t, const struct agent_sa
 	return true;
 }
 
+/* The word at addr in the copy of the stack; false beyond it. */
+static bool copy_word(const struct sample_user_context *u, uint64_t addr, uint64_t *val)
+{
+	uint64_t off = addr - u->sp;
+
+	if ((addr & 7) || addr < u->sp || off / 8 >= u->n_words)
+		return false;
+	*val = u->words[off / 8];
+	return true;
+}
+
+/*
+ * One step of the walk of a copy: the caller of the frame at (*pc, *sp, *fp), looked up at
+ * pc - 1 but for the leaf (a return address may be the next function's first byte). 1: it
+ * stepped; 0: this is the outermost frame (DW_CFA_undefined return address, or 0); -1: no
+ * rules, no mapping, or a word beyond the copy.
+ */
+static int walk_step(struct leaf *l, struct proctab *t, const struct agent_sample *s, bool leaf,
+		     uint64_t *pc, uint64_t *sp, uint64_t *fp)
+{
+	const struct sample_user_context *u = s->user;
+	uint64_t look = leaf ? *pc : *pc - 1, cfa, ra;
+	const struct procmap *m = proctab__resolve(t, s->pid, look);
+	struct cfi_rules cr;
+
+	if (!m || (m->path[0] != '/' && strcmp(m->path, "[vdso]")))
+		return -1;
+	if (!cfi__unpack(rules_at(l, s->pid, m, look - m->start + m->offset), &cr))
+		return -1;
+	if (cr.ra_undefined)
+		return 0;
+	if (cr.cfa_reg == CFI_CFA_PLT) /* the stub pushed its relocation index from plt_min on */
+		cfa = *sp + (uint64_t)cr.cfa_off + ((*pc & 15) >= cr.plt_min ? 8 : 0);
+	else
+		cfa = (cr.cfa_reg == CFI_REG_FP ? *fp : *sp) + (uint64_t)cr.cfa_off;
+	if (cfa < *sp || (cfa == *sp && !leaf))
+		return -1; /* a frame that goes nowhere */
+	if (!cr.ra_saved) { /* still in the link register: the leaf only (aarch64) */
+		if (!leaf || !u->lr)
+			return -1;
+		ra = u->lr;
+	} else if (!copy_word(u, cfa + (uint64_t)cr.ra_off, &ra)) {
+		return -1;
+	}
+	if (cr.fp_saved && !copy_word(u, cfa + (uint64_t)cr.fp_off, fp))
+		return -1;
+	if (!ra)
+		return 0;
+	*pc = ra;
+	*sp = cfa;
+	return 1;
+}
+
+/* The user stack of s walked whole from its copy (see leaf__fix); false: left as it is. */
+static bool leaf_walk(struct leaf *l, struct proctab *t, const struct agent_sample *s,
+		      unsigned int max_user, uint64_t *frames, struct agent_sample *out)
+{
+	uint64_t *user = frames + s->n_kernel, pc = s->frames[s->n_kernel];
+	uint64_t sp = s->user->sp, fp = s->user->fp;
+	unsigned int n = 0;
+	int r = 1;
+
+	l->st.copies++;
+	while (r > 0 && n < max_user) {
+		user[n++] = pc;
+		r = walk_step(l, t, s, n == 1, &pc, &sp, &fp);
+	}
+	if (r < 0 && n < s->n_user) {
+		l->st.copies_left++; /* the kernel's frame-pointer walk got further */
+		return false;
+	}
+	l->st.copies_whole += r == 0;
+	l->st.copies_cut += r < 0;
+	*out = *s;
+	memcpy(frames, s->frames, s->n_kernel * sizeof(*frames));
+	out->n_user = (uint16_t)n;
+	out->frames = frames;
+	out->flags |= SAMPLE_F_UNWOUND | (r > 0 ? SAMPLE_F_TRUNCATED : 0);
+	return true;
+}
+
 bool leaf__fix(struct leaf *l, struct proctab *t, const struct agent_sample *s,
 	       unsigned int max_user, uint64_t *frames, struct agent_sample *out)
 {
+	if (s->user && s->user->stack && s->n_user && max_user &&
+	    leaf_walk(l, t, s, max_user, frames, out))
+		return true;
 	const uint64_t *user = s->frames + s->n_kernel;
 	unsigned int n = s->n_user;
 	uint64_t ra;

@@ -48,6 +48,15 @@ static uint64_t hash_bytes(const char *p, size_t len)
 	return h;
 }
 
+size_t aggregate__entries_for(unsigned long hz, unsigned long cpus, unsigned long seconds)
+{
+	uint64_t n = (uint64_t)hz * (cpus ? cpus : 1) * seconds;
+
+	if (n < CONFIG_STACK_TABLE_ENTRIES)
+		return CONFIG_STACK_TABLE_ENTRIES;
+	return n > (1u << 20) ? 1u << 20 : (size_t)n;
+}
+
 struct aggregate *aggregate__new(const struct agg_opts *opts)
 {
 	struct aggregate *a = calloc(1, sizeof(*a));

@@ -141,7 +141,7 @@ static const struct opt_desc opt_descs[] = {
     {"bpf-service", 1, "service name of the BPF sampler's system-wide profile"},
     {"bpf-ringbuf-kb", 1, "BPF ring buffer size"},
     {"no-kernel-stacks", 0, "BPF: user stacks only"},
-    {"stack-entries", 1, "unique stacks per service and round"},
+    {"stack-entries", 1, "unique stacks per service and round (default: a round's samples)"},
     {"max-procs", 1, "processes whose mappings are cached"},
     {"no-symbolize", 0, "do not name functions on the device (build-ids and addresses only)"},
 #ifdef CONFIG_UPLOAD_MTLS
@@ -388,6 +388,9 @@ static int parse_args(struct config *c, int argc, char **argv)
 			c->round_s, c->period_s);
 		return -EINVAL;
 	}
+	if (!c->stack_entries) /* not given: room for every sample a round can take */
+		c->stack_entries = aggregate__entries_for(c->hz, (unsigned long)sysconf(_SC_NPROCESSORS_ONLN),
+							  c->once ? c->seconds : c->round_s);
 	return 0;
 }
 
@@ -740,12 +743,15 @@ static void bpf_leaf_comment(struct agent *a, char *buf, size_t len)
 	snprintf(buf, len,
 		 " leaf_fixed=%llu leaf_linked=%llu leaf_no_context=%llu leaf_no_table=%llu "
 		 "leaf_no_rule=%llu leaf_deep=%llu leaf_implausible=%llu leaf_tables=%llu "
-		 "leaf_tables_evicted=%llu leaf_rule_misses=%llu",
+		 "leaf_tables_evicted=%llu leaf_rule_misses=%llu stack_copies=%llu "
+		 "stack_copies_whole=%llu stack_copies_cut=%llu stack_copies_left=%llu",
 		 (unsigned long long)ls.fixed, (unsigned long long)ls.linked,
 		 (unsigned long long)ls.no_context, (unsigned long long)ls.no_table,
 		 (unsigned long long)ls.no_rule, (unsigned long long)ls.deep,
 		 (unsigned long long)ls.implausible, (unsigned long long)ls.tables_mapped,
-		 (unsigned long long)ls.tables_evicted, (unsigned long long)ls.rule_misses);
+		 (unsigned long long)ls.tables_evicted, (unsigned long long)ls.rule_misses,
+		 (unsigned long long)ls.copies, (unsigned long long)ls.copies_whole,
+		 (unsigned long long)ls.copies_cut, (unsigned long long)ls.copies_left);
 }
 
 /* Where new processes' maps came from (bpf/mmapev.h), appended to the BPF comment. */
@@ -775,7 +781,8 @@ static void bpf_cfi_comment(const struct cfitab_stats *c, char *buf, size_t len)
 		 "cfi_unfit=%llu cfi_no_room=%llu cfi_fp_built=%llu cfi_procs_evicted=%llu cfi_files=%llu "
 		 "cfi_files_unfit=%llu "
 		 "cfi_files_evicted=%llu cfi_no_table=%llu cfi_rows=%llu cfi_pages=%llu "
-		 "cfi_rows_unfit=%llu cfi_load_ms=%llu cfi_cached=%llu cfi_cache_changed=%llu",
+		 "cfi_rows_unfit=%llu cfi_load_ms=%llu cfi_cached=%llu cfi_cache_changed=%llu "
+		 "cfi_partial=%llu",
 		 (unsigned long long)(c->walks[CFI_END_OUTERMOST] + c->walks[CFI_END_NO_MAPPING] +
 				      c->walks[CFI_END_NO_RULE] + c->walks[CFI_END_READ] +
 				      c->walks[CFI_END_BAD] + c->walks[CFI_END_DEPTH]),
@@ -790,7 +797,8 @@ static void bpf_cfi_comment(const struct cfitab_stats *c, char *buf, size_t len)
 		 (unsigned long long)c->files_unfit, (unsigned long long)c->files_evicted,
 		 (unsigned long long)c->no_table, (unsigned long long)c->rows,
 		 (unsigned long long)c->pages, (unsigned long long)c->rows_unfit, (unsigned long long)(c->load_ns / 1000000),
-		 (unsigned long long)c->cached, (unsigned long long)c->cache_changed);
+		 (unsigned long long)c->cached, (unsigned long long)c->cache_changed,
+		 (unsigned long long)c->partial);
 }
 
 static void bpf_comment(struct agent *a, char *buf, size_t len)
@@ -1712,7 +1720,7 @@ int main(int argc, char **argv)
 	    .period_s = CONFIG_PERIOD_SECONDS,
 	    .jitter_pct = CONFIG_JITTER_PERCENT,
 	    .seconds = CONFIG_ROUND_SECONDS,
-	    .stack_entries = CONFIG_STACK_TABLE_ENTRIES,
+	    .stack_entries = 0, /* from the rate and the round (parse_args) */
 	    .max_procs = CONFIG_PROC_CACHE_ENTRIES,
 	    .registry = "/dev/shm/edgeprof",
 	    .sampler = "auto",
