@@ -37,12 +37,13 @@
 /*
  * Against thrashing: a file may take at most CFI_FILE_SHARE percent of the array (a compiler's
  * cc1 would take it all, and each new cc1 would push every other file out), and a process
- * leaves the map for another's rows only once listed this long. Three quarters: node's table
- * (233 Ki entries) fits the default array (384 Ki); a file over it costs the processes that map
- * it that file's frames only (CFI_MAP_NO_ROWS), and their samples in it are walked by the agent
- * from stack copies while those last (PROFILE_CFI_SNAP_SAMPLES).
+ * leaves the map for another's rows only once listed this long. Half (a quarter before the
+ * 4-byte rows, which libcrypto's 126 659 entries were over: 83 695 now); a file over it (node:
+ * 403 573 entries, 217 636 of them its dense page index) costs the processes that map it that
+ * file's frames only (CFI_MAP_NO_ROWS), and their first samples in it are walked by the agent
+ * from stack copies (PROFILE_CFI_SNAP_SAMPLES).
  */
-#define CFI_FILE_SHARE    75
+#define CFI_FILE_SHARE    50
 #define CFI_EVICT_AGE_NS  (10 * NSEC_PER_SEC)
 /*
  * A process that found no room (rows or file slots held by listed processes) is tried again

@@ -292,9 +292,11 @@ static bool copy_word(const struct sample_user_context *u, uint64_t addr, uint64
 /*
  * One step of the walk of a copy: the caller of the frame at (*pc, *sp, *fp), looked up at
  * pc - 1 but for the leaf (a return address may be the next function's first byte). 1: it
- * stepped; 0: this is the outermost frame (DW_CFA_undefined return address, or 0); -1: no
- * rules, no mapping, or a word beyond the copy.
+ * stepped; 0: this is the outermost frame (DW_CFA_undefined return address, or 0); WALK_NO_RULE:
+ * no rules, no mapping, or a frame that goes nowhere; WALK_BEYOND: a word beyond the copy.
  */
+#define WALK_NO_RULE (-1)
+#define WALK_BEYOND  (-2)
 static int walk_step(struct leaf *l, struct proctab *t, const struct agent_sample *s, bool leaf,
 		     uint64_t *pc, uint64_t *sp, uint64_t *fp)
 {
@@ -304,9 +306,9 @@ static int walk_step(struct leaf *l, struct proctab *t, const struct agent_sampl
 	struct cfi_rules cr;
 
 	if (!m || (m->path[0] != '/' && strcmp(m->path, "[vdso]")))
-		return -1;
+		return WALK_NO_RULE;
 	if (!cfi__unpack(rules_at(l, s->pid, m, look - m->start + m->offset), &cr))
-		return -1;
+		return WALK_NO_RULE;
 	if (cr.ra_undefined)
 		return 0;
 	if (cr.cfa_reg == CFI_CFA_PLT) /* the stub pushed its relocation index from plt_min on */
@@ -314,16 +316,16 @@ static int walk_step(struct leaf *l, struct proctab *t, const struct agent_sampl
 	else
 		cfa = (cr.cfa_reg == CFI_REG_FP ? *fp : *sp) + (uint64_t)cr.cfa_off;
 	if (cfa < *sp || (cfa == *sp && !leaf))
-		return -1; /* a frame that goes nowhere */
+		return WALK_NO_RULE; /* a frame that goes nowhere */
 	if (!cr.ra_saved) { /* still in the link register: the leaf only (aarch64) */
 		if (!leaf || !u->lr)
-			return -1;
+			return WALK_NO_RULE;
 		ra = u->lr;
 	} else if (!copy_word(u, cfa + (uint64_t)cr.ra_off, &ra)) {
-		return -1;
+		return WALK_BEYOND;
 	}
 	if (cr.fp_saved && !copy_word(u, cfa + (uint64_t)cr.fp_off, fp))
-		return -1;
+		return WALK_BEYOND;
 	if (!ra)
 		return 0;
 	*pc = ra;
@@ -345,8 +347,9 @@ static bool leaf_walk(struct leaf *l, struct proctab *t, const struct agent_samp
 		user[n++] = pc;
 		r = walk_step(l, t, s, n == 1, &pc, &sp, &fp);
 	}
-	if (r < 0 && n < s->n_user) {
-		l->st.copies_left++; /* the kernel's frame-pointer walk got further */
+	if (r == WALK_NO_RULE && n < s->n_user) {
+		/* code without tables (built with frame pointers, JIT): the kernel's walk got further */
+		l->st.copies_left++;
 		return false;
 	}
 	l->st.copies_whole += r == 0;

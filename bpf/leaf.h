@@ -41,8 +41,9 @@ struct leaf_stats {
 	/* samples with a copy of the user stack (a process not walked by tables in the kernel) */
 	uint64_t copies;       /* walked here */
 	uint64_t copies_whole; /* ... to the outermost frame */
-	uint64_t copies_cut;   /* ... cut short (no rule, no mapping, beyond the copy), kept */
-	uint64_t copies_left;  /* ... left as the kernel walked them (it got further) */
+	uint64_t copies_cut;   /* ... cut short (beyond the copy; no rule where the kernel's walk
+				* got no further), kept */
+	uint64_t copies_left;  /* ... left as the kernel walked them (no rule, and it got further) */
 };
 
 struct leaf;
@@ -63,7 +64,7 @@ void leaf__free(struct leaf *l); /* NULL-safe */
  * frames), and returns true. The user stack keeps at most max_user frames (the last one goes,
  * flagged truncated). Where s->user holds a copy of the stack (->stack), the whole user stack
  * is walked by the rules from the leaf's registers instead, as the BPF program walks a listed
- * process: unless the walk is cut short before the kernel's frame-pointer walk ends.
+ * process: unless it meets code without rules before the kernel's frame-pointer walk ends.
  */
 bool leaf__fix(struct leaf *l, struct proctab *t, const struct agent_sample *s,
 	       unsigned int max_user, uint64_t *frames, struct agent_sample *out);

@@ -1373,7 +1373,8 @@ static __always_inline void send_pb(struct bpf_perf_event_data *ctx, struct scra
 /*
  * s's record (size bytes, its user stack walked by frame pointers) with a copy of the user
  * stack, in this CPU's snaps buffer (*out): from the stack pointer to its page's end, and the
- * next page where it is mapped (a read past the stack's top fails: the copy ends there).
+ * next pages where they are mapped, PROFILE_STACK_BYTES at most (a read past the stack's top
+ * fails: the copy ends there).
  * Returns the record's bytes, or 0: no user registers, or not those the kernel's walk started
  * from (the record goes as it is).
  */
@@ -1401,8 +1402,13 @@ static __always_inline __u32 snap_fill(struct bpf_perf_event_data *ctx, struct s
 	if (len < 8 || len > 4096 || read_user(dst, len, u->sp, legacy))
 		return 0;
 	got = len;
-	if (!read_user(dst + len, 4096, u->sp + len, legacy))
+	/* page by page: a read past the stack's top fails (short programs: a page or two) */
+#pragma unroll
+	for (int i = 0; i < PROFILE_STACK_BYTES / 4096 - 1; i++) {
+		if (got != len + 4096 * i || read_user(dst + len + 4096 * i, 4096, u->sp + got, legacy))
+			break;
 		got += 4096;
+	}
 	b->e.flags |= PROFILE_F_STACK;
 	b->e.user_sp = u->sp;
 	b->e.user_fp = u->fp;

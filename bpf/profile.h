@@ -144,8 +144,8 @@ struct cfi_page {
 /*
  * Rows 2k (in [0]) and 2k + 1 (in [1]) of a file: from the pc at off bytes into its page, up
  * to the next row, rule (an index among the rules) holds. 4 bytes a row (8 before: the pc from
- * the file's first row and the rule itself): libcrypto's 85 929 rows and their index are 64 Ki
- * entries, node's 371 873 are 233 Ki.
+ * the file's first row and the rule itself): libcrypto's rows and index take 83 695 entries
+ * (126 659 before), node's 403 573 (589 509).
  */
 struct cfi_rows2 {
 	__u16 off[2];
@@ -202,12 +202,13 @@ struct cfi_maybe {
 /*
  * Samples of a process not walked by tables that carry a copy of the user stack (the same
  * per-tgid-bucket count, which saturates here): its first ones, while its tables are built,
- * and as many again every time the counts are cleared. A copy is the stack pointer's page
- * from the stack pointer up and the next page: 4-8 KiB (PROFILE_STACK_BYTES), what perf's
- * dwarf mode copies by default (8 KiB).
+ * and as many again every time the counts are cleared. A copy goes from the stack pointer to
+ * the stack's top, PROFILE_STACK_BYTES at most (12-16 KiB: the stack pointer's page and three
+ * more; perf's dwarf mode copies 8 KiB by default): a short program's stack is a page or two,
+ * a bash subshell's 45 frames need more than 8 KiB.
  */
 #define PROFILE_CFI_SNAP_SAMPLES 16
-#define PROFILE_STACK_BYTES 8192
+#define PROFILE_STACK_BYTES 16384
 struct cfi_counts {
 	__u8 n[PROFILE_CFI_MAYBE_BITS];
 };
