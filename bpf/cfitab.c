@@ -405,7 +405,7 @@ static struct cfi_page *pages_build(struct builder *b, size_t max, uint32_t *pag
 	return idx;
 }
 
-/* ---- rules, rows two an entry ----------------------------------------------------------------- */
+/* ---- rules, rows two an entry ---------------------------------------------------------------- */
 
 /* The entries a file may take: its share of the array. */
 static uint32_t file_share(const struct cfitab *c)

@@ -389,8 +389,9 @@ static int parse_args(struct config *c, int argc, char **argv)
 		return -EINVAL;
 	}
 	if (!c->stack_entries) /* not given: room for every sample a round can take */
-		c->stack_entries = aggregate__entries_for(c->hz, (unsigned long)sysconf(_SC_NPROCESSORS_ONLN),
-							  c->once ? c->seconds : c->round_s);
+		c->stack_entries = aggregate__entries_for(
+		    c->hz, (unsigned long)sysconf(_SC_NPROCESSORS_ONLN),
+		    c->once ? c->seconds : c->round_s);
 	return 0;
 }
 
