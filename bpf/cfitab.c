@@ -37,13 +37,16 @@
 /*
  * Against thrashing: a file may take at most CFI_FILE_SHARE percent of the array (a compiler's
  * cc1 would take it all, and each new cc1 would push every other file out), and a process
- * leaves the map for another's rows only once listed this long. Half (a quarter before the
- * 4-byte rows, which libcrypto's 126 659 entries were over: 83 695 now); a file over it (node:
- * 403 573 entries, 217 636 of them its dense page index) costs the processes that map it that
- * file's frames only (CFI_MAP_NO_ROWS), and their first samples in it are walked by the agent
- * from stack copies (PROFILE_CFI_SNAP_SAMPLES).
+ * leaves the map for another's rows only once listed this long. A quarter: libcrypto's 126 659
+ * entries were over it before the 4-byte rows, 83 695 now. A file over it (node: 403 573
+ * entries, 217 636 of them its dense page index) costs the processes that map it that file's
+ * frames only (CFI_MAP_NO_ROWS), and their first samples in it are walked by the agent from
+ * stack copies (PROFILE_CFI_SNAP_SAMPLES). Half the array let the builder's buffer of 8-byte
+ * rows grow to 3 MiB for a big file before it was found too big (the agent's peak RSS 15.6
+ * MiB against 10.9 beside 200 short tools on this machine): a file's rows are built in a
+ * buffer of at most as many rows as its share has entries (768 KiB), as before.
  */
-#define CFI_FILE_SHARE    50
+#define CFI_FILE_SHARE    25
 #define CFI_EVICT_AGE_NS  (10 * NSEC_PER_SEC)
 /*
  * A process that found no room (rows or file slots held by listed processes) is tried again
@@ -154,7 +157,7 @@ struct builder {
 	const struct elf_eh_frame *eh; /* the table read (its pages released as rows are built) */
 	size_t read; /* rules read */
 	bool overflow;
-	size_t limit; /* rows a file may have: twice its share of the array (two rows an entry) */
+	size_t limit; /* rows a file may have: as many as its share has entries (RSS) */
 	uint64_t unfit;
 	size_t fp_rows, rules; /* rows whose CFA is the frame pointer, of rows with rules */
 };
@@ -668,7 +671,7 @@ static void file_load(struct cfitab *c, uint32_t pid, const struct procmap *m,
 {
 	struct elf_eh_frame eh;
 	uint32_t at, pages = 0, n2, share = file_share(c);
-	struct builder b = {.limit = 2 * (size_t)share};
+	struct builder b = {.limit = share};
 	struct cfi_page *idx = NULL;
 	struct cfi_rows2 *packed = NULL;
 	uint64_t t0 = port_clock_mono_ns();
