@@ -35,11 +35,18 @@
  */
 #define CFI_FP_BUILT      20
 /*
- * Against thrashing: a file may take at most 1/CFI_FILE_SHARE of the rows (a compiler's cc1
- * would take them all, and each new cc1 would push every other file out), and a process
- * leaves the map for another's rows only once listed this long.
+ * Against thrashing: a file may take at most CFI_FILE_SHARE percent of the array (a compiler's
+ * cc1 would take it all, and each new cc1 would push every other file out), and a process
+ * leaves the map for another's rows only once listed this long. A quarter: libcrypto's 126 659
+ * entries were over it before the 4-byte rows, 83 695 now. A file over it (node: 403 573
+ * entries, 217 636 of them its dense page index) costs the processes that map it that file's
+ * frames only (CFI_MAP_NO_ROWS), and their first samples in it are walked by the agent from
+ * stack copies (PROFILE_CFI_SNAP_SAMPLES). Half the array let the builder's buffer of 8-byte
+ * rows grow to 3 MiB for a big file before it was found too big (the agent's peak RSS 15.6
+ * MiB against 10.9 beside 200 short tools on this machine): a file's rows are built in a
+ * buffer of at most as many rows as its share has entries (768 KiB), as before.
  */
-#define CFI_FILE_SHARE    4
+#define CFI_FILE_SHARE    25
 #define CFI_EVICT_AGE_NS  (10 * NSEC_PER_SEC)
 /*
  * A process that found no room (rows or file slots held by listed processes) is tried again
@@ -51,9 +58,10 @@
 #define CFI_FAIR_MARGIN   2
 #define CFI_MAX_MAPS      256 /* code mappings read per process (more: does not fit) */
 /*
- * Rows per page of the index, about: the index costs 1/CFI_PAGE_ROWS of a file's rows in the
- * array, and a search among ~CFI_PAGE_ROWS + 1 rows replaces one among all the file's rows
- * (x86_64 libc: 3 steps instead of 15, each an array lookup; tests/bench/bpf-icount.sh).
+ * Rows per page of the index, about: the index costs 2/CFI_PAGE_ROWS entries a row against the
+ * rows' 1/2 (two rows an entry), and a search among ~CFI_PAGE_ROWS + 1 rows replaces one among
+ * all the file's rows (x86_64 libc: 3 steps instead of 15, each an array lookup;
+ * tests/bench/bpf-icount.sh).
  */
 #define CFI_PAGE_ROWS     2
 #define CFI_PAGE_SHIFT_MAX 16
@@ -72,9 +80,10 @@
  */
 struct cfi_file {
 	uint64_t key; /* 0: free */
-	bool unfit;   /* its rows do not fit: processes mapping it are not listed */
+	bool unfit;   /* its rows do not fit: now (no room), or for good (too_big) */
+	bool too_big; /* over its share of the array: its mappings are listed as CFI_MAP_NO_ROWS */
 	bool fp_built; /* built with frame pointers (see CFI_FP_BUILT) */
-	/* cfi_rows[first, + pages) its page index, then n rows; n 0: no table (frame pointers) */
+	/* cfi_rows[first, + pages) its page index, then n rows two an entry; n 0: no table */
 	uint32_t first, pages, n;
 	uint32_t shift, base; /* pages of 1 << shift bytes from vaddr base (the first row's) */
 	uint32_t refs;
@@ -101,8 +110,20 @@ struct cfi_listed {
 	uint16_t files[PROFILE_CFI_MAPS];
 };
 
+/*
+ * The rules of every file, each once, in the array's first entries (struct cfi_page, row_n 0):
+ * a row names its rule by index (16 bits). Hashed by value to find one's index; never evicted
+ * (a system has a few thousand: libcrypto 365).
+ */
+struct cfi_dict {
+	uint32_t n, max;
+	uint32_t *slots; /* 2 * max, open addressing: index + 1, 0 free */
+	struct cfi_rule *rules;
+};
+
 struct cfitab {
 	int rows_fd, procs_fd, slots_fd, maybe_fd;
+	struct cfi_dict dict;
 	struct cfi_maybe maybe; /* what the program's copy holds */
 	bool mmapable; /* the rows array can be mapped */
 	uint32_t self;
@@ -118,15 +139,25 @@ struct cfitab {
 
 /* ---- rows ---------------------------------------------------------------------------------- */
 
+/*
+ * A row as built: its pc (the file's vaddr, then from its first row), its rule, and the rule's
+ * index among the array's first entries (rules_index()).
+ */
+struct brow {
+	uint32_t pc;
+	struct cfi_rule rule;
+	uint16_t idx;
+};
+
 struct builder {
-	struct cfi_row *rows;
+	struct brow *rows;
 	size_t n, max;
 	uintptr_t lo;
 	uint64_t seg_vaddr;
 	const struct elf_eh_frame *eh; /* the table read (its pages released as rows are built) */
 	size_t read; /* rules read */
 	bool overflow;
-	size_t limit; /* rows a file may have: its share of the array, within the search's reach */
+	size_t limit; /* rows a file may have: as many as its share has entries (RSS) */
 	uint64_t unfit;
 	size_t fp_rows, rules; /* rows whose CFA is the frame pointer, of rows with rules */
 };
@@ -139,10 +170,10 @@ static bool fits8(int64_t off, int8_t *out)
 	return true;
 }
 
-/* r as a row (pc aside); false: rules a row cannot say. */
-static bool row_pack(const struct cfi_rules *r, struct cfi_row *row)
+/* r as a rule; false: rules a row cannot say. */
+static bool rule_pack(const struct cfi_rules *r, struct cfi_rule *row)
 {
-	*row = (struct cfi_row){0};
+	*row = (struct cfi_rule){0};
 	if (!r)
 		return true; /* CFI_CFA_NONE */
 	if (r->ra_undefined) {
@@ -170,16 +201,21 @@ static bool row_pack(const struct cfi_rules *r, struct cfi_row *row)
 	return true;
 }
 
-static bool same_rule(const struct cfi_row *a, const struct cfi_row *b)
+static uint32_t rule_key(const struct cfi_rule *r)
 {
-	return a->cfa == b->cfa && a->fp_off8 == b->fp_off8 && a->ra_off8 == b->ra_off8;
+	return r->cfa | (uint32_t)(uint8_t)r->fp_off8 << 16 | (uint32_t)(uint8_t)r->ra_off8 << 24;
+}
+
+static bool same_rule(const struct brow *a, const struct brow *b)
+{
+	return rule_key(&a->rule) == rule_key(&b->rule);
 }
 
 static bool add_row(void *ctx, uintptr_t pc, const struct cfi_rules *r)
 {
 	struct builder *b = ctx;
 	uint64_t vaddr = (uint64_t)(pc - b->lo) + b->seg_vaddr;
-	struct cfi_row row, *last = b->n ? &b->rows[b->n - 1] : NULL;
+	struct brow row, *last = b->n ? &b->rows[b->n - 1] : NULL;
 
 	if (vaddr > UINT32_MAX) {
 		b->overflow = true;
@@ -187,9 +223,9 @@ static bool add_row(void *ctx, uintptr_t pc, const struct cfi_rules *r)
 	}
 	if (++b->read % CFI_RELEASE_ROWS == 0)
 		elf__eh_frame_release(b->eh);
-	if (!row_pack(r, &row)) {
+	if (!rule_pack(r, &row.rule)) {
 		b->unfit++;
-		row = (struct cfi_row){0};
+		row.rule = (struct cfi_rule){0};
 	}
 	b->rules += r != NULL;
 	/* built with frame pointers: x86_64 moves the CFA to rbp after each prologue; aarch64
@@ -208,7 +244,7 @@ static bool add_row(void *ctx, uintptr_t pc, const struct cfi_rules *r)
 		return true;
 	if (b->n == b->max) {
 		size_t max = b->max ? 2 * b->max : 4096;
-		struct cfi_row *rows;
+		struct brow *rows;
 
 		if (max > b->limit)
 			max = b->limit; /* the buffer never outgrows a file's share (RSS) */
@@ -230,7 +266,7 @@ static bool add_row(void *ctx, uintptr_t pc, const struct cfi_rules *r)
  */
 static int rows_write(struct cfitab *c, uint32_t first, const void *entries, size_t n)
 {
-	const struct cfi_row *rows = entries; /* or page entries: 8 bytes too */
+	const struct cfi_page *rows = entries; /* or rules, or rows two an entry: 8 bytes */
 	uint32_t keys[CFI_WRITE_BATCH];
 	bool batch = true;
 
@@ -312,7 +348,7 @@ static bool table_rows(const struct elf_eh_frame *eh, struct builder *b)
  * row into out (NULL: only measured); returns the most rows that start in a page after the one
  * in effect at its start.
  */
-static uint32_t pages_fill(const struct cfi_row *rows, uint32_t n, uint32_t shift,
+static uint32_t pages_fill(const struct brow *rows, uint32_t n, uint32_t shift,
 			   struct cfi_page *out)
 {
 	uint32_t base = rows[0].pc, pages = ((rows[n - 1].pc - base) >> shift) + 1;
@@ -329,9 +365,7 @@ static uint32_t pages_fill(const struct cfi_row *rows, uint32_t n, uint32_t shif
 			e++; /* the last row that starts in the page */
 		if (out)
 			out[p] = (struct cfi_page){.row_n = r | (e - r) << CFI_PAGE_ROW_BITS,
-						   .cfa = rows[r].cfa,
-						   .fp_off8 = rows[r].fp_off8,
-						   .ra_off8 = rows[r].ra_off8};
+						   .rule = rows[r].rule};
 		if (e - r > most)
 			most = e - r;
 	}
@@ -374,12 +408,93 @@ static struct cfi_page *pages_build(struct builder *b, size_t max, uint32_t *pag
 	return idx;
 }
 
+/* ---- rules, rows two an entry ---------------------------------------------------------------- */
+
+/* The entries a file may take: its share of the array. */
+static uint32_t file_share(const struct cfitab *c)
+{
+	return (uint32_t)((uint64_t)c->max_rows * CFI_FILE_SHARE / 100);
+}
+
+/* The entries f takes: its page index and its rows, two an entry. */
+static uint32_t file_len(const struct cfi_file *f)
+{
+	return f->pages + (f->n + 1) / 2;
+}
+
+/* The index of rule r among the array's first entries, added when new; -1: they are full. */
+static int32_t dict_index(struct cfi_dict *d, const struct cfi_rule *r)
+{
+	uint32_t key = rule_key(r), mask = 4 * d->max - 1;
+
+	for (uint32_t h = (key * 0x9E3779B1u) & mask;; h = (h + 1) & mask) {
+		uint32_t v = d->slots[h];
+
+		if (!v) {
+			if (d->n == d->max)
+				return -1;
+			d->rules[d->n] = *r;
+			d->slots[h] = ++d->n;
+			return (int32_t)d->n - 1;
+		}
+		if (rule_key(&d->rules[v - 1]) == key)
+			return (int32_t)v - 1;
+	}
+}
+
+/* Writes the rules from index from on into their entries. */
+static int dict_write(struct cfitab *c, uint32_t from)
+{
+	uint32_t n = c->dict.n - from;
+	struct cfi_rule_ent *e = calloc(n, sizeof(*e));
+	int err;
+
+	if (!e)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n; i++)
+		e[i].rule = c->dict.rules[from + i];
+	err = rows_write(c, from, e, n);
+	free(e);
+	return err;
+}
+
+/* Each of b's rows' rule index, new rules added and written; false: the rules are full. */
+static bool rules_index(struct cfitab *c, struct builder *b)
+{
+	uint32_t was = c->dict.n;
+
+	for (size_t i = 0; i < b->n; i++) {
+		int32_t k = dict_index(&c->dict, &b->rows[i].rule);
+
+		if (k < 0)
+			return false;
+		b->rows[i].idx = (uint16_t)k;
+	}
+	return c->dict.n == was || !dict_write(c, was);
+}
+
+/*
+ * b's rows (pcs from the first row, pages of 1 << shift bytes) two an entry: each one's
+ * offset into its page and its rule's index. NULL: no memory.
+ */
+static struct cfi_rows2 *rows_pack(const struct builder *b, uint32_t shift)
+{
+	uint32_t mask = (1u << shift) - 1;
+	struct cfi_rows2 *out = calloc((b->n + 1) / 2, sizeof(*out));
+
+	for (size_t i = 0; out && i < b->n; i++) {
+		out[i / 2].off[i & 1] = (uint16_t)(b->rows[i].pc & mask);
+		out[i / 2].rule[i & 1] = b->rows[i].idx;
+	}
+	return out;
+}
+
 /* ---- room in the array ---------------------------------------------------------------------- */
 
 /* The first gap of n rows between the files' ranges, or false. */
 static bool find_gap(const struct cfitab *c, uint32_t n, uint32_t *at)
 {
-	uint32_t start = 0;
+	uint32_t start = c->dict.max; /* the rules come first */
 
 	for (;;) {
 		bool moved = false;
@@ -387,7 +502,7 @@ static bool find_gap(const struct cfitab *c, uint32_t n, uint32_t *at)
 		for (unsigned int i = 0; i < c->max_files; i++) {
 			const struct cfi_file *f = &c->files[i];
 
-			uint32_t len = f->pages + f->n;
+			uint32_t len = file_len(f);
 
 			if (f->key && f->n && f->first < start + n && start < f->first + len) {
 				start = f->first + len; /* overlaps: try after it */
@@ -537,7 +652,7 @@ static bool make_room(struct cfitab *c, uint32_t n, uint32_t pid, uint32_t *at)
 {
 	struct cfi_file *f;
 
-	if (n > c->max_rows / CFI_FILE_SHARE)
+	if (n > file_share(c))
 		return false;
 	while (!find_gap(c, n, at)) {
 		if ((f = unused_file(c, true)))
@@ -555,10 +670,11 @@ static void file_load(struct cfitab *c, uint32_t pid, const struct procmap *m,
 		      struct cfi_file *f)
 {
 	struct elf_eh_frame eh;
-	struct builder b = {.limit = c->max_rows / CFI_FILE_SHARE};
+	uint32_t at, pages = 0, n2, share = file_share(c);
+	struct builder b = {.limit = share};
 	struct cfi_page *idx = NULL;
+	struct cfi_rows2 *packed = NULL;
 	uint64_t t0 = port_clock_mono_ns();
-	uint32_t at, pages = 0;
 
 	if (table_map(pid, m, &eh)) {
 		c->st.no_table++;
@@ -568,12 +684,14 @@ static void file_load(struct cfitab *c, uint32_t pid, const struct procmap *m,
 	memcpy(f->load, eh.load, sizeof(f->load));
 	if (!table_rows(&eh, &b) || b.n == 0) {
 		c->st.no_table++;
-	} else if (b.overflow ||
-		   !(idx = pages_build(&b, b.limit - b.n, &pages, &f->shift, &f->base))) {
-		f->unfit = true; /* for good: rows and index over its share */
+	} else if (b.overflow || (n2 = (uint32_t)(b.n + 1) / 2) >= share || !rules_index(c, &b) ||
+		   !(idx = pages_build(&b, share - n2, &pages, &f->shift, &f->base)) ||
+		   !(packed = rows_pack(&b, f->shift))) {
+		/* for good: rows and index over its share, or the rules are full */
+		f->unfit = f->too_big = true;
 		c->st.files_unfit++;
-	} else if (!make_room(c, pages + (uint32_t)b.n, pid, &at) ||
-		   rows_write(c, at, idx, pages) || rows_write(c, at + pages, b.rows, b.n)) {
+	} else if (!make_room(c, pages + n2, pid, &at) || rows_write(c, at, idx, pages) ||
+		   rows_write(c, at + pages, packed, n2)) {
 		f->unfit = true;
 		f->key = 0; /* no room now: built again when next wanted */
 		c->st.files_unfit++;
@@ -590,6 +708,7 @@ static void file_load(struct cfitab *c, uint32_t pid, const struct procmap *m,
 	if (eh.map)
 		elf__unmap_eh_frame(&eh);
 	free(idx);
+	free(packed);
 	free(b.rows);
 	c->st.load_ns += port_clock_mono_ns() - t0;
 }
@@ -673,7 +792,7 @@ static bool proc_list(struct cfitab *c, uint32_t pid)
 	struct procmaps *pm;
 	struct cfi_proc p = {0};
 	struct cfi_listed *l = listed_find(c, pid, false), mine = {.pid = pid};
-	bool fit = true;
+	bool fit = true, partial = false;
 
 	c->no_room = false;
 	if (l)
@@ -696,14 +815,17 @@ static bool proc_list(struct cfitab *c, uint32_t pid)
 		uint64_t bias = 0;
 
 		f = p.n < PROFILE_CFI_MAPS ? file_get(c, pid, m) : NULL;
-		fit = f && !f->unfit && m->limit - m->start <= UINT32_MAX &&
+		/* a file too big for good costs its own frames, not the process's others */
+		fit = f && (!f->unfit || f->too_big) && m->limit - m->start <= UINT32_MAX &&
 		      mapping_bias(f, m, &bias);
 		if (!fit)
 			break;
+		partial |= f->too_big;
 		p.m[p.n] = (struct cfi_mapping){.start = m->start,
 						.len = (uint32_t)(m->limit - m->start),
 						.base = bias + f->base, .first = f->first,
-						.pages = f->n ? f->pages : 0, .shift = f->shift};
+						.pages = f->n ? f->pages : 0,
+						.shift = f->too_big ? CFI_MAP_NO_ROWS : f->shift};
 		mine.files[p.n++] = (uint16_t)(f - c->files);
 		f->refs++; /* held while listing: make_room leaves it */
 	}
@@ -723,6 +845,7 @@ static bool proc_list(struct cfitab *c, uint32_t pid)
 			maybe_set(c, pid, true);
 			c->st.procs++;
 			c->st.loads++;
+			c->st.partial += partial;
 			return true;
 		}
 		unlist(c, pid, slot);
@@ -817,7 +940,13 @@ struct cfitab *cfitab__new(int rows_fd, bool mmapable, int procs_fd, int slots_f
 	c->max_files = max_files;
 	c->files = calloc(max_files, sizeof(*c->files));
 	c->listed = calloc(max_procs, sizeof(*c->listed));
-	if (!c->files || !c->listed) {
+	/* the rules take the array's first entries: a power of two of them, an eighth at most */
+	for (c->dict.max = 1; 2 * c->dict.max <= CONFIG_BPF_CFI_RULES &&
+			      2 * c->dict.max <= max_rows / 8; c->dict.max *= 2)
+		;
+	c->dict.rules = calloc(c->dict.max, sizeof(*c->dict.rules));
+	c->dict.slots = calloc(4 * (size_t)c->dict.max, sizeof(*c->dict.slots));
+	if (!c->files || !c->listed || !c->dict.rules || !c->dict.slots) {
 		cfitab__free(c);
 		return NULL;
 	}
@@ -835,5 +964,7 @@ void cfitab__free(struct cfitab *c)
 		return;
 	free(c->files);
 	free(c->listed);
+	free(c->dict.rules);
+	free(c->dict.slots);
 	free(c);
 }

@@ -39,6 +39,7 @@ struct cfitab_stats {
 	uint64_t no_room;      /* of those, for want of room (tried again sooner, see cfitab.c) */
 	uint64_t fp_built;     /* times a program built with frame pointers was left to them */
 	uint64_t procs_evicted; /* listed processes dropped to make room (listed again later) */
+	uint64_t partial;      /* listings with a file too big for the array: its frames end walks */
 	uint64_t files;        /* files whose rows are loaded now */
 	uint64_t files_unfit;  /* files too big for the search or the array */
 	uint64_t files_evicted; /* files dropped to make room */

@@ -341,6 +341,79 @@ static unsigned int in_chain(const uint64_t *user, unsigned int n, uint64_t ra)
  * (the words end first) is followed by the kernel's frames from 1 on, as one put-back frame
  * always was: the chain of the nearest linked frame, past what the words held.
  */
+/*
+ * One step of the walk of a copy: the caller of the frame at (*pc, *sp, *fp), looked up at
+ * pc - 1 but for the leaf (a return address may be the next function's first byte). 1: it
+ * stepped; 0: this is the outermost frame (DW_CFA_undefined return address, or 0); WALK_NO_RULE:
+ * no rules, no mapping, or a frame that goes nowhere; WALK_BEYOND: a word beyond the copy.
+ */
+#define WALK_NO_RULE (-1)
+#define WALK_BEYOND  (-2)
+static int walk_step(struct leaf *l, struct proctab *t, const struct agent_sample *s, bool leaf,
+		     uint64_t *pc, uint64_t *sp, uint64_t *fp)
+{
+	const struct sample_user_context *u = s->user;
+	uint64_t look = leaf ? *pc : *pc - 1, cfa, ra;
+	const struct procmap *m = proctab__resolve(t, s->pid, look);
+	struct cfi_rules cr;
+
+	if (!m || (m->path[0] != '/' && strcmp(m->path, "[vdso]")))
+		return WALK_NO_RULE;
+	if (!cfi__unpack(rules_at(l, s->pid, m, look - m->start + m->offset), &cr))
+		return WALK_NO_RULE;
+	if (cr.ra_undefined)
+		return 0;
+	if (cr.cfa_reg == CFI_CFA_PLT) /* the stub pushed its relocation index from plt_min on */
+		cfa = *sp + (uint64_t)cr.cfa_off + ((*pc & 15) >= cr.plt_min ? 8 : 0);
+	else
+		cfa = (cr.cfa_reg == CFI_REG_FP ? *fp : *sp) + (uint64_t)cr.cfa_off;
+	if (cfa < *sp || (cfa == *sp && !leaf))
+		return WALK_NO_RULE; /* a frame that goes nowhere */
+	if (!cr.ra_saved) { /* still in the link register: the leaf only (aarch64) */
+		if (!leaf || !u->lr)
+			return WALK_NO_RULE;
+		ra = u->lr;
+	} else if (!word_at(u, cfa + (uint64_t)cr.ra_off, &ra)) {
+		return WALK_BEYOND;
+	}
+	if (cr.fp_saved && !word_at(u, cfa + (uint64_t)cr.fp_off, fp))
+		return WALK_BEYOND;
+	if (!ra)
+		return 0;
+	*pc = ra;
+	*sp = cfa;
+	return 1;
+}
+
+/* The user stack of s walked whole from its copy (see leaf__fix); false: left as it is. */
+static bool leaf_walk(struct leaf *l, struct proctab *t, const struct agent_sample *s,
+		      unsigned int max_user, uint64_t *frames, struct agent_sample *out)
+{
+	uint64_t *user = frames + s->n_kernel, pc = s->frames[s->n_kernel];
+	uint64_t sp = s->user->sp, fp = s->user->fp;
+	unsigned int n = 0;
+	int r = 1;
+
+	l->st.copies++;
+	while (r > 0 && n < max_user) {
+		user[n++] = pc;
+		r = walk_step(l, t, s, n == 1, &pc, &sp, &fp);
+	}
+	if (r == WALK_NO_RULE && n < s->n_user) {
+		/* code without tables (built with frame pointers, JIT): the kernel's walk got further */
+		l->st.copies_left++;
+		return false;
+	}
+	l->st.copies_whole += r == 0;
+	l->st.copies_cut += r < 0;
+	*out = *s;
+	memcpy(frames, s->frames, s->n_kernel * sizeof(*frames));
+	out->n_user = (uint16_t)n;
+	out->frames = frames;
+	out->flags |= SAMPLE_F_UNWOUND | (r > 0 ? SAMPLE_F_TRUNCATED : 0);
+	return true;
+}
+
 bool leaf__fix(struct leaf *l, struct proctab *t, const struct agent_sample *s,
 	       unsigned int max_user, uint64_t *frames, struct agent_sample *out)
 {
@@ -349,6 +422,10 @@ bool leaf__fix(struct leaf *l, struct proctab *t, const struct agent_sample *s,
 	uint64_t *put = frames + s->n_kernel + 1, ra;
 	struct walk w;
 
+	/* a copy of the whole stack (a process not walked by tables yet): walked whole */
+	if (s->user && s->user->stack && s->n_user && max_user &&
+	    leaf_walk(l, t, s, max_user, frames, out))
+		return true;
 	if (s->flags & SAMPLE_F_UNWOUND)
 		return false; /* every frame came from the tables, the leaf's caller too */
 	if (!s->user || n == 0 || max_user < 2) {

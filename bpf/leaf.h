@@ -41,6 +41,12 @@ struct leaf_stats {
 	uint64_t implausible; /* the word found is in no executable mapping: left as it was */
 	uint64_t tables_mapped, tables_evicted, rule_hits, rule_misses;
 	uint64_t fdes_indexed; /* FDEs sorted for files without .eh_frame_hdr (static programs) */
+	/* samples with a copy of the user stack (a process not walked by tables in the kernel) */
+	uint64_t copies;       /* walked here */
+	uint64_t copies_whole; /* ... to the outermost frame */
+	uint64_t copies_cut;   /* ... cut short (beyond the copy; no rule where the kernel's walk
+				* got no further), kept */
+	uint64_t copies_left;  /* ... left as the kernel walked them (no rule, and it got further) */
 };
 
 struct leaf;
@@ -57,8 +63,11 @@ void leaf__free(struct leaf *l); /* NULL-safe */
 
 /*
  * When s (a sample with s->user) lost its leaf's caller, writes the completed stack into
- * frames (room for s->n_kernel + s->n_user + 1) and *out (s with those frames), and returns
- * true. The user stack keeps at most max_user frames (the last one goes, flagged truncated).
+ * frames (room for s->n_kernel + max(s->n_user + 1, max_user)) and *out (s with those
+ * frames), and returns true. The user stack keeps at most max_user frames (the last one goes,
+ * flagged truncated). Where s->user holds a copy of the stack (->stack), the whole user stack
+ * is walked by the rules from the leaf's registers instead, as the BPF program walks a listed
+ * process: unless it meets code without rules before the kernel's frame-pointer walk ends.
  */
 bool leaf__fix(struct leaf *l, struct proctab *t, const struct agent_sample *s,
 	       unsigned int max_user, uint64_t *frames, struct agent_sample *out);

@@ -146,7 +146,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct cfi_row);
+	__type(value, struct cfi_rule_ent); /* or struct cfi_page, cfi_rows2: 8 bytes too */
 } cfi_rows SEC(".maps");
 
 /*
@@ -187,7 +187,13 @@ struct {
 	__type(value, struct cfi_counts);
 } cfi_counts SEC(".maps");
 
-static __always_inline int cfi_wanted_now(__u32 tgid)
+/*
+ * Counts a sample of tgid walked by frame pointers in its bucket: the count after it, which
+ * stops at PROFILE_CFI_SNAP_SAMPLES + 1 (0: no count). PROFILE_CFI_WANT_SAMPLES wakes the
+ * reader to list the process; up to PROFILE_CFI_SNAP_SAMPLES the sample carries a copy of the
+ * user stack (snap_fill()).
+ */
+static __always_inline __u32 cfi_count(__u32 tgid)
 {
 	__u32 zero = 0;
 	struct cfi_counts *c = bpf_map_lookup_elem(&cfi_counts, &zero);
@@ -196,11 +202,28 @@ static __always_inline int cfi_wanted_now(__u32 tgid)
 	if (!c)
 		return 0;
 	n = &c->n[tgid % PROFILE_CFI_MAYBE_BITS];
-	if (*n >= PROFILE_CFI_WANT_SAMPLES)
-		return 0;
-	*n += 1; /* racy between CPUs: at worst a wake-up more or less */
-	return *n == PROFILE_CFI_WANT_SAMPLES;
+	if (*n > PROFILE_CFI_SNAP_SAMPLES)
+		return *n;
+	*n += 1; /* racy between CPUs: at worst a wake-up or a copy more or less */
+	return *n;
 }
+
+/*
+ * A record with a copy of the user stack (PROFILE_F_STACK): the sample's header and frames
+ * copied from the scratch slot, the stack words after them. Its own per-CPU value: the scratch
+ * slot with the walk cache is near the 32 KiB a per-CPU value may have.
+ */
+struct snap_buf {
+	struct profile_event e;
+	__u64 stack[PROFILE_STACK_BYTES / 8];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct snap_buf);
+} snaps SEC(".maps");
 
 /*
  * The walker, which tail-calls itself every PROFILE_CFI_FRAMES frames (slot 0), and the
@@ -618,15 +641,30 @@ static __always_inline const struct cfi_mapping *cfi_mapping_of(const struct cfi
 }
 
 /*
+ * Row r's offset into its page (half 0) or its rule's index (half 1) from the entry that
+ * holds it (struct cfi_rows2, read as one word): by shifts, not by an index into the entry,
+ * which would make the verifier track each step's row exactly (and the walker's paths
+ * multiply past its limit).
+ */
+static __always_inline __u32 cfi_row_field(const struct cfi_rows2 *at, __u32 r, int half)
+{
+	__u64 v = *(const __u64 *)at;
+
+	return (v >> (32 * half + 16 * (r & 1))) & 0xffff;
+}
+
+/*
  * The rule in effect at pc in m's rows, or NULL: its page's own when no row starts in the page
  * after it (most pages), else a fixed PROFILE_CFI_PAGE_STEPS-step search among those that do
- * (steps beyond them are skipped).
+ * (steps beyond them are skipped) by their offsets into the page, and the rule of the row
+ * found by its index, among the array's first entries.
  */
-static __always_inline const struct cfi_row *cfi_row_of(const struct cfi_mapping *m, __u64 pc)
+static __always_inline const struct cfi_rule *cfi_rule_of(const struct cfi_mapping *m, __u64 pc)
 {
 	__u64 rel = pc - m->base, page;
-	__u32 key, row, more, lo = 0;
-	const struct cfi_row *r, *at;
+	__u32 key, row, more, in, r, lo = 0;
+	const struct cfi_page *pg;
+	const struct cfi_rows2 *at;
 
 	if (rel >> 32)
 		return 0; /* below the first row, or far beyond */
@@ -634,27 +672,36 @@ static __always_inline const struct cfi_row *cfi_row_of(const struct cfi_mapping
 	if (page >= m->pages)
 		return 0; /* beyond the last row, which ends the last FDE: no rule */
 	key = m->first + (__u32)page;
-	/* a page entry has a row's layout: its rule where a row has its own */
-	r = bpf_map_lookup_elem(&cfi_rows, &key);
-	if (!r)
+	pg = bpf_map_lookup_elem(&cfi_rows, &key);
+	if (!pg)
 		return 0;
-	more = ((const struct cfi_page *)r)->row_n >> CFI_PAGE_ROW_BITS;
+	more = pg->row_n >> CFI_PAGE_ROW_BITS;
 	if (!more)
-		return r;
-	row = m->first + m->pages +
-	      (((const struct cfi_page *)r)->row_n & ((1u << CFI_PAGE_ROW_BITS) - 1));
+		return &pg->rule;
+	in = (__u32)rel & ((1u << (m->shift & 31)) - 1); /* pc's offset into its page */
+	row = pg->row_n & ((1u << CFI_PAGE_ROW_BITS) - 1);
 #pragma unroll
 	for (int b = PROFILE_CFI_PAGE_STEPS - 1; b >= 0; b--) {
 		__u32 i = lo + (1u << b);
 
 		if (i <= more) {
-			key = row + i;
+			r = row + i;
+			key = m->first + m->pages + (r >> 1);
 			at = bpf_map_lookup_elem(&cfi_rows, &key);
-			if (at && at->pc <= rel)
+			if (at && cfi_row_field(at, r, 0) <= in)
 				lo = i;
 		}
 	}
-	key = row + lo;
+	/*
+	 * the row found (the page's first when none after it is at or before pc): no branch on
+	 * lo, whose every value would then be a path of its own to the verifier
+	 */
+	r = row + lo;
+	key = m->first + m->pages + (r >> 1);
+	at = bpf_map_lookup_elem(&cfi_rows, &key);
+	if (!at)
+		return 0;
+	key = cfi_row_field(at, r, 1);
 	return bpf_map_lookup_elem(&cfi_rows, &key);
 }
 
@@ -825,7 +872,7 @@ static __always_inline int cfi_frame(struct scratch *s, const struct cfi_proc *p
 	struct cfi_state *u = &s->u;
 	__u32 at = u->nk + u->nu;
 	const struct cfi_mapping *m;
-	const struct cfi_row *r;
+	const struct cfi_rule *r;
 	struct cfi_cframe *cf = 0;
 	__u64 look, cfa, w[2];
 	int first = u->nu == 0, type, off8, fp8, ra8;
@@ -846,13 +893,15 @@ static __always_inline int cfi_frame(struct scratch *s, const struct cfi_proc *p
 	m = cfi_mapping_of(p, look, &u->last_m);
 	if (!m)
 		return CFI_END_NO_MAPPING;
+	if (m->shift & CFI_MAP_NO_ROWS)
+		return CFI_END_NO_RULE; /* its table did not fit: this file's frames are lost */
 	if (m->pages == 0) { /* no table: the frame-pointer record */
 		type = CFI_CFA_FP;
 		off8 = 2;
 		fp8 = -2;
 		ra8 = -1;
 	} else {
-		r = cfi_row_of(m, look);
+		r = cfi_rule_of(m, look);
 		if (!r)
 			return CFI_END_NO_RULE;
 		type = r->cfa & 3;
@@ -1283,30 +1332,116 @@ static __always_inline __u32 cfi_tail_some(void *ctx, struct scratch *s, int leg
  * pointers while CFI is on: each sample that waits in the ring meanwhile, before its tables
  * are loaded, has only its frame-pointer stack).
  */
-static __always_inline void send_rb(struct scratch *s, __u32 size, int wake_new, int wake)
+static __always_inline void send_rb_rec(const void *rec, __u32 size, __u32 max, __u32 tgid,
+					__u64 now, int wake_new, int wake)
 {
 	__u64 flags = BPF_RB_FORCE_WAKEUP;
 
 	barrier_var(size); /* clang may know the bound below; the verifier must see it */
-	if (size > sizeof(s->e))
+	if (size > max)
 		return; /* cannot happen; tells the verifier the bound */
 	if (cfi_enabled)
-		wake = wake_rate(wake, s->e.time_ns); /* a wake-up for tables, rate-limited too */
-	if (wakeup_bytes && !wake && !(wake_new && wake_for_new_process(s->e.tgid, s->e.time_ns)) &&
+		wake = wake_rate(wake, now); /* a wake-up for tables, rate-limited too */
+	if (wakeup_bytes && !wake && !(wake_new && wake_for_new_process(tgid, now)) &&
 	    bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) + size < wakeup_bytes)
 		flags = BPF_RB_NO_WAKEUP;
-	if (bpf_ringbuf_output(&events, &s->e, size, flags))
+	if (bpf_ringbuf_output(&events, (void *)rec, size, flags))
+		count_drop();
+}
+
+static __always_inline void send_rb(struct scratch *s, __u32 size, int wake_new, int wake)
+{
+	send_rb_rec(&s->e, size, sizeof(s->e), s->e.tgid, s->e.time_ns, wake_new, wake);
+}
+
+static __always_inline void send_pb_rec(struct bpf_perf_event_data *ctx, const void *rec,
+					__u32 size, __u32 max)
+{
+	barrier_var(size);
+	if (size > max)
+		return;
+	if (bpf_perf_event_output(ctx, &pb_events, BPF_F_CURRENT_CPU, (void *)rec, size))
 		count_drop();
 }
 
 static __always_inline void send_pb(struct bpf_perf_event_data *ctx, struct scratch *s,
 				    __u32 size)
 {
+	send_pb_rec(ctx, &s->e, size, sizeof(s->e));
+}
+
+/*
+ * s's record (size bytes, its user stack walked by frame pointers) with a copy of the user
+ * stack, in this CPU's snaps buffer (*out): from the stack pointer to its page's end, and the
+ * next pages where they are mapped, PROFILE_STACK_BYTES at most (a read past the stack's top
+ * fails: the copy ends there).
+ * Returns the record's bytes, or 0: no user registers, or not those the kernel's walk started
+ * from (the record goes as it is).
+ */
+static __always_inline __u32 snap_fill(struct bpf_perf_event_data *ctx, struct scratch *s,
+				       __u32 size, int legacy, struct snap_buf **out)
+{
+	__u32 zero = 0, nk = s->e.n_kernel;
+	struct snap_buf *b = bpf_map_lookup_elem(&snaps, &zero);
+	struct cfi_state *u = &s->u;
+	__u64 len, got;
+	char *dst;
+
+	if (!b || !s->e.n_user || nk >= PROFILE_MAX_DEPTH || !cfi_regs(ctx, u, legacy))
+		return 0;
+	if (s->e.frames[nk] != u->pc || (u->sp & 7))
+		return 0;
 	barrier_var(size);
-	if (size > sizeof(s->e))
-		return;
-	if (bpf_perf_event_output(ctx, &pb_events, BPF_F_CURRENT_CPU, &s->e, size))
-		count_drop();
+	if (size < PROFILE_EVENT_HDR || size > sizeof(b->e))
+		return 0;
+	if (legacy ? bpf_probe_read(&b->e, size, &s->e) : bpf_probe_read_kernel(&b->e, size, &s->e))
+		return 0;
+	dst = (char *)&b->e + size;
+	len = 4096 - (u->sp & 4095);
+	barrier_var(len);
+	if (len < 8 || len > 4096 || read_user(dst, len, u->sp, legacy))
+		return 0;
+	got = len;
+	/* page by page: a read past the stack's top fails (short programs: a page or two) */
+#pragma unroll
+	for (int i = 0; i < PROFILE_STACK_BYTES / 4096 - 1; i++) {
+		if (got != len + 4096 * i || read_user(dst + len + 4096 * i, 4096, u->sp + got, legacy))
+			break;
+		got += 4096;
+	}
+	b->e.flags |= PROFILE_F_STACK;
+	b->e.user_sp = u->sp;
+	b->e.user_fp = u->fp;
+	b->e.user_lr = u->lr;
+	b->e.n_leaf_words = got / 8;
+	*out = b;
+	return size + got;
+}
+
+/*
+ * A sample of a process not walked by tables: counted for its listing, and sent with a copy
+ * of its user stack while it is among its first ones (whole from the first sample: the agent
+ * walks the copy), else as the kernel's walk left it.
+ */
+static __always_inline void send_unlisted(struct bpf_perf_event_data *ctx, struct scratch *s,
+					  __u32 size, int legacy)
+{
+	__u32 n = cfi_enabled && s->e.n_user ? cfi_count(s->e.tgid) : 0, snap = 0;
+	struct snap_buf *b = 0;
+
+	if (n && n <= PROFILE_CFI_SNAP_SAMPLES)
+		snap = snap_fill(ctx, s, size, legacy, &b);
+	if (legacy) {
+		if (snap && b)
+			send_pb_rec(ctx, b, snap, sizeof(*b));
+		else
+			send_pb(ctx, s, size);
+	} else if (snap && b) {
+		send_rb_rec(b, snap, sizeof(*b), s->e.tgid, s->e.time_ns, wake_new_procs,
+			    n == PROFILE_CFI_WANT_SAMPLES);
+	} else {
+		send_rb(s, size, wake_new_procs, n == PROFILE_CFI_WANT_SAMPLES);
+	}
 }
 
 /* The sample up to its user stack: the scratch slot, or NULL when it is not wanted. */
@@ -1344,8 +1479,7 @@ int do_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	if (by_cfi)
 		bpf_tail_call(ctx, &cfi_progs, 0); /* returns only if it failed */
-	send_rb(s, fill_user(ctx, s, nk, 0), wake_new_procs,
-		cfi_enabled && s->e.n_user && cfi_wanted_now(s->e.tgid));
+	send_unlisted(ctx, s, fill_user(ctx, s, nk, 0), 0);
 	return 0;
 }
 
@@ -1389,7 +1523,7 @@ int do_sample_pb(struct bpf_perf_event_data *ctx)
 		return 0;
 	if (by_cfi)
 		bpf_tail_call(ctx, &cfi_progs, 0);
-	send_pb(ctx, s, fill_user(ctx, s, nk, 1));
+	send_unlisted(ctx, s, fill_user(ctx, s, nk, 1), 1);
 	return 0;
 }
 

@@ -46,6 +46,12 @@
  * blocked call of at least CONFIG_BPF_OFFCPU_MIN_US: 512 bytes more is not a CPU sample's cost.
  */
 #define PROFILE_OFFCPU_WORDS (PROFILE_MAX_DEPTH < 64 ? PROFILE_MAX_DEPTH : 64) /* fits after */
+/*
+ * A process not (yet) walked by tables: n_leaf_words words of its user stack from user_sp
+ * follow the frames (not in leaf_words), user_fp is its frame pointer (x86_64 too), and the
+ * agent walks them by the files' .eh_frame (bpf/leaf.c): whole from a process's first sample.
+ */
+#define PROFILE_F_STACK      0x200
 
 /*
  * Off-CPU (bpf/README.md): a thread that blocks (sched_switch, prev_state not running) gets its
@@ -115,27 +121,44 @@ struct profile_event {
 #endif
 
 /*
- * A row: from pc (the offset from the file's first row; up to the next row) the CFA is the
- * stack pointer or the frame pointer plus 8 * off8 (cfa & 3: CFI_CFA_*, cfa >> 2: off8); the
- * caller's frame pointer and return address were saved at CFA + 8 * fp_off8 / ra_off8 (0: not
- * saved: the frame pointer is unchanged; the return address is in the link register, aarch64).
+ * A rule: the CFA is the stack pointer or the frame pointer plus 8 * off8 (cfa & 3: CFI_CFA_*,
+ * cfa >> 2: off8); the caller's frame pointer and return address were saved at CFA + 8 *
+ * fp_off8 / ra_off8 (0: not saved: the frame pointer is unchanged; the return address is in
+ * the link register, aarch64).
  */
-struct cfi_row {
-	__u32 pc;
+struct cfi_rule {
 	__u16 cfa;
 	__s8 fp_off8, ra_off8;
 };
 
 /*
- * A page of a file's code (1 << shift bytes, from its first row), in the same array just
- * before the file's rows: the rule in effect at the page's start (a row's, pc aside), and in
- * row_n that row's index (the low 24 bits) and how many rows after it start in the page (the
- * high 8): none, and a pc's rule is the page's own, with no search.
+ * The array's entries are 8 bytes, of three kinds. The first CONFIG_BPF_CFI_RULES entries are
+ * the rules of every file, each once (a system has a few thousand distinct ones: libcrypto
+ * 365): struct cfi_rule_ent. Each file then has its page index: a page of its code (1 << shift
+ * bytes, from its first row) has an entry (struct cfi_page) with the rule in effect at its
+ * start, and in row_n that row's index (the low 24 bits) and how many rows
+ * after it start in the page (the high 8): none, and a pc's rule is the page's own, with no
+ * search. Its rows follow, two an entry (struct cfi_rows2).
  */
+struct cfi_rule_ent {
+	struct cfi_rule rule;
+	__u32 pad;
+};
+
 struct cfi_page {
+	struct cfi_rule rule; /* first: a pointer to it is the entry's (no arithmetic on a maybe-NULL) */
 	__u32 row_n;
-	__u16 cfa;
-	__s8 fp_off8, ra_off8;
+};
+
+/*
+ * Rows 2k (in [0]) and 2k + 1 (in [1]) of a file: from the pc at off bytes into its page, up
+ * to the next row, rule (an index among the rules) holds. 4 bytes a row (8 before: the pc from
+ * the file's first row and the rule itself): libcrypto's rows and index take 83 695 entries
+ * (126 659 before), node's 403 573 (589 509).
+ */
+struct cfi_rows2 {
+	__u16 off[2];
+	__u16 rule[2];
 };
 #define CFI_PAGE_ROW_BITS 24
 
@@ -149,9 +172,12 @@ struct cfi_page {
 /*
  * One code mapping, [start, start + len): pc - base is the offset of pc from its file's first
  * row; the file's page index is cfi_rows[first .. first + pages), its rows follow. pages 0:
- * the file has no table, frames are walked by the frame pointer there. 32 bytes: the program
- * indexes an array of them (a power of two keeps the verifier's bounds exact).
+ * the file has no table, frames are walked by the frame pointer there; with CFI_MAP_NO_ROWS
+ * in shift, its table is too big for the array: the walk ends there (that file's frames are
+ * lost, not the process's other files'). 32 bytes: the program indexes an array of them (a
+ * power of two keeps the verifier's bounds exact).
  */
+#define CFI_MAP_NO_ROWS 0x100
 struct cfi_mapping {
 	__u64 start, base;
 	__u32 len, first, pages, shift;
@@ -182,6 +208,16 @@ struct cfi_maybe {
  * program counts them per tgid bucket (cfi_counts) and wakes the reader at this one.
  */
 #define PROFILE_CFI_WANT_SAMPLES 4
+/*
+ * Samples of a process not walked by tables that carry a copy of the user stack (the same
+ * per-tgid-bucket count, which saturates here): its first ones, while its tables are built,
+ * and as many again every time the counts are cleared. A copy goes from the stack pointer to
+ * the stack's top, PROFILE_STACK_BYTES at most (12-16 KiB: the stack pointer's page and three
+ * more; perf's dwarf mode copies 8 KiB by default): a short program's stack is a page or two,
+ * a bash subshell's 45 frames need more than 8 KiB.
+ */
+#define PROFILE_CFI_SNAP_SAMPLES 16
+#define PROFILE_STACK_BYTES 16384
 struct cfi_counts {
 	__u8 n[PROFILE_CFI_MAYBE_BITS];
 };

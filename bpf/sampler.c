@@ -743,7 +743,17 @@ static int on_event(void *ctx, void *data, size_t size)
 	as.weight_ns = e->period ? e->period : NSEC_PER_SEC / s->hz;
 	if (e->flags & PROFILE_F_OFFCPU)
 		as.flags |= SAMPLE_F_OFFCPU | SAMPLE_F_NOCPU;
-	if (nu && (e->flags & PROFILE_F_USER_REGS)) {
+	if (nu && (e->flags & PROFILE_F_STACK)) {
+		/* a copy of the stack after the frames: as many words as the record holds */
+		size_t at = PROFILE_EVENT_HDR + (nk + nu) * sizeof(uint64_t);
+		size_t n = (size - at) / sizeof(uint64_t);
+
+		uc = (struct sample_user_context){
+			.sp = e->user_sp, .lr = e->user_lr, .fp = e->user_fp, .stack = true,
+			.words = (const uint64_t *)e->frames + nk + nu,
+			.n_words = (unsigned int)(n < e->n_leaf_words ? n : e->n_leaf_words)};
+		as.user = &uc;
+	} else if (nu && (e->flags & PROFILE_F_USER_REGS)) {
 		uc = (struct sample_user_context){
 			.sp = e->user_sp, .lr = e->user_lr, .fp = e->user_fp,
 			.words = (const uint64_t *)e->leaf_words,

@@ -40,6 +40,15 @@ static uint64_t mix(uint64_t h, uint64_t v)
 	return h * 0xff51afd7ed558ccdull;
 }
 
+size_t aggregate__entries_for(unsigned long hz, unsigned long cpus, unsigned long seconds)
+{
+	uint64_t n = (uint64_t)hz * (cpus ? cpus : 1) * seconds;
+
+	if (n < CONFIG_STACK_TABLE_ENTRIES)
+		return CONFIG_STACK_TABLE_ENTRIES;
+	return n > (1u << 20) ? 1u << 20 : (size_t)n;
+}
+
 struct aggregate *aggregate__new(const struct agg_opts *opts)
 {
 	struct aggregate *a = calloc(1, sizeof(*a));

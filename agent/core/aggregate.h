@@ -36,6 +36,14 @@ struct agg_stats {
 
 struct aggregate;
 
+/*
+ * Entries for a round of seconds at hz samples a CPU-second on cpus CPUs: as many as the CPU
+ * samples it can take (each adds one entry at most), so that no short process's stack is
+ * dropped for want of room, and CONFIG_STACK_TABLE_ENTRIES at least; at most 2^20. The table's
+ * memory is touched only as it fills (an entry ~60 bytes and its frames).
+ */
+size_t aggregate__entries_for(unsigned long hz, unsigned long cpus, unsigned long seconds);
+
 struct aggregate *aggregate__new(const struct agg_opts *opts);
 void aggregate__free(struct aggregate *a); /* NULL-safe */
 

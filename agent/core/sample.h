@@ -6,6 +6,7 @@
 #ifndef EDGEPROF_AGENT_SAMPLE_H
 #define EDGEPROF_AGENT_SAMPLE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define SAMPLE_MAX_LABELS 8
@@ -21,9 +22,11 @@ struct sample_label {
  */
 struct sample_user_context {
 	uint64_t sp, lr;	/* lr: aarch64's link register, else 0 */
-	uint64_t fp;		/* aarch64's frame pointer (x29), else 0: none looked at */
+	uint64_t fp;		/* aarch64's frame pointer (x29), else 0: none looked at; with
+				 * stack, the frame pointer register on every architecture */
 	unsigned int n_words;
 	const uint64_t *words;	/* words[i] was at sp + 8 i */
+	bool stack;		/* words are a copy of the stack (KiBs): walk it whole */
 };
 
 struct agent_sample {

@@ -74,6 +74,10 @@ static const struct stat_field leaf_stat_fields[] = {
 	BPF_STAT(leaf.tables_mapped, "leaf_tables"),
 	BPF_STAT(leaf.tables_evicted, "leaf_tables_evicted"),
 	BPF_STAT(leaf.rule_misses, "leaf_rule_misses"),
+	BPF_STAT(leaf.copies, "stack_copies"),
+	BPF_STAT(leaf.copies_whole, "stack_copies_whole"),
+	BPF_STAT(leaf.copies_cut, "stack_copies_cut"),
+	BPF_STAT(leaf.copies_left, "stack_copies_left"),
 };
 
 /* Where new processes' maps came from (bpf/mmapev.h). */
@@ -115,6 +119,7 @@ static const struct stat_field cfi_stat_fields[] = {
 	BPF_STAT_MS(st.cfi.load_ns, "cfi_load_ms"),
 	BPF_STAT(st.cfi.cached, "cfi_cached"),
 	BPF_STAT(st.cfi.cache_changed, "cfi_cache_changed"),
+	BPF_STAT(st.cfi.partial, "cfi_partial"),
 };
 
 /* What the off-CPU profile misses (since the agent started): the threshold's, the ring's. */

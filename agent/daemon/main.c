@@ -70,7 +70,7 @@ static const struct opt_desc opt_descs[] = {
     {"bpf-service", 1, "service name of the BPF sampler's system-wide profile"},
     {"bpf-ringbuf-kb", 1, "BPF ring buffer size"},
     {"no-kernel-stacks", 0, "BPF: user stacks only"},
-    {"stack-entries", 1, "unique stacks per service and round"},
+    {"stack-entries", 1, "unique stacks per service and round (default: a round's samples)"},
     {"max-procs", 1, "processes whose mappings are cached"},
     {"no-symbolize", 0, "do not name functions on the device (build-ids and addresses only)"},
     /* the features' own, where they are built in (their headers: none when off) */
@@ -299,6 +299,10 @@ static int parse_args(struct config *c, int argc, char **argv)
 			c->round_s, c->period_s);
 		return -EINVAL;
 	}
+	if (!c->stack_entries) /* not given: room for every sample a round can take */
+		c->stack_entries = aggregate__entries_for(
+		    c->hz, (unsigned long)sysconf(_SC_NPROCESSORS_ONLN),
+		    c->once ? c->seconds : c->round_s);
 	return 0;
 }
 
@@ -417,7 +421,7 @@ int main(int argc, char **argv)
 	    .period_s = CONFIG_PERIOD_SECONDS,
 	    .jitter_pct = CONFIG_JITTER_PERCENT,
 	    .seconds = CONFIG_ROUND_SECONDS,
-	    .stack_entries = CONFIG_STACK_TABLE_ENTRIES,
+	    .stack_entries = 0, /* from the rate and the round (parse_args) */
 	    .max_procs = CONFIG_PROC_CACHE_ENTRIES,
 	    .registry = "/dev/shm/edgeprof",
 	    .sampler = "auto",

@@ -162,10 +162,76 @@ static void busier_process_takes_the_room_soon_and_keeps_it(void **state)
 	cfitab__free(c);
 }
 
+/* The ELF machine of path (0: unreadable). */
+static unsigned int elf_machine(const char *path)
+{
+	unsigned char h[20] = {0};
+	FILE *f = fopen(path, "rb");
+
+	if (f) {
+		if (fread(h, 1, sizeof(h), f) != sizeof(h))
+			h[18] = h[19] = 0;
+		fclose(f);
+	}
+	return h[18] | h[19] << 8u;
+}
+
+/*
+ * Debian's openssl at its 4th sample against a rows array of max_rows; skips without it, or
+ * where it is not this build's architecture (an ARM build's tests under qemu-user).
+ */
+static struct cfitab *openssl_listed(unsigned int max_rows, struct cfitab_stats *st)
+{
+	char *argv[] = {"/usr/bin/openssl", "dgst", "-sha256", NULL}; /* waits on stdin */
+	struct cfitab *c;
+
+	if (access(argv[0], X_OK) || elf_machine(argv[0]) != elf_machine("/proc/self/exe"))
+		skip();
+	children[0] = start(argv, "openssl");
+	c = cfitab__new(-1, false, -1, -1, -1, max_rows, 16, 64);
+	assert_non_null(c);
+	want(c, children[0], "openssl", 4);
+	cfitab__stats(c, st);
+	if (st->fp_built) {
+		cfitab__free(c);
+		skip();
+	}
+	return c;
+}
+
+/*
+ * libcrypto.so.3 (85 929 rows) in the default array: its 126 659 entries were over a file's
+ * quarter (98 304), and openssl, or any program linked to it, was never listed (issue 35).
+ */
+static void libcrypto_fits_the_default_array(void **state)
+{
+	struct cfitab_stats st;
+	struct cfitab *c = openssl_listed(CONFIG_BPF_CFI_ROWS, &st);
+
+	assert_int_equal(st.procs, 1);
+	assert_int_equal(st.partial, 0);
+	assert_int_equal(st.files_unfit, 0);
+	cfitab__free(c);
+}
+
+/* A file too big for the array costs its own frames: the process is listed without it. */
+static void too_big_a_file_costs_its_frames_only(void **state)
+{
+	struct cfitab_stats st;
+	struct cfitab *c = openssl_listed(1u << 16, &st); /* a file may take 32 Ki entries */
+
+	assert_int_equal(st.procs, 1);
+	assert_int_equal(st.partial, 1);
+	assert_true(st.files_unfit >= 1);
+	cfitab__free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(busier_process_takes_the_room_soon_and_keeps_it, stop_children),
+	    cmocka_unit_test_teardown(libcrypto_fits_the_default_array, stop_children),
+	    cmocka_unit_test_teardown(too_big_a_file_costs_its_frames_only, stop_children),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
