@@ -89,6 +89,22 @@ static void metric_scrape(struct sbuf *b, const struct server_metrics *m)
 		      scrape_fail_names, m->scrape_failed, SCRAPE_FAIL__N);
 }
 
+/* The upload memory budget (store/server/mem-budget.h). */
+static void metric_mem(struct sbuf *b, const struct mem_budget *mb)
+{
+	metric(b, "decode_memory_bytes", "gauge",
+	       "Memory held by uploads' bodies and decodes now, as asked of the budget "
+	       "(--decode-mem).",
+	       (uint64_t)mb->used);
+	metric(b, "decode_memory_peak_bytes", "gauge",
+	       "The most memory uploads held at once since the start.", (uint64_t)mb->peak);
+	metric(b, "decode_memory_limit_bytes", "gauge", "--decode-mem.", (uint64_t)mb->limit);
+	metric_family(b, "decode_memory_refused_total",
+		      "Uploads refused for memory: over --request-mem (413), or the budget "
+		      "momentarily full (503).", "budget", mem_refusal_names, mb->refused,
+		      MEM_REFUSED__N);
+}
+
 void api_metrics(struct api_ctx *a)
 {
 	const struct server_metrics *m = a->metrics;
@@ -128,6 +144,7 @@ void api_metrics(struct api_ctx *a)
 	metric(&b, "connections_evicted_total", "counter",
 	       "Unauthenticated connections closed to make room (--max-handshakes).",
 	       m->conns_evicted);
+	metric_mem(&b, &m->mem);
 	metric_rules(&b, a->store);
 	api_json(a, &b);
 	a->ans.content_type = "text/plain; version=0.0.4";

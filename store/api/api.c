@@ -84,6 +84,7 @@ void sbuf_free(struct sbuf *b)
 
 void api_reset(struct api_ctx *a)
 {
+	mem_charge__release(&a->mem);
 	server_answer__reset(&a->ans);
 }
 
@@ -321,10 +322,13 @@ int api_read_profile(struct api_ctx *a, const void *body, size_t len, bool folde
 {
 	struct pprof_read_limits lim = { .max_input = a->max_body,
 					 .max_decoded = API_MAX_DECODED,
-					 .merge_samples = merge };
+					 .merge_samples = merge,
+					 .reserve = mem_charge__reserve,
+					 .reserve_ctx = &a->mem };
 	char err[256] = "";
 	int ret;
 
+	mem_charge__mark(&a->mem);
 	if (!len) {
 		api_error(a, 400, REJ_BAD_PROFILE, "empty body: expected a pprof profile%s",
 			  folded_ok ? " or folded text" : "");
@@ -336,6 +340,12 @@ int api_read_profile(struct api_ctx *a, const void *body, size_t len, bool folde
 		ret = pprof_read(body, len, &lim, p, err, sizeof(err));
 	if (ret == -EFBIG) {
 		api_error(a, 413, REJ_TOO_LARGE, "profile refused: %s", err);
+		return ret;
+	}
+	if (ret == -EAGAIN) {
+		api_error(a, 503, REJ_BUSY, "profile not decoded now: %s", err);
+		snprintf(a->ans.extra, sizeof(a->ans.extra), "Retry-After: %u\r\n",
+			 API_RETRY_AFTER_S);
 		return ret;
 	}
 	if (ret) {
@@ -411,6 +421,7 @@ int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, si
 	struct record_meta meta = { 0 };
 	struct pprof_profile *p = NULL;
 	int ret;
+	size_t body_held = a->mem.held;
 
 	a->metrics->received++;
 	a->metrics->bytes_received += len;
@@ -443,6 +454,8 @@ int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, si
 	meta.labels = in->labels;
 	meta.n_labels = in->n_labels;
 	ret = store__ingest(a->store, &meta, body, len, p, seq, dup); /* takes p */
+	/* p is the store's now (bounded by its own queue): the next of an Alloy push may decode */
+	mem_charge__release_to(&a->mem, body_held);
 	if (ret == -EFBIG)
 		api_error(a, 413, REJ_TOO_LARGE, "profile of %zu bytes cannot fit in the ring",
 			  len);
