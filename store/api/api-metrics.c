@@ -105,6 +105,38 @@ static void metric_mem(struct sbuf *b, const struct mem_budget *mb)
 		      MEM_REFUSED__N);
 }
 
+#ifdef CONFIG_COLLECTOR_DUTY
+/* Fleet-wide duty cycling (store/api/duty.h). */
+static void metric_duty(struct sbuf *b, struct duty *d)
+{
+	struct duty_stats st;
+
+	if (!d)
+		return;
+	duty__stats(d, &st);
+	metric(b, "duty_devices", "gauge", "Device certificates tracked by the duty cycler.",
+	       st.devices);
+	metric(b, "duty_groups", "gauge", "Groups of devices (--duty-group-by values).", st.groups);
+	metric(b, "duty_untracked_total", "counter",
+	       "Schedules answered with the agent's default: the device table was full.",
+	       st.untracked);
+	metric(b, "duty_expired_total", "counter",
+	       "Devices forgotten after a few of their periods without uploads.", st.expired);
+	metric(b, "duty_moved_total", "counter",
+	       "Devices whose latest labels put them in another group.", st.moved);
+	metric(b, "duty_profiles_weighed_total", "counter",
+	       "Profiles sampled in a window their device was told: weighed n / k.", st.weighed);
+	metric(b, "duty_profiles_unweighed_total", "counter",
+	       "Profiles from device certificates without a told window: weight 1.",
+	       st.unweighed);
+}
+#else
+static void metric_duty(struct sbuf *b, struct duty *d)
+{
+	(void)b, (void)d;
+}
+#endif
+
 void api_metrics(struct api_ctx *a)
 {
 	const struct server_metrics *m = a->metrics;
@@ -145,6 +177,7 @@ void api_metrics(struct api_ctx *a)
 	       "Unauthenticated connections closed to make room (--max-handshakes).",
 	       m->conns_evicted);
 	metric_mem(&b, &m->mem);
+	metric_duty(&b, a->duty);
 	metric_rules(&b, a->store);
 	api_json(a, &b);
 	a->ans.content_type = "text/plain; version=0.0.4";

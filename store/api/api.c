@@ -374,16 +374,43 @@ int api_read_profile(struct api_ctx *a, const void *body, size_t len, bool folde
  * each of its samples (a stack of 7 samples of count 1 at a weight of 1.5: 10, where weighing
  * them one by one gave 7, for 10.5): closer to the unbiased total, never below the old sum.
  */
-static void duty_weigh(struct api_ctx *a, const struct ingest *in, struct pprof_profile *p)
+static uint64_t duty_weigh(struct api_ctx *a, const struct ingest *in, uint64_t window,
+			   struct pprof_profile *p)
 {
 	uint64_t w;
 
+	if (!a->device || !a->device[0])
+		return 1000; /* no certificate: no device to schedule (plain HTTP, scrapes) */
+	/* the weight first: the schedule below may tell the device a new window */
+	w = duty__weight(a->duty, a->device, window);
 	duty__schedule(a->duty, a->device, in->labels, in->n_labels,
 		       port_clock_real_ns() / NSEC_PER_SEC, &a->sched);
 	a->has_sched = true;
-	w = a->sched.weight_milli;
 	if (w != 1000)
 		pprof_profile__weigh(p, w);
+	return w;
+}
+
+/*
+ * The duty window the profile was sampled in (the agent's duty_window label: unix s /
+ * window), taken out of the labels wherever it comes from: a label per window would be a new
+ * series per window. 0 when absent or not a number.
+ */
+static uint64_t take_duty_window(struct ingest *in)
+{
+	for (size_t i = 0; i < in->n_labels; i++) {
+		char *end;
+		uint64_t w;
+
+		if (strcmp(in->labels[i].key, DUTY_WINDOW_LABEL))
+			continue;
+		w = strtoull(in->labels[i].value, &end, 10);
+		memmove(&in->labels[i], &in->labels[i + 1],
+			(in->n_labels - i - 1) * sizeof(in->labels[0]));
+		in->n_labels--;
+		return *end ? 0 : w;
+	}
+	return 0;
 }
 
 /* The total of the default sample type (pprof's: default_sample_type, else the last). */
@@ -422,6 +449,7 @@ int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, si
 	struct pprof_profile *p = NULL;
 	int ret;
 	size_t body_held = a->mem.held;
+	uint64_t window = take_duty_window(in);
 
 	a->metrics->received++;
 	a->metrics->bytes_received += len;
@@ -442,10 +470,8 @@ int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, si
 	}
 	if (!in->type)
 		in->type = type_from_profile(p);
-	if (a->duty) {
-		duty_weigh(a, in, p);
-		meta.weight_milli = (uint32_t)a->sched.weight_milli;
-	}
+	if (a->duty)
+		meta.weight_milli = (uint32_t)duty_weigh(a, in, window, p);
 	meta.value = profile_total(p);
 	meta.service = in->service;
 	meta.type = in->type;

@@ -150,6 +150,30 @@ hostile() {
 }
 phase hostile-bodies hostile
 
+# 6b. Legal profiles that decode far larger than their bodies (issue 38), eight or sixteen at
+#     once from one certificate: 7,000 samples x 4,096 frames (~840 KB gzipped, 230 MB of
+#     location ids), 8 M one-frame samples (6.6 MB gzipped, 56 MB raw) and 1,000 x 1,024 frames
+#     (~8 MiB decoded: within --request-mem). Before the memory budget: two of the first took
+#     548 MiB, two of the second 977 MiB. Now: 413 over --request-mem, 503 + Retry-After while
+#     the global budget is full, and the phase's peak RSS is asserted below with the others.
+$A deep "$T/deep.gz" 7000 4096 && $A wide "$T/wide.gz" 8000000 && $A deep "$T/mid.gz" 1000 1024 ||
+	fail "making the large profiles"
+# burst FILE N ALLOWED_CODES: N uploads of FILE at once; every answer must be one of ALLOWED.
+burst() {
+	local out
+	out=$($A burst "$S" "$T/pki/ca.crt" "$T/pki/dev-1.crt" "$T/pki/dev-1.key" "$T/$1" "$2")
+	echo "$out"
+	echo "$out" | tail -n 1 | grep -o '[0-9A-Za-z]*:' | tr -d : | grep -vxE "$3" &&
+		fail "$1: an answer outside $3: $out"
+	case $1 in mid.gz) echo "$out" | tail -n 1 | grep -q '200:' || fail "mid.gz: none stored" ;; esac
+}
+phase deep-7000x4096-x8 burst deep.gz 8 '413|503'
+phase wide-8M-samples-x8 burst wide.gz 8 '413|503'
+phase mid-1000x1024-x16 burst mid.gz 16 '200|503'
+curl -s -H "Authorization: Bearer $TOKEN" "$H/metrics" | grep -q \
+	'^edgeprof_collector_decode_memory_refused_total{budget="request"} [1-9]' ||
+	fail "refusals over --request-mem not counted at /metrics"
+
 # 7. zzuf: a few thousand mutated profiles from a valid device (most raw pprof, whose mutations
 #    get past gunzip's CRC into the reader; some gzip).
 mkdir -p "$T/fuzz"
