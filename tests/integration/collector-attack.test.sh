@@ -253,4 +253,51 @@ if grep -a '^edgeprof-collector: warning: x' "$T/collector.log"; then
 fi
 grep -aq $'\x1b' "$T/collector.log" && { echo "FAIL: raw escape byte in the log"; ok=0; }
 [ "$ok" = 1 ] || fail "goals not met"
+
+# 10. Duty cycling under attack (issue 38), on a collector with --duty-percent 5:
+#  a) weights only where a schedule was obeyed: 40 Pyroscope apps (/ingest, plain HTTP) and 20
+#     pushes from a device certificate without a told window, 7 samples each, summed by a
+#     metrics rule: 420, the truth (before: every push weighed n/k, up to 20x);
+#  b) a device is its certificate: 420 uploads of dev-1 with a varying label (nonce=i) in
+#     group version=1 stay one device (before: group_devices 420), and 20 real devices of that
+#     group then see a group of 21 with 1 slot: at most 2 of them told to sample this window
+#     (before: all 20 got the same next window);
+#  c) with --duty-devices 60, the 420 variants took no room: the real devices are tracked.
+kill -9 "$CPID"; wait "$CPID" 2>/dev/null; CPID=; rm -f "$T/ring"
+start_collector --duty-percent 5 --duty-window 3600 --duty-group-by version --duty-devices 60 \
+	--http-listen 127.0.0.1:0 --http-token "$TOKEN" --metrics-rule 'pyro_samples=pyro'
+H=http://127.0.0.1:$HTTP_PORT
+S=https://localhost:$TLS_PORT
+$A pprof "$T/seven.pb.gz" "b'work'" || fail "pprof"
+[ $(( $(date +%s) % 3600 )) -lt 3590 ] || sleep 11 # the windows below are one window
+$A posts "$H" - - - "$T/seven.pb.gz" '/ingest?name=pyro%7Bapp%3D{i}%7D&format=pprof' 40 \
+	"$TOKEN" || fail "pyroscope pushes"
+$A posts "$S" "$T/pki/ca.crt" "$T/pki/dev-1.crt" "$T/pki/dev-1.key" "$T/seven.pb.gz" \
+	'/ingest?name=pyro%7Bapp%3Ddevice-{i}%7D' 20 || fail "device pushes"
+total=$(curl -s -H "Authorization: Bearer $TOKEN" "$H/metrics" |
+	awk '$1 == "pyro_samples_total" {print $2}')
+echo "duty: Pyroscope and unscheduled pushes summed under --duty-percent 5: $total (truth 420)"
+awk -v t="${total:-0}" 'BEGIN { exit !(t >= 420 * 0.97 && t <= 420 * 1.03) }' ||
+	fail "duty weights inflated unscheduled pushes: $total, truth 420"
+out=$($A posts "$S" "$T/pki/ca.crt" "$T/pki/dev-1.crt" "$T/pki/dev-1.key" "$T/seven.pb.gz" \
+	'/api/0/profiles?service=d&type=cpu&labels=version=1,nonce={i}' 420) || fail "nonces: $out"
+echo "duty: one certificate, 420 label variants: $out"
+case $out in *group_devices=1) ;; *) fail "one certificate counted as many devices: $out" ;; esac
+told=0
+for i in $(seq 20); do
+	"$EP" certs device "$T/pki" "gw-$i" >/dev/null || fail "certs gw-$i"
+done
+for i in $(seq 20); do
+	out=$($A posts "$S" "$T/pki/ca.crt" "$T/pki/gw-$i.crt" "$T/pki/gw-$i.key" "$T/seven.pb.gz" \
+		'/api/0/profiles?service=d&type=cpu&labels=version=1' 1) || fail "gw-$i: $out"
+done
+for i in $(seq 20); do # the second round: the group is complete
+	out=$($A posts "$S" "$T/pki/ca.crt" "$T/pki/gw-$i.crt" "$T/pki/gw-$i.key" "$T/seven.pb.gz" \
+		'/api/0/profiles?service=d&type=cpu&labels=version=1' 1) || fail "gw-$i: $out"
+	case $out in *sample=1*) told=$((told + 1)) ;; esac
+done
+echo "duty: 20 real devices after the variants: last $out; $told of 20 told to sample now"
+case $out in *group_devices=21) ;; *) fail "the real devices' group: $out (want 21)" ;; esac
+[ "$told" -le 2 ] || fail "$told of 20 devices told to sample in one window (budget 5 %: 1)"
+[ "$ok" = 1 ] || fail "goals not met"
 echo PASS

@@ -21,6 +21,10 @@
       FRAMES-location table), stacks varied enough that gzip's ratio stays under the reader's
       bomb bound (issue 38: 7,000 x 4,096 is 426 KB gzipped and decodes to 230 MB).
   wide OUT SAMPLES  a legal gzip pprof of SAMPLES one-frame samples with varied values.
+  posts URL CA CERT KEY FILE PATH N [TOKEN]  N POSTs of FILE to PATH ("{i}" replaced by the
+      number of the post) on one keep-alive connection (mTLS, or with CA "-" plain HTTP with
+      the bearer TOKEN); prints "sent=N codes={...} sample=S group_devices=G": how many
+      answers told the device to sample, and the last answer's group size.
   burst URL CA CERT KEY FILE N  N uploads of FILE at once, each on its own mTLS connection;
       prints the first answer of each code, then "sent=N codes={...}".
 """
@@ -303,6 +307,40 @@ def wide(out, samples):
     open(out, "wb").write(gzip.compress(_tables(1) + bytes(rec), 6))
 
 
+def posts(url, ca, cert, key, path, target, n, token=None):
+    import re
+    body = open(path, "rb").read()
+    host, port = url.split("//", 1)[1].rsplit(":", 1)
+    ctx = None
+    if ca != "-":
+        ctx = ssl.create_default_context(cafile=ca)
+        ctx.load_cert_chain(cert, key)
+    codes, sample, group = {}, 0, -1
+    c = None
+    for i in range(n):
+        try:
+            if c is None:
+                c = (http.client.HTTPSConnection(host, int(port), context=ctx, timeout=10)
+                     if ctx else http.client.HTTPConnection(host, int(port), timeout=10))
+            hdr = {"Authorization": "Bearer " + token} if token else {}
+            c.request("POST", target.replace("{i}", str(i)), body, hdr)
+            r = c.getresponse()
+            text = r.read().decode(errors="replace")
+            code = r.status
+            sample += '"sample":true' in text
+            m = re.search(r'"group_devices":(\d+)', text)
+            group = int(m.group(1)) if m else group
+            if r.getheader("Connection", "").lower() == "close":
+                c.close()
+                c = None
+        except Exception as e:
+            code = type(e).__name__
+            c = None
+        codes[code] = codes.get(code, 0) + 1
+    print("sent=%d codes=%s sample=%d group_devices=%d" % (n, codes, sample, group))
+    return codes
+
+
 def burst(url, ca, cert, key, path, n):
     import threading
     body = open(path, "rb").read()
@@ -365,6 +403,10 @@ if __name__ == "__main__":
         deep(a[1], int(a[2]), int(a[3]))
     elif a[0] == "wide":
         wide(a[1], int(a[2]))
+    elif a[0] == "posts":
+        codes = posts(a[1], a[2], a[3], a[4], a[5], a[6], int(a[7]),
+                      a[8] if len(a) > 8 else None)
+        sys.exit(0 if set(codes) == {200} else 1)
     elif a[0] == "burst":
         burst(a[1], a[2], a[3], a[4], a[5], int(a[6]))
     elif a[0] == "flood":
