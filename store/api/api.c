@@ -899,9 +899,19 @@ static void api_version(struct api_ctx *a)
 	api_json(a, &b);
 }
 
+/* 200 "ok" while uploads are taken (with the backend's state when it has one), else 503. */
 static void api_healthz(struct api_ctx *a)
 {
-	api_set_body(a, 200, "text/plain", "ok\n", 3, true);
+	char line[512];
+	bool up = store__health(a->store, line, sizeof(line));
+	struct sbuf b = { 0 };
+
+	if (!line[0])
+		return api_set_body(a, 200, "text/plain", "ok\n", 3, true);
+	sbuf_printf(&b, "%s\n%s\n", up ? "ok" : "unavailable", line);
+	if (b.oom)
+		return api_error(a, 500, REJ_STORE, "out of memory");
+	api_set_body(a, up ? 200 : 503, "text/plain", b.p, b.len, false);
 }
 
 static void api_ui(struct api_ctx *a)
