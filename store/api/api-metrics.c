@@ -151,6 +151,9 @@ void api_metrics(struct api_ctx *a)
 	       m->duplicates);
 	metric(&b, "received_bytes_total", "counter", "Profile bytes received.",
 	       m->bytes_received);
+	metric(&b, "profile_time_ahead_total", "counter",
+	       "Profiles dated more than an hour ahead of the collector's clock: stored at receive "
+	       "time, labelled clock=ahead.", m->time_clamped);
 	metric_family(&b, "requests_rejected_total", "Requests refused, by reason.", "reason",
 		      reject_reason_names, m->rejected, REJ__N);
 	store__metrics(a->store, STORE_METRICS_BACKEND, metric_store, &b);

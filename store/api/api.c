@@ -26,6 +26,7 @@
 #define API_LIST_MAX	 100000
 #define API_MAX_IDS	 1000
 #define API_PARAM_MAX	 8192
+#define API_FUTURE_S	 3600		/* a device's clock may be this far ahead */
 #define API_RETRY_AFTER_S 5		/* a full store queue: about a batch's time to go in */
 
 /* ---- output helpers ------------------------------------------------------------------------ */
@@ -442,6 +443,23 @@ static void api_full(struct api_ctx *a, int ret)
 	snprintf(a->ans.extra, sizeof(a->ans.extra), "Retry-After: %u\r\n", API_RETRY_AFTER_S);
 }
 
+/*
+ * A time from the device (its profile's time_nanos, created_at, Pyroscope's from) more than
+ * API_FUTURE_S ahead of the collector's clock is placed at receive time, labelled clock=ahead
+ * and counted: a year-2262 profile would sit in a partition no retention ever drops, and in
+ * front of every "latest" query. Past times stay (devices spool for days; imports).
+ */
+static void clamp_future(struct api_ctx *a, struct ingest *in, struct record_meta *meta)
+{
+	uint64_t now = port_clock_real_ns();
+
+	if (meta->time_ns <= now + (uint64_t)API_FUTURE_S * NSEC_PER_SEC)
+		return;
+	meta->time_ns = now;
+	ingest_set_label(in, "clock", "ahead");
+	a->metrics->time_clamped++;
+}
+
 int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, size_t len,
 		      uint64_t *seq, bool *dup, int64_t *time_ns)
 {
@@ -468,6 +486,7 @@ int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, si
 			ingest_set_label(in, "clock", "unset");
 		}
 	}
+	clamp_future(a, in, &meta);
 	if (!in->type)
 		in->type = type_from_profile(p);
 	if (a->duty)

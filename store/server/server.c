@@ -467,11 +467,24 @@ static void conn_unauthorized(struct conn *c, struct server_answer *an)
 	snprintf(an->extra, sizeof(an->extra), "WWW-Authenticate: Bearer realm=\"edgeprof\"\r\n");
 }
 
+/*
+ * Defence in depth for the UI (names in profiles come from devices): no content sniffing on
+ * any answer; pages run only this origin's scripts and are never framed.
+ */
+#define HDR_NOSNIFF "X-Content-Type-Options: nosniff\r\n"
+#define HDR_CSP	"Content-Security-Policy: default-src 'self'; img-src 'self' data:; " \
+		"style-src 'self' 'unsafe-inline'; base-uri 'none'; form-action 'self'; " \
+		"frame-ancestors 'none'\r\nX-Frame-Options: DENY\r\n"
+
 static void conn_answer(struct conn *c, struct server_answer *an, bool keep_alive)
 {
-	int ret = http_write_response(&c->stream, an->status, an->content_type,
-				      an->extra[0] ? an->extra : NULL, an->body, an->body_len,
-				      keep_alive);
+	char extra[sizeof(an->extra) + sizeof(HDR_NOSNIFF HDR_CSP)];
+	bool html = an->content_type && !strncmp(an->content_type, "text/html", 9);
+	int ret;
+
+	snprintf(extra, sizeof(extra), "%s" HDR_NOSNIFF "%s", an->extra, html ? HDR_CSP : "");
+	ret = http_write_response(&c->stream, an->status, an->content_type, extra, an->body,
+				  an->body_len, keep_alive);
 
 	if (ret)
 		pr_debug("%s: writing the answer: %s", c->peer, strerror(-ret));

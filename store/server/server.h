@@ -74,6 +74,7 @@ struct server_metrics {
 	atomic_uint_fast64_t scrape_fetches, scrape_stored, scrape_baselines, scrape_bad_profile;
 	atomic_uint_fast64_t scrape_failed[SCRAPE_FAIL__N];
 	atomic_int scrape_targets, scrape_reload_errors;
+	atomic_uint_fast64_t time_clamped;	/* profiles dated ahead of our clock: now */
 	struct mem_budget mem;	/* uploads' bodies and decodes (store/server/mem-budget.h) */
 };
 

@@ -235,6 +235,20 @@ strings() {
 	echo "sent=$n"
 }
 phase strings-utf8-control strings
+
+# 9b. Low ones (issue 38): a profile dated 2^63-1 ns (year 2262) is stored at receive time,
+#     labelled clock=ahead and counted; the UI's answers forbid sniffing and framing.
+$A pprof-at "$T/future.pb.gz" 9223372036854775807 || fail "pprof-at"
+out=$(dcurl dev-1 --data-binary @"$T/future.pb.gz" "$S/api/0/profiles?service=future&type=cpu")
+case $out in *'"key":"clock","value":"ahead"'*'"created_at":"'"$(date -u +%Y)"*) ;;
+*) fail "a profile of 2262 was not placed now: $out" ;; esac
+curl -s -H "Authorization: Bearer $TOKEN" "$H/metrics" |
+	grep -q '^edgeprof_collector_profile_time_ahead_total 1$' || fail "time ahead not counted"
+curl -s -D "$T/uih" -o /dev/null -H "Authorization: Bearer $TOKEN" "$H/ui/index.html"
+grep -qi "^X-Content-Type-Options: nosniff" "$T/uih" &&
+	grep -qi "^Content-Security-Policy: .*frame-ancestors 'none'" "$T/uih" ||
+	{ cat "$T/uih"; fail "the UI's security headers"; }
+echo "time_nanos 2^63-1 stored now (clock=ahead, counted); UI: nosniff, CSP frame-ancestors 'none'"
 sleep 1
 touch "$T/stop"
 wait $DEV

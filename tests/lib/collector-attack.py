@@ -17,6 +17,7 @@
   pprof OUT FUNC [TYPE UNIT PERIOD_TYPE PERIOD_UNIT]  a small gzip pprof written by hand (so
       every string may be anything: invalid UTF-8, newlines) with one sample in FUNC; FUNC and
       the others are Python string literals (b'\\xff' style escapes allowed).
+  pprof-at OUT TIME_NS  the same with one sample in "work", dated TIME_NS (time_nanos).
   deep OUT SAMPLES FRAMES  a legal gzip pprof of SAMPLES samples of FRAMES frames each (of a
       FRAMES-location table), stacks varied enough that gzip's ratio stays under the reader's
       bomb bound (issue 38: 7,000 x 4,096 is 426 KB gzipped and decodes to 230 MB).
@@ -251,7 +252,8 @@ def _int(num, v):
     return _varint(num << 3) + _varint(v)
 
 
-def mkpprof(out, func, typ=b"samples", unit=b"count", ptyp=b"cpu", punit=b"nanoseconds"):
+def mkpprof(out, func, typ=b"samples", unit=b"count", ptyp=b"cpu", punit=b"nanoseconds",
+            time_ns=1700000000 * 10**9):
     import gzip
     strings = [b"", typ, unit, ptyp, punit, func, b"app.c"]
     vt = lambda t, u: _int(1, t) + _int(2, u)
@@ -261,7 +263,7 @@ def mkpprof(out, func, typ=b"samples", unit=b"count", ptyp=b"cpu", punit=b"nanos
     prof += _field(5, _int(1, 1) + _int(2, 5) + _int(3, 5) + _int(4, 6))
     for st in strings:
         prof += _field(6, st)
-    prof += _int(9, 1700000000 * 10**9) + _int(10, 10**10)
+    prof += _int(9, time_ns) + _int(10, 10**10)
     prof += _field(11, vt(3, 4)) + _int(12, 10**7)
     open(out, "wb").write(gzip.compress(prof))
 
@@ -397,6 +399,8 @@ if __name__ == "__main__":
     elif a[0] == "tokens":
         codes = tokens(a[1])
         sys.exit(0 if set(codes) <= {401, 303} else 1)
+    elif a[0] == "pprof-at":
+        mkpprof(a[1], b"work", time_ns=int(a[2]))
     elif a[0] == "pprof":
         mkpprof(a[1], *[_lit(x) for x in a[2:]])
     elif a[0] == "deep":
