@@ -54,7 +54,7 @@ void agent_upload__submit_buf(struct agent *a, const char *service, const char *
 		 * profile (spooled with it), so that the collector weighs this profile, and
 		 * only profiles taken under its schedule.
 		 */
-		w = transport__told_window(a->transport, o->time_ns / NSEC_PER_SEC);
+		w = o->time_ns == a->round_real_ns ? a->duty_window : 0; /* this round's */
 		if (w) {
 			snprintf(window, sizeof(window), "%" PRIu64, w);
 			duty = (struct upload_label){ "duty_window", window };
@@ -102,6 +102,12 @@ void agent_upload__poll(struct agent *a)
 void agent_upload__stop(struct agent *a)
 {
 	transport__free(a->transport);
+}
+
+uint64_t agent_upload__told_window(struct agent *a)
+{
+	return a->transport && !a->cfg.once
+	       ? transport__told_window(a->transport, port_clock_real_ns() / NSEC_PER_SEC) : 0;
 }
 
 bool agent_upload__round_samples(struct agent *a)

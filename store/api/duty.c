@@ -369,11 +369,11 @@ uint64_t duty__weight(struct duty *d, const char *device, uint64_t window)
 	uint64_t dev_id = fin(mix(HASH_FNV64_BASIS, device)), weight = 1000;
 	size_t i;
 
-	if (!device || !*device || !window)
+	if (!device || !*device)
 		return 1000;
 	pthread_mutex_lock(&d->lock);
 	i = dev_slot(d, dev_id);
-	for (size_t t = 0; d->dev[i].id && t < DUTY_TOLD; t++)
+	for (size_t t = 0; window && d->dev[i].id && t < DUTY_TOLD; t++)
 		if (d->dev[i].told_w[t] == (uint32_t)window && window <= UINT32_MAX)
 			weight = d->dev[i].told_weight[t];
 	if (weight == 1000)

@@ -75,12 +75,33 @@ if [ -f "$lib" ] && "$agent" --help 2>&1 | grep -q -- --upload; then
 	[ "$sent" -ge 1 ] && [ "$sent" -le 3 ] && [ "$skipped" -ge 4 ] ||
 		{ tail -n 20 "$T/agent.err"; fail "agent: $sent rounds uploaded, $skipped skipped"; }
 	echo "the agent obeys: $sent rounds uploaded (the first before any schedule), $skipped skipped in ~8 s"
-	# its rounds after the first were sampled in windows it was told: sent with duty_window,
-	# weighed; the first (no schedule yet) and the 39 curl uploads were not
+	# its rounds were decided before any schedule came back (the first two: the second is
+	# decided as the first ends, before its upload): not weighed, nor the 39 curl uploads
 	weighed=$(metric duty_profiles_weighed_total)
+	[ "${weighed:-1}" = 0 ] || fail "agent: $weighed profiles weighed, none was told a window"
+	# The agent labels the rounds it samples in told windows (duty_window): alone with one
+	# other device in a group (50 %: 1 slot of 2, 2 s windows) it samples every other window,
+	# and those rounds' profiles are weighed 2; its rounds without a schedule are not.
+	kill -9 "$CPID"; wait "$CPID" 2>/dev/null; CPID=; rm -f "$T/ring"
+	start_collector --duty-percent 50 --duty-window 2 --duty-group-by fleet
+	curl -sS --fail -o /dev/null --cacert "$T/pki/ca.crt" --cert "$T/pki/L-1.crt" \
+		--key "$T/pki/L-1.key" --data-binary @"$T/b.pb.gz" \
+		"https://localhost:$TLS_PORT/api/0/profiles?service=load&type=cpu" || fail "L-1"
+	env LD_PRELOAD="$preload" ASAN_OPTIONS=detect_leaks=0 EDGEPROF_REGISTRY="$T/reg" \
+		EDGEPROF_SERVICE=dutysvc \
+		EDGEPROF_HZ=997 "$split" --seconds 11 >/dev/null &
+	wpid=$!
+	timeout -s INT 9 "$agent" --sampler sigprof --registry "$T/reg" --round-seconds 1 \
+		--period-seconds 1 --jitter-percent 0 --upload "https://localhost:$TLS_PORT" \
+		--tls-ca "$T/pki/ca.crt" --tls-cert "$T/pki/dev-1.crt" \
+		--tls-key "$T/pki/dev-1.key" 2>"$T/agent2.err"
+	wait "$wpid"
+	sent=$(grep -c "profile of dutysvc handed to the transport" "$T/agent2.err")
+	weighed=$(metric duty_profiles_weighed_total)
+	unweighed=$(metric duty_profiles_unweighed_total)
 	[ "${weighed:-0}" -ge 1 ] && [ "$weighed" -le $((sent - 1)) ] ||
-		fail "agent: $weighed profiles weighed of $sent uploaded (want 1..$((sent - 1)))"
-	echo "the agent's profiles from told windows weighed: $weighed (unweighed: $(metric duty_profiles_unweighed_total))"
+		{ tail -n 20 "$T/agent2.err"; fail "agent: $weighed of $sent profiles weighed (want 1..$((sent - 1)))"; }
+	echo "the agent labels rounds of told windows: $weighed of its $sent profiles weighed, $unweighed not (decided before a schedule; L-1's)"
 fi
 # Profiles carry the weight: on ClickHouse (which stores the decoded rows) two devices of a
 # group with a 50 % budget (1 slot of 2: weight 2) uploading the same profile merge to 4 times
