@@ -18,7 +18,7 @@
 #include "port/hash.h"
 
 #define DUTY_MAX_KEYS 8
-#define DUTY_TOLD 2		/* sampling windows remembered per device (this one, the next) */
+#define DUTY_TOLD 4		/* sampling windows told, remembered per device (each answer tells 2) */
 #define DUTY_EXPIRE_PERIODS 3	/* a device unseen this many of its periods is forgotten */
 
 /*
