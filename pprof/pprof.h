@@ -132,6 +132,16 @@ struct pprof_read_limits {
 	 * Errors are the same as without (the same messages, sample indexes of the input).
 	 */
 	bool merge_samples;
+	/*
+	 * A memory budget (the collector's per request and global one): asked, before the read
+	 * allocates, for the total bytes it will then hold (the inflated input, the merge tables,
+	 * the profile's arrays, the id maps), each call with a larger total. 0 goes on; an error
+	 * (-EFBIG: over a bound for good; -EAGAIN: momentarily full) ends the read with it, the
+	 * budget's message in err. The caller gives the bytes back after freeing the profile.
+	 * NULL = no budget.
+	 */
+	int (*reserve)(void *ctx, size_t total, char *err, size_t errlen);
+	void *reserve_ctx;
 };
 
 /*

@@ -265,10 +265,31 @@ struct rd {
 	size_t n_comments;
 	bool seen_time;
 	struct smerge m;
+	size_t reserved;       /* bytes asked of lim.reserve so far */
 	struct pp_scratch sc;  /* the merge tables' memory between reads, the inflated input */
 };
 
 #define bad(r, ...) (pp_err((r)->err, (r)->errlen, __VA_ARGS__), -EINVAL)
+
+/* Asks the budget for `more` bytes beyond those asked so far: 0 or its error. */
+static int rd_reserve(struct rd *r, size_t more)
+{
+	size_t total = r->reserved + more < r->reserved ? SIZE_MAX : r->reserved + more;
+	int err;
+
+	if (!r->lim.reserve || !more)
+		return 0;
+	err = r->lim.reserve(r->lim.reserve_ctx, total, r->err, r->errlen);
+	if (!err)
+		r->reserved = total;
+	return err;
+}
+
+/* n elements of sz bytes, saturating (32-bit boards: counts near 2^28). */
+static size_t bytes_of(size_t n, size_t sz)
+{
+	return n > SIZE_MAX / sz - 1 ? SIZE_MAX : (n + 1) * sz;
+}
 
 /* ---- pass 1: structure and counts --------------------------------------------------------- */
 
@@ -378,6 +399,7 @@ static bool key_eq(const struct pp_skey *a, const struct pp_skey *b)
  * about 4,000 equally likely keys, which 3,400 samples would still merge by a third).
  */
 #define MERGE_PROBE 256
+#define MERGE_CHUNK 4096 /* samples the merge tables' memory is asked for at once */
 
 /*
  * Pass 1 of a sample when merging: the distinct sample it is, *added when a new one (an entry
@@ -753,6 +775,14 @@ static int count_field(struct rd *r, const struct fld *f)
 			pp_err(r->err, r->errlen, "more than %zu samples", r->lim.max_samples);
 			return -EFBIG;
 		}
+		/*
+		 * The merge tables grow by doubling: a key, a slot of `of` and two hash slots a
+		 * sample, twice over, asked for a chunk of samples ahead.
+		 */
+		if (r->m.on && !(p->n_samples % MERGE_CHUNK) &&
+		    (err = rd_reserve(r, 2 * MERGE_CHUNK * (sizeof(struct pp_skey) +
+		     sizeof(uint32_t) + 2 * sizeof(struct pp_htab_slot)))))
+			return err;
 		err = count_sample(r, f, p->n_samples++);
 		break;
 	case perftools_profiles_Profile_location_tag:
@@ -1099,10 +1129,42 @@ static void *alloc_n(size_t n, size_t sz)
 	return n > (SIZE_MAX - sz) / sz ? NULL : malloc((n + 1) * sz);
 }
 
+/* What alloc_arrays() will take, as the budget is asked for it. */
+static size_t arrays_bytes(const struct rd *r)
+{
+	const struct pprof_profile *p = r->p;
+	size_t b[] = {
+		bytes_of(p->n_sample_type, sizeof(*p->sample_type)),
+		bytes_of(p->n_samples, sizeof(*p->samples)),
+		bytes_of(p->n_mappings, sizeof(*p->mappings)),
+		bytes_of(p->n_locations, sizeof(*p->locations)),
+		bytes_of(p->n_functions, sizeof(*p->functions)),
+		bytes_of(p->n_strings, sizeof(*p->strings)),
+		bytes_of(r->n_comments, sizeof(*p->comments)),
+		bytes_of(r->str_bytes, 1),
+		bytes_of(r->n_ids, sizeof(*p->blocks->ids)),
+		bytes_of(r->n_values, sizeof(*p->blocks->values)),
+		bytes_of(r->n_labels, sizeof(*p->blocks->labels)),
+		bytes_of(r->n_lines, sizeof(*p->blocks->lines)),
+		/* the id maps of validate(), when the ids are not 1..n */
+		bytes_of(2 * (p->n_locations + p->n_functions + p->n_mappings),
+			 2 * sizeof(struct pp_htab_slot)),
+	};
+	size_t sum = 0;
+
+	for (size_t i = 0; i < sizeof(b) / sizeof(b[0]); i++)
+		sum = sum + b[i] < sum ? SIZE_MAX : sum + b[i];
+	return sum;
+}
+
 static int alloc_arrays(struct rd *r)
 {
 	struct pprof_profile *p = r->p;
 	struct pprof_blocks *bl = p->blocks;
+	int err = rd_reserve(r, arrays_bytes(r));
+
+	if (err)
+		return err;
 
 	/* +1 everywhere: calloc(0) may return NULL, and NULL means "no memory" below. */
 	p->sample_type = calloc(p->n_sample_type + 1, sizeof(*p->sample_type));
@@ -1408,10 +1470,22 @@ static int validate(struct rd *r)
 
 /* ---- gunzip ------------------------------------------------------------------------------- */
 
+/* The output size the gzip trailer claims (its last member's, mod 2^32), +1, at most max. */
+static size_t gzip_hint(const uint8_t *in, size_t len, size_t max)
+{
+	size_t isize;
+
+	if (len < 18)
+		return 0;
+	isize = (size_t)in[len - 4] | (size_t)in[len - 3] << 8 | (size_t)in[len - 2] << 16 |
+		(size_t)in[len - 1] << 24;
+	return !isize || isize >= max ? max : isize + 1;
+}
+
 static int gunzip(struct rd *r, const uint8_t *in, size_t len, uint8_t **out, size_t *out_len)
 {
 	size_t ratio_max = len > SIZE_MAX / r->lim.max_ratio ? SIZE_MAX : len * r->lim.max_ratio;
-	size_t max, cap, olen = 0;
+	size_t max, cap, olen = 0, fast;
 	z_stream z = { 0 };
 	uint8_t *buf = NULL;
 	int ret, err = 0;
@@ -1420,7 +1494,11 @@ static int gunzip(struct rd *r, const uint8_t *in, size_t len, uint8_t **out, si
 	max = ratio_max < MiB ? MiB : ratio_max;
 	if (max > r->lim.max_decoded)
 		max = r->lim.max_decoded;
-	if (!pp_inflate_fast(in, len, max, &r->sc, out_len)) {
+	fast = gzip_hint(in, len, max);
+	if ((err = rd_reserve(r, fast)))
+		return err;
+	/* bounded by what was asked: a lying ISIZE falls to zlib's path, which asks as it grows */
+	if (!pp_inflate_fast(in, len, r->lim.reserve ? fast : max, &r->sc, out_len)) {
 		*out = r->sc.buf; /* the scratch's: not freed by the caller */
 		return 0;
 	}
@@ -1449,6 +1527,8 @@ static int gunzip(struct rd *r, const uint8_t *in, size_t len, uint8_t **out, si
 			}
 			if (buf)
 				cap = cap > max / 2 ? max : cap * 2;
+			if ((err = rd_reserve(r, buf ? cap / 2 + 1 : cap)))
+				break;
 			nb = realloc(buf, cap);
 			if (!nb) {
 				err = -ENOMEM;

@@ -55,7 +55,7 @@ static const char usage_text[] =
 	"                          --ring PATH [--ring-size SIZE] [--fsync-ms N]\n"
 	"                          [--http-listen HOST:PORT [--http-token TOKEN]]\n"
 	"                          [--max-body SIZE] [--max-debuginfo SIZE] [--max-conns N]\n"
-	"                          [--max-handshakes N]\n"
+	"                          [--max-handshakes N] [--decode-mem SIZE] [--request-mem SIZE]\n"
 	"                          [--request-timeout-ms N] [--idle-timeout-ms N]\n"
 	"                          [--index-entries N] [--debuginfo-dir DIR] [--syslog] [-v]\n"
 	"                          [--rollup-seconds N] [--metrics-rule 'NAME=SELECTOR ...']...\n"
@@ -88,7 +88,9 @@ static const char usage_text[] =
 	"--max-debuginfo bounds debug-file uploads (POST /api/0/debuginfo/ID) apart from\n"
 	"--max-body, which bounds every other request. Each listener holds up to\n"
 	"--max-conns authenticated and --max-handshakes unauthenticated connections (the\n"
-	"one silent longest is closed when a new one needs its slot). With --clickhouse the\n"
+	"one silent longest is closed when a new one needs its slot). Decoding a profile may\n"
+	"take --request-mem with its body (413 beyond), all uploads together --decode-mem\n"
+	"(503 and Retry-After while it is full). With --clickhouse the\n"
 	"profiles go to ClickHouse (decoded into rows, stacks stored once) instead of a ring\n"
 	"file, and an upload is acknowledged once ClickHouse accepted its batch, or with\n"
 	"--ch-spool once it is durable in that local ring file, sent to ClickHouse from there.\n"
@@ -214,6 +216,8 @@ static int parse_args(int argc, char **argv, struct collector_opts *o)
 		{ "duty-window", required_argument, NULL, 'W' },
 		{ "duty-group-by", required_argument, NULL, 'G' },
 		{ "duty-devices", required_argument, NULL, 'e' },
+		{ "decode-mem", required_argument, NULL, 'j' },
+		{ "request-mem", required_argument, NULL, 'o' },
 		{ "syslog", no_argument, NULL, 'S' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -286,6 +290,7 @@ static int parse_args(int argc, char **argv, struct collector_opts *o)
 			break;
 		case 's': case 'f': case 'b': case 'g': case 'm': case 't': case 'i': case 'x':
 		case 'a': case 'B': case 'J': case 'N': case 'q': case 'p': case 'W': case 'e':
+		case 'j': case 'o':
 			if (parse_size(optarg, &v)) {
 				fprintf(stderr, "edgeprof-collector: '%s' is not a size\n", optarg);
 				return -EINVAL;
@@ -305,11 +310,17 @@ static int parse_args(int argc, char **argv, struct collector_opts *o)
 			else if (c == 'p') o->api.duty.budget_percent = (unsigned)v;
 			else if (c == 'W') o->api.duty.window_s = (unsigned)v;
 			else if (c == 'e') o->api.duty.max_devices = v;
+			else if (c == 'j') o->srv.mem_total = v;
+			else if (c == 'o') o->srv.mem_request = v;
 			else o->api.store.index_entries = v;
 			break;
 		default:
 			return -EINVAL;
 		}
+	}
+	if (o->srv.mem_total < (1u << 20) || o->srv.mem_request < (1u << 20)) {
+		fprintf(stderr, "edgeprof-collector: --decode-mem and --request-mem: 1M at least\n");
+		return -EINVAL;
 	}
 	if (make_rules(&o->api, rules, n_rules, series))
 		return -EINVAL;
@@ -356,7 +367,9 @@ int main(int argc, char **argv)
 			 .max_conns = CONFIG_COLLECTOR_MAX_CONNS,
 			 .request_timeout_ms = 30000,
 			 .idle_timeout_ms = 60000,
-			 .handshake_timeout_ms = 10000 },
+			 .handshake_timeout_ms = 10000,
+			 .mem_total = (size_t)CONFIG_COLLECTOR_DECODE_MEM_MB << 20,
+			 .mem_request = (size_t)CONFIG_COLLECTOR_REQUEST_MEM_MB << 20 },
 		.api = { .store = { .size = 0, .fsync_ms = CONFIG_COLLECTOR_FSYNC_MS,
 				    .rollup = { .bucket_s = ROLLUP_DEFAULT_S } },
 			 .duty = { .window_s = 60, .group_by = "version,region",

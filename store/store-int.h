@@ -32,6 +32,9 @@ struct store_ch_stats {
 	uint64_t partitions_dropped;		/* days dropped by retention */
 	uint64_t rollup_dirty_hours;		/* hours merges read raw (rollup short) */
 	uint64_t rollup_failures;		/* rollup rows not built or not sent */
+	bool reachable;				/* the last INSERT (or the schema) went in */
+	bool schema_pending;			/* started while ClickHouse was down */
+	char last_error[300];
 	bool spool;				/* --ch-spool: */
 	uint64_t spool_pending, spool_capacity;	/* bytes not yet in ClickHouse; bound */
 	uint64_t spool_spilled, spool_replayed;	/* uploads whose rows were read back */

@@ -4,6 +4,7 @@
  * operation to its table (store/store-int.h). The only caller of a backend's functions.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 
 #include "port/clock.h"
@@ -137,6 +138,30 @@ int store__merge_seqs(struct store *s, const uint64_t *seqs, size_t n, struct pp
 void store__stats(struct store *s, struct store_stats *st)
 {
 	s->ops->stats(s, st);
+}
+
+bool store__health(struct store *s, char *buf, size_t len)
+{
+	struct store_stats st;
+
+	buf[0] = '\0';
+	store__stats(s, &st);
+	if (st.backend != STORE_CLICKHOUSE)
+		return true;
+	if (st.ch.reachable) {
+		snprintf(buf, len, "clickhouse: reachable%s", st.ch.spool ? ", spool on" : "");
+		return true;
+	}
+	if (!st.ch.spool) {
+		snprintf(buf, len, "clickhouse: unreachable (%s); uploads wait for it or are refused",
+			 st.ch.last_error);
+		return false;
+	}
+	snprintf(buf, len, "clickhouse: unreachable%s (%s); acknowledging into the spool "
+		 "(%" PRIu64 " of %" PRIu64 " bytes waiting), sent once it answers",
+		 st.ch.schema_pending ? " since the start" : "", st.ch.last_error,
+		 st.ch.spool_pending, st.ch.spool_capacity);
+	return true;
 }
 
 struct metrics_rules *store__rules(const struct store *s)

@@ -186,6 +186,13 @@ int store__read_profile(struct store *s, uint64_t seq, struct pprof_profile **p,
 int store__merge_seqs(struct store *s, const uint64_t *seqs, size_t n, struct pprof_profile **out,
 		      char *err, size_t errlen);
 
+/*
+ * The backend's health for GET /healthz, one line into buf (empty for the ring): ClickHouse
+ * reachable, or not and what happens to uploads meanwhile (the spool takes them). Returns
+ * false when uploads are refused now (ClickHouse down and no spool).
+ */
+bool store__health(struct store *s, char *buf, size_t len);
+
 /* The metrics rules the store evaluates (store_opts.rules): NULL when none. */
 struct metrics_rules *store__rules(const struct store *s);
 

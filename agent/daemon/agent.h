@@ -76,6 +76,12 @@ struct agent {
 	bool duty_next_known;	/* a round ended and the next, back to back, is decided: */
 	bool duty_next_skip;	/* it is skipped (the samplers stop before the round is written) */
 	uint64_t duty_skipped;
+	/*
+	 * The duty window the schedule told us to sample in, when this round (next: the round
+	 * decided at the last one's end) samples because of it, else 0: sent with the round's
+	 * profiles (duty_window), so that the collector weighs them.
+	 */
+	uint64_t duty_window, duty_next_window;
 };
 
 /* Set by SIGINT and SIGTERM: the main loop (and the waits of --once) end. */

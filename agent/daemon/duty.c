@@ -24,7 +24,13 @@ void agent_duty__pause(struct agent *a)
 void agent_duty__round_start(struct agent *a)
 {
 	a->in_round = true;
-	a->duty_skip = a->duty_next_known ? a->duty_next_skip : !agent_upload__round_samples(a);
+	if (a->duty_next_known) {
+		a->duty_skip = a->duty_next_skip;
+		a->duty_window = a->duty_next_window;
+	} else {
+		a->duty_skip = !agent_upload__round_samples(a);
+		a->duty_window = a->duty_skip ? 0 : agent_upload__told_window(a);
+	}
 	a->duty_next_known = false;
 	if (a->duty_skip)
 		pr_info("round %" PRIu64 " skipped: not in this device's window of "
@@ -52,6 +58,8 @@ void agent_duty__round_ended(struct agent *a, const struct rounds *rs, uint64_t 
 	a->in_round = next_now(rs, now);
 	if (a->in_round && !a->cfg.once) {
 		a->duty_next_skip = !agent_upload__round_samples(a);
+		/* the window the decision was taken in: the one the schedule told */
+		a->duty_next_window = a->duty_next_skip ? 0 : agent_upload__told_window(a);
 		a->duty_next_known = true;
 	}
 	agent_duty__pause(a);

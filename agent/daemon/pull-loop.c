@@ -21,6 +21,7 @@ static const struct stat_field pull_stat_fields[] = {
 	STAT(struct pull_stats, conns, "conns"),
 	STAT(struct pull_stats, refused_tls, "refused_tls"),
 	STAT(struct pull_stats, refused_role, "refused_role"),
+	STAT(struct pull_stats, refused_busy, "refused_busy"),
 	STAT(struct pull_stats, requests, "requests"),
 	STAT(struct pull_stats, profiles, "profiles"),
 	STAT(struct pull_stats, errors, "errors"),

@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * agent/daemon/pull.c — pull mode (agent/daemon/pull.h): one server thread, one connection at a time, over
- * port/net, port/tls and port/http like the collector. The thread never touches the agent's
- * samplers: it posts what it needs and the main loop answers.
+ * agent/daemon/pull.c — pull mode (agent/daemon/pull.h) over port/net, port/tls and port/http
+ * like the collector. The accept thread holds new connections without a thread until their
+ * first byte (the ClientHello) arrives, at most CONFIG_PULL_PENDING for CONFIG_PULL_HANDSHAKE_MS
+ * each (the oldest closed for a new one), then hands each to a thread of its own, at most
+ * CONFIG_PULL_CONNS at once: idle sockets cost a slot in a poll set, not the operators' turn.
+ * No thread touches the agent's samplers: a request posts what it needs and the main loop
+ * answers, one request at a time (the others wait their turn within their deadline).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,7 +27,8 @@
 #include "port/tls.h"
 
 #define PULL_DEFAULT_SECONDS 30		/* as Go's net/http/pprof */
-#define PULL_IO_MS 10000		/* handshake, request head, answer */
+#define PULL_IO_MS 10000		/* request head, answer */
+#define PULL_TURN_S 60			/* a request's wait for the main loop's turn */
 #define PULL_MAKE_SLACK_S 15		/* the main loop's time to make a profile beyond N */
 #define PULL_STACK_SIZE (256u * 1024)	/* mbedtls' handshake (only touched pages count) */
 
@@ -38,6 +43,8 @@ struct pull_server {
 	pthread_mutex_t lock;		/* everything below */
 	pthread_cond_t cond;
 	bool stopping;
+	unsigned conns;			/* connection threads running */
+	bool busy;			/* a request has the main loop's turn */
 	enum pull_kind want;		/* the request waiting for the main loop */
 	unsigned seconds;
 	bool taken, answered;
@@ -45,8 +52,13 @@ struct pull_server {
 	void *data;
 	size_t len;
 	struct pull_stats st;
+};
 
-	/* the connection being served (server thread only) */
+/* One connection, served by a thread of its own. */
+struct pull_conn {
+	struct pull_server *srv;
+	int fd;
+	char peer[64];
 	struct tls_conn *tc;
 	struct http_stream stream;
 	struct http_message msg;
@@ -54,16 +66,16 @@ struct pull_server {
 
 static ssize_t pull_read(void *ctx, void *buf, size_t len)
 {
-	struct pull_server *p = ctx;
+	struct pull_conn *c = ctx;
 
-	return tls_conn__read(p->tc, buf, len);
+	return tls_conn__read(c->tc, buf, len);
 }
 
 static int pull_write(void *ctx, const void *buf, size_t len)
 {
-	struct pull_server *p = ctx;
+	struct pull_conn *c = ctx;
 
-	return tls_conn__write(p->tc, buf, len);
+	return tls_conn__write(c->tc, buf, len);
 }
 
 static void count(struct pull_server *p, uint64_t *counter)
@@ -73,31 +85,47 @@ static void count(struct pull_server *p, uint64_t *counter)
 	pthread_mutex_unlock(&p->lock);
 }
 
-static void answer(struct pull_server *p, int status, const char *ctype, const char *extra,
+static void answer(struct pull_conn *c, int status, const char *ctype, const char *extra,
 		   const void *body, size_t len)
 {
-	tls_conn__set_deadline(p->tc, port_clock_mono_ns() + PULL_IO_MS * NSEC_PER_MSEC);
+	tls_conn__set_deadline(c->tc, port_clock_mono_ns() + PULL_IO_MS * NSEC_PER_MSEC);
 	if (status != 200)
-		count(p, &p->st.errors);
-	http_write_response(&p->stream, status, ctype, extra, body, len, false);
+		count(c->srv, &c->srv->st.errors);
+	http_write_response(&c->stream, status, ctype, extra, body, len, false);
 }
 
-static void answer_text(struct pull_server *p, int status, const char *text)
+static void answer_text(struct pull_conn *c, int status, const char *text)
 {
-	answer(p, status, "text/plain; charset=utf-8", NULL, text, strlen(text));
+	answer(c, status, "text/plain; charset=utf-8", NULL, text, strlen(text));
 }
 
-/* Hands kind to the main loop and waits for its profile, the deadline, or shutdown. */
-static void wait_profile(struct pull_server *p, enum pull_kind kind, unsigned seconds)
+/*
+ * Waits for the main loop's turn (another request may hold it), hands kind to it and waits for
+ * its profile, the deadline, or shutdown.
+ */
+static void wait_profile(struct pull_conn *c, enum pull_kind kind, unsigned seconds)
 {
+	struct pull_server *p = c->srv;
 	struct timespec ts;
 	int status;
 	void *data;
 	size_t len;
+	bool turn;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += seconds + PULL_MAKE_SLACK_S;
+	ts.tv_sec += PULL_TURN_S;
 	pthread_mutex_lock(&p->lock);
+	while (p->busy && !p->stopping)
+		if (pthread_cond_timedwait(&p->cond, &p->lock, &ts) == ETIMEDOUT)
+			break;
+	turn = !p->busy && !p->stopping;
+	if (!turn) {
+		pthread_mutex_unlock(&p->lock);
+		return answer_text(c, 503, "the agent is stopping or busy with other requests\n");
+	}
+	p->busy = true;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += seconds + PULL_MAKE_SLACK_S;
 	p->want = kind;
 	p->seconds = seconds;
 	p->taken = p->answered = false;
@@ -109,20 +137,22 @@ static void wait_profile(struct pull_server *p, enum pull_kind kind, unsigned se
 	len = p->len;
 	p->data = NULL;
 	p->want = PULL_NONE;
+	p->busy = false;
+	pthread_cond_broadcast(&p->cond); /* the next request's turn */
 	pthread_mutex_unlock(&p->lock);
 	if (status == 200) {
 		count(p, &p->st.profiles);
-		answer(p, 200, "application/octet-stream",
+		answer(c, 200, "application/octet-stream",
 		       "Content-Disposition: attachment; filename=\"profile\"\r\n", data, len);
 	} else if (data) {
-		answer(p, status, "text/plain; charset=utf-8", NULL, data, len);
+		answer(c, status, "text/plain; charset=utf-8", NULL, data, len);
 	} else {
-		answer_text(p, 503, "the agent is stopping or did not make the profile in time\n");
+		answer_text(c, 503, "the agent is stopping or did not make the profile in time\n");
 	}
 	free(data);
 }
 
-static void serve_index(struct pull_server *p)
+static void serve_index(struct pull_conn *c)
 {
 	static const char page[] =
 		"<html><head><title>/debug/pprof/</title></head><body>\n"
@@ -132,14 +162,14 @@ static void serve_index(struct pull_server *p)
 		"<li><a href=\"heap\">heap</a>: allocations of the programs that record their heap "
 		"(EDGEPROF_PROFILES=heap)</li>\n</ul>\n</body></html>\n";
 
-	answer(p, 200, "text/html; charset=utf-8", NULL, page, sizeof(page) - 1);
+	answer(c, 200, "text/html; charset=utf-8", NULL, page, sizeof(page) - 1);
 }
 
-static void serve_profile(struct pull_server *p)
+static void serve_profile(struct pull_conn *c)
 {
 	char v[32], msg[160];
 	unsigned long seconds = PULL_DEFAULT_SECONDS;
-	int n = http_query_get(p->msg.query, "seconds", v, sizeof(v));
+	int n = http_query_get(c->msg.query, "seconds", v, sizeof(v));
 	char *end;
 
 	if (n >= 0) {
@@ -147,16 +177,17 @@ static void serve_profile(struct pull_server *p)
 		if (!n || *end || v[0] == '-' || seconds < 1 || seconds > CONFIG_PULL_MAX_SECONDS) {
 			snprintf(msg, sizeof(msg), "seconds=%s: expected 1..%d (CONFIG_PULL_MAX_SECONDS)\n",
 				 v, CONFIG_PULL_MAX_SECONDS);
-			answer_text(p, 400, msg);
+			answer_text(c, 400, msg);
 			return;
 		}
 	}
-	wait_profile(p, PULL_CPU, (unsigned)seconds);
+	wait_profile(c, PULL_CPU, (unsigned)seconds);
 }
 
-static void serve_request(struct pull_server *p, bool operator, const char *cn)
+static void serve_request(struct pull_conn *c, bool operator, const char *cn)
 {
-	const char *path = p->msg.path;
+	struct pull_server *p = c->srv;
+	const char *path = c->msg.path;
 	char msg[400];
 
 	count(p, &p->st.requests);
@@ -165,80 +196,189 @@ static void serve_request(struct pull_server *p, bool operator, const char *cn)
 		snprintf(msg, sizeof(msg),
 			 "%s is not an operator certificate: pull mode needs one (edgeprof certs "
 			 "operator DIR NAME)\n", cn);
-		answer_text(p, 403, msg);
+		answer_text(c, 403, msg);
 		return;
 	}
-	if (strcmp(p->msg.method, "GET")) {
-		answer_text(p, 405, "only GET\n");
+	if (strcmp(c->msg.method, "GET")) {
+		answer_text(c, 405, "only GET\n");
 		return;
 	}
 	if (!strcmp(path, "/debug/pprof/") || !strcmp(path, "/debug/pprof"))
-		serve_index(p);
+		serve_index(c);
 	else if (!strcmp(path, "/debug/pprof/profile"))
-		serve_profile(p);
+		serve_profile(c);
 	else if (!strcmp(path, "/debug/pprof/heap"))
-		wait_profile(p, PULL_HEAP, 0);
+		wait_profile(c, PULL_HEAP, 0);
 	else
-		answer_text(p, 404, "not here: /debug/pprof/profile?seconds=N, /debug/pprof/heap\n");
+		answer_text(c, 404, "not here: /debug/pprof/profile?seconds=N, /debug/pprof/heap\n");
 }
 
-/* One connection: handshake (the certificate verified), one request head, one answer. */
-static void serve_conn(struct pull_server *p, int fd, const char *peer)
+/*
+ * One connection: handshake (the certificate verified) within CONFIG_PULL_HANDSHAKE_MS, one
+ * request head, one answer; on its own thread, which ends with it.
+ */
+static void *serve_conn(void *arg)
 {
+	struct pull_conn *c = arg;
+	struct pull_server *p = c->srv;
 	char cn[256] = "";
 	int ret;
 
-	p->tc = tls_conn__new(p->tls, fd, NULL);
-	if (!p->tc)
-		return;
-	tls_conn__set_deadline(p->tc, port_clock_mono_ns() + PULL_IO_MS * NSEC_PER_MSEC);
-	tls_conn__set_cancel_fd(p->tc, p->stop_pipe[0]);
-	ret = tls_conn__handshake(p->tc);
+	c->tc = tls_conn__new(p->tls, c->fd, NULL);
+	if (!c->tc)
+		goto out;
+	tls_conn__set_deadline(c->tc, port_clock_mono_ns() +
+				      (uint64_t)CONFIG_PULL_HANDSHAKE_MS * NSEC_PER_MSEC);
+	tls_conn__set_cancel_fd(c->tc, p->stop_pipe[0]);
+	ret = tls_conn__handshake(c->tc);
 	if (ret) {
 		count(p, &p->st.refused_tls);
-		pr_warn("pull: refused %s: %s", peer, tls_conn__error(p->tc));
+		pr_warn("pull: refused %s: %s", c->peer, tls_conn__error(c->tc));
 		goto out_free;
 	}
-	tls_conn__peer_cn(p->tc, cn, sizeof(cn));
-	http_stream__init(&p->stream, pull_read, pull_write, p);
-	ret = http_read_request_head(&p->stream, &p->msg);
+	tls_conn__set_deadline(c->tc, port_clock_mono_ns() + PULL_IO_MS * NSEC_PER_MSEC);
+	tls_conn__peer_cn(c->tc, cn, sizeof(cn));
+	http_stream__init(&c->stream, pull_read, pull_write, c);
+	ret = http_read_request_head(&c->stream, &c->msg);
 	if (!ret) {
-		pr_info("pull: %s (%s) GET %s", peer, cn, p->msg.path);
-		serve_request(p, tls_conn__peer_has_ou(p->tc, "operator"), cn);
+		pr_info("pull: %s (%s) GET %s", c->peer, cn, c->msg.path);
+		serve_request(c, tls_conn__peer_has_ou(c->tc, "operator"), cn);
 	} else if (ret != -ENODATA) {
-		answer_text(p, ret == -EMSGSIZE ? 431 : ret == -ETIMEDOUT ? 408 : 400,
+		answer_text(c, ret == -EMSGSIZE ? 431 : ret == -ETIMEDOUT ? 408 : 400,
 			    "bad request\n");
 	}
-	tls_conn__close(p->tc);
-	http_message__reset(&p->msg);
+	tls_conn__close(c->tc);
+	http_message__reset(&c->msg);
 out_free:
-	tls_conn__free(p->tc);
-	p->tc = NULL;
+	tls_conn__free(c->tc);
+out:
+	close(c->fd);
+	free(c);
+	pthread_mutex_lock(&p->lock);
+	p->conns--;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+/* A thread for fd, when there is room (CONFIG_PULL_CONNS); else it is closed. */
+static void conn_start(struct pull_server *p, int fd, const char *peer)
+{
+	struct pull_conn *c = calloc(1, sizeof(*c));
+	pthread_attr_t attr;
+	pthread_t th;
+	bool room;
+
+	pthread_mutex_lock(&p->lock);
+	room = c && p->conns < CONFIG_PULL_CONNS;
+	p->conns += room;
+	pthread_mutex_unlock(&p->lock);
+	if (!room) {
+		count(p, &p->st.refused_busy);
+		free(c);
+		close(fd);
+		return;
+	}
+	c->srv = p;
+	c->fd = fd;
+	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, PULL_STACK_SIZE);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&th, &attr, serve_conn, c)) {
+		pthread_mutex_lock(&p->lock);
+		p->conns--;
+		pthread_mutex_unlock(&p->lock);
+		close(fd);
+		free(c);
+	}
+	pthread_attr_destroy(&attr);
+}
+
+/* Connections accepted, waiting for their first byte (accept thread only). */
+struct pending {
+	int fd;
+	uint64_t since;
+	char peer[64];
+};
+
+/* Closes those waiting longer than CONFIG_PULL_HANDSHAKE_MS; the poll timeout for the next. */
+static int pending_expire(struct pull_server *p, struct pending *w, size_t *n)
+{
+	uint64_t now = port_clock_mono_ns(), max = (uint64_t)CONFIG_PULL_HANDSHAKE_MS * NSEC_PER_MSEC;
+	int timeout = -1;
+
+	for (size_t i = 0; i < *n;) {
+		if (now - w[i].since >= max) {
+			count(p, &p->st.refused_tls);
+			close(w[i].fd);
+			w[i] = w[--*n];
+			continue;
+		}
+		if (timeout < 0 || (uint64_t)timeout > (w[i].since + max - now) / NSEC_PER_MSEC)
+			timeout = (int)((w[i].since + max - now) / NSEC_PER_MSEC) + 1;
+		i++;
+	}
+	return timeout;
+}
+
+/* A new connection waits for its first byte; the oldest waiting makes room when full. */
+static void pending_add(struct pull_server *p, struct pending *w, size_t *n, int fd,
+			const char *peer)
+{
+	if (*n == CONFIG_PULL_PENDING) {
+		size_t old = 0;
+
+		for (size_t i = 1; i < *n; i++)
+			if (w[i].since < w[old].since)
+				old = i;
+		count(p, &p->st.refused_tls);
+		close(w[old].fd);
+		w[old] = w[--*n];
+	}
+	w[*n].fd = fd;
+	w[*n].since = port_clock_mono_ns();
+	snprintf(w[*n].peer, sizeof(w[*n].peer), "%s", peer);
+	(*n)++;
 }
 
 static void *pull_thread(void *arg)
 {
 	struct pull_server *p = arg;
+	struct pending w[CONFIG_PULL_PENDING];
+	struct pollfd pfd[2 + CONFIG_PULL_PENDING];
+	size_t n = 0;
 
 	for (;;) {
-		struct pollfd pfd[2] = {{.fd = p->lfd, .events = POLLIN},
-					{.fd = p->stop_pipe[0], .events = POLLIN}};
+		int timeout = pending_expire(p, w, &n);
 		char peer[64];
 		int fd;
 
-		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
+		pfd[0] = (struct pollfd){ .fd = p->lfd, .events = POLLIN };
+		pfd[1] = (struct pollfd){ .fd = p->stop_pipe[0], .events = POLLIN };
+		for (size_t i = 0; i < n; i++)
+			pfd[2 + i] = (struct pollfd){ .fd = w[i].fd, .events = POLLIN };
+		if (poll(pfd, 2 + n, timeout) < 0 && errno != EINTR)
 			break;
 		if (pfd[1].revents)
 			break;
+		/* from the end: a started one is replaced by the last, already looked at */
+		for (size_t i = n; i-- > 0;) {
+			if (!pfd[2 + i].revents)
+				continue;
+			conn_start(p, w[i].fd, w[i].peer);
+			w[i] = w[--n];
+		}
 		if (!(pfd[0].revents & POLLIN))
 			continue;
 		fd = net_accept(p->lfd, peer, sizeof(peer));
 		if (fd < 0)
 			continue;
 		count(p, &p->st.conns);
-		serve_conn(p, fd, peer);
-		close(fd);
+		pending_add(p, w, &n, fd, peer);
 	}
+	for (size_t i = 0; i < n; i++)
+		close(w[i].fd);
 	return NULL;
 }
 
@@ -269,7 +409,7 @@ struct pull_server *pull__new(const struct pull_opts *o, char *err, size_t errle
 	p->tls = tls_config__new_server(o->ca_file, o->cert_file, o->key_file, err, errlen);
 	if (!p->tls)
 		goto out_free;
-	p->lfd = net_listen(o->listen, 4, err, errlen);
+	p->lfd = net_listen(o->listen, 16, err, errlen);
 	if (p->lfd < 0)
 		goto out_free;
 	p->port = net_local_port(p->lfd);
@@ -304,6 +444,11 @@ void pull__free(struct pull_server *p)
 		if (write(p->stop_pipe[1], "x", 1) < 0)
 			pr_warn("pull: cannot wake the server thread: %s", strerror(errno));
 		pthread_join(p->th, NULL);
+		/* the connections' threads see the stop pipe too (their TLS cancel fd) */
+		pthread_mutex_lock(&p->lock);
+		while (p->conns)
+			pthread_cond_wait(&p->cond, &p->lock);
+		pthread_mutex_unlock(&p->lock);
 	}
 	if (p->stop_pipe[0] >= 0) {
 		close(p->stop_pipe[0]);

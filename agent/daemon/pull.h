@@ -11,8 +11,10 @@
  * that `go tool pprof -tls_ca ca.crt -tls_cert op.crt -tls_key op.key https://gw:port/...` opens
  * a profile straight from a device.
  *
- * Bounded: one thread serves one connection at a time, one request per connection; each step
- * has a deadline; N is at most CONFIG_PULL_MAX_SECONDS; nothing is read from a client before
+ * Bounded: at most CONFIG_PULL_PENDING connections wait for their first byte (without a
+ * thread) and CONFIG_PULL_CONNS are served at once, a thread each, one request per connection;
+ * the handshake has CONFIG_PULL_HANDSHAKE_MS, each later step a deadline; the main loop makes
+ * one profile at a time (requests take turns); N is at most CONFIG_PULL_MAX_SECONDS; nothing is read from a client before
  * its certificate is verified, and only a request head (HTTP_HEAD_MAX) after. The profile is
  * made by the agent's main loop (its samplers and rings): the server thread posts what it needs
  * (pull__pending) and waits for pull__answer.
@@ -40,6 +42,7 @@ struct pull_stats {
 	uint64_t conns;		/* connections accepted */
 	uint64_t refused_tls;	/* handshake failed: no certificate, a bad one, a timeout */
 	uint64_t refused_role;	/* a valid certificate without OU=operator (403) */
+	uint64_t refused_busy;	/* closed: CONFIG_PULL_CONNS connections served already */
 	uint64_t requests;	/* requests read */
 	uint64_t profiles;	/* profiles sent (200) */
 	uint64_t errors;	/* other answers (400, 404, 405, 503) */

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* agent/daemon/upload.c — the daemon's profiles to the collector (agent/daemon/upload.h). */
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -43,9 +44,23 @@ void agent_upload__submit_buf(struct agent *a, const char *service, const char *
 {
 	struct pprof_buf buf = *bp;
 	struct transport_item item = {.service = service, .type = type};
-	char key[200];
+	struct upload_label duty;
+	char key[200], window[24];
+	uint64_t w;
 
 	if (!err) {
+		/*
+		 * A round the collector's schedule told us to sample: its window goes with the
+		 * profile (spooled with it), so that the collector weighs this profile, and
+		 * only profiles taken under its schedule.
+		 */
+		w = o->time_ns == a->round_real_ns ? a->duty_window : 0; /* this round's */
+		if (w) {
+			snprintf(window, sizeof(window), "%" PRIu64, w);
+			duty = (struct upload_label){ "duty_window", window };
+			item.labels = &duty;
+			item.n_labels = 1;
+		}
 		/* device, round start, sequence: a re-sent profile is recognized by the collector
 		 */
 		snprintf(key, sizeof(key), "%s-%llu-%llu", transport__device(a->transport),
@@ -87,6 +102,12 @@ void agent_upload__poll(struct agent *a)
 void agent_upload__stop(struct agent *a)
 {
 	transport__free(a->transport);
+}
+
+uint64_t agent_upload__told_window(struct agent *a)
+{
+	return a->transport && !a->cfg.once
+	       ? transport__told_window(a->transport, port_clock_real_ns() / NSEC_PER_SEC) : 0;
 }
 
 bool agent_upload__round_samples(struct agent *a)

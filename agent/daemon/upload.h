@@ -40,6 +40,8 @@ void agent_upload__poll(struct agent *a);
 void agent_upload__stop(struct agent *a);
 /* A round starting now samples: the collector's duty-cycling schedule. */
 bool agent_upload__round_samples(struct agent *a);
+/* The duty window a schedule told us to sample in that holds now, else 0. */
+uint64_t agent_upload__told_window(struct agent *a);
 #else
 #define AGENT_UPLOAD_OPTS
 static inline void agent_upload__defaults(struct config *c)
@@ -72,6 +74,10 @@ static inline void agent_upload__stop(struct agent *a)
 static inline bool agent_upload__round_samples(struct agent *a)
 {
 	return true;
+}
+static inline uint64_t agent_upload__told_window(struct agent *a)
+{
+	return 0;
 }
 #endif /* CONFIG_UPLOAD_MTLS */
 

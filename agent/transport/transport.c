@@ -352,6 +352,11 @@ bool transport__sample_round(const struct transport *t, uint64_t now_s)
 	return port_rand_below(100) < s.budget_percent;
 }
 
+uint64_t transport__told_window(const struct transport *t, uint64_t start_s)
+{
+	return upload__told_window(t->up, start_s);
+}
+
 void transport__stats(const struct transport *t, struct transport_stats *st)
 {
 	*st = t->st;

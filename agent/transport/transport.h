@@ -101,6 +101,8 @@ void transport__stats(const struct transport *t, struct transport_stats *st);
  * unreachable), with probability budget % (the fleet's budget kept on average, uncoordinated).
  */
 bool transport__sample_round(const struct transport *t, uint64_t now_s);
+/* The duty window a round started at start_s was told to sample in, else 0 (upload.h). */
+uint64_t transport__told_window(const struct transport *t, uint64_t start_s);
 
 /* This device's name: its certificate's CN (the collector's device label; prefix of keys). */
 const char *transport__device(const struct transport *t);

@@ -39,6 +39,8 @@ struct uploader {
 	struct http_message resp;	/* the response (its own 16 KiB head): off the stack */
 	char target[UPLOAD_TARGET_MAX];
 	struct upload_schedule sched;	/* the last one the collector answered with */
+	uint64_t told[UPLOAD_TOLD];	/* windows it told us to sample in (start, unix s) */
+	uint64_t told_window_s;
 	unsigned retry_after_s;		/* the last answer's Retry-After (0: none) */
 };
 
@@ -375,6 +377,26 @@ static void upload_retry_after(struct uploader *u, const struct http_message *m)
 		u->retry_after_s = s > 3600 ? 3600 : (unsigned)s;
 }
 
+/* Remembers the windows a schedule told us to sample in: this one, and the next. */
+static void upload_told(struct uploader *u, const struct upload_schedule *s)
+{
+	uint64_t w[2] = { s->sample ? s->window_start : 0, s->next_start };
+
+	if (s->window_s != u->told_window_s) {
+		memset(u->told, 0, sizeof(u->told));
+		u->told_window_s = s->window_s;
+	}
+	for (size_t i = 0; i < 2; i++) {
+		size_t old = 0, j;
+
+		for (j = 0; w[i] && j < UPLOAD_TOLD && u->told[j] != w[i]; j++)
+			if (u->told[j] < u->told[old])
+				old = j;
+		if (w[i] && j == UPLOAD_TOLD)
+			u->told[old] = w[i];
+	}
+}
+
 /* One request/response on the open connection: the HTTP status (> 0), or -errno. */
 static int upload_exchange(struct uploader *u, const struct upload_req *req, uint64_t deadline)
 {
@@ -407,8 +429,8 @@ static int upload_exchange(struct uploader *u, const struct upload_req *req, uin
 		snprintf(u->err, sizeof(u->err), "collector answered %d: %.180s", ret,
 			 m->body ? (const char *)m->body : http_reason(ret));
 	}
-	else if (m->body)
-		upload_schedule__parse((const char *)m->body, &u->sched);
+	else if (m->body && upload_schedule__parse((const char *)m->body, &u->sched))
+		upload_told(u, &u->sched);
 	if (!m->keep_alive)
 		upload__close(u);
 	http_message__reset(m);
@@ -444,6 +466,19 @@ bool upload_schedule__parse(const char *body, struct upload_schedule *s)
 	};
 	s->valid = s->window_s > 0 && s->budget_percent > 0 && s->budget_percent <= 100;
 	return s->valid;
+}
+
+uint64_t upload__told_window(const struct uploader *u, uint64_t t_s)
+{
+	uint64_t start;
+
+	if (!u->told_window_s)
+		return 0;
+	start = t_s / u->told_window_s * u->told_window_s;
+	for (size_t i = 0; i < UPLOAD_TOLD; i++)
+		if (u->told[i] && u->told[i] == start)
+			return t_s / u->told_window_s;
+	return 0;
 }
 
 void upload__schedule(const struct uploader *u, struct upload_schedule *s)

@@ -110,6 +110,13 @@ int upload_cert_cn(const char *path, char *buf, size_t len);
 void upload__stats(const struct uploader *u, struct upload_stats *st);
 /* The last schedule received (valid false when none was). */
 void upload__schedule(const struct uploader *u, struct upload_schedule *s);
+/*
+ * The duty window (unix s / window) a profile taken at t_s was sampled in when a schedule told
+ * this device to sample then (one of the last UPLOAD_TOLD windows told), else 0: sent as the
+ * duty_window label, so that the collector weighs only profiles taken under its schedule.
+ */
+#define UPLOAD_TOLD 4
+uint64_t upload__told_window(const struct uploader *u, uint64_t t_s);
 /* Reads a collector answer's "schedule" object; false when there is none. */
 bool upload_schedule__parse(const char *body, struct upload_schedule *s);
 

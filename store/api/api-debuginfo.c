@@ -27,8 +27,14 @@ void api_debuginfo_put(struct api_ctx *a)
 				 "build-id '%s' is not 2..80 lowercase hex digits", build_id);
 	ret = debuginfo__put(a->debuginfo, build_id, a->req->body, a->req->body_len, err,
 			     sizeof(err));
-	if (ret == -ENOSPC)
-		return api_error(a, 413, REJ_TOO_LARGE, "%s", err);
+	/* 413 says too large: a full store or disk is 507, a disk that may clear says when */
+	if (ret == -EDQUOT)
+		return api_error(a, 507, REJ_STORE, "%s (CONFIG_COLLECTOR_DEBUGINFO_TOTAL_MB)", err);
+	if (ret == -ENOSPC) {
+		api_error(a, 507, REJ_STORE, "%s", err);
+		snprintf(a->ans.extra, sizeof(a->ans.extra), "Retry-After: 60\r\n");
+		return;
+	}
 	if (ret == -EINVAL)
 		return api_error(a, 400, REJ_BAD_REQUEST, "debug file refused: %s", err);
 	if (ret)

@@ -85,6 +85,7 @@ void api__ctx(struct api *api, struct api_ctx *a, const char *peer)
 	a->peer = peer;
 	a->max_body = api->max_body;
 	a->regress_rules = api->regress_rules;
+	a->mem.b = &api->metrics->mem;
 }
 
 /* server_handler.handle: the request through the routes, its answer handed to the server. */
@@ -97,7 +98,9 @@ static void api__serve(void *ctx, const struct server_request *r, struct server_
 	a.duty = api->duty;
 	a.req = r->msg;
 	a.device = r->device;
+	a.mem = *r->mem; /* the body's charge: the decode adds to it */
 	api_handle(&a);
+	*r->mem = a.mem; /* the server gives it back after the answer */
 	*an = a.ans;
 }
 

@@ -89,6 +89,54 @@ static void metric_scrape(struct sbuf *b, const struct server_metrics *m)
 		      scrape_fail_names, m->scrape_failed, SCRAPE_FAIL__N);
 }
 
+/* The upload memory budget (store/server/mem-budget.h). */
+static void metric_mem(struct sbuf *b, const struct mem_budget *mb)
+{
+	metric(b, "decode_memory_bytes", "gauge",
+	       "Memory held by uploads' bodies and decodes now, as asked of the budget "
+	       "(--decode-mem).",
+	       (uint64_t)mb->used);
+	metric(b, "decode_memory_peak_bytes", "gauge",
+	       "The most memory uploads held at once since the start.", (uint64_t)mb->peak);
+	metric(b, "decode_memory_limit_bytes", "gauge", "--decode-mem.", (uint64_t)mb->limit);
+	metric_family(b, "decode_memory_refused_total",
+		      "Uploads refused for memory: over --request-mem (413), or the budget "
+		      "momentarily full (503).", "budget", mem_refusal_names, mb->refused,
+		      MEM_REFUSED__N);
+}
+
+#ifdef CONFIG_COLLECTOR_DUTY
+/* Fleet-wide duty cycling (store/api/duty.h). */
+static void metric_duty(struct sbuf *b, struct duty *d)
+{
+	struct duty_stats st;
+
+	if (!d)
+		return;
+	duty__stats(d, &st);
+	metric(b, "duty_devices", "gauge", "Device certificates tracked by the duty cycler.",
+	       st.devices);
+	metric(b, "duty_groups", "gauge", "Groups of devices (--duty-group-by values).", st.groups);
+	metric(b, "duty_untracked_total", "counter",
+	       "Schedules answered with the agent's default: the device table was full.",
+	       st.untracked);
+	metric(b, "duty_expired_total", "counter",
+	       "Devices forgotten after a few of their periods without uploads.", st.expired);
+	metric(b, "duty_moved_total", "counter",
+	       "Devices whose latest labels put them in another group.", st.moved);
+	metric(b, "duty_profiles_weighed_total", "counter",
+	       "Profiles sampled in a window their device was told: weighed n / k.", st.weighed);
+	metric(b, "duty_profiles_unweighed_total", "counter",
+	       "Profiles from device certificates without a told window: weight 1.",
+	       st.unweighed);
+}
+#else
+static void metric_duty(struct sbuf *b, struct duty *d)
+{
+	(void)b, (void)d;
+}
+#endif
+
 void api_metrics(struct api_ctx *a)
 {
 	const struct server_metrics *m = a->metrics;
@@ -103,6 +151,9 @@ void api_metrics(struct api_ctx *a)
 	       m->duplicates);
 	metric(&b, "received_bytes_total", "counter", "Profile bytes received.",
 	       m->bytes_received);
+	metric(&b, "profile_time_ahead_total", "counter",
+	       "Profiles dated more than an hour ahead of the collector's clock: stored at receive "
+	       "time, labelled clock=ahead.", m->time_clamped);
 	metric_family(&b, "requests_rejected_total", "Requests refused, by reason.", "reason",
 		      reject_reason_names, m->rejected, REJ__N);
 	store__metrics(a->store, STORE_METRICS_BACKEND, metric_store, &b);
@@ -128,6 +179,8 @@ void api_metrics(struct api_ctx *a)
 	metric(&b, "connections_evicted_total", "counter",
 	       "Unauthenticated connections closed to make room (--max-handshakes).",
 	       m->conns_evicted);
+	metric_mem(&b, &m->mem);
+	metric_duty(&b, a->duty);
 	metric_rules(&b, a->store);
 	regress_rules__metrics(a->regress_rules, &b);
 	api_json(a, &b);

@@ -26,6 +26,7 @@
 #define API_LIST_MAX	 100000
 #define API_MAX_IDS	 1000
 #define API_PARAM_MAX	 8192
+#define API_FUTURE_S	 3600		/* a device's clock may be this far ahead */
 #define API_RETRY_AFTER_S 5		/* a full store queue: about a batch's time to go in */
 
 /* ---- output helpers ------------------------------------------------------------------------ */
@@ -84,6 +85,7 @@ void sbuf_free(struct sbuf *b)
 
 void api_reset(struct api_ctx *a)
 {
+	mem_charge__release(&a->mem);
 	server_answer__reset(&a->ans);
 }
 
@@ -321,10 +323,13 @@ int api_read_profile(struct api_ctx *a, const void *body, size_t len, bool folde
 {
 	struct pprof_read_limits lim = { .max_input = a->max_body,
 					 .max_decoded = API_MAX_DECODED,
-					 .merge_samples = merge };
+					 .merge_samples = merge,
+					 .reserve = mem_charge__reserve,
+					 .reserve_ctx = &a->mem };
 	char err[256] = "";
 	int ret;
 
+	mem_charge__mark(&a->mem);
 	if (!len) {
 		api_error(a, 400, REJ_BAD_PROFILE, "empty body: expected a pprof profile%s",
 			  folded_ok ? " or folded text" : "");
@@ -336,6 +341,12 @@ int api_read_profile(struct api_ctx *a, const void *body, size_t len, bool folde
 		ret = pprof_read(body, len, &lim, p, err, sizeof(err));
 	if (ret == -EFBIG) {
 		api_error(a, 413, REJ_TOO_LARGE, "profile refused: %s", err);
+		return ret;
+	}
+	if (ret == -EAGAIN) {
+		api_error(a, 503, REJ_BUSY, "profile not decoded now: %s", err);
+		snprintf(a->ans.extra, sizeof(a->ans.extra), "Retry-After: %u\r\n",
+			 API_RETRY_AFTER_S);
 		return ret;
 	}
 	if (ret) {
@@ -364,16 +375,43 @@ int api_read_profile(struct api_ctx *a, const void *body, size_t len, bool folde
  * each of its samples (a stack of 7 samples of count 1 at a weight of 1.5: 10, where weighing
  * them one by one gave 7, for 10.5): closer to the unbiased total, never below the old sum.
  */
-static void duty_weigh(struct api_ctx *a, const struct ingest *in, struct pprof_profile *p)
+static uint64_t duty_weigh(struct api_ctx *a, const struct ingest *in, uint64_t window,
+			   struct pprof_profile *p)
 {
 	uint64_t w;
 
+	if (!a->device || !a->device[0])
+		return 1000; /* no certificate: no device to schedule (plain HTTP, scrapes) */
+	/* the weight first: the schedule below may tell the device a new window */
+	w = duty__weight(a->duty, a->device, window);
 	duty__schedule(a->duty, a->device, in->labels, in->n_labels,
 		       port_clock_real_ns() / NSEC_PER_SEC, &a->sched);
 	a->has_sched = true;
-	w = a->sched.weight_milli;
 	if (w != 1000)
 		pprof_profile__weigh(p, w);
+	return w;
+}
+
+/*
+ * The duty window the profile was sampled in (the agent's duty_window label: unix s /
+ * window), taken out of the labels wherever it comes from: a label per window would be a new
+ * series per window. 0 when absent or not a number.
+ */
+static uint64_t take_duty_window(struct ingest *in)
+{
+	for (size_t i = 0; i < in->n_labels; i++) {
+		char *end;
+		uint64_t w;
+
+		if (strcmp(in->labels[i].key, DUTY_WINDOW_LABEL))
+			continue;
+		w = strtoull(in->labels[i].value, &end, 10);
+		memmove(&in->labels[i], &in->labels[i + 1],
+			(in->n_labels - i - 1) * sizeof(in->labels[0]));
+		in->n_labels--;
+		return *end ? 0 : w;
+	}
+	return 0;
 }
 
 /* The total of the default sample type (pprof's: default_sample_type, else the last). */
@@ -405,12 +443,31 @@ static void api_full(struct api_ctx *a, int ret)
 	snprintf(a->ans.extra, sizeof(a->ans.extra), "Retry-After: %u\r\n", API_RETRY_AFTER_S);
 }
 
+/*
+ * A time from the device (its profile's time_nanos, created_at, Pyroscope's from) more than
+ * API_FUTURE_S ahead of the collector's clock is placed at receive time, labelled clock=ahead
+ * and counted: a year-2262 profile would sit in a partition no retention ever drops, and in
+ * front of every "latest" query. Past times stay (devices spool for days; imports).
+ */
+static void clamp_future(struct api_ctx *a, struct ingest *in, struct record_meta *meta)
+{
+	uint64_t now = port_clock_real_ns();
+
+	if (meta->time_ns <= now + (uint64_t)API_FUTURE_S * NSEC_PER_SEC)
+		return;
+	meta->time_ns = now;
+	ingest_set_label(in, "clock", "ahead");
+	a->metrics->time_clamped++;
+}
+
 int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, size_t len,
 		      uint64_t *seq, bool *dup, int64_t *time_ns)
 {
 	struct record_meta meta = { 0 };
 	struct pprof_profile *p = NULL;
 	int ret;
+	size_t body_held = a->mem.held;
+	uint64_t window = take_duty_window(in);
 
 	a->metrics->received++;
 	a->metrics->bytes_received += len;
@@ -429,12 +486,11 @@ int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, si
 			ingest_set_label(in, "clock", "unset");
 		}
 	}
+	clamp_future(a, in, &meta);
 	if (!in->type)
 		in->type = type_from_profile(p);
-	if (a->duty) {
-		duty_weigh(a, in, p);
-		meta.weight_milli = (uint32_t)a->sched.weight_milli;
-	}
+	if (a->duty)
+		meta.weight_milli = (uint32_t)duty_weigh(a, in, window, p);
 	meta.value = profile_total(p);
 	meta.service = in->service;
 	meta.type = in->type;
@@ -443,6 +499,8 @@ int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, si
 	meta.labels = in->labels;
 	meta.n_labels = in->n_labels;
 	ret = store__ingest(a->store, &meta, body, len, p, seq, dup); /* takes p */
+	/* p is the store's now (bounded by its own queue): the next of an Alloy push may decode */
+	mem_charge__release_to(&a->mem, body_held);
 	if (ret == -EFBIG)
 		api_error(a, 413, REJ_TOO_LARGE, "profile of %zu bytes cannot fit in the ring",
 			  len);
@@ -860,9 +918,19 @@ static void api_version(struct api_ctx *a)
 	api_json(a, &b);
 }
 
+/* 200 "ok" while uploads are taken (with the backend's state when it has one), else 503. */
 static void api_healthz(struct api_ctx *a)
 {
-	api_set_body(a, 200, "text/plain", "ok\n", 3, true);
+	char line[512];
+	bool up = store__health(a->store, line, sizeof(line));
+	struct sbuf b = { 0 };
+
+	if (!line[0])
+		return api_set_body(a, 200, "text/plain", "ok\n", 3, true);
+	sbuf_printf(&b, "%s\n%s\n", up ? "ok" : "unavailable", line);
+	if (b.oom)
+		return api_error(a, 500, REJ_STORE, "out of memory");
+	api_set_body(a, up ? 200 : 503, "text/plain", b.p, b.len, false);
 }
 
 static void api_ui(struct api_ctx *a)

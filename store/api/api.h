@@ -57,6 +57,7 @@ struct api_ctx {
 	struct server_answer ans;	/* the answer */
 	size_t skipped;		/* a merge's profiles left out (unreadable, odd types) */
 	struct regress_rules *regress_rules;	/* NULL: no --regression-rule */
+	struct mem_charge mem;	/* what this request holds of the upload memory budget */
 };
 
 /* A handler context on the API's store and metrics, for what the collector ingests itself
@@ -69,7 +70,7 @@ void api_handle(struct api_ctx *a);
  * reads what is stored needs an operator (a certificate with OU=operator, or the HTTP token).
  */
 bool api_device_may(const char *method, const char *path);
-void api_reset(struct api_ctx *a);	/* frees the answer */
+void api_reset(struct api_ctx *a);	/* frees the answer, gives back its decode memory */
 /* Sets a JSON error answer {"code":N,"error":"..."} and counts it under r. */
 void api_error(struct api_ctx *a, int status, enum reject_reason r, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));

@@ -17,7 +17,12 @@
  * on its own (duty__default()), with weight 100 / budget: the budget holds in expectation.
  *
  * Bounded: at most max_devices devices and as many groups are tracked (open addressing); a
- * device beyond is answered the default and counted (untracked).
+ * device unseen for a few of its periods is forgotten when the table is full (or when it comes
+ * back); a device beyond is answered the default and counted (untracked).
+ *
+ * A profile is weighed only when its device was told to sample in the window it was taken in
+ * (the agent sends that window with the upload: label duty_window): everything else (other
+ * clients, the collector's scrapes, the agent's own default) stands for itself, weight 1.
  */
 #ifndef EDGEPROF_STORE_DUTY_H
 #define EDGEPROF_STORE_DUTY_H
@@ -27,6 +32,9 @@
 #include <stdint.h>
 
 #include "port/ringfile.h"
+
+/* The label an agent's upload names its told window with (taken out before storing). */
+#define DUTY_WINDOW_LABEL "duty_window"
 
 struct duty_opts {
 	unsigned budget_percent;	/* 1..100 */
@@ -49,6 +57,9 @@ struct duty_schedule {
 
 struct duty_stats {
 	uint64_t devices, groups, untracked, schedules;
+	uint64_t expired;	/* devices forgotten (unseen for a few of their periods) */
+	uint64_t moved;		/* devices whose labels put them in another group */
+	uint64_t weighed, unweighed;	/* profiles with a told window / without (weight 1) */
 };
 
 struct duty;
@@ -58,9 +69,18 @@ struct duty;
 struct duty *duty__new(const struct duty_opts *o, char *err, size_t errlen);
 void duty__free(struct duty *d);
 
-/* The schedule of the device (its certificate name and labels) at now_s (unix seconds). */
+/*
+ * The schedule of the device at now_s (unix seconds). A device is its certificate name: one
+ * entry whatever its labels, whose group-by values (the latest upload's) place it in a group.
+ */
 void duty__schedule(struct duty *d, const char *device, const struct record_label *labels,
 		    size_t n_labels, uint64_t now_s, struct duty_schedule *out);
+/*
+ * The weight (milli) of a profile the device sampled in window (unix s / window_s, the agent's
+ * duty_window label): the one it was told with that window, or 1000 when it was told none
+ * (Pyroscope, Alloy, scrapes, a device without a schedule, a window it was not given).
+ */
+uint64_t duty__weight(struct duty *d, const char *device, uint64_t window);
 #else
 #include <stdio.h>
 static inline struct duty *duty__new(const struct duty_opts *o, char *err, size_t errlen)
@@ -76,6 +96,11 @@ static inline void duty__schedule(struct duty *d, const char *device,
 {
 	(void)d, (void)device, (void)labels, (void)n_labels, (void)now_s;
 	*out = (struct duty_schedule){ .sample = true, .weight_milli = 1000 };
+}
+static inline uint64_t duty__weight(struct duty *d, const char *device, uint64_t window)
+{
+	(void)d, (void)device, (void)window;
+	return 1000;
 }
 #endif
 

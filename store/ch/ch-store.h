@@ -160,6 +160,12 @@ struct ch_store {
 	 * instead of spilling or being refused, so clients slow to ClickHouse's rate.
 	 */
 	bool ch_ok;
+	/*
+	 * ClickHouse did not answer at start and --ch-spool is set: the collector started on
+	 * the spool alone, and the writer creates the schema once ClickHouse answers (before any
+	 * batch goes in). Set at open, cleared by the writer (lock held).
+	 */
+	bool schema_pending;
 	unsigned wait_ms;		/* CONFIG_COLLECTOR_CH_WAIT_MS (0: never wait) */
 	unsigned waiting;		/* uploads waiting for room now */
 	uint64_t waits, wait_timeouts, wait_ns;

@@ -458,6 +458,40 @@ static void ch__seal_due(struct ch_store *c)
 	ch__seal(c);
 }
 
+/*
+ * Started without ClickHouse (--ch-spool): creates the schema once it answers, retrying every
+ * second or so, before any batch is sent (lock held; released while trying). False when
+ * stopping first.
+ */
+static bool ch__schema_wait(struct ch_store *c)
+{
+	unsigned tries = 0;
+
+	while (c->schema_pending && !c->stop) {
+		char err[300] = "";
+		struct timespec ts;
+		int e;
+
+		pthread_mutex_unlock(&c->lock);
+		e = ch_schema__create(c, err, sizeof(err));
+		pthread_mutex_lock(&c->lock);
+		tries++;
+		if (!e) {
+			c->schema_pending = false;
+			c->ch_ok = true;
+			c->last_error[0] = '\0';
+			pr_info("store: ClickHouse answers after %u tries: schema ready, sending what "
+				"the spool holds (%zu bytes)", tries, c->spool_pending);
+			break;
+		}
+		snprintf(c->last_error, sizeof(c->last_error), "%s", err);
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&c->wake, &c->lock, &ts);
+	}
+	return !c->schema_pending;
+}
+
 void *ch__writer(void *arg)
 {
 	struct ch_store *c = arg;
@@ -466,6 +500,11 @@ void *ch__writer(void *arg)
 	uint64_t retain_due = 0;
 
 	pthread_mutex_lock(&c->lock);
+	if (!ch__schema_wait(c)) {
+		pthread_mutex_unlock(&c->lock);
+		ch_conn__free(conn);
+		return NULL; /* stopping: what was acknowledged is in the spool */
+	}
 	while (conn) {
 		struct ch_batch *b;
 		struct timespec ts;

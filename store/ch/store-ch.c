@@ -48,6 +48,9 @@ static void ch__stats(struct store *base, struct store_stats *st)
 	st->ch.partitions_dropped = c->partitions_dropped;
 	st->ch.rollup_dirty_hours = c->dirty_hours;
 	st->ch.rollup_failures = c->rollup_failures;
+	st->ch.reachable = c->ch_ok && !c->schema_pending;
+	st->ch.schema_pending = c->schema_pending;
+	snprintf(st->ch.last_error, sizeof(st->ch.last_error), "%s", c->last_error);
 	st->ch.spool = c->spool != NULL;
 	st->ch.spool_pending = c->spool_pending;
 	st->ch.spool_capacity = c->spool_capacity;
@@ -125,6 +128,12 @@ static int ch__group_rule(struct ch_store *c, const char *list, char *err, size_
 	return 0;
 }
 
+/* A failure to reach ClickHouse (connect, timeout, reset), not an answer that refused. */
+static bool ch_unreachable(int e)
+{
+	return e != -EIO && e != -ENOMEM && e != -EINVAL && e != -ENAMETOOLONG;
+}
+
 struct store *store_ch__open(const struct store_opts *opts, char *err, size_t errlen)
 {
 	struct ch_store *c = calloc(1, sizeof(*c));
@@ -181,6 +190,17 @@ struct store *store_ch__open(const struct store_opts *opts, char *err, size_t er
 	}
 	if (!e)
 		e = ch_schema__create(c, err, errlen);
+	if (e && opts->ch_spool && ch_unreachable(e)) {
+		/* the spool exists for exactly this outage: start on it (its thread replays later) */
+		pr_warn("store: ClickHouse does not answer (%s): starting on the spool %s; uploads "
+			"are acknowledged once durable there and go to ClickHouse once it answers",
+			err, opts->ch_spool);
+		snprintf(c->last_error, sizeof(c->last_error), "%s", err);
+		c->schema_pending = true;
+		c->ch_ok = false;
+		e = 0;
+		err[0] = '\0';
+	}
 	if (!e && opts->ch_spool)
 		e = ch_spool__open(c, opts, &ch_batch_ops, err, errlen);
 	if (!e) {

@@ -36,6 +36,8 @@ struct mr_rule {
 	char *by[MR_BY_MAX];	  /* label names as matched */
 	char *by_prom[MR_BY_MAX]; /* the same as Prometheus label names */
 	size_t n_by;
+	size_t n_series;	  /* its series in the table */
+	uint64_t dropped;	  /* its profiles whose series did not fit its share */
 };
 
 struct mr_series {
@@ -559,7 +561,12 @@ static struct mr_series *series_get(struct metrics_rules *r, size_t rule, unsign
 		    !memcmp(s->key, key, len))
 			return s;
 	}
-	if (r->n_series == r->max_series)
+	/*
+	 * Each rule has its share of the table: one rule whose labels take unbounded values
+	 * (a device name) cannot leave the others without series.
+	 */
+	if (r->n_series == r->max_series ||
+	    r->rules[rule].n_series >= (r->max_series / r->n_rules ? r->max_series / r->n_rules : 1))
 		return NULL;
 	s = &r->series[r->n_series];
 	s->key = malloc(len ? len : 1);
@@ -572,6 +579,7 @@ static struct mr_series *series_get(struct metrics_rules *r, size_t rule, unsign
 	s->unit = (uint8_t)unit;
 	s->value = 0;
 	r->slots[i] = (uint32_t)++r->n_series;
+	r->rules[rule].n_series++;
 	return s;
 }
 
@@ -607,10 +615,12 @@ void metrics_rules__commit(struct metrics_rules *r, const struct record_meta *me
 		}
 		if (len < sizeof(key))
 			s = series_get(r, i, pend->unit[i], key, len);
-		if (s)
+		if (s) {
 			s->value += (uint64_t)pend->value[i];
-		else
+		} else {
 			r->dropped++;
+			r->rules[i].dropped++;
+		}
 	}
 	pthread_mutex_unlock(&r->lock);
 }
@@ -693,6 +703,13 @@ int metrics_rules__text(struct metrics_rules *r, char **out, size_t *len)
 		"# TYPE edgeprof_collector_metrics_rule_series_dropped_total counter\n"
 		"edgeprof_collector_metrics_rule_series_dropped_total %" PRIu64 "\n",
 		r->dropped);
+	fprintf(f,
+		"# HELP edgeprof_collector_metrics_rule_dropped_total Profiles a rule matched "
+		"whose series did not fit its share of --metrics-series (series / rules).\n"
+		"# TYPE edgeprof_collector_metrics_rule_dropped_total counter\n");
+	for (size_t i = 0; i < r->n_rules; i++)
+		fprintf(f, "edgeprof_collector_metrics_rule_dropped_total{rule=\"%s\"} %" PRIu64
+			"\n", r->rules[i].name, r->rules[i].dropped);
 	fprintf(f,
 		"# HELP edgeprof_collector_metrics_rule_snapshots_total Profiles a rule "
 		"matched that hold only snapshots (inuse_*, goroutine): not counted.\n"

@@ -29,9 +29,16 @@
 #define SCRAPE_SLACK_S 10	/* a fetch's time beyond its profile's seconds */
 
 
+struct coll_scraper;
+
 struct ctarget {
 	struct sd_target sd;
 	struct scrape_target st;	/* named by its address */
+	/* the scraper's lock: */
+	struct coll_scraper *s;
+	uint64_t next;			/* mono ns its next scrape is due */
+	bool busy;			/* a worker scrapes it now */
+	int fd;				/* the socket of its fetch in progress, or -1 */
 };
 
 struct coll_scraper {
@@ -47,15 +54,33 @@ struct coll_scraper {
 	int wake[2];			/* SIGHUP and shutdown write here */
 	pthread_t th;
 	bool started;
-	pthread_mutex_t lock;		/* stopping, fd */
-	bool stopping;
-	int fd;				/* the socket of the fetch in progress, or -1 */
+	/*
+	 * Workers: each scrapes one due target at a time (all its types), so that a target that
+	 * answers slowly or never holds one worker for its own scrapes, and the others keep
+	 * their interval (CONFIG_COLLECTOR_SCRAPE_WORKERS).
+	 */
+	pthread_t workers[CONFIG_COLLECTOR_SCRAPE_WORKERS];
+	unsigned n_workers;
+	pthread_mutex_t lock;		/* stopping, targets' schedule, busy */
+	pthread_cond_t cond;		/* a target done, a reload waiting, stopping */
+	bool stopping, reloading;
+	unsigned busy;			/* targets being scraped */
 	struct http_message req;	/* what the ingest path's messages name: "(scrape)" */
 };
 
 static bool stopping(void *ctx)
 {
-	struct coll_scraper *s = ctx;
+	struct coll_scraper *s = ((struct ctarget *)ctx)->s;
+	bool st;
+
+	pthread_mutex_lock(&s->lock);
+	st = s->stopping;
+	pthread_mutex_unlock(&s->lock);
+	return st;
+}
+
+static bool scraper_stopping(struct coll_scraper *s)
+{
 	bool st;
 
 	pthread_mutex_lock(&s->lock);
@@ -66,10 +91,11 @@ static bool stopping(void *ctx)
 
 static void on_fd(void *ctx, int fd)
 {
-	struct coll_scraper *s = ctx;
+	struct ctarget *t = ctx;
+	struct coll_scraper *s = t->s;
 
 	pthread_mutex_lock(&s->lock);
-	s->fd = fd;
+	t->fd = fd;
 	if (fd >= 0 && s->stopping)
 		shutdown(fd, SHUT_RDWR);
 	pthread_mutex_unlock(&s->lock);
@@ -87,21 +113,29 @@ static void free_targets(struct ctarget *t, size_t n)
 	free(t);
 }
 
-/* New targets from sd; a target kept from before keeps its delta baselines. */
+/*
+ * New targets from sd; a target kept from before keeps its delta baselines and its schedule.
+ * Called with no target busy (reload() waits for that).
+ */
 static int set_targets(struct coll_scraper *s, const struct sd_target *sd, size_t n)
 {
 	struct ctarget *t = calloc(n ? n : 1, sizeof(*t));
+	uint64_t now = port_clock_mono_ns();
 
 	if (!t)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
 		t[i].sd = sd[i];
+		t[i].s = s;
+		t[i].fd = -1;
+		t[i].next = now;
 		snprintf(t[i].st.name, sizeof(t[i].st.name), "%s", sd[i].addr);
 		for (size_t j = 0; j < s->n; j++) {
 			if (!same_target(&sd[i], &s->t[j].sd))
 				continue;
 			memcpy(t[i].st.delta, s->t[j].st.delta, sizeof(t[i].st.delta));
 			memset(s->t[j].st.delta, 0, sizeof(s->t[j].st.delta));
+			t[i].next = s->t[j].next;
 			break;
 		}
 		if (scrape_target__init(&t[i].st, s->types, 0)) {
@@ -158,7 +192,18 @@ static void reload(struct coll_scraper *s, const char *why)
 {
 	char err[300] = "";
 
-	if (load_targets(s, err, sizeof(err)))
+	int ret;
+
+	/* the targets' array is replaced: wait for the workers to leave it */
+	pthread_mutex_lock(&s->lock);
+	s->reloading = true;
+	while (s->busy && !s->stopping)
+		pthread_cond_wait(&s->cond, &s->lock);
+	ret = s->stopping ? 0 : load_targets(s, err, sizeof(err));
+	s->reloading = false;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	if (ret)
 		pr_warn("scrape: %s: %s; keeping the %zu targets of before", why, err, s->n);
 	else
 		pr_info("scrape: %s: %zu targets", why, s->n);
@@ -199,7 +244,7 @@ static bool scrape_one(struct coll_scraper *s, struct ctarget *t, int type)
 {
 	char base[300], device[256] = "";
 	const struct scrape_fetch f = {.tls = s->tls, .max_body = s->o.max_body,
-				       .slack_s = SCRAPE_SLACK_S, .on_fd = on_fd, .ctx = s,
+				       .slack_s = SCRAPE_SLACK_S, .on_fd = on_fd, .ctx = t,
 				       .stopping = stopping, .peer_cn = device,
 				       .cnlen = sizeof(device)};
 	struct pprof_buf buf = {0};
@@ -221,29 +266,86 @@ static bool scrape_one(struct coll_scraper *s, struct ctarget *t, int type)
 	return fail != FETCH_CONNECT;
 }
 
-static void scrape_all(struct coll_scraper *s)
+/* All the types of one target: a target down (no connection) skips the rest. */
+static void scrape_target(struct coll_scraper *s, struct ctarget *t)
 {
-	for (size_t i = 0; i < s->n && !stopping(s); i++)
-		for (int k = 0; k < PPROF_KIND__N && !stopping(s); k++)
-			if ((s->types & (1u << k)) && !scrape_one(s, &s->t[i], k))
-				break;
+	for (int k = 0; k < PPROF_KIND__N && !stopping(t); k++)
+		if ((s->types & (1u << k)) && !scrape_one(s, t, k))
+			break;
 }
 
+/* The due target scraped longest ago that no worker has, or NULL; *wait_ns until the next. */
+static struct ctarget *due_target(struct coll_scraper *s, uint64_t now, uint64_t *wait_ns)
+{
+	struct ctarget *best = NULL;
+
+	*wait_ns = NSEC_PER_SEC;
+	for (size_t i = 0; i < s->n; i++) {
+		struct ctarget *t = &s->t[i];
+
+		if (t->busy)
+			continue;
+		if (t->next > now) {
+			if (t->next - now < *wait_ns)
+				*wait_ns = t->next - now;
+			continue;
+		}
+		if (!best || t->next < best->next)
+			best = t;
+	}
+	return best;
+}
+
+static void *scrape_worker(void *arg)
+{
+	struct coll_scraper *s = arg;
+
+	pthread_mutex_lock(&s->lock);
+	while (!s->stopping) {
+		uint64_t now = port_clock_mono_ns(), wait_ns;
+		struct ctarget *t = s->reloading ? NULL : due_target(s, now, &wait_ns);
+		struct timespec ts;
+
+		if (!t) {
+			if (s->reloading)
+				wait_ns = 100 * NSEC_PER_MSEC;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_sec += (time_t)(wait_ns / NSEC_PER_SEC);
+			ts.tv_nsec += (long)(wait_ns % NSEC_PER_SEC);
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+			continue;
+		}
+		t->busy = true;
+		s->busy++;
+		/* its interval from this start: a slow scrape delays only its own next one */
+		t->next = now + (uint64_t)s->o.interval_s * NSEC_PER_SEC;
+		pthread_mutex_unlock(&s->lock);
+		scrape_target(s, t);
+		pthread_mutex_lock(&s->lock);
+		t->busy = false;
+		t->fd = -1;
+		s->busy--;
+		pthread_cond_broadcast(&s->cond);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+/* Reloads the targets on SIGHUP or a changed file; the workers scrape. */
 static void *coll_scrape_thread(void *arg)
 {
 	struct coll_scraper *s = arg;
-	uint64_t next = port_clock_mono_ns();
 
-	while (!stopping(s)) {
+	while (!scraper_stopping(s)) {
 		struct pollfd pfd = {.fd = s->wake[0], .events = POLLIN};
 		char junk[16];
 
-		if (port_clock_mono_ns() >= next) {
-			next = port_clock_mono_ns() + (uint64_t)s->o.interval_s * NSEC_PER_SEC;
-			scrape_all(s);
-		}
 		if (poll(&pfd, 1, 1000) > 0 && read(s->wake[0], junk, sizeof(junk)) > 0 &&
-		    !stopping(s))
+		    !scraper_stopping(s))
 			reload(s, "SIGHUP");
 		else if (file_changed(s))
 			reload(s, "the targets file changed");
@@ -291,11 +393,18 @@ struct coll_scraper *coll_scrape__new(const struct coll_scrape_opts *o, struct a
 	s->m = a.metrics;
 	if (!s->o.max_body)
 		s->o.max_body = a.max_body;
-	s->fd = -1;
 	s->req.path = (char *)"(scrape)";
 	s->req.query = (char *)"";
 	s->wake[0] = s->wake[1] = -1;
 	pthread_mutex_init(&s->lock, NULL);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&s->cond, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	if (coll_scrape_setup(s, err, errlen))
 		goto out_free;
 	for (size_t i = 0; i < s->n; i++)
@@ -307,7 +416,15 @@ struct coll_scraper *coll_scrape__new(const struct coll_scrape_opts *o, struct a
 		goto out_free;
 	}
 	s->started = true;
-	pr_info("scrape: %zu targets from %s, every %u s", s->n, s->o.file, s->o.interval_s);
+	for (; s->n_workers < CONFIG_COLLECTOR_SCRAPE_WORKERS; s->n_workers++)
+		if (pthread_create(&s->workers[s->n_workers], NULL, scrape_worker, s))
+			break;
+	if (!s->n_workers) {
+		snprintf(err, errlen, "cannot start a scrape worker");
+		goto out_free;
+	}
+	pr_info("scrape: %zu targets from %s, every %u s (%u workers)", s->n, s->o.file,
+		s->o.interval_s, s->n_workers);
 	return s;
 out_free:
 	coll_scrape__free(s);
@@ -327,11 +444,15 @@ void coll_scrape__free(struct coll_scraper *s)
 	if (s->started) {
 		pthread_mutex_lock(&s->lock);
 		s->stopping = true;
-		if (s->fd >= 0)
-			shutdown(s->fd, SHUT_RDWR);
+		for (size_t i = 0; i < s->n; i++)
+			if (s->t[i].fd >= 0)
+				shutdown(s->t[i].fd, SHUT_RDWR);
+		pthread_cond_broadcast(&s->cond);
 		pthread_mutex_unlock(&s->lock);
 		coll_scrape__reload(s);
 		pthread_join(s->th, NULL);
+		for (unsigned i = 0; i < s->n_workers; i++)
+			pthread_join(s->workers[i], NULL);
 	}
 	if (s->wake[0] >= 0) {
 		close(s->wake[0]);
@@ -340,5 +461,6 @@ void coll_scrape__free(struct coll_scraper *s)
 	free_targets(s->t, s->n);
 	tls_config__free(s->tls);
 	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->cond);
 	free(s);
 }

@@ -467,11 +467,24 @@ static void conn_unauthorized(struct conn *c, struct server_answer *an)
 	snprintf(an->extra, sizeof(an->extra), "WWW-Authenticate: Bearer realm=\"edgeprof\"\r\n");
 }
 
+/*
+ * Defence in depth for the UI (names in profiles come from devices): no content sniffing on
+ * any answer; pages run only this origin's scripts and are never framed.
+ */
+#define HDR_NOSNIFF "X-Content-Type-Options: nosniff\r\n"
+#define HDR_CSP	"Content-Security-Policy: default-src 'self'; img-src 'self' data:; " \
+		"style-src 'self' 'unsafe-inline'; base-uri 'none'; form-action 'self'; " \
+		"frame-ancestors 'none'\r\nX-Frame-Options: DENY\r\n"
+
 static void conn_answer(struct conn *c, struct server_answer *an, bool keep_alive)
 {
-	int ret = http_write_response(&c->stream, an->status, an->content_type,
-				      an->extra[0] ? an->extra : NULL, an->body, an->body_len,
-				      keep_alive);
+	char extra[sizeof(an->extra) + sizeof(HDR_NOSNIFF HDR_CSP)];
+	bool html = an->content_type && !strncmp(an->content_type, "text/html", 9);
+	int ret;
+
+	snprintf(extra, sizeof(extra), "%s" HDR_NOSNIFF "%s", an->extra, html ? HDR_CSP : "");
+	ret = http_write_response(&c->stream, an->status, an->content_type, extra, an->body,
+				  an->body_len, keep_alive);
 
 	if (ret)
 		pr_debug("%s: writing the answer: %s", c->peer, strerror(-ret));
@@ -488,6 +501,37 @@ static size_t request_body_limit(void *ctx, const struct http_message *m)
 	if (!strcmp(m->method, "POST") && m->path && !strncmp(m->path, "/api/0/debuginfo/", 17))
 		return s->o.max_debuginfo_body;
 	return s->o.max_body;
+}
+
+/*
+ * Charges the body before it is read: its Content-Length, or the bound when chunked. Debug
+ * files are not charged (their own bound; build hosts). Refused: 413 over the request's budget,
+ * 503 with Retry-After while all requests' is full; the body is not read, the connection closes.
+ */
+static bool conn_charge_body(struct conn *c, struct mem_charge *mc, struct server_answer *an)
+{
+	struct server *s = c->srv;
+	size_t limit = request_body_limit(s, &c->msg), len;
+	char err[200];
+	int ret;
+
+	if (limit != s->o.max_body || (!c->msg.chunked && c->msg.content_length <= 0))
+		return true;
+	len = c->msg.chunked || (uint64_t)c->msg.content_length > limit
+		? limit : (size_t)c->msg.content_length;
+	ret = mem_charge__reserve(mc, len, err, sizeof(err));
+	if (!ret)
+		return true;
+	if (ret == -EFBIG)
+		conn_error(c, an, 413, REJ_TOO_LARGE, "body refused: %s", err);
+	else
+		conn_error(c, an, 503, REJ_BUSY, "body not read now: %s", err);
+	if (ret != -EFBIG)
+		snprintf(an->extra, sizeof(an->extra), "Retry-After: 1\r\n");
+	c->linger = true;
+	conn_set_deadline(c, 2000);
+	conn_answer(c, an, false);
+	return false;
 }
 
 /* A request that could not be read whole: answer (best effort) and close. */
@@ -541,7 +585,9 @@ static void conn_busy(struct conn *c, struct server_answer *an)
 static void conn_serve(struct conn *c)
 {
 	struct server *s = c->srv;
-	struct server_request req = { .msg = &c->msg, .device = c->device, .peer = c->peer };
+	struct mem_charge mc = { .b = &s->m.mem };
+	struct server_request req = { .msg = &c->msg, .device = c->device, .peer = c->peer,
+				      .mem = &mc };
 	struct server_answer an;
 
 	for (;;) {
@@ -582,13 +628,19 @@ static void conn_serve(struct conn *c)
 			server_answer__reset(&an);
 			return;
 		}
+		if (!conn_charge_body(c, &mc, &an)) {
+			server_answer__reset(&an);
+			return;
+		}
 		ret = http_read_request_body(&c->stream, &c->msg, request_body_limit(s, &c->msg));
 		if (ret) {
+			mem_charge__release(&mc);
 			conn_read_failed(c, &an, ret);
 			server_answer__reset(&an);
 			return;
 		}
 		s->h.handle(s->h.ctx, &req, &an);
+		mem_charge__release(&mc);
 		keep = c->msg.keep_alive && !s->stopping;
 		conn_answer(c, &an, keep);
 		server_answer__reset(&an);
@@ -795,6 +847,7 @@ struct server *server__new(const struct server_opts *o, char *err, size_t errlen
 		return NULL;
 	}
 	s->o = *o;
+	mem_budget__init(&s->m.mem, o->mem_total, o->mem_request);
 	if (!s->o.max_debuginfo_body)
 		s->o.max_debuginfo_body = (size_t)CONFIG_COLLECTOR_DEBUGINFO_MAX_MB << 20;
 	if (s->o.max_debuginfo_body < s->o.max_body)

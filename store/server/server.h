@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "port/http.h"
+#include "store/server/mem-budget.h"
 
 struct server_opts {
 	const char *listen;		/* mTLS HOST:PORT (NULL = none) */
@@ -38,6 +39,8 @@ struct server_opts {
 	unsigned request_timeout_ms;	/* whole request, head and body */
 	unsigned idle_timeout_ms;	/* keep-alive wait for the next request */
 	unsigned handshake_timeout_ms;
+	size_t mem_total;		/* bodies and decodes of all requests (--decode-mem) */
+	size_t mem_request;		/* of one request (--request-mem) */
 };
 
 enum reject_reason {
@@ -71,6 +74,8 @@ struct server_metrics {
 	atomic_uint_fast64_t scrape_fetches, scrape_stored, scrape_baselines, scrape_bad_profile;
 	atomic_uint_fast64_t scrape_failed[SCRAPE_FAIL__N];
 	atomic_int scrape_targets, scrape_reload_errors;
+	atomic_uint_fast64_t time_clamped;	/* profiles dated ahead of our clock: now */
+	struct mem_budget mem;	/* uploads' bodies and decodes (store/server/mem-budget.h) */
 };
 
 extern const char *const reject_reason_names[REJ__N];
@@ -103,6 +108,7 @@ struct server_request {
 	const struct http_message *msg;
 	const char *device;	/* client certificate CN; "" on the plain-HTTP listener */
 	const char *peer;	/* "ip:port", for log lines */
+	struct mem_charge *mem;	/* what the request holds (its body); the handler adds to it */
 };
 
 /* What answers requests (the API, store/api/api.h): set once before server__run(). */

@@ -160,7 +160,7 @@ int debuginfo__put(struct debuginfo *d, const char *build_id, const void *data, 
 		snprintf(err, errlen, "debug-file store full (%llu of %llu bytes used)",
 			 (unsigned long long)d->total, (unsigned long long)d->max_total);
 		d->st.rejected++;
-		return -ENOSPC;
+		return -EDQUOT;
 	}
 	/* Written under a temporary name and checked there: a bad upload never replaces a file. */
 	ret = port_file_write_atomic(tmp, data, len, 0640);

@@ -37,8 +37,8 @@ bool debuginfo__valid_build_id(const char *build_id);
 
 /*
  * Stores data as the debug file of build_id. -EINVAL (not ELF, no build-id note, or the file's
- * build-id differs: err says which), -ENOSPC (store full), -errno. A second upload of the same
- * build-id replaces the first.
+ * build-id differs: err says which), -EDQUOT (the store's bound is reached), -ENOSPC (the
+ * disk is full), -errno. A second upload of the same build-id replaces the first.
  */
 int debuginfo__put(struct debuginfo *d, const char *build_id, const void *data, size_t len,
 		   char *err, size_t errlen);

@@ -150,6 +150,30 @@ hostile() {
 }
 phase hostile-bodies hostile
 
+# 6b. Legal profiles that decode far larger than their bodies (issue 38), eight or sixteen at
+#     once from one certificate: 7,000 samples x 4,096 frames (~840 KB gzipped, 230 MB of
+#     location ids), 8 M one-frame samples (6.6 MB gzipped, 56 MB raw) and 1,000 x 1,024 frames
+#     (~8 MiB decoded: within --request-mem). Before the memory budget: two of the first took
+#     548 MiB, two of the second 977 MiB. Now: 413 over --request-mem, 503 + Retry-After while
+#     the global budget is full, and the phase's peak RSS is asserted below with the others.
+$A deep "$T/deep.gz" 7000 4096 && $A wide "$T/wide.gz" 8000000 && $A deep "$T/mid.gz" 1000 1024 ||
+	fail "making the large profiles"
+# burst FILE N ALLOWED_CODES: N uploads of FILE at once; every answer must be one of ALLOWED.
+burst() {
+	local out
+	out=$($A burst "$S" "$T/pki/ca.crt" "$T/pki/dev-1.crt" "$T/pki/dev-1.key" "$T/$1" "$2")
+	echo "$out"
+	echo "$out" | tail -n 1 | grep -o '[0-9A-Za-z]*:' | tr -d : | grep -vxE "$3" &&
+		fail "$1: an answer outside $3: $out"
+	case $1 in mid.gz) echo "$out" | tail -n 1 | grep -q '200:' || fail "mid.gz: none stored" ;; esac
+}
+phase deep-7000x4096-x8 burst deep.gz 8 '413|503'
+phase wide-8M-samples-x8 burst wide.gz 8 '413|503'
+phase mid-1000x1024-x16 burst mid.gz 16 '200|503'
+curl -s -H "Authorization: Bearer $TOKEN" "$H/metrics" | grep -q \
+	'^edgeprof_collector_decode_memory_refused_total{budget="request"} [1-9]' ||
+	fail "refusals over --request-mem not counted at /metrics"
+
 # 7. zzuf: a few thousand mutated profiles from a valid device (most raw pprof, whose mutations
 #    get past gunzip's CRC into the reader; some gzip).
 mkdir -p "$T/fuzz"
@@ -211,6 +235,20 @@ strings() {
 	echo "sent=$n"
 }
 phase strings-utf8-control strings
+
+# 9b. Low ones (issue 38): a profile dated 2^63-1 ns (year 2262) is stored at receive time,
+#     labelled clock=ahead and counted; the UI's answers forbid sniffing and framing.
+$A pprof-at "$T/future.pb.gz" 9223372036854775807 || fail "pprof-at"
+out=$(dcurl dev-1 --data-binary @"$T/future.pb.gz" "$S/api/0/profiles?service=future&type=cpu")
+case $out in *'"key":"clock","value":"ahead"'*'"created_at":"'"$(date -u +%Y)"*) ;;
+*) fail "a profile of 2262 was not placed now: $out" ;; esac
+curl -s -H "Authorization: Bearer $TOKEN" "$H/metrics" |
+	grep -q '^edgeprof_collector_profile_time_ahead_total 1$' || fail "time ahead not counted"
+curl -s -D "$T/uih" -o /dev/null -H "Authorization: Bearer $TOKEN" "$H/ui/index.html"
+grep -qi "^X-Content-Type-Options: nosniff" "$T/uih" &&
+	grep -qi "^Content-Security-Policy: .*frame-ancestors 'none'" "$T/uih" ||
+	{ cat "$T/uih"; fail "the UI's security headers"; }
+echo "time_nanos 2^63-1 stored now (clock=ahead, counted); UI: nosniff, CSP frame-ancestors 'none'"
 sleep 1
 touch "$T/stop"
 wait $DEV
@@ -228,5 +266,52 @@ if grep -a '^edgeprof-collector: warning: x' "$T/collector.log"; then
 	echo "FAIL: a device string forged a log line"; ok=0
 fi
 grep -aq $'\x1b' "$T/collector.log" && { echo "FAIL: raw escape byte in the log"; ok=0; }
+[ "$ok" = 1 ] || fail "goals not met"
+
+# 10. Duty cycling under attack (issue 38), on a collector with --duty-percent 5:
+#  a) weights only where a schedule was obeyed: 40 Pyroscope apps (/ingest, plain HTTP) and 20
+#     pushes from a device certificate without a told window, 7 samples each, summed by a
+#     metrics rule: 420, the truth (before: every push weighed n/k, up to 20x);
+#  b) a device is its certificate: 420 uploads of dev-1 with a varying label (nonce=i) in
+#     group version=1 stay one device (before: group_devices 420), and 20 real devices of that
+#     group then see a group of 21 with 1 slot: at most 2 of them told to sample this window
+#     (before: all 20 got the same next window);
+#  c) with --duty-devices 60, the 420 variants took no room: the real devices are tracked.
+kill -9 "$CPID"; wait "$CPID" 2>/dev/null; CPID=; rm -f "$T/ring"
+start_collector --duty-percent 5 --duty-window 3600 --duty-group-by version --duty-devices 60 \
+	--http-listen 127.0.0.1:0 --http-token "$TOKEN" --metrics-rule 'pyro_samples=pyro'
+H=http://127.0.0.1:$HTTP_PORT
+S=https://localhost:$TLS_PORT
+$A pprof "$T/seven.pb.gz" "b'work'" || fail "pprof"
+[ $(( $(date +%s) % 3600 )) -lt 3590 ] || sleep 11 # the windows below are one window
+$A posts "$H" - - - "$T/seven.pb.gz" '/ingest?name=pyro%7Bapp%3D{i}%7D&format=pprof' 40 \
+	"$TOKEN" || fail "pyroscope pushes"
+$A posts "$S" "$T/pki/ca.crt" "$T/pki/dev-1.crt" "$T/pki/dev-1.key" "$T/seven.pb.gz" \
+	'/ingest?name=pyro%7Bapp%3Ddevice-{i}%7D' 20 || fail "device pushes"
+total=$(curl -s -H "Authorization: Bearer $TOKEN" "$H/metrics" |
+	awk '$1 == "pyro_samples_total" {print $2}')
+echo "duty: Pyroscope and unscheduled pushes summed under --duty-percent 5: $total (truth 420)"
+awk -v t="${total:-0}" 'BEGIN { exit !(t >= 420 * 0.97 && t <= 420 * 1.03) }' ||
+	fail "duty weights inflated unscheduled pushes: $total, truth 420"
+out=$($A posts "$S" "$T/pki/ca.crt" "$T/pki/dev-1.crt" "$T/pki/dev-1.key" "$T/seven.pb.gz" \
+	'/api/0/profiles?service=d&type=cpu&labels=version=1,nonce={i}' 420) || fail "nonces: $out"
+echo "duty: one certificate, 420 label variants: $out"
+case $out in *group_devices=1) ;; *) fail "one certificate counted as many devices: $out" ;; esac
+told=0
+for i in $(seq 20); do
+	"$EP" certs device "$T/pki" "gw-$i" >/dev/null || fail "certs gw-$i"
+done
+for i in $(seq 20); do
+	out=$($A posts "$S" "$T/pki/ca.crt" "$T/pki/gw-$i.crt" "$T/pki/gw-$i.key" "$T/seven.pb.gz" \
+		'/api/0/profiles?service=d&type=cpu&labels=version=1' 1) || fail "gw-$i: $out"
+done
+for i in $(seq 20); do # the second round: the group is complete
+	out=$($A posts "$S" "$T/pki/ca.crt" "$T/pki/gw-$i.crt" "$T/pki/gw-$i.key" "$T/seven.pb.gz" \
+		'/api/0/profiles?service=d&type=cpu&labels=version=1' 1) || fail "gw-$i: $out"
+	case $out in *sample=1*) told=$((told + 1)) ;; esac
+done
+echo "duty: 20 real devices after the variants: last $out; $told of 20 told to sample now"
+case $out in *group_devices=21) ;; *) fail "the real devices' group: $out (want 21)" ;; esac
+[ "$told" -le 2 ] || fail "$told of 20 devices told to sample in one window (budget 5 %: 1)"
 [ "$ok" = 1 ] || fail "goals not met"
 echo PASS

@@ -152,4 +152,45 @@ wait "$CC_PID" 2>/dev/null
 start_ch_collector chs5 "$URL" --ch-queue 4K --ch-batch-ms 50
 full503 "a 4 KiB queue, no spool"
 grep -q "queue to ClickHouse is full" "$T/b" || fail "the 503 does not say the queue is full"
+
+# 5. Start while ClickHouse is down (issue 38): with --ch-spool the collector starts on the
+#    spool, acknowledges within 2 s of its start, says so in its log and at /healthz, creates
+#    the schema and sends what it acknowledged once ClickHouse answers. (Before: "connect to
+#    ...: Connection refused", exit 1.) Without a spool it still refuses to start.
+kill "$CC_PID"
+wait "$CC_PID" 2>/dev/null
+ch_sql 0 "DROP DATABASE IF EXISTS ${DB}_cold" >/dev/null
+ch_kill 0
+COLD=http://127.0.0.1:$(ch_http_port 0)/${DB}_cold
+t0=$(date +%s%N)
+start_ch_collector chs6 "$COLD" --ch-spool "$T/spool.cold" --ring-size 8M --ch-batch-ms 50
+load "$T/ack5" cold 1 --count 1 >"$T/load5.log" 2>&1 || { cat "$T/load5.log"; fail "first upload"; }
+ms=$((($(date +%s%N) - t0) / 1000000))
+[ "$ms" -le 2000 ] || fail "first acknowledgement $ms ms after the start (want <= 2000)"
+load "$T/ack5" cold2 2 --count 20 >/dev/null || fail "uploads with ClickHouse down since the start"
+grep -q "ClickHouse does not answer.*starting on the spool" "$T/chs6.log" ||
+	fail "the log does not say it started on the spool"
+health=$(curl -sS --cacert "$T/pki/ca.crt" --cert "$T/pki/op.crt" --key "$T/pki/op.key" \
+	"https://localhost:$CC_PORT/healthz")
+case $health in ok*"unreachable since the start"*"acknowledging into the spool"*) ;;
+*) fail "/healthz does not say ClickHouse is down: $health" ;; esac
+echo "ClickHouse down at start: first upload acknowledged $ms ms after the start;" \
+	"/healthz: $(echo "$health" | tail -n 1)"
+ch_start 0
+drained
+DB=${DB}_cold stored_once "$T/ack5" "started while ClickHouse was down"
+grep -q "ClickHouse answers after .* schema ready" "$T/chs6.log" || fail "no 'schema ready' line"
+health=$(curl -sS --cacert "$T/pki/ca.crt" --cert "$T/pki/op.crt" --key "$T/pki/op.key" \
+	"https://localhost:$CC_PORT/healthz")
+case $health in ok*"clickhouse: reachable"*) ;; *) fail "/healthz after: $health" ;; esac
+echo "then ClickHouse started: $(wc -l <"$T/ack5") acknowledged while it was down, stored once"
+kill "$CC_PID"
+wait "$CC_PID" 2>/dev/null
+ch_kill 0
+timeout 10 "$COLLECTOR" --listen 127.0.0.1:0 --tls-ca "$T/pki/ca.crt" \
+	--tls-cert "$T/pki/server.crt" --tls-key "$T/pki/server.key" --clickhouse "$COLD" \
+	--debuginfo-dir "$T/nospool.dbg" >"$T/nospool.log" 2>&1
+rc=$?
+[ "$rc" = 1 ] && grep -q "connect" "$T/nospool.log" ||
+	fail "without ClickHouse and without a spool: exit $rc, $(cat "$T/nospool.log")"
 echo "collector-ch-spool: ok"

@@ -97,4 +97,39 @@ grep -q '^edgeprof_collector_scrape_reload_errors 1' "$W/metrics.txt" || fail "r
 grep -qE '^edgeprof_collector_scrape_failed_total\{reason="connect"\} [1-9]' "$W/metrics.txt" ||
 	fail "the down target's failed connects are not counted"
 grep -qE '^edgeprof_collector_scrape_stored_total [1-9]' "$W/metrics.txt" || fail "nothing stored"
+
+# A target that accepts and never answers costs only its own scrapes (issue 38: one such
+# target, each fetch allowed its seconds + 10 s, left a good target 2 scrapes in 45 s instead
+# of 16): with it in the file, goapp keeps its 2 s interval (1 s CPU profiles): >= 4 in 12 s.
+sport=$(free_port)
+$PY - "$sport" <<'PYEOF' &
+import socket, sys, time
+srv = socket.socket()
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("127.0.0.1", int(sys.argv[1])))
+srv.listen(64)
+held = []
+end = time.monotonic() + 40
+srv.settimeout(1)
+while time.monotonic() < end:
+    try:
+        held.append(srv.accept()[0])  # read nothing, answer nothing
+    except socket.timeout:
+        pass
+PYEOF
+PIDS+=($!)
+cat >"$W/targets.json.new" <<JSON
+[{"targets": ["127.0.0.1:$gport", "127.0.0.1:$sport"], "labels": {"service_name": "goapp", "env": "slow"}}]
+JSON
+mv "$W/targets.json.new" "$W/targets.json"
+for _ in $(seq 1 50); do
+	[ "$(grep -c "scrape: the targets file changed: 2 targets" "$W/collector.log")" -ge 2 ] && break
+	sleep 0.1
+done
+sleep 1
+n0=$(count 'goapp{env="slow",instance="127.0.0.1:'"$gport"'"}' cpu goapp)
+sleep 12
+n1=$(count 'goapp{env="slow",instance="127.0.0.1:'"$gport"'"}' cpu goapp)
+echo "a target that never answers beside it: goapp scraped $((n1 - n0)) times in 12 s (interval 2 s)"
+[ $((n1 - n0)) -ge 4 ] || { tail -n 20 "$W/collector.log"; fail "the slow target starved goapp"; }
 echo "ok"

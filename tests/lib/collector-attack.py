@@ -17,6 +17,17 @@
   pprof OUT FUNC [TYPE UNIT PERIOD_TYPE PERIOD_UNIT]  a small gzip pprof written by hand (so
       every string may be anything: invalid UTF-8, newlines) with one sample in FUNC; FUNC and
       the others are Python string literals (b'\\xff' style escapes allowed).
+  pprof-at OUT TIME_NS  the same with one sample in "work", dated TIME_NS (time_nanos).
+  deep OUT SAMPLES FRAMES  a legal gzip pprof of SAMPLES samples of FRAMES frames each (of a
+      FRAMES-location table), stacks varied enough that gzip's ratio stays under the reader's
+      bomb bound (issue 38: 7,000 x 4,096 is 426 KB gzipped and decodes to 230 MB).
+  wide OUT SAMPLES  a legal gzip pprof of SAMPLES one-frame samples with varied values.
+  posts URL CA CERT KEY FILE PATH N [TOKEN]  N POSTs of FILE to PATH ("{i}" replaced by the
+      number of the post) on one keep-alive connection (mTLS, or with CA "-" plain HTTP with
+      the bearer TOKEN); prints "sent=N codes={...} sample=S group_devices=G": how many
+      answers told the device to sample, and the last answer's group size.
+  burst URL CA CERT KEY FILE N  N uploads of FILE at once, each on its own mTLS connection;
+      prints the first answer of each code, then "sent=N codes={...}".
 """
 import http.client
 import socket
@@ -241,7 +252,8 @@ def _int(num, v):
     return _varint(num << 3) + _varint(v)
 
 
-def mkpprof(out, func, typ=b"samples", unit=b"count", ptyp=b"cpu", punit=b"nanoseconds"):
+def mkpprof(out, func, typ=b"samples", unit=b"count", ptyp=b"cpu", punit=b"nanoseconds",
+            time_ns=1700000000 * 10**9):
     import gzip
     strings = [b"", typ, unit, ptyp, punit, func, b"app.c"]
     vt = lambda t, u: _int(1, t) + _int(2, u)
@@ -251,9 +263,119 @@ def mkpprof(out, func, typ=b"samples", unit=b"count", ptyp=b"cpu", punit=b"nanos
     prof += _field(5, _int(1, 1) + _int(2, 5) + _int(3, 5) + _int(4, 6))
     for st in strings:
         prof += _field(6, st)
-    prof += _int(9, 1700000000 * 10**9) + _int(10, 10**10)
+    prof += _int(9, time_ns) + _int(10, 10**10)
     prof += _field(11, vt(3, 4)) + _int(12, 10**7)
     open(out, "wb").write(gzip.compress(prof))
+
+
+def _tables(n_locs):
+    """Strings, one function and n_locs locations (ids 1..n) calling it."""
+    strings = [b"", b"samples", b"count", b"cpu", b"nanoseconds", b"f", b"app.c"]
+    out = b"".join(_field(6, st) for st in strings)
+    out += _field(5, _int(1, 1) + _int(2, 5) + _int(3, 5) + _int(4, 6))
+    for i in range(1, n_locs + 1):
+        out += _field(4, _int(1, i) + _int(3, 0x1000 + 16 * i) + _field(4, _int(1, 1)))
+    vt = lambda t, u: _int(1, t) + _int(2, u)
+    out += _field(1, vt(1, 2)) + _field(11, vt(3, 4)) + _int(12, 10**7)
+    return out + _int(9, time.time_ns()) + _int(10, 10**10)
+
+
+def deep(out, samples, frames):
+    import gzip
+    import random
+    rnd = random.Random(38)
+    vb = [_varint(i) for i in range(frames + 1)]
+    base = vb[1:frames - 23]
+    off = [0]
+    for v in base:
+        off.append(off[-1] + len(v))
+    flat = b"".join(base)
+    body = []
+    for _ in range(samples):
+        # 24 random leaf frames over a rotation of one stack: ~120 gzipped bytes a sample
+        r = off[rnd.randrange(len(base))]
+        packed = b"".join(vb[rnd.randrange(1, frames + 1)] for _ in range(24))
+        packed += flat[r:] + flat[:r]
+        body.append(_field(2, _field(1, packed) + _field(2, _varint(rnd.randrange(1, 100)))))
+    open(out, "wb").write(gzip.compress(_tables(frames) + b"".join(body), 6))
+
+
+def wide(out, samples):
+    import gzip
+    import os
+    # sample: 12 06 0a 01 01 10 V (location 1, value V of 1..16): 7 bytes, V random
+    rec = bytearray(_field(2, _field(1, _varint(1)) + _int(2, 1)) * samples)
+    rec[6::7] = os.urandom(samples).translate(bytes((b & 15) + 1 for b in range(256)))
+    open(out, "wb").write(gzip.compress(_tables(1) + bytes(rec), 6))
+
+
+def posts(url, ca, cert, key, path, target, n, token=None):
+    import re
+    body = open(path, "rb").read()
+    host, port = url.split("//", 1)[1].rsplit(":", 1)
+    ctx = None
+    if ca != "-":
+        ctx = ssl.create_default_context(cafile=ca)
+        ctx.load_cert_chain(cert, key)
+    codes, sample, group = {}, 0, -1
+    c = None
+    for i in range(n):
+        try:
+            if c is None:
+                c = (http.client.HTTPSConnection(host, int(port), context=ctx, timeout=10)
+                     if ctx else http.client.HTTPConnection(host, int(port), timeout=10))
+            hdr = {"Authorization": "Bearer " + token} if token else {}
+            c.request("POST", target.replace("{i}", str(i)), body, hdr)
+            r = c.getresponse()
+            text = r.read().decode(errors="replace")
+            code = r.status
+            sample += '"sample":true' in text
+            m = re.search(r'"group_devices":(\d+)', text)
+            group = int(m.group(1)) if m else group
+            if r.getheader("Connection", "").lower() == "close":
+                c.close()
+                c = None
+        except Exception as e:
+            code = type(e).__name__
+            c = None
+        codes[code] = codes.get(code, 0) + 1
+    print("sent=%d codes=%s sample=%d group_devices=%d" % (n, codes, sample, group))
+    return codes
+
+
+def burst(url, ca, cert, key, path, n):
+    import threading
+    body = open(path, "rb").read()
+    host, port = url.split("//", 1)[1].rsplit(":", 1)
+    ctx = ssl.create_default_context(cafile=ca)
+    ctx.load_cert_chain(cert, key)
+    codes, first = {}, {}
+    lock = threading.Lock()
+
+    def one(i):
+        try:
+            c = http.client.HTTPSConnection(host, int(port), context=ctx, timeout=60)
+            c.request("POST", "/api/0/profiles?service=burst&type=cpu", body,
+                      {"X-Edgeprof-Key": "burst-%d-%d" % (time.time_ns(), i)})
+            r = c.getresponse()
+            text = r.read()[:200]
+            code = r.status
+            if code == 503:
+                text = b"Retry-After=" + str(r.getheader("Retry-After")).encode() + b" " + text
+            c.close()
+        except Exception as e:
+            code, text = type(e).__name__, b""
+        with lock:
+            codes[code] = codes.get(code, 0) + 1
+            first.setdefault(code, text)
+
+    th = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    [t.start() for t in th]
+    [t.join() for t in th]
+    for c, t in first.items():
+        print("  %s: %s" % (c, t.decode(errors="replace")[:150]))
+    print("sent=%d codes=%s" % (n, codes))  # last: the suite's phase() reads the tail
+    return codes
 
 
 def _lit(x):
@@ -277,8 +399,20 @@ if __name__ == "__main__":
     elif a[0] == "tokens":
         codes = tokens(a[1])
         sys.exit(0 if set(codes) <= {401, 303} else 1)
+    elif a[0] == "pprof-at":
+        mkpprof(a[1], b"work", time_ns=int(a[2]))
     elif a[0] == "pprof":
         mkpprof(a[1], *[_lit(x) for x in a[2:]])
+    elif a[0] == "deep":
+        deep(a[1], int(a[2]), int(a[3]))
+    elif a[0] == "wide":
+        wide(a[1], int(a[2]))
+    elif a[0] == "posts":
+        codes = posts(a[1], a[2], a[3], a[4], a[5], a[6], int(a[7]),
+                      a[8] if len(a) > 8 else None)
+        sys.exit(0 if set(codes) == {200} else 1)
+    elif a[0] == "burst":
+        burst(a[1], a[2], a[3], a[4], a[5], int(a[6]))
     elif a[0] == "flood":
         flood(a[1], int(a[2]), int(a[3]), float(a[4]))
     else:

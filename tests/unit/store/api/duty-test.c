@@ -123,6 +123,8 @@ static void test_untracked_default(void **state)
 	assert_int_equal(s.group_devices, 1);
 	assert_true(s.sample); /* one device, one slot: it samples every window */
 	for (uint64_t w = 0; w < 10000; w++) {
+		/* "first" keeps uploading: it never expires, so "second" finds the table full */
+		duty__schedule(d, "first", NULL, 0, w * 30, &s);
 		duty__schedule(d, "second", NULL, 0, w * 30, &s);
 		on += s.sample;
 		assert_int_equal(s.sample, duty__default("second", w, 10));
@@ -139,11 +141,144 @@ static void test_untracked_default(void **state)
 	duty__free(d);
 }
 
+/*
+ * A device is its certificate (issue 38): one certificate sending 420 label variants (a nonce)
+ * stays one device of its group, and 20 real devices of that group then share 1 slot of 20:
+ * one of them samples each window, not all of them in one.
+ */
+static void test_one_certificate_one_device(void **state)
+{
+	struct duty_opts o = { .budget_percent = 5, .window_s = 60, .group_by = "version",
+			       .max_devices = 60 };
+	struct duty *d = duty__new(&o, (char[200]){ 0 }, 200);
+	struct duty_schedule s;
+	struct duty_stats st;
+	char nonce[16], name[16];
+	int sampling[20] = { 0 };
+
+	(void)state;
+	for (int i = 0; i < 420; i++) {
+		struct record_label l[2] = { { "nonce", nonce }, { "version", "1" } };
+
+		snprintf(nonce, sizeof(nonce), "%d", i);
+		duty__schedule(d, "attacker", l, 2, 1000000 + (uint64_t)i, &s);
+		assert_int_equal(s.group_devices, 1);
+	}
+	for (int w = -1; w < 20; w++) { /* -1: the 19 join */
+		for (int i = 0; i < 19; i++) {
+			struct record_label l[1] = { { "version", "1" } };
+
+			snprintf(name, sizeof(name), "gw-%d", i);
+			duty__schedule(d, name, l, 1, 1000000 + 660 + (uint64_t)w * 60, &s);
+			if (w < 0)
+				continue;
+			sampling[w] += s.sample;
+			assert_int_equal(s.group_devices, 20);
+		}
+		if (w >= 0)
+			assert_true(sampling[w] <= 1); /* 1 slot of 20 (the attacker may hold it) */
+	}
+	duty__stats(d, &st);
+	assert_int_equal(st.devices, 20);
+	assert_int_equal(st.untracked, 0);
+	duty__free(d);
+}
+
+/* The latest labels win: a device that changes version leaves its old group for the new. */
+static void test_latest_labels_win(void **state)
+{
+	struct duty_opts o = { .budget_percent = 50, .window_s = 10, .group_by = "version",
+			       .max_devices = 16 };
+	struct duty *d = duty__new(&o, (char[200]){ 0 }, 200);
+	struct record_label v1[1] = { { "version", "1" } }, v2[1] = { { "version", "2" } };
+	struct duty_schedule s;
+	struct duty_stats st;
+
+	(void)state;
+	duty__schedule(d, "a", v1, 1, 100, &s);
+	duty__schedule(d, "b", v1, 1, 100, &s);
+	assert_int_equal(s.group_devices, 2);
+	duty__schedule(d, "b", v2, 1, 101, &s);
+	assert_int_equal(s.group_devices, 1);
+	duty__schedule(d, "c", v1, 1, 102, &s);
+	assert_int_equal(s.group_devices, 2); /* "a" and "c" (b's number is a hole) */
+	assert_int_equal(s.weight_milli, 3000); /* each samples 1 window in 3 of the numbers */
+	duty__stats(d, &st);
+	assert_int_equal(st.devices, 3);
+	assert_int_equal(st.groups, 2);
+	assert_int_equal(st.moved, 1);
+	duty__free(d);
+}
+
+/*
+ * Entries expire: a table of 16 full of devices that stopped uploading takes new devices once
+ * the old are a few periods stale; until then a newcomer is untracked.
+ */
+static void test_expiry_frees_the_table(void **state)
+{
+	struct duty_opts o = { .budget_percent = 50, .window_s = 10, .max_devices = 16 };
+	struct duty *d = duty__new(&o, (char[200]){ 0 }, 200);
+	struct duty_schedule s;
+	struct duty_stats st;
+	char name[16];
+
+	(void)state;
+	for (int i = 0; i < 16; i++) {
+		snprintf(name, sizeof(name), "old-%d", i);
+		duty__schedule(d, name, NULL, 0, 1000, &s);
+	}
+	duty__schedule(d, "new", NULL, 0, 1010, &s);
+	assert_int_equal(s.group_devices, 0); /* full, nobody stale yet: untracked */
+	/* a period of 16 / 8 + 1 = 3 windows, expired after 3 of them: 10 windows on */
+	duty__schedule(d, "new", NULL, 0, 1000 + 11 * 10, &s);
+	assert_int_equal(s.group_devices, 1);
+	duty__stats(d, &st);
+	assert_int_equal(st.devices, 1);
+	assert_int_equal(st.expired, 16);
+	assert_int_equal(st.groups, 1);
+	duty__free(d);
+}
+
+/*
+ * Weights only for a told window: a device told to sample window w (now, or as its next) gets
+ * n / k for a profile of w, weight 1 for any other window, and so does a name never scheduled.
+ */
+static void test_weight_only_for_told_windows(void **state)
+{
+	struct duty_opts o = { .budget_percent = 25, .window_s = 10, .max_devices = 16 };
+	struct duty *d = duty__new(&o, (char[200]){ 0 }, 200);
+	struct duty_schedule s;
+	char name[16];
+	uint64_t next = 0;
+
+	(void)state;
+	for (int i = 0; i < 8; i++) {
+		snprintf(name, sizeof(name), "gw-%d", i);
+		duty__schedule(d, name, NULL, 0, 1000, &s);
+	}
+	duty__schedule(d, "gw-7", NULL, 0, 1001, &s); /* 8 devices, 2 slots: weight 4 */
+	assert_int_equal(s.weight_milli, 4000);
+	next = s.next_start_s / 10;
+	assert_int_equal(duty__weight(d, "gw-7", next), 4000);
+	if (s.sample)
+		assert_int_equal(duty__weight(d, "gw-7", 100), 4000);
+	else
+		assert_int_equal(duty__weight(d, "gw-7", 100), 1000);
+	assert_int_equal(duty__weight(d, "gw-7", next + 1), 1000);
+	assert_int_equal(duty__weight(d, "pyroscope-app", next), 1000);
+	assert_int_equal(duty__weight(d, "", next), 1000);
+	duty__free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fleet_budget_and_totals),
 		cmocka_unit_test(test_untracked_default),
+		cmocka_unit_test(test_one_certificate_one_device),
+		cmocka_unit_test(test_latest_labels_win),
+		cmocka_unit_test(test_expiry_frees_the_table),
+		cmocka_unit_test(test_weight_only_for_told_windows),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -235,6 +235,36 @@ static void test_bound(void **state)
 	metrics_rules__free(r);
 }
 
+/*
+ * Each rule has its share (issue 38: one device's unbounded label took all 50 series and
+ * another rule got none): 4 series, 2 rules, a rule by seq with 10 values keeps 2 and the
+ * other rule still gets its series.
+ */
+static void test_share_per_rule(void **state)
+{
+	struct metrics_rules *r = metrics_rules__new(4);
+	struct pprof_profile *p = profile("samples/count,cpu/nanoseconds", stacks, 5, cpu_values);
+	struct record_label l[1] = {{"seq", ""}};
+	char err[300], *t, v[10][12];
+
+	(void)state;
+	assert_int_equal(metrics_rules__add(r, "greedy=gw by (seq)", err, sizeof(err)), 0);
+	assert_int_equal(metrics_rules__add(r, "other=gw", err, sizeof(err)), 0);
+	for (int i = 0; i < 10; i++) {
+		snprintf(v[i], sizeof(v[i]), "%d", i);
+		l[0].value = v[i];
+		ingest(r, meta("cpu", l, 1), p);
+	}
+	t = text(r);
+	has(t, "\nother_seconds_total 0.000005750\n"); /* all 10 profiles */
+	has(t, "\nedgeprof_collector_metrics_rule_series 3\n");
+	has(t, "\nedgeprof_collector_metrics_rule_dropped_total{rule=\"greedy\"} 8\n");
+	has(t, "\nedgeprof_collector_metrics_rule_dropped_total{rule=\"other\"} 0\n");
+	free(t);
+	pprof_profile__free(p);
+	metrics_rules__free(r);
+}
+
 static void test_escapes(void **state)
 {
 	struct metrics_rules *r = metrics_rules__new(10);
@@ -257,7 +287,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_parse_errors), cmocka_unit_test(test_values),
 	    cmocka_unit_test(test_units),	 cmocka_unit_test(test_bound),
-	    cmocka_unit_test(test_escapes),
+	    cmocka_unit_test(test_share_per_rule), cmocka_unit_test(test_escapes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store/server/mem-budget.h — the memory uploads may take: a bound per request (--request-mem)
+ * and one for all requests together (--decode-mem). A request's body is charged by the server
+ * before it is read (its Content-Length; --max-body when chunked), then the decode of its
+ * profile by the API before the reader allocates (pprof_read_limits.reserve); all of it is
+ * given back when the request is answered. Debug-file uploads (--max-debuginfo) are not
+ * charged: they have their own bound, and come from build hosts, not devices.
+ */
+#ifndef EDGEPROF_STORE_MEM_BUDGET_H
+#define EDGEPROF_STORE_MEM_BUDGET_H
+
+#include <stdbool.h>
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum mem_refusal { MEM_REFUSED_REQUEST, MEM_REFUSED_GLOBAL, MEM_REFUSED__N };
+extern const char *const mem_refusal_names[MEM_REFUSED__N];
+
+struct mem_budget {
+	size_t limit;		/* all requests together */
+	size_t per_request;	/* one request (never above limit) */
+	atomic_size_t used, peak;
+	atomic_uint_fast64_t refused[MEM_REFUSED__N];
+};
+
+/* One request's share: what it holds of b. */
+struct mem_charge {
+	struct mem_budget *b;
+	size_t held;
+	size_t base;	/* what reserve()'s totals are on top of: the body, for a decode */
+};
+
+void mem_budget__init(struct mem_budget *b, size_t limit, size_t per_request);
+/*
+ * pprof_read_limits.reserve with ctx a struct mem_charge: 0 when the charge may hold total
+ * bytes (taken from the budget), -EFBIG when total is over the per-request bound, -EAGAIN when
+ * the budget is momentarily too full; err says which, with the figures.
+ */
+int mem_charge__reserve(void *ctx, size_t total, char *err, size_t errlen);
+/* Starts reserve()'s totals from what c holds now (a decode after its body). */
+static inline void mem_charge__mark(struct mem_charge *c)
+{
+	c->base = c->held;
+}
+void mem_charge__release_to(struct mem_charge *c, size_t keep);	/* back down to keep bytes */
+static inline void mem_charge__release(struct mem_charge *c)	/* gives back all it holds */
+{
+	mem_charge__release_to(c, 0);
+}
+
+#endif /* EDGEPROF_STORE_MEM_BUDGET_H */
