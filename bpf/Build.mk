@@ -34,7 +34,7 @@ BPF_RECORD_DEFS += $(BPF_RECORD_DEFS-y)
 ifeq ($(CONFIG_SAMPLER_BPF),y)
 generated-y += $(O)/bpf/profile.skel.h
 
-$(O)/bpf/profile.bpf.o: bpf/profile.bpf.c bpf/profile.h $(O)/include/config/auto.conf
+$(O)/bpf/profile.bpf.o: bpf/profile.bpf.c bpf/offcpu.bpf.h bpf/profile.h $(O)/include/config/auto.conf
 	$(quiet) CLANG-BPF $@
 	@mkdir -p $(dir $@)
 	$(Q)$(BPF_CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH-$(ARCH)) \
