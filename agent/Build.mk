@@ -6,6 +6,7 @@
 agent-core-y := agent/core/ring.o agent/core/aggregate.o agent/core/rounds.o agent/core/procmaps.o elf/elf.o \
 		agent/core/output.o
 agent-core-$(CONFIG_SYMBOLIZE) += agent/core/symbolize.o
+agent-core-$(CONFIG_PERFMAP) += agent/core/perfmap.o
 
 # The daemon: main.c and, per feature, its glue (agent/daemon/<feature>.h: stubs when off).
 agent-y := agent/daemon/main.o agent/daemon/features.o agent/daemon/stats.o \
@@ -59,6 +60,9 @@ rounds-test-objs   = agent/core/rounds.o
 # mapped, a build-id note), so it is built as libedgeprof.so is.
 unit-tests-glibc  += elf
 elf-test-objs      = elf/elf.o agent/core/procmaps.o agent/core/ring.o port/file.o
+unit-tests-$(CONFIG_PERFMAP) += perfmap
+perfmap-test-objs  = agent/core/perfmap.o port/clock.o
+perfmap-test-ldlibs = -lpthread
 unit-tests-$(CONFIG_PROFILE_HEAP) += heapfile
 heapfile-test-objs = agent/core/heapfile.o
 unit-tests-$(CONFIG_SAMPLER_BPF) += leaf

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "agent/core/output.h"
+#include "agent/core/perfmap.h"
 #include "port/file.h"
 #ifdef CONFIG_SAMPLER_BPF
 #include "agent/core/ksyms.h"
@@ -21,6 +22,8 @@ struct out_ctx {
 	struct pprof_builder *b;
 	uint64_t kmap; /* made on the first kernel frame: pprof takes mapping 1 as the program */
 	struct pprof_mapping_desc km;
+	struct perfmap_sym jit; /* the last perf-map entry found (too big for the stack walk) */
+	bool jit_used;		/* a frame was named from a perf map: its counters as a comment */
 };
 
 #ifdef CONFIG_SAMPLER_BPF
@@ -52,12 +55,51 @@ static uint64_t location(struct out_ctx *c, uint64_t map_id, uint64_t addr, cons
 	return pprof_builder__location(c->b, map_id, addr, &line, name ? 1 : 0);
 }
 
+/*
+ * Anonymous code (a JIT's) of a process with a perf map: the mapping is named after the map, as
+ * perf does, and the frame gets the map's function (V8's JS ones with file and line). 0: the
+ * process has no perf map; else the location, or 0 on a full builder (ENOSPC upstream).
+ */
+static uint64_t jit_location(struct out_ctx *c, uint32_t pid, const struct procmap *m,
+			     uint64_t addr, bool *handled)
+{
+	struct perfmap_sym *sym = &c->jit;
+	struct pprof_line_desc line = {0, 0};
+	char path[48];
+	uint64_t map_id;
+	int r = perfmaps__lookup(c->o->sym ? perfmaps__shared() : NULL, pid, addr, sym);
+
+	*handled = r >= 0;
+	if (r < 0)
+		return 0;
+	snprintf(path, sizeof(path), "/tmp/perf-%u.map", pid);
+	map_id = pprof_builder__mapping(c->b, &(struct pprof_mapping_desc){
+		.memory_start = m->start, .memory_limit = m->limit, .filename = path,
+		.has_functions = true, .has_filenames = true, .has_line_numbers = true});
+	if (!map_id)
+		return 0;
+	c->jit_used = true;
+	if (r == 0)
+		return pprof_builder__location(c->b, map_id, addr, &line, 0);
+	line.function_id = pprof_builder__function(c->b, sym->name, sym->raw,
+						   sym->file[0] ? sym->file : NULL, sym->line);
+	line.line = sym->line;
+	return line.function_id ? pprof_builder__location(c->b, map_id, addr, &line, 1) : 0;
+}
+
 static uint64_t user_location(struct out_ctx *c, uint32_t pid, uint64_t addr)
 {
 	const struct procmap *m = c->o->procs ? proctab__resolve(c->o->procs, pid, addr) : NULL;
 	uint64_t map_id = 0;
 	const char *name = NULL;
 
+	if (m && !m->path[0]) {
+		bool handled;
+		uint64_t id = jit_location(c, pid, m, addr, &handled);
+
+		if (handled)
+			return id;
+	}
 	if (m) {
 		struct pprof_mapping_desc md = {
 		    .memory_start = m->start,
@@ -124,6 +166,26 @@ static int add_entry(void *ctx, const struct agg_entry *e)
 			 values);
 }
 
+/* The perf maps' counters (since the agent started): what was read, skipped, refused. */
+static int jit_comment(struct out_ctx *c)
+{
+	struct perfmap_stats st;
+	char line[256];
+
+	perfmaps__stats(perfmaps__shared(), &st);
+	snprintf(line, sizeof(line),
+		 "perfmap: files=%llu reads=%llu entries=%llu superseded=%llu dropped=%llu "
+		 "bad_lines=%llu long_names=%llu refused=%llu hits=%llu misses=%llu "
+		 "evictions=%llu bytes=%zu",
+		 (unsigned long long)st.files, (unsigned long long)st.reads,
+		 (unsigned long long)st.entries, (unsigned long long)st.superseded,
+		 (unsigned long long)st.dropped, (unsigned long long)st.bad_lines,
+		 (unsigned long long)st.long_names, (unsigned long long)st.refused,
+		 (unsigned long long)st.hits, (unsigned long long)st.misses,
+		 (unsigned long long)st.evictions, st.bytes);
+	return pprof_builder__add_comment(c->b, line);
+}
+
 int output__pprof(const struct aggregate *a, const struct output_opts *o, pprof_write_fn w,
 		  void *ctx)
 {
@@ -153,6 +215,8 @@ int output__pprof(const struct aggregate *a, const struct output_opts *o, pprof_
 		err = pprof_builder__add_comment(c.b, o->comments[i]);
 	if (!err)
 		err = aggregate__foreach(a, add_entry, &c);
+	if (!err && c.jit_used)
+		err = jit_comment(&c);
 	if (!err)
 		err = pprof_builder__finish(c.b);
 	pprof_builder__free(c.b);
