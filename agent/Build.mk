@@ -7,6 +7,7 @@ agent-core-y := agent/core/ring.o agent/core/aggregate.o agent/core/rounds.o age
 		agent/core/output.o
 agent-core-$(CONFIG_SYMBOLIZE) += agent/core/symbolize.o
 agent-core-$(CONFIG_PERFMAP) += agent/core/perfmap.o
+agent-core-$(CONFIG_PYFRAMES) += agent/core/pyname.o
 
 # The daemon: main.c and, per feature, its glue (agent/daemon/<feature>.h: stubs when off).
 agent-y := agent/daemon/main.o agent/daemon/features.o agent/daemon/stats.o \
@@ -39,9 +40,11 @@ lib-$(CONFIG_SAMPLER_SIGPROF) += libedgeprof.so
 libedgeprof-heap-$(CONFIG_PROFILE_HEAP) := agent/lib/heap.o agent/core/heapfile.o
 # Wall-clock profiles: the blocking calls' entry points and the ticker (agent/lib/wall.h).
 libedgeprof-wall-$(CONFIG_PROFILE_WALL) := agent/lib/wall.o
+# CPython's frames spliced into the samples (agent/lib/pyframes.h).
+libedgeprof-py-$(CONFIG_PYFRAMES) := agent/lib/pyframes.o
 libedgeprof.so-objs   = agent/lib/sigprof.o agent/lib/sigctl.o agent/lib/unwind.o agent/lib/modules.o elf/cfi.o \
-			elf/ehabi.o $(agent-core-y) $(pprof-y) port/file.o $(libedgeprof-heap-y) \
-			$(libedgeprof-wall-y)
+			elf/ehabi.o $(agent-core-y) $(pprof-y) port/file.o port/clock.o $(libedgeprof-heap-y) \
+			$(libedgeprof-wall-y) $(libedgeprof-py-y)
 libedgeprof.so-ldlibs = -Wl,--exclude-libs,ALL -Wl,-z,now $(pprof-ldlibs) -ldl -lpthread -lrt -lm
 install-y += agent-install-header
 agent-install-header = install -m 0644 agent/edgeprof.h $(1)$(2)/include/

@@ -9,6 +9,7 @@
 
 #include "agent/core/output.h"
 #include "agent/core/perfmap.h"
+#include "agent/core/pyname.h"
 #include "port/file.h"
 #ifdef CONFIG_SAMPLER_BPF
 #include "agent/core/ksyms.h"
@@ -24,6 +25,8 @@ struct out_ctx {
 	struct pprof_mapping_desc km;
 	struct perfmap_sym jit; /* the last perf-map entry found (too big for the stack walk) */
 	bool jit_used;		/* a frame was named from a perf map: its counters as a comment */
+	struct pyname py;	/* the last Python frame named */
+	bool py_used;		/* a Python frame was seen: the naming's counters as a comment */
 };
 
 #ifdef CONFIG_SAMPLER_BPF
@@ -87,6 +90,28 @@ static uint64_t jit_location(struct out_ctx *c, uint32_t pid, const struct procm
 	return line.function_id ? pprof_builder__location(c->b, map_id, addr, &line, 1) : 0;
 }
 
+/* A Python frame (agent/core/pyname.h): its function, or an unnamed location (counted). */
+static uint64_t py_location(struct out_ctx *c, uint32_t pid, uint64_t v)
+{
+	struct pprof_line_desc line = {0, 0};
+	char path[32];
+	uint64_t map_id;
+
+	snprintf(path, sizeof(path), "[python3.%u]", (unsigned int)(v >> 48 & 0xff));
+	map_id = pprof_builder__mapping(c->b, &(struct pprof_mapping_desc){
+		.memory_start = PYFRAME_TAG << 56, .memory_limit = (PYFRAME_TAG + 1) << 56,
+		.filename = path, .has_functions = true, .has_filenames = true});
+	if (!map_id)
+		return 0;
+	c->py_used = true;
+	if (pyname__resolve(pid, v, &c->py))
+		return pprof_builder__location(c->b, map_id, v, &line, 0);
+	line.function_id = pprof_builder__function(c->b, c->py.name, c->py.name,
+						   c->py.file[0] ? c->py.file : NULL, c->py.line);
+	line.line = c->py.line;
+	return line.function_id ? pprof_builder__location(c->b, map_id, v, &line, 1) : 0;
+}
+
 static uint64_t user_location(struct out_ctx *c, uint32_t pid, uint64_t addr)
 {
 	const struct procmap *m = c->o->procs ? proctab__resolve(c->o->procs, pid, addr) : NULL;
@@ -140,6 +165,8 @@ static int add_stack(struct out_ctx *c, uint32_t pid, int64_t tid, uint32_t labe
 			if (!c->kmap)
 				c->kmap = pprof_builder__mapping(c->b, &c->km);
 			id = c->kmap ? location(c, c->kmap, addr, kernel_name(c->o, addr)) : 0;
+		} else if (pyframe__is(addr)) {
+			id = py_location(c, pid, addr);
 		} else {
 			/* return addresses point after the call: step back into it */
 			if ((i > 0 || leaf_is_ra) && addr)
@@ -186,6 +213,22 @@ static int jit_comment(struct out_ctx *c)
 	return pprof_builder__add_comment(c->b, line);
 }
 
+/* The Python frames' naming counters (since start). */
+static int py_comment(struct out_ctx *c)
+{
+	struct pyname_stats st;
+	char line[256];
+
+	pyname__stats(&st);
+	snprintf(line, sizeof(line),
+		 "python names: resolved=%llu cached=%llu unreadable=%llu not_code=%llu "
+		 "bad_string=%llu unknown_version=%llu",
+		 (unsigned long long)st.resolved, (unsigned long long)st.cached,
+		 (unsigned long long)st.unreadable, (unsigned long long)st.not_code,
+		 (unsigned long long)st.bad_string, (unsigned long long)st.unknown_version);
+	return pprof_builder__add_comment(c->b, line);
+}
+
 int output__pprof(const struct aggregate *a, const struct output_opts *o, pprof_write_fn w,
 		  void *ctx)
 {
@@ -217,6 +260,8 @@ int output__pprof(const struct aggregate *a, const struct output_opts *o, pprof_
 		err = aggregate__foreach(a, add_entry, &c);
 	if (!err && c.jit_used)
 		err = jit_comment(&c);
+	if (!err && c.py_used)
+		err = py_comment(&c);
 	if (!err)
 		err = pprof_builder__finish(c.b);
 	pprof_builder__free(c.b);

@@ -1,0 +1,68 @@
+# SPDX-License-Identifier: MIT
+"""Three handlers taking known CPU shares (fib 50 %, work_dict 30 %, outer -> inner 20 % of
+10 ms slices of wall time), for the Python frame tests and benchmark: the script prints its own
+accounting (the process's CPU time around each handler) and exits 0.
+Usage: pysplit.py SECONDS"""
+import sys
+import time
+
+SHARES = {"fib": 0.5, "work_dict": 0.3, "outer": 0.2}
+spent = dict.fromkeys(SHARES, 0.0)
+sink = 0
+
+
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+
+def work_dict(until):
+    d, s = {}, 0
+    while time.monotonic() < until:
+        for i in range(500):
+            k = "k" + str(i % 97)
+            d[k] = d.get(k, 0) + len(k)
+            s += d[k]
+    return s
+
+
+def inner(n):
+    x = 0
+    for i in range(n):
+        x = (x * 31 + i) % 1000003
+    return x
+
+
+def outer(until):
+    s = 0
+    while time.monotonic() < until:
+        s += inner(2000) + inner(1000)
+    return s
+
+
+def run(name, ms):
+    global sink
+    until = time.monotonic() + ms / 1000.0
+    c0 = time.process_time()
+    if name == "fib":
+        while time.monotonic() < until:
+            sink += fib(12)
+    elif name == "work_dict":
+        sink += work_dict(until)
+    else:
+        sink += outer(until)
+    spent[name] += time.process_time() - c0
+
+
+def main():
+    end = time.monotonic() + float(sys.argv[1] if len(sys.argv) > 1 else 5)
+    while time.monotonic() < end:
+        for name, share in SHARES.items():
+            run(name, 10 * share)
+    total = sum(spent.values())
+    for name in SHARES:
+        print(f"{name} {100 * spent[name] / total:.2f}")
+    print(f"sink {sink % 7}")
+
+
+if __name__ == "__main__":
+    main()
