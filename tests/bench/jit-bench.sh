@@ -44,7 +44,7 @@ phz=${hz:-$("$agent" --version | tr ' ' '\n' | sed -n 's/^sample-hz=//p')}
 echo "node $(node --version), perf $(perf --version | awk '{print $3}'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), perf -F $phz, node --perf-basic-prof $nflags"
 for r in $(seq 1 "$reps"); do
 	# shellcheck disable=SC2086 # flags, split on purpose
-	node --perf-basic-prof $nflags "$top/tests/workloads/jitsplit.js" $((seconds + 2)) >"$tmp/node.$r" &
+	(cd "$tmp" && exec node --perf-basic-prof $nflags "$top/tests/workloads/jitsplit.js" $((seconds + 2))) >"$tmp/node.$r" &
 	npid=$!
 	sleep 1 # past start-up: the handlers are compiled and in the map
 	"$agent" --once --seconds "$seconds" --sampler bpf $ahz --output-dir "$tmp/o$r" 2>"$tmp/agent.$r" &

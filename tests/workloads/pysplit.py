@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Three handlers taking known CPU shares (fib 50 %, work_dict 30 %, outer -> inner 20 % of
 10 ms slices of wall time), for the Python frame tests and benchmark: the script prints its own
-accounting (the process's CPU time around each handler) and exits 0.
-Usage: pysplit.py SECONDS"""
+accounting (the process's CPU time around each handler) and exits with EXIT (0).
+Usage: pysplit.py SECONDS [EXIT]"""
 import sys
 import time
 
@@ -62,6 +62,7 @@ def main():
     for name in SHARES:
         print(f"{name} {100 * spent[name] / total:.2f}")
     print(f"sink {sink % 7}")
+    sys.exit(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
 
 
 if __name__ == "__main__":
