@@ -27,6 +27,7 @@ struct out_ctx {
 	bool jit_used;		/* a frame was named from a perf map: its counters as a comment */
 	struct pyname py;	/* the last Python frame named */
 	bool py_used;		/* a Python frame was seen: the naming's counters as a comment */
+	bool file_mapped;	/* a file's mapping was made (the first one is the program's) */
 };
 
 #ifdef CONFIG_SAMPLER_BPF
@@ -58,6 +59,32 @@ static uint64_t location(struct out_ctx *c, uint64_t map_id, uint64_t addr, cons
 	return pprof_builder__location(c->b, map_id, addr, &line, name ? 1 : 0);
 }
 
+static uint64_t file_mapping(struct out_ctx *c, const struct procmap *m)
+{
+	struct pprof_mapping_desc md = {
+	    .memory_start = m->start,
+	    .memory_limit = m->limit,
+	    .file_offset = m->offset,
+	    .filename = m->path,
+	    .build_id = m->build_id[0] ? m->build_id : NULL,
+	    /* false: desktop pprof then symbolizes what the device could not (stripped files) */
+	    .has_functions = false,
+	};
+
+	c->file_mapped = true;
+	return pprof_builder__mapping(c->b, &md);
+}
+
+/* pprof takes mapping 1 as the program: before a pseudo-file (a perf map, [python3.x]), the
+ * process's executable. false: the builder is full. */
+static bool exe_first(struct out_ctx *c, uint32_t pid)
+{
+	const struct procmaps *pm = c->o->procs && !c->file_mapped ? proctab__maps(c->o->procs, pid)
+								   : NULL;
+
+	return !pm || pm->exe < 0 || file_mapping(c, &pm->maps[pm->exe]);
+}
+
 /*
  * Anonymous code (a JIT's) of a process with a perf map: the mapping is named after the map, as
  * perf does, and the frame gets the map's function (V8's JS ones with file and line). 0: the
@@ -74,6 +101,8 @@ static uint64_t jit_location(struct out_ctx *c, uint32_t pid, const struct procm
 
 	*handled = r >= 0;
 	if (r < 0)
+		return 0;
+	if (!exe_first(c, pid))
 		return 0;
 	snprintf(path, sizeof(path), "/tmp/perf-%u.map", pid);
 	map_id = pprof_builder__mapping(c->b, &(struct pprof_mapping_desc){
@@ -97,6 +126,8 @@ static uint64_t py_location(struct out_ctx *c, uint32_t pid, uint64_t v)
 	char path[32];
 	uint64_t map_id;
 
+	if (!exe_first(c, pid))
+		return 0;
 	snprintf(path, sizeof(path), "[python3.%u]", (unsigned int)(v >> 48 & 0xff));
 	map_id = pprof_builder__mapping(c->b, &(struct pprof_mapping_desc){
 		.memory_start = PYFRAME_TAG << 56, .memory_limit = (PYFRAME_TAG + 1) << 56,
@@ -126,19 +157,8 @@ static uint64_t user_location(struct out_ctx *c, uint32_t pid, uint64_t addr)
 			return id;
 	}
 	if (m) {
-		struct pprof_mapping_desc md = {
-		    .memory_start = m->start,
-		    .memory_limit = m->limit,
-		    .file_offset = m->offset,
-		    .filename = m->path,
-		    .build_id = m->build_id[0] ? m->build_id : NULL,
-		};
-
 		name = symbolizer__name(c->o->sym, pid, m, addr);
-		/* false: desktop pprof then symbolizes what the device could not (stripped files)
-		 */
-		md.has_functions = false;
-		map_id = pprof_builder__mapping(c->b, &md);
+		map_id = file_mapping(c, m);
 		if (!map_id)
 			return 0;
 	}
