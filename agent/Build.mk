@@ -6,6 +6,8 @@
 agent-core-y := agent/core/ring.o agent/core/aggregate.o agent/core/rounds.o agent/core/procmaps.o elf/elf.o \
 		agent/core/output.o
 agent-core-$(CONFIG_SYMBOLIZE) += agent/core/symbolize.o
+agent-core-$(CONFIG_PERFMAP) += agent/core/perfmap.o
+agent-core-$(CONFIG_PYFRAMES) += agent/core/pyname.o
 
 # The daemon: main.c and, per feature, its glue (agent/daemon/<feature>.h: stubs when off).
 agent-y := agent/daemon/main.o agent/daemon/features.o agent/daemon/stats.o \
@@ -40,9 +42,12 @@ libedgeprof-heap-$(CONFIG_PROFILE_HEAP) := agent/lib/heap.o agent/core/heapfile.
 libedgeprof-wall-$(CONFIG_PROFILE_WALL) := agent/lib/wall.o
 # armv7 frames without unwind tables, by reading the code (elf/armframe.h).
 libedgeprof-arm-$(CONFIG_ARCH_ARM) := elf/armframe.o
-libedgeprof.so-objs   = agent/lib/sigprof.o agent/lib/sigctl.o agent/lib/unwind.o agent/lib/modules.o elf/cfi.o \
-			elf/ehabi.o $(agent-core-y) $(pprof-y) port/file.o $(libedgeprof-heap-y) \
-			$(libedgeprof-wall-y) $(libedgeprof-arm-y)
+# CPython's frames spliced into the samples (agent/lib/pyframes.h).
+libedgeprof-py-$(CONFIG_PYFRAMES) := agent/lib/pyframes.o
+libedgeprof.so-objs   = agent/lib/sigprof.o agent/lib/sigctl.o agent/lib/unwind.o \
+			agent/lib/modules.o elf/cfi.o elf/ehabi.o $(agent-core-y) $(pprof-y) \
+			port/file.o port/clock.o $(libedgeprof-heap-y) $(libedgeprof-wall-y) \
+			$(libedgeprof-arm-y) $(libedgeprof-py-y)
 libedgeprof.so-ldlibs = -Wl,--exclude-libs,ALL -Wl,-z,now $(pprof-ldlibs) -ldl -lpthread -lrt -lm
 install-y += agent-install-header
 agent-install-header = install -m 0644 agent/edgeprof.h $(1)$(2)/include/
@@ -61,6 +66,9 @@ rounds-test-objs   = agent/core/rounds.o
 # mapped, a build-id note), so it is built as libedgeprof.so is.
 unit-tests-glibc  += elf
 elf-test-objs      = elf/elf.o agent/core/procmaps.o agent/core/ring.o port/file.o
+unit-tests-$(CONFIG_PERFMAP) += perfmap
+perfmap-test-objs  = agent/core/perfmap.o port/clock.o
+perfmap-test-ldlibs = -lpthread
 unit-tests-$(CONFIG_PROFILE_HEAP) += heapfile
 heapfile-test-objs = agent/core/heapfile.o
 unit-tests-$(CONFIG_SAMPLER_BPF) += leaf

@@ -8,6 +8,8 @@
 #include <time.h>
 
 #include "agent/core/output.h"
+#include "agent/core/perfmap.h"
+#include "agent/core/pyname.h"
 #include "port/file.h"
 #ifdef CONFIG_SAMPLER_BPF
 #include "agent/core/ksyms.h"
@@ -21,6 +23,11 @@ struct out_ctx {
 	struct pprof_builder *b;
 	uint64_t kmap; /* made on the first kernel frame: pprof takes mapping 1 as the program */
 	struct pprof_mapping_desc km;
+	struct perfmap_sym jit; /* the last perf-map entry found (too big for the stack walk) */
+	bool jit_used;		/* a frame was named from a perf map: its counters as a comment */
+	struct pyname py;	/* the last Python frame named */
+	bool py_used;		/* a Python frame was seen: the naming's counters as a comment */
+	bool file_mapped;	/* a file's mapping was made (the first one is the program's) */
 };
 
 #ifdef CONFIG_SAMPLER_BPF
@@ -52,26 +59,106 @@ static uint64_t location(struct out_ctx *c, uint64_t map_id, uint64_t addr, cons
 	return pprof_builder__location(c->b, map_id, addr, &line, name ? 1 : 0);
 }
 
+static uint64_t file_mapping(struct out_ctx *c, const struct procmap *m)
+{
+	struct pprof_mapping_desc md = {
+	    .memory_start = m->start,
+	    .memory_limit = m->limit,
+	    .file_offset = m->offset,
+	    .filename = m->path,
+	    .build_id = m->build_id[0] ? m->build_id : NULL,
+	    /* false: desktop pprof then symbolizes what the device could not (stripped files) */
+	    .has_functions = false,
+	};
+
+	c->file_mapped = true;
+	return pprof_builder__mapping(c->b, &md);
+}
+
+/* pprof takes mapping 1 as the program: before a pseudo-file (a perf map, [python3.x]), the
+ * process's executable. false: the builder is full. */
+static bool exe_first(struct out_ctx *c, uint32_t pid)
+{
+	const struct procmaps *pm = c->o->procs && !c->file_mapped ? proctab__maps(c->o->procs, pid)
+								   : NULL;
+
+	return !pm || pm->exe < 0 || file_mapping(c, &pm->maps[pm->exe]);
+}
+
+/*
+ * Anonymous code (a JIT's) of a process with a perf map: the mapping is named after the map, as
+ * perf does, and the frame gets the map's function (V8's JS ones with file and line). 0: the
+ * process has no perf map; else the location, or 0 on a full builder (ENOSPC upstream).
+ */
+static uint64_t jit_location(struct out_ctx *c, uint32_t pid, const struct procmap *m,
+			     uint64_t addr, bool *handled)
+{
+	struct perfmap_sym *sym = &c->jit;
+	struct pprof_line_desc line = {0, 0};
+	char path[48];
+	uint64_t map_id;
+	int r = perfmaps__lookup(c->o->sym ? perfmaps__shared() : NULL, pid, addr, sym);
+
+	*handled = r >= 0;
+	if (r < 0)
+		return 0;
+	if (!exe_first(c, pid))
+		return 0;
+	snprintf(path, sizeof(path), "/tmp/perf-%u.map", pid);
+	map_id = pprof_builder__mapping(c->b, &(struct pprof_mapping_desc){
+		.memory_start = m->start, .memory_limit = m->limit, .filename = path,
+		.has_functions = true, .has_filenames = true, .has_line_numbers = true});
+	if (!map_id)
+		return 0;
+	c->jit_used = true;
+	if (r == 0)
+		return pprof_builder__location(c->b, map_id, addr, &line, 0);
+	line.function_id = pprof_builder__function(c->b, sym->name, sym->raw,
+						   sym->file[0] ? sym->file : NULL, sym->line);
+	line.line = sym->line;
+	return line.function_id ? pprof_builder__location(c->b, map_id, addr, &line, 1) : 0;
+}
+
+/* A Python frame (agent/core/pyname.h): its function, or an unnamed location (counted). */
+static uint64_t py_location(struct out_ctx *c, uint32_t pid, uint64_t v)
+{
+	struct pprof_line_desc line = {0, 0};
+	char path[32];
+	uint64_t map_id;
+
+	if (!exe_first(c, pid))
+		return 0;
+	snprintf(path, sizeof(path), "[python3.%u]", (unsigned int)(v >> 48 & 0xff));
+	map_id = pprof_builder__mapping(c->b, &(struct pprof_mapping_desc){
+		.memory_start = PYFRAME_TAG << 56, .memory_limit = (PYFRAME_TAG + 1) << 56,
+		.filename = path, .has_functions = true, .has_filenames = true});
+	if (!map_id)
+		return 0;
+	c->py_used = true;
+	if (pyname__resolve(pid, v, &c->py))
+		return pprof_builder__location(c->b, map_id, v, &line, 0);
+	line.function_id = pprof_builder__function(c->b, c->py.name, c->py.name,
+						   c->py.file[0] ? c->py.file : NULL, c->py.line);
+	line.line = c->py.line;
+	return line.function_id ? pprof_builder__location(c->b, map_id, v, &line, 1) : 0;
+}
+
 static uint64_t user_location(struct out_ctx *c, uint32_t pid, uint64_t addr)
 {
 	const struct procmap *m = c->o->procs ? proctab__resolve(c->o->procs, pid, addr) : NULL;
 	uint64_t map_id = 0;
 	const char *name = NULL;
 
-	if (m) {
-		struct pprof_mapping_desc md = {
-		    .memory_start = m->start,
-		    .memory_limit = m->limit,
-		    .file_offset = m->offset,
-		    .filename = m->path,
-		    .build_id = m->build_id[0] ? m->build_id : NULL,
-		};
+	if (m && !m->path[0]) {
+		bool handled;
+		uint64_t id = jit_location(c, pid, m, addr, &handled);
 
+		if (handled)
+			return id;
+	}
+	if (m) {
 		name = symbolizer__name(c->o->sym, pid, m, addr);
-		/* false: desktop pprof then symbolizes what the device could not (stripped files)
-		 */
-		md.has_functions = false;
-		map_id = pprof_builder__mapping(c->b, &md);
+		map_id = file_mapping(c, m);
 		if (!map_id)
 			return 0;
 	}
@@ -98,6 +185,8 @@ static int add_stack(struct out_ctx *c, uint32_t pid, int64_t tid, uint32_t labe
 			if (!c->kmap)
 				c->kmap = pprof_builder__mapping(c->b, &c->km);
 			id = c->kmap ? location(c, c->kmap, addr, kernel_name(c->o, addr)) : 0;
+		} else if (pyframe__is(addr)) {
+			id = py_location(c, pid, addr);
 		} else {
 			/* return addresses point after the call: step back into it */
 			if ((i > 0 || leaf_is_ra) && addr)
@@ -125,6 +214,42 @@ static int add_entry(void *ctx, const struct agg_entry *e)
 
 	return add_stack(ctx, e->pid, e->tid, e->labels, e->frames, e->n_kernel, e->n_user, false,
 			 e->flags, values);
+}
+
+/* The perf maps' counters (since the agent started): what was read, skipped, refused. */
+static int jit_comment(struct out_ctx *c)
+{
+	struct perfmap_stats st;
+	char line[256];
+
+	perfmaps__stats(perfmaps__shared(), &st);
+	snprintf(line, sizeof(line),
+		 "perfmap: files=%llu reads=%llu entries=%llu superseded=%llu dropped=%llu "
+		 "bad_lines=%llu long_names=%llu refused=%llu hits=%llu misses=%llu "
+		 "evictions=%llu bytes=%zu",
+		 (unsigned long long)st.files, (unsigned long long)st.reads,
+		 (unsigned long long)st.entries, (unsigned long long)st.superseded,
+		 (unsigned long long)st.dropped, (unsigned long long)st.bad_lines,
+		 (unsigned long long)st.long_names, (unsigned long long)st.refused,
+		 (unsigned long long)st.hits, (unsigned long long)st.misses,
+		 (unsigned long long)st.evictions, st.bytes);
+	return pprof_builder__add_comment(c->b, line);
+}
+
+/* The Python frames' naming counters (since start). */
+static int py_comment(struct out_ctx *c)
+{
+	struct pyname_stats st;
+	char line[256];
+
+	pyname__stats(&st);
+	snprintf(line, sizeof(line),
+		 "python names: resolved=%llu cached=%llu unreadable=%llu not_code=%llu "
+		 "bad_string=%llu unknown_version=%llu",
+		 (unsigned long long)st.resolved, (unsigned long long)st.cached,
+		 (unsigned long long)st.unreadable, (unsigned long long)st.not_code,
+		 (unsigned long long)st.bad_string, (unsigned long long)st.unknown_version);
+	return pprof_builder__add_comment(c->b, line);
 }
 
 int output__pprof(const struct aggregate *a, const struct output_opts *o, pprof_write_fn w,
@@ -156,6 +281,10 @@ int output__pprof(const struct aggregate *a, const struct output_opts *o, pprof_
 		err = pprof_builder__add_comment(c.b, o->comments[i]);
 	if (!err)
 		err = aggregate__foreach(a, add_entry, &c);
+	if (!err && c.jit_used)
+		err = jit_comment(&c);
+	if (!err && c.py_used)
+		err = py_comment(&c);
 	if (!err)
 		err = pprof_builder__finish(c.b);
 	pprof_builder__free(c.b);

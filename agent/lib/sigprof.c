@@ -24,8 +24,10 @@
 
 #include "agent/core/aggregate.h"
 #include "agent/edgeprof.h"
+#include "agent/core/pyname.h"
 #include "agent/lib/heap.h"
 #include "agent/lib/modules.h"
+#include "agent/lib/pyframes.h"
 #include "agent/core/output.h"
 #include "agent/core/procmaps.h"
 #include "agent/core/ring.h"
@@ -175,6 +177,7 @@ static void on_sigprof(int sig, siginfo_t *si, void *uctx)
 		self.tid = (pid_t)syscall(SYS_gettid);
 	n = unwind__stack(uctx, self.stack_lo, self.stack_hi, ep.unwind, &self.cache, self.frames,
 			  ep.max_depth, &truncated);
+	n = pyframes__splice(self.frames, n, ep.max_depth, &truncated);
 	rec = ring__reserve(ep.ring, n);
 	if (rec) {
 		rec->time_ns = t0;
@@ -471,6 +474,7 @@ static int drain_one(void *ctx, const struct ring_rec *rec)
 	struct agent_sample s;
 
 	ring__rec_to_sample(ep.ring, rec, &s);
+	pyname__warm(rec->pid, rec->frames, rec->n_frames);
 	if (ep.wall_agg && (rec->flags & SAMPLE_F_WALL))
 		aggregate__add(ep.wall_agg, &s);
 	if (rec->flags & SAMPLE_F_NOCPU)
@@ -620,8 +624,9 @@ static void write_standalone(void)
 	struct symbolizer *sym = IS_ENABLED(CONFIG_SYMBOLIZE) ? symbolizer__new(0) : NULL;
 	struct sigctl_stats ss;
 	struct rusage ru;
-	char c0[256], c1[256], c2[256], c3[384], c4[256];
-	const char *comments[] = {c0, c1, c2, c3, c4};
+	char c0[256], c1[256], c2[256], c3[384], c4[256], c5[256];
+	const char *comments[] = {c0, c1, c2, c3, c4, c5};
+	struct pyframes_stats ps;
 	struct output_opts o = {
 	    .service = ring__shared(ep.ring)->service,
 	    .hz = ep.hz,
@@ -630,7 +635,7 @@ static void write_standalone(void)
 	    .procs = procs,
 	    .sym = sym,
 	    .comments = comments,
-	    .n_comments = 5,
+	    .n_comments = 6,
 	};
 	char path[4200];
 	int err;
@@ -681,6 +686,14 @@ static void write_standalone(void)
 		 ss.signo, (unsigned long long)ss.stepped_aside,
 		 (unsigned long long)ss.onstack_masked, (unsigned long long)ss.forwarded,
 		 (unsigned long long)ep.skip_margin, (unsigned long long)ep.skip_altstack);
+	pyframes__stats(&ps);
+	snprintf(c5, sizeof(c5),
+		 "edgeprof python: version=3.%u spliced=%d unknown_version=%llu samples=%llu "
+		 "frames=%llu no_state=%llu read_errors=%llu truncated=%llu",
+		 ps.minor, ps.on, (unsigned long long)ps.unknown_version,
+		 (unsigned long long)ps.samples, (unsigned long long)ps.frames,
+		 (unsigned long long)ps.no_state, (unsigned long long)ps.read_errors,
+		 (unsigned long long)ps.truncated);
 	output_path("cpu", path, sizeof(path));
 	err = procs ? proctab__touch(procs, (uint32_t)ep.pid) : -ENOMEM;
 	if (!err && ep.cpu)
@@ -871,6 +884,7 @@ EP_API int edgeprof_start(void)
 		pthread_atfork(NULL, NULL, at_fork_child);
 	}
 	unwind__init();
+	pyframes__init();
 	ep.start_mono_ns = mono_ns();
 	{
 		struct timespec ts;

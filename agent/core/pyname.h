@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent/core/pyname.h — CPython frames in a sample, and their names (CONFIG_PYFRAMES).
+ *
+ * libedgeprof.so's handler (agent/lib/pyframes.c) puts a Python frame into a sample's user
+ * frames as a tagged word: 0xA5 in bits 63..56 (never a user address: x86_64 and arm64 user
+ * space is below 2^48), the interpreter's minor version in bits 55..48, the frame's code object
+ * (PyCodeObject *) in bits 47..0. The profile writer names it from the process's memory
+ * (process_vm_readv: the process itself, or the agent's target as root), after checking the
+ * object is a code object (its type's tp_name is "code") and its strings compact ASCII; else
+ * the frame stays unnamed (counted). Names are cached by (pid, code object) in
+ * CONFIG_PYNAME_CACHE direct-mapped slots, so a name read while the process ran (pyname__warm)
+ * outlives the object (the interpreter frees the script's code at exit, before a standalone
+ * profile is written). A code object freed and its address reused by another code object of
+ * the same process would keep the first one's name (functions live as long as their module:
+ * rare in services; lambdas and exec'd code are the exception).
+ */
+#ifndef EDGEPROF_AGENT_PYNAME_H
+#define EDGEPROF_AGENT_PYNAME_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define PYFRAME_TAG 0xA5ull
+#define PYNAME_MAX 160
+
+static inline uint64_t pyframe__tag(unsigned int minor, uintptr_t code)
+{
+	return PYFRAME_TAG << 56 | (uint64_t)(minor & 0xff) << 48 | ((uint64_t)code & 0xffffffffffffull);
+}
+
+static inline bool pyframe__is(uint64_t v)
+{
+	return v >> 56 == PYFRAME_TAG;
+}
+
+struct pyname {
+	char name[PYNAME_MAX]; /* co_qualname ("Class.method") */
+	char file[PYNAME_MAX]; /* co_filename */
+	int64_t line;	       /* co_firstlineno */
+};
+
+struct pyname_stats {
+	uint64_t resolved, cached, unreadable, not_code, bad_string, unknown_version;
+};
+
+/* Code-object layout of one interpreter version (LP64): what the writer reads. */
+struct pycode_layout {
+	unsigned int minor;
+	uint16_t firstlineno, filename, name, qualname; /* in PyCodeObject */
+	uint16_t str_length, str_state, str_ascii_data; /* in PyASCIIObject */
+};
+
+const struct pycode_layout *pycode__layout(unsigned int minor);
+
+#ifdef CONFIG_PYFRAMES
+/* Names the tagged frame v of pid: 0, or -errno (the frame stays unnamed). */
+int pyname__resolve(uint32_t pid, uint64_t v, struct pyname *out);
+/* Names the tagged frames among frames[0..n) now, while their code objects live (a drain
+ * thread's pass; the profile is written later, after the interpreter may have freed them). */
+void pyname__warm(uint32_t pid, const uint64_t *frames, unsigned int n);
+void pyname__stats(struct pyname_stats *st);
+#else
+static inline void pyname__warm(uint32_t pid, const uint64_t *frames, unsigned int n)
+{
+}
+static inline int pyname__resolve(uint32_t pid, uint64_t v, struct pyname *out)
+{
+	return -95; /* -EOPNOTSUPP */
+}
+static inline void pyname__stats(struct pyname_stats *st)
+{
+	*st = (struct pyname_stats){0};
+}
+#endif
+
+#endif /* EDGEPROF_AGENT_PYNAME_H */

@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: MIT
+/* agent/lib/pyframes.c — see pyframes.h. */
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "agent/core/pyname.h"
+#include "agent/lib/pyframes.h"
+
+/* Where the thread state and the frame chain are (3.11 LP64: Include/internal/pycore_frame.h,
+ * pycore_runtime.h; checked with ctypes on Debian 12's python3.11). */
+struct pyframe_layout {
+	unsigned int minor;
+	uint16_t tss_init, tss_key;		/* _PyRuntime.gilstate.autoTSSkey (Py_tss_t) */
+	uint16_t tstate_cframe, cframe_current; /* tstate->cframe->current_frame */
+	uint16_t f_code, f_previous, f_is_entry, f_size; /* _PyInterpreterFrame */
+};
+
+static const struct pyframe_layout frame_layouts[] = {
+    {.minor = 11, .tss_init = 592, .tss_key = 596, .tstate_cframe = 56, .cframe_current = 8,
+     .f_code = 32, .f_previous = 48, .f_is_entry = 68, .f_size = 72},
+};
+
+static struct {
+	const struct pyframe_layout *l;
+	const char *runtime;
+	uintptr_t eval_lo, eval_hi;
+	struct pyframes_stats st;
+} py;
+
+#define EP_TLS __thread __attribute__((tls_model("initial-exec")))
+static EP_TLS uint64_t spliced[CONFIG_MAX_STACK_DEPTH];
+
+static const struct pyframe_layout *frame_layout(unsigned int minor)
+{
+	if (sizeof(void *) != 8 || !pycode__layout(minor))
+		return NULL;
+	for (size_t i = 0; i < sizeof(frame_layouts) / sizeof(frame_layouts[0]); i++)
+		if (frame_layouts[i].minor == minor)
+			return &frame_layouts[i];
+	return NULL;
+}
+
+void pyframes__init(void)
+{
+	const unsigned long *version = dlsym(RTLD_DEFAULT, "Py_Version");
+	void *eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
+	const char *off = getenv("EDGEPROF_PYTHON");
+	const ElfW(Sym) *sym = NULL;
+	Dl_info info;
+
+	py.l = NULL;
+	py.st.on = false;
+	if (!version || !eval) /* not a Python process, or one before 3.11 (no Py_Version) */
+		return;
+	py.st.minor = (unsigned int)(*version >> 16 & 0xff);
+	if (off && !strcmp(off, "0")) /* the native walk alone (the cost's baseline) */
+		return;
+	if ((*version >> 24) != 3 || !frame_layout(py.st.minor)) {
+		py.st.unknown_version++;
+		return;
+	}
+	py.runtime = dlsym(RTLD_DEFAULT, "_PyRuntime");
+	if (!py.runtime || !dladdr1(eval, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym ||
+	    !sym->st_size) {
+		py.st.unknown_version++;
+		return;
+	}
+	py.eval_lo = (uintptr_t)eval;
+	py.eval_hi = py.eval_lo + sym->st_size;
+	py.l = frame_layout(py.st.minor);
+	py.st.on = true;
+}
+
+/* One read of this process's memory that fails instead of faulting. */
+static bool peek(uintptr_t addr, void *buf, size_t len)
+{
+	struct iovec local = {buf, len}, remote = {(void *)addr, len};
+
+	if (addr < 4096 || syscall(SYS_process_vm_readv, getpid(), &local, 1UL, &remote, 1UL,
+				   0UL) != (long)len) {
+		__atomic_fetch_add(&py.st.read_errors, 1, __ATOMIC_RELAXED);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Frames are read through a window: the 4 KiB below the end of the frame wanted, in one system
+ * call (3.11 pushes a thread's frames one after another on its data stack, so the callers of a
+ * frame are below it, ~100-200 bytes each: one read covers a chain of ~20). The window is two
+ * remote pieces, the frame's own page first, so an unreadable page below still gives the frame.
+ * Reset at each sample: the stack moves between samples.
+ */
+#define PY_WINDOW 4096
+static EP_TLS unsigned char window[PY_WINDOW];
+static EP_TLS uintptr_t window_base, window_lo, window_hi; /* window[0] is at base */
+
+static bool fetch(uintptr_t addr, void *out, size_t len)
+{
+	uintptr_t hi = addr + len, lo = hi > PY_WINDOW ? hi - PY_WINDOW : 0;
+	uintptr_t page = (hi - 1) & ~(uintptr_t)(PY_WINDOW - 1);
+	struct iovec local[2], remote[2];
+	unsigned long n = 1;
+	long r;
+
+	if (addr >= window_lo && hi <= window_hi && window_hi) {
+		memcpy(out, window + (addr - window_base), len);
+		return true;
+	}
+	if (page < lo)
+		page = lo;
+	local[0] = (struct iovec){window + (page - lo), hi - page};
+	remote[0] = (struct iovec){(void *)page, hi - page};
+	if (page > lo) {
+		local[1] = (struct iovec){window, page - lo};
+		remote[1] = (struct iovec){(void *)lo, page - lo};
+		n = 2;
+	}
+	window_hi = 0;
+	r = addr < 4096 ? -1 : syscall(SYS_process_vm_readv, getpid(), local, n, remote, n, 0UL);
+	if (r < (long)(hi - page)) {
+		__atomic_fetch_add(&py.st.read_errors, 1, __ATOMIC_RELAXED);
+		return false;
+	}
+	window_base = lo;
+	window_lo = r == (long)(hi - lo) ? lo : page;
+	window_hi = hi;
+	if (addr < window_lo) { /* the frame begins on the page below, which did not read */
+		window_hi = 0;
+		__atomic_fetch_add(&py.st.read_errors, 1, __ATOMIC_RELAXED);
+		return false;
+	}
+	memcpy(out, window + (addr - window_base), len);
+	return true;
+}
+
+/* The newest interpreter frame of this thread, or 0. */
+static uintptr_t current_frame(void)
+{
+	const struct pyframe_layout *l = py.l;
+	int init;
+	unsigned int key;
+	uintptr_t tstate, cframe = 0, frame = 0;
+
+	/* _PyRuntime is the program's own data: always mapped, read directly */
+	memcpy(&init, py.runtime + l->tss_init, sizeof(init));
+	memcpy(&key, py.runtime + l->tss_key, sizeof(key));
+	tstate = init ? (uintptr_t)pthread_getspecific((pthread_key_t)key) : 0;
+	if (!tstate || !peek(tstate + l->tstate_cframe, &cframe, sizeof(cframe)) ||
+	    !peek(cframe + l->cframe_current, &frame, sizeof(frame)))
+		return 0;
+	return frame;
+}
+
+/* The Python frames one eval activation runs, from *frame down to its entry frame, into out. */
+static unsigned int push_activation(uintptr_t *frame, uint64_t *out, unsigned int room,
+				    bool *cut)
+{
+	const struct pyframe_layout *l = py.l;
+	unsigned char f[80];
+	unsigned int n = 0;
+
+	while (*frame) {
+		uintptr_t code, prev;
+
+		if (n == room) {
+			*cut = true;
+			break;
+		}
+		if (!fetch(*frame, f, l->f_size)) {
+			*frame = 0;
+			break;
+		}
+		memcpy(&code, f + l->f_code, sizeof(code));
+		memcpy(&prev, f + l->f_previous, sizeof(prev));
+		out[n++] = pyframe__tag(l->minor, code);
+		*frame = prev == *frame ? 0 : prev; /* a cycle ends the chain */
+		if (f[l->f_is_entry])
+			break;
+	}
+	return n;
+}
+
+unsigned int pyframes__splice(uint64_t *frames, unsigned int n, unsigned int max,
+			      bool *truncated)
+{
+	unsigned int out = 0, budget = CONFIG_PYFRAMES_MAX, pushed = 0, i;
+	uintptr_t frame = 0;
+	bool cut = false, started = false;
+
+	if (!py.l)
+		return n;
+	window_hi = 0;
+	for (i = 0; i < n && out < max; i++) {
+		uintptr_t pc = (uintptr_t)frames[i] - (i > 0); /* a return address: its call */
+
+		if (pc < py.eval_lo || pc >= py.eval_hi) {
+			spliced[out++] = frames[i];
+			continue;
+		}
+		if (!started) {
+			started = true;
+			frame = current_frame();
+			if (!frame)
+				__atomic_fetch_add(&py.st.no_state, 1, __ATOMIC_RELAXED);
+		}
+		unsigned int k = frame ? push_activation(&frame, spliced + out,
+							 (max - out < budget ? max - out : budget),
+							 &cut)
+				       : 0;
+		if (!k) /* nothing to show for it: keep the native frame */
+			spliced[out++] = frames[i];
+		out += k;
+		budget -= k;
+		pushed += k;
+	}
+	if (!started)
+		return n;
+	if (cut || i < n) { /* Python frames took the room of native ones: the sample is cut */
+		*truncated = true;
+		__atomic_fetch_add(&py.st.truncated, 1, __ATOMIC_RELAXED);
+	}
+	if (pushed) {
+		__atomic_fetch_add(&py.st.samples, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&py.st.frames, pushed, __ATOMIC_RELAXED);
+	}
+	memcpy(frames, spliced, out * sizeof(frames[0]));
+	return out;
+}
+
+void pyframes__stats(struct pyframes_stats *st)
+{
+	*st = py.st;
+}

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent/lib/pyframes.h — CPython's own frames in libedgeprof.so's samples (CONFIG_PYFRAMES).
+ *
+ * At start (outside the handler) the library looks for the interpreter in the process: the
+ * exported Py_Version, _PyRuntime and _PyEval_EvalFrameDefault (.dynsym: Debian's stripped
+ * python3.11 keeps them). A version without a layout in the table (agent/core/pyname.c; 3.11
+ * LP64 today) is counted (unknown_version) and the process is profiled natively.
+ *
+ * In the handler: the thread's PyThreadState is pthread_getspecific() of _PyRuntime's
+ * autoTSSkey (glibc reads it from the thread's own block, lock-free; the GIL holder's
+ * tstate_current would be another thread's when this one runs C code without the GIL); its
+ * cframe->current_frame starts the chain of _PyInterpreterFrame (previous), and each native
+ * _PyEval_EvalFrameDefault activation in the walk is replaced by the frames it runs, newest
+ * first, down to the one marked is_entry (3.11: one C activation runs many Python frames). Every
+ * read of the interpreter's memory goes through process_vm_readv() on the process itself (a
+ * system call: a torn pointer gives EFAULT, never a fault in the handler). At most
+ * CONFIG_PYFRAMES_MAX Python frames per sample; the frames are tagged code-object words
+ * (agent/core/pyname.h) that the profile writer names. EDGEPROF_PYTHON=0 turns it off (the
+ * native walk alone: the baseline of the cost benchmark).
+ */
+#ifndef EDGEPROF_AGENT_PYFRAMES_H
+#define EDGEPROF_AGENT_PYFRAMES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct pyframes_stats {
+	unsigned int minor;	   /* the interpreter's 3.x; 0: none found */
+	bool on;		   /* its layout is known: frames are spliced */
+	uint64_t unknown_version;  /* an interpreter without a layout (profiled natively) */
+	uint64_t samples, frames;  /* samples with Python frames spliced in, frames put in */
+	uint64_t no_state;	   /* samples in the eval loop without a thread state */
+	uint64_t read_errors;	   /* reads that failed (EFAULT: a torn or freed pointer) */
+	uint64_t truncated;	   /* chains cut at CONFIG_PYFRAMES_MAX or the sample's depth */
+};
+
+#ifdef CONFIG_PYFRAMES
+/* Finds the interpreter (not async-signal-safe: at start). */
+void pyframes__init(void);
+/* Handler: replaces the eval loop's activations in frames[0..n) (leaf first; frames past the
+ * leaf are return addresses) with Python frames, at most max in all. The new count. */
+unsigned int pyframes__splice(uint64_t *frames, unsigned int n, unsigned int max,
+			      bool *truncated);
+void pyframes__stats(struct pyframes_stats *st);
+#else
+static inline void pyframes__init(void)
+{
+}
+static inline unsigned int pyframes__splice(uint64_t *frames, unsigned int n, unsigned int max,
+					    bool *truncated)
+{
+	return n;
+}
+static inline void pyframes__stats(struct pyframes_stats *st)
+{
+	*st = (struct pyframes_stats){0};
+}
+#endif
+
+#endif /* EDGEPROF_AGENT_PYFRAMES_H */

@@ -1,0 +1,76 @@
+# SPDX-License-Identifier: MIT
+"""Three handlers taking known CPU shares (fib 50 %, work_dict 30 %, outer -> inner 20 % of
+slices of the thread's CPU time), for the Python frame tests and benchmark: the script prints
+its own accounting (the thread's CPU time around each handler) and exits with EXIT (0).
+Slices are CPU time, not wall time, and their lengths random (7-13 ms a round): with wall-time
+slices on a loaded machine, a handler starts when the thread is scheduled back in, just after
+a kernel tick, and one shorter than the tick (4 ms) ends before the next: CPU-time timers,
+checked at ticks, would then never see it (measured: work_dict 15 % of the samples for 37 %
+of the CPU). Real services do not start their work on the scheduler's tick.
+Usage: pysplit.py SECONDS [EXIT]"""
+import random
+import sys
+import time
+
+SHARES = {"fib": 0.5, "work_dict": 0.3, "outer": 0.2}
+spent = dict.fromkeys(SHARES, 0.0)
+sink = 0
+
+
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+
+def work_dict(until):
+    d, s = {}, 0
+    while time.thread_time() < until:
+        for i in range(500):
+            k = "k" + str(i % 97)
+            d[k] = d.get(k, 0) + len(k)
+            s += d[k]
+    return s
+
+
+def inner(n):
+    x = 0
+    for i in range(n):
+        x = (x * 31 + i) % 1000003
+    return x
+
+
+def outer(until):
+    s = 0
+    while time.thread_time() < until:
+        s += inner(2000) + inner(1000)
+    return s
+
+
+def run(name, ms):
+    global sink
+    c0 = time.thread_time()
+    until = c0 + ms / 1000.0
+    if name == "fib":
+        while time.thread_time() < until:
+            sink += fib(12)
+    elif name == "work_dict":
+        sink += work_dict(until)
+    else:
+        sink += outer(until)
+    spent[name] += time.thread_time() - c0
+
+
+def main():
+    end = time.monotonic() + float(sys.argv[1] if len(sys.argv) > 1 else 5)
+    while time.monotonic() < end:
+        period = random.uniform(7, 13)
+        for name, share in SHARES.items():
+            run(name, period * share)
+    total = sum(spent.values())
+    for name in SHARES:
+        print(f"{name} {100 * spent[name] / total:.2f}")
+    print(f"sink {sink % 7}")
+    sys.exit(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
+
+
+if __name__ == "__main__":
+    main()
