@@ -815,9 +815,13 @@ static bool proc_list(struct cfitab *c, uint32_t pid)
 		uint64_t bias = 0;
 
 		f = p.n < PROFILE_CFI_MAPS ? file_get(c, pid, m) : NULL;
-		/* a file too big for good costs its own frames, not the process's others */
-		fit = f && (!f->unfit || f->too_big) && m->limit - m->start <= UINT32_MAX &&
-		      mapping_bias(f, m, &bias);
+		/*
+		 * A library too big for good costs its own frames, not the process's others. The
+		 * program itself too big (node) would end every walk at its first frame: left to
+		 * frame pointers, which its JIT code and builtins keep, as before.
+		 */
+		fit = f && (!f->unfit || (f->too_big && (int)i != pm->exe)) &&
+		      m->limit - m->start <= UINT32_MAX && mapping_bias(f, m, &bias);
 		if (!fit)
 			break;
 		partial |= f->too_big;
