@@ -814,6 +814,19 @@ static bool proc_list(struct cfitab *c, uint32_t pid)
 		struct cfi_file *f;
 		uint64_t bias = 0;
 
+		/*
+		 * Anonymous code (a JIT: V8, a JVM) has no tables, and a walk by them ends at its
+		 * first frame; JITs keep frame pointers: the process is left to them (counted as
+		 * built with them), as a program is whose own file is.
+		 */
+		if (m->path[0] != '/' && strcmp(m->path, "[vdso]")) {
+			c->st.fp_built++;
+			for (unsigned int j = 0; j < p.n; j++)
+				c->files[mine.files[j]].refs--;
+			procmaps__free(pm);
+			return true;
+		}
+
 		f = p.n < PROFILE_CFI_MAPS ? file_get(c, pid, m) : NULL;
 		/*
 		 * A library too big for good costs its own frames, not the process's others. The

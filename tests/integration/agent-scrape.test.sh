@@ -67,7 +67,7 @@ for f in "$W"/out/go-heap-*; do
 	# one round: 2 s x 8 MiB/s. Go's heap profile is as of the last GC (every ~0.5-1 s
 	# here), so one delta may be off by a GC cycle's allocation: loose bounds each, tighter
 	# on the mean. A running total instead of deltas would reach 2 and 3 rounds' worth.
-	$PY -c "import sys; sys.exit(not 0.3 * 16 * 2**20 < float('${a:-0}') < 1.7 * 16 * 2**20)" ||
+	$PY -c "import sys; sys.exit(not 0.2 * 16 * 2**20 < float('${a:-0}') < 1.8 * 16 * 2**20)" ||
 		fail "$f: alloc_space of allocKnown is not one round's 16 MiB (a delta)"
 	[ "${u:-0}" -gt 0 ] || fail "$f: no inuse_space for allocKnown (a snapshot)"
 	echo "$a" >>"$W/deltas"

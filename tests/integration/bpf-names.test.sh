@@ -40,6 +40,9 @@ prof=$(find "$tmp/out" -name '*-cpu-*.pb.gz' | head -1)
 [ -n "$prof" ] || { echo "no profile"; exit 1; }
 go tool pprof -raw -symbolize=none "$prof" >"$tmp/raw" 2>/dev/null || { echo "pprof -raw"; exit 1; }
 node_bin=$(readlink -f "$(command -v node)")
+# Debian's node is a small program over libnode.so, where its code is (NodeSource's is one file)
+libnode=$(ldd "$node_bin" | awk '/libnode/ { print $3 }')
+[ -n "$libnode" ] && node_bin=$(readlink -f "$libnode")
 crypto=$(ldd "$(command -v openssl)" | awk '/libcrypto/ { print $3 }')
 python3 - "$tmp/raw" "$node_bin" "$(readlink -f "$crypto")" <<'PY'
 import bisect, re, subprocess, sys
