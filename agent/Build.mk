@@ -42,6 +42,8 @@ libedgeprof-heap-$(CONFIG_PROFILE_HEAP) := agent/lib/heap.o agent/core/heapfile.
 libedgeprof-wall-$(CONFIG_PROFILE_WALL) := agent/lib/wall.o
 # armv7 frames without unwind tables, by reading the code (elf/armframe.h).
 libedgeprof-arm-$(CONFIG_ARCH_ARM) := elf/armframe.o
+# arm64 frames without unwind tables, by reading the code (elf/a64frame.h).
+libedgeprof-arm-$(CONFIG_ARCH_ARM64) := elf/a64frame.o
 # CPython's frames spliced into the samples (agent/lib/pyframes.h).
 libedgeprof-py-$(CONFIG_PYFRAMES) := agent/lib/pyframes.o
 libedgeprof.so-objs   = agent/lib/sigprof.o agent/lib/sigctl.o agent/lib/unwind.o \

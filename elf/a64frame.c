@@ -42,6 +42,8 @@ struct sim {
 	struct val lr, fp;  /* what x30 and x29 hold now */
 	struct slot slot[4]; /* x29 and x30 stored by the reading */
 	unsigned int n_slot;
+	uint32_t known;	     /* registers holding a constant the reading set (mov, movk)... */
+	int64_t k[31];	     /* ...their values: a large frame's size, for sub sp, sp, xN */
 	uint64_t exits[12]; /* conditional branch targets not taken yet (0: taken) */
 	unsigned int n_exits;
 	uint64_t back[8];   /* unconditional back edges taken (their sources): loops */
@@ -103,23 +105,26 @@ static void store_word(struct sim *s, int64_t off, unsigned int reg)
 	s->slot[i] = (struct slot){off, v, reg};
 }
 
+static void clobber(struct sim *s, unsigned int reg)
+{
+	if (reg < 31)
+		s->known &= ~(1u << reg);
+	if (reg == REG_LR)
+		s->lr.kind = V_NONE;
+	else if (reg == REG_FP)
+		s->fp.kind = V_NONE;
+}
+
 /* A load of reg from the word at sp + off (sp_based), or from elsewhere. */
 static void load_reg(struct sim *s, unsigned int reg, bool sp_based, int64_t off)
 {
 	struct val v = sp_based ? stack_word(s, off) : (struct val){V_NONE, 0};
 
+	clobber(s, reg);
 	if (reg == REG_LR)
 		s->lr = v;
 	else if (reg == REG_FP)
 		s->fp = v;
-}
-
-static void clobber(struct sim *s, unsigned int reg)
-{
-	if (reg == REG_LR)
-		s->lr.kind = V_NONE;
-	else if (reg == REG_FP)
-		s->fp.kind = V_NONE;
 }
 
 static enum sim_step sp_add(struct sim *s, int64_t v)
@@ -355,11 +360,49 @@ static enum sim_step add_sub_imm(struct sim *s, uint32_t w)
 			return S_FAIL; /* sp from elsewhere */
 		return sp_add(s, fp.off - s->d);
 	}
+	clobber(s, rd);
 	if (rd == REG_FP)
 		s->fp = fp;
-	else
-		clobber(s, rd);
 	return S_NEXT;
+}
+
+/* movz, movn, movk (64-bit): constants the reading follows. */
+static void move_wide(struct sim *s, uint32_t w)
+{
+	unsigned int rd = w & 31, opc = w >> 29 & 3, shift = 16 * (w >> 21 & 3);
+	uint64_t imm = (uint64_t)(w >> 5 & 0xffff) << shift;
+	bool known = rd < 31 && (s->known >> rd & 1);
+	int64_t v = 0;
+
+	if (rd == 31)
+		return; /* xzr */
+	if (opc == 2)
+		v = (int64_t)imm;
+	else if (opc == 0)
+		v = (int64_t)~imm;
+	else if (opc == 3 && known)
+		v = (int64_t)(((uint64_t)s->k[rd] & ~(0xffffull << shift)) | imm);
+	if (opc == 1 || (opc == 3 && !known)) {
+		clobber(s, rd);
+		return;
+	}
+	if (!(w >> 31))
+		v = (int64_t)(uint32_t)v;
+	clobber(s, rd);
+	s->known |= 1u << rd;
+	s->k[rd] = v;
+}
+
+/* add/sub sp, sp, xN (extended register): a large frame's size if xN holds a constant. */
+static enum sim_step add_sub_sp_reg(struct sim *s, uint32_t w)
+{
+	unsigned int rn = w >> 5 & 31, rm = w >> 16 & 31, amount = w >> 10 & 7;
+	int64_t v;
+
+	if (rn != REG_SP || rm == 31 || !(s->known >> rm & 1) || amount > 4 || !(w >> 31))
+		return S_FAIL; /* alloca, or sp from elsewhere */
+	v = s->k[rm] * (1 << amount);
+	return sp_add(s, w >> 30 & 1 ? -v : v);
 }
 
 static enum sim_step data_proc(struct sim *s, uint32_t w)
@@ -370,8 +413,12 @@ static enum sim_step data_proc(struct sim *s, uint32_t w)
 		return add_sub_imm(s, w);
 	if ((w & 0x1f800000) == 0x12000000 && rd == REG_SP && (w >> 29 & 3) != 3)
 		return S_FAIL; /* and/orr/eor sp, ...: realignment */
+	if ((w & 0x1f800000) == 0x12800000) {
+		move_wide(s, w);
+		return S_NEXT;
+	}
 	if ((w & 0x1f200000) == 0x0b200000 && rd == REG_SP && !(w >> 29 & 1))
-		return S_FAIL; /* add/sub sp, sp, xN: alloca */
+		return add_sub_sp_reg(s, w);
 	clobber(s, rd);
 	return S_NEXT;
 }
@@ -525,6 +572,19 @@ static bool before_save(const struct a64frame_code *c, uint64_t pc, unsigned int
 	return true;
 }
 
+/*
+ * The last instruction of a function: ret, b or br followed by the padding before the next one
+ * (nop, or udf #0). The backward reading stops there: past it is another function's prologue.
+ */
+static bool function_end(const struct a64frame_code *c, uint64_t a, uint32_t w)
+{
+	uint32_t next;
+
+	return ((w & 0xfffffc1f) == 0xd65f0000 || (w & 0xfffffbff) == 0xd65f0bff ||
+		(w & 0xfc000000) == 0x14000000 || (w & 0xfffffc1f) == 0xd61f0000) &&
+	       read32(c, a + 4, &next) && (next == 0xd503201f || next == 0);
+}
+
 /* *epilogue: the scan stopped at an epilogue's reload of x30 with no branch between it and pc
  * (the frame is gone). */
 static bool backward(const struct a64frame_code *c, uint64_t pc, bool exact,
@@ -542,7 +602,7 @@ static bool backward(const struct a64frame_code *c, uint64_t pc, bool exact,
 	while (!found && f->insns < budget && a >= c->lo + 4) {
 		a -= 4;
 		f->insns++;
-		if (!read32(c, a, &w))
+		if (!read32(c, a, &w) || function_end(c, a, w))
 			return false;
 		/* an interrupted pc after an epilogue: the frame may be gone (a return address
 		 * is where its function had a frame to call from: past early exits) */

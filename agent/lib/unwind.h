@@ -26,7 +26,8 @@ struct unwind_stats {
 	uint64_t fp_steps;	/* frames unwound by the frame pointer chain */
 	uint64_t outermost;	/* walks ended by the tables' outermost frame (_start, clone) */
 	uint64_t signal_frames; /* signal trampolines walked through */
-	uint64_t inferred;	/* armv7 frames found by reading code, not tables (armframe.h) */
+	uint64_t inferred;	/* frames found by reading code, not tables (armv7: armframe.h,
+				 * arm64: a64frame.h) */
 }; /* all uint64_t: unwind.c adds them up as an array */
 
 /*
@@ -60,7 +61,7 @@ struct unwind_cache {
 	unsigned int row_next;
 	uint64_t hits, misses;
 	unsigned int gen; /* the module table these entries belong to */
-	unsigned int inferred; /* the last walk's frames found by reading code (armv7): marked */
+	unsigned int inferred; /* the last walk's frames found by reading code: marked */
 };
 
 /*
