@@ -701,7 +701,7 @@ static unsigned int walk_arm(struct walk *w, const void *uctx, enum unwind_mode 
 			/* no entry, or CANTUNWIND: ld fills code without tables with it, so it
 			 * means "no tables" more often than "outermost" */
 			w->n.no_fde++;
-			if (step_inferred(w, r, exact, key, cached)) {
+			if (mode == UNWIND_CFI && step_inferred(w, r, exact, key, cached)) {
 				res = EHABI_STEP_OK;
 				ra = true;
 			} else {
@@ -782,7 +782,7 @@ static unsigned int walk(const void *uctx, uintptr_t stack_lo, uintptr_t stack_h
 		if (s == STEP_NONE && leaf && mode != UNWIND_FP && step_plt_leaf(&w, &r)) {
 			exact = false;
 			w.n.cfi_leaf++;
-		} else if (s == STEP_NONE && mode != UNWIND_FP && step_inferred(&w, &r, exact)) {
+		} else if (s == STEP_NONE && mode == UNWIND_CFI && step_inferred(&w, &r, exact)) {
 			exact = false;
 			w.n.inferred++;
 		} else if (s == STEP_NONE) {

@@ -38,7 +38,8 @@ int unwind__init(void);
 /* Forgets the modules (until the next unwind__init): call before dlclose() unmaps one. */
 void unwind__suspend(void);
 
-enum unwind_mode { UNWIND_FP = 0, UNWIND_CFI = 1 };
+/* UNWIND_TABLES: the tables and frame pointers, no frame read from code (a control) */
+enum unwind_mode { UNWIND_FP = 0, UNWIND_CFI = 1, UNWIND_TABLES = 2 };
 
 /*
  * The CFA rules of recently unwound pcs. A handler starts with cold caches and TLBs (the
