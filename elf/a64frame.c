@@ -55,6 +55,26 @@ struct sim {
 
 enum sim_step { S_NEXT, S_DONE, S_FAIL };
 
+/*
+ * A reading's start: only the counts and what they guard are set (the arrays are read below
+ * their counts, k[] where known says): the handler spends no time zeroing half a KiB.
+ */
+static void sim_init(struct sim *s, const struct a64frame_code *c, uint64_t addr, bool exact,
+		     bool entry, struct a64frame *f)
+{
+	s->c = c;
+	s->addr = addr;
+	s->exact = exact;
+	s->entry = entry;
+	s->d = 0;
+	s->lr = (struct val){exact || entry ? V_REG : V_NONE, 0};
+	s->fp = (struct val){V_REG, 0};
+	s->n_slot = s->n_exits = s->n_back = s->n = 0;
+	s->known = 0;
+	s->tail_br = false;
+	s->f = f;
+}
+
 static bool is_branch(uint32_t w)
 {
 	return (w & 0x7c000000) == 0x14000000 || (w & 0xff000010) == 0x54000000 ||
@@ -451,8 +471,10 @@ static enum sim_step step(struct sim *s)
 static bool forward(const struct a64frame_code *c, uint64_t pc, bool exact, unsigned int budget,
 		    struct a64frame *f, bool *tail)
 {
-	struct sim s = {.c = c, .addr = pc, .exact = exact, .lr = {exact ? V_REG : V_NONE, 0},
-			.fp = {V_REG, 0}, .budget = budget, .f = f};
+	struct sim s;
+
+	sim_init(&s, c, pc, exact, false, f);
+	s.budget = budget;
 
 	while (s.n < s.budget) {
 		enum sim_step st;
@@ -498,23 +520,37 @@ static bool prologue_like(uint32_t w)
 	return !is_branch(w) && !reloads_lr(w) && (w >> 16) && (w & 0xff000000) != 0xd4000000;
 }
 
-/* What the prologue from start does up to pc or its first branch: the frame at pc. */
+/*
+ * What the instructions from a function's start (its prologue) do up to pc, or up to their
+ * first branch (until_branch: the prologue's end). False where sp is set in a way not modelled.
+ */
+static bool from_start(const struct a64frame_code *c, uint64_t start, uint64_t pc,
+		       unsigned int budget, bool until_branch, struct sim *s)
+{
+	uint32_t w;
+
+	sim_init(s, c, start, false, true, s->f);
+	s->f->how = A64FRAME_BACKWARD;
+	while (s->addr < pc && s->f->insns < budget) {
+		s->f->insns++;
+		if (!read32(c, s->addr, &w) || (until_branch && is_branch(w)))
+			return read32(c, s->addr, &w);
+		s->addr += 4;
+		if (effect(s, w) != S_NEXT)
+			return false;
+	}
+	return s->addr >= pc;
+}
+
+/* The frame at pc after the prologue from start saved x30 (where its store says). */
 static bool prologue_frame(const struct a64frame_code *c, uint64_t start, uint64_t pc,
 			   unsigned int budget, struct a64frame *f)
 {
-	struct sim s = {.c = c, .entry = true, .lr = {V_REG, 0}, .fp = {V_REG, 0}, .f = f};
+	struct sim s = {.f = f};
 	int64_t ra = 1, fp = 1;
-	uint32_t w;
 
-	f->how = A64FRAME_BACKWARD;
-	for (uint64_t a = start; a < pc && f->insns < budget; a += 4) {
-		f->insns++;
-		if (!read32(c, a, &w) || is_branch(w))
-			break;
-		s.addr = a + 4;
-		if (effect(&s, w) != S_NEXT)
-			return false;
-	}
+	if (!from_start(c, start, pc, budget, true, &s))
+		return false;
 	for (unsigned int i = 0; i < s.n_slot; i++) {
 		if (s.slot[i].reg == REG_LR && s.slot[i].v.kind == V_REG)
 			ra = s.slot[i].off;
@@ -525,7 +561,6 @@ static bool prologue_frame(const struct a64frame_code *c, uint64_t start, uint64
 		return false; /* x30 not saved yet, or not inside the frame */
 	f->cfa = (uint32_t)-s.d;
 	f->ra_off = (uint32_t)(ra - s.d);
-	f->ra_in_lr = false;
 	f->fp_saved = fp <= 0 && fp >= s.d;
 	f->fp_off = f->fp_saved ? (uint32_t)(fp - s.d) : 0;
 	return true;
@@ -548,25 +583,17 @@ static uint64_t prologue_start(const struct a64frame_code *c, uint64_t a)
 static bool before_save(const struct a64frame_code *c, uint64_t pc, unsigned int budget,
 			struct a64frame *f)
 {
-	struct sim s = {.c = c, .entry = true, .lr = {V_REG, 0}, .fp = {V_REG, 0}, .f = f};
-	uint64_t a = pc, start;
+	struct sim s = {.f = f};
+	uint64_t a = pc;
 	uint32_t w = 0;
 	int k;
 
 	for (k = 0; k < 8 && read32(c, a, &w) && !saves_lr(w) && prologue_like(w); k++)
 		a += 4;
 	f->insns += (unsigned int)k + 1;
-	if (k == 8 || !saves_lr(w))
+	if (k == 8 || !saves_lr(w) || !from_start(c, prologue_start(c, pc), pc, budget, false, &s) ||
+	    s.d > 0)
 		return false;
-	start = prologue_start(c, pc);
-	for (a = start; a < pc && f->insns < budget; a += 4) {
-		f->insns++;
-		if (!read32(c, a, &w) || effect(&s, w) != S_NEXT)
-			return false;
-	}
-	if (s.d > 0 || a != pc)
-		return false;
-	f->how = A64FRAME_BACKWARD;
 	f->cfa = (uint32_t)-s.d;
 	f->ra_in_lr = true;
 	return true;
