@@ -163,12 +163,12 @@ static enum sim_step ret(struct sim *s, struct val v)
 	struct a64frame *f = s->f;
 
 	if (s->d < 0 || v.kind == V_NONE || v.kind == V_SP || (v.kind == V_REG && !s->exact) ||
-	    (v.kind == V_MEM && (v.off >= s->d || v.off < 0)))
-		return S_FAIL; /* a return address below the caller's sp, or not known */
+	    (v.kind == V_MEM && (v.off > s->d - 8 || v.off < 0)))
+		return S_FAIL; /* a return address not in the frame's words, or not known */
 	f->cfa = (uint32_t)s->d;
 	f->ra_in_lr = v.kind == V_REG;
 	f->ra_off = v.kind == V_MEM ? (uint32_t)v.off : 0;
-	f->fp_saved = s->fp.kind == V_MEM && s->fp.off >= 0 && s->fp.off < s->d;
+	f->fp_saved = s->fp.kind == V_MEM && s->fp.off >= 0 && s->fp.off <= s->d - 8;
 	f->fp_off = f->fp_saved ? (uint32_t)s->fp.off : 0;
 	return S_DONE;
 }
@@ -557,11 +557,11 @@ static bool prologue_frame(const struct a64frame_code *c, uint64_t start, uint64
 		if (s.slot[i].reg == REG_FP && s.slot[i].v.kind == V_REG)
 			fp = s.slot[i].off;
 	}
-	if (s.d >= 0 || ra > 0 || ra < s.d)
-		return false; /* x30 not saved yet, or not inside the frame */
+	if (s.d >= 0 || ra > -8 || ra < s.d)
+		return false; /* x30 not saved yet, or its word not inside the frame */
 	f->cfa = (uint32_t)-s.d;
 	f->ra_off = (uint32_t)(ra - s.d);
-	f->fp_saved = fp <= 0 && fp >= s.d;
+	f->fp_saved = fp <= -8 && fp >= s.d;
 	f->fp_off = f->fp_saved ? (uint32_t)(fp - s.d) : 0;
 	return true;
 }

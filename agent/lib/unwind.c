@@ -184,7 +184,8 @@ static void cache_put(struct unwind_cache *c, uintptr_t key, uint64_t rule)
 	c->e[i][0].pc = key;
 }
 
-/* Replaces key's rule (put there by an earlier lookup), or puts it. */
+#if defined(__arm__) || defined(__aarch64__)
+/* Replaces key's rule (put there by an earlier lookup), or puts it: frames read from code. */
 static void cache_replace(struct unwind_cache *c, uintptr_t key, uint64_t rule)
 {
 	unsigned int i = cache_set(key);
@@ -197,9 +198,10 @@ static void cache_replace(struct unwind_cache *c, uintptr_t key, uint64_t rule)
 	}
 	cache_put(c, key, rule);
 }
+#endif /* __arm__ || __aarch64__ */
 
 /*
- * A frame found by reading code (arm64: step_inferred), cached as its rules with this bit in
+ * A frame found by reading code (arm64: step_read_code), cached as its rules with this bit in
  * the caller bits; this bit alone: the reading found none (the code says so, whatever the
  * stack). Table lookups see such entries as "no tables".
  */
@@ -463,7 +465,7 @@ static bool inferred_cached(struct unwind_cache *c, uintptr_t key, uint64_t *rul
  * it: r becomes the caller's. Where the forward reading's return address proves wrong (a path
  * through a noreturn call runs into whatever follows it), the prologue's. Inferred, not exact.
  */
-static bool step_inferred(struct walk *w, struct regs *r, bool exact)
+static bool step_read_code(struct walk *w, struct regs *r, bool exact)
 {
 	uintptr_t key = exact ? r->pc : r->pc - 1;
 	struct a64frame_code c;
@@ -498,7 +500,7 @@ static bool step_inferred(struct walk *w, struct regs *r, bool exact)
 	return ok;
 }
 #else
-static bool step_inferred(struct walk *w, struct regs *r, bool exact)
+static bool step_read_code(struct walk *w, struct regs *r, bool exact)
 {
 	(void)w, (void)r, (void)exact;
 	return false; /* x86_64 code keeps its tables; armv7 has walk_arm */
@@ -782,7 +784,7 @@ static unsigned int walk(const void *uctx, uintptr_t stack_lo, uintptr_t stack_h
 		if (s == STEP_NONE && leaf && mode != UNWIND_FP && step_plt_leaf(&w, &r)) {
 			exact = false;
 			w.n.cfi_leaf++;
-		} else if (s == STEP_NONE && mode == UNWIND_CFI && step_inferred(&w, &r, exact)) {
+		} else if (s == STEP_NONE && mode == UNWIND_CFI && step_read_code(&w, &r, exact)) {
 			exact = false;
 			w.n.inferred++;
 		} else if (s == STEP_NONE) {

@@ -18,7 +18,7 @@ static void check(const struct a64frame *f, bool ok, unsigned int budget)
 		abort();
 	if (!ok)
 		return;
-	if ((!f->ra_in_lr && f->ra_off >= f->cfa) || (f->fp_saved && f->fp_off >= f->cfa))
+	if ((!f->ra_in_lr && f->ra_off + 8 > f->cfa) || (f->fp_saved && f->fp_off + 8 > f->cfa))
 		abort();
 }
 
