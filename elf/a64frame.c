@@ -13,53 +13,13 @@
 #define REG_LR 30
 #define REG_SP 31 /* as a base register and in add/sub (immediate, extended) */
 
-/*
- * A value the reading knows: the register as it was at the reading's start (V_REG: x30 the
- * interrupted lr, x29 the caller's x29), the word at sp + off (sp at the start), sp + off
- * itself (x29 set from sp), or nothing usable.
- */
-enum val_kind { V_NONE, V_REG, V_MEM, V_SP };
-
-struct val {
-	enum val_kind kind;
-	int64_t off;
-};
-
-/* A word stored to the stack by the reading, at sp + off: x29's or x30's value then. */
-struct slot {
-	int64_t off;
-	struct val v;
-	unsigned int reg;
-};
-
-/* One reading. sp now = sp at the start + d. */
-struct sim {
-	const struct a64frame_code *c;
-	uint64_t addr;
-	bool exact;
-	bool entry; /* started at the function's entry: nothing above sp is the frame's */
-	int64_t d;
-	struct val lr, fp;  /* what x30 and x29 hold now */
-	struct slot slot[4]; /* x29 and x30 stored by the reading */
-	unsigned int n_slot;
-	uint32_t known;	     /* registers holding a constant the reading set (mov, movk)... */
-	int64_t k[31];	     /* ...their values: a large frame's size, for sub sp, sp, xN */
-	uint64_t exits[12]; /* conditional branch targets not taken yet (0: taken) */
-	unsigned int n_exits;
-	uint64_t back[8];   /* unconditional back edges taken (their sources): loops */
-	unsigned int n_back;
-	bool tail_br;	    /* ended at a br with x30 as at pc: a tail call if the frame is gone */
-	unsigned int n, budget;
-	struct a64frame *f;
-};
-
 enum sim_step { S_NEXT, S_DONE, S_FAIL };
 
 /*
  * A reading's start: only the counts and what they guard are set (the arrays are read below
- * their counts, k[] where known says): the handler spends no time zeroing half a KiB.
+ * their counts): the handler spends no time zeroing them.
  */
-static void sim_init(struct sim *s, const struct a64frame_code *c, uint64_t addr, bool exact,
+static void sim_init(struct a64frame_work *s, const struct a64frame_code *c, uint64_t addr, bool exact,
 		     bool entry, struct a64frame *f)
 {
 	s->c = c;
@@ -67,10 +27,9 @@ static void sim_init(struct sim *s, const struct a64frame_code *c, uint64_t addr
 	s->exact = exact;
 	s->entry = entry;
 	s->d = 0;
-	s->lr = (struct val){exact || entry ? V_REG : V_NONE, 0};
-	s->fp = (struct val){V_REG, 0};
-	s->n_slot = s->n_exits = s->n_back = s->n = 0;
-	s->known = 0;
+	s->lr = (struct a64frame_val){exact || entry ? A64FRAME_V_REG : A64FRAME_V_NONE, 0};
+	s->fp = (struct a64frame_val){A64FRAME_V_REG, 0};
+	s->n_slot = s->n_exits = s->n_back = s->n = s->n_k = 0;
 	s->tail_br = false;
 	s->f = f;
 }
@@ -99,46 +58,63 @@ static int64_t sext(uint32_t v, unsigned int bits)
 /* ---- the stack words the reading wrote ------------------------------------------------- */
 
 /* The value read from the stack word at sp + off. */
-static struct val stack_word(const struct sim *s, int64_t off)
+static struct a64frame_val stack_word(const struct a64frame_work *s, int64_t off)
 {
 	for (unsigned int i = 0; i < s->n_slot; i++)
 		if (s->slot[i].off == off)
 			return s->slot[i].v;
 	if (off >= 0 && !s->entry)
-		return (struct val){V_MEM, off}; /* the frame at pc: a word above its sp */
-	return (struct val){V_NONE, 0};
+		return (struct a64frame_val){A64FRAME_V_MEM, (int32_t)off}; /* the frame at pc: a word above its sp */
+	return (struct a64frame_val){A64FRAME_V_NONE, 0};
 }
 
 /* A 64-bit store of reg (x29, x30: their value is kept; others make the word unknown). */
-static void store_word(struct sim *s, int64_t off, unsigned int reg)
+static void store_word(struct a64frame_work *s, int64_t off, unsigned int reg)
 {
-	struct val v = reg == REG_LR ? s->lr : reg == REG_FP ? s->fp : (struct val){V_NONE, 0};
+	struct a64frame_val v = reg == REG_LR ? s->lr : reg == REG_FP ? s->fp : (struct a64frame_val){A64FRAME_V_NONE, 0};
 	unsigned int i;
 
 	for (i = 0; i < s->n_slot && s->slot[i].off != off; i++)
 		;
 	if (i == s->n_slot) {
-		if (v.kind == V_NONE || i == sizeof(s->slot) / sizeof(s->slot[0]))
+		if (v.kind == A64FRAME_V_NONE || i == sizeof(s->slot) / sizeof(s->slot[0]))
 			return; /* nothing known stored over nothing known */
 		s->n_slot++;
 	}
-	s->slot[i] = (struct slot){off, v, reg};
+	s->slot[i] = (struct a64frame_slot){(int32_t)off, v, (uint8_t)reg};
 }
 
-static void clobber(struct sim *s, unsigned int reg)
+/* The constant reg holds (a mov on the path set it), or false. */
+static bool constant(const struct a64frame_work *s, unsigned int reg, int64_t *v)
 {
-	if (reg < 31)
-		s->known &= ~(1u << reg);
+	for (unsigned int i = 0; i < s->n_k; i++) {
+		if (s->k_reg[i] == reg) {
+			*v = s->k_val[i];
+			return true;
+		}
+	}
+	return false;
+}
+
+static void clobber(struct a64frame_work *s, unsigned int reg)
+{
+	for (unsigned int i = 0; i < s->n_k; i++) {
+		if (s->k_reg[i] == reg) {
+			s->k_reg[i] = s->k_reg[s->n_k - 1];
+			s->k_val[i] = s->k_val[--s->n_k];
+			break;
+		}
+	}
 	if (reg == REG_LR)
-		s->lr.kind = V_NONE;
+		s->lr.kind = A64FRAME_V_NONE;
 	else if (reg == REG_FP)
-		s->fp.kind = V_NONE;
+		s->fp.kind = A64FRAME_V_NONE;
 }
 
 /* A load of reg from the word at sp + off (sp_based), or from elsewhere. */
-static void load_reg(struct sim *s, unsigned int reg, bool sp_based, int64_t off)
+static void load_reg(struct a64frame_work *s, unsigned int reg, bool sp_based, int64_t off)
 {
-	struct val v = sp_based ? stack_word(s, off) : (struct val){V_NONE, 0};
+	struct a64frame_val v = sp_based ? stack_word(s, off) : (struct a64frame_val){A64FRAME_V_NONE, 0};
 
 	clobber(s, reg);
 	if (reg == REG_LR)
@@ -147,7 +123,7 @@ static void load_reg(struct sim *s, unsigned int reg, bool sp_based, int64_t off
 		s->fp = v;
 }
 
-static enum sim_step sp_add(struct sim *s, int64_t v)
+static enum sim_step sp_add(struct a64frame_work *s, int64_t v)
 {
 	if (v > (1 << 24) || v < -(1 << 24) || s->d + v > (1 << 26) || s->d + v < -(1 << 26))
 		return S_FAIL;
@@ -158,17 +134,17 @@ static enum sim_step sp_add(struct sim *s, int64_t v)
 /* ---- the forward reading: to the function's return ------------------------------------- */
 
 /* A return to v with sp now at d: the frame is found when v is a usable return address. */
-static enum sim_step ret(struct sim *s, struct val v)
+static enum sim_step ret(struct a64frame_work *s, struct a64frame_val v)
 {
 	struct a64frame *f = s->f;
 
-	if (s->d < 0 || v.kind == V_NONE || v.kind == V_SP || (v.kind == V_REG && !s->exact) ||
-	    (v.kind == V_MEM && (v.off > s->d - 8 || v.off < 0)))
+	if (s->d < 0 || v.kind == A64FRAME_V_NONE || v.kind == A64FRAME_V_SP || (v.kind == A64FRAME_V_REG && !s->exact) ||
+	    (v.kind == A64FRAME_V_MEM && (v.off > s->d - 8 || v.off < 0)))
 		return S_FAIL; /* a return address not in the frame's words, or not known */
 	f->cfa = (uint32_t)s->d;
-	f->ra_in_lr = v.kind == V_REG;
-	f->ra_off = v.kind == V_MEM ? (uint32_t)v.off : 0;
-	f->fp_saved = s->fp.kind == V_MEM && s->fp.off >= 0 && s->fp.off <= s->d - 8;
+	f->ra_in_lr = v.kind == A64FRAME_V_REG;
+	f->ra_off = v.kind == A64FRAME_V_MEM ? (uint32_t)v.off : 0;
+	f->fp_saved = s->fp.kind == A64FRAME_V_MEM && s->fp.off >= 0 && s->fp.off <= s->d - 8;
 	f->fp_off = f->fp_saved ? (uint32_t)s->fp.off : 0;
 	return S_DONE;
 }
@@ -178,11 +154,14 @@ static enum sim_step ret(struct sim *s, struct val v)
  * a loop's exit). Unconditional ones are followed, backward ones too (blocks are laid out in
  * any order) until one is taken a second time: a loop, left through the exit instead.
  */
-static enum sim_step branch(struct sim *s, uint64_t target, bool cond, uint64_t next)
+static enum sim_step branch(struct a64frame_work *s, uint64_t target, bool cond, uint64_t next)
 {
+	uint32_t here = (uint32_t)(s->addr - s->c->lo + 1);
+
 	if (cond) {
-		if (s->n_exits < sizeof(s->exits) / sizeof(s->exits[0]))
-			s->exits[s->n_exits++] = target;
+		if (target >= s->c->lo && target < s->c->hi &&
+		    s->n_exits < sizeof(s->exits) / sizeof(s->exits[0]))
+			s->exits[s->n_exits++] = (uint32_t)(target - s->c->lo + 1);
 		s->addr = next;
 		return S_NEXT;
 	}
@@ -190,7 +169,7 @@ static enum sim_step branch(struct sim *s, uint64_t target, bool cond, uint64_t 
 		bool again = false;
 
 		for (unsigned int i = 0; i < s->n_back && !again; i++)
-			again = s->back[i] == s->addr;
+			again = s->back[i] == here;
 		if (again) {
 			/* a loop: out through the furthest branch not taken yet */
 			unsigned int best = s->n_exits;
@@ -201,11 +180,11 @@ static enum sim_step branch(struct sim *s, uint64_t target, bool cond, uint64_t 
 					best = i;
 			if (best == s->n_exits)
 				return S_FAIL;
-			target = s->exits[best];
+			target = s->c->lo + s->exits[best] - 1;
 			s->exits[best] = 0;
 			s->n_back = 0;
 		} else if (s->n_back < sizeof(s->back) / sizeof(s->back[0])) {
-			s->back[s->n_back++] = s->addr;
+			s->back[s->n_back++] = here;
 		} else {
 			return S_FAIL;
 		}
@@ -217,7 +196,7 @@ static enum sim_step branch(struct sim *s, uint64_t target, bool cond, uint64_t 
 }
 
 /* br, blr, ret and their pointer-authenticating forms (op2 = 11111). */
-static enum sim_step branch_reg(struct sim *s, uint32_t w, uint64_t next)
+static enum sim_step branch_reg(struct a64frame_work *s, uint32_t w, uint64_t next)
 {
 	switch (w >> 21 & 0xf) {
 	case 0: /* br */
@@ -225,13 +204,13 @@ static enum sim_step branch_reg(struct sim *s, uint32_t w, uint64_t next)
 		/* after an epilogue reloaded x30 (from the stack: a frame was there), a tail call,
 		 * whose callee returns to x30; elsewhere maybe a switch inside the frame: the
 		 * backward reading tells (a64frame__analyze) */
-		if (s->lr.kind == V_MEM)
+		if (s->lr.kind == A64FRAME_V_MEM)
 			return ret(s, s->lr);
-		s->tail_br = s->lr.kind == V_REG && ret(s, s->lr) == S_DONE;
+		s->tail_br = s->lr.kind == A64FRAME_V_REG && ret(s, s->lr) == S_DONE;
 		return S_FAIL;
 	case 1: /* blr */
 	case 9: /* blraa, blrab */
-		s->lr.kind = V_NONE;
+		s->lr.kind = A64FRAME_V_NONE;
 		s->addr = next;
 		return S_NEXT;
 	case 2: /* ret; retaa, retab */
@@ -243,13 +222,13 @@ static enum sim_step branch_reg(struct sim *s, uint32_t w, uint64_t next)
 }
 
 /* b, bl, b.cond, cbz, cbnz, tbz, tbnz, br/blr/ret (is_branch) */
-static enum sim_step branches(struct sim *s, uint32_t w)
+static enum sim_step branches(struct a64frame_work *s, uint32_t w)
 {
 	uint64_t next = s->addr + 4;
 
 	if ((w & 0x7c000000) == 0x14000000) { /* b, bl */
 		if (w & 0x80000000) {
-			s->lr.kind = V_NONE;
+			s->lr.kind = A64FRAME_V_NONE;
 			s->addr = next;
 			return S_NEXT;
 		}
@@ -271,7 +250,7 @@ static enum sim_step branches(struct sim *s, uint32_t w)
  * The address of an access through rn + imm in mode (0: offset, 1: post-index, 3: pre-index),
  * as an offset from the start's sp when rn is sp; writeback applied. False: not through sp.
  */
-static bool access_at(struct sim *s, unsigned int rn, int64_t imm, unsigned int mode,
+static bool access_at(struct a64frame_work *s, unsigned int rn, int64_t imm, unsigned int mode,
 		      int64_t *off, enum sim_step *st)
 {
 	*st = S_NEXT;
@@ -289,7 +268,7 @@ static bool access_at(struct sim *s, unsigned int rn, int64_t imm, unsigned int 
 }
 
 /* stp, ldp (and their SIMD, 32-bit and no-allocate forms) */
-static enum sim_step ld_st_pair(struct sim *s, uint32_t w)
+static enum sim_step ld_st_pair(struct a64frame_work *s, uint32_t w)
 {
 	unsigned int opc = w >> 30, mode = w >> 23 & 3, rt = w & 31, rt2 = w >> 10 & 31;
 	bool simd = w >> 26 & 1, load = w >> 22 & 1, x64 = !simd && opc == 2;
@@ -311,7 +290,7 @@ static enum sim_step ld_st_pair(struct sim *s, uint32_t w)
 }
 
 /* ldr, str of one register: unsigned offset, pre/post-index, unscaled (mode as access_at) */
-static enum sim_step ld_st_one(struct sim *s, uint32_t w, int64_t imm, unsigned int mode)
+static enum sim_step ld_st_one(struct a64frame_work *s, uint32_t w, int64_t imm, unsigned int mode)
 {
 	unsigned int size = w >> 30, opc = w >> 22 & 3, rt = w & 31;
 	bool simd = w >> 26 & 1, load = simd ? opc & 1 : opc != 0;
@@ -332,7 +311,7 @@ static enum sim_step ld_st_one(struct sim *s, uint32_t w, int64_t imm, unsigned 
 	return S_NEXT;
 }
 
-static enum sim_step ld_st(struct sim *s, uint32_t w)
+static enum sim_step ld_st(struct a64frame_work *s, uint32_t w)
 {
 	unsigned int rt = w & 31, shift = w >> 30;
 
@@ -356,12 +335,12 @@ static enum sim_step ld_st(struct sim *s, uint32_t w)
 /* ---- data processing ------------------------------------------------------------------- */
 
 /* add/sub (immediate): sp and x29 as the reading models them */
-static enum sim_step add_sub_imm(struct sim *s, uint32_t w)
+static enum sim_step add_sub_imm(struct a64frame_work *s, uint32_t w)
 {
 	unsigned int rd = w & 31, rn = w >> 5 & 31;
 	bool sf = w >> 31, flags = w >> 29 & 1;
 	int64_t imm = (int64_t)(w >> 10 & 0xfff) << (w >> 22 & 1 ? 12 : 0);
-	struct val fp = {V_NONE, 0};
+	struct a64frame_val fp = {A64FRAME_V_NONE, 0};
 
 	if (w >> 30 & 1)
 		imm = -imm;
@@ -371,12 +350,14 @@ static enum sim_step add_sub_imm(struct sim *s, uint32_t w)
 		clobber(s, rd);
 		return S_NEXT;
 	}
-	if (rn == REG_SP)
-		fp = (struct val){V_SP, s->d + imm};
-	else if (rn == REG_FP && s->fp.kind == V_SP)
-		fp = (struct val){V_SP, s->fp.off + imm};
+	if (rn == REG_SP || (rn == REG_FP && s->fp.kind == A64FRAME_V_SP)) {
+		int64_t v = (rn == REG_SP ? s->d : s->fp.off) + imm;
+
+		if (v <= (1 << 26) && v >= -(1 << 26))
+			fp = (struct a64frame_val){A64FRAME_V_SP, (int32_t)v};
+	}
 	if (rd == REG_SP) {
-		if (fp.kind != V_SP)
+		if (fp.kind != A64FRAME_V_SP)
 			return S_FAIL; /* sp from elsewhere */
 		return sp_add(s, fp.off - s->d);
 	}
@@ -387,12 +368,12 @@ static enum sim_step add_sub_imm(struct sim *s, uint32_t w)
 }
 
 /* movz, movn, movk (64-bit): constants the reading follows. */
-static void move_wide(struct sim *s, uint32_t w)
+static void move_wide(struct a64frame_work *s, uint32_t w)
 {
 	unsigned int rd = w & 31, opc = w >> 29 & 3, shift = 16 * (w >> 21 & 3);
 	uint64_t imm = (uint64_t)(w >> 5 & 0xffff) << shift;
-	bool known = rd < 31 && (s->known >> rd & 1);
-	int64_t v = 0;
+	int64_t v = 0, old = 0;
+	bool known = constant(s, rd, &old);
 
 	if (rd == 31)
 		return; /* xzr */
@@ -401,7 +382,7 @@ static void move_wide(struct sim *s, uint32_t w)
 	else if (opc == 0)
 		v = (int64_t)~imm;
 	else if (opc == 3 && known)
-		v = (int64_t)(((uint64_t)s->k[rd] & ~(0xffffull << shift)) | imm);
+		v = (int64_t)(((uint64_t)old & ~(0xffffull << shift)) | imm);
 	if (opc == 1 || (opc == 3 && !known)) {
 		clobber(s, rd);
 		return;
@@ -409,23 +390,26 @@ static void move_wide(struct sim *s, uint32_t w)
 	if (!(w >> 31))
 		v = (int64_t)(uint32_t)v;
 	clobber(s, rd);
-	s->known |= 1u << rd;
-	s->k[rd] = v;
+	if (s->n_k < sizeof(s->k_reg)) {
+		s->k_reg[s->n_k] = (uint8_t)rd;
+		s->k_val[s->n_k++] = v;
+	}
 }
 
 /* add/sub sp, sp, xN (extended register): a large frame's size if xN holds a constant. */
-static enum sim_step add_sub_sp_reg(struct sim *s, uint32_t w)
+static enum sim_step add_sub_sp_reg(struct a64frame_work *s, uint32_t w)
 {
 	unsigned int rn = w >> 5 & 31, rm = w >> 16 & 31, amount = w >> 10 & 7;
 	int64_t v;
 
-	if (rn != REG_SP || rm == 31 || !(s->known >> rm & 1) || amount > 4 || !(w >> 31))
+	if (rn != REG_SP || !constant(s, rm, &v) || amount > 4 || !(w >> 31) || v > (1 << 24) ||
+	    v < -(1 << 24))
 		return S_FAIL; /* alloca, or sp from elsewhere */
-	v = s->k[rm] * (1 << amount);
+	v *= 1 << amount;
 	return sp_add(s, w >> 30 & 1 ? -v : v);
 }
 
-static enum sim_step data_proc(struct sim *s, uint32_t w)
+static enum sim_step data_proc(struct a64frame_work *s, uint32_t w)
 {
 	unsigned int rd = w & 31;
 
@@ -444,7 +428,7 @@ static enum sim_step data_proc(struct sim *s, uint32_t w)
 }
 
 /* Everything but branches; S_NEXT moves on. */
-static enum sim_step effect(struct sim *s, uint32_t w)
+static enum sim_step effect(struct a64frame_work *s, uint32_t w)
 {
 	if ((w & 0xffe0001f) == 0xd4200000 || (w & 0xffe0001f) == 0xd4400000 || !(w >> 16))
 		return S_FAIL; /* brk, hlt, udf */
@@ -455,7 +439,7 @@ static enum sim_step effect(struct sim *s, uint32_t w)
 	return S_NEXT; /* hints (paciasp, autiasp, bti), system, SIMD and floating point */
 }
 
-static enum sim_step step(struct sim *s)
+static enum sim_step step(struct a64frame_work *s)
 {
 	uint32_t w;
 
@@ -469,27 +453,24 @@ static enum sim_step step(struct sim *s)
 
 /* true: found; *tail: not found, but f holds the frame if a br at its end is a tail call */
 static bool forward(const struct a64frame_code *c, uint64_t pc, bool exact, unsigned int budget,
-		    struct a64frame *f, bool *tail)
+		    struct a64frame *f, bool *tail, struct a64frame_work *s)
 {
-	struct sim s;
-
-	sim_init(&s, c, pc, exact, false, f);
-	s.budget = budget;
-
-	while (s.n < s.budget) {
+	sim_init(s, c, pc, exact, false, f);
+	s->budget = budget;
+	while (s->n < s->budget) {
 		enum sim_step st;
 
-		s.n++;
-		st = step(&s);
+		s->n++;
+		st = step(s);
 		if (st == S_DONE) {
-			f->insns += s.n;
+			f->insns += s->n;
 			return true;
 		}
 		if (st == S_FAIL)
 			break;
 	}
-	f->insns += s.n;
-	*tail = s.tail_br;
+	f->insns += s->n;
+	*tail = s->tail_br;
 	return false;
 }
 
@@ -525,7 +506,7 @@ static bool prologue_like(uint32_t w)
  * first branch (until_branch: the prologue's end). False where sp is set in a way not modelled.
  */
 static bool from_start(const struct a64frame_code *c, uint64_t start, uint64_t pc,
-		       unsigned int budget, bool until_branch, struct sim *s)
+		       unsigned int budget, bool until_branch, struct a64frame_work *s)
 {
 	uint32_t w;
 
@@ -544,25 +525,25 @@ static bool from_start(const struct a64frame_code *c, uint64_t start, uint64_t p
 
 /* The frame at pc after the prologue from start saved x30 (where its store says). */
 static bool prologue_frame(const struct a64frame_code *c, uint64_t start, uint64_t pc,
-			   unsigned int budget, struct a64frame *f)
+			   unsigned int budget, struct a64frame *f, struct a64frame_work *s)
 {
-	struct sim s = {.f = f};
 	int64_t ra = 1, fp = 1;
 
-	if (!from_start(c, start, pc, budget, true, &s))
+	s->f = f;
+	if (!from_start(c, start, pc, budget, true, s))
 		return false;
-	for (unsigned int i = 0; i < s.n_slot; i++) {
-		if (s.slot[i].reg == REG_LR && s.slot[i].v.kind == V_REG)
-			ra = s.slot[i].off;
-		if (s.slot[i].reg == REG_FP && s.slot[i].v.kind == V_REG)
-			fp = s.slot[i].off;
+	for (unsigned int i = 0; i < s->n_slot; i++) {
+		if (s->slot[i].reg == REG_LR && s->slot[i].v.kind == A64FRAME_V_REG)
+			ra = s->slot[i].off;
+		if (s->slot[i].reg == REG_FP && s->slot[i].v.kind == A64FRAME_V_REG)
+			fp = s->slot[i].off;
 	}
-	if (s.d >= 0 || ra > -8 || ra < s.d)
+	if (s->d >= 0 || ra > -8 || ra < s->d)
 		return false; /* x30 not saved yet, or its word not inside the frame */
-	f->cfa = (uint32_t)-s.d;
-	f->ra_off = (uint32_t)(ra - s.d);
-	f->fp_saved = fp <= -8 && fp >= s.d;
-	f->fp_off = f->fp_saved ? (uint32_t)(fp - s.d) : 0;
+	f->cfa = (uint32_t)-s->d;
+	f->ra_off = (uint32_t)(ra - s->d);
+	f->fp_saved = fp <= -8 && fp >= s->d;
+	f->fp_off = f->fp_saved ? (uint32_t)(fp - s->d) : 0;
 	return true;
 }
 
@@ -581,9 +562,8 @@ static uint64_t prologue_start(const struct a64frame_code *c, uint64_t a)
  * of it): x30 still holds the return address, sp is what the prologue's start to pc did.
  */
 static bool before_save(const struct a64frame_code *c, uint64_t pc, unsigned int budget,
-			struct a64frame *f)
+			struct a64frame *f, struct a64frame_work *s)
 {
-	struct sim s = {.f = f};
 	uint64_t a = pc;
 	uint32_t w = 0;
 	int k;
@@ -591,10 +571,11 @@ static bool before_save(const struct a64frame_code *c, uint64_t pc, unsigned int
 	for (k = 0; k < 8 && read32(c, a, &w) && !saves_lr(w) && prologue_like(w); k++)
 		a += 4;
 	f->insns += (unsigned int)k + 1;
-	if (k == 8 || !saves_lr(w) || !from_start(c, prologue_start(c, pc), pc, budget, false, &s) ||
-	    s.d > 0)
+	s->f = f;
+	if (k == 8 || !saves_lr(w) || !from_start(c, prologue_start(c, pc), pc, budget, false, s) ||
+	    s->d > 0)
 		return false;
-	f->cfa = (uint32_t)-s.d;
+	f->cfa = (uint32_t)-s->d;
 	f->ra_in_lr = true;
 	return true;
 }
@@ -615,7 +596,8 @@ static bool function_end(const struct a64frame_code *c, uint64_t a, uint32_t w)
 /* *epilogue: the scan stopped at an epilogue's reload of x30 with no branch between it and pc
  * (the frame is gone). */
 static bool backward(const struct a64frame_code *c, uint64_t pc, bool exact,
-		     unsigned int budget, struct a64frame *f, bool *epilogue)
+		     unsigned int budget, struct a64frame *f, bool *epilogue,
+		     struct a64frame_work *s)
 {
 	uint64_t a = pc;
 	uint32_t w = 0;
@@ -624,7 +606,7 @@ static bool backward(const struct a64frame_code *c, uint64_t pc, bool exact,
 	*epilogue = false;
 	if (pc & 3)
 		return false;
-	if (exact && before_save(c, pc, budget, f))
+	if (exact && before_save(c, pc, budget, f, s))
 		return true;
 	while (!found && f->insns < budget && a >= c->lo + 4) {
 		a -= 4;
@@ -643,35 +625,48 @@ static bool backward(const struct a64frame_code *c, uint64_t pc, bool exact,
 	if (!found)
 		return false;
 	/* up to pc or the prologue's end: the scan's distance, as much again at most */
-	return prologue_frame(c, prologue_start(c, a), pc, 2 * budget, f);
+	return prologue_frame(c, prologue_start(c, a), pc, 2 * budget, f, s);
+}
+
+/* The reading's state where the caller gave no room for it. */
+static bool analyze_here(const struct a64frame_code *c, uint64_t pc, bool exact,
+			 unsigned int budget, struct a64frame *f, bool prologue)
+{
+	struct a64frame_work s;
+
+	return prologue ? a64frame__prologue(c, pc, exact, budget, f, &s)
+			: a64frame__analyze(c, pc, exact, budget, f, &s);
 }
 
 bool a64frame__analyze(const struct a64frame_code *c, uint64_t pc, bool exact,
-		       unsigned int budget, struct a64frame *f)
+		       unsigned int budget, struct a64frame *f, struct a64frame_work *work)
 {
-	struct a64frame tail;
+	uint32_t tail_cfa, tail_fp; /* the frame if a br at the path's end is a tail call */
 	unsigned int spent;
-	bool maybe_tail, epilogue = false;
+	bool maybe_tail, epilogue = false, tail_fp_saved;
 
+	if (!work)
+		return analyze_here(c, pc, exact, budget, f, false);
 	memset(f, 0, sizeof(*f));
-	if (forward(c, pc, exact, budget, f, &maybe_tail)) {
+	if (forward(c, pc, exact, budget, f, &maybe_tail, work)) {
 		f->how = A64FRAME_FORWARD;
 		return true;
 	}
 	spent = f->insns;
-	tail = *f;
+	tail_cfa = f->cfa;
+	tail_fp = f->fp_off;
+	tail_fp_saved = f->fp_saved;
 	/* the backward reading has a budget of its own, as large */
 	memset(f, 0, sizeof(*f));
-	if (backward(c, pc, exact, budget, f, &epilogue)) {
+	if (backward(c, pc, exact, budget, f, &epilogue, work)) {
 		f->how = A64FRAME_BACKWARD;
 		f->insns += spent;
 		return true;
 	}
 	if (maybe_tail && epilogue) { /* an epilogue nearer before pc than any prologue */
-		spent += f->insns;
-		*f = tail;
-		f->how = A64FRAME_FORWARD;
-		f->insns = spent;
+		*f = (struct a64frame){.how = A64FRAME_FORWARD, .cfa = tail_cfa, .ra_in_lr = true,
+				       .fp_saved = tail_fp_saved, .fp_off = tail_fp,
+				       .insns = spent + f->insns};
 		return true;
 	}
 	f->how = A64FRAME_NONE;
@@ -680,12 +675,14 @@ bool a64frame__analyze(const struct a64frame_code *c, uint64_t pc, bool exact,
 }
 
 bool a64frame__prologue(const struct a64frame_code *c, uint64_t pc, bool exact,
-			unsigned int budget, struct a64frame *f)
+			unsigned int budget, struct a64frame *f, struct a64frame_work *work)
 {
 	bool epilogue;
 
+	if (!work)
+		return analyze_here(c, pc, exact, budget, f, true);
 	memset(f, 0, sizeof(*f));
-	if (backward(c, pc, exact, budget, f, &epilogue))
+	if (backward(c, pc, exact, budget, f, &epilogue, work))
 		return true;
 	f->how = A64FRAME_NONE;
 	return false;

@@ -60,19 +60,67 @@ struct a64frame {
 };
 
 /*
+ * A value the reading knows: the register as it was at the reading's start (V_REG: x30 the
+ * interrupted lr, x29 the caller's x29), the word at sp + off (sp at the start), sp + off
+ * itself (x29 set from sp), or nothing usable.
+ */
+enum a64frame_val_kind { A64FRAME_V_NONE, A64FRAME_V_REG, A64FRAME_V_MEM, A64FRAME_V_SP };
+
+struct a64frame_val {
+	enum a64frame_val_kind kind;
+	int32_t off; /* offsets stay within +-2^27 (sp_add) */
+};
+
+/* A word stored to the stack by the reading, at sp + off: x29's or x30's value then. */
+struct a64frame_slot {
+	int32_t off;
+	struct a64frame_val v;
+	uint8_t reg;
+};
+
+/*
+ * One reading's state (sp now = sp at the start + d), for a64frame.c only: the caller gives
+ * its room (a thread's, not the interrupted stack's: a signal handler's stack is small).
+ */
+struct a64frame_work {
+	const struct a64frame_code *c;
+	uint64_t addr;
+	bool exact;
+	bool entry; /* started at the function's entry: nothing above sp is the frame's */
+	int64_t d;
+	struct a64frame_val lr, fp;  /* what x30 and x29 hold now */
+	struct a64frame_slot slot[4]; /* x29 and x30 stored by the reading */
+	unsigned int n_slot;
+	/* registers holding a constant the path set (mov, movk): a large frame's size, for
+	 * sub sp, sp, xN; a few (compilers use one scratch register for it) */
+	uint8_t k_reg[4];
+	int64_t k_val[4];
+	unsigned int n_k;
+	/* code offsets (from lo) + 1 of conditional branch targets not taken yet (0: taken), and
+	 * of the unconditional back edges taken (their sources: loops) */
+	uint32_t exits[12];
+	unsigned int n_exits;
+	uint32_t back[8];
+	unsigned int n_back;
+	bool tail_br;	    /* ended at a br with x30 as at pc: a tail call if the frame is gone */
+	unsigned int n, budget;
+	struct a64frame *f;
+};
+
+/*
  * Analyses the frame at pc. exact: pc is where the thread was (x30 may still hold the return
- * address); else pc is a return address (x30 was clobbered by the call). Returns
- * f->how != A64FRAME_NONE.
+ * address); else pc is a return address (x30 was clobbered by the call). work: room for the
+ * reading's state (~300 bytes), NULL: on the stack. Returns f->how != A64FRAME_NONE.
  */
 bool a64frame__analyze(const struct a64frame_code *c, uint64_t pc, bool exact,
-		       unsigned int budget, struct a64frame *f);
+		       unsigned int budget, struct a64frame *f, struct a64frame_work *work);
 
 /*
  * The backward reading alone: for a second opinion where the forward one's return address
  * proved wrong (a path through a noreturn call runs into whatever follows it).
  */
 bool a64frame__prologue(const struct a64frame_code *c, uint64_t pc, bool exact,
-			unsigned int budget, struct a64frame *f);
+			unsigned int budget, struct a64frame *f, struct a64frame_work *work);
 
 /* ra follows a call instruction (bl, blr, blraa...) in c: a plausible return address. */
 bool a64frame__after_call(const struct a64frame_code *c, uint64_t ra);

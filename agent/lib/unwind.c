@@ -428,11 +428,20 @@ static void inferred_rules(const struct a64frame *f, struct cfi_rules *cr)
  * instruction (bl, blr) in a module's code, its sp be above ours (equal only where the
  * interrupted function saved nothing and returns through x30).
  */
-static bool inferred_caller(struct walk *w, const struct regs *r, const struct cfi_rules *cr,
-			    bool exact, struct regs *out)
+/* ra follows a call in m's code (its own frame: not on the stack while the module is proven). */
+static __attribute__((noinline)) bool after_call_in(const struct module *m, uintptr_t ra)
+{
+	const struct a64frame_code c = {(const uint8_t *)m->text_lo, m->text_lo, m->text_hi};
+
+	return a64frame__after_call(&c, ra);
+}
+
+/* r becomes the caller by cr when it is found; else r is left as it was. */
+static bool inferred_caller(struct walk *w, struct regs *r, const struct cfi_rules *cr,
+			    bool exact)
 {
 	uintptr_t cfa = r->sp + (uintptr_t)cr->cfa_off, ra, fp = r->fp;
-	struct a64frame_code c;
+	const struct module *m;
 
 	if (cr->ra_saved ? !read_word(w, cfa + (uintptr_t)cr->ra_off, &ra) : !exact || !r->lr)
 		return false;
@@ -440,9 +449,10 @@ static bool inferred_caller(struct walk *w, const struct regs *r, const struct c
 		ra = r->lr;
 	if (cfa < r->sp || (cr->fp_saved && !read_word(w, cfa + (uintptr_t)cr->fp_off, &fp)))
 		return false;
-	if (!a64_code(w, ra - 1, &c) || !a64frame__after_call(&c, ra))
+	m = ra > 4096 ? walk_tables(w, ra - 1) : NULL;
+	if (!m || !after_call_in(m, ra))
 		return false;
-	*out = (struct regs){.pc = ra, .sp = cfa, .fp = fp, .lr = 0};
+	*r = (struct regs){.pc = ra, .sp = cfa, .fp = fp, .lr = 0};
 	return true;
 }
 
@@ -464,39 +474,39 @@ static bool inferred_cached(struct unwind_cache *c, uintptr_t key, uint64_t *rul
  * A frame without unwind tables, by reading its code (elf/a64frame.h), or as the cache holds
  * it: r becomes the caller's. Where the forward reading's return address proves wrong (a path
  * through a noreturn call runs into whatever follows it), the prologue's. Inferred, not exact.
+ * Not inlined: the reading's state stays off the stack of walks that do not read code (the
+ * handler's stack use is the deepest of its paths: harm stackuse).
  */
-static bool step_read_code(struct walk *w, struct regs *r, bool exact)
+static __attribute__((noinline)) bool step_read_code(struct walk *w, struct regs *r, bool exact)
 {
 	uintptr_t key = exact ? r->pc : r->pc - 1;
+	struct a64frame_work *work = w->c ? &w->c->a64 : NULL;
 	struct a64frame_code c;
 	struct cfi_rules cr;
 	struct a64frame f;
-	struct regs next;
 	uint64_t rule;
 	bool ok;
 
 	if (inferred_cached(w->c, key, &rule))
-		ok = cfi__unpack(rule, &cr) && inferred_caller(w, r, &cr, exact, &next);
+		ok = cfi__unpack(rule, &cr) && inferred_caller(w, r, &cr, exact);
 	else if (!a64_code(w, key, &c))
 		return false;
-	else if (!a64frame__analyze(&c, r->pc, exact, CONFIG_UNWIND_A64_SCAN_INSNS, &f)) {
+	else if (!a64frame__analyze(&c, r->pc, exact, CONFIG_UNWIND_A64_SCAN_INSNS, &f, work)) {
 		if (w->c) /* the code has none: not read again */
 			cache_replace(w->c, key, RULE_INFERRED);
 		return false;
 	} else {
 		inferred_rules(&f, &cr);
-		ok = inferred_caller(w, r, &cr, exact, &next);
+		ok = inferred_caller(w, r, &cr, exact);
 		if (!ok && f.how == A64FRAME_FORWARD &&
-		    a64frame__prologue(&c, r->pc, exact, CONFIG_UNWIND_A64_SCAN_INSNS, &f)) {
+		    a64frame__prologue(&c, r->pc, exact, CONFIG_UNWIND_A64_SCAN_INSNS, &f, work)) {
 			inferred_rules(&f, &cr);
-			ok = inferred_caller(w, r, &cr, exact, &next);
+			ok = inferred_caller(w, r, &cr, exact);
 		}
 		/* hot loops repeat their pcs: a reading costs ~100 instructions */
 		if (ok && w->c && cfi__pack(&cr, &rule))
 			cache_replace(w->c, key, rule | RULE_INFERRED);
 	}
-	if (ok)
-		*r = next;
 	return ok;
 }
 #else

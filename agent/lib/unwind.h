@@ -19,6 +19,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "elf/a64frame.h"
+
 struct unwind_stats {
 	uint64_t cfi_leaf;	/* leaf frames unwound through .eh_frame */
 	uint64_t cfi_rescue;	/* frames above the leaf unwound through .eh_frame */
@@ -63,6 +65,9 @@ struct unwind_cache {
 	uint64_t hits, misses;
 	unsigned int gen; /* the module table these entries belong to */
 	unsigned int inferred; /* the last walk's frames found by reading code: marked */
+#if defined(__aarch64__)
+	struct a64frame_work a64; /* a reading of code's state: here, not on the signal stack */
+#endif
 };
 
 /*

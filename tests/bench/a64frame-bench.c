@@ -76,12 +76,14 @@ struct run {
 	double cpu_ns; /* mean CPU time per reading over a second pass, all readings in a row */
 };
 
+static struct a64frame_work work; /* as the unwinder gives it: a thread's room */
+
 static void one(const struct a64frame_code *c, uint64_t pc, bool exact, struct run *r,
 		unsigned int budget)
 {
 	struct a64frame f;
 	uint64_t t0 = now_ns();
-	bool ok = a64frame__analyze(c, pc, exact, budget, &f);
+	bool ok = a64frame__analyze(c, pc, exact, budget, &f, &work);
 
 	r->ns[r->n] = now_ns() - t0;
 	r->pcs[r->n] = pc;
@@ -99,7 +101,7 @@ static void again(const struct a64frame_code *c, struct run *r, unsigned int bud
 
 	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
 	for (unsigned int i = 0; i < r->n; i++)
-		a64frame__analyze(c, r->pcs[i], r->exact, budget, &f);
+		a64frame__analyze(c, r->pcs[i], r->exact, budget, &f, &work);
 	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
 	r->cpu_ns = ((double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec)) /
 		    (r->n ? r->n : 1);

@@ -24,12 +24,15 @@ static void check(const struct a64frame *f, bool ok, unsigned int budget)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	struct a64frame_work *work = malloc(sizeof(*work)); /* the caller's room, as ASan sees it */
 	struct a64frame_code c;
 	struct a64frame f;
 	uint8_t *copy;
 
-	if (size < 4)
+	if (size < 4) {
+		free(work);
 		return 0;
+	}
 	copy = malloc(size); /* exactly size bytes: any overread is ASan's */
 	memcpy(copy, data, size);
 	c = (struct a64frame_code){copy, 0x400000, 0x400000 + (uint64_t)size};
@@ -40,13 +43,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		if (!(k & 1))
 			pc &= ~3ull;
-		ok = a64frame__analyze(&c, pc, exact, budget, &f);
+		ok = a64frame__analyze(&c, pc, exact, budget, &f, k & 4 ? work : NULL);
 		check(&f, ok, budget);
 		if (ok && f.ra_in_lr && !exact)
 			abort(); /* a return address's frame cannot return through x30 */
-		check(&f, a64frame__prologue(&c, pc, exact, budget, &f), budget);
+		check(&f, a64frame__prologue(&c, pc, exact, budget, &f, k & 4 ? NULL : work), budget);
 		(void)a64frame__after_call(&c, pc);
 	}
 	free(copy);
+	free(work);
 	return 0;
 }

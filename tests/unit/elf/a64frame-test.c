@@ -73,7 +73,7 @@ static void expect(uint64_t pc, bool exact, bool ok, uint32_t cfa, bool lr, uint
 {
 	struct a64frame f;
 
-	assert_int_equal(a64frame__analyze(&cd, pc, exact, 256, &f), ok);
+	assert_int_equal(a64frame__analyze(&cd, pc, exact, 256, &f, NULL), ok);
 	if (!ok)
 		return;
 	assert_int_equal(f.cfa, cfa);
@@ -109,7 +109,7 @@ static void frames(void **state)
 	expect(ra, false, true, 32, false, 8);
 	expect(epi, true, true, 32, false, 8);
 	expect(ret, true, true, 0, true, 0);
-	assert_true(a64frame__analyze(&cd, ra, false, 256, &f));
+	assert_true(a64frame__analyze(&cd, ra, false, 256, &f, NULL));
 	assert_int_equal(f.how, A64FRAME_FORWARD);
 	assert_true(f.fp_saved); /* x29 at the frame's bottom */
 	assert_int_equal(f.fp_off, 0);
@@ -129,7 +129,7 @@ static void frames(void **state)
 	emit(RET);
 	expect(push, true, true, 0, true, 0);
 	expect(ra, false, true, 64, false, 56);
-	assert_true(a64frame__analyze(&cd, ra, false, 256, &f));
+	assert_true(a64frame__analyze(&cd, ra, false, 256, &f, NULL));
 	assert_false(f.fp_saved);
 
 	/* str x30, [sp, #-16]!; bl; ldr x30, [sp], #16; ret */
@@ -213,7 +213,7 @@ static void backward_and_bounds(void **state)
 	loop = emit(BL0);
 	pc = here();
 	emit_b(0x14000000, loop);
-	assert_true(a64frame__analyze(&cd, pc, false, 256, &f));
+	assert_true(a64frame__analyze(&cd, pc, false, 256, &f, NULL));
 	assert_int_equal(f.how, A64FRAME_BACKWARD);
 	assert_int_equal(f.cfa, 48);
 	assert_int_equal(f.ra_off, 40);
@@ -245,17 +245,17 @@ static void backward_and_bounds(void **state)
 	for (int i = 0; i < 300; i++)
 		emit(NOP);
 	emit(RET);
-	assert_false(a64frame__analyze(&cd, pc, true, 256, &f));
+	assert_false(a64frame__analyze(&cd, pc, true, 256, &f, NULL));
 	assert_true(f.insns <= 3 * 256);
-	assert_true(a64frame__analyze(&cd, pc, true, 512, &f));
+	assert_true(a64frame__analyze(&cd, pc, true, 512, &f, NULL));
 
 	/* reads stay in the code: a pc at its last word (nops to the end), at its end, unaligned */
 	memset(code, 0x1f, sizeof(code));
 	for (unsigned int i = 0; i < sizeof(code); i += 4)
 		memcpy(code + i, &(uint32_t){NOP}, 4);
-	assert_false(a64frame__analyze(&cd, BASE + sizeof(code) - 4, true, 256, &f));
-	assert_false(a64frame__analyze(&cd, BASE + sizeof(code), true, 256, &f));
-	assert_false(a64frame__analyze(&cd, BASE + 2, true, 256, &f));
+	assert_false(a64frame__analyze(&cd, BASE + sizeof(code) - 4, true, 256, &f, NULL));
+	assert_false(a64frame__analyze(&cd, BASE + sizeof(code), true, 256, &f, NULL));
+	assert_false(a64frame__analyze(&cd, BASE + 2, true, 256, &f, NULL));
 	assert_false(a64frame__after_call(&cd, BASE));
 }
 
@@ -328,6 +328,7 @@ struct tally {
 /* The frame at pc read from the code vs the tables' rules (sp-based CFA only). */
 static void compare(const struct file *f, uint64_t pc, bool exact, struct tally *t)
 {
+	static struct a64frame_work work; /* as the unwinder gives it: a thread's room */
 	struct cfi_rules r;
 	struct a64frame fr;
 	bool same;
@@ -336,7 +337,7 @@ static void compare(const struct file *f, uint64_t pc, bool exact, struct tally 
 	    r.ra_undefined || r.cfa_off < 0 || (!r.ra_saved && !exact))
 		return;
 	t->sites++;
-	if (!a64frame__analyze(&f->c, pc, exact, 384, &fr))
+	if (!a64frame__analyze(&f->c, pc, exact, 384, &fr, &work))
 		return;
 	t->found++;
 	/* the same frame; or, at an interrupted pc past the prologue's stores and before any
