@@ -87,4 +87,12 @@ $(O)/tests/workloads/%: tests/workloads/%.c
 $(O)/tests/workloads/split-stripped: $(O)/tests/workloads/split
 	$(quiet) STRIP $@
 	$(Q)$(STRIP) -o $@ $<
+# harm as firmware is built without tables (arm64): its stackuse is the handler's while it
+# reads frames from the code (sigprof-harm checks it as the board's harm).
+$(O)/tests/workloads/harm-notables: tests/workloads/harm.c
+	$(quiet) CC $@
+	@mkdir -p $(dir $@)
+	$(Q)$(GLIBC_CC) -O2 -fomit-frame-pointer -fno-asynchronous-unwind-tables -fno-unwind-tables \
+		-pthread -o $@ $< -ldl
 all-tests: $(agent-workload-bins) $(O)/tests/workloads/split-stripped
+all-tests: $(if $(CONFIG_ARCH_ARM64),$(O)/tests/workloads/harm-notables)
