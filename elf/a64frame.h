@@ -22,9 +22,9 @@
  *    first branch or pc: the frame of the function's body.
  *
  * Hints (paciasp, autiasp, bti, nop) are no-ops to the reading. Frames found this way are
- * inferred, not read from tables: the caller marks them. Every code read stays inside [lo, hi)
- * and at most `budget` instructions are read per reading; no allocation, no locks, no system
- * calls: async-signal-safe. Little-endian code only.
+ * inferred, not read from tables: the caller marks them. Every code read stays inside [lo, hi);
+ * the forward reading reads at most `budget` instructions, the backward one twice that; no
+ * allocation, no locks, no system calls: async-signal-safe. Little-endian code only.
  */
 #ifndef EDGEPROF_ELF_A64FRAME_H
 #define EDGEPROF_ELF_A64FRAME_H
