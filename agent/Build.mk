@@ -42,6 +42,8 @@ libedgeprof-heap-$(CONFIG_PROFILE_HEAP) := agent/lib/heap.o agent/core/heapfile.
 libedgeprof-wall-$(CONFIG_PROFILE_WALL) := agent/lib/wall.o
 # armv7 frames without unwind tables, by reading the code (elf/armframe.h).
 libedgeprof-arm-$(CONFIG_ARCH_ARM) := elf/armframe.o
+# arm64 frames without unwind tables, by reading the code (elf/a64frame.h).
+libedgeprof-arm-$(CONFIG_ARCH_ARM64) := elf/a64frame.o
 # CPython's frames spliced into the samples (agent/lib/pyframes.h).
 libedgeprof-py-$(CONFIG_PYFRAMES) := agent/lib/pyframes.o
 libedgeprof.so-objs   = agent/lib/sigprof.o agent/lib/sigctl.o agent/lib/unwind.o \
@@ -85,4 +87,12 @@ $(O)/tests/workloads/%: tests/workloads/%.c
 $(O)/tests/workloads/split-stripped: $(O)/tests/workloads/split
 	$(quiet) STRIP $@
 	$(Q)$(STRIP) -o $@ $<
+# harm as firmware is built without tables (arm64): its stackuse is the handler's while it
+# reads frames from the code (sigprof-harm checks it as the board's harm).
+$(O)/tests/workloads/harm-notables: tests/workloads/harm.c
+	$(quiet) CC $@
+	@mkdir -p $(dir $@)
+	$(Q)$(GLIBC_CC) -O2 -fomit-frame-pointer -fno-asynchronous-unwind-tables -fno-unwind-tables \
+		-pthread -o $@ $< -ldl
 all-tests: $(agent-workload-bins) $(O)/tests/workloads/split-stripped
+all-tests: $(if $(CONFIG_ARCH_ARM64),$(O)/tests/workloads/harm-notables)

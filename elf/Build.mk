@@ -4,14 +4,17 @@
 # store and the CLI name these objects in their own lists; nothing here includes a header from
 # agent/, store/ or tools/.
 
-fuzz-y += cfi ehabi armframe
+fuzz-y += cfi ehabi armframe a64frame
 armframe-fuzz-objs = elf/armframe.o
+a64frame-fuzz-objs = elf/a64frame.o
 cfi-fuzz-objs   = elf/cfi.o
 ehabi-fuzz-objs = elf/ehabi.o
 
 unit-tests-y += cfi
 cfi-test-objs = elf/cfi.o elf/elf.o port/file.o
 
-unit-tests-y += ehabi armframe
+unit-tests-y += ehabi armframe a64frame
+# the hand-made functions on every board; the comparison with .eh_frame where cfi.o reads aarch64
+a64frame-test-objs = elf/a64frame.o elf/cfi.o
 armframe-test-objs = elf/armframe.o elf/ehabi.o
 ehabi-test-objs = elf/ehabi.o

@@ -862,7 +862,9 @@ EP_API int edgeprof_start(void)
 	ep.interval_ns = 1000000000ull / ep.hz;
 	ep.max_depth = (unsigned int)env_ulong("EDGEPROF_MAX_DEPTH", CONFIG_MAX_STACK_DEPTH, 1,
 					       CONFIG_MAX_STACK_DEPTH);
-	ep.unwind = uw && !strcmp(uw, "fp") ? UNWIND_FP : UNWIND_CFI;
+	ep.unwind = uw && !strcmp(uw, "fp")	  ? UNWIND_FP
+		    : uw && !strcmp(uw, "tables") ? UNWIND_TABLES
+						  : UNWIND_CFI;
 	ep.standalone = out && *out;
 	if (ep.standalone)
 		snprintf(ep.output, sizeof(ep.output), "%s", out);

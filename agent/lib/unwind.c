@@ -12,6 +12,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "elf/a64frame.h"
 #include "elf/armframe.h"
 #include "elf/cfi.h"
 #include "elf/ehabi.h"
@@ -183,6 +184,29 @@ static void cache_put(struct unwind_cache *c, uintptr_t key, uint64_t rule)
 	c->e[i][0].pc = key;
 }
 
+#if defined(__arm__) || defined(__aarch64__)
+/* Replaces key's rule (put there by an earlier lookup), or puts it: frames read from code. */
+static void cache_replace(struct unwind_cache *c, uintptr_t key, uint64_t rule)
+{
+	unsigned int i = cache_set(key);
+
+	for (unsigned int k = 0; k < UNWIND_CACHE_WAYS; k++) {
+		if (c->e[i][k].pc == key) {
+			c->e[i][k].rule = rule;
+			return;
+		}
+	}
+	cache_put(c, key, rule);
+}
+#endif /* __arm__ || __aarch64__ */
+
+/*
+ * A frame found by reading code (arm64: step_read_code), cached as its rules with this bit in
+ * the caller bits; this bit alone: the reading found none (the code says so, whatever the
+ * stack). Table lookups see such entries as "no tables".
+ */
+#define RULE_INFERRED 0x20ull
+
 /*
  * Rules at pc (the frame's pc, minus 1 for a return address when !exact), through the
  * thread's cache: false when pc has none usable. *signal: the frame is a signal trampoline.
@@ -201,6 +225,8 @@ static bool rules_cached(struct walk *w, uintptr_t pc, bool exact, struct cfi_ru
 		if (c->e[i][k].pc == key) {
 			c->hits++;
 			*signal = c->e[i][k].rule & RULE_SIGNAL;
+			if (c->e[i][k].rule & RULE_INFERRED)
+				return false;
 			return *signal || cfi__unpack(c->e[i][k].rule, cr);
 		}
 	}
@@ -374,6 +400,123 @@ static bool plausible_pc(struct walk *w, uintptr_t pc)
 	       (walk_module(w, pc - 1) || modules__is_code(pc - 1) || is_sigreturn(w, pc));
 }
 
+#if defined(__aarch64__)
+/* The code of the module holding pc, proven loaded. */
+static bool a64_code(struct walk *w, uintptr_t pc, struct a64frame_code *c)
+{
+	const struct module *m = pc > 4096 ? walk_tables(w, pc) : NULL;
+
+	if (!m)
+		return false;
+	*c = (struct a64frame_code){(const uint8_t *)m->text_lo, m->text_lo, m->text_hi};
+	return true;
+}
+
+static void inferred_rules(const struct a64frame *f, struct cfi_rules *cr)
+{
+	memset(cr, 0, sizeof(*cr));
+	cr->cfa_reg = CFI_REG_SP;
+	cr->cfa_off = f->cfa;
+	cr->ra_saved = !f->ra_in_lr;
+	cr->ra_off = (int64_t)f->ra_off - f->cfa;
+	cr->fp_saved = f->fp_saved;
+	cr->fp_off = (int64_t)f->fp_off - f->cfa;
+}
+
+/*
+ * The caller's registers by an inferred frame's rules: its return address must follow a call
+ * instruction (bl, blr) in a module's code, its sp be above ours (equal only where the
+ * interrupted function saved nothing and returns through x30).
+ */
+/* ra follows a call in m's code (its own frame: not on the stack while the module is proven). */
+static __attribute__((noinline)) bool after_call_in(const struct module *m, uintptr_t ra)
+{
+	const struct a64frame_code c = {(const uint8_t *)m->text_lo, m->text_lo, m->text_hi};
+
+	return a64frame__after_call(&c, ra);
+}
+
+/* r becomes the caller by cr when it is found; else r is left as it was. */
+static bool inferred_caller(struct walk *w, struct regs *r, const struct cfi_rules *cr,
+			    bool exact)
+{
+	uintptr_t cfa = r->sp + (uintptr_t)cr->cfa_off, ra, fp = r->fp;
+	const struct module *m;
+
+	if (cr->ra_saved ? !read_word(w, cfa + (uintptr_t)cr->ra_off, &ra) : !exact || !r->lr)
+		return false;
+	if (!cr->ra_saved)
+		ra = r->lr;
+	if (cfa < r->sp || (cr->fp_saved && !read_word(w, cfa + (uintptr_t)cr->fp_off, &fp)))
+		return false;
+	m = ra > 4096 ? walk_tables(w, ra - 1) : NULL;
+	if (!m || !after_call_in(m, ra))
+		return false;
+	*r = (struct regs){.pc = ra, .sp = cfa, .fp = fp, .lr = 0};
+	return true;
+}
+
+/* The frame's rules as the thread's cache holds them from an earlier reading. */
+static bool inferred_cached(struct unwind_cache *c, uintptr_t key, uint64_t *rule)
+{
+	unsigned int i = cache_set(key);
+
+	for (unsigned int k = 0; c && k < UNWIND_CACHE_WAYS; k++) {
+		if (c->e[i][k].pc == key && (c->e[i][k].rule & RULE_INFERRED)) {
+			*rule = c->e[i][k].rule & ~RULE_INFERRED;
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * A frame without unwind tables, by reading its code (elf/a64frame.h), or as the cache holds
+ * it: r becomes the caller's. Where the forward reading's return address proves wrong (a path
+ * through a noreturn call runs into whatever follows it), the prologue's. Inferred, not exact.
+ * Not inlined: the reading's state stays off the stack of walks that do not read code (the
+ * handler's stack use is the deepest of its paths: harm stackuse).
+ */
+static __attribute__((noinline)) bool step_read_code(struct walk *w, struct regs *r, bool exact)
+{
+	uintptr_t key = exact ? r->pc : r->pc - 1;
+	struct a64frame_work *work = w->c ? &w->c->a64 : NULL;
+	struct a64frame_code c;
+	struct cfi_rules cr;
+	struct a64frame f;
+	uint64_t rule;
+	bool ok;
+
+	if (inferred_cached(w->c, key, &rule))
+		ok = cfi__unpack(rule, &cr) && inferred_caller(w, r, &cr, exact);
+	else if (!a64_code(w, key, &c))
+		return false;
+	else if (!a64frame__analyze(&c, r->pc, exact, CONFIG_UNWIND_A64_SCAN_INSNS, &f, work)) {
+		if (w->c) /* the code has none: not read again */
+			cache_replace(w->c, key, RULE_INFERRED);
+		return false;
+	} else {
+		inferred_rules(&f, &cr);
+		ok = inferred_caller(w, r, &cr, exact);
+		if (!ok && f.how == A64FRAME_FORWARD &&
+		    a64frame__prologue(&c, r->pc, exact, CONFIG_UNWIND_A64_SCAN_INSNS, &f, work)) {
+			inferred_rules(&f, &cr);
+			ok = inferred_caller(w, r, &cr, exact);
+		}
+		/* hot loops repeat their pcs: a reading costs ~100 instructions */
+		if (ok && w->c && cfi__pack(&cr, &rule))
+			cache_replace(w->c, key, rule | RULE_INFERRED);
+	}
+	return ok;
+}
+#else
+static bool step_read_code(struct walk *w, struct regs *r, bool exact)
+{
+	(void)w, (void)r, (void)exact;
+	return false; /* x86_64 code keeps its tables; armv7 has walk_arm */
+}
+#endif /* __aarch64__ */
+
 static void add_stats(const struct unwind_stats *n)
 {
 	const uint64_t *src = (const uint64_t *)n;
@@ -402,20 +545,6 @@ static bool arm_read(void *ctx, uint32_t addr, uint32_t *val)
  * frame by reading the code, as that frame (INFERRED_TAG, see pack_inferred): -2, *frame.
  */
 #define INFERRED_TAG 0x80000000u
-
-/* Replaces key's rule (put there by an earlier lookup), or puts it. */
-static void cache_replace(struct unwind_cache *c, uintptr_t key, uint64_t rule)
-{
-	unsigned int i = cache_set(key);
-
-	for (unsigned int k = 0; k < UNWIND_CACHE_WAYS; k++) {
-		if (c->e[i][k].pc == key) {
-			c->e[i][k].rule = rule;
-			return;
-		}
-	}
-	cache_put(c, key, rule);
-}
 
 static int32_t exidx_cached(struct walk *w, uint32_t key, bool exact, const struct module **m,
 			    uint64_t *frame)
@@ -584,7 +713,7 @@ static unsigned int walk_arm(struct walk *w, const void *uctx, enum unwind_mode 
 			/* no entry, or CANTUNWIND: ld fills code without tables with it, so it
 			 * means "no tables" more often than "outermost" */
 			w->n.no_fde++;
-			if (step_inferred(w, r, exact, key, cached)) {
+			if (mode == UNWIND_CFI && step_inferred(w, r, exact, key, cached)) {
 				res = EHABI_STEP_OK;
 				ra = true;
 			} else {
@@ -665,6 +794,9 @@ static unsigned int walk(const void *uctx, uintptr_t stack_lo, uintptr_t stack_h
 		if (s == STEP_NONE && leaf && mode != UNWIND_FP && step_plt_leaf(&w, &r)) {
 			exact = false;
 			w.n.cfi_leaf++;
+		} else if (s == STEP_NONE && mode == UNWIND_CFI && step_read_code(&w, &r, exact)) {
+			exact = false;
+			w.n.inferred++;
 		} else if (s == STEP_NONE) {
 			if (!leaf && r.fp == 0)
 				break; /* the outermost frame (_start / clone) clears the frame pointer */
@@ -685,6 +817,8 @@ static unsigned int walk(const void *uctx, uintptr_t stack_lo, uintptr_t stack_h
 		}
 		frames[n++] = r.pc;
 	}
+	if (cache)
+		cache->inferred = (unsigned int)w.n.inferred;
 	add_stats(&w.n);
 	return n;
 }

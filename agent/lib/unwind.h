@@ -19,6 +19,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "elf/a64frame.h"
+
 struct unwind_stats {
 	uint64_t cfi_leaf;	/* leaf frames unwound through .eh_frame */
 	uint64_t cfi_rescue;	/* frames above the leaf unwound through .eh_frame */
@@ -26,7 +28,8 @@ struct unwind_stats {
 	uint64_t fp_steps;	/* frames unwound by the frame pointer chain */
 	uint64_t outermost;	/* walks ended by the tables' outermost frame (_start, clone) */
 	uint64_t signal_frames; /* signal trampolines walked through */
-	uint64_t inferred;	/* armv7 frames found by reading code, not tables (armframe.h) */
+	uint64_t inferred;	/* frames found by reading code, not tables (armv7: armframe.h,
+				 * arm64: a64frame.h) */
 }; /* all uint64_t: unwind.c adds them up as an array */
 
 /*
@@ -37,7 +40,8 @@ int unwind__init(void);
 /* Forgets the modules (until the next unwind__init): call before dlclose() unmaps one. */
 void unwind__suspend(void);
 
-enum unwind_mode { UNWIND_FP = 0, UNWIND_CFI = 1 };
+/* UNWIND_TABLES: the tables and frame pointers, no frame read from code (a control) */
+enum unwind_mode { UNWIND_FP = 0, UNWIND_CFI = 1, UNWIND_TABLES = 2 };
 
 /*
  * The CFA rules of recently unwound pcs. A handler starts with cold caches and TLBs (the
@@ -60,7 +64,10 @@ struct unwind_cache {
 	unsigned int row_next;
 	uint64_t hits, misses;
 	unsigned int gen; /* the module table these entries belong to */
-	unsigned int inferred; /* the last walk's frames found by reading code (armv7): marked */
+	unsigned int inferred; /* the last walk's frames found by reading code: marked */
+#if defined(__aarch64__)
+	struct a64frame_work a64; /* a reading of code's state: here, not on the signal stack */
+#endif
 };
 
 /*

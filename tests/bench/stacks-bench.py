@@ -342,27 +342,42 @@ def main_cross(a, top):
 
 # ---- armv7: code without unwind tables (issue 36) --------------------------------------------
 
-ARMV7_CC = ["arm-linux-gnueabihf-gcc", "-O2"]  # Debian's default: Thumb-2, no -funwind-tables
+# Code without unwind tables, as firmware builds it (issue 36), per mode: the qemu-user arch,
+# the compiler, the flags without and with tables. armv7: Debian's default is Thumb-2 without
+# -funwind-tables. arm64: gcc emits .eh_frame unless told not to; firmware built for size tells
+# it (-fno-asynchronous-unwind-tables -fno-unwind-tables), without frame pointers.
+NOTABLES = {
+    "armv7": dict(arch="armhf", cc=["arm-linux-gnueabihf-gcc", "-O2"], notables=[],
+                  tables=["-funwind-tables"], strip="arm-linux-gnueabihf-strip"),
+    "arm64": dict(arch="arm64", cc=["aarch64-linux-gnu-gcc", "-O2", "-fomit-frame-pointer"],
+                  notables=["-fno-asynchronous-unwind-tables", "-fno-unwind-tables"], tables=[],
+                  strip="aarch64-linux-gnu-strip"),
+}
 
 
-def armv7_programs(tmp, root, scale):
-    """name -> (argv, {run path: path to name its frames by}). own: stacks-work.c as Debian
-    and vendor SDKs build C (-O2, Thumb-2) without and with -funwind-tables, run stripped and
-    named through the unstripped copy; xz: Debian's armhf xz and liblzma, stripped."""
+def notables_programs(tmp, root, scale, mode="armv7"):
+    """name -> (argv, {run path: path to name its frames by}). own: stacks-work.c built -O2
+    without and with unwind tables (NOTABLES), run stripped and named through the unstripped
+    copy; xz: Debian's xz and liblzma for the arch, stripped."""
+    m = NOTABLES[mode]
     rnd = os.path.join(tmp, "random.bin")
     with open(rnd, "wb") as f:
         f.write(os.urandom(int(scale * (1 << 20))))
     out = {}
-    for name, flags in (("own-notables", []), ("own-tables", ["-funwind-tables"])):
+    for name, flags in (("own-notables", m["notables"]), ("own-tables", m["tables"])):
         full = os.path.join(tmp, name + ".full")
         run = os.path.join(tmp, name)
-        subprocess.run(ARMV7_CC + flags + ["-o", full, os.path.join(HERE, "stacks-work.c")],
+        subprocess.run(m["cc"] + flags + ["-o", full, os.path.join(HERE, "stacks-work.c")],
                        check=True)
-        subprocess.run(["arm-linux-gnueabihf-strip", "-o", run, full], check=True)
+        subprocess.run([m["strip"], "-o", run, full], check=True)
         out[name] = ([run, str(int(3000 * scale))], {run: full})
     xz = next(p for p in (f"{root}/usr/bin/xz", f"{root}/bin/xz") if os.path.exists(p))
     out["xz"] = ([xz, "-9", "-T1", "-c", rnd], {})
     return out
+
+
+def armv7_programs(tmp, root, scale):
+    return notables_programs(tmp, root, scale, "armv7")
 
 
 def judge_armv7(samples, names, show=0):
@@ -420,13 +435,16 @@ def same_chains(ours, ref):
 
 
 def main_armv7(a, top):
-    root = cross_root(top, "armhf")
+    """armv7 or arm64 (a.mode): code without unwind tables against the same built with them."""
+    arch = NOTABLES[a.mode]["arch"]
+    root = cross_root(top, arch)
     tmp = tempfile.mkdtemp(prefix="stacks-bench.")
     try:
-        progs = armv7_programs(tmp, root, a.scale)
+        progs = notables_programs(tmp, root, a.scale, a.mode)
         print(f"{a.build}/libedgeprof.so")
-        print(f"armv7 under qemu-arm (qemu-user), sigprof, {a.hz} Hz, {a.reps} reps (medians); "
-              "peer: the call instructions (edge_ok) and a -funwind-tables build; no perf here")
+        print(f"{a.mode} under {CROSS[arch]['qemu']} (qemu-user), sigprof, {a.hz} Hz, "
+              f"{a.reps} reps (medians); peer: the call instructions (edge_ok) and a build "
+              "with tables; no perf here")
         print(f"{'program':<13} {'n':>6} {'->main %':>9} {'inferred %':>11} {'edges':>7} "
               f"{'edges ok %':>11} {'same chains %':>14} {'same frames %':>14} "
               f"{'handler p50 us (qemu)':>22}")
@@ -437,7 +455,7 @@ def main_armv7(a, top):
             argv, names = progs[name]
             res = []
             for rep in range(a.reps):
-                smp, com = run_cross(top, "armhf", root, argv, a.hz, tmp, f"{name}-{rep}", True,
+                smp, com = run_cross(top, arch, root, argv, a.hz, tmp, f"{name}-{rep}", True,
                                      os.path.join(os.path.abspath(a.build), "libedgeprof.so"))
                 r = judge_armv7(smp, names, a.show if rep == 0 else 0)
                 m = re.search(r"handler_ns_p50=(\d+)", com)
@@ -514,7 +532,7 @@ def run_one(mode, build, name, argv, hz, stack, tmp, rep, show=0, agent_opts=())
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=("sigprof", "bpf", "armv7"))
+    ap.add_argument("mode", choices=("sigprof", "bpf", "armv7", "arm64"))
     ap.add_argument("--build", default="build/host-x86_64")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--hz", type=int, default=999)
@@ -527,7 +545,7 @@ def main():
     ap.add_argument("--arch", default="x86_64", choices=("x86_64", "arm64", "armhf"),
                     help="arm64/armhf: under qemu-user with the gateway board's build (sigprof)")
     a = ap.parse_args()
-    if a.mode == "armv7":
+    if a.mode in NOTABLES:
         if a.programs == ap.get_default("programs"):
             a.programs = "own,xz"
         return main_armv7(a, os.path.abspath(os.path.join(HERE, "..", "..")))

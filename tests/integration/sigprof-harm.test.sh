@@ -225,6 +225,13 @@ for board in gateway-arm64:qemu-aarch64:aarch64-linux-gnu:sysroot-arm64:8192 \
 		"$qh" stackuse 2>/dev/null | sed -n 's/^handler_extra_bytes=//p')
 	echo "$b: handler stack beyond the kernel's signal frame: ${extra:-?} B (target <= 1024)"
 	[ -n "$extra" ] && [ "$extra" -le 1024 ] || rc=1
+	if [ -x "$bdir/tests/workloads/harm-notables" ]; then # frames read from the code
+		extra=$("${qemu[@]}" -E LD_PRELOAD="$qlib" -E EDGEPROF_REGISTRY="$reg" \
+			-E EDGEPROF_HZ="$hz" "$bdir/tests/workloads/harm-notables" stackuse 2>/dev/null |
+			sed -n 's/^handler_extra_bytes=//p')
+		echo "$b: the same on code without tables: ${extra:-?} B (target <= 1024)"
+		[ -n "$extra" ] && [ "$extra" -le 1024 ] || rc=1
+	fi
 	qemu=()
 done
 
