@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pprof/pprof.h"
+#include "pprof/internal.h"
 
 #define MAX_THREADS 16
 
@@ -27,6 +27,7 @@ struct slot {
 struct pool {
 	pprof_load_fn load;
 	void *ctx;
+	const struct pprof_budget *budget; /* the merger's: decoded inputs are charged to it */
 	size_t n, next_load, merged, window;
 	bool stop;
 	struct slot *slots;
@@ -49,7 +50,7 @@ static void decode(struct pool *pl, size_t i)
 
 	pthread_mutex_unlock(&pl->lock);
 	s->err[0] = '\0';
-	s->ret = pl->load(pl->ctx, i, &s->p, s->err, sizeof(s->err));
+	s->ret = pl->load(pl->ctx, i, pl->budget, &s->p, s->err, sizeof(s->err));
 	pthread_mutex_lock(&pl->lock);
 	s->ready = true;
 	pthread_cond_broadcast(&pl->ready);
@@ -96,7 +97,7 @@ static int merge_next(struct pool *pl, struct pprof_merger *m, size_t i, char *e
 		snprintf(err, errlen, "%s", s->err[0] ? s->err : strerror(-ret));
 	else
 		ret = pprof_merger__add(m, s->p, err, errlen);
-	pprof_profile__free(s->p);
+	pprof_profile__free_budget(s->p, pl->budget);
 	pthread_mutex_lock(&pl->lock);
 	s->p = NULL;
 	s->ready = false;
@@ -121,7 +122,7 @@ int pprof_merger__add_all(struct pprof_merger *m, size_t n, unsigned threads,
 			  pprof_load_fn load, void *ctx, size_t *failed, char *err, size_t errlen)
 {
 	pthread_t tids[MAX_THREADS];
-	struct pool pl = { .load = load, .ctx = ctx, .n = n };
+	struct pool pl = { .load = load, .ctx = ctx, .n = n, .budget = pp_merger_budget(m) };
 	unsigned started = 0;
 	size_t i;
 	int ret = 0;
@@ -149,7 +150,7 @@ int pprof_merger__add_all(struct pprof_merger *m, size_t n, unsigned threads,
 	for (unsigned t = 0; t < started; t++)
 		pthread_join(tids[t], NULL);
 	for (i = 0; i < pl.window; i++)
-		pprof_profile__free(pl.slots[i].p);
+		pprof_profile__free_budget(pl.slots[i].p, pl.budget);
 	free(pl.slots);
 	pthread_cond_destroy(&pl.space);
 	pthread_cond_destroy(&pl.ready);

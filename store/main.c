@@ -56,6 +56,7 @@ static const char usage_text[] =
 	"                          [--http-listen HOST:PORT [--http-token TOKEN]]\n"
 	"                          [--max-body SIZE] [--max-debuginfo SIZE] [--max-conns N]\n"
 	"                          [--max-handshakes N] [--decode-mem SIZE] [--request-mem SIZE]\n"
+	"                          [--query-mem SIZE] [--query-timeout-ms N]\n"
 	"                          [--request-timeout-ms N] [--idle-timeout-ms N]\n"
 	"                          [--index-entries N] [--debuginfo-dir DIR] [--syslog] [-v]\n"
 	"                          [--rollup-seconds N] [--metrics-rule 'NAME=SELECTOR ...']...\n"
@@ -90,7 +91,9 @@ static const char usage_text[] =
 	"--max-conns authenticated and --max-handshakes unauthenticated connections (the\n"
 	"one silent longest is closed when a new one needs its slot). Decoding a profile may\n"
 	"take --request-mem with its body (413 beyond), all uploads together --decode-mem\n"
-	"(503 and Retry-After while it is full). With --clickhouse the\n"
+	"(503 and Retry-After while it is full). A query's merge or render of stored profiles\n"
+	"may take --query-mem of that (413 beyond) and --query-timeout-ms (503 beyond; 0 = no\n"
+	"bound). With --clickhouse the\n"
 	"profiles go to ClickHouse (decoded into rows, stacks stored once) instead of a ring\n"
 	"file, and an upload is acknowledged once ClickHouse accepted its batch, or with\n"
 	"--ch-spool once it is durable in that local ring file, sent to ClickHouse from there.\n"
@@ -218,6 +221,8 @@ static int parse_args(int argc, char **argv, struct collector_opts *o)
 		{ "duty-devices", required_argument, NULL, 'e' },
 		{ "decode-mem", required_argument, NULL, 'j' },
 		{ "request-mem", required_argument, NULL, 'o' },
+		{ "query-mem", required_argument, NULL, 1010 },
+		{ "query-timeout-ms", required_argument, NULL, 1011 },
 		{ "syslog", no_argument, NULL, 'S' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -290,7 +295,7 @@ static int parse_args(int argc, char **argv, struct collector_opts *o)
 			break;
 		case 's': case 'f': case 'b': case 'g': case 'm': case 't': case 'i': case 'x':
 		case 'a': case 'B': case 'J': case 'N': case 'q': case 'p': case 'W': case 'e':
-		case 'j': case 'o':
+		case 'j': case 'o': case 1010: case 1011:
 			if (parse_size(optarg, &v)) {
 				fprintf(stderr, "edgeprof-collector: '%s' is not a size\n", optarg);
 				return -EINVAL;
@@ -312,14 +317,18 @@ static int parse_args(int argc, char **argv, struct collector_opts *o)
 			else if (c == 'e') o->api.duty.max_devices = v;
 			else if (c == 'j') o->srv.mem_total = v;
 			else if (c == 'o') o->srv.mem_request = v;
+			else if (c == 1010) o->srv.mem_query = v;
+			else if (c == 1011) o->srv.query_timeout_ms = (unsigned)v;
 			else o->api.store.index_entries = v;
 			break;
 		default:
 			return -EINVAL;
 		}
 	}
-	if (o->srv.mem_total < (1u << 20) || o->srv.mem_request < (1u << 20)) {
-		fprintf(stderr, "edgeprof-collector: --decode-mem and --request-mem: 1M at least\n");
+	if (o->srv.mem_total < (1u << 20) || o->srv.mem_request < (1u << 20) ||
+	    o->srv.mem_query < (1u << 20)) {
+		fprintf(stderr, "edgeprof-collector: --decode-mem, --request-mem and --query-mem: "
+			"1M at least\n");
 		return -EINVAL;
 	}
 	if (make_rules(&o->api, rules, n_rules, series))
@@ -369,7 +378,9 @@ int main(int argc, char **argv)
 			 .idle_timeout_ms = 60000,
 			 .handshake_timeout_ms = 10000,
 			 .mem_total = (size_t)CONFIG_COLLECTOR_DECODE_MEM_MB << 20,
-			 .mem_request = (size_t)CONFIG_COLLECTOR_REQUEST_MEM_MB << 20 },
+			 .mem_request = (size_t)CONFIG_COLLECTOR_REQUEST_MEM_MB << 20,
+			 .mem_query = (size_t)CONFIG_COLLECTOR_QUERY_MEM_MB << 20,
+			 .query_timeout_ms = CONFIG_COLLECTOR_QUERY_TIMEOUT_MS },
 		.api = { .store = { .size = 0, .fsync_ms = CONFIG_COLLECTOR_FSYNC_MS,
 				    .rollup = { .bucket_s = ROLLUP_DEFAULT_S } },
 			 .duty = { .window_s = 60, .group_by = "version,region",

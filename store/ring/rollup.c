@@ -63,24 +63,26 @@ static int rollup_key_parse(const char *key, uint64_t *count, uint64_t *seq_sum)
 
 /* Merges the raws of a rollup item (its rollup was stale) into one profile. */
 static int rollup__merge_raws(const struct rollup_ring *ring, const uint64_t *seqs, size_t n,
-			      struct pprof_profile **p, char *err, size_t errlen)
+			      const struct pprof_budget *b, struct pprof_profile **p, char *err,
+			      size_t errlen)
 {
 	struct pprof_merger *m = pprof_merger__new();
 	int e = 0;
 
 	if (!m)
 		return -ENOMEM;
+	pprof_merger__set_budget(m, b);
 	for (size_t i = 0; i < n && !e; i++) {
 		struct pprof_profile *one;
 
-		e = ring->read_profile(ring->ctx, seqs[i], &one, err, errlen);
+		e = ring->read_profile(ring->ctx, seqs[i], b, &one, err, errlen);
 		if (e == -ENOENT || e == -EIO) { /* as a raw merge does: skipped */
 			e = 0;
 			continue;
 		}
 		if (!e)
 			e = pprof_merger__add(m, one, err, errlen);
-		pprof_profile__free(one);
+		pprof_profile__free_budget(one, b);
 	}
 	if (!e)
 		e = pprof_merger__finish(m, p, err, errlen);
@@ -89,8 +91,8 @@ static int rollup__merge_raws(const struct rollup_ring *ring, const uint64_t *se
 }
 
 int rollup__load(const struct rollup_ring *ring, const struct merge_plan *pl,
-		 const struct merge_item *it, struct pprof_profile **p, bool *used_rollup,
-		 char *err, size_t errlen)
+		 const struct merge_item *it, const struct pprof_budget *b,
+		 struct pprof_profile **p, bool *used_rollup, char *err, size_t errlen)
 {
 	struct record_meta meta;
 	uint64_t count, sum;
@@ -102,13 +104,13 @@ int rollup__load(const struct rollup_ring *ring, const struct merge_plan *pl,
 	*used_rollup = false;
 	if (!ring->get(ring->ctx, it->seq, &meta, &payload, &len) && (meta.flags & STORE_F_ROLLUP) &&
 	    !rollup_key_parse(meta.key, &count, &sum) && count == it->n && sum == it->seq_sum &&
-	    !pprof_read(payload, len, NULL, p, perr, sizeof(perr))) {
+	    !pprof_read_budget(payload, len, b, p, perr, sizeof(perr))) {
 		free(payload);
 		*used_rollup = true;
 		return 0;
 	}
 	free(payload);
-	return rollup__merge_raws(ring, pl->raws + it->first, it->n, p, err, errlen);
+	return rollup__merge_raws(ring, pl->raws + it->first, it->n, b, p, err, errlen);
 }
 
 /* ---- building rollups ------------------------------------------------------------------------ */
@@ -167,7 +169,7 @@ static int rollup__load_item(struct rollup *r, const struct merge_plan *pl, size
 	int ret;
 
 	if (it->n)
-		return rollup__load(&r->ring, pl, it, p, &used, err, errlen);
+		return rollup__load(&r->ring, pl, it, NULL, p, &used, err, errlen);
 	ret = r->ring.get(r->ring.ctx, it->seq, &meta, &payload, &len);
 	if (ret) {
 		snprintf(err, errlen, "profile %" PRIu64 " is no longer stored", it->seq);
