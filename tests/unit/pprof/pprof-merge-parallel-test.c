@@ -199,6 +199,49 @@ static void budget_refusal_stops_the_merge(void **state)
 	}
 }
 
+/*
+ * A budget that holds one decoded input beside the merge, not a window of them: decodes ahead
+ * that it refuses are decoded again in turn, and the merge completes (serially) with the same
+ * result.
+ */
+static void tight_budget_merges_serially(void **state)
+{
+	struct test_budget one = { .limit = SIZE_MAX };
+	struct pprof_budget b1 = { .take = tb_take, .give = tb_give, .ctx = &one };
+	struct pprof_merger *m = pprof_merger__new();
+	struct pprof_profile *p;
+	size_t adds_peak, finish_need;
+	char err[256] = "";
+
+	pprof_merger__set_budget(m, &b1);
+	for (size_t i = 0; i < N; i++) { /* one input at a time: the serial merge's peak */
+		assert_int_equal(pprof_read_budget(inputs[i].data, inputs[i].len, &b1, &p, err,
+						   sizeof(err)), 0);
+		assert_int_equal(pprof_merger__add(m, p, err, sizeof(err)), 0);
+		pprof_profile__free_budget(p, &b1);
+	}
+	adds_peak = atomic_load(&one.peak);
+	assert_int_equal(pprof_merger__finish(m, &p, err, sizeof(err)), 0);
+	/* finish asks for the merged profile too: the limit is the larger of the two peaks */
+	finish_need = atomic_load(&one.peak);
+	pprof_merger__free(m);
+	pprof_profile__free_budget(p, &b1);
+	for (unsigned threads = 2; threads <= 4; threads++) {
+		struct test_budget tb = { .limit = adds_peak > finish_need ? adds_peak : finish_need };
+		struct pprof_budget b = { .take = tb_take, .give = tb_give, .ctx = &tb };
+		int ret;
+
+		p = merge_budget(threads, &b, &ret, err, sizeof(err));
+		if (ret)
+			fail_msg("%u threads, limit %zu: %s", threads, tb.limit, err);
+		assert_int_equal(value_of(p, "common"), N);
+		printf("%u threads under the serial peak (%zu bytes): %d decodes ahead refused\n",
+		       threads, tb.limit, atomic_load(&tb.refused));
+		pprof_profile__free_budget(p, &b);
+		assert_int_equal(atomic_load(&tb.used), 0);
+	}
+}
+
 /* Past the deadline: -ETIMEDOUT, said so, nothing kept. */
 static void deadline_stops_the_merge(void **state)
 {
@@ -295,6 +338,7 @@ int main(void)
 		cmocka_unit_test(budget_is_given_back),
 		cmocka_unit_test(budget_refusal_stops_the_merge),
 		cmocka_unit_test(deadline_stops_the_merge),
+		cmocka_unit_test(tight_budget_merges_serially),
 #ifdef __GLIBC__
 		cmocka_unit_test(charge_covers_the_heap),
 #endif
