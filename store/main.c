@@ -36,8 +36,10 @@ static struct coll_scrape_opts scrape_opts;
 
 #ifdef CONFIG_COLLECTOR_METRICS_SERIES
 #define METRICS_SERIES CONFIG_COLLECTOR_METRICS_SERIES
+#define METRICS_SERIES_IDLE_S CONFIG_COLLECTOR_METRICS_SERIES_IDLE_S
 #else
 #define METRICS_SERIES 0
+#define METRICS_SERIES_IDLE_S 0
 #endif
 
 #ifdef CONFIG_COLLECTOR_DUTY_DEVICES
@@ -60,7 +62,7 @@ static const char usage_text[] =
 	"                          [--request-timeout-ms N] [--idle-timeout-ms N]\n"
 	"                          [--index-entries N] [--debuginfo-dir DIR] [--syslog] [-v]\n"
 	"                          [--rollup-seconds N] [--metrics-rule 'NAME=SELECTOR ...']...\n"
-	"                          [--metrics-series N]\n"
+	"                          [--metrics-series N] [--metrics-series-idle S]\n"
 	"                          [--regression-rule 'NAME=SELECTOR by LABEL']...\n"
 	"                          [--regression-interval S]\n"
 	"                          [--scrape-targets FILE [--scrape-interval S] [--scrape-seconds S]\n"
@@ -100,7 +102,8 @@ static const char usage_text[] =
 	"--metrics-rule 'NAME=SELECTOR [function=\"F\"] [by (label, ...)]' (repeatable) counts\n"
 	"the stored profiles that match into NAME_seconds_total (CPU time), NAME_bytes_total\n"
 	"(bytes allocated) or NAME_total at /metrics, in at most N series (--metrics-series,\n"
-	"default and most %d), e.g.\n"
+	"default and most %d; a series without a profile for --metrics-series-idle S is\n"
+	"freed, 0 = never), e.g.\n"
 	"  --metrics-rule 'checksum_cpu=gateway{region=\"eu\"} function=\"checksum\" by (version)'\n"
 	"--regression-rule 'fw=fw{region=\"eu\"} by version' (repeatable) compares, every\n"
 	"--regression-interval (3600) s, the newest value of the label (by first profile)\n"
@@ -152,7 +155,8 @@ static void on_signal(int sig)
  * --metrics-rule (texts gathered in rules[]) and --metrics-series: the rules live as long as the
  * process (the store points at them).
  */
-static int make_rules(struct api_opts *o, char **rules, size_t n, uint64_t series)
+static int make_rules(struct api_opts *o, char **rules, size_t n, uint64_t series,
+		      uint64_t idle_s)
 {
 	char err[512];
 
@@ -168,6 +172,8 @@ static int make_rules(struct api_opts *o, char **rules, size_t n, uint64_t serie
 		fprintf(stderr, "edgeprof-collector: out of memory\n");
 		return -ENOMEM;
 	}
+	if (o->store.rules)
+		metrics_rules__set_idle_ms(o->store.rules, idle_s * 1000);
 	for (size_t i = 0; i < n; i++)
 		if (metrics_rules__add(o->store.rules, rules[i], err, sizeof(err))) {
 			fprintf(stderr, "edgeprof-collector: %s\n", err);
@@ -202,6 +208,7 @@ static int parse_args(int argc, char **argv, struct collector_opts *o)
 		{ "retention-days", required_argument, NULL, 'J' },
 		{ "metrics-rule", required_argument, NULL, 'M' },
 		{ "metrics-series", required_argument, NULL, 'N' },
+		{ "metrics-series-idle", required_argument, NULL, 1012 },
 		{ "regression-rule", required_argument, NULL, 1000 },
 		{ "regression-interval", required_argument, NULL, 1001 },
 		{ "scrape-targets", required_argument, NULL, 'P' },
@@ -230,7 +237,7 @@ static int parse_args(int argc, char **argv, struct collector_opts *o)
 	};
 	char *rules[METRICS_RULES_MAX + 1];
 	size_t n_rules = 0;
-	uint64_t v, series = METRICS_SERIES;
+	uint64_t v, series = METRICS_SERIES, series_idle = METRICS_SERIES_IDLE_S;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
@@ -295,7 +302,7 @@ static int parse_args(int argc, char **argv, struct collector_opts *o)
 			break;
 		case 's': case 'f': case 'b': case 'g': case 'm': case 't': case 'i': case 'x':
 		case 'a': case 'B': case 'J': case 'N': case 'q': case 'p': case 'W': case 'e':
-		case 'j': case 'o': case 1010: case 1011:
+		case 'j': case 'o': case 1010: case 1011: case 1012:
 			if (parse_size(optarg, &v)) {
 				fprintf(stderr, "edgeprof-collector: '%s' is not a size\n", optarg);
 				return -EINVAL;
@@ -319,6 +326,7 @@ static int parse_args(int argc, char **argv, struct collector_opts *o)
 			else if (c == 'o') o->srv.mem_request = v;
 			else if (c == 1010) o->srv.mem_query = v;
 			else if (c == 1011) o->srv.query_timeout_ms = (unsigned)v;
+			else if (c == 1012) series_idle = v;
 			else o->api.store.index_entries = v;
 			break;
 		default:
@@ -331,7 +339,7 @@ static int parse_args(int argc, char **argv, struct collector_opts *o)
 			"1M at least\n");
 		return -EINVAL;
 	}
-	if (make_rules(&o->api, rules, n_rules, series))
+	if (make_rules(&o->api, rules, n_rules, series, series_idle))
 		return -EINVAL;
 	if ((o->api.store.ch_spool || o->api.store.ch_queue_bytes || o->api.store.ch_cluster ||
 	     o->api.store.ch_shard_urls || o->api.store.ch_rollup_without) &&
