@@ -68,6 +68,12 @@ struct rollup_opts {
 	unsigned grace_s;	/* wait after a bucket's end before rolling it up */
 	unsigned poll_ms;	/* how often the compactor looks for closed buckets */
 	size_t max_pending;	/* CONFIG_COLLECTOR_ROLLUP_MAX_PENDING: rollups built per pass */
+	/*
+	 * What the compactor's decodes and merges may take (NULL = no bound): the collector's
+	 * memory budget, as a query's; a build it refuses is counted dropped (queries then merge
+	 * the raws, under their own budget).
+	 */
+	const struct pprof_budget *budget;
 };
 
 /*

@@ -169,13 +169,13 @@ static int rollup__load_item(struct rollup *r, const struct merge_plan *pl, size
 	int ret;
 
 	if (it->n)
-		return rollup__load(&r->ring, pl, it, NULL, p, &used, err, errlen);
+		return rollup__load(&r->ring, pl, it, r->o.budget, p, &used, err, errlen);
 	ret = r->ring.get(r->ring.ctx, it->seq, &meta, &payload, &len);
 	if (ret) {
 		snprintf(err, errlen, "profile %" PRIu64 " is no longer stored", it->seq);
 		return ret;
 	}
-	ret = pprof_read(payload, len, NULL, p, err, errlen);
+	ret = pprof_read_budget(payload, len, r->o.budget, p, err, errlen);
 	if (!ret && !b->meta_payload) {
 		b->meta = meta;
 		b->meta_payload = payload;
@@ -195,11 +195,12 @@ static int rollup__merge_plan(struct rollup *r, const struct merge_plan *pl, str
 
 	if (!m)
 		return -ENOMEM;
+	pprof_merger__set_budget(m, r->o.budget);
 	for (size_t i = 0; i < pl->n_items && !ret; i++) {
 		ret = rollup__load_item(r, pl, i, b, &p, err, errlen);
 		if (!ret)
 			ret = pprof_merger__add(m, p, err, errlen);
-		pprof_profile__free(p);
+		pprof_profile__free_budget(p, r->o.budget);
 		p = NULL;
 	}
 	if (!ret)
@@ -207,7 +208,7 @@ static int rollup__merge_plan(struct rollup *r, const struct merge_plan *pl, str
 	pprof_merger__free(m);
 	if (!ret)
 		ret = pprof_write_profile(p, NULL, pprof_buf_write, &b->out);
-	pprof_profile__free(p);
+	pprof_profile__free_budget(p, r->o.budget);
 	return ret;
 }
 
