@@ -1205,6 +1205,8 @@ int ch__merge(struct store *base, const struct store_query *q, struct pprof_prof
 		e = ch__select(c, (char *)sql.p, &res, err, errlen);
 	else
 		e = ch__select_ext(c, (char *)sql.p, &x, &res, err, errlen);
+	if (e && q->budget && strstr(err, "TIMEOUT_EXCEEDED")) /* max_execution_time above */
+		e = -ETIMEDOUT;
 	if (!e)
 		e = charge_answer(q->budget, res.len, &answer_held, err, errlen);
 	if (!e)

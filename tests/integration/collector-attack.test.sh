@@ -369,7 +369,8 @@ case $out in *group_devices=21) ;; *) fail "the real devices' group: $out (want 
 #     --metrics-series-idle 2 s: gw-1's series freed (counted), gw-2's kept with its sum.
 kill -9 "$CPID"; wait "$CPID" 2>/dev/null; CPID=; rm -f "$T/ring"
 start_collector --http-listen 127.0.0.1:0 --http-token "$TOKEN" \
-	--metrics-rule 'per_device=d by (device)' --metrics-series 2 --metrics-series-idle 2
+	--metrics-rule 'per_device=d by (device)' --metrics-series 2 --metrics-series-idle 2 \
+	--query-timeout-ms 1
 H=http://127.0.0.1:$HTTP_PORT
 S=https://localhost:$TLS_PORT
 post() { $A posts "$S" "$T/pki/ca.crt" "$T/pki/$1.crt" "$T/pki/$1.key" "$T/seven.pb.gz" \
@@ -385,5 +386,19 @@ grep -q 'device="gw-1"' "$T/m" && fail "gw-1's idle series not freed"
 grep -q '^edgeprof_collector_metrics_rule_series_freed_total 1$' "$T/m" || fail "freeing not counted"
 grep -q '^edgeprof_collector_metrics_rule_series_dropped_total 1$' "$T/m" || fail "gw-3's first drop"
 echo "metrics-rule series: gw-1 idle 3 s freed, gw-3 counted in its place, gw-2 kept (7 x 7 = 49)"
+
+# 12. The query time bound (this collector: --query-timeout-ms 1): a merge of three mid.gz
+#     profiles (~8 MiB decoded each) stops at the bound with 503 and the reason, counted.
+for i in 1 2 3; do
+	dcurl dev-1 --data-binary @"$T/mid.gz" "$S/api/0/profiles?service=slow&type=cpu" |
+		tail -n 1 | grep -q 'HTTP 200' || fail "mid.gz not stored"
+done
+code=$(curl -s -o "$T/slow" -w '%{http_code}' -H "Authorization: Bearer $TOKEN" \
+	"$H/api/0/profiles/merge?service=slow&type=cpu&from=2000-01-01&to=now%2B1d")
+echo "query over its time bound: $code $(cat "$T/slow")"
+[ "$code" = 503 ] && grep -q 'took over 1 ms (--query-timeout-ms)' "$T/slow" ||
+	fail "a merge past --query-timeout-ms: $code"
+curl -s -H "Authorization: Bearer $TOKEN" "$H/metrics" |
+	grep -q '^edgeprof_collector_query_timeouts_total 1$' || fail "query timeout not counted"
 [ "$ok" = 1 ] || fail "goals not met"
 echo PASS
