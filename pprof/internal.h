@@ -148,6 +148,9 @@ bool pp_enc_function(pb_ostream_t *os, const struct pprof_function *f);
 bool pp_enc_string(pb_ostream_t *os, const char *s, size_t len);
 bool pp_enc_packed_i64(pb_ostream_t *os, uint32_t tag, const int64_t *v, size_t n);
 
+/* The budget a merger asks (pprof_merger__set_budget()): NULL when none. */
+const struct pprof_budget *pp_merger_budget(const struct pprof_merger *m);
+
 /* ---- the blocks a reader/merger profile owns ---------------------------------------------- */
 
 struct pprof_blocks {

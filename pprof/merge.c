@@ -88,6 +88,9 @@ struct pprof_merger {
 	struct pprof_label *s_labels;
 	size_t cap_s_labels;
 	int64_t *s_values;
+
+	const struct pprof_budget *budget; /* NULL: none */
+	size_t charged;			   /* bytes taken from it for the tables */
 };
 
 struct pprof_merger *pprof_merger__new(void)
@@ -521,6 +524,181 @@ static int merge_sample(struct pprof_merger *m, const struct pprof_profile *p,
 	return add_sample(m, h, m->s_ids, s->n_locations, m->s_labels, s->n_labels, m->s_values);
 }
 
+/* ---- memory: what the tables hold, and what adding an input may make them hold -------------- */
+
+static size_t htab_mem(const struct pp_htab *t)
+{
+	return t->cap * sizeof(*t->e);
+}
+
+size_t pprof_merger__mem(const struct pprof_merger *m)
+{
+	size_t n = sizeof(*m) + m->strs.data_cap + m->strs.cap * 2 * sizeof(uint32_t);
+
+	n += htab_mem(&m->strs.ht) + htab_mem(&m->map_ht) + htab_mem(&m->func_ht) +
+	     htab_mem(&m->loc_ht) + htab_mem(&m->sample_ht);
+	n += (m->types ? m->n_types + 1 : 0) *
+	     (sizeof(*m->types) + sizeof(*m->kept) + sizeof(*m->col_src) + sizeof(*m->s_values));
+	n += m->cap_comments * sizeof(*m->comments) + m->cap_maps * sizeof(*m->maps) +
+	     m->cap_funcs * sizeof(*m->funcs) + m->cap_locs * sizeof(*m->locs) +
+	     m->cap_lines * sizeof(*m->lines) + m->cap_samples * sizeof(*m->samples) +
+	     m->cap_ids * sizeof(*m->ids) + m->cap_labels * sizeof(*m->labels) +
+	     m->cap_values * sizeof(*m->values);
+	n += m->cap_str_map * sizeof(*m->str_map) + m->cap_func_map * sizeof(*m->func_map) +
+	     m->cap_loc_map * sizeof(*m->loc_map) + m->cap_map_map * sizeof(*m->map_map) +
+	     m->cap_s_ids * sizeof(*m->s_ids) + m->cap_s_labels * sizeof(*m->s_labels);
+	return n;
+}
+
+/*
+ * A growable array's bytes once it holds n + more (pp_grow_slow's doubling); *moved gets the
+ * larger of itself and the old array's bytes when it must grow (realloc may hold both).
+ */
+static size_t grown(size_t cap, size_t n, size_t more, size_t sz, size_t *moved)
+{
+	size_t c = cap ? cap : 8;
+
+	if (n + more <= cap)
+		return cap * sz;
+	while (c < n + more)
+		c = c > SIZE_MAX / 4 / sz ? SIZE_MAX / 4 / sz : c * 2;
+	if (cap * sz > *moved)
+		*moved = cap * sz;
+	return c * sz;
+}
+
+/* A hash table's bytes once it holds n + more at load <= 1/2 (pp_htab__grow). */
+static size_t htab_grown(const struct pp_htab *t, size_t more, size_t *moved)
+{
+	size_t c = t->cap ? t->cap : 16;
+
+	while ((t->n + more) * 2 > c && c < SIZE_MAX / 4 / sizeof(*t->e))
+		c *= 2;
+	if (c != t->cap && htab_mem(t) > *moved)
+		*moved = htab_mem(t);
+	return c * sizeof(*t->e);
+}
+
+/* The most m's tables can hold after adding p: every entry of p new. */
+static size_t add_bound(const struct pprof_merger *m, const struct pprof_profile *p)
+{
+	size_t ids = 0, labels = 0, lines = 0, bytes = 0, max_ids = 0, max_labels = 0, moved = 0;
+	size_t nt = m->types ? m->n_types : p->n_sample_type, n;
+
+	for (size_t i = 0; i < p->n_samples; i++) {
+		ids += p->samples[i].n_locations;
+		labels += p->samples[i].n_labels;
+		if (p->samples[i].n_locations > max_ids)
+			max_ids = p->samples[i].n_locations;
+		if (p->samples[i].n_labels > max_labels)
+			max_labels = p->samples[i].n_labels;
+	}
+	for (size_t i = 0; i < p->n_locations; i++)
+		lines += p->locations[i].n_lines;
+	for (size_t i = 0; i < p->n_strings; i++)
+		bytes += strlen(p->strings[i]) + 1;
+	n = sizeof(*m) + (nt + 1) * (sizeof(*m->types) + sizeof(*m->kept) + sizeof(*m->col_src) +
+				    sizeof(*m->s_values) + sizeof(bool));
+	n += grown(m->strs.data_cap, m->strs.data_len, bytes, 1, &moved) +
+	     grown(m->strs.cap, m->strs.n, p->n_strings, 2 * sizeof(uint32_t), &moved) +
+	     htab_grown(&m->strs.ht, p->n_strings, &moved);
+	n += grown(m->cap_comments, m->n_comments, p->n_comments + 1, sizeof(*m->comments), &moved);
+	n += grown(m->cap_maps, m->n_maps, p->n_mappings, sizeof(*m->maps), &moved) +
+	     htab_grown(&m->map_ht, p->n_mappings, &moved);
+	n += grown(m->cap_funcs, m->n_funcs, p->n_functions, sizeof(*m->funcs), &moved) +
+	     htab_grown(&m->func_ht, p->n_functions, &moved);
+	n += grown(m->cap_locs, m->n_locs, p->n_locations, sizeof(*m->locs), &moved) +
+	     grown(m->cap_lines, m->n_lines, lines, sizeof(*m->lines), &moved) +
+	     htab_grown(&m->loc_ht, p->n_locations, &moved);
+	n += grown(m->cap_samples, m->n_samples, p->n_samples, sizeof(*m->samples), &moved) +
+	     grown(m->cap_ids, m->n_ids, ids, sizeof(*m->ids), &moved) +
+	     grown(m->cap_labels, m->n_labels, labels, sizeof(*m->labels), &moved) +
+	     grown(m->cap_values, m->n_samples * nt, p->n_samples * nt, sizeof(*m->values),
+		   &moved) +
+	     htab_grown(&m->sample_ht, p->n_samples, &moved);
+	n += grown(m->cap_str_map, 0, p->n_strings, sizeof(*m->str_map), &moved) +
+	     grown(m->cap_func_map, 0, p->n_functions, sizeof(*m->func_map), &moved) +
+	     grown(m->cap_loc_map, 0, p->n_locations, sizeof(*m->loc_map), &moved) +
+	     grown(m->cap_map_map, 0, p->n_mappings, sizeof(*m->map_map), &moved) +
+	     grown(m->cap_s_ids, 0, max_ids, sizeof(*m->s_ids), &moved) +
+	     grown(m->cap_s_labels, 0, max_labels, sizeof(*m->s_labels), &moved);
+	return n + moved;
+}
+
+/* The most the merged profile and finish's id maps can take, with every sample kept. */
+static size_t finish_bound(const struct pprof_merger *m)
+{
+	return sizeof(struct pprof_profile) + sizeof(struct pprof_blocks) +
+	       (m->n_samples + 1) * (sizeof(struct pprof_sample) + m->n_types * sizeof(int64_t)) +
+	       (m->n_ids + 1) * sizeof(uint64_t) + (m->n_labels + 1) * sizeof(struct pprof_label) +
+	       (m->n_locs + 1) * (sizeof(struct pprof_location) + sizeof(uint64_t)) +
+	       (m->n_lines + 1) * sizeof(struct pprof_line) +
+	       (m->n_funcs + 1) * (sizeof(struct pprof_function) + sizeof(uint64_t)) +
+	       (m->n_maps + 1) * (sizeof(struct pprof_mapping) + sizeof(uint64_t)) +
+	       (m->strs.n + 1) * sizeof(char *) + (m->n_comments + 1) * sizeof(int64_t) +
+	       (m->n_types + 1) * (sizeof(struct pprof_value_type) + sizeof(size_t));
+}
+
+const struct pprof_budget *pp_merger_budget(const struct pprof_merger *m)
+{
+	return m->budget;
+}
+
+void pprof_merger__set_budget(struct pprof_merger *m, const struct pprof_budget *b)
+{
+	if (m->budget && m->charged)
+		m->budget->give(m->budget->ctx, m->charged);
+	m->budget = b;
+	m->charged = 0;
+	if (b) {
+		char err[160];
+
+		if (!b->take(b->ctx, pprof_merger__mem(m), err, sizeof(err)))
+			m->charged = pprof_merger__mem(m); /* a new merger's few bytes */
+	}
+}
+
+/* Asks the budget for what adding p may cost, past the deadline stops first. */
+static int budget_before_add(struct pprof_merger *m, const struct pprof_profile *p, char *err,
+			     size_t errlen)
+{
+	size_t need;
+	int e;
+
+	if (!m->budget)
+		return 0;
+	e = pprof_budget__check(m->budget, err, errlen);
+	if (e)
+		return e;
+	need = add_bound(m, p);
+	if (need <= m->charged)
+		return 0;
+	e = m->budget->take(m->budget->ctx, need - m->charged, err, errlen);
+	if (!e)
+		m->charged = need;
+	return e;
+}
+
+/* Gives back what the tables did not take, beyond keep bytes handed on (the merged profile). */
+static void budget_settle_to(struct pprof_merger *m, size_t keep)
+{
+	size_t now;
+
+	if (!m->budget)
+		return;
+	now = pprof_merger__mem(m) + keep;
+	if (now < m->charged) {
+		m->budget->give(m->budget->ctx, m->charged - now);
+		m->charged = now;
+	}
+	m->charged = m->charged > keep ? m->charged - keep : 0;
+}
+
+static void budget_settle(struct pprof_merger *m)
+{
+	budget_settle_to(m, 0);
+}
+
 /* ---- add ---------------------------------------------------------------------------------- */
 
 static int reset_maps(struct pprof_merger *m, const struct pprof_profile *p)
@@ -546,6 +724,9 @@ int pprof_merger__add(struct pprof_merger *m, const struct pprof_profile *p, cha
 	size_t i;
 	int ret;
 
+	ret = budget_before_add(m, p, err, errlen);
+	if (ret)
+		return ret; /* nothing changed */
 	ret = reset_maps(m, p);
 	if (ret)
 		goto out;
@@ -566,10 +747,14 @@ int pprof_merger__add(struct pprof_merger *m, const struct pprof_profile *p, cha
 		/* mapping[0] is the main binary by convention: map it first. */
 		ret = map_mapping(m, p, 1, &mi);
 	}
-	for (i = 0; !ret && i < p->n_samples; i++)
+	for (i = 0; !ret && i < p->n_samples; i++) {
 		ret = merge_sample(m, p, &p->samples[i]);
+		if (!ret && m->budget && (i + 1) % PPROF_BUDGET_CHECK_SAMPLES == 0)
+			ret = pprof_budget__check(m->budget, err, errlen);
+	}
 	m->n_inputs++;
 out:
+	budget_settle(m);
 	free(kept);
 	if (ret == -ENOMEM)
 		pp_err(err, errlen, "out of memory");
@@ -755,12 +940,20 @@ static int build_header(struct pprof_merger *m, struct out_ctx *o, struct pprof_
 int pprof_merger__finish(struct pprof_merger *m, struct pprof_profile **out, char *err,
 			 size_t errlen)
 {
-	struct pprof_profile *p = calloc(1, sizeof(*p));
+	struct pprof_profile *p = NULL;
 	struct out_ctx o = { 0 };
-	size_t i;
+	size_t i, out_bound = finish_bound(m);
 	int ret = -ENOMEM;
 
 	*out = NULL;
+	if (m->budget) {
+		ret = m->budget->take(m->budget->ctx, out_bound, err, errlen);
+		if (ret)
+			return ret;
+		m->charged += out_bound;
+	}
+	ret = -ENOMEM;
+	p = calloc(1, sizeof(*p));
 	if (!p || !(p->blocks = calloc(1, sizeof(*p->blocks))))
 		goto out;
 	if (!m->n_inputs) {
@@ -797,8 +990,11 @@ out:
 			p = NULL;
 		}
 		pprof_profile__free(p);
+		budget_settle(m);
 		return ret;
 	}
+	/* the merged profile's share goes to the caller with it */
+	budget_settle_to(m, pprof_profile__mem(p));
 	*out = p;
 	return 0;
 }
@@ -807,6 +1003,8 @@ void pprof_merger__free(struct pprof_merger *m)
 {
 	if (!m)
 		return;
+	if (m->budget && m->charged)
+		m->budget->give(m->budget->ctx, m->charged);
 	pp_strtab__free(&m->strs);
 	free(m->types);
 	free(m->kept);

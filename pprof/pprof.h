@@ -251,6 +251,43 @@ int pprof_buf_write(void *ctx, const void *buf, size_t len);
 /* A pprof_write_fn for a FILE *. */
 int pprof_file_write(void *ctx, const void *buf, size_t len);
 
+/* ---- budgets: memory asked before it is allocated, a deadline ----------------------------- */
+
+/*
+ * What a merge (and the reads it makes) may spend: the collector's query budgets
+ * (store/server/mem-budget.h). take() asks for bytes more before they are allocated: 0, or
+ * -EFBIG (over a bound for good) / -EAGAIN (momentarily full) with err saying which; give()
+ * returns bytes. Both may be called from several threads at once. Past deadline_ns
+ * (port_clock_mono_ns(); 0 = none) a merge stops with -ETIMEDOUT, checked per input and per
+ * PPROF_BUDGET_CHECK_SAMPLES samples.
+ */
+struct pprof_budget {
+	int (*take)(void *ctx, size_t bytes, char *err, size_t errlen);
+	void (*give)(void *ctx, size_t bytes);
+	void *ctx;
+	uint64_t deadline_ns;
+};
+#define PPROF_BUDGET_CHECK_SAMPLES 4096
+
+/* One read's share of a budget: pprof_read_limits.reserve with reserve_ctx a charge. */
+struct pprof_read_charge {
+	const struct pprof_budget *b;	/* NULL: nothing charged */
+	size_t held;
+};
+int pprof_read_charge__reserve(void *ctx, size_t total, char *err, size_t errlen);
+/*
+ * pprof_read() of data under b (NULL = none): what the read allocates is taken first; once read,
+ * only the profile stays charged (pprof_profile__mem()): give that back after freeing it.
+ */
+int pprof_read_budget(const void *data, size_t len, const struct pprof_budget *b,
+		      struct pprof_profile **out, char *err, size_t errlen);
+/* The bytes a decoded profile holds (its arrays and strings), as charged for it. */
+size_t pprof_profile__mem(const struct pprof_profile *p);
+/* Frees p and gives its charge back to b (NULL: only frees). */
+void pprof_profile__free_budget(struct pprof_profile *p, const struct pprof_budget *b);
+/* -ETIMEDOUT with err filled when b's deadline has passed, else 0. */
+int pprof_budget__check(const struct pprof_budget *b, char *err, size_t errlen);
+
 /* ---- merge -------------------------------------------------------------------------------- */
 
 /*
@@ -274,19 +311,29 @@ int pprof_merger__add_comment(struct pprof_merger *m, const char *comment);
 /* The merged profile (ids renumbered from 1, zero samples dropped); the merger is spent. */
 int pprof_merger__finish(struct pprof_merger *m, struct pprof_profile **out, char *err,
 			 size_t errlen);
-void pprof_merger__free(struct pprof_merger *m);
+void pprof_merger__free(struct pprof_merger *m); /* gives back what its tables held of a budget */
+/*
+ * From now on m asks b (kept, not copied) before its tables grow (the bound of what adding an
+ * input can cost, settled to what it did cost after), and for the merged profile before
+ * finish builds it (which then stays charged: the caller gives back pprof_profile__mem()). Adds
+ * stop past b's deadline (-ETIMEDOUT). A refusal leaves the merger as it was.
+ */
+void pprof_merger__set_budget(struct pprof_merger *m, const struct pprof_budget *b);
+/* The bytes m's tables hold now. */
+size_t pprof_merger__mem(const struct pprof_merger *m);
 
 /*
  * Reads and decodes input i (on a worker thread): 0 with *p, or -errno with err filled.
- * Must be safe to call from several threads at once for different i.
+ * Must be safe to call from several threads at once for different i. b is the merger's budget
+ * (NULL = none): decode with pprof_read_budget(), so that the profile is charged while it waits.
  */
-typedef int (*pprof_load_fn)(void *ctx, size_t i, struct pprof_profile **p, char *err,
-			     size_t errlen);
+typedef int (*pprof_load_fn)(void *ctx, size_t i, const struct pprof_budget *b,
+			     struct pprof_profile **p, char *err, size_t errlen);
 
 /*
  * Adds inputs 0..n-1 to m in input order (the same result as calling pprof_merger__add() on
  * each), decoding on up to threads workers (0 = one per online CPU) while this thread merges.
- * At most 2 x threads decoded inputs are held at once. On error returns it with err filled and
+ * At most 2 x threads decoded inputs are held at once (charged to m's budget while they wait). On error returns it with err filled and
  * *failed (may be NULL) the index of the input that failed (n on success).
  */
 int pprof_merger__add_all(struct pprof_merger *m, size_t n, unsigned threads,

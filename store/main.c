@@ -36,8 +36,10 @@ static struct coll_scrape_opts scrape_opts;
 
 #ifdef CONFIG_COLLECTOR_METRICS_SERIES
 #define METRICS_SERIES CONFIG_COLLECTOR_METRICS_SERIES
+#define METRICS_SERIES_IDLE_S CONFIG_COLLECTOR_METRICS_SERIES_IDLE_S
 #else
 #define METRICS_SERIES 0
+#define METRICS_SERIES_IDLE_S 0
 #endif
 
 #ifdef CONFIG_COLLECTOR_DUTY_DEVICES
@@ -56,10 +58,11 @@ static const char usage_text[] =
 	"                          [--http-listen HOST:PORT [--http-token TOKEN]]\n"
 	"                          [--max-body SIZE] [--max-debuginfo SIZE] [--max-conns N]\n"
 	"                          [--max-handshakes N] [--decode-mem SIZE] [--request-mem SIZE]\n"
+	"                          [--query-mem SIZE] [--query-timeout-ms N]\n"
 	"                          [--request-timeout-ms N] [--idle-timeout-ms N]\n"
 	"                          [--index-entries N] [--debuginfo-dir DIR] [--syslog] [-v]\n"
 	"                          [--rollup-seconds N] [--metrics-rule 'NAME=SELECTOR ...']...\n"
-	"                          [--metrics-series N]\n"
+	"                          [--metrics-series N] [--metrics-series-idle S]\n"
 	"                          [--regression-rule 'NAME=SELECTOR by LABEL']...\n"
 	"                          [--regression-interval S]\n"
 	"                          [--scrape-targets FILE [--scrape-interval S] [--scrape-seconds S]\n"
@@ -90,14 +93,17 @@ static const char usage_text[] =
 	"--max-conns authenticated and --max-handshakes unauthenticated connections (the\n"
 	"one silent longest is closed when a new one needs its slot). Decoding a profile may\n"
 	"take --request-mem with its body (413 beyond), all uploads together --decode-mem\n"
-	"(503 and Retry-After while it is full). With --clickhouse the\n"
+	"(503 and Retry-After while it is full). A query's merge or render of stored profiles\n"
+	"may take --query-mem of that (413 beyond) and --query-timeout-ms (503 beyond; 0 = no\n"
+	"bound). With --clickhouse the\n"
 	"profiles go to ClickHouse (decoded into rows, stacks stored once) instead of a ring\n"
 	"file, and an upload is acknowledged once ClickHouse accepted its batch, or with\n"
 	"--ch-spool once it is durable in that local ring file, sent to ClickHouse from there.\n"
 	"--metrics-rule 'NAME=SELECTOR [function=\"F\"] [by (label, ...)]' (repeatable) counts\n"
 	"the stored profiles that match into NAME_seconds_total (CPU time), NAME_bytes_total\n"
 	"(bytes allocated) or NAME_total at /metrics, in at most N series (--metrics-series,\n"
-	"default and most %d), e.g.\n"
+	"default and most %d; a series without a profile for --metrics-series-idle S is\n"
+	"freed, 0 = never), e.g.\n"
 	"  --metrics-rule 'checksum_cpu=gateway{region=\"eu\"} function=\"checksum\" by (version)'\n"
 	"--regression-rule 'fw=fw{region=\"eu\"} by version' (repeatable) compares, every\n"
 	"--regression-interval (3600) s, the newest value of the label (by first profile)\n"
@@ -149,7 +155,8 @@ static void on_signal(int sig)
  * --metrics-rule (texts gathered in rules[]) and --metrics-series: the rules live as long as the
  * process (the store points at them).
  */
-static int make_rules(struct api_opts *o, char **rules, size_t n, uint64_t series)
+static int make_rules(struct api_opts *o, char **rules, size_t n, uint64_t series,
+		      uint64_t idle_s)
 {
 	char err[512];
 
@@ -165,6 +172,8 @@ static int make_rules(struct api_opts *o, char **rules, size_t n, uint64_t serie
 		fprintf(stderr, "edgeprof-collector: out of memory\n");
 		return -ENOMEM;
 	}
+	if (o->store.rules)
+		metrics_rules__set_idle_ms(o->store.rules, idle_s * 1000);
 	for (size_t i = 0; i < n; i++)
 		if (metrics_rules__add(o->store.rules, rules[i], err, sizeof(err))) {
 			fprintf(stderr, "edgeprof-collector: %s\n", err);
@@ -199,6 +208,7 @@ static int parse_args(int argc, char **argv, struct collector_opts *o)
 		{ "retention-days", required_argument, NULL, 'J' },
 		{ "metrics-rule", required_argument, NULL, 'M' },
 		{ "metrics-series", required_argument, NULL, 'N' },
+		{ "metrics-series-idle", required_argument, NULL, 1012 },
 		{ "regression-rule", required_argument, NULL, 1000 },
 		{ "regression-interval", required_argument, NULL, 1001 },
 		{ "scrape-targets", required_argument, NULL, 'P' },
@@ -218,6 +228,8 @@ static int parse_args(int argc, char **argv, struct collector_opts *o)
 		{ "duty-devices", required_argument, NULL, 'e' },
 		{ "decode-mem", required_argument, NULL, 'j' },
 		{ "request-mem", required_argument, NULL, 'o' },
+		{ "query-mem", required_argument, NULL, 1010 },
+		{ "query-timeout-ms", required_argument, NULL, 1011 },
 		{ "syslog", no_argument, NULL, 'S' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -225,7 +237,7 @@ static int parse_args(int argc, char **argv, struct collector_opts *o)
 	};
 	char *rules[METRICS_RULES_MAX + 1];
 	size_t n_rules = 0;
-	uint64_t v, series = METRICS_SERIES;
+	uint64_t v, series = METRICS_SERIES, series_idle = METRICS_SERIES_IDLE_S;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
@@ -290,7 +302,7 @@ static int parse_args(int argc, char **argv, struct collector_opts *o)
 			break;
 		case 's': case 'f': case 'b': case 'g': case 'm': case 't': case 'i': case 'x':
 		case 'a': case 'B': case 'J': case 'N': case 'q': case 'p': case 'W': case 'e':
-		case 'j': case 'o':
+		case 'j': case 'o': case 1010: case 1011: case 1012:
 			if (parse_size(optarg, &v)) {
 				fprintf(stderr, "edgeprof-collector: '%s' is not a size\n", optarg);
 				return -EINVAL;
@@ -312,17 +324,22 @@ static int parse_args(int argc, char **argv, struct collector_opts *o)
 			else if (c == 'e') o->api.duty.max_devices = v;
 			else if (c == 'j') o->srv.mem_total = v;
 			else if (c == 'o') o->srv.mem_request = v;
+			else if (c == 1010) o->srv.mem_query = v;
+			else if (c == 1011) o->srv.query_timeout_ms = (unsigned)v;
+			else if (c == 1012) series_idle = v;
 			else o->api.store.index_entries = v;
 			break;
 		default:
 			return -EINVAL;
 		}
 	}
-	if (o->srv.mem_total < (1u << 20) || o->srv.mem_request < (1u << 20)) {
-		fprintf(stderr, "edgeprof-collector: --decode-mem and --request-mem: 1M at least\n");
+	if (o->srv.mem_total < (1u << 20) || o->srv.mem_request < (1u << 20) ||
+	    o->srv.mem_query < (1u << 20)) {
+		fprintf(stderr, "edgeprof-collector: --decode-mem, --request-mem and --query-mem: "
+			"1M at least\n");
 		return -EINVAL;
 	}
-	if (make_rules(&o->api, rules, n_rules, series))
+	if (make_rules(&o->api, rules, n_rules, series, series_idle))
 		return -EINVAL;
 	if ((o->api.store.ch_spool || o->api.store.ch_queue_bytes || o->api.store.ch_cluster ||
 	     o->api.store.ch_shard_urls || o->api.store.ch_rollup_without) &&
@@ -369,7 +386,9 @@ int main(int argc, char **argv)
 			 .idle_timeout_ms = 60000,
 			 .handshake_timeout_ms = 10000,
 			 .mem_total = (size_t)CONFIG_COLLECTOR_DECODE_MEM_MB << 20,
-			 .mem_request = (size_t)CONFIG_COLLECTOR_REQUEST_MEM_MB << 20 },
+			 .mem_request = (size_t)CONFIG_COLLECTOR_REQUEST_MEM_MB << 20,
+			 .mem_query = (size_t)CONFIG_COLLECTOR_QUERY_MEM_MB << 20,
+			 .query_timeout_ms = CONFIG_COLLECTOR_QUERY_TIMEOUT_MS },
 		.api = { .store = { .size = 0, .fsync_ms = CONFIG_COLLECTOR_FSYNC_MS,
 				    .rollup = { .bucket_s = ROLLUP_DEFAULT_S } },
 			 .duty = { .window_s = 60, .group_by = "version,region",

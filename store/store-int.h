@@ -87,10 +87,11 @@ struct store_ops {
 			uint64_t step_ns, size_t n, int64_t *values, size_t *profiles);
 	int (*merge)(struct store *s, const struct store_query *q, struct pprof_profile **out,
 		     size_t *n_merged, size_t *skipped, char *err, size_t errlen);
-	int (*read_profile)(struct store *s, uint64_t seq, struct pprof_profile **p, char *err,
-			    size_t errlen);
+	int (*read_profile)(struct store *s, uint64_t seq, const struct pprof_budget *b,
+			    struct pprof_profile **p, char *err, size_t errlen);
 	int (*merge_seqs)(struct store *s, const uint64_t *seqs, size_t n,
-			  struct pprof_profile **out, char *err, size_t errlen);
+			  const struct pprof_budget *b, struct pprof_profile **out, char *err,
+			  size_t errlen);
 	void (*stats)(struct store *s, struct store_stats *st);
 	void (*free)(struct store *s);
 };

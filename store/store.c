@@ -123,16 +123,16 @@ int store__merge(struct store *s, const struct store_query *q, struct pprof_prof
 	return s->ops->merge(s, q, out, n_merged, skipped, err, errlen);
 }
 
-int store__read_profile(struct store *s, uint64_t seq, struct pprof_profile **p, char *err,
-			size_t errlen)
+int store__read_profile(struct store *s, uint64_t seq, const struct pprof_budget *b,
+			struct pprof_profile **p, char *err, size_t errlen)
 {
-	return s->ops->read_profile(s, seq, p, err, errlen);
+	return s->ops->read_profile(s, seq, b, p, err, errlen);
 }
 
-int store__merge_seqs(struct store *s, const uint64_t *seqs, size_t n, struct pprof_profile **out,
-		      char *err, size_t errlen)
+int store__merge_seqs(struct store *s, const uint64_t *seqs, size_t n, const struct pprof_budget *b,
+		      struct pprof_profile **out, char *err, size_t errlen)
 {
-	return s->ops->merge_seqs(s, seqs, n, out, err, errlen);
+	return s->ops->merge_seqs(s, seqs, n, b, out, err, errlen);
 }
 
 void store__stats(struct store *s, struct store_stats *st)

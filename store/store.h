@@ -68,6 +68,12 @@ struct rollup_opts {
 	unsigned grace_s;	/* wait after a bucket's end before rolling it up */
 	unsigned poll_ms;	/* how often the compactor looks for closed buckets */
 	size_t max_pending;	/* CONFIG_COLLECTOR_ROLLUP_MAX_PENDING: rollups built per pass */
+	/*
+	 * What the compactor's decodes and merges may take (NULL = no bound): the collector's
+	 * memory budget, as a query's; a build it refuses is counted dropped (queries then merge
+	 * the raws, under their own budget).
+	 */
+	const struct pprof_budget *budget;
 };
 
 /*
@@ -146,6 +152,13 @@ struct store_query {
 	bool newest_first;		/* list order (merge reads oldest first) */
 	bool raw_only;			/* merge: read raw records, no rollups (benchmarks) */
 	bool with_rollups;		/* list: rollup records too (the compactor) */
+	/*
+	 * merge: what it may spend (NULL = no bound): the memory of its decodes, merge tables and
+	 * merged profile asked before it is allocated, and a deadline; past either it stops
+	 * (-EFBIG / -EAGAIN / -ETIMEDOUT, err says which) and nothing is returned. The merged
+	 * profile stays charged: the caller gives back pprof_profile__mem() when done with it.
+	 */
+	const struct pprof_budget *budget;
 };
 
 /*
@@ -178,13 +191,19 @@ int store__services(struct store *s, int (*cb)(void *ctx, const char *service), 
 int store__merge(struct store *s, const struct store_query *q, struct pprof_profile **out,
 		 size_t *n_merged, size_t *skipped, char *err, size_t errlen);
 
-/* Reads and decodes one stored profile: 0, -ENOENT (not stored), -EIO (does not decode). */
-int store__read_profile(struct store *s, uint64_t seq, struct pprof_profile **p, char *err,
-			size_t errlen);
+/*
+ * Reads and decodes one stored profile: 0, -ENOENT (not stored), -EIO (does not decode), or
+ * b's refusal (store_query.budget; b NULL = none: free it with pprof_profile__free_budget()).
+ */
+int store__read_profile(struct store *s, uint64_t seq, const struct pprof_budget *b,
+			struct pprof_profile **p, char *err, size_t errlen);
 
-/* Merges the given seqs (GET /api/0/profiles/<id1>+<id2>); -ENOENT names the missing id. */
-int store__merge_seqs(struct store *s, const uint64_t *seqs, size_t n, struct pprof_profile **out,
-		      char *err, size_t errlen);
+/*
+ * Merges the given seqs (GET /api/0/profiles/<id1>+<id2>) under b (as store_query.budget);
+ * -ENOENT names the missing id.
+ */
+int store__merge_seqs(struct store *s, const uint64_t *seqs, size_t n, const struct pprof_budget *b,
+		      struct pprof_profile **out, char *err, size_t errlen);
 
 /*
  * The backend's health for GET /healthz, one line into buf (empty for the ring): ClickHouse

@@ -52,8 +52,10 @@ static struct pprof_profile *load(const char *path)
 	return p;
 }
 
-static int load_nth(void *ctx, size_t i, struct pprof_profile **p, char *err, size_t errlen)
+static int load_nth(void *ctx, size_t i, const struct pprof_budget *b, struct pprof_profile **p,
+		    char *err, size_t errlen)
 {
+	(void)b; /* no budget: a file on the desktop */
 	char **files = ctx;
 	void *data;
 	size_t len;

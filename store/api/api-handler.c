@@ -19,6 +19,8 @@ struct api {
 	struct regress_rules *regress_rules;
 	struct server_metrics *metrics;
 	size_t max_body;
+	struct mem_charge rollup_mem;	/* the ring's compactor's share of the memory budget */
+	struct pprof_budget rollup_budget;
 };
 
 void api__free(struct api *api)
@@ -50,14 +52,23 @@ struct api *api__new(const struct api_opts *o, struct server_metrics *m, char *e
 		     size_t errlen)
 {
 	struct api *api = calloc(1, sizeof(*api));
+	struct store_opts so = o->store;
 
 	if (!api) {
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
+
 	api->metrics = m;
 	api->max_body = o->max_body;
-	api->store = store__open(&o->store, err, errlen);
+	/* the compactor decodes and merges stored profiles too: as a query does, in the budget */
+	api->rollup_mem.b = &m->mem;
+	mem_charge__query(&api->rollup_mem);
+	api->rollup_budget = (struct pprof_budget){ .take = mem_charge__take,
+						    .give = mem_charge__give,
+						    .ctx = &api->rollup_mem };
+	so.rollup.budget = &api->rollup_budget;
+	api->store = store__open(&so, err, errlen);
 	if (!api->store || api__open_debuginfo(api, o, err, errlen))
 		goto out_free;
 	if (o->duty.budget_percent) {

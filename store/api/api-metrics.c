@@ -93,16 +93,21 @@ static void metric_scrape(struct sbuf *b, const struct server_metrics *m)
 static void metric_mem(struct sbuf *b, const struct mem_budget *mb)
 {
 	metric(b, "decode_memory_bytes", "gauge",
-	       "Memory held by uploads' bodies and decodes now, as asked of the budget "
-	       "(--decode-mem).",
+	       "Memory held by uploads' bodies and decodes and by queries' merges and renders "
+	       "now, as asked of the budget (--decode-mem).",
 	       (uint64_t)mb->used);
 	metric(b, "decode_memory_peak_bytes", "gauge",
-	       "The most memory uploads held at once since the start.", (uint64_t)mb->peak);
+	       "The most memory uploads and queries held at once since the start.",
+	       (uint64_t)mb->peak);
 	metric(b, "decode_memory_limit_bytes", "gauge", "--decode-mem.", (uint64_t)mb->limit);
 	metric_family(b, "decode_memory_refused_total",
-		      "Uploads refused for memory: over --request-mem (413), or the budget "
-		      "momentarily full (503).", "budget", mem_refusal_names, mb->refused,
+		      "Requests refused for memory: an upload over --request-mem (request, 413) or "
+		      "a query over --query-mem (query, 413), or the budget momentarily full "
+		      "(global, query_global: 503).", "budget", mem_refusal_names, mb->refused,
 		      MEM_REFUSED__N);
+	metric(b, "query_timeouts_total", "counter",
+	       "Merges and renders stopped at --query-timeout-ms (503).",
+	       (uint64_t)mb->query_timeouts);
 }
 
 #ifdef CONFIG_COLLECTOR_DUTY

@@ -195,12 +195,15 @@ void api_regressions(struct api_ctx *a)
 	if (!ret && !(r = regress__new(&rq.o)))
 		api_error(a, 503, REJ_STORE, "regressions: out of memory");
 	for (int i = 0; r && !ret && i < 2; i++) {
+		rq.q[i].budget = api_query_budget(a);
 		ret = regress_store_side(a->store, &rq.q[i], rq.spec[0] ? rq.spec : NULL, r,
 					 (enum regress_side)i, &side[i], err, sizeof(err));
 		if (api_over_budget(a, rq.q[i].sel))
 			ret = -1;
 		else if (ret == -ENOENT)
 			api_error(a, 404, REJ_NOT_FOUND, "no %s profiles match", names[i]);
+		else if (api_query_refused(a, ret, names[i], err))
+			;
 		else if (ret)
 			api_error(a, ret == -ENOMEM ? 503 : 400, ret == -ENOMEM ? REJ_STORE :
 				  REJ_BAD_REQUEST, "%s: %s", names[i], err[0] ? err : strerror(-ret));

@@ -50,6 +50,10 @@ static void render_answer(struct api_ctx *a, struct pprof_profile *p, size_t n,
 	size_t len = 0;
 	int ret;
 
+	if (api_query_take(a, render_mem_bound(p, 0))) {
+		pprof_profile__free(p);
+		return;
+	}
 	p = api_symbolize(a, p);
 	ret = render_profile_index(p, index, fmt, n, 0, &out, &len, err, sizeof(err));
 	pprof_profile__free(p);

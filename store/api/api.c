@@ -748,8 +748,14 @@ static void api_list(struct api_ctx *a)
 static void api_send_profile(struct api_ctx *a, struct pprof_profile *p, size_t n)
 {
 	struct pprof_buf out = { .max = API_MAX_OUTPUT };
+	size_t mem = pprof_profile__mem(p);
 	int ret;
 
+	/* the encoding (gzip: below the decoded size) while the profile is held */
+	if (api_query_take(a, mem < API_MAX_OUTPUT ? mem : API_MAX_OUTPUT)) {
+		pprof_profile__free(p);
+		return;
+	}
 	p = api_symbolize(a, p);
 	ret = pprof_write_profile(p, NULL, pprof_buf_write, &out);
 
@@ -773,6 +779,67 @@ bool api_over_budget(struct api_ctx *a, const struct selector *sel)
 	return true;
 }
 
+const struct pprof_budget *api_query_budget(struct api_ctx *a)
+{
+	const struct mem_budget *mb = a->mem.b;
+
+	if (!mb)
+		return NULL;
+	mem_charge__query(&a->mem);
+	a->query = (struct pprof_budget){
+		.take = mem_charge__take,
+		.give = mem_charge__give,
+		.ctx = &a->mem,
+		.deadline_ns = mb->query_ms ? port_clock_mono_ns() + mb->query_ms * NSEC_PER_MSEC
+					    : 0,
+	};
+	return &a->query;
+}
+
+/*
+ * Why 503 for the time bound and not 504: 504 says a gateway's upstream did not answer, and
+ * proxies and their monitoring read it so; here the collector itself gave up on its own bound
+ * (Prometheus answers its query timeout with 503 too). No Retry-After: the same query will
+ * take as long again unless it is narrowed; the message says so.
+ */
+bool api_query_refused(struct api_ctx *a, int ret, const char *what, const char *err)
+{
+	struct mem_budget *mb = a->mem.b;
+
+	if (ret == -EFBIG) {
+		api_error(a, 413, REJ_TOO_LARGE, "%s: %s", what, err);
+	} else if (ret == -EAGAIN) {
+		api_error(a, 503, REJ_BUSY, "%s: %s", what, err);
+		snprintf(a->ans.extra, sizeof(a->ans.extra), "Retry-After: %u\r\n",
+			 API_RETRY_AFTER_S);
+	} else if (ret == -ETIMEDOUT) {
+		if (mb)
+			atomic_fetch_add(&mb->query_timeouts, 1);
+		api_error(a, 503, REJ_TIMEOUT, "%s: the query took over %u ms (--query-timeout-ms) "
+			  "and was stopped: narrow the time range or the selector (%s)", what,
+			  mb ? mb->query_ms : 0, err);
+	} else {
+		return false;
+	}
+	return true;
+}
+
+int api_query_take(struct api_ctx *a, size_t bytes)
+{
+	char err[300] = "";
+	int ret;
+
+	if (!a->query.take)
+		return 0;
+	ret = pprof_budget__check(&a->query, err, sizeof(err));
+	if (!ret)
+		ret = a->query.take(a->query.ctx, bytes, err, sizeof(err));
+	if (!ret)
+		return 0;
+	api_query_refused(a, ret, "render", err);
+	return -1;
+}
+
 int api_merge_query(struct api_ctx *a, struct pprof_profile **p, size_t *n)
 {
 	struct store_query q;
@@ -786,6 +853,7 @@ int api_merge_query(struct api_ctx *a, struct pprof_profile **p, size_t *n)
 		return -1;
 	q.limit = 0;
 	q.newest_first = false;
+	q.budget = api_query_budget(a);
 	ret = store__merge(a->store, &q, p, n, &skipped, err, sizeof(err));
 	a->skipped = skipped;
 	if (api_over_budget(a, q.sel)) {
@@ -799,12 +867,10 @@ int api_merge_query(struct api_ctx *a, struct pprof_profile **p, size_t *n)
 		api_set_body(a, 204, NULL, NULL, 0, true);
 		return -1;
 	}
-	if (ret) {
+	if (ret && !api_query_refused(a, ret, "merge", err))
 		api_error(a, ret == -ENOMEM ? 503 : 400, ret == -ENOMEM ? REJ_STORE : REJ_BAD_REQUEST,
 			  "merge: %s", err[0] ? err : strerror(-ret));
-		return -1;
-	}
-	return 0;
+	return ret ? -1 : 0;
 }
 
 static void api_merge(struct api_ctx *a)
@@ -875,8 +941,10 @@ static void api_get_ids(struct api_ctx *a, const char *ids_text)
 			api_set_body(a, 200, "application/octet-stream", payload, len, false);
 		goto out;
 	}
-	ret = store__merge_seqs(a->store, ids, n, &p, err, sizeof(err));
-	if (ret)
+	ret = store__merge_seqs(a->store, ids, n, api_query_budget(a), &p, err, sizeof(err));
+	if (ret && api_query_refused(a, ret, "merge", err))
+		;
+	else if (ret)
 		api_error(a, ret == -ENOENT ? 404 : 400,
 			  ret == -ENOENT ? REJ_NOT_FOUND : REJ_BAD_REQUEST, "%s",
 			  err[0] ? err : strerror(-ret));

@@ -58,6 +58,7 @@ struct api_ctx {
 	size_t skipped;		/* a merge's profiles left out (unreadable, odd types) */
 	struct regress_rules *regress_rules;	/* NULL: no --regression-rule */
 	struct mem_charge mem;	/* what this request holds of the upload memory budget */
+	struct pprof_budget query; /* a query's: mem as take/give, and its deadline */
 };
 
 /* A handler context on the API's store and metrics, for what the collector ingests itself
@@ -86,6 +87,19 @@ int api_query(struct api_ctx *a, struct store_query *q, char *type, size_t typel
 /* Merges the request's selection into *p (*n profiles): 0, or -1 with the answer set (204 when
  * nothing matches). */
 int api_merge_query(struct api_ctx *a, struct pprof_profile **p, size_t *n);
+/*
+ * The budget of this request's query (store_query.budget): its memory under --query-mem, taken
+ * from the global budget, and --query-timeout-ms from now. The request's charge is given back
+ * when it is answered.
+ */
+const struct pprof_budget *api_query_budget(struct api_ctx *a);
+/* Takes bytes more for the query (a render, an encoding): 0, or -1 with the answer set. */
+int api_query_take(struct api_ctx *a, size_t bytes);
+/*
+ * A query's refusal by its budget as the answer: 413 over --query-mem, 503 + Retry-After when
+ * the global budget is full, 503 past --query-timeout-ms (counted). True when ret was one.
+ */
+bool api_query_refused(struct api_ctx *a, int ret, const char *what, const char *err);
 bool api_over_budget(struct api_ctx *a, const struct selector *sel);
 
 /*

@@ -59,8 +59,8 @@ static int cmp_listed(const void *x, const void *y)
  * listing, or damaged, is counted in *unreadable and left out. 0, or -errno (err set).
  */
 static int add_device(struct store *s, const struct listed *v, size_t n, const char *spec,
-		      struct regress *r, enum regress_side side, size_t *unreadable, char *err,
-		      size_t errlen)
+		      const struct pprof_budget *b, struct regress *r, enum regress_side side,
+		      size_t *unreadable, char *err, size_t errlen)
 {
 	size_t added = 0;
 	int ret = 0;
@@ -69,7 +69,7 @@ static int add_device(struct store *s, const struct listed *v, size_t n, const c
 		struct pprof_profile *p = NULL;
 		int vi;
 
-		ret = store__read_profile(s, v[i].seq, &p, err, errlen);
+		ret = store__read_profile(s, v[i].seq, b, &p, err, errlen);
 		if (ret == -ENOENT || ret == -EIO) {
 			(*unreadable)++;
 			ret = 0;
@@ -79,7 +79,7 @@ static int add_device(struct store *s, const struct listed *v, size_t n, const c
 			break;
 		vi = stacks__sample_index(p, spec, err, errlen);
 		ret = vi < 0 ? vi : regress__add_profile(r, p, vi, err, errlen);
-		pprof_profile__free(p);
+		pprof_profile__free_budget(p, b);
 		added++;
 	}
 	return ret ? ret : added ? regress__end_device(r, side) : 0;
@@ -107,7 +107,8 @@ int regress_store_side(struct store *s, const struct store_query *q, const char 
 		for (j = i + 1; j < l.n && !strcmp(l.v[j].device, l.v[i].device); j++)
 			;
 		st->devices++;
-		ret = add_device(s, &l.v[i], j - i, spec, r, side, &st->unreadable, err, errlen);
+		ret = add_device(s, &l.v[i], j - i, spec, q->budget, r, side, &st->unreadable, err,
+				 errlen);
 	}
 	for (size_t i = 0; i < l.n; i++)
 		free(l.v[i].device);

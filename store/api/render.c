@@ -174,6 +174,27 @@ static void render_flamebearer(FILE *f, const struct pprof_profile *p, int vi,
 	fprintf(f, "}}");
 }
 
+size_t render_mem_bound(const struct pprof_profile *p, size_t max_nodes)
+{
+	size_t ids = 0, lines = 0, bytes = 0, nodes;
+
+	for (size_t i = 0; i < p->n_samples; i++)
+		ids += p->samples[i].n_locations;
+	for (size_t i = 0; i < p->n_locations; i++)
+		lines += p->locations[i].n_lines ? p->locations[i].n_lines : 1;
+	for (size_t i = 0; i < p->n_strings; i++)
+		bytes += strlen(p->strings[i]) + 1;
+	nodes = ids + 1;
+	max_nodes = max_nodes ? max_nodes : RENDER_DEFAULT_MAX_NODES;
+	if (nodes > max_nodes)
+		nodes = max_nodes;
+	/* 2 x the strings: names made here (module bases, "(inline)"), and the tree's copies */
+	return sizeof(struct stacks *) + p->n_locations * 4 * sizeof(size_t) +
+	       lines * sizeof(struct stack_frame) + 2 * bytes +
+	       nodes * (2 * sizeof(struct ftree_node) + 6 * sizeof(uint32_t) + 128) +
+	       STACKS_MAX_DEPTH * sizeof(void *);
+}
+
 int render_profile(const struct pprof_profile *p, enum render_format fmt, size_t n_profiles,
 		   size_t max_nodes, char **out, size_t *out_len, char *err, size_t errlen)
 {

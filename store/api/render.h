@@ -30,6 +30,14 @@ int render_format_parse(const char *s, enum render_format *out);
 int render_profile(const struct pprof_profile *p, enum render_format fmt, size_t n_profiles,
 		   size_t max_nodes, char **out, size_t *out_len, char *err, size_t errlen);
 /*
+ * The most a render of p may allocate (max_nodes 0 = the default bound): the frames of its
+ * locations, the tree's nodes (at most one per location id of a sample, and max_nodes), their
+ * index and order, and the output (~128 bytes a node with its name). Asked of the query's
+ * budget before rendering (store/api/api-render.c).
+ */
+size_t render_mem_bound(const struct pprof_profile *p, size_t max_nodes);
+
+/*
  * The same for the sample type index names ("inuse_space", "alloc_objects", or a number; NULL
  * or "": the profile's default): a heap profile's in-use or allocated view. The JSON tree
  * lists the profile's sample types ("types") for a picker. -EINVAL: no such sample type.

@@ -1109,6 +1109,41 @@ static uint64_t choose_sig(const struct series_sel *s, uint64_t *count, uint64_t
 	return best;
 }
 
+/*
+ * A merge's time bound (store_query.budget) also bounds ClickHouse's part of it: the query
+ * stops there (max_execution_time, whole seconds, at least 1) instead of running on after
+ * the answer was given up.
+ */
+static void sql_time_bound(struct rb *sql, const struct pprof_budget *b)
+{
+	uint64_t now = port_clock_mono_ns();
+
+	if (!b || !b->deadline_ns)
+		return;
+	rb_printf(sql, ", max_execution_time = %" PRIu64,
+		  (uint64_t)(b->deadline_ns > now ? (b->deadline_ns - now + NSEC_PER_SEC - 1) /
+							NSEC_PER_SEC : 1));
+}
+
+/*
+ * The aggregated answer is in memory when its size is known (ClickHouse streams it; its rows
+ * are bounded by CONFIG_COLLECTOR_CH_MAX_STACKS): charged then, three times (the answer, the
+ * rows read from it, the pprof built from them), before those copies are made.
+ */
+static int charge_answer(const struct pprof_budget *b, size_t len, size_t *held, char *err,
+			 size_t errlen)
+{
+	size_t want = len > SIZE_MAX / 3 ? SIZE_MAX : 3 * len;
+	int e;
+
+	if (!b)
+		return 0;
+	e = b->take(b->ctx, want, err, errlen);
+	if (!e)
+		*held = want;
+	return e;
+}
+
 int ch__merge(struct store *base, const struct store_query *q, struct pprof_profile **out,
 	      size_t *n_merged, size_t *skipped, char *err, size_t errlen)
 {
@@ -1122,6 +1157,7 @@ int ch__merge(struct store *base, const struct store_query *q, struct pprof_prof
 	bool rolled = false, whole;
 	struct ch_ext x = { .name = SEL_EXT_NAME, .structure = "series UInt64" };
 	uint64_t sig, count = 0, total = 0;
+	size_t answer_held = 0;
 	int e;
 
 	*out = NULL;
@@ -1157,8 +1193,9 @@ int ch__merge(struct store *base, const struct store_query *q, struct pprof_prof
 	rolled = sql_merge(c, &sql, q, sel.every ? "" : " AND series IN " SEL_EXT_NAME,
 			   whole && !gin.oom ? (char *)gin.p : NULL, sig, n_types(h.row));
 	rb_printf(&sql, " GROUP BY stack SETTINGS max_rows_to_group_by = %d, "
-		  "group_by_overflow_mode = 'throw' FORMAT RowBinary",
-		  CONFIG_COLLECTOR_CH_MAX_STACKS);
+		  "group_by_overflow_mode = 'throw'", CONFIG_COLLECTOR_CH_MAX_STACKS);
+	sql_time_bound(&sql, q->budget);
+	rb_printf(&sql, " FORMAT RowBinary");
 	rb_put(&sql, "", 1);
 	x.rows = ids.p;
 	x.len = ids.len;
@@ -1168,12 +1205,19 @@ int ch__merge(struct store *base, const struct store_query *q, struct pprof_prof
 		e = ch__select(c, (char *)sql.p, &res, err, errlen);
 	else
 		e = ch__select_ext(c, (char *)sql.p, &x, &res, err, errlen);
+	if (e && q->budget && strstr(err, "TIMEOUT_EXCEEDED")) /* max_execution_time above */
+		e = -ETIMEDOUT;
+	if (!e)
+		e = charge_answer(q->budget, res.len, &answer_held, err, errlen);
 	if (!e)
 		e = rd_agg(&res, &agg, &n_agg, &n_values);
 	if (!e)
 		e = ch__build(c, &h, agg, n_agg, n_values, false, &pb, &lost, err, errlen);
 	if (!e)
-		e = pprof_read(pb.data, pb.len, NULL, out, err, errlen);
+		e = pprof_budget__check(q->budget, err, errlen);
+	if (!e)
+		e = pprof_read_budget(pb.data, pb.len, q->budget, out, err, errlen);
+
 	if (!e && lost)
 		pr_warn("clickhouse: merge: %zu stacks not found (dictionary rows missing)", lost);
 out:
@@ -1189,6 +1233,8 @@ out:
 		*skipped = total - count;
 	free(pb.data);
 	agg_free(agg, n_agg);
+	if (answer_held)
+		q->budget->give(q->budget->ctx, answer_held);
 	rb_free(&sql);
 	rb_free(&res);
 	rb_free(&ids);
@@ -1349,8 +1395,8 @@ int ch__get(struct store *base, uint64_t seq, struct record_meta *meta, void **p
 	return 0;
 }
 
-int ch__read_profile(struct store *base, uint64_t seq, struct pprof_profile **out, char *err,
-		     size_t errlen)
+int ch__read_profile(struct store *base, uint64_t seq, const struct pprof_budget *b,
+		     struct pprof_profile **out, char *err, size_t errlen)
 {
 	struct ch_store *c = ch_of(base);
 	struct profile_row *p = calloc(1, sizeof(*p));
@@ -1360,27 +1406,34 @@ int ch__read_profile(struct store *base, uint64_t seq, struct pprof_profile **ou
 	*out = NULL;
 	err[0] = '\0';
 	e = p ? ch__fetch(c, seq, p, &pb, err, errlen) : -ENOMEM;
-	if (!e && pprof_read(pb.data, pb.len, NULL, out, err, errlen))
-		e = -EIO;
+	if (!e)
+		e = pprof_budget__check(b, err, errlen);
+	if (!e) {
+		e = pprof_read_budget(pb.data, pb.len, b, out, err, errlen);
+		e = e == -EFBIG || e == -EAGAIN || !e ? e : -EIO;
+	}
 	free(pb.data);
 	free(p);
 	return e;
 }
 
 int ch__merge_seqs(struct store *base, const uint64_t *seqs, size_t n,
-		   struct pprof_profile **out, char *err, size_t errlen)
+		   const struct pprof_budget *b, struct pprof_profile **out, char *err,
+		   size_t errlen)
 {
 	struct pprof_merger *m = pprof_merger__new();
 	int e = m ? 0 : -ENOMEM;
 
 	*out = NULL;
+	if (m)
+		pprof_merger__set_budget(m, b);
 	for (size_t i = 0; !e && i < n; i++) {
 		struct pprof_profile *p;
 
-		e = ch__read_profile(base, seqs[i], &p, err, errlen);
+		e = ch__read_profile(base, seqs[i], b, &p, err, errlen);
 		if (!e)
 			e = pprof_merger__add(m, p, err, errlen);
-		pprof_profile__free(p);
+		pprof_profile__free_budget(p, b);
 	}
 	if (!e)
 		e = pprof_merger__finish(m, out, err, errlen);

@@ -368,10 +368,11 @@ void sql_where_samples(struct rb *b, const struct store_query *q, bool hour);
 
 int ch__get(struct store *base, uint64_t seq, struct record_meta *meta, void **payload,
 	    size_t *len);
-int ch__read_profile(struct store *base, uint64_t seq, struct pprof_profile **out, char *err,
-		     size_t errlen);
+int ch__read_profile(struct store *base, uint64_t seq, const struct pprof_budget *b,
+		     struct pprof_profile **out, char *err, size_t errlen);
 int ch__merge_seqs(struct store *base, const uint64_t *seqs, size_t n,
-		   struct pprof_profile **out, char *err, size_t errlen);
+		   const struct pprof_budget *b, struct pprof_profile **out, char *err,
+		   size_t errlen);
 int ch__list(struct store *base, const struct store_query *q, store_entry_fn cb, void *ctx);
 int ch__services(struct store *base, int (*cb)(void *ctx, const char *service), void *ctx);
 int ch__timeline(struct store *base, const struct store_query *q, uint64_t from_ns,

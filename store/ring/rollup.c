@@ -63,24 +63,26 @@ static int rollup_key_parse(const char *key, uint64_t *count, uint64_t *seq_sum)
 
 /* Merges the raws of a rollup item (its rollup was stale) into one profile. */
 static int rollup__merge_raws(const struct rollup_ring *ring, const uint64_t *seqs, size_t n,
-			      struct pprof_profile **p, char *err, size_t errlen)
+			      const struct pprof_budget *b, struct pprof_profile **p, char *err,
+			      size_t errlen)
 {
 	struct pprof_merger *m = pprof_merger__new();
 	int e = 0;
 
 	if (!m)
 		return -ENOMEM;
+	pprof_merger__set_budget(m, b);
 	for (size_t i = 0; i < n && !e; i++) {
 		struct pprof_profile *one;
 
-		e = ring->read_profile(ring->ctx, seqs[i], &one, err, errlen);
+		e = ring->read_profile(ring->ctx, seqs[i], b, &one, err, errlen);
 		if (e == -ENOENT || e == -EIO) { /* as a raw merge does: skipped */
 			e = 0;
 			continue;
 		}
 		if (!e)
 			e = pprof_merger__add(m, one, err, errlen);
-		pprof_profile__free(one);
+		pprof_profile__free_budget(one, b);
 	}
 	if (!e)
 		e = pprof_merger__finish(m, p, err, errlen);
@@ -89,8 +91,8 @@ static int rollup__merge_raws(const struct rollup_ring *ring, const uint64_t *se
 }
 
 int rollup__load(const struct rollup_ring *ring, const struct merge_plan *pl,
-		 const struct merge_item *it, struct pprof_profile **p, bool *used_rollup,
-		 char *err, size_t errlen)
+		 const struct merge_item *it, const struct pprof_budget *b,
+		 struct pprof_profile **p, bool *used_rollup, char *err, size_t errlen)
 {
 	struct record_meta meta;
 	uint64_t count, sum;
@@ -102,13 +104,13 @@ int rollup__load(const struct rollup_ring *ring, const struct merge_plan *pl,
 	*used_rollup = false;
 	if (!ring->get(ring->ctx, it->seq, &meta, &payload, &len) && (meta.flags & STORE_F_ROLLUP) &&
 	    !rollup_key_parse(meta.key, &count, &sum) && count == it->n && sum == it->seq_sum &&
-	    !pprof_read(payload, len, NULL, p, perr, sizeof(perr))) {
+	    !pprof_read_budget(payload, len, b, p, perr, sizeof(perr))) {
 		free(payload);
 		*used_rollup = true;
 		return 0;
 	}
 	free(payload);
-	return rollup__merge_raws(ring, pl->raws + it->first, it->n, p, err, errlen);
+	return rollup__merge_raws(ring, pl->raws + it->first, it->n, b, p, err, errlen);
 }
 
 /* ---- building rollups ------------------------------------------------------------------------ */
@@ -167,13 +169,13 @@ static int rollup__load_item(struct rollup *r, const struct merge_plan *pl, size
 	int ret;
 
 	if (it->n)
-		return rollup__load(&r->ring, pl, it, p, &used, err, errlen);
+		return rollup__load(&r->ring, pl, it, r->o.budget, p, &used, err, errlen);
 	ret = r->ring.get(r->ring.ctx, it->seq, &meta, &payload, &len);
 	if (ret) {
 		snprintf(err, errlen, "profile %" PRIu64 " is no longer stored", it->seq);
 		return ret;
 	}
-	ret = pprof_read(payload, len, NULL, p, err, errlen);
+	ret = pprof_read_budget(payload, len, r->o.budget, p, err, errlen);
 	if (!ret && !b->meta_payload) {
 		b->meta = meta;
 		b->meta_payload = payload;
@@ -193,11 +195,12 @@ static int rollup__merge_plan(struct rollup *r, const struct merge_plan *pl, str
 
 	if (!m)
 		return -ENOMEM;
+	pprof_merger__set_budget(m, r->o.budget);
 	for (size_t i = 0; i < pl->n_items && !ret; i++) {
 		ret = rollup__load_item(r, pl, i, b, &p, err, errlen);
 		if (!ret)
 			ret = pprof_merger__add(m, p, err, errlen);
-		pprof_profile__free(p);
+		pprof_profile__free_budget(p, r->o.budget);
 		p = NULL;
 	}
 	if (!ret)
@@ -205,7 +208,7 @@ static int rollup__merge_plan(struct rollup *r, const struct merge_plan *pl, str
 	pprof_merger__free(m);
 	if (!ret)
 		ret = pprof_write_profile(p, NULL, pprof_buf_write, &b->out);
-	pprof_profile__free(p);
+	pprof_profile__free_budget(p, r->o.budget);
 	return ret;
 }
 

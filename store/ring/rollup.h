@@ -51,8 +51,8 @@ struct rollup_ring {
 		   uint64_t *seq_out, bool *duplicate);
 	int (*get)(void *ctx, uint64_t seq, struct record_meta *meta, void **payload, size_t *len);
 	int (*list)(void *ctx, const struct store_query *q, store_entry_fn cb, void *cb_ctx);
-	int (*read_profile)(void *ctx, uint64_t seq, struct pprof_profile **p, char *err,
-			    size_t errlen);
+	int (*read_profile)(void *ctx, uint64_t seq, const struct pprof_budget *b,
+			    struct pprof_profile **p, char *err, size_t errlen);
 };
 
 /* One entry selected by a merge query, as the planner needs it (rollups included). */
@@ -147,8 +147,8 @@ unsigned rollup__bucket_s(const struct rollup *r);
  * the merge of those raws. 0 or -errno with err filled. *used_rollup says which.
  */
 int rollup__load(const struct rollup_ring *ring, const struct merge_plan *pl,
-		 const struct merge_item *it, struct pprof_profile **p, bool *used_rollup,
-		 char *err, size_t errlen);
+		 const struct merge_item *it, const struct pprof_budget *b,
+		 struct pprof_profile **p, bool *used_rollup, char *err, size_t errlen);
 #else
 struct rollup;
 
@@ -171,9 +171,11 @@ static inline unsigned rollup__bucket_s(const struct rollup *r)
 	return 0;
 }
 static inline int rollup__load(const struct rollup_ring *ring, const struct merge_plan *pl,
-			       const struct merge_item *it, struct pprof_profile **p,
-			       bool *used_rollup, char *err, size_t errlen)
+			       const struct merge_item *it, const struct pprof_budget *b,
+			       struct pprof_profile **p, bool *used_rollup, char *err,
+			       size_t errlen)
 {
+	(void)b;
 	(void)ring;
 	(void)pl;
 	(void)it;

@@ -283,7 +283,8 @@ static int entry_list__cb(void *ctx, const struct store_entry *v)
 }
 
 static int ring_store__read_profile(struct ring_store *s, uint64_t seq,
-				    struct pprof_profile **p, char *err, size_t errlen)
+				    const struct pprof_budget *b, struct pprof_profile **p,
+				    char *err, size_t errlen)
 {
 	struct record_meta meta;
 	void *payload;
@@ -297,8 +298,16 @@ static int ring_store__read_profile(struct ring_store *s, uint64_t seq,
 		snprintf(err, errlen, "profile %" PRIu64 " is no longer stored", seq);
 		return e;
 	}
-	e = pprof_read(payload, len, NULL, p, perr, sizeof(perr));
+	e = pprof_read_budget(payload, len, b, p, perr, sizeof(perr));
 	free(payload);
+	if (e == -EFBIG && b) { /* the budget's (the reader's own limits held at upload) */
+		snprintf(err, errlen, "profile %" PRIu64 ": %s", seq, perr);
+		return e;
+	}
+	if (e == -EAGAIN || e == -ETIMEDOUT) {
+		snprintf(err, errlen, "%s", perr);
+		return e;
+	}
 	if (e) {
 		snprintf(err, errlen, "profile %" PRIu64 " does not decode: %s", seq, perr);
 		return e == -ENOMEM ? e : -EIO;
@@ -306,21 +315,23 @@ static int ring_store__read_profile(struct ring_store *s, uint64_t seq,
 	return 0;
 }
 
-static int ring__read_profile(struct store *base, uint64_t seq, struct pprof_profile **p,
-			      char *err, size_t errlen)
+static int ring__read_profile(struct store *base, uint64_t seq, const struct pprof_budget *b,
+			      struct pprof_profile **p, char *err, size_t errlen)
 {
-	return ring_store__read_profile(ring_of(base), seq, p, err, errlen);
+	return ring_store__read_profile(ring_of(base), seq, b, p, err, errlen);
 }
 
 struct merge_ctx {
 	struct ring_store *s;
 	const struct merge_plan *plan;
+	const struct pprof_budget *budget; /* the query's (NULL = none) */
 	size_t base;			/* items before base were merged or skipped */
 	uint64_t rollups_read, rollups_stale; /* atomically added (worker threads) */
 };
 
 /* pprof_load_fn: reads one planned record (on a worker thread). */
-static int merge__load(void *ctx, size_t i, struct pprof_profile **p, char *err, size_t errlen)
+static int merge__load(void *ctx, size_t i, const struct pprof_budget *b,
+		       struct pprof_profile **p, char *err, size_t errlen)
 {
 	struct merge_ctx *mc = ctx;
 	const struct merge_item *it = &mc->plan->items[mc->base + i];
@@ -329,9 +340,9 @@ static int merge__load(void *ctx, size_t i, struct pprof_profile **p, char *err,
 	int e;
 
 	if (!it->n)
-		return ring_store__read_profile(mc->s, it->seq, p, err, errlen);
+		return ring_store__read_profile(mc->s, it->seq, b, p, err, errlen);
 	ring.ctx = mc->s;
-	e = rollup__load(&ring, mc->plan, it, p, &used, err, errlen);
+	e = rollup__load(&ring, mc->plan, it, b, p, &used, err, errlen);
 	__atomic_add_fetch(used ? &mc->rollups_read : &mc->rollups_stale, 1, __ATOMIC_RELAXED);
 	return e;
 }
@@ -355,6 +366,7 @@ static int merge__pass(struct merge_ctx *mc, size_t start, bool skip_bad, struct
 	ps->m = pprof_merger__new();
 	if (!ps->m)
 		return -ENOMEM;
+	pprof_merger__set_budget(ps->m, mc->budget);
 	ps->bad = ps->odd = start; /* before start: the kind another pass took */
 	ps->first_odd_at = pl->n_items;
 	mc->base = start;
@@ -387,10 +399,10 @@ static int merge__pass(struct merge_ctx *mc, size_t start, bool skip_bad, struct
 }
 
 static int merge__run(struct ring_store *s, const struct merge_plan *pl, bool skip_bad,
-		      struct pprof_profile **out, size_t *n_merged, size_t *skipped, char *err,
-		      size_t errlen)
+		      const struct pprof_budget *b, struct pprof_profile **out, size_t *n_merged,
+		      size_t *skipped, char *err, size_t errlen)
 {
-	struct merge_ctx mc = { .s = s, .plan = pl };
+	struct merge_ctx mc = { .s = s, .plan = pl, .budget = b };
 	struct merge_pass p1, p2, *ps = &p1;
 	int e = merge__pass(&mc, 0, skip_bad, &p1, err, errlen);
 
@@ -483,7 +495,7 @@ static int ring__merge(struct store *base, const struct store_query *q,
 		snprintf(err, errlen, "no profiles match");
 		e = -ENOENT;
 	} else if (!e) {
-		e = merge__run(s, &pl, true, out, n_merged, skipped, err, errlen);
+		e = merge__run(s, &pl, true, q->budget, out, n_merged, skipped, err, errlen);
 	}
 	merge_plan__free(&pl);
 	free(l.v);
@@ -491,7 +503,8 @@ static int ring__merge(struct store *base, const struct store_query *q,
 }
 
 static int ring__merge_seqs(struct store *base, const uint64_t *seqs, size_t n,
-			    struct pprof_profile **out, char *err, size_t errlen)
+			    const struct pprof_budget *b, struct pprof_profile **out, char *err,
+			    size_t errlen)
 {
 	struct ring_store *s = ring_of(base);
 	struct merge_plan pl = { .n_items = n, .n_profiles = n };
@@ -508,7 +521,7 @@ static int ring__merge_seqs(struct store *base, const uint64_t *seqs, size_t n,
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++)
 		pl.items[i].seq = seqs[i];
-	e = merge__run(s, &pl, false, out, NULL, NULL, err, errlen);
+	e = merge__run(s, &pl, false, b, out, NULL, NULL, err, errlen);
 	merge_plan__free(&pl);
 	return e;
 }
@@ -551,10 +564,10 @@ static int rollup_list(void *ctx, const struct store_query *q, store_entry_fn cb
 	return ring_store__list(ctx, q, cb, cb_ctx);
 }
 
-static int rollup_read_profile(void *ctx, uint64_t seq, struct pprof_profile **p, char *err,
-			       size_t errlen)
+static int rollup_read_profile(void *ctx, uint64_t seq, const struct pprof_budget *b,
+			       struct pprof_profile **p, char *err, size_t errlen)
 {
-	return ring_store__read_profile(ctx, seq, p, err, errlen);
+	return ring_store__read_profile(ctx, seq, b, p, err, errlen);
 }
 
 static const struct rollup_ring ring_for_rollups = {

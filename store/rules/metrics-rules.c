@@ -14,6 +14,7 @@
 
 #include "store/rules/metrics-rules.h"
 #include "store/query/selector.h"
+#include "port/clock.h"
 #include "port/hash.h"
 
 #define MR_NAME_MAX 128 /* metric name */
@@ -43,6 +44,7 @@ struct mr_rule {
 struct mr_series {
 	uint64_t hash;
 	uint64_t value; /* ns for seconds, else bytes or count */
+	uint64_t touched_ns; /* port_clock_mono_ns() of its last profile */
 	char *key;	/* label values, each NUL-terminated */
 	uint16_t key_len;
 	uint16_t rule;
@@ -59,6 +61,9 @@ struct metrics_rules {
 	size_t n_slots;	    /* a power of two, >= 2 x max_series */
 	uint64_t dropped;   /* profiles whose series did not fit */
 	uint64_t snapshots; /* matching profiles without a counter sample type */
+	uint64_t idle_ns;   /* a series without a profile for this long is freed (0 = never) */
+	uint64_t swept_ns;  /* the last sweep for idle series */
+	uint64_t freed;	    /* series freed idle */
 };
 
 struct metrics_rules *metrics_rules__new(size_t max_series)
@@ -78,8 +83,14 @@ struct metrics_rules *metrics_rules__new(size_t max_series)
 		free(r);
 		return NULL;
 	}
+	r->idle_ns = (uint64_t)CONFIG_COLLECTOR_METRICS_SERIES_IDLE_S * NSEC_PER_SEC;
 	pthread_mutex_init(&r->lock, NULL);
 	return r;
+}
+
+void metrics_rules__set_idle_ms(struct metrics_rules *r, uint64_t ms)
+{
+	r->idle_ns = ms * NSEC_PER_MSEC;
 }
 
 static void rule_free(struct mr_rule *ru)
@@ -547,27 +558,91 @@ static uint64_t hash_key(size_t rule, unsigned unit, const char *key, size_t len
 	return hash_fnv64_add(HASH_FNV64_BASIS ^ (rule << 8 | unit), key, len);
 }
 
+/* Where (rule, unit, key) is or would go in the slots; *found its series or NULL. */
+static size_t series_find(const struct metrics_rules *r, uint64_t h, size_t rule, unsigned unit,
+			  const char *key, size_t len, struct mr_series **found)
+{
+	size_t i = h & (r->n_slots - 1);
+
+	*found = NULL;
+	for (; r->slots[i]; i = (i + 1) & (r->n_slots - 1)) {
+		struct mr_series *s = &r->series[r->slots[i] - 1];
+
+		if (s->hash == h && s->rule == rule && s->unit == unit && s->key_len == len &&
+		    !memcmp(s->key, key, len)) {
+			*found = s;
+			break;
+		}
+	}
+	return i;
+}
+
+/*
+ * Frees the series no profile updated for idle_ns (a device that went away, a version no
+ * longer deployed), so that their rule's share is free for new ones: the table is compacted
+ * and its slots rebuilt (O(max_series), hence at most once a second, or a quarter of idle_ns
+ * when that is shorter). Prometheus sees such a
+ * counter end; if it comes back it starts from 0, which rate() reads as a counter reset.
+ */
+static void series_sweep(struct metrics_rules *r, uint64_t now)
+{
+	size_t kept = 0;
+
+	if (!r->idle_ns || now - r->swept_ns < (r->idle_ns / 4 < NSEC_PER_SEC ? r->idle_ns / 4
+									   : NSEC_PER_SEC))
+		return;
+	r->swept_ns = now;
+	for (size_t i = 0; i < r->n_series; i++) {
+		struct mr_series *s = &r->series[i];
+
+		if (now - s->touched_ns >= r->idle_ns) {
+			free(s->key);
+			r->rules[s->rule].n_series--;
+			r->freed++;
+			continue;
+		}
+		r->series[kept++] = *s;
+	}
+	if (kept == r->n_series)
+		return;
+	r->n_series = kept;
+	memset(r->slots, 0, r->n_slots * sizeof(*r->slots));
+	for (size_t i = 0; i < kept; i++) {
+		struct mr_series *s = &r->series[i], *dup;
+		size_t pos = series_find(r, s->hash, s->rule, s->unit, s->key, s->key_len, &dup);
+
+		r->slots[pos] = (uint32_t)(i + 1);
+	}
+}
+
+/* Whether rule may add a series: the table has room, and the rule its share. */
+static bool series_room(const struct metrics_rules *r, size_t rule)
+{
+	size_t share = r->max_series / r->n_rules ? r->max_series / r->n_rules : 1;
+
+	return r->n_series < r->max_series && r->rules[rule].n_series < share;
+}
+
 /* The series of (rule, unit, key), made when missing and room is left: NULL when full. */
 static struct mr_series *series_get(struct metrics_rules *r, size_t rule, unsigned unit,
-				    const char *key, size_t len)
+				    const char *key, size_t len, uint64_t now)
 {
 	uint64_t h = hash_key(rule, unit, key, len);
-	size_t i = h & (r->n_slots - 1);
 	struct mr_series *s;
+	size_t i = series_find(r, h, rule, unit, key, len, &s);
 
-	for (; r->slots[i]; i = (i + 1) & (r->n_slots - 1)) {
-		s = &r->series[r->slots[i] - 1];
-		if (s->hash == h && s->rule == rule && s->unit == unit && s->key_len == len &&
-		    !memcmp(s->key, key, len))
-			return s;
-	}
+	if (s)
+		return s;
 	/*
 	 * Each rule has its share of the table: one rule whose labels take unbounded values
-	 * (a device name) cannot leave the others without series.
+	 * (a device name) cannot leave the others without series. Idle series make room.
 	 */
-	if (r->n_series == r->max_series ||
-	    r->rules[rule].n_series >= (r->max_series / r->n_rules ? r->max_series / r->n_rules : 1))
-		return NULL;
+	if (!series_room(r, rule)) {
+		series_sweep(r, now);
+		if (!series_room(r, rule))
+			return NULL;
+		i = series_find(r, h, rule, unit, key, len, &s);
+	}
 	s = &r->series[r->n_series];
 	s->key = malloc(len ? len : 1);
 	if (!s->key)
@@ -587,9 +662,11 @@ void metrics_rules__commit(struct metrics_rules *r, const struct record_meta *me
 			   const struct metrics_pending *pend)
 {
 	char key[MR_KEY_MAX];
+	uint64_t now;
 
 	if (!r || !pend->any)
 		return;
+	now = port_clock_mono_ns();
 	pthread_mutex_lock(&r->lock);
 	for (size_t i = 0; i < r->n_rules; i++) {
 		const struct mr_rule *ru = &r->rules[i];
@@ -614,9 +691,10 @@ void metrics_rules__commit(struct metrics_rules *r, const struct record_meta *me
 			len += vl;
 		}
 		if (len < sizeof(key))
-			s = series_get(r, i, pend->unit[i], key, len);
+			s = series_get(r, i, pend->unit[i], key, len, now);
 		if (s) {
 			s->value += (uint64_t)pend->value[i];
+			s->touched_ns = now;
 		} else {
 			r->dropped++;
 			r->rules[i].dropped++;
@@ -689,6 +767,7 @@ int metrics_rules__text(struct metrics_rules *r, char **out, size_t *len)
 	if (!f)
 		return -ENOMEM;
 	pthread_mutex_lock(&r->lock);
+	series_sweep(r, port_clock_mono_ns()); /* what Prometheus reads holds no idle series */
 	for (size_t i = 0; i < r->n_rules; i++)
 		for (unsigned u = 0; u < MR__N; u++)
 			put_family(f, r, i, u);
@@ -703,6 +782,12 @@ int metrics_rules__text(struct metrics_rules *r, char **out, size_t *len)
 		"# TYPE edgeprof_collector_metrics_rule_series_dropped_total counter\n"
 		"edgeprof_collector_metrics_rule_series_dropped_total %" PRIu64 "\n",
 		r->dropped);
+	fprintf(f,
+		"# HELP edgeprof_collector_metrics_rule_series_freed_total Series freed after "
+		"%" PRIu64 " s without a profile (--metrics-series-idle).\n"
+		"# TYPE edgeprof_collector_metrics_rule_series_freed_total counter\n"
+		"edgeprof_collector_metrics_rule_series_freed_total %" PRIu64 "\n",
+		(uint64_t)(r->idle_ns / NSEC_PER_SEC), r->freed);
 	fprintf(f,
 		"# HELP edgeprof_collector_metrics_rule_dropped_total Profiles a rule matched "
 		"whose series did not fit its share of --metrics-series (series / rules).\n"

@@ -52,6 +52,11 @@ struct metrics_rules;
 /* An empty rule set holding at most max_series series (0 = CONFIG_COLLECTOR_METRICS_SERIES). */
 struct metrics_rules *metrics_rules__new(size_t max_series);
 void metrics_rules__free(struct metrics_rules *r); /* NULL-safe */
+/*
+ * Series no profile updated for ms (0: never) are freed when room is needed and before
+ * /metrics is written, counted (default CONFIG_COLLECTOR_METRICS_SERIES_IDLE_S).
+ */
+void metrics_rules__set_idle_ms(struct metrics_rules *r, uint64_t ms);
 /* Parses one rule and adds it: 0 or -EINVAL / -E2BIG / -ENOMEM with a message in err. */
 int metrics_rules__add(struct metrics_rules *r, const char *text, char *err, size_t errlen);
 size_t metrics_rules__count(const struct metrics_rules *r);
@@ -82,6 +87,11 @@ static inline int metrics_rules__add(struct metrics_rules *r, const char *text, 
 		 "this collector was built without metrics rules "
 		 "(CONFIG_COLLECTOR_METRICS_RULES)");
 	return -ENOTSUP;
+}
+static inline void metrics_rules__set_idle_ms(struct metrics_rules *r, uint64_t ms)
+{
+	(void)r;
+	(void)ms;
 }
 static inline size_t metrics_rules__count(const struct metrics_rules *r)
 {

@@ -23,16 +23,22 @@
 const char *const mem_refusal_names[MEM_REFUSED__N] = {
 	[MEM_REFUSED_REQUEST] = "request",
 	[MEM_REFUSED_GLOBAL] = "global",
+	[MEM_REFUSED_QUERY] = "query",
+	[MEM_REFUSED_QUERY_GLOBAL] = "query_global",
 };
 
-void mem_budget__init(struct mem_budget *b, size_t limit, size_t per_request)
+void mem_budget__init(struct mem_budget *b, size_t limit, size_t per_request, size_t per_query,
+		      unsigned query_ms)
 {
 	b->limit = limit;
 	b->per_request = per_request < limit ? per_request : limit;
+	b->per_query = per_query < limit ? per_query : limit;
+	b->query_ms = query_ms;
 	atomic_init(&b->used, 0);
 	atomic_init(&b->peak, 0);
 	for (int i = 0; i < MEM_REFUSED__N; i++)
 		atomic_init(&b->refused[i], 0);
+	atomic_init(&b->query_timeouts, 0);
 }
 
 static void note_peak(struct mem_budget *b, size_t used)
@@ -43,45 +49,98 @@ static void note_peak(struct mem_budget *b, size_t used)
 		;
 }
 
-int mem_charge__reserve(void *ctx, size_t total, char *err, size_t errlen)
+static int refuse_request(struct mem_charge *c, size_t total, char *err, size_t errlen)
 {
-	struct mem_charge *c = ctx;
 	struct mem_budget *b = c->b;
-	size_t more, used, cap;
 
-	total = total > SIZE_MAX - c->base ? SIZE_MAX : total + c->base;
-	if (!b || total <= c->held)
-		return 0;
-	if (total > b->per_request) {
-		atomic_fetch_add(&b->refused[MEM_REFUSED_REQUEST], 1);
+	atomic_fetch_add(&b->refused[c->query ? MEM_REFUSED_QUERY : MEM_REFUSED_REQUEST], 1);
+	if (c->query)
+		snprintf(err, errlen, "the query needs more than %zu MiB to decode, merge and "
+			 "render its profiles, over the %zu MiB a query may take (--query-mem): "
+			 "narrow the time range or the selector", (total + MiB - 1) / MiB,
+			 b->per_query / MiB);
+	else
 		snprintf(err, errlen, "its body and decoding need more than %zu MiB, over the %zu "
 			 "MiB a request may take (--request-mem)", (total + MiB - 1) / MiB,
 			 b->per_request / MiB);
-		return -EFBIG;
-	}
-	more = total - c->held;
-	cap = total > MEM_SMALL ? b->limit / 4 * 3 : b->limit;
-	used = atomic_load(&b->used);
+	return -EFBIG;
+}
+
+/* Takes more bytes of b for a request whose total becomes total: 0 or -EAGAIN. */
+static int take_global(struct mem_charge *c, size_t more, size_t total, char *err,
+		       size_t errlen)
+{
+	struct mem_budget *b = c->b;
+	size_t cap = total > MEM_SMALL ? b->limit / 4 * 3 : b->limit;
+	size_t used = atomic_load(&b->used);
+
 	do {
 		if (used + more > cap) {
-			atomic_fetch_add(&b->refused[MEM_REFUSED_GLOBAL], 1);
-			snprintf(err, errlen, "the collector's memory for uploads (%zu MiB, "
-				 "--decode-mem) is momentarily taken by other uploads; retry later",
-				 b->limit / MiB);
+			atomic_fetch_add(&b->refused[c->query ? MEM_REFUSED_QUERY_GLOBAL
+							      : MEM_REFUSED_GLOBAL], 1);
+			snprintf(err, errlen, "the collector's memory for uploads and queries "
+				 "(%zu MiB, --decode-mem) is momentarily taken by other requests; "
+				 "retry later", b->limit / MiB);
 			return -EAGAIN;
 		}
 	} while (!atomic_compare_exchange_weak(&b->used, &used, used + more));
 	note_peak(b, used + more);
-	c->held = total;
 	return 0;
+}
+
+int mem_charge__reserve(void *ctx, size_t total, char *err, size_t errlen)
+{
+	struct mem_charge *c = ctx;
+	size_t held = c->held;
+
+	total = total > SIZE_MAX - c->base ? SIZE_MAX : total + c->base;
+	if (!c->b || total <= held)
+		return 0;
+	return mem_charge__take(c, total - held, err, errlen);
+}
+
+int mem_charge__take(void *ctx, size_t bytes, char *err, size_t errlen)
+{
+	struct mem_charge *c = ctx;
+	size_t held, total, bound;
+	int e;
+
+	if (!c->b || !bytes)
+		return 0;
+	bound = c->query ? c->b->per_query : c->b->per_request;
+	held = atomic_load(&c->held);
+	do {
+		total = bytes > SIZE_MAX - held ? SIZE_MAX : held + bytes;
+		if (total > bound)
+			return refuse_request(c, total, err, errlen);
+	} while (!atomic_compare_exchange_weak(&c->held, &held, total));
+	e = take_global(c, bytes, total, err, errlen);
+	if (e)
+		atomic_fetch_sub(&c->held, bytes);
+	return e;
+}
+
+void mem_charge__give(void *ctx, size_t bytes)
+{
+	struct mem_charge *c = ctx;
+	size_t held = atomic_load(&c->held);
+
+	do {
+		if (bytes > held)
+			bytes = held;
+	} while (!atomic_compare_exchange_weak(&c->held, &held, held - bytes));
+	if (c->b && bytes)
+		atomic_fetch_sub(&c->b->used, bytes);
 }
 
 void mem_charge__release_to(struct mem_charge *c, size_t keep)
 {
-	if (c->b && c->held > keep)
-		atomic_fetch_sub(&c->b->used, c->held - keep);
-	if (c->held > keep)
-		c->held = keep;
-	if (c->base > c->held)
-		c->base = c->held;
+	size_t held = atomic_load(&c->held);
+
+	if (held > keep)
+		mem_charge__give(c, held - keep);
+	if (c->base > keep)
+		c->base = keep;
+	if (!keep)
+		c->query = false; /* the connection's next request is its own */
 }

@@ -847,7 +847,8 @@ struct server *server__new(const struct server_opts *o, char *err, size_t errlen
 		return NULL;
 	}
 	s->o = *o;
-	mem_budget__init(&s->m.mem, o->mem_total, o->mem_request);
+	mem_budget__init(&s->m.mem, o->mem_total, o->mem_request, o->mem_query,
+			 o->query_timeout_ms);
 	if (!s->o.max_debuginfo_body)
 		s->o.max_debuginfo_body = (size_t)CONFIG_COLLECTOR_DEBUGINFO_MAX_MB << 20;
 	if (s->o.max_debuginfo_body < s->o.max_body)

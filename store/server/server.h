@@ -41,6 +41,8 @@ struct server_opts {
 	unsigned handshake_timeout_ms;
 	size_t mem_total;		/* bodies and decodes of all requests (--decode-mem) */
 	size_t mem_request;		/* of one request (--request-mem) */
+	size_t mem_query;		/* of one query's merge and render (--query-mem) */
+	unsigned query_timeout_ms;	/* a query's merge and render (0 = no bound) */
 };
 
 enum reject_reason {

@@ -174,6 +174,55 @@ curl -s -H "Authorization: Bearer $TOKEN" "$H/metrics" | grep -q \
 	'^edgeprof_collector_decode_memory_refused_total{budget="request"} [1-9]' ||
 	fail "refusals over --request-mem not counted at /metrics"
 
+# 6c. Queries over huge-but-legal stored profiles (issue 38: "merging/rendering those stored
+#     profiles then takes 17.8 s / 14.9 s"). Stored one after another, as far as the upload
+#     budgets let them in: 2,200 x 1,024 frames and 350,000 one-frame samples, three of each
+#     (~20 MiB decoded each), beside the mid.gz ones above. Then four operators merge, render
+#     (json, flamebearer, folded), read by id and diff them, and merge and render the normal
+#     device's profiles, for 12 s while that device uploads. Every query is answered: 200
+#     within the budgets, 413 over --query-mem, 503 + Retry-After while the global budget is
+#     full, 503 past --query-timeout-ms; the normal device's queries (ordinary profiles) are
+#     answered 200 meanwhile; the phase's peak RSS is asserted with the others (<= 64 MiB
+#     above idle).
+$A deep "$T/big-deep.gz" 2200 1024 && $A wide "$T/big-wide.gz" 350000 || fail "big profiles"
+for i in 1 2 3; do
+	for f in big-deep big-wide; do
+		dcurl dev-1 --data-binary @"$T/$f.gz" "$S/api/0/profiles?service=big&type=cpu&labels=n=$f-$i" |
+			tail -n 1 | grep -q 'HTTP 200' || fail "$f.gz ($i) not stored"
+	done
+done
+ids=$(curl -s -H "Authorization: Bearer $TOKEN" "$H/api/0/profiles?service=big" |
+	$PY -c 'import json,sys; print("+".join(p["id"] for p in json.load(sys.stdin)["body"][:2]))')
+F='from=2000-01-01&to=now%2B1d'
+qs=("/api/0/profiles/merge?service=big&type=cpu&$F"
+	"/api/0/render?query=big&type=cpu&$F&format=json"
+	"/api/0/render?query=big%7Bn%3D%22big-deep-1%22%7D&type=cpu&$F&format=flamebearer"
+	"/api/0/render?query=big%7Bn%3D%22big-wide-2%22%7D&type=cpu&$F&format=folded"
+	"/api/0/render?query=burst&type=cpu&$F&format=flamebearer"
+	"/api/0/profiles/merge?service=burst&type=cpu&$F"
+	"/api/0/profiles/$ids"
+	"/api/0/regressions?base=big&cand=burst&type=cpu&$F"
+	"/api/0/render?query=normal&type=cpu&$F&format=flamebearer"
+	"/api/0/profiles/merge?service=normal&type=cpu&$F")
+stored_queries() {
+	$A queries "$H" "$TOKEN" 12 4 "${qs[@]}" >"$T/q.out" || touch "$T/q.bad"
+	tail -n 1 "$T/q.out"
+}
+phase stored-huge-queries-x4 stored_queries
+cat "$T/q.out"
+echo "stored-huge-queries-x4: peak RSS $(tail -n 1 "$T/phases" | cut -d' ' -f5) KiB above idle"
+tail -n 1 "$T/phases" >"$T/phase.q"
+$A table "$T/device.log" "$T/phase.q" | tail -n 1
+[ ! -e "$T/q.bad" ] || fail "a query got no answer, or one outside 200/204/413/503"
+grep -q "service=normal.*codes={200: [0-9]*}" "$T/q.out" &&
+	grep -q "query=normal.*codes={200: [0-9]*}" "$T/q.out" ||
+	fail "the ordinary queries were not all answered 200 beside the huge ones"
+worst=$(sed -n 's/.*worst_s=\([0-9.]*\).*/\1/p' "$T/q.out")
+awk -v w="$worst" 'BEGIN { exit !(w <= 11.0) }' || fail "a query took $worst s (bound 10 s)"
+curl -s -H "Authorization: Bearer $TOKEN" "$H/metrics" | grep -q \
+	'^edgeprof_collector_decode_memory_refused_total{budget="query"} [1-9]' ||
+	fail "queries refused over --query-mem not counted at /metrics"
+
 # 7. zzuf: a few thousand mutated profiles from a valid device (most raw pprof, whose mutations
 #    get past gunzip's CRC into the reader; some gzip).
 mkdir -p "$T/fuzz"
@@ -313,5 +362,43 @@ done
 echo "duty: 20 real devices after the variants: last $out; $told of 20 told to sample now"
 case $out in *group_devices=21) ;; *) fail "the real devices' group: $out (want 21)" ;; esac
 [ "$told" -le 2 ] || fail "$told of 20 devices told to sample in one window (budget 5 %: 1)"
+
+# 11. Idle metrics-rule series are freed (issue 38: one device took all the series, for ever):
+#     a rule by device with 2 series; gw-1 and gw-2 take them, gw-1 goes away while gw-2 keeps
+#     uploading; gw-3 is dropped at first, and counted once gw-1 has been idle for
+#     --metrics-series-idle 2 s: gw-1's series freed (counted), gw-2's kept with its sum.
+kill -9 "$CPID"; wait "$CPID" 2>/dev/null; CPID=; rm -f "$T/ring"
+start_collector --http-listen 127.0.0.1:0 --http-token "$TOKEN" \
+	--metrics-rule 'per_device=d by (device)' --metrics-series 2 --metrics-series-idle 2 \
+	--query-timeout-ms 1
+H=http://127.0.0.1:$HTTP_PORT
+S=https://localhost:$TLS_PORT
+post() { $A posts "$S" "$T/pki/ca.crt" "$T/pki/$1.crt" "$T/pki/$1.key" "$T/seven.pb.gz" \
+	'/api/0/profiles?service=d&type=cpu' 1 >/dev/null || fail "$1: upload"; }
+post gw-1; post gw-2; post gw-3
+for i in $(seq 6); do sleep 0.5; post gw-2; done
+post gw-3
+curl -s -H "Authorization: Bearer $TOKEN" "$H/metrics" >"$T/m"
+grep -E '^(per_device|edgeprof_collector_metrics_rule_series)' "$T/m"
+grep -q '^per_device_total{device="gw-3"} 7$' "$T/m" || fail "gw-3 got no series after gw-1 left"
+grep -q '^per_device_total{device="gw-2"} 49$' "$T/m" || fail "gw-2's series not kept whole"
+grep -q 'device="gw-1"' "$T/m" && fail "gw-1's idle series not freed"
+grep -q '^edgeprof_collector_metrics_rule_series_freed_total 1$' "$T/m" || fail "freeing not counted"
+grep -q '^edgeprof_collector_metrics_rule_series_dropped_total 1$' "$T/m" || fail "gw-3's first drop"
+echo "metrics-rule series: gw-1 idle 3 s freed, gw-3 counted in its place, gw-2 kept (7 x 7 = 49)"
+
+# 12. The query time bound (this collector: --query-timeout-ms 1): a merge of three mid.gz
+#     profiles (~8 MiB decoded each) stops at the bound with 503 and the reason, counted.
+for i in 1 2 3; do
+	dcurl dev-1 --data-binary @"$T/mid.gz" "$S/api/0/profiles?service=slow&type=cpu" |
+		tail -n 1 | grep -q 'HTTP 200' || fail "mid.gz not stored"
+done
+code=$(curl -s -o "$T/slow" -w '%{http_code}' -H "Authorization: Bearer $TOKEN" \
+	"$H/api/0/profiles/merge?service=slow&type=cpu&from=2000-01-01&to=now%2B1d")
+echo "query over its time bound: $code $(cat "$T/slow")"
+[ "$code" = 503 ] && grep -q 'took over 1 ms (--query-timeout-ms)' "$T/slow" ||
+	fail "a merge past --query-timeout-ms: $code"
+curl -s -H "Authorization: Bearer $TOKEN" "$H/metrics" |
+	grep -q '^edgeprof_collector_query_timeouts_total 1$' || fail "query timeout not counted"
 [ "$ok" = 1 ] || fail "goals not met"
 echo PASS

@@ -28,6 +28,12 @@
       answers told the device to sample, and the last answer's group size.
   burst URL CA CERT KEY FILE N  N uploads of FILE at once, each on its own mTLS connection;
       prints the first answer of each code, then "sent=N codes={...}".
+  queries URL TOKEN SECONDS THREADS PATH...  THREADS operators on the plain-HTTP listener,
+      each asking the PATHs in turn (a new connection each) for SECONDS; prints the first
+      answer of each code, per path its codes and slowest answer ("qN PATH: codes={...}
+      slowest_s=X"), then "sent=N codes={...} worst_s=X".
+      Exits 1 when a request got no answer (reset, timeout) or a code other than 200, 204,
+      413 or 503, or a 503 for memory without Retry-After.
 """
 import http.client
 import socket
@@ -378,6 +384,57 @@ def burst(url, ca, cert, key, path, n):
     return codes
 
 
+def queries(url, token, seconds, threads, paths):
+    import threading
+    host, port = url.split("//", 1)[1].rsplit(":", 1)
+    codes, first, worst, bad, per = {}, {}, {}, [], {}
+    lock = threading.Lock()
+    end = time.time() + seconds
+
+    def ask(path):
+        t0 = time.time()
+        try:
+            c = http.client.HTTPConnection(host, int(port), timeout=60)
+            c.request("GET", path, headers={"Authorization": "Bearer " + token})
+            r = c.getresponse()
+            body = r.read()
+            code, retry = r.status, r.getheader("Retry-After")
+            c.close()
+        except Exception as e:
+            code, body, retry = type(e).__name__, b"", None
+        return code, body, retry, time.time() - t0
+
+    def one(k):
+        i = k
+        while time.time() < end:
+            q = i % len(paths)
+            path = paths[q]
+            i += 1
+            code, body, retry, dt = ask(path)
+            with lock:
+                codes[code] = codes.get(code, 0) + 1
+                first.setdefault(code, body[:200])
+                per.setdefault(q, {})
+                per[q][code] = per[q].get(code, 0) + 1
+                worst[q] = max(worst.get(q, 0), dt)
+                if code not in (200, 204, 413, 503) or \
+                        (code == 503 and b"memory" in body and retry is None):
+                    bad.append((path, code, body[:200]))
+
+    th = [threading.Thread(target=one, args=(k,)) for k in range(threads)]
+    [t.start() for t in th]
+    [t.join() for t in th]
+    for c, t in first.items():
+        print("  %s: %s" % (c, t.decode(errors="replace")[:160]))
+    for q in sorted(per):
+        print("  q%d %s: codes=%s slowest_s=%.2f" % (q, paths[q], per[q], worst[q]))
+    for b in bad[:5]:
+        print("  BAD %s: %s %s" % b)
+    print("sent=%d codes=%s worst_s=%.2f" % (sum(codes.values()), codes,
+                                              max(worst.values()) if worst else 0))
+    return not bad
+
+
 def _lit(x):
     import ast
     v = ast.literal_eval(x if x[:2] in ("b'", 'b"') else repr(x))
@@ -413,6 +470,8 @@ if __name__ == "__main__":
         sys.exit(0 if set(codes) == {200} else 1)
     elif a[0] == "burst":
         burst(a[1], a[2], a[3], a[4], a[5], int(a[6]))
+    elif a[0] == "queries":
+        sys.exit(0 if queries(a[1], a[2], float(a[3]), int(a[4]), a[5:]) else 1)
     elif a[0] == "flood":
         flood(a[1], int(a[2]), int(a[3]), float(a[4]))
     else:

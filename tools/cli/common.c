@@ -112,8 +112,10 @@ int cli_load_one(const char *path, struct pprof_profile **out)
 	return ret;
 }
 
-static int load_nth(void *ctx, size_t i, struct pprof_profile **p, char *err, size_t errlen)
+static int load_nth(void *ctx, size_t i, const struct pprof_budget *b, struct pprof_profile **p,
+		    char *err, size_t errlen)
 {
+	(void)b; /* no budget: a file on the desktop */
 	char *const *paths = ctx;
 
 	return load_quiet(paths[i], p, err, errlen);

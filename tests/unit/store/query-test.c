@@ -155,10 +155,10 @@ static void merge_by_selector(void **state)
 	assert_null(p);
 
 	/* by ids; a missing id is named */
-	assert_int_equal(store__merge_seqs(s, (uint64_t[]){ 1, 2 }, 2, &p, err, sizeof(err)), 0);
+	assert_int_equal(store__merge_seqs(s, (uint64_t[]){ 1, 2 }, 2, NULL, &p, err, sizeof(err)), 0);
 	assert_int_equal(leaf_total(p, "work"), 21);
 	pprof_profile__free(p);
-	assert_int_equal(store__merge_seqs(s, (uint64_t[]){ 1, 77 }, 2, &p, err, sizeof(err)),
+	assert_int_equal(store__merge_seqs(s, (uint64_t[]){ 1, 77 }, 2, NULL, &p, err, sizeof(err)),
 			 -ENOENT);
 	assert_non_null(strstr(err, "profile 77"));
 	selector__free(eu);

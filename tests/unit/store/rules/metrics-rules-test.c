@@ -10,6 +10,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "port/clock.h"
 #include "pprof/pprof.h"
 #include "store/rules/metrics-rules.h"
 
@@ -265,6 +266,53 @@ static void test_share_per_rule(void **state)
 	metrics_rules__free(r);
 }
 
+/*
+ * Idle series are freed (issue 38): devices 0 and 1 fill the rule's 2 series and go away; once
+ * they have been idle for the idle time, devices 2 and 3 get their series, the freed ones are
+ * counted and gone from the text, and a series still updated stays with its value.
+ */
+static void test_idle_series_freed(void **state)
+{
+	struct metrics_rules *r = metrics_rules__new(3);
+	struct pprof_profile *p = profile("samples/count,cpu/nanoseconds", stacks, 5, cpu_values);
+	struct record_label l[1] = {{"seq", ""}};
+	char err[300], *t, v[4][12];
+
+	(void)state;
+	metrics_rules__set_idle_ms(r, 200);
+	assert_int_equal(metrics_rules__add(r, "d=gw by (seq)", err, sizeof(err)), 0);
+	for (int i = 0; i < 4; i++)
+		snprintf(v[i], sizeof(v[i]), "%d", i);
+	for (int i = 0; i < 3; i++) { /* 0, 1, 2 fill the table; 3 has no room */
+		l[0].value = v[i];
+		ingest(r, meta("cpu", l, 1), p);
+	}
+	l[0].value = v[3];
+	ingest(r, meta("cpu", l, 1), p);
+	t = text(r);
+	assert_null(strstr(t, "seq=\"3\""));
+	has(t, "\nedgeprof_collector_metrics_rule_series_freed_total 0\n");
+	free(t);
+	for (int k = 0; k < 5; k++) { /* 2 keeps uploading, 0 and 1 went away */
+		port_sleep_ns(60 * NSEC_PER_MSEC);
+		l[0].value = v[2];
+		ingest(r, meta("cpu", l, 1), p);
+	}
+	l[0].value = v[3];
+	ingest(r, meta("cpu", l, 1), p);
+	t = text(r);
+	has(t, "\nd_seconds_total{seq=\"2\"} 0.000003450\n"); /* 6 profiles, kept */
+	has(t, "\nd_seconds_total{seq=\"3\"} 0.000000575\n");
+	assert_null(strstr(t, "seq=\"0\""));
+	assert_null(strstr(t, "seq=\"1\""));
+	has(t, "\nedgeprof_collector_metrics_rule_series 2\n");
+	has(t, "\nedgeprof_collector_metrics_rule_series_freed_total 2\n");
+	has(t, "\nedgeprof_collector_metrics_rule_series_dropped_total 1\n");
+	free(t);
+	pprof_profile__free(p);
+	metrics_rules__free(r);
+}
+
 static void test_escapes(void **state)
 {
 	struct metrics_rules *r = metrics_rules__new(10);
@@ -288,6 +336,7 @@ int main(void)
 	    cmocka_unit_test(test_parse_errors), cmocka_unit_test(test_values),
 	    cmocka_unit_test(test_units),	 cmocka_unit_test(test_bound),
 	    cmocka_unit_test(test_share_per_rule), cmocka_unit_test(test_escapes),
+	    cmocka_unit_test(test_idle_series_freed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
