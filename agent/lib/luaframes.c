@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -162,20 +163,38 @@ static bool find_execute(uintptr_t base)
 	return found != 0;
 }
 
+/* The version lua_ident names: "$LuaVersion: Lua 5.4.4  Copyright..." (5.2+), "$Lua: Lua 5.1.5
+ * Copyright..." (5.1); LuaJIT has none but exports luaJIT_setmode. false: not Lua. */
+static bool lua_version(const char *ident, char *out, size_t max)
+{
+	static const char *const prefixes[] = {"$LuaVersion: Lua ", "$Lua: Lua "};
+
+	if (!ident) {
+		if (!dlsym(RTLD_DEFAULT, "luaJIT_setmode"))
+			return false;
+		snprintf(out, max, "LuaJIT");
+		return true;
+	}
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+		size_t len = strlen(prefixes[i]);
+
+		if (!strncmp(ident, prefixes[i], len)) {
+			snprintf(out, max, "%.*s", (int)strcspn(ident + len, " $"), ident + len);
+			return true;
+		}
+	}
+	return false;
+}
+
 void luaframes__init(void)
 {
 	const char *ident = dlsym(RTLD_DEFAULT, "lua_ident");
 	const char *off = getenv("EDGEPROF_LUA");
-	static const char prefix[] = "$LuaVersion: Lua ";
 	Dl_info info;
 
 	lua.on = false;
-	if (!ident || strncmp(ident, prefix, sizeof(prefix) - 1))
-		return; /* not a Lua process (LuaJIT exports no lua_ident) */
-	ident += sizeof(prefix) - 1;
-	memcpy(lua.st.version, ident, strcspn(ident, " ") < sizeof(lua.st.version) - 1
-					  ? strcspn(ident, " ")
-					  : sizeof(lua.st.version) - 1);
+	if (!lua_version(ident, lua.st.version, sizeof(lua.st.version)))
+		return;
 	if (off && !strcmp(off, "0")) /* the native walk alone (the cost's baseline) */
 		return;
 	if (sizeof(void *) != 8 || strncmp(lua.st.version, "5.4.", 4) ||
