@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include "agent/core/luaname.h"
 #include "agent/lib/luaframes.h"
@@ -48,6 +51,27 @@ static EP_TLS uint64_t spliced[CONFIG_MAX_STACK_DEPTH];
 static EP_TLS uint64_t lframes[CONFIG_LUAFRAMES_MAX];
 static EP_TLS unsigned int run_end[CONFIG_LUAFRAMES_MAX + 1]; /* frames in runs 0..k */
 static EP_TLS unsigned int scan_wait;
+
+/*
+ * One system call per sample where the chain is where it was: the states' headers, the
+ * CallInfos the last sample walked (a thread's CallInfos are allocated as its calls first get
+ * that deep, kilobytes apart, so a window does not hold a chain; the outer ones stay put) and
+ * the stack window around the last innermost function, read together (process_vm_readv's
+ * iovecs). What is read is this sample's memory: only where to look comes from the last one.
+ */
+#define HINTS 32
+#define STACK_SLACK 512 /* a deeper call than last time still inside the window */
+#define STACK_PRE 2048  /* bytes of the Lua stack read ahead (a page or two: each costs ~1 us) */
+static EP_TLS struct {
+	unsigned char head[CONFIG_LUAFRAMES_STATES][L_HEAD];
+	bool head_ok[CONFIG_LUAFRAMES_STATES];
+	uintptr_t ci[HINTS]; /* CallInfos walked last sample (the outermost ones) */
+	unsigned char ci_buf[HINTS][CI_SIZE];
+	unsigned int n_ci, n_ci_ok;
+	uintptr_t stack_hi; /* the last innermost function's end on the Lua stack, 0: none */
+	uintptr_t walked[HINTS];
+	unsigned int n_walked;
+} pre;
 
 /* Closure -> Proto (and its code, to check the pc): a per-thread direct-mapped cache, so a
  * steady chain costs the CallInfo and stack reads only. */
@@ -282,6 +306,66 @@ static void scan_stack(uintptr_t sp, uintptr_t hi)
 	selfread__reset(&stack_window);
 }
 
+/* Reads the states' headers, the hinted CallInfos and the stack window in one go. */
+static void prefetch(void)
+{
+	struct iovec local[CONFIG_LUAFRAMES_STATES + HINTS + 1], remote[sizeof(local) / sizeof(local[0])];
+	unsigned int n = 0, states = 0;
+	long r;
+
+	for (unsigned int i = 0; i < CONFIG_LUAFRAMES_STATES; i++) {
+		uintptr_t st = __atomic_load_n(&lua.states[i], __ATOMIC_RELAXED);
+
+		pre.head_ok[i] = false;
+		if (!st)
+			continue;
+		local[n] = (struct iovec){pre.head[i], L_HEAD};
+		remote[n++] = (struct iovec){(void *)st, L_HEAD};
+		states++;
+	}
+	for (unsigned int i = 0; i < pre.n_ci; i++) {
+		local[n] = (struct iovec){pre.ci_buf[i], CI_SIZE};
+		remote[n++] = (struct iovec){(void *)pre.ci[i], CI_SIZE};
+	}
+	if (pre.stack_hi) {
+		uintptr_t hi = pre.stack_hi + STACK_SLACK, lo = hi - STACK_PRE;
+
+		local[n] = (struct iovec){stack_window.buf, STACK_PRE};
+		remote[n++] = (struct iovec){(void *)lo, STACK_PRE};
+		stack_window.base = stack_window.lo = lo;
+	}
+	r = n ? syscall(SYS_process_vm_readv, getpid(), local, (unsigned long)n, remote,
+			(unsigned long)n, 0UL)
+	      : 0;
+	/* whole iovecs only: the ones before the first that failed */
+	for (unsigned int i = 0, v = 0; i < CONFIG_LUAFRAMES_STATES; i++) {
+		if (!__atomic_load_n(&lua.states[i], __ATOMIC_RELAXED) || v >= states)
+			continue;
+		pre.head_ok[i] = r >= (long)(L_HEAD * (v + 1));
+		v++;
+	}
+	r -= (long)(L_HEAD * states);
+	pre.n_ci_ok = 0;
+	while (pre.n_ci_ok < pre.n_ci && r >= CI_SIZE) {
+		pre.n_ci_ok++;
+		r -= CI_SIZE;
+	}
+	stack_window.hi = pre.stack_hi && pre.n_ci_ok == pre.n_ci && r >= STACK_PRE
+				  ? stack_window.lo + STACK_PRE
+				  : 0;
+}
+
+/* The CallInfo at ci from the prefetch, else through the window. */
+static bool read_ci(uintptr_t ci, unsigned char *c)
+{
+	for (unsigned int i = 0; i < pre.n_ci_ok; i++)
+		if (pre.ci[i] == ci) {
+			memcpy(c, pre.ci_buf[i], CI_SIZE);
+			return true;
+		}
+	return selfread__fetch(&ci_window, ci, c, CI_SIZE, &lua.st.read_errors);
+}
+
 /* The states running on this thread, innermost first (by their errorJmp on [sp, hi)); their
  * headers in head. How many. */
 static unsigned int running_states(uintptr_t sp, uintptr_t hi, unsigned char (*head)[L_HEAD])
@@ -294,7 +378,9 @@ static unsigned int running_states(uintptr_t sp, uintptr_t hi, unsigned char (*h
 
 		if (!s)
 			continue;
-		if (!peek(s, head[k], L_HEAD) || head[k][L_TT] != LUA_VTHREAD) {
+		if (pre.head_ok[i])
+			memcpy(head[k], pre.head[i], L_HEAD);
+		if ((!pre.head_ok[i] && !peek(s, head[k], L_HEAD)) || head[k][L_TT] != LUA_VTHREAD) {
 			/* freed (a coroutine collected): forget it */
 			__atomic_compare_exchange_n(&lua.states[i], &s, 0, false, __ATOMIC_RELAXED,
 						    __ATOMIC_RELAXED);
@@ -350,26 +436,31 @@ static bool closure_proto(uintptr_t cl, uintptr_t savedpc, uintptr_t *proto, uns
 
 /* One state's chain into lframes[*n..] and its runs into run_end[*runs..]. false: torn or too
  * long (nothing to splice). */
-static bool walk_state(const unsigned char *head, unsigned int *n, unsigned int *runs,
-		       bool *cut)
+static bool walk_state(const unsigned char *head, bool first, unsigned int *n,
+		       unsigned int *runs, bool *cut)
 {
 	uintptr_t self = word(head, L_ERRORJMP), base = self + L_BASE_CI;
 	uintptr_t ci = word(head, L_CI), prev_ci = 0;
 	unsigned char c[CI_SIZE], f[16];
 
 	selfread__reset(&ci_window);
-	selfread__reset(&stack_window);
+	if (!first)
+		selfread__reset(&stack_window);
 	for (unsigned int steps = 0; ci != base; steps++) {
 		uint16_t status;
 
 		if (steps == CHAIN_STEPS || !ci || ci == prev_ci ||
-		    !selfread__fetch(&ci_window, ci, c, sizeof(c), &lua.st.read_errors))
+		    !read_ci(ci, c))
 			return false;
+		if (first) /* the outermost HINTS, for the next sample */
+			pre.walked[pre.n_walked++ % HINTS] = ci;
 		memcpy(&status, c + CI_CALLSTATUS, sizeof(status));
 		if (!(status & CIST_C)) {
 			uintptr_t proto;
 			unsigned int pc;
 
+			if (first && !pre.stack_hi)
+				pre.stack_hi = word(c, CI_FUNC) + sizeof(f);
 			if (!selfread__fetch(&stack_window, word(c, CI_FUNC), f, sizeof(f),
 					     &lua.st.read_errors) ||
 			    f[8] != TT_LCL ||
@@ -395,13 +486,20 @@ static bool walk_state(const unsigned char *head, unsigned int *n, unsigned int 
 static bool lua_runs(uintptr_t sp, uintptr_t hi, unsigned int *runs, bool *cut)
 {
 	unsigned char head[CONFIG_LUAFRAMES_STATES][L_HEAD];
-	unsigned int k = running_states(sp, hi, head), n = 0;
+	unsigned int k, n = 0;
+	bool ok = true;
 
+	prefetch();
+	k = running_states(sp, hi, head);
+	pre.n_walked = 0;
+	pre.stack_hi = 0;
 	*runs = 0;
-	for (unsigned int s = 0; s < k; s++)
-		if (!walk_state(head[s], &n, runs, cut))
-			return false;
-	return true;
+	for (unsigned int s = 0; s < k && ok; s++)
+		ok = walk_state(head[s], s == 0, &n, runs, cut);
+	/* the hints: the innermost state's outermost CallInfos, in any order */
+	pre.n_ci = pre.n_walked < HINTS ? pre.n_walked : HINTS;
+	memcpy(pre.ci, pre.walked, pre.n_ci * sizeof(pre.ci[0]));
+	return ok;
 }
 
 static unsigned int activations(const uint64_t *frames, unsigned int n)
