@@ -7,7 +7,8 @@
 # a handler's frame, the handlers' shares are within 3 pp of the script's, >= 95 % of the
 # chains are whole (main chunk -> main -> run -> handler, between __libc_start_main and the
 # leaf, in order), and the script's output and exit status are those of a run without the
-# library. lua5.1 and luajit (no layout) are profiled natively, counted as unknown_version.
+# library. A coroutine's frames sit above lua_resume, its resumer's below (luaco.lua).
+# lua5.1 and luajit (no layout) are profiled natively, counted as unknown_version.
 set -u
 lib=$EP_BUILD/libedgeprof.so
 lua=/usr/bin/lua5.4
@@ -82,6 +83,34 @@ ok = tot > 1e9 and 100 * htot / tot >= 95 and gap <= 3 and 100 * whole / tot >= 
 sys.exit(0 if ok else 1)
 PY
 [ $? = 0 ] || fail "Lua frames below the goals"
+
+# A coroutine (tests/workloads/luaco.lua): its frames (leaf <- gen) above lua_resume, the
+# resumer's (driver <- main chunk) below, in >= 95 % of the samples under driver.
+co=$EP_TOP/tests/workloads/luaco.lua
+env LD_PRELOAD="$lib" EDGEPROF_OUTPUT="$tmp/co.pb.gz" EDGEPROF_HZ=997 "$lua" "$co" 3 >"$tmp/co.out"
+[ "$(cat "$tmp/co.out")" = "$(printf 'true\ttrue')" ] || fail "luaco.lua output: $(cat "$tmp/co.out")"
+PYTHONPATH="$EP_TOP/tests/workloads" /usr/bin/python3 - "$tmp/co.pb.gz" "$co" <<'PY'
+import re, sys
+import pprof_traces as pt
+path, co = sys.argv[1:3]
+first = {re.match(r"local function (\w+)", l).group(1): n + 1
+         for n, l in enumerate(open(co).read().splitlines()) if re.match(r"local function (\w+)", l)}
+fn = {f"function <{co}:{v}>": k for k, v in first.items()}
+under = whole = 0.0
+for s in pt.samples(path):
+    names = [fn.get(f, f) for f in s.frames]
+    if "driver" not in names:
+        continue
+    under += s.value
+    i = names.index("driver")
+    script = [n for n in names[:i] if n in first]
+    if script[-2:] == ["leaf", "gen"] and "lua_resume" in names[names.index("gen"):i]:
+        whole += s.value
+print(f"coroutine: under driver {under / 1e9:.2f} s, leaf <- gen <- lua_resume <- driver "
+      f"{100 * whole / max(under, 1):.1f}%")
+sys.exit(0 if under > 0.5e9 and whole >= 0.95 * under else 1)
+PY
+[ $? = 0 ] || fail "coroutine frames not in place"
 
 # Lua 5.1 and LuaJIT have no layout here: profiled natively, output unchanged, and the profile
 # says so.
