@@ -9,6 +9,10 @@ agent-core-$(CONFIG_SYMBOLIZE) += agent/core/symbolize.o
 agent-core-$(CONFIG_PERFMAP) += agent/core/perfmap.o
 agent-core-$(CONFIG_PYFRAMES) += agent/core/pyname.o
 agent-core-$(CONFIG_LUAFRAMES) += agent/core/luaname.o
+# The interpreters' frame-name cache (agent/core/framename.h): once for either or both.
+agent-framename-$(CONFIG_PYFRAMES) := agent/core/framename.o
+agent-framename-$(CONFIG_LUAFRAMES) := agent/core/framename.o
+agent-core-y += $(agent-framename-y)
 
 # The daemon: main.c and, per feature, its glue (agent/daemon/<feature>.h: stubs when off).
 agent-y := agent/daemon/main.o agent/daemon/features.o agent/daemon/stats.o \
@@ -76,7 +80,7 @@ elf-test-objs      = elf/elf.o agent/core/procmaps.o agent/core/ring.o port/file
 unit-tests-$(CONFIG_PERFMAP) += perfmap
 perfmap-test-objs  = agent/core/perfmap.o port/clock.o
 unit-tests-$(CONFIG_LUAFRAMES) += luaname
-luaname-test-objs  = agent/core/luaname.o
+luaname-test-objs  = agent/core/luaname.o agent/core/framename.o
 luaname-test-ldlibs = -lpthread
 perfmap-test-ldlibs = -lpthread
 unit-tests-$(CONFIG_PROFILE_HEAP) += heapfile

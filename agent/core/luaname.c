@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* agent/core/luaname.c — see luaname.h. */
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -20,16 +19,9 @@ const struct luaproto_layout luaproto_54 = {
 #define LUA_VLNGSTR 20
 #define MAXIWTHABS 128 /* ldebug.c: an absolute line at least every 128 instructions */
 
-struct luaname_slot {
-	uint32_t pid;
-	uint64_t v;
-	int err;
-	struct luaname n;
-};
-
-static struct luaname_slot cache[CONFIG_LUANAME_CACHE]; /* direct-mapped (pid, word) */
-static struct luaname_stats stats;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct framename_slot slots[CONFIG_LUANAME_CACHE];
+static struct framename_cache cache = FRAMENAME_CACHE(slots);
+static struct luaname_stats stats; /* under cache.lock */
 
 static int peek(uint32_t pid, uint64_t addr, void *buf, size_t len)
 {
@@ -63,7 +55,7 @@ static int32_t int32(const unsigned char *b, unsigned int off)
 static int read_source(uint32_t pid, uint64_t addr, char *out, size_t max)
 {
 	const struct luaproto_layout *l = &luaproto_54;
-	unsigned char h[32], raw[LUANAME_MAX];
+	unsigned char h[32], raw[FRAMENAME_MAX];
 	uint64_t len;
 	size_t n;
 
@@ -123,7 +115,7 @@ static int64_t read_line(uint32_t pid, const unsigned char *p, unsigned int pc)
 	return line > 0 ? line : 0;
 }
 
-static int read_proto(uint32_t pid, uint64_t v, struct luaname *out)
+static int read_proto(uint32_t pid, uint64_t v, struct framename *out)
 {
 	const struct luaproto_layout *l = &luaproto_54;
 	uint64_t proto = (v & LUAFRAME_PROTO_MASK) << 3;
@@ -140,7 +132,7 @@ static int read_proto(uint32_t pid, uint64_t v, struct luaname *out)
 		stats.not_proto++;
 		return -EINVAL;
 	}
-	char file[LUANAME_MAX];
+	char file[FRAMENAME_MAX];
 
 	err = read_source(pid, word(p, l->source), file, sizeof(file));
 	if (err) {
@@ -159,30 +151,14 @@ static int read_proto(uint32_t pid, uint64_t v, struct luaname *out)
 	return 0;
 }
 
-int luaname__resolve(uint32_t pid, uint64_t v, struct luaname *out)
+int luaname__resolve(uint32_t pid, uint64_t v, struct framename *out)
 {
-	struct luaname_slot *s = &cache[(v * 0x9E3779B97F4A7C15ull >> 40 ^ pid * 2654435761u) %
-					CONFIG_LUANAME_CACHE];
-	int err;
-
-	pthread_mutex_lock(&lock);
-	if (s->pid == pid && s->v == v) {
-		stats.cached++;
-	} else {
-		s->pid = pid;
-		s->v = v;
-		s->err = read_proto(pid, v, &s->n);
-	}
-	err = s->err;
-	if (!err)
-		*out = s->n;
-	pthread_mutex_unlock(&lock);
-	return err;
+	return framename__resolve(&cache, pid, v, v * 0x9E3779B97F4A7C15ull >> 40, read_proto, out);
 }
 
 void luaname__warm(uint32_t pid, const uint64_t *frames, unsigned int n)
 {
-	struct luaname tmp;
+	struct framename tmp;
 
 	for (unsigned int i = 0; i < n; i++)
 		if (luaframe__is(frames[i]))
@@ -191,7 +167,8 @@ void luaname__warm(uint32_t pid, const uint64_t *frames, unsigned int n)
 
 void luaname__stats(struct luaname_stats *st)
 {
-	pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&cache.lock);
 	*st = stats;
-	pthread_mutex_unlock(&lock);
+	st->cached = cache.cached;
+	pthread_mutex_unlock(&cache.lock);
 }

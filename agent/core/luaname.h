@@ -13,7 +13,7 @@
  * chunk name and linedefined; "main chunk <file>" for a chunk), with the file and the current
  * line from the Proto's lineinfo (luaG_getfuncline). Global/field/method names, which Lua
  * derives from the caller's calling instruction, are not given (a name is right or absent).
- * Names are cached by (pid, word) in CONFIG_LUANAME_CACHE direct-mapped slots, filled while the
+ * Names are cached by (pid, word) in CONFIG_LUANAME_CACHE slots (agent/core/framename.h), filled while the
  * process runs (luaname__warm): lua_close() frees the Protos before a standalone profile is
  * written. A Proto freed and its address reused by another function's Proto with the same pc
  * in range would keep the first one's name (chunks loaded again and again: load() in a loop).
@@ -24,11 +24,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "agent/core/framename.h"
+
 #define LUAFRAME_TAG 0xA6ull
 #define LUAFRAME_PC_BITS 11
 #define LUAFRAME_PC_NONE ((1u << LUAFRAME_PC_BITS) - 1)
 #define LUAFRAME_PROTO_MASK ((1ull << 45) - 1)
-#define LUANAME_MAX 160
 
 static inline uint64_t luaframe__tag(uintptr_t proto, unsigned int pc)
 {
@@ -51,25 +52,18 @@ struct luaproto_layout {
 
 extern const struct luaproto_layout luaproto_54;
 
-struct luaname {
-	char name[LUANAME_MAX]; /* "function <file:linedefined>" */
-	char file[LUANAME_MAX]; /* the chunk name, '@' or '=' dropped */
-	int64_t start_line;	/* linedefined */
-	int64_t line;		/* the frame's current line; 0: unknown */
-};
-
 struct luaname_stats {
 	uint64_t resolved, cached, unreadable, not_proto, bad_string;
 };
 
 #ifdef CONFIG_LUAFRAMES
 /* Names the tagged frame v of pid: 0, or -errno (the frame stays unnamed). */
-int luaname__resolve(uint32_t pid, uint64_t v, struct luaname *out);
+int luaname__resolve(uint32_t pid, uint64_t v, struct framename *out);
 /* Names the tagged frames among frames[0..n) now, while their Protos live. */
 void luaname__warm(uint32_t pid, const uint64_t *frames, unsigned int n);
 void luaname__stats(struct luaname_stats *st);
 #else
-static inline int luaname__resolve(uint32_t pid, uint64_t v, struct luaname *out)
+static inline int luaname__resolve(uint32_t pid, uint64_t v, struct framename *out)
 {
 	return -95; /* -EOPNOTSUPP */
 }

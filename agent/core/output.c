@@ -26,9 +26,9 @@ struct out_ctx {
 	struct pprof_mapping_desc km;
 	struct perfmap_sym jit; /* the last perf-map entry found (too big for the stack walk) */
 	bool jit_used;		/* a frame was named from a perf map: its counters as a comment */
-	struct pyname py;	/* the last Python frame named */
+	struct framename py;	/* the last Python frame named */
 	bool py_used;		/* a Python frame was seen: the naming's counters as a comment */
-	struct luaname lua;	/* the last Lua frame named */
+	struct framename lua;	/* the last Lua frame named */
 	bool lua_used;		/* a Lua frame was seen: the naming's counters as a comment */
 	bool file_mapped;	/* a file's mapping was made (the first one is the program's) */
 };
@@ -141,8 +141,8 @@ static uint64_t py_location(struct out_ctx *c, uint32_t pid, uint64_t v)
 	if (pyname__resolve(pid, v, &c->py))
 		return pprof_builder__location(c->b, map_id, v, &line, 0);
 	line.function_id = pprof_builder__function(c->b, c->py.name, c->py.name,
-						   c->py.file[0] ? c->py.file : NULL, c->py.line);
-	line.line = c->py.line;
+						   c->py.file[0] ? c->py.file : NULL, c->py.start_line);
+	line.line = c->py.start_line;
 	return line.function_id ? pprof_builder__location(c->b, map_id, v, &line, 1) : 0;
 }
 

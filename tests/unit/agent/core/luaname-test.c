@@ -67,7 +67,7 @@ static struct fake *fake_proto(const char *source, int32_t linedefined)
 	return f;
 }
 
-static int resolve(struct fake *f, unsigned int pc, struct luaname *n)
+static int resolve(struct fake *f, unsigned int pc, struct framename *n)
 {
 	return luaname__resolve((uint32_t)getpid(), luaframe__tag((uintptr_t)f->proto, pc), n);
 }
@@ -75,7 +75,7 @@ static int resolve(struct fake *f, unsigned int pc, struct luaname *n)
 static void names_function_with_file_and_line(void **state)
 {
 	struct fake *f = fake_proto("@/srv/app/handlers.lua", 10);
-	struct luaname n;
+	struct framename n;
 
 	(void)state;
 	assert_true(luaframe__is(luaframe__tag((uintptr_t)f->proto, 3)));
@@ -99,7 +99,7 @@ static void names_function_with_file_and_line(void **state)
 static void names_chunks_as_lua_shows_them(void **state)
 {
 	struct fake *f = fake_proto("=stdin", 0), *g = fake_proto("return 1 + 2\nx", 0);
-	struct luaname n;
+	struct framename n;
 
 	(void)state;
 	assert_int_equal(resolve(f, 1, &n), 0);
@@ -113,7 +113,7 @@ static void names_chunks_as_lua_shows_them(void **state)
 static void refuses_what_is_not_a_frame_of_this_proto(void **state)
 {
 	struct fake *f = fake_proto("@a.lua", 3);
-	struct luaname n;
+	struct framename n;
 
 	(void)state;
 	assert_int_equal(resolve(f, NCODE, &n), -EINVAL); /* beyond the code */
@@ -126,7 +126,7 @@ static void refuses_what_is_not_a_frame_of_this_proto(void **state)
 static void pc_beyond_the_tag_has_no_line(void **state)
 {
 	struct fake *f = fake_proto("@b.lua", 7);
-	struct luaname n;
+	struct framename n;
 
 	(void)state;
 	assert_int_equal(resolve(f, 5000, &n), 0); /* saturated: LUAFRAME_PC_NONE */
