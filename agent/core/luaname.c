@@ -121,6 +121,7 @@ static int read_proto(uint32_t pid, uint64_t v, struct framename *out)
 	uint64_t proto = (v & LUAFRAME_PROTO_MASK) << 3;
 	unsigned int pc = (unsigned int)(v >> 45) & LUAFRAME_PC_NONE;
 	unsigned char p[128];
+	char file[FRAMENAME_MAX];
 	int err;
 
 	if (peek(pid, proto, p, l->size)) {
@@ -132,8 +133,6 @@ static int read_proto(uint32_t pid, uint64_t v, struct framename *out)
 		stats.not_proto++;
 		return -EINVAL;
 	}
-	char file[FRAMENAME_MAX];
-
 	err = read_source(pid, word(p, l->source), file, sizeof(file));
 	if (err) {
 		stats.bad_string++;
