@@ -71,7 +71,10 @@ static EP_TLS struct {
 	uintptr_t stack_hi; /* the last innermost function's end on the Lua stack, 0: none */
 	uintptr_t walked[HINTS];
 	unsigned int n_walked;
-} pre;
+	struct iovec local[CONFIG_LUAFRAMES_STATES + HINTS + 1];
+	struct iovec remote[CONFIG_LUAFRAMES_STATES + HINTS + 1];
+	unsigned char running[CONFIG_LUAFRAMES_STATES][L_HEAD]; /* running_states() */
+} pre; /* thread-local, not on the stack: the handler keeps to EP_HANDLER_STACK */
 
 /* Closure -> Proto (and its code, to check the pc): a per-thread direct-mapped cache, so a
  * steady chain costs the CallInfo and stack reads only. */
@@ -285,7 +288,7 @@ static void add_state(uintptr_t w)
 }
 
 /* New states among the words of this thread's stack from sp up (at most 64 candidates read). */
-static void scan_stack(uintptr_t sp, uintptr_t hi)
+static __attribute__((noinline)) void scan_stack(uintptr_t sp, uintptr_t hi)
 {
 	uintptr_t end = sp + CONFIG_LUAFRAMES_SCAN_BYTES, w;
 	unsigned int tried = 0;
@@ -307,9 +310,9 @@ static void scan_stack(uintptr_t sp, uintptr_t hi)
 }
 
 /* Reads the states' headers, the hinted CallInfos and the stack window in one go. */
-static void prefetch(void)
+static __attribute__((noinline)) void prefetch(void)
 {
-	struct iovec local[CONFIG_LUAFRAMES_STATES + HINTS + 1], remote[sizeof(local) / sizeof(local[0])];
+	struct iovec *local = pre.local, *remote = pre.remote;
 	unsigned int n = 0, states = 0;
 	long r;
 
@@ -368,7 +371,7 @@ static bool read_ci(uintptr_t ci, unsigned char *c)
 
 /* The states running on this thread, innermost first (by their errorJmp on [sp, hi)); their
  * headers in head. How many. */
-static unsigned int running_states(uintptr_t sp, uintptr_t hi, unsigned char (*head)[L_HEAD])
+static __attribute__((noinline)) unsigned int running_states(uintptr_t sp, uintptr_t hi, unsigned char (*head)[L_HEAD])
 {
 	uintptr_t jmp[CONFIG_LUAFRAMES_STATES];
 	unsigned int k = 0;
@@ -392,31 +395,33 @@ static unsigned int running_states(uintptr_t sp, uintptr_t hi, unsigned char (*h
 		memcpy(head[k] + L_ERRORJMP, &s, sizeof(s)); /* keep the state's own address */
 		jmp[k++] = j;
 		for (unsigned int m = k - 1; m > 0 && jmp[m] < jmp[m - 1]; m--) { /* insertion */
-			unsigned char t[L_HEAD];
 			uintptr_t tj = jmp[m];
 
 			jmp[m] = jmp[m - 1];
 			jmp[m - 1] = tj;
-			memcpy(t, head[m], L_HEAD);
-			memcpy(head[m], head[m - 1], L_HEAD);
-			memcpy(head[m - 1], t, L_HEAD);
+			for (unsigned int b = 0; b < L_HEAD; b++) { /* no 96-byte temporary */
+				unsigned char t = head[m][b];
+
+				head[m][b] = head[m - 1][b];
+				head[m - 1][b] = t;
+			}
 		}
 	}
 	return k;
 }
 
 /* The Proto of a Lua closure whose frame is at savedpc, and its pc index (cached). */
-static bool closure_proto(uintptr_t cl, uintptr_t savedpc, uintptr_t *proto, unsigned int *pc)
+static __attribute__((noinline)) bool closure_proto(uintptr_t cl, uintptr_t savedpc, uintptr_t *proto, unsigned int *pc)
 {
 	const struct luaproto_layout *l = &luaproto_54;
 	unsigned int slot = (unsigned int)(cl >> 4) % PROTO_CACHE;
-	unsigned char c[CL_SIZE], p[128];
+	unsigned char c[CL_SIZE], p[72]; /* a Proto up to its code pointer */
 	int32_t size;
 
 	if (proto_cache[slot].closure != cl || savedpc < proto_cache[slot].code ||
 	    savedpc > proto_cache[slot].code_end) {
 		if (!peek(cl, c, sizeof(c)) || c[CL_TT] != LUA_VLCL ||
-		    !peek(word(c, CL_P), p, l->size) || p[l->tt] != 10)
+		    !peek(word(c, CL_P), p, sizeof(p)) || p[l->tt] != 10)
 			return false;
 		memcpy(&size, p + l->sizecode, sizeof(size));
 		proto_cache[slot].closure = cl;
@@ -485,7 +490,7 @@ static bool walk_state(const unsigned char *head, bool first, unsigned int *n,
 /* The Lua frames of the states running on this thread: runs of frames, innermost first. */
 static bool lua_runs(uintptr_t sp, uintptr_t hi, unsigned int *runs, bool *cut)
 {
-	unsigned char head[CONFIG_LUAFRAMES_STATES][L_HEAD];
+	unsigned char (*head)[L_HEAD] = pre.running;
 	unsigned int k, n = 0;
 	bool ok = true;
 
