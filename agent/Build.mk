@@ -8,6 +8,11 @@ agent-core-y := agent/core/ring.o agent/core/aggregate.o agent/core/rounds.o age
 agent-core-$(CONFIG_SYMBOLIZE) += agent/core/symbolize.o
 agent-core-$(CONFIG_PERFMAP) += agent/core/perfmap.o
 agent-core-$(CONFIG_PYFRAMES) += agent/core/pyname.o
+agent-core-$(CONFIG_LUAFRAMES) += agent/core/luaname.o
+# The interpreters' frame-name cache (agent/core/framename.h): once for either or both.
+agent-framename-$(CONFIG_PYFRAMES) := agent/core/framename.o
+agent-framename-$(CONFIG_LUAFRAMES) := agent/core/framename.o
+agent-core-y += $(agent-framename-y)
 
 # The daemon: main.c and, per feature, its glue (agent/daemon/<feature>.h: stubs when off).
 agent-y := agent/daemon/main.o agent/daemon/features.o agent/daemon/stats.o \
@@ -46,10 +51,16 @@ libedgeprof-arm-$(CONFIG_ARCH_ARM) := elf/armframe.o
 libedgeprof-arm-$(CONFIG_ARCH_ARM64) := elf/a64frame.o
 # CPython's frames spliced into the samples (agent/lib/pyframes.h).
 libedgeprof-py-$(CONFIG_PYFRAMES) := agent/lib/pyframes.o
+# Lua 5.4's frames spliced into the samples (agent/lib/luaframes.h).
+libedgeprof-lua-$(CONFIG_LUAFRAMES) := agent/lib/luaframes.o
+# Fault-free reads of the process's own memory, for both interpreters' walkers.
+libedgeprof-selfread-$(CONFIG_PYFRAMES) := agent/lib/selfread.o
+libedgeprof-selfread-$(CONFIG_LUAFRAMES) := agent/lib/selfread.o
 libedgeprof.so-objs   = agent/lib/sigprof.o agent/lib/sigctl.o agent/lib/unwind.o \
 			agent/lib/modules.o elf/cfi.o elf/ehabi.o $(agent-core-y) $(pprof-y) \
 			port/file.o port/clock.o $(libedgeprof-heap-y) $(libedgeprof-wall-y) \
-			$(libedgeprof-arm-y) $(libedgeprof-py-y)
+			$(libedgeprof-arm-y) $(libedgeprof-py-y) \
+			$(libedgeprof-lua-y) $(libedgeprof-selfread-y)
 libedgeprof.so-ldlibs = -Wl,--exclude-libs,ALL -Wl,-z,now $(pprof-ldlibs) -ldl -lpthread -lrt -lm
 install-y += agent-install-header
 agent-install-header = install -m 0644 agent/edgeprof.h $(1)$(2)/include/
@@ -70,6 +81,9 @@ unit-tests-glibc  += elf
 elf-test-objs      = elf/elf.o agent/core/procmaps.o agent/core/ring.o port/file.o
 unit-tests-$(CONFIG_PERFMAP) += perfmap
 perfmap-test-objs  = agent/core/perfmap.o port/clock.o
+unit-tests-$(CONFIG_LUAFRAMES) += luaname
+luaname-test-objs  = agent/core/luaname.o agent/core/framename.o
+luaname-test-ldlibs = -lpthread
 perfmap-test-ldlibs = -lpthread
 unit-tests-$(CONFIG_PROFILE_HEAP) += heapfile
 heapfile-test-objs = agent/core/heapfile.o

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "agent/core/luaname.h"
 #include "agent/core/output.h"
 #include "agent/core/perfmap.h"
 #include "agent/core/pyname.h"
@@ -25,8 +26,10 @@ struct out_ctx {
 	struct pprof_mapping_desc km;
 	struct perfmap_sym jit; /* the last perf-map entry found (too big for the stack walk) */
 	bool jit_used;		/* a frame was named from a perf map: its counters as a comment */
-	struct pyname py;	/* the last Python frame named */
+	struct framename py;	/* the last Python frame named */
 	bool py_used;		/* a Python frame was seen: the naming's counters as a comment */
+	struct framename lua;	/* the last Lua frame named */
+	bool lua_used;		/* a Lua frame was seen: the naming's counters as a comment */
 	bool file_mapped;	/* a file's mapping was made (the first one is the program's) */
 };
 
@@ -138,8 +141,32 @@ static uint64_t py_location(struct out_ctx *c, uint32_t pid, uint64_t v)
 	if (pyname__resolve(pid, v, &c->py))
 		return pprof_builder__location(c->b, map_id, v, &line, 0);
 	line.function_id = pprof_builder__function(c->b, c->py.name, c->py.name,
-						   c->py.file[0] ? c->py.file : NULL, c->py.line);
-	line.line = c->py.line;
+						   c->py.file[0] ? c->py.file : NULL, c->py.start_line);
+	line.line = c->py.start_line;
+	return line.function_id ? pprof_builder__location(c->b, map_id, v, &line, 1) : 0;
+}
+
+/* A Lua frame (agent/core/luaname.h): its function with file and line, or an unnamed
+ * location (counted). */
+static uint64_t lua_location(struct out_ctx *c, uint32_t pid, uint64_t v)
+{
+	struct pprof_line_desc line = {0, 0};
+	uint64_t map_id;
+
+	if (!exe_first(c, pid))
+		return 0;
+	map_id = pprof_builder__mapping(c->b, &(struct pprof_mapping_desc){
+		.memory_start = LUAFRAME_TAG << 56, .memory_limit = (LUAFRAME_TAG + 1) << 56,
+		.filename = "[lua5.4]", .has_functions = true, .has_filenames = true,
+		.has_line_numbers = true});
+	if (!map_id)
+		return 0;
+	c->lua_used = true;
+	if (luaname__resolve(pid, v, &c->lua))
+		return pprof_builder__location(c->b, map_id, v, &line, 0);
+	line.function_id = pprof_builder__function(c->b, c->lua.name, c->lua.name, c->lua.file,
+						   c->lua.start_line);
+	line.line = c->lua.line ? c->lua.line : c->lua.start_line;
 	return line.function_id ? pprof_builder__location(c->b, map_id, v, &line, 1) : 0;
 }
 
@@ -187,6 +214,8 @@ static int add_stack(struct out_ctx *c, uint32_t pid, int64_t tid, uint32_t labe
 			id = c->kmap ? location(c, c->kmap, addr, kernel_name(c->o, addr)) : 0;
 		} else if (pyframe__is(addr)) {
 			id = py_location(c, pid, addr);
+		} else if (luaframe__is(addr)) {
+			id = lua_location(c, pid, addr);
 		} else {
 			/* return addresses point after the call: step back into it */
 			if ((i > 0 || leaf_is_ra) && addr)
@@ -252,6 +281,21 @@ static int py_comment(struct out_ctx *c)
 	return pprof_builder__add_comment(c->b, line);
 }
 
+/* The Lua frames' naming counters (since start). */
+static int lua_comment(struct out_ctx *c)
+{
+	struct luaname_stats st;
+	char line[256];
+
+	luaname__stats(&st);
+	snprintf(line, sizeof(line),
+		 "lua names: resolved=%llu cached=%llu unreadable=%llu not_proto=%llu bad_string=%llu",
+		 (unsigned long long)st.resolved, (unsigned long long)st.cached,
+		 (unsigned long long)st.unreadable, (unsigned long long)st.not_proto,
+		 (unsigned long long)st.bad_string);
+	return pprof_builder__add_comment(c->b, line);
+}
+
 int output__pprof(const struct aggregate *a, const struct output_opts *o, pprof_write_fn w,
 		  void *ctx)
 {
@@ -285,6 +329,8 @@ int output__pprof(const struct aggregate *a, const struct output_opts *o, pprof_
 		err = jit_comment(&c);
 	if (!err && c.py_used)
 		err = py_comment(&c);
+	if (!err && c.lua_used)
+		err = lua_comment(&c);
 	if (!err)
 		err = pprof_builder__finish(c.b);
 	pprof_builder__free(c.b);

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* agent/core/pyname.c — see pyname.h. */
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -29,16 +28,9 @@ const struct pycode_layout *pycode__layout(unsigned int minor)
 	return NULL;
 }
 
-struct pyname_slot {
-	uint32_t pid;
-	uint64_t v;
-	int err;
-	struct pyname n;
-};
-
-static struct pyname_slot cache[CONFIG_PYNAME_CACHE]; /* direct-mapped (pid, code object) */
-static struct pyname_stats stats;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct framename_slot slots[CONFIG_PYNAME_CACHE];
+static struct framename_cache cache = FRAMENAME_CACHE(slots);
+static struct pyname_stats stats; /* under cache.lock */
 
 static int peek(uint32_t pid, uint64_t addr, void *buf, size_t len)
 {
@@ -90,7 +82,7 @@ static int is_code(uint32_t pid, const unsigned char *obj)
 	return memcmp(name, "code", 5) ? -EINVAL : 0;
 }
 
-static int read_code(uint32_t pid, uint64_t v, struct pyname *out)
+static int read_code(uint32_t pid, uint64_t v, struct framename *out)
 {
 	const struct pycode_layout *l = pycode__layout((unsigned int)(v >> 48 & 0xff));
 	uint64_t code = v & 0xffffffffffffull;
@@ -113,7 +105,8 @@ static int read_code(uint32_t pid, uint64_t v, struct pyname *out)
 		return err;
 	}
 	memcpy(&line, obj + l->firstlineno, sizeof(line));
-	out->line = line;
+	out->start_line = line;
+	out->line = 0;
 	err = read_str(pid, l, word(obj, l->qualname), out->name, sizeof(out->name));
 	if (err)
 		err = read_str(pid, l, word(obj, l->name), out->name, sizeof(out->name));
@@ -126,31 +119,17 @@ static int read_code(uint32_t pid, uint64_t v, struct pyname *out)
 	return err;
 }
 
-int pyname__resolve(uint32_t pid, uint64_t v, struct pyname *out)
+int pyname__resolve(uint32_t pid, uint64_t v, struct framename *out)
 {
 	uint64_t code = ((v & 0xffffffffffffull) + 7) & ~7ull;
-	struct pyname_slot *s = &cache[(code >> 4 ^ pid * 2654435761u) % CONFIG_PYNAME_CACHE];
-	int err;
 
 	v = (v & ~0xffffffffffffull) | code;
-	pthread_mutex_lock(&lock);
-	if (s->pid == pid && s->v == v) {
-		stats.cached++;
-	} else {
-		s->pid = pid;
-		s->v = v;
-		s->err = read_code(pid, v, &s->n);
-	}
-	err = s->err;
-	if (!err)
-		*out = s->n;
-	pthread_mutex_unlock(&lock);
-	return err;
+	return framename__resolve(&cache, pid, v, code >> 4, read_code, out);
 }
 
 void pyname__warm(uint32_t pid, const uint64_t *frames, unsigned int n)
 {
-	struct pyname tmp;
+	struct framename tmp;
 
 	for (unsigned int i = 0; i < n; i++)
 		if (pyframe__is(frames[i]))
@@ -159,7 +138,8 @@ void pyname__warm(uint32_t pid, const uint64_t *frames, unsigned int n)
 
 void pyname__stats(struct pyname_stats *st)
 {
-	pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&cache.lock);
 	*st = stats;
-	pthread_mutex_unlock(&lock);
+	st->cached = cache.cached;
+	pthread_mutex_unlock(&cache.lock);
 }

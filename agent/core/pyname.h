@@ -8,8 +8,8 @@
  * (PyCodeObject *) in bits 47..0. The profile writer names it from the process's memory
  * (process_vm_readv: the process itself, or the agent's target as root), after checking the
  * object is a code object (its type's tp_name is "code") and its strings compact ASCII; else
- * the frame stays unnamed (counted). Names are cached by (pid, code object) in
- * CONFIG_PYNAME_CACHE direct-mapped slots, so a name read while the process ran (pyname__warm)
+ * the frame stays unnamed (counted): co_qualname ("Class.method"), co_filename, co_firstlineno.
+ * Names are cached by (pid, code object) in CONFIG_PYNAME_CACHE slots (agent/core/framename.h), so a name read while the process ran (pyname__warm)
  * outlives the object (the interpreter frees the script's code at exit, before a standalone
  * profile is written). A code object freed and its address reused by another code object of
  * the same process would keep the first one's name (functions live as long as their module:
@@ -21,8 +21,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "agent/core/framename.h"
+
 #define PYFRAME_TAG 0xA5ull
-#define PYNAME_MAX 160
 
 static inline uint64_t pyframe__tag(unsigned int minor, uintptr_t code)
 {
@@ -33,12 +34,6 @@ static inline bool pyframe__is(uint64_t v)
 {
 	return v >> 56 == PYFRAME_TAG;
 }
-
-struct pyname {
-	char name[PYNAME_MAX]; /* co_qualname ("Class.method") */
-	char file[PYNAME_MAX]; /* co_filename */
-	int64_t line;	       /* co_firstlineno */
-};
 
 struct pyname_stats {
 	uint64_t resolved, cached, unreadable, not_code, bad_string, unknown_version;
@@ -55,7 +50,7 @@ const struct pycode_layout *pycode__layout(unsigned int minor);
 
 #ifdef CONFIG_PYFRAMES
 /* Names the tagged frame v of pid: 0, or -errno (the frame stays unnamed). */
-int pyname__resolve(uint32_t pid, uint64_t v, struct pyname *out);
+int pyname__resolve(uint32_t pid, uint64_t v, struct framename *out);
 /* Names the tagged frames among frames[0..n) now, while their code objects live (a drain
  * thread's pass; the profile is written later, after the interpreter may have freed them). */
 void pyname__warm(uint32_t pid, const uint64_t *frames, unsigned int n);
@@ -64,7 +59,7 @@ void pyname__stats(struct pyname_stats *st);
 static inline void pyname__warm(uint32_t pid, const uint64_t *frames, unsigned int n)
 {
 }
-static inline int pyname__resolve(uint32_t pid, uint64_t v, struct pyname *out)
+static inline int pyname__resolve(uint32_t pid, uint64_t v, struct framename *out)
 {
 	return -95; /* -EOPNOTSUPP */
 }

@@ -7,6 +7,7 @@
 
 #include "agent/core/aggregate.h"
 #include "agent/core/procmaps.h"
+#include "agent/core/luaname.h"
 #include "agent/core/pyname.h"
 #include "agent/core/ring.h"
 #include "agent/daemon/heap.h"
@@ -79,6 +80,7 @@ static int drain_rec(void *ctx, const struct ring_rec *rec)
 	ring__rec_to_sample(dc->r, rec, &s);
 	s.pid = ring__shared(dc->r)->pid; /* the ring's owner, not what the record claims */
 	pyname__warm(s.pid, rec->frames, rec->n_frames); /* while its code objects live */
+	luaname__warm(s.pid, rec->frames, rec->n_frames);
 	if (!dc->svc)
 		return 0;
 	/* a producer recording wall time (agent/lib/wall.h): its CPU samples count there too */

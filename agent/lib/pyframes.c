@@ -6,12 +6,10 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <sys/uio.h>
-#include <unistd.h>
 
 #include "agent/core/pyname.h"
 #include "agent/lib/pyframes.h"
+#include "agent/lib/selfread.h"
 
 /* Where the thread state and the frame chain are (3.11 LP64: Include/internal/pycore_frame.h,
  * pycore_runtime.h; checked with ctypes on Debian 12's python3.11). */
@@ -78,67 +76,19 @@ void pyframes__init(void)
 	py.st.on = true;
 }
 
-/* One read of this process's memory that fails instead of faulting. */
+/* Frames are read through a window (agent/lib/selfread.h): 3.11 pushes a thread's frames one
+ * after another on its data stack, so the callers of a frame are below it, ~100-200 bytes each:
+ * one read covers a chain of ~20. */
+static EP_TLS struct selfread_window window;
+
 static bool peek(uintptr_t addr, void *buf, size_t len)
 {
-	struct iovec local = {buf, len}, remote = {(void *)addr, len};
-
-	if (addr < 4096 || syscall(SYS_process_vm_readv, getpid(), &local, 1UL, &remote, 1UL,
-				   0UL) != (long)len) {
-		__atomic_fetch_add(&py.st.read_errors, 1, __ATOMIC_RELAXED);
-		return false;
-	}
-	return true;
+	return selfread__peek(addr, buf, len, &py.st.read_errors);
 }
-
-/*
- * Frames are read through a window: the 4 KiB below the end of the frame wanted, in one system
- * call (3.11 pushes a thread's frames one after another on its data stack, so the callers of a
- * frame are below it, ~100-200 bytes each: one read covers a chain of ~20). The window is two
- * remote pieces, the frame's own page first, so an unreadable page below still gives the frame.
- * Reset at each sample: the stack moves between samples.
- */
-#define PY_WINDOW 4096
-static EP_TLS unsigned char window[PY_WINDOW];
-static EP_TLS uintptr_t window_base, window_lo, window_hi; /* window[0] is at base */
 
 static bool fetch(uintptr_t addr, void *out, size_t len)
 {
-	uintptr_t hi = addr + len, lo = hi > PY_WINDOW ? hi - PY_WINDOW : 0;
-	uintptr_t page = (hi - 1) & ~(uintptr_t)(PY_WINDOW - 1);
-	struct iovec local[2], remote[2];
-	unsigned long n = 1;
-	long r;
-
-	if (addr >= window_lo && hi <= window_hi && window_hi) {
-		memcpy(out, window + (addr - window_base), len);
-		return true;
-	}
-	if (page < lo)
-		page = lo;
-	local[0] = (struct iovec){window + (page - lo), hi - page};
-	remote[0] = (struct iovec){(void *)page, hi - page};
-	if (page > lo) {
-		local[1] = (struct iovec){window, page - lo};
-		remote[1] = (struct iovec){(void *)lo, page - lo};
-		n = 2;
-	}
-	window_hi = 0;
-	r = addr < 4096 ? -1 : syscall(SYS_process_vm_readv, getpid(), local, n, remote, n, 0UL);
-	if (r < (long)(hi - page)) {
-		__atomic_fetch_add(&py.st.read_errors, 1, __ATOMIC_RELAXED);
-		return false;
-	}
-	window_base = lo;
-	window_lo = r == (long)(hi - lo) ? lo : page;
-	window_hi = hi;
-	if (addr < window_lo) { /* the frame begins on the page below, which did not read */
-		window_hi = 0;
-		__atomic_fetch_add(&py.st.read_errors, 1, __ATOMIC_RELAXED);
-		return false;
-	}
-	memcpy(out, window + (addr - window_base), len);
-	return true;
+	return selfread__fetch(&window, addr, out, len, &py.st.read_errors);
 }
 
 /* The newest interpreter frame of this thread, or 0. */
@@ -197,7 +147,7 @@ unsigned int pyframes__splice(uint64_t *frames, unsigned int n, unsigned int max
 
 	if (!py.l)
 		return n;
-	window_hi = 0;
+	selfread__reset(&window);
 	for (i = 0; i < n && out < max; i++) {
 		uintptr_t pc = (uintptr_t)frames[i] - (i > 0); /* a return address: its call */
 

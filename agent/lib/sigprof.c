@@ -24,9 +24,11 @@
 
 #include "agent/core/aggregate.h"
 #include "agent/edgeprof.h"
+#include "agent/core/luaname.h"
 #include "agent/core/pyname.h"
 #include "agent/lib/heap.h"
 #include "agent/lib/modules.h"
+#include "agent/lib/luaframes.h"
 #include "agent/lib/pyframes.h"
 #include "agent/core/output.h"
 #include "agent/core/procmaps.h"
@@ -178,6 +180,7 @@ static void on_sigprof(int sig, siginfo_t *si, void *uctx)
 	n = unwind__stack(uctx, self.stack_lo, self.stack_hi, ep.unwind, &self.cache, self.frames,
 			  ep.max_depth, &truncated);
 	n = pyframes__splice(self.frames, n, ep.max_depth, &truncated);
+	n = luaframes__splice(self.frames, n, ep.max_depth, self.stack_hi, &truncated);
 	rec = ring__reserve(ep.ring, n);
 	if (rec) {
 		rec->time_ns = t0;
@@ -475,6 +478,7 @@ static int drain_one(void *ctx, const struct ring_rec *rec)
 
 	ring__rec_to_sample(ep.ring, rec, &s);
 	pyname__warm(rec->pid, rec->frames, rec->n_frames);
+	luaname__warm(rec->pid, rec->frames, rec->n_frames);
 	if (ep.wall_agg && (rec->flags & SAMPLE_F_WALL))
 		aggregate__add(ep.wall_agg, &s);
 	if (rec->flags & SAMPLE_F_NOCPU)
@@ -624,9 +628,10 @@ static void write_standalone(void)
 	struct symbolizer *sym = IS_ENABLED(CONFIG_SYMBOLIZE) ? symbolizer__new(0) : NULL;
 	struct sigctl_stats ss;
 	struct rusage ru;
-	char c0[256], c1[256], c2[256], c3[384], c4[256], c5[256];
-	const char *comments[] = {c0, c1, c2, c3, c4, c5};
+	char c0[256], c1[256], c2[256], c3[384], c4[256], c5[256], c6[320];
+	const char *comments[] = {c0, c1, c2, c3, c4, c5, c6};
 	struct pyframes_stats ps;
+	struct luaframes_stats ls;
 	struct output_opts o = {
 	    .service = ring__shared(ep.ring)->service,
 	    .hz = ep.hz,
@@ -635,7 +640,7 @@ static void write_standalone(void)
 	    .procs = procs,
 	    .sym = sym,
 	    .comments = comments,
-	    .n_comments = 6,
+	    .n_comments = 7,
 	};
 	char path[4200];
 	int err;
@@ -694,6 +699,17 @@ static void write_standalone(void)
 		 (unsigned long long)ps.samples, (unsigned long long)ps.frames,
 		 (unsigned long long)ps.no_state, (unsigned long long)ps.read_errors,
 		 (unsigned long long)ps.truncated);
+	luaframes__stats(&ls);
+	snprintf(c6, sizeof(c6),
+		 "edgeprof lua: version=%s spliced=%d unknown_version=%llu samples=%llu frames=%llu "
+		 "states=%llu states_full=%llu scans=%llu no_state=%llu mismatch=%llu "
+		 "read_errors=%llu truncated=%llu",
+		 ls.version[0] ? ls.version : "none", ls.on, (unsigned long long)ls.unknown_version,
+		 (unsigned long long)ls.samples, (unsigned long long)ls.frames,
+		 (unsigned long long)ls.states, (unsigned long long)ls.states_full,
+		 (unsigned long long)ls.scans, (unsigned long long)ls.no_state,
+		 (unsigned long long)ls.mismatch, (unsigned long long)ls.read_errors,
+		 (unsigned long long)ls.truncated);
 	output_path("cpu", path, sizeof(path));
 	err = procs ? proctab__touch(procs, (uint32_t)ep.pid) : -ENOMEM;
 	if (!err && ep.cpu)
@@ -887,6 +903,7 @@ EP_API int edgeprof_start(void)
 	}
 	unwind__init();
 	pyframes__init();
+	luaframes__init();
 	ep.start_mono_ns = mono_ns();
 	{
 		struct timespec ts;

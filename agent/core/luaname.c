@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: MIT
+/* agent/core/luaname.c — see luaname.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "agent/core/luaname.h"
+
+/* Lua 5.4.0-5.4.8 LP64 (lobject.h; offsetof() checked against Debian's 5.4.4 sources). */
+const struct luaproto_layout luaproto_54 = {
+    .tt = 8, .sizecode = 24, .sizelineinfo = 28, .sizeabslineinfo = 40, .linedefined = 44,
+    .code = 64, .lineinfo = 88, .abslineinfo = 96, .source = 112, .size = 120,
+    .str_tt = 8, .str_shrlen = 11, .str_lnglen = 16, .str_contents = 24,
+};
+
+#define LUA_VPROTO 10
+#define LUA_VSHRSTR 4
+#define LUA_VLNGSTR 20
+#define MAXIWTHABS 128 /* ldebug.c: an absolute line at least every 128 instructions */
+
+static struct framename_slot slots[CONFIG_LUANAME_CACHE];
+static struct framename_cache cache = FRAMENAME_CACHE(slots);
+static struct luaname_stats stats; /* under cache.lock */
+
+static int peek(uint32_t pid, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)addr, len};
+
+	if (!len)
+		return 0;
+	return addr && process_vm_readv((pid_t)pid, &local, 1, &remote, 1, 0) == (ssize_t)len
+		   ? 0
+		   : -EFAULT;
+}
+
+static uint64_t word(const unsigned char *b, unsigned int off)
+{
+	uint64_t v;
+
+	memcpy(&v, b + off, sizeof(v));
+	return v;
+}
+
+static int32_t int32(const unsigned char *b, unsigned int off)
+{
+	int32_t v;
+
+	memcpy(&v, b + off, sizeof(v));
+	return v;
+}
+
+/* The chunk name at addr as Lua's messages show it: "@file" -> file, "=name" -> name, source
+ * text -> [string "its first line"]. 0 or -errno. */
+static int read_source(uint32_t pid, uint64_t addr, char *out, size_t max)
+{
+	const struct luaproto_layout *l = &luaproto_54;
+	unsigned char h[32], raw[FRAMENAME_MAX];
+	uint64_t len;
+	size_t n;
+
+	if (peek(pid, addr, h, l->str_contents))
+		return -EFAULT;
+	if (h[l->str_tt] == LUA_VSHRSTR)
+		len = h[l->str_shrlen];
+	else if (h[l->str_tt] == LUA_VLNGSTR)
+		len = word(h, l->str_lnglen);
+	else
+		return -EILSEQ;
+	n = len < sizeof(raw) - 1 ? (size_t)len : sizeof(raw) - 1;
+	if (!n || peek(pid, addr + l->str_contents, raw, n))
+		return -EFAULT;
+	raw[n] = 0;
+	if (raw[0] == '@' || raw[0] == '=') {
+		if (len >= max)
+			return -ENAMETOOLONG;
+		for (size_t i = 1; i < n; i++)
+			if (raw[i] < 0x20 || raw[i] > 0x7e)
+				return -EILSEQ;
+		memcpy(out, raw + 1, n);
+		return 0;
+	}
+	n = strcspn((char *)raw, "\r\n");
+	snprintf(out, max, "[string \"%.*s%s\"]", (int)(n < 40 ? n : 40), raw,
+		 n < 40 && n == len ? "" : "...");
+	for (size_t i = 0; out[i]; i++)
+		if ((unsigned char)out[i] < 0x20 || (unsigned char)out[i] > 0x7e)
+			out[i] = '?';
+	return 0;
+}
+
+/* luaG_getfuncline(): the last absolute line at or before pc, plus the byte deltas after it. */
+static int64_t read_line(uint32_t pid, const unsigned char *p, unsigned int pc)
+{
+	const struct luaproto_layout *l = &luaproto_54;
+	int32_t nabs = int32(p, l->sizeabslineinfo), nline = int32(p, l->sizelineinfo);
+	int32_t abs[2 * (LUAFRAME_PC_NONE / MAXIWTHABS + 2)];
+	signed char delta[LUAFRAME_PC_NONE + 1];
+	int64_t line = int32(p, l->linedefined);
+	int basepc = -1, want;
+
+	if (!word(p, l->lineinfo) || (int32_t)pc >= nline)
+		return 0;
+	want = nabs < (int32_t)(pc / MAXIWTHABS + 2) ? nabs : (int32_t)(pc / MAXIWTHABS + 2);
+	if (want > 0 && peek(pid, word(p, l->abslineinfo), abs, (size_t)want * 8))
+		return 0;
+	for (int i = 0; i < want && abs[2 * i] <= (int32_t)pc; i++) {
+		basepc = abs[2 * i];
+		line = abs[2 * i + 1];
+	}
+	if (peek(pid, word(p, l->lineinfo), delta, pc + 1))
+		return 0;
+	while (basepc++ < (int)pc)
+		line += delta[basepc];
+	return line > 0 ? line : 0;
+}
+
+static int read_proto(uint32_t pid, uint64_t v, struct framename *out)
+{
+	const struct luaproto_layout *l = &luaproto_54;
+	uint64_t proto = (v & LUAFRAME_PROTO_MASK) << 3;
+	unsigned int pc = (unsigned int)(v >> 45) & LUAFRAME_PC_NONE;
+	unsigned char p[128];
+	char file[FRAMENAME_MAX];
+	int err;
+
+	if (peek(pid, proto, p, l->size)) {
+		stats.unreadable++;
+		return -EFAULT;
+	}
+	if (p[l->tt] != LUA_VPROTO || int32(p, l->sizecode) <= 0 ||
+	    (pc != LUAFRAME_PC_NONE && (int32_t)pc >= int32(p, l->sizecode))) {
+		stats.not_proto++;
+		return -EINVAL;
+	}
+	err = read_source(pid, word(p, l->source), file, sizeof(file));
+	if (err) {
+		stats.bad_string++;
+		return err;
+	}
+	out->start_line = int32(p, l->linedefined);
+	out->line = pc == LUAFRAME_PC_NONE ? 0 : read_line(pid, p, pc);
+	memcpy(out->file, file, sizeof(file));
+	if (out->start_line)
+		snprintf(out->name, sizeof(out->name), "function <%.100s:%lld>", file,
+			 (long long)out->start_line);
+	else
+		snprintf(out->name, sizeof(out->name), "main chunk <%.100s>", file);
+	stats.resolved++;
+	return 0;
+}
+
+int luaname__resolve(uint32_t pid, uint64_t v, struct framename *out)
+{
+	return framename__resolve(&cache, pid, v, v * 0x9E3779B97F4A7C15ull >> 40, read_proto, out);
+}
+
+void luaname__warm(uint32_t pid, const uint64_t *frames, unsigned int n)
+{
+	struct framename tmp;
+
+	for (unsigned int i = 0; i < n; i++)
+		if (luaframe__is(frames[i]))
+			luaname__resolve(pid, frames[i], &tmp);
+}
+
+void luaname__stats(struct luaname_stats *st)
+{
+	pthread_mutex_lock(&cache.lock);
+	*st = stats;
+	st->cached = cache.cached;
+	pthread_mutex_unlock(&cache.lock);
+}

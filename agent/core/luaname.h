@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent/core/luaname.h — Lua frames in a sample, and their names (CONFIG_LUAFRAMES).
+ *
+ * libedgeprof.so's handler (agent/lib/luaframes.c) puts a Lua 5.4 frame into a sample's user
+ * frames as a tagged word: 0xA6 in bits 63..56 (never a user address: x86_64 and arm64 user
+ * space is below 2^48), the frame's instruction index (pcRel of its savedpc; LUAFRAME_PC_NONE
+ * when it does not fit) in bits 55..45, its Proto address / 8 in bits 44..0.
+ *
+ * The profile writer names it from the process's memory (process_vm_readv) after checking the
+ * object is a Proto (its header's type byte) and the pc inside its code: the function is shown
+ * as Lua's own tracebacks show a function they have no name for, "function <file:line>" (the
+ * chunk name and linedefined; "main chunk <file>" for a chunk), with the file and the current
+ * line from the Proto's lineinfo (luaG_getfuncline). Global/field/method names, which Lua
+ * derives from the caller's calling instruction, are not given (a name is right or absent).
+ * Names are cached by (pid, word) in CONFIG_LUANAME_CACHE slots (agent/core/framename.h), filled while the
+ * process runs (luaname__warm): lua_close() frees the Protos before a standalone profile is
+ * written. A Proto freed and its address reused by another function's Proto with the same pc
+ * in range would keep the first one's name (chunks loaded again and again: load() in a loop).
+ */
+#ifndef EDGEPROF_AGENT_LUANAME_H
+#define EDGEPROF_AGENT_LUANAME_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agent/core/framename.h"
+
+#define LUAFRAME_TAG 0xA6ull
+#define LUAFRAME_PC_BITS 11
+#define LUAFRAME_PC_NONE ((1u << LUAFRAME_PC_BITS) - 1)
+#define LUAFRAME_PROTO_MASK ((1ull << 45) - 1)
+
+static inline uint64_t luaframe__tag(uintptr_t proto, unsigned int pc)
+{
+	if (pc > LUAFRAME_PC_NONE)
+		pc = LUAFRAME_PC_NONE;
+	return LUAFRAME_TAG << 56 | (uint64_t)pc << 45 | ((uint64_t)proto >> 3 & LUAFRAME_PROTO_MASK);
+}
+
+static inline bool luaframe__is(uint64_t v)
+{
+	return v >> 56 == LUAFRAME_TAG;
+}
+
+/* Lua 5.4's Proto and TString fields the handler and the writer read (LP64; lobject.h). */
+struct luaproto_layout {
+	uint16_t tt, sizecode, sizelineinfo, sizeabslineinfo, linedefined;
+	uint16_t code, lineinfo, abslineinfo, source, size;
+	uint16_t str_tt, str_shrlen, str_lnglen, str_contents;
+};
+
+extern const struct luaproto_layout luaproto_54;
+
+struct luaname_stats {
+	uint64_t resolved, cached, unreadable, not_proto, bad_string;
+};
+
+#ifdef CONFIG_LUAFRAMES
+/* Names the tagged frame v of pid: 0, or -errno (the frame stays unnamed). */
+int luaname__resolve(uint32_t pid, uint64_t v, struct framename *out);
+/* Names the tagged frames among frames[0..n) now, while their Protos live. */
+void luaname__warm(uint32_t pid, const uint64_t *frames, unsigned int n);
+void luaname__stats(struct luaname_stats *st);
+#else
+static inline int luaname__resolve(uint32_t pid, uint64_t v, struct framename *out)
+{
+	return -95; /* -EOPNOTSUPP */
+}
+static inline void luaname__warm(uint32_t pid, const uint64_t *frames, unsigned int n)
+{
+}
+static inline void luaname__stats(struct luaname_stats *st)
+{
+	*st = (struct luaname_stats){0};
+}
+#endif
+
+#endif /* EDGEPROF_AGENT_LUANAME_H */

@@ -1,0 +1,586 @@
+// SPDX-License-Identifier: MIT
+/* agent/lib/luaframes.c — see luaframes.h. */
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "agent/core/luaname.h"
+#include "agent/lib/luaframes.h"
+#include "agent/lib/selfread.h"
+
+/* Lua 5.4.0-5.4.8 LP64 (lstate.h; offsetof() checked against Debian's 5.4.4 sources). */
+#define L_TT 8		    /* lua_State: CommonHeader's type byte */
+#define L_G 24		    /* l_G */
+#define L_CI 32		    /* ci */
+#define L_ERRORJMP 88	    /* errorJmp */
+#define L_BASE_CI 96	    /* base_ci (embedded: the chain's end) */
+#define L_HEAD 96	    /* bytes of the header read per sample */
+#define G_MAINTHREAD 264    /* global_State.mainthread */
+#define CI_FUNC 0	    /* CallInfo: func (a StackValue *) */
+#define CI_PREVIOUS 16
+#define CI_SAVEDPC 32	    /* u.l.savedpc */
+#define CI_CALLSTATUS 62
+#define CI_SIZE 64
+#define CL_TT 8		    /* LClosure */
+#define CL_P 24
+#define CL_SIZE 32
+#define LUA_VTHREAD 8
+#define LUA_VLCL 6
+#define TT_LCL 0x46	    /* a TValue's tag for a Lua closure: ctb(LUA_VLCL) */
+#define CIST_C (1u << 1)
+#define CIST_FRESH (1u << 2)
+#define NUM_OPCODES 83	    /* lopcodes.h, 5.4.0-5.4.8: disptab's length */
+#define CHAIN_STEPS 1024    /* CallInfos walked per state at most (a cycle ends there too) */
+
+static struct {
+	bool on;
+	uintptr_t exec_lo, exec_hi; /* luaV_execute */
+	uintptr_t states[CONFIG_LUAFRAMES_STATES];
+	struct luaframes_stats st;
+} lua;
+
+#define EP_TLS __thread __attribute__((tls_model("initial-exec")))
+static EP_TLS struct selfread_window ci_window, stack_window;
+static EP_TLS uint64_t spliced[CONFIG_MAX_STACK_DEPTH];
+static EP_TLS uint64_t lframes[CONFIG_LUAFRAMES_MAX];
+static EP_TLS unsigned int run_end[CONFIG_LUAFRAMES_MAX + 1]; /* frames in runs 0..k */
+static EP_TLS unsigned int scan_wait;
+
+/*
+ * One system call per sample where the chain is where it was: the states' headers, the
+ * CallInfos the last sample walked (a thread's CallInfos are allocated as its calls first get
+ * that deep, kilobytes apart, so a window does not hold a chain; the outer ones stay put) and
+ * the stack window around the last innermost function, read together (process_vm_readv's
+ * iovecs). What is read is this sample's memory: only where to look comes from the last one.
+ */
+#define HINTS 32
+#define STACK_SLACK 512 /* a deeper call than last time still inside the window */
+#define STACK_PRE 2048  /* bytes of the Lua stack read ahead (a page or two: each costs ~1 us) */
+static EP_TLS struct {
+	unsigned char head[CONFIG_LUAFRAMES_STATES][L_HEAD];
+	bool head_ok[CONFIG_LUAFRAMES_STATES];
+	uintptr_t ci[HINTS]; /* CallInfos walked last sample (the outermost ones) */
+	unsigned char ci_buf[HINTS][CI_SIZE];
+	unsigned int n_ci, n_ci_ok;
+	uintptr_t stack_hi; /* the last innermost function's end on the Lua stack, 0: none */
+	uintptr_t walked[HINTS];
+	unsigned int n_walked;
+	struct iovec local[CONFIG_LUAFRAMES_STATES + HINTS + 1];
+	struct iovec remote[CONFIG_LUAFRAMES_STATES + HINTS + 1];
+	unsigned char running[CONFIG_LUAFRAMES_STATES][L_HEAD]; /* running_states() */
+} pre; /* thread-local, not on the stack: the handler keeps to EP_HANDLER_STACK */
+
+/* Closure -> Proto (and its code, to check the pc): a per-thread direct-mapped cache, so a
+ * steady chain costs the CallInfo and stack reads only. */
+#define PROTO_CACHE 64
+static EP_TLS struct {
+	uintptr_t closure, proto, code, code_end;
+} proto_cache[PROTO_CACHE];
+
+/* ---- start: the version and luaV_execute --------------------------------------------------- */
+
+struct module_find {
+	uintptr_t base;
+	const ElfW(Phdr) *phdr;
+	ElfW(Half) phnum;
+};
+
+static int find_module(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct module_find *m = arg;
+
+	(void)size;
+	if (info->dlpi_addr != m->base)
+		return 0;
+	m->phdr = info->dlpi_phdr;
+	m->phnum = info->dlpi_phnum;
+	return 1;
+}
+
+/* The function of .eh_frame_hdr's table that holds pc: [*lo, *hi) up to the next FDE's start.
+ * Only GNU ld's encodings (a 4-byte eh_frame pointer, udata4 count, datarel sdata4 table). */
+static bool function_bounds(const uint8_t *hdr, uintptr_t pc, uintptr_t *lo, uintptr_t *hi)
+{
+	int32_t count, lo_i = 0, hi_i, entry[2];
+	const uint8_t *table = hdr + 12;
+
+	if (hdr[0] != 1 || (hdr[1] & 0x0f) != 0x0b || hdr[2] != 0x03 || hdr[3] != 0x3b)
+		return false;
+	memcpy(&count, hdr + 8, sizeof(count));
+	hi_i = count;
+	while (hi_i - lo_i > 1) { /* the last entry starting at or before pc */
+		int32_t mid = lo_i + (hi_i - lo_i) / 2;
+
+		memcpy(entry, table + 8 * (size_t)mid, sizeof(entry));
+		if ((uintptr_t)(hdr + entry[0]) <= pc)
+			lo_i = mid;
+		else
+			hi_i = mid;
+	}
+	if (count < 2 || lo_i + 1 >= count)
+		return false;
+	memcpy(entry, table + 8 * (size_t)lo_i, sizeof(entry));
+	*lo = (uintptr_t)(hdr + entry[0]);
+	memcpy(entry, table + 8 * (size_t)(lo_i + 1), sizeof(entry));
+	*hi = (uintptr_t)(hdr + entry[0]);
+	return *lo <= pc && pc < *hi;
+}
+
+/* A run of exactly NUM_OPCODES words at w all pointing into [x_lo, x_hi), one function's. */
+static bool is_disptab(const uintptr_t *w, const uint8_t *eh, uintptr_t x_lo, uintptr_t x_hi,
+		       uintptr_t *lo, uintptr_t *hi)
+{
+	uintptr_t min = UINTPTR_MAX, max = 0;
+
+	for (int i = 0; i < NUM_OPCODES; i++) {
+		if (w[i] < x_lo || w[i] >= x_hi)
+			return false;
+		min = w[i] < min ? w[i] : min;
+		max = w[i] > max ? w[i] : max;
+	}
+	if (w[NUM_OPCODES] >= x_lo && w[NUM_OPCODES] < x_hi)
+		return false;
+	return function_bounds(eh, min, lo, hi) && max < *hi;
+}
+
+/* luaV_execute of the module at base: the function its dispatch table points into. */
+static bool find_execute(uintptr_t base)
+{
+	struct module_find m = {.base = base};
+	uintptr_t x_lo = 0, x_hi = 0, lo, hi, found = 0;
+	const uint8_t *eh = NULL;
+
+	dl_iterate_phdr(find_module, &m);
+	for (ElfW(Half) i = 0; i < m.phnum; i++) {
+		const ElfW(Phdr) *p = &m.phdr[i];
+
+		if (p->p_type == PT_GNU_EH_FRAME)
+			eh = (const uint8_t *)(base + p->p_vaddr);
+		if (p->p_type == PT_LOAD && (p->p_flags & PF_X)) {
+			x_lo = base + p->p_vaddr;
+			x_hi = x_lo + p->p_memsz;
+		}
+	}
+	if (!eh || !x_hi)
+		return false;
+	for (ElfW(Half) i = 0; i < m.phnum; i++) {
+		const ElfW(Phdr) *p = &m.phdr[i];
+		const uintptr_t *w = (const uintptr_t *)((base + p->p_vaddr + 7) & ~(uintptr_t)7);
+		size_t n = (p->p_memsz - ((uintptr_t)w - base - p->p_vaddr)) / sizeof(*w);
+
+		if (p->p_type != PT_LOAD || (p->p_flags & PF_X) || n <= NUM_OPCODES)
+			continue;
+		for (size_t k = 0; k + NUM_OPCODES < n; k++) {
+			if ((k && w[k - 1] >= x_lo && w[k - 1] < x_hi) ||
+			    !is_disptab(w + k, eh, x_lo, x_hi, &lo, &hi))
+				continue;
+			if (found) /* two tables: not sure which is the VM's */
+				return false;
+			found = lo;
+			lua.exec_lo = lo;
+			lua.exec_hi = hi;
+		}
+	}
+	return found != 0;
+}
+
+/* The version lua_ident names: "$LuaVersion: Lua 5.4.4  Copyright..." (5.2+), "$Lua: Lua 5.1.5
+ * Copyright..." (5.1); LuaJIT has none but exports luaJIT_setmode. false: not Lua. */
+static bool lua_version(const char *ident, char *out, size_t max)
+{
+	static const char *const prefixes[] = {"$LuaVersion: Lua ", "$Lua: Lua "};
+
+	if (!ident) {
+		if (!dlsym(RTLD_DEFAULT, "luaJIT_setmode"))
+			return false;
+		snprintf(out, max, "LuaJIT");
+		return true;
+	}
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+		size_t len = strlen(prefixes[i]);
+
+		if (!strncmp(ident, prefixes[i], len)) {
+			snprintf(out, max, "%.*s", (int)strcspn(ident + len, " $"), ident + len);
+			return true;
+		}
+	}
+	return false;
+}
+
+void luaframes__init(void)
+{
+	const char *ident = dlsym(RTLD_DEFAULT, "lua_ident");
+	const char *off = getenv("EDGEPROF_LUA");
+	Dl_info info;
+
+	lua.on = false;
+	if (!lua_version(ident, lua.st.version, sizeof(lua.st.version)))
+		return;
+	if (off && !strcmp(off, "0")) /* the native walk alone (the cost's baseline) */
+		return;
+	if (sizeof(void *) != 8 || strncmp(lua.st.version, "5.4.", 4) ||
+	    !dladdr(ident, &info) || !find_execute((uintptr_t)info.dli_fbase)) {
+		lua.st.unknown_version++;
+		return;
+	}
+	lua.on = true;
+	lua.st.on = true;
+}
+
+/* ---- the handler ---------------------------------------------------------------------------- */
+
+static uint64_t word(const unsigned char *b, unsigned int off)
+{
+	uint64_t v;
+
+	memcpy(&v, b + off, sizeof(v));
+	return v;
+}
+
+static bool peek(uintptr_t addr, void *buf, size_t len)
+{
+	return selfread__peek(addr, buf, len, &lua.st.read_errors);
+}
+
+/* Is w a lua_State (main, or a coroutine of a main state's universe)? Up to three reads. */
+static bool is_state(uintptr_t w)
+{
+	unsigned char h[32], m[32];
+	uintptr_t g, main;
+
+	if (!peek(w, h, sizeof(h)) || h[L_TT] != LUA_VTHREAD)
+		return false;
+	g = word(h, L_G);
+	if (!g || (g & 7) || !peek(g + G_MAINTHREAD, &main, sizeof(main)))
+		return false;
+	if (main == w)
+		return true;
+	return !(main & 7) && peek(main, m, sizeof(m)) && m[L_TT] == LUA_VTHREAD &&
+	       word(m, L_G) == g;
+}
+
+static bool known_state(uintptr_t w)
+{
+	for (unsigned int i = 0; i < CONFIG_LUAFRAMES_STATES; i++)
+		if (__atomic_load_n(&lua.states[i], __ATOMIC_RELAXED) == w)
+			return true;
+	return false;
+}
+
+static void add_state(uintptr_t w)
+{
+	for (unsigned int i = 0; i < CONFIG_LUAFRAMES_STATES; i++) {
+		uintptr_t expect = 0;
+
+		if (__atomic_compare_exchange_n(&lua.states[i], &expect, w, false,
+						__ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+			__atomic_fetch_add(&lua.st.states, 1, __ATOMIC_RELAXED);
+			return;
+		}
+	}
+	__atomic_fetch_add(&lua.st.states_full, 1, __ATOMIC_RELAXED);
+}
+
+/* New states among the words of this thread's stack from sp up (at most 64 candidates read). */
+static __attribute__((noinline)) void scan_stack(uintptr_t sp, uintptr_t hi)
+{
+	uintptr_t end = sp + CONFIG_LUAFRAMES_SCAN_BYTES, w;
+	unsigned int tried = 0;
+
+	__atomic_fetch_add(&lua.st.scans, 1, __ATOMIC_RELAXED);
+	if (hi && hi < end)
+		end = hi;
+	selfread__reset(&stack_window);
+	for (uintptr_t a = sp & ~(uintptr_t)7; a + 8 <= end && tried < 64; a += 8) {
+		if (!selfread__fetch(&stack_window, a, &w, sizeof(w), &lua.st.read_errors))
+			break;
+		if ((w & 7) || w < 65536 || w >> 47 || (w >= sp && w < end) || known_state(w))
+			continue;
+		tried++;
+		if (is_state(w))
+			add_state(w);
+	}
+	selfread__reset(&stack_window);
+}
+
+/* Reads the states' headers, the hinted CallInfos and the stack window in one go. */
+static __attribute__((noinline)) void prefetch(void)
+{
+	struct iovec *local = pre.local, *remote = pre.remote;
+	unsigned int n = 0, states = 0;
+	long r;
+
+	for (unsigned int i = 0; i < CONFIG_LUAFRAMES_STATES; i++) {
+		uintptr_t st = __atomic_load_n(&lua.states[i], __ATOMIC_RELAXED);
+
+		pre.head_ok[i] = false;
+		if (!st)
+			continue;
+		local[n] = (struct iovec){pre.head[i], L_HEAD};
+		remote[n++] = (struct iovec){(void *)st, L_HEAD};
+		states++;
+	}
+	for (unsigned int i = 0; i < pre.n_ci; i++) {
+		local[n] = (struct iovec){pre.ci_buf[i], CI_SIZE};
+		remote[n++] = (struct iovec){(void *)pre.ci[i], CI_SIZE};
+	}
+	if (pre.stack_hi) {
+		uintptr_t hi = pre.stack_hi + STACK_SLACK, lo = hi - STACK_PRE;
+
+		local[n] = (struct iovec){stack_window.buf, STACK_PRE};
+		remote[n++] = (struct iovec){(void *)lo, STACK_PRE};
+		stack_window.base = stack_window.lo = lo;
+	}
+	r = n ? syscall(SYS_process_vm_readv, getpid(), local, (unsigned long)n, remote,
+			(unsigned long)n, 0UL)
+	      : 0;
+	/* whole iovecs only: the ones before the first that failed */
+	for (unsigned int i = 0, v = 0; i < CONFIG_LUAFRAMES_STATES; i++) {
+		if (!__atomic_load_n(&lua.states[i], __ATOMIC_RELAXED) || v >= states)
+			continue;
+		pre.head_ok[i] = r >= (long)(L_HEAD * (v + 1));
+		v++;
+	}
+	r -= (long)(L_HEAD * states);
+	pre.n_ci_ok = 0;
+	while (pre.n_ci_ok < pre.n_ci && r >= CI_SIZE) {
+		pre.n_ci_ok++;
+		r -= CI_SIZE;
+	}
+	stack_window.hi = pre.stack_hi && pre.n_ci_ok == pre.n_ci && r >= STACK_PRE
+				  ? stack_window.lo + STACK_PRE
+				  : 0;
+}
+
+/* The CallInfo at ci from the prefetch, else through the window. */
+static bool read_ci(uintptr_t ci, unsigned char *c)
+{
+	for (unsigned int i = 0; i < pre.n_ci_ok; i++)
+		if (pre.ci[i] == ci) {
+			memcpy(c, pre.ci_buf[i], CI_SIZE);
+			return true;
+		}
+	return selfread__fetch(&ci_window, ci, c, CI_SIZE, &lua.st.read_errors);
+}
+
+/* The states running on this thread, innermost first (by their errorJmp on [sp, hi)); their
+ * headers in head. How many. */
+static __attribute__((noinline)) unsigned int running_states(uintptr_t sp, uintptr_t hi, unsigned char (*head)[L_HEAD])
+{
+	uintptr_t jmp[CONFIG_LUAFRAMES_STATES];
+	unsigned int k = 0;
+
+	for (unsigned int i = 0; i < CONFIG_LUAFRAMES_STATES; i++) {
+		uintptr_t s = __atomic_load_n(&lua.states[i], __ATOMIC_RELAXED), j;
+
+		if (!s)
+			continue;
+		if (pre.head_ok[i])
+			memcpy(head[k], pre.head[i], L_HEAD);
+		if ((!pre.head_ok[i] && !peek(s, head[k], L_HEAD)) || head[k][L_TT] != LUA_VTHREAD) {
+			/* freed (a coroutine collected): forget it */
+			__atomic_compare_exchange_n(&lua.states[i], &s, 0, false, __ATOMIC_RELAXED,
+						    __ATOMIC_RELAXED);
+			continue;
+		}
+		j = word(head[k], L_ERRORJMP);
+		if (j < sp || j >= hi)
+			continue;
+		memcpy(head[k] + L_ERRORJMP, &s, sizeof(s)); /* keep the state's own address */
+		jmp[k++] = j;
+		for (unsigned int m = k - 1; m > 0 && jmp[m] < jmp[m - 1]; m--) { /* insertion */
+			uintptr_t tj = jmp[m];
+
+			jmp[m] = jmp[m - 1];
+			jmp[m - 1] = tj;
+			for (unsigned int b = 0; b < L_HEAD; b++) { /* no 96-byte temporary */
+				unsigned char t = head[m][b];
+
+				head[m][b] = head[m - 1][b];
+				head[m - 1][b] = t;
+			}
+		}
+	}
+	return k;
+}
+
+/* The Proto of a Lua closure whose frame is at savedpc, and its pc index (cached). */
+static __attribute__((noinline)) bool closure_proto(uintptr_t cl, uintptr_t savedpc, uintptr_t *proto, unsigned int *pc)
+{
+	const struct luaproto_layout *l = &luaproto_54;
+	unsigned int slot = (unsigned int)(cl >> 4) % PROTO_CACHE;
+	unsigned char c[CL_SIZE], p[72]; /* a Proto up to its code pointer */
+	int32_t size;
+
+	if (proto_cache[slot].closure != cl || savedpc < proto_cache[slot].code ||
+	    savedpc > proto_cache[slot].code_end) {
+		if (!peek(cl, c, sizeof(c)) || c[CL_TT] != LUA_VLCL ||
+		    !peek(word(c, CL_P), p, sizeof(p)) || p[l->tt] != 10)
+			return false;
+		memcpy(&size, p + l->sizecode, sizeof(size));
+		proto_cache[slot].closure = cl;
+		proto_cache[slot].proto = word(c, CL_P);
+		proto_cache[slot].code = word(p, l->code);
+		proto_cache[slot].code_end = proto_cache[slot].code + 4 * (uintptr_t)(size > 0 ? size : 0);
+		if (savedpc < proto_cache[slot].code || savedpc > proto_cache[slot].code_end) {
+			proto_cache[slot].closure = 0;
+			return false;
+		}
+	}
+	*proto = proto_cache[slot].proto;
+	/* pcRel: savedpc is the next instruction (a fresh frame's is the first) */
+	*pc = savedpc > proto_cache[slot].code ? (unsigned int)((savedpc - proto_cache[slot].code) / 4 - 1) : 0;
+	return true;
+}
+
+/* One state's chain into lframes[*n..] and its runs into run_end[*runs..]. false: torn or too
+ * long (nothing to splice). */
+static bool walk_state(const unsigned char *head, bool first, unsigned int *n,
+		       unsigned int *runs, bool *cut)
+{
+	uintptr_t self = word(head, L_ERRORJMP), base = self + L_BASE_CI;
+	uintptr_t ci = word(head, L_CI), prev_ci = 0;
+	unsigned char c[CI_SIZE], f[16];
+
+	selfread__reset(&ci_window);
+	if (!first)
+		selfread__reset(&stack_window);
+	for (unsigned int steps = 0; ci != base; steps++) {
+		uint16_t status;
+
+		if (steps == CHAIN_STEPS || !ci || ci == prev_ci ||
+		    !read_ci(ci, c))
+			return false;
+		if (first) /* the outermost HINTS, for the next sample */
+			pre.walked[pre.n_walked++ % HINTS] = ci;
+		memcpy(&status, c + CI_CALLSTATUS, sizeof(status));
+		if (!(status & CIST_C)) {
+			uintptr_t proto;
+			unsigned int pc;
+
+			if (first && !pre.stack_hi)
+				pre.stack_hi = word(c, CI_FUNC) + sizeof(f);
+			if (!selfread__fetch(&stack_window, word(c, CI_FUNC), f, sizeof(f),
+					     &lua.st.read_errors) ||
+			    f[8] != TT_LCL ||
+			    !closure_proto(word(f, 0), word(c, CI_SAVEDPC), &proto, &pc))
+				return false;
+			if (*n < CONFIG_LUAFRAMES_MAX)
+				lframes[(*n)++] = luaframe__tag(proto, pc);
+			else
+				*cut = true;
+			if (status & CIST_FRESH) {
+				if (*runs == CONFIG_LUAFRAMES_MAX)
+					return false;
+				run_end[(*runs)++] = *n;
+			}
+		}
+		prev_ci = ci;
+		ci = word(c, CI_PREVIOUS);
+	}
+	return true;
+}
+
+/* The Lua frames of the states running on this thread: runs of frames, innermost first. */
+static bool lua_runs(uintptr_t sp, uintptr_t hi, unsigned int *runs, bool *cut)
+{
+	unsigned char (*head)[L_HEAD] = pre.running;
+	unsigned int k, n = 0;
+	bool ok = true;
+
+	prefetch();
+	k = running_states(sp, hi, head);
+	pre.n_walked = 0;
+	pre.stack_hi = 0;
+	*runs = 0;
+	for (unsigned int s = 0; s < k && ok; s++)
+		ok = walk_state(head[s], s == 0, &n, runs, cut);
+	/* the hints: the innermost state's outermost CallInfos, in any order */
+	pre.n_ci = pre.n_walked < HINTS ? pre.n_walked : HINTS;
+	memcpy(pre.ci, pre.walked, pre.n_ci * sizeof(pre.ci[0]));
+	return ok;
+}
+
+static unsigned int activations(const uint64_t *frames, unsigned int n)
+{
+	unsigned int a = 0;
+
+	for (unsigned int i = 0; i < n; i++) {
+		uintptr_t pc = (uintptr_t)frames[i] - (i > 0); /* a return address: its call */
+
+		a += pc >= lua.exec_lo && pc < lua.exec_hi;
+	}
+	return a;
+}
+
+/* The runs in place of the activations (as many of each: checked by the caller). */
+static unsigned int splice_runs(uint64_t *frames, unsigned int n, unsigned int max,
+				unsigned int *pushed)
+{
+	unsigned int out = 0, run = 0, i;
+
+	for (i = 0; i < n && out < max; i++) {
+		uintptr_t pc = (uintptr_t)frames[i] - (i > 0);
+		unsigned int from = run ? run_end[run - 1] : 0;
+
+		if (pc < lua.exec_lo || pc >= lua.exec_hi) {
+			spliced[out++] = frames[i];
+			continue;
+		}
+		if (from == run_end[run]) /* its frames past CONFIG_LUAFRAMES_MAX: keep it native */
+			spliced[out++] = frames[i];
+		for (unsigned int f = from; f < run_end[run] && out < max; f++, (*pushed)++)
+			spliced[out++] = lframes[f];
+		run++;
+	}
+	memcpy(frames, spliced, out * sizeof(frames[0]));
+	return i < n ? out | 0x80000000u : out;
+}
+
+unsigned int luaframes__splice(uint64_t *frames, unsigned int n, unsigned int max,
+			       uintptr_t stack_hi, bool *truncated)
+{
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+	uintptr_t hi = stack_hi ? stack_hi : sp + (8u << 20);
+	unsigned int a, runs, pushed = 0, out;
+	bool cut = false;
+
+	if (!lua.on || !(a = activations(frames, n)))
+		return n;
+	if ((!lua_runs(sp, hi, &runs, &cut) || runs != a) && !scan_wait--) {
+		scan_wait = 63;
+		scan_stack(sp, hi);
+		if (!lua_runs(sp, hi, &runs, &cut))
+			runs = 0;
+	}
+	if (!runs) {
+		__atomic_fetch_add(&lua.st.no_state, 1, __ATOMIC_RELAXED);
+		return n;
+	}
+	/* a cut native walk (at the depth limit) has fewer activations: the innermost match */
+	if (runs != a && !(*truncated && a < runs)) {
+		__atomic_fetch_add(&lua.st.mismatch, 1, __ATOMIC_RELAXED);
+		return n;
+	}
+	out = splice_runs(frames, n, max, &pushed);
+	if (cut || (out & 0x80000000u)) {
+		*truncated = true;
+		__atomic_fetch_add(&lua.st.truncated, 1, __ATOMIC_RELAXED);
+	}
+	if (pushed) {
+		__atomic_fetch_add(&lua.st.samples, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&lua.st.frames, pushed, __ATOMIC_RELAXED);
+	}
+	return out & ~0x80000000u;
+}
+
+void luaframes__stats(struct luaframes_stats *st)
+{
+	*st = lua.st;
+}

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent/lib/luaframes.h — Lua 5.4's own frames in libedgeprof.so's samples (CONFIG_LUAFRAMES).
+ *
+ * At start (outside the handler) the library looks for Lua in the process: the exported
+ * lua_ident ("$LuaVersion: Lua 5.4.x ...", in .dynsym of Debian's lua5.4 and of liblua5.4.so)
+ * says the version; a Lua without a layout here (5.1, LuaJIT, 32-bit) is counted
+ * (unknown_version) and profiled natively. luaV_execute is hidden (no symbol, even dynamic):
+ * it is found as the function that holds the targets of its computed-goto table (ljumptab.h's
+ * disptab, NUM_OPCODES code pointers in a row in the module's relocated data), bounded by the
+ * module's .eh_frame_hdr; no such table (a Lua built without LUA_USE_JUMPTABLE): natively.
+ *
+ * lua_State: Debian's lua5.4 calls luaL_newstate directly, not through the PLT, so it cannot be
+ * interposed. The handler finds states on the thread's own stack instead (a state's pointer is
+ * spilled by every C function between main and luaV_execute): a word is a main state when its
+ * header's type is LUA_VTHREAD and its global_State's mainthread points back at it, a coroutine
+ * when its global_State's mainthread has the same global_State. Found states go in a table of
+ * CONFIG_LUAFRAMES_STATES (full: counted); a scan reads at most CONFIG_LUAFRAMES_SCAN_BYTES of
+ * stack and runs at most once per 64 samples of a thread that needs one. Which states run on
+ * this thread, innermost first: those whose errorJmp (the protected call's lua_longjmp, a local
+ * of luaD_rawrunprotected) lies on this thread's stack, by address.
+ *
+ * In the handler: each state's CallInfo chain (L->ci, ->previous, down to base_ci) gives its
+ * Lua frames in runs, one per luaV_execute activation (a run ends at the frame marked
+ * CIST_FRESH: the one a C call started); C functions' CallInfos are skipped (their native
+ * frames are in the walk). The runs replace the luaV_execute activations of the native walk, so
+ * native frames above and below stay in order; when the number of runs and of activations
+ * differ (a state not found, a torn chain), nothing is replaced and the sample counted
+ * (mismatch). Every read goes through process_vm_readv (agent/lib/selfread.h). At most
+ * CONFIG_LUAFRAMES_MAX Lua frames per sample. EDGEPROF_LUA=0 turns it off (the cost's baseline).
+ */
+#ifndef EDGEPROF_AGENT_LUAFRAMES_H
+#define EDGEPROF_AGENT_LUAFRAMES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct luaframes_stats {
+	char version[16];	  /* "5.4.4"; "" none found */
+	bool on;		  /* its layout and luaV_execute are known: frames are spliced */
+	uint64_t unknown_version; /* a Lua without a layout, or no luaV_execute found */
+	uint64_t samples, frames; /* samples with Lua frames spliced in, frames put in */
+	uint64_t states, states_full;	/* states found; found but the table was full */
+	uint64_t scans, no_state;	/* stack scans; samples in luaV_execute without a state */
+	uint64_t mismatch;	  /* runs and activations differ: the sample kept native */
+	uint64_t read_errors;	  /* reads that failed (EFAULT: a torn or freed pointer) */
+	uint64_t truncated;	  /* chains cut at CONFIG_LUAFRAMES_MAX or the sample's depth */
+};
+
+#ifdef CONFIG_LUAFRAMES
+/* Finds Lua in the process (not async-signal-safe: at start). */
+void luaframes__init(void);
+/* Handler: replaces luaV_execute's activations in frames[0..n) (leaf first) with Lua frames, at
+ * most max frames in all; stack_hi: the thread's stack end (0: unknown). The new count. */
+unsigned int luaframes__splice(uint64_t *frames, unsigned int n, unsigned int max,
+			       uintptr_t stack_hi, bool *truncated);
+void luaframes__stats(struct luaframes_stats *st);
+#else
+static inline void luaframes__init(void)
+{
+}
+static inline unsigned int luaframes__splice(uint64_t *frames, unsigned int n, unsigned int max,
+					     uintptr_t stack_hi, bool *truncated)
+{
+	return n;
+}
+static inline void luaframes__stats(struct luaframes_stats *st)
+{
+	*st = (struct luaframes_stats){0};
+}
+#endif
+
+#endif /* EDGEPROF_AGENT_LUAFRAMES_H */
