@@ -443,6 +443,11 @@ static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, ch
 	/* The kernel-symbol namer only where the kernel has what it needs (else kallsyms). */
 	bpf_program__set_autoload(skel->progs.name_kernel_addr, s->namer);
 	bpf_map__set_autocreate(skel->maps.bss, s->namer);
+	/* libbpf 1.1's skeleton maps every mmapable map after the load, created or not: a .bss
+	 * left out (5.10-5.13: no namer) failed the whole load with EBADF. Unmapped, it stays NULL. */
+	if (!s->namer)
+		bpf_map__set_map_flags(skel->maps.bss,
+				       bpf_map__map_flags(skel->maps.bss) & ~BPF_F_MMAPABLE);
 	/* Load one of the two programs, and create only the maps it uses. */
 	bpf_program__set_autoload(skel->progs.do_sample, !s->perfbuf);
 	bpf_map__set_autocreate(skel->maps.events, !s->perfbuf);
