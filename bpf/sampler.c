@@ -1028,6 +1028,9 @@ int bpf_sampler__open(const struct bpf_sampler_opts *o, sample_sink_fn sink, voi
 		s->pfd[i] = -1;
 
 	s->namer = can_name_kernel();
+	if (!s->namer && o->kernel_stacks)
+		pr_info("bpf sampler: kernel frames named from /proc/kallsyms (the kernel names them "
+			"itself from Linux 5.14: syscall programs, bpf_snprintf)");
 	ret = open_and_load(s, o, err, errlen, &at_load);
 	if (ret && at_load && s->namer) {
 		/* the sampler matters, the namer does not: without it, kallsyms is read */

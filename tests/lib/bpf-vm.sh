@@ -12,6 +12,8 @@
 #      leaf_copy under it;
 #   3. bpf-probe beside bpf-work-nofp (-O2 -fomit-frame-pointer): whole stacks by the unwind
 #      tables the program walks (bpf/cfitab.h): _start .. main > nest x21 > fixed_rounds > work_*.
+#   4. edgeprof-agent --profiles offcpu beside wallsplit (tracefs mounted): each thread's
+#      blocked time within 3 % of what it measured, read_e's under read_e's stack.
 # bpf-work is the board's dynamic build and runs on the libc it was linked with: the static
 # binaries gcc links carry no .eh_frame_hdr, and the leaf rules need one.
 #
@@ -44,7 +46,7 @@ x86_64)
 *) echo "bpf-vm.sh: ARCH is arm64 or x86_64"; exit 2 ;;
 esac
 need_files=("$gw/tests/bpf-probe" "$gw/edgeprof-agent" "$gw/tests/workloads/bpf-work"
-	    "$gw/tests/workloads/bpf-work-nofp")
+	    "$gw/tests/workloads/bpf-work-nofp" "$gw/tests/workloads/wallsplit")
 for c in "${qemu[0]}" cpio gzip go; do
 	command -v "$c" >/dev/null || { echo "no $c ($setup)"; exit 77; }
 done
@@ -123,6 +125,25 @@ cat /tmp/cfi.err
 echo "@@cfi-out"
 cat /tmp/cfi.out
 echo "@@cfi-end"
+# Off-CPU (tracepoint and raw tracepoint programs): wallsplit's threads blocked for known times.
+mount -t tracefs nodev /sys/kernel/tracing
+mkdir /tmp/o
+edgeprof-agent --once --seconds 8 --sampler bpf --profiles offcpu --output-dir /tmp/o \
+	>/tmp/off.log 2>&1 &
+apid=$!
+i=0
+while ! grep -q "off-CPU time on" /tmp/off.log && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+sleep 1
+wallsplit 1.2 >/tmp/wall.out
+wait $apid
+echo "@@offcpu rc=$?"
+cat /tmp/off.log
+echo "@@wall-out"
+cat /tmp/wall.out
+echo "@@wall-end"
+echo "@@offcpu-b64"
+cat /tmp/o/*-offcpu-*.pb.gz | uuencode -m p | sed '1d;$d'
+echo "@@offcpu-end"
 echo "@@vm done uptime=$(cut -d' ' -f1 /proc/uptime)"
 poweroff -f
 EOF
@@ -137,10 +158,12 @@ echo "qemu (${qemu[*]}) exited after $(( $(date +%s) - start )) s (console in $c
 grep -q '^@@vm done' "$console" || { tail -n 40 "$console"; echo "the VM did not finish"; exit 1; }
 section() { sed -n "/^@@$1\$/,/^@@$2\$/p" "$console" | sed '1d;$d'; }
 sed -e '/^@@probe-out$/,/^@@probe-end$/d' -e '/^@@pprof-b64$/,/^@@pprof-end$/d' \
-	-e '/^@@cfi-out$/,/^@@cfi-end$/d' "$console"
+	-e '/^@@cfi-out$/,/^@@cfi-end$/d' -e '/^@@offcpu-b64$/,/^@@offcpu-end$/d' "$console"
 section probe-out probe-end >"$tmp/probe.out"
 section cfi-out cfi-end >"$tmp/cfi.out"
 section pprof-b64 pprof-end | base64 -d >"$tmp/leaf.pb.gz" 2>/dev/null
+section wall-out wall-end >"$tmp/wall.out"
+section offcpu-b64 offcpu-end | base64 -d >"$tmp/offcpu.pb.gz" 2>/dev/null
 if grep -q "BPF sampler unavailable" "$console"; then
 	echo "the BPF sampler did not load ($name)"; exit 1
 fi
@@ -247,4 +270,37 @@ print(f"cfi: bpf-work-nofp samples in work_*: {len(own)}, whole {share:.1f}%, "
 if own and len(good) < len(own):
     print("  e.g. " + " > ".join(str(x) for x in next(f for f in own if f not in good)))
 sys.exit(0 if len(own) >= 150 and share >= 70.0 and late_share >= 95.0 else 1)
+PY
+
+grep -q '^@@offcpu rc=0' "$console" || { echo "edgeprof-agent --profiles offcpu failed in the VM"; exit 1; }
+PYTHONPATH="$EP_TOP/tests/workloads" /usr/bin/python3 - "$tmp/wall.out" "$tmp/offcpu.pb.gz" <<'PY'
+import sys, collections
+import pprof_traces as pt
+truth, tids = {}, {}
+for line in open(sys.argv[1]):
+    f = line.split()
+    if f[0] == "tid":
+        tids[f[1]] = f[2]
+    else:
+        truth[f[0]] = int(f[1])
+ss = pt.samples(sys.argv[2], index="offcpu", symbolize=True)
+by_tid = collections.Counter()
+for s in ss:
+    by_tid[s.labels.get("thread", "")] += s.value
+want = collections.Counter()
+for fn in ("sleep_a", "poll_b", "select_d", "read_e", "join_all"):
+    want[tids[fn]] += truth[fn]
+ok = bool(want)
+# bpf-offcpu.test.sh's thread check (within 3 %), the same here: guest time on both sides
+for tid, ns in sorted(want.items()):
+    got = by_tid.get(tid, 0)
+    err = 100.0 * (got - ns) / ns
+    fns = [f for f in truth if tids.get(f) == tid and f != "work_main"]
+    print(f"offcpu: thread {tid} ({'+'.join(fns)}): {got/1e6:.1f} ms vs {ns/1e6:.1f} ms "
+          f"measured ({err:+.2f}%, want within 3%)")
+    ok &= abs(err) <= 3
+got = sum(s.value for s in ss if s.labels.get("thread") == tids["read_e"] and "read_e" in s.frames)
+print(f"offcpu: stacks through read_e: {got/1e6:.1f} ms vs {truth['read_e']/1e6:.1f} ms")
+ok &= abs(got - truth["read_e"]) <= 0.03 * truth["read_e"] + 25e6
+sys.exit(0 if ok else 1)
 PY
