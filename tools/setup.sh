@@ -195,7 +195,7 @@ apt_suite_opts() {
 # kernel's modules are 100 MB the test does not load). make_vm ARCH LIST [DIR]: DIR is
 # build/vm-ARCH unless given.
 make_vm() {
-	local a=$1 list=$2 vm="${3:-$top/build/vm-$1}" p k pkgs= suite opts=
+	local a=$1 list=$2 vm="${3:-$top/build/vm-$1}" p k pkgs='' suite opts=''
 	[ -f "$vm/.complete" ] && return 0
 	suite=$(sed -n 's/^# suite: *//p' "$top/tools/deps/$list" | head -n 1)
 	echo "setup: fetching the $a VM's kernel and busybox${suite:+ ($suite)} into $vm"

@@ -33,7 +33,7 @@ arm64)
 	ldso=ld-linux-aarch64.so.1 ldso_dir=lib multiarch=aarch64-linux-gnu
 	setup="make test-arm sets it up and runs this"
 	# pauth-impdef: TCG's architected pointer-auth cipher is slow; the cheaper one is the same.
-	qemu=(qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on) tty=ttyAMA0 ;;
+	qemu=(qemu-system-aarch64 -M virt -cpu "max,pauth-impdef=on") tty=ttyAMA0 ;;
 x86_64)
 	gw=$EP_TOP/build/host-x86_64 libc=/lib/x86_64-linux-gnu
 	ldso=ld-linux-x86-64.so.2 ldso_dir=lib64 multiarch=x86_64-linux-gnu
