@@ -6,8 +6,9 @@
 #          :arm64 -dev packages fail on version skew here; download + dpkg -x does not))
 #   demo   what `make demo` adds (demo.list)
 #   test   what `make test` runs: every tools/deps/*.list (per test kind), both cross
-#          toolchains and qemu-user; for arm64 also a kernel and a static busybox for the
-#          full-system VM test (build/vm-arm64)
+#          toolchains and qemu-user; kernels and static busyboxes for the VM tests
+#          (tests/lib/bpf-vm.sh): Debian 11's 5.10 (build/vm-5.10-amd64; with --arch arm64
+#          build/vm-5.10-arm64) and for arm64 Debian 12's 6.1 (build/vm-arm64)
 # --static adds what a static board's musl toolchain needs (static.list; the test tier has it).
 # With --bench, perf for that VM and an x86_64 VM (build/vm-amd64) for tests/bench/bpf-icount.sh.
 #
@@ -16,8 +17,9 @@
 #
 # A list's tier is its "# tier:" line (none: test). *.bench-list add the peers that only the
 # benchmarks run (bcc and kernel headers: large, and no test depends on them). vm.target-list
-# names target .debs for the arm64 VM test, vm.bench-target-list those the arm64 benchmark adds
-# (perf): downloaded and unpacked, never installed.
+# names target .debs for the arm64 VM test, vm-5.10-*.target-list the 5.10 ones (from the suite
+# of their "# suite:" line), vm.bench-target-list those the arm64 benchmark adds (perf):
+# downloaded and unpacked, never installed.
 set -euo pipefail
 
 arch=x86_64
@@ -30,7 +32,7 @@ while [ $# -gt 0 ]; do
 	--tier) tier="$2"; shift 2 ;;
 	--static) static=1; shift ;;
 	--bench) bench=1; shift ;;
-	-h|--help) sed -n '3,17p' "$0"; exit 0 ;;
+	-h|--help) sed -n '3,18p' "$0"; exit 0 ;;
 	*) echo "setup: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
