@@ -327,7 +327,7 @@ all-tests: all $(unittests)
 
 # What the host's `make test` cannot run without the ARM boards' builds (they skip there and say
 # so): both boards set up, built and unit-tested under qemu-user, then those host tests, none
-# allowed to skip.
+# allowed to skip. Names match as substrings: bpf-arm64-vm is also bpf-arm64-vm-5.10.
 ARM_HOST_TESTS := bpf-arm64-vm bpf-qemu transport-qemu sigprof-armv7 sigprof-arm64
 test-arm:
 	$(Q)$(MAKE) --no-print-directory BOARD=gateway-arm64 O=build/gateway-arm64 test

@@ -443,6 +443,11 @@ static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, ch
 	/* The kernel-symbol namer only where the kernel has what it needs (else kallsyms). */
 	bpf_program__set_autoload(skel->progs.name_kernel_addr, s->namer);
 	bpf_map__set_autocreate(skel->maps.bss, s->namer);
+	/* libbpf 1.1's skeleton maps every mmapable map after the load, created or not: a .bss
+	 * left out (5.10-5.13: no namer) failed the whole load with EBADF. Unmapped, it stays NULL. */
+	if (!s->namer)
+		bpf_map__set_map_flags(skel->maps.bss,
+				       bpf_map__map_flags(skel->maps.bss) & ~BPF_F_MMAPABLE);
 	/* Load one of the two programs, and create only the maps it uses. */
 	bpf_program__set_autoload(skel->progs.do_sample, !s->perfbuf);
 	bpf_map__set_autocreate(skel->maps.events, !s->perfbuf);
@@ -1023,6 +1028,9 @@ int bpf_sampler__open(const struct bpf_sampler_opts *o, sample_sink_fn sink, voi
 		s->pfd[i] = -1;
 
 	s->namer = can_name_kernel();
+	if (!s->namer && o->kernel_stacks)
+		pr_info("bpf sampler: kernel frames named from /proc/kallsyms (the kernel names them "
+			"itself from Linux 5.14: syscall programs, bpf_snprintf)");
 	ret = open_and_load(s, o, err, errlen, &at_load);
 	if (ret && at_load && s->namer) {
 		/* the sampler matters, the namer does not: without it, kallsyms is read */

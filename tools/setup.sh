@@ -6,8 +6,9 @@
 #          :arm64 -dev packages fail on version skew here; download + dpkg -x does not))
 #   demo   what `make demo` adds (demo.list)
 #   test   what `make test` runs: every tools/deps/*.list (per test kind), both cross
-#          toolchains and qemu-user; for arm64 also a kernel and a static busybox for the
-#          full-system VM test (build/vm-arm64)
+#          toolchains and qemu-user; kernels and static busyboxes for the VM tests
+#          (tests/lib/bpf-vm.sh): Debian 11's 5.10 (build/vm-5.10-amd64; with --arch arm64
+#          build/vm-5.10-arm64) and for arm64 Debian 12's 6.1 (build/vm-arm64)
 # --static adds what a static board's musl toolchain needs (static.list; the test tier has it).
 # With --bench, perf for that VM and an x86_64 VM (build/vm-amd64) for tests/bench/bpf-icount.sh.
 #
@@ -16,8 +17,9 @@
 #
 # A list's tier is its "# tier:" line (none: test). *.bench-list add the peers that only the
 # benchmarks run (bcc and kernel headers: large, and no test depends on them). vm.target-list
-# names target .debs for the arm64 VM test, vm.bench-target-list those the arm64 benchmark adds
-# (perf): downloaded and unpacked, never installed.
+# names target .debs for the arm64 VM test, vm-5.10-*.target-list the 5.10 ones (from the suite
+# of their "# suite:" line), vm.bench-target-list those the arm64 benchmark adds (perf):
+# downloaded and unpacked, never installed.
 set -euo pipefail
 
 arch=x86_64
@@ -30,7 +32,7 @@ while [ $# -gt 0 ]; do
 	--tier) tier="$2"; shift 2 ;;
 	--static) static=1; shift ;;
 	--bench) bench=1; shift ;;
-	-h|--help) sed -n '3,17p' "$0"; exit 0 ;;
+	-h|--help) sed -n '3,18p' "$0"; exit 0 ;;
 	*) echo "setup: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -167,27 +169,57 @@ make_sysroot() {
 # A kernel meta package (linux-image-cloud-arm64) depends on the image of the current ABI
 # (linux-image-6.1.0-NN-cloud-arm64): download that one, whatever NN is today.
 kernel_of() {
-	{ apt-cache depends "$1" 2>/dev/null || true; } |
+	local p=$1
+	shift
+	{ apt-cache "$@" depends "$p" 2>/dev/null || true; } |
 		awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ && !n++ {print $2}'
 }
 
-# The arm64 VM test boots vmlinuz with an initramfs built around busybox: keep only those files
-# (the kernel's modules are 100 MB the test does not load).
+# A list whose "# suite:" line names another Debian suite than this machine's (bullseye, for its
+# 5.10 kernels) is fetched through a private apt set-up under build/apt-<suite>: this machine's
+# mirror, that suite's main, with apt's own options (Dir::Etc::SourceList, Dir::State::Lists),
+# never in this machine's sources. Only the suite itself, not its -security updates: a released
+# suite does not move, and the mirror here serves no -security pool for every architecture.
+apt_suite_opts() {
+	local suite=$1 a=$2 dir="$top/build/apt-$1" uri
+	uri=$(sed -n 's/^URIs:[[:space:]]*\([^[:space:]]*\/debian\)[[:space:]]*$/\1/p' \
+		/etc/apt/sources.list.d/*.sources 2>/dev/null | head -n 1)
+	[ -n "$uri" ] || uri=$(sed -n 's/^deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?\([^[:space:]]*\/debian\)[[:space:]].*/\2/p' \
+		/etc/apt/sources.list 2>/dev/null | head -n 1)
+	mkdir -p "$dir/lists/partial" "$dir/cache"
+	echo "deb [arch=$a signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${uri:-http://deb.debian.org/debian} $suite main" \
+		>"$dir/sources-$a.list"
+	echo "-o Dir::Etc::SourceList=$dir/sources-$a.list -o Dir::Etc::SourceParts=/dev/null" \
+	     "-o Dir::State::Lists=$dir/lists -o Dir::Cache=$dir/cache -o APT::Architectures::=$a"
+}
+
+# A VM test boots vmlinuz with an initramfs built around busybox: keep only those files (the
+# kernel's modules are 100 MB the test does not load). make_vm ARCH LIST [DIR]: DIR is
+# build/vm-ARCH unless given.
 make_vm() {
-	local a=$1 list=$2 vm="$top/build/vm-$1" p k pkgs=
+	local a=$1 list=$2 vm="${3:-$top/build/vm-$1}" p k pkgs='' suite opts=''
 	[ -f "$vm/.complete" ] && return 0
-	echo "setup: fetching the $a VM's kernel and busybox into $vm"
-	[ "$a" = "$(dpkg --print-architecture)" ] ||
-		dpkg --print-foreign-architectures | grep -qx "$a" || dpkg --add-architecture "$a"
-	apt_update # the kernel's ABI moves: stale lists name an image the mirror no longer has
+	suite=$(sed -n 's/^# suite: *//p' "$top/tools/deps/$list" | head -n 1)
+	echo "setup: fetching the $a VM's kernel and busybox${suite:+ ($suite)} into $vm"
+	if [ -n "$suite" ]; then
+		opts=$(apt_suite_opts "$suite" "$a")
+		# shellcheck disable=SC2086
+		apt-get $opts update -qq || { echo "setup: cannot reach Debian $suite" >&2; exit 1; }
+	else
+		[ "$a" = "$(dpkg --print-architecture)" ] ||
+			dpkg --print-foreign-architectures | grep -qx "$a" || dpkg --add-architecture "$a"
+		apt_update # the kernel's ABI moves: stale lists name an image the mirror no longer has
+	fi
 	rm -rf "$vm"
 	mkdir -p "$vm/debs" "$vm/x"
 	for p in $(list_packages "$top/tools/deps/$list"); do
-		k=$(kernel_of "$p:$a")
-		pkgs="$pkgs ${k:-$p:$a}"
+		# shellcheck disable=SC2086
+		k=$(kernel_of "$p:$a" $opts)
+		k=${k%%:*} # apt names a foreign architecture's package with its :arch, a native one bare
+		pkgs="$pkgs ${k:-$p}:$a"
 	done
 	# shellcheck disable=SC2086
-	(cd "$vm/debs" && apt-get download -qq -o APT::Sandbox::User=root $pkgs)
+	(cd "$vm/debs" && apt-get $opts download -qq -o APT::Sandbox::User=root $pkgs)
 	for d in "$vm"/debs/*.deb; do dpkg -x "$d" "$vm/x"; done
 	cp "$vm"/x/boot/vmlinuz-* "$vm/vmlinuz"
 	cp "$vm"/x/boot/config-* "$vm/config"
@@ -226,8 +258,10 @@ make_vm_perf() {
 
 case "$arch" in
 arm64) make_sysroot arm64
-       [ "$tier" != test ] || make_vm arm64 vm.target-list
+       [ "$tier" != test ] || { make_vm arm64 vm.target-list
+				make_vm arm64 vm-5.10-arm64.target-list "$top/build/vm-5.10-arm64"; }
        [ -z "$bench" ] || make_vm_perf arm64 ;;
-x86_64) [ -z "$bench" ] || { make_vm amd64 vm-amd64.bench-target-list; make_vm_perf amd64; } ;;
+x86_64) [ "$tier" != test ] || make_vm amd64 vm-5.10-amd64.target-list "$top/build/vm-5.10-amd64"
+	[ -z "$bench" ] || { make_vm amd64 vm-amd64.bench-target-list; make_vm_perf amd64; } ;;
 armhf) make_sysroot armhf ;;
 esac

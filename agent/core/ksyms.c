@@ -599,8 +599,10 @@ static bool ask_namer(struct ksyms *ks, struct lazy_ctx *lc)
 
 		ks->st.lookups++;
 		if (err && err != -ENOENT) {
-			pr_info("kernel symbol lookup through BPF failed (%s): reading "
-				"/proc/kallsyms instead", strerror(-err));
+			/* EOPNOTSUPP: the namer's owner said why when it was left out */
+			if (err != -EOPNOTSUPP)
+				pr_info("kernel symbol lookup through BPF failed (%s): reading "
+					"/proc/kallsyms instead", strerror(-err));
 			ks->namer = NULL;
 			memset(lc->best, 0, lc->n * sizeof(*lc->best));
 			return false;

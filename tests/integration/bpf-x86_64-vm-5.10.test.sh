@@ -1,0 +1,4 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The BPF sampler in a VM on Debian 11's amd64 cloud kernel (5.10), TCG: the floor (bpf/README.md): tests/lib/bpf-vm.sh.
+exec bash "$EP_TOP/tests/lib/bpf-vm.sh" x86_64 vm-5.10-amd64
