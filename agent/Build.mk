@@ -7,7 +7,7 @@ agent-core-y := agent/core/ring.o agent/core/aggregate.o agent/core/rounds.o age
 		agent/core/output.o
 agent-core-$(CONFIG_SYMBOLIZE) += agent/core/symbolize.o
 agent-core-$(CONFIG_PERFMAP) += agent/core/perfmap.o
-agent-core-$(CONFIG_PYFRAMES) += agent/core/pyname.o
+agent-core-$(CONFIG_PYFRAMES) += agent/core/pyname.o agent/core/pysplice.o
 
 # The daemon: main.c and, per feature, its glue (agent/daemon/<feature>.h: stubs when off).
 agent-y := agent/daemon/main.o agent/daemon/features.o agent/daemon/stats.o \

@@ -1324,6 +1324,9 @@ static __always_inline __u32 cfi_tail_some(void *ctx, struct scratch *s, int leg
 	return cfi_finish(s, nw, CFI_END_DEPTH);
 }
 
+/* ---- CPython frames after the native ones (py_append): bpf/python.bpf.h ------------------- */
+#include "bpf/python.bpf.h"
+
 /* ---- output -------------------------------------------------------------------------------- */
 
 /*
@@ -1351,7 +1354,8 @@ static __always_inline void send_rb_rec(const void *rec, __u32 size, __u32 max, 
 
 static __always_inline void send_rb(struct scratch *s, __u32 size, int wake_new, int wake)
 {
-	send_rb_rec(&s->e, size, sizeof(s->e), s->e.tgid, s->e.time_ns, wake_new, wake);
+	send_rb_rec(&s->e, size, sizeof(s->e), s->e.tgid, s->e.time_ns, wake_new,
+		    wake | !!(s->e.flags & PROFILE_F_PY_WAKE));
 }
 
 static __always_inline void send_pb_rec(struct bpf_perf_event_data *ctx, const void *rec,
@@ -1438,7 +1442,7 @@ static __always_inline void send_unlisted(struct bpf_perf_event_data *ctx, struc
 			send_pb(ctx, s, size);
 	} else if (snap && b) {
 		send_rb_rec(b, snap, sizeof(*b), s->e.tgid, s->e.time_ns, wake_new_procs,
-			    n == PROFILE_CFI_WANT_SAMPLES);
+			    n == PROFILE_CFI_WANT_SAMPLES || (s->e.flags & PROFILE_F_PY_WAKE));
 	} else {
 		send_rb(s, size, wake_new_procs, n == PROFILE_CFI_WANT_SAMPLES);
 	}
@@ -1479,7 +1483,7 @@ int do_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	if (by_cfi)
 		bpf_tail_call(ctx, &cfi_progs, 0); /* returns only if it failed */
-	send_unlisted(ctx, s, fill_user(ctx, s, nk, 0), 0);
+	send_unlisted(ctx, s, py_append(s, fill_user(ctx, s, nk, 0), 0), 0);
 	return 0;
 }
 
@@ -1491,7 +1495,8 @@ int cfi_walk(struct bpf_perf_event_data *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 
 	if (s)
-		send_rb(s, cfi_walk_some(ctx, s, 0, &cfi_progs, CFI_CACHE_ON), wake_new_procs, 0);
+		send_rb(s, py_append(s, cfi_walk_some(ctx, s, 0, &cfi_progs, CFI_CACHE_ON), 0),
+			wake_new_procs, 0);
 	return 0;
 }
 
@@ -1503,7 +1508,7 @@ int cfi_tail(struct bpf_perf_event_data *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 
 	if (s)
-		send_rb(s, cfi_tail_some(ctx, s, 0, &cfi_progs), wake_new_procs, 0);
+		send_rb(s, py_append(s, cfi_tail_some(ctx, s, 0, &cfi_progs), 0), wake_new_procs, 0);
 	return 0;
 }
 
@@ -1523,7 +1528,7 @@ int do_sample_pb(struct bpf_perf_event_data *ctx)
 		return 0;
 	if (by_cfi)
 		bpf_tail_call(ctx, &cfi_progs, 0);
-	send_unlisted(ctx, s, fill_user(ctx, s, nk, 1), 1);
+	send_unlisted(ctx, s, py_append(s, fill_user(ctx, s, nk, 1), 1), 1);
 	return 0;
 }
 
@@ -1534,7 +1539,7 @@ int cfi_walk_pb(struct bpf_perf_event_data *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 
 	if (s)
-		send_pb(ctx, s, cfi_walk_some(ctx, s, 1, &cfi_progs, CFI_CACHE_ON));
+		send_pb(ctx, s, py_append(s, cfi_walk_some(ctx, s, 1, &cfi_progs, CFI_CACHE_ON), 1));
 	return 0;
 }
 
@@ -1545,7 +1550,7 @@ int cfi_tail_pb(struct bpf_perf_event_data *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 
 	if (s)
-		send_pb(ctx, s, cfi_tail_some(ctx, s, 1, &cfi_progs));
+		send_pb(ctx, s, py_append(s, cfi_tail_some(ctx, s, 1, &cfi_progs), 1));
 	return 0;
 }
 

@@ -157,6 +157,15 @@ void pyname__warm(uint32_t pid, const uint64_t *frames, unsigned int n)
 			pyname__resolve(pid, frames[i], &tmp);
 }
 
+void pyname__forget(uint32_t pid)
+{
+	pthread_mutex_lock(&lock);
+	for (size_t i = 0; i < CONFIG_PYNAME_CACHE; i++)
+		if (cache[i].pid == pid)
+			cache[i].pid = 0, cache[i].v = 0;
+	pthread_mutex_unlock(&lock);
+}
+
 void pyname__stats(struct pyname_stats *st)
 {
 	pthread_mutex_lock(&lock);
