@@ -55,7 +55,9 @@ CFLAGS_bpf-probe = $(BPF_RECORD_DEFS)
 CFLAGS_python = $(BPF_RECORD_DEFS)
 
 # Test driver (not installed): samples the system for N seconds and prints folded stacks.
-bpf-probe-objs    = bpf/bpf-probe.o $(bpf-y) $(bpf-cfi-deps-y) $(port-y)
+# (--python: the process table the agent finds CPython processes in)
+bpf-probe-objs    = bpf/bpf-probe.o $(bpf-y) $(bpf-cfi-deps-y) agent/core/procmaps.o \
+		    agent/core/ring.o elf/elf.o $(port-y)
 bpf-probe-ldflags = $(LDFLAGS-static-y)
 bpf-probe-ldlibs  = $(bpf-ldlibs)
 progs-y += tests/bpf-probe

@@ -1354,8 +1354,7 @@ static __always_inline void send_rb_rec(const void *rec, __u32 size, __u32 max, 
 
 static __always_inline void send_rb(struct scratch *s, __u32 size, int wake_new, int wake)
 {
-	send_rb_rec(&s->e, size, sizeof(s->e), s->e.tgid, s->e.time_ns, wake_new,
-		    wake | !!(s->e.flags & PROFILE_F_PY_WAKE));
+	send_rb_rec(&s->e, size, sizeof(s->e), s->e.tgid, s->e.time_ns, wake_new, wake);
 }
 
 static __always_inline void send_pb_rec(struct bpf_perf_event_data *ctx, const void *rec,
@@ -1442,7 +1441,7 @@ static __always_inline void send_unlisted(struct bpf_perf_event_data *ctx, struc
 			send_pb(ctx, s, size);
 	} else if (snap && b) {
 		send_rb_rec(b, snap, sizeof(*b), s->e.tgid, s->e.time_ns, wake_new_procs,
-			    n == PROFILE_CFI_WANT_SAMPLES || (s->e.flags & PROFILE_F_PY_WAKE));
+			    n == PROFILE_CFI_WANT_SAMPLES);
 	} else {
 		send_rb(s, size, wake_new_procs, n == PROFILE_CFI_WANT_SAMPLES);
 	}

@@ -53,13 +53,15 @@
  */
 #define PROFILE_F_STACK      0x200
 /*
- * n_py words after the native frames (before any stack words) are the sampled thread's
- * CPython frames, newest first (bpf/python.bpf.h, struct py_proc in bpf/pyproc.h).
+ * flags >> PROFILE_PY_SHIFT words after the native frames (before any stack words) are the sampled thread's
+ * CPython frames, newest first (bpf/python.bpf.h, struct py_proc in bpf/pyproc.h), in the
+ * frames the native ones leave free (a bigger array cost the walker 180 000 verified
+ * instructions).
  */
 #define PROFILE_F_PYTHON     0x400
-#define PROFILE_F_PY_WAKE    0x800 /* a python* process not listed: wake the reader for it */
+#define PROFILE_PY_SHIFT     24 /* flags >> it: how many (the header keeps its layout) */
 
-/* Room for Python frames after the native ones (CONFIG_BPF_PYTHON_FRAMES; 0: none). */
+/* Python frames at most (CONFIG_BPF_PYTHON_FRAMES; 0: none). */
 #ifndef PROFILE_PY_FRAMES
 #define PROFILE_PY_FRAMES 0
 #endif
@@ -103,10 +105,9 @@ struct profile_event {
 	__u64 user_lr;       /* aarch64: the link register, a leaf's return address; else 0 */
 	__u64 user_fp;       /* aarch64: the frame pointer (x29): where a linked frame's record is */
 	__u32 n_leaf_words;  /* leaf_words[0 .. n) are the user stack at user_sp, sp upwards */
-	__u16 cfi_end;       /* PROFILE_F_CFI: why the walk ended (CFI_END_*) */
-	__u16 n_py;          /* PROFILE_F_PYTHON: Python frames after the native ones */
+	__u32 cfi_end;       /* PROFILE_F_CFI: why the walk ended (CFI_END_*) */
 	__u64 leaf_words[PROFILE_LEAF_WORDS ? PROFILE_LEAF_WORDS : 1]; /* 0: none read */
-	__u64 frames[2 * PROFILE_MAX_DEPTH + PROFILE_PY_FRAMES];
+	__u64 frames[2 * PROFILE_MAX_DEPTH];
 };
 
 #define PROFILE_EVENT_HDR __builtin_offsetof(struct profile_event, frames)

@@ -49,9 +49,16 @@ struct {
 	__type(value, __u8);
 } py_woken SEC(".maps");
 
-/* One frame's bytes (the BPF stack is the walkers' already). */
+/*
+ * One frame's bytes (the BPF stack is the walkers' already): PY_FRAME_READ read, room for 128
+ * so that a mask bounds an index for the verifier.
+ */
 struct py_buf {
-	__u8 b[PY_FRAME_READ];
+	union {
+		__u64 w[16];
+		__u8 b[128];
+	};
+	__u32 n; /* frames put in so far */
 };
 
 struct {
@@ -93,30 +100,43 @@ static __always_inline __u64 py_thread(const struct py_proc *p, __u32 tid, int l
 	return 0;
 }
 
-/* The field at off of a frame's bytes (off checked by the caller). */
+/*
+ * The pointer field at byte off of a frame (8-aligned, checked by the caller): one load, where
+ * a copy from a variable offset is eight (the loop below is verified once per frame).
+ */
 static __always_inline __u64 py_word(const struct py_buf *b, __u32 off)
 {
-	__u64 v;
-
-	__builtin_memcpy(&v, &b->b[off & 127], sizeof(v));
-	return v;
+	return b->w[(off >> 3) & 15];
 }
 
-/* A process not listed: its first sample wakes the reader if its comm says python. */
-static __always_inline void py_wake(struct profile_event *e)
+/*
+ * A process not listed: its first sample wakes the reader if its comm says python, through
+ * the wake-up the walk by tables already rate-limits (wake_rate(): pending, sent with this or
+ * the next record). Not through the send's arguments: a wake-up that is not a constant there
+ * made clang lay the sending code out again for it. Without CONFIG_BPF_CFI the reader finds
+ * the process at its next poll (a second at most).
+ */
+static __always_inline void py_wake(struct profile_event *e, int legacy)
 {
+	struct new_proc_wake *w;
+	__u32 zero = 0;
 	__u8 one = 1;
 
-	if (e->comm[0] != 'p' || e->comm[1] != 'y' || e->comm[2] != 't' || e->comm[3] != 'h' ||
-	    e->comm[4] != 'o' || e->comm[5] != 'n' || bpf_map_lookup_elem(&py_woken, &e->tgid))
+	if (legacy || !cfi_enabled || e->comm[0] != 'p' || e->comm[1] != 'y' || e->comm[2] != 't' ||
+	    e->comm[3] != 'h' || e->comm[4] != 'o' || e->comm[5] != 'n' ||
+	    bpf_map_lookup_elem(&py_woken, &e->tgid))
 		return;
 	bpf_map_update_elem(&py_woken, &e->tgid, &one, BPF_ANY);
-	e->flags |= PROFILE_F_PY_WAKE;
+	w = bpf_map_lookup_elem(&wake, &zero);
+	if (w)
+		w->pending = 1;
 }
 
 /*
  * The thread's Python frames after the native ones in s's record of size bytes (the native
- * frames end there); the record's new size.
+ * frames end there); the record's new size. Past the first checks, the size is computed from
+ * the record's counts, not from size: the walkers return it from many places, each a state
+ * the verifier would take through the loops below (220 000 instructions in cfi_walk).
  */
 static __always_inline __u32 py_append(struct scratch *s, __u32 size, int legacy)
 {
@@ -126,40 +146,52 @@ static __always_inline __u32 py_append(struct scratch *s, __u32 size, int legacy
 	__u32 zero = 0, at, n = 0, o_code, o_prev, o_instr, o_entry;
 	__u64 ts, cframe = 0, frame = 0;
 
-	if (!python_enabled || !size)
+	if (!python_enabled)
+		return size;
+	at = *(volatile __u16 *)&e->n_kernel + *(volatile __u16 *)&e->n_user;
+	if (at > 2 * PROFILE_MAX_DEPTH)
 		return size;
 	p = bpf_map_lookup_elem(&py_procs, &e->tgid);
 	if (!p) {
-		py_wake(e);
-		return size;
+		py_wake(e, legacy); /* (perf buffers: no wake map, a wake-up per record anyway) */
+		return PROFILE_EVENT_HDR + at * 8;
 	}
 	b = bpf_map_lookup_elem(&py_bufs, &zero);
-	at = (__u32)e->n_kernel + e->n_user;
 	o_code = p->f_code;
 	o_prev = p->f_previous;
 	o_instr = p->f_prev_instr;
 	o_entry = p->f_is_entry;
-	if (!b || at > 2 * PROFILE_MAX_DEPTH || size != PROFILE_EVENT_HDR + at * 8 ||
+	if (!b || ((o_code | o_prev | o_instr) & 7) ||
 	    o_code > PY_FRAME_READ - 8 || o_prev > PY_FRAME_READ - 8 ||
 	    o_instr > PY_FRAME_READ - 8 || o_entry > PY_FRAME_READ - 1)
-		return size;
+		return PROFILE_EVENT_HDR + at * 8;
 	ts = py_thread(p, e->tid, legacy);
 	if (!ts) {
 		py_count(PY_C_NO_THREAD, 1);
-		return size;
+		return PROFILE_EVENT_HDR + at * 8;
 	}
 	if (read_user(&cframe, sizeof(cframe), ts + p->ts_cframe, legacy) || !cframe ||
 	    read_user(&frame, sizeof(frame), cframe + p->cf_current, legacy)) {
 		py_count(PY_C_READ, 1);
-		return size;
+		return PROFILE_EVENT_HDR + at * 8;
 	}
 	if (!frame) {
 		py_count(PY_C_IDLE, 1);
-		return size;
+		return PROFILE_EVENT_HDR + at * 8;
 	}
+	/*
+	 * The count goes through memory (a volatile load after the loop): the verifier then
+	 * checks what follows once, not once per chain length (the sending code after it was
+	 * verified 32 times: 240 000 instructions more).
+	 */
+	b->n = 0;
 	for (int i = 0; i < PROFILE_PY_FRAMES && frame; i++) {
 		__u64 code, instr, prev, idx;
 
+		if (at + i >= 2 * PROFILE_MAX_DEPTH) { /* the native frames left no more room */
+			py_count(PY_C_TRUNCATED, 1);
+			break;
+		}
 		if (read_user(b->b, PY_FRAME_READ, frame, legacy)) {
 			py_count(PY_C_READ, 1);
 			break;
@@ -173,18 +205,18 @@ static __always_inline __u32 py_append(struct scratch *s, __u32 size, int legacy
 			idx = 0;
 		e->frames[at + i] = (code & PY_REC_CODE_MASK) | (b->b[o_entry & 127] ? PY_REC_ENTRY : 0) |
 				    idx << 48;
-		n++;
+		b->n = i + 1;
 		frame = prev == frame ? 0 : prev;
+		if (frame && i == PROFILE_PY_FRAMES - 1)
+			py_count(PY_C_TRUNCATED, 1);
 	}
-	if (frame && n == PROFILE_PY_FRAMES)
-		py_count(PY_C_TRUNCATED, 1);
-	if (!n)
-		return size;
+	n = *(volatile __u32 *)&b->n;
+	if (!n || n > PROFILE_PY_FRAMES)
+		return PROFILE_EVENT_HDR + at * 8;
 	py_count(PY_C_SAMPLES, 1);
 	py_count(PY_C_FRAMES, n);
-	e->n_py = n;
-	e->flags |= PROFILE_F_PYTHON;
-	return size + n * 8;
+	e->flags |= PROFILE_F_PYTHON | n << PROFILE_PY_SHIFT;
+	return PROFILE_EVENT_HDR + (at + n) * 8;
 }
 
 #else

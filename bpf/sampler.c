@@ -763,8 +763,9 @@ static int on_event(void *ctx, void *data, size_t size)
 		return 0;
 	nk = e->n_kernel < PROFILE_MAX_DEPTH ? e->n_kernel : PROFILE_MAX_DEPTH;
 	nu = e->n_user < PROFILE_MAX_DEPTH ? e->n_user : PROFILE_MAX_DEPTH;
-	npy = !(e->flags & PROFILE_F_PYTHON) ? 0 : e->n_py < PROFILE_PY_FRAMES ? e->n_py
-										: PROFILE_PY_FRAMES;
+	npy = (e->flags & PROFILE_F_PYTHON) ? e->flags >> PROFILE_PY_SHIFT : 0;
+	if (npy > PROFILE_PY_FRAMES || npy > 2 * PROFILE_MAX_DEPTH - nk - nu) /* 0: no Python */
+		npy = 0;
 	if (PROFILE_EVENT_HDR + (nk + nu + npy) * sizeof(uint64_t) > size)
 		return 0;
 	memcpy(comm, e->comm, PROFILE_COMM_LEN);

@@ -6,7 +6,7 @@
 # started before the agent (the main check: >= 95 % of its samples name a script function,
 # the handlers' shares within 3 pp of its accounting, the chain from the native Py_RunMain
 # through <module> to the leaf whole in >= 95 %), one started after it (>= 90 % named: its
-# first samples come before it is listed), and a short-lived one (0.6 s: its samples name
+# first samples come before it is listed), and a short-lived one (1 s: its samples name
 # script functions, at least half of them). The fib frame carries the script's file and line.
 set -u
 agent=$EP_BUILD/edgeprof-agent
@@ -50,7 +50,7 @@ sleep 1
 after=$!
 pids="$pids $after"
 sleep 1
-"$py" "$work" 0.6 >"$tmp/short.out" &
+"$py" "$work" 1 >"$tmp/short.out" &
 short=$!
 pids="$pids $short"
 wait "$short" || fail "the short python exited with $?"
