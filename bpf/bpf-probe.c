@@ -20,6 +20,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <linux/types.h>
+#include <bpf/bpf.h>
+
 #include "agent/core/ksyms.h"
 #include "agent/core/procmaps.h"
 #include "bpf/sampler.h"
@@ -128,6 +131,20 @@ static long maxrss_kb(void)
 	return ru.ru_maxrss;
 }
 
+/*
+ * The sampling program's run time and runs, walks by tables and Python frames included (tail
+ * calls run in its invocation): kernel.bpf_stats_enabled must be on (benches).
+ */
+static void prog_stats(const struct bpf_sampler *s)
+{
+	struct bpf_prog_info info = {0};
+	__u32 len = sizeof(info);
+
+	if (!bpf_obj_get_info_by_fd(bpf_sampler__prog_fd(s), &info, &len))
+		fprintf(stderr, "prog: run_time_ns=%llu run_cnt=%llu\n",
+			(unsigned long long)info.run_time_ns, (unsigned long long)info.run_cnt);
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: bpf-probe [--seconds N] [--hz N] [--ring-kb N] [--depth N]\n"
@@ -231,6 +248,7 @@ int main(int argc, char **argv)
 	while (bpf_sampler__poll(s, 0) > 0)
 		;
 	bpf_sampler__stats(s, &st);
+	prog_stats(s);
 	fflush(stdout);
 	fprintf(stderr, "samples=%llu dropped_ringbuf=%llu dropped_sink=%llu truncated=%llu "
 		"cpus=%u open_ms=%.1f first_sample_ms=%.1f kernel_frames=%llu named=%llu "

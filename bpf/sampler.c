@@ -1260,6 +1260,11 @@ void bpf_sampler__stats(const struct bpf_sampler *s, struct bpf_sampler_stats *s
 	free(vals);
 }
 
+int bpf_sampler__prog_fd(const struct bpf_sampler *s)
+{
+	return bpf_program__fd(s->prog);
+}
+
 struct bpfpy *bpf_sampler__python(const struct bpf_sampler *s)
 {
 	return s ? s->py : NULL;

@@ -102,6 +102,8 @@ void bpf_sampler__stats(const struct bpf_sampler *s, struct bpf_sampler_stats *s
  * kernel: read kallsyms instead).
  */
 int bpf_sampler__name_kernel(void *ctx, uint64_t addr, char *name, size_t len, uint64_t *start);
+/* The sampling program's fd (its run time and count with kernel.bpf_stats_enabled: benches). */
+int bpf_sampler__prog_fd(const struct bpf_sampler *s);
 /* The CPython processes' entries (bpf/python.h), or NULL (CONFIG_BPF_PYTHON off; s NULL). */
 struct bpfpy *bpf_sampler__python(const struct bpf_sampler *s);
 void bpf_sampler__free(struct bpf_sampler *s);                   /* NULL-safe */
