@@ -428,15 +428,14 @@ void bpfpy__sweep(struct bpfpy *p, uint64_t now)
 		key = next;
 		first = false;
 	}
+	/*
+	 * The names read while it ran stay (and its slot, which forgets them if the pid comes
+	 * back with other maps): the round's profile is written after the process may be gone.
+	 */
 	for (uint32_t i = 0; i < n; i++) {
-		struct pyslot *slot = &p->slots[p->keys[i] % p->n_slots];
-
 		if (kill((pid_t)p->keys[i], 0) == 0 || errno != ESRCH)
 			continue;
 		bpf_map_delete_elem(p->procs_fd, &p->keys[i]);
-		pyname__forget(p->keys[i]);
-		if (slot->pid == p->keys[i])
-			*slot = (struct pyslot){0};
 		p->st.exited++;
 	}
 }

@@ -15,7 +15,9 @@
  * activations (agent/core/pyname.h's pyframes__splice_into(), which libedgeprof.so's handler
  * uses too: frames between entry frames belong to one activation), as tagged code-object
  * words the profile writer names; names are read at once (pyname__warm) while the code
- * objects live, and forgotten when the process exits or its maps are listed anew.
+ * objects live (kept after it exits: the round's profile is written later), and forgotten when
+ * the pid's maps are listed anew (exec). A pid reused by another process after its slot was
+ * taken by a third one keeps the first one's names for code objects at the same addresses.
  */
 #ifndef EDGEPROF_BPF_PYTHON_H
 #define EDGEPROF_BPF_PYTHON_H

@@ -19,7 +19,7 @@ grep -q "^CONFIG_BPF_PYTHON=y" "$EP_BUILD/include/config/auto.conf" || { echo "C
 [ -x "$py" ] || { echo "python3.11 not installed"; exit 77; }
 command -v go >/dev/null || { echo "go (go tool pprof) not installed"; exit 77; }
 tmp=$(mktemp -d)
-[ -n "${EP_KEEP:-}" ] && echo "kept: $tmp"
+[ -n "${EP_KEEP:-}" ] && echo "kept: $tmp" # EP_KEEP=1: the files stay, for a look
 pids=
 cleanup() { for p in $pids; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; [ -n "${EP_KEEP:-}" ] || rm -rf "$tmp"; }
 trap cleanup EXIT
