@@ -17,6 +17,9 @@ BPF_ASM_INC-arm64  := /usr/aarch64-linux-gnu/include
 bpf-y :=
 bpf-$(CONFIG_SAMPLER_BPF) += bpf/sampler.o bpf/cpus.o agent/core/ksyms.o
 bpf-$(CONFIG_BPF_CFI) += bpf/cfitab.o
+# CPython processes' frames (bpf/python.h): their entries, and the splice shared with libedgeprof
+bpf-$(CONFIG_BPF_PYTHON) += bpf/python.o agent/core/pyname.o agent/core/pysplice.o \
+			    agent/core/framename.o
 # What cfitab.o reads maps and tables with (the agent links them anyway; the probe and the
 # sampler's test name them).
 bpf-cfi-deps-$(CONFIG_BPF_CFI) := agent/core/procmaps.o agent/core/ring.o elf/elf.o elf/cfi.o
@@ -29,12 +32,14 @@ BPF_RECORD_DEFS = -DPROFILE_MAX_DEPTH=$(CONFIG_MAX_STACK_DEPTH) \
 # Programs that compile out with their feature (the skeleton has them or not).
 BPF_RECORD_DEFS-$(CONFIG_BPF_OFFCPU) += -DCONFIG_BPF_OFFCPU=1
 BPF_RECORD_DEFS-$(CONFIG_BPF_CFI) += -DPROFILE_CFI_CACHE_THREADS=$(CONFIG_BPF_CFI_WALK_CACHE)
+BPF_RECORD_DEFS-$(CONFIG_BPF_PYTHON) += -DCONFIG_BPF_PYTHON=1 \
+				       -DPROFILE_PY_FRAMES=$(CONFIG_BPF_PYTHON_FRAMES)
 BPF_RECORD_DEFS += $(BPF_RECORD_DEFS-y)
 
 ifeq ($(CONFIG_SAMPLER_BPF),y)
 generated-y += $(O)/bpf/profile.skel.h
 
-$(O)/bpf/profile.bpf.o: bpf/profile.bpf.c bpf/offcpu.bpf.h bpf/profile.h $(O)/include/config/auto.conf
+$(O)/bpf/profile.bpf.o: bpf/profile.bpf.c bpf/offcpu.bpf.h bpf/python.bpf.h bpf/pyproc.h bpf/profile.h $(O)/include/config/auto.conf
 	$(quiet) CLANG-BPF $@
 	@mkdir -p $(dir $@)
 	$(Q)$(BPF_CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH-$(ARCH)) \
@@ -48,9 +53,12 @@ $(O)/bpf/profile.skel.h: $(O)/bpf/profile.bpf.o
 
 CFLAGS_sampler = $(BPF_RECORD_DEFS)
 CFLAGS_bpf-probe = $(BPF_RECORD_DEFS)
+CFLAGS_python = $(BPF_RECORD_DEFS)
 
 # Test driver (not installed): samples the system for N seconds and prints folded stacks.
-bpf-probe-objs    = bpf/bpf-probe.o $(bpf-y) $(bpf-cfi-deps-y) $(port-y)
+# (--python: the process table the agent finds CPython processes in)
+bpf-probe-objs    = bpf/bpf-probe.o $(bpf-y) $(bpf-cfi-deps-y) agent/core/procmaps.o \
+		    agent/core/ring.o elf/elf.o $(port-y)
 bpf-probe-ldflags = $(LDFLAGS-static-y)
 bpf-probe-ldlibs  = $(bpf-ldlibs)
 progs-y += tests/bpf-probe
@@ -83,7 +91,8 @@ mmapev-test-objs = bpf/mmapev.o bpf/cpus.o agent/core/procmaps.o elf/elf.o agent
 unit-tests-$(CONFIG_BPF_CFI) += cfitab
 cfitab-test-objs = bpf/cfitab.o $(bpf-cfi-deps-y) $(port-y)
 unit-tests-y += bpf-sampler
-bpf-sampler-test-objs = bpf/sampler.o bpf/cpus.o agent/core/ksyms.o $(filter bpf/cfitab.o,$(bpf-y)) \
+bpf-sampler-test-objs = bpf/sampler.o bpf/cpus.o agent/core/ksyms.o \
+			$(filter bpf/cfitab.o bpf/python.o agent/core/py%.o,$(bpf-y)) \
 			$(bpf-cfi-deps-y) $(port-y)
 # Static: the cross sysroot keeps libz.so.1 where neither the linker nor qemu looks.
 bpf-sampler-test-ldlibs = -Wl,-Bstatic $(bpf-ldlibs) -Wl,-Bdynamic

@@ -7,6 +7,9 @@
  * on stderr. User addresses stay raw; tests name them with nm(1) from the workload's binary.
  * The first sample of each process also prints "#first <pid> <alive> <key>=<value>...": whether
  * its /proc/<pid>/maps could still be read when the sample reached user space, and its labels.
+ * With --python, CPython processes are listed as the agent lists them (bpf/python.h) and their
+ * samples carry Python frames (tagged code objects, agent/core/pyname.h) in place of the eval
+ * loop's: what the cost benchmark measures (tests/bench/bpf-py-bench.sh).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -17,7 +20,11 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <linux/types.h>
+#include <bpf/bpf.h>
+
 #include "agent/core/ksyms.h"
+#include "agent/core/procmaps.h"
 #include "bpf/sampler.h"
 #include "port/clock.h"
 #include "port/log.h"
@@ -35,6 +42,11 @@ struct probe {
 	uint64_t kernel_frames_named, kernel_frames;
 	uint32_t first[PROBE_SEEN_SLOTS];
 	unsigned n_seen;
+	struct proctab *procs; /* --python: the maps the CPython processes are found in */
+	struct bpf_sampler *s;
+	uint64_t py_samples;   /* samples with Python frames spliced in */
+	uint64_t py_buf[2 * PROFILE_MAX_DEPTH];
+	struct agent_sample py_out;
 };
 
 /* True the first time pid shows up. */
@@ -58,6 +70,14 @@ static bool probe_first(struct probe *p, uint32_t pid)
 static int probe_sink(void *ctx, const struct agent_sample *s)
 {
 	struct probe *p = ctx;
+
+	if (p->procs && s->n_user && !proctab__touch(p->procs, s->pid)) {
+		const struct agent_sample *py = s;
+
+		s = bpfpy__sample(bpf_sampler__python(p->s), proctab__maps(p->procs, s->pid), py,
+				  p->py_buf, 2 * PROFILE_MAX_DEPTH, &p->py_out);
+		p->py_samples += s != py;
+	}
 
 	if (!p->first_ns)
 		p->first_ns = s->time_ns;
@@ -111,6 +131,20 @@ static long maxrss_kb(void)
 	return ru.ru_maxrss;
 }
 
+/*
+ * The sampling program's run time and runs, walks by tables and Python frames included (tail
+ * calls run in its invocation): kernel.bpf_stats_enabled must be on (benches).
+ */
+static void prog_stats(const struct bpf_sampler *s)
+{
+	struct bpf_prog_info info = {0};
+	__u32 len = sizeof(info);
+
+	if (!bpf_obj_get_info_by_fd(bpf_sampler__prog_fd(s), &info, &len))
+		fprintf(stderr, "prog: run_time_ns=%llu run_cnt=%llu\n",
+			(unsigned long long)info.run_time_ns, (unsigned long long)info.run_cnt);
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: bpf-probe [--seconds N] [--hz N] [--ring-kb N] [--depth N]\n"
@@ -118,7 +152,8 @@ static void usage(void)
 		"    [--poll-ms MS (epoll timeout)] [--sleep-ms MS (between polls)]\n"
 		"    [--sink-max N] [--quiet] [--count-pid P (its samples in the stats line)]\n"
 		"    [--no-leaf (the user registers and stack words for leaf frames not read)]\n"
-		"    [--no-cfi (user stacks by frame pointers only, no unwind tables)]\n");
+		"    [--no-cfi (user stacks by frame pointers only, no unwind tables)]\n"
+		"    [--python (CPython processes' frames, as the agent: bpf/python.h)]\n");
 }
 
 int main(int argc, char **argv)
@@ -129,7 +164,7 @@ int main(int argc, char **argv)
 		{ "cgroup", 1, 0, 'g' }, { "no-kernel", 0, 0, 'K' }, { "idle", 0, 0, 'i' },
 		{ "poll-ms", 1, 0, 'P' }, { "sleep-ms", 1, 0, 'S' }, { "sink-max", 1, 0, 'm' },
 		{ "quiet", 0, 0, 'q' }, { "count-pid", 1, 0, 'C' }, { "no-leaf", 0, 0, 'L' },
-		{ "no-cfi", 0, 0, 'F' },
+		{ "no-cfi", 0, 0, 'F' }, { "python", 0, 0, 'Y' },
 		{ 0 }
 	};
 	struct bpf_sampler_opts o = { .kernel_stacks = true };
@@ -171,6 +206,11 @@ int main(int argc, char **argv)
 		case 'm': p.sink_max = strtoull(optarg, NULL, 10); break;
 		case 'q': p.quiet = true; break;
 		case 'C': p.count_pid = strtoul(optarg, NULL, 10); break;
+		case 'Y':
+			p.procs = proctab__new(256, 256);
+			if (!p.procs)
+				return 2;
+			break;
 		default: usage(); return 2;
 		}
 	}
@@ -186,6 +226,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bpf-probe: BPF sampler unavailable: %s\n", err);
 		return 3;
 	}
+	p.s = s;
 	open_ns = port_clock_mono_ns() - t0;
 	rss_open = maxrss_kb();
 	p.ks = ksyms__load();
@@ -207,6 +248,7 @@ int main(int argc, char **argv)
 	while (bpf_sampler__poll(s, 0) > 0)
 		;
 	bpf_sampler__stats(s, &st);
+	prog_stats(s);
 	fflush(stdout);
 	fprintf(stderr, "samples=%llu dropped_ringbuf=%llu dropped_sink=%llu truncated=%llu "
 		"cpus=%u open_ms=%.1f first_sample_ms=%.1f kernel_frames=%llu named=%llu "
@@ -239,7 +281,19 @@ int main(int argc, char **argv)
 		(unsigned long long)st.cfi.walks[CFI_END_BAD],
 		(unsigned long long)st.cfi.walks[CFI_END_DEPTH], (unsigned long long)st.cfi.cached,
 		(unsigned long long)st.cfi.cache_changed);
+	if (p.procs) {
+		struct bpfpy_stats py;
+
+		bpfpy__stats(bpf_sampler__python(s), &py);
+		fprintf(stderr, "python: spliced=%llu listed=%llu looked_at=%llu unknown_version=%llu "
+			"program_samples=%llu no_thread=%llu read_errors=%llu\n",
+			(unsigned long long)p.py_samples, (unsigned long long)py.procs,
+			(unsigned long long)py.looked_at, (unsigned long long)py.unknown_version,
+			(unsigned long long)py.bpf_samples, (unsigned long long)py.no_thread,
+			(unsigned long long)py.read_errors);
+	}
 	bpf_sampler__free(s);
+	proctab__free(p.procs);
 	ksyms__free(p.ks);
 	return 0;
 }

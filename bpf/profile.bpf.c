@@ -1324,6 +1324,9 @@ static __always_inline __u32 cfi_tail_some(void *ctx, struct scratch *s, int leg
 	return cfi_finish(s, nw, CFI_END_DEPTH);
 }
 
+/* ---- CPython frames after the native ones (py_append): bpf/python.bpf.h ------------------- */
+#include "bpf/python.bpf.h"
+
 /* ---- output -------------------------------------------------------------------------------- */
 
 /*
@@ -1479,7 +1482,7 @@ int do_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	if (by_cfi)
 		bpf_tail_call(ctx, &cfi_progs, 0); /* returns only if it failed */
-	send_unlisted(ctx, s, fill_user(ctx, s, nk, 0), 0);
+	send_unlisted(ctx, s, py_append(s, fill_user(ctx, s, nk, 0), 0), 0);
 	return 0;
 }
 
@@ -1491,7 +1494,8 @@ int cfi_walk(struct bpf_perf_event_data *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 
 	if (s)
-		send_rb(s, cfi_walk_some(ctx, s, 0, &cfi_progs, CFI_CACHE_ON), wake_new_procs, 0);
+		send_rb(s, py_append(s, cfi_walk_some(ctx, s, 0, &cfi_progs, CFI_CACHE_ON), 0),
+			wake_new_procs, 0);
 	return 0;
 }
 
@@ -1503,7 +1507,7 @@ int cfi_tail(struct bpf_perf_event_data *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 
 	if (s)
-		send_rb(s, cfi_tail_some(ctx, s, 0, &cfi_progs), wake_new_procs, 0);
+		send_rb(s, py_append(s, cfi_tail_some(ctx, s, 0, &cfi_progs), 0), wake_new_procs, 0);
 	return 0;
 }
 
@@ -1523,7 +1527,7 @@ int do_sample_pb(struct bpf_perf_event_data *ctx)
 		return 0;
 	if (by_cfi)
 		bpf_tail_call(ctx, &cfi_progs, 0);
-	send_unlisted(ctx, s, fill_user(ctx, s, nk, 1), 1);
+	send_unlisted(ctx, s, py_append(s, fill_user(ctx, s, nk, 1), 1), 1);
 	return 0;
 }
 
@@ -1534,7 +1538,7 @@ int cfi_walk_pb(struct bpf_perf_event_data *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 
 	if (s)
-		send_pb(ctx, s, cfi_walk_some(ctx, s, 1, &cfi_progs, CFI_CACHE_ON));
+		send_pb(ctx, s, py_append(s, cfi_walk_some(ctx, s, 1, &cfi_progs, CFI_CACHE_ON), 1));
 	return 0;
 }
 
@@ -1545,7 +1549,7 @@ int cfi_tail_pb(struct bpf_perf_event_data *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 
 	if (s)
-		send_pb(ctx, s, cfi_tail_some(ctx, s, 1, &cfi_progs));
+		send_pb(ctx, s, py_append(s, cfi_tail_some(ctx, s, 1, &cfi_progs), 1));
 	return 0;
 }
 

@@ -52,6 +52,19 @@
  * agent walks them by the files' .eh_frame (bpf/leaf.c): whole from a process's first sample.
  */
 #define PROFILE_F_STACK      0x200
+/*
+ * flags >> PROFILE_PY_SHIFT words after the native frames (before any stack words) are the sampled thread's
+ * CPython frames, newest first (bpf/python.bpf.h, struct py_proc in bpf/pyproc.h), in the
+ * frames the native ones leave free (a bigger array cost the walker 180 000 verified
+ * instructions).
+ */
+#define PROFILE_F_PYTHON     0x400
+#define PROFILE_PY_SHIFT     24 /* flags >> it: how many (the header keeps its layout) */
+
+/* Python frames at most (CONFIG_BPF_PYTHON_FRAMES; 0: none). */
+#ifndef PROFILE_PY_FRAMES
+#define PROFILE_PY_FRAMES 0
+#endif
 
 /*
  * Off-CPU (bpf/README.md): a thread that blocks (sched_switch, prev_state not running) gets its

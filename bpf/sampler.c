@@ -32,6 +32,7 @@
 #include "bpf/cpus.h"
 #include "bpf/profile.h"
 #include "bpf/profile.skel.h"
+#include "bpf/python.h"
 #include "bpf/sampler.h"
 #include "port/clock.h"
 #include "port/file.h"
@@ -105,6 +106,7 @@ struct bpf_sampler {
 	struct bpf_link *offcpu_links[3]; /* sched_switch, sys_exit, sched_process_exit */
 	uint64_t last_cfi_sweep_ns;
 	bool paused;               /* bpf_sampler__pause(): CPU events disabled, off-CPU detached */
+	struct bpfpy *py;          /* CONFIG_BPF_PYTHON: the CPython processes' entries */
 	uint64_t paused_since_ns;
 };
 
@@ -336,6 +338,36 @@ static void offcpu_stats(const struct bpf_sampler *s, struct bpf_sampler_stats *
 }
 #endif /* CONFIG_BPF_OFFCPU */
 
+#ifdef CONFIG_BPF_PYTHON
+/* The CPython processes' map at its bound (bpf/python.h). */
+static int python_configure(struct bpf_sampler *s)
+{
+	const char *off = getenv("EDGEPROF_BPF_NO_PYTHON"); /* 1: native frames only (benches) */
+
+	s->skel->rodata->python_enabled = !(off && *off == '1');
+	return bpf_map__set_max_entries(s->skel->maps.py_procs, CONFIG_BPF_PYTHON_PROCS);
+}
+
+static int python_open(struct bpf_sampler *s)
+{
+	if (!s->skel->rodata->python_enabled)
+		return 0;
+	s->py = bpfpy__new(bpf_map__fd(s->skel->maps.py_procs),
+			   bpf_map__fd(s->skel->maps.py_counts), CONFIG_BPF_PYTHON_PROCS, s->ncpus);
+	return s->py ? 0 : -ENOMEM;
+}
+#else
+static int python_configure(struct bpf_sampler *s)
+{
+	return 0;
+}
+
+static int python_open(struct bpf_sampler *s)
+{
+	return 0;
+}
+#endif /* CONFIG_BPF_PYTHON */
+
 static int check_kernel(bool *perfbuf, char *err, size_t errlen)
 {
 	LIBBPF_OPTS(bpf_map_create_opts, ro, .map_flags = BPF_F_RDONLY_PROG);
@@ -483,6 +515,10 @@ static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, ch
 	ret = configure_offcpu(s, o, err, errlen);
 	if (ret)
 		return ret;
+	if (python_configure(s)) {
+		set_err(err, errlen, "cannot size the Python processes' map");
+		return -EINVAL;
+	}
 	if (skel->rodata->cfi_enabled && can_mmap_arrays())
 		bpf_map__set_map_flags(skel->maps.cfi_rows, BPF_F_MMAPABLE);
 	s->ring_bytes = ring;
@@ -725,14 +761,17 @@ static int on_event(void *ctx, void *data, size_t size)
 	struct proc_entry *p = NULL;
 	const char *cgroup = NULL;
 	char comm[PROFILE_COMM_LEN + 1];
-	unsigned nk, nu;
+	unsigned nk, nu, npy;
 
 	/* Records carry only the frames in use: never read past what the kernel sent. */
 	if (size < PROFILE_EVENT_HDR)
 		return 0;
 	nk = e->n_kernel < PROFILE_MAX_DEPTH ? e->n_kernel : PROFILE_MAX_DEPTH;
 	nu = e->n_user < PROFILE_MAX_DEPTH ? e->n_user : PROFILE_MAX_DEPTH;
-	if (PROFILE_EVENT_HDR + (nk + nu) * sizeof(uint64_t) > size)
+	npy = (e->flags & PROFILE_F_PYTHON) ? e->flags >> PROFILE_PY_SHIFT : 0;
+	if (npy > PROFILE_PY_FRAMES || npy > 2 * PROFILE_MAX_DEPTH - nk - nu) /* 0: no Python */
+		npy = 0;
+	if (PROFILE_EVENT_HDR + (nk + nu + npy) * sizeof(uint64_t) > size)
 		return 0;
 	memcpy(comm, e->comm, PROFILE_COMM_LEN);
 	comm[PROFILE_COMM_LEN] = 0;
@@ -745,17 +784,19 @@ static int on_event(void *ctx, void *data, size_t size)
 	as.n_user = nu;
 	as.flags = (e->flags & PROFILE_F_TRUNCATED) ? SAMPLE_F_TRUNCATED : 0;
 	as.frames = (const uint64_t *)e->frames; /* kernel then user, as agent_sample wants */
+	as.py = npy ? (const uint64_t *)e->frames + nk + nu : NULL; /* the sink splices them */
+	as.n_py = (uint16_t)npy;
 	as.weight_ns = e->period ? e->period : NSEC_PER_SEC / s->hz;
 	if (e->flags & PROFILE_F_OFFCPU)
 		as.flags |= SAMPLE_F_OFFCPU | SAMPLE_F_NOCPU;
 	if (nu && (e->flags & PROFILE_F_STACK)) {
 		/* a copy of the stack after the frames: as many words as the record holds */
-		size_t at = PROFILE_EVENT_HDR + (nk + nu) * sizeof(uint64_t);
+		size_t at = PROFILE_EVENT_HDR + (nk + nu + npy) * sizeof(uint64_t);
 		size_t n = (size - at) / sizeof(uint64_t);
 
 		uc = (struct sample_user_context){
 			.sp = e->user_sp, .lr = e->user_lr, .fp = e->user_fp, .stack = true,
-			.words = (const uint64_t *)e->frames + nk + nu,
+			.words = (const uint64_t *)e->frames + nk + nu + npy,
 			.n_words = (unsigned int)(n < e->n_leaf_words ? n : e->n_leaf_words)};
 		as.user = &uc;
 	} else if (nu && (e->flags & PROFILE_F_USER_REGS)) {
@@ -1050,6 +1091,11 @@ int bpf_sampler__open(const struct bpf_sampler_opts *o, sample_sink_fn sink, voi
 		set_err(err, errlen, "setting up the unwind tables: %s", strerror(-ret));
 		goto out_free;
 	}
+	ret = python_open(s);
+	if (ret) {
+		set_err(err, errlen, "out of memory");
+		goto out_free;
+	}
 	ret = open_output(s, err, errlen);
 	if (ret)
 		goto out_free;
@@ -1222,6 +1268,16 @@ void bpf_sampler__stats(const struct bpf_sampler *s, struct bpf_sampler_stats *s
 	free(vals);
 }
 
+int bpf_sampler__prog_fd(const struct bpf_sampler *s)
+{
+	return bpf_program__fd(s->prog);
+}
+
+struct bpfpy *bpf_sampler__python(const struct bpf_sampler *s)
+{
+	return s ? s->py : NULL;
+}
+
 void bpf_sampler__free(struct bpf_sampler *s)
 {
 	if (!s)
@@ -1237,6 +1293,7 @@ void bpf_sampler__free(struct bpf_sampler *s)
 			close(s->pfd[i]);
 	}
 	cfitab__free(s->cfi);
+	bpfpy__free(s->py);
 	profile_bpf__destroy(s->skel);
 	free(s->links);
 	free(s->pfd);

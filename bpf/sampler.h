@@ -19,6 +19,7 @@
 
 #include "agent/core/sample.h"
 #include "bpf/cfitab.h"
+#include "bpf/python.h"
 
 struct bpf_sampler_opts {
 	unsigned hz;              /* per CPU; 0: CONFIG_SAMPLE_HZ */
@@ -101,6 +102,10 @@ void bpf_sampler__stats(const struct bpf_sampler *s, struct bpf_sampler_stats *s
  * kernel: read kallsyms instead).
  */
 int bpf_sampler__name_kernel(void *ctx, uint64_t addr, char *name, size_t len, uint64_t *start);
+/* The sampling program's fd (its run time and count with kernel.bpf_stats_enabled: benches). */
+int bpf_sampler__prog_fd(const struct bpf_sampler *s);
+/* The CPython processes' entries (bpf/python.h), or NULL (CONFIG_BPF_PYTHON off; s NULL). */
+struct bpfpy *bpf_sampler__python(const struct bpf_sampler *s);
 void bpf_sampler__free(struct bpf_sampler *s);                   /* NULL-safe */
 
 /* The cgroup v2 id of a cgroup directory (its inode number), for opts.cgroup_id; or -errno. */

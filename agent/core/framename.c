@@ -22,3 +22,12 @@ int framename__resolve(struct framename_cache *c, uint32_t pid, uint64_t key, ui
 	pthread_mutex_unlock(&c->lock);
 	return err;
 }
+
+void framename__forget(struct framename_cache *c, uint32_t pid)
+{
+	pthread_mutex_lock(&c->lock);
+	for (unsigned int i = 0; i < c->slots; i++)
+		if (c->slot[i].pid == pid)
+			c->slot[i].pid = 0, c->slot[i].key = 0;
+	pthread_mutex_unlock(&c->lock);
+}

@@ -51,4 +51,7 @@ typedef int (*framename_read_fn)(uint32_t pid, uint64_t key, struct framename *o
 int framename__resolve(struct framename_cache *c, uint32_t pid, uint64_t key, uint64_t hash,
 		       framename_read_fn read, struct framename *out);
 
+/* Forgets pid's names (it exec'd: the same words may now be other code). */
+void framename__forget(struct framename_cache *c, uint32_t pid);
+
 #endif /* EDGEPROF_AGENT_FRAMENAME_H */

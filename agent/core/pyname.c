@@ -136,6 +136,11 @@ void pyname__warm(uint32_t pid, const uint64_t *frames, unsigned int n)
 			pyname__resolve(pid, frames[i], &tmp);
 }
 
+void pyname__forget(uint32_t pid)
+{
+	framename__forget(&cache, pid);
+}
+
 void pyname__stats(struct pyname_stats *st)
 {
 	pthread_mutex_lock(&cache.lock);

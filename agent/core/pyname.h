@@ -48,7 +48,34 @@ struct pycode_layout {
 
 const struct pycode_layout *pycode__layout(unsigned int minor);
 
+/*
+ * The splice both samplers share (agent/core/pysplice.c): a C activation of the eval loop is
+ * replaced by the Python frames it runs. next() gives one activation's frames, newest first,
+ * down to its entry frame, into out (room at most; *cut when that was too little): their
+ * count, 0 when it knows none (the native frame stays).
+ */
+typedef unsigned int (*pyframes_next_fn)(void *ctx, uint64_t *out, unsigned int room,
+					  bool *cut);
+
+struct pysplice {
+	uint64_t eval_lo, eval_hi; /* _PyEval_EvalFrameDefault's code, [lo, hi) */
+	unsigned int budget;	   /* Python frames at most */
+	pyframes_next_fn next;
+	void *ctx;
+};
+
+/*
+ * User frames[0..n) (leaf first; past the leaf, return addresses) into out, max at most,
+ * each eval activation replaced by next()'s frames. Returns the count; *pushed: Python frames
+ * put in; *activations: eval frames met; *truncated set when frames had no room.
+ */
+unsigned int pyframes__splice_into(const struct pysplice *sp, const uint64_t *frames,
+				   unsigned int n, uint64_t *out, unsigned int max,
+				   unsigned int *pushed, unsigned int *activations, bool *truncated);
+
 #ifdef CONFIG_PYFRAMES
+/* Forgets the names read for pid (it exec'd, or exited: its code objects are others now). */
+void pyname__forget(uint32_t pid);
 /* Names the tagged frame v of pid: 0, or -errno (the frame stays unnamed). */
 int pyname__resolve(uint32_t pid, uint64_t v, struct framename *out);
 /* Names the tagged frames among frames[0..n) now, while their code objects live (a drain
@@ -56,6 +83,9 @@ int pyname__resolve(uint32_t pid, uint64_t v, struct framename *out);
 void pyname__warm(uint32_t pid, const uint64_t *frames, unsigned int n);
 void pyname__stats(struct pyname_stats *st);
 #else
+static inline void pyname__forget(uint32_t pid)
+{
+}
 static inline void pyname__warm(uint32_t pid, const uint64_t *frames, unsigned int n)
 {
 }

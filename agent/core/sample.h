@@ -41,6 +41,9 @@ struct agent_sample {
 	const uint64_t *frames;
 	uint64_t weight_ns;    /* CPU time this sample stands for (period, or measured) */
 	const struct sample_user_context *user; /* BPF samples only; NULL: none */
+	const uint64_t *py;    /* BPF: the thread's Python frames, newest first (bpf/pyproc.h's
+				* PY_REC_*), for the sink to splice (bpf/python.h); n_py 0: none */
+	uint16_t n_py;
 };
 
 #define SAMPLE_F_TRUNCATED 0x1 /* the stack was deeper than CONFIG_MAX_STACK_DEPTH */

@@ -13,6 +13,7 @@
 #include "bpf/cpus.h"
 #include "bpf/leaf.h"
 #include "bpf/mmapev.h"
+#include "bpf/python.h"
 #include "bpf/sampler.h"
 
 /*
@@ -34,6 +35,7 @@ struct bpf_counters {
 	struct leaf_stats leaf;
 	struct mmapev_stats mm;
 	struct proctab_stats procs;
+	struct bpfpy_stats py;
 	uint64_t cfi_walks; /* by tables, however they ended */
 	uint64_t offcpu_min_us;
 };
@@ -59,6 +61,25 @@ static const struct stat_field bpf_stat_fields[] = {
 	BPF_STAT(st.pauses, "pauses"),
 	BPF_STAT_MS(st.paused_ns, "paused_ms"),
 	BPF_STAT_MS(st.events_enabled_ns, "events_enabled_ms"),
+};
+
+/* CPython processes' frames (bpf/python.h). */
+static const struct stat_field py_stat_fields[] = {
+	BPF_STAT(py.procs, "py_procs"),
+	BPF_STAT(py.looked_at, "py_looked_at"),
+	BPF_STAT(py.files_read, "py_files_read"),
+	BPF_STAT(py.unknown_version, "py_unknown_version"),
+	BPF_STAT(py.procs_full, "py_procs_full"),
+	BPF_STAT(py.exited, "py_exited"),
+	BPF_STAT(py.bpf_samples, "py_samples"),
+	BPF_STAT(py.spliced, "py_spliced"),
+	BPF_STAT(py.frames, "py_frames"),
+	BPF_STAT(py.no_eval, "py_no_eval"),
+	BPF_STAT(py.no_thread, "py_no_thread"),
+	BPF_STAT(py.idle, "py_idle"),
+	BPF_STAT(py.bpf_truncated, "py_truncated"),
+	BPF_STAT(py.truncated, "py_cut"),
+	BPF_STAT(py.read_errors, "py_read_errors"),
 };
 
 /* What became of each sample's leaf frame (bpf/leaf.h). */
@@ -155,8 +176,8 @@ static int bpf_sink(void *ctx, const struct agent_sample *s)
 {
 	struct agent *a = ctx;
 	struct service *svc = agent__service(a, a->cfg.bpf_service);
-	uint64_t frames[2 * CONFIG_MAX_STACK_DEPTH + 1];
-	struct agent_sample fixed, l;
+	uint64_t frames[2 * CONFIG_MAX_STACK_DEPTH + 1], spliced[2 * CONFIG_MAX_STACK_DEPTH];
+	struct agent_sample fixed, l, py;
 	bool known;
 
 	if (!svc)
@@ -168,6 +189,9 @@ static int bpf_sink(void *ctx, const struct agent_sample *s)
 	known = s->n_user && !proctab__touch(a->procs, s->pid);
 	if (a->leaf && leaf__fix(a->leaf, a->procs, s, CONFIG_MAX_STACK_DEPTH, frames, &fixed))
 		s = &fixed;
+	if (known) /* Python frames in place of the eval loop's (looks at new processes) */
+		s = bpfpy__sample(bpf_sampler__python(a->bpf), proctab__maps(a->procs, s->pid), s,
+				  spliced, 2 * CONFIG_MAX_STACK_DEPTH, &py);
 	if (known)
 		s = with_exe(a, s, &l);
 	for (unsigned int i = 0; a->ksyms && i < s->n_kernel; i++)
@@ -256,6 +280,7 @@ void agent_bpf__poll(struct agent *a, int timeout_ms)
 	/* every sample up to now was delivered: the records up to now can be taken */
 	if (bpf_sampler__caught_up(a->bpf))
 		mmapev__advance(a->mmapev, now, true);
+	bpfpy__sweep(bpf_sampler__python(a->bpf), now);
 	if (now - a->leaf_trimmed_ns >= LEAF_TRIM_NS) {
 		leaf__trim(a->leaf);
 		a->leaf_trimmed_ns = now;
@@ -314,6 +339,10 @@ void agent_bpf__comment(struct agent *a, char *buf, size_t len)
 	for (int e = CFI_END_OUTERMOST; e <= CFI_END_DEPTH; e++)
 		c.cfi_walks += c.st.cfi.walks[e];
 	stats__append(buf, len, "", cfi_stat_fields, STATS_N(cfi_stat_fields), &c);
+	if (IS_ENABLED(CONFIG_BPF_PYTHON)) {
+		bpfpy__stats(bpf_sampler__python(a->bpf), &c.py);
+		stats__append(buf, len, "", py_stat_fields, STATS_N(py_stat_fields), &c);
+	}
 }
 
 void agent_bpf__offcpu_comment(struct agent *a, char *buf, size_t len)

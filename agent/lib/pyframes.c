@@ -138,42 +138,42 @@ static unsigned int push_activation(uintptr_t *frame, uint64_t *out, unsigned in
 	return n;
 }
 
+/* The thread's chain, found at the first eval activation of a sample (pyframes_next_fn). */
+struct chain {
+	uintptr_t frame;
+	bool started;
+};
+
+static unsigned int next_activation(void *ctx, uint64_t *out, unsigned int room, bool *cut)
+{
+	struct chain *c = ctx;
+
+	if (!c->started) {
+		c->started = true;
+		c->frame = current_frame();
+		if (!c->frame)
+			__atomic_fetch_add(&py.st.no_state, 1, __ATOMIC_RELAXED);
+	}
+	return c->frame ? push_activation(&c->frame, out, room, cut) : 0;
+}
+
 unsigned int pyframes__splice(uint64_t *frames, unsigned int n, unsigned int max,
 			      bool *truncated)
 {
-	unsigned int out = 0, budget = CONFIG_PYFRAMES_MAX, pushed = 0, i;
-	uintptr_t frame = 0;
-	bool cut = false, started = false;
+	struct chain c = {0, false};
+	const struct pysplice sp = {.eval_lo = py.eval_lo, .eval_hi = py.eval_hi,
+				    .budget = CONFIG_PYFRAMES_MAX, .next = next_activation,
+				    .ctx = &c};
+	unsigned int out, pushed, activations;
+	bool cut = false;
 
 	if (!py.l)
 		return n;
 	selfread__reset(&window);
-	for (i = 0; i < n && out < max; i++) {
-		uintptr_t pc = (uintptr_t)frames[i] - (i > 0); /* a return address: its call */
-
-		if (pc < py.eval_lo || pc >= py.eval_hi) {
-			spliced[out++] = frames[i];
-			continue;
-		}
-		if (!started) {
-			started = true;
-			frame = current_frame();
-			if (!frame)
-				__atomic_fetch_add(&py.st.no_state, 1, __ATOMIC_RELAXED);
-		}
-		unsigned int k = frame ? push_activation(&frame, spliced + out,
-							 (max - out < budget ? max - out : budget),
-							 &cut)
-				       : 0;
-		if (!k) /* nothing to show for it: keep the native frame */
-			spliced[out++] = frames[i];
-		out += k;
-		budget -= k;
-		pushed += k;
-	}
-	if (!started)
+	out = pyframes__splice_into(&sp, frames, n, spliced, max, &pushed, &activations, &cut);
+	if (!activations)
 		return n;
-	if (cut || i < n) { /* Python frames took the room of native ones: the sample is cut */
+	if (cut) {
 		*truncated = true;
 		__atomic_fetch_add(&py.st.truncated, 1, __ATOMIC_RELAXED);
 	}
