@@ -178,6 +178,21 @@ int store__services(struct store *s, int (*cb)(void *ctx, const char *service), 
 int store__merge(struct store *s, const struct store_query *q, struct pprof_profile **out,
 		 size_t *n_merged, size_t *skipped, char *err, size_t errlen);
 
+/* One device's profiles in a selection, merged; p is freed after the call. Nonzero stops. */
+typedef int (*store_device_fn)(void *ctx, const char *device, const struct pprof_profile *p);
+
+/*
+ * q's selection merged per device (the store's device field), each device's profile handed to
+ * cb: what store__merge() of that device's profiles gives (the kind with the most profiles,
+ * the others counted in *skipped), aggregated by the backend in one pass over the selection
+ * (a regression comparison: pprof/view/regress.h). *n_profiles gets the profiles merged.
+ * -EOPNOTSUPP when the backend has no such pass (the ring: read its profiles one by one),
+ * -ENOENT when nothing matches, -E2BIG past the backend's bound (err says which), cb's return.
+ */
+int store__merge_by_device(struct store *s, const struct store_query *q, store_device_fn cb,
+			   void *ctx, size_t *n_profiles, size_t *skipped, char *err,
+			   size_t errlen);
+
 /* Reads and decodes one stored profile: 0, -ENOENT (not stored), -EIO (does not decode). */
 int store__read_profile(struct store *s, uint64_t seq, struct pprof_profile **p, char *err,
 			size_t errlen);

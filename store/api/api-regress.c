@@ -11,7 +11,8 @@
  * (shares of different profile types do not compare). all=1 lists every test, not only the
  * findings (the reference test checks the statistics on them).
  *
- * {"code":200,"body":{"base":{"profiles":N,"devices":N,"unreadable":N},"cand":{...},
+ * {"code":200,"body":{"base":{"profiles":N,"devices":N,"unreadable":N,"skipped":N (of
+ *  another kind)},"cand":{...},
  *  "functions":N,"tests":N,"alpha":A,"min_change":C,"findings":[{"function":..,"metric":
  *  "self"|"cum","base_pct":..,"cand_pct":..,"delta_pct":relative change in % (null: new),
  *  "diff_lo_pct":..,"diff_hi_pct":.. (95 % interval of cand_pct - base_pct),"u":..,"z":..,
@@ -142,8 +143,8 @@ static void json_finding(struct sbuf *b, const struct regress_finding *f, bool f
 
 static void json_side(struct sbuf *b, const char *name, const struct regress_side_stats *s)
 {
-	sbuf_printf(b, "\"%s\":{\"profiles\":%zu,\"devices\":%zu,\"unreadable\":%zu},", name,
-		    s->profiles, s->devices, s->unreadable);
+	sbuf_printf(b, "\"%s\":{\"profiles\":%zu,\"devices\":%zu,\"unreadable\":%zu,"
+		    "\"skipped\":%zu},", name, s->profiles, s->devices, s->unreadable, s->skipped);
 }
 
 static void answer(struct api_ctx *a, struct regress *r, const struct regress_req *rq,
