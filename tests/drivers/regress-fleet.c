@@ -23,7 +23,7 @@
  *   RING may be a ClickHouse URL instead (http://HOST:PORT/DATABASE): the same fleet stored in
  *       ClickHouse (the database created), compared by ClickHouse's sums by device.
  *   regress-fleet compare RING BASE_SEL CAND_SEL [--all] [--shares FILE] [--bootstrap N]
- *                         [--per-profile] [--from-s T] [--to-s T]
+ *                         [--per-profile] [--from-s T] [--to-s T] [--chains]
  *       the comparison in-process (store/api/regress-store.c, pprof/view/regress.c, as the
  *       handler runs it) on a ring no collector holds: one line per finding (all: per test)
  *       "verdict metric function base_pct cand_pct delta_pct p_value p_adjusted u", then
@@ -31,7 +31,8 @@
  *       share "function metric side device share" for the scipy reference; --per-profile
  *       reads the profiles one by one through the store front even where the backend sums
  *       by device (the path before it did: the benchmark's peer); --from-s/--to-s: a time
- *       range (unix seconds).
+ *       range (unix seconds); --chains: under each finding its caller chains that moved
+ *       most, "  stack CALLER>CALLER base_pct cand_pct".
  */
 #include <errno.h>
 #include <getopt.h>
@@ -310,12 +311,22 @@ static int side(struct store *s, struct store_query q, const char *text, bool pe
 	return ret;
 }
 
+/* "  stack CALLER>CALLER... base_pct cand_pct" ("-" for a root; "...>" when cut). */
+static void print_chain(const struct regress_chain *c)
+{
+	printf("  stack %s", c->cut ? "...>" : "");
+	for (size_t j = 0; j < c->n_callers; j++)
+		printf("%s%s", j ? ">" : "", c->callers[j]);
+	printf("%s %.17g %.17g\n", c->n_callers ? "" : "-", c->base_share * 100,
+	       c->cand_share * 100);
+}
+
 static int compare(int argc, char **argv)
 {
 	struct store_opts so = { .fsync_ms = 1000, .quiet = true };
 	struct store_query q = { .type = "cpu" };
 	struct regress_opts ro = { 0 };
-	bool per_profile = false;
+	bool per_profile = false, with_chains = false;
 	const char *shares = NULL;
 	struct regress_finding *f = NULL;
 	struct regress_stats st;
@@ -336,6 +347,8 @@ static int compare(int argc, char **argv)
 			ro.bootstrap = (unsigned)atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--per-profile"))
 			per_profile = true;
+		else if (!strcmp(argv[i], "--chains"))
+			with_chains = true;
 		else if (!strcmp(argv[i], "--from-s") && i + 1 < argc)
 			q.from_ns = strtoull(argv[++i], NULL, 10) * NSEC_PER_SEC;
 		else if (!strcmp(argv[i], "--to-s") && i + 1 < argc)
@@ -363,11 +376,14 @@ static int compare(int argc, char **argv)
 		ret = regress__run(r, all, &f, &n);
 	t2 = port_clock_mono_ns();
 	regress__stats(r, &st);
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		printf("%s %s %s %.17g %.17g %.17g %.17g %.17g %.17g\n",
 		       regress__verdict_name(f[i].verdict), regress__metric_name(f[i].metric),
 		       f[i].function, f[i].base_share * 100, f[i].cand_share * 100,
 		       f[i].rel_change * 100, f[i].p_value, f[i].p_adjusted, f[i].u);
+		for (size_t k = 0; with_chains && k < f[i].n_chains; k++)
+			print_chain(&f[i].chains[k]);
+	}
 	printf("devices_base=%zu devices_cand=%zu tests=%zu seconds=%.3f stats_seconds=%.3f\n",
 	       st.devices[0], st.devices[1], st.tests, (double)(t2 - t0) / 1e9,
 	       (double)(t2 - t1) / 1e9);
@@ -392,6 +408,6 @@ int main(int argc, char **argv)
 	if (argc > 4 && !strcmp(argv[1], "compare"))
 		return compare(argc, argv);
 	fprintf(stderr, "usage: regress-fleet fill RING [options] | compare RING BASE CAND "
-		"[--all] [--shares FILE] [--per-profile] [--from-s T] [--to-s T]\n");
+		"[--all] [--shares FILE] [--per-profile] [--from-s T] [--to-s T] [--chains]\n");
 	return 2;
 }

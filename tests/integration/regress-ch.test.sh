@@ -6,8 +6,8 @@
 # and, through the store front, in a real clickhouse-server (Debian's 18.16, loopback, data in
 # $T). Compared in-process (the handler's code):
 #   - ClickHouse's sums by device and stack (store__merge_by_device) give exactly the ring's
-#     findings, every test (--all: verdicts, shares, p-values, U to the last digit), and the
-#     same per-device shares;
+#     findings, every test (--all: verdicts, shares, p-values, U to the last digit, the stacks
+#     that changed), and the same per-device shares;
 #   - the same holds for ClickHouse read profile by profile (--per-profile, the old path);
 #   - the comparison can fail: a fleet with another seed in ClickHouse differs from the ring;
 #   - a time range that holds nothing is an error on both.
@@ -31,7 +31,7 @@ opts=(--devices 120 --cand-frac 0.25 --noise 0.05 --samples 3000 --profiles 2
 cmp_run() { # STORE OUT [flags]: every test and every share, without the timing
 	local where=$1 out=$2
 	shift 2
-	"$FLEET" compare "$where" "$BASE" "$CAND" --all --shares "$out.shares" "$@" >"$out.all" ||
+	"$FLEET" compare "$where" "$BASE" "$CAND" --all --chains --shares "$out.shares" "$@" >"$out.all" ||
 		fail "regress-fleet compare $where $*"
 	sed -i 's/ seconds=.*//' "$out.all"
 	sort -o "$out.shares" "$out.shares"
@@ -40,6 +40,8 @@ cmp_run "$T/ring" "$T/ring"
 cmp_run "$CH/regress_a" "$T/ch"
 cmp_run "$CH/regress_a" "$T/chp" --per-profile
 grep -q '^regression self crc32_update ' "$T/ring.all" || fail "the ring does not find crc32_update"
+grep -A1 '^regression self crc32_update ' "$T/ring.all" | grep -q '^  stack main>storage_task ' ||
+	fail "no stack for crc32_update"
 grep -q '^new self tls_renegotiate ' "$T/ring.all" || fail "the ring does not find tls_renegotiate"
 tests=$(sed -n 's/.* tests=\([0-9]*\).*/\1/p' "$T/ring.all")
 [ "${tests:-0}" -ge 40 ] || fail "only ${tests:-0} tests"
@@ -47,7 +49,7 @@ diff "$T/ring.all" "$T/ch.all" >"$T/d1" || { grep '^>' "$T/d1" | head -3; tail -
 diff "$T/ring.shares" "$T/ch.shares" >/dev/null || fail "ClickHouse's per-device shares differ"
 diff "$T/ring.all" "$T/chp.all" >/dev/null || fail "ClickHouse profile by profile differs from the ring"
 echo "ring = ClickHouse by device = ClickHouse profile by profile: $tests tests," \
-	"$(grep -vc '^\(none\|devices_base=\)' "$T/ring.all") findings"
+	"$(grep -vc '^\(none\|devices_base=\|  stack\)' "$T/ring.all") findings"
 cmp_run "$CH/regress_b" "$T/other"
 diff -q "$T/ring.all" "$T/other.all" >/dev/null && fail "another fleet compares equal: the check cannot fail"
 
