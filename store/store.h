@@ -183,8 +183,9 @@ typedef int (*store_device_fn)(void *ctx, const char *device, const struct pprof
 
 /*
  * q's selection merged per device (the store's device field), each device's profile handed to
- * cb: what store__merge() of that device's profiles gives (the kind with the most profiles,
- * the others counted in *skipped), aggregated by the backend in one pass over the selection
+ * cb: the samples store__merge() of that device's profiles gives (the kind with the most
+ * profiles, the others counted in *skipped; the header of its first series), aggregated by the
+ * backend in one pass over the selection
  * (a regression comparison: pprof/view/regress.h). *n_profiles gets the profiles merged.
  * -EOPNOTSUPP when the backend has no such pass (the ring: read its profiles one by one),
  * -ENOENT when nothing matches, -E2BIG past the backend's bound (err says which), cb's return.

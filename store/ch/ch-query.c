@@ -1328,13 +1328,6 @@ struct by_device {
 	size_t *order;			/* dev_rows indices grouped by device */
 };
 
-static void by_device_free(struct by_device *g)
-{
-	free(g->rows);
-	free(g->start);
-	free(g->order);
-}
-
 /* Groups d's rows by their series' device (a counting sort): 0 or -ENOMEM. */
 static int by_device(struct series_sel *sel, uint64_t sig, const struct dev_rows *d,
 		     struct by_device *g)
@@ -1377,23 +1370,6 @@ static int by_device(struct series_sel *sel, uint64_t sig, const struct dev_rows
 		}
 	}
 	return 0;
-}
-
-/* The head of device k's profile: its series rows from *r0 on (g->rows is by device). */
-static void device_head(const struct by_device *g, size_t k, size_t *r0, struct pprof_head *h)
-{
-	size_t r = *r0;
-
-	*h = (struct pprof_head){ .row = g->rows[r] };
-	for (; r < g->n_rows && g->rows[r]->dev == k; r++) {
-		h->duration += g->rows[r]->duration;
-		if (g->rows[r]->period > h->period)
-			h->period = g->rows[r]->period;
-		if (g->rows[r]->time_nanos &&
-		    (!h->time_nanos || g->rows[r]->time_nanos < h->time_nanos))
-			h->time_nanos = g->rows[r]->time_nanos;
-	}
-	*r0 = r;
 }
 
 /* Device k's profile from its rows (all[] in g->order), handed to cb. */
@@ -1465,10 +1441,11 @@ int ch__merge_by_device(struct store *base, const struct store_query *q, store_d
 		all[i] = (struct agg_sample){ .stack = d.key[2 * i + 1], .v = &d.v[i * d.nt] };
 	if (!e)
 		e = dicts__fetch(c, all, d.n, &dc, err, errlen);
-	for (size_t k = 0; !e && k < g.n_dev; k++) {
-		struct pprof_head h;
+	for (size_t k = 0; !e && k < g.n_dev; k++) { /* its header: its first series' */
+		struct pprof_head h = { .row = g.rows[r0], .period = g.rows[r0]->period };
 
-		device_head(&g, k, &r0, &h);
+		while (r0 < g.n_rows && g.rows[r0]->dev == k)
+			r0++;
 		e = device_profile(&g, k, &h, all, mine, d.nt, &dc, cb, ctx, &lost, err, errlen);
 	}
 	if (e == -ENOMEM && !err[0])
@@ -1482,7 +1459,9 @@ out:
 	c->merge_skipped += total - count;
 	pthread_mutex_unlock(&c->lock);
 	dicts__free(&dc);
-	by_device_free(&g);
+	free(g.rows);
+	free(g.start);
+	free(g.order);
 	free(all);
 	free(mine);
 	free(d.key);
