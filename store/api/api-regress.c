@@ -186,8 +186,9 @@ static void answer(struct api_ctx *a, struct regress *r, const struct regress_re
 	sbuf_printf(&b, "{\"code\":200,\"body\":{");
 	json_side(&b, "base", &side[0]);
 	json_side(&b, "cand", &side[1]);
-	sbuf_printf(&b, "\"functions\":%zu,\"tests\":%zu,\"dropped_functions\":%zu", st.functions,
-		    st.tests, st.dropped_functions);
+	sbuf_printf(&b, "\"functions\":%zu,\"tests\":%zu,\"dropped_functions\":%zu,"
+		    "\"dropped_stack_entries\":%zu", st.functions, st.tests, st.dropped_functions,
+		    st.dropped_stack_entries);
 	json_double(&b, "alpha", rq->o.alpha ? rq->o.alpha : REGRESS_DEFAULT_ALPHA);
 	json_double(&b, "min_change", rq->o.min_change < 0 ? 0 : rq->o.min_change);
 	sbuf_printf(&b, ",\"findings\":[");
