@@ -191,6 +191,22 @@ int store__services(struct store *s, int (*cb)(void *ctx, const char *service), 
 int store__merge(struct store *s, const struct store_query *q, struct pprof_profile **out,
 		 size_t *n_merged, size_t *skipped, char *err, size_t errlen);
 
+/* One device's profiles in a selection, merged; p is freed after the call. Nonzero stops. */
+typedef int (*store_device_fn)(void *ctx, const char *device, const struct pprof_profile *p);
+
+/*
+ * q's selection merged per device (the store's device field), each device's profile handed to
+ * cb: the samples store__merge() of that device's profiles gives (the kind with the most
+ * profiles, the others counted in *skipped; the header of its first series), aggregated by the
+ * backend in one pass over the selection
+ * (a regression comparison: pprof/view/regress.h). *n_profiles gets the profiles merged.
+ * -EOPNOTSUPP when the backend has no such pass (the ring: read its profiles one by one),
+ * -ENOENT when nothing matches, -E2BIG past the backend's bound (err says which), cb's return.
+ */
+int store__merge_by_device(struct store *s, const struct store_query *q, store_device_fn cb,
+			   void *ctx, size_t *n_profiles, size_t *skipped, char *err,
+			   size_t errlen);
+
 /*
  * Reads and decodes one stored profile: 0, -ENOENT (not stored), -EIO (does not decode), or
  * b's refusal (store_query.budget; b NULL = none: free it with pprof_profile__free_budget()).

@@ -55,6 +55,18 @@ struct regress {
 	size_t n_touched, cap_scratch;
 	uint32_t gen;
 	int64_t cur_total;	/* the open device's total so far */
+	/* the chains' data: stacks interned as function indices (root first), and each
+	 * device's (stack, value) sums, devices in order of addition */
+	uint32_t *sfn;		/* every interned stack's functions, one after another */
+	size_t n_sfn, cap_sfn;
+	struct stk { size_t off; uint32_t n; } *stk;
+	size_t n_stk, cap_stk;
+	uint32_t *stk_slots;	/* stack hash -> index + 1 */
+	size_t n_stk_slots;
+	struct dstack { uint32_t stack; int64_t v; } *ds;
+	size_t n_ds, cap_ds;
+	size_t *ds_start;	/* device d's sums: ds[ds_start[d] .. ds_start[d + 1] or n_ds) */
+	size_t open_ds;		/* the first sum of the device being added */
 	struct regress_stats st;
 };
 
@@ -76,6 +88,8 @@ struct regress *regress__new(const struct regress_opts *o)
 		r->o.bootstrap = REGRESS_DEFAULT_BOOTSTRAP;
 	if (!r->o.seed)
 		r->o.seed = 0x9e3779b97f4a7c15ull;
+	if (!r->o.max_stack_entries)
+		r->o.max_stack_entries = REGRESS_DEFAULT_MAX_STACK_ENTRIES;
 	return r;
 }
 
@@ -96,6 +110,11 @@ void regress__free(struct regress *r)
 	free(r->acc_cum);
 	free(r->seen);
 	free(r->touched);
+	free(r->sfn);
+	free(r->stk);
+	free(r->stk_slots);
+	free(r->ds);
+	free(r->ds_start);
 	free(r);
 }
 
@@ -195,9 +214,102 @@ static void touch(struct regress *r, uint32_t fi)
 		r->touched[r->n_touched++] = fi;
 }
 
+static uint64_t hash_fns(const uint32_t *f, size_t n)
+{
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+
+	for (size_t i = 0; i < n; i++) {
+		h = (h ^ f[i]) * 0xbf58476d1ce4e5b9ull;
+		h ^= h >> 31;
+	}
+	return h;
+}
+
+static bool grow(void **v, size_t *cap, size_t need, size_t size)
+{
+	size_t cap2 = *cap ? *cap : 256;
+	void *p;
+
+	if (need <= *cap)
+		return true;
+	while (cap2 < need)
+		cap2 *= 2;
+	p = realloc(*v, cap2 * size);
+	if (!p)
+		return false;
+	*v = p;
+	*cap = cap2;
+	return true;
+}
+
+static int grow_stk_slots(struct regress *r)
+{
+	size_t n = r->n_stk_slots ? r->n_stk_slots * 2 : 1024;
+	uint32_t *sl = calloc(n, sizeof(*sl));
+
+	if (!sl)
+		return -ENOMEM;
+	for (size_t i = 0; i < r->n_stk; i++) {
+		size_t j = hash_fns(r->sfn + r->stk[i].off, r->stk[i].n) & (n - 1);
+
+		while (sl[j])
+			j = (j + 1) & (n - 1);
+		sl[j] = (uint32_t)i + 1;
+	}
+	free(r->stk_slots);
+	r->stk_slots = sl;
+	r->n_stk_slots = n;
+	return 0;
+}
+
+/* The index of the stack f[0..n), interned when new: >= 0 or -ENOMEM. */
+static long stack_index(struct regress *r, const uint32_t *f, size_t n)
+{
+	size_t j;
+
+	if ((r->n_stk + 1) * 2 > r->n_stk_slots && grow_stk_slots(r))
+		return -ENOMEM;
+	j = hash_fns(f, n) & (r->n_stk_slots - 1);
+	for (; r->stk_slots[j]; j = (j + 1) & (r->n_stk_slots - 1)) {
+		const struct stk *k = &r->stk[r->stk_slots[j] - 1];
+
+		if (k->n == n && !memcmp(r->sfn + k->off, f, n * sizeof(*f)))
+			return (long)r->stk_slots[j] - 1;
+	}
+	if (!grow((void **)&r->stk, &r->cap_stk, r->n_stk + 1, sizeof(*r->stk)) ||
+	    !grow((void **)&r->sfn, &r->cap_sfn, r->n_sfn + n + 1, sizeof(*r->sfn)))
+		return -ENOMEM;
+	memcpy(r->sfn + r->n_sfn, f, n * sizeof(*f));
+	r->stk[r->n_stk] = (struct stk){ .off = r->n_sfn, .n = (uint32_t)n };
+	r->n_sfn += n;
+	r->stk_slots[j] = (uint32_t)r->n_stk + 1;
+	return (long)r->n_stk++;
+}
+
+/* The open device's sum of stack f[0..n) (for the chains), within max_stack_entries. */
+static int record_stack(struct regress *r, const uint32_t *f, size_t n, int64_t v)
+{
+	long si;
+
+	if (r->n_ds >= r->o.max_stack_entries) {
+		r->st.dropped_stack_entries++;
+		return 0;
+	}
+	si = stack_index(r, f, n);
+	if (si < 0)
+		return (int)si;
+	if (!grow((void **)&r->ds, &r->cap_ds, r->n_ds + 1, sizeof(*r->ds)))
+		return -ENOMEM;
+	r->ds[r->n_ds++] = (struct dstack){ .stack = (uint32_t)si, .v = v };
+	return 0;
+}
+
 /* One stack of value v: the leaf's self, every distinct frame's cumulative once. */
 static int add_stack(struct regress *r, const struct stack_frame **frames, size_t n, int64_t v)
 {
+	uint32_t fis[256];
+	size_t k = 0;
+
 	if (!++r->gen) { /* wrapped: forget every mark */
 		memset(r->seen, 0, r->cap_scratch * sizeof(*r->seen));
 		r->gen = 1;
@@ -211,6 +323,8 @@ static int add_stack(struct regress *r, const struct stack_frame **frames, size_
 		}
 		if (fi < 0)
 			return (int)fi;
+		if (k < sizeof(fis) / sizeof(fis[0]))
+			fis[k++] = (uint32_t)fi;
 		touch(r, (uint32_t)fi);
 		if (i + 1 == n) {
 			r->acc_self[fi] += v;
@@ -223,7 +337,7 @@ static int add_stack(struct regress *r, const struct stack_frame **frames, size_
 		if (i + 1 < n)
 			r->f[fi].caller = true;
 	}
-	return 0;
+	return record_stack(r, fis, k, v);
 }
 
 static int push_entry(struct func *f, uint32_t dev, int64_t self, int64_t cum)
@@ -258,8 +372,13 @@ static int add_dev_slot(struct regress *r, enum regress_side side, int64_t total
 		if (!x)
 			return -ENOMEM;
 		r->side_index = x;
+		size_t *d = realloc(r->ds_start, (cap + 1) * sizeof(*d));
+		if (!d)
+			return -ENOMEM;
+		r->ds_start = d;
 		r->cap_dev = cap;
 	}
+	r->ds_start[r->n_dev] = r->open_ds;
 	r->side[r->n_dev] = (uint8_t)side;
 	r->total[r->n_dev] = total;
 	r->side_index[r->n_dev] = (uint32_t)r->st.devices[side]++;
@@ -283,6 +402,9 @@ static int flush_device(struct regress *r, enum regress_side side, int64_t total
 		r->acc_self[fi] = r->acc_cum[fi] = 0;
 	}
 	r->n_touched = 0;
+	if (total <= 0 || ret)
+		r->n_ds = r->open_ds; /* an empty device's sums go with it */
+	r->open_ds = r->n_ds;
 	return ret;
 }
 
@@ -332,6 +454,7 @@ int regress__add_device(struct regress *r, enum regress_side side, const struct 
 		for (size_t i = 0; i < r->n_touched; i++)
 			r->acc_self[r->touched[i]] = r->acc_cum[r->touched[i]] = 0;
 		r->n_touched = 0;
+		r->n_ds = r->open_ds;
 		return ret;
 	}
 	return regress__end_device(r, side);
@@ -611,6 +734,158 @@ static int run_tests(const struct regress *r, struct regress_finding *t, size_t 
 	return 0;
 }
 
+/* ---- the stacks that changed --------------------------------------------------------------- */
+
+struct chain_acc {
+	uint32_t fn[REGRESS_CHAIN_CALLERS];
+	uint32_t n;
+	bool cut;
+	double sum[2];		/* per side: the devices' shares summed */
+};
+
+/* The chain of fi in interned stack k for metric m into c: false when fi is not there. */
+static bool chain_in(const struct regress *r, size_t k, uint32_t fi, enum regress_metric m,
+		     struct chain_acc *c)
+{
+	const uint32_t *f = r->sfn + r->stk[k].off;
+	size_t n = r->stk[k].n, pos = 0, from;
+
+	if (!n)
+		return false;
+	if (m == REGRESS_SELF) {
+		if (f[n - 1] != fi)
+			return false;
+		pos = n - 1;
+	} else {
+		while (pos < n && f[pos] != fi) /* the outermost call: cumulative counts it */
+			pos++;
+		if (pos == n)
+			return false;
+	}
+	from = pos > REGRESS_CHAIN_CALLERS ? pos - REGRESS_CHAIN_CALLERS : 0;
+	*c = (struct chain_acc){ .n = (uint32_t)(pos - from), .cut = from > 0 };
+	memcpy(c->fn, f + from, c->n * sizeof(*f));
+	return true;
+}
+
+/* Index of chain c among v[0..*n), appended when new: >= 0, or -1 out of memory. */
+static long chain_find(struct chain_acc **v, size_t *n, size_t *cap, const struct chain_acc *c)
+{
+	for (size_t i = 0; i < *n; i++)
+		if ((*v)[i].n == c->n && (*v)[i].cut == c->cut &&
+		    !memcmp((*v)[i].fn, c->fn, c->n * sizeof(c->fn[0])))
+			return (long)i;
+	if (!grow((void **)v, cap, *n + 1, sizeof(**v)))
+		return -1;
+	(*v)[*n] = *c;
+	return (long)(*n)++;
+}
+
+static double side_mean(const struct regress *r, const struct chain_acc *c, int side)
+{
+	return r->st.devices[side] ? c->sum[side] / (double)r->st.devices[side] : 0;
+}
+
+static double chain_move(const struct regress *r, const struct chain_acc *c)
+{
+	return fabs(side_mean(r, c, 1) - side_mean(r, c, 0));
+}
+
+/* The REGRESS_MAX_CHAINS largest moves of v[0..n) into t->chains. */
+static void chains_pick(const struct regress *r, struct chain_acc *v, size_t n,
+			struct regress_finding *t)
+{
+	t->n_chains = 0;
+	while (t->n_chains < REGRESS_MAX_CHAINS) {
+		size_t best = n;
+		struct regress_chain *o;
+
+		for (size_t i = 0; i < n; i++)
+			if (v[i].n != UINT32_MAX &&
+			    (best == n || chain_move(r, &v[i]) > chain_move(r, &v[best])))
+				best = i;
+		if (best == n)
+			break;
+		o = &t->chains[t->n_chains++];
+		*o = (struct regress_chain){ .n_callers = v[best].n, .cut = v[best].cut,
+			.base_share = side_mean(r, &v[best], 0),
+			.cand_share = side_mean(r, &v[best], 1) };
+		for (size_t j = 0; j < v[best].n; j++)
+			o->callers[j] = r->f[v[best].fn[j]].name;
+		v[best].n = UINT32_MAX; /* taken */
+	}
+}
+
+/*
+ * Every device's values by chain (cid: a stack's chain, < 0 none) summed as integers, then
+ * added to v as a share of the device's total: the same sums however the device's profiles
+ * came (one merged, or one by one), to the last bit.
+ */
+static int chains_sum(const struct regress *r, const long *cid, struct chain_acc *v, size_t n)
+{
+	int64_t *acc = calloc(n + 1, sizeof(*acc));
+	size_t *touched = malloc((n + 1) * sizeof(*touched)), nt = 0;
+
+	if (!acc || !touched) {
+		free(acc);
+		free(touched);
+		return -ENOMEM;
+	}
+	for (size_t d = 0; d < r->n_dev; d++) {
+		size_t end = d + 1 < r->n_dev ? r->ds_start[d + 1] : r->n_ds;
+
+		for (size_t e = r->ds_start[d]; e < end; e++) {
+			long c = cid[r->ds[e].stack];
+
+			if (c < 0)
+				continue;
+			if (!acc[c])
+				touched[nt++] = (size_t)c;
+			acc[c] += r->ds[e].v;
+		}
+		for (size_t k = 0; k < nt; k++) {
+			v[touched[k]].sum[r->side[d]] += (double)acc[touched[k]] / (double)r->total[d];
+			acc[touched[k]] = 0;
+		}
+		nt = 0;
+	}
+	free(acc);
+	free(touched);
+	return 0;
+}
+
+/*
+ * The chains of finding t (function fi): each interned stack's chain of fi, then every
+ * device's sums by chain as shares of its total, their means per side. O(stacks + sums).
+ */
+static int chains(const struct regress *r, size_t fi, struct regress_finding *t)
+{
+	long *cid = malloc((r->n_stk + 1) * sizeof(*cid));
+	struct chain_acc *v = NULL, c;
+	size_t n = 0, cap = 0;
+
+	if (!cid)
+		return -ENOMEM;
+	for (size_t k = 0; k < r->n_stk; k++) {
+		cid[k] = chain_in(r, k, (uint32_t)fi, t->metric, &c) ? chain_find(&v, &n, &cap, &c)
+								      : -2;
+		if (cid[k] == -1) {
+			free(cid);
+			free(v);
+			return -ENOMEM;
+		}
+	}
+	if (chains_sum(r, cid, v, n)) {
+		free(cid);
+		free(v);
+		return -ENOMEM;
+	}
+	chains_pick(r, v, n, t);
+	free(cid);
+	free(v);
+	return 0;
+}
+
 /* Keeps the findings (all: every test), with their intervals. */
 static int keep(struct regress *r, struct regress_finding *t, size_t n, bool all, double *a,
 		double *b, size_t *kept)
@@ -631,7 +906,7 @@ static int keep(struct regress *r, struct regress_finding *t, size_t n, bool all
 			fi = (size_t)idx;
 			shares(r, &r->f[fi], t[i].metric, a, b, present);
 			if (bootstrap(r, a, na, b, nb, fi * 2 + t[i].metric, &t[i].diff_lo,
-				      &t[i].diff_hi))
+				      &t[i].diff_hi) || chains(r, fi, &t[i]))
 				return -ENOMEM;
 		}
 		t[k++] = t[i];

@@ -52,6 +52,9 @@ struct regress_opts {
 	size_t max_functions;	/* 0: REGRESS_DEFAULT_MAX_FUNCTIONS */
 	unsigned bootstrap;	/* resamples of the interval (0: REGRESS_DEFAULT_BOOTSTRAP) */
 	uint64_t seed;		/* of the bootstrap (0: a fixed one): answers are reproducible */
+	size_t max_stack_entries; /* (device, stack) sums kept for the chains, ~16 bytes each
+				   * (0: REGRESS_DEFAULT_MAX_STACK_ENTRIES); past it a device's
+				   * stacks are left out of the chains, counted */
 };
 
 enum regress_side { REGRESS_BASE = 0, REGRESS_CAND = 1 };
@@ -62,6 +65,23 @@ enum regress_verdict {
 	REGRESS_IMPROVEMENT,
 	REGRESS_NEW,		/* on no base device */
 	REGRESS_GONE,		/* on no candidate device */
+};
+
+/*
+ * "The stacks that changed": the caller chains of a finding's function (its nearest
+ * REGRESS_CHAIN_CALLERS callers, root first; of the outermost call where it recurses) whose mean
+ * per-device share of the finding's metric moved most between the selections, the largest
+ * moves first, at most REGRESS_MAX_CHAINS.
+ */
+#define REGRESS_CHAIN_CALLERS 4
+#define REGRESS_MAX_CHAINS 3
+#define REGRESS_DEFAULT_MAX_STACK_ENTRIES 16000000u
+
+struct regress_chain {
+	const char *callers[REGRESS_CHAIN_CALLERS];	/* root first; valid until regress__free() */
+	size_t n_callers;				/* 0: the function is a root */
+	bool cut;					/* it has more callers than these */
+	double base_share, cand_share;			/* mean per-device share, 0..1 */
 };
 
 struct regress_finding {
@@ -75,6 +95,8 @@ struct regress_finding {
 	size_t devices_base, devices_cand;	/* devices in each selection */
 	size_t present_base, present_cand;	/* of those, devices with the function */
 	enum regress_verdict verdict;
+	struct regress_chain chains[REGRESS_MAX_CHAINS];	/* findings only */
+	size_t n_chains;
 };
 
 struct regress_stats {
@@ -82,6 +104,8 @@ struct regress_stats {
 	size_t empty_devices;		/* added with a zero total: left out */
 	size_t functions, tests;	/* distinct functions; tests run (self + cumulative) */
 	size_t dropped_functions;	/* names past max_functions */
+	size_t dropped_stack_entries;	/* (device, stack) sums past max_stack_entries: the
+					 * chains leave them out (the tests do not) */
 };
 
 struct regress;

@@ -11,12 +11,16 @@
  * (shares of different profile types do not compare). all=1 lists every test, not only the
  * findings (the reference test checks the statistics on them).
  *
- * {"code":200,"body":{"base":{"profiles":N,"devices":N,"unreadable":N},"cand":{...},
+ * {"code":200,"body":{"base":{"profiles":N,"devices":N,"unreadable":N,"skipped":N (of
+ *  another kind)},"cand":{...},
  *  "functions":N,"tests":N,"alpha":A,"min_change":C,"findings":[{"function":..,"metric":
  *  "self"|"cum","base_pct":..,"cand_pct":..,"delta_pct":relative change in % (null: new),
  *  "diff_lo_pct":..,"diff_hi_pct":.. (95 % interval of cand_pct - base_pct),"u":..,"z":..,
  *  "p_value":..,"p_adjusted":..,"devices_base":..,"devices_cand":..,"present_base":..,
- *  "present_cand":..,"verdict":"regression"|"improvement"|"new"|"gone"|"none"}]}}
+ *  "present_cand":..,"verdict":"regression"|"improvement"|"new"|"gone"|"none","stacks":[
+ *  {"callers":["main",..] (the function's nearest callers, root first),"cut":more above,
+ *  "base_pct":..,"cand_pct":..} (the caller chains whose mean per-device share moved most,
+ *  findings only)]}]}}
  */
 #include <errno.h>
 #include <math.h>
@@ -121,6 +125,26 @@ static void json_double(struct sbuf *b, const char *key, double v)
 		sbuf_printf(b, ",\"%s\":null", key);
 }
 
+/* ,"stacks":[{"callers":["main",...],"cut":false,"base_pct":..,"cand_pct":..},...] */
+static void json_chains(struct sbuf *b, const struct regress_finding *f)
+{
+	sbuf_printf(b, ",\"stacks\":[");
+	for (size_t i = 0; i < f->n_chains; i++) {
+		const struct regress_chain *c = &f->chains[i];
+
+		sbuf_printf(b, "%s{\"callers\":[", i ? "," : "");
+		for (size_t j = 0; j < c->n_callers; j++) {
+			sbuf_printf(b, "%s", j ? "," : "");
+			sbuf_json_str(b, c->callers[j]);
+		}
+		sbuf_printf(b, "],\"cut\":%s", c->cut ? "true" : "false");
+		json_double(b, "base_pct", c->base_share * 100);
+		json_double(b, "cand_pct", c->cand_share * 100);
+		sbuf_printf(b, "}");
+	}
+	sbuf_printf(b, "]");
+}
+
 static void json_finding(struct sbuf *b, const struct regress_finding *f, bool first)
 {
 	sbuf_printf(b, "%s{\"function\":", first ? "" : ",");
@@ -136,14 +160,16 @@ static void json_finding(struct sbuf *b, const struct regress_finding *f, bool f
 	json_double(b, "p_value", f->p_value);
 	json_double(b, "p_adjusted", f->p_adjusted);
 	sbuf_printf(b, ",\"devices_base\":%zu,\"devices_cand\":%zu,\"present_base\":%zu,"
-		    "\"present_cand\":%zu,\"verdict\":\"%s\"}", f->devices_base, f->devices_cand,
+		    "\"present_cand\":%zu,\"verdict\":\"%s\"", f->devices_base, f->devices_cand,
 		    f->present_base, f->present_cand, regress__verdict_name(f->verdict));
+	json_chains(b, f);
+	sbuf_printf(b, "}");
 }
 
 static void json_side(struct sbuf *b, const char *name, const struct regress_side_stats *s)
 {
-	sbuf_printf(b, "\"%s\":{\"profiles\":%zu,\"devices\":%zu,\"unreadable\":%zu},", name,
-		    s->profiles, s->devices, s->unreadable);
+	sbuf_printf(b, "\"%s\":{\"profiles\":%zu,\"devices\":%zu,\"unreadable\":%zu,"
+		    "\"skipped\":%zu},", name, s->profiles, s->devices, s->unreadable, s->skipped);
 }
 
 static void answer(struct api_ctx *a, struct regress *r, const struct regress_req *rq,
@@ -160,8 +186,9 @@ static void answer(struct api_ctx *a, struct regress *r, const struct regress_re
 	sbuf_printf(&b, "{\"code\":200,\"body\":{");
 	json_side(&b, "base", &side[0]);
 	json_side(&b, "cand", &side[1]);
-	sbuf_printf(&b, "\"functions\":%zu,\"tests\":%zu,\"dropped_functions\":%zu", st.functions,
-		    st.tests, st.dropped_functions);
+	sbuf_printf(&b, "\"functions\":%zu,\"tests\":%zu,\"dropped_functions\":%zu,"
+		    "\"dropped_stack_entries\":%zu", st.functions, st.tests, st.dropped_functions,
+		    st.dropped_stack_entries);
 	json_double(&b, "alpha", rq->o.alpha ? rq->o.alpha : REGRESS_DEFAULT_ALPHA);
 	json_double(&b, "min_change", rq->o.min_change < 0 ? 0 : rq->o.min_change);
 	sbuf_printf(&b, ",\"findings\":[");

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * store/api/regress-store.c — one side of a regression comparison read through the store front
- * (regress-store.h): list (seq, device), sort by device, read each device's profiles into its
- * sums (what merging them would give), add the device.
+ * (regress-store.h): each device's profile merged by the backend in one pass
+ * (store__merge_by_device: ClickHouse sums by device and stack), or, where the backend has no
+ * such pass (the ring), list (seq, device), sort by device, read each device's profiles into
+ * its sums (what merging them would give), add the device.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -85,9 +87,45 @@ static int add_device(struct store *s, const struct listed *v, size_t n, const c
 	return ret ? ret : added ? regress__end_device(r, side) : 0;
 }
 
+struct by_device_ctx {
+	const char *spec;
+	struct regress *r;
+	enum regress_side side;
+	size_t devices;
+	char *err;
+	size_t errlen;
+};
+
+static int add_merged_device(void *ctx, const char *device, const struct pprof_profile *p)
+{
+	struct by_device_ctx *b = ctx;
+	int vi = stacks__sample_index(p, b->spec, b->err, b->errlen);
+
+	(void)device;
+	b->devices++;
+	return vi < 0 ? vi : regress__add_device(b->r, b->side, p, vi, b->err, b->errlen);
+}
+
 int regress_store_side(struct store *s, const struct store_query *q, const char *spec,
 		       struct regress *r, enum regress_side side, struct regress_side_stats *st,
 		       char *err, size_t errlen)
+{
+	struct by_device_ctx b = { spec, r, side, 0, err, errlen };
+	size_t skipped;
+	int ret = store__merge_by_device(s, q, add_merged_device, &b, &st->profiles, &skipped,
+					 err, errlen);
+
+	if (ret == -EOPNOTSUPP)
+		return regress_store_side_profiles(s, q, spec, r, side, st, err, errlen);
+	st->devices = b.devices;
+	st->unreadable = 0;
+	st->skipped = skipped;
+	return ret;
+}
+
+int regress_store_side_profiles(struct store *s, const struct store_query *q, const char *spec,
+				struct regress *r, enum regress_side side,
+				struct regress_side_stats *st, char *err, size_t errlen)
 {
 	struct listing l = { 0 };
 	int ret = store__list(s, q, list_one, &l);

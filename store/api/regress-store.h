@@ -2,8 +2,10 @@
 /*
  * store/api/regress-store.h — a selection of the store as one side of a regression comparison
  * (pprof/view/regress.h): its profiles grouped by device, each device's summed (as merging them
- * would), then added. Only the store front (store__list, store__read_profile), so the ring and
- * ClickHouse answer alike. The handler (api-regress.c) and the test driver call it.
+ * would), then added. Only the store front: store__merge_by_device where the backend sums by
+ * device itself (ClickHouse: one GROUP BY device, stack a side), else store__list and
+ * store__read_profile (the ring), so both answer alike (tests/integration/regress-ch.test.sh
+ * compares them). The handler (api-regress.c) and the test driver call it.
  */
 #ifndef EDGEPROF_STORE_API_REGRESS_STORE_H
 #define EDGEPROF_STORE_API_REGRESS_STORE_H
@@ -20,6 +22,7 @@ struct regress_side_stats {
 	size_t profiles;	/* listed */
 	size_t devices;		/* distinct devices (the store's device field; "" is one) */
 	size_t unreadable;	/* profiles that no longer read (overwritten, damaged): left out */
+	size_t skipped;		/* profiles of another kind than the most common (by device) */
 };
 
 /*
@@ -30,5 +33,9 @@ struct regress_side_stats {
 int regress_store_side(struct store *s, const struct store_query *q, const char *spec,
 		       struct regress *r, enum regress_side side, struct regress_side_stats *st,
 		       char *err, size_t errlen);
+/* The same through store__list and store__read_profile always (the ring's way; benchmarks). */
+int regress_store_side_profiles(struct store *s, const struct store_query *q, const char *spec,
+				struct regress *r, enum regress_side side,
+				struct regress_side_stats *st, char *err, size_t errlen);
 
 #endif /* EDGEPROF_STORE_API_REGRESS_STORE_H */

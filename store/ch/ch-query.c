@@ -162,6 +162,8 @@ struct series_row {
 	int64_t time_nanos;
 	uint64_t main_mapping;		/* the profiles' first mapping: the main binary */
 	char comments[1024];		/* '\n'-separated, deduplicated */
+	char device[256];		/* the store's device field (a merge by device) */
+	uint32_t dev;			/* a merge by device: its device's index */
 };
 
 struct series_sel {
@@ -355,6 +357,7 @@ static int series_heads(struct ch_store *c, const struct store_query *q,
 		snprintf(sr->period_type, sizeof(sr->period_type), "%s", pt);
 		snprintf(sr->period_unit, sizeof(sr->period_unit), "%s", pu);
 		sr->main_mapping = main_mapping;
+		snprintf(sr->device, sizeof(sr->device), "%s", device);
 		e = series_add(out, sr);
 	}
 	if (!e && r.bad) {
@@ -786,17 +789,17 @@ static uint64_t build_location(struct pprof_builder *b, struct dicts *d, struct 
  * location, function or mapping that ClickHouse does not hold (never: they are sent before
  * the samples that use them) drops that sample, counted in *lost.
  */
-static int ch__build(struct ch_store *c, const struct pprof_head *h, const struct agg_sample *s,
-		     size_t n, size_t n_values, bool gz, struct pprof_buf *out, size_t *lost,
-		     char *err, size_t errlen)
+static int build_from(const struct pprof_head *h, const struct agg_sample *s, size_t n,
+		      size_t n_values, bool gz, struct dicts *dp, struct pprof_buf *out,
+		      size_t *lost, char *err, size_t errlen)
 {
 	struct pprof_builder_opts bo = { .gzip_level = gz ? 0 : -1 };
 	struct pprof_builder *b = NULL;
-	struct dicts d = { 0 };
+	struct dicts d = *dp;	/* rows shared with *dp: their builder ids are set */
 	uint64_t *locs = NULL;
 	struct pprof_label_desc *labels = NULL;
 	size_t max_depth = 0;
-	int e = dicts__fetch(c, s, n, &d, err, errlen);
+	int e = 0;
 
 	*lost = 0;
 	for (size_t i = 0; !e && i < d.stacks.n; i++)
@@ -850,6 +853,29 @@ static int ch__build(struct ch_store *c, const struct pprof_head *h, const struc
 	pprof_builder__free(b);
 	free(locs);
 	free(labels);
+	return e;
+}
+
+/* The builder ids of d's rows forgotten: a new pprof is built from them. */
+static void dicts__unbuild(struct dicts *d)
+{
+	struct dict *all[] = { &d->stacks, &d->locs, &d->fns, &d->maps };
+
+	for (size_t k = 0; k < sizeof(all) / sizeof(all[0]); k++)
+		for (size_t i = 0; i < all[k]->n; i++)
+			all[k]->v[i].bid = 0;
+}
+
+static int ch__build(struct ch_store *c, const struct pprof_head *h, const struct agg_sample *s,
+		     size_t n, size_t n_values, bool gz, struct pprof_buf *out, size_t *lost,
+		     char *err, size_t errlen)
+{
+	struct dicts d = { 0 };
+	int e = dicts__fetch(c, s, n, &d, err, errlen);
+
+	*lost = 0;
+	if (!e)
+		e = build_from(h, s, n, n_values, gz, &d, out, lost, err, errlen);
 	dicts__free(&d);
 	return e;
 }
@@ -1239,6 +1265,253 @@ out:
 	rb_free(&res);
 	rb_free(&ids);
 	rb_free(&gin);
+	free(sel.v);
+	return e;
+}
+
+/* ---- merge by device ------------------------------------------------------------------------ */
+
+/*
+ * A side of a regression comparison: q's samples of kind sig summed by (series, stack) in one
+ * GROUP BY, so the collector receives sums, not profiles. Row i: key[2i] the series,
+ * key[2i + 1] the stack, v[i * nt ...] its nt values.
+ */
+struct dev_rows {
+	uint64_t *key;
+	int64_t *v;
+	size_t n, cap, nt;
+};
+
+static int dev_rows_read(struct rb *res, struct dev_rows *d)
+{
+	struct rb_rd r = { res->p, res->p + res->len, false };
+
+	while (rd_more(&r)) {
+		if (d->n == d->cap) {
+			size_t cap = d->cap ? 2 * d->cap : 4096;
+			uint64_t *k = realloc(d->key, 2 * cap * sizeof(*k));
+			int64_t *v;
+
+			if (!k)
+				return -ENOMEM;
+			d->key = k;
+			v = realloc(d->v, cap * (d->nt ? d->nt : 1) * sizeof(*v));
+			if (!v)
+				return -ENOMEM;
+			d->v = v;
+			d->cap = cap;
+		}
+		d->key[2 * d->n] = rd_u64(&r);
+		d->key[2 * d->n + 1] = rd_u64(&r);
+		for (size_t j = 0; j < d->nt; j++)
+			d->v[d->n * d->nt + j] = (int64_t)rd_u64(&r);
+		if (r.bad)
+			return -EIO;
+		d->n++;
+	}
+	return 0;
+}
+
+static int dev_rows_fetch(struct ch_store *c, const struct store_query *q,
+			  const struct series_sel *sel, uint64_t sig, struct dev_rows *d,
+			  char *err, size_t errlen)
+{
+	struct ch_ext x = { .name = SEL_EXT_NAME, .structure = "series UInt64" };
+	struct rb sql = { 0 }, res = { 0 }, ids = { 0 };
+	int e;
+
+	rb_printf(&sql, "SELECT series, stack");
+	for (size_t i = 0; i < d->nt; i++)
+		rb_printf(&sql, ", sum(v[%zu])", i + 1);
+	sql_samples_from(&sql);
+	sql_where_samples(&sql, q, c->samples_hour);
+	rb_printf(&sql, " AND sig = %" PRIu64 "%s GROUP BY series, stack SETTINGS "
+		  "max_rows_to_group_by = %d, group_by_overflow_mode = 'throw' FORMAT RowBinary",
+		  sig, sel->every ? "" : " AND series IN " SEL_EXT_NAME,
+		  CONFIG_COLLECTOR_CH_MAX_DEVICE_STACKS);
+	rb_put(&sql, "", 1);
+	if (!sel->every)
+		sel_ext_rows(&ids, sel, sig);
+	x.rows = ids.p;
+	x.len = ids.len;
+	if (sql.oom || ids.oom)
+		e = -ENOMEM;
+	else if (sel->every)
+		e = ch__select(c, (char *)sql.p, &res, err, errlen);
+	else
+		e = ch__select_ext(c, (char *)sql.p, &x, &res, err, errlen);
+	if (e && strstr(err, "Limit for rows to GROUP BY")) {
+		snprintf(err, errlen, "the selection holds more than %d (device, stack) sums "
+			 "(CONFIG_COLLECTOR_CH_MAX_DEVICE_STACKS): narrow it",
+			 CONFIG_COLLECTOR_CH_MAX_DEVICE_STACKS);
+		e = -E2BIG;
+	}
+	if (!e)
+		e = dev_rows_read(&res, d);
+	if (e == -EIO)
+		snprintf(err, errlen, "clickhouse: malformed answer to the per-device query");
+	rb_free(&sql);
+	rb_free(&res);
+	rb_free(&ids);
+	return e;
+}
+
+/* The selected series of kind sig, sorted by device (the rows' order for by_device()). */
+static int dev_order_cmp(const void *a, const void *b)
+{
+	const struct series_row *x = *(const struct series_row *const *)a;
+	const struct series_row *y = *(const struct series_row *const *)b;
+	int k = strcmp(x->device, y->device);
+
+	return k ? k : series_cmp(x, y);
+}
+
+struct by_device {
+	struct series_row **rows;	/* the sig's series, by device */
+	size_t n_rows;
+	size_t n_dev;
+	size_t *start;			/* rows of device k: order[start[k] .. start[k + 1]) */
+	size_t *order;			/* dev_rows indices grouped by device */
+};
+
+/* Groups d's rows by their series' device (a counting sort): 0 or -ENOMEM. */
+static int by_device(struct series_sel *sel, uint64_t sig, const struct dev_rows *d,
+		     struct by_device *g)
+{
+	size_t *pos;
+
+	g->rows = malloc((sel->n + 1) * sizeof(*g->rows));
+	g->order = malloc((d->n + 1) * sizeof(*g->order));
+	if (!g->rows || !g->order)
+		return -ENOMEM;
+	for (size_t i = 0; i < sel->n; i++)
+		if (sel->v[i].sig == sig)
+			g->rows[g->n_rows++] = &sel->v[i];
+	qsort(g->rows, g->n_rows, sizeof(*g->rows), dev_order_cmp);
+	for (size_t i = 0; i < g->n_rows; i++) {
+		if (i && strcmp(g->rows[i]->device, g->rows[i - 1]->device))
+			g->n_dev++;
+		g->rows[i]->dev = (uint32_t)g->n_dev;
+	}
+	g->n_dev += g->n_rows > 0;
+	g->start = calloc(2 * (g->n_dev + 1), sizeof(*g->start));
+	if (!g->start)
+		return -ENOMEM;
+	pos = g->start + g->n_dev + 1;
+	for (size_t pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; i < d->n; i++) {
+			struct series_row key = { .series = d->key[2 * i], .sig = sig }, *r;
+
+			r = bsearch(&key, sel->v, sel->n, sizeof(key), series_cmp);
+			if (!r) /* not selected: ClickHouse filtered by the same set */
+				continue;
+			if (pass)
+				g->order[pos[r->dev]++] = i;
+			else
+				g->start[r->dev + 1]++;
+		}
+		for (size_t k = 0; !pass && k < g->n_dev; k++) {
+			g->start[k + 1] += g->start[k];
+			pos[k] = g->start[k];
+		}
+	}
+	return 0;
+}
+
+/* Device k's profile from its rows (all[] in g->order), handed to cb. */
+static int device_profile(const struct by_device *g, size_t k, const struct pprof_head *h,
+			  const struct agg_sample *all, struct agg_sample *mine, size_t nt,
+			  struct dicts *dc, store_device_fn cb, void *ctx, size_t *lost,
+			  char *err, size_t errlen)
+{
+	struct pprof_profile *p = NULL;
+	struct pprof_buf pb = { 0 };
+	size_t n = 0, l = 0;
+	int e;
+
+	for (size_t j = g->start[k]; j < g->start[k + 1]; j++)
+		mine[n++] = all[g->order[j]];
+	dicts__unbuild(dc);
+	e = build_from(h, mine, n, nt, false, dc, &pb, &l, err, errlen);
+	*lost += l;
+	if (!e)
+		e = pprof_read(pb.data, pb.len, NULL, &p, err, errlen);
+	free(pb.data);
+	if (!e)
+		e = cb(ctx, h->row->device, p);
+	pprof_profile__free(p);
+	return e;
+}
+
+/*
+ * store__merge_by_device: the selector on the series as a merge, then one GROUP BY series,
+ * stack over the selection's sample rows, the dictionary rows of its stacks fetched once, and
+ * one profile per device built from them (the same builder as a merge: the same frames).
+ */
+int ch__merge_by_device(struct store *base, const struct store_query *q, store_device_fn cb,
+			void *ctx, size_t *n_profiles, size_t *skipped, char *err, size_t errlen)
+{
+	struct ch_store *c = ch_of(base);
+	struct series_sel sel = { 0 };
+	struct dev_rows d = { 0 };
+	struct by_device g = { 0 };
+	struct dicts dc = { 0 };
+	struct agg_sample *all = NULL, *mine = NULL;
+	uint64_t sig, count = 0, total = 0;
+	size_t lost = 0, r0 = 0;
+	int e;
+
+	err[0] = '\0';
+	e = ch__series(c, q, &sel, err, errlen);
+	if (!e && !sel.n) {
+		snprintf(err, errlen, "no profiles match");
+		e = -ENOENT;
+	}
+	if (e)
+		goto out;
+	qsort(sel.v, sel.n, sizeof(*sel.v), series_cmp); /* by_device() looks rows up */
+	sig = choose_sig(&sel, &count, &total);
+	*n_profiles = count;
+	*skipped = total - count;
+	for (size_t i = 0; i < sel.n && !d.nt; i++)
+		if (sel.v[i].sig == sig)
+			d.nt = n_types(&sel.v[i]);
+	e = dev_rows_fetch(c, q, &sel, sig, &d, err, errlen);
+	if (!e)
+		e = by_device(&sel, sig, &d, &g);
+	all = e ? NULL : malloc((d.n + 1) * sizeof(*all));
+	mine = e ? NULL : malloc((d.n + 1) * sizeof(*mine));
+	if (!e && (!all || !mine))
+		e = -ENOMEM;
+	for (size_t i = 0; !e && i < d.n; i++)
+		all[i] = (struct agg_sample){ .stack = d.key[2 * i + 1], .v = &d.v[i * d.nt] };
+	if (!e)
+		e = dicts__fetch(c, all, d.n, &dc, err, errlen);
+	for (size_t k = 0; !e && k < g.n_dev; k++) { /* its header: its first series' */
+		struct pprof_head h = { .row = g.rows[r0], .period = g.rows[r0]->period };
+
+		while (r0 < g.n_rows && g.rows[r0]->dev == k)
+			r0++;
+		e = device_profile(&g, k, &h, all, mine, d.nt, &dc, cb, ctx, &lost, err, errlen);
+	}
+	if (e == -ENOMEM && !err[0])
+		snprintf(err, errlen, "out of memory");
+	if (!e && lost)
+		pr_warn("clickhouse: merge by device: %zu stacks not found (dictionary rows "
+			"missing)", lost);
+out:
+	pthread_mutex_lock(&c->lock);
+	c->merges++;
+	c->merge_skipped += total - count;
+	pthread_mutex_unlock(&c->lock);
+	dicts__free(&dc);
+	free(g.rows);
+	free(g.start);
+	free(g.order);
+	free(all);
+	free(mine);
+	free(d.key);
+	free(d.v);
 	free(sel.v);
 	return e;
 }

@@ -237,6 +237,7 @@ static const struct store_ops ch_ops = {
 	.services = ch__services,
 	.timeline = ch__timeline,
 	.merge = ch__merge,
+	.merge_by_device = ch__merge_by_device,
 	.read_profile = ch__read_profile,
 	.merge_seqs = ch__merge_seqs,
 	.stats = ch__stats,

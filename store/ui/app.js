@@ -445,6 +445,14 @@ function regressRow(f) {
 	a.className = f.verdict;
 	a.onclick = (ev) => { ev.preventDefault(); showDiffOf(f.function); };
 	td.appendChild(a);
+	// the caller chains whose share moved most ("stacks": nearest callers, root first)
+	for (const st of f.stacks || []) {
+		const d = document.createElement('div');
+		d.className = 'regress-stack';
+		d.textContent = `from ${st.cut ? '… › ' : ''}${st.callers.length ? st.callers.join(' › ') : '(root)'}: ` +
+			`${pct(st.base_pct)} → ${pct(st.cand_pct)} %`;
+		td.appendChild(d);
+	}
 	tr.appendChild(td);
 	return tr;
 }

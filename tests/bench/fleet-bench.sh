@@ -34,7 +34,8 @@
 #   profile (store/README.md).
 # query: PROFILES profiles of 10,000 devices over one day, ROWS sample rows each, generated in
 #   ClickHouse with INSERT ... SELECT from the ingested stacks (synthetic rows, real stacks),
-#   then through a collector: the top 50 functions of one firmware version (merge by selector +
+#   each device (gw-N, its node label too) in the device field as a certificate would set it
+#   (a regression comparison's unit, tests/bench/regressions-bench.sh), then through a collector: the top 50 functions of one firmware version (merge by selector +
 #   edgeprof top) and the fleet's flame graph (render flamebearer), warm, median of 3, over the
 #   day and over the day less a half hour at each end (raw rows for those partial hours). The
 #   generated rows are summed into the hourly rollup by hour and group (what collectors send at
@@ -214,7 +215,7 @@ if [[ " $PHASES " == *" query "* ]]; then
 	else
 	t0=$(( ($(date +%s) / 86400 - 1) * 86400 ))000000000
 	s0=$(date +%s.%N)
-	ch_sql 0 "INSERT INTO $Q.profiles SELECT toDate(toDateTime(intDiv(ts, 1000000000))), ts, p + 1, cityHash64(p % 10000), $sig, 'bench', 'cpu', 'dev-1', ['node', 'region', 'version'], [concat('gw-', toString(p % 10000)), concat('r', toString(p % 4)), concat('fw', toString(intDiv(p % 10000, 7) % 4))], '', toInt64($ROWS * 10000000), toUInt64(20000), toUInt16(0), ['samples', 'cpu'], ['count', 'nanoseconds'], '', 'cpu', 'nanoseconds', toInt64(10000000), toInt64(ts), toInt64(0), toUInt64($main), emptyArrayString() FROM (SELECT number AS p, toUInt64($t0) + number * $step AS ts FROM numbers($PROFILES))"
+	ch_sql 0 "INSERT INTO $Q.profiles SELECT toDate(toDateTime(intDiv(ts, 1000000000))), ts, p + 1, cityHash64(p % 10000), $sig, 'bench', 'cpu', concat('gw-', toString(p % 10000)), ['node', 'region', 'version'], [concat('gw-', toString(p % 10000)), concat('r', toString(p % 4)), concat('fw', toString(intDiv(p % 10000, 7) % 4))], '', toInt64($ROWS * 10000000), toUInt64(20000), toUInt16(0), ['samples', 'cpu'], ['count', 'nanoseconds'], '', 'cpu', 'nanoseconds', toInt64(10000000), toInt64(ts), toInt64(0), toUInt64($main), emptyArrayString() FROM (SELECT number AS p, toUInt64($t0) + number * $step AS ts FROM numbers($PROFILES))"
 	if [ "$ARRAYS" = 1 ]; then # the same rows, a profile's as arrays
 		ch_sql 0 "INSERT INTO $Q.samples WITH (SELECT groupArray(stack) FROM $DB.stacks) AS st SELECT toDate(toDateTime(intDiv(ts, 1000000000))), ts, cityHash64(p % 10000), $sig, p + 1, arrayMap(k -> $pick, range($ROWS)), arrayMap(k -> $vals, range($ROWS)) FROM (SELECT number AS p, toUInt64($t0) + p * $step AS ts FROM numbers($PROFILES))"
 	else

@@ -9,7 +9,9 @@
 #          log-normal factor on every function's weight), SAMPLES (2000 per profile),
 #          EFFECT (1.2: crc32_update, 3 % of the CPU, is EFFECT times slower on 1.5),
 #          NEW (0.01: tls_renegotiate's share on 1.5), T_DEVICES (1000) x T_PROFILES (10):
-#          the timed comparison's fleet, REPS (3)
+#          the timed comparison's fleet, REPS (3), CH_DIR (the ClickHouse case, below),
+#          CH_SLICE_S (120: the old path's slice of the day), ONLY_CH (1: the ClickHouse
+#          case alone)
 #
 # Per run (seed 1..RUNS), tests/drivers/regress-fleet fills a ring in /dev/shm (tmpfs: the
 # store's fdatasync costs nothing, so the loop measures the statistics, not the disk) with
@@ -21,6 +23,16 @@
 # through a collector over mutual TLS with `edgeprof regressions` (median of REPS, warm), and
 # the peer: scipy.stats (tests/lib/regress-ref.py) on the same per-device shares, statistics
 # only, beside our whole comparison (which reads and decodes every profile too).
+#
+# ClickHouse (CH_DIR=dir: the synthetic day that tests/bench/fleet-bench.sh keeps there, made
+# once with PHASES="ingest query" PROFILES=1000000 CH_DIR=dir; 1,000,000 profiles of 10,000
+# devices gw-N, 130 sample rows each, 4 versions fw0..fw3 of 2,500 devices): fw1 against fw2
+# over the whole day (an A/A: the versions draw from the same stacks), the median of REPS warm
+# runs (after one), in-process (regress-fleet compare on the database) and through a collector
+# over mutual TLS (edgeprof regressions). The previous path (every profile read through the
+# store front, --per-profile) takes 0.1 s or more a profile: it runs on CH_SLICE_S seconds of the
+# day only, beside ours on the same slice (the ratio), and its time for the whole day is that
+# slice's per-profile time times the day's profiles (an estimate, said as such).
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
 EP_BUILD=$(cd "${1:-$top/build/host-x86_64}" && pwd)
@@ -48,6 +60,7 @@ CAND='fw{version="1.5"}'
 common=(--devices "$DEVICES" --cand-frac "$CAND_FRAC" --noise "$NOISE" --samples "$SAMPLES"
 	--ring-mb 64)
 
+if [ "${ONLY_CH:-0}" != 1 ]; then
 echo "== detection: $RUNS runs, $DEVICES devices, $CAND_FRAC on the candidate, noise $NOISE," \
 	"$SAMPLES samples/device, crc32_update x$EFFECT at 3 %, tls_renegotiate new at $NEW"
 det=0 sign=0 new=0 extra=0 aa=0 aa_runs=0
@@ -115,3 +128,57 @@ echo "in-process comparison (list + read/merge + shares + tests): ${inproc}s"
 echo "statistics only (Mann-Whitney + BH + intervals, every test, --all): ours ${ours_stats}s," \
 	"scipy.stats ${scipy}s (without intervals)"
 echo "  (ours includes 1,000-resample bootstrap intervals of the findings only)"
+fi
+
+[ -n "${CH_DIR:-}" ] || { echo "== ClickHouse: CH_DIR not set (the synthetic day; see the head of this file): skipped"; exit 0; }
+echo "== ClickHouse: the synthetic day in $CH_DIR, fw1 against fw2"
+(
+	. "$top/tests/lib/collector-lib.sh"
+	. "$top/tests/lib/clickhouse-lib.sh"
+	mkdir -p "$T"
+	ln -s "$(cd "$CH_DIR" && pwd)" "$T/ch0"
+	rm -f "$T/ch0/config.xml"
+	ch_config 0
+	ch_start 0
+	DB=http://127.0.0.1:$(ch_http_port 0)/edgeprof_day
+	n=$(ch_sql 0 "SELECT count() FROM edgeprof_day.profiles WHERE device LIKE 'gw-%'")
+	t0=$(ch_sql 0 "SELECT intDiv(min(ts), 1000000000) FROM edgeprof_day.profiles WHERE device LIKE 'gw-%'")
+	[ "$n" -ge 1000 ] || { echo "ClickHouse: no synthetic day in $CH_DIR"; exit 1; }
+	B='{version="fw1"}' C='{version="fw2"}'
+	median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+	secs() { sed -n 's/.* seconds=\([0-9.]*\).*/\1/p'; }
+	slice="--from-s $((t0 + 43200)) --to-s $((t0 + 43200 + ${CH_SLICE_S:-120}))"
+	"$FLEET" compare "$DB" "$B" "$C" $slice >"$T/new.s" || exit 1 # warm-up
+	"$FLEET" compare "$DB" "$B" "$C" $slice >"$T/new.s" || exit 1
+	"$FLEET" compare "$DB" "$B" "$C" $slice --per-profile >"$T/old.s" || exit 1
+	sed 's/ seconds=.*//' "$T/new.s" | cmp -s - <(sed 's/ seconds=.*//' "$T/old.s") ||
+		{ echo "ClickHouse: the two paths' answers differ on the slice"; exit 1; }
+	sp=$(ch_sql 0 "SELECT countIf(has(label_values, 'fw1') OR has(label_values, 'fw2')) FROM edgeprof_day.profiles WHERE ts >= ($t0 + 43200) * 1000000000 AND ts <= ($t0 + 43200 + ${CH_SLICE_S:-120}) * 1000000000")
+	dp=$(ch_sql 0 "SELECT countIf(has(label_values, 'fw1') OR has(label_values, 'fw2')) FROM edgeprof_day.profiles")
+	awk -v o="$(secs <"$T/old.s")" -v w="$(secs <"$T/new.s")" -v sp="$sp" -v dp="$dp" -v s="${CH_SLICE_S:-120}" 'BEGIN {
+		printf "slice of %d s (%d profiles of fw1 and fw2; the same answers): ours %.3f s, previous path (profile by profile) %.3f s: ours/previous %.4f\n", s, sp, w, o, w / o
+		printf "previous path over the day (%d profiles), estimated from the slice: %.0f s\n", dp, o / sp * dp }'
+	for _ in $(seq 0 "$REPS"); do
+		"$FLEET" compare "$DB" "$B" "$C" --from-s "$t0" --to-s $((t0 + 86400)) >"$T/day" ||
+			exit 1
+		secs <"$T/day" >>"$T/day.t"
+	done
+	tail -n 1 "$T/day"
+	inproc=$(tail -n "$REPS" "$T/day.t" | median)
+	awk -v o="$(secs <"$T/old.s")" -v sp="$sp" -v dp="$dp" -v d="$inproc" 'BEGIN {
+		printf "the day in-process: ours %.2f s, previous path ~%.0f s (estimate): ours/previous ~%.4f\n", d, o / sp * dp, d / (o / sp * dp) }'
+	make_pki
+	start_ch_collector chr "$DB"
+	for _ in $(seq 0 "$REPS"); do
+		s0=$(date +%s.%N)
+		"$EP" regressions --collector "https://localhost:$CC_PORT" --tls-ca "$T/pki/ca.crt" \
+			--tls-cert "$T/pki/op.crt" --tls-key "$T/pki/op.key" --from "$t0" \
+			--to $((t0 + 86400)) "$B" "$C" >"$T/table" 2>&1 || { cat "$T/table"; echo failed >"$T/failed"; }
+		echo "$(date +%s.%N) - $s0" | bc >>"$T/coll.t"
+	done
+	head -n 3 "$T/table"
+	coll=$(tail -n "$REPS" "$T/coll.t" | median)
+	[ ! -f "$T/failed" ] || coll="$coll (some runs failed: see above)"
+	echo "ClickHouse, $n profiles in the day: fw1 against fw2, median of $REPS warm:" \
+		"edgeprof regressions (collector, mTLS) ${coll}s (goal <= 3 s); in-process ${inproc}s"
+)

@@ -20,12 +20,19 @@
  *         --spacing-s S (1)  between a device's profiles
  *         --cand-delay-s S (0)  the candidate devices' profiles S seconds later (the roll-out
  *                            began later: the newest version is the one first seen last)
+ *   RING may be a ClickHouse URL instead (http://HOST:PORT/DATABASE): the same fleet stored in
+ *       ClickHouse (the database created), compared by ClickHouse's sums by device.
  *   regress-fleet compare RING BASE_SEL CAND_SEL [--all] [--shares FILE] [--bootstrap N]
+ *                         [--per-profile] [--from-s T] [--to-s T] [--chains]
  *       the comparison in-process (store/api/regress-store.c, pprof/view/regress.c, as the
  *       handler runs it) on a ring no collector holds: one line per finding (all: per test)
  *       "verdict metric function base_pct cand_pct delta_pct p_value p_adjusted u", then
  *       "devices_base=N devices_cand=N tests=N seconds=S"; --shares writes every per-device
- *       share "function metric side device share" for the scipy reference.
+ *       share "function metric side device share" for the scipy reference; --per-profile
+ *       reads the profiles one by one through the store front even where the backend sums
+ *       by device (the path before it did: the benchmark's peer); --from-s/--to-s: a time
+ *       range (unix seconds); --chains: under each finding its caller chains that moved
+ *       most, "  stack CALLER>CALLER base_pct cand_pct".
  */
 #include <errno.h>
 #include <getopt.h>
@@ -200,6 +207,18 @@ static int put_device(struct fleet *f, struct store *s, unsigned d, const double
 	return 0;
 }
 
+/* A ring file, or ClickHouse when where is an http:// URL. */
+static void store_target(struct store_opts *so, const char *where)
+{
+	if (!strncmp(where, "http://", 7)) {
+		so->backend = STORE_CLICKHOUSE;
+		so->clickhouse = where;
+		so->ch_batch_ms = 1; /* one put at a time: each waits for its INSERT */
+	} else {
+		so->path = where;
+	}
+}
+
 static int parse_pair(const char *arg, const char **name, double *v)
 {
 	char *eq = strchr(arg, '=');
@@ -252,7 +271,7 @@ static int fill(int argc, char **argv)
 	if (optind + 1 != argc)
 		return 2;
 	f.rng = f.seed * 0x9e3779b97f4a7c15ull + 1;
-	so.path = argv[optind];
+	store_target(&so, argv[optind]);
 	so.size = (uint64_t)f.ring_mb << 20;
 	s = store__open(&so, err, sizeof(err));
 	if (!s) {
@@ -275,14 +294,16 @@ static void on_share(void *ctx, const char *fn, enum regress_metric m, enum regr
 		side ? "cand" : "base", dev, share);
 }
 
-static int side(struct store *s, const char *text, struct regress *r, enum regress_side sd)
+static int side(struct store *s, struct store_query q, const char *text, bool per_profile,
+		struct regress *r, enum regress_side sd)
 {
-	struct store_query q = { .type = "cpu" };
 	struct regress_side_stats st;
 	char err[256];
 	int ret = selector__parse(text, 0, (struct selector **)&q.sel, err, sizeof(err));
 
-	if (!ret)
+	if (!ret && per_profile)
+		ret = regress_store_side_profiles(s, &q, NULL, r, sd, &st, err, sizeof(err));
+	else if (!ret)
 		ret = regress_store_side(s, &q, NULL, r, sd, &st, err, sizeof(err));
 	selector__free((struct selector *)q.sel);
 	if (ret)
@@ -290,10 +311,22 @@ static int side(struct store *s, const char *text, struct regress *r, enum regre
 	return ret;
 }
 
+/* "  stack CALLER>CALLER... base_pct cand_pct" ("-" for a root; "...>" when cut). */
+static void print_chain(const struct regress_chain *c)
+{
+	printf("  stack %s", c->cut ? "...>" : "");
+	for (size_t j = 0; j < c->n_callers; j++)
+		printf("%s%s", j ? ">" : "", c->callers[j]);
+	printf("%s %.17g %.17g\n", c->n_callers ? "" : "-", c->base_share * 100,
+	       c->cand_share * 100);
+}
+
 static int compare(int argc, char **argv)
 {
 	struct store_opts so = { .fsync_ms = 1000, .quiet = true };
+	struct store_query q = { .type = "cpu" };
 	struct regress_opts ro = { 0 };
+	bool per_profile = false, with_chains = false;
 	const char *shares = NULL;
 	struct regress_finding *f = NULL;
 	struct regress_stats st;
@@ -312,12 +345,20 @@ static int compare(int argc, char **argv)
 			shares = argv[++i];
 		else if (!strcmp(argv[i], "--bootstrap") && i + 1 < argc)
 			ro.bootstrap = (unsigned)atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--per-profile"))
+			per_profile = true;
+		else if (!strcmp(argv[i], "--chains"))
+			with_chains = true;
+		else if (!strcmp(argv[i], "--from-s") && i + 1 < argc)
+			q.from_ns = strtoull(argv[++i], NULL, 10) * NSEC_PER_SEC;
+		else if (!strcmp(argv[i], "--to-s") && i + 1 < argc)
+			q.to_ns = strtoull(argv[++i], NULL, 10) * NSEC_PER_SEC;
 		else
 			return 2;
 	}
 	if (argc < 5)
 		return 2;
-	so.path = argv[2];
+	store_target(&so, argv[2]);
 	s = store__open(&so, err, sizeof(err));
 	r = regress__new(&ro);
 	if (!s || !r) {
@@ -327,19 +368,22 @@ static int compare(int argc, char **argv)
 		return 1;
 	}
 	t0 = port_clock_mono_ns(); /* the store is open, its index rebuilt: as in the collector */
-	ret = side(s, argv[3], r, REGRESS_BASE);
+	ret = side(s, q, argv[3], per_profile, r, REGRESS_BASE);
 	if (!ret)
-		ret = side(s, argv[4], r, REGRESS_CAND);
+		ret = side(s, q, argv[4], per_profile, r, REGRESS_CAND);
 	t1 = port_clock_mono_ns();
 	if (!ret)
 		ret = regress__run(r, all, &f, &n);
 	t2 = port_clock_mono_ns();
 	regress__stats(r, &st);
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		printf("%s %s %s %.17g %.17g %.17g %.17g %.17g %.17g\n",
 		       regress__verdict_name(f[i].verdict), regress__metric_name(f[i].metric),
 		       f[i].function, f[i].base_share * 100, f[i].cand_share * 100,
 		       f[i].rel_change * 100, f[i].p_value, f[i].p_adjusted, f[i].u);
+		for (size_t k = 0; with_chains && k < f[i].n_chains; k++)
+			print_chain(&f[i].chains[k]);
+	}
 	printf("devices_base=%zu devices_cand=%zu tests=%zu seconds=%.3f stats_seconds=%.3f\n",
 	       st.devices[0], st.devices[1], st.tests, (double)(t2 - t0) / 1e9,
 	       (double)(t2 - t1) / 1e9);
@@ -364,6 +408,6 @@ int main(int argc, char **argv)
 	if (argc > 4 && !strcmp(argv[1], "compare"))
 		return compare(argc, argv);
 	fprintf(stderr, "usage: regress-fleet fill RING [options] | compare RING BASE CAND "
-		"[--all] [--shares FILE]\n");
+		"[--all] [--shares FILE] [--per-profile] [--from-s T] [--to-s T] [--chains]\n");
 	return 2;
 }

@@ -6,7 +6,8 @@
 # crc32_update (3 % of the CPU) is 20 % slower and tls_renegotiate is new at 1 %. Through a
 # collector on that ring over mutual TLS (`edgeprof regressions`):
 #   - crc32_update is reported as a regression (positive change), tls_renegotiate as new, and
-#     nothing else (the other shares shrink by < 1 %);
+#     nothing else (the other shares shrink by < 1 %); each with the stack that changed, its
+#     callers (main > its task, as generated) holding its whole share, in the JSON and the table;
 #   - an A/A comparison (the base's devices split in two by their number) reports nothing;
 #   - a device certificate gets 403, an unknown selector 400, an empty selection 404;
 #   - a standing rule (--regression-rule 'fw=fw by version') exports the same findings at
@@ -56,6 +57,13 @@ assert 0.5 < tls["cand_pct"] < 1.5, tls
 for k in ("function", "base_pct", "cand_pct", "delta_pct", "p_value", "devices_base",
           "devices_cand", "verdict"):
     assert k in crc, k
+# The stacks that changed: the generator runs function i under task i % 5, under main (the
+# truth); one chain each, holding all of the function's share.
+for x, task in ((crc, "storage_task"), (tls, "net_task")):
+    st = x["stacks"]
+    assert len(st) == 1 and st[0]["callers"] == ["main", task] and not st[0]["cut"], st
+    assert abs(st[0]["base_pct"] - x["base_pct"]) < 1e-9, (st, x)
+    assert abs(st[0]["cand_pct"] - x["cand_pct"]) < 1e-9, (st, x)
 # The collector's answer is the in-process comparison's (same code, same ring).
 for line in open(sys.argv[2]):
     v = line.split()
@@ -66,6 +74,8 @@ print("found:", crc["function"], "%+.1f%%" % crc["delta_pct"], "p_adj %.2g" % cr
 PY
 ep "$BASE" "$CAND" >"$T/table" || fail "edgeprof regressions (table)"
 grep -q '^regression .* crc32_update$' "$T/table" || { cat "$T/table"; fail "table"; }
+grep -A1 '^regression .* crc32_update$' "$T/table" | grep -q '^ *from main > storage_task: 2\.[0-9]*% -> 3\.[0-9]*%$' ||
+	{ cat "$T/table"; fail "table: crc32_update's stack"; }
 
 # A/A: the base's even-numbered devices against its odd-numbered ones.
 ep 'fw{version="1.4",device=~".*[02468]"}' 'fw{version="1.4",device=~".*[13579]"}' --json \

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The web UI's Regressions tab in Debian's headless Chromium: A and B set to the two firmware
 // versions of tests/drivers/regress-fleet's roll-out, the table lists crc32_update as a
-// regression and tls_renegotiate as new, and a click on crc32_update opens the diff flame
+// regression (with its stack that changed: main › storage_task) and tls_renegotiate as new,
+// and a click on crc32_update opens the diff flame
 // graph with its frames searched (highlighted).
 //   node regress-ui-test.mjs BASE_URL TOKEN OUT_DIR
 import { chromium } from 'playwright-core';
@@ -28,13 +29,19 @@ try {
 	});
 	await page.click('#regress-apply');
 	await page.waitForFunction(() => /found/.test(document.querySelector('#regress-summary').textContent));
+	// each row's cells (a function's cell: its link), then its stacks that changed
 	const rows = await page.$$eval('#regress-table tbody tr', (trs) =>
-		trs.map((tr) => [...tr.children].map((td) => td.textContent)));
+		trs.map((tr) => [...[...tr.children].map((td) => (td.querySelector('a') || td).textContent),
+			[...tr.querySelectorAll('.regress-stack')].map((d) => d.textContent)]));
 	console.log('rows: ' + JSON.stringify(rows));
 	const byFn = Object.fromEntries(rows.map((r) => [r[8], r]));
 	if (!byFn.crc32_update || byFn.crc32_update[0] !== 'regression' || !/^\+/.test(byFn.crc32_update[4]))
 		fail('crc32_update is not listed as a regression');
 	if (!byFn.tls_renegotiate || byFn.tls_renegotiate[0] !== 'new') fail('tls_renegotiate is not new');
+	// the generator runs crc32_update under storage_task under main: that one chain moved
+	const st = byFn.crc32_update[9];
+	if (st.length !== 1 || !/^from main › storage_task: 2\.\d+ → 3\.\d+ %$/.test(st[0]))
+		fail('crc32_update\'s stack that changed: ' + JSON.stringify(st));
 	if (rows.length !== 2) fail('expected two findings, got ' + rows.length);
 	await page.screenshot({ path: `${out}/ui-regressions.png` });
 	await page.click('#regress-table a.regression');

@@ -160,6 +160,48 @@ static void table_row(const char *p, const char *end)
 	       dev, fn);
 }
 
+/* A JSON string at v (after its '"') into out; the end of it. */
+static const char *json_string(const char *v, const char *end, char *out, size_t len)
+{
+	size_t n = 0;
+
+	for (; v < end && *v != '"'; v++) {
+		if (*v == '\\' && v + 1 < end)
+			v++;
+		if (n + 1 < len)
+			out[n++] = *v;
+	}
+	out[n] = '\0';
+	return v < end ? v + 1 : end;
+}
+
+/* The finding's "stacks" (p..end), one line each: "from A > B > C: 1.0% -> 1.2%". */
+static void table_chains(const char *p, const char *end)
+{
+	const char *s = memmem(p, (size_t)(end - p), "\"stacks\":[", 10);
+
+	while (s && (s = memmem(s, (size_t)(end - s), "{\"callers\":[", 12))) {
+		const char *v = s + 12, *next = memmem(v, (size_t)(end - v), "{\"callers\":[", 12);
+		const char *stop = next ? next : end;
+		char name[512], line[2048];
+		size_t n = 0;
+
+		line[0] = '\0';
+		while (v < stop && *v != ']') {
+			if (*v++ != '"')
+				continue;
+			v = json_string(v, stop, name, sizeof(name));
+			n += (size_t)snprintf(line + n, n < sizeof(line) ? sizeof(line) - n : 0,
+					      "%s%s", n ? " > " : "", name);
+		}
+		printf("%-12s from %s%s: %.3f%% -> %.3f%%\n", "",
+		       memmem(s, (size_t)(stop - s), "\"cut\":true", 10) ? "... > " : "",
+		       line[0] ? line : "(root)", num(s, stop, "base_pct"),
+		       num(s, stop, "cand_pct"));
+		s = stop;
+	}
+}
+
 static int print_answer(const struct regress_args *a, const struct http_message *m)
 {
 	const char *body = (const char *)m->body, *end = body + m->body_len;
@@ -187,6 +229,7 @@ static int print_answer(const struct regress_args *a, const struct http_message 
 		const char *next = memmem(p + 1, (size_t)(last - p - 1), "{\"function\":", 12);
 
 		table_row(p, next ? next : last);
+		table_chains(p, next ? next : last);
 		p = next ? next : last;
 	}
 	if (!n)

@@ -249,6 +249,81 @@ static void test_regression_found(void **state)
 	regress__free(r);
 }
 
+/*
+ * The stacks that changed, where the truth is known: x runs under callA and under callB (both
+ * under main), equally; on the candidate x is 50 % slower under callB only. Its finding's first
+ * chain is main > callB, moved by the whole change; the second main > callA, unmoved; together
+ * they hold x's share.
+ */
+static char *cstrs[] = { "", "cpu", "nanoseconds", "main", "callA", "callB", "x", "other" };
+static struct pprof_function cfuncs[5];
+static struct pprof_line clines[5];
+static struct pprof_location clocs[5];
+static uint64_t cstk[3][3] = { { 4, 2, 1 }, { 4, 3, 1 }, { 5, 1, 0 } };
+static int64_t cvals[3];
+static struct pprof_sample csamples[3];
+
+static void add_two_callers(struct regress *r, enum regress_side side, double b_factor)
+{
+	struct pprof_profile p;
+	char err[128];
+
+	for (int i = 0; i < 5; i++) {
+		cfuncs[i] = (struct pprof_function){ .id = (uint64_t)i + 1, .name = 3 + i };
+		clines[i] = (struct pprof_line){ (uint64_t)i + 1, 1, 0 };
+		clocs[i] = (struct pprof_location){ .id = (uint64_t)i + 1, .lines = &clines[i],
+						    .n_lines = 1 };
+	}
+	for (int i = 0; i < 3; i++) {
+		double g = sqrt(-2 * log(uniform())) * cos(2 * M_PI * uniform());
+
+		cvals[i] = (int64_t)((i == 2 ? 9400 : 300) * exp(0.05 * g) *
+				     (i == 1 ? b_factor : 1));
+		csamples[i] = (struct pprof_sample){ .location_ids = cstk[i],
+						     .n_locations = i == 2 ? 2 : 3,
+						     .values = &cvals[i] };
+	}
+	p = (struct pprof_profile){
+		.sample_type = &vt, .n_sample_type = 1, .samples = csamples, .n_samples = 3,
+		.locations = clocs, .n_locations = 5, .functions = cfuncs, .n_functions = 5,
+		.strings = cstrs, .n_strings = sizeof(cstrs) / sizeof(cstrs[0]),
+	};
+	assert_int_equal(regress__add_device(r, side, &p, 0, err, sizeof(err)), 0);
+}
+
+static void test_stacks_that_changed(void **state)
+{
+	struct regress *r = regress__new(NULL);
+	struct regress_finding *f, *x;
+	const struct regress_chain *c;
+	size_t n;
+
+	(void)state;
+	seed_state = 7;
+	for (int d = 0; d < 80; d++)
+		add_two_callers(r, REGRESS_BASE, 1.0);
+	for (int d = 0; d < 40; d++)
+		add_two_callers(r, REGRESS_CAND, 1.5);
+	assert_int_equal(regress__run(r, false, &f, &n), 0);
+	x = find(f, n, "x", REGRESS_SELF);
+	assert_non_null(x);
+	assert_int_equal(x->verdict, REGRESS_REGRESSION);
+	assert_int_equal(x->n_chains, 2);
+	c = &x->chains[0];
+	assert_int_equal(c->n_callers, 2);
+	assert_string_equal(c->callers[0], "main");
+	assert_string_equal(c->callers[1], "callB");
+	assert_false(c->cut);
+	assert_true(c->cand_share / c->base_share > 1.4 && c->cand_share / c->base_share < 1.6);
+	c = &x->chains[1];
+	assert_string_equal(c->callers[1], "callA");
+	assert_true(fabs(c->cand_share / c->base_share - 1) < 0.05);
+	assert_true(fabs(x->chains[0].base_share + c->base_share - x->base_share) < 1e-12);
+	assert_true(fabs(x->chains[0].cand_share + c->cand_share - x->cand_share) < 1e-12);
+	free(f);
+	regress__free(r);
+}
+
 static void test_a_a_reports_nothing(void **state)
 {
 	(void)state;
@@ -300,6 +375,7 @@ int main(void)
 		cmocka_unit_test(test_device_shares),
 		cmocka_unit_test(test_profiles_sum),
 		cmocka_unit_test(test_regression_found),
+		cmocka_unit_test(test_stacks_that_changed),
 		cmocka_unit_test(test_a_a_reports_nothing),
 		cmocka_unit_test(test_gone),
 	};

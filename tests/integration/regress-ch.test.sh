@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Fleet regression detection on the ClickHouse store (issue 39) against the ring: the same
+# simulated staged roll-out (tests/drivers/regress-fleet: 120 devices, 25 % on 1.5,
+# crc32_update 20 % slower, tls_renegotiate new at 1 %, 2 profiles a device) stored in a ring
+# and, through the store front, in a real clickhouse-server (Debian's 18.16, loopback, data in
+# $T). Compared in-process (the handler's code):
+#   - ClickHouse's sums by device and stack (store__merge_by_device) give exactly the ring's
+#     findings, every test (--all: verdicts, shares, p-values, U to the last digit, the stacks
+#     that changed), and the same per-device shares;
+#   - the same holds for ClickHouse read profile by profile (--per-profile, the old path);
+#   - the comparison can fail: a fleet with another seed in ClickHouse differs from the ring;
+#   - a time range that holds nothing is an error on both.
+. "$(dirname "$0")/../lib/collector-lib.sh"
+. "$(dirname "$0")/../lib/clickhouse-lib.sh"
+FLEET=$EP_BUILD/tests/drivers/regress-fleet
+[ -x "$FLEET" ] || { echo "regress-fleet not built"; exit 77; }
+ch_need --clickhouse
+
+ch_start 0
+CH=http://127.0.0.1:$(ch_http_port 0)
+BASE='fw{version="1.4"}'
+CAND='fw{version="1.5"}'
+opts=(--devices 120 --cand-frac 0.25 --noise 0.05 --samples 3000 --profiles 2
+      --effect crc32_update=1.2 --new tls_renegotiate=0.01 --time-s "$(($(date +%s) - 600))")
+"$FLEET" fill "$T/ring" --ring-mb 32 --seed 39 "${opts[@]}" || fail "regress-fleet fill (ring)"
+"$FLEET" fill "$CH/regress_a" --seed 39 "${opts[@]}" || fail "regress-fleet fill (clickhouse)"
+"$FLEET" fill "$CH/regress_b" --seed 40 "${opts[@]}" || fail "regress-fleet fill (clickhouse, seed 40)"
+[ "$(ch_sql 0 'SELECT count() FROM regress_a.profiles')" = 240 ] || fail "not 240 profiles in ClickHouse"
+
+cmp_run() { # STORE OUT [flags]: every test and every share, without the timing
+	local where=$1 out=$2
+	shift 2
+	"$FLEET" compare "$where" "$BASE" "$CAND" --all --chains --shares "$out.shares" "$@" >"$out.all" ||
+		fail "regress-fleet compare $where $*"
+	sed -i 's/ seconds=.*//' "$out.all"
+	sort -o "$out.shares" "$out.shares"
+}
+cmp_run "$T/ring" "$T/ring"
+cmp_run "$CH/regress_a" "$T/ch"
+cmp_run "$CH/regress_a" "$T/chp" --per-profile
+grep -q '^regression self crc32_update ' "$T/ring.all" || fail "the ring does not find crc32_update"
+grep -A1 '^regression self crc32_update ' "$T/ring.all" | grep -q '^  stack main>storage_task ' ||
+	fail "no stack for crc32_update"
+grep -q '^new self tls_renegotiate ' "$T/ring.all" || fail "the ring does not find tls_renegotiate"
+tests=$(sed -n 's/.* tests=\([0-9]*\).*/\1/p' "$T/ring.all")
+[ "${tests:-0}" -ge 40 ] || fail "only ${tests:-0} tests"
+diff "$T/ring.all" "$T/ch.all" >"$T/d1" || { grep '^>' "$T/d1" | head -3; tail -n 1 "$T/ring.all" "$T/ch.all"; fail "ClickHouse by device differs from the ring"; }
+diff "$T/ring.shares" "$T/ch.shares" >/dev/null || fail "ClickHouse's per-device shares differ"
+diff "$T/ring.all" "$T/chp.all" >/dev/null || fail "ClickHouse profile by profile differs from the ring"
+echo "ring = ClickHouse by device = ClickHouse profile by profile: $tests tests," \
+	"$(grep -vc '^\(none\|devices_base=\|  stack\)' "$T/ring.all") findings"
+cmp_run "$CH/regress_b" "$T/other"
+diff -q "$T/ring.all" "$T/other.all" >/dev/null && fail "another fleet compares equal: the check cannot fail"
+
+old=$(($(date +%s) - 86400 * 3))
+for where in "$T/ring" "$CH/regress_a"; do
+	"$FLEET" compare "$where" "$BASE" "$CAND" --from-s "$old" --to-s $((old + 60)) \
+		>"$T/empty" 2>"$T/empty.err" && fail "an empty range compared ($where)"
+	grep -q 'no profiles match\|regress-fleet' "$T/empty.err" || fail "no error for an empty range ($where)"
+done
+echo "PASS"
