@@ -25,17 +25,24 @@ under qemu-user, --arch arm64|armhf, where perf cannot look). Medians over the r
                   [--agent-opt=--stack-entries=4096 ...]
 Programs also: tools (200 short Debian tools: xz, gzip, sha256sum of 30-100 ms), subshells (a
 bash script working in $(...)), openssl (speed sha256), ownssl (own, linked to libcrypto).
+
+Mode bpf also prints the footprint (issue 35's goal: agent RSS <= 12 MiB, agent CPU <= 1/5 of
+perf --call-graph dwarf on the same mix): the agent's CPU over its whole life (wait4: loading
+the programs, the rounds, symbolizing and writing), perf record's own CPU (not the program's),
+their ratio, and the agent's peak RSS; per program and over the mix.
 """
 import argparse
 import collections
 import os
 import re
+import resource
 import shutil
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -478,6 +485,62 @@ def main_armv7(a, top):
 
 # ---- running --------------------------------------------------------------------------------
 
+def proc_cpu(pid):
+    """A process's own user + system CPU seconds so far (not its children's), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_anon_kib(pid):
+    """A process's anonymous resident memory (RssAnon, KiB): its own memory, without the page
+    cache of the files it maps (the agent maps programs to read their .eh_frame)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            m = re.search(r"^RssAnon:\s+(\d+)", f.read(), re.M)
+    except OSError:
+        return None
+    return int(m.group(1)) if m else None
+
+
+class Watch(threading.Thread):
+    """The peak of fn(pid), read every 20 ms until the process is gone. For perf's CPU its final
+    flush after the program ends is not counted, which favours perf in the ratio."""
+
+    def __init__(self, pid, fn):
+        super().__init__(daemon=True)
+        self.pid, self.fn, self.peak = pid, fn, 0
+
+    def run(self):
+        while True:
+            v = self.fn(self.pid)
+            if v is None:
+                return
+            self.peak = max(self.peak, v)
+            time.sleep(0.02)
+
+
+def stop_agent(agent):
+    """SIGINT, then the agent's whole life in CPU seconds and its peak RSS (KiB), from wait4:
+    its start (loading the programs) and its last round (symbolizing, writing) included."""
+    agent.send_signal(signal.SIGINT)
+    err = []
+    reader = threading.Thread(target=lambda: err.append(agent.stderr.read()), daemon=True)
+    reader.start()
+    _, status, ru = os.wait4(agent.pid, 0)  # the RssAnon watch ends with the process
+    agent.returncode = os.waitstatus_to_exitcode(status)
+    reader.join(timeout=10)
+    return ru.ru_utime + ru.ru_stime, ru.ru_maxrss, (err[0] if err else b"")
+
+
+# per run in mode bpf: (program, agent cpu s, perf record cpu s, perf script cpu s,
+# agent peak RSS KiB, agent peak RssAnon KiB)
+FOOT = []
+
+
 def run_one(mode, build, name, argv, hz, stack, tmp, rep, show=0, agent_opts=()):
     data = os.path.join(tmp, f"{name}-{rep}.data")
     ours = os.path.join(tmp, f"{name}-{rep}.pb.gz")
@@ -492,6 +555,8 @@ def run_one(mode, build, name, argv, hz, stack, tmp, rep, show=0, agent_opts=())
                                   "600", "--sampler", "bpf", "--hz", str(hz), "--output-dir",
                                   outdir] + list(agent_opts), stdout=subprocess.DEVNULL,
                                  stderr=subprocess.PIPE)
+        anon = Watch(agent.pid, proc_anon_kib)
+        anon.start()
         time.sleep(2.0)  # programs loaded and attached
     with open(os.path.join(tmp, "out"), "wb") as out:
         # ASLR off: with it on, perf 6.1 here unwound no libc frame at all in some runs
@@ -500,7 +565,10 @@ def run_one(mode, build, name, argv, hz, stack, tmp, rep, show=0, agent_opts=())
                               "cpu-clock:u", "-F", str(hz), "--call-graph", f"dwarf,{stack}",
                               "-o", data, "--"] + env + argv,
                              stdout=out, stderr=subprocess.PIPE)
+        watch = Watch(p.pid, proc_cpu)
+        watch.start()
         _, err = p.communicate(timeout=900)
+        watch.join(timeout=5)
     if p.returncode:
         raise RuntimeError(f"{name}: perf record: {err.decode()[-300:]}")
     pid = None
@@ -509,8 +577,8 @@ def run_one(mode, build, name, argv, hz, stack, tmp, rep, show=0, agent_opts=())
         hdr = subprocess.run(["perf", "script", "-i", data, "-F", "pid", "--no-inline"],
                              capture_output=True, text=True).stdout.split()
         pid = {int(x) for x in hdr} or {-1}
-        agent.send_signal(signal.SIGINT)
-        _, aerr = agent.communicate(timeout=120)
+        acpu, arss, aerr = stop_agent(agent)
+        anon.join(timeout=1)
         files = [os.path.join(outdir, f) for f in os.listdir(outdir) if f.endswith(".pb.gz")]
         ours = files[0] if files else None
         com = subprocess.run(["go", "tool", "pprof", "-comments", ours], capture_output=True,
@@ -522,12 +590,44 @@ def run_one(mode, build, name, argv, hz, stack, tmp, rep, show=0, agent_opts=())
             print(f"  agent {name} rep {rep}: {len(pid)} pids\n    " +
                   "\n    ".join(com.splitlines() + aerr.decode().splitlines()[-10:]))
     comm = COMMS.get(name, {os.path.basename(argv[0])[:15]})
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     pc = perf_chains(data, comm)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if agent:  # perf script: what perf needs to turn its record into unwound stacks
+        script = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        FOOT.append((name, acpu, watch.peak, script, arss, anon.peak))
     # samples with user frames: perf's cpu-clock:u takes none in the kernel, the agent does
     # (a process in exec or exit has no user stack)
     oc = [f for f in pprof_frames(ours, pid, comm) if f] if ours else []
     os.unlink(data)
     return oc, pc
+
+
+def footprint_line(name, runs):
+    a, rec, scr = (statistics.median(r[i] for r in runs) for i in (1, 2, 3))
+    rss, anon = (max(r[i] for r in runs) / 1024 for i in (4, 5))
+    both = rec + scr
+    print(f"{name:<9} {a:>8.2f} {rec:>8.2f} {scr:>8.2f} {a / rec if rec else float('nan'):>9.2f} "
+          f"{a / both if both else float('nan'):>12.3f} {rss:>8.1f} {anon:>9.1f}")
+
+
+def print_footprint():
+    """The agent (system-wide, its whole life) against perf: record (its own CPU, not the
+    program's) and script (unwinding and naming what record copied), per program and over the
+    whole mix (sums); the agent's peak RSS and RssAnon (its own memory, without the page cache of
+    the files it maps)."""
+    print(f"{'footprint':<9} {'agent s':>8} {'record s':>8} {'script s':>8} {'ag/rec':>9} "
+          f"{'ag/(rec+scr)':>12} {'rss MiB':>8} {'anon MiB':>9}")
+    by = collections.defaultdict(list)
+    for r in FOOT:
+        by[r[0]].append(r)
+    for name, runs in by.items():
+        footprint_line(name, runs)
+    if len(by) > 1:
+        reps = max(len(v) for v in by.values())
+        mix = [("mix",) + tuple(sum(r[i] for r in FOOT) / reps for i in (1, 2, 3)) +
+               tuple(max(r[i] for r in FOOT) for i in (4, 5))]
+        footprint_line("mix", mix)
 
 
 def main():
@@ -592,6 +692,8 @@ def main():
                   f"{om / pm if pm else float('nan'):>10.3f} {checked:>15.1f}")
         if allm:
             print(f"median match over programs: {statistics.median(allm):.1f} %")
+        if FOOT:
+            print_footprint()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
