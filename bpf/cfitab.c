@@ -39,9 +39,8 @@
  * cc1 would take it all, and each new cc1 would push every other file out), and a process
  * leaves the map for another's rows only once listed this long. A quarter: libcrypto's 126 659
  * entries were over it before the 4-byte rows, 83 695 now. A file over it (node: 403 573
- * entries, 217 636 of them its dense page index) costs the processes that map it that file's
- * frames only (CFI_MAP_NO_ROWS), and their first samples in it are walked by the agent from
- * stack copies (PROFILE_CFI_SNAP_SAMPLES). Half the array let the builder's buffer of 8-byte
+ * entries, 217 636 of them its dense page index) is listed without rows (CFI_MAP_NO_ROWS): its
+ * frames are walked by frame pointers, which end where it was built without them. Half the array let the builder's buffer of 8-byte
  * rows grow to 3 MiB for a big file before it was found too big (the agent's peak RSS 15.6
  * MiB against 10.9 beside 200 short tools on this machine): a file's rows are built in a
  * buffer of at most as many rows as its share has entries (768 KiB), as before.
@@ -784,6 +783,26 @@ static struct cfi_listed *listed_find(struct cfitab *c, uint32_t pid, bool make)
 }
 
 /*
+ * Anonymous code m (a JIT: V8, a JVM) into p: a mapping without rows, walked by frame
+ * pointers, which JITs keep. Following the last one (after_anon: V8's code pages), it widens
+ * that entry: a pc between them is in no code either way. false: p is full.
+ */
+static bool anon_add(struct cfi_proc *p, const struct procmap *m, bool after_anon)
+{
+	struct cfi_mapping *last = p->n ? &p->m[p->n - 1] : NULL;
+
+	if (after_anon && last && m->limit - last->start <= UINT32_MAX) {
+		last->len = (uint32_t)(m->limit - last->start);
+		return true;
+	}
+	if (p->n >= PROFILE_CFI_MAPS || m->limit - m->start > UINT32_MAX)
+		return false;
+	p->m[p->n++] = (struct cfi_mapping){.start = m->start,
+					    .len = (uint32_t)(m->limit - m->start)};
+	return true;
+}
+
+/*
  * Lists pid with its code mappings, or leaves it to frame pointers (counted); false: it did
  * not fit for want of room (c->no_room), rather than for good.
  */
@@ -792,7 +811,7 @@ static bool proc_list(struct cfitab *c, uint32_t pid)
 	struct procmaps *pm;
 	struct cfi_proc p = {0};
 	struct cfi_listed *l = listed_find(c, pid, false), mine = {.pid = pid};
-	bool fit = true, partial = false;
+	bool fit = true, partial = false, anon = false;
 
 	c->no_room = false;
 	if (l)
@@ -814,40 +833,31 @@ static bool proc_list(struct cfitab *c, uint32_t pid)
 		struct cfi_file *f;
 		uint64_t bias = 0;
 
-		/*
-		 * Anonymous code (a JIT: V8, a JVM) has no tables, and a walk by them ends at its
-		 * first frame; JITs keep frame pointers: the process is left to them (counted as
-		 * built with them), as a program is whose own file is.
-		 */
 		if (m->path[0] != '/' && strcmp(m->path, "[vdso]")) {
-			c->st.fp_built++;
-			for (unsigned int j = 0; j < p.n; j++)
-				c->files[mine.files[j]].refs--;
-			procmaps__free(pm);
-			return true;
+			fit = anon_add(&p, m, anon);
+			anon = true;
+			continue;
 		}
-
+		anon = false;
 		f = p.n < PROFILE_CFI_MAPS ? file_get(c, pid, m) : NULL;
 		/*
-		 * A library too big for good costs its own frames, not the process's others. The
-		 * program itself too big (node) would end every walk at its first frame: left to
-		 * frame pointers, which its JIT code and builtins keep, as before.
+		 * A file too big for good (node's own program, libnode) is listed without rows:
+		 * its frames are walked by frame pointers (see struct cfi_mapping).
 		 */
-		fit = f && (!f->unfit || (f->too_big && (int)i != pm->exe)) &&
-		      m->limit - m->start <= UINT32_MAX && mapping_bias(f, m, &bias);
+		fit = f && (!f->unfit || f->too_big) && m->limit - m->start <= UINT32_MAX &&
+		      mapping_bias(f, m, &bias);
 		if (!fit)
 			break;
 		partial |= f->too_big;
-		p.m[p.n] = (struct cfi_mapping){.start = m->start,
-						.len = (uint32_t)(m->limit - m->start),
-						.base = bias + f->base, .first = f->first,
-						.pages = f->n ? f->pages : 0,
-						.shift = f->too_big ? CFI_MAP_NO_ROWS : f->shift};
-		mine.files[p.n++] = (uint16_t)(f - c->files);
+		p.m[p.n++] = (struct cfi_mapping){.start = m->start,
+						  .len = (uint32_t)(m->limit - m->start),
+						  .base = bias + f->base, .first = f->first,
+						  .pages = f->n ? f->pages : 0,
+						  .shift = f->too_big ? CFI_MAP_NO_ROWS : f->shift};
+		mine.files[mine.n++] = (uint16_t)(f - c->files);
 		f->refs++; /* held while listing: make_room leaves it */
 	}
 	procmaps__free(pm);
-	mine.n = (uint16_t)p.n;
 	/* maps are read in address order: sorted, as the program's search wants */
 	p.tgid = pid;
 	p.gen = ++c->gen; /* the program's remembered walks of the pid's last listing go stale */

@@ -235,15 +235,34 @@ static uint64_t rules_at(struct leaf *l, uint32_t pid, const struct procmap *m, 
 	return r->packed;
 }
 
-/* Where a walk of the copied stack words is: the frame at pc, its sp and fp. */
+/*
+ * Where a walk of the copied stack words is: the frame at pc, its sp and fp. Two walks take
+ * the same steps and differ only in what ends them: a CPU or off-CPU sample's few words
+ * (leaf__fix) end where they meet the kernel's frame-pointer walk (chain: its user frames,
+ * the leaf first), a copy of the whole stack (leaf_walk) at its outermost frame.
+ */
 struct walk {
 	uint64_t pc, sp, fp;
 	bool fp_known; /* fp holds the frame's frame pointer (restored from a word, or the one
 			* the sample carries) */
 	bool leaf;     /* pc is the interrupted one, not a return address */
+	const uint64_t *chain; /* NULL: the walk goes to the outermost frame */
+	unsigned int n_chain;
+	unsigned int met; /* STEP_MET: the index in chain of the return address met */
 };
 
-enum step { STEP_RA, STEP_LINKED, STEP_FAIL };
+/* How a step (or a walk) went: STEP_RA, it stepped; the rest end a walk. */
+enum step {
+	STEP_RA,
+	STEP_END,	 /* the outermost frame: DW_CFA_undefined return address, or 0 */
+	STEP_LINKED,	 /* (chain) the frame the kernel's walk went on from: its frames are the rest */
+	STEP_MET,	 /* (chain) a return address the kernel's walk found too (met) */
+	STEP_NO_TABLE,	 /* no mapping with a table at pc */
+	STEP_NO_RULE,	 /* no rules for pc, rules this reader does not follow, a frame to nowhere */
+	STEP_BEYOND,	 /* a word beyond the copy */
+	STEP_IMPLAUSIBLE, /* a return address in no executable mapping */
+	STEP_DEPTH,	 /* the room for frames is full */
+};
 
 /* The copied stack word at address a. */
 static bool word_at(const struct sample_user_context *u, uint64_t a, uint64_t *v)
@@ -255,48 +274,42 @@ static bool word_at(const struct sample_user_context *u, uint64_t a, uint64_t *v
 }
 
 /*
- * One frame up by the rules at w->pc: its return address in *ra, w moved to the caller;
- * STEP_LINKED where the frame is the one whose frame pointer the sample carries (the kernel's
- * frame-pointer walk went on from it: its frames are the rest); STEP_FAIL, counted why, on the
- * leaf (a caller's failure is no loss: the stack ends there).
+ * One frame up by the rules at w->pc, looked up at pc - 1 but for the leaf (a return address
+ * may be the next function's first byte): STEP_RA and w moved to the caller, or why not.
  */
 static enum step step(struct leaf *l, struct proctab *t, const struct agent_sample *s,
-		      struct walk *w, uint64_t *ra)
+		      struct walk *w)
 {
 	const struct sample_user_context *u = s->user;
-	const struct procmap *m = proctab__resolve(t, s->pid, w->leaf ? w->pc : w->pc - 1);
+	uint64_t look = w->leaf ? w->pc : w->pc - 1, packed, cfa, at, ra;
+	const struct procmap *m = proctab__resolve(t, s->pid, look);
 	struct cfi_rules cr;
-	uint64_t packed, cfa, at;
-	int64_t slot;
 
-	if (!m || (m->path[0] != '/' && strcmp(m->path, "[vdso]"))) {
-		l->st.no_table += w->leaf;
-		return STEP_FAIL;
-	}
-	/* a caller's pc is a return address: the rules of its call instruction */
-	packed = rules_at(l, s->pid, m, (w->leaf ? w->pc : w->pc - 1) - m->start + m->offset);
-	if (!cfi__unpack(packed, &cr)) {
-		if (w->leaf)
-			*(packed == RULE_NO_TABLE ? &l->st.no_table : &l->st.no_rule) += 1;
-		return STEP_FAIL;
-	}
+	if (!m || (m->path[0] != '/' && strcmp(m->path, "[vdso]")))
+		return STEP_NO_TABLE;
+	packed = rules_at(l, s->pid, m, look - m->start + m->offset);
+	if (!cfi__unpack(packed, &cr))
+		return packed == RULE_NO_TABLE ? STEP_NO_TABLE : STEP_NO_RULE;
+	if (cr.ra_undefined)
+		return STEP_END;
 	if (cr.cfa_reg == CFI_REG_FP) {
-		if (w->leaf || (w->fp_known && w->fp == u->fp)) {
-			l->st.linked += w->leaf;
+		if (w->chain && (w->leaf || (w->fp_known && w->fp == u->fp)))
 			return STEP_LINKED;
-		}
 		if (!w->fp_known)
-			return STEP_FAIL;
+			return STEP_BEYOND; /* its slot was beyond the copy */
 		cfa = w->fp + (uint64_t)cr.cfa_off;
+	} else if (cr.cfa_reg == CFI_CFA_PLT) {
+		/* the stub pushed its relocation index from plt_min on */
+		cfa = w->sp + (uint64_t)cr.cfa_off + ((w->pc & 15) >= cr.plt_min ? 8 : 0);
 	} else {
-		slot = cr.cfa_off;
-		if (cr.cfa_reg == CFI_CFA_PLT && (w->pc & 15) >= cr.plt_min)
-			slot += 8; /* the stub pushed its relocation index */
-		cfa = w->sp + (uint64_t)slot;
+		cfa = w->sp + (uint64_t)cr.cfa_off;
 	}
-	if (!cr.ra_saved) { /* still in the link register (aarch64): the leaf's only */
-		*ra = w->leaf ? u->lr : 0;
-		l->st.no_rule += w->leaf && !*ra;
+	if (cfa < w->sp || (cfa == w->sp && !w->leaf))
+		return STEP_NO_RULE; /* a frame that goes nowhere */
+	if (!cr.ra_saved) { /* still in the link register: the leaf only (aarch64) */
+		if (!w->leaf || !u->lr)
+			return STEP_NO_RULE;
+		ra = u->lr;
 	} else {
 		at = cfa + (uint64_t)cr.ra_off;
 		/*
@@ -304,20 +317,16 @@ static enum step step(struct leaf *l, struct proctab *t, const struct agent_samp
 		 * says whether it is linked. If its record holds the slot of the return address,
 		 * the kernel's walk read that very slot: found already, with no stack word copied.
 		 */
-		if (w->leaf && u->fp && u->fp + 8 == at) {
-			l->st.linked++;
+		if (w->chain && w->leaf && u->fp && u->fp + 8 == at)
 			return STEP_LINKED;
-		}
-		if (!word_at(u, at, ra)) {
-			l->st.deep += w->leaf;
-			return STEP_FAIL;
-		}
+		if (!word_at(u, at, &ra))
+			return STEP_BEYOND;
 	}
-	if (!*ra)
-		return STEP_FAIL;
 	if (cr.fp_saved)
 		w->fp_known = word_at(u, cfa + (uint64_t)cr.fp_off, &w->fp);
-	w->pc = *ra;
+	if (!ra)
+		return STEP_END;
+	w->pc = ra;
 	w->sp = cfa;
 	w->leaf = false;
 	return STEP_RA;
@@ -333,6 +342,71 @@ static unsigned int in_chain(const uint64_t *user, unsigned int n, uint64_t ra)
 }
 
 /*
+ * The walk: the callers of the frame at w into ras (at most max, *n of them) until a step or
+ * the frame it reaches ends it (enum step). A return address in no executable mapping is a
+ * word misread, not a caller: it ends the walk, not taken.
+ */
+static enum step walk(struct leaf *l, struct proctab *t, const struct agent_sample *s,
+		      struct walk *w, uint64_t *ras, unsigned int max, unsigned int *n)
+{
+	enum step r;
+
+	for (*n = 0; *n < max; (*n)++) {
+		r = step(l, t, s, w);
+		if (r != STEP_RA)
+			return r;
+		if (w->chain && (w->met = in_chain(w->chain, w->n_chain, w->pc)))
+			return STEP_MET;
+		if (!proctab__resolve(t, s->pid, w->pc - 1))
+			return STEP_IMPLAUSIBLE;
+		ras[*n] = w->pc;
+	}
+	return STEP_DEPTH;
+}
+
+/*
+ * The user stack of s walked whole from its copy (see leaf__fix); false: left as it is, where
+ * code without tables (built with frame pointers, JIT) ended the walk before the kernel's
+ * frame-pointer walk ended.
+ */
+static bool leaf_walk(struct leaf *l, struct proctab *t, const struct agent_sample *s,
+		      unsigned int max_user, uint64_t *frames, struct agent_sample *out)
+{
+	uint64_t *user = frames + s->n_kernel;
+	struct walk w = {.pc = s->frames[s->n_kernel], .sp = s->user->sp, .fp = s->user->fp,
+			 .fp_known = true, .leaf = true};
+	unsigned int k;
+	enum step r;
+
+	l->st.copies++;
+	user[0] = w.pc;
+	r = walk(l, t, s, &w, user + 1, max_user - 1, &k);
+	if ((r == STEP_NO_TABLE || r == STEP_NO_RULE || r == STEP_IMPLAUSIBLE) &&
+	    1 + k < s->n_user) {
+		l->st.copies_left++;
+		return false;
+	}
+	l->st.copies_whole += r == STEP_END;
+	l->st.copies_cut += r != STEP_END && r != STEP_DEPTH;
+	*out = *s;
+	memcpy(frames, s->frames, s->n_kernel * sizeof(*frames));
+	out->n_user = (uint16_t)(1 + k);
+	out->frames = frames;
+	out->flags |= SAMPLE_F_UNWOUND | (r == STEP_DEPTH ? SAMPLE_F_TRUNCATED : 0);
+	return true;
+}
+
+/* Counts why the walk from the leaf found not even its caller (leaf__fix). */
+static void count_leaf_end(struct leaf_stats *st, enum step r)
+{
+	st->linked += r == STEP_LINKED || r == STEP_MET; /* the kernel found the caller too */
+	st->no_table += r == STEP_NO_TABLE;
+	st->no_rule += r == STEP_NO_RULE;
+	st->deep += r == STEP_BEYOND;
+	st->implausible += r == STEP_IMPLAUSIBLE;
+}
+
+/*
  * The leaf's callers by their rules, as far as the copied words go: an off-CPU sample carries
  * 64 words (its blocking call's wrapper, the wrapper's callers: libc's nanosleep ->
  * clock_nanosleep has no frame pointer, and its caller's caller was all the kernel's walk
@@ -341,86 +415,14 @@ static unsigned int in_chain(const uint64_t *user, unsigned int n, uint64_t ra)
  * (the words end first) is followed by the kernel's frames from 1 on, as one put-back frame
  * always was: the chain of the nearest linked frame, past what the words held.
  */
-/*
- * One step of the walk of a copy: the caller of the frame at (*pc, *sp, *fp), looked up at
- * pc - 1 but for the leaf (a return address may be the next function's first byte). 1: it
- * stepped; 0: this is the outermost frame (DW_CFA_undefined return address, or 0); WALK_NO_RULE:
- * no rules, no mapping, or a frame that goes nowhere; WALK_BEYOND: a word beyond the copy.
- */
-#define WALK_NO_RULE (-1)
-#define WALK_BEYOND  (-2)
-static int walk_step(struct leaf *l, struct proctab *t, const struct agent_sample *s, bool leaf,
-		     uint64_t *pc, uint64_t *sp, uint64_t *fp)
-{
-	const struct sample_user_context *u = s->user;
-	uint64_t look = leaf ? *pc : *pc - 1, cfa, ra;
-	const struct procmap *m = proctab__resolve(t, s->pid, look);
-	struct cfi_rules cr;
-
-	if (!m || (m->path[0] != '/' && strcmp(m->path, "[vdso]")))
-		return WALK_NO_RULE;
-	if (!cfi__unpack(rules_at(l, s->pid, m, look - m->start + m->offset), &cr))
-		return WALK_NO_RULE;
-	if (cr.ra_undefined)
-		return 0;
-	if (cr.cfa_reg == CFI_CFA_PLT) /* the stub pushed its relocation index from plt_min on */
-		cfa = *sp + (uint64_t)cr.cfa_off + ((*pc & 15) >= cr.plt_min ? 8 : 0);
-	else
-		cfa = (cr.cfa_reg == CFI_REG_FP ? *fp : *sp) + (uint64_t)cr.cfa_off;
-	if (cfa < *sp || (cfa == *sp && !leaf))
-		return WALK_NO_RULE; /* a frame that goes nowhere */
-	if (!cr.ra_saved) { /* still in the link register: the leaf only (aarch64) */
-		if (!leaf || !u->lr)
-			return WALK_NO_RULE;
-		ra = u->lr;
-	} else if (!word_at(u, cfa + (uint64_t)cr.ra_off, &ra)) {
-		return WALK_BEYOND;
-	}
-	if (cr.fp_saved && !word_at(u, cfa + (uint64_t)cr.fp_off, fp))
-		return WALK_BEYOND;
-	if (!ra)
-		return 0;
-	*pc = ra;
-	*sp = cfa;
-	return 1;
-}
-
-/* The user stack of s walked whole from its copy (see leaf__fix); false: left as it is. */
-static bool leaf_walk(struct leaf *l, struct proctab *t, const struct agent_sample *s,
-		      unsigned int max_user, uint64_t *frames, struct agent_sample *out)
-{
-	uint64_t *user = frames + s->n_kernel, pc = s->frames[s->n_kernel];
-	uint64_t sp = s->user->sp, fp = s->user->fp;
-	unsigned int n = 0;
-	int r = 1;
-
-	l->st.copies++;
-	while (r > 0 && n < max_user) {
-		user[n++] = pc;
-		r = walk_step(l, t, s, n == 1, &pc, &sp, &fp);
-	}
-	if (r == WALK_NO_RULE && n < s->n_user) {
-		/* code without tables (built with frame pointers, JIT): the kernel's walk got further */
-		l->st.copies_left++;
-		return false;
-	}
-	l->st.copies_whole += r == 0;
-	l->st.copies_cut += r < 0;
-	*out = *s;
-	memcpy(frames, s->frames, s->n_kernel * sizeof(*frames));
-	out->n_user = (uint16_t)n;
-	out->frames = frames;
-	out->flags |= SAMPLE_F_UNWOUND | (r > 0 ? SAMPLE_F_TRUNCATED : 0);
-	return true;
-}
-
 bool leaf__fix(struct leaf *l, struct proctab *t, const struct agent_sample *s,
 	       unsigned int max_user, uint64_t *frames, struct agent_sample *out)
 {
 	const uint64_t *user = s->frames + s->n_kernel;
-	unsigned int n = s->n_user, k = 0, from = 1, j;
-	uint64_t *put = frames + s->n_kernel + 1, ra;
+	unsigned int n = s->n_user, k, from;
+	uint64_t *put = frames + s->n_kernel + 1;
 	struct walk w;
+	enum step r;
 
 	/* a copy of the whole stack (a process not walked by tables yet): walked whole */
 	if (s->user && s->user->stack && s->n_user && max_user &&
@@ -433,28 +435,13 @@ bool leaf__fix(struct leaf *l, struct proctab *t, const struct agent_sample *s,
 		return false;
 	}
 	w = (struct walk){.pc = user[0], .sp = s->user->sp, .fp = s->user->fp,
-			  .fp_known = true, .leaf = true};
-	for (;;) {
-		enum step r = k + 1 < max_user ? step(l, t, s, &w, &ra) : STEP_FAIL;
-
-		if (r == STEP_LINKED)
-			break; /* the kernel's frames from 1 on */
-		if (r == STEP_FAIL)
-			break; /* the kernel's frames from 1 on, as they were (see above) */
-		if ((j = in_chain(user, n, ra))) {
-			from = j;
-			if (!k)
-				l->st.linked++; /* the leaf's caller was found by the kernel too */
-			break;
-		}
-		if (!proctab__resolve(t, s->pid, ra - 1)) {
-			l->st.implausible += !k;
-			break;
-		}
-		put[k++] = ra;
-	}
-	if (!k)
+			  .fp_known = true, .leaf = true, .chain = user, .n_chain = n};
+	r = walk(l, t, s, &w, put, max_user - 1, &k);
+	if (!k) {
+		count_leaf_end(&l->st, r);
 		return false;
+	}
+	from = r == STEP_MET ? w.met : 1;
 	l->st.fixed++;
 	l->st.callers += k - 1;
 	*out = *s;

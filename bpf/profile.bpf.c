@@ -86,6 +86,7 @@ struct cfi_state {
 	__u32 c_seq;    /* c_cur's seq */
 	__u32 c_mode;   /* the follower: 0 before it runs, CFI_COPY, CFI_IN_PLACE */
 	__u32 c_k;      /* the follower: frames its run's checks passed */
+	__u32 by_fp;    /* the last step was by the frame-pointer record, without rules */
 	__u64 win_at, win_len; /* win holds the user stack's [win_at, win_at + win_len) */
 	__u64 win_top;  /* the last walk's stack read up to here (0: none): mapped below it */
 	__u64 win[CFI_WIN_WORDS];
@@ -891,26 +892,22 @@ static __always_inline int cfi_frame(struct scratch *s, const struct cfi_proc *p
 	u->nu++;
 	look = first ? u->pc : u->pc - 1;
 	m = cfi_mapping_of(p, look, &u->last_m);
-	if (!m)
-		return CFI_END_NO_MAPPING;
-	if (m->shift & CFI_MAP_NO_ROWS)
-		return CFI_END_NO_RULE; /* its table did not fit: this file's frames are lost */
-	if (m->pages == 0) { /* no table: the frame-pointer record */
+	if (!m) /* a pc a frame-pointer step found is no sign of a new mapping */
+		return u->by_fp ? CFI_END_NO_RULE : CFI_END_NO_MAPPING;
+	r = m->pages && !(m->shift & CFI_MAP_NO_ROWS) ? cfi_rule_of(m, look) : 0;
+	type = r ? r->cfa & 3 : CFI_CFA_NONE;
+	u->by_fp = type == CFI_CFA_NONE;
+	if (u->by_fp) {
+		/* no rows here (see struct cfi_mapping): the frame-pointer record */
 		type = CFI_CFA_FP;
 		off8 = 2;
 		fp8 = -2;
 		ra8 = -1;
 	} else {
-		r = cfi_rule_of(m, look);
-		if (!r)
-			return CFI_END_NO_RULE;
-		type = r->cfa & 3;
 		off8 = r->cfa >> 2;
 		fp8 = r->fp_off8;
 		ra8 = r->ra_off8;
 	}
-	if (type == CFI_CFA_NONE)
-		return CFI_END_NO_RULE;
 	if (type == CFI_CFA_SPECIAL) {
 		if (off8 != CFI_SPECIAL_PLT)
 			return CFI_END_OUTERMOST;
@@ -926,7 +923,7 @@ static __always_inline int cfi_frame(struct scratch *s, const struct cfi_proc *p
 	else if (cf)
 		cf->fp_at = (fp8 ? cfa + (__s64)fp8 * 8 : 0) | (type == CFI_CFA_FP ? CFI_CF_FP : 0);
 	if (cfa < u->sp || (cfa == u->sp && !first))
-		return CFI_END_BAD;
+		return u->by_fp ? CFI_END_NO_RULE : CFI_END_BAD;
 	if (cf && ra8 && !(cfa & 7))
 		cf->ra_at = cfa + (__s64)ra8 * 8;
 	/* the lower slot first: a window read for it holds the other one too */
@@ -975,6 +972,7 @@ static __always_inline int cfi_begin(struct bpf_perf_event_data *ctx, struct scr
 	s->u.runs = 0;
 	s->u.win_len = 0;
 	s->u.last_m = 0;
+	s->u.by_fp = 0;
 	return 1;
 }
 

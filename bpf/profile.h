@@ -175,7 +175,7 @@ struct cfi_rows2 {
 };
 #define CFI_PAGE_ROW_BITS 24
 
-#define CFI_CFA_NONE    0 /* no rules here: the walk ends (CFI_END_NO_RULE) */
+#define CFI_CFA_NONE    0 /* no rules here: the frame-pointer record (see cfi_mapping) */
 #define CFI_CFA_SP      1
 #define CFI_CFA_FP      2
 #define CFI_CFA_SPECIAL 3 /* off8 0: an x86_64 PLT stub; 1: the outermost frame (_start) */
@@ -185,10 +185,12 @@ struct cfi_rows2 {
 /*
  * One code mapping, [start, start + len): pc - base is the offset of pc from its file's first
  * row; the file's page index is cfi_rows[first .. first + pages), its rows follow. pages 0:
- * the file has no table, frames are walked by the frame pointer there; with CFI_MAP_NO_ROWS
- * in shift, its table is too big for the array: the walk ends there (that file's frames are
- * lost, not the process's other files'). 32 bytes: the program indexes an array of them (a
- * power of two keeps the verifier's bounds exact).
+ * no table (anonymous code: a JIT; a file without .eh_frame); CFI_MAP_NO_ROWS in shift: its
+ * table is too big for the array. Where a mapping has no rows for a pc (those two, or a pc no
+ * row covers), the walk steps by the frame-pointer record, as the kernel's walk does, and
+ * goes back to the rows at the first frame it reaches in a file that has them (hybrid, as
+ * the OpenTelemetry profiler unwinds JIT code). 32 bytes: the program indexes an array of
+ * them (a power of two keeps the verifier's bounds exact).
  */
 #define CFI_MAP_NO_ROWS 0x100
 struct cfi_mapping {
@@ -269,7 +271,8 @@ struct cfi_cwalk {
 /* Why a walk by the tables ended (profile_event.cfi_end). */
 #define CFI_END_OUTERMOST 1 /* the whole stack: the outermost frame, or a zero return address */
 #define CFI_END_NO_MAPPING 2 /* a pc in no mapping the entry lists (dlopen, exec): reloaded */
-#define CFI_END_NO_RULE   3 /* a pc the tables do not cover (or rules they cannot follow) */
+/* a pc without rows, and the frame-pointer record goes nowhere (or to no listed mapping) */
+#define CFI_END_NO_RULE   3
 #define CFI_END_READ      4 /* the stack could not be read there */
 #define CFI_END_BAD       5 /* a frame that goes nowhere (CFA not above the stack pointer...) */
 #define CFI_END_DEPTH     6 /* the stack filled max_depth frames */

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -274,7 +275,13 @@ static void refresh(struct perfmaps *p, struct pm_proc *pp)
 	pp->checked_ns = now;
 	fd = open_map(p, pp->pid, &st);
 	if (fd < 0) {
-		pp->missing = true;
+		/*
+		 * A process that exited (its /proc root gone with it) keeps the names read while
+		 * it ran: its samples of the round are named at the round's end, often after
+		 * (node's JIT frames turned <unknown> once a miss came after its exit). A pid in
+		 * use again is alive: its file is checked as a new one's.
+		 */
+		pp->missing = !pp->off || !(kill((pid_t)pp->pid, 0) < 0 && errno == ESRCH);
 		return;
 	}
 	if (pp->missing || pp->dev != (uint64_t)st.st_dev || pp->ino != (uint64_t)st.st_ino ||

@@ -43,6 +43,15 @@ tot = sum(s.value for s in main)
 named = sum(s.value for s in main if SCRIPT & set(s.frames))
 print(f"node main thread: {len(main)} stacks, {tot / 1e9:.2f} s; script function named "
       f"{100 * named / max(tot, 1):.1f}%")
+unnamed = {}
+for s in main:
+    if not SCRIPT & set(s.frames):
+        k = " < ".join(s.frames[:10])
+        unnamed[k] = unnamed.get(k, 0) + s.value
+for k, v in sorted(unnamed.items(), key=lambda kv: -kv[1])[:4]:
+    print(f"  unnamed {100 * v / max(tot, 1):.1f}%: {k}")
+if named < 0.95 * tot:
+    print("\n".join(pt.header(path)))
 c = [l for l in pt.header(path) if "perfmap:" in l]
 print(c[0].strip() if c else "no perfmap comment")
 ok = tot >= 0.3e9 and named >= 0.95 * tot and c and "files=0 " not in c[0]

@@ -226,12 +226,60 @@ static void too_big_a_file_costs_its_frames_only(void **state)
 	cfitab__free(c);
 }
 
+/* Whether pid maps anonymous code (node's JIT, once V8 has set up). */
+static bool maps_anon_code(pid_t pid)
+{
+	char path[64], line[512], perm[8];
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "r");
+	while (f && !found && fgets(line, sizeof(line), f)) {
+		unsigned long inode = 1;
+
+		found = sscanf(line, "%*x-%*x %7s %*x %*s %lu", perm, &inode) == 2 &&
+			perm[2] == 'x' && inode == 0 && !strchr(line, '[');
+	}
+	if (f)
+		fclose(f);
+	return found;
+}
+
+/*
+ * node: anonymous code (its JIT) and a program too big for the array. Both used to leave the
+ * whole process to frame pointers; now it is listed, the JIT and node's own frames without
+ * rows (the BPF walk steps by frame pointers there), libc's and libstdc++'s with theirs.
+ */
+static void jit_and_too_big_a_program_are_listed(void **state)
+{
+	char *argv[] = {"/usr/bin/node", "-e", "setInterval(() => {}, 1000)", NULL};
+	struct cfitab_stats st;
+	struct cfitab *c;
+
+	if (access(argv[0], X_OK) || elf_machine(argv[0]) != elf_machine("/proc/self/exe"))
+		skip();
+	children[0] = start(argv, "node");
+	for (int i = 0; i < 200 && !maps_anon_code(children[0]); i++)
+		usleep(10 * 1000);
+	assert_true(maps_anon_code(children[0]));
+	c = cfitab__new(-1, false, -1, -1, -1, CONFIG_BPF_CFI_ROWS, 16, 64);
+	assert_non_null(c);
+	want(c, children[0], "node", 4);
+	cfitab__stats(c, &st);
+	assert_int_equal(st.procs, 1);
+	assert_int_equal(st.fp_built, 0);
+	assert_int_equal(st.partial, 1); /* node itself: over a file's share */
+	cfitab__free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(busier_process_takes_the_room_soon_and_keeps_it, stop_children),
 	    cmocka_unit_test_teardown(libcrypto_fits_the_default_array, stop_children),
 	    cmocka_unit_test_teardown(too_big_a_file_costs_its_frames_only, stop_children),
+	    cmocka_unit_test_teardown(jit_and_too_big_a_program_are_listed, stop_children),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
