@@ -101,11 +101,20 @@ echo "@@probe-end"
 wait
 
 mkdir /tmp/x
-edgeprof-agent --once --seconds 4 --sampler bpf --hz 99 --output-dir /tmp/x >/tmp/agent.log 2>&1 &
+# Four seconds of sampling once the programs are in (their fds appear), ended by SIGINT: a
+# fixed --seconds round counts the load too (2-20 s under TCG), and left ~1.7 s on a quick run.
+edgeprof-agent --once --seconds 120 --sampler bpf --hz 99 --output-dir /tmp/x >/tmp/agent.log 2>&1 &
 apid=$!
-sleep 0.5
+i=0
+while ! ls -l /proc/$apid/fd 2>/dev/null | grep -q bpf-prog && [ $i -lt 600 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+sleep 1
 bpf-work leaf 120 &
 wpid=$!
+sleep 4
+kill -INT $apid
 wait $apid
 echo "@@agent rc=$? leaf_pid=$wpid"
 kill $wpid
@@ -129,13 +138,17 @@ echo "@@cfi-end"
 # Off-CPU (tracepoint and raw tracepoint programs): wallsplit's threads blocked for known times.
 mount -t tracefs nodev /sys/kernel/tracing
 mkdir /tmp/o
-edgeprof-agent --once --seconds 8 --sampler bpf --profiles offcpu --output-dir /tmp/o \
+# The round is ended by SIGINT once wallsplit is done: opening the sampler takes 7-20 s under
+# TCG (the verifier), and a fixed --seconds round ended before wallsplit did when it took longer.
+edgeprof-agent --once --seconds 120 --sampler bpf --profiles offcpu --output-dir /tmp/o \
 	>/tmp/off.log 2>&1 &
 apid=$!
 i=0
-while ! grep -q "off-CPU time on" /tmp/off.log && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+while ! grep -q "off-CPU time on" /tmp/off.log && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
 sleep 1
 wallsplit 1.2 >/tmp/wall.out
+sleep 1
+kill -INT $apid
 wait $apid
 echo "@@offcpu rc=$?"
 cat /tmp/off.log
