@@ -26,6 +26,7 @@ struct config {
 	unsigned long hz, round_s, period_s, jitter_pct, seconds, stack_entries, max_procs;
 	unsigned long bpf_ringbuf_kb;	/* 0: CONFIG_BPF_RINGBUF_KB */
 	const char *registry, *output_dir, *sampler, *bpf_service, *pull_listen;
+	const char *bpf_cgroup; /* --bpf-cgroup: only that cgroup v2's tasks (NULL: all) */
 	bool once, symbolize, kernel_stacks, upload;
 	const char *scrape[SCRAPE_MAX_TARGETS], *scrape_types;
 	size_t n_scrape;

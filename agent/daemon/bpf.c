@@ -237,6 +237,11 @@ void agent_bpf__start(struct agent *a)
 
 	if (!strcmp(a->cfg.sampler, "sigprof"))
 		return;
+	if (a->cfg.bpf_cgroup && bpf_sampler__cgroup_id(a->cfg.bpf_cgroup, &o.cgroup_id)) {
+		/* a filter that cannot be applied must not widen to the whole machine */
+		pr_warn("--bpf-cgroup %s: no cgroup id: BPF sampler off", a->cfg.bpf_cgroup);
+		return;
+	}
 	bpf_mmap_events(a);
 	/* with the mmap records, a new process need not be read from /proc before it exits */
 	o.no_new_proc_wake = a->mmapev != NULL;

@@ -17,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "agent/core/procmaps.h"
@@ -69,6 +71,7 @@ static const struct opt_desc opt_descs[] = {
 			 "CONFIG_BPF_OFFCPU_MIN_US)"},
     {"bpf-service", 1, "service name of the BPF sampler's system-wide profile"},
     {"bpf-ringbuf-kb", 1, "BPF ring buffer size"},
+    {"bpf-cgroup", 1, "BPF: only the tasks of this cgroup v2 directory (a service, a container)"},
     {"no-kernel-stacks", 0, "BPF: user stacks only"},
     {"stack-entries", 1, "unique stacks per service and round (default: a round's samples)"},
     {"max-procs", 1, "processes whose mappings are cached"},
@@ -120,6 +123,20 @@ static int parse_ulong(const char *name, const char *v, unsigned long lo, unsign
 }
 
 static int read_config_file(struct config *c, const char *path);
+
+/* Only a directory of the cgroup v2 file system (statfs): a typo fails at start. */
+static int parse_cgroup(struct config *c, const char *v)
+{
+	struct statfs fs;
+
+	if (!v || !*v || statfs(v, &fs) || fs.f_type != CGROUP2_SUPER_MAGIC) {
+		fprintf(stderr, "edgeprof-agent: --bpf-cgroup %s: not a cgroup v2 directory\n",
+			v ? v : "");
+		return -EINVAL;
+	}
+	c->bpf_cgroup = v;
+	return 0;
+}
 
 /* --profiles cpu,offcpu: the BPF sampler's kinds of time (at least one). */
 static int parse_profiles(struct config *c, const char *v)
@@ -185,6 +202,8 @@ static int apply_opt(struct config *c, const char *name, const char *v)
 		return (c->pull_listen = v) && *v ? 0 : -EINVAL;
 	if (!strcmp(name, "bpf-service"))
 		return (c->bpf_service = v) && *v ? 0 : -EINVAL;
+	if (!strcmp(name, "bpf-cgroup") && IS_ENABLED(CONFIG_SAMPLER_BPF))
+		return parse_cgroup(c, v);
 	if (!strcmp(name, "sampler")) {
 		if (v && (!strcmp(v, "auto") || !strcmp(v, "bpf") || !strcmp(v, "sigprof"))) {
 			c->sampler = v;

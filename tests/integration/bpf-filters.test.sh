@@ -81,6 +81,19 @@ if [ -n "$cg2" ] && [ -w "$cg2/cgroup.procs" ]; then
 	grep -q " cgroup=/edgeprof-bpf-test-$$\( \|\$\)" "$tmp/labels" || fail "cgroup label"
 	grep -q " exe=$work\( \|\$\)" "$tmp/labels" || fail "exe label"
 	grep -q " comm=bpfw-split\( \|\$\)" "$tmp/labels" || fail "comm label"
+	# The agent's --bpf-cgroup: its profile holds that process only, the other one runs beside
+	agent=$EP_BUILD/edgeprof-agent
+	mkdir "$tmp/agent"
+	"$agent" --once --seconds 2 --sampler bpf --bpf-cgroup "$cg" --output-dir "$tmp/agent" \
+		2>"$tmp/agent.err" || { cat "$tmp/agent.err"; fail "agent --bpf-cgroup"; }
+	go tool pprof -raw "$tmp"/agent/*.pb.gz 2>/dev/null | grep -o 'pid:\[[0-9]*\]' | sort |
+		uniq -c >"$tmp/agent.pids"
+	echo "-- edgeprof-agent --bpf-cgroup: pids of its samples"
+	cat "$tmp/agent.pids"
+	[ "$(wc -l <"$tmp/agent.pids")" = 1 ] && grep -q "pid:\[$a\]" "$tmp/agent.pids" ||
+		fail "agent --bpf-cgroup"
+	"$agent" --once --seconds 1 --bpf-cgroup /proc 2>"$tmp/agent.err" && fail "--bpf-cgroup /proc taken"
+	grep -q "not a cgroup v2 directory" "$tmp/agent.err" || fail "no clear error for --bpf-cgroup /proc"
 else
 	echo "-- cgroup v2 not writable here: cgroup filter not tested"
 fi
