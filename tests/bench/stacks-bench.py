@@ -28,7 +28,9 @@ bash script working in $(...)), openssl (speed sha256), ownssl (own, linked to l
 (tests/workloads/jitsplit.js: JIT code without tables, frame pointers kept, in Debian's node;
 perf's DWARF walk stops in JIT frames, so its "main" share is low there: read ours->main).
 
-Mode bpf also prints the footprint (issue 35's goal: agent RSS <= 12 MiB, agent CPU <= 1/5 of
+In mode bpf the program and perf run in a new cgroup v2 directory and the agent samples only it
+(--bpf-cgroup), so what it does is the mix's, not the rest of this shared machine's (--system-wide:
+the whole machine, as a gateway's agent runs). Mode bpf also prints the footprint (issue 35's goal: agent RSS <= 12 MiB, agent CPU <= 1/5 of
 perf --call-graph dwarf on the same mix): the agent's CPU over its whole life (wait4: loading
 the programs, the rounds, symbolizing and writing), perf record's own CPU (not the program's),
 their ratio, and the agent's peak RSS; per program and over the mix.
@@ -501,15 +503,25 @@ def proc_cpu(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def proc_anon_kib(pid):
-    """A process's anonymous resident memory (RssAnon, KiB): its own memory, without the page
-    cache of the files it maps (the agent maps programs to read their .eh_frame)."""
+def proc_status_kib(pid, field):
     try:
         with open(f"/proc/{pid}/status") as f:
-            m = re.search(r"^RssAnon:\s+(\d+)", f.read(), re.M)
+            m = re.search(rf"^{field}:\s+(\d+)", f.read(), re.M)
     except OSError:
         return None
     return int(m.group(1)) if m else None
+
+
+def proc_anon_kib(pid):
+    """A process's anonymous resident memory (RssAnon, KiB): its own memory, without the page
+    cache of the files it maps (the agent maps programs to read their .eh_frame)."""
+    return proc_status_kib(pid, "RssAnon")
+
+
+def proc_hwm_kib(pid):
+    """The peak RSS of the process's program (VmHWM, KiB). Not wait4's ru_maxrss: that keeps
+    the forked Python's RSS from before the exec (14-28 MiB here, all of it the bench's)."""
+    return proc_status_kib(pid, "VmHWM")
 
 
 class Watch(threading.Thread):
@@ -530,8 +542,8 @@ class Watch(threading.Thread):
 
 
 def stop_agent(agent):
-    """SIGINT, then the agent's whole life in CPU seconds and its peak RSS (KiB), from wait4:
-    its start (loading the programs) and its last round (symbolizing, writing) included."""
+    """SIGINT, then the agent's whole life in CPU seconds, from wait4: its start (loading the
+    programs) and its last round (symbolizing, writing) included."""
     agent.send_signal(signal.SIGINT)
     err = []
     reader = threading.Thread(target=lambda: err.append(agent.stderr.read()), daemon=True)
@@ -539,12 +551,45 @@ def stop_agent(agent):
     _, status, ru = os.wait4(agent.pid, 0)  # the RssAnon watch ends with the process
     agent.returncode = os.waitstatus_to_exitcode(status)
     reader.join(timeout=10)
-    return ru.ru_utime + ru.ru_stime, ru.ru_maxrss, (err[0] if err else b"")
+    return ru.ru_utime + ru.ru_stime, (err[0] if err else b"")
 
 
 # per run in mode bpf: (program, agent cpu s, perf record cpu s, perf script cpu s,
-# agent peak RSS KiB, agent peak RssAnon KiB)
+# agent peak RSS (VmHWM) KiB, agent peak RssAnon KiB; both polled every 20 ms)
 FOOT = []
+# bpf: the cgroup v2 directory the program and perf run in, the agent's --bpf-cgroup (None:
+# the agent samples the whole machine, --system-wide)
+CGROUP = None
+
+
+def mix_cgroup():
+    """A new cgroup v2 directory for the mix, so the agent's work (and its footprint) is the
+    mix's, not that of whatever else this shared machine runs; None where v2 is not writable."""
+    with open("/proc/mounts") as f:
+        root = next((ln.split()[1] for ln in f if ln.split()[2] == "cgroup2"), None)
+    if not root or not os.access(os.path.join(root, "cgroup.procs"), os.W_OK):
+        return None
+    cg = os.path.join(root, f"edgeprof-stacks-bench-{os.getpid()}")
+    os.makedirs(cg, exist_ok=True)
+    return cg
+
+
+def drop_cgroup(cg):
+    root = os.path.dirname(cg)
+    try:
+        with open(os.path.join(cg, "cgroup.procs")) as f:
+            for pid in f.read().split():
+                with open(os.path.join(root, "cgroup.procs"), "w") as r:
+                    r.write(pid)
+        os.rmdir(cg)
+    except OSError as e:
+        print(f"  cgroup {cg}: {e}", file=sys.stderr)
+
+
+def join_cgroup():
+    """preexec_fn: perf (and the program it starts) into the mix's cgroup."""
+    with open(os.path.join(CGROUP, "cgroup.procs"), "w") as f:
+        f.write(str(os.getpid()))
 
 
 def run_one(mode, build, name, argv, hz, stack, tmp, rep, show=0, agent_opts=()):
@@ -559,10 +604,12 @@ def run_one(mode, build, name, argv, hz, stack, tmp, rep, show=0, agent_opts=())
         os.makedirs(outdir)
         agent = subprocess.Popen([os.path.join(build, "edgeprof-agent"), "--once", "--seconds",
                                   "600", "--sampler", "bpf", "--hz", str(hz), "--output-dir",
-                                  outdir] + list(agent_opts), stdout=subprocess.DEVNULL,
+                                  outdir] + (["--bpf-cgroup", CGROUP] if CGROUP else []) +
+                                 list(agent_opts), stdout=subprocess.DEVNULL,
                                  stderr=subprocess.PIPE)
-        anon = Watch(agent.pid, proc_anon_kib)
+        anon, hwm = Watch(agent.pid, proc_anon_kib), Watch(agent.pid, proc_hwm_kib)
         anon.start()
+        hwm.start()
         time.sleep(2.0)  # programs loaded and attached
     with open(os.path.join(tmp, "out"), "wb") as out:
         # ASLR off: with it on, perf 6.1 here unwound no libc frame at all in some runs
@@ -570,7 +617,8 @@ def run_one(mode, build, name, argv, hz, stack, tmp, rep, show=0, agent_opts=())
         p = subprocess.Popen(["setarch", "-R", "perf", "record", "-q", "-N", "-B", "-e",
                               "cpu-clock:u", "-F", str(hz), "--call-graph", f"dwarf,{stack}",
                               "-o", data, "--"] + env + argv,
-                             stdout=out, stderr=subprocess.PIPE)
+                             stdout=out, stderr=subprocess.PIPE,
+                             preexec_fn=join_cgroup if agent and CGROUP else None)
         watch = Watch(p.pid, proc_cpu)
         watch.start()
         _, err = p.communicate(timeout=900)
@@ -583,8 +631,9 @@ def run_one(mode, build, name, argv, hz, stack, tmp, rep, show=0, agent_opts=())
         hdr = subprocess.run(["perf", "script", "-i", data, "-F", "pid", "--no-inline"],
                              capture_output=True, text=True).stdout.split()
         pid = {int(x) for x in hdr} or {-1}
-        acpu, arss, aerr = stop_agent(agent)
+        acpu, aerr = stop_agent(agent)
         anon.join(timeout=1)
+        hwm.join(timeout=1)
         files = [os.path.join(outdir, f) for f in os.listdir(outdir) if f.endswith(".pb.gz")]
         ours = files[0] if files else None
         com = subprocess.run(["go", "tool", "pprof", "-comments", ours], capture_output=True,
@@ -601,7 +650,7 @@ def run_one(mode, build, name, argv, hz, stack, tmp, rep, show=0, agent_opts=())
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if agent:  # perf script: what perf needs to turn its record into unwound stacks
         script = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-        FOOT.append((name, acpu, watch.peak, script, arss, anon.peak))
+        FOOT.append((name, acpu, watch.peak, script, hwm.peak, anon.peak))
     # samples with user frames: perf's cpu-clock:u takes none in the kernel, the agent does
     # (a process in exec or exit has no user stack)
     oc = [f for f in pprof_frames(ours, pid, comm) if f] if ours else []
@@ -648,6 +697,9 @@ def main():
     ap.add_argument("--show", type=int, default=0, help="print the N commonest mismatches")
     ap.add_argument("--agent-opt", action="append", default=[],
                     help="bpf: an option for edgeprof-agent (default: none, its defaults)")
+    ap.add_argument("--system-wide", action="store_true",
+                    help="bpf: the agent samples the whole machine (default: only the mix's "
+                         "cgroup, --bpf-cgroup, so its footprint is the mix's)")
     ap.add_argument("--arch", default="x86_64", choices=("x86_64", "arm64", "armhf"),
                     help="arm64/armhf: under qemu-user with the gateway board's build (sigprof)")
     a = ap.parse_args()
@@ -661,6 +713,8 @@ def main():
         return main_cross(a, os.path.abspath(os.path.join(HERE, "..", "..")))
     build = os.path.abspath(a.build)
     tmp = tempfile.mkdtemp(prefix="stacks-bench.")
+    global CGROUP
+    CGROUP = mix_cgroup() if a.mode == "bpf" and not a.system_wide else None
     try:
         progs = programs(tmp, build, a.scale)
         print(f"mode {a.mode}, {a.hz} Hz, perf --call-graph dwarf,{a.stack}, {a.reps} reps "
@@ -702,6 +756,8 @@ def main():
             print_footprint()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if CGROUP:
+            drop_cgroup(CGROUP)
 
 
 if __name__ == "__main__":
