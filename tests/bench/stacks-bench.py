@@ -26,7 +26,10 @@ under qemu-user, --arch arm64|armhf, where perf cannot look). Medians over the r
 Programs also: tools (200 short Debian tools: xz, gzip, sha256sum of 30-100 ms), subshells (a
 bash script working in $(...)), openssl (speed sha256), ownssl (own, linked to libcrypto), node
 (tests/workloads/jitsplit.js: JIT code without tables, frame pointers kept, in Debian's node;
-perf's DWARF walk stops in JIT frames, so its "main" share is low there: read ours->main).
+perf's DWARF walk stops in JIT frames, so its "main" share is low there: read ours->main), perl
+and lua5.4 (a loop in the interpreter). python3 in mode bpf: the agent puts the script's frames in
+place of _PyEval_EvalFrameDefault's (issue 37), so "match" and "code-checked", which compare
+native frames, do not apply there: read ours->main.
 
 In mode bpf the program and perf run in a new cgroup v2 directory and the agent samples only it
 (--bpf-cgroup), so what it does is the mix's, not the rest of this shared machine's (--system-wide:
@@ -63,6 +66,9 @@ MAIN = {"main", "__libc_start_main", "_ZN4node5StartEiPPc"}
 
 PY_LOOP = ("def f(n):\n s = 0\n for i in range(n):\n  s += i * i % 7\n return s\n"
            "def g(n):\n return f(n)\nprint(g({n}))")
+PERL_LOOP = "sub f {{ my $s = 0; $s += $_ * $_ % 7 for 1 .. $_[0]; $s }} print f({n}), qq(\\n);"
+LUA_LOOP = ("local function f(n) local s = 0 for i = 1, n do s = s + i * i % 7 end return s end "
+            "print(f({n}))")
 SQL = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT {n}) "
        "SELECT sum(x * x % 7) FROM c;")
 
@@ -107,6 +113,8 @@ def programs(tmp, build, scale):
         "python3": ["/usr/bin/python3", "-c", PY_LOOP.format(n=int(12e6 * scale))],
         "sqlite3": ["sqlite3", ":memory:", SQL.format(n=int(4e6 * scale))],
         "own": [own, str(int(8000 * scale))],
+        "perl": ["perl", "-e", PERL_LOOP.format(n=int(2e7 * scale))],
+        "lua5.4": ["lua5.4", "-e", LUA_LOOP.format(n=int(8e7 * scale))],
     }
 
 
