@@ -170,6 +170,12 @@ burst() {
 phase deep-7000x4096-x8 burst deep.gz 8 '413|503'
 phase wide-8M-samples-x8 burst wide.gz 8 '413|503'
 phase mid-1000x1024-x16 burst mid.gz 16 '200|503'
+# The goal's whole width (issue 38: "any mix of legal uploads from up to 256 connections"):
+# 250 at once, one connection each, with the normal device beside them. More handshakes than
+# --max-handshakes (64) at once: the silent longest are closed (ConnectionResetError,
+# SSLEOFError, BrokenPipeError at the client) and counted; the rest get 200 or 503.
+phase mid-1000x1024-x250 burst mid.gz 250 \
+	'200|503|ConnectionResetError|SSLEOFError|BrokenPipeError|SSLZeroReturnError|RemoteDisconnected'
 curl -s -H "Authorization: Bearer $TOKEN" "$H/metrics" | grep -q \
 	'^edgeprof_collector_decode_memory_refused_total{budget="request"} [1-9]' ||
 	fail "refusals over --request-mem not counted at /metrics"
