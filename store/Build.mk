@@ -2,7 +2,7 @@
 # store/ — the collector's storage engine: ring file, index, selectors, times, queries.
 # The backends behind store/store.h: the ring file, and ClickHouse (its HTTP client on port/http
 # and port/net, which the collector links anyway: $^ lists an object once).
-store-ch-$(CONFIG_COLLECTOR_CLICKHOUSE) := store/ch/store-ch.o store/ch/ch-query.o store/ch/ch-client.o \
+store-ch-$(CONFIG_COLLECTOR_CLICKHOUSE) := store/ch/store-ch.o store/ch/ch-query.o store/ch/ch-list.o store/ch/ch-client.o \
 					   store/ch/ch-spool.o store/ch/ch-retain.o store/ch/ch-rollup.o \
 					   store/ch/ch-schema.o store/ch/ch-rows.o store/ch/ch-native.o \
 					   store/ch/ch-ingest.o store/ch/ch-writer.o port/net.o port/http.o

@@ -15,6 +15,7 @@
 
 #include "port/clock.h"
 #include "port/log.h"
+#include "store/ch/ch-query.h"
 #include "store/ch/ch-store.h"
 
 int ch__select(struct ch_store *c, const char *sql, struct rb *out, char *err, size_t errlen)
@@ -93,14 +94,8 @@ void sql_where_type(struct rb *b, const struct store_query *q)
 	}
 }
 
-/* The labels of a result row, into NUL-terminated copies (freed with the row). */
-struct row_labels {
-	struct record_label l[STORE_MAX_LABELS];
-	char buf[8192];
-	size_t n;
-};
 
-static void rd_labels(struct rb_rd *r, struct row_labels *rl)
+void rd_labels(struct rb_rd *r, struct row_labels *rl)
 {
 	size_t nk = rd_varint(r), used = 0;
 	const char *k[STORE_MAX_LABELS];
@@ -153,25 +148,7 @@ static size_t u64_uniq(uint64_t *v, size_t n)
 	return m;
 }
 
-/* A selected series: which selector-matching (series, sig) the query covers. */
-struct series_row {
-	uint64_t series, sig, count, first_ts;
-	uint64_t grp;			/* its rollup group (ch__group_of; 0: unknown) */
-	char st[512], su[512], default_type[64], period_type[64], period_unit[64];
-	int64_t period, duration;
-	int64_t time_nanos;
-	uint64_t main_mapping;		/* the profiles' first mapping: the main binary */
-	char comments[1024];		/* '\n'-separated, deduplicated */
-	char device[256];		/* the store's device field (a merge by device) */
-	uint32_t dev;			/* a merge by device: its device's index */
-};
 
-struct series_sel {
-	struct series_row *v;
-	size_t n, cap;
-	bool every;		/* every series in the time range matched (type and selector) */
-	bool whole_groups;	/* its series' groups hold no series of the range left out */
-};
 
 static int series_cmp(const void *pa, const void *pb)
 {
@@ -378,8 +355,8 @@ static int series_heads(struct ch_store *c, const struct store_query *q,
  * runs here, in our own code (Pyroscope's operators, POSIX regexes, the CPU budget), on one
  * row per series, and only the matching series' ids go back to ClickHouse.
  */
-static int ch__series(struct ch_store *c, const struct store_query *q, struct series_sel *out,
-		      char *err, size_t errlen)
+int ch__series(struct ch_store *c, const struct store_query *q, struct series_sel *out,
+	       char *err, size_t errlen)
 {
 	struct series_sel all = { 0 };
 	int e = series_sums(c, q, &all, err, errlen);
@@ -395,7 +372,7 @@ static int ch__series(struct ch_store *c, const struct store_query *q, struct se
  * send theirs as an external table, below); nothing when every series in the range matched (a
  * fleet-wide query: a set of 10,000 series cost more than the rows' sum).
  */
-static void sql_series_in(struct rb *b, const struct series_sel *s)
+void sql_series_in(struct rb *b, const struct series_sel *s)
 {
 	if (s->every)
 		return;
@@ -1712,141 +1689,4 @@ int ch__merge_seqs(struct store *base, const uint64_t *seqs, size_t n,
 		e = pprof_merger__finish(m, out, err, errlen);
 	pprof_merger__free(m);
 	return e;
-}
-
-/* ---- listing -------------------------------------------------------------------------------- */
-
-int ch__list(struct store *base, const struct store_query *q, store_entry_fn cb, void *ctx)
-{
-	struct ch_store *c = ch_of(base);
-	struct series_sel sel = { 0 };
-	struct rb sql = { 0 }, res = { 0 };
-	struct rb_rd r;
-	char err[300];
-	int e, n = 0;
-
-	e = ch__series(c, q, &sel, err, sizeof(err));
-	if (e || !sel.n) {
-		if (e)
-			pr_warn("clickhouse: list: %s", err);
-		free(sel.v);
-		return e;
-	}
-	rb_printf(&sql, "SELECT id, ts, service, type, device, label_keys, label_values, value, "
-		  "size, flags FROM profiles");
-	sql_where_type(&sql, q);
-	sql_series_in(&sql, &sel);
-	rb_printf(&sql, " ORDER BY ts %s, id", q->newest_first ? "DESC" : "ASC");
-	if (q->limit)
-		rb_printf(&sql, " LIMIT %zu", q->limit);
-	rb_printf(&sql, " FORMAT RowBinary");
-	rb_put(&sql, "", 1);
-	free(sel.v);
-	e = sql.oom ? -ENOMEM : ch__select(c, (char *)sql.p, &res, err, sizeof(err));
-	rb_free(&sql);
-	if (e) {
-		pr_warn("clickhouse: list: %s", err);
-		return e;
-	}
-	r = (struct rb_rd){ res.p, res.p + res.len, false };
-	while (rd_more(&r) && !e) {
-		struct store_entry v = { 0 };
-		char service[256], type[64], device[256];
-		struct row_labels rl;
-
-		v.seq = rd_u64(&r);
-		v.time_ns = rd_u64(&r);
-		rd_strcpy(&r, service, sizeof(service));
-		rd_strcpy(&r, type, sizeof(type));
-		rd_strcpy(&r, device, sizeof(device));
-		rd_labels(&r, &rl);
-		v.value = (int64_t)rd_u64(&r);
-		v.size = (uint32_t)rd_u64(&r);
-		v.flags = rd_u16(&r);
-		if (r.bad)
-			break;
-		v.service = service, v.type = type, v.device = device;
-		v.labels = rl.l, v.n_labels = rl.n;
-		e = cb(ctx, &v);
-		n++;
-	}
-	rb_free(&res);
-	if (r.bad)
-		return -EIO;
-	return e < 0 ? e : n;
-}
-
-int ch__services(struct store *base, int (*cb)(void *ctx, const char *service), void *ctx)
-{
-	struct ch_store *c = ch_of(base);
-	struct rb res = { 0 };
-	struct rb_rd r;
-	char err[300];
-	int e = ch__select(c, "SELECT DISTINCT service FROM profiles ORDER BY service "
-			   "FORMAT RowBinary", &res, err, sizeof(err));
-
-	if (e) {
-		pr_warn("clickhouse: services: %s", err);
-		return e;
-	}
-	r = (struct rb_rd){ res.p, res.p + res.len, false };
-	while (rd_more(&r) && !e) {
-		char service[256];
-
-		rd_strcpy(&r, service, sizeof(service));
-		if (!r.bad)
-			e = cb(ctx, service);
-	}
-	rb_free(&res);
-	return r.bad ? -EIO : e;
-}
-
-/* ---- timeline ------------------------------------------------------------------------------ */
-
-/* The totals per time bucket, summed by ClickHouse over the matching series' profile rows. */
-int ch__timeline(struct store *base, const struct store_query *q, uint64_t from_ns,
-		 uint64_t step_ns, size_t n, int64_t *values, size_t *profiles)
-{
-	struct ch_store *c = ch_of(base);
-	struct series_sel sel = { 0 };
-	struct rb sql = { 0 }, res = { 0 };
-	struct rb_rd r;
-	char err[300];
-	int e;
-
-	*profiles = 0;
-	e = ch__series(c, q, &sel, err, sizeof(err));
-	if (e || !sel.n) {
-		if (e)
-			pr_warn("clickhouse: timeline: %s", err);
-		free(sel.v);
-		return e;
-	}
-	rb_printf(&sql, "SELECT intDiv(ts - %" PRIu64 ", %" PRIu64 ") AS b, sum(value), count() "
-		  "FROM profiles", from_ns, step_ns);
-	sql_where_type(&sql, q);
-	rb_printf(&sql, " AND ts >= %" PRIu64, from_ns);
-	sql_series_in(&sql, &sel);
-	rb_printf(&sql, " GROUP BY b FORMAT RowBinary");
-	rb_put(&sql, "", 1);
-	free(sel.v);
-	e = sql.oom ? -ENOMEM : ch__select(c, (char *)sql.p, &res, err, sizeof(err));
-	rb_free(&sql);
-	if (e) {
-		pr_warn("clickhouse: timeline: %s", err);
-		return e;
-	}
-	r = (struct rb_rd){ res.p, res.p + res.len, false };
-	while (rd_more(&r)) {
-		uint64_t b = rd_u64(&r);
-		int64_t v = (int64_t)rd_u64(&r);
-		uint64_t k = rd_u64(&r);
-
-		if (!r.bad && b < n) {
-			values[b] += v;
-			*profiles += k;
-		}
-	}
-	rb_free(&res);
-	return r.bad ? -EIO : 0;
 }
