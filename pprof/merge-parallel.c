@@ -92,11 +92,13 @@ static void *worker(void *arg)
 
 /*
  * Decoding ahead stops; the inputs after i decoded ahead are freed, their charges given back,
- * and marked to be decoded again in turn. Returns how many were dropped.
+ * and marked to be decoded again in turn. Returns how many inputs after i had been claimed:
+ * each held charges at some point, if only while it decoded and was then refused, so a
+ * refusal of i beside any of them may not be the serial merge's.
  */
 static size_t make_serial(struct pool *pl, size_t i)
 {
-	size_t dropped = 0;
+	size_t ahead = 0;
 
 	pthread_mutex_lock(&pl->lock);
 	pl->tight = true;
@@ -109,11 +111,11 @@ static size_t make_serial(struct pool *pl, size_t i)
 			pprof_profile__free_budget(s->p, pl->budget);
 			s->p = NULL;
 			s->again = true;
-			dropped++;
 		}
+		ahead++;
 	}
 	pthread_mutex_unlock(&pl->lock);
-	return dropped;
+	return ahead;
 }
 
 /* Merges slot s's input, or says why it has none: 0 or the error (err filled). */
@@ -152,7 +154,11 @@ static int merge_next(struct pool *pl, struct pprof_merger *m, size_t i, char *e
 		s->again = false;
 	}
 	ret = merge_one(m, s, err, errlen);
-	/* refused (its decode, or the merger's growth) beside inputs decoded ahead: without them */
+	/*
+	 * Refused (its decode, or the merger's growth) beside inputs decoded ahead, or in flight
+	 * (their partial charges are given back when they are refused in turn): once more without
+	 * them. A refusal then is the serial merge's own.
+	 */
 	if (refused(pl, ret) && make_serial(pl, i)) {
 		if (!s->p) {
 			s->err[0] = '\0';
