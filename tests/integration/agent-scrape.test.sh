@@ -7,9 +7,9 @@
 #   - cpu, goroutine and heap every round (the heap's first: its inuse_* snapshot, alloc_* at 0,
 #     as the first round only sets the delta baseline); mutex, block from the second round on;
 #   - each later heap delta's alloc_space of allocKnown is about one round's 16 MiB, on average within
-#     40 % (a loaded machine slows gopprof's 10 ms allocation ticker; a running total instead of
-#     deltas would average 2 rounds' worth), its inuse_space a snapshot; each mutex delta has
-#     lockKnown;
+#     40 % (gopprof allocates by the wall clock, catching up when a loaded machine delays its
+#     ticker; a running total instead of deltas would average 2 rounds' worth), its inuse_space
+#     a snapshot; each mutex delta has lockKnown;
 #   - a target that is down (port 1) costs one failed connect a round, logged once;
 #   - the collector lists the heap profiles as service go, type heap.
 # ~12 s (the first run builds gopprof once into the build directory).
