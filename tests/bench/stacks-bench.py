@@ -35,8 +35,10 @@ In mode bpf the program and perf run in a new cgroup v2 directory and the agent 
 (--bpf-cgroup), so what it does is the mix's, not the rest of this shared machine's (--system-wide:
 the whole machine, as a gateway's agent runs). Mode bpf also prints the footprint (issue 35's goal: agent RSS <= 12 MiB, agent CPU <= 1/5 of
 perf --call-graph dwarf on the same mix): the agent's CPU over its whole life (wait4: loading
-the programs, the rounds, symbolizing and writing), perf record's own CPU (not the program's),
-their ratio, and the agent's peak RSS; per program and over the mix.
+the programs, the rounds, symbolizing and writing), the part of it that loading took (the
+verifier's, once per start of a daemon that then runs for days: "load s"), perf record's own
+CPU (not the program's), the ratios with and without the load, and the agent's peak RSS; per
+program and over the mix.
 """
 import argparse
 import collections
@@ -549,6 +551,24 @@ class Watch(threading.Thread):
             time.sleep(0.02)
 
 
+def wait_loaded(pid, limit=30.0):
+    """Waits until the agent's programs are loaded and attached, and returns the CPU seconds
+    that took: the verifier's, once per start of a daemon that then runs for days. Loaded: its
+    CPU has stopped climbing (under 10 ms in a 200 ms window, twice), at least 1 s after the
+    start; a 2.0 s sleep before this stood for it, and was short on a loaded machine."""
+    t0, last, calm = time.monotonic(), proc_cpu(pid) or 0.0, 0
+    while time.monotonic() - t0 < limit:
+        time.sleep(0.2)
+        now = proc_cpu(pid)
+        if now is None:
+            break
+        calm = calm + 1 if now - last < 0.01 else 0
+        last = now
+        if calm >= 2 and time.monotonic() - t0 >= 1.0:
+            break
+    return last
+
+
 def stop_agent(agent):
     """SIGINT, then the agent's whole life in CPU seconds, from wait4: its start (loading the
     programs) and its last round (symbolizing, writing) included."""
@@ -618,7 +638,7 @@ def run_one(mode, build, name, argv, hz, stack, tmp, rep, show=0, agent_opts=())
         anon, hwm = Watch(agent.pid, proc_anon_kib), Watch(agent.pid, proc_hwm_kib)
         anon.start()
         hwm.start()
-        time.sleep(2.0)  # programs loaded and attached
+        load = wait_loaded(agent.pid)
     with open(os.path.join(tmp, "out"), "wb") as out:
         # ASLR off: with it on, perf 6.1 here unwound no libc frame at all in some runs
         # (all samples of a run, also without edgeprof); -N -B: no shared build-id cache
@@ -658,7 +678,7 @@ def run_one(mode, build, name, argv, hz, stack, tmp, rep, show=0, agent_opts=())
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if agent:  # perf script: what perf needs to turn its record into unwound stacks
         script = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-        FOOT.append((name, acpu, watch.peak, script, hwm.peak, anon.peak))
+        FOOT.append((name, acpu, watch.peak, script, hwm.peak, anon.peak, load))
     # samples with user frames: perf's cpu-clock:u takes none in the kernel, the agent does
     # (a process in exec or exit has no user stack)
     oc = [f for f in pprof_frames(ours, pid, comm) if f] if ours else []
@@ -667,11 +687,12 @@ def run_one(mode, build, name, argv, hz, stack, tmp, rep, show=0, agent_opts=())
 
 
 def footprint_line(name, runs):
-    a, rec, scr = (statistics.median(r[i] for r in runs) for i in (1, 2, 3))
+    a, rec, scr, load = (statistics.median(r[i] for r in runs) for i in (1, 2, 3, 6))
     rss, anon = (max(r[i] for r in runs) / 1024 for i in (4, 5))
-    both = rec + scr
-    print(f"{name:<9} {a:>8.2f} {rec:>8.2f} {scr:>8.2f} {a / rec if rec else float('nan'):>9.2f} "
-          f"{a / both if both else float('nan'):>12.3f} {rss:>8.1f} {anon:>9.1f}")
+    both, nan = rec + scr, float("nan")
+    print(f"{name:<9} {a:>8.2f} {load:>7.2f} {rec:>8.2f} {scr:>8.2f} "
+          f"{a / rec if rec else nan:>9.2f} {(a - load) / rec if rec else nan:>10.2f} "
+          f"{a / both if both else nan:>12.3f} {rss:>8.1f} {anon:>9.1f}")
 
 
 def print_footprint():
@@ -679,8 +700,9 @@ def print_footprint():
     program's) and script (unwinding and naming what record copied), per program and over the
     whole mix (sums); the agent's peak RSS and RssAnon (its own memory, without the page cache of
     the files it maps)."""
-    print(f"{'footprint':<9} {'agent s':>8} {'record s':>8} {'script s':>8} {'ag/rec':>9} "
-          f"{'ag/(rec+scr)':>12} {'rss MiB':>8} {'anon MiB':>9}")
+    print(f"{'footprint':<9} {'agent s':>8} {'load s':>7} {'record s':>8} {'script s':>8} "
+          f"{'ag/rec':>9} {'(ag-ld)/rec':>10} {'ag/(rec+scr)':>12} {'rss MiB':>8} "
+          f"{'anon MiB':>9}")
     by = collections.defaultdict(list)
     for r in FOOT:
         by[r[0]].append(r)
@@ -689,7 +711,8 @@ def print_footprint():
     if len(by) > 1:
         reps = max(len(v) for v in by.values())
         mix = [("mix",) + tuple(sum(r[i] for r in FOOT) / reps for i in (1, 2, 3)) +
-               tuple(max(r[i] for r in FOOT) for i in (4, 5))]
+               tuple(max(r[i] for r in FOOT) for i in (4, 5)) +
+               (sum(r[6] for r in FOOT) / reps,)]
         footprint_line("mix", mix)
 
 
