@@ -2,12 +2,17 @@
 # SPDX-License-Identifier: MIT
 # Off-CPU time from the BPF sampler (edgeprof-agent --profiles cpu,offcpu): threads that block
 # in known stacks for known times (tests/workloads/wallsplit.c: nanosleep, poll, select, a
-# pipe's read, pthread_join) are reported, per thread, within 3 % of the blocked time the
-# workload measured around its calls, and their stacks hold the functions that blocked
-# (read_e, poll_b, sleep_a: the program's frames above libc's). The agent writes <service>-offcpu-*
-# beside <service>-cpu-*. Needs root; mounts tracefs on /sys/kernel/tracing if it is not (and
-# unmounts it after). About 10 s (the round outlasts the workload on a loaded machine: a blocked
-# call is reported when it returns).
+# pipe's read, pthread_join) are reported, per thread and per stack that blocked (read_e,
+# poll_b, sleep_a: the program's frames above libc's), within 1 % of the time the kernel's
+# scheduler had them blocked, read apart from the agent through ftrace (a tracefs instance's
+# sched_switch events: switched out asleep -> switched in), and within 3 % of the time the
+# workload measured around its calls, less what the scheduler says was not blocked: on a
+# loaded machine a thread's wall clock also holds its waits after preemption and its
+# vCPU's steal (one CI run missed 20-80 ms of a thread against its wall clock alone, while
+# ftrace agreed with the agent to 0.1 ms). The agent writes <service>-offcpu-* beside
+# <service>-cpu-*. Needs root; mounts tracefs on /sys/kernel/tracing if it is not (and
+# unmounts it after). About 10 s (the round outlasts the workload on a loaded machine: a
+# blocked call is reported when it returns).
 set -u
 agent=$EP_BUILD/edgeprof-agent
 w=$EP_BUILD/tests/workloads/wallsplit
@@ -17,9 +22,11 @@ probe=$EP_BUILD/tests/bpf-probe
 command -v go >/dev/null || { echo "go (go tool pprof) not installed"; exit 77; }
 tmp=$(mktemp -d)
 mounted=0
+inst=
 cleanup() {
 	[ -n "${apid:-}" ] && kill "$apid" 2>/dev/null
 	wait 2>/dev/null
+	[ -n "$inst" ] && rmdir "$inst"
 	[ $mounted = 1 ] && umount /sys/kernel/tracing
 	rm -rf "$tmp"
 }
@@ -46,7 +53,17 @@ for ((i = 0; i < 200; i++)); do
 done
 grep -q "off-CPU time on" "$tmp/agent.log" || { echo "agent did not start off-CPU:"; cat "$tmp/agent.log"; exit 1; }
 sleep 1
-"$w" 1.2 >"$tmp/w.out"
+# the oracle: the scheduler's switches of the workload, in an instance of its own (the global
+# trace buffer stays as it was)
+inst=/sys/kernel/tracing/instances/edgeprof-offcpu-$$
+mkdir "$inst" || { inst=; echo "cannot create a tracefs instance"; exit 1; }
+echo mono >"$inst/trace_clock"
+echo 4096 >"$inst/buffer_size_kb"
+echo 'prev_comm == "wallsplit" || next_comm == "wallsplit"' >"$inst/events/sched/sched_switch/filter"
+echo 1 >"$inst/events/sched/sched_switch/enable"
+"$w" 1.2 >"$tmp/w.out" 2>"$tmp/w.err"
+echo 0 >"$inst/events/sched/sched_switch/enable"
+cat "$inst/trace" >"$tmp/sched.trace"
 wait $apid || { echo "agent failed:"; tail -5 "$tmp/agent.log"; exit 1; }
 apid=
 grep -h "BPF sampler unavailable\|off-CPU" "$tmp/agent.log"
@@ -55,10 +72,11 @@ if [ -z "$off" ] || [ -z "$(find "$tmp/out" -name '*-cpu-*.pb.gz')" ]; then
 	echo "no offcpu and cpu profiles"; ls "$tmp/out"; exit 1
 fi
 
-PYTHONPATH="$EP_TOP/tests/workloads" /usr/bin/python3 - "$tmp/w.out" "$off" <<'PY'
-import sys, collections
+PYTHONPATH="$EP_TOP/tests/workloads" /usr/bin/python3 - "$tmp/w.out" "$off" "$tmp/sched.trace" \
+	"$tmp/w.err" <<'PY'
+import re, sys, collections
 import pprof_traces as pt
-out, prof = sys.argv[1], sys.argv[2]
+out, prof, trace, err_out = sys.argv[1:5]
 truth, tids = {}, {}
 for line in open(out):
     f = line.split()
@@ -66,22 +84,70 @@ for line in open(out):
         tids[f[1]] = f[2]
     else:
         truth[f[0]] = int(f[1])
+poll_from = int(open(err_out).read().split("poll_from ")[1].split()[0])
+
+# the kernel's blocks: switched out asleep (S, D, ...: not R, preempted) until switched in;
+# those under the agent's 1 ms threshold are counted apart by it, and left out here
+SW = re.compile(r"\s(\d+)\.(\d+): sched_switch: prev_comm=.* prev_pid=(\d+) prev_prio=\S+ "
+                r"prev_state=(\S+) ==> next_comm=.* next_pid=(\d+) next_prio=")
+out_at, kernel = {}, collections.defaultdict(list)  # tid -> [(out ns, blocked ns)]
+for line in open(trace):
+    m = SW.search(line)
+    if not m:
+        continue
+    t = int(m.group(1)) * 10**9 + int(m.group(2).ljust(9, "0")[:9])
+    prev, state, nxt = m.group(3), m.group(4), m.group(5)
+    if not state.startswith("R"):
+        out_at[prev] = t
+    if nxt in out_at:
+        t0 = out_at.pop(nxt)
+        if t - t0 >= 1e6:
+            kernel[nxt].append((t0, t - t0))
+print(f"ftrace: {sum(len(v) for v in kernel.values())} blocks of 1 ms or more in "
+      f"{len(kernel)} threads")
+
+def kernel_ns(fn):
+    """What the scheduler had fn's thread blocked while in fn (thread 1: by poll_from)."""
+    blocks = kernel.get(tids[fn], [])
+    if fn == "sleep_a":
+        blocks = [b for b in blocks if b[0] < poll_from]
+    elif fn == "poll_b":
+        blocks = [b for b in blocks if b[0] >= poll_from]
+    return sum(ns for _, ns in blocks)
+
+def judge(what, got, fn_list):
+    """Within 1 % (+1 ms) of the kernel's blocked time, and within 3 % of the wall clock's
+    less the time the scheduler did not have the thread blocked (wall - kernel: after
+    preemption, steal; never negative)."""
+    global judged
+    k = sum(kernel_ns(f) for f in fn_list)
+    wall = sum(truth[f] for f in fn_list)
+    not_blocked = max(0, wall - k)
+    if k < 0.5 * wall:  # e.g. read_e's thread runnable for its whole life at load 28
+        print(f"{what}: {got/1e6:.1f} ms off-CPU, {k/1e6:.1f} ms blocked by ftrace of "
+              f"{wall/1e6:.1f} ms measured: the machine kept it from blocking, not judged")
+        return True
+    judged += 1
+    ek = 100.0 * (got - k) / k if k else float("inf")
+    ew = 100.0 * (got - wall) / wall
+    good = abs(got - k) <= 0.01 * k + 1e6 and -0.03 * wall - not_blocked <= got - wall <= 0.03 * wall
+    print(f"{what}: {got/1e6:.1f} ms off-CPU vs {k/1e6:.1f} ms blocked by ftrace ({ek:+.2f}%, "
+          f"want within 1%), {wall/1e6:.1f} ms measured ({ew:+.2f}%; not blocked "
+          f"{not_blocked/1e6:.1f} ms) {'ok' if good else 'FAIL'}")
+    return good
+
+judged = 0
 ss = pt.samples(prof, index="offcpu", symbolize=True)
 by_tid = collections.Counter()
 for s in ss:
     by_tid[s.labels.get("thread", "")] += s.value
 ok = True
 # per thread: what blocked there (main: join_all; work_main is CPU)
-want = collections.Counter()
+fns_of = collections.defaultdict(list)
 for fn in ("sleep_a", "poll_b", "select_d", "read_e", "join_all"):
-    want[tids[fn]] += truth[fn]
-for tid, ns in sorted(want.items()):
-    got = by_tid.get(tid, 0)
-    err = 100.0 * (got - ns) / ns
-    fns = [f for f in truth if tids.get(f) == tid and f != "work_main"]
-    print(f"thread {tid} ({'+'.join(fns)}): {got/1e6:.1f} ms off-CPU vs {ns/1e6:.1f} ms "
-          f"measured ({err:+.2f}%, want within 3%)")
-    ok &= abs(err) <= 3
+    fns_of[tids[fn]].append(fn)
+for tid, fns in sorted(fns_of.items()):
+    ok &= judge(f"thread {tid} ({'+'.join(fns)})", by_tid.get(tid, 0), fns)
 # sleep_a blocks first, before the process's tables are listed (its stacks are walked by frame
 # pointers then): libc's nanosleep -> clock_nanosleep keep no frame pointer, and sleep_a was
 # lost for part of its time (bpf/leaf.c walks the 64 stack words an off-CPU record carries)
@@ -90,13 +156,10 @@ for fn in ("read_e", "poll_b", "sleep_a"):
         print(f"stacks through {fn}: {truth[fn]/1e6:.1f} ms measured: too short, not checked")
         continue
     got = sum(s.value for s in ss if s.labels.get("thread") == tids[fn] and fn in s.frames)
-    err = 100.0 * (got - truth[fn]) / truth[fn]
-    # one blocked call (20 ms asked; 25.0 ms as it lasted in one CI run under load) is at
-    # times not reported at all, in a quiet CI run too: its thread's total stays within 3 %,
-    # one stack's may not (the cause is open in issue 35's note)
-    print(f"stacks through {fn}: {got/1e6:.1f} ms vs {truth[fn]/1e6:.1f} ms ({err:+.2f}%, "
-          f"want within 3% or one call, 30 ms)")
-    ok &= abs(err) <= 3 or abs(got - truth[fn]) <= 30e6
+    ok &= judge(f"stacks through {fn}", got, [fn])
+if judged < 5:  # of 4 threads and 3 stacks
+    print(f"only {judged} of 7 judged: the machine was too loaded for this test")
+    ok = False
 head = " ".join(pt.header(prof, "offcpu"))
 print([l for l in head.split("edgeprof ") if l.startswith("offcpu")][0][:200])
 print("PASS" if ok else "FAIL")

@@ -8,7 +8,8 @@
  *   thread 2  select_d: select() with a 50 ms timeout, the whole time
  *   thread 3  read_e: read() of a pipe that thread 2 writes to when it ends
  * Prints "<function> <nanoseconds>" for each, measured around the calls, and "tid <function>
- * <tid>" for the thread that called it.
+ * <tid>" for the thread that called it; on stderr "poll_from <ns>", CLOCK_MONOTONIC when
+ * thread 1 went from sleep_a to poll_b.
  */
 #include <poll.h>
 #include <pthread.h>
@@ -24,6 +25,7 @@ static double secs = 1.2;
 static int pipefd[2];
 static volatile uint64_t sink;
 static uint64_t t_sleep, t_poll, t_select, t_read, t_work, t_join;
+static uint64_t poll_from; /* CLOCK_MONOTONIC when thread 1 went from sleep_a to poll_b */
 static long tid1, tid2, tid3;
 
 static uint64_t now(void)
@@ -56,6 +58,7 @@ static void *thread1(void *arg)
 	sleep_a(half);
 	t1 = now();
 	t_sleep = t1 - t0;
+	poll_from = t1;
 	poll_b(t0 + (uint64_t)(secs * 1e9));
 	t_poll = now() - t1;
 	return NULL;
@@ -139,6 +142,8 @@ int main(int argc, char **argv)
 	       (unsigned long long)t_sleep, (unsigned long long)t_poll,
 	       (unsigned long long)t_select, (unsigned long long)t_read, (unsigned long long)t_work,
 	       (unsigned long long)t_join);
+	/* on stderr: the readers of stdout take each of its lines for a function */
+	fprintf(stderr, "poll_from %llu\n", (unsigned long long)poll_from);
 	printf("tid sleep_a %ld\ntid poll_b %ld\ntid select_d %ld\ntid read_e %ld\n"
 	       "tid join_all %ld\ntid work_main %ld\n",
 	       tid1, tid1, tid2, tid3, (long)syscall(SYS_gettid), (long)syscall(SYS_gettid));
