@@ -51,8 +51,7 @@ static int skip(const uint8_t *t, size_t len, size_t *at, unsigned int n)
 }
 
 /* The rest of the entry whose form is code, after its first byte: its line delta. */
-static int entry_delta(const uint8_t *t, size_t len, size_t *at, unsigned int code,
-		       int64_t *delta)
+static int entry_delta(const uint8_t *t, size_t len, size_t *at, unsigned int code, int64_t *delta)
 {
 	uint64_t unused;
 	int err = 0;
@@ -72,8 +71,7 @@ static int entry_delta(const uint8_t *t, size_t len, size_t *at, unsigned int co
 	return err;
 }
 
-int pyline__decode(const uint8_t *table, size_t len, int32_t first, uint32_t unit,
-		   int32_t *line)
+int pyline__decode(const uint8_t *table, size_t len, int32_t first, uint32_t unit, int32_t *line)
 {
 	int64_t cur = first, delta;
 	uint64_t end = 0;

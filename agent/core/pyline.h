@@ -27,7 +27,6 @@
  *   -ERANGE  the table ends before the unit's entry (or inside one: a cut copy),
  *   -EILSEQ  the table is malformed (a byte out of place, a line out of range).
  */
-int pyline__decode(const uint8_t *table, size_t len, int32_t first, uint32_t unit,
-		   int32_t *line);
+int pyline__decode(const uint8_t *table, size_t len, int32_t first, uint32_t unit, int32_t *line);
 
 #endif /* EDGEPROF_AGENT_PYLINE_H */
