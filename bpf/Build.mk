@@ -18,7 +18,7 @@ bpf-y :=
 bpf-$(CONFIG_SAMPLER_BPF) += bpf/sampler.o bpf/cpus.o agent/core/ksyms.o
 bpf-$(CONFIG_BPF_CFI) += bpf/cfitab.o
 # CPython processes' frames (bpf/python.h): their entries, and the splice shared with libedgeprof
-bpf-$(CONFIG_BPF_PYTHON) += bpf/python.o agent/core/pyname.o agent/core/pysplice.o \
+bpf-$(CONFIG_BPF_PYTHON) += bpf/python.o agent/core/pyname.o agent/core/pysplice.o agent/core/pyline.o \
 			    agent/core/framename.o
 # What cfitab.o reads maps and tables with (the agent links them anyway; the probe and the
 # sampler's test name them).

@@ -351,7 +351,7 @@ static struct pyslot *look_at(struct bpfpy *p, const struct procmaps *pm)
 /* The Python frames of one eval activation from a record's (pyframes_next_fn). */
 struct rec_chain {
 	const uint64_t *py;
-	unsigned int n, i, minor;
+	unsigned int n, i;
 };
 
 static unsigned int next_activation(void *ctx, uint64_t *out, unsigned int room, bool *cut)
@@ -366,7 +366,8 @@ static unsigned int next_activation(void *ctx, uint64_t *out, unsigned int room,
 			*cut = true;
 			break;
 		}
-		out[k++] = pyframe__tag(c->minor, (uintptr_t)(w & PY_REC_CODE_MASK));
+		/* the record's unit plus one is the word's (0: none; past 0xfffe: 0 too) */
+		out[k++] = pyframe__tag((uintptr_t)(w & PY_REC_CODE_MASK), (unsigned int)(w >> 48));
 		c->i++;
 		if (w & PY_REC_ENTRY)
 			break;
@@ -389,7 +390,7 @@ const struct agent_sample *bpfpy__sample(struct bpfpy *p, const struct procmaps 
 	slot = look_at(p, pm);
 	if (!slot->listed || !s->n_py || nk >= max)
 		return s;
-	c = (struct rec_chain){.py = s->py, .n = s->n_py, .minor = slot->minor};
+	c = (struct rec_chain){.py = s->py, .n = s->n_py};
 	sp = (struct pysplice){.eval_lo = slot->eval_lo, .eval_hi = slot->eval_hi,
 			       .budget = s->n_py, .next = next_activation, .ctx = &c};
 	memcpy(buf, s->frames, nk * sizeof(buf[0]));

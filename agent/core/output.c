@@ -122,19 +122,19 @@ static uint64_t jit_location(struct out_ctx *c, uint32_t pid, const struct procm
 	return line.function_id ? pprof_builder__location(c->b, map_id, addr, &line, 1) : 0;
 }
 
-/* A Python frame (agent/core/pyname.h): its function, or an unnamed location (counted). */
+/* A Python frame (agent/core/pyname.h): its function and line, or an unnamed location
+ * (counted). */
 static uint64_t py_location(struct out_ctx *c, uint32_t pid, uint64_t v)
 {
 	struct pprof_line_desc line = {0, 0};
-	char path[32];
 	uint64_t map_id;
 
 	if (!exe_first(c, pid))
 		return 0;
-	snprintf(path, sizeof(path), "[python3.%u]", (unsigned int)(v >> 48 & 0xff));
 	map_id = pprof_builder__mapping(c->b, &(struct pprof_mapping_desc){
 		.memory_start = PYFRAME_TAG << 56, .memory_limit = (PYFRAME_TAG + 1) << 56,
-		.filename = path, .has_functions = true, .has_filenames = true});
+		.filename = "[python]", .has_functions = true, .has_filenames = true,
+		.has_line_numbers = true});
 	if (!map_id)
 		return 0;
 	c->py_used = true;
@@ -142,7 +142,7 @@ static uint64_t py_location(struct out_ctx *c, uint32_t pid, uint64_t v)
 		return pprof_builder__location(c->b, map_id, v, &line, 0);
 	line.function_id = pprof_builder__function(c->b, c->py.name, c->py.name,
 						   c->py.file[0] ? c->py.file : NULL, c->py.start_line);
-	line.line = c->py.start_line;
+	line.line = c->py.line ? c->py.line : c->py.start_line;
 	return line.function_id ? pprof_builder__location(c->b, map_id, v, &line, 1) : 0;
 }
 
@@ -269,15 +269,19 @@ static int jit_comment(struct out_ctx *c)
 static int py_comment(struct out_ctx *c)
 {
 	struct pyname_stats st;
-	char line[256];
+	char line[384];
 
 	pyname__stats(&st);
 	snprintf(line, sizeof(line),
 		 "python names: resolved=%llu cached=%llu unreadable=%llu not_code=%llu "
-		 "bad_string=%llu unknown_version=%llu",
+		 "bad_string=%llu unknown_version=%llu lines=%llu line_far=%llu line_none=%llu "
+		 "line_cut=%llu line_bad=%llu",
 		 (unsigned long long)st.resolved, (unsigned long long)st.cached,
 		 (unsigned long long)st.unreadable, (unsigned long long)st.not_code,
-		 (unsigned long long)st.bad_string, (unsigned long long)st.unknown_version);
+		 (unsigned long long)st.bad_string, (unsigned long long)st.unknown_version,
+		 (unsigned long long)st.lines, (unsigned long long)st.line_far,
+		 (unsigned long long)st.line_none, (unsigned long long)st.line_cut,
+		 (unsigned long long)st.line_bad);
 	return pprof_builder__add_comment(c->b, line);
 }
 

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
+#include "agent/core/pyline.h"
 #include "agent/core/pyname.h"
 
 
@@ -15,7 +16,8 @@
  */
 static const struct pycode_layout layouts[] = {
     {.minor = 11, .firstlineno = 72, .filename = 112, .name = 120, .qualname = 128,
-     .str_length = 16, .str_state = 32, .str_ascii_data = 48},
+     .linetable = 136, .code_adaptive = 184, .str_length = 16, .str_state = 32,
+     .str_ascii_data = 48, .bytes_size = 16, .bytes_data = 32},
 };
 
 const struct pycode_layout *pycode__layout(unsigned int minor)
@@ -28,7 +30,18 @@ const struct pycode_layout *pycode__layout(unsigned int minor)
 	return NULL;
 }
 
+/* The version whose bytecode starts at basicsize (PyCode_Type.tp_basicsize), or NULL. */
+static const struct pycode_layout *layout_of_size(uint64_t basicsize)
+{
+	for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++)
+		if (layouts[i].code_adaptive == basicsize)
+			return pycode__layout(layouts[i].minor);
+	return NULL;
+}
+
 static struct framename_slot slots[CONFIG_PYNAME_CACHE];
+/* A location table read (under the cache's lock): its first CONFIG_PYLINE_TABLE_BYTES. */
+static uint8_t table[CONFIG_PYLINE_TABLE_BYTES];
 static struct framename_cache cache = FRAMENAME_CACHE(slots);
 static struct pyname_stats stats; /* under cache.lock */
 
@@ -71,60 +84,121 @@ static int read_str(uint32_t pid, const struct pycode_layout *l, uint64_t addr, 
 	return 0;
 }
 
-/* Is the object at code a code object: its type's tp_name (3rd word after the header) "code"? */
-static int is_code(uint32_t pid, const unsigned char *obj)
+/*
+ * The layout of the code object obj (its header read): its type's tp_name (3rd word after the
+ * header) is "code" and its tp_basicsize (4th) a version's we know. NULL: *err says why.
+ */
+static const struct pycode_layout *code_layout(uint32_t pid, const unsigned char *obj, int *err)
 {
-	uint64_t type = word(obj, 8), tp_name;
+	uint64_t type = word(obj, 8), head[2];
+	const struct pycode_layout *l;
 	char name[8];
 
-	if (peek(pid, type + 24, &tp_name, sizeof(tp_name)) || peek(pid, tp_name, name, 5))
-		return -EFAULT;
-	return memcmp(name, "code", 5) ? -EINVAL : 0;
+	if (peek(pid, type + 24, head, sizeof(head)) || peek(pid, head[0], name, 5)) {
+		*err = -EFAULT;
+		stats.not_code++;
+		return NULL;
+	}
+	if (memcmp(name, "code", 5)) {
+		*err = -EINVAL;
+		stats.not_code++;
+		return NULL;
+	}
+	l = layout_of_size(head[1]);
+	if (!l) {
+		*err = -EPROTO;
+		stats.unknown_version++;
+	}
+	return l;
+}
+
+/* Is the object at addr a bytes object: its type's tp_name "bytes"? */
+static bool is_bytes(uint32_t pid, uint64_t addr)
+{
+	uint64_t type, tp_name;
+	char name[8];
+
+	return !peek(pid, addr + 8, &type, sizeof(type)) &&
+	       !peek(pid, type + 24, &tp_name, sizeof(tp_name)) && !peek(pid, tp_name, name, 6) &&
+	       !memcmp(name, "bytes", 6);
+}
+
+/*
+ * The line of unit1 (pyname.h) in the code object obj: its first line when the unit is not
+ * known, or its table cannot be read (counted).
+ */
+static int64_t unit_line(uint32_t pid, const struct pycode_layout *l, const unsigned char *obj,
+			 unsigned int unit1, int32_t first)
+{
+	uint64_t lt = word(obj, l->linetable), size = 0;
+	int32_t line;
+	size_t len;
+	int err;
+
+	if (!unit1)
+		return first; /* not started: CPython's own answer */
+	if (unit1 == PYFRAME_UNIT_FAR) {
+		stats.line_far++;
+		return first;
+	}
+	if (!lt || !is_bytes(pid, lt) || peek(pid, lt + l->bytes_size, &size, sizeof(size))) {
+		stats.line_bad++;
+		return first;
+	}
+	len = size < sizeof(table) ? (size_t)size : sizeof(table);
+	if (peek(pid, lt + l->bytes_data, table, len)) {
+		stats.line_bad++;
+		return first;
+	}
+	err = pyline__decode(table, len, first, unit1 - 1, &line);
+	if (!err)
+		stats.lines++;
+	else if (err == -ENOENT)
+		stats.line_none++;
+	else if (err == -ERANGE && size > len)
+		stats.line_cut++;
+	else
+		stats.line_bad++; /* malformed, or ended before the unit's entry */
+	return line;
 }
 
 static int read_code(uint32_t pid, uint64_t v, struct framename *out)
 {
-	const struct pycode_layout *l = pycode__layout((unsigned int)(v >> 48 & 0xff));
-	uint64_t code = v & 0xffffffffffffull;
-	unsigned char obj[136];
-	int32_t line;
-	int err;
+	const struct pycode_layout *l;
+	uint64_t code = pyframe__code(v);
+	unsigned char obj[192];
+	int32_t first;
+	int err = 0;
 
-	if (!l) {
-		stats.unknown_version++;
-		return -EPROTO;
-	}
-	code = (code + 7) & ~7ull; /* a return address's frame was stepped back one byte */
 	if (peek(pid, code, obj, sizeof(obj))) {
 		stats.unreadable++;
 		return -EFAULT;
 	}
-	err = is_code(pid, obj);
-	if (err) {
-		stats.not_code++;
+	l = code_layout(pid, obj, &err);
+	if (!l)
 		return err;
-	}
-	memcpy(&line, obj + l->firstlineno, sizeof(line));
-	out->start_line = line;
-	out->line = 0;
+	memcpy(&first, obj + l->firstlineno, sizeof(first));
+	out->start_line = first;
 	err = read_str(pid, l, word(obj, l->qualname), out->name, sizeof(out->name));
 	if (err)
 		err = read_str(pid, l, word(obj, l->name), out->name, sizeof(out->name));
 	if (!err && read_str(pid, l, word(obj, l->filename), out->file, sizeof(out->file)))
 		out->file[0] = 0;
-	if (err)
+	if (err) {
 		stats.bad_string++;
-	else
-		stats.resolved++;
-	return err;
+		return err;
+	}
+	stats.resolved++;
+	out->line = unit_line(pid, l, obj, pyframe__unit1(v), first);
+	return 0;
 }
 
 int pyname__resolve(uint32_t pid, uint64_t v, struct framename *out)
 {
-	uint64_t code = ((v & 0xffffffffffffull) + 7) & ~7ull;
+	/* the slot: the code object's, and its units' spread over the next ones */
+	uint64_t hash = (v & PYFRAME_CODE_MASK) * 0x9e3779b1u + pyframe__unit1(v);
 
-	v = (v & ~0xffffffffffffull) | code;
-	return framename__resolve(&cache, pid, v, code >> 4, read_code, out);
+	return framename__resolve(&cache, pid, v, hash, read_code, out);
 }
 
 void pyname__warm(uint32_t pid, const uint64_t *frames, unsigned int n)

@@ -2,14 +2,19 @@
 /*
  * agent/core/pyname.h — CPython frames in a sample, and their names (CONFIG_PYFRAMES).
  *
- * libedgeprof.so's handler (agent/lib/pyframes.c) puts a Python frame into a sample's user
- * frames as a tagged word: 0xA5 in bits 63..56 (never a user address: x86_64 and arm64 user
- * space is below 2^48), the interpreter's minor version in bits 55..48, the frame's code object
- * (PyCodeObject *) in bits 47..0. The profile writer names it from the process's memory
- * (process_vm_readv: the process itself, or the agent's target as root), after checking the
- * object is a code object (its type's tp_name is "code") and its strings compact ASCII; else
- * the frame stays unnamed (counted): co_qualname ("Class.method"), co_filename, co_firstlineno.
- * Names are cached by (pid, code object) in CONFIG_PYNAME_CACHE slots (agent/core/framename.h), so a name read while the process ran (pyname__warm)
+ * Both samplers put a Python frame into a sample's user frames as a tagged word: 0xA5 in bits
+ * 63..56 (never a user address: x86_64 and arm64 user space is below 2^48), the code unit the
+ * frame executes plus one in bits 55..45 (0: not started, the first line; PYFRAME_UNIT_FAR:
+ * past the field, the first line, counted), its code object (PyCodeObject *) / 8 in bits
+ * 44..0. The profile writer names it from the process's memory (process_vm_readv: the process
+ * itself, or the agent's target as root), after checking the object is a code object (its
+ * type's tp_name is "code") of a version it knows (the type's tp_basicsize, which is where
+ * the bytecode starts, tells 3.11 from 3.12 and 3.13) and its strings compact ASCII; else the
+ * frame stays unnamed (counted): co_qualname ("Class.method"), co_filename, co_firstlineno,
+ * and the unit's line from co_linetable (agent/core/pyline.h; a table it cannot read gives
+ * the first line, counted).
+ * Names are cached by (pid, word) in CONFIG_PYNAME_CACHE slots (agent/core/framename.h): one
+ * per code unit seen, so a name read while the process ran (pyname__warm)
  * outlives the object (the interpreter frees the script's code at exit, before a standalone
  * profile is written). A code object freed and its address reused by another code object of
  * the same process would keep the first one's name (functions live as long as their module:
@@ -24,10 +29,26 @@
 #include "agent/core/framename.h"
 
 #define PYFRAME_TAG 0xA5ull
+#define PYFRAME_UNIT_BITS 11
+#define PYFRAME_UNIT_FAR ((1u << PYFRAME_UNIT_BITS) - 1)
+#define PYFRAME_CODE_MASK ((1ull << 45) - 1)
 
-static inline uint64_t pyframe__tag(unsigned int minor, uintptr_t code)
+/* unit1: the code unit executed plus one, 0 when the frame has not started one. */
+static inline uint64_t pyframe__tag(uintptr_t code, unsigned int unit1)
 {
-	return PYFRAME_TAG << 56 | (uint64_t)(minor & 0xff) << 48 | ((uint64_t)code & 0xffffffffffffull);
+	if (unit1 > PYFRAME_UNIT_FAR)
+		unit1 = PYFRAME_UNIT_FAR;
+	return PYFRAME_TAG << 56 | (uint64_t)unit1 << 45 | ((uint64_t)code >> 3 & PYFRAME_CODE_MASK);
+}
+
+static inline uintptr_t pyframe__code(uint64_t v)
+{
+	return (uintptr_t)((v & PYFRAME_CODE_MASK) << 3);
+}
+
+static inline unsigned int pyframe__unit1(uint64_t v)
+{
+	return (unsigned int)(v >> 45) & PYFRAME_UNIT_FAR;
 }
 
 static inline bool pyframe__is(uint64_t v)
@@ -35,15 +56,23 @@ static inline bool pyframe__is(uint64_t v)
 	return v >> 56 == PYFRAME_TAG;
 }
 
+/*
+ * lines: frames given their line; line_far: the unit past the word's field, line_none: the
+ * unit has no location, line_cut: the table longer than CONFIG_PYLINE_TABLE_BYTES before the
+ * unit's entry, line_bad: a malformed table (each of these shows the first line).
+ */
 struct pyname_stats {
 	uint64_t resolved, cached, unreadable, not_code, bad_string, unknown_version;
+	uint64_t lines, line_far, line_none, line_cut, line_bad;
 };
 
 /* Code-object layout of one interpreter version (LP64): what the writer reads. */
 struct pycode_layout {
 	unsigned int minor;
 	uint16_t firstlineno, filename, name, qualname; /* in PyCodeObject */
+	uint16_t linetable, code_adaptive;		/* co_linetable; the bytecode */
 	uint16_t str_length, str_state, str_ascii_data; /* in PyASCIIObject */
+	uint16_t bytes_size, bytes_data;		/* in PyBytesObject */
 };
 
 const struct pycode_layout *pycode__layout(unsigned int minor);

@@ -17,12 +17,14 @@ struct pyframe_layout {
 	unsigned int minor;
 	uint16_t tss_init, tss_key;		/* _PyRuntime.gilstate.autoTSSkey (Py_tss_t) */
 	uint16_t tstate_cframe, cframe_current; /* tstate->cframe->current_frame */
-	uint16_t f_code, f_previous, f_is_entry, f_size; /* _PyInterpreterFrame */
+	uint16_t f_code, f_previous, f_prev_instr, f_is_entry, f_size; /* _PyInterpreterFrame */
+	uint16_t code_adaptive; /* PyCodeObject.co_code_adaptive: the bytecode */
 };
 
 static const struct pyframe_layout frame_layouts[] = {
     {.minor = 11, .tss_init = 592, .tss_key = 596, .tstate_cframe = 56, .cframe_current = 8,
-     .f_code = 32, .f_previous = 48, .f_is_entry = 68, .f_size = 72},
+     .f_code = 32, .f_previous = 48, .f_prev_instr = 56, .f_is_entry = 68, .f_size = 72,
+     .code_adaptive = 184},
 };
 
 static struct {
@@ -109,6 +111,21 @@ static uintptr_t current_frame(void)
 	return frame;
 }
 
+/*
+ * The code unit a frame executes plus one (pyname.h), from prev_instr: 0 before its first
+ * (prev_instr is then the unit before the bytecode), PYFRAME_UNIT_FAR past the word's field
+ * or anywhere else (a torn frame: its line is then the first).
+ */
+static unsigned int frame_unit1(uintptr_t code, uintptr_t prev_instr)
+{
+	uintptr_t start = code + py.l->code_adaptive - 2;
+
+	if (prev_instr < start || (prev_instr - start) & 1)
+		return PYFRAME_UNIT_FAR;
+	return (prev_instr - start) / 2 < PYFRAME_UNIT_FAR ? (prev_instr - start) / 2
+							 : PYFRAME_UNIT_FAR;
+}
+
 /* The Python frames one eval activation runs, from *frame down to its entry frame, into out. */
 static unsigned int push_activation(uintptr_t *frame, uint64_t *out, unsigned int room,
 				    bool *cut)
@@ -118,7 +135,7 @@ static unsigned int push_activation(uintptr_t *frame, uint64_t *out, unsigned in
 	unsigned int n = 0;
 
 	while (*frame) {
-		uintptr_t code, prev;
+		uintptr_t code, prev, instr;
 
 		if (n == room) {
 			*cut = true;
@@ -130,7 +147,8 @@ static unsigned int push_activation(uintptr_t *frame, uint64_t *out, unsigned in
 		}
 		memcpy(&code, f + l->f_code, sizeof(code));
 		memcpy(&prev, f + l->f_previous, sizeof(prev));
-		out[n++] = pyframe__tag(l->minor, code);
+		memcpy(&instr, f + l->f_prev_instr, sizeof(instr));
+		out[n++] = pyframe__tag(code, frame_unit1(code, instr));
 		*frame = prev == *frame ? 0 : prev; /* a cycle ends the chain */
 		if (f[l->f_is_entry])
 			break;

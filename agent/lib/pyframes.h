@@ -16,7 +16,8 @@
  * read of the interpreter's memory goes through process_vm_readv() on the process itself (a
  * system call: a torn pointer gives EFAULT, never a fault in the handler). At most
  * CONFIG_PYFRAMES_MAX Python frames per sample; the frames are tagged code-object words
- * (agent/core/pyname.h) that the profile writer names. EDGEPROF_PYTHON=0 turns it off (the
+ * with the unit prev_instr points at (agent/core/pyname.h) that the profile writer names and
+ * gives their line (agent/core/pyline.h): the handler itself reads no line table. EDGEPROF_PYTHON=0 turns it off (the
  * native walk alone: the baseline of the cost benchmark).
  */
 #ifndef EDGEPROF_AGENT_PYFRAMES_H

@@ -119,6 +119,31 @@ static const char *mapping_module(const struct pprof_profile *p, const struct pp
 	return m ? base_name(pprof_str(p, m->filename)) : "";
 }
 
+static const char *const runtime_names[STACK_RT_N] = {"native", "kernel", "python", "lua",
+							"jit"};
+
+const char *stacks__runtime_name(enum stack_runtime rt)
+{
+	return rt < STACK_RT_N ? runtime_names[rt] : runtime_names[STACK_RT_NATIVE];
+}
+
+enum stack_runtime stacks__runtime_of(const char *filename)
+{
+	const char *base = base_name(filename);
+	size_t n = strlen(base);
+
+	if (!strncmp(filename, "[python", 7))
+		return STACK_RT_PYTHON;
+	if (!strncmp(filename, "[lua", 4))
+		return STACK_RT_LUA;
+	if (!strncmp(filename, "[kernel", 7))
+		return STACK_RT_KERNEL;
+	if (!strcmp(filename, "[jit]") ||
+	    (!strncmp(base, "perf-", 5) && n > 9 && !strcmp(base + n - 4, ".map")))
+		return STACK_RT_JIT;
+	return STACK_RT_NATIVE;
+}
+
 /* Offsets into s->text of made names (NO_TEXT: none), turned into pointers once text is final. */
 #define NO_TEXT ((size_t)-1)
 struct frame_text {
@@ -177,6 +202,7 @@ static int resolve_location(struct stacks *s, struct frame_text *ft, size_t li, 
 	const struct pprof_mapping *m = loc->mapping_id ? find_mapping(p, loc->mapping_id) : NULL;
 	const char *mfile = m ? pprof_str(p, m->filename) : "";
 	struct loc_info *info = &s->locs[li];
+	uint8_t runtime = (uint8_t)stacks__runtime_of(mfile);
 	char buf[512];
 	size_t j, plen;
 
@@ -190,6 +216,7 @@ static int resolve_location(struct stacks *s, struct frame_text *ft, size_t li, 
 		f->inlined = j + 1 < loc->n_lines;
 		f->name = name;
 		f->module = mapping_module(p, m);
+		f->runtime = runtime;
 		t->name = t->module = NO_TEXT;
 		if (*name) {
 			plen = package_len(name);

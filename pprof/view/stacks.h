@@ -10,6 +10,11 @@
  * Frame names: the function name; unsymbolized locations are "0xADDR (mapping basename)", or
  * "0xADDR" without a mapping. module is what flame graphs colour by: the Go package or C++
  * namespace when the name has one, else the mapping's basename, else "".
+ *
+ * runtime says which runtime ran the frame, from its mapping's file name, as the agent names
+ * them (agent/core/output.c): "[python…]" a CPython frame, "[lua…]" a Lua frame, "[jit]" or a
+ * perf map ("/tmp/perf-PID.map") a JIT's code, "[kernel…]" the kernel, anything else native.
+ * A per-location mark, not a sample label: one sample holds frames of several runtimes.
  */
 #ifndef EDGEPROF_TOOLS_STACKS_H
 #define EDGEPROF_TOOLS_STACKS_H
@@ -20,11 +25,26 @@
 
 #include "pprof/pprof.h"
 
+enum stack_runtime {
+	STACK_RT_NATIVE,
+	STACK_RT_KERNEL,
+	STACK_RT_PYTHON,
+	STACK_RT_LUA,
+	STACK_RT_JIT,
+	STACK_RT_N
+};
+
 struct stack_frame {
 	const char *name;
 	const char *module;
-	bool inlined; /* folded into its caller at this location (pprof's "(inline)") */
+	bool inlined;	 /* folded into its caller at this location (pprof's "(inline)") */
+	uint8_t runtime; /* enum stack_runtime */
 };
+
+/* The runtime of frames in a mapping whose file name is filename ("" none: native). */
+enum stack_runtime stacks__runtime_of(const char *filename);
+/* "native", "kernel", "python", "lua", "jit". */
+const char *stacks__runtime_name(enum stack_runtime rt);
 
 /* Deepest stack handed out; deeper ones lose their root-most frames (counted). */
 #define STACKS_MAX_DEPTH 8192

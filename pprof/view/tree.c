@@ -110,10 +110,11 @@ void ftree__free(struct ftree *t)
 }
 
 /* The child of parent called name (name interned), created when missing; FTREE_NONE if full. */
-static uint32_t child(struct ftree *t, uint32_t parent, const char *name, const char *module,
-		      int *err)
+static uint32_t child(struct ftree *t, uint32_t parent, const char *name,
+		      const struct stack_frame *f, int *err)
 {
 	struct ftree_node *nn;
+	const char *module;
 	size_t j;
 
 	for (j = hash_edge(parent, name) & (t->n_slots - 1); t->slots[j] != FTREE_NONE;
@@ -131,13 +132,14 @@ static uint32_t child(struct ftree *t, uint32_t parent, const char *name, const 
 		t->nodes = nn;
 		t->cap *= 2;
 	}
-	module = intern(t, module ? module : "");
+	module = intern(t, f->module ? f->module : "");
 	if (!module)
 		goto out_nomem;
 	t->slots[j] = (uint32_t)t->n;
 	nn = &t->nodes[t->n];
 	*nn = (struct ftree_node){.name = name,
 				  .module = module,
+				  .runtime = f->runtime,
 				  .parent = parent,
 				  .first_child = FTREE_NONE,
 				  .next_sibling = t->nodes[parent].first_child,
@@ -171,7 +173,7 @@ int ftree__add(struct ftree *t, const struct stack_frame *const *frames, size_t 
 		name = intern(t, frames[i]->name);
 		if (!name)
 			return -ENOMEM;
-		next = child(t, at, name, frames[i]->module, &err);
+		next = child(t, at, name, frames[i], &err);
 		if (err)
 			return err;
 		if (next == FTREE_NONE) {

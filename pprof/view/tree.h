@@ -26,6 +26,7 @@
 struct ftree_node {
 	const char *name;   /* interned; the root is "all" */
 	const char *module; /* colour key (see stacks.h) */
+	uint8_t runtime;    /* enum stack_runtime of the frame that made the node */
 	uint32_t parent, first_child, next_sibling, depth;
 	int64_t self[2], total[2];
 };

@@ -108,12 +108,17 @@ static void render_json_tree(FILE *f, const struct pprof_profile *p, int vi,
 		if (pos)
 			pos[order[k]] = (uint32_t)k;
 	}
+	/* each node's runtime (pprof/view/stacks.h), an index into runtimes: the UI's colours */
+	fprintf(f, "],\"runtimes\":[");
+	for (int r = 0; r < STACK_RT_N; r++)
+		fprintf(f, "%s\"%s\"", r ? "," : "", stacks__runtime_name(r));
 	fprintf(f, "],\"nodes\":[");
 	for (size_t k = 0; k < t->n && pos; k++) {
 		const struct ftree_node *nd = &t->nodes[order[k]];
 
-		fprintf(f, "%s[%zu,%ld,%" PRId64 ",%" PRId64 "]", k ? "," : "", k,
-			k ? (long)pos[nd->parent] : -1L, nd->self[0], nd->total[0]);
+		fprintf(f, "%s[%zu,%ld,%" PRId64 ",%" PRId64 ",%u]", k ? "," : "", k,
+			k ? (long)pos[nd->parent] : -1L, nd->self[0], nd->total[0],
+			(unsigned int)nd->runtime);
 	}
 	fprintf(f, "]}");
 	free(pos);

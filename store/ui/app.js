@@ -5,7 +5,8 @@
 //   GET /api/0/timeline?query=&type=&from=&to=   -> {"from":s,"step":s,"values":[n,...]}
 //   GET /api/0/render?query=&type=&from=&to=&format=json&index=
 //        -> {"total":n,"profiles":n,"type":"..","unit":"..","types":[[type,unit],..],"names":[..],
-//            "nodes":[[name,parent,self,total],..]}   (index: which sample type, e.g. a heap
+//            "runtimes":["native","kernel","python","lua","jit"],
+//            "nodes":[[name,parent,self,total,runtime],..]}   (index: which sample type, e.g. a heap
 //            profile's inuse_space or alloc_space; "" the profiles' default)
 //   POST /api/0/render?format=json&index=, body: a pprof or folded file -> the same, nothing stored
 // Nodes come in pre-order (parents before children), node 0 is the root.
@@ -86,6 +87,32 @@ function hashColor(name) {
 	for (let i = 0; i < key.length; i++) h = (h * 31 + key.charCodeAt(i)) >>> 0;
 	const hue = 10 + (h % 50), light = 55 + (h >> 8) % 15;
 	return `hsl(${hue}, 80%, ${light}%)`;
+}
+
+// Frames of an interpreter or a JIT (the node's runtime: its mapping, pprof/view/stacks.h) take
+// a hue of their own, so a script's functions stand out from the native code around them;
+// native and kernel frames keep the warm hues of hashColor. Within a runtime the name varies
+// the hue a little and the lightness, as hashColor does.
+const RUNTIME_HUES = { python: 210, lua: 275, jit: 150 };
+
+function runtimeOf(model, i) {
+	const t = model.tree, r = t.nodes[i][4];
+	return (t.runtimes && t.runtimes[r]) || 'native';
+}
+
+function frameColor(model, i) {
+	const name = nameOf(model, i), base = RUNTIME_HUES[runtimeOf(model, i)];
+	if (base === undefined) return hashColor(name);
+	let h = 0;
+	for (let k = 0; k < name.length; k++) h = (h * 31 + name.charCodeAt(k)) >>> 0;
+	return `hsl(${base + (h % 20)}, 65%, ${62 + (h >> 8) % 14}%)`;
+}
+
+// The runtimes a tree holds beside native code, as a legend of their colours.
+function showRuntimes(tree) {
+	const seen = new Set(tree.nodes.map((nd) => (tree.runtimes || [])[nd[4]]));
+	$('runtimes').innerHTML = Object.keys(RUNTIME_HUES).filter((r) => seen.has(r))
+		.map((r) => `<i style="background: hsl(${RUNTIME_HUES[r] + 10}, 65%, 68%)"></i> ${r}`).join(' ');
 }
 
 // ---- flame graph drawing -----------------------------------------------------------------
@@ -191,7 +218,7 @@ let flameRects = [];
 function renderSingle() {
 	const model = state.tree;
 	if (!model) return;
-	flameRects = drawFlame($('flame'), model, state.zoom, (i) => hashColor(nameOf(model, i)), state.search);
+	flameRects = drawFlame($('flame'), model, state.zoom, (i) => frameColor(model, i), state.search);
 	renderTop(model);
 }
 
@@ -249,12 +276,14 @@ async function loadFlame() {
 	const tree = await getJSON('/api/0/render?' + p.toString());
 	if (!tree || !tree.nodes || !tree.nodes.length) {
 		state.tree = null;
+		$('runtimes').textContent = '';
 		$('summary').textContent = 'no profiles in this range';
 		setupCanvas($('flame'), 1);
 		$('top').tBodies[0].innerHTML = '';
 		return;
 	}
 	fillIndex(tree);
+	showRuntimes(tree);
 	state.tree = layout(tree);
 	state.zoom = 0;
 	$('summary').textContent = `${tree.profiles} profiles · total ${fmt(tree.total, tree.unit)}` +
@@ -564,7 +593,8 @@ function init() {
 	wireFlame($('flame'), () => flameRects, () => state.tree, (i) => { state.zoom = i; renderSingle(); }, (i) => {
 		const m = state.tree, node = m.tree.nodes[i];
 		const pct = m.rootTotal ? (100 * node[3] / m.rootTotal).toFixed(2) : '0';
-		return `${nameOf(m, i)}\ntotal ${fmt(node[3], m.tree.unit)} (${pct}%)  self ${fmt(node[2], m.tree.unit)}`;
+		const rt = runtimeOf(m, i);
+		return `${nameOf(m, i)}${rt === 'native' ? '' : ` [${rt}]`}\ntotal ${fmt(node[3], m.tree.unit)} (${pct}%)  self ${fmt(node[2], m.tree.unit)}`;
 	});
 	wireFlame($('diff'), () => diffRects, () => state.diff && state.diff.model, (i) => { state.diffZoom = i; renderDiff(); }, (i) => {
 		const d = state.diff;
@@ -628,7 +658,10 @@ function wireOpenFile() {
 // What is on screen, for the browser test and for scripts driving the page.
 window.edgeprofUI = {
 	state,
-	flameFrames: () => flameRects.map(([, , w, i]) => ({ name: nameOf(state.tree, i), w })),
+	flameFrames: () => flameRects.map(([x, y, w, i]) => ({
+		name: nameOf(state.tree, i), x, y, w, runtime: runtimeOf(state.tree, i),
+		color: frameColor(state.tree, i),
+	})),
 	diffFrames: () => diffRects.map(([, , w, i]) => ({
 		name: nameOf(state.diff.model, i), w, a: state.diff.va[i], b: state.diff.vb[i],
 		color: diffColor(state.diff.va, state.diff.vb, i),

@@ -7,7 +7,8 @@
 # the handlers' shares within 3 pp of its accounting, the chain from the native Py_RunMain
 # through <module> to the leaf whole in >= 95 %), one started after it (>= 90 % named: its
 # first samples come before it is listed), and a short-lived one (1 s: its samples name
-# script functions, at least half of them). The fib frame carries the script's file and line.
+# script functions, at least half of them). The fib frame carries the script's file, its body's
+# line and its first line.
 set -u
 agent=$EP_BUILD/edgeprof-agent
 probe=$EP_BUILD/tests/bpf-probe
@@ -60,9 +61,10 @@ wait "$b1" || fail "a python started before the agent exited with $?"
 wait "$b2" || fail "a python started before the agent exited with $?"
 pids=
 prof=$(ls "$tmp"/o/*.pb.gz)
+# the location's line is fib's body (the frame's line), s= its first line
 line=$(grep -n "^def fib" "$work" | cut -d: -f1)
-go tool pprof -raw -symbolize=none "$prof" 2>/dev/null | grep -m2 -E " fib .*pysplit.py:$line s=$line" ||
-	fail "no fib location with the script's file and line"
+go tool pprof -raw -symbolize=none "$prof" 2>/dev/null | grep -m2 -E " fib .*pysplit.py:$((line + 1)) s=$line" ||
+	fail "no fib location with the script's file and lines"
 PYTHONPATH="$EP_TOP/tests/workloads" /usr/bin/python3 - "$prof" "$tmp" "$b1" "$b2" "$after" "$short" <<'PY'
 import sys
 import pprof_traces as pt

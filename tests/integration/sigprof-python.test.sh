@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # Debian's python3.11 under LD_PRELOAD=libedgeprof.so (standalone): the samples carry the
 # script's own functions (agent/lib/pyframes.h) in place of _PyEval_EvalFrameDefault, named with
-# file and first line. tests/workloads/pysplit.py runs three handlers (fib, work_dict,
+# file, first line and current line. tests/workloads/pysplit.py runs three handlers (fib, work_dict,
 # outer -> inner) and prints its own CPU accounting: >= 95 % of the samples name a script
 # function, the handlers' shares are within 3 pp of the script's, the chain from the native
 # main through <module> to the handler is whole, and the script's output and exit status are
@@ -28,9 +28,10 @@ prof_rc=$?
 [ "$(cut -d' ' -f1 "$tmp/plain.out")" = "$(cut -d' ' -f1 "$tmp/prof.out")" ] ||
 	fail "output differs: $(cat "$tmp/prof.out")"
 cat "$tmp/prof.out"
+# the location's line is fib's body (the frame's line), s= its first line
 line=$(grep -n "^def fib" "$work" | cut -d: -f1)
-go tool pprof -raw -symbolize=none "$tmp/cpu.pb.gz" 2>/dev/null | grep -m2 -E " fib .*pysplit.py:$line s=$line" ||
-	fail "no fib location with the script's file and line"
+go tool pprof -raw -symbolize=none "$tmp/cpu.pb.gz" 2>/dev/null | grep -m2 -E " fib .*pysplit.py:$((line + 1)) s=$line" ||
+	fail "no fib location with the script's file and lines"
 PYTHONPATH="$EP_TOP/tests/workloads" /usr/bin/python3 - "$tmp/cpu.pb.gz" "$tmp/prof.out" <<'PY'
 import sys
 import pprof_traces as pt

@@ -5,7 +5,8 @@
 # minutes ago), driven by headless Chromium through playwright-core: token login, flame graph,
 # label selector, timeline range, comparison colours, download; the type picker on a heap profile
 # (service mem: in use and allocated, in bytes and objects) and a wall-clock one (service wait,
-# in time). Screenshots land in test-logs/.
+# in time); the runtimes' colours on Debian's python3.11 under the library (service py: its
+# script's frames blue, the native ones around them warm). Screenshots land in test-logs/.
 . "$EP_TOP/tests/lib/collector-lib.sh"
 W=$EP_BUILD/tests/workloads
 command -v node >/dev/null || fail "node is not installed"
@@ -41,7 +42,11 @@ EDGEPROF_PROFILES=heap EDGEPROF_HEAP_RATE=16384 EDGEPROF_OUTPUT=$T/heap.pb.gz \
 	LD_PRELOAD=$EP_BUILD/libedgeprof.so "$W/heapsplit" 64 >/dev/null || fail "profiling heapsplit"
 EDGEPROF_PROFILES=wall EDGEPROF_HZ=99 EDGEPROF_OUTPUT=$T/wall.pb.gz \
 	LD_PRELOAD=$EP_BUILD/libedgeprof.so "$W/wallsplit" 0.5 >/dev/null || fail "profiling wallsplit"
-for st in mem:heap:heap wait:wall:wall; do
+# a CPython 3.11 profile (agent/lib/pyframes.h): script frames among native ones
+[ -x /usr/bin/python3.11 ] || fail "python3.11 is not installed (tools/deps/agent.list: python3)"
+EDGEPROF_HZ=499 EDGEPROF_OUTPUT=$T/py.pb.gz LD_PRELOAD=$EP_BUILD/libedgeprof.so \
+	/usr/bin/python3.11 "$EP_TOP/tests/workloads/pysplit.py" 1 >/dev/null || fail "profiling pysplit.py"
+for st in mem:heap:heap wait:wall:wall py:cpu:py; do
 	IFS=: read -r svc type f <<<"$st"
 	curl -sS --max-time 60 -H 'Authorization: Bearer s3cret-token' --data-binary "@$T/$f.pb.gz" \
 		"http://127.0.0.1:$HTTP_PORT/api/0/profiles?service=$svc&type=$type" \

@@ -115,6 +115,30 @@ try {
 		if (!names.includes(n)) fail(`wall flame graph lacks ${n}: ${names.join(',')}`);
 	await page.screenshot({ path: `${out}/ui-wall.png` });
 
+	// Runtimes: a Python profile's script frames in the python hues (210-229), the native
+	// frames around them in the warm ones (10-59), as drawn (the canvas's pixel), and a legend.
+	await page.fill('#query', 'py');
+	await page.selectOption('#type', 'cpu');
+	await page.waitForFunction((w) => document.querySelector('#summary').textContent !== w, wall);
+	const frames = await page.evaluate(() => window.edgeprofUI.flameFrames());
+	const fhue = (c) => Number((/hsl\((\d+)/.exec(c) || [])[1]);
+	const fib = frames.find((f) => f.name === 'fib');
+	const native = frames.find((f) => f.name === 'Py_RunMain');
+	if (!fib || fib.runtime !== 'python' || !(fhue(fib.color) >= 210 && fhue(fib.color) < 230))
+		fail('fib should be a python frame in blue: ' + JSON.stringify(fib));
+	if (!native || native.runtime !== 'native' || !(fhue(native.color) >= 10 && fhue(native.color) < 60))
+		fail('Py_RunMain should be a native frame in a warm hue: ' + JSON.stringify(native));
+	const pixel = (f) => page.evaluate(([x, y]) => {
+		const c = document.querySelector('#flame'), dpr = window.devicePixelRatio || 1;
+		return Array.from(c.getContext('2d').getImageData(Math.round((x + 1) * dpr), Math.round((y + 2) * dpr), 1, 1).data);
+	}, [f.x, f.y]);
+	const [fr, , fb] = await pixel(fib), [nr, , nb] = await pixel(native);
+	if (!(fb > fr && nr > nb)) fail(`drawn colours: fib rgb ${fr},${fb} (blue expected), Py_RunMain ${nr},${nb} (warm expected)`);
+	const legend = await page.textContent('#runtimes');
+	if (!/python/.test(legend)) fail('runtime legend: ' + legend);
+	console.log(`runtimes: fib ${fib.color}, Py_RunMain ${native.color}; legend "${legend.trim()}"`);
+	await page.screenshot({ path: `${out}/ui-runtimes.png` });
+
 	if (errors.length) fail('page errors: ' + errors.join('; '));
 	console.log('ui-test: ok');
 } finally {

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: MIT
 """Reads a pprof through `go tool pprof -traces` (the reference reader, not ours) for tests.
 
-    samples(path, index="cpu", symbolize=False) -> [Sample]
+    samples(path, index="cpu", symbolize=False, lines=False) -> [Sample]
     Sample: value (ns for cpu, bytes for *_space, count for samples), frames (leaf first), labels {k: v}
+    (lines: each frame "name file:line", as -lines shows it)
     comments(path) -> [str]
 """
 import os
@@ -28,8 +29,10 @@ def _value(tok):
     return float(m.group(1)) * UNITS.get(m.group(2), 1)
 
 
-def _run(path, index, symbolize, env=None):
+def _run(path, index, symbolize, env=None, lines=False):
     cmd = ["go", "tool", "pprof", "-traces", "-sample_index=" + index]
+    if lines:
+        cmd.append("-lines")
     if index in ("cpu", "wall", "offcpu"):
         cmd.append("-unit=ns")  # full precision
     elif index.endswith("_space"):
@@ -42,8 +45,8 @@ def _run(path, index, symbolize, env=None):
                           env=e, timeout=300).stdout
 
 
-def samples(path, index="cpu", symbolize=False, env=None):
-    out = _run(path, index, symbolize, env)
+def samples(path, index="cpu", symbolize=False, env=None, lines=False):
+    out = _run(path, index, symbolize, env, lines)
     blocks = out.split("-----------+-------------------------------------------------------")
     result = []
     for b in blocks[1:]:

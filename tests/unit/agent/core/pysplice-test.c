@@ -37,7 +37,7 @@ static unsigned int next(void *ctx, uint64_t *out, unsigned int room, bool *cut)
 			*cut = true;
 			break;
 		}
-		out[k++] = pyframe__tag(11, (uintptr_t)(w & ~ENTRY));
+		out[k++] = pyframe__tag((uintptr_t)(w & ~ENTRY), 0);
 		c->i++;
 		if (w & ENTRY)
 			break;
@@ -68,9 +68,9 @@ static void two_activations_in_order(void **state)
 
 	(void)state;
 	assert_int_equal(n, 5);
-	assert_true(out[0] == pyframe__tag(11, 0xa0) && out[1] == pyframe__tag(11, 0xb0));
+	assert_true(out[0] == pyframe__tag(0xa0, 0) && out[1] == pyframe__tag(0xb0, 0));
 	assert_int_equal(out[2], 0x5000);
-	assert_true(out[3] == pyframe__tag(11, 0xc0));
+	assert_true(out[3] == pyframe__tag(0xc0, 0));
 	assert_int_equal(out[4], 0x7000);
 	assert_false(cut);
 }
@@ -86,7 +86,7 @@ static void return_address_at_the_end_is_inside(void **state)
 
 	(void)state;
 	assert_int_equal(splice(frames, 3, &c, 64, out, 8, &cut), 3);
-	assert_true(out[1] == pyframe__tag(11, 0xa0));
+	assert_true(out[1] == pyframe__tag(0xa0, 0));
 }
 
 /* More activations than the chain knows: the last keeps its native frame. */
@@ -100,7 +100,7 @@ static void unknown_activation_keeps_native_frame(void **state)
 
 	(void)state;
 	assert_int_equal(splice(frames, 3, &c, 64, out, 8, &cut), 3);
-	assert_true(out[0] == pyframe__tag(11, 0xa0));
+	assert_true(out[0] == pyframe__tag(0xa0, 0));
 	assert_int_equal(out[1], 0x1901);
 	assert_int_equal(out[2], 0x7000);
 }
@@ -120,7 +120,7 @@ static void bounds_cut_and_say_so(void **state)
 	c.i = 0;
 	assert_int_equal(splice(frames, 3, &c, 2, out, 3, &cut), 3); /* budget 2 frames */
 	assert_true(cut);
-	assert_true(out[1] == pyframe__tag(11, 0xb0));
+	assert_true(out[1] == pyframe__tag(0xb0, 0));
 	assert_int_equal(out[2], 0x7000);
 }
 

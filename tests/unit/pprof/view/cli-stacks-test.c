@@ -121,6 +121,38 @@ static void frames_are_root_first_with_inlines_and_addresses(void **state)
 	stacks__free(s);
 }
 
+/* The runtime of a frame: its mapping's name, as the agent names interpreter and JIT code. */
+static void runtime_from_the_mapping(void **state)
+{
+	struct pprof_profile p = profile();
+	const struct stack_frame *f[16];
+	char err[128];
+	struct stacks *s;
+
+	assert_int_equal(stacks__runtime_of("[python]"), STACK_RT_PYTHON);
+	assert_int_equal(stacks__runtime_of("[python3.11]"), STACK_RT_PYTHON);
+	assert_int_equal(stacks__runtime_of("[lua5.4]"), STACK_RT_LUA);
+	assert_int_equal(stacks__runtime_of("/tmp/perf-4242.map"), STACK_RT_JIT);
+	assert_int_equal(stacks__runtime_of("[jit]"), STACK_RT_JIT);
+	assert_int_equal(stacks__runtime_of("[kernel.kallsyms]"), STACK_RT_KERNEL);
+	assert_int_equal(stacks__runtime_of("/usr/bin/python3.11"), STACK_RT_NATIVE);
+	assert_int_equal(stacks__runtime_of("/usr/lib/perf-tools.so"), STACK_RT_NATIVE);
+	assert_int_equal(stacks__runtime_of("perf-.map"), STACK_RT_NATIVE);
+	assert_int_equal(stacks__runtime_of(""), STACK_RT_NATIVE);
+	assert_string_equal(stacks__runtime_name(STACK_RT_PYTHON), "python");
+	assert_string_equal(stacks__runtime_name(STACK_RT_N), "native");
+
+	/* the frames of a mapping carry its runtime; frames without one are native */
+	strings[S_LIB] = "[lua5.4]";
+	s = stacks__new(&p, err, sizeof(err));
+	strings[S_LIB] = "/usr/lib/libfoo.so";
+	assert_non_null(s);
+	assert_int_equal(stacks__sample(s, 1, f, 16), 3);
+	assert_int_equal(f[2]->runtime, STACK_RT_LUA);
+	assert_int_equal(f[0]->runtime, STACK_RT_NATIVE);
+	stacks__free(s);
+}
+
 static void deep_stacks_keep_their_leaves(void **state)
 {
 	struct pprof_profile p = profile();
@@ -220,6 +252,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(frames_are_root_first_with_inlines_and_addresses),
+	    cmocka_unit_test(runtime_from_the_mapping),
 	    cmocka_unit_test(deep_stacks_keep_their_leaves),
 	    cmocka_unit_test(sample_index_by_name_number_and_default),
 	    cmocka_unit_test(drop_frames_prunes_like_pprof),

@@ -62,9 +62,10 @@ static void json_is_preorder_tree_of_last_type(void **state)
 	assert_non_null(strstr(j, "\"profiles\":2"));
 	assert_non_null(strstr(j, "\"types\":[[\"samples\",\"count\"],[\"cpu\",\"nanoseconds\"]]"));
 	assert_non_null(strstr(j, "\"names\":[\"total\",\"main\",\"a\",\"leaf\",\"b\\\"quoted\\\"\"]"));
-	/* root, main (parent 0), a (1), leaf (2), b (1) with self/total. */
-	assert_non_null(strstr(j, "\"nodes\":[[0,-1,0,40],[1,0,0,40],[2,1,0,30],[3,2,30,30],"
-				  "[4,1,10,10]]"));
+	/* root, main (parent 0), a (1), leaf (2), b (1) with self/total; all native (0). */
+	assert_non_null(strstr(j, "\"runtimes\":[\"native\",\"kernel\",\"python\",\"lua\",\"jit\"]"));
+	assert_non_null(strstr(j, "\"nodes\":[[0,-1,0,40,0],[1,0,0,40,0],[2,1,0,30,0],[3,2,30,30,0],"
+				  "[4,1,10,10,0]]"));
 	free(j);
 	pprof_profile__free(p);
 }
