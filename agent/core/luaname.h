@@ -22,11 +22,13 @@
 #define EDGEPROF_AGENT_LUANAME_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "agent/core/framename.h"
 
 #define LUAFRAME_TAG 0xA6ull
+#define LUA51FRAME_TAG 0xA7ull /* a Lua 5.1 Proto (agent/core/lua51name.h) */
 #define LUAFRAME_PC_BITS 11
 #define LUAFRAME_PC_NONE ((1u << LUAFRAME_PC_BITS) - 1)
 #define LUAFRAME_PROTO_MASK ((1ull << 45) - 1)
@@ -40,7 +42,7 @@ static inline uint64_t luaframe__tag(uintptr_t proto, unsigned int pc)
 
 static inline bool luaframe__is(uint64_t v)
 {
-	return v >> 56 == LUAFRAME_TAG;
+	return v >> 56 == LUAFRAME_TAG || v >> 56 == LUA51FRAME_TAG;
 }
 
 /* Lua 5.4's Proto and TString fields the handler and the writer read (LP64; lobject.h). */
@@ -55,6 +57,10 @@ extern const struct luaproto_layout luaproto_54;
 struct luaname_stats {
 	uint64_t resolved, cached, unreadable, not_proto, bad_string;
 };
+
+/* A chunk name of len bytes (raw holds its first n) as Lua's messages show it (luaO_chunkid):
+ * "@file" -> file, "=name" -> name, source text -> [string "its first line"]. 0 or -errno. */
+int luaname__chunkid(const char *raw, size_t n, uint64_t len, char *out, size_t max);
 
 #ifdef CONFIG_LUAFRAMES
 /* Names the tagged frame v of pid: 0, or -errno (the frame stays unnamed). */
