@@ -54,7 +54,7 @@ libedgeprof-arm-$(CONFIG_ARCH_ARM64) := elf/a64frame.o
 libedgeprof-py-$(CONFIG_PYFRAMES) := agent/lib/pyframes.o
 # Lua 5.4's frames spliced into the samples (agent/lib/luaframes.h).
 libedgeprof-lua-$(CONFIG_LUAFRAMES) := agent/lib/luaframes.o
-# Lua 5.1's (agent/lib/lua51frames.h).
+# Lua 5.1's (agent/lib/lua51frames.c).
 libedgeprof-lua-$(CONFIG_LUA51FRAMES) += agent/lib/lua51frames.o
 # Fault-free reads of the process's own memory, for both interpreters' walkers.
 libedgeprof-selfread-$(CONFIG_PYFRAMES) := agent/lib/selfread.o

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
-/* agent/core/lua51name.c — see lua51name.h. */
+/* agent/core/lua51name.c — Lua 5.1 frames' names: see agent/core/luaname.h. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/uio.h>
 
-#include "agent/core/lua51name.h"
+#include "agent/core/luaname.h"
 
 /* Lua 5.1.5 LP64 (lobject.h; offsetof() checked against Debian's 5.1.5-9 sources). */
 #define P_TT 8

@@ -5,7 +5,6 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include "agent/core/lua51name.h"
 #include "agent/core/luaname.h"
 
 /* Lua 5.4.0-5.4.8 LP64 (lobject.h; offsetof() checked against Debian's 5.4.4 sources). */

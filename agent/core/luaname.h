@@ -28,7 +28,7 @@
 #include "agent/core/framename.h"
 
 #define LUAFRAME_TAG 0xA6ull
-#define LUA51FRAME_TAG 0xA7ull /* a Lua 5.1 Proto (agent/core/lua51name.h) */
+#define LUA51FRAME_TAG 0xA7ull /* a Lua 5.1 Proto (agent/core/lua51name.c) */
 #define LUAFRAME_PC_BITS 11
 #define LUAFRAME_PC_NONE ((1u << LUAFRAME_PC_BITS) - 1)
 #define LUAFRAME_PROTO_MASK ((1ull << 45) - 1)
@@ -43,6 +43,18 @@ static inline uint64_t luaframe__tag(uintptr_t proto, unsigned int pc)
 static inline bool luaframe__is(uint64_t v)
 {
 	return v >> 56 == LUAFRAME_TAG || v >> 56 == LUA51FRAME_TAG;
+}
+
+/*
+ * Lua 5.1 frames (CONFIG_LUA51FRAMES): agent/lib/lua51frames.c tags them as above with
+ * LUA51FRAME_TAG, so the writer knows which layout the Proto has; agent/core/lua51name.c names
+ * them for luaname__resolve(): the Proto's type byte (LUA_TPROTO) and the pc inside its code
+ * checked, "function <file:linedefined>" or "main chunk <file>", the current line from
+ * lineinfo[pc] (5.1 keeps absolute lines).
+ */
+static inline uint64_t lua51frame__tag(uintptr_t proto, unsigned int pc)
+{
+	return (luaframe__tag(proto, pc) & ((1ull << 56) - 1)) | LUA51FRAME_TAG << 56;
 }
 
 /* Lua 5.4's Proto and TString fields the handler and the writer read (LP64; lobject.h). */
@@ -68,7 +80,20 @@ int luaname__resolve(uint32_t pid, uint64_t v, struct framename *out);
 /* Names the tagged frames among frames[0..n) now, while their Protos live. */
 void luaname__warm(uint32_t pid, const uint64_t *frames, unsigned int n);
 void luaname__stats(struct luaname_stats *st);
+#endif
+
+#ifdef CONFIG_LUA51FRAMES
+/* Names the Lua 5.1 frame v of pid (luaname__resolve's reader; its counters in st). */
+int lua51name__read(uint32_t pid, uint64_t v, struct framename *out, struct luaname_stats *st);
 #else
+static inline int lua51name__read(uint32_t pid, uint64_t v, struct framename *out,
+				  struct luaname_stats *st)
+{
+	return -95; /* -EOPNOTSUPP */
+}
+#endif
+
+#ifndef CONFIG_LUAFRAMES
 static inline int luaname__resolve(uint32_t pid, uint64_t v, struct framename *out)
 {
 	return -95; /* -EOPNOTSUPP */

@@ -1,13 +1,41 @@
 // SPDX-License-Identifier: MIT
-/* agent/lib/lua51frames.c — see lua51frames.h. */
+/*
+ * agent/lib/lua51frames.c — Lua 5.1's own frames in libedgeprof.so's samples
+ * (CONFIG_LUA51FRAMES), beside Lua 5.4's: agent/lib/luaframes.h finds the version and hands a
+ * 5.1 over here (its lua51frames__ functions).
+ *
+ * luaV_execute: Lua 5.1 dispatches with a switch (no computed-goto table to find it by) and
+ * Debian's lua5.1 and liblua5.1.so.0 export no internal symbol. At start (outside the handler)
+ * the library runs Lua once to see where the VM is: a private state (luaL_newstate, the exported
+ * API only: nothing of the program's states is touched) calls a C function of ours three ways,
+ * from a Lua function (A), directly from C through lua_pcall (B), and from a string.gsub
+ * callback inside Lua (C); that function walks its own stack with the sampler's unwinder. The
+ * one function of the Lua module that is in A and not in B, and twice in C, is luaV_execute
+ * (luaD_precall and luaD_call are in all three). Anything else (none, several, a walk that
+ * failed): the process is profiled natively and counted (unknown_version).
+ *
+ * lua_State: found on the thread's stack as for 5.4 (a word whose header's type is LUA_TTHREAD
+ * and whose global_State's mainthread is itself, or has the same global_State); the states
+ * running on this thread, innermost first, by their errorJmp on this thread's stack.
+ *
+ * Frames: 5.1's CallInfos are an array, L->base_ci .. L->ci; the running Lua function's pc is
+ * L->savedpc (the others' ci->savedpc). 5.1 has no CIST_FRESH: a Lua frame continues its
+ * caller's luaV_execute activation exactly when the caller is a Lua frame stopped at OP_CALL or
+ * OP_TAILCALL (luaV_execute's own assertion at OP_RETURN); a frame above a C function, the
+ * state's base or any other instruction (a metamethod, OP_TFORLOOP's iterator) started a new
+ * activation. The runs of frames replace the activations as in luaframes.h, or nothing is
+ * replaced and the sample is counted (mismatch). Frames are tagged LUA51FRAME_TAG
+ * (agent/core/luaname.h) and named by the profile writer. Every read goes through
+ * process_vm_readv (agent/lib/selfread.h). LP64 layouts only.
+ */
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
 #include <string.h>
 #include <ucontext.h>
 
-#include "agent/core/lua51name.h"
-#include "agent/lib/lua51frames.h"
+#include "agent/core/luaname.h"
+#include "agent/lib/luaframes.h"
 #include "agent/lib/selfread.h"
 #include "agent/lib/unwind.h"
 

@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "agent/core/luaname.h"
-#include "agent/lib/lua51frames.h"
 #include "agent/lib/luaframes.h"
 #include "agent/lib/selfread.h"
 
@@ -40,7 +39,7 @@
 #define CHAIN_STEPS 1024    /* CallInfos walked per state at most (a cycle ends there too) */
 
 static struct {
-	bool on, v51; /* v51: agent/lib/lua51frames.h walks */
+	bool on, v51; /* v51: agent/lib/lua51frames.c walks */
 	uintptr_t exec_lo, exec_hi; /* luaV_execute */
 	uintptr_t states[CONFIG_LUAFRAMES_STATES];
 	struct luaframes_stats st;

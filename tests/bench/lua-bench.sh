@@ -12,7 +12,7 @@
 # the Lua walker's system calls per sample (strace -c, a separate short run); then medians and
 # the lua/native ratio of the handler's time. No peer: no Lua sampling profiler in Debian's
 # archive runs in-process (LuaJIT's jit.profile is LuaJIT only). --lua /usr/bin/lua5.1: the
-# same with Debian's Lua 5.1 (agent/lib/lua51frames.h).
+# same with Debian's Lua 5.1 (agent/lib/lua51frames.c).
 #   tests/bench/lua-bench.sh [--build build/host-x86_64] [--seconds 6] [--reps 3] [--lua BIN]
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)

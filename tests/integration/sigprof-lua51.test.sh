@@ -3,7 +3,7 @@
 # Lua 5.1 and LuaJIT under LD_PRELOAD=libedgeprof.so (standalone).
 # Debian's lua5.1 (5.1.5; the interpreter links Lua statically, liblua5.1.so.0 is the same
 # code): sigprof-lua's checks run with it (EP_LUA): the script's own frames in place of
-# luaV_execute (agent/lib/lua51frames.h), >= 95 % of the samples with a handler's frame,
+# luaV_execute (agent/lib/lua51frames.c), >= 95 % of the samples with a handler's frame,
 # shares within 3 pp of the script's accounting, >= 95 % whole chains, the coroutine case, the
 # output and exit status unchanged; and the profile says 5.1 was spliced.
 # LuaJIT (Debian's luajit 2.1, statically linked too) has no walker: what it gets is checked as
