@@ -344,6 +344,21 @@ static void add_state(uintptr_t w)
 	__atomic_fetch_add(&l51.st->states_full, 1, __ATOMIC_RELAXED);
 }
 
+/* The stack word at a, through the window: read 4 KiB ahead towards end (one system call for
+ * 512 words: the window holds what is below the address asked for). */
+static bool stack_word(uintptr_t a, uintptr_t end, uintptr_t *w)
+{
+	if (!stack_window.hi || a < stack_window.lo || a + sizeof(*w) > stack_window.hi) {
+		uintptr_t last = a + SELFREAD_WINDOW - sizeof(*w);
+
+		if (last > end - sizeof(*w))
+			last = end - sizeof(*w);
+		if (!selfread__fetch(&stack_window, last, w, sizeof(*w), &l51.st->read_errors))
+			return false;
+	}
+	return selfread__fetch(&stack_window, a, w, sizeof(*w), &l51.st->read_errors);
+}
+
 /* New states among the words of this thread's stack from sp up (at most 64 candidates read). */
 static void scan_stack(uintptr_t sp, uintptr_t hi)
 {
@@ -355,7 +370,7 @@ static void scan_stack(uintptr_t sp, uintptr_t hi)
 		end = hi;
 	selfread__reset(&stack_window);
 	for (uintptr_t a = sp & ~(uintptr_t)7; a + 8 <= end && tried < 64; a += 8) {
-		if (!selfread__fetch(&stack_window, a, &w, sizeof(w), &l51.st->read_errors))
+		if (!stack_word(a, end, &w))
 			break;
 		if ((w & 7) || w < 65536 || w >> 47 || (w >= sp && w < end) || known_state(w))
 			continue;
@@ -444,13 +459,18 @@ static int frame_function(const unsigned char *ci, uintptr_t savedpc, uintptr_t 
 		return -1;
 	cl = word(f, 0);
 	slot = (unsigned int)(cl >> 4) % CACHE_SLOTS;
+	if (proto_cache[slot].closure == cl && !proto_cache[slot].proto)
+		return 0; /* a C closure seen before (one reused by a Lua closure: a mismatch) */
 	if (proto_cache[slot].closure == cl && savedpc >= proto_cache[slot].code &&
 	    savedpc <= proto_cache[slot].code_end)
 		return closure_proto(cl, NULL, savedpc, proto, code, pc);
 	if (!peek(cl, c, sizeof(c)) || c[CL_TT] != LUA_TFUNCTION)
 		return -1;
-	if (c[CL_ISC])
+	if (c[CL_ISC]) {
+		proto_cache[slot].closure = cl;
+		proto_cache[slot].proto = 0;
 		return 0;
+	}
 	return closure_proto(cl, c, savedpc, proto, code, pc) ? 1 : -1;
 }
 
