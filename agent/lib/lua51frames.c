@@ -31,6 +31,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
+#include <stdlib.h>
 #include <string.h>
 #include <ucontext.h>
 
@@ -168,22 +169,23 @@ static struct {
 
 #define PROBE_DEPTH 48
 enum { WALK_FROM_C, WALK_FROM_LUA, WALK_NESTED, WALKS };
-static struct {
+static struct probe_walks {
 	ucontext_t uc;
 	struct unwind_cache cache;
 	uint64_t frames[WALKS][PROBE_DEPTH];
 	unsigned int n[WALKS];
-} probe_walks; /* at start only, one thread */
+} *probe_walks; /* at start only, one thread (allocated then: 5 KiB) */
 
 static int probe(lua_State *L)
 {
 	ptrdiff_t walk = api.tointeger(L, 1);
 	bool truncated;
 
-	if (walk < 0 || walk >= WALKS || getcontext(&probe_walks.uc))
+	if (walk < 0 || walk >= WALKS || getcontext(&probe_walks->uc))
 		return 0;
-	probe_walks.n[walk] = unwind__stack(&probe_walks.uc, 0, 0, UNWIND_CFI, &probe_walks.cache,
-					    probe_walks.frames[walk], PROBE_DEPTH, &truncated);
+	probe_walks->n[walk] =
+	    unwind__stack(&probe_walks->uc, 0, 0, UNWIND_CFI, &probe_walks->cache,
+			  probe_walks->frames[walk], PROBE_DEPTH, &truncated);
 	return 0;
 }
 
@@ -228,7 +230,6 @@ static bool run_probe(void)
 
 	if (!L)
 		return false;
-	memset(probe_walks.n, 0, sizeof(probe_walks.n));
 	api.pushcclosure(L, api.open_string, 0);
 	ok = !api.pcall(L, 0, 0, 0);
 	api.pushcclosure(L, probe, 0); /* no argument: walk 0 */
@@ -239,7 +240,7 @@ static bool run_probe(void)
 	ok = ok && !api.pcall(L, 1, 0, 0);
 	api.close(L);
 	for (int w = 0; w < WALKS; w++)
-		ok = ok && probe_walks.n[w] > 2;
+		ok = ok && probe_walks->n[w] > 2;
 	return ok;
 }
 
@@ -248,8 +249,8 @@ static unsigned int walk_count(int w, uintptr_t lo, uintptr_t hi)
 {
 	unsigned int k = 0;
 
-	for (unsigned int i = 1; i < probe_walks.n[w]; i++) /* return addresses: their call */
-		k += probe_walks.frames[w][i] - 1 >= lo && probe_walks.frames[w][i] - 1 < hi;
+	for (unsigned int i = 1; i < probe_walks->n[w]; i++) /* return addresses: their call */
+		k += probe_walks->frames[w][i] - 1 >= lo && probe_walks->frames[w][i] - 1 < hi;
 	return k;
 }
 
@@ -258,8 +259,8 @@ static bool find_execute(const void *ident)
 {
 	unsigned int found = 0;
 
-	for (unsigned int i = 1; i < probe_walks.n[WALK_FROM_LUA]; i++) {
-		uintptr_t pc = probe_walks.frames[WALK_FROM_LUA][i] - 1, lo, hi;
+	for (unsigned int i = 1; i < probe_walks->n[WALK_FROM_LUA]; i++) {
+		uintptr_t pc = probe_walks->frames[WALK_FROM_LUA][i] - 1, lo, hi;
 
 		if (!same_module((void *)pc, ident) || !function_of(pc, &lo, &hi) ||
 		    walk_count(WALK_FROM_C, lo, hi) || walk_count(WALK_NESTED, lo, hi) != 2 ||
@@ -276,10 +277,15 @@ bool lua51frames__init(const void *ident, struct luaframes_stats *st)
 {
 	l51.on = false;
 	l51.st = st;
-	if (sizeof(void *) != 8 || !load_api(ident) || !run_probe() || !find_execute(ident))
+	if (sizeof(void *) != 8 || !load_api(ident))
 		return false;
-	l51.on = true;
-	return true;
+	probe_walks = aligned_alloc(64, sizeof(*probe_walks)); /* the unwinder's cache lines */
+	if (probe_walks)
+		memset(probe_walks, 0, sizeof(*probe_walks));
+	l51.on = probe_walks && run_probe() && find_execute(ident);
+	free(probe_walks);
+	probe_walks = NULL;
+	return l51.on;
 }
 
 /* ---- the handler ---------------------------------------------------------------------------- */
