@@ -33,7 +33,10 @@
 #include <link.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include "agent/core/luaname.h"
 #include "agent/lib/luaframes.h"
@@ -45,6 +48,7 @@
 #define L_G 32		 /* l_G */
 #define L_CI 40		 /* ci: the running CallInfo */
 #define L_SAVEDPC 48	 /* the running Lua function's pc */
+#define L_STACK 64	 /* stack: the Lua stack's first slot */
 #define L_BASE_CI 80	 /* base_ci: the array's first (a C level) */
 #define L_ERRORJMP 168	 /* errorJmp */
 #define L_HEAD 176	 /* bytes of the header read per sample */
@@ -83,6 +87,9 @@ static EP_TLS uint64_t lframes[CONFIG_LUAFRAMES_MAX];
 static EP_TLS unsigned int run_end[CONFIG_LUAFRAMES_MAX + 1]; /* frames in runs 0..k */
 static EP_TLS unsigned char heads[CONFIG_LUAFRAMES_STATES][L_HEAD];
 static EP_TLS unsigned int scan_wait;
+static EP_TLS struct {
+	uintptr_t ci_lo, stack_lo; /* the last sample's innermost state's base_ci and stack */
+} hint;
 
 /* Lua closure -> Proto and its code's range (to check a pc): a per-thread direct-mapped cache.
  * Call sites -> their opcode (code does not change while its Proto lives). */
@@ -387,35 +394,85 @@ static void scan_stack(uintptr_t sp, uintptr_t hi)
 	selfread__reset(&stack_window);
 }
 
-/* The states running on this thread (their errorJmp on [sp, hi)), their headers in heads,
- * order: innermost first. How many. */
+static void window_holds(struct selfread_window *w, uintptr_t lo)
+{
+	w->base = w->lo = lo;
+	w->hi = lo + SELFREAD_WINDOW;
+}
+
+/*
+ * One system call for the states' headers, the CallInfo array and the Lua stack of the state
+ * the last sample walked first (from its base_ci and stack: 4 KiB of each, ~100 calls deep),
+ * into heads[] and the windows; what did not read is read again on its own. heads_ok: which.
+ */
+static void prefetch(bool *heads_ok)
+{
+	struct iovec local[CONFIG_LUAFRAMES_STATES + 2], remote[CONFIG_LUAFRAMES_STATES + 2];
+	unsigned int slot[CONFIG_LUAFRAMES_STATES], n = 0, states = 0;
+	long r;
+
+	for (unsigned int i = 0; i < CONFIG_LUAFRAMES_STATES; i++) {
+		uintptr_t s = __atomic_load_n(&l51.states[i], __ATOMIC_RELAXED);
+
+		heads_ok[i] = false;
+		if (!s)
+			continue;
+		local[n] = (struct iovec){heads[i], L_HEAD};
+		remote[n++] = (struct iovec){(void *)s, L_HEAD};
+		slot[states++] = i;
+	}
+	local[n] = (struct iovec){ci_window.buf, SELFREAD_WINDOW};
+	remote[n++] = (struct iovec){(void *)hint.ci_lo, SELFREAD_WINDOW};
+	local[n] = (struct iovec){stack_window.buf, SELFREAD_WINDOW};
+	remote[n++] = (struct iovec){(void *)hint.stack_lo, SELFREAD_WINDOW};
+	selfread__reset(&ci_window);
+	selfread__reset(&stack_window);
+	r = syscall(SYS_process_vm_readv, getpid(), local, (unsigned long)n, remote,
+		    (unsigned long)n, 0UL);
+	for (unsigned int v = 0; v < states && r >= (long)L_HEAD * (v + 1); v++)
+		heads_ok[slot[v]] = true;
+	r -= (long)L_HEAD * states;
+	if (hint.ci_lo && r >= SELFREAD_WINDOW) /* whole iovecs only, in order */
+		window_holds(&ci_window, hint.ci_lo);
+	if (hint.stack_lo && r >= 2 * SELFREAD_WINDOW)
+		window_holds(&stack_window, hint.stack_lo);
+}
+
+/* The states running on this thread (their errorJmp on [sp, hi)), their headers in heads[],
+ * order: their slots, innermost first. How many. */
 static unsigned int running_states(uintptr_t sp, uintptr_t hi, unsigned int *order)
 {
 	uintptr_t jmp[CONFIG_LUAFRAMES_STATES];
+	bool heads_ok[CONFIG_LUAFRAMES_STATES];
 	unsigned int k = 0;
 
+	prefetch(heads_ok);
 	for (unsigned int i = 0; i < CONFIG_LUAFRAMES_STATES; i++) {
 		uintptr_t s = __atomic_load_n(&l51.states[i], __ATOMIC_RELAXED), j;
 
 		if (!s)
 			continue;
-		if (!peek(s, heads[k], L_HEAD) || heads[k][L_TT] != LUA_TTHREAD) {
+		if ((!heads_ok[i] && !peek(s, heads[i], L_HEAD)) || heads[i][L_TT] != LUA_TTHREAD) {
 			/* freed (a coroutine collected): forget it */
 			__atomic_compare_exchange_n(&l51.states[i], &s, 0, false, __ATOMIC_RELAXED,
 						    __ATOMIC_RELAXED);
 			continue;
 		}
-		j = word(heads[k], L_ERRORJMP);
+		j = word(heads[i], L_ERRORJMP);
 		if (j < sp || j >= hi)
 			continue;
-		jmp[k] = j;
-		order[k] = k;
+		jmp[i] = j;
+		order[k] = i;
 		for (unsigned int m = k++; m > 0 && jmp[order[m]] < jmp[order[m - 1]]; m--) {
 			unsigned int t = order[m];
 
 			order[m] = order[m - 1];
 			order[m - 1] = t;
 		}
+	}
+	if (k) { /* where the next sample's prefetch reads */
+		hint.ci_lo = word(heads[order[0]], L_BASE_CI);
+		hint.stack_lo = word(heads[order[0]], L_STACK);
 	}
 	return k;
 }
@@ -518,8 +575,6 @@ static bool walk_state(const unsigned char *head, unsigned int *n, unsigned int 
 
 	if (top < base || (top - base) % CI_SIZE || (top - base) / CI_SIZE > CHAIN_STEPS)
 		return false;
-	selfread__reset(&ci_window);
-	selfread__reset(&stack_window);
 	for (uintptr_t ci = top; ci > base; ci -= CI_SIZE) {
 		uintptr_t savedpc, proto, code;
 		unsigned int pc;
