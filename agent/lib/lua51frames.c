@@ -26,7 +26,10 @@
  * activation. The runs of frames replace the activations as in luaframes.h, or nothing is
  * replaced and the sample is counted (mismatch). Frames are tagged LUA51FRAME_TAG
  * (agent/core/luaname.h) and named by the profile writer. Every read goes through
- * process_vm_readv (agent/lib/selfread.h). LP64 layouts only.
+ * process_vm_readv (agent/lib/selfread.h): one per sample for the states' headers and 4 KiB of
+ * the CallInfo array and of the Lua stack from where the last sample found them, more only for
+ * what lies elsewhere or misses the per-thread caches (closure -> Proto, call site -> opcode).
+ * LP64 layouts only.
  */
 #include <dlfcn.h>
 #include <elf.h>
