@@ -34,6 +34,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -189,12 +190,25 @@ static struct probe_walks {
 static int probe(lua_State *L)
 {
 	ptrdiff_t walk = api.tointeger(L, 1);
+	uintptr_t lo = 0, hi = 0;
+	pthread_attr_t attr;
 	bool truncated;
+	void *addr;
+	size_t size;
 
 	if (walk < 0 || walk >= WALKS || getcontext(&probe_walks->uc))
 		return 0;
+	/* the stack's bounds: reads checked against them, not through process_vm_readv (which
+	 * qemu-user lacks) */
+	if (!pthread_getattr_np(pthread_self(), &attr)) {
+		if (!pthread_attr_getstack(&attr, &addr, &size)) {
+			lo = (uintptr_t)addr;
+			hi = lo + size;
+		}
+		pthread_attr_destroy(&attr);
+	}
 	probe_walks->n[walk] =
-	    unwind__stack(&probe_walks->uc, 0, 0, UNWIND_CFI, &probe_walks->cache,
+	    unwind__stack(&probe_walks->uc, lo, hi, UNWIND_CFI, &probe_walks->cache,
 			  probe_walks->frames[walk], PROBE_DEPTH, &truncated);
 	return 0;
 }
