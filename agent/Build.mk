@@ -9,6 +9,7 @@ agent-core-$(CONFIG_SYMBOLIZE) += agent/core/symbolize.o
 agent-core-$(CONFIG_PERFMAP) += agent/core/perfmap.o
 agent-core-$(CONFIG_PYFRAMES) += agent/core/pyname.o agent/core/pysplice.o agent/core/pyline.o
 agent-core-$(CONFIG_LUAFRAMES) += agent/core/luaname.o
+agent-core-$(CONFIG_LUA51FRAMES) += agent/core/lua51name.o
 # The interpreters' frame-name cache (agent/core/framename.h): once for either or both.
 agent-framename-$(CONFIG_PYFRAMES) := agent/core/framename.o
 agent-framename-$(CONFIG_LUAFRAMES) := agent/core/framename.o
@@ -53,6 +54,8 @@ libedgeprof-arm-$(CONFIG_ARCH_ARM64) := elf/a64frame.o
 libedgeprof-py-$(CONFIG_PYFRAMES) := agent/lib/pyframes.o
 # Lua 5.4's frames spliced into the samples (agent/lib/luaframes.h).
 libedgeprof-lua-$(CONFIG_LUAFRAMES) := agent/lib/luaframes.o
+# Lua 5.1's (agent/lib/lua51frames.c).
+libedgeprof-lua-$(CONFIG_LUA51FRAMES) += agent/lib/lua51frames.o
 # Fault-free reads of the process's own memory, for both interpreters' walkers.
 libedgeprof-selfread-$(CONFIG_PYFRAMES) := agent/lib/selfread.o
 libedgeprof-selfread-$(CONFIG_LUAFRAMES) := agent/lib/selfread.o
@@ -82,8 +85,12 @@ elf-test-objs      = elf/elf.o agent/core/procmaps.o agent/core/ring.o port/file
 unit-tests-$(CONFIG_PERFMAP) += perfmap
 perfmap-test-objs  = agent/core/perfmap.o port/clock.o
 unit-tests-$(CONFIG_LUAFRAMES) += luaname
-luaname-test-objs  = agent/core/luaname.o agent/core/framename.o
+luaname-test-objs  = agent/core/luaname.o agent/core/framename.o \
+		     $(if $(CONFIG_LUA51FRAMES),agent/core/lua51name.o)
 luaname-test-ldlibs = -lpthread
+unit-tests-$(CONFIG_LUA51FRAMES) += lua51name
+lua51name-test-objs = agent/core/luaname.o agent/core/framename.o agent/core/lua51name.o
+lua51name-test-ldlibs = -lpthread
 perfmap-test-ldlibs = -lpthread
 unit-tests-$(CONFIG_PYFRAMES) += pysplice
 pysplice-test-objs = agent/core/pysplice.o

@@ -50,12 +50,35 @@ static int32_t int32(const unsigned char *b, unsigned int off)
 	return v;
 }
 
-/* The chunk name at addr as Lua's messages show it: "@file" -> file, "=name" -> name, source
- * text -> [string "its first line"]. 0 or -errno. */
+int luaname__chunkid(const char *raw, size_t n, uint64_t len, char *out, size_t max)
+{
+	if (!n)
+		return -EFAULT;
+	if (raw[0] == '@' || raw[0] == '=') {
+		if (len >= max || n < len)
+			return -ENAMETOOLONG;
+		for (size_t i = 1; i < n; i++)
+			if (raw[i] < 0x20 || raw[i] > 0x7e)
+				return -EILSEQ;
+		memcpy(out, raw + 1, n - 1);
+		out[n - 1] = 0;
+		return 0;
+	}
+	n = strcspn(raw, "\r\n");
+	snprintf(out, max, "[string \"%.*s%s\"]", (int)(n < 40 ? n : 40), raw,
+		 n < 40 && n == len ? "" : "...");
+	for (size_t i = 0; out[i]; i++)
+		if ((unsigned char)out[i] < 0x20 || (unsigned char)out[i] > 0x7e)
+			out[i] = '?';
+	return 0;
+}
+
+/* The chunk name at addr (a 5.4 TString), as luaname__chunkid() shows it. */
 static int read_source(uint32_t pid, uint64_t addr, char *out, size_t max)
 {
 	const struct luaproto_layout *l = &luaproto_54;
-	unsigned char h[32], raw[FRAMENAME_MAX];
+	unsigned char h[32];
+	char raw[FRAMENAME_MAX];
 	uint64_t len;
 	size_t n;
 
@@ -71,22 +94,7 @@ static int read_source(uint32_t pid, uint64_t addr, char *out, size_t max)
 	if (!n || peek(pid, addr + l->str_contents, raw, n))
 		return -EFAULT;
 	raw[n] = 0;
-	if (raw[0] == '@' || raw[0] == '=') {
-		if (len >= max)
-			return -ENAMETOOLONG;
-		for (size_t i = 1; i < n; i++)
-			if (raw[i] < 0x20 || raw[i] > 0x7e)
-				return -EILSEQ;
-		memcpy(out, raw + 1, n);
-		return 0;
-	}
-	n = strcspn((char *)raw, "\r\n");
-	snprintf(out, max, "[string \"%.*s%s\"]", (int)(n < 40 ? n : 40), raw,
-		 n < 40 && n == len ? "" : "...");
-	for (size_t i = 0; out[i]; i++)
-		if ((unsigned char)out[i] < 0x20 || (unsigned char)out[i] > 0x7e)
-			out[i] = '?';
-	return 0;
+	return luaname__chunkid(raw, n, len, out, max);
 }
 
 /* luaG_getfuncline(): the last absolute line at or before pc, plus the byte deltas after it. */
@@ -124,6 +132,8 @@ static int read_proto(uint32_t pid, uint64_t v, struct framename *out)
 	char file[FRAMENAME_MAX];
 	int err;
 
+	if (v >> 56 == LUA51FRAME_TAG)
+		return lua51name__read(pid, v, out, &stats);
 	if (peek(pid, proto, p, l->size)) {
 		stats.unreadable++;
 		return -EFAULT;

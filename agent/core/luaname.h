@@ -22,11 +22,13 @@
 #define EDGEPROF_AGENT_LUANAME_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "agent/core/framename.h"
 
 #define LUAFRAME_TAG 0xA6ull
+#define LUA51FRAME_TAG 0xA7ull /* a Lua 5.1 Proto (agent/core/lua51name.c) */
 #define LUAFRAME_PC_BITS 11
 #define LUAFRAME_PC_NONE ((1u << LUAFRAME_PC_BITS) - 1)
 #define LUAFRAME_PROTO_MASK ((1ull << 45) - 1)
@@ -40,7 +42,19 @@ static inline uint64_t luaframe__tag(uintptr_t proto, unsigned int pc)
 
 static inline bool luaframe__is(uint64_t v)
 {
-	return v >> 56 == LUAFRAME_TAG;
+	return v >> 56 == LUAFRAME_TAG || v >> 56 == LUA51FRAME_TAG;
+}
+
+/*
+ * Lua 5.1 frames (CONFIG_LUA51FRAMES): agent/lib/lua51frames.c tags them as above with
+ * LUA51FRAME_TAG, so the writer knows which layout the Proto has; agent/core/lua51name.c names
+ * them for luaname__resolve(): the Proto's type byte (LUA_TPROTO) and the pc inside its code
+ * checked, "function <file:linedefined>" or "main chunk <file>", the current line from
+ * lineinfo[pc] (5.1 keeps absolute lines).
+ */
+static inline uint64_t lua51frame__tag(uintptr_t proto, unsigned int pc)
+{
+	return (luaframe__tag(proto, pc) & ((1ull << 56) - 1)) | LUA51FRAME_TAG << 56;
 }
 
 /* Lua 5.4's Proto and TString fields the handler and the writer read (LP64; lobject.h). */
@@ -56,13 +70,30 @@ struct luaname_stats {
 	uint64_t resolved, cached, unreadable, not_proto, bad_string;
 };
 
+/* A chunk name of len bytes (raw holds its first n) as Lua's messages show it (luaO_chunkid):
+ * "@file" -> file, "=name" -> name, source text -> [string "its first line"]. 0 or -errno. */
+int luaname__chunkid(const char *raw, size_t n, uint64_t len, char *out, size_t max);
+
 #ifdef CONFIG_LUAFRAMES
 /* Names the tagged frame v of pid: 0, or -errno (the frame stays unnamed). */
 int luaname__resolve(uint32_t pid, uint64_t v, struct framename *out);
 /* Names the tagged frames among frames[0..n) now, while their Protos live. */
 void luaname__warm(uint32_t pid, const uint64_t *frames, unsigned int n);
 void luaname__stats(struct luaname_stats *st);
+#endif
+
+#ifdef CONFIG_LUA51FRAMES
+/* Names the Lua 5.1 frame v of pid (luaname__resolve's reader; its counters in st). */
+int lua51name__read(uint32_t pid, uint64_t v, struct framename *out, struct luaname_stats *st);
 #else
+static inline int lua51name__read(uint32_t pid, uint64_t v, struct framename *out,
+				  struct luaname_stats *st)
+{
+	return -95; /* -EOPNOTSUPP */
+}
+#endif
+
+#ifndef CONFIG_LUAFRAMES
 static inline int luaname__resolve(uint32_t pid, uint64_t v, struct framename *out)
 {
 	return -95; /* -EOPNOTSUPP */

@@ -156,9 +156,9 @@ static uint64_t lua_location(struct out_ctx *c, uint32_t pid, uint64_t v)
 	if (!exe_first(c, pid))
 		return 0;
 	map_id = pprof_builder__mapping(c->b, &(struct pprof_mapping_desc){
-		.memory_start = LUAFRAME_TAG << 56, .memory_limit = (LUAFRAME_TAG + 1) << 56,
-		.filename = "[lua5.4]", .has_functions = true, .has_filenames = true,
-		.has_line_numbers = true});
+		.memory_start = v >> 56 << 56, .memory_limit = ((v >> 56) + 1) << 56,
+		.filename = v >> 56 == LUA51FRAME_TAG ? "[lua5.1]" : "[lua5.4]",
+		.has_functions = true, .has_filenames = true, .has_line_numbers = true});
 	if (!map_id)
 		return 0;
 	c->lua_used = true;

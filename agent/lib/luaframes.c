@@ -39,7 +39,7 @@
 #define CHAIN_STEPS 1024    /* CallInfos walked per state at most (a cycle ends there too) */
 
 static struct {
-	bool on;
+	bool on, v51; /* v51: agent/lib/lua51frames.c walks */
 	uintptr_t exec_lo, exec_hi; /* luaV_execute */
 	uintptr_t states[CONFIG_LUAFRAMES_STATES];
 	struct luaframes_stats st;
@@ -224,6 +224,11 @@ void luaframes__init(void)
 		return;
 	if (off && !strcmp(off, "0")) /* the native walk alone (the cost's baseline) */
 		return;
+	if (!strncmp(lua.st.version, "5.1.", 4)) {
+		lua.on = lua.v51 = lua.st.on = lua51frames__init(ident, &lua.st);
+		lua.st.unknown_version += !lua.on;
+		return;
+	}
 	if (sizeof(void *) != 8 || strncmp(lua.st.version, "5.4.", 4) ||
 	    !dladdr(ident, &info) || !find_execute((uintptr_t)info.dli_fbase)) {
 		lua.st.unknown_version++;
@@ -551,6 +556,8 @@ unsigned int luaframes__splice(uint64_t *frames, unsigned int n, unsigned int ma
 	unsigned int a, runs, pushed = 0, out;
 	bool cut = false;
 
+	if (lua.v51)
+		return lua51frames__splice(frames, n, max, stack_hi, truncated);
 	if (!lua.on || !(a = activations(frames, n)))
 		return n;
 	if ((!lua_runs(sp, hi, &runs, &cut) || runs != a) && !scan_wait--) {

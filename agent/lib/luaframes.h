@@ -4,8 +4,8 @@
  *
  * At start (outside the handler) the library looks for Lua in the process: the exported
  * lua_ident ("$LuaVersion: Lua 5.4.x ...", in .dynsym of Debian's lua5.4 and of liblua5.4.so)
- * says the version; a Lua without a layout here (5.1, LuaJIT, 32-bit) is counted
- * (unknown_version) and profiled natively. luaV_execute is hidden (no symbol, even dynamic):
+ * says the version; a Lua without a layout here (LuaJIT, 32-bit, 5.1 without LUA51FRAMES) is
+ * counted (unknown_version) and profiled natively. luaV_execute is hidden (no symbol, even dynamic):
  * it is found as the function that holds the targets of its computed-goto table (ljumptab.h's
  * disptab, NUM_OPCODES code pointers in a row in the module's relocated data), bounded by the
  * module's .eh_frame_hdr; no such table (a Lua built without LUA_USE_JUMPTABLE): natively.
@@ -67,6 +67,26 @@ static inline unsigned int luaframes__splice(uint64_t *frames, unsigned int n, u
 static inline void luaframes__stats(struct luaframes_stats *st)
 {
 	*st = (struct luaframes_stats){0};
+}
+#endif
+
+/* Lua 5.1 (agent/lib/lua51frames.c): luaframes__init() and __splice() hand a 5.1 over. */
+#ifdef CONFIG_LUA51FRAMES
+/* Finds luaV_execute of the Lua 5.1 whose lua_ident is ident (at start); st: where the handler
+ * counts. false: not profiled as Lua. */
+bool lua51frames__init(const void *ident, struct luaframes_stats *st);
+unsigned int lua51frames__splice(uint64_t *frames, unsigned int n, unsigned int max,
+				 uintptr_t stack_hi, bool *truncated);
+#else
+static inline bool lua51frames__init(const void *ident, struct luaframes_stats *st)
+{
+	return false;
+}
+static inline unsigned int lua51frames__splice(uint64_t *frames, unsigned int n,
+					       unsigned int max, uintptr_t stack_hi,
+					       bool *truncated)
+{
+	return n;
 }
 #endif
 

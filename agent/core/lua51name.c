@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: MIT
+/* agent/core/lua51name.c — Lua 5.1 frames' names: see agent/core/luaname.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "agent/core/luaname.h"
+
+/* Lua 5.1.5 LP64 (lobject.h; offsetof() checked against Debian's 5.1.5-9 sources). */
+#define P_TT 8
+#define P_CODE 24
+#define P_LINEINFO 40
+#define P_SOURCE 64
+#define P_SIZECODE 80
+#define P_SIZELINEINFO 84
+#define P_LINEDEFINED 96
+#define P_SIZE 104
+#define TS_TT 8
+#define TS_LEN 16
+#define TS_CONTENTS 24 /* a TString is padded to L_Umaxalign: the bytes follow it */
+#define LUA_TSTRING 4
+#define LUA_TPROTO 9
+
+static int peek(uint32_t pid, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)addr, len};
+
+	return addr && process_vm_readv((pid_t)pid, &local, 1, &remote, 1, 0) == (ssize_t)len
+		   ? 0
+		   : -EFAULT;
+}
+
+static int32_t int32(const unsigned char *b, unsigned int off)
+{
+	int32_t v;
+
+	memcpy(&v, b + off, sizeof(v));
+	return v;
+}
+
+static uint64_t word(const unsigned char *b, unsigned int off)
+{
+	uint64_t v;
+
+	memcpy(&v, b + off, sizeof(v));
+	return v;
+}
+
+static int read_source(uint32_t pid, uint64_t addr, char *out, size_t max)
+{
+	unsigned char h[TS_CONTENTS];
+	char raw[FRAMENAME_MAX];
+	uint64_t len;
+	size_t n;
+
+	if (peek(pid, addr, h, sizeof(h)))
+		return -EFAULT;
+	if (h[TS_TT] != LUA_TSTRING)
+		return -EILSEQ;
+	len = word(h, TS_LEN);
+	n = len < sizeof(raw) - 1 ? (size_t)len : sizeof(raw) - 1;
+	if (!n || peek(pid, addr + TS_CONTENTS, raw, n))
+		return -EFAULT;
+	raw[n] = 0;
+	return luaname__chunkid(raw, n, len, out, max);
+}
+
+/* lineinfo[pc]: 5.1 keeps each instruction's absolute line. 0: unknown. */
+static int64_t read_line(uint32_t pid, const unsigned char *p, unsigned int pc)
+{
+	int32_t line;
+
+	if ((int32_t)pc >= int32(p, P_SIZELINEINFO) ||
+	    peek(pid, word(p, P_LINEINFO) + 4 * (uint64_t)pc, &line, sizeof(line)))
+		return 0;
+	return line > 0 ? line : 0;
+}
+
+int lua51name__read(uint32_t pid, uint64_t v, struct framename *out, struct luaname_stats *st)
+{
+	uint64_t proto = (v & LUAFRAME_PROTO_MASK) << 3;
+	unsigned int pc = (unsigned int)(v >> 45) & LUAFRAME_PC_NONE;
+	unsigned char p[P_SIZE];
+	char file[FRAMENAME_MAX];
+	int err;
+
+	if (peek(pid, proto, p, sizeof(p))) {
+		st->unreadable++;
+		return -EFAULT;
+	}
+	if (p[P_TT] != LUA_TPROTO || int32(p, P_SIZECODE) <= 0 ||
+	    (pc != LUAFRAME_PC_NONE && (int32_t)pc >= int32(p, P_SIZECODE))) {
+		st->not_proto++;
+		return -EINVAL;
+	}
+	err = read_source(pid, word(p, P_SOURCE), file, sizeof(file));
+	if (err) {
+		st->bad_string++;
+		return err;
+	}
+	out->start_line = int32(p, P_LINEDEFINED);
+	out->line = pc == LUAFRAME_PC_NONE ? 0 : read_line(pid, p, pc);
+	memcpy(out->file, file, sizeof(file));
+	if (out->start_line)
+		snprintf(out->name, sizeof(out->name), "function <%.100s:%lld>", file,
+			 (long long)out->start_line);
+	else
+		snprintf(out->name, sizeof(out->name), "main chunk <%.100s>", file);
+	st->resolved++;
+	return 0;
+}
