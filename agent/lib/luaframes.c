@@ -287,8 +287,22 @@ static void add_state(uintptr_t w)
 	__atomic_fetch_add(&lua.st.states_full, 1, __ATOMIC_RELAXED);
 }
 
-/* New states among the words of this thread's stack from sp up (at most 64 candidates read). */
-static __attribute__((noinline)) void scan_stack(uintptr_t sp, uintptr_t hi)
+/* One word of this thread's stack: a plain load below its known end (the live stack, above
+ * the handler's own frame), else through the window, filled a page at a time upwards. */
+static bool stack_word(uintptr_t a, bool live, uintptr_t *w)
+{
+	if (live) {
+		*w = *(const uintptr_t *)a;
+		return true;
+	}
+	return selfread__fetch(&stack_window, (a | (SELFREAD_WINDOW - 1)) - 7, w, sizeof(*w),
+			       &lua.st.read_errors) &&
+	       selfread__fetch(&stack_window, a, w, sizeof(*w), &lua.st.read_errors);
+}
+
+/* New states among the words of this thread's stack from sp up (at most 64 candidates read);
+ * hi_known: hi is the stack's end (not a guess). */
+static __attribute__((noinline)) void scan_stack(uintptr_t sp, uintptr_t hi, bool hi_known)
 {
 	uintptr_t end = sp + CONFIG_LUAFRAMES_SCAN_BYTES, w;
 	unsigned int tried = 0;
@@ -298,7 +312,7 @@ static __attribute__((noinline)) void scan_stack(uintptr_t sp, uintptr_t hi)
 		end = hi;
 	selfread__reset(&stack_window);
 	for (uintptr_t a = sp & ~(uintptr_t)7; a + 8 <= end && tried < 64; a += 8) {
-		if (!selfread__fetch(&stack_window, a, &w, sizeof(w), &lua.st.read_errors))
+		if (!stack_word(a, hi_known, &w))
 			break;
 		if ((w & 7) || w < 65536 || w >> 47 || (w >= sp && w < end) || known_state(w))
 			continue;
@@ -337,9 +351,7 @@ static __attribute__((noinline)) void prefetch(void)
 		remote[n++] = (struct iovec){(void *)lo, STACK_PRE};
 		stack_window.base = stack_window.lo = lo;
 	}
-	r = n ? syscall(SYS_process_vm_readv, getpid(), local, (unsigned long)n, remote,
-			(unsigned long)n, 0UL)
-	      : 0;
+	r = n ? selfread__readv(local, remote, (unsigned long)n) : 0;
 	/* whole iovecs only: the ones before the first that failed */
 	for (unsigned int i = 0, v = 0; i < CONFIG_LUAFRAMES_STATES; i++) {
 		if (!__atomic_load_n(&lua.states[i], __ATOMIC_RELAXED) || v >= states)
@@ -555,7 +567,7 @@ unsigned int luaframes__splice(uint64_t *frames, unsigned int n, unsigned int ma
 		return n;
 	if ((!lua_runs(sp, hi, &runs, &cut) || runs != a) && !scan_wait--) {
 		scan_wait = 63;
-		scan_stack(sp, hi);
+		scan_stack(sp, hi, stack_hi != 0);
 		if (!lua_runs(sp, hi, &runs, &cut))
 			runs = 0;
 	}
