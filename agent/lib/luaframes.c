@@ -287,22 +287,17 @@ static void add_state(uintptr_t w)
 	__atomic_fetch_add(&lua.st.states_full, 1, __ATOMIC_RELAXED);
 }
 
-/* One word of this thread's stack: a plain load below its known end (the live stack, above
- * the handler's own frame), else through the window, filled a page at a time upwards. */
-static bool stack_word(uintptr_t a, bool live, uintptr_t *w)
+/* One word of this thread's stack: through the window, filled a page at a time upwards (a
+ * plain load on the live stack: agent/lib/selfread.h). */
+static bool stack_word(uintptr_t a, uintptr_t *w)
 {
-	if (live) {
-		*w = *(const uintptr_t *)a;
-		return true;
-	}
 	return selfread__fetch(&stack_window, (a | (SELFREAD_WINDOW - 1)) - 7, w, sizeof(*w),
 			       &lua.st.read_errors) &&
 	       selfread__fetch(&stack_window, a, w, sizeof(*w), &lua.st.read_errors);
 }
 
-/* New states among the words of this thread's stack from sp up (at most 64 candidates read);
- * hi_known: hi is the stack's end (not a guess). */
-static __attribute__((noinline)) void scan_stack(uintptr_t sp, uintptr_t hi, bool hi_known)
+/* New states among the words of this thread's stack from sp up (at most 64 candidates read). */
+static __attribute__((noinline)) void scan_stack(uintptr_t sp, uintptr_t hi)
 {
 	uintptr_t end = sp + CONFIG_LUAFRAMES_SCAN_BYTES, w;
 	unsigned int tried = 0;
@@ -312,7 +307,7 @@ static __attribute__((noinline)) void scan_stack(uintptr_t sp, uintptr_t hi, boo
 		end = hi;
 	selfread__reset(&stack_window);
 	for (uintptr_t a = sp & ~(uintptr_t)7; a + 8 <= end && tried < 64; a += 8) {
-		if (!stack_word(a, hi_known, &w))
+		if (!stack_word(a, &w))
 			break;
 		if ((w & 7) || w < 65536 || w >> 47 || (w >= sp && w < end) || known_state(w))
 			continue;
@@ -567,7 +562,7 @@ unsigned int luaframes__splice(uint64_t *frames, unsigned int n, unsigned int ma
 		return n;
 	if ((!lua_runs(sp, hi, &runs, &cut) || runs != a) && !scan_wait--) {
 		scan_wait = 63;
-		scan_stack(sp, hi, stack_hi != 0);
+		scan_stack(sp, hi);
 		if (!lua_runs(sp, hi, &runs, &cut))
 			runs = 0;
 	}

@@ -22,8 +22,13 @@ static struct {
 	struct selfread_stats st;
 } sr;
 
-/* This sample's break: [heap_lo, direct_hi) is read with plain loads; 0: nothing is. */
-static EP_TLS uintptr_t direct_hi;
+/* This sample's break: [heap_lo, direct_hi) is read with plain loads; 0: nothing is. So are
+ * the live stack [live_lo, live_hi) and the ranges walkers vouched for. */
+static EP_TLS uintptr_t direct_hi, live_lo, live_hi;
+static EP_TLS struct {
+	uintptr_t lo, hi;
+} vouched[SELFREAD_VOUCHED];
+static EP_TLS unsigned int n_vouched;
 /* Counted per thread and added to sr.st once per sample: one atomic add, not one per read. */
 static EP_TLS uint64_t n_direct, n_syscalls;
 
@@ -34,7 +39,25 @@ static void count(uint64_t *errors)
 
 static bool direct(uintptr_t addr, size_t len)
 {
-	return addr >= sr.heap_lo && addr + len >= addr && addr + len <= direct_hi;
+	uintptr_t end = addr + len;
+
+	if (end < addr)
+		return false;
+	if ((addr >= sr.heap_lo && end <= direct_hi) || (addr >= live_lo && end <= live_hi))
+		return true;
+	for (unsigned int i = 0; i < n_vouched; i++)
+		if (addr >= vouched[i].lo && end <= vouched[i].hi)
+			return true;
+	return false;
+}
+
+bool selfread__vouch(uintptr_t lo, uintptr_t hi)
+{
+	if (n_vouched == SELFREAD_VOUCHED || lo < 4096 || hi <= lo)
+		return false;
+	vouched[n_vouched].lo = lo;
+	vouched[n_vouched++].hi = hi;
+	return true;
 }
 
 static long self_readv(const struct iovec *local, const struct iovec *remote, unsigned long n)
@@ -187,13 +210,19 @@ void selfread__init(void)
 	sr.st.direct_on = sr.on;
 }
 
-void selfread__begin(const uint64_t *frames, unsigned int n, bool alone)
+void selfread__begin(const uint64_t *frames, unsigned int n, bool alone, uintptr_t stack_hi)
 {
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+
 	if (n_direct || n_syscalls) { /* the last sample's */
 		__atomic_fetch_add(&sr.st.direct, n_direct, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&sr.st.syscalls, n_syscalls, __ATOMIC_RELAXED);
 		n_direct = n_syscalls = 0;
 	}
+	n_vouched = 0;
+	/* the stack above a frame of ours is mapped: callers' frames, up to the thread's end */
+	live_lo = sp;
+	live_hi = stack_hi > sp ? stack_hi : 0;
 	direct_hi = 0;
 	if (!sr.on)
 		return;

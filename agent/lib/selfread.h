@@ -24,7 +24,8 @@
  *     thread up to 8 x CPUs); MALLOC_ARENA_MAX or a GLIBC_TUNABLES arena_max turns the path off.
  * A program that moves its break by the raw system call, or mprotects its brk heap, would break
  * the proof: neither is done by glibc's malloc. Everything else (mmap'd chunks, thread arenas,
- * Python's data stack) goes through process_vm_readv as before.
+ * Python's data stack unless its walker vouches for it) goes through process_vm_readv. The
+ * thread's own live stack, from the handler's frame up to its known end, is read directly too.
  */
 #ifndef EDGEPROF_AGENT_SELFREAD_H
 #define EDGEPROF_AGENT_SELFREAD_H
@@ -35,6 +36,7 @@
 #include <sys/uio.h>
 
 #define SELFREAD_WINDOW 4096
+#define SELFREAD_VOUCHED 8
 
 struct selfread_window {
 	unsigned char buf[SELFREAD_WINDOW];
@@ -68,15 +70,25 @@ static inline void selfread__reset(struct selfread_window *w)
 /* Finds the brk heap's start, __curbrk and brk()'s code (not async-signal-safe: at start). */
 void selfread__init(void);
 /* Handler, before any read of a sample: frames[0..n) its native walk (the interrupted pc
- * first), alone: the program has one thread. */
-void selfread__begin(const uint64_t *frames, unsigned int n, bool alone);
+ * first), alone: the program has one thread; stack_hi: this thread's stack end (0: unknown),
+ * everything from the handler's frame up to it is the live stack, read directly. */
+void selfread__begin(const uint64_t *frames, unsigned int n, bool alone, uintptr_t stack_hi);
+/* Handler: a walker proves [lo, hi) mapped until the sample ends (a live object of the
+ * interrupted thread's that only this thread unmaps, linked before it is mapped... see the
+ * caller): it is read directly. At most SELFREAD_VOUCHED per sample; false when full or odd. */
+bool selfread__vouch(uintptr_t lo, uintptr_t hi);
 void selfread__stats(struct selfread_stats *st);
 #else
 static inline void selfread__init(void)
 {
 }
-static inline void selfread__begin(const uint64_t *frames, unsigned int n, bool alone)
+static inline void selfread__begin(const uint64_t *frames, unsigned int n, bool alone,
+				   uintptr_t stack_hi)
 {
+}
+static inline bool selfread__vouch(uintptr_t lo, uintptr_t hi)
+{
+	return false;
 }
 static inline void selfread__stats(struct selfread_stats *st)
 {

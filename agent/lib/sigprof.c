@@ -162,6 +162,14 @@ skipped: /* for the agent's comments too */
 	return false;
 }
 
+/* The thread's stack end when the handler runs on that stack (not a coroutine's), else 0. */
+static __attribute__((noinline)) uintptr_t live_stack_hi(void)
+{
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+
+	return sp >= self.stack_lo && sp < self.stack_hi ? self.stack_hi : 0;
+}
+
 static void on_sigprof(int sig, siginfo_t *si, void *uctx)
 {
 	int saved_errno = errno;
@@ -184,7 +192,7 @@ static void on_sigprof(int sig, siginfo_t *si, void *uctx)
 	n = unwind__stack(uctx, self.stack_lo, self.stack_hi, ep.unwind, &self.cache, self.frames,
 			  ep.max_depth, &truncated);
 	selfread__begin(self.frames, n,
-			__atomic_load_n(&ep.program_threads, __ATOMIC_RELAXED) == 1);
+			__atomic_load_n(&ep.program_threads, __ATOMIC_RELAXED) == 1, live_stack_hi());
 	n = pyframes__splice(self.frames, n, ep.max_depth, &truncated);
 	n = luaframes__splice(self.frames, n, ep.max_depth, self.stack_hi, &truncated);
 	rec = ring__reserve(ep.ring, n);

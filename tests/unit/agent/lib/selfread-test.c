@@ -44,7 +44,7 @@ static struct selfread_stats stats(void)
 
 static void alone(void)
 {
-	selfread__begin(NULL, 0, true);
+	selfread__begin(NULL, 0, true, 0);
 }
 
 static void brk_heap_reads_directly(void **state)
@@ -138,14 +138,14 @@ static void direct_path_stands_down(void **state)
 	assert_true(obj && brk_fn);
 	*obj = 42;
 	before = stats();
-	selfread__begin(NULL, 0, false);
+	selfread__begin(NULL, 0, false, 0);
 	assert_int_equal(stats().not_alone, before.not_alone + 1);
 	before = stats();
 	assert_int_equal(selfread__peek((uintptr_t)obj, &v, sizeof(v), &errors), pvr);
 	assert_int_equal(stats().direct, before.direct);
 	assert_int_equal(stats().syscalls, before.syscalls + 1);
 	before = stats();
-	selfread__begin(in_brk, 2, true);
+	selfread__begin(in_brk, 2, true, 0);
 	assert_int_equal(stats().in_brk, before.in_brk + 1);
 	before = stats();
 	assert_int_equal(selfread__peek((uintptr_t)obj, &v, sizeof(v), &errors), pvr);
@@ -178,6 +178,43 @@ static void readv_counts_whole_ranges(void **state)
 	free(obj);
 }
 
+/* A vouched range is read directly for one sample only; the live stack from our frame up. */
+static void vouched_and_live_stack(void **state)
+{
+	char *m = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+	uint64_t errors = 0, v = 0, here = 7;
+	struct selfread_stats before;
+	unsigned int n = 0;
+
+	(void)state;
+	assert_true(m != MAP_FAILED);
+	memcpy(m + 64, &here, sizeof(here));
+	alone();
+	before = stats();
+	assert_true(selfread__vouch((uintptr_t)m, (uintptr_t)m + (uintptr_t)page));
+	assert_true(selfread__peek((uintptr_t)m + 64, &v, sizeof(v), &errors));
+	assert_int_equal(v, 7);
+	assert_int_equal(stats().direct, before.direct + 1);
+	assert_false(selfread__vouch(4095, 8192)); /* the null page */
+	assert_false(selfread__vouch(8192, 8192));
+	while (selfread__vouch((uintptr_t)m, (uintptr_t)m + 8))
+		n++;
+	assert_int_equal(n, SELFREAD_VOUCHED - 1);
+	munmap(m, (size_t)page);
+	alone(); /* a new sample: the vouch is gone with it */
+	before = stats();
+	assert_false(selfread__peek((uintptr_t)m + 64, &v, sizeof(v), &errors));
+	assert_int_equal(stats().direct, before.direct);
+	/* this frame is above selfread__begin's, below the stack's end */
+	selfread__begin(NULL, 0, false, (uintptr_t)&here + 4096);
+	before = stats();
+	v = 0;
+	assert_true(selfread__peek((uintptr_t)&here, &v, sizeof(v), &errors));
+	assert_int_equal(v, 7);
+	assert_int_equal(stats().direct, before.direct + 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -186,6 +223,7 @@ int main(void)
 	    cmocka_unit_test(trimmed_heap_top_fails),
 	    cmocka_unit_test(direct_path_stands_down),
 	    cmocka_unit_test(readv_counts_whole_ranges),
+	    cmocka_unit_test(vouched_and_live_stack),
 	};
 
 	page = sysconf(_SC_PAGESIZE);
