@@ -132,7 +132,8 @@ static bool function_bounds(const uint8_t *hdr, uintptr_t pc, uintptr_t *lo, uin
 	return *lo <= pc && pc < *hi;
 }
 
-/* A run of exactly NUM_OPCODES words at w all pointing into [x_lo, x_hi), one function's. */
+/* A run of exactly NUM_OPCODES words at w all pointing into one function of [x_lo, x_hi),
+ * the next word not (arm64's lua5.4 has another table of code pointers right after it). */
 static bool is_disptab(const uintptr_t *w, const uint8_t *eh, uintptr_t x_lo, uintptr_t x_hi,
 		       uintptr_t *lo, uintptr_t *hi)
 {
@@ -144,9 +145,8 @@ static bool is_disptab(const uintptr_t *w, const uint8_t *eh, uintptr_t x_lo, ui
 		min = w[i] < min ? w[i] : min;
 		max = w[i] > max ? w[i] : max;
 	}
-	if (w[NUM_OPCODES] >= x_lo && w[NUM_OPCODES] < x_hi)
-		return false;
-	return function_bounds(eh, min, lo, hi) && max < *hi;
+	return function_bounds(eh, min, lo, hi) && max < *hi &&
+	       (w[NUM_OPCODES] < *lo || w[NUM_OPCODES] >= *hi);
 }
 
 /* luaV_execute of the module at base: the function its dispatch table points into. */
@@ -177,8 +177,8 @@ static bool find_execute(uintptr_t base)
 		if (p->p_type != PT_LOAD || (p->p_flags & PF_X) || n <= NUM_OPCODES)
 			continue;
 		for (size_t k = 0; k + NUM_OPCODES < n; k++) {
-			if ((k && w[k - 1] >= x_lo && w[k - 1] < x_hi) ||
-			    !is_disptab(w + k, eh, x_lo, x_hi, &lo, &hi))
+			if (!is_disptab(w + k, eh, x_lo, x_hi, &lo, &hi) ||
+			    (k && w[k - 1] >= lo && w[k - 1] < hi))
 				continue;
 			if (found) /* two tables: not sure which is the VM's */
 				return false;

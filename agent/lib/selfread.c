@@ -2,6 +2,7 @@
 /* agent/lib/selfread.c — see selfread.h. */
 #include <dlfcn.h>
 #include <elf.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <link.h>
 #include <stdlib.h>
@@ -23,8 +24,8 @@ static struct {
 } sr;
 
 /* This sample's break: [heap_lo, direct_hi) is read with plain loads; 0: nothing is. So are
- * the live stack [live_lo, live_hi) and the ranges walkers vouched for. */
-static EP_TLS uintptr_t direct_hi, live_lo, live_hi;
+ * the live stack (from the reading frame up to live_hi) and the ranges walkers vouched for. */
+static EP_TLS uintptr_t direct_hi, live_hi;
 static EP_TLS struct {
 	uintptr_t lo, hi;
 } vouched[SELFREAD_VOUCHED];
@@ -37,13 +38,14 @@ static void count(uint64_t *errors)
 	__atomic_fetch_add(errors, 1, __ATOMIC_RELAXED);
 }
 
-static bool direct(uintptr_t addr, size_t len)
+static __attribute__((noinline)) bool direct(uintptr_t addr, size_t len)
 {
-	uintptr_t end = addr + len;
+	uintptr_t end = addr + len, sp = (uintptr_t)__builtin_frame_address(0);
 
 	if (end < addr)
 		return false;
-	if ((addr >= sr.heap_lo && end <= direct_hi) || (addr >= live_lo && end <= live_hi))
+	/* the live stack: from this frame (the lowest of the handler's now) up */
+	if ((addr >= sr.heap_lo && end <= direct_hi) || (addr >= sp && end <= live_hi))
 		return true;
 	for (unsigned int i = 0; i < n_vouched; i++)
 		if (addr >= vouched[i].lo && end <= vouched[i].hi)
@@ -177,6 +179,42 @@ static uintptr_t start_brk(void)
 	return p ? (uintptr_t)strtoull(p + 1, NULL, 10) : 0;
 }
 
+/* The start of the mapping that holds addr, from /proc/self/maps (qemu-user leaves start_brk
+ * 0 in its /proc/self/stat, but lists the guest's mappings). 0: none. */
+static uintptr_t mapping_start(uintptr_t addr)
+{
+	char buf[4096];
+	size_t have = 0;
+	ssize_t len;
+	uintptr_t found = 0;
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	while (!found && (len = read(fd, buf + have, sizeof(buf) - 1 - have)) > 0) {
+		char *line = buf, *nl;
+
+		have += (size_t)len;
+		buf[have] = '\0';
+		while (!found && (nl = strchr(line, '\n'))) {
+			char *end;
+			uintptr_t lo = (uintptr_t)strtoull(line, &end, 16), hi = 0;
+
+			if (*end == '-')
+				hi = (uintptr_t)strtoull(end + 1, NULL, 16);
+			if (addr >= lo && addr < hi)
+				found = lo;
+			line = nl + 1;
+		}
+		have -= (size_t)(line - buf);
+		memmove(buf, line, have);
+		if (have == sizeof(buf) - 1) /* a line longer than the buffer: not ours to parse */
+			break;
+	}
+	close(fd);
+	return found;
+}
+
 /* Another arena policy may put the library's own threads in the main arena, where their frees
  * would move the break under a sample. */
 static bool arenas_shared(void)
@@ -186,13 +224,22 @@ static bool arenas_shared(void)
 	return getenv("MALLOC_ARENA_MAX") || (t && strstr(t, "arena_max"));
 }
 
+bool selfread__emulated(void)
+{
+	return sr.st.emulated;
+}
+
 void selfread__init(void)
 {
 	const ElfW(Sym) *sym = NULL;
+	char a = 1, b = 0;
+	struct iovec l = {&b, 1}, r = {&a, 1};
 	Dl_info info;
 	void *libc, *fn;
 
 	sr.on = false;
+	sr.st.emulated = syscall(SYS_process_vm_readv, getpid(), &l, 1UL, &r, 1UL, 0UL) < 0 &&
+			 errno == ENOSYS;
 	sr.curbrk = dlsym(RTLD_DEFAULT, "__curbrk");
 	if (!sr.curbrk || arenas_shared() || !dladdr(sr.curbrk, &info) || !info.dli_fname)
 		return;
@@ -206,6 +253,8 @@ void selfread__init(void)
 	sr.brk_lo = (uintptr_t)fn;
 	sr.brk_hi = sr.brk_lo + sym->st_size;
 	sr.heap_lo = start_brk();
+	if (!sr.heap_lo && *sr.curbrk) /* the break's mapping: its first page is start_brk's */
+		sr.heap_lo = mapping_start((uintptr_t)*sr.curbrk - 1);
 	sr.on = sr.heap_lo >= 4096;
 	sr.st.direct_on = sr.on;
 }
@@ -221,7 +270,6 @@ void selfread__begin(const uint64_t *frames, unsigned int n, bool alone, uintptr
 	}
 	n_vouched = 0;
 	/* the stack above a frame of ours is mapped: callers' frames, up to the thread's end */
-	live_lo = sp;
 	live_hi = stack_hi > sp ? stack_hi : 0;
 	direct_hi = 0;
 	if (!sr.on)

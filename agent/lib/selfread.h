@@ -45,6 +45,7 @@ struct selfread_window {
 
 struct selfread_stats {
 	bool direct_on;	    /* the brk heap's bounds and brk() were found at start */
+	bool emulated;	    /* no process_vm_readv (qemu-user): only direct reads succeed */
 	uint64_t direct;    /* reads served by a plain load (proven inside the brk heap) */
 	uint64_t syscalls;  /* process_vm_readv calls */
 	uint64_t not_alone; /* samples where other program threads ran: no direct reads */
@@ -78,6 +79,9 @@ void selfread__begin(const uint64_t *frames, unsigned int n, bool alone, uintptr
  * caller): it is read directly. At most SELFREAD_VOUCHED per sample; false when full or odd. */
 bool selfread__vouch(uintptr_t lo, uintptr_t hi);
 void selfread__stats(struct selfread_stats *st);
+/* process_vm_readv is missing (ENOSYS): an emulator's kernel (qemu-user), whose own host
+ * threads are listed in /proc/self/task beside the program's. */
+bool selfread__emulated(void);
 #else
 static inline void selfread__init(void)
 {
@@ -93,6 +97,10 @@ static inline bool selfread__vouch(uintptr_t lo, uintptr_t hi)
 static inline void selfread__stats(struct selfread_stats *st)
 {
 	*st = (struct selfread_stats){0};
+}
+static inline bool selfread__emulated(void)
+{
+	return false;
 }
 #endif
 

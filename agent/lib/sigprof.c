@@ -452,7 +452,10 @@ static void arm_existing_threads(void)
 	while ((d = readdir(dir))) {
 		if (d->d_name[0] == '.' || atoi(d->d_name) == self.tid)
 			continue;
-		__atomic_fetch_add(&ep.program_threads, 1, __ATOMIC_RELAXED);
+		/* under qemu-user the emulator's own threads are listed: not the program's (one
+		 * that existed before the library started is missed there, only there) */
+		if (!selfread__emulated())
+			__atomic_fetch_add(&ep.program_threads, 1, __ATOMIC_RELAXED);
 		if (ep.wall)
 			wall__thread_add((pid_t)atoi(d->d_name), 0);
 		arm_thread((pid_t)atoi(d->d_name));
@@ -733,9 +736,10 @@ static void write_standalone(void)
 		 (unsigned long long)ls.truncated);
 	selfread__stats(&srs);
 	snprintf(c7, sizeof(c7),
-		 "edgeprof selfread: direct_on=%d direct=%llu syscalls=%llu not_alone=%llu "
-		 "in_brk=%llu",
-		 srs.direct_on, (unsigned long long)srs.direct, (unsigned long long)srs.syscalls,
+		 "edgeprof selfread: direct_on=%d emulated=%d direct=%llu syscalls=%llu "
+		 "not_alone=%llu in_brk=%llu",
+		 srs.direct_on, srs.emulated, (unsigned long long)srs.direct,
+		 (unsigned long long)srs.syscalls,
 		 (unsigned long long)srs.not_alone, (unsigned long long)srs.in_brk);
 	output_path("cpu", path, sizeof(path));
 	err = procs ? proctab__touch(procs, (uint32_t)ep.pid) : -ENOMEM;
