@@ -19,6 +19,7 @@ struct pyframe_layout {
 	uint16_t tstate_cframe, cframe_current; /* tstate->cframe->current_frame */
 	uint16_t f_code, f_previous, f_is_entry, f_size; /* _PyInterpreterFrame */
 	uint16_t tstate_chunk, tstate_limit; /* tstate->datastack_chunk, datastack_limit */
+	uint16_t tstate_thread_id;	     /* tstate->thread_id: pthread_self() of its thread */
 };
 
 static const struct pyframe_layout frame_layouts[] = {
@@ -26,7 +27,7 @@ static const struct pyframe_layout frame_layouts[] = {
      .f_code = 32, .f_previous = 48, .f_is_entry = 68, .f_size = 72,
      /* read with ctypes from PyThreadState_Get(): the chunk is page-aligned, its limit
       * 16 KiB above it, datastack_top between them */
-     .tstate_chunk = 296, .tstate_limit = 312},
+     .tstate_chunk = 296, .tstate_limit = 312, .tstate_thread_id = 152},
 };
 
 static struct {
@@ -35,6 +36,8 @@ static struct {
 	uintptr_t eval_lo, eval_hi;
 	uintptr_t data_lo, data_hi; /* the load segment holding _PyRuntime (3.11: the main
 				     * thread's state too): the module's, mapped while it runs */
+	unsigned int tss;	    /* autoTSSkey's offset in _PyRuntime (found: tss_found) */
+	bool tss_found;
 	struct pyframes_stats st;
 } py;
 
@@ -106,6 +109,7 @@ void pyframes__init(void)
 	py.eval_lo = (uintptr_t)eval;
 	py.eval_hi = py.eval_lo + sym->st_size;
 	py.l = frame_layout(py.st.minor);
+	py.tss = py.l->tss_init;
 	py.st.on = true;
 }
 
@@ -152,20 +156,60 @@ static void vouch_chunks(uintptr_t tstate)
 	}
 }
 
+/* This thread's state by the Py_tss_t at off in _PyRuntime ({int initialized; key}), if its
+ * thread_id is this thread's; 0 otherwise. */
+static uintptr_t tstate_at(unsigned int off)
+{
+	int init;
+	unsigned int key;
+	uintptr_t tstate;
+	unsigned long id;
+
+	/* _PyRuntime is the program's own data: always mapped, read directly */
+	memcpy(&init, py.runtime + off, sizeof(init));
+	memcpy(&key, py.runtime + off + sizeof(init), sizeof(key));
+	if (init != 1 || key >= 1024)
+		return 0;
+	tstate = (uintptr_t)pthread_getspecific((pthread_key_t)key);
+	if (!tstate || !peek(tstate + py.l->tstate_thread_id, &id, sizeof(id)) ||
+	    id != (unsigned long)pthread_self())
+		return 0;
+	return tstate;
+}
+
+/*
+ * The thread's PyThreadState. _PyRuntime's layout differs between architectures (its locks are
+ * glibc's pthread_mutex_t: 40 bytes on x86_64, 48 on arm64), so the table's autoTSSkey offset
+ * is checked (the state's thread_id must be this thread) and, when wrong, found: the Py_tss_t
+ * in _PyRuntime's first KiB whose key gives this thread's state. At most 8 searches per process
+ * (counted); none found: natively, counted as a mismatch.
+ */
+static uintptr_t thread_state(void)
+{
+	uintptr_t tstate = tstate_at(__atomic_load_n(&py.tss, __ATOMIC_RELAXED));
+
+	if (tstate || __atomic_load_n(&py.tss_found, __ATOMIC_RELAXED))
+		return tstate;
+	if (__atomic_fetch_add(&py.st.tss_searches, 1, __ATOMIC_RELAXED) < 8)
+		for (unsigned int off = 0; off + 8 <= 1024; off += 4)
+			if ((tstate = tstate_at(off))) {
+				__atomic_store_n(&py.tss, off, __ATOMIC_RELAXED);
+				__atomic_store_n(&py.tss_found, true, __ATOMIC_RELAXED);
+				return tstate;
+			}
+	__atomic_fetch_add(&py.st.mismatch, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
 /* The newest interpreter frame of this thread, or 0. */
 static uintptr_t current_frame(void)
 {
 	const struct pyframe_layout *l = py.l;
-	int init;
-	unsigned int key;
 	uintptr_t tstate, cframe = 0, frame = 0;
 
-	/* _PyRuntime is the program's own data: always mapped, read directly */
-	memcpy(&init, py.runtime + l->tss_init, sizeof(init));
-	memcpy(&key, py.runtime + l->tss_key, sizeof(key));
-	tstate = init ? (uintptr_t)pthread_getspecific((pthread_key_t)key) : 0;
 	if (py.data_hi)
 		selfread__vouch(py.data_lo, py.data_hi);
+	tstate = thread_state();
 	if (tstate)
 		vouch_chunks(tstate);
 	if (!tstate || !peek(tstate + l->tstate_cframe, &cframe, sizeof(cframe)) ||

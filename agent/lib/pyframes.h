@@ -31,6 +31,8 @@ struct pyframes_stats {
 	uint64_t unknown_version;  /* an interpreter without a layout (profiled natively) */
 	uint64_t samples, frames;  /* samples with Python frames spliced in, frames put in */
 	uint64_t no_state;	   /* samples in the eval loop without a thread state */
+	uint64_t mismatch;	   /* the thread state found is not this thread's (layout): native */
+	uint64_t tss_searches;	   /* searches of _PyRuntime for the thread-state key */
 	uint64_t read_errors;	   /* reads that failed (EFAULT: a torn or freed pointer) */
 	uint64_t truncated;	   /* chains cut at CONFIG_PYFRAMES_MAX or the sample's depth */
 };

@@ -651,7 +651,7 @@ static void write_standalone(void)
 	struct symbolizer *sym = IS_ENABLED(CONFIG_SYMBOLIZE) ? symbolizer__new(0) : NULL;
 	struct sigctl_stats ss;
 	struct rusage ru;
-	char c0[256], c1[256], c2[256], c3[384], c4[256], c5[256], c6[320], c7[192];
+	char c0[256], c1[256], c2[256], c3[384], c4[256], c5[320], c6[320], c7[192];
 	const char *comments[] = {c0, c1, c2, c3, c4, c5, c6, c7};
 	struct pyframes_stats ps;
 	struct luaframes_stats ls;
@@ -718,10 +718,12 @@ static void write_standalone(void)
 	pyframes__stats(&ps);
 	snprintf(c5, sizeof(c5),
 		 "edgeprof python: version=3.%u spliced=%d unknown_version=%llu samples=%llu "
-		 "frames=%llu no_state=%llu read_errors=%llu truncated=%llu",
+		 "frames=%llu no_state=%llu mismatch=%llu tss_searches=%llu read_errors=%llu "
+		 "truncated=%llu",
 		 ps.minor, ps.on, (unsigned long long)ps.unknown_version,
 		 (unsigned long long)ps.samples, (unsigned long long)ps.frames,
-		 (unsigned long long)ps.no_state, (unsigned long long)ps.read_errors,
+		 (unsigned long long)ps.no_state, (unsigned long long)ps.mismatch,
+		 (unsigned long long)ps.tss_searches, (unsigned long long)ps.read_errors,
 		 (unsigned long long)ps.truncated);
 	luaframes__stats(&ls);
 	snprintf(c6, sizeof(c6),
