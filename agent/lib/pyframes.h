@@ -13,8 +13,12 @@
  * cframe->current_frame starts the chain of _PyInterpreterFrame (previous), and each native
  * _PyEval_EvalFrameDefault activation in the walk is replaced by the frames it runs, newest
  * first, down to the one marked is_entry (3.11: one C activation runs many Python frames). Every
- * read of the interpreter's memory goes through process_vm_readv() on the process itself (a
- * system call: a torn pointer gives EFAULT, never a fault in the handler). At most
+ * read of the interpreter's memory goes through agent/lib/selfread.h: plain loads where the
+ * memory is proven mapped (the thread's linked data stack chunks, _PyRuntime's segment, the
+ * brk heap of a one-thread program), process_vm_readv() on the process itself elsewhere (a
+ * torn pointer gives EFAULT, never a fault in the handler). The thread state's thread_id must
+ * be this thread's: where the table's autoTSSkey offset is wrong (arm64's _PyRuntime differs),
+ * the key is searched for in _PyRuntime (counted: tss_searches; not found: mismatch). At most
  * CONFIG_PYFRAMES_MAX Python frames per sample; the frames are tagged code-object words
  * (agent/core/pyname.h) that the profile writer names. EDGEPROF_PYTHON=0 turns it off (the
  * native walk alone: the baseline of the cost benchmark).
