@@ -74,6 +74,11 @@ unit-tests-glibc  += unwind
 unwind-test-objs   = agent/lib/unwind.o agent/lib/modules.o elf/cfi.o elf/ehabi.o $(libedgeprof-arm-y)
 unwind-test-ldlibs = -ldl -lpthread
 CFLAGS_unwind-test = -funwind-tables # its armv7 walk needs .ARM.exidx entries
+# Bad pointers fed to the interpreter walkers' reader (built as libedgeprof.so is).
+unit-tests-$(if $(libedgeprof-selfread-y),y) += selfread
+unit-tests-glibc  += selfread
+selfread-test-objs = agent/lib/selfread.o
+selfread-test-ldlibs = -ldl
 ring-test-objs     = agent/core/ring.o
 ring-test-ldlibs   = -lpthread
 aggregate-test-objs = agent/core/aggregate.o

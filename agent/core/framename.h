@@ -13,6 +13,7 @@
 #define EDGEPROF_AGENT_FRAMENAME_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define FRAMENAME_MAX 160
@@ -50,6 +51,14 @@ typedef int (*framename_read_fn)(uint32_t pid, uint64_t key, struct framename *o
 /* The name of key (hash picks its slot), read on a miss: 0, or the reader's -errno. */
 int framename__resolve(struct framename_cache *c, uint32_t pid, uint64_t key, uint64_t hash,
 		       framename_read_fn read, struct framename *out);
+
+/*
+ * len bytes of pid's memory at addr: 0 or -EFAULT. process_vm_readv; where it is missing
+ * (qemu-user), this process's own /proc/self/mem, once a canary read through it came back
+ * right (a 32-bit guest's addresses are not the emulator's: there it does not, and nothing is
+ * read). Not async-signal-safe: the namers' drain pass and the profile writer.
+ */
+int framename__peek(uint32_t pid, uint64_t addr, void *buf, size_t len);
 
 /* Forgets pid's names (it exec'd: the same words may now be other code). */
 void framename__forget(struct framename_cache *c, uint32_t pid);

@@ -47,10 +47,7 @@ static struct pyname_stats stats; /* under cache.lock */
 
 static int peek(uint32_t pid, uint64_t addr, void *buf, size_t len)
 {
-	struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)addr, len};
-	ssize_t r = process_vm_readv((pid_t)pid, &local, 1, &remote, 1, 0);
-
-	return r == (ssize_t)len ? 0 : -EFAULT;
+	return framename__peek(pid, addr, buf, len);
 }
 
 static uint64_t word(const unsigned char *b, unsigned int off)

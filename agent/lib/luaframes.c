@@ -132,7 +132,8 @@ static bool function_bounds(const uint8_t *hdr, uintptr_t pc, uintptr_t *lo, uin
 	return *lo <= pc && pc < *hi;
 }
 
-/* A run of exactly NUM_OPCODES words at w all pointing into [x_lo, x_hi), one function's. */
+/* A run of exactly NUM_OPCODES words at w all pointing into one function of [x_lo, x_hi),
+ * the next word not (arm64's lua5.4 has another table of code pointers right after it). */
 static bool is_disptab(const uintptr_t *w, const uint8_t *eh, uintptr_t x_lo, uintptr_t x_hi,
 		       uintptr_t *lo, uintptr_t *hi)
 {
@@ -144,9 +145,8 @@ static bool is_disptab(const uintptr_t *w, const uint8_t *eh, uintptr_t x_lo, ui
 		min = w[i] < min ? w[i] : min;
 		max = w[i] > max ? w[i] : max;
 	}
-	if (w[NUM_OPCODES] >= x_lo && w[NUM_OPCODES] < x_hi)
-		return false;
-	return function_bounds(eh, min, lo, hi) && max < *hi;
+	return function_bounds(eh, min, lo, hi) && max < *hi &&
+	       (w[NUM_OPCODES] < *lo || w[NUM_OPCODES] >= *hi);
 }
 
 /* luaV_execute of the module at base: the function its dispatch table points into. */
@@ -177,8 +177,8 @@ static bool find_execute(uintptr_t base)
 		if (p->p_type != PT_LOAD || (p->p_flags & PF_X) || n <= NUM_OPCODES)
 			continue;
 		for (size_t k = 0; k + NUM_OPCODES < n; k++) {
-			if ((k && w[k - 1] >= x_lo && w[k - 1] < x_hi) ||
-			    !is_disptab(w + k, eh, x_lo, x_hi, &lo, &hi))
+			if (!is_disptab(w + k, eh, x_lo, x_hi, &lo, &hi) ||
+			    (k && w[k - 1] >= lo && w[k - 1] < hi))
 				continue;
 			if (found) /* two tables: not sure which is the VM's */
 				return false;
@@ -292,6 +292,15 @@ static void add_state(uintptr_t w)
 	__atomic_fetch_add(&lua.st.states_full, 1, __ATOMIC_RELAXED);
 }
 
+/* One word of this thread's stack: through the window, filled a page at a time upwards (a
+ * plain load on the live stack: agent/lib/selfread.h). */
+static bool stack_word(uintptr_t a, uintptr_t *w)
+{
+	return selfread__fetch(&stack_window, (a | (SELFREAD_WINDOW - 1)) - 7, w, sizeof(*w),
+			       &lua.st.read_errors) &&
+	       selfread__fetch(&stack_window, a, w, sizeof(*w), &lua.st.read_errors);
+}
+
 /* New states among the words of this thread's stack from sp up (at most 64 candidates read). */
 static __attribute__((noinline)) void scan_stack(uintptr_t sp, uintptr_t hi)
 {
@@ -303,7 +312,7 @@ static __attribute__((noinline)) void scan_stack(uintptr_t sp, uintptr_t hi)
 		end = hi;
 	selfread__reset(&stack_window);
 	for (uintptr_t a = sp & ~(uintptr_t)7; a + 8 <= end && tried < 64; a += 8) {
-		if (!selfread__fetch(&stack_window, a, &w, sizeof(w), &lua.st.read_errors))
+		if (!stack_word(a, &w))
 			break;
 		if ((w & 7) || w < 65536 || w >> 47 || (w >= sp && w < end) || known_state(w))
 			continue;
@@ -342,9 +351,7 @@ static __attribute__((noinline)) void prefetch(void)
 		remote[n++] = (struct iovec){(void *)lo, STACK_PRE};
 		stack_window.base = stack_window.lo = lo;
 	}
-	r = n ? syscall(SYS_process_vm_readv, getpid(), local, (unsigned long)n, remote,
-			(unsigned long)n, 0UL)
-	      : 0;
+	r = n ? selfread__readv(local, remote, (unsigned long)n) : 0;
 	/* whole iovecs only: the ones before the first that failed */
 	for (unsigned int i = 0, v = 0; i < CONFIG_LUAFRAMES_STATES; i++) {
 		if (!__atomic_load_n(&lua.states[i], __ATOMIC_RELAXED) || v >= states)

@@ -8,7 +8,9 @@
  * counted (unknown_version) and profiled natively. luaV_execute is hidden (no symbol, even dynamic):
  * it is found as the function that holds the targets of its computed-goto table (ljumptab.h's
  * disptab, NUM_OPCODES code pointers in a row in the module's relocated data), bounded by the
- * module's .eh_frame_hdr; no such table (a Lua built without LUA_USE_JUMPTABLE): natively.
+ * module's .eh_frame_hdr (the word after it outside that function: arm64's lua5.4 has another
+ * table of code pointers right after it); none (a Lua built without LUA_USE_JUMPTABLE):
+ * natively.
  *
  * lua_State: Debian's lua5.4 calls luaL_newstate directly, not through the PLT, so it cannot be
  * interposed. The handler finds states on the thread's own stack instead (a state's pointer is
@@ -26,7 +28,8 @@
  * frames are in the walk). The runs replace the luaV_execute activations of the native walk, so
  * native frames above and below stay in order; when the number of runs and of activations
  * differ (a state not found, a torn chain), nothing is replaced and the sample counted
- * (mismatch). Every read goes through process_vm_readv (agent/lib/selfread.h). At most
+ * (mismatch). Every read goes through agent/lib/selfread.h (plain loads where proven mapped,
+ * process_vm_readv elsewhere). At most
  * CONFIG_LUAFRAMES_MAX Lua frames per sample. EDGEPROF_LUA=0 turns it off (the cost's baseline).
  */
 #ifndef EDGEPROF_AGENT_LUAFRAMES_H

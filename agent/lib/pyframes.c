@@ -19,18 +19,27 @@ struct pyframe_layout {
 	uint16_t tstate_cframe, cframe_current; /* tstate->cframe->current_frame */
 	uint16_t f_code, f_previous, f_prev_instr, f_is_entry, f_size; /* _PyInterpreterFrame */
 	uint16_t code_adaptive; /* PyCodeObject.co_code_adaptive: the bytecode */
+	uint16_t tstate_chunk, tstate_limit; /* tstate->datastack_chunk, datastack_limit */
+	uint16_t tstate_thread_id;	     /* tstate->thread_id: pthread_self() of its thread */
 };
 
 static const struct pyframe_layout frame_layouts[] = {
     {.minor = 11, .tss_init = 592, .tss_key = 596, .tstate_cframe = 56, .cframe_current = 8,
      .f_code = 32, .f_previous = 48, .f_prev_instr = 56, .f_is_entry = 68, .f_size = 72,
-     .code_adaptive = 184},
+     .code_adaptive = 184,
+     /* read with ctypes from PyThreadState_Get(): the chunk is page-aligned, its limit
+      * 16 KiB above it, datastack_top between them */
+     .tstate_chunk = 296, .tstate_limit = 312, .tstate_thread_id = 152},
 };
 
 static struct {
 	const struct pyframe_layout *l;
 	const char *runtime;
 	uintptr_t eval_lo, eval_hi;
+	uintptr_t data_lo, data_hi; /* the load segment holding _PyRuntime (3.11: the main
+				     * thread's state too): the module's, mapped while it runs */
+	unsigned int tss;	    /* autoTSSkey's offset in _PyRuntime (found: tss_found) */
+	bool tss_found;
 	struct pyframes_stats st;
 } py;
 
@@ -47,8 +56,31 @@ static const struct pyframe_layout *frame_layout(unsigned int minor)
 	return NULL;
 }
 
+struct segment_find {
+	uintptr_t addr, lo, hi;
+};
+
+static int find_segment(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct segment_find *f = arg;
+
+	(void)size;
+	for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+		uintptr_t lo = info->dlpi_addr + p->p_vaddr;
+
+		if (p->p_type == PT_LOAD && f->addr >= lo && f->addr < lo + p->p_memsz) {
+			f->lo = lo;
+			f->hi = lo + p->p_memsz;
+			return 1;
+		}
+	}
+	return 0;
+}
+
 void pyframes__init(void)
 {
+	struct segment_find seg = {0};
 	const unsigned long *version = dlsym(RTLD_DEFAULT, "Py_Version");
 	void *eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
 	const char *off = getenv("EDGEPROF_PYTHON");
@@ -72,9 +104,14 @@ void pyframes__init(void)
 		py.st.unknown_version++;
 		return;
 	}
+	seg.addr = (uintptr_t)py.runtime;
+	dl_iterate_phdr(find_segment, &seg);
+	py.data_lo = seg.lo;
+	py.data_hi = seg.hi;
 	py.eval_lo = (uintptr_t)eval;
 	py.eval_hi = py.eval_lo + sym->st_size;
 	py.l = frame_layout(py.st.minor);
+	py.tss = py.l->tss_init;
 	py.st.on = true;
 }
 
@@ -93,18 +130,90 @@ static bool fetch(uintptr_t addr, void *out, size_t len)
 	return selfread__fetch(&window, addr, out, len, &py.st.read_errors);
 }
 
+/*
+ * The thread's data stack chunks, where its frames are (mmap'd: process_vm_readv's cost on
+ * every sample): tstate->datastack_chunk and the chunks it links (previous, at offset 0; size
+ * at 8). A chunk is mapped before it is linked and unlinked before it is unmapped, both by
+ * this thread alone, which is interrupted: so the linked chunks stay mapped while the handler
+ * runs, and are read directly (selfread__vouch). At most 4, of at most 64 MiB each.
+ */
+#define CHUNKS 4
+#define CHUNK_MAX (64u << 20)
+static void vouch_chunks(uintptr_t tstate)
+{
+	uintptr_t chunk, limit, head[2];
+
+	if (!peek(tstate + py.l->tstate_chunk, &chunk, sizeof(chunk)) ||
+	    !peek(tstate + py.l->tstate_limit, &limit, sizeof(limit)) || limit <= chunk ||
+	    limit - chunk > CHUNK_MAX || !selfread__vouch(chunk, limit))
+		return;
+	for (int i = 1; i < CHUNKS; i++) {
+		memcpy(head, (const void *)chunk, sizeof(head)); /* vouched just now */
+		chunk = head[0];
+		if (!chunk || !selfread__vouch(chunk, chunk + sizeof(head)) ||
+		    !peek(chunk + sizeof(head[0]), &head[1], sizeof(head[1])) ||
+		    head[1] < sizeof(head) || head[1] > CHUNK_MAX ||
+		    !selfread__vouch(chunk, chunk + head[1]))
+			return;
+	}
+}
+
+/* This thread's state by the Py_tss_t at off in _PyRuntime ({int initialized; key}), if its
+ * thread_id is this thread's; 0 otherwise. */
+static uintptr_t tstate_at(unsigned int off)
+{
+	int init;
+	unsigned int key;
+	uintptr_t tstate;
+	unsigned long id;
+
+	/* _PyRuntime is the program's own data: always mapped, read directly */
+	memcpy(&init, py.runtime + off, sizeof(init));
+	memcpy(&key, py.runtime + off + sizeof(init), sizeof(key));
+	if (init != 1 || key >= 1024)
+		return 0;
+	tstate = (uintptr_t)pthread_getspecific((pthread_key_t)key);
+	if (!tstate || !peek(tstate + py.l->tstate_thread_id, &id, sizeof(id)) ||
+	    id != (unsigned long)pthread_self())
+		return 0;
+	return tstate;
+}
+
+/*
+ * The thread's PyThreadState. _PyRuntime's layout differs between architectures (its locks are
+ * glibc's pthread_mutex_t: 40 bytes on x86_64, 48 on arm64), so the table's autoTSSkey offset
+ * is checked (the state's thread_id must be this thread) and, when wrong, found: the Py_tss_t
+ * in _PyRuntime's first KiB whose key gives this thread's state. At most 8 searches per process
+ * (counted); none found: natively, counted as a mismatch.
+ */
+static uintptr_t thread_state(void)
+{
+	uintptr_t tstate = tstate_at(__atomic_load_n(&py.tss, __ATOMIC_RELAXED));
+
+	if (tstate || __atomic_load_n(&py.tss_found, __ATOMIC_RELAXED))
+		return tstate;
+	if (__atomic_fetch_add(&py.st.tss_searches, 1, __ATOMIC_RELAXED) < 8)
+		for (unsigned int off = 0; off + 8 <= 1024; off += 4)
+			if ((tstate = tstate_at(off))) {
+				__atomic_store_n(&py.tss, off, __ATOMIC_RELAXED);
+				__atomic_store_n(&py.tss_found, true, __ATOMIC_RELAXED);
+				return tstate;
+			}
+	__atomic_fetch_add(&py.st.mismatch, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
 /* The newest interpreter frame of this thread, or 0. */
 static uintptr_t current_frame(void)
 {
 	const struct pyframe_layout *l = py.l;
-	int init;
-	unsigned int key;
 	uintptr_t tstate, cframe = 0, frame = 0;
 
-	/* _PyRuntime is the program's own data: always mapped, read directly */
-	memcpy(&init, py.runtime + l->tss_init, sizeof(init));
-	memcpy(&key, py.runtime + l->tss_key, sizeof(key));
-	tstate = init ? (uintptr_t)pthread_getspecific((pthread_key_t)key) : 0;
+	if (py.data_hi)
+		selfread__vouch(py.data_lo, py.data_hi);
+	tstate = thread_state();
+	if (tstate)
+		vouch_chunks(tstate);
 	if (!tstate || !peek(tstate + l->tstate_cframe, &cframe, sizeof(cframe)) ||
 	    !peek(cframe + l->cframe_current, &frame, sizeof(frame)))
 		return 0;

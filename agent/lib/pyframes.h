@@ -13,8 +13,12 @@
  * cframe->current_frame starts the chain of _PyInterpreterFrame (previous), and each native
  * _PyEval_EvalFrameDefault activation in the walk is replaced by the frames it runs, newest
  * first, down to the one marked is_entry (3.11: one C activation runs many Python frames). Every
- * read of the interpreter's memory goes through process_vm_readv() on the process itself (a
- * system call: a torn pointer gives EFAULT, never a fault in the handler). At most
+ * read of the interpreter's memory goes through agent/lib/selfread.h: plain loads where the
+ * memory is proven mapped (the thread's linked data stack chunks, _PyRuntime's segment, the
+ * brk heap of a one-thread program), process_vm_readv() on the process itself elsewhere (a
+ * torn pointer gives EFAULT, never a fault in the handler). The thread state's thread_id must
+ * be this thread's: where the table's autoTSSkey offset is wrong (arm64's _PyRuntime differs),
+ * the key is searched for in _PyRuntime (counted: tss_searches; not found: mismatch). At most
  * CONFIG_PYFRAMES_MAX Python frames per sample; the frames are tagged code-object words
  * with the unit prev_instr points at (agent/core/pyname.h) that the profile writer names and
  * gives their line (agent/core/pyline.h): the handler itself reads no line table. EDGEPROF_PYTHON=0 turns it off (the
@@ -32,6 +36,8 @@ struct pyframes_stats {
 	uint64_t unknown_version;  /* an interpreter without a layout (profiled natively) */
 	uint64_t samples, frames;  /* samples with Python frames spliced in, frames put in */
 	uint64_t no_state;	   /* samples in the eval loop without a thread state */
+	uint64_t mismatch;	   /* the thread state found is not this thread's (layout): native */
+	uint64_t tss_searches;	   /* searches of _PyRuntime for the thread-state key */
 	uint64_t read_errors;	   /* reads that failed (EFAULT: a torn or freed pointer) */
 	uint64_t truncated;	   /* chains cut at CONFIG_PYFRAMES_MAX or the sample's depth */
 };

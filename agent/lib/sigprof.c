@@ -33,6 +33,7 @@
 #include "agent/core/output.h"
 #include "agent/core/procmaps.h"
 #include "agent/core/ring.h"
+#include "agent/lib/selfread.h"
 #include "agent/lib/sigctl.h"
 #include "agent/core/symbolize.h"
 #include "agent/lib/unwind.h"
@@ -107,6 +108,9 @@ static struct {
 	uint64_t sampled_ns; /* standalone: CPU time the drained samples stand for */
 	uint64_t skip_margin;	/* samples skipped: the thread was too close to its stack end */
 	uint64_t skip_altstack; /* samples skipped: they landed on an alternate signal stack */
+	/* the program's threads, counted up before pthread_create and down as one ends: never
+	 * fewer than run (agent/lib/selfread.h reads the brk heap directly only at 1) */
+	unsigned int program_threads;
 } ep = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static int (*real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
@@ -158,6 +162,14 @@ skipped: /* for the agent's comments too */
 	return false;
 }
 
+/* The thread's stack end when the handler runs on that stack (not a coroutine's), else 0. */
+static __attribute__((noinline)) uintptr_t live_stack_hi(void)
+{
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+
+	return sp >= self.stack_lo && sp < self.stack_hi ? self.stack_hi : 0;
+}
+
 static void on_sigprof(int sig, siginfo_t *si, void *uctx)
 {
 	int saved_errno = errno;
@@ -179,6 +191,8 @@ static void on_sigprof(int sig, siginfo_t *si, void *uctx)
 		self.tid = (pid_t)syscall(SYS_gettid);
 	n = unwind__stack(uctx, self.stack_lo, self.stack_hi, ep.unwind, &self.cache, self.frames,
 			  ep.max_depth, &truncated);
+	selfread__begin(self.frames, n,
+			__atomic_load_n(&ep.program_threads, __ATOMIC_RELAXED) == 1, live_stack_hi());
 	n = pyframes__splice(self.frames, n, ep.max_depth, &truncated);
 	n = luaframes__splice(self.frames, n, ep.max_depth, self.stack_hi, &truncated);
 	rec = ring__reserve(ep.ring, n);
@@ -304,6 +318,7 @@ static void thread_begin(void)
 
 static void thread_end(void *unused)
 {
+	__atomic_fetch_sub(&ep.program_threads, 1, __ATOMIC_RELAXED);
 	wall__thread_end();
 	disarm_thread((pid_t)syscall(SYS_gettid));
 }
@@ -355,6 +370,8 @@ EP_API int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
 	struct start_arg *sa;
 	int rc;
 
+	/* before the thread runs; only those that began sampling count down (thread_end) */
+	__atomic_fetch_add(&ep.program_threads, 1, __ATOMIC_RELAXED);
 	if (!ep.running)
 		return call_real_pthread_create(th, attr, fn, arg);
 	sa = malloc(sizeof(*sa));
@@ -363,8 +380,10 @@ EP_API int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
 	sa->fn = fn;
 	sa->arg = arg;
 	rc = call_real_pthread_create(th, attr, thread_start, sa);
-	if (rc)
+	if (rc) {
 		free(sa);
+		__atomic_fetch_sub(&ep.program_threads, 1, __ATOMIC_RELAXED);
+	}
 	return rc;
 }
 
@@ -433,6 +452,10 @@ static void arm_existing_threads(void)
 	while ((d = readdir(dir))) {
 		if (d->d_name[0] == '.' || atoi(d->d_name) == self.tid)
 			continue;
+		/* under qemu-user the emulator's own threads are listed: not the program's (one
+		 * that existed before the library started is missed there, only there) */
+		if (!selfread__emulated())
+			__atomic_fetch_add(&ep.program_threads, 1, __ATOMIC_RELAXED);
 		if (ep.wall)
 			wall__thread_add((pid_t)atoi(d->d_name), 0);
 		arm_thread((pid_t)atoi(d->d_name));
@@ -628,10 +651,11 @@ static void write_standalone(void)
 	struct symbolizer *sym = IS_ENABLED(CONFIG_SYMBOLIZE) ? symbolizer__new(0) : NULL;
 	struct sigctl_stats ss;
 	struct rusage ru;
-	char c0[256], c1[256], c2[256], c3[384], c4[256], c5[256], c6[320];
-	const char *comments[] = {c0, c1, c2, c3, c4, c5, c6};
+	char c0[256], c1[256], c2[256], c3[384], c4[256], c5[320], c6[320], c7[192];
+	const char *comments[] = {c0, c1, c2, c3, c4, c5, c6, c7};
 	struct pyframes_stats ps;
 	struct luaframes_stats ls;
+	struct selfread_stats srs;
 	struct output_opts o = {
 	    .service = ring__shared(ep.ring)->service,
 	    .hz = ep.hz,
@@ -640,7 +664,7 @@ static void write_standalone(void)
 	    .procs = procs,
 	    .sym = sym,
 	    .comments = comments,
-	    .n_comments = 7,
+	    .n_comments = 8,
 	};
 	char path[4200];
 	int err;
@@ -694,10 +718,12 @@ static void write_standalone(void)
 	pyframes__stats(&ps);
 	snprintf(c5, sizeof(c5),
 		 "edgeprof python: version=3.%u spliced=%d unknown_version=%llu samples=%llu "
-		 "frames=%llu no_state=%llu read_errors=%llu truncated=%llu",
+		 "frames=%llu no_state=%llu mismatch=%llu tss_searches=%llu read_errors=%llu "
+		 "truncated=%llu",
 		 ps.minor, ps.on, (unsigned long long)ps.unknown_version,
 		 (unsigned long long)ps.samples, (unsigned long long)ps.frames,
-		 (unsigned long long)ps.no_state, (unsigned long long)ps.read_errors,
+		 (unsigned long long)ps.no_state, (unsigned long long)ps.mismatch,
+		 (unsigned long long)ps.tss_searches, (unsigned long long)ps.read_errors,
 		 (unsigned long long)ps.truncated);
 	luaframes__stats(&ls);
 	snprintf(c6, sizeof(c6),
@@ -710,6 +736,13 @@ static void write_standalone(void)
 		 (unsigned long long)ls.scans, (unsigned long long)ls.no_state,
 		 (unsigned long long)ls.mismatch, (unsigned long long)ls.read_errors,
 		 (unsigned long long)ls.truncated);
+	selfread__stats(&srs);
+	snprintf(c7, sizeof(c7),
+		 "edgeprof selfread: direct_on=%d emulated=%d direct=%llu syscalls=%llu "
+		 "not_alone=%llu in_brk=%llu",
+		 srs.direct_on, srs.emulated, (unsigned long long)srs.direct,
+		 (unsigned long long)srs.syscalls,
+		 (unsigned long long)srs.not_alone, (unsigned long long)srs.in_brk);
 	output_path("cpu", path, sizeof(path));
 	err = procs ? proctab__touch(procs, (uint32_t)ep.pid) : -ENOMEM;
 	if (!err && ep.cpu)
@@ -860,6 +893,7 @@ static void at_fork_child(void)
 	/* timers are not inherited: the child is not sampled and owns nothing of the parent's */
 	ep.running = 0;
 	ep.n_timers = 0;
+	ep.program_threads = 0; /* the child's one thread counts when it starts sampling */
 	pthread_mutex_init(&ep.lock, NULL);
 }
 
@@ -902,6 +936,7 @@ EP_API int edgeprof_start(void)
 		pthread_atfork(NULL, NULL, at_fork_child);
 	}
 	unwind__init();
+	selfread__init();
 	pyframes__init();
 	luaframes__init();
 	ep.start_mono_ns = mono_ns();
@@ -923,6 +958,8 @@ EP_API int edgeprof_start(void)
 		start_wall();
 	publish_maps();
 	ep.running = 1;
+	/* this thread (thread_begin counts it down at its end) */
+	__atomic_fetch_add(&ep.program_threads, 1, __ATOMIC_RELAXED);
 	thread_begin();
 	arm_existing_threads();
 	/* after the threads were listed: the drain thread and the ticker are not the program's */
