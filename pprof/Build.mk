@@ -4,7 +4,7 @@
 # generator; the runtime comes from libnanopb-dev (-lprotobuf-nanopb, also in the sysroots).
 pprof-y      = pprof/profile.pb.o pprof/util.o pprof/builder.o pprof/writer.o pprof/reader.o \
 	       pprof/merge.o pprof/merge-parallel.o pprof/write-parallel.o pprof/symbolize.o \
-	       pprof/read-scratch.o pprof/budget.o port/clock.o
+	       pprof/read-scratch.o pprof/budget.o pprof/snapshot.o port/clock.o
 pprof-ldlibs = -lprotobuf-nanopb -lz -lpthread
 # Folded text read as a profile: the CLI and the collector link it, the agent does not.
 pprof-folded-y = pprof/folded.o
