@@ -26,7 +26,8 @@ $(O)/pprof/profile.pb.h $(O)/pprof/profile.pb.c &: pprof/profile.proto pprof/pro
 	$(Q)$(NANOPB_GEN) -q -I pprof -D $(O)/pprof -f pprof/profile.options pprof/profile.proto
 
 unit-tests-y              += pprof-builder pprof-reader pprof-merge pprof-symbolize \
-			     pprof-merge-parallel
+			     pprof-merge-parallel pprof-snapshot
+pprof-snapshot-test-objs   = pprof/snapshot.o
 pprof-merge-parallel-test-objs   = $(pprof-y)
 pprof-merge-parallel-test-ldlibs = $(pprof-ldlibs)
 pprof-symbolize-test-objs   = $(pprof-y)

@@ -512,8 +512,13 @@ static int drain_one(void *ctx, const struct ring_rec *rec)
 	ring__rec_to_sample(ep.ring, rec, &s);
 	pyname__warm(rec->pid, rec->frames, s.n_user); /* not the snapshot's words */
 	luaname__warm(rec->pid, rec->frames, s.n_user);
-	if (ep.wall_agg && (rec->flags & SAMPLE_F_WALL))
-		aggregate__add(ep.wall_agg, &s);
+	if (ep.wall_agg && (rec->flags & SAMPLE_F_WALL)) {
+		struct agent_sample w = s; /* the snapshot goes with the CPU profile only */
+
+		w.snapshot = NULL;
+		w.flags &= (uint16_t)~SAMPLE_F_SNAPSHOT;
+		aggregate__add(ep.wall_agg, &w);
+	}
 	if (rec->flags & SAMPLE_F_NOCPU)
 		return 0;
 	aggregate__add(ep.agg, &s);

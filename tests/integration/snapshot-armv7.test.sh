@@ -113,20 +113,47 @@ def pairs_of(ch):
     return {(ch[i - 1], ch[i]) for i in range(1, len(ch))}
 
 
+def edges_right(fr, known):
+    """Whether every caller -> callee edge of frames fr (leaf first, named paths), from main
+    down (all of them outside main), is one the truth run saw, or else confirmed by the code:
+    the instruction before the caller's return address calls the callee's function
+    (stacks_elf.edge_ok). The truth run cannot have sampled every rare callee or depth of
+    qsort's recursion, nor the loader's lazy binding alike. An edge whose callee no symbol
+    names (stripped ld.so, libc's static functions) cannot be checked in the code: as in
+    tests/bench/stacks-bench.py's judge_armv7, it is not judged (counted apart)."""
+    global unjudged
+    names = [sb.stacks_elf.function(p, o if i == 0 else o - 1) for i, (p, o) in enumerate(fr)]
+    top = names.index("main") if "main" in names else len(names) - 1
+    for i in range(1, top + 1):
+        if (names[i], names[i - 1]) in known:
+            continue
+        callee = sb.stacks_elf.elf(fr[i - 1][0])
+        va = callee.vaddr(fr[i - 1][1]) if callee else None
+        if va is None or callee.start(va & ~1) is None:
+            unjudged += 1
+            continue
+        if not sb.stacks_elf.edge_ok((fr[i][0], fr[i][1] + 1), fr[i - 1]):
+            return False
+    return True
+
+
+unjudged = 0
+
+
 def judge(samples, names, truth, label, show=3):
-    """(samples, % whose chain (key) equals a truth chain, % whose chain has only caller ->
-    callee edges and a leaf function the truth has): a sample is right only when labelled
-    (unwind=exact; all of the device's count). The second forgives what the truth run did not
-    happen to sample (one more level of qsort's recursion, a rare callee)."""
+    """(samples, % whose chain (key) equals a truth chain, % whose every edge is right
+    (edges_right) and whose leaf the truth has (or is confirmed likewise)): a sample counts
+    only when labelled (unwind=exact; all of the device's count)."""
     n = same = edges = 0
     bad = sb.collections.Counter()
     known = set().union(*(pairs_of(c) for c in truth))
     leaves = {c[-1] for c in truth if c}
     for fr, labelled in samples:
         n += 1
-        ch = key(sb.chain_of([(names.get(p, p), o) for p, o in fr]))
+        fr = [(names.get(p, p), o) for p, o in fr]
+        ch = key(sb.chain_of(fr))
         same += bool(labelled and ch in truth)
-        right = bool(labelled and pairs_of(ch) <= known and (len(ch) > 1 or ch[0] in leaves))
+        right = bool(labelled and edges_right(fr, known) and (len(ch) > 1 or ch[0] in leaves))
         edges += right
         if not right:
             bad[(labelled, ch)] += 1
@@ -168,15 +195,18 @@ stored = store(f"{tmp}/snap.pb.gz", "app")
 text = raw(stored)
 check("the stored profile holds no snapshot", "snapshot:" not in text and "snapshot" not in
       [k for k in re.findall(r"(\w+):\[", text)])
-c = counts(stored)
+c = app = counts(stored)
 dev = sb.pprof_samples(f"{tmp}/snap.pb.gz", main_thread=True)
 print(f"collector's count: {c}")
 n, same, exact = judge(sb.pprof_samples(stored, main_thread=True, unwind="exact"), names, truth,
                        "exact")
+print(f"    ({unjudged} edges of the collector's chains not in the truth run and not checkable "
+      f"in the code: not judged)")
 _, dsame, dedges = judge([(f, True) for f, _ in dev], names, truth, "device")
 print(f"own C without tables, snapshots unwound at the collector: {n} samples (main thread), "
       f"labelled exact and right: {exact:.1f} % (every call edge from main is the "
-      f"-funwind-tables build's), {same:.1f} % (the whole chain is one of its chains); the "
+      f"-funwind-tables build's or a call in the code), {same:.1f} % (the whole chain is one "
+      f"of the -funwind-tables build's chains); the "
       f"device's own chains of the same samples: {dedges:.1f} % / {dsame:.1f} %")
 check(">= 100 samples", n >= 100)
 check(">= 98 % exact at the collector", exact >= 98)
@@ -194,8 +224,9 @@ with open(f"{tmp}/bad.pb", "wb") as f:
     f.write(bad)
 c = counts(store(f"{tmp}/bad.pb", "bad"))
 # (samples in the same state have the same snapshot: its text is one string for them all)
-check(f"a corrupted snapshot: counted bad_snapshot ({c.get('bad_snapshot')})",
-      c.get("bad_snapshot", 0) >= 1 and c.get("exact") == c.get("snapshots") - c["bad_snapshot"])
+check(f"a corrupted snapshot: counted bad_snapshot ({c.get('bad_snapshot')}), the rest as before",
+      c.get("bad_snapshot", 0) >= 1 and c.get("snapshots") == app.get("snapshots") and
+      c.get("exact", 0) >= app.get("exact", 0) - c["bad_snapshot"])
 
 # Size: what a snapshot adds to the upload (gzip), against the same work without them.
 m = re.search(r"snapshots=(\d+)", raw(f"{tmp}/snap.pb.gz"))
