@@ -165,7 +165,8 @@ int dwcfi__open(struct dwcfi *t, const uint8_t *sec, size_t len, size_t max_fdes
 		}
 		off = next;
 	}
-	qsort(t->fdes, t->n_fdes, sizeof(*t->fdes), by_lo);
+	if (t->n_fdes)
+		qsort(t->fdes, t->n_fdes, sizeof(*t->fdes), by_lo);
 	return 0;
 bad:
 	dwcfi__close(t);
@@ -234,6 +235,12 @@ static bool advance(struct run *x, uint64_t delta)
 	return false;
 }
 
+/* v times the data alignment without signed overflow (hostile tables wrap, never UB). */
+static int64_t scaled(uint64_t v, int64_t align)
+{
+	return (int64_t)(v * (uint64_t)align);
+}
+
 /* Skips a DWARF expression block (its length first): 0 or -EINVAL. */
 static int skip_block(struct cur *c)
 {
@@ -256,7 +263,7 @@ static int run_one(struct run *x, struct cur *c, struct dwcfi_row *r)
 	case 1: /* advance_loc */
 		return advance(x, lo);
 	case 2: /* offset */
-		set_rule(r, lo, DWCFI_OFFSET, (int64_t)uleb(c) * da, 0);
+		set_rule(r, lo, DWCFI_OFFSET, scaled(uleb(c), da), 0);
 		return 0;
 	case 3: /* restore */
 		restore(x, r, lo);
@@ -276,11 +283,11 @@ static int run_one(struct run *x, struct cur *c, struct dwcfi_row *r)
 		return advance(x, u32(c));
 	case 0x05: /* offset_extended */
 		reg = uleb(c);
-		set_rule(r, reg, DWCFI_OFFSET, (int64_t)uleb(c) * da, 0);
+		set_rule(r, reg, DWCFI_OFFSET, scaled(uleb(c), da), 0);
 		return 0;
 	case 0x11: /* offset_extended_sf */
 		reg = uleb(c);
-		set_rule(r, reg, DWCFI_OFFSET, sleb(c) * da, 0);
+		set_rule(r, reg, DWCFI_OFFSET, scaled((uint64_t)sleb(c), da), 0);
 		return 0;
 	case 0x06: /* restore_extended */
 		restore(x, r, uleb(c));
@@ -313,7 +320,7 @@ static int run_one(struct run *x, struct cur *c, struct dwcfi_row *r)
 	case 0x12: /* def_cfa_sf */
 		reg = uleb(c);
 		r->cfa_reg = (uint8_t)reg;
-		r->cfa_off = (int32_t)(sleb(c) * da);
+		r->cfa_off = (int32_t)(scaled((uint64_t)sleb(c), da));
 		return reg < DWCFI_REGS ? 0 : -EINVAL;
 	case 0x0d: /* def_cfa_register */
 		reg = uleb(c);
@@ -323,15 +330,15 @@ static int run_one(struct run *x, struct cur *c, struct dwcfi_row *r)
 		r->cfa_off = (int32_t)uleb(c);
 		return 0;
 	case 0x13: /* def_cfa_offset_sf */
-		r->cfa_off = (int32_t)(sleb(c) * da);
+		r->cfa_off = (int32_t)(scaled((uint64_t)sleb(c), da));
 		return 0;
 	case 0x14: /* val_offset */
 		reg = uleb(c);
-		set_rule(r, reg, DWCFI_VAL_OFFSET, (int64_t)uleb(c) * da, 0);
+		set_rule(r, reg, DWCFI_VAL_OFFSET, scaled(uleb(c), da), 0);
 		return 0;
 	case 0x15: /* val_offset_sf */
 		reg = uleb(c);
-		set_rule(r, reg, DWCFI_VAL_OFFSET, sleb(c) * da, 0);
+		set_rule(r, reg, DWCFI_VAL_OFFSET, scaled((uint64_t)sleb(c), da), 0);
 		return 0;
 	case 0x10: /* expression */
 	case 0x16: /* val_expression */
