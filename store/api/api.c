@@ -481,6 +481,8 @@ static int unwind_snapshots(struct api_ctx *a, struct pprof_profile **p, const v
 	}
 	if (!ret)
 		return 0;
+	a->metrics->snapshots += st.snapshots;
+	a->metrics->snapshots_exact += st.exact;
 	pprof_profile__free(*p);
 	*p = NULL;
 	mem_charge__release_to(&a->mem, body_held);

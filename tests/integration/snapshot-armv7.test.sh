@@ -210,6 +210,12 @@ print(f"own C without tables, snapshots unwound at the collector: {n} samples (m
       f"device's own chains of the same samples: {dedges:.1f} % / {dsame:.1f} %")
 check(">= 100 samples", n >= 100)
 check(">= 98 % exact at the collector", exact >= 98)
+metrics = curl(os.environ["EDGEPROF_COLLECTOR"] + "/metrics")
+got = dict(re.findall(r"^edgeprof_collector_(stack_snapshots\w*) (\d+)$", metrics, re.M))
+early_n = counts(early).get("snapshots", 0)
+check(f"/metrics counts them ({got})",
+      int(got.get("stack_snapshots_total", -1)) == early_n + c.get("snapshots", 0) and
+      int(got.get("stack_snapshots_exact_total", -1)) == c.get("exact"))
 check("every snapshot counted once", c.get("snapshots") == sum(
       v for k, v in c.items() if k in ("exact", "bad_snapshot", "no_debug_file", "no_fde",
                                        "left_snapshot", "unknown_reg", "bad_cfi", "too_deep",
