@@ -328,7 +328,7 @@ all-tests: all $(unittests)
 # What the host's `make test` cannot run without the ARM boards' builds (they skip there and say
 # so): both boards set up, built and unit-tested under qemu-user, then those host tests, none
 # allowed to skip. Names match as substrings: bpf-arm64-vm is also bpf-arm64-vm-5.10.
-ARM_HOST_TESTS := bpf-arm64-vm bpf-qemu transport-qemu sigprof-armv7 sigprof-arm64
+ARM_HOST_TESTS := bpf-arm64-vm bpf-qemu transport-qemu sigprof-armv7 sigprof-arm64 snapshot-armv7
 test-arm:
 	$(Q)$(MAKE) --no-print-directory BOARD=gateway-arm64 O=build/gateway-arm64 test
 	$(Q)$(MAKE) --no-print-directory BOARD=gateway-armv7 O=build/gateway-armv7 test

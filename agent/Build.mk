@@ -48,6 +48,8 @@ libedgeprof-heap-$(CONFIG_PROFILE_HEAP) := agent/lib/heap.o agent/core/heapfile.
 libedgeprof-wall-$(CONFIG_PROFILE_WALL) := agent/lib/wall.o
 # armv7 frames without unwind tables, by reading the code (elf/armframe.h).
 libedgeprof-arm-$(CONFIG_ARCH_ARM) := elf/armframe.o
+# armv7 stack snapshots for the collector to unwind (agent/lib/snapshot.h).
+libedgeprof-snap-$(CONFIG_ARCH_ARM) := agent/lib/snapshot.o
 # arm64 frames without unwind tables, by reading the code (elf/a64frame.h).
 libedgeprof-arm-$(CONFIG_ARCH_ARM64) := elf/a64frame.o
 # CPython's frames spliced into the samples (agent/lib/pyframes.h).
@@ -62,7 +64,7 @@ libedgeprof-selfread-$(CONFIG_LUAFRAMES) := agent/lib/selfread.o
 libedgeprof.so-objs   = agent/lib/sigprof.o agent/lib/sigctl.o agent/lib/unwind.o \
 			agent/lib/modules.o elf/cfi.o elf/ehabi.o $(agent-core-y) $(pprof-y) \
 			port/file.o port/clock.o $(libedgeprof-heap-y) $(libedgeprof-wall-y) \
-			$(libedgeprof-arm-y) $(libedgeprof-py-y) \
+			$(libedgeprof-arm-y) $(libedgeprof-snap-y) $(libedgeprof-py-y) \
 			$(libedgeprof-lua-y) $(libedgeprof-selfread-y)
 libedgeprof.so-ldlibs = -Wl,--exclude-libs,ALL -Wl,-z,now $(pprof-ldlibs) -ldl -lpthread -lrt -lm
 install-y += agent-install-header

@@ -20,6 +20,11 @@
  *   EDGEPROF_REGISTRY=dir  where rings live for the agent (default /dev/shm/edgeprof)
  *   EDGEPROF_RING_KB=n     ring size (default CONFIG_RING_KB)
  *   EDGEPROF_UNWIND=fp|cfi frame pointers only, or leaf frame from .eh_frame (default cfi)
+ *   EDGEPROF_SNAPSHOT_EVERY=n  armv7: one sample in n of a thread also carries its registers and
+ *                          stack for the collector to unwind (default CONFIG_SNAPSHOT_EVERY, 0:
+ *                          none); EDGEPROF_SNAPSHOT_BYTES=n the stack copied (CONFIG_SNAPSHOT_BYTES);
+ *                          EDGEPROF_SNAPSHOTS_MAX=n standalone: kept for the whole run (default
+ *                          CONFIG_SNAPSHOTS_PER_ROUND). See docs/transport.md.
  *   EDGEPROF_SIGNAL=rt|prof|n  the timers' signal (default CONFIG_SAMPLER_SIGNAL_*: SIGRTMAX-2)
  *   EDGEPROF_DISABLE=1     do nothing
  *

@@ -4,7 +4,7 @@
 # generator; the runtime comes from libnanopb-dev (-lprotobuf-nanopb, also in the sysroots).
 pprof-y      = pprof/profile.pb.o pprof/util.o pprof/builder.o pprof/writer.o pprof/reader.o \
 	       pprof/merge.o pprof/merge-parallel.o pprof/write-parallel.o pprof/symbolize.o \
-	       pprof/read-scratch.o pprof/budget.o port/clock.o
+	       pprof/read-scratch.o pprof/budget.o pprof/snapshot.o port/clock.o
 pprof-ldlibs = -lprotobuf-nanopb -lz -lpthread
 # Folded text read as a profile: the CLI and the collector link it, the agent does not.
 pprof-folded-y = pprof/folded.o
@@ -26,7 +26,8 @@ $(O)/pprof/profile.pb.h $(O)/pprof/profile.pb.c &: pprof/profile.proto pprof/pro
 	$(Q)$(NANOPB_GEN) -q -I pprof -D $(O)/pprof -f pprof/profile.options pprof/profile.proto
 
 unit-tests-y              += pprof-builder pprof-reader pprof-merge pprof-symbolize \
-			     pprof-merge-parallel
+			     pprof-merge-parallel pprof-snapshot
+pprof-snapshot-test-objs   = pprof/snapshot.o
 pprof-merge-parallel-test-objs   = $(pprof-y)
 pprof-merge-parallel-test-ldlibs = $(pprof-ldlibs)
 pprof-symbolize-test-objs   = $(pprof-y)

@@ -8,7 +8,7 @@ $(O)/store/api/push.pb.h $(O)/store/api/push.pb.c &: store/api/push.proto
 
 store-server-y = store/server/server.o store/server/answer.o store/api/api.o \
 		 store/api/api-handler.o store/api/api-ingest.o store/api/api-metrics.o \
-		 store/api/api-render.o store/api/api-debuginfo.o store/server/mem-budget.o store/symbols/debuginfo.o elf/elf.o \
+		 store/api/api-render.o store/api/api-debuginfo.o store/server/mem-budget.o store/symbols/debuginfo.o store/symbols/snapunwind.o elf/dwcfi.o elf/elf.o \
 		 store/api/push.pb.o $(store-dwarf-y) $(store-duty-y)
 store-duty-$(CONFIG_COLLECTOR_DUTY) := store/api/duty.o
 

@@ -7,11 +7,13 @@
 
 #include "agent/core/aggregate.h"
 #include "port/hash.h"
+#include "pprof/snapshot.h"
 
 struct agg_ent {
 	uint64_t hash;
 	uint32_t pid, tid, labels, frame_off;
 	uint16_t n_kernel, n_user, flags;
+	uint32_t snap_len; /* bytes of snapshot in the frame pool after the frames */
 	uint64_t count, weight_ns;
 };
 
@@ -60,8 +62,12 @@ struct aggregate *aggregate__new(const struct agg_opts *opts)
 		a->o = *opts;
 	if (!a->o.max_entries)
 		a->o.max_entries = CONFIG_STACK_TABLE_ENTRIES;
+	if (!a->o.max_snapshots)
+		a->o.max_snapshots = CONFIG_SNAPSHOTS_PER_ROUND;
+	/* snapshots' words too (calloc: pages are touched only by the snapshots taken) */
 	if (!a->o.max_frames)
-		a->o.max_frames = a->o.max_entries * 32;
+		a->o.max_frames = a->o.max_entries * 32 +
+				  a->o.max_snapshots * ((SNAPSHOT_ARM_HDR + SNAPSHOT_MAX_STACK) / 8 + 1);
 	if (!a->o.max_label_sets)
 		a->o.max_label_sets = 256;
 	if (!a->o.label_bytes)
@@ -138,6 +144,43 @@ static int64_t intern_labels(struct aggregate *a, const struct agent_sample *s)
 	return (int64_t)++a->n_lsets;
 }
 
+/*
+ * A sample with its snapshot: an entry of its own (never merged, never looked up), its frames
+ * and then the snapshot's bytes in the frame pool.
+ */
+static int add_snapshot(struct aggregate *a, const struct agent_sample *s, uint32_t lid)
+{
+	size_t nf = (size_t)s->n_kernel + s->n_user, nw = nf + (s->snapshot_len + 7) / 8;
+	struct agg_ent *e;
+
+	if (a->n_ents == a->o.max_entries) {
+		a->st.dropped_table++;
+		return -EDQUOT;
+	}
+	if (a->n_frames + nw > a->o.max_frames)
+		return -ENOSPC; /* the caller keeps the sample without its snapshot */
+	e = &a->ents[a->n_ents++];
+	*e = (struct agg_ent){.pid = s->pid,
+			      .tid = s->tid,
+			      .labels = lid,
+			      .frame_off = (uint32_t)a->n_frames,
+			      .n_kernel = s->n_kernel,
+			      .n_user = s->n_user,
+			      .flags = s->flags,
+			      .snap_len = s->snapshot_len,
+			      .count = 1,
+			      .weight_ns = s->weight_ns};
+	memcpy(a->frames + a->n_frames, s->frames, nf * sizeof(uint64_t));
+	memcpy(a->frames + a->n_frames + nf, s->snapshot, s->snapshot_len);
+	a->n_frames += nw;
+	a->st.snapshots++;
+	a->st.samples++;
+	a->st.weight_ns += s->weight_ns;
+	if (s->flags & SAMPLE_F_TRUNCATED)
+		a->st.truncated++;
+	return 0;
+}
+
 int aggregate__add(struct aggregate *a, const struct agent_sample *s)
 {
 	size_t nf = (size_t)s->n_kernel + s->n_user;
@@ -147,6 +190,14 @@ int aggregate__add(struct aggregate *a, const struct agent_sample *s)
 	if (lid < 0) {
 		a->st.dropped_labels++;
 		return -ENOSPC;
+	}
+	if ((s->flags & SAMPLE_F_SNAPSHOT) && s->snapshot) {
+		int ret = a->st.snapshots < a->o.max_snapshots ? add_snapshot(a, s, (uint32_t)lid)
+							       : -ENOSPC;
+
+		if (ret != -ENOSPC)
+			return ret == -EDQUOT ? -ENOSPC : ret;
+		a->st.dropped_snapshots++; /* the sample counts, aggregated, without it */
 	}
 	h = mix(mix(mix(s->pid, s->tid), (uint64_t)lid), (uint64_t)s->n_kernel << 16 | s->n_user);
 	for (size_t i = 0; i < nf; i++)
@@ -172,7 +223,7 @@ int aggregate__add(struct aggregate *a, const struct agent_sample *s)
 					      .frame_off = (uint32_t)a->n_frames,
 					      .n_kernel = s->n_kernel,
 					      .n_user = s->n_user,
-					      .flags = s->flags};
+					      .flags = s->flags & (uint16_t)~SAMPLE_F_SNAPSHOT};
 			memcpy(a->frames + a->n_frames, s->frames, nf * sizeof(uint64_t));
 			a->n_frames += nf;
 			a->index[slot] = (uint32_t)++a->n_ents;
@@ -204,9 +255,20 @@ int aggregate__foreach(const struct aggregate *a, int (*fn)(void *ctx, const str
 {
 	for (size_t i = 0; i < a->n_ents; i++) {
 		const struct agg_ent *e = &a->ents[i];
-		struct agg_entry out = {e->pid,	     e->tid,	   e->labels,
-					e->n_kernel, e->n_user,	   e->flags,
-					e->count,    e->weight_ns, a->frames + e->frame_off};
+		const uint64_t *frames = a->frames + e->frame_off;
+		struct agg_entry out = {
+		    .pid = e->pid,
+		    .tid = e->tid,
+		    .labels = e->labels,
+		    .n_kernel = e->n_kernel,
+		    .n_user = e->n_user,
+		    .flags = e->flags,
+		    .count = e->count,
+		    .weight_ns = e->weight_ns,
+		    .frames = frames,
+		    .snapshot = e->snap_len ? (const uint8_t *)(frames + e->n_kernel + e->n_user)
+					    : NULL,
+		    .snapshot_len = e->snap_len};
 		int rc = fn(ctx, &out);
 
 		if (rc)

@@ -17,6 +17,7 @@ struct agg_opts {
 	size_t max_frames;     /* frame pool; 0: max_entries * 32 */
 	size_t max_label_sets; /* 0: 256 */
 	size_t label_bytes;    /* label blob pool; 0: 16 KiB */
+	size_t max_snapshots;  /* samples kept with their snapshot; 0: CONFIG_SNAPSHOTS_PER_ROUND */
 };
 
 struct agg_entry {
@@ -26,11 +27,15 @@ struct agg_entry {
 	uint16_t flags;
 	uint64_t count, weight_ns;
 	const uint64_t *frames; /* n_kernel kernel frames then n_user user frames, leaf first */
+	const uint8_t *snapshot; /* SAMPLE_F_SNAPSHOT: one sample's (count 1), else NULL */
+	uint32_t snapshot_len;
 };
 
 struct agg_stats {
 	uint64_t samples, weight_ns; /* accepted */
 	uint64_t dropped_table, dropped_frames, dropped_labels, truncated;
+	uint64_t snapshots;	    /* samples kept with their snapshot: each an entry of its own */
+	uint64_t dropped_snapshots; /* beyond max_snapshots: kept without it, aggregated */
 	size_t entries;
 };
 

@@ -12,6 +12,7 @@
 #include "agent/core/perfmap.h"
 #include "agent/core/pyname.h"
 #include "port/file.h"
+#include "pprof/snapshot.h"
 #ifdef CONFIG_SAMPLER_BPF
 #include "agent/core/ksyms.h"
 #endif
@@ -31,6 +32,7 @@ struct out_ctx {
 	struct framename lua;	/* the last Lua frame named */
 	bool lua_used;		/* a Lua frame was seen: the naming's counters as a comment */
 	bool file_mapped;	/* a file's mapping was made (the first one is the program's) */
+	const char *snapshot;	/* the sample's snapshot label text (pprof/snapshot.h), or NULL */
 };
 
 #ifdef CONFIG_SAMPLER_BPF
@@ -200,7 +202,7 @@ static int add_stack(struct out_ctx *c, uint32_t pid, int64_t tid, uint32_t labe
 {
 	uint64_t locs[CONFIG_MAX_STACK_DEPTH * 2 + 8];
 	size_t n = 0, nf = n_kernel + n_user;
-	struct pprof_label_desc labels[SAMPLE_MAX_LABELS + 4];
+	struct pprof_label_desc labels[SAMPLE_MAX_LABELS + 5];
 	const char *keys[SAMPLE_MAX_LABELS + 1], *vals[SAMPLE_MAX_LABELS + 1];
 	size_t nl = c->a ? aggregate__labels(c->a, label_set, keys, vals, SAMPLE_MAX_LABELS + 1)
 			 : 0;
@@ -234,15 +236,26 @@ static int add_stack(struct out_ctx *c, uint32_t pid, int64_t tid, uint32_t labe
 	/* frames found by reading code, not tables (armv7): told apart from exact stacks */
 	if (flags & SAMPLE_F_INFERRED)
 		labels[nl++] = (struct pprof_label_desc){.key = "unwind", .str = "inferred"};
+	if (c->snapshot)
+		labels[nl++] = (struct pprof_label_desc){.key = SNAPSHOT_LABEL, .str = c->snapshot};
 	return pprof_builder__add_sample(c->b, locs, n, values, labels, nl);
 }
 
 static int add_entry(void *ctx, const struct agg_entry *e)
 {
 	int64_t values[2] = {(int64_t)e->count, (int64_t)e->weight_ns};
+	struct out_ctx *c = ctx;
+	char text[(SNAPSHOT_ARM_HDR + SNAPSHOT_MAX_STACK + 2) / 3 * 4 + 1];
+	int err;
 
-	return add_stack(ctx, e->pid, e->tid, e->labels, e->frames, e->n_kernel, e->n_user, false,
-			 e->flags, values);
+	if (e->snapshot && e->snapshot_len <= SNAPSHOT_ARM_HDR + SNAPSHOT_MAX_STACK) {
+		snapshot__to_text(e->snapshot, e->snapshot_len, text);
+		c->snapshot = text;
+	}
+	err = add_stack(ctx, e->pid, e->tid, e->labels, e->frames, e->n_kernel, e->n_user, false,
+			e->flags, values);
+	c->snapshot = NULL;
+	return err;
 }
 
 /* The perf maps' counters (since the agent started): what was read, skipped, refused. */

@@ -177,7 +177,7 @@ void ring__set_stall_timeout(struct ring *r, uint64_t stall_ns)
 	r->stall_ns = stall_ns;
 }
 
-struct ring_rec *ring__reserve(struct ring *r, unsigned int n_frames)
+static struct ring_rec *reserve(struct ring *r, unsigned int n_frames, bool count_drop)
 {
 	struct ring_shared *sh = r->sh;
 	uint64_t need = (RING_REC_MIN + 8ull * n_frames + 7) & ~7ull;
@@ -207,8 +207,19 @@ struct ring_rec *ring__reserve(struct ring *r, unsigned int n_frames)
 	__atomic_store_n(hdr, (uint64_t)ring_tag(head) << 32 | need, __ATOMIC_RELAXED);
 	return (struct ring_rec *)(hdr + 1);
 drop:
-	__atomic_fetch_add(&sh->dropped_full, 1, __ATOMIC_RELAXED);
+	if (count_drop)
+		__atomic_fetch_add(&sh->dropped_full, 1, __ATOMIC_RELAXED);
 	return NULL;
+}
+
+struct ring_rec *ring__reserve(struct ring *r, unsigned int n_frames)
+{
+	return reserve(r, n_frames, true);
+}
+
+struct ring_rec *ring__try_reserve(struct ring *r, unsigned int n_frames)
+{
+	return reserve(r, n_frames, false);
 }
 
 void ring__commit(struct ring *r, struct ring_rec *rec)
@@ -384,6 +395,23 @@ const char *ring__labels_get(struct ring *r, uint32_t id, size_t *len)
 	return ls->blob;
 }
 
+/* The chain and the snapshot of a SAMPLE_F_SNAPSHOT record; a bad descriptor drops the snapshot */
+static void split_snapshot(const struct ring_rec *rec, struct agent_sample *s)
+{
+	uint64_t desc = rec->n_frames ? rec->frames[rec->n_frames - 1] : 0;
+	uint32_t n_chain = (uint32_t)(desc & 0xffff), len = (uint32_t)(desc >> 16);
+
+	s->flags &= (uint16_t)~SAMPLE_F_SNAPSHOT;
+	if (desc >> 48 || n_chain + RING_SNAP_WORDS((uint64_t)len) != rec->n_frames) {
+		s->n_user = 0; /* the producer's words are not what it said: no chain either */
+		return;
+	}
+	s->n_user = (uint16_t)n_chain;
+	s->snapshot = (const uint8_t *)&rec->frames[n_chain];
+	s->snapshot_len = len;
+	s->flags |= SAMPLE_F_SNAPSHOT;
+}
+
 void ring__rec_to_sample(struct ring *r, const struct ring_rec *rec, struct agent_sample *s)
 {
 	size_t len = 0;
@@ -396,6 +424,8 @@ void ring__rec_to_sample(struct ring *r, const struct ring_rec *rec, struct agen
 				   .flags = rec->flags,
 				   .frames = rec->frames,
 				   .weight_ns = rec->weight_ns};
+	if (rec->flags & SAMPLE_F_SNAPSHOT)
+		split_snapshot(rec, s);
 	while (p && p < end && s->n_labels < SAMPLE_MAX_LABELS) {
 		const char *k = p, *v = memchr(k, 0, (size_t)(end - k));
 

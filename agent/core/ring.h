@@ -31,7 +31,13 @@
 #define RING_HDR_PAD (1u << 30)
 #define RING_HDR_LEN 0x00ffffffu
 
-/* What a record carries after its header word (frames follow, leaf first). */
+/*
+ * What a record carries after its header word (frames follow, leaf first). A record flagged
+ * SAMPLE_F_SNAPSHOT carries after its frames a snapshot blob (pprof/snapshot.h) padded to
+ * 8 bytes and, last, one word RING_SNAP_DESC(frames, blob bytes): n_frames counts them all.
+ */
+#define RING_SNAP_DESC(n_chain, blob_len) ((uint64_t)(n_chain) | (uint64_t)(blob_len) << 16)
+#define RING_SNAP_WORDS(blob_len) (((blob_len) + 7) / 8 + 1)
 struct ring_rec {
 	uint64_t time_ns;   /* CLOCK_MONOTONIC */
 	uint64_t weight_ns; /* CPU time this sample stands for */
@@ -97,6 +103,8 @@ struct ring_shared *ring__shared(struct ring *r);
  * publish with ring__commit(), or NULL when full (counted in dropped_full).
  */
 struct ring_rec *ring__reserve(struct ring *r, unsigned int n_frames);
+/* The same, for a larger record the caller can do without: a failure is not counted. */
+struct ring_rec *ring__try_reserve(struct ring *r, unsigned int n_frames);
 void ring__commit(struct ring *r, struct ring_rec *rec);
 /* Reserve + copy + commit: 0 or -ENOSPC. Async-signal-safe. */
 int ring__write(struct ring *r, const struct ring_rec *h, const uint64_t *frames, unsigned n);

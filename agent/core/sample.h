@@ -44,6 +44,8 @@ struct agent_sample {
 	const uint64_t *py;    /* BPF: the thread's Python frames, newest first (bpf/pyproc.h's
 				* PY_REC_*), for the sink to splice (bpf/python.h); n_py 0: none */
 	uint16_t n_py;
+	const uint8_t *snapshot; /* SAMPLE_F_SNAPSHOT: agent/lib/snapshot.h's blob, else NULL */
+	uint32_t snapshot_len;
 };
 
 #define SAMPLE_F_TRUNCATED 0x1 /* the stack was deeper than CONFIG_MAX_STACK_DEPTH */
@@ -53,6 +55,8 @@ struct agent_sample {
 #define SAMPLE_F_OFFCPU    0x10 /* BPF off-CPU: weight_ns is the time the thread was blocked */
 #define SAMPLE_F_INFERRED  0x20 /* some frames were found by reading code, not by tables
 				 * (armv7 without .ARM.exidx): the pprof label unwind=inferred */
+#define SAMPLE_F_SNAPSHOT  0x40 /* carries a snapshot of registers and stack (snapshot below;
+				 * in the ring: agent/lib/snapshot.h) for the collector to unwind */
 
 /* What a sampler hands each sample to. Returns 0, or -ENOSPC when a bound dropped it. */
 typedef int (*sample_sink_fn)(void *ctx, const struct agent_sample *s);

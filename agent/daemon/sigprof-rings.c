@@ -79,13 +79,18 @@ static int drain_rec(void *ctx, const struct ring_rec *rec)
 
 	ring__rec_to_sample(dc->r, rec, &s);
 	s.pid = ring__shared(dc->r)->pid; /* the ring's owner, not what the record claims */
-	pyname__warm(s.pid, rec->frames, rec->n_frames); /* while its code objects live */
-	luaname__warm(s.pid, rec->frames, rec->n_frames);
+	pyname__warm(s.pid, rec->frames, s.n_user); /* while its code objects live */
+	luaname__warm(s.pid, rec->frames, s.n_user); /* (not a stack snapshot's words) */
 	if (!dc->svc)
 		return 0;
 	/* a producer recording wall time (agent/lib/wall.h): its CPU samples count there too */
-	if ((rec->flags & SAMPLE_F_WALL) && agent__service_kind(dc->a, dc->svc, KIND_WALL))
-		aggregate__add(dc->svc->kinds[KIND_WALL], &s);
+	if ((rec->flags & SAMPLE_F_WALL) && agent__service_kind(dc->a, dc->svc, KIND_WALL)) {
+		struct agent_sample w = s; /* a stack snapshot goes with the CPU profile only */
+
+		w.snapshot = NULL;
+		w.flags &= (uint16_t)~SAMPLE_F_SNAPSHOT;
+		aggregate__add(dc->svc->kinds[KIND_WALL], &w);
+	}
 	if (!(rec->flags & SAMPLE_F_NOCPU)) {
 		aggregate__add(dc->svc->agg, &s);
 		agent__pull_add(dc->a, &s, dc->svc->name);

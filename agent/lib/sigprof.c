@@ -35,6 +35,7 @@
 #include "agent/core/ring.h"
 #include "agent/lib/selfread.h"
 #include "agent/lib/sigctl.h"
+#include "agent/lib/snapshot.h"
 #include "agent/core/symbolize.h"
 #include "agent/lib/unwind.h"
 #include "agent/lib/wall.h"
@@ -63,6 +64,7 @@ struct ep_thread {
 	char blob[RING_LABEL_SET_BYTES - 8];
 	volatile sig_atomic_t in_handler;
 	struct unwind_cache cache;
+	unsigned int snap_countdown; /* samples until the next snapshot (agent/lib/snapshot.h) */
 	uint64_t frames[CONFIG_MAX_STACK_DEPTH]; /* the walk's output: off the interrupted stack */
 };
 
@@ -170,6 +172,34 @@ static __attribute__((noinline)) uintptr_t live_stack_hi(void)
 	return sp >= self.stack_lo && sp < self.stack_hi ? self.stack_hi : 0;
 }
 
+/*
+ * The ring record of a sample of n frames, with a snapshot after them when one is due and fits
+ * (n_frames then counts its words too; the frames are the caller's to copy), else without.
+ */
+static struct ring_rec *reserve_record(unsigned int n, const void *uctx)
+{
+	size_t max = snapshot__due(&self.snap_countdown) ? snapshot__max_bytes() : 0;
+	struct ring_rec *rec;
+
+	if (!max)
+		goto plain;
+	rec = ring__try_reserve(ep.ring, n + (unsigned int)RING_SNAP_WORDS(max));
+	if (!rec) {
+		snapshot__count_no_room();
+		goto plain;
+	}
+	size_t len = snapshot__take(uctx, self.stack_lo, self.stack_hi, (uint8_t *)&rec->frames[n]);
+
+	rec->n_frames = (uint16_t)(n + RING_SNAP_WORDS(len));
+	rec->frames[rec->n_frames - 1] = RING_SNAP_DESC(n, len);
+	return rec;
+plain:
+	rec = ring__reserve(ep.ring, n);
+	if (rec)
+		rec->n_frames = (uint16_t)n;
+	return rec;
+}
+
 static void on_sigprof(int sig, siginfo_t *si, void *uctx)
 {
 	int saved_errno = errno;
@@ -195,7 +225,7 @@ static void on_sigprof(int sig, siginfo_t *si, void *uctx)
 			__atomic_load_n(&ep.program_threads, __ATOMIC_RELAXED) == 1, live_stack_hi());
 	n = pyframes__splice(self.frames, n, ep.max_depth, &truncated);
 	n = luaframes__splice(self.frames, n, ep.max_depth, self.stack_hi, &truncated);
-	rec = ring__reserve(ep.ring, n);
+	rec = reserve_record(n, uctx);
 	if (rec) {
 		rec->time_ns = t0;
 		/* the timer's period on the thread's own CPU clock, times the expiries it stands
@@ -205,9 +235,12 @@ static void on_sigprof(int sig, siginfo_t *si, void *uctx)
 		rec->pid = (uint32_t)ep.pid;
 		rec->tid = (uint32_t)self.tid;
 		rec->labels_id = self.labels_id;
-		rec->n_frames = (uint16_t)n;
+		if (rec->n_frames != n) /* reserve_record() wrote a snapshot after the frames */
+			rec->flags = SAMPLE_F_SNAPSHOT;
+		else
+			rec->flags = 0;
 		/* the CPU time also counts in the wall profile (only there without cpu) */
-		rec->flags = (uint16_t)((truncated ? SAMPLE_F_TRUNCATED : 0) |
+		rec->flags |= (uint16_t)((truncated ? SAMPLE_F_TRUNCATED : 0) |
 					(self.cache.inferred ? SAMPLE_F_INFERRED : 0) |
 					(ep.wall ? SAMPLE_F_WALL : 0) | (ep.cpu ? 0 : SAMPLE_F_NOCPU));
 		memcpy(rec->frames, self.frames, n * sizeof(self.frames[0]));
@@ -500,10 +533,15 @@ static int drain_one(void *ctx, const struct ring_rec *rec)
 	struct agent_sample s;
 
 	ring__rec_to_sample(ep.ring, rec, &s);
-	pyname__warm(rec->pid, rec->frames, rec->n_frames);
-	luaname__warm(rec->pid, rec->frames, rec->n_frames);
-	if (ep.wall_agg && (rec->flags & SAMPLE_F_WALL))
-		aggregate__add(ep.wall_agg, &s);
+	pyname__warm(rec->pid, rec->frames, s.n_user); /* not the snapshot's words */
+	luaname__warm(rec->pid, rec->frames, s.n_user);
+	if (ep.wall_agg && (rec->flags & SAMPLE_F_WALL)) {
+		struct agent_sample w = s; /* the snapshot goes with the CPU profile only */
+
+		w.snapshot = NULL;
+		w.flags &= (uint16_t)~SAMPLE_F_SNAPSHOT;
+		aggregate__add(ep.wall_agg, &w);
+	}
 	if (rec->flags & SAMPLE_F_NOCPU)
 		return 0;
 	aggregate__add(ep.agg, &s);
@@ -651,7 +689,8 @@ static void write_standalone(void)
 	struct symbolizer *sym = IS_ENABLED(CONFIG_SYMBOLIZE) ? symbolizer__new(0) : NULL;
 	struct sigctl_stats ss;
 	struct rusage ru;
-	char c0[256], c1[256], c2[256], c3[384], c4[256], c5[320], c6[320], c7[192];
+	struct snapshot_stats sn;
+	char c0[256], c1[256], c2[384], c3[384], c4[256], c5[320], c6[320], c7[192];
 	const char *comments[] = {c0, c1, c2, c3, c4, c5, c6, c7};
 	struct pyframes_stats ps;
 	struct luaframes_stats ls;
@@ -681,12 +720,17 @@ static void write_standalone(void)
 		 ep.hz, (unsigned long long)as.samples, (unsigned long long)rs.dropped_full,
 		 (unsigned long long)rs.torn, (unsigned long long)rs.labels_dropped,
 		 (unsigned long long)ep.untimed_threads);
+	snapshot__stats(&sn);
 	snprintf(c2, sizeof(c2),
 		 "edgeprof aggregate: stacks=%zu dropped_table=%llu "
-		 "dropped_frames=%llu dropped_labels=%llu truncated=%llu",
+		 "dropped_frames=%llu dropped_labels=%llu truncated=%llu snapshots=%llu "
+		 "snapshots_taken=%llu snapshots_no_ring_room=%llu snapshots_over_round=%llu "
+		 "snapshots_short_stack=%llu",
 		 as.entries, (unsigned long long)as.dropped_table,
 		 (unsigned long long)as.dropped_frames, (unsigned long long)as.dropped_labels,
-		 (unsigned long long)as.truncated);
+		 (unsigned long long)as.truncated, (unsigned long long)as.snapshots,
+		 (unsigned long long)sn.taken, (unsigned long long)sn.no_room,
+		 (unsigned long long)as.dropped_snapshots, (unsigned long long)sn.short_stack);
 	snprintf(c3, sizeof(c3),
 		 "edgeprof unwind: leaf_cfi=%llu rescued_cfi=%llu no_fde=%llu fp_steps=%llu "
 		 "outermost=%llu signal_frames=%llu inferred=%llu handler_ns_p50=%llu modules=%u/%u "
@@ -925,7 +969,11 @@ EP_API int edgeprof_start(void)
 			return err;
 	}
 	if (ep.standalone && !ep.agg) {
-		ep.agg = aggregate__new(NULL);
+		/* standalone: one round for the whole run; its snapshots' bound can be raised */
+		struct agg_opts ao = {.max_snapshots = env_ulong("EDGEPROF_SNAPSHOTS_MAX",
+								 CONFIG_SNAPSHOTS_PER_ROUND, 1, 65536)};
+
+		ep.agg = aggregate__new(&ao);
 		if (!ep.agg)
 			return -ENOMEM;
 	}
@@ -937,6 +985,7 @@ EP_API int edgeprof_start(void)
 	}
 	unwind__init();
 	selfread__init();
+	snapshot__init();
 	pyframes__init();
 	luaframes__init();
 	ep.start_mono_ns = mono_ns();

@@ -159,6 +159,12 @@ void api_metrics(struct api_ctx *a)
 	metric(&b, "profile_time_ahead_total", "counter",
 	       "Profiles dated more than an hour ahead of the collector's clock: stored at receive "
 	       "time, labelled clock=ahead.", m->time_clamped);
+	metric(&b, "stack_snapshots_total", "counter",
+	       "Samples received with a stack snapshot (stored without it).", m->snapshots);
+	metric(&b, "stack_snapshots_exact_total", "counter",
+	       "Stack snapshots unwound with the uploaded debug files (unwind=exact); the others "
+	       "keep the device's chain, counted by reason in their profile's comment.",
+	       m->snapshots_exact);
 	metric_family(&b, "requests_rejected_total", "Requests refused, by reason.", "reason",
 		      reject_reason_names, m->rejected, REJ__N);
 	store__metrics(a->store, STORE_METRICS_BACKEND, metric_store, &b);

@@ -19,6 +19,7 @@
 #include "store/query/selector.h"
 #include "store/api/api.h"
 #include "store/query/timeparse.h"
+#include "store/symbols/snapunwind.h"
 #include "store/ui/ui.h"
 
 #define API_MAX_OUTPUT	 (256u << 20)	/* merged profile answer */
@@ -460,8 +461,44 @@ static void clamp_future(struct api_ctx *a, struct ingest *in, struct record_met
 	a->metrics->time_clamped++;
 }
 
-int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, size_t len,
-		      uint64_t *seq, bool *dup, int64_t *time_ns)
+/*
+ * Samples that came with a stack snapshot get the chain the debug files give
+ * (store/symbols/snapunwind.h): *p and the body become the rewritten profile, without the
+ * snapshots (*owned: the new body, freed by the caller). 0 or -errno (answered).
+ */
+static int unwind_snapshots(struct api_ctx *a, struct pprof_profile **p, const void **body,
+			    size_t *len, size_t body_held, void **owned)
+{
+	struct pprof_buf buf = { .max = a->max_body };
+	struct snapunwind_stats st = { 0 };
+	int ret = a->debuginfo ? snapunwind__profile(a->debuginfo, *p, &buf, &st) : 0;
+
+	if (ret < 0) {
+		free(buf.data);
+		api_error(a, 503, REJ_STORE, "could not unwind its stack snapshots: %s",
+			  strerror(-ret));
+		return ret;
+	}
+	if (!ret)
+		return 0;
+	a->metrics->snapshots += st.snapshots;
+	a->metrics->snapshots_exact += st.exact;
+	pprof_profile__free(*p);
+	*p = NULL;
+	mem_charge__release_to(&a->mem, body_held);
+	ret = api_read_profile(a, buf.data, buf.len, false, store__merges_samples(a->store), p);
+	if (ret) {
+		free(buf.data);
+		return ret;
+	}
+	*body = buf.data;
+	*len = buf.len;
+	*owned = buf.data;
+	return 0;
+}
+
+static int store_profile(struct api_ctx *a, struct ingest *in, const void **bodyp, size_t *lenp,
+			 uint64_t *seq, bool *dup, int64_t *time_ns, void **owned)
 {
 	struct record_meta meta = { 0 };
 	struct pprof_profile *p = NULL;
@@ -470,11 +507,16 @@ int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, si
 	uint64_t window = take_duty_window(in);
 
 	a->metrics->received++;
-	a->metrics->bytes_received += len;
+	a->metrics->bytes_received += *lenp;
 	/* the store's rows and the metrics rules sum samples: merged ones sum alike */
-	ret = api_read_profile(a, body, len, false, store__merges_samples(a->store), &p);
+	ret = api_read_profile(a, *bodyp, *lenp, false, store__merges_samples(a->store), &p);
+	if (!ret)
+		ret = unwind_snapshots(a, &p, bodyp, lenp, body_held, owned);
 	if (ret)
 		return ret;
+	const void *body = *bodyp;
+	size_t len = *lenp;
+
 	meta.time_ns = (uint64_t)in->created_ns;
 	if (!in->created_ns) {
 		if (p->time_nanos > 0 && port_clock_real_is_set((uint64_t)p->time_nanos)) {
@@ -519,6 +561,16 @@ int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, si
 	if (time_ns)
 		*time_ns = (int64_t)meta.time_ns;
 	return 0;
+}
+
+int api_store_profile(struct api_ctx *a, struct ingest *in, const void *body, size_t len,
+		      uint64_t *seq, bool *dup, int64_t *time_ns)
+{
+	void *owned = NULL;
+	int ret = store_profile(a, in, &body, &len, seq, dup, time_ns, &owned);
+
+	free(owned);
+	return ret;
 }
 
 /* ---- POST /api/0/profiles ------------------------------------------------------------------ */

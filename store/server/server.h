@@ -77,6 +77,8 @@ struct server_metrics {
 	atomic_uint_fast64_t scrape_failed[SCRAPE_FAIL__N];
 	atomic_int scrape_targets, scrape_reload_errors;
 	atomic_uint_fast64_t time_clamped;	/* profiles dated ahead of our clock: now */
+	/* samples with a stack snapshot (store/symbols/snapunwind.h), and those unwound exactly */
+	atomic_uint_fast64_t snapshots, snapshots_exact;
 	struct mem_budget mem;	/* uploads' bodies and decodes (store/server/mem-budget.h) */
 };
 

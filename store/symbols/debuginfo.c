@@ -276,6 +276,14 @@ static struct dwarf_lines *lines_load(struct debuginfo *d, const char *build_id,
 }
 
 /* The cached tables of build_id, loading them on first use; NULL without a file. Locked. */
+int debuginfo__file(struct debuginfo *d, const char *build_id, char *path, size_t len)
+{
+	if (!debuginfo__valid_build_id(build_id))
+		return -EINVAL;
+	snprintf(path, len, "%s/%s", d->dir, build_id);
+	return access(path, R_OK) ? -ENOENT : 0;
+}
+
 static const struct cached_syms *entry_for(struct debuginfo *d, const char *build_id)
 {
 	struct cached_syms *c = cache_find(d, build_id);

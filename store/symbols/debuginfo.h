@@ -54,6 +54,9 @@ int debuginfo__list(struct debuginfo *d,
 int debuginfo__symbolize(struct debuginfo *d, const struct pprof_profile *p,
 			 struct pprof_profile **out, size_t *n_resolved);
 
+/* The path of build_id's stored file in path: 0, -EINVAL (not a build-id), -ENOENT (none). */
+int debuginfo__file(struct debuginfo *d, const char *build_id, char *path, size_t len);
+
 struct debuginfo_stats {
 	uint64_t files, bytes, uploads, rejected, cache_hits, cache_loads, cache_evictions;
 	uint64_t line_tables; /* debug files loaded with a usable DWARF line table */

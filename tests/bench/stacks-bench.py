@@ -175,9 +175,11 @@ def pprof_frames(path, pid=None, comms=None, user_only=False):
     return [f for f, _ in pprof_samples(path, pid, comms=comms, user_only=user_only)]
 
 
-def pprof_samples(path, pid=None, main_thread=False, comms=None, user_only=False):
-    """pprof_frames, each with whether the sample is labelled unwind=inferred; main_thread:
-    only the samples of the process's first thread."""
+def pprof_samples(path, pid=None, main_thread=False, comms=None, user_only=False,
+                  unwind="inferred"):
+    """pprof_frames, each with whether the sample is labelled unwind=inferred (or the label
+    value unwind names: "exact", the collector's snapshots); main_thread: only the samples of
+    the process's first thread."""
     txt = subprocess.run(["go", "tool", "pprof", "-raw", "-symbolize=none", path],
                          capture_output=True, text=True, timeout=300).stdout
     sect, samples, locs, maps = None, [], {}, {}
@@ -197,7 +199,7 @@ def pprof_samples(path, pid=None, main_thread=False, comms=None, user_only=False
             m = re.search(r"comm:\[([^\]]*)\]", line)
             if m and samples:
                 samples[-1][3] = m.group(1)
-            if "unwind:[inferred]" in line and samples:
+            if f"unwind:[{unwind}]" in line and samples:
                 samples[-1][4] = True
             m = re.search(r"thread:\[(\d+)\]", line)
             if m and samples and main_thread and int(m.group(1)) != samples[-1][2]:

@@ -133,12 +133,68 @@ static void labels_are_part_of_the_key(void **state)
 	aggregate__free(a);
 }
 
+struct snaps {
+	size_t with, without;
+	uint64_t count;
+	uint8_t last[8];
+};
+
+static int find_snapshots(void *ctx, const struct agg_entry *e)
+{
+	struct snaps *s = ctx;
+
+	s->count += e->count;
+	if (!e->snapshot) {
+		s->without++;
+		return 0;
+	}
+	assert_int_equal(e->count, 1);
+	assert_int_equal(e->snapshot_len, 5);
+	assert_int_equal(e->flags & SAMPLE_F_SNAPSHOT, SAMPLE_F_SNAPSHOT);
+	memcpy(s->last, e->snapshot, 5);
+	s->with++;
+	return 0;
+}
+
+/* Samples with a snapshot are entries of their own, never merged, max_snapshots of them; the
+ * rest keep their frames without it (counted) and aggregate as any sample. */
+static void snapshots_kept_apart_and_bounded(void **state)
+{
+	struct agg_opts o = {.max_entries = 16, .max_snapshots = 3};
+	struct aggregate *a = aggregate__new(&o);
+	uint64_t f[] = {1, 2, 3};
+	uint8_t blob[5] = {9, 8, 7, 6, 0};
+	struct agent_sample s = sample(1, f, 3);
+	struct agg_stats st;
+	struct snaps got = {0};
+
+	(void)state;
+	s.flags = SAMPLE_F_SNAPSHOT;
+	s.snapshot = blob;
+	s.snapshot_len = 5;
+	for (uint8_t i = 0; i < 5; i++) {
+		blob[4] = i;
+		assert_int_equal(aggregate__add(a, &s), 0);
+	}
+	aggregate__foreach(a, find_snapshots, &got);
+	assert_int_equal(got.with, 3);
+	assert_int_equal(got.without, 1); /* the two beyond the bound: one entry, count 2 */
+	assert_int_equal(got.count, 5);
+	assert_int_equal(got.last[4], 2);
+	aggregate__stats(a, &st);
+	assert_int_equal(st.snapshots, 3);
+	assert_int_equal(st.dropped_snapshots, 2);
+	assert_int_equal(st.samples, 5);
+	aggregate__free(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(same_stack_counts_once),
 	    cmocka_unit_test(bounds_drop_and_count),
 	    cmocka_unit_test(labels_are_part_of_the_key),
+	    cmocka_unit_test(snapshots_kept_apart_and_bounded),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

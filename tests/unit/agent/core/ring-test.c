@@ -73,6 +73,61 @@ static void roundtrip_across_many_wraps(void **state)
 	ring__free(r);
 }
 
+struct split {
+	struct ring *r;
+	struct agent_sample s[2];
+	uint8_t blob[2][16];
+	uint64_t last_frame[2]; /* the record is gone after the drain: copies */
+	unsigned int n;
+};
+
+static int take_sample(void *ctx, const struct ring_rec *rec)
+{
+	struct split *sp = ctx;
+
+	ring__rec_to_sample(sp->r, rec, &sp->s[sp->n]);
+	if (sp->s[sp->n].snapshot)
+		memcpy(sp->blob[sp->n], sp->s[sp->n].snapshot, sp->s[sp->n].snapshot_len);
+	if (sp->s[sp->n].n_user)
+		sp->last_frame[sp->n] = sp->s[sp->n].frames[sp->s[sp->n].n_user - 1];
+	sp->n++;
+	return 0;
+}
+
+/* A record with a snapshot after its frames comes out as frames and snapshot; one whose
+ * descriptor does not add up (a producer's garbage) comes out with neither. */
+static void snapshot_records_split(void **state)
+{
+	struct split sp = {0};
+	struct ring_rec *rec;
+	const char text[] = "0123456789";
+
+	(void)state;
+	assert_int_equal(ring__create(NULL, 4096, "svc", 99, &sp.r), 0);
+	for (int bad = 0; bad < 2; bad++) {
+		rec = ring__try_reserve(sp.r, 3 + RING_SNAP_WORDS(sizeof(text)));
+		assert_non_null(rec);
+		rec->flags = SAMPLE_F_SNAPSHOT;
+		rec->frames[0] = 0x100;
+		rec->frames[1] = 0x200;
+		rec->frames[2] = 0x300;
+		memcpy(&rec->frames[3], text, sizeof(text));
+		rec->n_frames = (uint16_t)(3 + RING_SNAP_WORDS(sizeof(text)));
+		rec->frames[rec->n_frames - 1] = RING_SNAP_DESC(3 + bad, sizeof(text));
+		ring__commit(sp.r, rec);
+	}
+	assert_int_equal(ring__drain(sp.r, 10, 0, take_sample, &sp), 2);
+	assert_int_equal(sp.s[0].n_user, 3);
+	assert_int_equal(sp.last_frame[0], 0x300);
+	assert_int_equal(sp.s[0].snapshot_len, sizeof(text));
+	assert_string_equal((const char *)sp.blob[0], text);
+	assert_true(sp.s[0].flags & SAMPLE_F_SNAPSHOT);
+	assert_int_equal(sp.s[1].n_user, 0);
+	assert_null(sp.s[1].snapshot);
+	assert_false(sp.s[1].flags & SAMPLE_F_SNAPSHOT);
+	ring__free(sp.r);
+}
+
 static void overflow_is_counted_exactly(void **state)
 {
 	struct seen s = {.ordered = true};
@@ -377,6 +432,7 @@ int main(void)
 	    cmocka_unit_test(producer_dead_before_header),
 	    cmocka_unit_test(open_rejects_non_rings),
 	    cmocka_unit_test(label_sets_are_interned),
+	    cmocka_unit_test(snapshot_records_split),
 	    cmocka_unit_test(release_keeps_only_unread_samples),
 	    cmocka_unit_test(registry_trim_keeps_newest_dead),
 	    cmocka_unit_test(producer_liveness_survives_pid_reuse),
