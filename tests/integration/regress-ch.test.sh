@@ -10,6 +10,10 @@
 #     that changed), and the same per-device shares;
 #   - the same holds for ClickHouse read profile by profile (--per-profile, the old path);
 #   - the comparison can fail: a fleet with another seed in ClickHouse differs from the ring;
+#   - duty weights: each device's second profile is a duty-cycled upload of weight 3
+#     (--weight), weighed at ingest in ClickHouse, kept beside the bytes in the ring and weighed
+#     when read: a device's shares are of weighted values on both (equal to the last digit);
+#     the ring without the weights differs;
 #   - a time range that holds nothing is an error on both;
 #   - the per-device daily rollup (samples_1d): the fleet is stored yesterday, marked served
 #     from yesterday on (samples_1d_since, as a backfill would), so the default range reads
@@ -28,9 +32,11 @@ BASE='fw{version="1.4"}'
 CAND='fw{version="1.5"}'
 Y0=$(( ($(date +%s) / 86400 - 1) * 86400 )) # yesterday, 00:00 UTC
 YDAY=$(date -u -d "@$Y0" +%F)
-opts=(--devices 120 --cand-frac 0.25 --noise 0.05 --samples 3000 --profiles 2
-      --effect crc32_update=1.2 --new tls_renegotiate=0.01 --time-s $((Y0 + 3600)))
+plain=(--devices 120 --cand-frac 0.25 --noise 0.05 --samples 3000 --profiles 2
+       --effect crc32_update=1.2 --new tls_renegotiate=0.01 --time-s $((Y0 + 3600)))
+opts=("${plain[@]}" --weight 3)
 "$FLEET" fill "$T/ring" --ring-mb 32 --seed 39 "${opts[@]}" || fail "regress-fleet fill (ring)"
+"$FLEET" fill "$T/ring1" --ring-mb 32 --seed 39 "${plain[@]}" || fail "regress-fleet fill (ring, no weights)"
 "$FLEET" fill "$CH/regress_a" --seed 39 "${opts[@]}" || fail "regress-fleet fill (clickhouse)"
 "$FLEET" fill "$CH/regress_b" --seed 40 "${opts[@]}" || fail "regress-fleet fill (clickhouse, seed 40)"
 [ "$(ch_sql 0 'SELECT count() FROM regress_a.profiles')" = 240 ] || fail "not 240 profiles in ClickHouse"
@@ -80,6 +86,9 @@ echo "samples_1d: yesterday from the rollup = the ring; a grown rollup row moves
 
 cmp_run "$CH/regress_b" "$T/other"
 diff -q "$T/ring.all" "$T/other.all" >/dev/null && fail "another fleet compares equal: the check cannot fail"
+cmp_run "$T/ring1" "$T/ring1"
+diff -q "$T/ring.all" "$T/ring1.all" >/dev/null && fail "the weights change nothing: the check cannot fail"
+echo "duty weights: ring (weighed when read) = ClickHouse (weighed at ingest); unweighed differs"
 
 old=$(($(date +%s) - 86400 * 3))
 for where in "$T/ring" "$CH/regress_a"; do
