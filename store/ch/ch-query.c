@@ -1291,14 +1291,17 @@ static int dev_rows_read(struct rb *res, struct dev_rows *d)
 }
 
 /*
- * What a side's answer of len bytes costs the query's budget before it is read: the answer,
- * its rows (keys and values), two agg_sample arrays and the order, all sized by its rows.
+ * What a side's answer of len bytes costs the query's budget before it is read: its peak,
+ * the answer with the rows read from it (keys and values), or, once the answer is freed, the
+ * rows with the two agg_sample arrays and the order built from them (ch__merge_by_device).
  */
 static size_t dev_rows_cost(size_t len, size_t nt)
 {
-	size_t rows = len / (16 + 8 * (nt ? nt : 1)) + 1;
+	size_t row = 16 + 8 * nt, rows = len / (row ? row : 1) + 1;
+	size_t read = len + rows * row;
+	size_t built = rows * (row + 2 * sizeof(struct agg_sample) + sizeof(size_t));
 
-	return len + rows * (16 + 8 * nt + 2 * sizeof(struct agg_sample) + sizeof(size_t));
+	return read > built ? read : built;
 }
 
 /*
