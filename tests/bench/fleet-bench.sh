@@ -232,7 +232,7 @@ if [[ " $PHASES " == *" query "* ]]; then
 	done
 	gids=$(ch_sql 0 "SELECT arrayStringConcat(groupArray(toString(grp)), ',') FROM (SELECT any(grp) AS grp FROM $Q.samples_1g WHERE day = toDate($gday) GROUP BY hour ORDER BY hour)")
 	[ "$(echo "$gids" | tr ',' '\n' | sort -u | wc -l)" = 16 ] || { echo "query: the 16 groups' ids not found: $gids"; exit 1; }
-	for t in samples profiles samples_1g rollup_pending; do
+	for t in samples profiles samples_1g samples_1d rollup_pending; do
 		ch_sql 0 "ALTER TABLE $Q.$t DROP PARTITION ID '$(date -u -d "@$gday" +%Y%m%d)'"
 	done
 	# the hourly rollup of those rows, as collectors send it with their batches (an hour at a

@@ -134,8 +134,10 @@ fi
 # the path before it), the whole day, median of REPS warm runs each, in-process. A day
 # generated before samples_1d existed gets its rows as collectors send them (summed by
 # device, an INSERT per hour here, as a backfill would) and is marked served; timed twice:
-# as those INSERTs leave it (ClickHouse's background merges running or not), then merged
+# as found (after those INSERTs: ClickHouse's background merges running or not), then merged
 # (OPTIMIZE FINAL: what a day of background merges leaves). Both answers equal, or it fails.
+# Beside the times, ClickHouse's user CPU for a side's GROUP BY (system.query_log): the times
+# swing with the load of this shared machine, the CPU much less.
 daily_case() { # T0
 	local t0=$1 day dd s0 rows parts st
 	day=$(date -u -d "@$t0" +%F)
@@ -147,7 +149,12 @@ daily_case() { # T0
 		ch_sql 0 "INSERT INTO edgeprof_day.samples_1d_since VALUES ('$day')"
 		echo "samples_1d: the day summed by device into $(ch_sql 0 "SELECT count() FROM edgeprof_day.samples_1d") rows in $(echo "$(date +%s.%N) - $s0" | bc) s (24 INSERTs, once)"
 	fi
-	for st in as-inserted merged; do
+	sed -i '0,/<default>/s//<default><log_queries>1<\/log_queries>/' "$T/ch0/users.xml"
+	for _ in $(seq 150); do # ClickHouse reloads users.xml within seconds
+		[ "$(ch_sql 0 "SELECT value FROM system.settings WHERE name = 'log_queries'")" = 1 ] && break
+		sleep 0.2
+	done
+	for st in as-found merged; do
 		if [ "$st" = merged ]; then
 			s0=$(date +%s.%N)
 			ch_sql 0 "OPTIMIZE TABLE edgeprof_day.samples_1d FINAL" || return 1
@@ -156,6 +163,7 @@ daily_case() { # T0
 		rows=$(ch_sql 0 "SELECT count() FROM edgeprof_day.samples_1d WHERE day = '$day'")
 		parts=$(ch_sql 0 "SELECT count() FROM system.parts WHERE active AND database = 'edgeprof_day' AND table = 'samples_1d'")
 		rm -f "$T/d.t" "$T/r.t"
+		since=$(date +%s)
 		for i in $(seq 0 "$REPS"); do # the first of each: warm-up
 			"$FLEET" compare "$DB" "$B" "$C" --from-s "$t0" --to-s $((t0 + 86400)) >"$T/d.out" || return 1
 			"$FLEET" compare "$DB" "$B" "$C" --from-s "$t0" --to-s $((t0 + 86400)) --raw >"$T/r.out" || return 1
@@ -169,6 +177,12 @@ daily_case() { # T0
 			-v rows="$rows" -v parts="$parts" 'BEGIN {
 			printf "samples_1d %s (%d rows, %d parts): the day fw1 against fw2 in-process, median of %d warm: daily rollup %.2f s, raw rows %.2f s: rollup/raw %.3f (same answers)\n", st, rows, parts, n, d, r, d / r }'
 		tail -n 1 "$T/d.out"
+		# ClickHouse's own figures for a side's GROUP BY (load-independent: user CPU)
+		sleep 8 # query_log is flushed every 7.5 s
+		for k in "LIKE '%FROM samples_1d WHERE%'" "NOT LIKE '%samples_1d%'"; do
+			ch_sql 0 "SELECT ProfileEvents.Values[indexOf(ProfileEvents.Names, 'UserTimeMicroseconds')] / 1e6, query_duration_ms / 1e3, read_rows FROM system.query_log WHERE type = 2 AND event_time >= toDateTime($since) AND query LIKE '%GROUP BY series, stack%' AND query $k" |
+				sort -g | awk -v k="$k" '{ c[NR] = $1; w[NR] = $2; r[NR] = $3 } END { m = int((NR + 1) / 2); printf "  clickhouse, a side'"'"'s GROUP BY %s (median of %d by CPU): %.2f s user CPU, %.2f s, %d rows read\n", (k ~ /NOT/) ? "on raw rows" : "on samples_1d", NR, c[m], w[m], r[m] }'
+		done
 	done
 }
 
