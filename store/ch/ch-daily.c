@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "port/clock.h"
 #include "port/log.h"
 #include "store/ch/ch-daily.h"
 
@@ -35,6 +36,16 @@ static const char ch_daily_table[] =
 static const char ch_daily_since[] =
 	"CREATE TABLE IF NOT EXISTS samples_1d_since (day Date) ENGINE = Log";
 
+/* day (days since 1970) as 'YYYY-MM-DD' (18.16 compares a Date with a string). */
+static void day_str(char *s, size_t n, uint64_t day)
+{
+	time_t t = (time_t)(day * 86400);
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	snprintf(s, n, "'%04d-%02d-%02d'", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday);
+}
+
 int ch_daily__schema(struct ch_conn *conn, char *err, size_t errlen)
 {
 	struct rb res = { 0 };
@@ -46,24 +57,18 @@ int ch_daily__schema(struct ch_conn *conn, char *err, size_t errlen)
 		e = ch_conn__run(conn, "SELECT count() FROM samples_1d_since FORMAT RowBinary", NULL,
 				 NULL, 0, &res, err, errlen);
 	if (!e && res.len == 8 && !memcmp(res.p, "\0\0\0\0\0\0\0\0", 8)) {
-		e = ch_conn__run(conn, "INSERT INTO samples_1d_since SELECT today() + 1", NULL,
-				 NULL, 0, NULL, err, errlen);
+		/* tomorrow in UTC, as the rows' day is (not the server's today(): its zone) */
+		char sql[96], day[40];
+
+		day_str(day, sizeof(day), port_clock_real_ns() / DAY_NS + 1);
+		snprintf(sql, sizeof(sql), "INSERT INTO samples_1d_since VALUES (%s)", day);
+		e = ch_conn__run(conn, sql, NULL, NULL, 0, NULL, err, errlen);
 		if (!e)
 			pr_info("clickhouse: per-device daily rollup (samples_1d) created: it serves "
 				"the days from tomorrow on (earlier days are read raw)");
 	}
 	rb_free(&res);
 	return e;
-}
-
-/* day (days since 1970) as 'YYYY-MM-DD' (18.16 compares a Date with a string). */
-static void day_str(char *s, size_t n, uint64_t day)
-{
-	time_t t = (time_t)(day * 86400);
-	struct tm tm;
-
-	gmtime_r(&t, &tm);
-	snprintf(s, n, "'%04d-%02d-%02d'", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday);
 }
 
 /* The first day samples_1d serves (days since 1970), or UINT64_MAX when unknown. */
