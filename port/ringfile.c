@@ -227,6 +227,8 @@ static size_t meta__encoded_len(const struct record_meta *m, int *err)
 		n += 4 + kl + vl;
 	}
 	n += 8; /* value */
+	if (m->weight_milli && m->weight_milli != 1000)
+		n += 4; /* weight: only when there is one (records stay as they were) */
 	return *err ? 0 : n;
 }
 
@@ -269,6 +271,8 @@ static int meta__encode(uint8_t *p, const struct record_meta *m)
 		p = meta__put_str(p, sorted[i].value);
 	}
 	put64(p, (uint64_t)m->value);
+	if (m->weight_milli && m->weight_milli != 1000)
+		put32(p + 8, m->weight_milli);
 	return 0;
 }
 
@@ -345,6 +349,8 @@ static int meta__decode(const uint8_t *rec, const struct rec_hdr *h, uint8_t *ou
 	meta->n_labels = n_labels;
 	if (end - p >= 8)
 		meta->value = (int64_t)get64(p);
+	if (end - p >= 12)
+		meta->weight_milli = get32(p + 8);
 	return 0;
 }
 

@@ -29,7 +29,8 @@
  *   48 u32 generation (must equal the header's)   52 u32 payload length
  *   56 metadata: u16 length + bytes for service, type, device, key; u16 label count, then per
  *      label u16 length + key, u16 length + value (labels sorted by key, keys unique); then
- *      i64 value (the profile's total, for timelines; absent in records that predate it = 0)
+ *      i64 value (the profile's total, for timelines; absent in records that predate it = 0);
+ *      then u32 duty weight (x 1000), present only when not 1 (a duty-cycled upload)
  *   .. payload (the gzip pprof as received)
  * A skip marker (flag RINGFILE_F_SKIP, no metadata, no payload) ends a lap when the next record
  * does not fit before the end of the file; a gap shorter than the 56-byte fixed header is simply
@@ -116,8 +117,10 @@ struct record_meta {
 	size_t n_labels;
 	int64_t value;		/* the profile's total of its default sample type, for timelines
 				 * without decoding payloads (0 = unknown) */
-	uint32_t weight_milli;	/* the duty weight its decoded values carry (0, 1000: none);
-				 * not stored by the ring file: the ClickHouse spool keeps it */
+	uint32_t weight_milli;	/* the duty weight (0, 1000: none): what its decoded values
+				 * carry in ClickHouse (its spool keeps it); the ring file keeps
+				 * it beside the payload as received (a regression comparison
+				 * weighs the profile with it: store/api/regress-store.c) */
 };
 
 struct ringfile_opts {

@@ -32,6 +32,7 @@ struct store_ch_stats {
 	uint64_t partitions_dropped;		/* days dropped by retention */
 	uint64_t rollup_dirty_hours;		/* hours merges read raw (rollup short) */
 	uint64_t rollup_failures;		/* rollup rows not built or not sent */
+	uint64_t daily_sides;			/* comparison sides read from samples_1d */
 	bool reachable;				/* the last INSERT (or the schema) went in */
 	bool schema_pending;			/* started while ClickHouse was down */
 	char last_error[300];

@@ -271,6 +271,9 @@ static void metrics_ch(const struct store_ch_stats *ch, metric_fn cb, void *ctx)
 	emit(cb, ctx, "clickhouse_rollup_failures_total", "counter",
 	     "Batches whose samples_1h rows were not built or their INSERT failed: hours marked.",
 	     ch->rollup_failures);
+	emit(cb, ctx, "clickhouse_daily_rollup_sides_total", "counter",
+	     "Regression comparison sides summed from the per-device daily rollup (samples_1d).",
+	     ch->daily_sides);
 	emit(cb, ctx, "clickhouse_waits_total", "counter",
 	     "Uploads that found the queue full while ClickHouse took batches, and waited.",
 	     ch->waits);

@@ -52,6 +52,8 @@ struct store_entry {
 	const struct record_label *labels; /* sorted by key */
 	size_t n_labels;
 	int64_t value;		/* the profile's total (record_meta.value) */
+	uint32_t weight_milli;	/* its duty weight, x 1000, to apply to its values when read
+				 * (the ring's; 0: none, or ClickHouse's, applied at ingest) */
 };
 
 /* Called once per entry of a listing; a nonzero return stops it and is returned. */

@@ -463,13 +463,41 @@ static size_t fleet_stacks(struct pprof_profile **pool, int n_pool, struct fleet
  * share locations), ~1 in 10 functions renamed in each version (code that changed), SAMPLES
  * draws skewed toward the first stacks (hot paths), rotated per profile.
  */
+/*
+ * --version-effect FUNC=FACTOR: the newest version's samples whose leaf is FUNC (named as in
+ * the pool) drawn FACTOR times as often, each profile's factor off by up to +-10 %
+ * (per-device noise: a device uploads its version's profiles in turn).
+ */
+struct fleet_effect {
+	const char *fn;		/* NULL: none */
+	double factor;
+};
+
+/* How many times a sample is drawn (1, or more under the effect), with seed's next draws. */
+static int fleet_draws(const struct fleet_effect *fx, const struct fleet_stack *st, bool newest,
+		       double noise, uint64_t *seed)
+{
+	double extra;
+	int n = 1;
+
+	if (!fx->fn || !newest || strcmp(st->f[0].name, fx->fn))
+		return 1;
+	for (extra = fx->factor * noise - 1; extra >= 1; extra -= 1)
+		n++;
+	*seed = *seed * 6364136223846793005ULL + 1442695040888963407ULL;
+	return n + (extra > 0 && (double)(*seed >> 11) / 9007199254740992.0 < extra);
+}
+
 static int fleet_one(const char *path, const struct fleet_stack *st, size_t n, int v, int i,
-		     long samples)
+		     long samples, const struct fleet_effect *fx, bool newest)
 {
 	struct pprof_builder_opts opts = { .gzip_level = 1 };
 	FILE *f = fopen(path, "wb");
 	struct pprof_builder *b = pprof_builder__new(&opts, pprof_file_write, f);
 	uint64_t seed = (uint64_t)v * 1000003u + (uint64_t)i * 7919u + 1, m, loc[260];
+	uint64_t fx_seed = seed ^ 0x5eed;
+	double noise = 0.9 + 0.2 * (double)((seed * 0x9e3779b97f4a7c15ull) >> 11) /
+			     9007199254740992.0;
 	char bid[64], name[300];
 	int ret = 0;
 
@@ -514,7 +542,8 @@ static int fleet_one(const char *path, const struct fleet_stack *st, size_t n, i
 			loc[nl++] = pprof_builder__location(b, m, 0x400100 + (uint64_t)r * 0x80 +
 						(r ? 0 : root * 8) + (uint64_t)v * 0x40, &ln, 1);
 		}
-		ret = pprof_builder__add_sample(b, loc, nl, vals, NULL, 0);
+		for (int d = fleet_draws(fx, &st[idx], newest, noise, &fx_seed); d > 0 && !ret; d--)
+			ret = pprof_builder__add_sample(b, loc, nl, vals, NULL, 0);
 	}
 	ret |= pprof_builder__finish(b);
 	pprof_builder__free(b);
@@ -522,7 +551,36 @@ static int fleet_one(const char *path, const struct fleet_stack *st, size_t n, i
 	return ret ? 1 : 0;
 }
 
+static int fleet_make(const char *dir, int versions, int per, long samples, char **files, int n,
+		      const struct fleet_effect *fx);
+
+/*
+ * pprof-tool fleet DIR VERSIONS PER SAMPLES [--version-effect FUNC=FACTOR] FILE...: PER
+ * profiles of each of VERSIONS firmware versions (DIR/fw<v>-<i>.pb.gz) from FILEs' stacks.
+ */
 static int cmd_fleet(const char *dir, int versions, int per, long samples, char **files, int n)
+{
+	struct fleet_effect fx = { 0 };
+	char *eq;
+
+	if (n >= 2 && !strcmp(files[0], "--version-effect")) {
+		eq = strchr(files[1], '=');
+		fx.fn = files[1];
+		fx.factor = eq ? strtod(eq + 1, NULL) : 0;
+		if (!eq || eq == files[1] || !(fx.factor > 0) || fx.factor > 100) {
+			fprintf(stderr, "fleet: --version-effect FUNC=FACTOR (0 < FACTOR <= 100): "
+				"'%s'\n", files[1]);
+			return 2;
+		}
+		*eq = '\0';
+		files += 2;
+		n -= 2;
+	}
+	return fleet_make(dir, versions, per, samples, files, n, &fx);
+}
+
+static int fleet_make(const char *dir, int versions, int per, long samples, char **files, int n,
+		      const struct fleet_effect *fx)
 {
 	struct pprof_profile **pool = calloc((size_t)n, sizeof(*pool));
 	struct fleet_stack *st;
@@ -541,11 +599,14 @@ static int cmd_fleet(const char *dir, int versions, int per, long samples, char 
 			char path[4096];
 
 			snprintf(path, sizeof(path), "%s/fw%d-%d.pb.gz", dir, v, i);
-			ret = fleet_one(path, st, ns, v, i, samples);
+			ret = fleet_one(path, st, ns, v, i, samples, fx, v == versions - 1);
 		}
 	}
 	fprintf(stderr, "fleet: %zu stacks from %d real profiles, x %d tasks, %d versions\n", ns,
 		n, FLEET_ROOTS, versions);
+	if (fx->fn)
+		fprintf(stderr, "fleet: fw%d (the newest) spends %g times the CPU in %s (+-10 %% a "
+			"profile)\n", versions - 1, fx->factor, fx->fn);
 	for (size_t i = 0; i < ns; i++)
 		free(st[i].f);
 	free(st);

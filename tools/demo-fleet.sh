@@ -5,13 +5,26 @@
 # with its --ch-spool), 1,000 simulated devices (tests/drivers/collector-load --fleet: 4
 # firmware versions, profiles made from real profiles' stacks by tests/pprof-tool fleet)
 # uploading over mutual TLS for a minute (DEMO_SECONDS), then one fleet query per firmware
-# version through a collector, and its top functions. Everything started is stopped on exit.
+# version through a collector, and its top functions (the newest version, fw3, spends
+# DEMO_FLEET_EFFECT's factor times the CPU in its function: sort.partition=1.3). Then a staged
+# roll-out checked for regressions: a comparison's unit is the device, its certificate, and the
+# load above has one certificate for all its devices, so the roll-out is
+# tests/drivers/regress-fleet's (DEMO_ROLLOUT_DEVICES devices, 200, each its own, 25 % on
+# firmware 1.5 whose devices spend DEMO_EFFECT's factor times the CPU in its function,
+# crc32_update=1.2, with per-device noise; DEMO_EFFECT= for none), stored into the same
+# database by the collector's store code, and `edgeprof regressions 'fw{version="1.4"}'
+# 'fw{version="1.5"}'` through a collector finds it (what the web UI's Regressions tab lists).
+# Everything started is stopped on exit.
 # Usage: tools/demo-fleet.sh BUILD_DIR
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 EP_BUILD=$(cd "${1:-$top/build/host-x86_64}" && pwd)
 SECS=${DEMO_SECONDS:-60}
 DEVICES=${DEMO_DEVICES:-1000}
+FLEET_EFFECT=${DEMO_FLEET_EFFECT-sort.partition=1.3}
+EFFECT=${DEMO_EFFECT-crc32_update=1.2}
+ROLLOUT=${DEMO_ROLLOUT_DEVICES:-200}
+REGRESS_FLEET=$EP_BUILD/tests/drivers/regress-fleet
 . "$top/tests/lib/collector-lib.sh"
 . "$top/tests/lib/clickhouse-lib.sh"
 [ -x "$LOAD" ] || { echo "demo-fleet: collector-load not built (make all-tests)"; exit 1; }
@@ -23,7 +36,7 @@ mkdir -p "$T/pool" "$T/fleet"
 if command -v go >/dev/null; then
 	(cd "$top/tests/oracle" && GOCACHE=$T/gocache GOFLAGS=-mod=mod go run . "$T/pool" 1 >/dev/null 2>&1) || true
 fi
-"$PPROF_TOOL" fleet "$T/fleet" 4 8 1400 "$T"/pool/*.pb.gz \
+"$PPROF_TOOL" fleet "$T/fleet" 4 8 1400 ${FLEET_EFFECT:+--version-effect "$FLEET_EFFECT"} "$T"/pool/*.pb.gz \
 	"$top"/tests/fuzz/pprof-reader.corpus/go-*.gz.seed
 say "ClickHouse on loopback ($T/ch0), two collectors on it"
 ch_start 0
@@ -54,3 +67,10 @@ for v in 0 1 2 3; do
 	echo "$(grep -i '^x-edgeprof-profiles' "$T/fw$v.h" | tr -dc 0-9) profiles merged"
 	"$EP" top -n 8 "$T/fw$v.pb.gz" | sed -n '/flat%/,$p'
 done
+say "A staged roll-out: $ROLLOUT devices, 25 % on firmware 1.5${EFFECT:+ (made: $EFFECT on 1.5)}, stored in edgeprof_demo"
+"$REGRESS_FLEET" fill "http://127.0.0.1:$(ch_http_port 0)/edgeprof_demo" --devices "$ROLLOUT" \
+	--cand-frac 0.25 --profiles 2 --samples 3000 ${EFFECT:+--effect "$EFFECT"}
+say "Which functions take another share of the CPU on 1.5's devices than on 1.4's"
+"$EP" regressions --collector "https://localhost:$CC_PORT" --tls-ca "$T/pki/ca.crt" \
+	--tls-cert "$T/pki/op.crt" --tls-key "$T/pki/op.key" --from 2000-01-01 \
+	'fw{version="1.4"}' 'fw{version="1.5"}'

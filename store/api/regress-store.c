@@ -4,7 +4,9 @@
  * (regress-store.h): each device's profile merged by the backend in one pass
  * (store__merge_by_device: ClickHouse sums by device and stack), or, where the backend has no
  * such pass (the ring), list (seq, device), sort by device, read each device's profiles into
- * its sums (what merging them would give), add the device.
+ * its sums (what merging them would give), add the device. A device's shares are of its
+ * duty-weighted values on both: ClickHouse stores them weighted (store/api/api.c), the ring
+ * as uploaded with the weight beside them, applied here to each profile read.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -17,6 +19,7 @@
 struct listed {
 	char *device;
 	uint64_t seq;
+	uint32_t weight_milli;	/* the ring's duty weight (0: none) */
 };
 
 struct listing {
@@ -42,6 +45,7 @@ static int list_one(void *ctx, const struct store_entry *e)
 	l->v[l->n].device = strdup(e->device ? e->device : "");
 	if (!l->v[l->n].device)
 		return -ENOMEM;
+	l->v[l->n].weight_milli = e->weight_milli;
 	l->v[l->n++].seq = e->seq;
 	return 0;
 }
@@ -79,6 +83,9 @@ static int add_device(struct store *s, const struct listed *v, size_t n, const c
 		}
 		if (ret)
 			break;
+		/* the ring keeps the bytes as uploaded: weighed here as ClickHouse's rows were */
+		if (v[i].weight_milli && v[i].weight_milli != 1000)
+			pprof_profile__weigh(p, v[i].weight_milli);
 		vi = stacks__sample_index(p, spec, err, errlen);
 		ret = vi < 0 ? vi : regress__add_profile(r, p, vi, err, errlen);
 		pprof_profile__free_budget(p, b);

@@ -15,6 +15,7 @@
 
 #include "port/clock.h"
 #include "port/log.h"
+#include "store/ch/ch-daily.h"
 #include "store/ch/ch-query.h"
 #include "store/ch/ch-store.h"
 
@@ -1289,23 +1290,49 @@ static int dev_rows_read(struct rb *res, struct dev_rows *d)
 	return 0;
 }
 
+/*
+ * What a side's answer of len bytes costs the query's budget before it is read: its peak,
+ * the answer with the rows read from it (keys and values), or, once the answer is freed, the
+ * rows with the two agg_sample arrays and the order built from them (ch__merge_by_device).
+ */
+static size_t dev_rows_cost(size_t len, size_t nt)
+{
+	size_t row = 16 + 8 * nt, rows = len / (row ? row : 1) + 1;
+	size_t read = len + rows * row;
+	size_t built = rows * (row + 2 * sizeof(struct agg_sample) + sizeof(size_t));
+
+	return read > built ? read : built;
+}
+
+/*
+ * A side's (series, stack) sums: from the per-device daily rollup for the whole days it
+ * serves (ch-daily.c), raw rows for the rest; charged to q's budget (*held: given back by the
+ * caller) before they are read.
+ */
 static int dev_rows_fetch(struct ch_store *c, const struct store_query *q,
 			  const struct series_sel *sel, uint64_t sig, struct dev_rows *d,
-			  char *err, size_t errlen)
+			  size_t *held, char *err, size_t errlen)
 {
 	struct ch_ext x = { .name = SEL_EXT_NAME, .structure = "series UInt64" };
-	struct rb sql = { 0 }, res = { 0 }, ids = { 0 };
+	struct rb sql = { 0 }, res = { 0 }, ids = { 0 }, from = { 0 };
+	const char *in = sel->every ? "" : " AND series IN " SEL_EXT_NAME;
+	bool daily = ch_daily__from(c, &from, q, in, sig, d->nt);
 	int e;
 
 	rb_printf(&sql, "SELECT series, stack");
 	for (size_t i = 0; i < d->nt; i++)
-		rb_printf(&sql, ", sum(v[%zu])", i + 1);
-	sql_samples_from(&sql);
-	sql_where_samples(&sql, q, c->samples_hour);
-	rb_printf(&sql, " AND sig = %" PRIu64 "%s GROUP BY series, stack SETTINGS "
-		  "max_rows_to_group_by = %d, group_by_overflow_mode = 'throw' FORMAT RowBinary",
-		  sig, sel->every ? "" : " AND series IN " SEL_EXT_NAME,
-		  CONFIG_COLLECTOR_CH_MAX_DEVICE_STACKS);
+		rb_printf(&sql, daily ? ", sum(v%zu)" : ", sum(v[%zu])", i + !daily);
+	if (daily) {
+		rb_put(&sql, from.p, from.len);
+	} else {
+		sql_samples_from(&sql);
+		sql_where_samples(&sql, q, c->samples_hour);
+		rb_printf(&sql, " AND sig = %" PRIu64 "%s", sig, in);
+	}
+	rb_printf(&sql, " GROUP BY series, stack SETTINGS max_rows_to_group_by = %d, "
+		  "group_by_overflow_mode = 'throw'", CONFIG_COLLECTOR_CH_MAX_DEVICE_STACKS);
+	sql_time_bound(&sql, q->budget);
+	rb_printf(&sql, " FORMAT RowBinary");
 	rb_put(&sql, "", 1);
 	if (!sel->every)
 		sel_ext_rows(&ids, sel, sig);
@@ -1323,13 +1350,25 @@ static int dev_rows_fetch(struct ch_store *c, const struct store_query *q,
 			 CONFIG_COLLECTOR_CH_MAX_DEVICE_STACKS);
 		e = -E2BIG;
 	}
+	if (e && q->budget && strstr(err, "TIMEOUT_EXCEEDED")) /* max_execution_time above */
+		e = -ETIMEDOUT;
+	if (!e && q->budget) {
+		e = q->budget->take(q->budget->ctx, dev_rows_cost(res.len, d->nt), err, errlen);
+		*held = e ? 0 : dev_rows_cost(res.len, d->nt);
+	}
 	if (!e)
 		e = dev_rows_read(&res, d);
+	if (!e && daily) {
+		pthread_mutex_lock(&c->lock);
+		c->daily_sides++;
+		pthread_mutex_unlock(&c->lock);
+	}
 	if (e == -EIO)
 		snprintf(err, errlen, "clickhouse: malformed answer to the per-device query");
 	rb_free(&sql);
 	rb_free(&res);
 	rb_free(&ids);
+	rb_free(&from);
 	return e;
 }
 
@@ -1398,8 +1437,8 @@ static int by_device(struct series_sel *sel, uint64_t sig, const struct dev_rows
 /* Device k's profile from its rows (all[] in g->order), handed to cb. */
 static int device_profile(const struct by_device *g, size_t k, const struct pprof_head *h,
 			  const struct agg_sample *all, struct agg_sample *mine, size_t nt,
-			  struct dicts *dc, store_device_fn cb, void *ctx, size_t *lost,
-			  char *err, size_t errlen)
+			  struct dicts *dc, const struct pprof_budget *b, store_device_fn cb,
+			  void *ctx, size_t *lost, char *err, size_t errlen)
 {
 	struct pprof_profile *p = NULL;
 	struct pprof_buf pb = { 0 };
@@ -1412,11 +1451,11 @@ static int device_profile(const struct by_device *g, size_t k, const struct ppro
 	e = build_from(h, mine, n, nt, false, dc, &pb, &l, err, errlen);
 	*lost += l;
 	if (!e)
-		e = pprof_read(pb.data, pb.len, NULL, &p, err, errlen);
+		e = pprof_read_budget(pb.data, pb.len, b, &p, err, errlen);
 	free(pb.data);
 	if (!e)
 		e = cb(ctx, h->row->device, p);
-	pprof_profile__free(p);
+	pprof_profile__free_budget(p, b);
 	return e;
 }
 
@@ -1435,7 +1474,7 @@ int ch__merge_by_device(struct store *base, const struct store_query *q, store_d
 	struct dicts dc = { 0 };
 	struct agg_sample *all = NULL, *mine = NULL;
 	uint64_t sig, count = 0, total = 0;
-	size_t lost = 0, r0 = 0;
+	size_t lost = 0, r0 = 0, held = 0;
 	int e;
 
 	err[0] = '\0';
@@ -1453,7 +1492,7 @@ int ch__merge_by_device(struct store *base, const struct store_query *q, store_d
 	for (size_t i = 0; i < sel.n && !d.nt; i++)
 		if (sel.v[i].sig == sig)
 			d.nt = n_types(&sel.v[i]);
-	e = dev_rows_fetch(c, q, &sel, sig, &d, err, errlen);
+	e = dev_rows_fetch(c, q, &sel, sig, &d, &held, err, errlen);
 	if (!e)
 		e = by_device(&sel, sig, &d, &g);
 	all = e ? NULL : malloc((d.n + 1) * sizeof(*all));
@@ -1469,7 +1508,8 @@ int ch__merge_by_device(struct store *base, const struct store_query *q, store_d
 
 		while (r0 < g.n_rows && g.rows[r0]->dev == k)
 			r0++;
-		e = device_profile(&g, k, &h, all, mine, d.nt, &dc, cb, ctx, &lost, err, errlen);
+		e = device_profile(&g, k, &h, all, mine, d.nt, &dc, q->budget, cb, ctx, &lost,
+				   err, errlen);
 	}
 	if (e == -ENOMEM && !err[0])
 		snprintf(err, errlen, "out of memory");
@@ -1490,6 +1530,8 @@ out:
 	free(d.key);
 	free(d.v);
 	free(sel.v);
+	if (held)
+		q->budget->give(q->budget->ctx, held);
 	return e;
 }
 

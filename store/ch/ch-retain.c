@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * store/ch/ch-retain.c — retention of the ClickHouse backend (--retention-days N): 18.16 has no
- * TTL, so the day partitions of samples, their hourly rollups (samples_1g, samples_1h) and
+ * TTL, so the day partitions of samples, their rollups (samples_1g, samples_1h, samples_1d) and
  * profiles older than N days are dropped (ALTER TABLE ... DROP PARTITION ID) by the writer
  * thread, at start and hourly. The dictionaries
  * stay: small, and shared by the days that remain. Several collectors may do it at once: a
@@ -35,7 +35,7 @@ static int retain_on(struct ch_store *c, struct ch_conn *conn, const char *serve
 
 	rb_printf(&sql, "SELECT DISTINCT table, partition_id FROM system.parts WHERE active AND "
 		  "database = '%s' AND table IN ('samples%s', 'profiles%s', 'samples_1h%s', "
-		  "'rollup_dirty%s', 'rollup_pending', 'samples_1g') AND max_date < today() - %u "
+		  "'rollup_dirty%s', 'rollup_pending', 'samples_1g', 'samples_1d') AND max_date < today() - %u "
 		  "FORMAT RowBinary", c->o.database, sfx, sfx, sfx, sfx, c->retention_days);
 	rb_put(&sql, "", 1);
 	e = sql.oom ? -ENOMEM : ch_conn__run(conn, (char *)sql.p, NULL, NULL, 0, &res, err,

@@ -9,6 +9,9 @@
  * order so that ClickHouse neither groups nor sorts. A view's grouping and sorting of every
  * INSERT was 30-60% of clickhouse-server's CPU at ingest (docs/notes/rollups.md); the
  * collector has the rows in hand, already by stack within each profile.
+ *
+ * The same rows keyed by (series, sig, day) instead are samples_1d's, the per-device daily
+ * rollup a regression comparison reads (ch-daily.c): ch_rollup__build_daily().
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -18,7 +21,10 @@
 
 #define ROW_FIXED (2 + 5 * 8)	/* day, ts, series, sig, profile, stack; then the values */
 
-/* One profile's rows in the samples body, with its rollup key. */
+/*
+ * One profile's rows in the samples body, with its rollup key: (grp, sig, hour) for
+ * samples_1g; for samples_1d grp holds the series and hour the day.
+ */
 struct rseg {
 	uint64_t grp, sig, hour;
 	size_t off, len, n;
@@ -68,7 +74,7 @@ static int rrow_cmp(const void *a, const void *b)
  * The segment of mark m: its key and row count, or n = 0 when its rows are not rolled up
  * (more values than samples_1g has columns: the view's WHERE). -1 when the rows do not parse.
  */
-static int rseg_of(const struct rb *body, const struct pmark *m, struct rseg *s)
+static int rseg_of(const struct rb *body, const struct pmark *m, bool daily, struct rseg *s)
 {
 	struct rb_rd r = { body->p + m->s_off, body->p + m->s_off + m->s_len, false };
 	bool wide = false;
@@ -80,9 +86,12 @@ static int rseg_of(const struct rb *body, const struct pmark *m, struct rseg *s)
 		if ((size_t)(r.end - r.p) < ROW_FIXED)
 			return -1;
 		if (!s->n) {
-			s->grp = m->grp;
+			uint16_t day;
+
+			memcpy(&day, r.p, 2);
+			s->grp = daily ? get64(r.p + 10) : m->grp;
 			s->sig = get64(r.p + 18);
-			s->hour = get64(r.p + 2) / CH_ROLLUP_NS;
+			s->hour = daily ? day : get64(r.p + 2) / CH_ROLLUP_NS;
 		}
 		r.p += ROW_FIXED;
 		k = rd_varint1(&r);
@@ -198,6 +207,7 @@ static int rkey_rows(const struct rb *body, const struct rseg *sg, size_t k, siz
 	return 0;
 }
 
+/* samples_1g's columns; samples_1d's are the same without hour, with series for grp. */
 static const char *const rollup_cols[][2] = {
 	{ "day", "Date" }, { "hour", "UInt32" }, { "grp", "UInt64" }, { "sig", "UInt64" },
 	{ "stack", "UInt64" }, { "v0", "Int64" }, { "v1", "Int64" }, { "v2", "Int64" },
@@ -208,7 +218,7 @@ static const char *const rollup_cols[][2] = {
 
 /* rows (with their segments' keys) as one Native block, column by column. */
 static int rollup_native(const struct rrow *rows, const struct rseg *const *key, size_t n,
-			 struct rb *out)
+			 bool daily, struct rb *out)
 {
 	static const size_t width[ROLLUP_COLS] = { 2, 4, 8, 8, 8, 8, 8, 8, 8 };
 	size_t at[ROLLUP_COLS], size = 20;	/* two varints */
@@ -217,10 +227,12 @@ static int rollup_native(const struct rrow *rows, const struct rseg *const *key,
 		size += 2 + strlen(rollup_cols[c][0]) + strlen(rollup_cols[c][1]) + width[c] * n;
 	if (!rb_reserve_exact(out, size))
 		return -ENOMEM;
-	rb_varint(out, ROLLUP_COLS);
+	rb_varint(out, ROLLUP_COLS - daily);
 	rb_varint(out, n);
 	for (size_t c = 0; c < ROLLUP_COLS; c++) {
-		rb_str(out, rollup_cols[c][0]);
+		if (daily && c == 1)
+			continue;
+		rb_str(out, daily && c == 2 ? "series" : rollup_cols[c][0]);
 		rb_str(out, rollup_cols[c][1]);
 		at[c] = out->len;
 		if (!rb_reserve(out, width[c] * n))
@@ -234,7 +246,8 @@ static int rollup_native(const struct rrow *rows, const struct rseg *const *key,
 		unsigned char *o = out->p;
 
 		memcpy(o + at[0] + 2 * i, &rows[i].day, 2);
-		memcpy(o + at[1] + 4 * i, &hour, 4);
+		if (!daily)
+			memcpy(o + at[1] + 4 * i, &hour, 4);
 		memcpy(o + at[2] + 8 * i, &key[i]->grp, 8);
 		memcpy(o + at[3] + 8 * i, &key[i]->sig, 8);
 		memcpy(o + at[4] + 8 * i, &rows[i].stack, 8);
@@ -246,11 +259,12 @@ static int rollup_native(const struct rrow *rows, const struct rseg *const *key,
 
 /*
  * The rollup of the batch's sample rows (those of its marks, as they were inserted) as a
- * Native block in out, in samples_1g's order (grp, sig, hour, stack). *n_rows: its rows
- * (0: nothing to insert). 0, -ENOMEM, or -EINVAL when the rows do not parse.
+ * Native block in out, in samples_1g's order (grp, sig, hour, stack), or daily samples_1d's
+ * (series, sig, day, stack). *n_rows: its rows (0: nothing to insert). 0, -ENOMEM, or
+ * -EINVAL when the rows do not parse.
  */
-int ch_rollup__build(const struct ch_batch *b, struct ch_scratch *s, struct rb *out,
-		     size_t *n_rows)
+static int rollup_build(const struct ch_batch *b, bool daily, struct ch_scratch *s,
+			struct rb *out, size_t *n_rows)
 {
 	const struct rb *body = &b->rows[T_SAMPLES];
 	struct rseg *sg = rb_room(&s->seg, (b->n_marks + 1) * sizeof(*sg));
@@ -265,7 +279,7 @@ int ch_rollup__build(const struct ch_batch *b, struct ch_scratch *s, struct rb *
 	for (size_t i = 0; !e && i < b->n_marks; i++) {
 		if (!b->marks[i].s_len)
 			continue;
-		e = rseg_of(body, &b->marks[i], &sg[ns]) ? -EINVAL : 0;
+		e = rseg_of(body, &b->marks[i], daily, &sg[ns]) ? -EINVAL : 0;
 		if (!e && sg[ns].n)
 			total += sg[ns++].n;
 	}
@@ -286,10 +300,22 @@ int ch_rollup__build(const struct ch_batch *b, struct ch_scratch *s, struct rb *
 			key[k] = &sg[i];
 	}
 	if (!e && n)
-		e = rollup_native(rows, key, n, out);
+		e = rollup_native(rows, key, n, daily, out);
 	if (!e)
 		*n_rows = n;
 	return e;
+}
+
+int ch_rollup__build(const struct ch_batch *b, struct ch_scratch *s, struct rb *out,
+		     size_t *n_rows)
+{
+	return rollup_build(b, false, s, out, n_rows);
+}
+
+int ch_rollup__build_daily(const struct ch_batch *b, struct ch_scratch *s, struct rb *out,
+			   size_t *n_rows)
+{
+	return rollup_build(b, true, s, out, n_rows);
 }
 
 void ch_scratch__free(struct ch_scratch *s)

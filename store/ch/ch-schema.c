@@ -19,7 +19,11 @@
  *   samples_1h (day, hour, series, sig, stack, v0..v3): --ch-cluster: samples summed by hour
  *             and series by a materialized view on each shard's samples_local;
  *             SummingMergeTree PARTITION BY day ORDER BY (series, sig, hour, stack)
- *   rollup_dirty, rollup_pending: the hours the rollup may be short of (read raw)
+ *   samples_1d (day, series, sig, stack, v0..v3): one server: samples summed by day and
+ *             series, sent with each batch after samples_1g's rows (ch-daily.c): a regression
+ *             comparison's per-device sums; SummingMergeTree PARTITION BY day
+ *             ORDER BY (series, sig, stack); samples_1d_since: the first day it serves
+ *   rollup_dirty, rollup_pending: the hours the rollups may be short of (read raw)
  * With --ch-cluster the tables are Distributed over <table>_local on each shard.
  */
 #include <errno.h>
@@ -27,7 +31,7 @@
 #include <string.h>
 
 #include "port/log.h"
-#include "store/ch/ch-store.h"
+#include "store/ch/ch-daily.h"
 
 const char *const ch_table_names[T__N] = {
 	"functions", "mappings", "locations", "stacks", "samples", "profiles",
@@ -296,6 +300,8 @@ int ch_schema__create(struct ch_store *c, char *err, size_t errlen)
 		e = ch__schema_rollup(c, conn, err, errlen);
 	if (!e && c->own_rollup)
 		e = ch__schema_group(c, conn, err, errlen);
+	if (!e && c->own_rollup)
+		e = ch_daily__schema(conn, err, errlen);
 	ch_conn__free(conn);
 	return e;
 }

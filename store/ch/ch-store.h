@@ -187,6 +187,7 @@ struct ch_store {
 	uint64_t batches, insert_errors, rows[T__N], merges, merge_skipped;
 	uint64_t partitions_dropped;
 	uint64_t rollup_merges;		/* merges that read samples_1h or samples_1g */
+	uint64_t daily_sides;		/* comparison sides that read samples_1d */
 	uint64_t dirty_hours;		/* hours marked in rollup_dirty */
 	uint64_t rollup_failures;	/* batches whose rollup rows failed: hours marked */
 	uint64_t retries_found;		/* batches with uploads ClickHouse held already */
@@ -345,6 +346,9 @@ void ch_spool__done(struct ch_store *c, const struct ch_batch *b);
  */
 int ch_rollup__build(const struct ch_batch *b, struct ch_scratch *s, struct rb *out,
 		     size_t *n_rows);
+/* The same rows summed by (series, sig, day) instead: samples_1d's (ch-daily.c). */
+int ch_rollup__build_daily(const struct ch_batch *b, struct ch_scratch *s, struct rb *out,
+			   size_t *n_rows);
 void ch_scratch__free(struct ch_scratch *s);
 /* A batch was dropped unsent (lock held): its records are replayed from the spool. */
 void ch_spool__respill(struct ch_store *c, const struct ch_batch *b);

@@ -334,6 +334,27 @@ static void batch__rollup_failed(struct ch_store *c, struct ch_batch *b, const c
 }
 
 /*
+ * The batch's per-device daily rollup rows (samples_1d, ch-daily.c), after its samples_1g
+ * rows: a failure marks the batch's hours dirty as for those (both rollups read raw there;
+ * samples_1g's rows are not sent again). 0 or -errno with err.
+ */
+static int batch__rollup_daily(struct ch_store *c, struct ch_conn *conn, struct ch_batch *b,
+			       char *err, size_t errlen)
+{
+	struct rb *body = &c->scratch.native;
+	size_t n = 0;
+	int e = ch_rollup__build_daily(b, &c->scratch, body, &n);
+
+	if (e)
+		snprintf(err, errlen, "clickhouse: samples_1d rows not built: %s", e == -EINVAL ?
+			 "sample rows that do not parse" : strerror(-e));
+	else if (n)
+		e = ch_conn__run(conn, "INSERT INTO samples_1d FORMAT Native", CH_INSERT_SETTINGS,
+				 body->p, body->len, NULL, err, errlen);
+	return e;
+}
+
+/*
  * The batch's hourly rollup rows (ch-rollup.c), once its samples are in and before its profile
  * rows (a profile row means stored to a retry). Not sent again after a failed INSERT (any
  * error, -ENOMEM too: it may come from reading the answer, after the body went): that one
@@ -371,11 +392,13 @@ static int batch__rollup(struct ch_store *c, struct ch_conn *conn, struct ch_bat
 	if (n)
 		e = ch_conn__run(conn, "INSERT INTO samples_1g FORMAT Native",
 				 CH_INSERT_SETTINGS, body->p, body->len, NULL, err, sizeof(err));
+	if (!e)
+		e = batch__rollup_daily(c, conn, b, err, sizeof(err));
 	if (e) {
 		pthread_mutex_lock(&c->lock);
 		c->insert_errors++;
 		pthread_mutex_unlock(&c->lock);
-		batch__rollup_failed(c, b, "INSERT INTO samples_1g", err);
+		batch__rollup_failed(c, b, "INSERT INTO samples_1g or samples_1d", err);
 	}
 	b->rolled = !e;
 	return e;

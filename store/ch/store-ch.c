@@ -48,6 +48,7 @@ static void ch__stats(struct store *base, struct store_stats *st)
 	st->ch.partitions_dropped = c->partitions_dropped;
 	st->ch.rollup_dirty_hours = c->dirty_hours;
 	st->ch.rollup_failures = c->rollup_failures;
+	st->ch.daily_sides = c->daily_sides;
 	st->ch.reachable = c->ch_ok && !c->schema_pending;
 	st->ch.schema_pending = c->schema_pending;
 	snprintf(st->ch.last_error, sizeof(st->ch.last_error), "%s", c->last_error);

@@ -35,6 +35,7 @@ struct ix_entry {
 	uint64_t seq, time_ns, key_hash;
 	int64_t value;
 	uint32_t size;
+	uint32_t weight_milli;	/* record_meta's: 0 or 1000 when none */
 	uint16_t flags;
 	struct istr *service, *type, *device;
 	struct lset *labels;
@@ -374,7 +375,8 @@ int index__add(struct index *ix, uint64_t seq, const struct record_meta *meta, u
 	       uint64_t *existing)
 {
 	struct ix_entry e = { .seq = seq, .time_ns = meta->time_ns, .size = size,
-			      .value = meta->value, .flags = meta->flags };
+			      .value = meta->value, .flags = meta->flags,
+			      .weight_milli = meta->weight_milli };
 	uint64_t dup;
 	size_t pos;
 	int err;
@@ -431,6 +433,7 @@ static void ix__view(const struct ix_entry *e, struct store_entry *v)
 	v->time_ns = e->time_ns;
 	v->size = e->size;
 	v->value = e->value;
+	v->weight_milli = e->weight_milli;
 	v->flags = e->flags;
 	v->service = e->service->s;
 	v->type = e->type->s;

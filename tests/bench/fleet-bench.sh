@@ -181,8 +181,8 @@ if [[ " $PHASES " == *" ingest "* ]]; then
 		awk '{printf "  %-10s %12.0f rows %12.0f bytes on disk (%.0f uncompressed)\n", $1, $2, $3, $4}'
 	disk=$(ch_sql 0 "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = '$DB'")
 	gz=$(ch_sql 0 "SELECT sum(size), count(), uniqExact(id) FROM $DB.profiles")
-	roll=$(ch_sql 0 "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = '$DB' AND table IN ('samples_1g', 'samples_1h')")
-	awk -v d="$disk" -v g="$gz" -v r="${roll:-0}" 'BEGIN { split(g, a, "\t"); printf "storage: %.0f bytes on disk for %.0f gzip pprof bytes (%d profiles stored, %d ids): %.3f (goal <= 0.2); without the hourly rollup %.3f\n", d, a[1], a[2], a[3], d / a[1], (d - r) / a[1] }'
+	roll=$(ch_sql 0 "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = '$DB' AND table IN ('samples_1g', 'samples_1h', 'samples_1d')")
+	awk -v d="$disk" -v g="$gz" -v r="${roll:-0}" 'BEGIN { split(g, a, "\t"); printf "storage: %.0f bytes on disk for %.0f gzip pprof bytes (%d profiles stored, %d ids): %.3f (goal <= 0.2); without the rollups (hourly, daily by device) %.3f\n", d, a[1], a[2], a[3], d / a[1], (d - r) / a[1] }'
 	for p in "${cpids[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
 fi
 
@@ -232,7 +232,7 @@ if [[ " $PHASES " == *" query "* ]]; then
 	done
 	gids=$(ch_sql 0 "SELECT arrayStringConcat(groupArray(toString(grp)), ',') FROM (SELECT any(grp) AS grp FROM $Q.samples_1g WHERE day = toDate($gday) GROUP BY hour ORDER BY hour)")
 	[ "$(echo "$gids" | tr ',' '\n' | sort -u | wc -l)" = 16 ] || { echo "query: the 16 groups' ids not found: $gids"; exit 1; }
-	for t in samples profiles samples_1g rollup_pending; do
+	for t in samples profiles samples_1g samples_1d rollup_pending; do
 		ch_sql 0 "ALTER TABLE $Q.$t DROP PARTITION ID '$(date -u -d "@$gday" +%Y%m%d)'"
 	done
 	# the hourly rollup of those rows, as collectors send it with their batches (an hour at a

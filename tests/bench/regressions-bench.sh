@@ -10,7 +10,7 @@
 #          EFFECT (1.2: crc32_update, 3 % of the CPU, is EFFECT times slower on 1.5),
 #          NEW (0.01: tls_renegotiate's share on 1.5), T_DEVICES (1000) x T_PROFILES (10):
 #          the timed comparison's fleet, REPS (3), CH_DIR (the ClickHouse case, below),
-#          CH_SLICE_S (120: the old path's slice of the day), ONLY_CH (1: the ClickHouse
+#          CH_SLICE_S (120: the old path's slice of the day; 0: not run), ONLY_CH (1: the ClickHouse
 #          case alone)
 #
 # Per run (seed 1..RUNS), tests/drivers/regress-fleet fills a ring in /dev/shm (tmpfs: the
@@ -130,6 +130,62 @@ echo "statistics only (Mann-Whitney + BH + intervals, every test, --all): ours $
 echo "  (ours includes 1,000-resample bootstrap intervals of the findings only)"
 fi
 
+# The per-device daily rollup (samples_1d, store/ch/ch-daily.c) against the raw rows (--raw:
+# the path before it), the whole day, median of REPS warm runs each, in-process. A day
+# generated before samples_1d existed gets its rows as collectors send them (summed by
+# device, an INSERT per hour here, as a backfill would) and is marked served; timed twice:
+# as found (after those INSERTs: ClickHouse's background merges running or not), then merged
+# (OPTIMIZE FINAL: what a day of background merges leaves). Both answers equal, or it fails.
+# Beside the times, ClickHouse's user CPU for a side's GROUP BY (system.query_log): the times
+# swing with the load of this shared machine, the CPU much less.
+daily_case() { # T0
+	local t0=$1 day dd s0 rows parts st
+	day=$(date -u -d "@$t0" +%F)
+	if [ "$(ch_sql 0 "SELECT count() FROM edgeprof_day.samples_1d WHERE day = '$day'")" = 0 ]; then
+		s0=$(date +%s.%N)
+		for h in $(seq 0 23); do
+			ch_sql 0 "INSERT INTO edgeprof_day.samples_1d SELECT day, series, sig, stack, sum(v[1]), sum(v[2]), sum(v[3]), sum(v[4]) FROM edgeprof_day.samples ARRAY JOIN stacks AS stack, v WHERE ts >= ($t0 + $h * 3600) * 1000000000 AND ts < ($t0 + ($h + 1) * 3600) * 1000000000 AND length(v) <= 4 GROUP BY day, series, sig, stack ORDER BY series, sig, stack" || return 1
+		done
+		ch_sql 0 "INSERT INTO edgeprof_day.samples_1d_since VALUES ('$day')"
+		echo "samples_1d: the day summed by device into $(ch_sql 0 "SELECT count() FROM edgeprof_day.samples_1d") rows in $(echo "$(date +%s.%N) - $s0" | bc) s (24 INSERTs, once)"
+	fi
+	sed -i '0,/<default>/s//<default><log_queries>1<\/log_queries>/' "$T/ch0/users.xml"
+	for _ in $(seq 150); do # ClickHouse reloads users.xml within seconds
+		[ "$(ch_sql 0 "SELECT value FROM system.settings WHERE name = 'log_queries'")" = 1 ] && break
+		sleep 0.2
+	done
+	for st in as-found merged; do
+		if [ "$st" = merged ]; then
+			s0=$(date +%s.%N)
+			ch_sql 0 "OPTIMIZE TABLE edgeprof_day.samples_1d FINAL" || return 1
+			echo "samples_1d: OPTIMIZE FINAL in $(echo "$(date +%s.%N) - $s0" | bc) s"
+		fi
+		rows=$(ch_sql 0 "SELECT count() FROM edgeprof_day.samples_1d WHERE day = '$day'")
+		parts=$(ch_sql 0 "SELECT count() FROM system.parts WHERE active AND database = 'edgeprof_day' AND table = 'samples_1d'")
+		rm -f "$T/d.t" "$T/r.t"
+		since=$(date +%s)
+		for i in $(seq 0 "$REPS"); do # the first of each: warm-up
+			"$FLEET" compare "$DB" "$B" "$C" --from-s "$t0" --to-s $((t0 + 86400)) >"$T/d.out" || return 1
+			"$FLEET" compare "$DB" "$B" "$C" --from-s "$t0" --to-s $((t0 + 86400)) --raw >"$T/r.out" || return 1
+			[ "$i" = 0 ] && continue
+			secs <"$T/d.out" >>"$T/d.t"
+			secs <"$T/r.out" >>"$T/r.t"
+		done
+		sed 's/ seconds=.*//' "$T/d.out" | cmp -s - <(sed 's/ seconds=.*//' "$T/r.out") ||
+			{ echo "samples_1d: its answer differs from the raw rows'"; return 1; }
+		awk -v d="$(median <"$T/d.t")" -v r="$(median <"$T/r.t")" -v n="$REPS" -v st="$st" \
+			-v rows="$rows" -v parts="$parts" 'BEGIN {
+			printf "samples_1d %s (%d rows, %d parts): the day fw1 against fw2 in-process, median of %d warm: daily rollup %.2f s, raw rows %.2f s: rollup/raw %.3f (same answers)\n", st, rows, parts, n, d, r, d / r }'
+		tail -n 1 "$T/d.out"
+		# ClickHouse's own figures for a side's GROUP BY (load-independent: user CPU)
+		sleep 8 # query_log is flushed every 7.5 s
+		for k in "LIKE '%FROM samples_1d WHERE%'" "NOT LIKE '%samples_1d%'"; do
+			ch_sql 0 "SELECT ProfileEvents.Values[indexOf(ProfileEvents.Names, 'UserTimeMicroseconds')] / 1e6, query_duration_ms / 1e3, read_rows FROM system.query_log WHERE type = 2 AND event_time >= toDateTime($since) AND query LIKE '%GROUP BY series, stack%' AND query $k" |
+				sort -g | awk -v k="$k" '{ c[NR] = $1; w[NR] = $2; r[NR] = $3 } END { m = int((NR + 1) / 2); printf "  clickhouse, a side'"'"'s GROUP BY %s (median of %d by CPU): %.2f s user CPU, %.2f s, %d rows read\n", (k ~ /NOT/) ? "on raw rows" : "on samples_1d", NR, c[m], w[m], r[m] }'
+		done
+	done
+}
+
 [ -n "${CH_DIR:-}" ] || { echo "== ClickHouse: CH_DIR not set (the synthetic day; see the head of this file): skipped"; exit 0; }
 echo "== ClickHouse: the synthetic day in $CH_DIR, fw1 against fw2"
 (
@@ -147,17 +203,20 @@ echo "== ClickHouse: the synthetic day in $CH_DIR, fw1 against fw2"
 	B='{version="fw1"}' C='{version="fw2"}'
 	median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 	secs() { sed -n 's/.* seconds=\([0-9.]*\).*/\1/p'; }
-	slice="--from-s $((t0 + 43200)) --to-s $((t0 + 43200 + ${CH_SLICE_S:-120}))"
-	"$FLEET" compare "$DB" "$B" "$C" $slice >"$T/new.s" || exit 1 # warm-up
-	"$FLEET" compare "$DB" "$B" "$C" $slice >"$T/new.s" || exit 1
-	"$FLEET" compare "$DB" "$B" "$C" $slice --per-profile >"$T/old.s" || exit 1
-	sed 's/ seconds=.*//' "$T/new.s" | cmp -s - <(sed 's/ seconds=.*//' "$T/old.s") ||
-		{ echo "ClickHouse: the two paths' answers differ on the slice"; exit 1; }
-	sp=$(ch_sql 0 "SELECT countIf(has(label_values, 'fw1') OR has(label_values, 'fw2')) FROM edgeprof_day.profiles WHERE ts >= ($t0 + 43200) * 1000000000 AND ts <= ($t0 + 43200 + ${CH_SLICE_S:-120}) * 1000000000")
-	dp=$(ch_sql 0 "SELECT countIf(has(label_values, 'fw1') OR has(label_values, 'fw2')) FROM edgeprof_day.profiles")
-	awk -v o="$(secs <"$T/old.s")" -v w="$(secs <"$T/new.s")" -v sp="$sp" -v dp="$dp" -v s="${CH_SLICE_S:-120}" 'BEGIN {
-		printf "slice of %d s (%d profiles of fw1 and fw2; the same answers): ours %.3f s, previous path (profile by profile) %.3f s: ours/previous %.4f\n", s, sp, w, o, w / o
-		printf "previous path over the day (%d profiles), estimated from the slice: %.0f s\n", dp, o / sp * dp }'
+	daily_case "$t0" || exit 1
+	if [ "${CH_SLICE_S:-120}" != 0 ]; then # the profile-by-profile path: ~0.4 s a profile
+		slice="--from-s $((t0 + 43200)) --to-s $((t0 + 43200 + ${CH_SLICE_S:-120}))"
+		"$FLEET" compare "$DB" "$B" "$C" $slice >"$T/new.s" || exit 1 # warm-up
+		"$FLEET" compare "$DB" "$B" "$C" $slice >"$T/new.s" || exit 1
+		"$FLEET" compare "$DB" "$B" "$C" $slice --per-profile >"$T/old.s" || exit 1
+		sed 's/ seconds=.*//' "$T/new.s" | cmp -s - <(sed 's/ seconds=.*//' "$T/old.s") ||
+			{ echo "ClickHouse: the two paths' answers differ on the slice"; exit 1; }
+		sp=$(ch_sql 0 "SELECT countIf(has(label_values, 'fw1') OR has(label_values, 'fw2')) FROM edgeprof_day.profiles WHERE ts >= ($t0 + 43200) * 1000000000 AND ts <= ($t0 + 43200 + ${CH_SLICE_S:-120}) * 1000000000")
+		dp=$(ch_sql 0 "SELECT countIf(has(label_values, 'fw1') OR has(label_values, 'fw2')) FROM edgeprof_day.profiles")
+		awk -v o="$(secs <"$T/old.s")" -v w="$(secs <"$T/new.s")" -v sp="$sp" -v dp="$dp" -v s="${CH_SLICE_S:-120}" 'BEGIN {
+			printf "slice of %d s (%d profiles of fw1 and fw2; the same answers): ours %.3f s, previous path (profile by profile) %.3f s: ours/previous %.4f\n", s, sp, w, o, w / o
+			printf "previous path over the day (%d profiles), estimated from the slice: %.0f s\n", dp, o / sp * dp }'
+	fi
 	for _ in $(seq 0 "$REPS"); do
 		"$FLEET" compare "$DB" "$B" "$C" --from-s "$t0" --to-s $((t0 + 86400)) >"$T/day" ||
 			exit 1
@@ -165,7 +224,7 @@ echo "== ClickHouse: the synthetic day in $CH_DIR, fw1 against fw2"
 	done
 	tail -n 1 "$T/day"
 	inproc=$(tail -n "$REPS" "$T/day.t" | median)
-	awk -v o="$(secs <"$T/old.s")" -v sp="$sp" -v dp="$dp" -v d="$inproc" 'BEGIN {
+	[ "${CH_SLICE_S:-120}" = 0 ] || awk -v o="$(secs <"$T/old.s")" -v sp="$sp" -v dp="$dp" -v d="$inproc" 'BEGIN {
 		printf "the day in-process: ours %.2f s, previous path ~%.0f s (estimate): ours/previous ~%.4f\n", d, o / sp * dp, d / (o / sp * dp) }'
 	make_pki
 	start_ch_collector chr "$DB"

@@ -18,19 +18,23 @@
  *         --new FUNC=SHARE       candidate devices run FUNC (a new leaf) at SHARE of the CPU
  *         --time-s T         the first profile's time (unix seconds; default now - 60)
  *         --spacing-s S (1)  between a device's profiles
+ *         --weight W         a device's odd profiles (2nd, 4th, ...) carry the duty weight W,
+ *                            stored as the collector stores a duty-cycled upload
  *         --cand-delay-s S (0)  the candidate devices' profiles S seconds later (the roll-out
  *                            began later: the newest version is the one first seen last)
  *   RING may be a ClickHouse URL instead (http://HOST:PORT/DATABASE): the same fleet stored in
  *       ClickHouse (the database created), compared by ClickHouse's sums by device.
  *   regress-fleet compare RING BASE_SEL CAND_SEL [--all] [--shares FILE] [--bootstrap N]
- *                         [--per-profile] [--from-s T] [--to-s T] [--chains]
+ *                         [--per-profile] [--raw] [--from-s T] [--to-s T] [--chains]
  *       the comparison in-process (store/api/regress-store.c, pprof/view/regress.c, as the
  *       handler runs it) on a ring no collector holds: one line per finding (all: per test)
  *       "verdict metric function base_pct cand_pct delta_pct p_value p_adjusted u", then
  *       "devices_base=N devices_cand=N tests=N seconds=S"; --shares writes every per-device
  *       share "function metric side device share" for the scipy reference; --per-profile
  *       reads the profiles one by one through the store front even where the backend sums
- *       by device (the path before it did: the benchmark's peer); --from-s/--to-s: a time
+ *       by device (the path before it did: the benchmark's peer); --raw: ClickHouse sums
+ *       raw rows only, not the rollups (--rollup-seconds 0: the path before samples_1d,
+ *       the benchmark's peer of the daily rollup); --from-s/--to-s: a time
  *       range (unix seconds); --chains: under each finding its caller chains that moved
  *       most, "  stack CALLER>CALLER base_pct cand_pct".
  */
@@ -56,6 +60,7 @@ struct fleet {
 	unsigned devices, samples, profiles;
 	double cand_frac, noise;
 	uint64_t seed, time_ns, spacing_s, cand_delay_s;
+	uint32_t weight_milli;	/* --weight: a device's odd profiles' duty weight (0: none) */
 	size_t ring_mb;
 	const char *effect_fn, *new_fn;
 	double effect, new_share;
@@ -178,6 +183,28 @@ static int build_profile(struct fleet *f, const double *w, int nf, struct pprof_
 	return ret;
 }
 
+/*
+ * A duty-cycled upload, as the collector's ingest takes it (store/api/api.c): decoded (its
+ * samples of a stack merged where the store merges them), its values weighed, the weight in
+ * its metadata (the ring keeps the bytes as uploaded and the weight beside them).
+ */
+static int put_weighed(struct store *s, struct record_meta *m, const struct pprof_buf *out,
+		       uint32_t weight_milli)
+{
+	struct pprof_read_limits lim = { .merge_samples = store__merges_samples(s) };
+	struct pprof_profile *p = NULL;
+	char err[256];
+	uint64_t seq;
+	bool dup;
+	int ret = pprof_read(out->data, out->len, &lim, &p, err, sizeof(err));
+
+	if (ret)
+		return ret;
+	pprof_profile__weigh(p, weight_milli);
+	m->weight_milli = weight_milli;
+	return store__ingest(s, m, out->data, out->len, p, &seq, &dup);
+}
+
 static int put_device(struct fleet *f, struct store *s, unsigned d, const double *fw)
 {
 	bool cand = uniform(f) < f->cand_frac;
@@ -198,7 +225,9 @@ static int put_device(struct fleet *f, struct store *s, unsigned d, const double
 		bool dup;
 		int ret = build_profile(f, w, nf, &out, &m.value);
 
-		if (!ret)
+		if (!ret && f->weight_milli && k % 2)
+			ret = put_weighed(s, &m, &out, f->weight_milli);
+		else if (!ret)
 			ret = store__put(s, &m, out.data, out.len, &seq, &dup);
 		free(out.data);
 		if (ret)
@@ -239,7 +268,8 @@ static int fill(int argc, char **argv)
 		{ "profiles", 1, NULL, 'p' }, { "seed", 1, NULL, 'S' },
 		{ "ring-mb", 1, NULL, 'r' }, { "effect", 1, NULL, 'e' },
 		{ "new", 1, NULL, 'N' }, { "time-s", 1, NULL, 't' },
-		{ "spacing-s", 1, NULL, 'g' }, { "cand-delay-s", 1, NULL, 'D' }, { NULL, 0, NULL, 0 },
+		{ "spacing-s", 1, NULL, 'g' }, { "cand-delay-s", 1, NULL, 'D' },
+		{ "weight", 1, NULL, 'w' }, { NULL, 0, NULL, 0 },
 	};
 	struct fleet f = { .devices = 200, .samples = 2000, .profiles = 1, .cand_frac = 0.1,
 			   .noise = 0.1, .seed = 1, .ring_mb = 64, .spacing_s = 1 };
@@ -263,6 +293,7 @@ static int fill(int argc, char **argv)
 		case 't': f.time_ns = strtoull(optarg, NULL, 10) * NSEC_PER_SEC; break;
 		case 'g': f.spacing_s = strtoull(optarg, NULL, 10); break;
 		case 'D': f.cand_delay_s = strtoull(optarg, NULL, 10); break;
+		case 'w': f.weight_milli = (uint32_t)(atof(optarg) * 1000 + 0.5); break;
 		case 'e': if (parse_pair(optarg, &f.effect_fn, &f.effect)) return 2; break;
 		case 'N': if (parse_pair(optarg, &f.new_fn, &f.new_share)) return 2; break;
 		default: return 2;
@@ -347,6 +378,8 @@ static int compare(int argc, char **argv)
 			ro.bootstrap = (unsigned)atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--per-profile"))
 			per_profile = true;
+		else if (!strcmp(argv[i], "--raw"))
+			so.ch_no_rollup = true;
 		else if (!strcmp(argv[i], "--chains"))
 			with_chains = true;
 		else if (!strcmp(argv[i], "--from-s") && i + 1 < argc)

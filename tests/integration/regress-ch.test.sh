@@ -10,7 +10,16 @@
 #     that changed), and the same per-device shares;
 #   - the same holds for ClickHouse read profile by profile (--per-profile, the old path);
 #   - the comparison can fail: a fleet with another seed in ClickHouse differs from the ring;
-#   - a time range that holds nothing is an error on both.
+#   - duty weights: each device's second profile is a duty-cycled upload of weight 3
+#     (--weight), weighed at ingest in ClickHouse, kept beside the bytes in the ring and weighed
+#     when read: a device's shares are of weighted values on both (equal to the last digit);
+#     the ring without the weights differs;
+#   - a time range that holds nothing is an error on both;
+#   - the per-device daily rollup (samples_1d): the fleet is stored yesterday, marked served
+#     from yesterday on (samples_1d_since, as a backfill would), so the default range reads
+#     yesterday from it and the raw rows around it, and the whole of yesterday from it alone:
+#     both equal to the ring; a row added to samples_1d changes the answer (it is read), and
+#     yesterday marked dirty (rollup_dirty) is read raw again, equal to the ring.
 . "$(dirname "$0")/../lib/collector-lib.sh"
 . "$(dirname "$0")/../lib/clickhouse-lib.sh"
 FLEET=$EP_BUILD/tests/drivers/regress-fleet
@@ -21,12 +30,20 @@ ch_start 0
 CH=http://127.0.0.1:$(ch_http_port 0)
 BASE='fw{version="1.4"}'
 CAND='fw{version="1.5"}'
-opts=(--devices 120 --cand-frac 0.25 --noise 0.05 --samples 3000 --profiles 2
-      --effect crc32_update=1.2 --new tls_renegotiate=0.01 --time-s "$(($(date +%s) - 600))")
+Y0=$(( ($(date +%s) / 86400 - 1) * 86400 )) # yesterday, 00:00 UTC
+YDAY=$(date -u -d "@$Y0" +%F)
+plain=(--devices 120 --cand-frac 0.25 --noise 0.05 --samples 3000 --profiles 2
+       --effect crc32_update=1.2 --new tls_renegotiate=0.01 --time-s $((Y0 + 3600)))
+opts=("${plain[@]}" --weight 3)
 "$FLEET" fill "$T/ring" --ring-mb 32 --seed 39 "${opts[@]}" || fail "regress-fleet fill (ring)"
+"$FLEET" fill "$T/ring1" --ring-mb 32 --seed 39 "${plain[@]}" || fail "regress-fleet fill (ring, no weights)"
 "$FLEET" fill "$CH/regress_a" --seed 39 "${opts[@]}" || fail "regress-fleet fill (clickhouse)"
 "$FLEET" fill "$CH/regress_b" --seed 40 "${opts[@]}" || fail "regress-fleet fill (clickhouse, seed 40)"
 [ "$(ch_sql 0 'SELECT count() FROM regress_a.profiles')" = 240 ] || fail "not 240 profiles in ClickHouse"
+[ "$(ch_sql 0 'SELECT count() FROM regress_a.samples_1d')" -gt 0 ] || fail "samples_1d is empty"
+[ "$(ch_sql 0 'SELECT min(day) > today() FROM regress_a.samples_1d_since')" = 1 ] ||
+	fail "a new samples_1d serves days before tomorrow"
+ch_sql 0 "INSERT INTO regress_a.samples_1d_since VALUES ('$YDAY')" # filled whole: a new database
 
 cmp_run() { # STORE OUT [flags]: every test and every share, without the timing
 	local where=$1 out=$2
@@ -50,8 +67,28 @@ diff "$T/ring.shares" "$T/ch.shares" >/dev/null || fail "ClickHouse's per-device
 diff "$T/ring.all" "$T/chp.all" >/dev/null || fail "ClickHouse profile by profile differs from the ring"
 echo "ring = ClickHouse by device = ClickHouse profile by profile: $tests tests," \
 	"$(grep -vc '^\(none\|devices_base=\|  stack\)' "$T/ring.all") findings"
+whole=(--from-s "$Y0" --to-s $((Y0 + 86400))) # ts <= to: the next day's first instant, raw
+cmp_run "$T/ring" "$T/ringd" "${whole[@]}"
+cmp_run "$CH/regress_a" "$T/chd" "${whole[@]}"
+diff "$T/ringd.all" "$T/chd.all" >/dev/null || fail "ClickHouse from samples_1d (yesterday) differs from the ring"
+diff "$T/ring.all" "$T/ringd.all" >/dev/null || fail "yesterday alone differs from the whole range on the ring"
+# a (device, stack) sum of yesterday grown in samples_1d: read, the answer moves
+ch_sql 0 "INSERT INTO regress_a.samples_1d SELECT day, series, sig, stack, v0 * 50, v1 * 50, v2 * 50, v3 * 50 FROM regress_a.samples_1d WHERE series = (SELECT any(series) FROM regress_a.profiles WHERE has(label_values, '1.5')) LIMIT 20"
+cmp_run "$CH/regress_a" "$T/cht" "${whole[@]}"
+diff -q "$T/ringd.all" "$T/cht.all" >/dev/null && fail "a grown samples_1d row changed nothing: the rollup is not read"
+cmp_run "$CH/regress_a" "$T/chtd"
+diff -q "$T/ring.all" "$T/chtd.all" >/dev/null && fail "the default range does not read samples_1d"
+# yesterday marked dirty: read raw, the ring's answer again
+ch_sql 0 "INSERT INTO regress_a.rollup_dirty VALUES ('$YDAY', $((Y0 / 3600 + 5)))"
+cmp_run "$CH/regress_a" "$T/chr" "${whole[@]}"
+diff "$T/ringd.all" "$T/chr.all" >/dev/null || fail "a dirty day is not read raw"
+echo "samples_1d: yesterday from the rollup = the ring; a grown rollup row moves it; a dirty day read raw"
+
 cmp_run "$CH/regress_b" "$T/other"
 diff -q "$T/ring.all" "$T/other.all" >/dev/null && fail "another fleet compares equal: the check cannot fail"
+cmp_run "$T/ring1" "$T/ring1"
+diff -q "$T/ring.all" "$T/ring1.all" >/dev/null && fail "the weights change nothing: the check cannot fail"
+echo "duty weights: ring (weighed when read) = ClickHouse (weighed at ingest); unweighed differs"
 
 old=$(($(date +%s) - 86400 * 3))
 for where in "$T/ring" "$CH/regress_a"; do

@@ -166,6 +166,39 @@ static void value_survives_reopen(void **state)
 	ringfile__free(rf);
 }
 
+/*
+ * A duty weight rides after the value, only when there is one: a record without is the same
+ * size as before weights (old records read back weight 0), one with reads it back, reopened.
+ */
+static void weight_survives_reopen(void **state)
+{
+	struct fixture *f = *state;
+	struct ringfile *rf = open_ring(f->path, 64 * 1024, 0);
+	struct record_meta m = { .time_ns = 5, .service = "svc", .type = "cpu", .value = 7 };
+	struct record_meta got;
+	uint64_t seq[3];
+	void *payload;
+	size_t len, plain = ringfile__record_size(&m, 1);
+
+	m.weight_milli = 1000; /* weight 1: no weight, nothing stored */
+	assert_int_equal(ringfile__record_size(&m, 1), plain);
+	assert_int_equal(ringfile__append(rf, &m, "x", 1, &seq[0]), 0);
+	m.weight_milli = 20161;
+	assert_int_equal(ringfile__append(rf, &m, "x", 1, &seq[1]), 0);
+	m.weight_milli = 0;
+	assert_int_equal(ringfile__append(rf, &m, "x", 1, &seq[2]), 0);
+	ringfile__free(rf);
+	rf = open_ring(f->path, 0, 0);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(ringfile__read(rf, seq[i], &got, &payload, &len), 0);
+		assert_int_equal(got.weight_milli, i == 1 ? 20161 : 0);
+		assert_int_equal(got.value, 7);
+		assert_memory_equal(payload, "x", 1);
+		free(payload);
+	}
+	ringfile__free(rf);
+}
+
 static void bad_input(void **state)
 {
 	struct fixture *f = *state;
@@ -976,6 +1009,7 @@ int main(void)
 		cmocka_unit_test(crc32c_check_value),
 		cmocka_unit_test_setup_teardown(append_read_reopen, setup, teardown),
 		cmocka_unit_test_setup_teardown(value_survives_reopen, setup, teardown),
+		cmocka_unit_test_setup_teardown(weight_survives_reopen, setup, teardown),
 		cmocka_unit_test_setup_teardown(bad_input, setup, teardown),
 		cmocka_unit_test_setup_teardown(wraparound, setup, teardown),
 		cmocka_unit_test_setup_teardown(foreach_order, setup, teardown),

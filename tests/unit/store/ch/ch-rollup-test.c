@@ -139,6 +139,83 @@ static void build(struct ch_batch *b, struct out *o)
 	memset(b, 0, sizeof(*b));
 }
 
+/* samples_1d's Native block (no hour, series for grp) into o. */
+static void parse_daily(const struct rb *nat, struct out *o)
+{
+	static const char *const cols[][2] = {
+		{ "day", "Date" }, { "series", "UInt64" }, { "sig", "UInt64" },
+		{ "stack", "UInt64" }, { "v0", "Int64" }, { "v1", "Int64" }, { "v2", "Int64" },
+		{ "v3", "Int64" },
+	};
+	const unsigned char *p = nat->p;
+
+	assert_int_equal(varint(&p), 8);
+	o->n = varint(&p);
+	assert_true(o->n <= 16);
+	for (int c = 0; c < 8; c++) {
+		for (int s = 0; s < 2; s++) {
+			size_t len = varint(&p);
+
+			assert_int_equal(len, strlen(cols[c][s]));
+			assert_memory_equal(p, cols[c][s], len);
+			p += len;
+		}
+		for (size_t i = 0; i < o->n; i++) {
+			uint64_t *d[] = { o->grp, o->sig, o->stack };
+
+			if (c == 0)
+				memcpy(&o->day[i], p, 2), p += 2;
+			else if (c < 4)
+				memcpy(&d[c - 1][i], p, 8), p += 8;
+			else
+				memcpy(&o->v[c - 4][i], p, 8), p += 8;
+		}
+	}
+	assert_ptr_equal(p, nat->p + nat->len);
+}
+
+/*
+ * The per-device daily rollup (samples_1d): a series' profiles of several hours of one day
+ * summed by stack, another series of the same group apart, keys in (series, sig, stack)
+ * order, the group's hourly rows unchanged beside it.
+ */
+static void test_daily_by_series(void **state)
+{
+	struct ch_batch b = { 0 };
+	struct ch_scratch sc = { 0 };
+	struct out o;
+	const struct row a5[] = { { 5 * H, 3, 2, 10, 2, { 3, 30 } }, { 5 * H, 3, 2, 20, 1, { 4 } } };
+	const struct row a6[] = { { 6 * H, 3, 2, 10, 2, { 7, 70 } } };
+	const struct row b5[] = { { 5 * H + 1, 1, 2, 10, 1, { 100 } } };
+	size_t n = 99;
+
+	(void)state;
+	add_profile_grp(&b, a5, 2, 42);
+	add_profile_grp(&b, a6, 1, 42);
+	add_profile_grp(&b, b5, 1, 42);
+	assert_int_equal(ch_rollup__build_daily(&b, &sc, &sc.native, &n), 0);
+	assert_int_equal(n, 3);
+	parse_daily(&sc.native, &o);
+	assert_int_equal(o.grp[0], 1);	/* series 1 first */
+	assert_int_equal(o.stack[0], 10);
+	assert_int_equal(o.v[0][0], 100);
+	assert_int_equal(o.grp[1], 3);
+	assert_int_equal(o.stack[1], 10);
+	assert_int_equal(o.v[0][1], 10);	/* hours 5 and 6 of the day: 3 + 7 */
+	assert_int_equal(o.v[1][1], 100);
+	assert_int_equal(o.grp[2], 3);
+	assert_int_equal(o.stack[2], 20);
+	assert_int_equal(o.v[1][2], 0);	/* past the row's one value */
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(o.day[i], DAY);
+		assert_int_equal(o.sig[i], 2);
+	}
+	ch_scratch__free(&sc);
+	build(&b, &o);	/* the hourly rows by group: hour 5 (two series folded), hour 6 */
+	assert_int_equal(o.n, 3);
+	assert_int_equal(o.v[0][0], 103);
+}
+
 /* Two profiles of one key: summed by stack, in stack order; another key after it. */
 static void test_same_key_summed(void **state)
 {
@@ -490,6 +567,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_same_key_summed),
+		cmocka_unit_test(test_daily_by_series),
 		cmocka_unit_test(test_many_profiles_merged),
 		cmocka_unit_test(test_devices_of_a_group_fold),
 		cmocka_unit_test(test_group_sums_exact),
