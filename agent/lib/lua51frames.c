@@ -86,7 +86,7 @@ static const struct luaframes_layout state_51 = {
 static struct {
 	bool on;
 	struct luaframes_vm vm; /* its states; luaV_execute; the counters (luaframes.c's) */
-} l51 = {.vm = {.layout = &state_51}};
+} l51;
 
 #define EP_TLS __thread __attribute__((tls_model("initial-exec")))
 static EP_TLS struct selfread_window ci_window, stack_window;
@@ -279,6 +279,7 @@ static bool find_execute(const void *ident)
 bool lua51frames__init(const void *ident, struct luaframes_stats *st)
 {
 	l51.on = false;
+	l51.vm.layout = &state_51;
 	l51.vm.st = st;
 	if (sizeof(void *) != 8 || !load_api(ident))
 		return false;

@@ -47,7 +47,7 @@ static struct {
 	bool on, v51; /* v51: agent/lib/lua51frames.c walks */
 	struct luaframes_vm vm; /* its states; luaV_execute */
 	struct luaframes_stats st;
-} lua = {.vm = {.layout = &state_54, .st = &lua.st}};
+} lua; /* in .bss: its vm is set up by luaframes__init() */
 
 #define EP_TLS __thread __attribute__((tls_model("initial-exec")))
 static EP_TLS struct selfread_window ci_window, stack_window;
@@ -223,6 +223,8 @@ void luaframes__init(void)
 	Dl_info info;
 
 	lua.on = false;
+	lua.vm.layout = &state_54;
+	lua.vm.st = &lua.st;
 	if (!lua_version(ident, lua.st.version, sizeof(lua.st.version)))
 		return;
 	if (off && !strcmp(off, "0")) /* the native walk alone (the cost's baseline) */
