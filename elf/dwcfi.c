@@ -37,34 +37,38 @@ static uint32_t u32(struct cur *c)
 	return v;
 }
 
-static uint64_t uleb(struct cur *c)
+/* A LEB128's value bits (7 a byte, low first); *shift: the bits it had, *last: its last byte. */
+static uint64_t leb(struct cur *c, unsigned int *shift, uint8_t *last)
 {
 	uint64_t v = 0;
-	unsigned int shift = 0;
 	uint8_t b;
 
+	*shift = 0;
 	do {
 		b = u8(c);
-		if (shift < 64)
-			v |= (uint64_t)(b & 0x7f) << shift;
-		shift += 7;
+		if (*shift < 64)
+			v |= (uint64_t)(b & 0x7f) << *shift;
+		*shift += 7;
 	} while ((b & 0x80) && !c->bad);
+	*last = b;
 	return v;
+}
+
+static uint64_t uleb(struct cur *c)
+{
+	unsigned int shift;
+	uint8_t last;
+
+	return leb(c, &shift, &last);
 }
 
 static int64_t sleb(struct cur *c)
 {
-	uint64_t v = 0;
-	unsigned int shift = 0;
-	uint8_t b;
+	unsigned int shift;
+	uint8_t last;
+	uint64_t v = leb(c, &shift, &last);
 
-	do {
-		b = u8(c);
-		if (shift < 64)
-			v |= (uint64_t)(b & 0x7f) << shift;
-		shift += 7;
-	} while ((b & 0x80) && !c->bad);
-	if (shift < 64 && (b & 0x40))
+	if (shift < 64 && (last & 0x40)) /* the sign bit: extended */
 		v |= ~(uint64_t)0 << shift;
 	return (int64_t)v;
 }

@@ -31,22 +31,6 @@ static int peek(uint32_t pid, uint64_t addr, void *buf, size_t len)
 		   : -EFAULT;
 }
 
-static int32_t int32(const unsigned char *b, unsigned int off)
-{
-	int32_t v;
-
-	memcpy(&v, b + off, sizeof(v));
-	return v;
-}
-
-static uint64_t word(const unsigned char *b, unsigned int off)
-{
-	uint64_t v;
-
-	memcpy(&v, b + off, sizeof(v));
-	return v;
-}
-
 static int read_source(uint32_t pid, uint64_t addr, char *out, size_t max)
 {
 	unsigned char h[TS_CONTENTS];
@@ -58,7 +42,7 @@ static int read_source(uint32_t pid, uint64_t addr, char *out, size_t max)
 		return -EFAULT;
 	if (h[TS_TT] != LUA_TSTRING)
 		return -EILSEQ;
-	len = word(h, TS_LEN);
+	len = luafield__word(h, TS_LEN);
 	n = len < sizeof(raw) - 1 ? (size_t)len : sizeof(raw) - 1;
 	if (!n || peek(pid, addr + TS_CONTENTS, raw, n))
 		return -EFAULT;
@@ -71,8 +55,8 @@ static int64_t read_line(uint32_t pid, const unsigned char *p, unsigned int pc)
 {
 	int32_t line;
 
-	if ((int32_t)pc >= int32(p, P_SIZELINEINFO) ||
-	    peek(pid, word(p, P_LINEINFO) + 4 * (uint64_t)pc, &line, sizeof(line)))
+	if ((int32_t)pc >= luafield__int32(p, P_SIZELINEINFO) ||
+	    peek(pid, luafield__word(p, P_LINEINFO) + 4 * (uint64_t)pc, &line, sizeof(line)))
 		return 0;
 	return line > 0 ? line : 0;
 }
@@ -89,24 +73,18 @@ int lua51name__read(uint32_t pid, uint64_t v, struct framename *out, struct luan
 		st->unreadable++;
 		return -EFAULT;
 	}
-	if (p[P_TT] != LUA_TPROTO || int32(p, P_SIZECODE) <= 0 ||
-	    (pc != LUAFRAME_PC_NONE && (int32_t)pc >= int32(p, P_SIZECODE))) {
+	if (p[P_TT] != LUA_TPROTO || luafield__int32(p, P_SIZECODE) <= 0 ||
+	    (pc != LUAFRAME_PC_NONE && (int32_t)pc >= luafield__int32(p, P_SIZECODE))) {
 		st->not_proto++;
 		return -EINVAL;
 	}
-	err = read_source(pid, word(p, P_SOURCE), file, sizeof(file));
+	err = read_source(pid, luafield__word(p, P_SOURCE), file, sizeof(file));
 	if (err) {
 		st->bad_string++;
 		return err;
 	}
-	out->start_line = int32(p, P_LINEDEFINED);
-	out->line = pc == LUAFRAME_PC_NONE ? 0 : read_line(pid, p, pc);
-	memcpy(out->file, file, sizeof(file));
-	if (out->start_line)
-		snprintf(out->name, sizeof(out->name), "function <%.100s:%lld>", file,
-			 (long long)out->start_line);
-	else
-		snprintf(out->name, sizeof(out->name), "main chunk <%.100s>", file);
+	luaname__set(out, file, luafield__int32(p, P_LINEDEFINED),
+		     pc == LUAFRAME_PC_NONE ? 0 : read_line(pid, p, pc));
 	st->resolved++;
 	return 0;
 }

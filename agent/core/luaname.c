@@ -28,22 +28,6 @@ static int peek(uint32_t pid, uint64_t addr, void *buf, size_t len)
 	return framename__peek(pid, addr, buf, len);
 }
 
-static uint64_t word(const unsigned char *b, unsigned int off)
-{
-	uint64_t v;
-
-	memcpy(&v, b + off, sizeof(v));
-	return v;
-}
-
-static int32_t int32(const unsigned char *b, unsigned int off)
-{
-	int32_t v;
-
-	memcpy(&v, b + off, sizeof(v));
-	return v;
-}
-
 int luaname__chunkid(const char *raw, size_t n, uint64_t len, char *out, size_t max)
 {
 	if (!n)
@@ -67,6 +51,19 @@ int luaname__chunkid(const char *raw, size_t n, uint64_t len, char *out, size_t 
 	return 0;
 }
 
+void luaname__set(struct framename *out, const char file[FRAMENAME_MAX], int64_t start_line,
+		  int64_t line)
+{
+	out->start_line = start_line;
+	out->line = line;
+	memcpy(out->file, file, sizeof(out->file));
+	if (start_line)
+		snprintf(out->name, sizeof(out->name), "function <%.100s:%lld>", file,
+			 (long long)start_line);
+	else
+		snprintf(out->name, sizeof(out->name), "main chunk <%.100s>", file);
+}
+
 /* The chunk name at addr (a 5.4 TString), as luaname__chunkid() shows it. */
 static int read_source(uint32_t pid, uint64_t addr, char *out, size_t max)
 {
@@ -81,7 +78,7 @@ static int read_source(uint32_t pid, uint64_t addr, char *out, size_t max)
 	if (h[l->str_tt] == LUA_VSHRSTR)
 		len = h[l->str_shrlen];
 	else if (h[l->str_tt] == LUA_VLNGSTR)
-		len = word(h, l->str_lnglen);
+		len = luafield__word(h, l->str_lnglen);
 	else
 		return -EILSEQ;
 	n = len < sizeof(raw) - 1 ? (size_t)len : sizeof(raw) - 1;
@@ -95,22 +92,23 @@ static int read_source(uint32_t pid, uint64_t addr, char *out, size_t max)
 static int64_t read_line(uint32_t pid, const unsigned char *p, unsigned int pc)
 {
 	const struct luaproto_layout *l = &luaproto_54;
-	int32_t nabs = int32(p, l->sizeabslineinfo), nline = int32(p, l->sizelineinfo);
+	int32_t nabs = luafield__int32(p, l->sizeabslineinfo);
+	int32_t nline = luafield__int32(p, l->sizelineinfo);
 	int32_t abs[2 * (LUAFRAME_PC_NONE / MAXIWTHABS + 2)];
 	signed char delta[LUAFRAME_PC_NONE + 1];
-	int64_t line = int32(p, l->linedefined);
+	int64_t line = luafield__int32(p, l->linedefined);
 	int basepc = -1, want;
 
-	if (!word(p, l->lineinfo) || (int32_t)pc >= nline)
+	if (!luafield__word(p, l->lineinfo) || (int32_t)pc >= nline)
 		return 0;
 	want = nabs < (int32_t)(pc / MAXIWTHABS + 2) ? nabs : (int32_t)(pc / MAXIWTHABS + 2);
-	if (want > 0 && peek(pid, word(p, l->abslineinfo), abs, (size_t)want * 8))
+	if (want > 0 && peek(pid, luafield__word(p, l->abslineinfo), abs, (size_t)want * 8))
 		return 0;
 	for (int i = 0; i < want && abs[2 * i] <= (int32_t)pc; i++) {
 		basepc = abs[2 * i];
 		line = abs[2 * i + 1];
 	}
-	if (peek(pid, word(p, l->lineinfo), delta, pc + 1))
+	if (peek(pid, luafield__word(p, l->lineinfo), delta, pc + 1))
 		return 0;
 	while (basepc++ < (int)pc)
 		line += delta[basepc];
@@ -132,24 +130,18 @@ static int read_proto(uint32_t pid, uint64_t v, struct framename *out)
 		stats.unreadable++;
 		return -EFAULT;
 	}
-	if (p[l->tt] != LUA_VPROTO || int32(p, l->sizecode) <= 0 ||
-	    (pc != LUAFRAME_PC_NONE && (int32_t)pc >= int32(p, l->sizecode))) {
+	if (p[l->tt] != LUA_VPROTO || luafield__int32(p, l->sizecode) <= 0 ||
+	    (pc != LUAFRAME_PC_NONE && (int32_t)pc >= luafield__int32(p, l->sizecode))) {
 		stats.not_proto++;
 		return -EINVAL;
 	}
-	err = read_source(pid, word(p, l->source), file, sizeof(file));
+	err = read_source(pid, luafield__word(p, l->source), file, sizeof(file));
 	if (err) {
 		stats.bad_string++;
 		return err;
 	}
-	out->start_line = int32(p, l->linedefined);
-	out->line = pc == LUAFRAME_PC_NONE ? 0 : read_line(pid, p, pc);
-	memcpy(out->file, file, sizeof(file));
-	if (out->start_line)
-		snprintf(out->name, sizeof(out->name), "function <%.100s:%lld>", file,
-			 (long long)out->start_line);
-	else
-		snprintf(out->name, sizeof(out->name), "main chunk <%.100s>", file);
+	luaname__set(out, file, luafield__int32(p, l->linedefined),
+		     pc == LUAFRAME_PC_NONE ? 0 : read_line(pid, p, pc));
 	stats.resolved++;
 	return 0;
 }

@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "agent/core/framename.h"
 
@@ -66,6 +67,23 @@ struct luaproto_layout {
 
 extern const struct luaproto_layout luaproto_54;
 
+/* The fields at off of a Lua object's bytes b as read (copied: b need not be aligned). */
+static inline uint64_t luafield__word(const unsigned char *b, unsigned int off)
+{
+	uint64_t v;
+
+	memcpy(&v, b + off, sizeof(v));
+	return v;
+}
+
+static inline int32_t luafield__int32(const unsigned char *b, unsigned int off)
+{
+	int32_t v;
+
+	memcpy(&v, b + off, sizeof(v));
+	return v;
+}
+
 struct luaname_stats {
 	uint64_t resolved, cached, unreadable, not_proto, bad_string;
 };
@@ -73,6 +91,10 @@ struct luaname_stats {
 /* A chunk name of len bytes (raw holds its first n) as Lua's messages show it (luaO_chunkid):
  * "@file" -> file, "=name" -> name, source text -> [string "its first line"]. 0 or -errno. */
 int luaname__chunkid(const char *raw, size_t n, uint64_t len, char *out, size_t max);
+/* out's name, file and lines for a Proto of file (as luaname__chunkid() shows it) defined at
+ * start_line (0: a main chunk), at line (0: unknown); both versions' readers. */
+void luaname__set(struct framename *out, const char file[FRAMENAME_MAX], int64_t start_line,
+		  int64_t line);
 
 #ifdef CONFIG_LUAFRAMES
 /* Names the tagged frame v of pid: 0, or -errno (the frame stays unnamed). */

@@ -16,7 +16,8 @@
  *
  * lua_State: found on the thread's stack as for 5.4 (a word whose header's type is LUA_TTHREAD
  * and whose global_State's mainthread is itself, or has the same global_State); the states
- * running on this thread, innermost first, by their errorJmp on this thread's stack.
+ * running on this thread, innermost first, by their errorJmp on this thread's stack. Both
+ * versions' walkers share that and the splice (agent/lib/luaframes.h), with 5.1's offsets.
  *
  * Frames: 5.1's CallInfos are an array, L->base_ci .. L->ci; the running Lua function's pc is
  * L->savedpc (the others' ci->savedpc). 5.1 has no CIST_FRESH: a Lua frame continues its
@@ -77,18 +78,18 @@
 #define OP_TAILCALL 29
 #define CHAIN_STEPS 1024 /* CallInfos walked per state at most */
 
+static const struct luaframes_layout state_51 = {
+    .tt = L_TT, .g = L_G, .errorjmp = L_ERRORJMP, .mainthread = G_MAINTHREAD,
+    .thread = LUA_TTHREAD,
+};
+
 static struct {
 	bool on;
-	uintptr_t exec_lo, exec_hi; /* luaV_execute */
-	uintptr_t states[CONFIG_LUAFRAMES_STATES];
-	struct luaframes_stats *st;
+	struct luaframes_vm vm; /* its states; luaV_execute; the counters (luaframes.c's) */
 } l51;
 
 #define EP_TLS __thread __attribute__((tls_model("initial-exec")))
 static EP_TLS struct selfread_window ci_window, stack_window;
-static EP_TLS uint64_t spliced[CONFIG_MAX_STACK_DEPTH];
-static EP_TLS uint64_t lframes[CONFIG_LUAFRAMES_MAX];
-static EP_TLS unsigned int run_end[CONFIG_LUAFRAMES_MAX + 1]; /* frames in runs 0..k */
 static EP_TLS unsigned char heads[CONFIG_LUAFRAMES_STATES][L_HEAD];
 static EP_TLS unsigned int scan_wait;
 static EP_TLS struct {
@@ -134,35 +135,13 @@ static int find_module(struct dl_phdr_info *info, size_t size, void *arg)
 }
 
 /* The function holding pc by its module's .eh_frame_hdr table: [*lo, *hi) up to the next FDE's
- * start. Only GNU ld's encodings (a 4-byte eh_frame pointer, udata4 count, datarel sdata4). */
+ * start. */
 static bool function_of(uintptr_t pc, uintptr_t *lo, uintptr_t *hi)
 {
 	struct module_find m = {.pc = pc};
-	int32_t count, lo_i = 0, hi_i, entry[2];
-	const uint8_t *table;
 
-	if (!dl_iterate_phdr(find_module, &m) || !m.eh || m.eh[0] != 1 ||
-	    (m.eh[1] & 0x0f) != 0x0b || m.eh[2] != 0x03 || m.eh[3] != 0x3b)
-		return false;
-	table = m.eh + 12;
-	memcpy(&count, m.eh + 8, sizeof(count));
-	hi_i = count;
-	while (hi_i - lo_i > 1) { /* the last entry starting at or before pc */
-		int32_t mid = lo_i + (hi_i - lo_i) / 2;
-
-		memcpy(entry, table + 8 * (size_t)mid, sizeof(entry));
-		if ((uintptr_t)(m.eh + entry[0]) <= pc)
-			lo_i = mid;
-		else
-			hi_i = mid;
-	}
-	if (count < 2 || lo_i + 1 >= count)
-		return false;
-	memcpy(entry, table + 8 * (size_t)lo_i, sizeof(entry));
-	*lo = (uintptr_t)(m.eh + entry[0]);
-	memcpy(entry, table + 8 * (size_t)(lo_i + 1), sizeof(entry));
-	*hi = (uintptr_t)(m.eh + entry[0]);
-	return *lo <= pc && pc < *hi;
+	return dl_iterate_phdr(find_module, &m) && m.eh &&
+	       luaframes__function_bounds(m.eh, pc, lo, hi);
 }
 
 /* The Lua 5.1 API the probe calls (lua.h), from the module that exports lua_ident. */
@@ -288,11 +267,11 @@ static bool find_execute(const void *ident)
 
 		if (!same_module((void *)pc, ident) || !function_of(pc, &lo, &hi) ||
 		    walk_count(WALK_FROM_C, lo, hi) || walk_count(WALK_NESTED, lo, hi) != 2 ||
-		    (found && lo == l51.exec_lo))
+		    (found && lo == l51.vm.exec_lo))
 			continue;
 		found++;
-		l51.exec_lo = lo;
-		l51.exec_hi = hi;
+		l51.vm.exec_lo = lo;
+		l51.vm.exec_hi = hi;
 	}
 	return found == 1;
 }
@@ -300,7 +279,8 @@ static bool find_execute(const void *ident)
 bool lua51frames__init(const void *ident, struct luaframes_stats *st)
 {
 	l51.on = false;
-	l51.st = st;
+	l51.vm.layout = &state_51;
+	l51.vm.st = st;
 	if (sizeof(void *) != 8 || !load_api(ident))
 		return false;
 	probe_walks = aligned_alloc(64, sizeof(*probe_walks)); /* the unwinder's cache lines */
@@ -314,101 +294,9 @@ bool lua51frames__init(const void *ident, struct luaframes_stats *st)
 
 /* ---- the handler ---------------------------------------------------------------------------- */
 
-static uint64_t word(const unsigned char *b, unsigned int off)
-{
-	uint64_t v;
-
-	memcpy(&v, b + off, sizeof(v));
-	return v;
-}
-
-static int32_t int32(const unsigned char *b, unsigned int off)
-{
-	int32_t v;
-
-	memcpy(&v, b + off, sizeof(v));
-	return v;
-}
-
 static bool peek(uintptr_t addr, void *buf, size_t len)
 {
-	return selfread__peek(addr, buf, len, &l51.st->read_errors);
-}
-
-/* Is w a lua_State (main, or a coroutine of a main state's universe)? Up to three reads. */
-static bool is_state(uintptr_t w)
-{
-	unsigned char h[L_G + 8], m[L_G + 8];
-	uintptr_t g, main;
-
-	if (!peek(w, h, sizeof(h)) || h[L_TT] != LUA_TTHREAD)
-		return false;
-	g = word(h, L_G);
-	if (!g || (g & 7) || !peek(g + G_MAINTHREAD, &main, sizeof(main)))
-		return false;
-	if (main == w)
-		return true;
-	return !(main & 7) && peek(main, m, sizeof(m)) && m[L_TT] == LUA_TTHREAD &&
-	       word(m, L_G) == g;
-}
-
-static bool known_state(uintptr_t w)
-{
-	for (unsigned int i = 0; i < CONFIG_LUAFRAMES_STATES; i++)
-		if (__atomic_load_n(&l51.states[i], __ATOMIC_RELAXED) == w)
-			return true;
-	return false;
-}
-
-static void add_state(uintptr_t w)
-{
-	for (unsigned int i = 0; i < CONFIG_LUAFRAMES_STATES; i++) {
-		uintptr_t expect = 0;
-
-		if (__atomic_compare_exchange_n(&l51.states[i], &expect, w, false,
-						__ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-			__atomic_fetch_add(&l51.st->states, 1, __ATOMIC_RELAXED);
-			return;
-		}
-	}
-	__atomic_fetch_add(&l51.st->states_full, 1, __ATOMIC_RELAXED);
-}
-
-/* The stack word at a, through the window: read 4 KiB ahead towards end (one system call for
- * 512 words: the window holds what is below the address asked for). */
-static bool stack_word(uintptr_t a, uintptr_t end, uintptr_t *w)
-{
-	if (!stack_window.hi || a < stack_window.lo || a + sizeof(*w) > stack_window.hi) {
-		uintptr_t last = a + SELFREAD_WINDOW - sizeof(*w);
-
-		if (last > end - sizeof(*w))
-			last = end - sizeof(*w);
-		if (!selfread__fetch(&stack_window, last, w, sizeof(*w), &l51.st->read_errors))
-			return false;
-	}
-	return selfread__fetch(&stack_window, a, w, sizeof(*w), &l51.st->read_errors);
-}
-
-/* New states among the words of this thread's stack from sp up (at most 64 candidates read). */
-static void scan_stack(uintptr_t sp, uintptr_t hi)
-{
-	uintptr_t end = sp + CONFIG_LUAFRAMES_SCAN_BYTES, w;
-	unsigned int tried = 0;
-
-	__atomic_fetch_add(&l51.st->scans, 1, __ATOMIC_RELAXED);
-	if (hi && hi < end)
-		end = hi;
-	selfread__reset(&stack_window);
-	for (uintptr_t a = sp & ~(uintptr_t)7; a + 8 <= end && tried < 64; a += 8) {
-		if (!stack_word(a, end, &w))
-			break;
-		if ((w & 7) || w < 65536 || w >> 47 || (w >= sp && w < end) || known_state(w))
-			continue;
-		tried++;
-		if (is_state(w))
-			add_state(w);
-	}
-	selfread__reset(&stack_window);
+	return selfread__peek(addr, buf, len, &l51.vm.st->read_errors);
 }
 
 static void window_holds(struct selfread_window *w, uintptr_t lo)
@@ -429,7 +317,7 @@ static void prefetch(bool *heads_ok)
 	long r;
 
 	for (unsigned int i = 0; i < CONFIG_LUAFRAMES_STATES; i++) {
-		uintptr_t s = __atomic_load_n(&l51.states[i], __ATOMIC_RELAXED);
+		uintptr_t s = __atomic_load_n(&l51.vm.states[i], __ATOMIC_RELAXED);
 
 		heads_ok[i] = false;
 		if (!s)
@@ -465,18 +353,9 @@ static unsigned int running_states(uintptr_t sp, uintptr_t hi, unsigned int *ord
 
 	prefetch(heads_ok);
 	for (unsigned int i = 0; i < CONFIG_LUAFRAMES_STATES; i++) {
-		uintptr_t s = __atomic_load_n(&l51.states[i], __ATOMIC_RELAXED), j;
+		uintptr_t j;
 
-		if (!s)
-			continue;
-		if ((!heads_ok[i] && !peek(s, heads[i], L_HEAD)) || heads[i][L_TT] != LUA_TTHREAD) {
-			/* freed (a coroutine collected): forget it */
-			__atomic_compare_exchange_n(&l51.states[i], &s, 0, false, __ATOMIC_RELAXED,
-						    __ATOMIC_RELAXED);
-			continue;
-		}
-		j = word(heads[i], L_ERRORJMP);
-		if (j < sp || j >= hi)
+		if (!luaframes__running(&l51.vm, i, heads[i], L_HEAD, heads_ok[i], sp, hi, &j))
 			continue;
 		jmp[i] = j;
 		order[k] = i;
@@ -488,8 +367,8 @@ static unsigned int running_states(uintptr_t sp, uintptr_t hi, unsigned int *ord
 		}
 	}
 	if (k) { /* where the next sample's prefetch reads */
-		hint.ci_lo = word(heads[order[0]], L_BASE_CI);
-		hint.stack_lo = word(heads[order[0]], L_STACK);
+		hint.ci_lo = luafield__word(heads[order[0]], L_BASE_CI);
+		hint.stack_lo = luafield__word(heads[order[0]], L_STACK);
 	}
 	return k;
 }
@@ -506,12 +385,12 @@ static bool closure_proto(uintptr_t cl, const unsigned char *c, uintptr_t savedp
 	    savedpc > proto_cache[slot].code_end) {
 		int32_t size;
 
-		if (!peek(word(c, CL_P), p, sizeof(p)) || p[P_TT] != LUA_TPROTO)
+		if (!peek(luafield__word(c, CL_P), p, sizeof(p)) || p[P_TT] != LUA_TPROTO)
 			return false;
-		size = int32(p, P_SIZECODE);
+		size = luafield__int32(p, P_SIZECODE);
 		proto_cache[slot].closure = cl;
-		proto_cache[slot].proto = word(c, CL_P);
-		proto_cache[slot].code = word(p, P_CODE);
+		proto_cache[slot].proto = luafield__word(c, CL_P);
+		proto_cache[slot].code = luafield__word(p, P_CODE);
 		proto_cache[slot].code_end = proto_cache[slot].code + 4 * (uintptr_t)(size > 0 ? size : 0);
 		if (savedpc < proto_cache[slot].code || savedpc > proto_cache[slot].code_end) {
 			proto_cache[slot].closure = 0;
@@ -533,11 +412,11 @@ static int frame_function(const unsigned char *ci, uintptr_t savedpc, uintptr_t 
 	unsigned char f[TV_SIZE], c[CL_SIZE];
 	uintptr_t cl;
 
-	if (!selfread__fetch(&stack_window, word(ci, CI_FUNC), f, sizeof(f),
-			     &l51.st->read_errors) ||
-	    int32(f, TV_TT) != LUA_TFUNCTION)
+	if (!selfread__fetch(&stack_window, luafield__word(ci, CI_FUNC), f, sizeof(f),
+			     &l51.vm.st->read_errors) ||
+	    luafield__int32(f, TV_TT) != LUA_TFUNCTION)
 		return -1;
-	cl = word(f, 0);
+	cl = luafield__word(f, 0);
 	slot = (unsigned int)(cl >> 4) % CACHE_SLOTS;
 	if (proto_cache[slot].closure == cl && !proto_cache[slot].proto)
 		return 0; /* a C closure seen before (one reused by a Lua closure: a mismatch) */
@@ -572,21 +451,13 @@ static bool at_call(uintptr_t savedpc, uintptr_t code)
 	return site_cache[slot].op == OP_CALL || site_cache[slot].op == OP_TAILCALL;
 }
 
-static void push_frame(uintptr_t proto, unsigned int pc, unsigned int *n, bool *cut)
-{
-	if (*n < CONFIG_LUAFRAMES_MAX)
-		lframes[(*n)++] = lua51frame__tag(proto, pc);
-	else
-		*cut = true;
-}
-
-/* One state's CallInfos (L->ci down to base_ci) into lframes[*n..], its runs into
- * run_end[*runs..]: a Lua frame's run goes on below it when the frame below is a Lua frame at
- * a call. false: torn or too long. */
+/* One state's CallInfos (L->ci down to base_ci) pushed as frames (*n in all), its runs ended
+ * (*runs in all; agent/lib/luaframes.h): a Lua frame's run goes on below it when the frame below
+ * is a Lua frame at a call. false: torn or too long. */
 static bool walk_state(const unsigned char *head, unsigned int *n, unsigned int *runs,
 		       bool *cut)
 {
-	uintptr_t base = word(head, L_BASE_CI), top = word(head, L_CI);
+	uintptr_t base = luafield__word(head, L_BASE_CI), top = luafield__word(head, L_CI);
 	unsigned char c[CI_SIZE];
 	bool above = false; /* the frame above is Lua: its run's end depends on this one */
 
@@ -597,27 +468,20 @@ static bool walk_state(const unsigned char *head, unsigned int *n, unsigned int 
 		unsigned int pc;
 		int lua;
 
-		if (!selfread__fetch(&ci_window, ci, c, sizeof(c), &l51.st->read_errors))
+		if (!selfread__fetch(&ci_window, ci, c, sizeof(c), &l51.vm.st->read_errors))
 			return false;
-		savedpc = ci == top ? word(head, L_SAVEDPC) : word(c, CI_SAVEDPC);
+		savedpc = luafield__word(ci == top ? head : c, ci == top ? L_SAVEDPC : CI_SAVEDPC);
 		lua = frame_function(c, savedpc, &proto, &code, &pc);
 		if (lua < 0)
 			return false;
-		if (above && !(lua && at_call(savedpc, code))) { /* the run above began here */
-			if (*runs == CONFIG_LUAFRAMES_MAX)
-				return false;
-			run_end[(*runs)++] = *n;
-		}
+		/* the run above began here */
+		if (above && !(lua && at_call(savedpc, code)) && !luaframes__end_run(*n, runs))
+			return false;
 		above = lua;
 		if (lua)
-			push_frame(proto, pc, n, cut);
+			luaframes__push(lua51frame__tag(proto, pc), n, cut);
 	}
-	if (above) {
-		if (*runs == CONFIG_LUAFRAMES_MAX)
-			return false;
-		run_end[(*runs)++] = *n;
-	}
-	return true;
+	return !above || luaframes__end_run(*n, runs);
 }
 
 /* The Lua frames of the states running on this thread: runs of frames, innermost first. */
@@ -632,79 +496,27 @@ static bool lua_runs(uintptr_t sp, uintptr_t hi, unsigned int *runs, bool *cut)
 	return true;
 }
 
-static bool in_execute(const uint64_t *frames, unsigned int i)
-{
-	uintptr_t pc = (uintptr_t)frames[i] - (i > 0); /* a return address: its call */
-
-	return pc >= l51.exec_lo && pc < l51.exec_hi;
-}
-
-static unsigned int activations(const uint64_t *frames, unsigned int n)
-{
-	unsigned int a = 0;
-
-	for (unsigned int i = 0; i < n; i++)
-		a += in_execute(frames, i);
-	return a;
-}
-
-/* The runs in place of the activations (as many of each: checked by the caller). */
-static unsigned int splice_runs(uint64_t *frames, unsigned int n, unsigned int max,
-				unsigned int *pushed)
-{
-	unsigned int out = 0, run = 0, i;
-
-	for (i = 0; i < n && out < max; i++) {
-		unsigned int from = run ? run_end[run - 1] : 0;
-
-		if (!in_execute(frames, i)) {
-			spliced[out++] = frames[i];
-			continue;
-		}
-		if (from == run_end[run]) /* its frames past CONFIG_LUAFRAMES_MAX: keep it native */
-			spliced[out++] = frames[i];
-		for (unsigned int f = from; f < run_end[run] && out < max; f++, (*pushed)++)
-			spliced[out++] = lframes[f];
-		run++;
-	}
-	memcpy(frames, spliced, out * sizeof(frames[0]));
-	return i < n ? out | 0x80000000u : out;
-}
-
 unsigned int lua51frames__splice(uint64_t *frames, unsigned int n, unsigned int max,
 				 uintptr_t stack_hi, bool *truncated)
 {
 	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
 	uintptr_t hi = stack_hi ? stack_hi : sp + (8u << 20);
-	unsigned int a, runs = 0, pushed = 0, out;
+	unsigned int a, runs = 0;
 	bool cut = false, ok;
 
-	if (!l51.on || !(a = activations(frames, n)))
+	if (!l51.on || !(a = luaframes__activations(&l51.vm, frames, n)))
 		return n;
 	ok = lua_runs(sp, hi, &runs, &cut);
 	if ((!ok || runs != a) && !scan_wait--) {
 		scan_wait = 63;
-		scan_stack(sp, hi);
+		luaframes__scan(&l51.vm, &stack_window, sp, hi);
 		cut = false;
 		ok = lua_runs(sp, hi, &runs, &cut);
 	}
 	if (!ok || !runs) {
-		__atomic_fetch_add(ok ? &l51.st->no_state : &l51.st->mismatch, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(ok ? &l51.vm.st->no_state : &l51.vm.st->mismatch, 1,
+				   __ATOMIC_RELAXED);
 		return n;
 	}
-	/* a cut native walk (at the depth limit) has fewer activations: the innermost match */
-	if (runs != a && !(*truncated && a < runs)) {
-		__atomic_fetch_add(&l51.st->mismatch, 1, __ATOMIC_RELAXED);
-		return n;
-	}
-	out = splice_runs(frames, n, max, &pushed);
-	if (cut || (out & 0x80000000u)) {
-		*truncated = true;
-		__atomic_fetch_add(&l51.st->truncated, 1, __ATOMIC_RELAXED);
-	}
-	if (pushed) {
-		__atomic_fetch_add(&l51.st->samples, 1, __ATOMIC_RELAXED);
-		__atomic_fetch_add(&l51.st->frames, pushed, __ATOMIC_RELAXED);
-	}
-	return out & ~0x80000000u;
+	return luaframes__replace(&l51.vm, frames, n, max, a, runs, cut, truncated);
 }

@@ -38,15 +38,20 @@
 #define NUM_OPCODES 83	    /* lopcodes.h, 5.4.0-5.4.8: disptab's length */
 #define CHAIN_STEPS 1024    /* CallInfos walked per state at most (a cycle ends there too) */
 
+static const struct luaframes_layout state_54 = {
+    .tt = L_TT, .g = L_G, .errorjmp = L_ERRORJMP, .mainthread = G_MAINTHREAD,
+    .thread = LUA_VTHREAD,
+};
+
 static struct {
 	bool on, v51; /* v51: agent/lib/lua51frames.c walks */
-	uintptr_t exec_lo, exec_hi; /* luaV_execute */
-	uintptr_t states[CONFIG_LUAFRAMES_STATES];
+	struct luaframes_vm vm; /* its states; luaV_execute */
 	struct luaframes_stats st;
-} lua;
+} lua; /* in .bss: its vm is set up by luaframes__init() */
 
 #define EP_TLS __thread __attribute__((tls_model("initial-exec")))
 static EP_TLS struct selfread_window ci_window, stack_window;
+/* A sample's Lua frames and where its runs end (both walkers': one runs in a process). */
 static EP_TLS uint64_t spliced[CONFIG_MAX_STACK_DEPTH];
 static EP_TLS uint64_t lframes[CONFIG_LUAFRAMES_MAX];
 static EP_TLS unsigned int run_end[CONFIG_LUAFRAMES_MAX + 1]; /* frames in runs 0..k */
@@ -103,9 +108,7 @@ static int find_module(struct dl_phdr_info *info, size_t size, void *arg)
 	return 1;
 }
 
-/* The function of .eh_frame_hdr's table that holds pc: [*lo, *hi) up to the next FDE's start.
- * Only GNU ld's encodings (a 4-byte eh_frame pointer, udata4 count, datarel sdata4 table). */
-static bool function_bounds(const uint8_t *hdr, uintptr_t pc, uintptr_t *lo, uintptr_t *hi)
+bool luaframes__function_bounds(const uint8_t *hdr, uintptr_t pc, uintptr_t *lo, uintptr_t *hi)
 {
 	int32_t count, lo_i = 0, hi_i, entry[2];
 	const uint8_t *table = hdr + 12;
@@ -145,7 +148,7 @@ static bool is_disptab(const uintptr_t *w, const uint8_t *eh, uintptr_t x_lo, ui
 		min = w[i] < min ? w[i] : min;
 		max = w[i] > max ? w[i] : max;
 	}
-	return function_bounds(eh, min, lo, hi) && max < *hi &&
+	return luaframes__function_bounds(eh, min, lo, hi) && max < *hi &&
 	       (w[NUM_OPCODES] < *lo || w[NUM_OPCODES] >= *hi);
 }
 
@@ -183,8 +186,8 @@ static bool find_execute(uintptr_t base)
 			if (found) /* two tables: not sure which is the VM's */
 				return false;
 			found = lo;
-			lua.exec_lo = lo;
-			lua.exec_hi = hi;
+			lua.vm.exec_lo = lo;
+			lua.vm.exec_hi = hi;
 		}
 	}
 	return found != 0;
@@ -220,6 +223,8 @@ void luaframes__init(void)
 	Dl_info info;
 
 	lua.on = false;
+	lua.vm.layout = &state_54;
+	lua.vm.st = &lua.st;
 	if (!lua_version(ident, lua.st.version, sizeof(lua.st.version)))
 		return;
 	if (off && !strcmp(off, "0")) /* the native walk alone (the cost's baseline) */
@@ -240,87 +245,9 @@ void luaframes__init(void)
 
 /* ---- the handler ---------------------------------------------------------------------------- */
 
-static uint64_t word(const unsigned char *b, unsigned int off)
-{
-	uint64_t v;
-
-	memcpy(&v, b + off, sizeof(v));
-	return v;
-}
-
 static bool peek(uintptr_t addr, void *buf, size_t len)
 {
 	return selfread__peek(addr, buf, len, &lua.st.read_errors);
-}
-
-/* Is w a lua_State (main, or a coroutine of a main state's universe)? Up to three reads. */
-static bool is_state(uintptr_t w)
-{
-	unsigned char h[32], m[32];
-	uintptr_t g, main;
-
-	if (!peek(w, h, sizeof(h)) || h[L_TT] != LUA_VTHREAD)
-		return false;
-	g = word(h, L_G);
-	if (!g || (g & 7) || !peek(g + G_MAINTHREAD, &main, sizeof(main)))
-		return false;
-	if (main == w)
-		return true;
-	return !(main & 7) && peek(main, m, sizeof(m)) && m[L_TT] == LUA_VTHREAD &&
-	       word(m, L_G) == g;
-}
-
-static bool known_state(uintptr_t w)
-{
-	for (unsigned int i = 0; i < CONFIG_LUAFRAMES_STATES; i++)
-		if (__atomic_load_n(&lua.states[i], __ATOMIC_RELAXED) == w)
-			return true;
-	return false;
-}
-
-static void add_state(uintptr_t w)
-{
-	for (unsigned int i = 0; i < CONFIG_LUAFRAMES_STATES; i++) {
-		uintptr_t expect = 0;
-
-		if (__atomic_compare_exchange_n(&lua.states[i], &expect, w, false,
-						__ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-			__atomic_fetch_add(&lua.st.states, 1, __ATOMIC_RELAXED);
-			return;
-		}
-	}
-	__atomic_fetch_add(&lua.st.states_full, 1, __ATOMIC_RELAXED);
-}
-
-/* One word of this thread's stack: through the window, filled a page at a time upwards (a
- * plain load on the live stack: agent/lib/selfread.h). */
-static bool stack_word(uintptr_t a, uintptr_t *w)
-{
-	return selfread__fetch(&stack_window, (a | (SELFREAD_WINDOW - 1)) - 7, w, sizeof(*w),
-			       &lua.st.read_errors) &&
-	       selfread__fetch(&stack_window, a, w, sizeof(*w), &lua.st.read_errors);
-}
-
-/* New states among the words of this thread's stack from sp up (at most 64 candidates read). */
-static __attribute__((noinline)) void scan_stack(uintptr_t sp, uintptr_t hi)
-{
-	uintptr_t end = sp + CONFIG_LUAFRAMES_SCAN_BYTES, w;
-	unsigned int tried = 0;
-
-	__atomic_fetch_add(&lua.st.scans, 1, __ATOMIC_RELAXED);
-	if (hi && hi < end)
-		end = hi;
-	selfread__reset(&stack_window);
-	for (uintptr_t a = sp & ~(uintptr_t)7; a + 8 <= end && tried < 64; a += 8) {
-		if (!stack_word(a, &w))
-			break;
-		if ((w & 7) || w < 65536 || w >> 47 || (w >= sp && w < end) || known_state(w))
-			continue;
-		tried++;
-		if (is_state(w))
-			add_state(w);
-	}
-	selfread__reset(&stack_window);
 }
 
 /* Reads the states' headers, the hinted CallInfos and the stack window in one go. */
@@ -331,7 +258,7 @@ static __attribute__((noinline)) void prefetch(void)
 	long r;
 
 	for (unsigned int i = 0; i < CONFIG_LUAFRAMES_STATES; i++) {
-		uintptr_t st = __atomic_load_n(&lua.states[i], __ATOMIC_RELAXED);
+		uintptr_t st = __atomic_load_n(&lua.vm.states[i], __ATOMIC_RELAXED);
 
 		pre.head_ok[i] = false;
 		if (!st)
@@ -354,7 +281,7 @@ static __attribute__((noinline)) void prefetch(void)
 	r = n ? selfread__readv(local, remote, (unsigned long)n) : 0;
 	/* whole iovecs only: the ones before the first that failed */
 	for (unsigned int i = 0, v = 0; i < CONFIG_LUAFRAMES_STATES; i++) {
-		if (!__atomic_load_n(&lua.states[i], __ATOMIC_RELAXED) || v >= states)
+		if (!__atomic_load_n(&lua.vm.states[i], __ATOMIC_RELAXED) || v >= states)
 			continue;
 		pre.head_ok[i] = r >= (long)(L_HEAD * (v + 1));
 		v++;
@@ -389,20 +316,12 @@ static __attribute__((noinline)) unsigned int running_states(uintptr_t sp, uintp
 	unsigned int k = 0;
 
 	for (unsigned int i = 0; i < CONFIG_LUAFRAMES_STATES; i++) {
-		uintptr_t s = __atomic_load_n(&lua.states[i], __ATOMIC_RELAXED), j;
+		uintptr_t s, j;
 
-		if (!s)
-			continue;
 		if (pre.head_ok[i])
 			memcpy(head[k], pre.head[i], L_HEAD);
-		if ((!pre.head_ok[i] && !peek(s, head[k], L_HEAD)) || head[k][L_TT] != LUA_VTHREAD) {
-			/* freed (a coroutine collected): forget it */
-			__atomic_compare_exchange_n(&lua.states[i], &s, 0, false, __ATOMIC_RELAXED,
-						    __ATOMIC_RELAXED);
-			continue;
-		}
-		j = word(head[k], L_ERRORJMP);
-		if (j < sp || j >= hi)
+		s = luaframes__running(&lua.vm, i, head[k], L_HEAD, pre.head_ok[i], sp, hi, &j);
+		if (!s)
 			continue;
 		memcpy(head[k] + L_ERRORJMP, &s, sizeof(s)); /* keep the state's own address */
 		jmp[k++] = j;
@@ -433,12 +352,12 @@ static __attribute__((noinline)) bool closure_proto(uintptr_t cl, uintptr_t save
 	if (proto_cache[slot].closure != cl || savedpc < proto_cache[slot].code ||
 	    savedpc > proto_cache[slot].code_end) {
 		if (!peek(cl, c, sizeof(c)) || c[CL_TT] != LUA_VLCL ||
-		    !peek(word(c, CL_P), p, sizeof(p)) || p[l->tt] != 10)
+		    !peek(luafield__word(c, CL_P), p, sizeof(p)) || p[l->tt] != 10)
 			return false;
 		memcpy(&size, p + l->sizecode, sizeof(size));
 		proto_cache[slot].closure = cl;
-		proto_cache[slot].proto = word(c, CL_P);
-		proto_cache[slot].code = word(p, l->code);
+		proto_cache[slot].proto = luafield__word(c, CL_P);
+		proto_cache[slot].code = luafield__word(p, l->code);
 		proto_cache[slot].code_end = proto_cache[slot].code + 4 * (uintptr_t)(size > 0 ? size : 0);
 		if (savedpc < proto_cache[slot].code || savedpc > proto_cache[slot].code_end) {
 			proto_cache[slot].closure = 0;
@@ -456,8 +375,8 @@ static __attribute__((noinline)) bool closure_proto(uintptr_t cl, uintptr_t save
 static bool walk_state(const unsigned char *head, bool first, unsigned int *n,
 		       unsigned int *runs, bool *cut)
 {
-	uintptr_t self = word(head, L_ERRORJMP), base = self + L_BASE_CI;
-	uintptr_t ci = word(head, L_CI), prev_ci = 0;
+	uintptr_t self = luafield__word(head, L_ERRORJMP), base = self + L_BASE_CI;
+	uintptr_t ci = luafield__word(head, L_CI), prev_ci = 0;
 	unsigned char c[CI_SIZE], f[16];
 
 	selfread__reset(&ci_window);
@@ -473,28 +392,23 @@ static bool walk_state(const unsigned char *head, bool first, unsigned int *n,
 			pre.walked[pre.n_walked++ % HINTS] = ci;
 		memcpy(&status, c + CI_CALLSTATUS, sizeof(status));
 		if (!(status & CIST_C)) {
-			uintptr_t proto;
+			uintptr_t proto, func = luafield__word(c, CI_FUNC);
 			unsigned int pc;
 
 			if (first && !pre.stack_hi)
-				pre.stack_hi = word(c, CI_FUNC) + sizeof(f);
-			if (!selfread__fetch(&stack_window, word(c, CI_FUNC), f, sizeof(f),
+				pre.stack_hi = func + sizeof(f);
+			if (!selfread__fetch(&stack_window, func, f, sizeof(f),
 					     &lua.st.read_errors) ||
 			    f[8] != TT_LCL ||
-			    !closure_proto(word(f, 0), word(c, CI_SAVEDPC), &proto, &pc))
+			    !closure_proto(luafield__word(f, 0), luafield__word(c, CI_SAVEDPC),
+					   &proto, &pc))
 				return false;
-			if (*n < CONFIG_LUAFRAMES_MAX)
-				lframes[(*n)++] = luaframe__tag(proto, pc);
-			else
-				*cut = true;
-			if (status & CIST_FRESH) {
-				if (*runs == CONFIG_LUAFRAMES_MAX)
-					return false;
-				run_end[(*runs)++] = *n;
-			}
+			luaframes__push(luaframe__tag(proto, pc), n, cut);
+			if ((status & CIST_FRESH) && !luaframes__end_run(*n, runs))
+				return false;
 		}
 		prev_ci = ci;
-		ci = word(c, CI_PREVIOUS);
+		ci = luafield__word(c, CI_PREVIOUS);
 	}
 	return true;
 }
@@ -519,29 +433,190 @@ static bool lua_runs(uintptr_t sp, uintptr_t hi, unsigned int *runs, bool *cut)
 	return ok;
 }
 
-static unsigned int activations(const uint64_t *frames, unsigned int n)
+unsigned int luaframes__splice(uint64_t *frames, unsigned int n, unsigned int max,
+			       uintptr_t stack_hi, bool *truncated)
+{
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+	uintptr_t hi = stack_hi ? stack_hi : sp + (8u << 20);
+	unsigned int a, runs;
+	bool cut = false;
+
+	if (lua.v51)
+		return lua51frames__splice(frames, n, max, stack_hi, truncated);
+	if (!lua.on || !(a = luaframes__activations(&lua.vm, frames, n)))
+		return n;
+	if ((!lua_runs(sp, hi, &runs, &cut) || runs != a) && !scan_wait--) {
+		scan_wait = 63;
+		luaframes__scan(&lua.vm, &stack_window, sp, hi);
+		if (!lua_runs(sp, hi, &runs, &cut))
+			runs = 0;
+	}
+	if (!runs) {
+		__atomic_fetch_add(&lua.st.no_state, 1, __ATOMIC_RELAXED);
+		return n;
+	}
+	return luaframes__replace(&lua.vm, frames, n, max, a, runs, cut, truncated);
+}
+
+void luaframes__stats(struct luaframes_stats *st)
+{
+	*st = lua.st;
+}
+
+/* ---- the walkers' shared part: finding the states -------------------------------------------- */
+
+#define STATE_HEAD 64 /* bytes of a candidate's header read: up to l_G and its word */
+
+static bool vm_peek(struct luaframes_vm *vm, uintptr_t addr, void *buf, size_t len)
+{
+	return selfread__peek(addr, buf, len, &vm->st->read_errors);
+}
+
+/* Is w a lua_State (main, or a coroutine of a main state's universe)? Up to three reads. */
+static bool is_state(struct luaframes_vm *vm, uintptr_t w)
+{
+	const struct luaframes_layout *l = vm->layout;
+	unsigned char h[STATE_HEAD], m[STATE_HEAD];
+	unsigned int len = l->g + 8;
+	uintptr_t g, main;
+
+	if (len > STATE_HEAD || !vm_peek(vm, w, h, len) || h[l->tt] != l->thread)
+		return false;
+	g = luafield__word(h, l->g);
+	if (!g || (g & 7) || !vm_peek(vm, g + l->mainthread, &main, sizeof(main)))
+		return false;
+	if (main == w)
+		return true;
+	return !(main & 7) && vm_peek(vm, main, m, len) && m[l->tt] == l->thread &&
+	       luafield__word(m, l->g) == g;
+}
+
+static bool known_state(const struct luaframes_vm *vm, uintptr_t w)
+{
+	for (unsigned int i = 0; i < CONFIG_LUAFRAMES_STATES; i++)
+		if (__atomic_load_n(&vm->states[i], __ATOMIC_RELAXED) == w)
+			return true;
+	return false;
+}
+
+static void add_state(struct luaframes_vm *vm, uintptr_t w)
+{
+	for (unsigned int i = 0; i < CONFIG_LUAFRAMES_STATES; i++) {
+		uintptr_t expect = 0;
+
+		if (__atomic_compare_exchange_n(&vm->states[i], &expect, w, false,
+						__ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+			__atomic_fetch_add(&vm->st->states, 1, __ATOMIC_RELAXED);
+			return;
+		}
+	}
+	__atomic_fetch_add(&vm->st->states_full, 1, __ATOMIC_RELAXED);
+}
+
+/* The stack word at a, through the window: read 4 KiB ahead towards end (one read for 512
+ * words: the window holds what is below the address asked for). */
+static bool stack_word(struct luaframes_vm *vm, struct selfread_window *win, uintptr_t a,
+		       uintptr_t end, uintptr_t *w)
+{
+	if (!win->hi || a < win->lo || a + sizeof(*w) > win->hi) {
+		uintptr_t last = a + SELFREAD_WINDOW - sizeof(*w);
+
+		if (last > end - sizeof(*w))
+			last = end - sizeof(*w);
+		if (!selfread__fetch(win, last, w, sizeof(*w), &vm->st->read_errors))
+			return false;
+	}
+	return selfread__fetch(win, a, w, sizeof(*w), &vm->st->read_errors);
+}
+
+__attribute__((noinline)) void luaframes__scan(struct luaframes_vm *vm,
+					       struct selfread_window *win, uintptr_t sp,
+					       uintptr_t hi)
+{
+	uintptr_t end = sp + CONFIG_LUAFRAMES_SCAN_BYTES, w;
+	unsigned int tried = 0;
+
+	__atomic_fetch_add(&vm->st->scans, 1, __ATOMIC_RELAXED);
+	if (hi && hi < end)
+		end = hi;
+	selfread__reset(win);
+	for (uintptr_t a = sp & ~(uintptr_t)7; a + 8 <= end && tried < 64; a += 8) {
+		if (!stack_word(vm, win, a, end, &w))
+			break;
+		if ((w & 7) || w < 65536 || w >> 47 || (w >= sp && w < end) || known_state(vm, w))
+			continue;
+		tried++;
+		if (is_state(vm, w))
+			add_state(vm, w);
+	}
+	selfread__reset(win);
+}
+
+uintptr_t luaframes__running(struct luaframes_vm *vm, unsigned int i, unsigned char *head,
+			     unsigned int len, bool head_ok, uintptr_t sp, uintptr_t hi,
+			     uintptr_t *jmp)
+{
+	const struct luaframes_layout *l = vm->layout;
+	uintptr_t s = __atomic_load_n(&vm->states[i], __ATOMIC_RELAXED);
+
+	if (!s)
+		return 0;
+	if ((!head_ok && !vm_peek(vm, s, head, len)) || head[l->tt] != l->thread) {
+		/* freed (a coroutine collected): forget it */
+		__atomic_compare_exchange_n(&vm->states[i], &s, 0, false, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED);
+		return 0;
+	}
+	*jmp = luafield__word(head, l->errorjmp);
+	return *jmp >= sp && *jmp < hi ? s : 0;
+}
+
+/* ---- the walkers' shared part: the Lua frames in place of luaV_execute ----------------------- */
+
+void luaframes__push(uint64_t frame, unsigned int *n, bool *cut)
+{
+	if (*n < CONFIG_LUAFRAMES_MAX)
+		lframes[(*n)++] = frame;
+	else
+		*cut = true;
+}
+
+bool luaframes__end_run(unsigned int n, unsigned int *runs)
+{
+	if (*runs == CONFIG_LUAFRAMES_MAX)
+		return false;
+	run_end[(*runs)++] = n;
+	return true;
+}
+
+static bool in_execute(const struct luaframes_vm *vm, const uint64_t *frames, unsigned int i)
+{
+	uintptr_t pc = (uintptr_t)frames[i] - (i > 0); /* a return address: its call */
+
+	return pc >= vm->exec_lo && pc < vm->exec_hi;
+}
+
+unsigned int luaframes__activations(const struct luaframes_vm *vm, const uint64_t *frames,
+				    unsigned int n)
 {
 	unsigned int a = 0;
 
-	for (unsigned int i = 0; i < n; i++) {
-		uintptr_t pc = (uintptr_t)frames[i] - (i > 0); /* a return address: its call */
-
-		a += pc >= lua.exec_lo && pc < lua.exec_hi;
-	}
+	for (unsigned int i = 0; i < n; i++)
+		a += in_execute(vm, frames, i);
 	return a;
 }
 
-/* The runs in place of the activations (as many of each: checked by the caller). */
-static unsigned int splice_runs(uint64_t *frames, unsigned int n, unsigned int max,
-				unsigned int *pushed)
+/* The runs in place of the activations (as many of each: checked by the caller); bit 31 of the
+ * count: frames were left out at max. */
+static unsigned int splice_runs(const struct luaframes_vm *vm, uint64_t *frames,
+				unsigned int n, unsigned int max, unsigned int *pushed)
 {
 	unsigned int out = 0, run = 0, i;
 
 	for (i = 0; i < n && out < max; i++) {
-		uintptr_t pc = (uintptr_t)frames[i] - (i > 0);
 		unsigned int from = run ? run_end[run - 1] : 0;
 
-		if (pc < lua.exec_lo || pc >= lua.exec_hi) {
+		if (!in_execute(vm, frames, i)) {
 			spliced[out++] = frames[i];
 			continue;
 		}
@@ -555,46 +630,25 @@ static unsigned int splice_runs(uint64_t *frames, unsigned int n, unsigned int m
 	return i < n ? out | 0x80000000u : out;
 }
 
-unsigned int luaframes__splice(uint64_t *frames, unsigned int n, unsigned int max,
-			       uintptr_t stack_hi, bool *truncated)
+unsigned int luaframes__replace(struct luaframes_vm *vm, uint64_t *frames, unsigned int n,
+				unsigned int max, unsigned int a, unsigned int runs, bool cut,
+				bool *truncated)
 {
-	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
-	uintptr_t hi = stack_hi ? stack_hi : sp + (8u << 20);
-	unsigned int a, runs, pushed = 0, out;
-	bool cut = false;
+	unsigned int pushed = 0, out;
 
-	if (lua.v51)
-		return lua51frames__splice(frames, n, max, stack_hi, truncated);
-	if (!lua.on || !(a = activations(frames, n)))
-		return n;
-	if ((!lua_runs(sp, hi, &runs, &cut) || runs != a) && !scan_wait--) {
-		scan_wait = 63;
-		scan_stack(sp, hi);
-		if (!lua_runs(sp, hi, &runs, &cut))
-			runs = 0;
-	}
-	if (!runs) {
-		__atomic_fetch_add(&lua.st.no_state, 1, __ATOMIC_RELAXED);
-		return n;
-	}
 	/* a cut native walk (at the depth limit) has fewer activations: the innermost match */
 	if (runs != a && !(*truncated && a < runs)) {
-		__atomic_fetch_add(&lua.st.mismatch, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&vm->st->mismatch, 1, __ATOMIC_RELAXED);
 		return n;
 	}
-	out = splice_runs(frames, n, max, &pushed);
+	out = splice_runs(vm, frames, n, max, &pushed);
 	if (cut || (out & 0x80000000u)) {
 		*truncated = true;
-		__atomic_fetch_add(&lua.st.truncated, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&vm->st->truncated, 1, __ATOMIC_RELAXED);
 	}
 	if (pushed) {
-		__atomic_fetch_add(&lua.st.samples, 1, __ATOMIC_RELAXED);
-		__atomic_fetch_add(&lua.st.frames, pushed, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&vm->st->samples, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&vm->st->frames, pushed, __ATOMIC_RELAXED);
 	}
 	return out & ~0x80000000u;
-}
-
-void luaframes__stats(struct luaframes_stats *st)
-{
-	*st = lua.st;
 }

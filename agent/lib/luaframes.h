@@ -73,6 +73,68 @@ static inline void luaframes__stats(struct luaframes_stats *st)
 }
 #endif
 
+/*
+ * What the 5.4 and 5.1 walkers share (here, luaframes.c; lua51frames.c calls it with its own
+ * layout): finding lua_States on the thread's stack, which of them run on this thread, and
+ * putting the runs of Lua frames in place of luaV_execute's activations. The versions differ
+ * there only in a few offsets and the thread's type tag; their CallInfo walks, prefetches and
+ * the order of the running states stay in their own files. One walker runs in a process, so
+ * the per-thread frame buffers serve both. All but luaframes__function_bounds (at start) are
+ * async-signal-safe (the handler).
+ */
+#ifdef CONFIG_LUAFRAMES
+struct selfread_window;
+
+/* At start: the function of the .eh_frame_hdr table at hdr that holds pc, [*lo, *hi) up to the
+ * next FDE's start. Only GNU ld's encodings (a 4-byte eh_frame pointer, udata4 count, datarel
+ * sdata4 table). */
+bool luaframes__function_bounds(const uint8_t *hdr, uintptr_t pc, uintptr_t *lo,
+				uintptr_t *hi);
+
+/* The lua_State and global_State fields the discovery reads (LP64). */
+struct luaframes_layout {
+	unsigned int tt;	 /* lua_State: CommonHeader's type byte */
+	unsigned int g;		 /* l_G (a candidate's header is read up to it) */
+	unsigned int errorjmp;	 /* errorJmp: a local of luaD_rawrunprotected while it runs */
+	unsigned int mainthread; /* global_State.mainthread */
+	unsigned char thread;	 /* a thread's type tag: LUA_VTHREAD (5.4), LUA_TTHREAD (5.1) */
+};
+
+/* One Lua VM of the process: its known states, its luaV_execute, where its walker counts. */
+struct luaframes_vm {
+	const struct luaframes_layout *layout;
+	uintptr_t exec_lo, exec_hi; /* luaV_execute */
+	uintptr_t states[CONFIG_LUAFRAMES_STATES];
+	struct luaframes_stats *st;
+};
+
+/* New states among the words of this thread's stack from sp up to hi (0: unknown), read
+ * through win (reset before and after; at most 64 candidates read). Counted: scans, states,
+ * states_full. */
+void luaframes__scan(struct luaframes_vm *vm, struct selfread_window *win, uintptr_t sp,
+		     uintptr_t hi);
+/* State slot i's header (len bytes) in head, read unless head_ok (prefetched): the state's
+ * address when it runs on this thread (its errorJmp, *jmp, on [sp, hi)), else 0. A slot whose
+ * header is no thread's any more (a coroutine collected) is emptied. */
+uintptr_t luaframes__running(struct luaframes_vm *vm, unsigned int i, unsigned char *head,
+			     unsigned int len, bool head_ok, uintptr_t sp, uintptr_t hi,
+			     uintptr_t *jmp);
+/* A sample's walk: Lua frames (tagged) pushed innermost first, each run ended after its
+ * outermost frame. push: at most CONFIG_LUAFRAMES_MAX (*cut beyond); end_run: false when
+ * there are too many runs. */
+void luaframes__push(uint64_t frame, unsigned int *n, bool *cut);
+bool luaframes__end_run(unsigned int n, unsigned int *runs);
+/* luaV_execute's activations among frames[0..n) (leaf first). */
+unsigned int luaframes__activations(const struct luaframes_vm *vm, const uint64_t *frames,
+				    unsigned int n);
+/* The pushed runs (runs of them; cut: frames were left out) in place of the a activations of
+ * frames[0..n), at most max frames: the new count. Runs and activations that do not match
+ * keep the sample native (counted: mismatch; and samples, frames, truncated). */
+unsigned int luaframes__replace(struct luaframes_vm *vm, uint64_t *frames, unsigned int n,
+				unsigned int max, unsigned int a, unsigned int runs, bool cut,
+				bool *truncated);
+#endif
+
 /* Lua 5.1 (agent/lib/lua51frames.c): luaframes__init() and __splice() hand a 5.1 over. */
 #ifdef CONFIG_LUA51FRAMES
 /* Finds luaV_execute of the Lua 5.1 whose lua_ident is ident (at start); st: where the handler

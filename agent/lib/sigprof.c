@@ -26,6 +26,7 @@
 #include "agent/edgeprof.h"
 #include "agent/core/luaname.h"
 #include "agent/core/pyname.h"
+#include "agent/lib/env.h"
 #include "agent/lib/heap.h"
 #include "agent/lib/modules.h"
 #include "agent/lib/luaframes.h"
@@ -821,30 +822,11 @@ static void publish_maps(void)
 
 /* ---- start / stop ------------------------------------------------------------------------- */
 
-static unsigned long env_ulong(const char *name, unsigned long def, unsigned long lo,
-			       unsigned long hi)
-{
-	const char *v = getenv(name);
-	char *end;
-	unsigned long x;
-
-	if (!v || !*v)
-		return def;
-	errno = 0;
-	x = strtoul(v, &end, 10);
-	if (errno || *end || x < lo || x > hi) {
-		fprintf(stderr, "edgeprof: %s=%s is not a number in %lu..%lu; using %lu\n", name, v,
-			lo, hi, def);
-		return def;
-	}
-	return x;
-}
-
 static int open_ring(void)
 {
 	const char *reg = getenv("EDGEPROF_REGISTRY");
 	const char *svc = getenv("EDGEPROF_SERVICE");
-	size_t kb = env_ulong("EDGEPROF_RING_KB", CONFIG_RING_KB, 16, 65536);
+	size_t kb = env__ulong("EDGEPROF_RING_KB", CONFIG_RING_KB, 16, 65536);
 	int err;
 
 	if (!svc || !*svc)
@@ -893,7 +875,7 @@ static void parse_profiles(void)
 static void start_heap(void)
 {
 	struct heap_opts ho = {
-	    .rate = env_ulong("EDGEPROF_HEAP_RATE", HEAP_DEFAULT_RATE, 1, 1ul << 30),
+	    .rate = env__ulong("EDGEPROF_HEAP_RATE", HEAP_DEFAULT_RATE, 1, 1ul << 30),
 	    .unwind = ep.unwind,
 	    .max_depth = ep.max_depth,
 	};
@@ -952,10 +934,10 @@ EP_API int edgeprof_start(void)
 	if (getenv("EDGEPROF_DISABLE") && strcmp(getenv("EDGEPROF_DISABLE"), "0"))
 		return -ECANCELED;
 	ep.pid = getpid();
-	ep.hz = (unsigned int)env_ulong("EDGEPROF_HZ", CONFIG_SAMPLE_HZ, 1, 10000);
+	ep.hz = (unsigned int)env__ulong("EDGEPROF_HZ", CONFIG_SAMPLE_HZ, 1, 10000);
 	ep.interval_ns = 1000000000ull / ep.hz;
-	ep.max_depth = (unsigned int)env_ulong("EDGEPROF_MAX_DEPTH", CONFIG_MAX_STACK_DEPTH, 1,
-					       CONFIG_MAX_STACK_DEPTH);
+	ep.max_depth = (unsigned int)env__ulong("EDGEPROF_MAX_DEPTH", CONFIG_MAX_STACK_DEPTH, 1,
+						CONFIG_MAX_STACK_DEPTH);
 	ep.unwind = uw && !strcmp(uw, "fp")	  ? UNWIND_FP
 		    : uw && !strcmp(uw, "tables") ? UNWIND_TABLES
 						  : UNWIND_CFI;
@@ -970,8 +952,8 @@ EP_API int edgeprof_start(void)
 	}
 	if (ep.standalone && !ep.agg) {
 		/* standalone: one round for the whole run; its snapshots' bound can be raised */
-		struct agg_opts ao = {.max_snapshots = env_ulong("EDGEPROF_SNAPSHOTS_MAX",
-								 CONFIG_SNAPSHOTS_PER_ROUND, 1, 65536)};
+		struct agg_opts ao = {.max_snapshots = env__ulong("EDGEPROF_SNAPSHOTS_MAX",
+								  CONFIG_SNAPSHOTS_PER_ROUND, 1, 65536)};
 
 		ep.agg = aggregate__new(&ao);
 		if (!ep.agg)

@@ -9,6 +9,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "agent/lib/env.h"
 #include "agent/lib/snapshot.h"
 #include "pprof/snapshot.h"
 
@@ -20,32 +21,12 @@ static unsigned int every = CONFIG_SNAPSHOT_EVERY;
 static size_t stack_bytes = CONFIG_SNAPSHOT_BYTES;
 static struct snapshot_stats stats;
 
-/* The environment's setting name in [lo, hi], else def (a bad value is told, not taken). */
-static unsigned long env_setting(const char *name, unsigned long def, unsigned long lo,
-				 unsigned long hi)
-{
-	const char *v = getenv(name);
-	char *end;
-	unsigned long x;
-
-	if (!v || !*v)
-		return def;
-	errno = 0;
-	x = strtoul(v, &end, 10);
-	if (errno || *end || x < lo || x > hi) {
-		fprintf(stderr, "edgeprof: %s=%s is not a number in %lu..%lu; using %lu\n", name, v,
-			lo, hi, def);
-		return def;
-	}
-	return x;
-}
-
 void snapshot__init(void)
 {
-	every = (unsigned int)env_setting("EDGEPROF_SNAPSHOT_EVERY", CONFIG_SNAPSHOT_EVERY, 0,
-					  1000000);
-	stack_bytes = env_setting("EDGEPROF_SNAPSHOT_BYTES", CONFIG_SNAPSHOT_BYTES, 256,
-				  SNAPSHOT_MAX_STACK);
+	every = (unsigned int)env__ulong("EDGEPROF_SNAPSHOT_EVERY", CONFIG_SNAPSHOT_EVERY, 0,
+					 1000000);
+	stack_bytes = env__ulong("EDGEPROF_SNAPSHOT_BYTES", CONFIG_SNAPSHOT_BYTES, 256,
+				 SNAPSHOT_MAX_STACK);
 }
 
 bool snapshot__due(unsigned int *countdown)

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "agent/core/luaname.h"
+#include "tests/lib/lua-fake.h"
 
 /* lobject.h of Lua 5.1.5, LP64 (offsetof() against Debian's 5.1.5-9 sources) */
 #define P_TT 8
@@ -38,16 +39,6 @@ struct fake {
 	unsigned char str[TS_CONTENTS + 64] __attribute__((aligned(8)));
 	int32_t lineinfo[NCODE];
 };
-
-static void put32(unsigned char *b, unsigned int off, int32_t v)
-{
-	memcpy(b + off, &v, sizeof(v));
-}
-
-static void put_ptr(unsigned char *b, unsigned int off, const void *p)
-{
-	memcpy(b + off, &p, sizeof(p));
-}
 
 /* A function defined at line 20 whose instruction i is on line 21 + i / 4. */
 static struct fake *fake_proto(const char *source, int32_t linedefined)
@@ -69,17 +60,6 @@ static struct fake *fake_proto(const char *source, int32_t linedefined)
 	memcpy(f->str + TS_LEN, &len, sizeof(len));
 	memcpy(f->str + TS_CONTENTS, source, len);
 	return f;
-}
-
-/* qemu-user (the ARM boards' unit tests) has no process_vm_readv: nothing to test there. */
-static void need_process_vm_readv(void)
-{
-	int here = 1, there = 0;
-	struct iovec local = {&there, sizeof(there)}, remote = {&here, sizeof(here)};
-
-	if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != sizeof(here) && errno == ENOSYS)
-		skip();
-	assert_int_equal(there, 1);
 }
 
 static int resolve(struct fake *f, unsigned int pc, struct framename *n)

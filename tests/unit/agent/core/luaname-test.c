@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "agent/core/luaname.h"
+#include "tests/lib/lua-fake.h"
 
 #define NCODE 300
 
@@ -27,16 +28,6 @@ struct fake {
 	signed char lineinfo[NCODE];
 	int32_t abslineinfo[2][2]; /* {pc, line} */
 };
-
-static void put32(unsigned char *b, unsigned int off, int32_t v)
-{
-	memcpy(b + off, &v, sizeof(v));
-}
-
-static void put_ptr(unsigned char *b, unsigned int off, const void *p)
-{
-	memcpy(b + off, &p, sizeof(p));
-}
 
 /* A function defined at line 10 whose instruction i is on line 10 + i / 2 (deltas 0, 1, 0, 1,
  * ...), with an absolute entry at pc 128 (line 74) as the compiler puts one every 128. */
@@ -66,17 +57,6 @@ static struct fake *fake_proto(const char *source, int32_t linedefined)
 	f->str[l->str_shrlen] = (unsigned char)len;
 	memcpy(f->str + l->str_contents, source, len);
 	return f;
-}
-
-/* qemu-user (the ARM boards' unit tests) has no process_vm_readv: nothing to test there. */
-static void need_process_vm_readv(void)
-{
-	int here = 1, there = 0;
-	struct iovec local = {&there, sizeof(there)}, remote = {&here, sizeof(here)};
-
-	if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != sizeof(here) && errno == ENOSYS)
-		skip();
-	assert_int_equal(there, 1);
 }
 
 static int resolve(struct fake *f, unsigned int pc, struct framename *n)
