@@ -120,6 +120,7 @@ echo "@@agent rc=$? leaf_pid=$wpid"
 kill $wpid
 cat /tmp/agent.log
 wait
+echo "@@pprof-sum $(cat /tmp/x/*.pb.gz | md5sum | cut -d' ' -f1) $(ls /tmp/x | wc -l) files"
 echo "@@pprof-b64"
 # uuencode -m: base64 in bullseye's busybox too (its applets have no base64)
 cat /tmp/x/*.pb.gz | uuencode -m p | sed '1d;$d'
@@ -155,6 +156,7 @@ cat /tmp/off.log
 echo "@@wall-out"
 cat /tmp/wall.out
 echo "@@wall-end"
+echo "@@offcpu-sum $(cat /tmp/o/*-offcpu-*.pb.gz | md5sum | cut -d' ' -f1) $(ls /tmp/o | wc -l) files"
 echo "@@offcpu-b64"
 cat /tmp/o/*-offcpu-*.pb.gz | uuencode -m p | sed '1d;$d'
 echo "@@offcpu-end"
@@ -178,6 +180,16 @@ section cfi-out cfi-end >"$tmp/cfi.out"
 section pprof-b64 pprof-end | base64 -d >"$tmp/leaf.pb.gz" 2>/dev/null
 section wall-out wall-end >"$tmp/wall.out"
 section offcpu-b64 offcpu-end | base64 -d >"$tmp/offcpu.pb.gz" 2>/dev/null
+# A profile that did not come through whole is said as such, with the agent's log, not as a
+# reader's error on a broken file (CI shows a failed test's last lines only).
+received() { # NAME FILE
+	local want got
+	want=$(sed -n "s/^@@$1-sum \([0-9a-f]*\) .*/\1/p" "$console")
+	got=$(md5sum <"$2" | cut -d' ' -f1)
+	[ -s "$2" ] && [ "$want" = "$got" ] && return 0
+	echo "the $1 profile did not come out of the VM whole: $(grep "^@@$1-sum" "$console"), received $(wc -c <"$2") bytes md5 $got"
+	return 1
+}
 if grep -q "BPF sampler unavailable" "$console"; then
 	echo "the BPF sampler did not load ($name)"; exit 1
 fi
@@ -209,6 +221,7 @@ sys.exit(0 if ok else 1)
 PY
 
 pid=$(sed -n 's/^@@agent rc=0 leaf_pid=\([0-9]*\)$/\1/p' "$console")
+received pprof "$tmp/leaf.pb.gz" || { sed -n '/^@@agent rc/,/^@@pprof-sum/p' "$console"; exit 1; }
 PYTHONPATH="$EP_TOP/tests/workloads" /usr/bin/python3 - "$tmp/leaf.pb.gz" "$pid" "$arch" <<'PY' || exit 1
 import sys, re
 import pprof_traces as pt
@@ -290,6 +303,7 @@ sys.exit(0 if len(late) >= 150 and late_share >= 95.0 else 1)
 PY
 
 grep -q '^@@offcpu rc=0' "$console" || { echo "edgeprof-agent --profiles offcpu failed in the VM"; exit 1; }
+received offcpu "$tmp/offcpu.pb.gz" || exit 1
 PYTHONPATH="$EP_TOP/tests/workloads" /usr/bin/python3 - "$tmp/wall.out" "$tmp/offcpu.pb.gz" <<'PY'
 import sys, collections
 import pprof_traces as pt

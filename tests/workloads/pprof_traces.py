@@ -41,8 +41,12 @@ def _run(path, index, symbolize, env=None, lines=False):
         cmd.append("-symbolize=none")
     e = dict(os.environ)
     e.update(env or {})
-    return subprocess.run(cmd + [path], check=True, capture_output=True, text=True,
-                          env=e, timeout=300).stdout
+    r = subprocess.run(cmd + [path], capture_output=True, text=True, env=e, timeout=300)
+    if r.returncode != 0:  # say why at the end of the log, where CI shows it
+        size = os.path.getsize(path) if os.path.exists(path) else -1
+        raise RuntimeError("go tool pprof failed (exit %d) on %s (%d bytes): %s"
+                           % (r.returncode, path, size, r.stderr.strip()[-600:]))
+    return r.stdout
 
 
 def samples(path, index="cpu", symbolize=False, env=None, lines=False):
