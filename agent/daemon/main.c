@@ -413,6 +413,8 @@ static int run(struct agent *a)
 		agent_upload__poll(a);
 		agent_bpf__poll(a, poll_timeout_ms(a, wait, now - last_scan));
 	}
+	if (!started) /* a signal while the BPF programs loaded: the user hears why nothing came */
+		pr_info("stopped before the first round began: no profile written");
 	if (rs.in_round && !a->duty_skip) { /* stopped mid-round: keep what was sampled */
 		agent_rings__drain(a, true);
 		agent__write_round(a, port_clock_mono_ns() - started);

@@ -101,15 +101,19 @@ echo "@@probe-end"
 wait
 
 mkdir /tmp/x
-# Four seconds of sampling once the programs are in (their fds appear), ended by SIGINT: a
+# Four seconds of sampling once the programs are in, ended by SIGINT: a
 # fixed --seconds round counts the load too (2-20 s under TCG), and left ~1.7 s on a quick run.
 edgeprof-agent --once --seconds 120 --sampler bpf --hz 99 --output-dir /tmp/x >/tmp/agent.log 2>&1 &
 apid=$!
+# Sampling has begun when the sampler's CPU events are open beside the mmap records' (one each
+# per CPU): the first BPF program's fd comes seconds before the last program is verified.
 i=0
-while ! ls -l /proc/$apid/fd 2>/dev/null | grep -q bpf-prog && [ $i -lt 600 ]; do
+while [ "$(ls -l /proc/$apid/fd 2>/dev/null | grep -c 'perf_event')" -lt $((2 * $(nproc))) ] &&
+	[ $i -lt 1200 ]; do
 	sleep 0.1
 	i=$((i + 1))
 done
+echo "@@agent sampling after $i waits"
 sleep 1
 bpf-work leaf 120 &
 wpid=$!
