@@ -471,10 +471,24 @@ static int unwind_snapshots(struct api_ctx *a, struct pprof_profile **p, const v
 {
 	struct pprof_buf buf = { .max = a->max_body };
 	struct snapunwind_stats st = { 0 };
-	int ret = a->debuginfo ? snapunwind__profile(a->debuginfo, *p, &buf, &st) : 0;
+	struct pprof_budget b = { .take = mem_charge__take, .give = mem_charge__give,
+				  .ctx = &a->mem };
+	struct snapunwind_call call = { .d = a->debuginfo, .b = a->mem.b ? &b : NULL,
+					.out = &buf, .st = &st };
+	int ret = a->debuginfo ? snapunwind__profile(&call, *p) : 0;
 
 	if (ret < 0) {
 		free(buf.data);
+		if (call.b)
+			b.give(b.ctx, call.out_held);
+		if (ret == -EFBIG || ret == -EAGAIN) {
+			api_error(a, ret == -EFBIG ? 413 : 503, ret == -EFBIG ? REJ_TOO_LARGE : REJ_BUSY,
+				  "its stack snapshots were not unwound: %s", call.err);
+			if (ret == -EAGAIN)
+				snprintf(a->ans.extra, sizeof(a->ans.extra), "Retry-After: %u\r\n",
+					 API_RETRY_AFTER_S);
+			return ret;
+		}
 		api_error(a, 503, REJ_STORE, "could not unwind its stack snapshots: %s",
 			  strerror(-ret));
 		return ret;
@@ -485,7 +499,8 @@ static int unwind_snapshots(struct api_ctx *a, struct pprof_profile **p, const v
 	a->metrics->snapshots_exact += st.exact;
 	pprof_profile__free(*p);
 	*p = NULL;
-	mem_charge__release_to(&a->mem, body_held);
+	/* the decoded profile's share goes back; the rewritten body's stays, as the body's did */
+	mem_charge__release_to(&a->mem, body_held + call.out_held);
 	ret = api_read_profile(a, buf.data, buf.len, false, store__merges_samples(a->store), p);
 	if (ret) {
 		free(buf.data);

@@ -37,14 +37,44 @@ struct frame_file {
 };
 
 struct ctx {
-	struct debuginfo *d;
+	struct snapunwind_call *call;
 	const struct pprof_profile *p;
+	size_t taken; /* working memory taken from call->b, given back at the end */
+	int refused;  /* the budget's answer that ended the rewrite (-EFBIG, -EAGAIN), or 0 */
 	struct frame_file files[SNAPUNWIND_MAX_FILES];
 	unsigned int n_files;
-	struct snapunwind_stats *st;
+	const struct pprof_mapping **by_start; /* p's mappings by memory_start */
+	size_t n_by_start;
+	struct snapunwind_stats st;
 	/* the copy being unwound: its stack */
 	const struct snapshot *snap;
 };
+
+/* bytes from the budget before they are allocated: 0, or the refusal (kept in c->refused) */
+static int take(struct ctx *c, size_t bytes)
+{
+	const struct pprof_budget *b = c->call->b;
+	int ret;
+
+	if (!b || !bytes || c->refused)
+		return c->refused;
+	ret = b->take(b->ctx, bytes, c->call->err, sizeof(c->call->err));
+	if (ret)
+		c->refused = ret;
+	else
+		c->taken += bytes;
+	return ret;
+}
+
+static void give(struct ctx *c, size_t bytes)
+{
+	const struct pprof_budget *b = c->call->b;
+
+	if (b && bytes) {
+		b->give(b->ctx, bytes);
+		c->taken -= bytes;
+	}
+}
 
 static int read_phdrs(int fd, const Elf32_Ehdr *eh, struct frame_file *f)
 {
@@ -99,15 +129,18 @@ static int find_debug_frame(int fd, const Elf32_Ehdr *eh, Elf32_Shdr *sh, struct
  * The section's bytes into f->sec (*len of them): inflated when SHF_COMPRESSED (zlib, as
  * Debian's -dbg packages ship them). 0, -EFBIG, -EINVAL, -ENOMEM.
  */
-static int read_section(int fd, const Elf32_Shdr *sh, struct frame_file *f, size_t *len)
+static int read_section(struct ctx *c, int fd, const Elf32_Shdr *sh, struct frame_file *f,
+			size_t *len)
 {
-	Elf32_Chdr ch;
+	Elf32_Chdr ch = {0};
 	uint8_t *raw;
 	uLongf out;
 	int ret = 0;
 
 	if (sh->sh_size > SNAPUNWIND_MAX_SECTION)
 		return -EFBIG;
+	if (take(c, sh->sh_size))
+		return c->refused;
 	raw = malloc(sh->sh_size ? sh->sh_size : 1);
 	if (!raw)
 		return -ENOMEM;
@@ -125,6 +158,8 @@ static int read_section(int fd, const Elf32_Shdr *sh, struct frame_file *f, size
 		ret = -EINVAL;
 	else if (ch.ch_size > SNAPUNWIND_MAX_SECTION)
 		ret = -EFBIG;
+	else if (take(c, ch.ch_size))
+		ret = c->refused;
 	else if (!(f->sec = malloc(ch.ch_size ? ch.ch_size : 1)))
 		ret = -ENOMEM;
 	out = ch.ch_size;
@@ -133,15 +168,20 @@ static int read_section(int fd, const Elf32_Shdr *sh, struct frame_file *f, size
 		ret = -EINVAL;
 	*len = out;
 	free(raw);
+	give(c, sh->sh_size);
 	return ret;
 }
 
-/* A 32-bit little-endian ARM ELF file's .debug_frame and executable load segments. */
-static int load_frame_file(const char *path, struct frame_file *f)
+/*
+ * A 32-bit little-endian ARM ELF file's .debug_frame and executable load segments. The FDE
+ * index is charged at its bound before it is built: at most one FDE per 16 bytes of section,
+ * in an array that at most doubles (elf/dwcfi.c).
+ */
+static int load_frame_file(struct ctx *c, const char *path, struct frame_file *f)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC), ret;
 	Elf32_Ehdr eh;
-	Elf32_Shdr sh;
+	Elf32_Shdr sh = {0};
 	char err[160] = "out of memory";
 	size_t len = 0;
 
@@ -156,7 +196,9 @@ static int load_frame_file(const char *path, struct frame_file *f)
 	if (!ret)
 		ret = find_debug_frame(fd, &eh, &sh, f);
 	if (!ret)
-		ret = read_section(fd, &sh, f, &len);
+		ret = read_section(c, fd, &sh, f, &len);
+	if (!ret && take(c, len / 16 * 2 * sizeof(struct dwcfi_fde)))
+		ret = c->refused;
 	if (!ret) {
 		ret = dwcfi__open(&f->cfi, f->sec, len, MAX_FDES, err, sizeof(err));
 		if (ret)
@@ -166,7 +208,7 @@ static int load_frame_file(const char *path, struct frame_file *f)
 	return ret;
 }
 
-/* The frame file of mapping m (loaded on first use), or NULL when it has none. */
+/* The frame file of mapping m (loaded on first use), or NULL when it has none (or refused). */
 static struct frame_file *file_for(struct ctx *c, const struct pprof_mapping *m)
 {
 	char path[PATH_MAX];
@@ -181,17 +223,51 @@ static struct frame_file *file_for(struct ctx *c, const struct pprof_mapping *m)
 		return NULL;
 	f = &c->files[c->n_files++];
 	f->build_id = m->build_id;
-	f->ok = !debuginfo__file(c->d, c->p->strings[m->build_id], path, sizeof(path)) &&
-		!load_frame_file(path, f);
+	f->ok = !debuginfo__file(c->call->d, c->p->strings[m->build_id], path, sizeof(path)) &&
+		!load_frame_file(c, path, f);
 	return f->ok ? f : NULL;
 }
 
-static const struct pprof_mapping *mapping_of(const struct pprof_profile *p, uint64_t pc)
+static int by_start(const void *a, const void *b)
 {
-	for (size_t i = 0; i < p->n_mappings; i++)
-		if (pc >= p->mappings[i].memory_start && pc < p->mappings[i].memory_limit)
-			return &p->mappings[i];
-	return NULL;
+	uint64_t x = (*(const struct pprof_mapping *const *)a)->memory_start;
+	uint64_t y = (*(const struct pprof_mapping *const *)b)->memory_start;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * p's mappings sorted by start, so that a pc's mapping is a binary search: a walk asks for
+ * every frame, and a hostile profile may hold many mappings.
+ */
+static int index_mappings(struct ctx *c)
+{
+	if (take(c, c->p->n_mappings * sizeof(*c->by_start)))
+		return c->refused;
+	c->by_start = malloc(c->p->n_mappings * sizeof(*c->by_start) + 1);
+	if (!c->by_start)
+		return -ENOMEM;
+	for (size_t i = 0; i < c->p->n_mappings; i++)
+		c->by_start[i] = &c->p->mappings[i];
+	c->n_by_start = c->p->n_mappings;
+	qsort(c->by_start, c->n_by_start, sizeof(*c->by_start), by_start);
+	return 0;
+}
+
+/* The mapping holding pc: the last to start at or below it (mappings do not overlap). */
+static const struct pprof_mapping *mapping_of(const struct ctx *c, uint64_t pc)
+{
+	size_t lo = 0, hi = c->n_by_start;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (c->by_start[mid]->memory_start <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo && pc < c->by_start[lo - 1]->memory_limit ? c->by_start[lo - 1] : NULL;
 }
 
 static bool to_vaddr(const struct frame_file *f, const struct pprof_mapping *m, uint64_t pc,
@@ -219,7 +295,7 @@ static bool read_copy(void *ctx, uint32_t addr, uint32_t *val)
 }
 
 enum walk_end { END_OUTERMOST, END_NO_FILE, END_NO_FDE, END_LEFT, END_UNKNOWN, END_BAD_CFI,
-		END_DEEP };
+		END_DEEP, END_REFUSED };
 
 static bool in_stubs(const struct frame_file *f, uint32_t vaddr)
 {
@@ -245,11 +321,13 @@ static int stub_row(struct dwcfi_row *row)
 static int walk_step(struct ctx *c, struct dwcfi_regs *regs, uint32_t *pcs, size_t *n)
 {
 	uint32_t pc = pcs[*n - 1] & ~1u, at = *n > 1 ? pc - 1 : pc, vaddr;
-	const struct pprof_mapping *m = mapping_of(c->p, at);
+	const struct pprof_mapping *m = mapping_of(c, at);
 	struct frame_file *f = m ? file_for(c, m) : NULL;
 	struct dwcfi_row row;
 	int ret;
 
+	if (c->refused)
+		return END_REFUSED;
 	if (!f || !to_vaddr(f, m, at, &vaddr))
 		return END_NO_FILE;
 	ret = dwcfi__row_at(&f->cfi, vaddr, &row);
@@ -298,22 +376,70 @@ static void count_end(struct snapunwind_stats *st, enum walk_end end)
 			      [END_LEFT] = &st->left_snapshot,	  [END_UNKNOWN] = &st->unknown_reg,
 			      [END_BAD_CFI] = &st->bad_cfi,	  [END_DEEP] = &st->too_deep};
 
-	if (end != END_OUTERMOST)
+	if (end != END_OUTERMOST && end != END_REFUSED)
 		(*by_end[end])++;
 }
+
+/*
+ * The rewrite goes in two passes, so that its arrays are sized (and charged) once, exactly:
+ * the walks first, each sample's outcome and return addresses kept compactly (struct walked,
+ * pcs), then the copy of the profile with the chains that replace the devices'.
+ */
+struct walked {
+	uint32_t pcs_at, k; /* its return addresses in pcs[]; k: where the device's chain goes on */
+	uint8_t n;	    /* pcs of the walk: the leaf's, then return addresses */
+	bool exact;	    /* the walk's chain replaces the device's */
+};
 
 /* The copy of the profile that is written: p's tables and what the walks add to them. */
 struct rewrite {
 	struct pprof_profile q;
-	size_t cap_locs;
+	struct walked *walks;
+	size_t n_walks, cap_walks;
+	uint32_t *pcs;
+	size_t n_pcs, cap_pcs;
 	uint64_t next_loc_id;
 	uint64_t *ids; /* location ids of the rewritten samples */
-	size_t n_ids, cap_ids;
+	size_t n_ids;
 	struct pprof_label *labels; /* labels of the samples that had a snapshot */
-	size_t n_labels, cap_labels;
+	size_t n_labels;
+	size_t cap_locs;
+	uint64_t *new_at; /* open addressing: address + 1 of each location the walks added ... */
+	uint64_t *new_id; /* ... and its id (a return address is one location however often seen) */
+	size_t new_mask, n_new;
 	int64_t k_snapshot, k_unwind_in, k_unwind, s_exact; /* k_unwind_in: p's "unwind" */
 	uint8_t buf[SNAPSHOT_ARM_HDR + SNAPSHOT_MAX_STACK]; /* one decoded snapshot */
 };
+
+/* Room for more elements in *arr (of size bytes each, *cap of them), charged before it grows. */
+static int grow(struct ctx *c, void *arr, size_t *cap, size_t used, size_t more, size_t size)
+{
+	size_t ncap = *cap ? *cap : 64;
+	void *n;
+
+	if (used + more <= *cap)
+		return 0;
+	while (ncap < used + more)
+		ncap *= 2;
+	if (ncap > SIZE_MAX / 2 / size)
+		return -ENOMEM;
+	if (take(c, (ncap - *cap) * size))
+		return c->refused;
+	n = realloc(*(void **)arr, ncap * size);
+	if (!n)
+		return -ENOMEM;
+	*(void **)arr = n;
+	*cap = ncap;
+	return 0;
+}
+
+/* malloc of n * size bytes (at least one), charged first. */
+static void *alloc(struct ctx *c, size_t n, size_t size)
+{
+	if (n > SIZE_MAX / size - 1 || take(c, n * size))
+		return NULL;
+	return malloc(n * size + 1);
+}
 
 /* The sample's snapshot label, or NULL. */
 static const struct pprof_label *snapshot_label(const struct rewrite *rw,
@@ -323,17 +449,6 @@ static const struct pprof_label *snapshot_label(const struct rewrite *rw,
 		if (s->labels[i].key == rw->k_snapshot && s->labels[i].str)
 			return &s->labels[i];
 	return NULL;
-}
-
-/* A location for return address ra (stepped back into its call, as the device writes them). */
-static uint64_t new_location(struct rewrite *rw, const struct pprof_profile *p, uint32_t ra)
-{
-	const struct pprof_mapping *m = mapping_of(p, (uint64_t)ra - 1);
-	struct pprof_location *l = &rw->q.locations[rw->q.n_locations++];
-
-	*l = (struct pprof_location){.id = rw->next_loc_id++, .mapping_id = m ? m->id : 0,
-				     .address = (uint64_t)ra - 1};
-	return l->id;
 }
 
 /* Where the device's chain holds return address ra (k >= 1), or 0. */
@@ -356,38 +471,154 @@ static size_t device_frame(const struct pprof_profile *p, const struct pprof_sam
 	return 0;
 }
 
-/*
- * The walk's chain in out's location ids: true when it replaces the device's. It does when the
- * walk stepped at least once and every frame it gives is exact: it ended at the outermost
- * frame, or at a return address into code without tables here (a module without a debug
- * file, a pc without an FDE: _start, the C library), where the chain is cut, or, when the
- * device's own chain was not inferred and holds that return address, goes on as the device's.
- */
-static bool exact_chain(struct ctx *c, struct rewrite *rw, const struct pprof_sample *in,
-			struct pprof_sample *out, const uint32_t *pcs, size_t n, enum walk_end end,
-			bool device_inferred)
+/* Whether the device labelled the sample unwind=inferred. */
+static bool inferred(const struct rewrite *rw, const struct pprof_profile *p,
+		     const struct pprof_sample *s)
 {
-	size_t k = 0, upto = n;
-	uint64_t *ids = rw->ids + rw->n_ids;
+	for (size_t i = 0; rw->k_unwind_in && i < s->n_labels; i++)
+		if (s->labels[i].key == rw->k_unwind_in && s->labels[i].str &&
+		    !strcmp(p->strings[s->labels[i].str], "inferred"))
+			return true;
+	return false;
+}
 
-	if (!in->n_locations || (end != END_OUTERMOST && n < 2) ||
+/*
+ * Whether the walk's chain replaces the device's (w->k set). It does when the walk stepped at
+ * least once and every frame it gives is exact: it ended at the outermost frame, or at a return
+ * address into code without tables here (a module without a debug file, a pc without an FDE:
+ * _start, the C library), where the chain is cut, or, when the device's own chain was not
+ * inferred and holds that return address, goes on as the device's.
+ */
+static bool chain_exact(struct ctx *c, const struct rewrite *rw, const struct pprof_sample *in,
+			struct walked *w, enum walk_end end)
+{
+	w->k = 0;
+	if (!in->n_locations || (end != END_OUTERMOST && w->n < 2) ||
 	    (end != END_OUTERMOST && end != END_NO_FILE && end != END_NO_FDE))
 		return false;
-	if (end != END_OUTERMOST && !device_inferred)
-		k = device_frame(c->p, in, pcs[n - 1]);
-	if (k)
-		upto = n - 1; /* the device's location for that return address follows */
+	if (end != END_OUTERMOST && !inferred(rw, c->p, in))
+		w->k = (uint32_t)device_frame(c->p, in, rw->pcs[w->pcs_at + w->n - 1]);
+	c->st.spliced += w->k != 0;
+	c->st.cut += end != END_OUTERMOST && !w->k;
+	return true;
+}
+
+/* The first pass over a sample with a snapshot: its walk, kept in rw, counted. */
+static int walk_sample(struct ctx *c, struct rewrite *rw, const struct pprof_sample *in,
+		       const struct pprof_label *label)
+{
+	const char *text = c->p->strings[label->str];
+	struct walked *w;
+	struct snapshot s;
+	size_t n = 0;
+
+	if (grow(c, &rw->walks, &rw->cap_walks, rw->n_walks, 1, sizeof(*rw->walks)) ||
+	    grow(c, &rw->pcs, &rw->cap_pcs, rw->n_pcs, SNAPUNWIND_MAX_DEPTH, sizeof(*rw->pcs)))
+		return c->refused ? c->refused : -ENOMEM;
+	w = &rw->walks[rw->n_walks++];
+	*w = (struct walked){.pcs_at = (uint32_t)rw->n_pcs};
+	if (++c->st.snapshots > SNAPUNWIND_MAX_SAMPLES) {
+		c->st.over_limit++;
+	} else if (snapshot__from_text(text, strlen(text), rw->buf, sizeof(rw->buf), &s)) {
+		c->st.bad_snapshot++;
+	} else {
+		enum walk_end end = walk(c, &s, rw->pcs + rw->n_pcs, &n);
+
+		if (end == END_REFUSED)
+			return c->refused;
+		w->n = (uint8_t)n;
+		w->exact = chain_exact(c, rw, in, w, end);
+		if (w->exact) {
+			c->st.exact++;
+			rw->n_pcs += n;
+		} else {
+			count_end(&c->st, end);
+		}
+	}
+	return 0;
+}
+
+/* The locations' index twice as big, charged first: 0 or the refusal. */
+static int rehash(struct ctx *c, struct rewrite *rw)
+{
+	size_t slots = rw->new_mask ? 2 * (rw->new_mask + 1) : 64, mask = slots - 1;
+	uint64_t *at = alloc(c, slots, sizeof(*at)), *id = alloc(c, slots, sizeof(*id));
+
+	if (!at || !id) {
+		free(at);
+		free(id);
+		return c->refused ? c->refused : -ENOMEM;
+	}
+	memset(at, 0, slots * sizeof(*at));
+	for (size_t i = 0; rw->new_mask && i <= rw->new_mask; i++) {
+		size_t h;
+
+		if (!rw->new_at[i])
+			continue;
+		h = (size_t)((rw->new_at[i] * 0x9e3779b97f4a7c15ull) >> 20) & mask;
+		while (at[h])
+			h = (h + 1) & mask;
+		at[h] = rw->new_at[i];
+		id[h] = rw->new_id[i];
+	}
+	if (rw->new_mask)
+		give(c, 2 * (rw->new_mask + 1) * sizeof(*at));
+	free(rw->new_at);
+	free(rw->new_id);
+	rw->new_at = at;
+	rw->new_id = id;
+	rw->new_mask = mask;
+	return 0;
+}
+
+/*
+ * The location of return address ra (stepped back into its call, as the device writes them):
+ * one per address, however many samples pass it; added on first sight. 0 when refused.
+ */
+static uint64_t new_location(struct ctx *c, struct rewrite *rw, uint32_t ra)
+{
+	uint64_t key = (uint64_t)ra; /* the address + 1: never 0, the empty slot */
+	const struct pprof_mapping *m;
+	struct pprof_location *l;
+	size_t h;
+
+	if ((2 * (rw->n_new + 1) > rw->new_mask + 1 && rehash(c, rw)) ||
+	    grow(c, &rw->q.locations, &rw->cap_locs, rw->q.n_locations, 1, sizeof(*l)))
+		return 0;
+	h = (size_t)((key * 0x9e3779b97f4a7c15ull) >> 20) & rw->new_mask;
+	while (rw->new_at[h] && rw->new_at[h] != key)
+		h = (h + 1) & rw->new_mask;
+	if (rw->new_at[h])
+		return rw->new_id[h];
+	m = mapping_of(c, key - 1);
+	l = &rw->q.locations[rw->q.n_locations++];
+	*l = (struct pprof_location){.id = rw->next_loc_id++, .mapping_id = m ? m->id : 0,
+				     .address = key - 1};
+	rw->new_at[h] = key;
+	rw->new_id[h] = l->id;
+	rw->n_new++;
+	return l->id;
+}
+
+/* The walk's chain in out's location ids: the device's leaf, the walk's, maybe the device's. */
+static int exact_chain(struct ctx *c, struct rewrite *rw, const struct pprof_sample *in,
+		       struct pprof_sample *out, const struct walked *w)
+{
+	size_t upto = w->k ? w->n - 1u : w->n; /* the device's location for that address follows */
+	uint64_t *ids = rw->ids + rw->n_ids;
+
 	out->n_locations = 0;
 	ids[out->n_locations++] = in->location_ids[0]; /* the leaf: the device's, the same pc */
-	for (size_t i = 1; i < upto; i++)
-		ids[out->n_locations++] = new_location(rw, c->p, pcs[i]);
-	for (size_t i = k; k && i < in->n_locations; i++)
+	for (size_t i = 1; i < upto; i++) {
+		ids[out->n_locations] = new_location(c, rw, rw->pcs[w->pcs_at + i]);
+		if (!ids[out->n_locations++])
+			return c->refused ? c->refused : -ENOMEM;
+	}
+	for (size_t i = w->k; w->k && i < in->n_locations; i++)
 		ids[out->n_locations++] = in->location_ids[i];
 	out->location_ids = ids;
 	rw->n_ids += out->n_locations;
-	c->st->spliced += k != 0;
-	c->st->cut += end != END_OUTERMOST && !k;
-	return true;
+	return 0;
 }
 
 /* out's labels: in's without the snapshot, and unwind=exact in place of any unwind label. */
@@ -407,41 +638,6 @@ static void copy_labels(struct rewrite *rw, const struct pprof_sample *in, struc
 	rw->n_labels += out->n_labels;
 }
 
-/* Whether the device labelled the sample unwind=inferred. */
-static bool inferred(const struct rewrite *rw, const struct pprof_sample *s)
-{
-	for (size_t i = 0; rw->k_unwind_in && i < s->n_labels; i++)
-		if (s->labels[i].key == rw->k_unwind_in && s->labels[i].str &&
-		    !strcmp(rw->q.strings[s->labels[i].str], "inferred"))
-			return true;
-	return false;
-}
-
-static void rewrite_sample(struct ctx *c, struct rewrite *rw, const struct pprof_sample *in,
-			   struct pprof_sample *out, const struct pprof_label *label)
-{
-	const char *text = c->p->strings[label->str];
-	uint32_t pcs[SNAPUNWIND_MAX_DEPTH];
-	struct snapshot s;
-	bool exact = false;
-	size_t n;
-
-	if (++c->st->snapshots > SNAPUNWIND_MAX_SAMPLES) {
-		c->st->over_limit++;
-	} else if (snapshot__from_text(text, strlen(text), rw->buf, sizeof(rw->buf), &s)) {
-		c->st->bad_snapshot++;
-	} else {
-		enum walk_end end = walk(c, &s, pcs, &n);
-
-		exact = exact_chain(c, rw, in, out, pcs, n, end, inferred(rw, in));
-		if (exact)
-			c->st->exact++;
-		else
-			count_end(c->st, end);
-	}
-	copy_labels(rw, in, out, exact);
-}
-
 static int64_t string_index(const struct pprof_profile *p, const char *s)
 {
 	for (size_t i = 1; i < p->n_strings; i++)
@@ -450,33 +646,45 @@ static int64_t string_index(const struct pprof_profile *p, const char *s)
 	return 0;
 }
 
-/* Sizes rw's arrays for p's samples with a snapshot (n of them): 0 or -ENOMEM. */
-static int rewrite_alloc(struct rewrite *rw, const struct pprof_profile *p, size_t n)
+/*
+ * The copy's arrays: p's tables (the copy adds to them; its locations grow as the walks add
+ * theirs), the ids and labels of the samples with a snapshot, sized by the walks.
+ */
+static int rewrite_alloc(struct ctx *c, struct rewrite *rw)
 {
-	size_t walked = n < SNAPUNWIND_MAX_SAMPLES ? n : SNAPUNWIND_MAX_SAMPLES;
+	const struct pprof_profile *p = c->p;
+	size_t n_ids = 0, n_labels = 0, w = 0;
 
+	for (size_t i = 0; i < p->n_samples; i++) {
+		const struct pprof_sample *s = &p->samples[i];
+		const struct walked *wk;
+
+		if (!snapshot_label(rw, s))
+			continue;
+		wk = &rw->walks[w++];
+		n_labels += s->n_labels + wk->exact;
+		if (wk->exact)
+			n_ids += wk->n + (wk->k ? s->n_locations - wk->k : 0);
+	}
 	rw->q = *p;
 	rw->q.blocks = NULL;
-	rw->cap_locs = p->n_locations + walked * SNAPUNWIND_MAX_DEPTH;
-	rw->cap_ids = rw->cap_labels = 0;
-	for (size_t i = 0; i < p->n_samples; i++)
-		if (snapshot_label(rw, &p->samples[i])) {
-			rw->cap_ids += p->samples[i].n_locations + SNAPUNWIND_MAX_DEPTH;
-			rw->cap_labels += p->samples[i].n_labels + 1;
-		}
-	rw->q.samples = malloc(p->n_samples * sizeof(*p->samples) + 1);
-	rw->q.locations = malloc(rw->cap_locs * sizeof(*p->locations) + 1);
-	rw->q.strings = malloc((p->n_strings + 3) * sizeof(*p->strings));
-	rw->q.comments = malloc((p->n_comments + 1) * sizeof(*p->comments));
-	rw->ids = malloc(rw->cap_ids * sizeof(*rw->ids) + 1);
-	rw->labels = malloc(rw->cap_labels * sizeof(*rw->labels) + 1);
+	rw->cap_locs = p->n_locations;
+	rw->q.samples = alloc(c, p->n_samples, sizeof(*p->samples));
+	rw->q.locations = alloc(c, p->n_locations, sizeof(*p->locations));
+	rw->q.strings = alloc(c, p->n_strings + 3, sizeof(*p->strings));
+	rw->q.comments = alloc(c, p->n_comments + 1, sizeof(*p->comments));
+	rw->ids = alloc(c, n_ids, sizeof(*rw->ids));
+	rw->labels = alloc(c, n_labels, sizeof(*rw->labels));
+	if (c->refused)
+		return c->refused;
 	if (!rw->q.samples || !rw->q.locations || !rw->q.strings || !rw->q.comments || !rw->ids ||
 	    !rw->labels)
 		return -ENOMEM;
 	memcpy(rw->q.samples, p->samples, p->n_samples * sizeof(*p->samples));
 	memcpy(rw->q.locations, p->locations, p->n_locations * sizeof(*p->locations));
 	memcpy(rw->q.strings, p->strings, p->n_strings * sizeof(*p->strings));
-	memcpy(rw->q.comments, p->comments, p->n_comments * sizeof(*p->comments));
+	if (p->n_comments) /* NULL when none, in a profile not made by pprof_read() */
+		memcpy(rw->q.comments, p->comments, p->n_comments * sizeof(*p->comments));
 	rw->next_loc_id = 1;
 	for (size_t i = 0; i < p->n_locations; i++)
 		if (p->locations[i].id >= rw->next_loc_id)
@@ -486,12 +694,16 @@ static int rewrite_alloc(struct rewrite *rw, const struct pprof_profile *p, size
 
 static void rewrite_free(struct rewrite *rw)
 {
+	free(rw->walks);
+	free(rw->pcs);
 	free(rw->q.samples);
 	free(rw->q.locations);
 	free(rw->q.strings);
 	free(rw->q.comments);
 	free(rw->ids);
 	free(rw->labels);
+	free(rw->new_at);
+	free(rw->new_id);
 }
 
 /* A string the copy's table ends with: its index. */
@@ -509,17 +721,94 @@ static void files_free(struct ctx *c)
 	}
 }
 
-int snapunwind__profile(struct debuginfo *d, const struct pprof_profile *p, struct pprof_buf *out,
-			struct snapunwind_stats *st)
+/* The second pass: the copy's samples, each with a snapshot rewritten by its walk. */
+static int rewrite_samples(struct ctx *c, struct rewrite *rw)
 {
-	struct snapunwind_stats now = {0};
+	size_t w = 0;
+
+	rw->k_unwind = add_string(rw, "unwind");
+	rw->s_exact = add_string(rw, "exact");
+	for (size_t i = 0; i < c->p->n_samples; i++) {
+		const struct pprof_sample *in = &c->p->samples[i];
+		const struct walked *wk;
+		int ret;
+
+		if (!snapshot_label(rw, in))
+			continue;
+		wk = &rw->walks[w++];
+		ret = wk->exact ? exact_chain(c, rw, in, &rw->q.samples[i], wk) : 0;
+		if (ret)
+			return ret;
+		copy_labels(rw, in, &rw->q.samples[i], wk->exact);
+	}
+	return 0;
+}
+
+static void add_comment(struct ctx *c, struct rewrite *rw, char *comment, size_t len)
+{
+	const struct snapunwind_stats *now = &c->st;
+
+	snprintf(comment, len,
+		 "edgeprof snapshots (unwound at the collector): snapshots=%llu exact=%llu "
+		 "spliced=%llu cut=%llu bad_snapshot=%llu no_debug_file=%llu no_fde=%llu left_snapshot=%llu "
+		 "unknown_reg=%llu bad_cfi=%llu too_deep=%llu over_limit=%llu",
+		 (unsigned long long)now->snapshots, (unsigned long long)now->exact,
+		 (unsigned long long)now->spliced, (unsigned long long)now->cut,
+		 (unsigned long long)now->bad_snapshot,
+		 (unsigned long long)now->no_debug_file, (unsigned long long)now->no_fde,
+		 (unsigned long long)now->left_snapshot, (unsigned long long)now->unknown_reg,
+		 (unsigned long long)now->bad_cfi, (unsigned long long)now->too_deep,
+		 (unsigned long long)now->over_limit);
+	rw->q.comments[rw->q.n_comments++] = add_string(rw, comment);
+}
+
+/* pprof_write_fn into call->out, each growth of it charged (at twice what is written). */
+static int charged_write(void *ctx, const void *buf, size_t len)
+{
+	struct ctx *c = ctx;
+	size_t before = c->taken;
+
+	if (take(c, 2 * len))
+		return c->refused;
+	c->call->out_held += c->taken - before;
+	c->taken = before; /* the caller gives it back, with the output */
+	return pprof_buf_write(c->call->out, buf, len);
+}
+
+static int unwind_all(struct ctx *c, struct rewrite *rw)
+{
+	char comment[400];
+	int ret = index_mappings(c);
+
+	for (size_t i = 0; !ret && i < c->p->n_samples; i++) {
+		const struct pprof_label *l = snapshot_label(rw, &c->p->samples[i]);
+
+		if (l)
+			ret = walk_sample(c, rw, &c->p->samples[i], l);
+	}
+	if (!ret)
+		ret = rewrite_alloc(c, rw);
+	if (!ret)
+		ret = rewrite_samples(c, rw);
+	if (ret)
+		return ret;
+	add_comment(c, rw, comment, sizeof(comment));
+	/* the builder's fixed cost: zlib's deflate state and its staging buffers */
+	ret = take(c, 320 << 10);
+	if (!ret)
+		ret = pprof_write_profile(&rw->q, NULL, charged_write, c);
+	return c->refused ? c->refused : ret;
+}
+
+int snapunwind__profile(struct snapunwind_call *call, const struct pprof_profile *p)
+{
 	struct ctx *c;
 	struct rewrite *rw;
-	char comment[400];
 	size_t n = 0;
 	int ret;
 	int64_t key = string_index(p, SNAPSHOT_LABEL);
 
+	call->out_held = 0;
 	for (size_t i = 0; key && i < p->n_samples; i++)
 		for (size_t j = 0; j < p->samples[i].n_labels; j++)
 			n += p->samples[i].labels[j].key == key;
@@ -530,41 +819,22 @@ int snapunwind__profile(struct debuginfo *d, const struct pprof_profile *p, stru
 	ret = c && rw ? 0 : -ENOMEM;
 	if (ret)
 		goto out;
-	*c = (struct ctx){.d = d, .p = p, .st = &now};
+	c->call = call;
+	c->p = p;
 	rw->k_snapshot = key;
 	rw->k_unwind_in = string_index(p, "unwind");
-	ret = rewrite_alloc(rw, p, n);
-	if (ret)
-		goto out;
-	rw->k_unwind = add_string(rw, "unwind");
-	rw->s_exact = add_string(rw, "exact");
-	for (size_t i = 0; i < p->n_samples; i++) {
-		const struct pprof_label *l = snapshot_label(rw, &p->samples[i]);
-
-		if (l)
-			rewrite_sample(c, rw, &p->samples[i], &rw->q.samples[i], l);
-	}
-	snprintf(comment, sizeof(comment),
-		 "edgeprof snapshots (unwound at the collector): snapshots=%llu exact=%llu "
-		 "spliced=%llu cut=%llu bad_snapshot=%llu no_debug_file=%llu no_fde=%llu left_snapshot=%llu "
-		 "unknown_reg=%llu bad_cfi=%llu too_deep=%llu over_limit=%llu",
-		 (unsigned long long)now.snapshots, (unsigned long long)now.exact,
-		 (unsigned long long)now.spliced, (unsigned long long)now.cut,
-		 (unsigned long long)now.bad_snapshot,
-		 (unsigned long long)now.no_debug_file, (unsigned long long)now.no_fde,
-		 (unsigned long long)now.left_snapshot, (unsigned long long)now.unknown_reg,
-		 (unsigned long long)now.bad_cfi, (unsigned long long)now.too_deep,
-		 (unsigned long long)now.over_limit);
-	rw->q.comments[rw->q.n_comments++] = add_string(rw, comment);
-	ret = pprof_write_profile(&rw->q, NULL, pprof_buf_write, out);
+	ret = unwind_all(c, rw);
 	if (!ret) {
 		ret = 1;
-		for (size_t i = 0; i < sizeof(now) / sizeof(uint64_t); i++)
-			((uint64_t *)st)[i] += ((uint64_t *)&now)[i];
+		for (size_t i = 0; i < sizeof(c->st) / sizeof(uint64_t); i++)
+			((uint64_t *)call->st)[i] += ((uint64_t *)&c->st)[i];
 	}
 out:
-	if (c)
+	if (c) {
 		files_free(c);
+		free(c->by_start);
+		give(c, c->taken);
+	}
 	if (rw)
 		rewrite_free(rw);
 	free(c);

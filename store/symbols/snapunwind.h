@@ -48,12 +48,25 @@ struct snapunwind_stats {
 	uint64_t over_limit;	/* beyond SNAPUNWIND_MAX_SAMPLES: stripped, not unwound */
 };
 
+/* One call's inputs and outputs. */
+struct snapunwind_call {
+	struct debuginfo *d;
+	const struct pprof_budget *b; /* NULL: nothing charged */
+	struct pprof_buf *out;
+	size_t out_held;	      /* of b, held by out on return: the caller gives it back */
+	struct snapunwind_stats *st;  /* what happened, added to */
+	char err[200];		      /* the budget's refusal */
+};
+
 /*
  * When p has samples with a snapshot: writes p with their chains unwound and every snapshot
- * label removed (gzip) into out, adds what happened to *st, and returns 1. Returns 0 (out
- * untouched) when p has none, -ENOMEM.
+ * label removed (gzip) into call->out, adds what happened to *call->st, and returns 1. Returns
+ * 0 (out untouched) when p has none; -ENOMEM; or the budget's refusal (-EFBIG: over the
+ * request's bound; -EAGAIN: the budget is momentarily full), its words in call->err.
+ * Everything the rewrite allocates is taken from call->b before it is allocated: the debug
+ * files' sections and FDE indexes, the walks, the copy's tables, the output (given back but
+ * for the output's share, call->out_held).
  */
-int snapunwind__profile(struct debuginfo *d, const struct pprof_profile *p, struct pprof_buf *out,
-			struct snapunwind_stats *st);
+int snapunwind__profile(struct snapunwind_call *call, const struct pprof_profile *p);
 
 #endif /* EDGEPROF_STORE_SNAPUNWIND_H */
