@@ -9,7 +9,8 @@
 #   alternate stack, a thread with 4 KiB of stack left, deadlock hunters (dlopen/dlclose,
 #   pthread_cancel unwinding, backtrace(), thread churn, fork/exec, exec chains), C++
 #   exceptions; Debian's sort (SIGPROF handler), xz -T2, gzip, python3, sqlite3 and a bash
-#   loop of 300 commands; also with EDGEPROF_SIGNAL=prof (the sampler steps aside).
+#   loop of 300 commands; lua5.4, lua5.1, luajit, a single-threaded python3 whose brk heap
+#   grows and shrinks, node; also with EDGEPROF_SIGNAL=prof (the sampler steps aside).
 #   Then: the handler's stack use beyond the kernel's frame (<= 1 KiB), the time the library
 #   adds to a process (/bin/true, agent mode <= 1 ms; standalone, which writes a profile at
 #   exit, <= 10 ms: it was 20 ms more before the drain thread was woken at exit), and no ring
@@ -154,6 +155,41 @@ command -v sqlite3 >/dev/null && check sqlite3 1 -- sqlite3 :memory: \
 	 select b, count(*), sum(a) from t group by b order by b;"
 check bash-300-cmds 1 -- bash -c 'for i in $(seq 300); do /bin/true; done; echo done'
 
+# ---- interpreters: their frames are read in the handler, from the brk heap directly when the
+# program has one thread (agent/lib/selfread.c); heaps that grow and shrink under the samples --
+churn='local s, t = 0, {}
+for r = 1, 30 do
+  for i = 1, 20000 do t[i] = string.rep("x", i % 64) .. i end
+  t = {}
+  collectgarbage()
+end
+local function fib(n) if n < 2 then return n end return fib(n - 1) + fib(n - 2) end
+for i = 1, 2000000 do s = (s + i * 7) % 1000003 end
+print(s, fib(24))'
+for lua in lua5.4 lua5.1 luajit; do
+	command -v $lua >/dev/null && check "$lua" 1 -- $lua -e "$churn"
+done
+if [ -x /usr/bin/python3 ]; then
+	check python3-heap-trim 2 -- /usr/bin/python3 -c '
+import gc
+s = 0
+for r in range(30):
+    big = [bytes(200) * (i % 7 + 1) for i in range(60000)]  # malloc above 512 B: the brk heap
+    s += sum(len(b) for b in big)
+    del big
+    gc.collect()  # and its top given back
+def fib(n): return n if n < 2 else fib(n - 1) + fib(n - 2)
+print(s, fib(24))'
+fi
+command -v node >/dev/null && check node 1 -- node -e '
+let s = 0;
+for (let r = 0; r < 20; r++) {
+  const a = [];
+  for (let i = 0; i < 100000; i++) a.push({ i, s: "x".repeat(i % 50) });
+  s += a.length;
+}
+console.log(s);'
+
 # ---- with the heap profiler too (standalone, every 4 KiB: many samples, many frees checked) -----
 heap=(EDGEPROF_PROFILES=cpu,heap EDGEPROF_HEAP_RATE=4096 "EDGEPROF_OUTPUT=$tmp/heap-%p-%t.pb.gz")
 if grep -q '^CONFIG_PROFILE_HEAP=y' "$EP_BUILD/.config"; then
@@ -215,6 +251,9 @@ for board in gateway-arm64:qemu-aarch64:aarch64-linux-gnu:sysroot-arm64:8192 \
 	# the kernel's signal frame alone is 4.7 KiB on arm64 (qemu): 8 KiB left there
 	check "$b:stack-${left}-left" 1 -- "$qh" stackmargin "$left"
 	check "$b:thread-churn" 1 -- "$qh" threads 200
+	# every sample with a stack snapshot (issue 36 item 3: armv7 only), the most it copies
+	[ "$b" = gateway-armv7 ] && check "$b:snapshots" 1 EDGEPROF_SNAPSHOT_EVERY=1 \
+		"EDGEPROF_OUTPUT=$tmp/q-%p-%t.pb.gz" -- "$qh" threads 200
 	# (heap alone: qemu's -E takes a comma as the end of the value)
 	grep -q '^CONFIG_PROFILE_WALL=y' "$bdir/.config" && check "$b:wall:eintr" 1 \
 		EDGEPROF_PROFILES=wall "EDGEPROF_OUTPUT=$tmp/q-%p-%t.pb.gz" -- "$qh" eintr 2
