@@ -21,9 +21,10 @@
  *   - the interrupted pc is not in glibc's brk() (between the system call and its store of
  *     __curbrk, the kernel's break is already lower than __curbrk says),
  *   - the library's own threads allocate in their own arenas (glibc's default: a new arena per
- *     thread up to 8 x CPUs); MALLOC_ARENA_MAX or a GLIBC_TUNABLES arena_max turns the path off.
- * A program that moves its break by the raw system call, or mprotects its brk heap, would break
- * the proof: neither is done by glibc's malloc. Everything else (mmap'd chunks, thread arenas,
+ *     thread up to 8 x CPUs); MALLOC_ARENA_MAX or a GLIBC_TUNABLES arena_max turns the path off,
+ *   - the address is below the kernel's break too, as brk(0) gives it at each sample (~0.3 us):
+ *     a program that lowered its break by the raw system call left __curbrk above it.
+ * A program that mprotects its brk heap would break the proof: glibc's malloc does not. Everything else (mmap'd chunks, thread arenas,
  * Python's data stack unless its walker vouches for it) goes through process_vm_readv. The
  * thread's own live stack, from the handler's frame up to its known end, is read directly too.
  */

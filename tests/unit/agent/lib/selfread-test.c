@@ -151,6 +151,30 @@ static void trimmed_heap_top_fails(void **state)
 	mallopt(M_MMAP_THRESHOLD, 128 << 10);
 }
 
+/*
+ * The break lowered by the raw system call (a program's own allocator might): __curbrk still says
+ * the old top, the pages above the kernel's break are gone; a read there must fail, not fault.
+ */
+static void raw_brk_lowered_fails(void **state)
+{
+	uint64_t errors = 0, v;
+	uintptr_t old = (uintptr_t)sbrk(0), probe;
+
+	(void)state;
+	assert_true(old != (uintptr_t)-1);
+	assert_true(sbrk(256 << 10) != (void *)-1); /* __curbrk: old + 256 KiB */
+	memset((void *)old, 1, 256 << 10);
+	probe = old + (128 << 10);
+	alone();
+	assert_true(selfread__peek(probe, &v, sizeof(v), &errors));
+	assert_int_equal(syscall(SYS_brk, old), (long)old); /* the kernel's break: back to old */
+	alone();
+	assert_false(selfread__peek(probe, &v, sizeof(v), &errors));
+	assert_int_equal(errors, 1);
+	assert_int_equal(syscall(SYS_brk, old + (256 << 10)), (long)(old + (256 << 10)));
+	sbrk(-(256 << 10)); /* glibc's view and the kernel's agree again */
+}
+
 /* Other program threads, or a sample inside brk(): the same read goes by system call. */
 static void direct_path_stands_down(void **state)
 {
@@ -247,6 +271,7 @@ int main(void)
 	    cmocka_unit_test(brk_heap_reads_directly),
 	    cmocka_unit_test(bad_pointers_fail_without_faulting),
 	    cmocka_unit_test(trimmed_heap_top_fails),
+	    cmocka_unit_test(raw_brk_lowered_fails),
 	    cmocka_unit_test(direct_path_stands_down),
 	    cmocka_unit_test(readv_counts_whole_ranges),
 	    cmocka_unit_test(vouched_and_live_stack),
