@@ -93,7 +93,9 @@ static bool exe_first(struct out_ctx *c, uint32_t pid)
 /*
  * Anonymous code (a JIT's) of a process with a perf map: the mapping is named after the map, as
  * perf does, and the frame gets the map's function (V8's JS ones with file and line). 0: the
- * process has no perf map; else the location, or 0 on a full builder (ENOSPC upstream).
+ * process has no perf map; else the location, or 0 on a full builder (ENOSPC upstream). Done
+ * with --no-symbolize too: a perf map lives and dies with its process on the device, and no
+ * debug file at the collector can ever name that code.
  */
 static uint64_t jit_location(struct out_ctx *c, uint32_t pid, const struct procmap *m,
 			     uint64_t addr, bool *handled)
@@ -102,7 +104,7 @@ static uint64_t jit_location(struct out_ctx *c, uint32_t pid, const struct procm
 	struct pprof_line_desc line = {0, 0};
 	char path[48];
 	uint64_t map_id;
-	int r = perfmaps__lookup(c->o->sym ? perfmaps__shared() : NULL, pid, addr, sym);
+	int r = perfmaps__lookup(perfmaps__shared(), pid, addr, sym);
 
 	*handled = r >= 0;
 	if (r < 0)

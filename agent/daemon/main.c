@@ -75,7 +75,7 @@ static const struct opt_desc opt_descs[] = {
     {"no-kernel-stacks", 0, "BPF: user stacks only"},
     {"stack-entries", 1, "unique stacks per service and round (default: a round's samples)"},
     {"max-procs", 1, "processes whose mappings are cached"},
-    {"no-symbolize", 0, "do not name functions on the device (build-ids and addresses only)"},
+    {"no-symbolize", 0, "name only JIT code (perf maps) on the device: build-ids, addresses"},
     /* the features' own, where they are built in (their headers: none when off) */
     AGENT_UPLOAD_OPTS
     AGENT_SCRAPE_OPTS

@@ -3,7 +3,8 @@
 # JIT frames named from perf maps (agent/core/perfmap.h): node --perf-basic-prof running
 # tests/workloads/jitsplit.js under edgeprof-agent --sampler bpf. >= 95 % of the node main
 # thread's samples name a script function; fib's frame carries the script's file and line and
-# the perf map as its mapping; the profile's comment counts the maps read.
+# the perf map as its mapping; the profile's comment counts the maps read. With --no-symbolize
+# the JIT frames are still named (only the device can), the native ones not.
 set -u
 agent=$EP_BUILD/edgeprof-agent
 probe=$EP_BUILD/tests/bpf-probe
@@ -20,11 +21,25 @@ fail() { echo "FAIL: $*"; exit 1; }
 if ! "$probe" --seconds 0.1 --quiet 2>"$tmp/check" >/dev/null; then
 	cat "$tmp/check"; tail -n 1 "$tmp/check"; exit 77
 fi
-(cd "$tmp" && exec node --perf-basic-prof --no-turbo-inlining "$EP_TOP/tests/workloads/jitsplit.js" 6) >"$tmp/node.out" &
+(cd "$tmp" && exec node --perf-basic-prof --no-turbo-inlining "$EP_TOP/tests/workloads/jitsplit.js" 8) >"$tmp/node.out" &
 npid=$!
 sleep 1
+# Beside it, an agent with --no-symbolize: it leaves native code to the collector's debug files,
+# but a perf map lives and dies with its process, so JIT frames are named on the device all the
+# same (at the same time: the first agent's end, naming node's 99 MB, may outlast node; node
+# runs 8 s so that both rounds end while it runs: a perf map is read at the round's end).
+"$agent" --once --seconds 2 --sampler bpf --hz 499 --no-symbolize --output-dir "$tmp/o2" \
+	2>"$tmp/err2" &
+apid=$!
 "$agent" --once --seconds 4 --sampler bpf --hz 499 --output-dir "$tmp/o" 2>"$tmp/err" ||
 	{ cat "$tmp/err"; fail "agent"; }
+wait "$apid" || { cat "$tmp/err2"; fail "agent --no-symbolize"; }
+go tool pprof -raw -symbolize=none "$tmp"/o2/*.pb.gz 2>/dev/null >"$tmp/raw2"
+grep -q -E "^ +[0-9]+: 0x[0-9a-f]+ M=[0-9]+ fib " "$tmp/raw2" ||
+	fail "--no-symbolize: fib not named from the perf map"
+grep -q -E " M=[0-9]+ (node::Start|uv_run|Builtins_)" "$tmp/raw2" &&
+	fail "--no-symbolize: a native function was named on the device"
+echo "--no-symbolize: JIT frames named ($(grep -c -E ' M=[0-9]+ fib ' "$tmp/raw2") fib locations), native code left unnamed"
 wait "$npid" || fail "node exited with $?"
 cat "$tmp/node.out"
 prof=$(ls "$tmp"/o/*.pb.gz)
