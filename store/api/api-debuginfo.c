@@ -77,6 +77,18 @@ void api_debuginfo_list(struct api_ctx *a)
 	api_json(a, &b);
 }
 
+/*
+ * The copy's bound: p's tables, and for every location a function and a name it may gain
+ * (pprof_symbolize keeps one function per name; a name from .symtab is rarely over 64 bytes,
+ * and a longer one is one of few).
+ */
+size_t api_symbolize_mem(struct api_ctx *a, const struct pprof_profile *p)
+{
+	if (!debuginfo__names_any(a->debuginfo, p))
+		return 0;
+	return pprof_profile__mem(p) + p->n_locations * (sizeof(struct pprof_function) + 64);
+}
+
 struct pprof_profile *api_symbolize(struct api_ctx *a, struct pprof_profile *p)
 {
 	struct pprof_profile *named = NULL;

@@ -50,7 +50,7 @@ static void render_answer(struct api_ctx *a, struct pprof_profile *p, size_t n,
 	size_t len = 0;
 	int ret;
 
-	if (api_query_take(a, render_mem_bound(p, 0))) {
+	if (api_query_take(a, render_mem_bound(p, 0) + api_symbolize_mem(a, p))) {
 		pprof_profile__free(p);
 		return;
 	}

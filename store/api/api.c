@@ -818,8 +818,10 @@ static void api_send_profile(struct api_ctx *a, struct pprof_profile *p, size_t 
 	size_t mem = pprof_profile__mem(p);
 	int ret;
 
-	/* the encoding (gzip: below the decoded size) while the profile is held */
-	if (api_query_take(a, mem < API_MAX_OUTPUT ? mem : API_MAX_OUTPUT)) {
+	/* the encoding (gzip: below the decoded size) while the profile is held, and its
+	 * symbolized copy */
+	if (api_query_take(a, (mem < API_MAX_OUTPUT ? mem : API_MAX_OUTPUT) +
+			      api_symbolize_mem(a, p))) {
 		pprof_profile__free(p);
 		return;
 	}

@@ -134,6 +134,8 @@ void api_debuginfo_list(struct api_ctx *a);
 /* The profile to export: p symbolized with the debug-file store when it can name anything
  * (p is then freed), else p itself. */
 struct pprof_profile *api_symbolize(struct api_ctx *a, struct pprof_profile *p);
+/* What api_symbolize(p) will allocate, for the query's budget: 0 when it makes no copy. */
+size_t api_symbolize_mem(struct api_ctx *a, const struct pprof_profile *p);
 void api_timeline(struct api_ctx *a);
 void api_regressions(struct api_ctx *a);	/* store/api/api-regress.c */
 void api_regression_rules(struct api_ctx *a);

@@ -381,6 +381,28 @@ static bool resolve(void *ctx, const struct pprof_profile *p, const struct pprof
 	return true;
 }
 
+/* Under d->lock. */
+static bool names_any(struct debuginfo *d, const struct pprof_profile *p)
+{
+	for (size_t i = 0; i < p->n_mappings; i++)
+		if (p->mappings[i].build_id && !p->mappings[i].has_functions &&
+		    syms_for(d, pprof_str(p, p->mappings[i].build_id)))
+			return true;
+	return false;
+}
+
+bool debuginfo__names_any(struct debuginfo *d, const struct pprof_profile *p)
+{
+	bool any;
+
+	if (!d)
+		return false;
+	pthread_mutex_lock(&d->lock);
+	any = names_any(d, p);
+	pthread_mutex_unlock(&d->lock);
+	return any;
+}
+
 int debuginfo__symbolize(struct debuginfo *d, const struct pprof_profile *p,
 			 struct pprof_profile **out, size_t *n_resolved)
 {
@@ -395,9 +417,7 @@ int debuginfo__symbolize(struct debuginfo *d, const struct pprof_profile *p,
 		return 0;
 	pthread_mutex_lock(&d->lock);
 	/* Cheap check first: most queries touch no build-id that has a debug file. */
-	for (size_t i = 0; i < p->n_mappings && !any; i++)
-		any = p->mappings[i].build_id && !p->mappings[i].has_functions &&
-		      syms_for(d, pprof_str(p, p->mappings[i].build_id));
+	any = names_any(d, p);
 	ret = any ? pprof_symbolize(p, resolve, d, out, &n) : 0;
 	copies_free(d);
 	pthread_mutex_unlock(&d->lock);

@@ -47,6 +47,9 @@ int debuginfo__put(struct debuginfo *d, const char *build_id, const void *data, 
 int debuginfo__list(struct debuginfo *d,
 		    int (*cb)(void *ctx, const char *build_id, uint64_t size), void *ctx);
 
+/* Whether a debug file is stored for one of p's mappings without functions (a copy to come). */
+bool debuginfo__names_any(struct debuginfo *d, const struct pprof_profile *p);
+
 /*
  * A copy of p with the functions of known build-ids named (pprof_symbolize), or NULL in *out
  * when nothing could be named (use p as it is). 0 or -errno.
