@@ -270,7 +270,9 @@ for k, n in sorted(tops.items(), key=lambda kv: -kv[1])[:6]:
 n_kernel = sum(s.value for s in ours if "leaf_read" in s.frames and
                any(f.startswith(ENTRY) for f in s.frames)) / tick
 print(f"samples in read(2) with kernel frames: {n_kernel:.0f}")
-ok = records_ok and fixed > 0 and n_memcpy >= 5 and n_caller >= 0.9 * n_memcpy and n_kernel >= 5
+# >= 85 %: of 229 memcpy samples in 5 arm64 runs at load 7, 9 had no caller (3.9 %); one run's
+# 6 of 48 fell under a 90 % bound that 4 % of runs would fail by chance alone
+ok = records_ok and fixed > 0 and n_memcpy >= 5 and n_caller >= 0.85 * n_memcpy and n_kernel >= 5
 if arch == "arm64":
     ok &= linked > 0 and deep <= 0.05 * (fixed + linked + deep)
 # No cgroup2 is mounted in this VM, so /proc/<pid>/cgroup is empty: that answer is cached like
