@@ -5,7 +5,8 @@
 # crc32_update 20 % slower, tls_renegotiate new at 1 %, 2 profiles a device) stored in a ring
 # and, through the store front, in a real clickhouse-server (Debian's 18.16, loopback, data in
 # $T). Compared in-process (the handler's code):
-#   - ClickHouse's sums by device and stack (store__merge_by_device) give exactly the ring's
+#   - ClickHouse's sums by device and stack (store__sum_by_device: the side's stacks in one
+#     profile, each device's rows of them) give exactly the ring's
 #     findings, every test (--all: verdicts, shares, p-values, U to the last digit, the stacks
 #     that changed), and the same per-device shares;
 #   - the same holds for ClickHouse read profile by profile (--per-profile, the old path);
