@@ -1386,17 +1386,20 @@ struct by_device {
 	size_t *order;			/* dev_rows indices grouped by device */
 };
 
-/* Groups d's rows by their series' device (a counting sort): 0 or -ENOMEM. */
+/*
+ * Groups d's rows by their series' device (a counting sort): 0 or -ENOMEM. A row's device is
+ * looked up once, among the sig's series by id, 16 bytes each (a bsearch of sel's 2.5 KiB
+ * rows, twice a row, was a third of the collector's CPU in a comparison: perf record).
+ */
 static int by_device(struct series_sel *sel, uint64_t sig, const struct dev_rows *d,
-		     struct by_device *g, struct series_row *key)
+		     struct by_device *g)
 {
-	size_t *pos;
+	struct sdev { uint64_t series, dev; } *sd = malloc((sel->n + 1) * sizeof(*sd));
+	size_t *dev = malloc((d->n + 1) * sizeof(*dev)), *pos;
 
 	g->rows = malloc((sel->n + 1) * sizeof(*g->rows));
 	g->order = malloc((d->n + 1) * sizeof(*g->order));
-	if (!g->rows || !g->order)
-		return -ENOMEM;
-	for (size_t i = 0; i < sel->n; i++)
+	for (size_t i = 0; g->rows && i < sel->n; i++)
 		if (sel->v[i].sig == sig)
 			g->rows[g->n_rows++] = &sel->v[i];
 	qsort(g->rows, g->n_rows, sizeof(*g->rows), dev_order_cmp);
@@ -1407,38 +1410,41 @@ static int by_device(struct series_sel *sel, uint64_t sig, const struct dev_rows
 	}
 	g->n_dev += g->n_rows > 0;
 	g->start = calloc(2 * (g->n_dev + 1), sizeof(*g->start));
-	if (!g->start)
+	if (!sd || !dev || !g->rows || !g->order || !g->start) {
+		free(sd);
+		free(dev);
 		return -ENOMEM;
-	pos = g->start + g->n_dev + 1;
-	for (size_t pass = 0; pass < 2; pass++) {
-		for (size_t i = 0; i < d->n; i++) {
-			struct series_row *r; /* key: zeroed once, not its 2.5 KiB for every row */
-
-			key->series = d->key[2 * i];
-			r = bsearch(key, sel->v, sel->n, sizeof(*key), series_cmp);
-			if (!r) /* not selected: ClickHouse filtered by the same set */
-				continue;
-			if (pass)
-				g->order[pos[r->dev]++] = i;
-			else
-				g->start[r->dev + 1]++;
-		}
-		for (size_t k = 0; !pass && k < g->n_dev; k++) {
-			g->start[k + 1] += g->start[k];
-			pos[k] = g->start[k];
-		}
 	}
+	for (size_t i = 0; i < g->n_rows; i++)
+		sd[i] = (struct sdev){ g->rows[i]->series, g->rows[i]->dev };
+	qsort(sd, g->n_rows, sizeof(*sd), u64_cmp); /* by series, its first member */
+	for (size_t i = 0; i < d->n; i++) {
+		const struct sdev *x = bsearch(&d->key[2 * i], sd, g->n_rows, sizeof(*sd), u64_cmp);
+
+		dev[i] = x ? x->dev : SIZE_MAX; /* none: ClickHouse filtered by the same set */
+		if (x)
+			g->start[x->dev + 1]++;
+	}
+	pos = g->start + g->n_dev + 1;
+	for (size_t k = 0; k < g->n_dev; k++) {
+		g->start[k + 1] += g->start[k];
+		pos[k] = g->start[k];
+	}
+	for (size_t i = 0; i < d->n; i++)
+		if (dev[i] != SIZE_MAX)
+			g->order[pos[dev[i]]++] = i;
+	free(sd);
+	free(dev);
 	return 0;
 }
 
 /*
  * The side's stacks: each distinct stack of its rows once (values 1) in one profile, built
- * from the dictionary rows (those fetched into dc) and decoded under b into *p, and each row's
- * sample in it (sample[i]; SIZE_MAX: a stack ClickHouse does not hold, counted in *lost). One
- * build and decode a side, where a profile per device was (1.3 ms each: 5,000 a comparison of
- * the synthetic day, 65 % of the collector's CPU, perf record). Charged to b (*held) once
- * known: a distinct stack's sample to build and the statistics' input (pprof/view/regress.c's
- * grouping, names and sums: 52 bytes), a device's rows (devmax at most) and their copy.
+ * from the dictionary rows (fetched into dc) and decoded under b into *p, and each row's sample
+ * in it (sample[i]; SIZE_MAX: a stack ClickHouse does not hold, counted in *lost). One build and
+ * decode a side, where a profile a device was (5,000 a comparison of the synthetic day: 65 % of
+ * the collector's CPU). Charged to b (*held) once known: a distinct stack's sample to build and
+ * the statistics' input (regress.c's grouping, names and sums: 52 bytes), a device's rows.
  */
 static int side_stacks(struct ch_store *c, const struct pprof_head *h, const struct dev_rows *d,
 		       struct dicts *dc, const struct pprof_budget *b, size_t devmax,
@@ -1545,7 +1551,7 @@ int ch__sum_by_device(struct store *base, const struct store_query *q,
 			d.nt = n_types(&sel.v[i]);
 	e = dev_rows_fetch(c, q, &sel, sig, &d, &held, err, errlen);
 	if (!e)
-		e = by_device(&sel, sig, &d, &g, &(struct series_row){ .sig = sig });
+		e = by_device(&sel, sig, &d, &g);
 	for (size_t k = 0; !e && k < g.n_dev; k++)
 		if (g.start[k + 1] - g.start[k] > devmax)
 			devmax = g.start[k + 1] - g.start[k];
