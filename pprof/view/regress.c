@@ -518,16 +518,23 @@ static int group_samples(struct regress *r, const struct pprof_profile *p)
 	return 0;
 }
 
+/* The input's arrays for a stacks profile of n samples: 0 or -ENOMEM. */
 static int grow_input(struct regress *r, size_t n)
 {
+	void **v[] = { (void **)&r->in_stack, (void **)&r->in_sid, (void **)&r->in_sum,
+		       (void **)&r->in_mark, (void **)&r->in_order };
+	const size_t size[] = { sizeof(*r->in_stack), sizeof(*r->in_sid), sizeof(*r->in_sum),
+				sizeof(*r->in_mark), sizeof(*r->in_order) };
+
 	if (n <= r->in_cap)
 		return 0;
-	if (!grow((void **)&r->in_stack, &(size_t){ r->in_cap }, n, sizeof(*r->in_stack)) ||
-	    !grow((void **)&r->in_sid, &(size_t){ r->in_cap }, n, sizeof(*r->in_sid)) ||
-	    !grow((void **)&r->in_sum, &(size_t){ r->in_cap }, n, sizeof(*r->in_sum)) ||
-	    !grow((void **)&r->in_mark, &(size_t){ r->in_cap }, n, sizeof(*r->in_mark)) ||
-	    !grow((void **)&r->in_order, &(size_t){ r->in_cap }, n, sizeof(*r->in_order)))
-		return -ENOMEM;
+	for (size_t k = 0; k < sizeof(v) / sizeof(v[0]); k++) {
+		void *p = realloc(*v[k], n * size[k]);
+
+		if (!p)
+			return -ENOMEM;
+		*v[k] = p;
+	}
 	r->in_cap = n;
 	return 0;
 }
