@@ -88,10 +88,10 @@ struct store_ops {
 			uint64_t step_ns, size_t n, int64_t *values, size_t *profiles);
 	int (*merge)(struct store *s, const struct store_query *q, struct pprof_profile **out,
 		     size_t *n_merged, size_t *skipped, char *err, size_t errlen);
-	/* optional: NULL = -EOPNOTSUPP (store__merge_by_device) */
-	int (*merge_by_device)(struct store *s, const struct store_query *q, store_device_fn cb,
-			       void *ctx, size_t *n_profiles, size_t *skipped, char *err,
-			       size_t errlen);
+	/* optional: NULL = -EOPNOTSUPP (store__sum_by_device) */
+	int (*sum_by_device)(struct store *s, const struct store_query *q,
+			     const struct store_sums_fns *fn, void *ctx, size_t *n_profiles,
+			     size_t *skipped, char *err, size_t errlen);
 	int (*read_profile)(struct store *s, uint64_t seq, const struct pprof_budget *b,
 			    struct pprof_profile **p, char *err, size_t errlen);
 	int (*merge_seqs)(struct store *s, const uint64_t *seqs, size_t n,

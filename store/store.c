@@ -123,14 +123,14 @@ int store__merge(struct store *s, const struct store_query *q, struct pprof_prof
 	return s->ops->merge(s, q, out, n_merged, skipped, err, errlen);
 }
 
-int store__merge_by_device(struct store *s, const struct store_query *q, store_device_fn cb,
-			   void *ctx, size_t *n_profiles, size_t *skipped, char *err,
-			   size_t errlen)
+int store__sum_by_device(struct store *s, const struct store_query *q,
+			 const struct store_sums_fns *fn, void *ctx, size_t *n_profiles,
+			 size_t *skipped, char *err, size_t errlen)
 {
 	*n_profiles = *skipped = 0;
-	if (!s->ops->merge_by_device)
+	if (!s->ops->sum_by_device)
 		return -EOPNOTSUPP;
-	return s->ops->merge_by_device(s, q, cb, ctx, n_profiles, skipped, err, errlen);
+	return s->ops->sum_by_device(s, q, fn, ctx, n_profiles, skipped, err, errlen);
 }
 
 int store__read_profile(struct store *s, uint64_t seq, const struct pprof_budget *b,

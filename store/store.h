@@ -193,21 +193,38 @@ int store__services(struct store *s, int (*cb)(void *ctx, const char *service), 
 int store__merge(struct store *s, const struct store_query *q, struct pprof_profile **out,
 		 size_t *n_merged, size_t *skipped, char *err, size_t errlen);
 
-/* One device's profiles in a selection, merged; p is freed after the call. Nonzero stops. */
-typedef int (*store_device_fn)(void *ctx, const char *device, const struct pprof_profile *p);
+/* One row of a device's sums: a stack of the selection and its values (one per sample type). */
+struct store_stack_sum {
+	size_t sample;		/* the stack: its sample in the stacks profile */
+	const int64_t *v;
+};
 
 /*
- * q's selection merged per device (the store's device field), each device's profile handed to
- * cb: the samples store__merge() of that device's profiles gives (the kind with the most
- * profiles, the others counted in *skipped; the header of its first series), aggregated by the
- * backend in one pass over the selection
- * (a regression comparison: pprof/view/regress.h). *n_profiles gets the profiles merged.
- * -EOPNOTSUPP when the backend has no such pass (the ring: read its profiles one by one),
- * -ENOENT when nothing matches, -E2BIG past the backend's bound (err says which), cb's return.
+ * What store__sum_by_device() hands out. stacks(): once, before any device, a profile holding
+ * each distinct stack of the selection once (one sample each, its values 1; the header of its
+ * first series), valid until the call returns. device(): each device's sums of them (rows
+ * whose values are all 0 left out), in the order of the device names; default_type: the
+ * default sample type of its first series ("" none), the one a merged profile of the device
+ * would carry. A nonzero return stops.
  */
-int store__merge_by_device(struct store *s, const struct store_query *q, store_device_fn cb,
-			   void *ctx, size_t *n_profiles, size_t *skipped, char *err,
-			   size_t errlen);
+struct store_sums_fns {
+	int (*stacks)(void *ctx, const struct pprof_profile *stacks);
+	int (*device)(void *ctx, const char *device, const char *default_type,
+		      const struct store_stack_sum *rows, size_t n);
+};
+
+/*
+ * q's selection summed per device (the store's device field) and stack, by the backend in one
+ * pass: each device's sums are those of the samples store__merge() of the device's profiles
+ * gives (the kind with the most profiles, the others counted in *skipped), without a profile
+ * built per device (a regression comparison: pprof/view/regress.h). *n_profiles gets the
+ * profiles summed. -EOPNOTSUPP when the backend has no such pass (the ring: read its profiles
+ * one by one), -ENOENT when nothing matches, -E2BIG past the backend's bound (err says which),
+ * -ETIMEDOUT past q's time bound, a callback's return.
+ */
+int store__sum_by_device(struct store *s, const struct store_query *q,
+			 const struct store_sums_fns *fn, void *ctx, size_t *n_profiles,
+			 size_t *skipped, char *err, size_t errlen);
 
 /*
  * Reads and decodes one stored profile: 0, -ENOENT (not stored), -EIO (does not decode), or

@@ -59,7 +59,7 @@ struct regress {
 	 * device's (stack, value) sums, devices in order of addition */
 	uint32_t *sfn;		/* every interned stack's functions, one after another */
 	size_t n_sfn, cap_sfn;
-	struct stk { size_t off; uint32_t n; } *stk;
+	struct stk { size_t off; uint32_t n; bool leaf; } *stk;
 	size_t n_stk, cap_stk;
 	uint32_t *stk_slots;	/* stack hash -> index + 1 */
 	size_t n_stk_slots;
@@ -67,6 +67,19 @@ struct regress {
 	size_t n_ds, cap_ds;
 	size_t *ds_start;	/* device d's sums: ds[ds_start[d] .. ds_start[d + 1] or n_ds) */
 	size_t open_ds;		/* the first sum of the device being added */
+	/* the input: the stacks profile of regress__stacks() and, per its sample, the
+	 * first sample of the same locations (its stack), the stack's interned index (-1: not
+	 * yet) and the open rows' sum and mark */
+	struct stacks *in;
+	const struct pprof_profile *in_p;
+	size_t *in_stack;
+	long *in_sid;
+	int64_t *in_sum;
+	uint32_t *in_mark, in_gen;
+	size_t *in_order;	/* stacks of the rows being added, first seen first */
+	size_t in_cap;
+	struct regress_row *rows;	/* regress__add_profile()'s rows */
+	size_t rows_cap;
 	struct regress_stats st;
 };
 
@@ -115,6 +128,13 @@ void regress__free(struct regress *r)
 	free(r->stk_slots);
 	free(r->ds);
 	free(r->ds_start);
+	stacks__free(r->in);
+	free(r->in_stack);
+	free(r->in_sid);
+	free(r->in_sum);
+	free(r->in_mark);
+	free(r->in_order);
+	free(r->rows);
 	free(r);
 }
 
@@ -262,8 +282,11 @@ static int grow_stk_slots(struct regress *r)
 	return 0;
 }
 
-/* The index of the stack f[0..n), interned when new: >= 0 or -ENOMEM. */
-static long stack_index(struct regress *r, const uint32_t *f, size_t n)
+/*
+ * The index of the stack of functions f[0..n) (leaf: f[n - 1] is its sample's leaf, not a
+ * caller whose leaf was past max_functions), interned when new: >= 0 or -ENOMEM.
+ */
+static long stack_index(struct regress *r, const uint32_t *f, size_t n, bool leaf)
 {
 	size_t j;
 
@@ -273,48 +296,69 @@ static long stack_index(struct regress *r, const uint32_t *f, size_t n)
 	for (; r->stk_slots[j]; j = (j + 1) & (r->n_stk_slots - 1)) {
 		const struct stk *k = &r->stk[r->stk_slots[j] - 1];
 
-		if (k->n == n && !memcmp(r->sfn + k->off, f, n * sizeof(*f)))
+		if (k->n == n && k->leaf == leaf && !memcmp(r->sfn + k->off, f, n * sizeof(*f)))
 			return (long)r->stk_slots[j] - 1;
 	}
 	if (!grow((void **)&r->stk, &r->cap_stk, r->n_stk + 1, sizeof(*r->stk)) ||
 	    !grow((void **)&r->sfn, &r->cap_sfn, r->n_sfn + n + 1, sizeof(*r->sfn)))
 		return -ENOMEM;
 	memcpy(r->sfn + r->n_sfn, f, n * sizeof(*f));
-	r->stk[r->n_stk] = (struct stk){ .off = r->n_sfn, .n = (uint32_t)n };
+	r->stk[r->n_stk] = (struct stk){ .off = r->n_sfn, .n = (uint32_t)n, .leaf = leaf };
 	r->n_sfn += n;
 	r->stk_slots[j] = (uint32_t)r->n_stk + 1;
 	return (long)r->n_stk++;
 }
 
-/* The open device's sum of stack f[0..n) (for the chains), within max_stack_entries. */
-static int record_stack(struct regress *r, const uint32_t *f, size_t n, int64_t v)
+/* The open device's sum of interned stack si (for the chains), within max_stack_entries. */
+static int record_stack(struct regress *r, long si, int64_t v)
 {
-	long si;
-
-	if (r->n_ds >= r->o.max_stack_entries) {
+	if (si < 0 || r->n_ds >= r->o.max_stack_entries) {
 		r->st.dropped_stack_entries++;
 		return 0;
 	}
-	si = stack_index(r, f, n);
-	if (si < 0)
-		return (int)si;
 	if (!grow((void **)&r->ds, &r->cap_ds, r->n_ds + 1, sizeof(*r->ds)))
 		return -ENOMEM;
 	r->ds[r->n_ds++] = (struct dstack){ .stack = (uint32_t)si, .v = v };
 	return 0;
 }
 
-/* One stack of value v: the leaf's self, every distinct frame's cumulative once. */
-static int add_stack(struct regress *r, const struct stack_frame **frames, size_t n, int64_t v)
+/* Value v of the functions f[0..n) into the open device: the leaf's self, each one's cum once. */
+static void accumulate(struct regress *r, const uint32_t *f, size_t n, bool leaf, int64_t v)
 {
-	uint32_t fis[256];
-	size_t k = 0;
-
 	if (!++r->gen) { /* wrapped: forget every mark */
 		memset(r->seen, 0, r->cap_scratch * sizeof(*r->seen));
 		r->gen = 1;
 	}
 	for (size_t i = 0; i < n; i++) {
+		uint32_t fi = f[i];
+		bool is_leaf = leaf && i + 1 == n;
+
+		touch(r, fi);
+		if (is_leaf) {
+			r->acc_self[fi] += v;
+			r->f[fi].leaf = true;
+		}
+		if (r->seen[fi] == r->gen)
+			continue;
+		r->seen[fi] = r->gen;
+		r->acc_cum[fi] += v;
+		if (!is_leaf)
+			r->f[fi].caller = true;
+	}
+}
+
+/*
+ * The functions of the input's stack g (root first; deeper stacks keep their 256 leaf-most
+ * frames: the shares that matter are there) into f[0..*n); *leaf: its leaf is among them.
+ */
+static int stack_functions(struct regress *r, size_t g, uint32_t *f, size_t *n, bool *leaf)
+{
+	const struct stack_frame *frames[256];
+	size_t depth = stacks__sample(r->in, g, frames, 256);
+
+	*n = 0;
+	*leaf = false;
+	for (size_t i = 0; i < depth; i++) {
 		long fi = func_index(r, frames[i]->name);
 
 		if (fi == -ENOSPC) {
@@ -323,21 +367,43 @@ static int add_stack(struct regress *r, const struct stack_frame **frames, size_
 		}
 		if (fi < 0)
 			return (int)fi;
-		if (k < sizeof(fis) / sizeof(fis[0]))
-			fis[k++] = (uint32_t)fi;
-		touch(r, (uint32_t)fi);
-		if (i + 1 == n) {
-			r->acc_self[fi] += v;
-			r->f[fi].leaf = true;
-		}
-		if (r->seen[fi] == r->gen)
-			continue;
-		r->seen[fi] = r->gen;
-		r->acc_cum[fi] += v;
-		if (i + 1 < n)
-			r->f[fi].caller = true;
+		f[(*n)++] = (uint32_t)fi;
+		*leaf = i + 1 == depth;
 	}
-	return record_stack(r, fis, k, v);
+	return 0;
+}
+
+/*
+ * Value v (> 0) of the input's stack g into the open device. Its functions are named once
+ * per input (interned: in_sid); past max_stack_entries a new stack is not interned, named
+ * again each time and left out of the chains.
+ */
+static int add_stack(struct regress *r, size_t g, int64_t v)
+{
+	uint32_t f[256];
+	long si = r->in_sid[g];
+	size_t n;
+	bool leaf;
+	int ret;
+
+	r->cur_total += v;
+	if (si >= 0) {
+		const struct stk *k = &r->stk[si];
+
+		accumulate(r, r->sfn + k->off, k->n, k->leaf, v);
+		return record_stack(r, si, v);
+	}
+	ret = stack_functions(r, g, f, &n, &leaf);
+	if (ret)
+		return ret;
+	if (r->n_ds < r->o.max_stack_entries) {
+		si = stack_index(r, f, n, leaf);
+		if (si < 0)
+			return (int)si;
+		r->in_sid[g] = si;
+	}
+	accumulate(r, f, n, leaf, v);
+	return record_stack(r, si, v);
 }
 
 static int push_entry(struct func *f, uint32_t dev, int64_t self, int64_t cum)
@@ -408,31 +474,151 @@ static int flush_device(struct regress *r, enum regress_side side, int64_t total
 	return ret;
 }
 
+
+/* ---- the input: stacks, and each device's rows of them ---------------------------------- */
+
+static uint64_t hash_locs(const struct pprof_sample *smp)
+{
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ smp->n_locations;
+
+	for (size_t i = 0; i < smp->n_locations; i++) {
+		h = (h ^ smp->location_ids[i]) * 0xbf58476d1ce4e5b9ull;
+		h ^= h >> 31;
+	}
+	return h;
+}
+
+static bool same_locs(const struct pprof_sample *a, const struct pprof_sample *b)
+{
+	return a->n_locations == b->n_locations &&
+	       (!a->n_locations || !memcmp(a->location_ids, b->location_ids,
+					   a->n_locations * sizeof(*a->location_ids)));
+}
+
+/* in_stack[i]: the first sample of p with sample i's locations (stacks__unique's stacks). */
+static int group_samples(struct regress *r, const struct pprof_profile *p)
+{
+	size_t cap = 16, *slot;
+
+	while (cap < 2 * p->n_samples)
+		cap *= 2;
+	slot = calloc(cap, sizeof(*slot));
+	if (!slot)
+		return -ENOMEM;
+	for (size_t i = 0; i < p->n_samples; i++) {
+		size_t j = hash_locs(&p->samples[i]) & (cap - 1);
+
+		while (slot[j] && !same_locs(&p->samples[slot[j] - 1], &p->samples[i]))
+			j = (j + 1) & (cap - 1);
+		if (!slot[j])
+			slot[j] = i + 1;
+		r->in_stack[i] = slot[j] - 1;
+	}
+	free(slot);
+	return 0;
+}
+
+/* The input's arrays for a stacks profile of n samples: 0 or -ENOMEM. */
+static int grow_input(struct regress *r, size_t n)
+{
+	void **v[] = { (void **)&r->in_stack, (void **)&r->in_sid, (void **)&r->in_sum,
+		       (void **)&r->in_mark, (void **)&r->in_order };
+	const size_t size[] = { sizeof(*r->in_stack), sizeof(*r->in_sid), sizeof(*r->in_sum),
+				sizeof(*r->in_mark), sizeof(*r->in_order) };
+
+	if (n <= r->in_cap)
+		return 0;
+	for (size_t k = 0; k < sizeof(v) / sizeof(v[0]); k++) {
+		void *p = realloc(*v[k], n * size[k]);
+
+		if (!p)
+			return -ENOMEM;
+		*v[k] = p;
+	}
+	r->in_cap = n;
+	return 0;
+}
+
+int regress__stacks(struct regress *r, const struct pprof_profile *p, char *err, size_t errlen)
+{
+	int ret;
+
+	stacks__free(r->in);
+	r->in = NULL;
+	r->in_p = NULL;
+	if (!p)
+		return 0;
+	ret = grow_input(r, p->n_samples + 1);
+	if (!ret)
+		ret = group_samples(r, p);
+	if (ret) {
+		snprintf(err, errlen, "out of memory");
+		return ret;
+	}
+	r->in = stacks__new(p, err, errlen);
+	if (!r->in)
+		return -EINVAL;
+	r->in_p = p;
+	for (size_t i = 0; i < p->n_samples; i++)
+		r->in_sid[i] = -1, r->in_mark[i] = 0;
+	r->in_gen = 0;
+	return 0;
+}
+
+int regress__add_rows(struct regress *r, const struct regress_row *rows, size_t n, char *err,
+		      size_t errlen)
+{
+	size_t n_order = 0;
+	int ret = 0;
+
+	if (!r->in) {
+		snprintf(err, errlen, "rows without stacks");
+		return -EINVAL;
+	}
+	if (!++r->in_gen) { /* wrapped: forget every mark */
+		memset(r->in_mark, 0, r->in_p->n_samples * sizeof(*r->in_mark));
+		r->in_gen = 1;
+	}
+	for (size_t i = 0; i < n; i++) { /* summed by stack, as stacks__unique() sums */
+		size_t g;
+
+		if (rows[i].sample >= r->in_p->n_samples) {
+			snprintf(err, errlen, "a row of sample %zu: the stacks have %zu",
+				 rows[i].sample, r->in_p->n_samples);
+			return -EINVAL;
+		}
+		if (!rows[i].value)
+			continue;
+		g = r->in_stack[rows[i].sample];
+		if (r->in_mark[g] != r->in_gen) {
+			r->in_mark[g] = r->in_gen;
+			r->in_sum[g] = 0;
+			r->in_order[n_order++] = g;
+		}
+		r->in_sum[g] += rows[i].value;
+	}
+	for (size_t i = 0; !ret && i < n_order; i++)
+		if (r->in_sum[r->in_order[i]] > 0)
+			ret = add_stack(r, r->in_order[i], r->in_sum[r->in_order[i]]);
+	if (ret == -ENOMEM)
+		snprintf(err, errlen, "out of memory");
+	return ret;
+}
+
 int regress__add_profile(struct regress *r, const struct pprof_profile *p, int vi, char *err,
 			 size_t errlen)
 {
-	const struct stack_frame *frames[256];
-	struct stacks_unique *u = NULL;
-	struct stacks *s = stacks__new(p, err, errlen);
-	size_t n = 0;
-	int ret;
+	int ret = regress__stacks(r, p, err, errlen);
 
-	if (!s)
-		return -EINVAL;
-	ret = stacks__unique(p, vi, &u, &n);
-	for (size_t i = 0; !ret && i < n; i++) {
-		/* Deeper stacks keep their leaf-most frames: the shares that matter are there. */
-		size_t depth = stacks__sample(s, u[i].sample, frames, 256);
-
-		if (u[i].value <= 0)
-			continue;
-		r->cur_total += u[i].value;
-		ret = add_stack(r, frames, depth, u[i].value);
-	}
-	free(u);
-	stacks__free(s);
-	if (ret == -ENOMEM)
+	if (!ret && !grow((void **)&r->rows, &r->rows_cap, p->n_samples + 1, sizeof(*r->rows))) {
 		snprintf(err, errlen, "out of memory");
+		ret = -ENOMEM;
+	}
+	for (size_t i = 0; !ret && i < p->n_samples; i++)
+		r->rows[i] = (struct regress_row){ .sample = i, .value = p->samples[i].values[vi] };
+	if (!ret)
+		ret = regress__add_rows(r, r->rows, p->n_samples, err, errlen);
+	regress__stacks(r, NULL, err, errlen);
 	return ret;
 }
 
@@ -449,15 +635,20 @@ int regress__add_device(struct regress *r, enum regress_side side, const struct 
 {
 	int ret = regress__add_profile(r, p, vi, err, errlen);
 
-	if (ret) { /* forget what the profile added so far */
-		r->cur_total = 0;
-		for (size_t i = 0; i < r->n_touched; i++)
-			r->acc_self[r->touched[i]] = r->acc_cum[r->touched[i]] = 0;
-		r->n_touched = 0;
-		r->n_ds = r->open_ds;
+	if (ret) {
+		regress__drop_device(r);
 		return ret;
 	}
 	return regress__end_device(r, side);
+}
+
+void regress__drop_device(struct regress *r)
+{
+	r->cur_total = 0;
+	for (size_t i = 0; i < r->n_touched; i++)
+		r->acc_self[r->touched[i]] = r->acc_cum[r->touched[i]] = 0;
+	r->n_touched = 0;
+	r->n_ds = r->open_ds;
 }
 
 void regress__stats(const struct regress *r, struct regress_stats *st)

@@ -2,15 +2,16 @@
 /*
  * pprof/view/regress.h — fleet regression detection: which functions take a different share of
  * the CPU in a candidate selection (new firmware) than in a base one, with statistics. No I/O:
- * the collector feeds it the per-device merged profiles (store/api/regress-store.c), the tests
- * feed it built profiles.
+ * the collector feeds it each device's sums of a selection's stacks (store/api/regress-store.c:
+ * ClickHouse's rows summed by device, or the ring's profiles read one by one), the tests built
+ * profiles.
  *
- * The unit is the device, not the profile: the caller merges each device's profiles in the
- * range first and adds one profile per device, so a chatty device counts once. For each device
- * every function gets its self share (samples where it is the leaf / the device's total) and its
- * cumulative share (samples whose stack holds it, counted once per stack / total). Then, per
- * function and per metric (self for functions that are ever a leaf, cumulative for those that
- * are ever a caller), the base
+ * The unit is the device, not the profile: each device's profiles in the range are summed
+ * first (as merging them would) and the device added once, so a chatty device counts once.
+ * For each device every function gets its self share (samples where it is the leaf / the
+ * device's total) and its cumulative share (samples whose stack holds it, counted once per
+ * stack / total). Then, per function and per metric (self for functions that are ever a leaf,
+ * cumulative for those that are ever a caller), the base
  * devices' shares against the candidate devices' shares (a device without the function has
  * share 0):
  *
@@ -114,20 +115,37 @@ struct regress *regress__new(const struct regress_opts *o);
 void regress__free(struct regress *r);
 
 /*
- * Adds one device's profile (its profiles in the range merged) to side, value index vi
- * (stacks__sample_index()). 0, -ENOMEM, or -EINVAL with err (a drop_frames regex that does not
- * compile, an id that points nowhere).
+ * The input, whatever the store: a profile whose samples are the stacks (regress__stacks(): a
+ * stored profile, or every stack of a selection once, ClickHouse's), then the open device's
+ * rows, (sample, value) of those stacks (regress__add_rows()), then regress__end_device().
+ * Rows are summed by stack as stacks__unique() sums a profile's samples (the same locations:
+ * one stack, first seen first; zero rows and sums left out), then each stack's functions
+ * counted; a stack's functions are named once per regress__stacks(), however many devices'
+ * rows use it. The stacks profile must outlive its rows; regress__stacks(r, NULL) lets it go.
+ * 0, -ENOMEM, or -EINVAL with err (a drop_frames regex that does not compile, a row's sample
+ * out of range). A failed call may have added part of its rows: callers stop there, or
+ * regress__drop_device() forgets the open device.
+ */
+struct regress_row {
+	size_t sample;		/* index into the stacks profile's samples */
+	int64_t value;
+};
+int regress__stacks(struct regress *r, const struct pprof_profile *p, char *err, size_t errlen);
+int regress__add_rows(struct regress *r, const struct regress_row *rows, size_t n, char *err,
+		      size_t errlen);
+int regress__end_device(struct regress *r, enum regress_side side);
+void regress__drop_device(struct regress *r);
+
+/*
+ * One profile's samples as a device's rows (value index vi, stacks__sample_index()): its
+ * own stacks, every sample a row. add_device() adds a device of one profile (its profiles in
+ * the range merged); add_profile() one of its profiles, for a device whose profiles are read
+ * one at a time (their sums are the merged profile's), closed by end_device().
  */
 int regress__add_device(struct regress *r, enum regress_side side, const struct pprof_profile *p,
 			int vi, char *err, size_t errlen);
-/*
- * The same in parts, for a device whose profiles are read one at a time (their sums are the
- * merged profile's): add_profile() for each, then end_device() closes the device. A failed
- * add_profile() may have added part of the profile: callers stop at the first error.
- */
 int regress__add_profile(struct regress *r, const struct pprof_profile *p, int vi, char *err,
 			 size_t errlen);
-int regress__end_device(struct regress *r, enum regress_side side);
 
 /*
  * Runs the tests. *out (malloc'd, caller frees; NULL when *n is 0) gets the findings sorted

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
  * store/api/regress-store.c — one side of a regression comparison read through the store front
- * (regress-store.h): each device's profile merged by the backend in one pass
- * (store__merge_by_device: ClickHouse sums by device and stack), or, where the backend has no
- * such pass (the ring), list (seq, device), sort by device, read each device's profiles into
- * its sums (what merging them would give), add the device. A device's shares are of its
+ * (regress-store.h) into the statistics' one input (pprof/view/regress.h: stacks, then each
+ * device's rows of them): where the backend sums by device in one pass
+ * (store__sum_by_device: ClickHouse sums by device and stack), the side's stacks once and each
+ * device's sums; where it has no such pass (the ring), list (seq, device), sort by device,
+ * and each device's profiles read one by one, each its own stacks and rows (their sums are
+ * what merging them would give). A device's shares are of its
  * duty-weighted values on both: ClickHouse stores them weighted (store/api/api.c), the ring
  * as uploaded with the weight beside them, applied here to each profile read.
  */
@@ -94,37 +96,78 @@ static int add_device(struct store *s, const struct listed *v, size_t n, const c
 	return ret ? ret : added ? regress__end_device(r, side) : 0;
 }
 
-struct by_device_ctx {
+/* A side read as sums by device (ClickHouse): the side's stacks, then each device's rows. */
+struct sums_ctx {
 	const char *spec;
 	struct regress *r;
 	enum regress_side side;
-	size_t devices;
+	const struct pprof_profile *stacks;
+	struct regress_row *rows;	/* a device's rows, the value compared */
+	size_t cap, devices;
 	char *err;
 	size_t errlen;
 };
 
-static int add_merged_device(void *ctx, const char *device, const struct pprof_profile *p)
+static int sums_stacks(void *ctx, const struct pprof_profile *stacks)
 {
-	struct by_device_ctx *b = ctx;
-	int vi = stacks__sample_index(p, b->spec, b->err, b->errlen);
+	struct sums_ctx *x = ctx;
+
+	x->stacks = stacks;
+	return regress__stacks(x->r, stacks, x->err, x->errlen);
+}
+
+/*
+ * The value a device is compared on, as stacks__sample_index() picks it in the device's merged
+ * profile: spec's, else the default type of the device's first series, else the last.
+ */
+static int device_value(const struct sums_ctx *x, const char *default_type)
+{
+	const char *spec = x->spec && *x->spec ? x->spec : default_type;
+
+	if (!*spec && x->stacks->n_sample_type)
+		return (int)x->stacks->n_sample_type - 1;
+	return stacks__sample_index(x->stacks, spec, x->err, x->errlen);
+}
+
+static int sums_device(void *ctx, const char *device, const char *default_type,
+		       const struct store_stack_sum *rows, size_t n)
+{
+	struct sums_ctx *x = ctx;
+	int vi = device_value(x, default_type), ret;
 
 	(void)device;
-	b->devices++;
-	return vi < 0 ? vi : regress__add_device(b->r, b->side, p, vi, b->err, b->errlen);
+	x->devices++;
+	if (vi < 0)
+		return vi;
+	if (n > x->cap) {
+		struct regress_row *v = realloc(x->rows, n * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		x->rows = v;
+		x->cap = n;
+	}
+	for (size_t i = 0; i < n; i++)
+		x->rows[i] = (struct regress_row){ .sample = rows[i].sample,
+						   .value = rows[i].v[vi] };
+	ret = regress__add_rows(x->r, x->rows, n, x->err, x->errlen);
+	return ret ? ret : regress__end_device(x->r, x->side);
 }
 
 int regress_store_side(struct store *s, const struct store_query *q, const char *spec,
 		       struct regress *r, enum regress_side side, struct regress_side_stats *st,
 		       char *err, size_t errlen)
 {
-	struct by_device_ctx b = { spec, r, side, 0, err, errlen };
+	static const struct store_sums_fns fns = { sums_stacks, sums_device };
+	struct sums_ctx x = { .spec = spec, .r = r, .side = side, .err = err, .errlen = errlen };
 	size_t skipped;
-	int ret = store__merge_by_device(s, q, add_merged_device, &b, &st->profiles, &skipped,
-					 err, errlen);
+	int ret = store__sum_by_device(s, q, &fns, &x, &st->profiles, &skipped, err, errlen);
 
+	regress__stacks(r, NULL, err, errlen);
+	free(x.rows);
 	if (ret == -EOPNOTSUPP)
 		return regress_store_side_profiles(s, q, spec, r, side, st, err, errlen);
-	st->devices = b.devices;
+	st->devices = x.devices;
 	st->unreadable = 0;
 	st->skipped = skipped;
 	return ret;

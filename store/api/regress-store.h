@@ -2,7 +2,7 @@
 /*
  * store/api/regress-store.h — a selection of the store as one side of a regression comparison
  * (pprof/view/regress.h): its profiles grouped by device, each device's summed (as merging them
- * would), then added. Only the store front: store__merge_by_device where the backend sums by
+ * would), then added. Only the store front: store__sum_by_device where the backend sums by
  * device itself (ClickHouse: one GROUP BY device, stack a side), else store__list and
  * store__read_profile (the ring), so both answer alike (tests/integration/regress-ch.test.sh
  * compares them). The handler (api-regress.c) and the test driver call it.

@@ -3,7 +3,7 @@
  * store/ch/ch-daily.c — the per-device daily rollup (one server): samples_1d, the batch's
  * sample rows summed by (series, sig, day, stack) by the collector (ch_rollup__build_daily,
  * sent after samples_1g's rows, under the same intent and dirty hours), so that a regression
- * comparison's side (store__merge_by_device) sums ~126 rows a device and day instead of one
+ * comparison's side (store__sum_by_device) sums ~126 rows a device and day instead of one
  * per profile and stack: ClickHouse's GROUP BY series, stack of a side's 32.5 M raw rows was
  * 13.5-24 s on the synthetic day.
  *

@@ -765,18 +765,19 @@ static uint64_t build_location(struct pprof_builder *b, struct dicts *d, struct 
 /*
  * Builds the pprof of aggregated samples s[0..n) (raw protobuf, or gzip when gz): a stack,
  * location, function or mapping that ClickHouse does not hold (never: they are sent before
- * the samples that use them) drops that sample, counted in *lost.
+ * the samples that use them) drops that sample, counted in *lost. sample_of (NULL: not
+ * wanted) gets each s[i]'s sample index in the profile, SIZE_MAX for those left out.
  */
 static int build_from(const struct pprof_head *h, const struct agg_sample *s, size_t n,
 		      size_t n_values, bool gz, struct dicts *dp, struct pprof_buf *out,
-		      size_t *lost, char *err, size_t errlen)
+		      size_t *lost, size_t *sample_of, char *err, size_t errlen)
 {
 	struct pprof_builder_opts bo = { .gzip_level = gz ? 0 : -1 };
 	struct pprof_builder *b = NULL;
 	struct dicts d = *dp;	/* rows shared with *dp: their builder ids are set */
 	uint64_t *locs = NULL;
 	struct pprof_label_desc *labels = NULL;
-	size_t max_depth = 0;
+	size_t max_depth = 0, added = 0;
 	int e = 0;
 
 	*lost = 0;
@@ -804,6 +805,8 @@ static int build_from(const struct pprof_head *h, const struct agg_sample *s, si
 		size_t k = 0, nl;
 		bool zero = true;
 
+		if (sample_of)
+			sample_of[i] = SIZE_MAX;
 		for (size_t j = 0; j < n_values; j++)
 			zero = zero && !s[i].v[j];
 		if (zero)
@@ -823,6 +826,8 @@ static int build_from(const struct pprof_head *h, const struct agg_sample *s, si
 		for (size_t j = 0; j < nl; j++)
 			labels[j] = (struct pprof_label_desc){ .key = st->lk[j], .str = st->lv[j] };
 		e = pprof_builder__add_sample(b, locs, k, s[i].v, labels, nl);
+		if (sample_of)
+			sample_of[i] = added++;
 	}
 	if (!e)
 		e = pprof_builder__finish(b);
@@ -834,16 +839,6 @@ static int build_from(const struct pprof_head *h, const struct agg_sample *s, si
 	return e;
 }
 
-/* The builder ids of d's rows forgotten: a new pprof is built from them. */
-static void dicts__unbuild(struct dicts *d)
-{
-	struct dict *all[] = { &d->stacks, &d->locs, &d->fns, &d->maps };
-
-	for (size_t k = 0; k < sizeof(all) / sizeof(all[0]); k++)
-		for (size_t i = 0; i < all[k]->n; i++)
-			all[k]->v[i].bid = 0;
-}
-
 static int ch__build(struct ch_store *c, const struct pprof_head *h, const struct agg_sample *s,
 		     size_t n, size_t n_values, bool gz, struct pprof_buf *out, size_t *lost,
 		     char *err, size_t errlen)
@@ -853,7 +848,7 @@ static int ch__build(struct ch_store *c, const struct pprof_head *h, const struc
 
 	*lost = 0;
 	if (!e)
-		e = build_from(h, s, n, n_values, gz, &d, out, lost, err, errlen);
+		e = build_from(h, s, n, n_values, gz, &d, out, lost, NULL, err, errlen);
 	dicts__free(&d);
 	return e;
 }
@@ -1247,7 +1242,7 @@ out:
 	return e;
 }
 
-/* ---- merge by device ------------------------------------------------------------------------ */
+/* ---- sums by device ------------------------------------------------------------------------- */
 
 /*
  * A side of a regression comparison: q's samples of kind sig summed by (series, stack) in one
@@ -1293,13 +1288,14 @@ static int dev_rows_read(struct rb *res, struct dev_rows *d)
 /*
  * What a side's answer of len bytes costs the query's budget before it is read: its peak,
  * the answer with the rows read from it (keys and values), or, once the answer is freed, the
- * rows with the two agg_sample arrays and the order built from them (ch__merge_by_device).
+ * rows with their order by device, each one's sample and their stacks' ids sorted. What is
+ * built a distinct stack and a device is charged once known (side_charge()).
  */
 static size_t dev_rows_cost(size_t len, size_t nt)
 {
 	size_t row = 16 + 8 * nt, rows = len / (row ? row : 1) + 1;
 	size_t read = len + rows * row;
-	size_t built = rows * (row + 2 * sizeof(struct agg_sample) + sizeof(size_t));
+	size_t built = rows * (row + 2 * sizeof(size_t) + sizeof(uint64_t));
 
 	return read > built ? read : built;
 }
@@ -1390,17 +1386,20 @@ struct by_device {
 	size_t *order;			/* dev_rows indices grouped by device */
 };
 
-/* Groups d's rows by their series' device (a counting sort): 0 or -ENOMEM. */
+/*
+ * Groups d's rows by their series' device (a counting sort): 0 or -ENOMEM. A row's device is
+ * looked up once, among the sig's series by id, 16 bytes each (a bsearch of sel's 2.5 KiB
+ * rows, twice a row, was a third of the collector's CPU in a comparison: perf record).
+ */
 static int by_device(struct series_sel *sel, uint64_t sig, const struct dev_rows *d,
 		     struct by_device *g)
 {
-	size_t *pos;
+	struct sdev { uint64_t series, dev; } *sd = malloc((sel->n + 1) * sizeof(*sd));
+	size_t *dev = malloc((d->n + 1) * sizeof(*dev)), *pos;
 
 	g->rows = malloc((sel->n + 1) * sizeof(*g->rows));
 	g->order = malloc((d->n + 1) * sizeof(*g->order));
-	if (!g->rows || !g->order)
-		return -ENOMEM;
-	for (size_t i = 0; i < sel->n; i++)
+	for (size_t i = 0; g->rows && i < sel->n; i++)
 		if (sel->v[i].sig == sig)
 			g->rows[g->n_rows++] = &sel->v[i];
 	qsort(g->rows, g->n_rows, sizeof(*g->rows), dev_order_cmp);
@@ -1411,70 +1410,128 @@ static int by_device(struct series_sel *sel, uint64_t sig, const struct dev_rows
 	}
 	g->n_dev += g->n_rows > 0;
 	g->start = calloc(2 * (g->n_dev + 1), sizeof(*g->start));
-	if (!g->start)
+	if (!sd || !dev || !g->rows || !g->order || !g->start) {
+		free(sd);
+		free(dev);
 		return -ENOMEM;
-	pos = g->start + g->n_dev + 1;
-	for (size_t pass = 0; pass < 2; pass++) {
-		for (size_t i = 0; i < d->n; i++) {
-			struct series_row key = { .series = d->key[2 * i], .sig = sig }, *r;
-
-			r = bsearch(&key, sel->v, sel->n, sizeof(key), series_cmp);
-			if (!r) /* not selected: ClickHouse filtered by the same set */
-				continue;
-			if (pass)
-				g->order[pos[r->dev]++] = i;
-			else
-				g->start[r->dev + 1]++;
-		}
-		for (size_t k = 0; !pass && k < g->n_dev; k++) {
-			g->start[k + 1] += g->start[k];
-			pos[k] = g->start[k];
-		}
 	}
+	for (size_t i = 0; i < g->n_rows; i++)
+		sd[i] = (struct sdev){ g->rows[i]->series, g->rows[i]->dev };
+	qsort(sd, g->n_rows, sizeof(*sd), u64_cmp); /* by series, its first member */
+	for (size_t i = 0; i < d->n; i++) {
+		const struct sdev *x = bsearch(&d->key[2 * i], sd, g->n_rows, sizeof(*sd), u64_cmp);
+
+		dev[i] = x ? x->dev : SIZE_MAX; /* none: ClickHouse filtered by the same set */
+		if (x)
+			g->start[x->dev + 1]++;
+	}
+	pos = g->start + g->n_dev + 1;
+	for (size_t k = 0; k < g->n_dev; k++) {
+		g->start[k + 1] += g->start[k];
+		pos[k] = g->start[k];
+	}
+	for (size_t i = 0; i < d->n; i++)
+		if (dev[i] != SIZE_MAX)
+			g->order[pos[dev[i]]++] = i;
+	free(sd);
+	free(dev);
 	return 0;
 }
 
-/* Device k's profile from its rows (all[] in g->order), handed to cb. */
-static int device_profile(const struct by_device *g, size_t k, const struct pprof_head *h,
-			  const struct agg_sample *all, struct agg_sample *mine, size_t nt,
-			  struct dicts *dc, const struct pprof_budget *b, store_device_fn cb,
-			  void *ctx, size_t *lost, char *err, size_t errlen)
+/*
+ * The side's stacks: each distinct stack of its rows once (values 1) in one profile, built
+ * from the dictionary rows (fetched into dc) and decoded under b into *p, and each row's sample
+ * in it (sample[i]; SIZE_MAX: a stack ClickHouse does not hold, counted in *lost). One build and
+ * decode a side, where a profile a device was (5,000 a comparison of the synthetic day: 65 % of
+ * the collector's CPU). Charged to b (*held) once known: a distinct stack's sample to build and
+ * the statistics' input (regress.c's grouping, names and sums: 52 bytes), a device's rows.
+ */
+static int side_stacks(struct ch_store *c, const struct pprof_head *h, const struct dev_rows *d,
+		       struct dicts *dc, const struct pprof_budget *b, size_t devmax,
+		       size_t *held, struct pprof_profile **p, size_t *sample, size_t *lost,
+		       char *err, size_t errlen)
 {
-	struct pprof_profile *p = NULL;
+	uint64_t *ids = malloc((d->n + 1) * sizeof(*ids));
+	int64_t *one = malloc((d->nt + 1) * sizeof(*one));
+	struct agg_sample *u = NULL;
 	struct pprof_buf pb = { 0 };
-	size_t n = 0, l = 0;
-	int e;
+	size_t *built = NULL, m = 0, want;
+	int e = ids && one ? 0 : -ENOMEM;
 
-	for (size_t j = g->start[k]; j < g->start[k + 1]; j++)
-		mine[n++] = all[g->order[j]];
-	dicts__unbuild(dc);
-	e = build_from(h, mine, n, nt, false, dc, &pb, &l, err, errlen);
-	*lost += l;
+	for (size_t i = 0; !e && i < d->n; i++)
+		ids[i] = d->key[2 * i + 1];
+	for (size_t j = 0; !e && j < d->nt; j++)
+		one[j] = 1;
+	m = e ? 0 : u64_uniq(ids, d->n);
+	want = m * (sizeof(*u) + sizeof(*built) + 52) + devmax * 2 * sizeof(struct store_stack_sum);
+	if (!e && b && !(e = b->take(b->ctx, want, err, errlen)))
+		*held += want;
+	u = e ? NULL : malloc((m + 1) * sizeof(*u));
+	built = e ? NULL : malloc((m + 1) * sizeof(*built));
+	if (!e && (!u || !built))
+		e = -ENOMEM;
+	for (size_t k = 0; !e && k < m; k++)
+		u[k] = (struct agg_sample){ .stack = ids[k], .v = one };
 	if (!e)
-		e = pprof_read_budget(pb.data, pb.len, b, &p, err, errlen);
+		e = dicts__fetch(c, u, m, dc, err, errlen);
+	if (!e)
+		e = build_from(h, u, m, d->nt, false, dc, &pb, lost, built, err, errlen);
+	if (!e)
+		e = pprof_read_budget(pb.data, pb.len, b, p, err, errlen);
+	for (size_t i = 0; !e && i < d->n; i++) {
+		const uint64_t *x = bsearch(&d->key[2 * i + 1], ids, m, sizeof(*ids), u64_cmp);
+
+		sample[i] = built[x - ids];
+	}
 	free(pb.data);
-	if (!e)
-		e = cb(ctx, h->row->device, p);
-	pprof_profile__free_budget(p, b);
+	free(ids);
+	free(one);
+	free(u);
+	free(built);
 	return e;
 }
 
 /*
- * store__merge_by_device: the selector on the series as a merge, then one GROUP BY series,
- * stack over the selection's sample rows, the dictionary rows of its stacks fetched once, and
- * one profile per device built from them (the same builder as a merge: the same frames).
+ * Device k's rows (g->order[start[k] ..]), those of a stack in the side's profile with a
+ * nonzero value (what a merged profile of the device would hold), handed to fn.
  */
-int ch__merge_by_device(struct store *base, const struct store_query *q, store_device_fn cb,
-			void *ctx, size_t *n_profiles, size_t *skipped, char *err, size_t errlen)
+static int device_sums(const struct by_device *g, size_t k, const struct series_row *first,
+		       const struct dev_rows *d, const size_t *sample,
+		       struct store_stack_sum *rows, const struct store_sums_fns *fn, void *ctx)
+{
+	size_t n = 0;
+
+	for (size_t j = g->start[k]; j < g->start[k + 1]; j++) {
+		size_t i = g->order[j];
+		bool zero = true;
+
+		for (size_t t = 0; t < d->nt; t++)
+			zero = zero && !d->v[i * d->nt + t];
+		if (sample[i] != SIZE_MAX && !zero)
+			rows[n++] = (struct store_stack_sum){ sample[i], &d->v[i * d->nt] };
+	}
+	return fn->device(ctx, first->device, first->default_type, rows, n);
+}
+
+/*
+ * store__sum_by_device: the selector on the series as a merge, then one GROUP BY series,
+ * stack over the selection's sample rows, the dictionary rows of its stacks fetched once, one
+ * profile of its distinct stacks (the same builder as a merge: the same frames), and each
+ * device's rows as sums of them.
+ */
+int ch__sum_by_device(struct store *base, const struct store_query *q,
+		      const struct store_sums_fns *fn, void *ctx, size_t *n_profiles,
+		      size_t *skipped, char *err, size_t errlen)
 {
 	struct ch_store *c = ch_of(base);
 	struct series_sel sel = { 0 };
 	struct dev_rows d = { 0 };
 	struct by_device g = { 0 };
 	struct dicts dc = { 0 };
-	struct agg_sample *all = NULL, *mine = NULL;
+	struct pprof_profile *sp = NULL;
+	struct store_stack_sum *rows = NULL;
 	uint64_t sig, count = 0, total = 0;
-	size_t lost = 0, r0 = 0, held = 0;
+	size_t lost = 0, r0 = 0, held = 0, devmax = 0, *sample = NULL;
 	int e;
 
 	err[0] = '\0';
@@ -1495,38 +1552,47 @@ int ch__merge_by_device(struct store *base, const struct store_query *q, store_d
 	e = dev_rows_fetch(c, q, &sel, sig, &d, &held, err, errlen);
 	if (!e)
 		e = by_device(&sel, sig, &d, &g);
-	all = e ? NULL : malloc((d.n + 1) * sizeof(*all));
-	mine = e ? NULL : malloc((d.n + 1) * sizeof(*mine));
-	if (!e && (!all || !mine))
+	for (size_t k = 0; !e && k < g.n_dev; k++)
+		if (g.start[k + 1] - g.start[k] > devmax)
+			devmax = g.start[k + 1] - g.start[k];
+	sample = e ? NULL : malloc((d.n + 1) * sizeof(*sample));
+	rows = e ? NULL : malloc((devmax + 1) * sizeof(*rows));
+	if (!e && (!sample || !rows))
 		e = -ENOMEM;
-	for (size_t i = 0; !e && i < d.n; i++)
-		all[i] = (struct agg_sample){ .stack = d.key[2 * i + 1], .v = &d.v[i * d.nt] };
-	if (!e)
-		e = dicts__fetch(c, all, d.n, &dc, err, errlen);
-	for (size_t k = 0; !e && k < g.n_dev; k++) { /* its header: its first series' */
-		struct pprof_head h = { .row = g.rows[r0], .period = g.rows[r0]->period };
+	if (!e && g.n_rows) {
+		struct pprof_head h = { .row = g.rows[0], .period = g.rows[0]->period };
+
+		e = side_stacks(c, &h, &d, &dc, q->budget, devmax, &held, &sp, sample, &lost,
+				err, errlen);
+	}
+	if (!e && sp)
+		e = fn->stacks(ctx, sp);
+	for (size_t k = 0; !e && sp && k < g.n_dev; k++) { /* its first series' default type */
+		const struct series_row *first = g.rows[r0];
 
 		while (r0 < g.n_rows && g.rows[r0]->dev == k)
 			r0++;
-		e = device_profile(&g, k, &h, all, mine, d.nt, &dc, q->budget, cb, ctx, &lost,
-				   err, errlen);
+		e = pprof_budget__check(q->budget, err, errlen);
+		if (!e)
+			e = device_sums(&g, k, first, &d, sample, rows, fn, ctx);
 	}
 	if (e == -ENOMEM && !err[0])
 		snprintf(err, errlen, "out of memory");
 	if (!e && lost)
-		pr_warn("clickhouse: merge by device: %zu stacks not found (dictionary rows "
+		pr_warn("clickhouse: sums by device: %zu stacks not found (dictionary rows "
 			"missing)", lost);
 out:
 	pthread_mutex_lock(&c->lock);
 	c->merges++;
 	c->merge_skipped += total - count;
 	pthread_mutex_unlock(&c->lock);
+	pprof_profile__free_budget(sp, q->budget);
 	dicts__free(&dc);
 	free(g.rows);
 	free(g.start);
 	free(g.order);
-	free(all);
-	free(mine);
+	free(sample);
+	free(rows);
 	free(d.key);
 	free(d.v);
 	free(sel.v);

@@ -18,8 +18,8 @@ struct series_row {
 	int64_t time_nanos;
 	uint64_t main_mapping;		/* the profiles' first mapping: the main binary */
 	char comments[1024];		/* '\n'-separated, deduplicated */
-	char device[256];		/* the store's device field (a merge by device) */
-	uint32_t dev;			/* a merge by device: its device's index */
+	char device[256];		/* the store's device field (sums by device) */
+	uint32_t dev;			/* sums by device: its device's index */
 };
 
 struct series_sel {

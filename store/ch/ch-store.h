@@ -386,7 +386,8 @@ int ch__timeline(struct store *base, const struct store_query *q, uint64_t from_
 		 uint64_t step_ns, size_t n, int64_t *values, size_t *profiles);
 int ch__merge(struct store *base, const struct store_query *q, struct pprof_profile **out,
 	      size_t *n_merged, size_t *skipped, char *err, size_t errlen);
-int ch__merge_by_device(struct store *base, const struct store_query *q, store_device_fn cb,
-			void *ctx, size_t *n_profiles, size_t *skipped, char *err, size_t errlen);
+int ch__sum_by_device(struct store *base, const struct store_query *q,
+		      const struct store_sums_fns *fn, void *ctx, size_t *n_profiles,
+		      size_t *skipped, char *err, size_t errlen);
 
 #endif /* EDGEPROF_STORE_CH_STORE_H */

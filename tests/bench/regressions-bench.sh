@@ -11,7 +11,9 @@
 #          NEW (0.01: tls_renegotiate's share on 1.5), T_DEVICES (1000) x T_PROFILES (10):
 #          the timed comparison's fleet, REPS (3), CH_DIR (the ClickHouse case, below),
 #          CH_SLICE_S (120: the old path's slice of the day; 0: not run), ONLY_CH (1: the ClickHouse
-#          case alone)
+#          case alone), DAILY_CASE (1; 0: samples_1d against the raw rows not run), PREV_BUILD
+#          (a build directory of another commit, e.g. the parent's: its collector runs beside
+#          ours on the ClickHouse day, same run, alternating, same answers checked)
 #
 # Per run (seed 1..RUNS), tests/drivers/regress-fleet fills a ring in /dev/shm (tmpfs: the
 # store's fdatasync costs nothing, so the loop measures the statistics, not the disk) with
@@ -128,6 +130,22 @@ echo "in-process comparison (list + read/merge + shares + tests): ${inproc}s"
 echo "statistics only (Mann-Whitney + BH + intervals, every test, --all): ours ${ours_stats}s," \
 	"scipy.stats ${scipy}s (without intervals)"
 echo "  (ours includes 1,000-resample bootstrap intervals of the findings only)"
+if [ -n "${PREV_BUILD:-}" ]; then # the other build's in-process comparison, alternating
+	for i in $(seq 0 "$REPS"); do
+		for b in "$EP_BUILD" "$PREV_BUILD"; do
+			k=ours
+			[ "$b" = "$EP_BUILD" ] || k=prev
+			"$b/tests/drivers/regress-fleet" compare "$SHM/t" "$BASE" "$CAND" --all --chains >"$T/r.$k"
+			[ "$i" = 0 ] || sed -n 's/.* seconds=\([0-9.]*\).*/\1/p' "$T/r.$k" >>"$T/r.$k.t"
+			sed -i 's/ seconds=.*//' "$T/r.$k"
+		done
+	done
+	cmp -s "$T/r.ours" "$T/r.prev" || { echo "the ring: our answer differs from $PREV_BUILD's"; exit 1; }
+	o=$(sort -g "$T/r.ours.t" | sed -n "$(((REPS + 1) / 2))p")
+	p=$(sort -g "$T/r.prev.t" | sed -n "$(((REPS + 1) / 2))p")
+	awk -v o="$o" -v p="$p" -v n="$REPS" -v l="$(uptime | sed 's/.*average: //')" 'BEGIN {
+		printf "the ring in-process, median of %d, alternating: ours %.3f s, PREV_BUILD %.3f s: ours/prev %.3f (the same answers, --all --chains; load %s)\n", n, o, p, o / p, l }'
+fi
 fi
 
 # The per-device daily rollup (samples_1d, store/ch/ch-daily.c) against the raw rows (--raw:
@@ -203,7 +221,7 @@ echo "== ClickHouse: the synthetic day in $CH_DIR, fw1 against fw2"
 	B='{version="fw1"}' C='{version="fw2"}'
 	median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 	secs() { sed -n 's/.* seconds=\([0-9.]*\).*/\1/p'; }
-	daily_case "$t0" || exit 1
+	[ "${DAILY_CASE:-1}" = 0 ] || daily_case "$t0" || exit 1
 	if [ "${CH_SLICE_S:-120}" != 0 ]; then # the profile-by-profile path: ~0.4 s a profile
 		slice="--from-s $((t0 + 43200)) --to-s $((t0 + 43200 + ${CH_SLICE_S:-120}))"
 		"$FLEET" compare "$DB" "$B" "$C" $slice >"$T/new.s" || exit 1 # warm-up
@@ -228,16 +246,58 @@ echo "== ClickHouse: the synthetic day in $CH_DIR, fw1 against fw2"
 		printf "the day in-process: ours %.2f s, previous path ~%.0f s (estimate): ours/previous ~%.4f\n", d, o / sp * dp, d / (o / sp * dp) }'
 	make_pki
 	start_ch_collector chr "$DB"
-	for _ in $(seq 0 "$REPS"); do
-		s0=$(date +%s.%N)
-		"$EP" regressions --collector "https://localhost:$CC_PORT" --tls-ca "$T/pki/ca.crt" \
+	ports=("$CC_PORT") names=(ours) pids=("$CC_PID")
+	if [ -n "${PREV_BUILD:-}" ]; then # the other build's collector, on the same database
+		ours_coll=$COLLECTOR
+		COLLECTOR=$PREV_BUILD/edgeprof-collector
+		start_ch_collector prev "$DB"
+		COLLECTOR=$ours_coll
+		ports+=("$CC_PORT") names+=(prev) pids+=("$CC_PID")
+	fi
+	# CPU seconds (user + system) a process has used: what a comparison costs the collector
+	# and ClickHouse whatever else the shared machine runs (the wall time waits for the cores)
+	cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ sub(/.*\) /, ""); printf "%.2f\n", ($12 + $13) / hz }' "/proc/$1/stat"; }
+	regressions() { # PORT PID OUT: one comparison of the day: wall, collector CPU, ClickHouse CPU
+		local s0 c0 h0
+		s0=$(date +%s.%N) c0=$(cpu_s "$2") h0=$(cpu_s "${CH_PIDS[0]}")
+		"$EP" regressions --collector "https://localhost:$1" --tls-ca "$T/pki/ca.crt" \
 			--tls-cert "$T/pki/op.crt" --tls-key "$T/pki/op.key" --from "$t0" \
-			--to $((t0 + 86400)) "$B" "$C" >"$T/table" 2>&1 || { cat "$T/table"; echo failed >"$T/failed"; }
-		echo "$(date +%s.%N) - $s0" | bc >>"$T/coll.t"
+			--to $((t0 + 86400)) "$B" "$C" >"$3" 2>&1 || { cat "$3"; echo failed >"$T/failed"; }
+		echo "$(date +%s.%N) - $s0" | bc >>"$3.t"
+		echo "$(cpu_s "$2") - $c0" | bc >>"$3.cpu"
+		echo "$(cpu_s "${CH_PIDS[0]}") - $h0" | bc >>"$3.chcpu"
+	}
+	for i in $(seq 0 "$REPS"); do # alternating which goes first; the first round: warm-up
+		order=(0 1)
+		[ $((i % 2)) = 1 ] && order=(1 0)
+		for k in "${order[@]}"; do
+			[ "$k" -lt "${#ports[@]}" ] && regressions "${ports[$k]}" "${pids[$k]}" "$T/table.${names[$k]}"
+		done
+		[ "$i" = 0 ] || uptime | sed 's/.*load average: \([0-9.]*\),.*/\1/' >>"$T/load"
 	done
-	head -n 3 "$T/table"
-	coll=$(tail -n "$REPS" "$T/coll.t" | median)
+	head -n 3 "$T/table.ours"
+	coll=$(tail -n "$REPS" "$T/table.ours.t" | median)
 	[ ! -f "$T/failed" ] || coll="$coll (some runs failed: see above)"
 	echo "ClickHouse, $n profiles in the day: fw1 against fw2, median of $REPS warm:" \
-		"edgeprof regressions (collector, mTLS) ${coll}s (goal <= 3 s); in-process ${inproc}s"
+		"edgeprof regressions (collector, mTLS) ${coll}s (goal <= 3 s); in-process ${inproc}s;" \
+		"1-min load average during them: $(tr '\n' ' ' <"$T/load")(2 cores, shared)"
+	echo "  CPU a comparison (median): collector $(tail -n "$REPS" "$T/table.ours.cpu" | median) s," \
+		"clickhouse-server $(tail -n "$REPS" "$T/table.ours.chcpu" | median) s"
+	[ -n "${PREV_BUILD:-}" ] || exit 0
+	# every test (all=1: verdicts, shares, p-values, intervals, stacks) from both collectors
+	for k in 0 1; do
+		curl -sS -G --max-time 120 --cacert "$T/pki/ca.crt" --cert "$T/pki/op.crt" \
+			--key "$T/pki/op.key" --data-urlencode "base=$B" --data-urlencode "cand=$C" \
+			--data-urlencode "from=$t0" --data-urlencode "to=$((t0 + 86400))" \
+			--data-urlencode all=1 "https://localhost:${ports[$k]}/api/0/regressions" \
+			>"$T/all.${names[$k]}"
+	done
+	grep -q '"tests":[1-9]' "$T/all.ours" || { head -c 300 "$T/all.ours"; echo; echo "no tests in our answer"; exit 1; }
+	cmp -s "$T/all.ours" "$T/all.prev" && cmp -s "$T/table.ours" "$T/table.prev" ||
+		{ echo "ClickHouse: our collector's answer differs from $PREV_BUILD's"; exit 1; }
+	prev=$(tail -n "$REPS" "$T/table.prev.t" | median)
+	awk -v o="$coll" -v p="$prev" -v n="$REPS" -v t="$(grep -o '"tests":[0-9]*' "$T/all.ours")" \
+		-v oc="$(tail -n "$REPS" "$T/table.ours.cpu" | median)" \
+		-v pc="$(tail -n "$REPS" "$T/table.prev.cpu" | median)" 'BEGIN {
+		printf "ClickHouse, the day through a collector, median of %d warm, same run, alternating: ours %.2f s, PREV_BUILD %.2f s: ours/prev %.3f; the collector'"'"'s CPU ours %.2f s, PREV_BUILD %.2f s: ours/prev %.3f (the same answers, every test: %s)\n", n, o, p, o / p, oc, pc, oc / pc, t }'
 )

@@ -26,6 +26,7 @@
  *       ClickHouse (the database created), compared by ClickHouse's sums by device.
  *   regress-fleet compare RING BASE_SEL CAND_SEL [--all] [--shares FILE] [--bootstrap N]
  *                         [--per-profile] [--raw] [--from-s T] [--to-s T] [--chains]
+ *                         [--query-mem BYTES]
  *       the comparison in-process (store/api/regress-store.c, pprof/view/regress.c, as the
  *       handler runs it) on a ring no collector holds: one line per finding (all: per test)
  *       "verdict metric function base_pct cand_pct delta_pct p_value p_adjusted u", then
@@ -36,7 +37,9 @@
  *       raw rows only, not the rollups (--rollup-seconds 0: the path before samples_1d,
  *       the benchmark's peer of the daily rollup); --from-s/--to-s: a time
  *       range (unix seconds); --chains: under each finding its caller chains that moved
- *       most, "  stack CALLER>CALLER base_pct cand_pct".
+ *       most, "  stack CALLER>CALLER base_pct cand_pct"; --query-mem: each side read under a
+ *       memory budget of BYTES, as the collector's --query-mem (its refusal is an error), the
+ *       peak held printed on stderr ("query_mem_peak=N"), every byte given back checked.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -325,6 +328,33 @@ static void on_share(void *ctx, const char *fn, enum regress_metric m, enum regr
 		side ? "cand" : "base", dev, share);
 }
 
+/* --query-mem: what a side holds, charged as the collector's budget charges a query. */
+struct qmem {
+	size_t limit, held, peak;
+};
+
+static int qmem_take(void *ctx, size_t bytes, char *err, size_t errlen)
+{
+	struct qmem *m = ctx;
+
+	if (bytes > m->limit - m->held) {
+		snprintf(err, errlen, "the query needs more than the %zu bytes of --query-mem",
+			 m->limit);
+		return -E2BIG;
+	}
+	m->held += bytes;
+	if (m->held > m->peak)
+		m->peak = m->held;
+	return 0;
+}
+
+static void qmem_give(void *ctx, size_t bytes)
+{
+	struct qmem *m = ctx;
+
+	m->held -= bytes;
+}
+
 static int side(struct store *s, struct store_query q, const char *text, bool per_profile,
 		struct regress *r, enum regress_side sd)
 {
@@ -357,6 +387,8 @@ static int compare(int argc, char **argv)
 	struct store_opts so = { .fsync_ms = 1000, .quiet = true };
 	struct store_query q = { .type = "cpu" };
 	struct regress_opts ro = { 0 };
+	struct qmem qm = { 0 };
+	struct pprof_budget qb = { .take = qmem_take, .give = qmem_give, .ctx = &qm };
 	bool per_profile = false, with_chains = false;
 	const char *shares = NULL;
 	struct regress_finding *f = NULL;
@@ -386,6 +418,8 @@ static int compare(int argc, char **argv)
 			q.from_ns = strtoull(argv[++i], NULL, 10) * NSEC_PER_SEC;
 		else if (!strcmp(argv[i], "--to-s") && i + 1 < argc)
 			q.to_ns = strtoull(argv[++i], NULL, 10) * NSEC_PER_SEC;
+		else if (!strcmp(argv[i], "--query-mem") && i + 1 < argc)
+			qm.limit = strtoull(argv[++i], NULL, 10), q.budget = &qb;
 		else
 			return 2;
 	}
@@ -408,6 +442,13 @@ static int compare(int argc, char **argv)
 	if (!ret)
 		ret = regress__run(r, all, &f, &n);
 	t2 = port_clock_mono_ns();
+	if (q.budget)
+		fprintf(stderr, "query_mem_peak=%zu\n", qm.peak);
+	if (q.budget && qm.held) {
+		fprintf(stderr, "regress-fleet: %zu bytes of the query's budget not given back\n",
+			qm.held);
+		ret = ret ? ret : -EFAULT;
+	}
 	regress__stats(r, &st);
 	for (size_t i = 0; i < n; i++) {
 		printf("%s %s %s %.17g %.17g %.17g %.17g %.17g %.17g\n",

@@ -5,10 +5,13 @@
 # crc32_update 20 % slower, tls_renegotiate new at 1 %, 2 profiles a device) stored in a ring
 # and, through the store front, in a real clickhouse-server (Debian's 18.16, loopback, data in
 # $T). Compared in-process (the handler's code):
-#   - ClickHouse's sums by device and stack (store__merge_by_device) give exactly the ring's
+#   - ClickHouse's sums by device and stack (store__sum_by_device: the side's stacks in one
+#     profile, each device's rows of them) give exactly the ring's
 #     findings, every test (--all: verdicts, shares, p-values, U to the last digit, the stacks
 #     that changed), and the same per-device shares;
 #   - the same holds for ClickHouse read profile by profile (--per-profile, the old path);
+#   - under a query memory budget (--query-mem, as the collector's) the same answer, every
+#     byte charged given back; half of the peak charged refuses it with a clear error;
 #   - the comparison can fail: a fleet with another seed in ClickHouse differs from the ring;
 #   - duty weights: each device's second profile is a duty-cycled upload of weight 3
 #     (--weight), weighed at ingest in ClickHouse, kept beside the bytes in the ring and weighed
@@ -67,6 +70,19 @@ diff "$T/ring.shares" "$T/ch.shares" >/dev/null || fail "ClickHouse's per-device
 diff "$T/ring.all" "$T/chp.all" >/dev/null || fail "ClickHouse profile by profile differs from the ring"
 echo "ring = ClickHouse by device = ClickHouse profile by profile: $tests tests," \
 	"$(grep -vc '^\(none\|devices_base=\|  stack\)' "$T/ring.all") findings"
+# the query's memory: a side's sums, stacks and rows charged to its budget, all given back, the
+# same answer under it; a budget of half that peak refuses the comparison with a clear error
+"$FLEET" compare "$CH/regress_a" "$BASE" "$CAND" --all --chains --query-mem 268435456 \
+	>"$T/chm.all" 2>"$T/chm.err" || fail "compare under a 256 MiB budget: $(cat "$T/chm.err")"
+sed -i 's/ seconds=.*//' "$T/chm.all"
+diff "$T/ch.all" "$T/chm.all" >/dev/null || fail "the answer under a budget differs"
+peak=$(sed -n 's/^query_mem_peak=//p' "$T/chm.err")
+[ "${peak:-0}" -gt 10000 ] || fail "a comparison's sums charged only ${peak:-0} bytes"
+"$FLEET" compare "$CH/regress_a" "$BASE" "$CAND" --query-mem $((peak / 2)) >/dev/null \
+	2>"$T/chm2.err" && fail "half the peak's budget ($((peak / 2)) bytes) was enough"
+grep -q 'needs more than' "$T/chm2.err" || fail "no budget error: $(cat "$T/chm2.err")"
+echo "query memory: peak $peak bytes charged, all given back; half of it refused"
+
 whole=(--from-s "$Y0" --to-s $((Y0 + 86400))) # ts <= to: the next day's first instant, raw
 cmp_run "$T/ring" "$T/ringd" "${whole[@]}"
 cmp_run "$CH/regress_a" "$T/chd" "${whole[@]}"

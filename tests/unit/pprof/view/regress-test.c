@@ -178,6 +178,64 @@ static void test_profiles_sum(void **state)
 	regress__free(r2);
 }
 
+/*
+ * One stacks profile shared by every device, and each device's rows of it (ClickHouse's way:
+ * regress__stacks() once, regress__add_rows() a device), give the shares of each device's own
+ * profile: rows of one stack summed, two samples with the same locations one stack (f2's
+ * rows cancel out: left out, as stacks__unique() leaves them), a row past the stacks refused.
+ */
+static void test_rows_of_shared_stacks(void **state)
+{
+	int64_t one[NLEAF] = { 1, 1, 1, 1, 1, 1, 1, 1 };
+	int64_t a[NLEAF] = { 3500, 0, 0, 0, 0, 0, 0, 1000 }, b[NLEAF] = { 1, 2, 1, 4, 0, 0, 0, 9 };
+	struct regress_row ra[] = { { 0, 3000 }, { 7, 1000 }, { 2, 5 }, { 0, 500 }, { NLEAF, -5 },
+				    { 4, 0 } };
+	struct regress_row rb[] = { { 3, 4 }, { 0, 1 }, { 1, 2 }, { 2, 1 }, { 7, 9 } };
+	struct regress *r1 = regress__new(NULL), *r2 = regress__new(NULL);
+	struct pprof_sample shared[NLEAF + 1];
+	struct share_rec s1 = { 0 }, s2 = { 0 };
+	struct regress_finding *f1, *f2;
+	struct pprof_profile p, stacks;
+	size_t n1, n2;
+	char err[128];
+
+	(void)state;
+	p = device(a);
+	assert_int_equal(regress__add_device(r2, REGRESS_BASE, &p, 0, err, sizeof(err)), 0);
+	p = device(b);
+	assert_int_equal(regress__add_device(r2, REGRESS_CAND, &p, 0, err, sizeof(err)), 0);
+	stacks = device(one);
+	memcpy(shared, stacks.samples, NLEAF * sizeof(shared[0]));
+	shared[NLEAF] = shared[2]; /* f2's stack again (as another label set would give) */
+	stacks.samples = shared;
+	stacks.n_samples = NLEAF + 1;
+	assert_int_equal(regress__stacks(r1, &stacks, err, sizeof(err)), 0);
+	assert_int_equal(regress__add_rows(r1, ra, 6, err, sizeof(err)), 0);
+	assert_int_equal(regress__end_device(r1, REGRESS_BASE), 0);
+	assert_int_equal(regress__add_rows(r1, rb, 5, err, sizeof(err)), 0);
+	assert_int_equal(regress__end_device(r1, REGRESS_CAND), 0);
+	assert_int_equal(regress__add_rows(r1, &(struct regress_row){ NLEAF + 1, 1 }, 1, err,
+					   sizeof(err)), -EINVAL);
+	regress__stacks(r1, NULL, err, sizeof(err));
+	regress__each_share(r1, on_share, &s1);
+	regress__each_share(r2, on_share, &s2);
+	assert_true(fabs(s1.self_f0[0] - 3500.0 / 4500) < 1e-12);
+	assert_memory_equal(&s1, &s2, sizeof(s1));
+	assert_int_equal(regress__run(r1, true, &f1, &n1), 0);
+	assert_int_equal(regress__run(r2, true, &f2, &n2), 0);
+	assert_int_equal(n1, n2);
+	for (size_t i = 0; i < n1; i++) {
+		assert_string_equal(f1[i].function, f2[i].function);
+		assert_true(f1[i].base_share == f2[i].base_share);
+		assert_true(f1[i].cand_share == f2[i].cand_share);
+		assert_int_equal(f1[i].present_base, f2[i].present_base);
+	}
+	free(f1);
+	free(f2);
+	regress__free(r1);
+	regress__free(r2);
+}
+
 /* ---- simulated fleets -------------------------------------------------------------------- */
 
 static uint64_t seed_state;
@@ -374,6 +432,7 @@ int main(void)
 		cmocka_unit_test(test_bh),
 		cmocka_unit_test(test_device_shares),
 		cmocka_unit_test(test_profiles_sum),
+		cmocka_unit_test(test_rows_of_shared_stacks),
 		cmocka_unit_test(test_regression_found),
 		cmocka_unit_test(test_stacks_that_changed),
 		cmocka_unit_test(test_a_a_reports_nothing),
