@@ -91,7 +91,24 @@ struct selfread_window;
 bool luaframes__function_bounds(const uint8_t *hdr, uintptr_t pc, uintptr_t *lo,
 				uintptr_t *hi);
 
-/* The lua_State and global_State fields the discovery reads (LP64). */
+/*
+ * At start, in a module without .eh_frame_hdr (Debian's armhf binaries carry no unwind tables):
+ * the Thumb-2 function whose code holds [pc_lo, pc_hi] inside [x_lo, x_hi), read from the code
+ * (agent/lib/luaarm.c, elf/armframe.h): from the push of lr before pc_lo to the next push of lr
+ * after pc_hi. Not on other architectures (false).
+ */
+#ifdef CONFIG_ARCH_ARM
+bool luaframes__code_bounds(uintptr_t x_lo, uintptr_t x_hi, uintptr_t pc_lo, uintptr_t pc_hi,
+			    uintptr_t *lo, uintptr_t *hi);
+#else
+static inline bool luaframes__code_bounds(uintptr_t x_lo, uintptr_t x_hi, uintptr_t pc_lo,
+					  uintptr_t pc_hi, uintptr_t *lo, uintptr_t *hi)
+{
+	return false;
+}
+#endif /* CONFIG_ARCH_ARM */
+
+/* The lua_State and global_State fields the discovery reads (per version and ABI). */
 struct luaframes_layout {
 	unsigned int tt;	 /* lua_State: CommonHeader's type byte */
 	unsigned int g;		 /* l_G (a candidate's header is read up to it) */

@@ -33,7 +33,7 @@ struct fake {
  * ...), with an absolute entry at pc 128 (line 74) as the compiler puts one every 128. */
 static struct fake *fake_proto(const char *source, int32_t linedefined)
 {
-	const struct luaproto_layout *l = &luaproto_54;
+	const struct luaproto_layout *l = luaproto__54();
 	struct fake *f = calloc(1, sizeof(*f));
 	size_t len = strlen(source);
 
@@ -112,7 +112,7 @@ static void refuses_what_is_not_a_frame_of_this_proto(void **state)
 	(void)state;
 	need_process_vm_readv();
 	assert_int_equal(resolve(f, NCODE, &n), -EINVAL); /* beyond the code */
-	f->proto[luaproto_54.tt] = 6;			 /* a closure, not a Proto */
+	f->proto[luaproto__54()->tt] = 6;			 /* a closure, not a Proto */
 	assert_int_equal(resolve(f, 2, &n), -EINVAL);
 	assert_int_equal(luaname__resolve((uint32_t)getpid(), luaframe__tag(8, 1), &n), -EFAULT);
 	free(f);
