@@ -4,7 +4,7 @@
  *
  * libedgeprof.so's handler (agent/lib/luaframes.c) puts a Lua 5.4 frame into a sample's user
  * frames as a tagged word: 0xA6 in bits 63..56 (never a user address: x86_64 and arm64 user
- * space is below 2^48), the frame's instruction index (pcRel of its savedpc; LUAFRAME_PC_NONE
+ * space is below 2^48, armv7's below 2^32), the frame's instruction index (pcRel of its savedpc; LUAFRAME_PC_NONE
  * when it does not fit) in bits 55..45, its Proto address / 8 in bits 44..0.
  *
  * The profile writer names it from the process's memory (process_vm_readv) after checking the

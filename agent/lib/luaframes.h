@@ -4,11 +4,14 @@
  *
  * At start (outside the handler) the library looks for Lua in the process: the exported
  * lua_ident ("$LuaVersion: Lua 5.4.x ...", in .dynsym of Debian's lua5.4 and of liblua5.4.so)
- * says the version; a Lua without a layout here (LuaJIT, 32-bit, 5.1 without LUA51FRAMES) is
- * counted (unknown_version) and profiled natively. luaV_execute is hidden (no symbol, even dynamic):
+ * says the version; a Lua without a layout here (LuaJIT, 5.1 without LUA51FRAMES or on armv7)
+ * is counted (unknown_version) and profiled natively. 5.4's layouts: LP64 and ILP32 (armv7).
+ * luaV_execute is hidden (no symbol, even dynamic):
  * it is found as the function that holds the targets of its computed-goto table (ljumptab.h's
  * disptab, NUM_OPCODES code pointers in a row in the module's relocated data), bounded by the
- * module's .eh_frame_hdr (the word after it outside that function: arm64's lua5.4 has another
+ * module's .eh_frame_hdr, or on armv7, where Debian's binaries have no unwind tables, by its
+ * code (luaframes__code_bounds; the native walk then reads its frame from its prologue:
+ * unwind__arm_body) (the word after it outside that function: arm64's lua5.4 has another
  * table of code pointers right after it); none (a Lua built without LUA_USE_JUMPTABLE):
  * natively.
  *
