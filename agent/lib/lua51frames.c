@@ -80,7 +80,7 @@
 
 static const struct luaframes_layout state_51 = {
     .tt = L_TT, .g = L_G, .errorjmp = L_ERRORJMP, .mainthread = G_MAINTHREAD,
-    .thread = LUA_TTHREAD,
+    .thread = LUA_TTHREAD, .align_mask = 7, .align_rem = 0,
 };
 
 static struct {

@@ -31,14 +31,17 @@ struct lua54_layout {
 
 #define LUA_VTHREAD 8
 static const struct lua54_layout lua54_lp64 = {
-    .state = {.tt = 8, .g = 24, .errorjmp = 88, .mainthread = 264, .thread = LUA_VTHREAD},
+    .state = {.tt = 8, .g = 24, .errorjmp = 88, .mainthread = 264, .thread = LUA_VTHREAD,
+	      .align_mask = 7, .align_rem = 0},
     .ci = 32, .base_ci = 96, .head = 96,
     .ci_func = 0, .ci_previous = 16, .ci_savedpc = 32, .ci_callstatus = 62, .ci_size = 64,
     .cl_tt = 8, .cl_p = 24, .cl_size = 32,
 };
-/* ILP32: lua_State is 4-aligned (no 8-byte field), so a state sits 4 bytes into its block */
+/* ILP32: lua_State is 4-aligned (no 8-byte field), so a state sits LUA_EXTRASPACE (a pointer)
+ * into its 8-aligned block: 4 mod 8, which halves the stack words a scan tries */
 static const struct lua54_layout lua54_ilp32 = {
-    .state = {.tt = 4, .g = 16, .errorjmp = 48, .mainthread = 164, .thread = LUA_VTHREAD},
+    .state = {.tt = 4, .g = 16, .errorjmp = 48, .mainthread = 164, .thread = LUA_VTHREAD,
+	      .align_mask = 7, .align_rem = 4},
     .ci = 20, .base_ci = 52, .head = 52,
     .ci_func = 0, .ci_previous = 8, .ci_savedpc = 16, .ci_callstatus = 34, .ci_size = 36,
     .cl_tt = 4, .cl_p = 12, .cl_size = 16,
@@ -500,8 +503,9 @@ static bool vm_peek(struct luaframes_vm *vm, uintptr_t addr, void *buf, size_t l
 	return selfread__peek(addr, buf, len, &vm->st->read_errors);
 }
 
-/* Is w a lua_State (main, or a coroutine of a main state's universe)? Up to three reads. */
-static bool is_state(struct luaframes_vm *vm, uintptr_t w)
+/* Is w a lua_State (main, or a coroutine of a main state's universe)? Up to three reads.
+ * *main: its universe's main state (checked as one). */
+static bool is_state(struct luaframes_vm *vm, uintptr_t w, uintptr_t *main_out)
 {
 	const struct luaframes_layout *l = vm->layout;
 	unsigned char h[STATE_HEAD], m[STATE_HEAD];
@@ -513,10 +517,11 @@ static bool is_state(struct luaframes_vm *vm, uintptr_t w)
 	g = luafield__word(h, l->g);
 	if (!g || (g & WORD_MASK) || !vm_peek(vm, g + l->mainthread, &main, sizeof(main)))
 		return false;
+	*main_out = main;
 	if (main == w)
 		return true;
-	return !(main & WORD_MASK) && vm_peek(vm, main, m, len) && m[l->tt] == l->thread &&
-	       luafield__word(m, l->g) == g;
+	return (main & l->align_mask) == l->align_rem && vm_peek(vm, main, m, len) &&
+	       m[l->tt] == l->thread && luafield__word(m, l->g) == g;
 }
 
 static bool known_state(const struct luaframes_vm *vm, uintptr_t w)
@@ -561,7 +566,8 @@ __attribute__((noinline)) void luaframes__scan(struct luaframes_vm *vm,
 					       struct selfread_window *win, uintptr_t sp,
 					       uintptr_t hi)
 {
-	uintptr_t end = sp + CONFIG_LUAFRAMES_SCAN_BYTES, w;
+	const struct luaframes_layout *l = vm->layout;
+	uintptr_t end = sp + CONFIG_LUAFRAMES_SCAN_BYTES, w, main;
 	unsigned int tried = 0;
 
 	__atomic_fetch_add(&vm->st->scans, 1, __ATOMIC_RELAXED);
@@ -571,11 +577,16 @@ __attribute__((noinline)) void luaframes__scan(struct luaframes_vm *vm,
 	for (uintptr_t a = sp & ~WORD_MASK; a + sizeof(w) <= end && tried < 64; a += sizeof(w)) {
 		if (!stack_word(vm, win, a, end, &w))
 			break;
-		if ((w & WORD_MASK) || w < 65536 || (uint64_t)w >> 47 || (w >= sp && w < end) || known_state(vm, w))
+		if ((w & l->align_mask) != l->align_rem || w < 65536 || (uint64_t)w >> 47 ||
+		    (w >= sp && w < end) || known_state(vm, w))
 			continue;
 		tried++;
-		if (is_state(vm, w))
-			add_state(vm, w);
+		if (!is_state(vm, w, &main))
+			continue;
+		add_state(vm, w);
+		/* a coroutine's resumer, often deeper than the candidates read reach */
+		if (main != w && !known_state(vm, main))
+			add_state(vm, main);
 	}
 	selfread__reset(win);
 }

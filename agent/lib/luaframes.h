@@ -118,6 +118,7 @@ struct luaframes_layout {
 	unsigned int errorjmp;	 /* errorJmp: a local of luaD_rawrunprotected while it runs */
 	unsigned int mainthread; /* global_State.mainthread */
 	unsigned char thread;	 /* a thread's type tag: LUA_VTHREAD (5.4), LUA_TTHREAD (5.1) */
+	unsigned char align_mask, align_rem; /* a state's address & mask: its offset in its block */
 };
 
 /* One Lua VM of the process: its known states, its luaV_execute, where its walker counts. */

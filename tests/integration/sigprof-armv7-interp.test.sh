@@ -144,6 +144,40 @@ check("lua-armv7: its layout held (mismatches < 1 % of the spliced samples: a to
       "leaf in the 6 bytes past luaV_execute), names read (unreadable=0)",
       m and int(m.group(2)) * 100 < int(m.group(1)) and "unreadable=0 " in hdr)
 
+# a coroutine (tests/workloads/luaco.lua, as sigprof-lua checks it on the host): its frames
+# (leaf <- gen) above lua_resume, the resumer's (driver) below, in >= 90 % of the samples
+# under driver (the rest: the 64 samples a thread waits between two scans for states, when the
+# first found only the main state)
+co = f"{work}/luaco.lua"
+out = os.path.join(tmp, "co.pb.gz")
+root = sb.cross_root(top, "armhf")
+libs = f"{root}/usr/lib/{T}:{root}/lib/{T}:{top}/build/sysroot-armhf/usr/lib/{T}"
+res = subprocess.run(["qemu-arm", "-L", f"/usr/{T}", "-E", f"LD_LIBRARY_PATH={libs}", "-E",
+                      f"LD_PRELOAD={LIB}", "-E", f"EDGEPROF_OUTPUT={out}", "-E", "EDGEPROF_HZ=199",
+                      lua[0], co, "4"], capture_output=True, text=True, timeout=600)
+check("lua-armv7 coroutine: output 'true true'", res.stdout.split() == ["true", "true"])
+firstco = {re.match(r"local function (\w+)", l).group(1): n + 1
+           for n, l in enumerate(open(co).read().splitlines())
+           if re.match(r"local function (\w+)", l)}
+fn = {f"function <{co}:{v}>": k for k, v in firstco.items()}
+under = whole = 0.0
+for s in pt.samples(out):
+    names = [fn.get(f, f) for f in s.frames]
+    if "driver" not in names:
+        continue
+    under += s.value
+    i = names.index("driver")
+    script = [n for n in names[:i] if n in firstco]
+    if script[-2:] == ["leaf", "gen"] and "lua_resume" in names[names.index("gen"):i]:
+        whole += s.value
+print(f"lua-armv7 coroutine: under driver {under / 1e9:.2f} s, leaf <- gen <- lua_resume <- "
+      f"driver {100 * whole / max(under, 1):.1f} %")
+for l in pt.header(out):
+    if re.match(r"edgeprof lua", l):
+        print("  " + l.strip())
+check("lua-armv7 coroutine: >= 90 % of the samples under driver whole",
+      under > 0.5e9 and whole >= 0.9 * under)
+
 # the controls: the native walk alone names no handler
 for tag, argv, env, handler in (("python-armv7-off", py[:2] + ["2"], "EDGEPROF_PYTHON=0",
                                  py_handler),
