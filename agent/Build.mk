@@ -58,6 +58,9 @@ libedgeprof-py-$(CONFIG_PYFRAMES) := agent/lib/pyframes.o
 libedgeprof-lua-$(CONFIG_LUAFRAMES) := agent/lib/luaframes.o
 # Lua 5.1's (agent/lib/lua51frames.c).
 libedgeprof-lua-$(CONFIG_LUA51FRAMES) += agent/lib/lua51frames.o
+# armv7: luaV_execute's bounds read from the code (no unwind tables in Debian's armhf lua5.4).
+libedgeprof-luaarm-$(CONFIG_ARCH_ARM) := agent/lib/luaarm.o
+libedgeprof-lua-$(CONFIG_LUAFRAMES) += $(libedgeprof-luaarm-y)
 # Fault-free reads of the process's own memory, for both interpreters' walkers.
 libedgeprof-selfread-$(CONFIG_PYFRAMES) := agent/lib/selfread.o
 libedgeprof-selfread-$(CONFIG_LUAFRAMES) := agent/lib/selfread.o

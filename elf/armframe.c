@@ -338,6 +338,12 @@ static enum sim_step t32(struct sim *s, uint16_t hw1, uint16_t hw2)
 	    ((hw1 & 0xfe2f) == 0xe82d) || ((hw1 & 0xfe50) == 0xe810 && (hw2 & 0x8000)) ||
 	    ((hw1 & 0xfe6f) == 0xe86d))
 		return S_FAIL; /* sp or pc set otherwise: alloca, jumps, other stack writebacks */
+	if (hw1 == 0xf8dd && rt == 14) { /* ldr.w lr, [sp, #imm12]: lr reloaded from its slot */
+		/* libgcc's __aeabi_ldivmod (strd ip, lr, [sp, #-16]! ... ldr.w lr, [sp, #4];
+		 * add sp, #16; bx lr): 64-bit division on armv7, e.g. every Lua integer % */
+		s->lr = stack_word(s, s->d + (int32_t)(hw2 & 0xfff));
+		return S_NEXT;
+	}
 	if ((ldr && rt == 14) ||
 	    (((hw1 & 0xf800) == 0xf000 || (hw1 & 0xfe00) == 0xea00) && rd == 14))
 		s->lr.kind = V_NONE; /* lr used as a scratch register */
@@ -449,6 +455,10 @@ static bool forward(const struct armframe_code *c, uint32_t pc, bool exact, unsi
 	return false;
 }
 
+/* A function's body begins at most this far past its push of lr: prologue_extra() reads up to
+ * 8 instructions after it. */
+#define BODY_AFTER_PUSH 34
+
 /* ---- backward: the prologue before pc ---------------------------------------------------- */
 
 /* A push that saves lr at a (Thumb: push, push.w, str lr, [sp, #-4]!): its register list. */
@@ -542,13 +552,33 @@ static int64_t prologue_extra(const struct armframe_code *c, uint32_t a, uint32_
 	return extra;
 }
 
+/* The frame at pc of the function whose push of lr (list) is at a: the push, then the sub sp
+ * and vpush between it and pc. */
+static bool frame_after_push(const struct armframe_code *c, uint32_t a, uint32_t list,
+			     uint32_t pc, bool thumb, struct armframe *f)
+{
+	uint32_t size = 4 * (uint32_t)__builtin_popcount(list), pushed = 4;
+	uint16_t hw;
+	int64_t extra;
+
+	if (thumb && read16(c, a, &hw) && !thumb32(hw))
+		pushed = 2;
+	extra = prologue_extra(c, a + pushed, pc & ~1u, thumb);
+	if (extra > (1 << 20))
+		return false;
+	f->cfa = size + (uint32_t)extra;
+	f->ra_off = (uint32_t)extra + 4 * (uint32_t)__builtin_popcount(list & 0x3fff);
+	f->ra_in_lr = false;
+	f->saved_mask = (uint16_t)(list & 0x0ff0);
+	f->saved_off = (uint32_t)extra + 4 * (uint32_t)__builtin_popcount(list & 0xf);
+	return true;
+}
+
 static bool backward(const struct armframe_code *c, uint32_t pc, bool exact,
 		     unsigned int budget, struct armframe *f)
 {
 	bool thumb = pc & 1;
-	uint32_t step = thumb ? 2 : 4, a = pc & ~1u, list = 0, size, pushed = 4;
-	uint16_t hw;
-	int64_t extra;
+	uint32_t step = thumb ? 2 : 4, a = pc & ~1u, list = 0;
 
 	while (f->insns < budget && a >= c->lo + step) {
 		a -= step;
@@ -561,18 +591,7 @@ static bool backward(const struct armframe_code *c, uint32_t pc, bool exact,
 	}
 	if (!list || (exact && a == (pc & ~1u)))
 		return false; /* none, or pc is the push itself: nothing saved yet (forward's case) */
-	if (thumb && read16(c, a, &hw) && !thumb32(hw))
-		pushed = 2;
-	size = 4 * (uint32_t)__builtin_popcount(list);
-	extra = prologue_extra(c, a + pushed, pc & ~1u, thumb);
-	if (extra > (1 << 20))
-		return false;
-	f->cfa = size + (uint32_t)extra;
-	f->ra_off = (uint32_t)extra + 4 * (uint32_t)__builtin_popcount(list & 0x3fff);
-	f->ra_in_lr = false;
-	f->saved_mask = (uint16_t)(list & 0x0ff0);
-	f->saved_off = (uint32_t)extra + 4 * (uint32_t)__builtin_popcount(list & 0xf);
-	return true;
+	return frame_after_push(c, a, list, pc, thumb, f);
 }
 
 bool armframe__analyze(const struct armframe_code *c, uint32_t pc, bool exact,
@@ -604,6 +623,48 @@ bool armframe__prologue(const struct armframe_code *c, uint32_t pc, bool exact,
 	if (f->saved_off + 4u * (unsigned int)__builtin_popcount(f->saved_mask) != f->ra_off)
 		f->saved_mask = 0;
 	return true;
+}
+
+uint32_t armframe__push_before(const struct armframe_code *c, uint32_t pc, unsigned int budget)
+{
+	uint32_t a = pc & ~1u;
+	unsigned int n = 0;
+
+	while (n < budget && a >= c->lo + 2) {
+		a -= 2;
+		n++;
+		if (saves_lr(c, a, true) && boundary(c, a, budget, &n) &&
+		    lands_on(c, a, pc & ~1u, budget, &n))
+			return a | 1;
+	}
+	return 0;
+}
+
+bool armframe__body(const struct armframe_code *c, uint32_t start, uint32_t pc,
+		    struct armframe *f)
+{
+	uint32_t a = armframe__push_after(c, start, 8) & ~1u;
+
+	memset(f, 0, sizeof(*f));
+	if (!a || (pc & ~1u) < a + BODY_AFTER_PUSH || !(pc & 1) ||
+	    !frame_after_push(c, a, saves_lr(c, a, true), c->hi, true, f))
+		return false;
+	f->how = ARMFRAME_BACKWARD;
+	f->insns = 16;
+	return true;
+}
+
+uint32_t armframe__push_after(const struct armframe_code *c, uint32_t pc, unsigned int budget)
+{
+	uint32_t a = pc & ~1u;
+	uint16_t hw;
+
+	for (unsigned int n = 0; n < budget && read16(c, a, &hw); n++) {
+		if (saves_lr(c, a, true))
+			return a | 1;
+		a += thumb32(hw) ? 4 : 2;
+	}
+	return 0;
 }
 
 bool armframe__after_call(const struct armframe_code *c, uint32_t ra)

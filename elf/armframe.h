@@ -75,6 +75,25 @@ bool armframe__analyze(const struct armframe_code *c, uint32_t pc, bool exact,
 bool armframe__prologue(const struct armframe_code *c, uint32_t pc, bool exact,
 			unsigned int budget, struct armframe *f);
 
+/*
+ * Thumb-2 function edges where no table gives them (at start, not in the handler): the nearest
+ * push of lr before pc (on an instruction boundary: decoding from it lands on pc), and the first
+ * one from pc on (decoding forward). Bit 0 set; 0: none within budget instructions. A leaf
+ * (no push) between two such pushes is not seen.
+ */
+uint32_t armframe__push_before(const struct armframe_code *c, uint32_t pc, unsigned int budget);
+uint32_t armframe__push_after(const struct armframe_code *c, uint32_t pc, unsigned int budget);
+
+/*
+ * The frame at pc in the body of the Thumb-2 function whose code begins at start (bit 0 set;
+ * its push of lr within its first 8 instructions): the push, and the sub sp / vpush right after
+ * it. Right from the end of the prologue to the epilogue, where a function without alloca keeps
+ * one frame; false before (pc within the push's first 34 bytes). For a function whose edges
+ * are known and whose size is beyond the readings' budget (an interpreter's loop, 13-60 KiB).
+ */
+bool armframe__body(const struct armframe_code *c, uint32_t start, uint32_t pc,
+		    struct armframe *f);
+
 /* ra (bit 0: Thumb) follows a call instruction (bl, blx) in c: a plausible return address. */
 bool armframe__after_call(const struct armframe_code *c, uint32_t ra);
 

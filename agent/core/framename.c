@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -38,6 +39,39 @@ static bool self_mem_proven(void)
 	return ok == 1;
 }
 
+/*
+ * Through a pipe: write(2) from our own address fails with EFAULT where nothing is mapped (as
+ * qemu-user checks a guest's buffers), and what went in comes back out. For a 32-bit guest
+ * under qemu, where /proc/self/mem reads the emulator's addresses. One pipe, made on first use,
+ * kept (two descriptors) and shared under a lock: the namers' caches have locks of their own.
+ */
+#define PIPE_CHUNK 4096 /* below any pipe's capacity: a write never blocks or splits */
+static int self_pipe_read(uint64_t addr, void *buf, size_t len)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static int fd[2] = {-1, -1};
+	int err = 0;
+
+	pthread_mutex_lock(&lock);
+	if (fd[0] < 0 && pipe2(fd, O_CLOEXEC | O_NONBLOCK))
+		fd[0] = fd[1] = -1;
+	for (size_t done = 0; !err && done < len;) {
+		size_t n = len - done < PIPE_CHUNK ? len - done : PIPE_CHUNK;
+
+		if (fd[0] < 0 || write(fd[1], (const void *)(uintptr_t)(addr + done), n) != (ssize_t)n ||
+		    read(fd[0], (char *)buf + done, n) != (ssize_t)n)
+			err = -EFAULT;
+		done += n;
+	}
+	if (err && fd[0] >= 0) { /* a write cut short at a fault left bytes in it: a new one */
+		close(fd[0]);
+		close(fd[1]);
+		fd[0] = fd[1] = -1;
+	}
+	pthread_mutex_unlock(&lock);
+	return err;
+}
+
 int framename__peek(uint32_t pid, uint64_t addr, void *buf, size_t len)
 {
 	struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)addr, len};
@@ -50,9 +84,9 @@ int framename__peek(uint32_t pid, uint64_t addr, void *buf, size_t len)
 	r = process_vm_readv((pid_t)pid, &local, 1, &remote, 1, 0);
 	if (r == (ssize_t)len)
 		return 0;
-	if (r < 0 && errno == ENOSYS && pid == (uint32_t)getpid() && self_mem_proven())
-		return self_mem_read(addr, buf, len);
-	return -EFAULT;
+	if (r >= 0 || errno != ENOSYS || pid != (uint32_t)getpid())
+		return -EFAULT;
+	return self_mem_proven() ? self_mem_read(addr, buf, len) : self_pipe_read(addr, buf, len);
 }
 
 int framename__resolve(struct framename_cache *c, uint32_t pid, uint64_t key, uint64_t hash,

@@ -55,8 +55,9 @@ int framename__resolve(struct framename_cache *c, uint32_t pid, uint64_t key, ui
 /*
  * len bytes of pid's memory at addr: 0 or -EFAULT. process_vm_readv; where it is missing
  * (qemu-user), this process's own /proc/self/mem, once a canary read through it came back
- * right (a 32-bit guest's addresses are not the emulator's: there it does not, and nothing is
- * read). Not async-signal-safe: the namers' drain pass and the profile writer.
+ * right; else (a 32-bit guest, whose addresses are not the emulator's) through a pipe, written
+ * from the address (EFAULT where unmapped) and read back. Not async-signal-safe: the namers'
+ * drain pass and the profile writer.
  */
 int framename__peek(uint32_t pid, uint64_t addr, void *buf, size_t len);
 

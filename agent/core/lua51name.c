@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/uio.h>
 
 #include "agent/core/luaname.h"
 
@@ -22,13 +21,11 @@
 #define LUA_TSTRING 4
 #define LUA_TPROTO 9
 
+/* framename__peek: process_vm_readv, or this process's own memory where it is missing
+ * (qemu-user) */
 static int peek(uint32_t pid, uint64_t addr, void *buf, size_t len)
 {
-	struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)addr, len};
-
-	return addr && process_vm_readv((pid_t)pid, &local, 1, &remote, 1, 0) == (ssize_t)len
-		   ? 0
-		   : -EFAULT;
+	return framename__peek(pid, addr, buf, len);
 }
 
 static int read_source(uint32_t pid, uint64_t addr, char *out, size_t max)

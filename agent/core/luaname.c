@@ -7,11 +7,20 @@
 
 #include "agent/core/luaname.h"
 
-/* Lua 5.4.0-5.4.8 LP64 (lobject.h; offsetof() checked against Debian's 5.4.4 sources). */
-const struct luaproto_layout luaproto_54 = {
+/*
+ * Lua 5.4.0-5.4.8 (lobject.h): offsetof() of Debian's 5.4.4 sources compiled by
+ * tests/offsets/lua54.c, LP64 with gcc (x86_64; the same on aarch64), ILP32 with
+ * arm-linux-gnueabihf-gcc and run under qemu-arm. size: the bytes read, up to source.
+ */
+const struct luaproto_layout luaproto_54_lp64 = {
     .tt = 8, .sizecode = 24, .sizelineinfo = 28, .sizeabslineinfo = 40, .linedefined = 44,
     .code = 64, .lineinfo = 88, .abslineinfo = 96, .source = 112, .size = 120,
     .str_tt = 8, .str_shrlen = 11, .str_lnglen = 16, .str_contents = 24,
+};
+const struct luaproto_layout luaproto_54_ilp32 = {
+    .tt = 4, .sizecode = 20, .sizelineinfo = 24, .sizeabslineinfo = 36, .linedefined = 40,
+    .code = 52, .lineinfo = 64, .abslineinfo = 68, .source = 76, .size = 80,
+    .str_tt = 4, .str_shrlen = 7, .str_lnglen = 12, .str_contents = 16,
 };
 
 #define LUA_VPROTO 10
@@ -67,7 +76,7 @@ void luaname__set(struct framename *out, const char file[FRAMENAME_MAX], int64_t
 /* The chunk name at addr (a 5.4 TString), as luaname__chunkid() shows it. */
 static int read_source(uint32_t pid, uint64_t addr, char *out, size_t max)
 {
-	const struct luaproto_layout *l = &luaproto_54;
+	const struct luaproto_layout *l = luaproto__54();
 	unsigned char h[32];
 	char raw[FRAMENAME_MAX];
 	uint64_t len;
@@ -91,7 +100,7 @@ static int read_source(uint32_t pid, uint64_t addr, char *out, size_t max)
 /* luaG_getfuncline(): the last absolute line at or before pc, plus the byte deltas after it. */
 static int64_t read_line(uint32_t pid, const unsigned char *p, unsigned int pc)
 {
-	const struct luaproto_layout *l = &luaproto_54;
+	const struct luaproto_layout *l = luaproto__54();
 	int32_t nabs = luafield__int32(p, l->sizeabslineinfo);
 	int32_t nline = luafield__int32(p, l->sizelineinfo);
 	int32_t abs[2 * (LUAFRAME_PC_NONE / MAXIWTHABS + 2)];
@@ -117,7 +126,7 @@ static int64_t read_line(uint32_t pid, const unsigned char *p, unsigned int pc)
 
 static int read_proto(uint32_t pid, uint64_t v, struct framename *out)
 {
-	const struct luaproto_layout *l = &luaproto_54;
+	const struct luaproto_layout *l = luaproto__54();
 	uint64_t proto = (v & LUAFRAME_PROTO_MASK) << 3;
 	unsigned int pc = (unsigned int)(v >> 45) & LUAFRAME_PC_NONE;
 	unsigned char p[128];

@@ -4,7 +4,7 @@
  *
  * libedgeprof.so's handler (agent/lib/luaframes.c) puts a Lua 5.4 frame into a sample's user
  * frames as a tagged word: 0xA6 in bits 63..56 (never a user address: x86_64 and arm64 user
- * space is below 2^48), the frame's instruction index (pcRel of its savedpc; LUAFRAME_PC_NONE
+ * space is below 2^48, armv7's below 2^32), the frame's instruction index (pcRel of its savedpc; LUAFRAME_PC_NONE
  * when it does not fit) in bits 55..45, its Proto address / 8 in bits 44..0.
  *
  * The profile writer names it from the process's memory (process_vm_readv) after checking the
@@ -58,19 +58,26 @@ static inline uint64_t lua51frame__tag(uintptr_t proto, unsigned int pc)
 	return (luaframe__tag(proto, pc) & ((1ull << 56) - 1)) | LUA51FRAME_TAG << 56;
 }
 
-/* Lua 5.4's Proto and TString fields the handler and the writer read (LP64; lobject.h). */
+/* Lua 5.4's Proto and TString fields the handler and the writer read (lobject.h), one table
+ * per ABI (luaname.c): the library reads its own process, so the build's pointer size picks. */
 struct luaproto_layout {
 	uint16_t tt, sizecode, sizelineinfo, sizeabslineinfo, linedefined;
 	uint16_t code, lineinfo, abslineinfo, source, size;
 	uint16_t str_tt, str_shrlen, str_lnglen, str_contents;
 };
 
-extern const struct luaproto_layout luaproto_54;
+extern const struct luaproto_layout luaproto_54_lp64, luaproto_54_ilp32;
 
-/* The fields at off of a Lua object's bytes b as read (copied: b need not be aligned). */
-static inline uint64_t luafield__word(const unsigned char *b, unsigned int off)
+static inline const struct luaproto_layout *luaproto__54(void)
 {
-	uint64_t v;
+	return sizeof(void *) == 8 ? &luaproto_54_lp64 : &luaproto_54_ilp32;
+}
+
+/* The pointer-sized field (a pointer, size_t) at off of a Lua object's bytes b as read (copied:
+ * b need not be aligned). ILP32: 4 bytes, the rest of an 8-byte Value may be stale. */
+static inline uintptr_t luafield__word(const unsigned char *b, unsigned int off)
+{
+	uintptr_t v;
 
 	memcpy(&v, b + off, sizeof(v));
 	return v;

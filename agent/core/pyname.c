@@ -10,22 +10,31 @@
 
 
 /*
- * CPython 3.11 (Include/cpython/code.h, unicodeobject.h; checked with ctypes on Debian 12's
- * python3.11 3.11.2 x86_64, the same on aarch64). Other versions: not in the table, so their
- * processes are sampled natively (agent/lib/pyframes.c counts them).
+ * CPython 3.11 (Include/cpython/code.h, unicodeobject.h, bytesobject.h), per ABI (ptr: the
+ * pointer size; the reader's own, as its target's: libedgeprof.so reads its own process, the
+ * BPF agent the host's): offsetof() compiled by tests/offsets/py311.c against Debian 12's
+ * python3.11-dev headers, LP64 with gcc (x86_64; checked with ctypes on 3.11.2 x86_64 and
+ * aarch64), ILP32 with arm-linux-gnueabihf-gcc (armhf pyconfig.h) run under qemu-arm. Other
+ * versions: not in the table, so their processes are sampled natively (counted).
  */
 static const struct pycode_layout layouts[] = {
-    {.minor = 11, .firstlineno = 72, .filename = 112, .name = 120, .qualname = 128,
+    {.minor = 11, .ptr = 8, .firstlineno = 72, .filename = 112, .name = 120, .qualname = 128,
      .linetable = 136, .code_adaptive = 184, .str_length = 16, .str_state = 32,
      .str_ascii_data = 48, .bytes_size = 16, .bytes_data = 32},
+    {.minor = 11, .ptr = 4, .firstlineno = 48, .filename = 80, .name = 84, .qualname = 88,
+     .linetable = 92, .code_adaptive = 116, .str_length = 8, .str_state = 16,
+     .str_ascii_data = 24, .bytes_size = 8, .bytes_data = 16},
 };
+
+/* PyObject's ob_type; PyTypeObject's tp_name, tp_basicsize right after it (object.h): the
+ * object header's words, after ob_refcnt (and ob_size in a type object) */
+#define OB_TYPE sizeof(uintptr_t)
+#define TP_NAME (3 * sizeof(uintptr_t))
 
 const struct pycode_layout *pycode__layout(unsigned int minor)
 {
-	if (sizeof(void *) != 8)
-		return NULL; /* ILP32 offsets not verified on a target yet */
 	for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++)
-		if (layouts[i].minor == minor)
+		if (layouts[i].minor == minor && layouts[i].ptr == sizeof(void *))
 			return &layouts[i];
 	return NULL;
 }
@@ -34,7 +43,7 @@ const struct pycode_layout *pycode__layout(unsigned int minor)
 static const struct pycode_layout *layout_of_size(uint64_t basicsize)
 {
 	for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++)
-		if (layouts[i].code_adaptive == basicsize)
+		if (layouts[i].code_adaptive == basicsize && layouts[i].ptr == sizeof(void *))
 			return pycode__layout(layouts[i].minor);
 	return NULL;
 }
@@ -50,9 +59,10 @@ static int peek(uint32_t pid, uint64_t addr, void *buf, size_t len)
 	return framename__peek(pid, addr, buf, len);
 }
 
-static uint64_t word(const unsigned char *b, unsigned int off)
+/* A pointer-sized field (a pointer, Py_ssize_t) of an object's bytes b as read. */
+static uintptr_t word(const unsigned char *b, unsigned int off)
 {
-	uint64_t v;
+	uintptr_t v;
 
 	memcpy(&v, b + off, sizeof(v));
 	return v;
@@ -87,11 +97,11 @@ static int read_str(uint32_t pid, const struct pycode_layout *l, uint64_t addr, 
  */
 static const struct pycode_layout *code_layout(uint32_t pid, const unsigned char *obj, int *err)
 {
-	uint64_t type = word(obj, 8), head[2];
+	uintptr_t type = word(obj, OB_TYPE), head[2];
 	const struct pycode_layout *l;
 	char name[8];
 
-	if (peek(pid, type + 24, head, sizeof(head)) || peek(pid, head[0], name, 5)) {
+	if (peek(pid, type + TP_NAME, head, sizeof(head)) || peek(pid, head[0], name, 5)) {
 		*err = -EFAULT;
 		stats.not_code++;
 		return NULL;
@@ -112,11 +122,11 @@ static const struct pycode_layout *code_layout(uint32_t pid, const unsigned char
 /* Is the object at addr a bytes object: its type's tp_name "bytes"? */
 static bool is_bytes(uint32_t pid, uint64_t addr)
 {
-	uint64_t type, tp_name;
+	uintptr_t type, tp_name;
 	char name[8];
 
-	return !peek(pid, addr + 8, &type, sizeof(type)) &&
-	       !peek(pid, type + 24, &tp_name, sizeof(tp_name)) && !peek(pid, tp_name, name, 6) &&
+	return !peek(pid, addr + OB_TYPE, &type, sizeof(type)) &&
+	       !peek(pid, type + TP_NAME, &tp_name, sizeof(tp_name)) && !peek(pid, tp_name, name, 6) &&
 	       !memcmp(name, "bytes", 6);
 }
 
@@ -127,7 +137,7 @@ static bool is_bytes(uint32_t pid, uint64_t addr)
 static int64_t unit_line(uint32_t pid, const struct pycode_layout *l, const unsigned char *obj,
 			 unsigned int unit1, int32_t first)
 {
-	uint64_t lt = word(obj, l->linetable), size = 0;
+	uintptr_t lt = word(obj, l->linetable), size = 0;
 	int32_t line;
 	size_t len;
 	int err;

@@ -6,7 +6,8 @@
  * 63..56 (never a user address: x86_64 and arm64 user space is below 2^48), the code unit the
  * frame executes plus one in bits 55..45 (0: not started, the first line; PYFRAME_UNIT_FAR:
  * past the field, the first line, counted), its code object (PyCodeObject *) / 8 in bits
- * 44..0. The profile writer names it from the process's memory (process_vm_readv: the process
+ * 44..0 (/ 4 in a 32-bit build: a 32-bit interpreter's deep-frozen code objects, static in its
+ * data, are only 4-aligned). The profile writer names it from the process's memory (process_vm_readv: the process
  * itself, or the agent's target as root), after checking the object is a code object (its
  * type's tp_name is "code") of a version it knows (the type's tp_basicsize, which is where
  * the bytecode starts, tells 3.11 from 3.12 and 3.13) and its strings compact ASCII; else the
@@ -32,18 +33,19 @@
 #define PYFRAME_UNIT_BITS 11
 #define PYFRAME_UNIT_FAR ((1u << PYFRAME_UNIT_BITS) - 1)
 #define PYFRAME_CODE_MASK ((1ull << 45) - 1)
+#define PYFRAME_CODE_SHIFT (sizeof(void *) == 8 ? 3 : 2)
 
 /* unit1: the code unit executed plus one, 0 when the frame has not started one. */
 static inline uint64_t pyframe__tag(uintptr_t code, unsigned int unit1)
 {
 	if (unit1 > PYFRAME_UNIT_FAR)
 		unit1 = PYFRAME_UNIT_FAR;
-	return PYFRAME_TAG << 56 | (uint64_t)unit1 << 45 | ((uint64_t)code >> 3 & PYFRAME_CODE_MASK);
+	return PYFRAME_TAG << 56 | (uint64_t)unit1 << 45 | ((uint64_t)code >> PYFRAME_CODE_SHIFT & PYFRAME_CODE_MASK);
 }
 
 static inline uintptr_t pyframe__code(uint64_t v)
 {
-	return (uintptr_t)((v & PYFRAME_CODE_MASK) << 3);
+	return (uintptr_t)((v & PYFRAME_CODE_MASK) << PYFRAME_CODE_SHIFT);
 }
 
 static inline unsigned int pyframe__unit1(uint64_t v)
@@ -66,9 +68,10 @@ struct pyname_stats {
 	uint64_t lines, line_far, line_none, line_cut, line_bad;
 };
 
-/* Code-object layout of one interpreter version (LP64): what the writer reads. */
+/* Code-object layout of one interpreter version and ABI (ptr: pointer size): what the writer
+ * reads. */
 struct pycode_layout {
-	unsigned int minor;
+	unsigned int minor, ptr;
 	uint16_t firstlineno, filename, name, qualname; /* in PyCodeObject */
 	uint16_t linetable, code_adaptive;		/* co_linetable; the bytecode */
 	uint16_t str_length, str_state, str_ascii_data; /* in PyASCIIObject */

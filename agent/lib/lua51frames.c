@@ -27,7 +27,8 @@
  * activation. The runs of frames replace the activations as in luaframes.h, or nothing is
  * replaced and the sample is counted (mismatch). Frames are tagged LUA51FRAME_TAG
  * (agent/core/luaname.h) and named by the profile writer. Every read goes through
- * process_vm_readv (agent/lib/selfread.h): one per sample for the states' headers and 4 KiB of
+ * agent/lib/selfread.h (plain loads where proven mapped: all of them under qemu-user, which has
+ * no process_vm_readv; else process_vm_readv): one per sample for the states' headers and 4 KiB of
  * the CallInfo array and of the Lua stack from where the last sample found them, more only for
  * what lies elsewhere or misses the per-thread caches (closure -> Proto, call site -> opcode).
  * LP64 layouts only.
@@ -38,7 +39,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -80,7 +80,7 @@
 
 static const struct luaframes_layout state_51 = {
     .tt = L_TT, .g = L_G, .errorjmp = L_ERRORJMP, .mainthread = G_MAINTHREAD,
-    .thread = LUA_TTHREAD,
+    .thread = LUA_TTHREAD, .align_mask = 7, .align_rem = 0,
 };
 
 static struct {
@@ -332,8 +332,9 @@ static void prefetch(bool *heads_ok)
 	remote[n++] = (struct iovec){(void *)hint.stack_lo, SELFREAD_WINDOW};
 	selfread__reset(&ci_window);
 	selfread__reset(&stack_window);
-	r = syscall(SYS_process_vm_readv, getpid(), local, (unsigned long)n, remote,
-		    (unsigned long)n, 0UL);
+	/* through the reader: its direct paths where proven, and under qemu-user (no
+	 * process_vm_readv) the only way in */
+	r = selfread__readv(local, remote, (unsigned long)n);
 	for (unsigned int v = 0; v < states && r >= (long)L_HEAD * (v + 1); v++)
 		heads_ok[slot[v]] = true;
 	r -= (long)L_HEAD * states;

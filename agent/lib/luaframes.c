@@ -13,35 +13,50 @@
 #include "agent/core/luaname.h"
 #include "agent/lib/luaframes.h"
 #include "agent/lib/selfread.h"
+#include "agent/lib/unwind.h"
 
-/* Lua 5.4.0-5.4.8 LP64 (lstate.h; offsetof() checked against Debian's 5.4.4 sources). */
-#define L_TT 8		    /* lua_State: CommonHeader's type byte */
-#define L_G 24		    /* l_G */
-#define L_CI 32		    /* ci */
-#define L_ERRORJMP 88	    /* errorJmp */
-#define L_BASE_CI 96	    /* base_ci (embedded: the chain's end) */
-#define L_HEAD 96	    /* bytes of the header read per sample */
-#define G_MAINTHREAD 264    /* global_State.mainthread */
-#define CI_FUNC 0	    /* CallInfo: func (a StackValue *) */
-#define CI_PREVIOUS 16
-#define CI_SAVEDPC 32	    /* u.l.savedpc */
-#define CI_CALLSTATUS 62
-#define CI_SIZE 64
-#define CL_TT 8		    /* LClosure */
-#define CL_P 24
-#define CL_SIZE 32
+/*
+ * Lua 5.4.0-5.4.8's lua_State, CallInfo and LClosure (lstate.h, lobject.h), one table per ABI:
+ * offsetof() of Debian's 5.4.4 sources compiled by tests/offsets/lua54.c, LP64 with gcc
+ * (x86_64; the same on aarch64), ILP32 with arm-linux-gnueabihf-gcc and run under qemu-arm
+ * (Thumb-2 armhf). The library reads its own process: the build's pointer size picks (L54).
+ */
+struct lua54_layout {
+	struct luaframes_layout state; /* tt, l_G, errorJmp, global_State.mainthread */
+	uint16_t ci, base_ci;	       /* lua_State: ci; base_ci (embedded: the chain's end) */
+	uint16_t head;		       /* bytes of a state's header read per sample */
+	uint16_t ci_func, ci_previous, ci_savedpc, ci_callstatus, ci_size; /* CallInfo */
+	uint16_t cl_tt, cl_p, cl_size; /* LClosure */
+};
+
 #define LUA_VTHREAD 8
+static const struct lua54_layout lua54_lp64 = {
+    .state = {.tt = 8, .g = 24, .errorjmp = 88, .mainthread = 264, .thread = LUA_VTHREAD,
+	      .align_mask = 7, .align_rem = 0},
+    .ci = 32, .base_ci = 96, .head = 96,
+    .ci_func = 0, .ci_previous = 16, .ci_savedpc = 32, .ci_callstatus = 62, .ci_size = 64,
+    .cl_tt = 8, .cl_p = 24, .cl_size = 32,
+};
+/* ILP32: lua_State is 4-aligned (no 8-byte field), so a state sits LUA_EXTRASPACE (a pointer)
+ * into its 8-aligned block: 4 mod 8, which halves the stack words a scan tries */
+static const struct lua54_layout lua54_ilp32 = {
+    .state = {.tt = 4, .g = 16, .errorjmp = 48, .mainthread = 164, .thread = LUA_VTHREAD,
+	      .align_mask = 7, .align_rem = 4},
+    .ci = 20, .base_ci = 52, .head = 52,
+    .ci_func = 0, .ci_previous = 8, .ci_savedpc = 16, .ci_callstatus = 34, .ci_size = 36,
+    .cl_tt = 4, .cl_p = 12, .cl_size = 16,
+};
+#define L54 (sizeof(void *) == 8 ? &lua54_lp64 : &lua54_ilp32)
+#define HEAD_MAX 96	    /* the largest head and ci_size: the buffers' */
+#define CI_MAX 64
+#define TV_TT 8		    /* a TValue's tag: after the 8-byte Value on both ABIs */
 #define LUA_VLCL 6
 #define TT_LCL 0x46	    /* a TValue's tag for a Lua closure: ctb(LUA_VLCL) */
 #define CIST_C (1u << 1)
 #define CIST_FRESH (1u << 2)
 #define NUM_OPCODES 83	    /* lopcodes.h, 5.4.0-5.4.8: disptab's length */
 #define CHAIN_STEPS 1024    /* CallInfos walked per state at most (a cycle ends there too) */
-
-static const struct luaframes_layout state_54 = {
-    .tt = L_TT, .g = L_G, .errorjmp = L_ERRORJMP, .mainthread = G_MAINTHREAD,
-    .thread = LUA_VTHREAD,
-};
+#define WORD_MASK (sizeof(uintptr_t) - 1) /* a pointer's alignment */
 
 static struct {
 	bool on, v51; /* v51: agent/lib/lua51frames.c walks */
@@ -68,17 +83,17 @@ static EP_TLS unsigned int scan_wait;
 #define STACK_SLACK 512 /* a deeper call than last time still inside the window */
 #define STACK_PRE 2048  /* bytes of the Lua stack read ahead (a page or two: each costs ~1 us) */
 static EP_TLS struct {
-	unsigned char head[CONFIG_LUAFRAMES_STATES][L_HEAD];
+	unsigned char head[CONFIG_LUAFRAMES_STATES][HEAD_MAX];
 	bool head_ok[CONFIG_LUAFRAMES_STATES];
 	uintptr_t ci[HINTS]; /* CallInfos walked last sample (the outermost ones) */
-	unsigned char ci_buf[HINTS][CI_SIZE];
+	unsigned char ci_buf[HINTS][CI_MAX];
 	unsigned int n_ci, n_ci_ok;
 	uintptr_t stack_hi; /* the last innermost function's end on the Lua stack, 0: none */
 	uintptr_t walked[HINTS];
 	unsigned int n_walked;
 	struct iovec local[CONFIG_LUAFRAMES_STATES + HINTS + 1];
 	struct iovec remote[CONFIG_LUAFRAMES_STATES + HINTS + 1];
-	unsigned char running[CONFIG_LUAFRAMES_STATES][L_HEAD]; /* running_states() */
+	unsigned char running[CONFIG_LUAFRAMES_STATES][HEAD_MAX]; /* running_states() */
 } pre; /* thread-local, not on the stack: the handler keeps to EP_HANDLER_STACK */
 
 /* Closure -> Proto (and its code, to check the pc): a per-thread direct-mapped cache, so a
@@ -135,8 +150,13 @@ bool luaframes__function_bounds(const uint8_t *hdr, uintptr_t pc, uintptr_t *lo,
 	return *lo <= pc && pc < *hi;
 }
 
-/* A run of exactly NUM_OPCODES words at w all pointing into one function of [x_lo, x_hi),
- * the next word not (arm64's lua5.4 has another table of code pointers right after it). */
+/*
+ * A run of exactly NUM_OPCODES words at w all pointing into one function of [x_lo, x_hi), the
+ * next word not (arm64's lua5.4 has another table of code pointers right after it). The function
+ * by the module's .eh_frame_hdr (eh); a module without one (Debian's armhf binaries have no
+ * unwind tables) by reading its code (luaframes__code_bounds: armv7 only). Not all one word
+ * (a GOT's unresolved entries all point at the PLT).
+ */
 static bool is_disptab(const uintptr_t *w, const uint8_t *eh, uintptr_t x_lo, uintptr_t x_hi,
 		       uintptr_t *lo, uintptr_t *hi)
 {
@@ -148,8 +168,12 @@ static bool is_disptab(const uintptr_t *w, const uint8_t *eh, uintptr_t x_lo, ui
 		min = w[i] < min ? w[i] : min;
 		max = w[i] > max ? w[i] : max;
 	}
-	return luaframes__function_bounds(eh, min, lo, hi) && max < *hi &&
-	       (w[NUM_OPCODES] < *lo || w[NUM_OPCODES] >= *hi);
+	if (min == max)
+		return false;
+	if (eh ? !luaframes__function_bounds(eh, min, lo, hi)
+	       : !luaframes__code_bounds(x_lo, x_hi, min, max, lo, hi))
+		return false;
+	return max < *hi && (w[NUM_OPCODES] < *lo || w[NUM_OPCODES] >= *hi);
 }
 
 /* luaV_execute of the module at base: the function its dispatch table points into. */
@@ -170,7 +194,7 @@ static bool find_execute(uintptr_t base)
 			x_hi = x_lo + p->p_memsz;
 		}
 	}
-	if (!eh || !x_hi)
+	if (!x_hi)
 		return false;
 	for (ElfW(Half) i = 0; i < m.phnum; i++) {
 		const ElfW(Phdr) *p = &m.phdr[i];
@@ -223,7 +247,7 @@ void luaframes__init(void)
 	Dl_info info;
 
 	lua.on = false;
-	lua.vm.layout = &state_54;
+	lua.vm.layout = &L54->state;
 	lua.vm.st = &lua.st;
 	if (!lua_version(ident, lua.st.version, sizeof(lua.st.version)))
 		return;
@@ -234,11 +258,14 @@ void luaframes__init(void)
 		lua.st.unknown_version += !lua.on;
 		return;
 	}
-	if (sizeof(void *) != 8 || strncmp(lua.st.version, "5.4.", 4) ||
+	if (strncmp(lua.st.version, "5.4.", 4) ||
 	    !dladdr(ident, &info) || !find_execute((uintptr_t)info.dli_fbase)) {
 		lua.st.unknown_version++;
 		return;
 	}
+	/* armv7: luaV_execute is larger than the code readings' budget (~13 KiB in Debian's
+	 * armhf lua5.4): the native walk reads its frame from its prologue */
+	unwind__arm_body(lua.vm.exec_lo, lua.vm.exec_hi);
 	lua.on = true;
 	lua.st.on = true;
 }
@@ -254,6 +281,7 @@ static bool peek(uintptr_t addr, void *buf, size_t len)
 static __attribute__((noinline)) void prefetch(void)
 {
 	struct iovec *local = pre.local, *remote = pre.remote;
+	const unsigned int head = L54->head, ci_size = L54->ci_size;
 	unsigned int n = 0, states = 0;
 	long r;
 
@@ -263,13 +291,13 @@ static __attribute__((noinline)) void prefetch(void)
 		pre.head_ok[i] = false;
 		if (!st)
 			continue;
-		local[n] = (struct iovec){pre.head[i], L_HEAD};
-		remote[n++] = (struct iovec){(void *)st, L_HEAD};
+		local[n] = (struct iovec){pre.head[i], head};
+		remote[n++] = (struct iovec){(void *)st, head};
 		states++;
 	}
 	for (unsigned int i = 0; i < pre.n_ci; i++) {
-		local[n] = (struct iovec){pre.ci_buf[i], CI_SIZE};
-		remote[n++] = (struct iovec){(void *)pre.ci[i], CI_SIZE};
+		local[n] = (struct iovec){pre.ci_buf[i], ci_size};
+		remote[n++] = (struct iovec){(void *)pre.ci[i], ci_size};
 	}
 	if (pre.stack_hi) {
 		uintptr_t hi = pre.stack_hi + STACK_SLACK, lo = hi - STACK_PRE;
@@ -283,14 +311,14 @@ static __attribute__((noinline)) void prefetch(void)
 	for (unsigned int i = 0, v = 0; i < CONFIG_LUAFRAMES_STATES; i++) {
 		if (!__atomic_load_n(&lua.vm.states[i], __ATOMIC_RELAXED) || v >= states)
 			continue;
-		pre.head_ok[i] = r >= (long)(L_HEAD * (v + 1));
+		pre.head_ok[i] = r >= (long)(head * (v + 1));
 		v++;
 	}
-	r -= (long)(L_HEAD * states);
+	r -= (long)(head * states);
 	pre.n_ci_ok = 0;
-	while (pre.n_ci_ok < pre.n_ci && r >= CI_SIZE) {
+	while (pre.n_ci_ok < pre.n_ci && r >= (long)ci_size) {
 		pre.n_ci_ok++;
-		r -= CI_SIZE;
+		r -= ci_size;
 	}
 	stack_window.hi = pre.stack_hi && pre.n_ci_ok == pre.n_ci && r >= STACK_PRE
 				  ? stack_window.lo + STACK_PRE
@@ -302,15 +330,15 @@ static bool read_ci(uintptr_t ci, unsigned char *c)
 {
 	for (unsigned int i = 0; i < pre.n_ci_ok; i++)
 		if (pre.ci[i] == ci) {
-			memcpy(c, pre.ci_buf[i], CI_SIZE);
+			memcpy(c, pre.ci_buf[i], L54->ci_size);
 			return true;
 		}
-	return selfread__fetch(&ci_window, ci, c, CI_SIZE, &lua.st.read_errors);
+	return selfread__fetch(&ci_window, ci, c, L54->ci_size, &lua.st.read_errors);
 }
 
 /* The states running on this thread, innermost first (by their errorJmp on [sp, hi)); their
  * headers in head. How many. */
-static __attribute__((noinline)) unsigned int running_states(uintptr_t sp, uintptr_t hi, unsigned char (*head)[L_HEAD])
+static __attribute__((noinline)) unsigned int running_states(uintptr_t sp, uintptr_t hi, unsigned char (*head)[HEAD_MAX])
 {
 	uintptr_t jmp[CONFIG_LUAFRAMES_STATES];
 	unsigned int k = 0;
@@ -319,18 +347,18 @@ static __attribute__((noinline)) unsigned int running_states(uintptr_t sp, uintp
 		uintptr_t s, j;
 
 		if (pre.head_ok[i])
-			memcpy(head[k], pre.head[i], L_HEAD);
-		s = luaframes__running(&lua.vm, i, head[k], L_HEAD, pre.head_ok[i], sp, hi, &j);
+			memcpy(head[k], pre.head[i], L54->head);
+		s = luaframes__running(&lua.vm, i, head[k], L54->head, pre.head_ok[i], sp, hi, &j);
 		if (!s)
 			continue;
-		memcpy(head[k] + L_ERRORJMP, &s, sizeof(s)); /* keep the state's own address */
+		memcpy(head[k] + L54->state.errorjmp, &s, sizeof(s)); /* keep the state's own address */
 		jmp[k++] = j;
 		for (unsigned int m = k - 1; m > 0 && jmp[m] < jmp[m - 1]; m--) { /* insertion */
 			uintptr_t tj = jmp[m];
 
 			jmp[m] = jmp[m - 1];
 			jmp[m - 1] = tj;
-			for (unsigned int b = 0; b < L_HEAD; b++) { /* no 96-byte temporary */
+			for (unsigned int b = 0; b < L54->head; b++) { /* no 96-byte temporary */
 				unsigned char t = head[m][b];
 
 				head[m][b] = head[m - 1][b];
@@ -344,19 +372,21 @@ static __attribute__((noinline)) unsigned int running_states(uintptr_t sp, uintp
 /* The Proto of a Lua closure whose frame is at savedpc, and its pc index (cached). */
 static __attribute__((noinline)) bool closure_proto(uintptr_t cl, uintptr_t savedpc, uintptr_t *proto, unsigned int *pc)
 {
-	const struct luaproto_layout *l = &luaproto_54;
+	const struct luaproto_layout *l = luaproto__54();
+	const struct lua54_layout *s = L54;
 	unsigned int slot = (unsigned int)(cl >> 4) % PROTO_CACHE;
-	unsigned char c[CL_SIZE], p[72]; /* a Proto up to its code pointer */
+	unsigned char c[32], p[72]; /* an LClosure up to p, a Proto up to code: LP64's */
 	int32_t size;
 
 	if (proto_cache[slot].closure != cl || savedpc < proto_cache[slot].code ||
 	    savedpc > proto_cache[slot].code_end) {
-		if (!peek(cl, c, sizeof(c)) || c[CL_TT] != LUA_VLCL ||
-		    !peek(luafield__word(c, CL_P), p, sizeof(p)) || p[l->tt] != 10)
+		if (!peek(cl, c, s->cl_size) || c[s->cl_tt] != LUA_VLCL ||
+		    !peek(luafield__word(c, s->cl_p), p, l->code + sizeof(uintptr_t)) ||
+		    p[l->tt] != 10)
 			return false;
 		memcpy(&size, p + l->sizecode, sizeof(size));
 		proto_cache[slot].closure = cl;
-		proto_cache[slot].proto = luafield__word(c, CL_P);
+		proto_cache[slot].proto = luafield__word(c, s->cl_p);
 		proto_cache[slot].code = luafield__word(p, l->code);
 		proto_cache[slot].code_end = proto_cache[slot].code + 4 * (uintptr_t)(size > 0 ? size : 0);
 		if (savedpc < proto_cache[slot].code || savedpc > proto_cache[slot].code_end) {
@@ -375,9 +405,10 @@ static __attribute__((noinline)) bool closure_proto(uintptr_t cl, uintptr_t save
 static bool walk_state(const unsigned char *head, bool first, unsigned int *n,
 		       unsigned int *runs, bool *cut)
 {
-	uintptr_t self = luafield__word(head, L_ERRORJMP), base = self + L_BASE_CI;
-	uintptr_t ci = luafield__word(head, L_CI), prev_ci = 0;
-	unsigned char c[CI_SIZE], f[16];
+	const struct lua54_layout *l = L54;
+	uintptr_t self = luafield__word(head, l->state.errorjmp), base = self + l->base_ci;
+	uintptr_t ci = luafield__word(head, l->ci), prev_ci = 0;
+	unsigned char c[CI_MAX], f[16];
 
 	selfread__reset(&ci_window);
 	if (!first)
@@ -390,17 +421,17 @@ static bool walk_state(const unsigned char *head, bool first, unsigned int *n,
 			return false;
 		if (first) /* the outermost HINTS, for the next sample */
 			pre.walked[pre.n_walked++ % HINTS] = ci;
-		memcpy(&status, c + CI_CALLSTATUS, sizeof(status));
+		memcpy(&status, c + l->ci_callstatus, sizeof(status));
 		if (!(status & CIST_C)) {
-			uintptr_t proto, func = luafield__word(c, CI_FUNC);
+			uintptr_t proto, func = luafield__word(c, l->ci_func);
 			unsigned int pc;
 
 			if (first && !pre.stack_hi)
 				pre.stack_hi = func + sizeof(f);
 			if (!selfread__fetch(&stack_window, func, f, sizeof(f),
 					     &lua.st.read_errors) ||
-			    f[8] != TT_LCL ||
-			    !closure_proto(luafield__word(f, 0), luafield__word(c, CI_SAVEDPC),
+			    f[TV_TT] != TT_LCL ||
+			    !closure_proto(luafield__word(f, 0), luafield__word(c, l->ci_savedpc),
 					   &proto, &pc))
 				return false;
 			luaframes__push(luaframe__tag(proto, pc), n, cut);
@@ -408,7 +439,7 @@ static bool walk_state(const unsigned char *head, bool first, unsigned int *n,
 				return false;
 		}
 		prev_ci = ci;
-		ci = luafield__word(c, CI_PREVIOUS);
+		ci = luafield__word(c, l->ci_previous);
 	}
 	return true;
 }
@@ -416,7 +447,7 @@ static bool walk_state(const unsigned char *head, bool first, unsigned int *n,
 /* The Lua frames of the states running on this thread: runs of frames, innermost first. */
 static bool lua_runs(uintptr_t sp, uintptr_t hi, unsigned int *runs, bool *cut)
 {
-	unsigned char (*head)[L_HEAD] = pre.running;
+	unsigned char (*head)[HEAD_MAX] = pre.running;
 	unsigned int k, n = 0;
 	bool ok = true;
 
@@ -472,23 +503,25 @@ static bool vm_peek(struct luaframes_vm *vm, uintptr_t addr, void *buf, size_t l
 	return selfread__peek(addr, buf, len, &vm->st->read_errors);
 }
 
-/* Is w a lua_State (main, or a coroutine of a main state's universe)? Up to three reads. */
-static bool is_state(struct luaframes_vm *vm, uintptr_t w)
+/* Is w a lua_State (main, or a coroutine of a main state's universe)? Up to three reads.
+ * *main: its universe's main state (checked as one). */
+static bool is_state(struct luaframes_vm *vm, uintptr_t w, uintptr_t *main_out)
 {
 	const struct luaframes_layout *l = vm->layout;
 	unsigned char h[STATE_HEAD], m[STATE_HEAD];
-	unsigned int len = l->g + 8;
+	unsigned int len = l->g + sizeof(uintptr_t);
 	uintptr_t g, main;
 
 	if (len > STATE_HEAD || !vm_peek(vm, w, h, len) || h[l->tt] != l->thread)
 		return false;
 	g = luafield__word(h, l->g);
-	if (!g || (g & 7) || !vm_peek(vm, g + l->mainthread, &main, sizeof(main)))
+	if (!g || (g & WORD_MASK) || !vm_peek(vm, g + l->mainthread, &main, sizeof(main)))
 		return false;
+	*main_out = main;
 	if (main == w)
 		return true;
-	return !(main & 7) && vm_peek(vm, main, m, len) && m[l->tt] == l->thread &&
-	       luafield__word(m, l->g) == g;
+	return (main & l->align_mask) == l->align_rem && vm_peek(vm, main, m, len) &&
+	       m[l->tt] == l->thread && luafield__word(m, l->g) == g;
 }
 
 static bool known_state(const struct luaframes_vm *vm, uintptr_t w)
@@ -533,21 +566,27 @@ __attribute__((noinline)) void luaframes__scan(struct luaframes_vm *vm,
 					       struct selfread_window *win, uintptr_t sp,
 					       uintptr_t hi)
 {
-	uintptr_t end = sp + CONFIG_LUAFRAMES_SCAN_BYTES, w;
+	const struct luaframes_layout *l = vm->layout;
+	uintptr_t end = sp + CONFIG_LUAFRAMES_SCAN_BYTES, w, main;
 	unsigned int tried = 0;
 
 	__atomic_fetch_add(&vm->st->scans, 1, __ATOMIC_RELAXED);
 	if (hi && hi < end)
 		end = hi;
 	selfread__reset(win);
-	for (uintptr_t a = sp & ~(uintptr_t)7; a + 8 <= end && tried < 64; a += 8) {
+	for (uintptr_t a = sp & ~WORD_MASK; a + sizeof(w) <= end && tried < 64; a += sizeof(w)) {
 		if (!stack_word(vm, win, a, end, &w))
 			break;
-		if ((w & 7) || w < 65536 || w >> 47 || (w >= sp && w < end) || known_state(vm, w))
+		if ((w & l->align_mask) != l->align_rem || w < 65536 || (uint64_t)w >> 47 ||
+		    (w >= sp && w < end) || known_state(vm, w))
 			continue;
 		tried++;
-		if (is_state(vm, w))
-			add_state(vm, w);
+		if (!is_state(vm, w, &main))
+			continue;
+		add_state(vm, w);
+		/* a coroutine's resumer, often deeper than the candidates read reach */
+		if (main != w && !known_state(vm, main))
+			add_state(vm, main);
 	}
 	selfread__reset(win);
 }

@@ -4,11 +4,14 @@
  *
  * At start (outside the handler) the library looks for Lua in the process: the exported
  * lua_ident ("$LuaVersion: Lua 5.4.x ...", in .dynsym of Debian's lua5.4 and of liblua5.4.so)
- * says the version; a Lua without a layout here (LuaJIT, 32-bit, 5.1 without LUA51FRAMES) is
- * counted (unknown_version) and profiled natively. luaV_execute is hidden (no symbol, even dynamic):
+ * says the version; a Lua without a layout here (LuaJIT, 5.1 without LUA51FRAMES or on armv7)
+ * is counted (unknown_version) and profiled natively. 5.4's layouts: LP64 and ILP32 (armv7).
+ * luaV_execute is hidden (no symbol, even dynamic):
  * it is found as the function that holds the targets of its computed-goto table (ljumptab.h's
  * disptab, NUM_OPCODES code pointers in a row in the module's relocated data), bounded by the
- * module's .eh_frame_hdr (the word after it outside that function: arm64's lua5.4 has another
+ * module's .eh_frame_hdr, or on armv7, where Debian's binaries have no unwind tables, by its
+ * code (luaframes__code_bounds; the native walk then reads its frame from its prologue:
+ * unwind__arm_body) (the word after it outside that function: arm64's lua5.4 has another
  * table of code pointers right after it); none (a Lua built without LUA_USE_JUMPTABLE):
  * natively.
  *
@@ -91,13 +94,31 @@ struct selfread_window;
 bool luaframes__function_bounds(const uint8_t *hdr, uintptr_t pc, uintptr_t *lo,
 				uintptr_t *hi);
 
-/* The lua_State and global_State fields the discovery reads (LP64). */
+/*
+ * At start, in a module without .eh_frame_hdr (Debian's armhf binaries carry no unwind tables):
+ * the Thumb-2 function whose code holds [pc_lo, pc_hi] inside [x_lo, x_hi), read from the code
+ * (agent/lib/luaarm.c, elf/armframe.h): from the push of lr before pc_lo to the next push of lr
+ * after pc_hi. Not on other architectures (false).
+ */
+#ifdef CONFIG_ARCH_ARM
+bool luaframes__code_bounds(uintptr_t x_lo, uintptr_t x_hi, uintptr_t pc_lo, uintptr_t pc_hi,
+			    uintptr_t *lo, uintptr_t *hi);
+#else
+static inline bool luaframes__code_bounds(uintptr_t x_lo, uintptr_t x_hi, uintptr_t pc_lo,
+					  uintptr_t pc_hi, uintptr_t *lo, uintptr_t *hi)
+{
+	return false;
+}
+#endif /* CONFIG_ARCH_ARM */
+
+/* The lua_State and global_State fields the discovery reads (per version and ABI). */
 struct luaframes_layout {
 	unsigned int tt;	 /* lua_State: CommonHeader's type byte */
 	unsigned int g;		 /* l_G (a candidate's header is read up to it) */
 	unsigned int errorjmp;	 /* errorJmp: a local of luaD_rawrunprotected while it runs */
 	unsigned int mainthread; /* global_State.mainthread */
 	unsigned char thread;	 /* a thread's type tag: LUA_VTHREAD (5.4), LUA_TTHREAD (5.1) */
+	unsigned char align_mask, align_rem; /* a state's address & mask: its offset in its block */
 };
 
 /* One Lua VM of the process: its known states, its luaV_execute, where its walker counts. */

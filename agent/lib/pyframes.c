@@ -10,11 +10,18 @@
 #include "agent/core/pyname.h"
 #include "agent/lib/pyframes.h"
 #include "agent/lib/selfread.h"
+#include "agent/lib/unwind.h"
 
-/* Where the thread state and the frame chain are (3.11 LP64: Include/internal/pycore_frame.h,
- * pycore_runtime.h; checked with ctypes on Debian 12's python3.11). */
+/*
+ * Where the thread state and the frame chain are, per version and ABI (ptr: the pointer size;
+ * the library reads its own process, so the build's picks). 3.11: Include/internal/
+ * pycore_frame.h, pycore_runtime.h, cpython/pystate.h; offsetof() compiled by
+ * tests/offsets/py311.c against Debian 12's python3.11-dev headers, LP64 with gcc (x86_64, the
+ * same as read with ctypes on aarch64), ILP32 with arm-linux-gnueabihf-gcc against the armhf
+ * libpython3.11-dev's pyconfig.h, run under qemu-arm.
+ */
 struct pyframe_layout {
-	unsigned int minor;
+	unsigned int minor, ptr;
 	uint16_t tss_init, tss_key;		/* _PyRuntime.gilstate.autoTSSkey (Py_tss_t) */
 	uint16_t tstate_cframe, cframe_current; /* tstate->cframe->current_frame */
 	uint16_t f_code, f_previous, f_prev_instr, f_is_entry, f_size; /* _PyInterpreterFrame */
@@ -24,12 +31,19 @@ struct pyframe_layout {
 };
 
 static const struct pyframe_layout frame_layouts[] = {
-    {.minor = 11, .tss_init = 592, .tss_key = 596, .tstate_cframe = 56, .cframe_current = 8,
+    {.minor = 11, .ptr = 8, .tss_init = 592, .tss_key = 596, .tstate_cframe = 56,
+     .cframe_current = 8,
      .f_code = 32, .f_previous = 48, .f_prev_instr = 56, .f_is_entry = 68, .f_size = 72,
      .code_adaptive = 184,
      /* read with ctypes from PyThreadState_Get(): the chunk is page-aligned, its limit
       * 16 KiB above it, datastack_top between them */
      .tstate_chunk = 296, .tstate_limit = 312, .tstate_thread_id = 152},
+    /* armhf: glibc's pthread_mutex_t is 24 bytes, so autoTSSkey is at 372 (checked by its
+     * thread_id, and searched for when not: thread_state()) */
+    {.minor = 11, .ptr = 4, .tss_init = 372, .tss_key = 376, .tstate_cframe = 40,
+     .cframe_current = 4, .f_code = 16, .f_previous = 24, .f_prev_instr = 28, .f_is_entry = 36,
+     .f_size = 40, .code_adaptive = 116, .tstate_chunk = 172, .tstate_limit = 180,
+     .tstate_thread_id = 88},
 };
 
 static struct {
@@ -48,10 +62,10 @@ static EP_TLS uint64_t spliced[CONFIG_MAX_STACK_DEPTH];
 
 static const struct pyframe_layout *frame_layout(unsigned int minor)
 {
-	if (sizeof(void *) != 8 || !pycode__layout(minor))
+	if (!pycode__layout(minor))
 		return NULL;
 	for (size_t i = 0; i < sizeof(frame_layouts) / sizeof(frame_layouts[0]); i++)
-		if (frame_layouts[i].minor == minor)
+		if (frame_layouts[i].minor == minor && frame_layouts[i].ptr == sizeof(void *))
 			return &frame_layouts[i];
 	return NULL;
 }
@@ -108,8 +122,12 @@ void pyframes__init(void)
 	dl_iterate_phdr(find_segment, &seg);
 	py.data_lo = seg.lo;
 	py.data_hi = seg.hi;
-	py.eval_lo = (uintptr_t)eval;
+	/* armv7: a Thumb function's address has bit 0 set, its code starts below it */
+	py.eval_lo = (uintptr_t)eval & ~(uintptr_t)IS_ENABLED(CONFIG_ARCH_ARM);
 	py.eval_hi = py.eval_lo + sym->st_size;
+	/* armv7: the eval loop (~48 KiB) is beyond the code readings' budget: the native walk
+	 * reads its frame from its prologue */
+	unwind__arm_body(py.eval_lo, py.eval_hi);
 	py.l = frame_layout(py.st.minor);
 	py.tss = py.l->tss_init;
 	py.st.on = true;

@@ -5,7 +5,9 @@
  * At start (outside the handler) the library looks for the interpreter in the process: the
  * exported Py_Version, _PyRuntime and _PyEval_EvalFrameDefault (.dynsym: Debian's stripped
  * python3.11 keeps them). A version without a layout in the table (agent/core/pyname.c; 3.11
- * LP64 today) is counted (unknown_version) and the process is profiled natively.
+ * LP64 and ILP32 today) is counted (unknown_version) and the process is profiled natively. On
+ * armv7 the eval loop, larger than the native walk's code readings reach, is registered
+ * (unwind__arm_body) so that the walk gets through it without unwind tables.
  *
  * In the handler: the thread's PyThreadState is pthread_getspecific() of _PyRuntime's
  * autoTSSkey (glibc reads it from the thread's own block, lock-free; the GIL holder's

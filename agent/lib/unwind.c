@@ -626,6 +626,57 @@ static bool inferred_ra(struct walk *w, const uint32_t r[16], const struct armfr
 	return r[13] + f->cfa >= r[13] && (f->cfa || exact) && arm_after_call(w, *ra);
 }
 
+/* Functions whose edges a walker knows (unwind__arm_body): set at start, read by handlers. */
+static struct {
+	uintptr_t lo, hi;
+} arm_bodies[UNWIND_ARM_BODIES];
+
+bool unwind__arm_body(uintptr_t lo, uintptr_t hi)
+{
+	for (unsigned int i = 0; i < UNWIND_ARM_BODIES; i++) {
+		uintptr_t expect = 0;
+
+		if (__atomic_compare_exchange_n(&arm_bodies[i].lo, &expect, lo, false,
+						__ATOMIC_RELAXED, __ATOMIC_RELAXED) ||
+		    expect == lo) { /* hi 0 until set: an empty range meanwhile */
+			__atomic_store_n(&arm_bodies[i].hi, hi, __ATOMIC_RELEASE);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The known function whose code holds pc: its start (bit 0 as pc's), else 0. */
+static uint32_t arm_body(uint32_t pc)
+{
+	for (unsigned int i = 0; i < UNWIND_ARM_BODIES; i++) {
+		uintptr_t hi = __atomic_load_n(&arm_bodies[i].hi, __ATOMIC_ACQUIRE);
+		uintptr_t lo = __atomic_load_n(&arm_bodies[i].lo, __ATOMIC_RELAXED);
+
+		if (lo && (pc & ~1u) >= lo && (pc & ~1u) < hi)
+			return (uint32_t)lo | (pc & 1);
+	}
+	return 0;
+}
+
+/* The frame at pc by the code: a known function's body first (its inferred_ra checked), the
+ * readings of elf/armframe.h otherwise. */
+static bool arm_frame(struct walk *w, const struct armframe_code *c, const uint32_t r[16],
+		      bool exact, struct armframe *f, uint32_t *ra)
+{
+	uint32_t start = arm_body(r[15]);
+
+	if (start && armframe__body(c, start, r[15], f) && inferred_ra(w, r, f, exact, ra))
+		return true;
+	if (!armframe__analyze(c, r[15], exact, CONFIG_UNWIND_ARM_SCAN_INSNS, f))
+		return false;
+	/* a path through a noreturn call runs into whatever follows it: the prologue's word then */
+	return inferred_ra(w, r, f, exact, ra) ||
+	       (f->how == ARMFRAME_FORWARD &&
+		armframe__prologue(c, r[15], exact, CONFIG_UNWIND_ARM_SCAN_INSNS, f) &&
+		inferred_ra(w, r, f, exact, ra));
+}
+
 static bool step_inferred(struct walk *w, uint32_t r[16], bool exact, uint32_t key,
 			  uint64_t cached)
 {
@@ -644,14 +695,7 @@ static bool step_inferred(struct walk *w, uint32_t r[16], bool exact, uint32_t k
 			return false;
 		c = (struct armframe_code){(const uint8_t *)m->text_lo, (uint32_t)m->text_lo,
 					   (uint32_t)m->text_hi};
-		if (!armframe__analyze(&c, r[15], exact, CONFIG_UNWIND_ARM_SCAN_INSNS, &f))
-			return false;
-		/* a path through a noreturn call runs into whatever follows it: the prologue's
-		 * word then */
-		if (!inferred_ra(w, r, &f, exact, &ra) &&
-		    (f.how != ARMFRAME_FORWARD ||
-		     !armframe__prologue(&c, r[15], exact, CONFIG_UNWIND_ARM_SCAN_INSNS, &f) ||
-		     !inferred_ra(w, r, &f, exact, &ra)))
+		if (!arm_frame(w, &c, r, exact, &f, &ra))
 			return false;
 	}
 	off = f.saved_off;
@@ -748,6 +792,13 @@ static unsigned int walk_arm(struct walk *w, const void *uctx, enum unwind_mode 
 		frames[n++] = r[15]; /* with the Thumb bit, as the return address was */
 	}
 	return n;
+}
+#else
+bool unwind__arm_body(uintptr_t lo, uintptr_t hi)
+{
+	(void)lo;
+	(void)hi;
+	return false;
 }
 #endif /* __arm__ */
 

@@ -40,6 +40,15 @@ int unwind__init(void);
 /* Forgets the modules (until the next unwind__init): call before dlclose() unmaps one. */
 void unwind__suspend(void);
 
+/*
+ * armv7: a function whose edges a walker found (an interpreter's loop: agent/lib/luaframes.c,
+ * pyframes.c), larger than the code readings' budget (CONFIG_UNWIND_ARM_SCAN_INSNS): its frames
+ * are read from its prologue (elf/armframe.h: armframe__body). At start, outside the handler.
+ * false: the table is full, or not armv7.
+ */
+#define UNWIND_ARM_BODIES 4
+bool unwind__arm_body(uintptr_t lo, uintptr_t hi);
+
 /* UNWIND_TABLES: the tables and frame pointers, no frame read from code (a control) */
 enum unwind_mode { UNWIND_FP = 0, UNWIND_CFI = 1, UNWIND_TABLES = 2 };
 

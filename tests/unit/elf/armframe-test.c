@@ -115,6 +115,52 @@ static void thumb_functions(void **state)
 	expect((call + 4) | 1, false, true, 8, false, 4);
 }
 
+/*
+ * What the interpreter walkers lean on: libgcc's __aeabi_ldivmod (lr reloaded from its slot
+ * before bx lr), and a function larger than the readings' budget (an interpreter's loop, its
+ * pc behind a computed goto) whose edges are known: its frame read from its prologue.
+ */
+static void thumb_known_functions(void **state)
+{
+	uint32_t push, pc, next, ra;
+	struct armframe f;
+
+	(void)state;
+	/* sub.w ip, sp, #8; strd ip, lr, [sp, #-16]!; bl; ldr.w lr, [sp, #4];
+	 * ldrd r2, r3, [sp, #8]; add sp, #16; bx lr */
+	start();
+	t32(0xf1ad, 0x0c08);
+	t32(0xe96d, 0xce04);
+	t32(0xf000, 0xf800);
+	ra = t32(0xf8dd, 0xe004);
+	t32(0xe9dd, 0x2302);
+	t16(0xb004);
+	t16(0x4770);
+	expect(ra | 1, false, true, 16, false, 4);
+
+	/* stmdb sp!, {r4-r11, lr}; sub sp, #140; 300 nops; pc: bx r3 (a computed goto); then
+	 * the next function: push {r4, lr} */
+	start();
+	push = t32(0xe92d, 0x4ff0);
+	t16(0xb0a3);
+	for (int i = 0; i < 300; i++)
+		t16(0xbf00);
+	pc = t16(0x4718);
+	next = t16(0xb510);
+	assert_false(armframe__analyze(&cd, pc | 1, false, 256, &f)); /* beyond the budget */
+	assert_true(armframe__body(&cd, push | 1, pc | 1, &f));
+	assert_int_equal(f.cfa, 36 + 140);
+	assert_int_equal(f.ra_off, 140 + 32);
+	assert_int_equal(f.saved_mask, 0x0ff0);
+	assert_int_equal(f.saved_off, 140);
+	assert_false(armframe__body(&cd, push | 1, (push + 4) | 1, &f)); /* in the prologue */
+	assert_false(armframe__body(&cd, push | 1, pc, &f));		  /* not Thumb */
+	assert_int_equal(armframe__push_before(&cd, pc | 1, 4096), push | 1);
+	assert_int_equal(armframe__push_before(&cd, pc | 1, 64), 0); /* too far for the budget */
+	assert_int_equal(armframe__push_after(&cd, (push + 6) | 1, 4096), next | 1);
+	assert_int_equal(armframe__push_after(&cd, (push + 6) | 1, 100), 0);
+}
+
 static void thumb_paths(void **state)
 {
 	uint32_t pc, loop;
@@ -381,6 +427,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(thumb_functions),
 	    cmocka_unit_test(thumb_paths),
+	    cmocka_unit_test(thumb_known_functions),
 	    cmocka_unit_test(arm_functions),
 	    cmocka_unit_test(debian_armhf_against_tables),
 	};

@@ -74,7 +74,7 @@ static void names_function_with_file_and_line(void **state)
 	uint64_t v = lua51frame__tag((uintptr_t)f->proto, 9);
 
 	(void)state;
-	need_process_vm_readv();
+	need_self_read();
 	assert_true(luaframe__is(v));
 	assert_int_equal(v >> 56, LUA51FRAME_TAG);
 	assert_int_equal(resolve(f, 0, &n), 0);
@@ -95,7 +95,7 @@ static void names_chunks_as_lua_shows_them(void **state)
 	struct framename n;
 
 	(void)state;
-	need_process_vm_readv();
+	need_self_read();
 	assert_int_equal(resolve(f, 1, &n), 0);
 	assert_string_equal(n.name, "main chunk <stdin>");
 	assert_int_equal(resolve(g, 1, &n), 0);
@@ -110,7 +110,7 @@ static void refuses_what_is_not_a_frame_of_this_proto(void **state)
 	struct framename n;
 
 	(void)state;
-	need_process_vm_readv();
+	need_self_read();
 	assert_int_equal(resolve(f, NCODE, &n), -EINVAL); /* beyond the code */
 	f->proto[P_TT] = 10; /* a 5.4 Proto's type (LUA_VPROTO) under the 5.1 tag */
 	assert_int_equal(resolve(f, 2, &n), -EINVAL);
@@ -127,7 +127,7 @@ static void pc_beyond_the_tag_has_no_line(void **state)
 	struct framename n;
 
 	(void)state;
-	need_process_vm_readv();
+	need_self_read();
 	assert_int_equal(resolve(f, 5000, &n), 0); /* saturated: LUAFRAME_PC_NONE */
 	assert_int_equal(n.line, 0);
 	assert_int_equal(n.start_line, 7);

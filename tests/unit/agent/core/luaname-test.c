@@ -33,7 +33,7 @@ struct fake {
  * ...), with an absolute entry at pc 128 (line 74) as the compiler puts one every 128. */
 static struct fake *fake_proto(const char *source, int32_t linedefined)
 {
-	const struct luaproto_layout *l = &luaproto_54;
+	const struct luaproto_layout *l = luaproto__54();
 	struct fake *f = calloc(1, sizeof(*f));
 	size_t len = strlen(source);
 
@@ -70,7 +70,7 @@ static void names_function_with_file_and_line(void **state)
 	struct framename n;
 
 	(void)state;
-	need_process_vm_readv();
+	need_self_read();
 	assert_true(luaframe__is(luaframe__tag((uintptr_t)f->proto, 3)));
 	assert_int_equal(resolve(f, 0, &n), 0);
 	assert_string_equal(n.name, "function </srv/app/handlers.lua:10>");
@@ -95,7 +95,7 @@ static void names_chunks_as_lua_shows_them(void **state)
 	struct framename n;
 
 	(void)state;
-	need_process_vm_readv();
+	need_self_read();
 	assert_int_equal(resolve(f, 1, &n), 0);
 	assert_string_equal(n.name, "main chunk <stdin>");
 	assert_int_equal(resolve(g, 1, &n), 0);
@@ -110,9 +110,9 @@ static void refuses_what_is_not_a_frame_of_this_proto(void **state)
 	struct framename n;
 
 	(void)state;
-	need_process_vm_readv();
+	need_self_read();
 	assert_int_equal(resolve(f, NCODE, &n), -EINVAL); /* beyond the code */
-	f->proto[luaproto_54.tt] = 6;			 /* a closure, not a Proto */
+	f->proto[luaproto__54()->tt] = 6;			 /* a closure, not a Proto */
 	assert_int_equal(resolve(f, 2, &n), -EINVAL);
 	assert_int_equal(luaname__resolve((uint32_t)getpid(), luaframe__tag(8, 1), &n), -EFAULT);
 	free(f);
@@ -124,7 +124,7 @@ static void pc_beyond_the_tag_has_no_line(void **state)
 	struct framename n;
 
 	(void)state;
-	need_process_vm_readv();
+	need_self_read();
 	assert_int_equal(resolve(f, 5000, &n), 0); /* saturated: LUAFRAME_PC_NONE */
 	assert_int_equal(n.line, 0);
 	assert_int_equal(n.start_line, 7);
