@@ -49,7 +49,7 @@ progs-y += tests/drivers/collector-load
 
 
 # Stack snapshots unwound at ingest, against hostile but well-formed snapshots and a budget.
-unit-tests-y += snapunwind
+unit-tests-$(CONFIG_COLLECTOR) += snapunwind
 snapunwind-test-objs   = store/symbols/snapunwind.o store/symbols/debuginfo.o elf/dwcfi.o elf/elf.o \
 			 pprof/snapshot.o $(store-dwarf-y) $(pprof-y) $(port-y)
 snapunwind-test-ldlibs = $(pprof-ldlibs)
