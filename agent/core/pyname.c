@@ -11,13 +11,18 @@
 
 /*
  * CPython 3.11 (Include/cpython/code.h, unicodeobject.h; checked with ctypes on Debian 12's
- * python3.11 3.11.2 x86_64, the same on aarch64). Other versions: not in the table, so their
- * processes are sampled natively (agent/lib/pyframes.c counts them).
+ * python3.11 3.11.2 x86_64, the same on aarch64) and 3.13 (the same headers of 3.13.5; the
+ * samplers check this row against the interpreter's own _Py_DebugOffsets before they splice
+ * its frames: agent/core/pydebug.h). Other versions: not in the table, so their processes are
+ * sampled natively (agent/lib/pyframes.c counts them).
  */
 static const struct pycode_layout layouts[] = {
     {.minor = 11, .firstlineno = 72, .filename = 112, .name = 120, .qualname = 128,
      .linetable = 136, .code_adaptive = 184, .str_length = 16, .str_state = 32,
      .str_ascii_data = 48, .bytes_size = 16, .bytes_data = 32},
+    {.minor = 13, .firstlineno = 68, .filename = 112, .name = 120, .qualname = 128,
+     .linetable = 136, .code_adaptive = 200, .str_length = 16, .str_state = 32,
+     .str_ascii_data = 40, .bytes_size = 16, .bytes_data = 32},
 };
 
 const struct pycode_layout *pycode__layout(unsigned int minor)
