@@ -58,13 +58,18 @@ int framename__peek(uint32_t pid, uint64_t addr, void *buf, size_t len)
 int framename__resolve(struct framename_cache *c, uint32_t pid, uint64_t key, uint64_t hash,
 		       framename_read_fn read, struct framename *out)
 {
-	struct framename_slot *s = &c->slot[(hash ^ pid * 2654435761u) % c->slots];
+	/* the set: a pair of slots, the one used last first */
+	struct framename_slot *s = &c->slot[(hash ^ pid * 2654435761u) % (c->slots / 2) * 2], tmp;
 	int err;
 
 	pthread_mutex_lock(&c->lock);
 	if (s->pid == pid && s->key == key) {
 		c->cached++;
+	} else if (s[1].pid == pid && s[1].key == key) {
+		c->cached++;
+		tmp = s[0], s[0] = s[1], s[1] = tmp;
 	} else {
+		s[1] = s[0]; /* the one used before goes, the one used last stays */
 		s->pid = pid;
 		s->key = key;
 		s->err = read(pid, key, &s->n);

@@ -5,9 +5,12 @@
  *
  * A frame is a tagged word (the interpreter's code object, and what else its tag holds); its
  * name is read once, while the process runs (a drain pass: the interpreter frees its code at
- * exit, before a standalone profile is written), and kept in a direct-mapped cache of slots
- * keyed by (pid, word): the reader's error too, so a frame that cannot be named is not read
- * again. One lock per cache: the profile writer and the drain thread share it.
+ * exit, before a standalone profile is written), and kept in a cache of slots keyed by (pid,
+ * word): the reader's error too, so a frame that cannot be named is not read again. Two ways
+ * per set (slots in pairs, the one used last first): a name evicted by a colliding word is
+ * read again later, maybe after its object was freed (the program exits), so the names a
+ * sample needs at once (a function and its callers) must not evict one another. One lock per
+ * cache: the profile writer and the drain thread share it. At least 2 slots.
  */
 #ifndef EDGEPROF_AGENT_FRAMENAME_H
 #define EDGEPROF_AGENT_FRAMENAME_H

@@ -197,8 +197,12 @@ static int read_code(uint32_t pid, uint64_t v, struct framename *out)
 
 int pyname__resolve(uint32_t pid, uint64_t v, struct framename *out)
 {
-	/* the slot: the code object's, and its units' spread over the next ones */
-	uint64_t hash = (v & PYFRAME_CODE_MASK) * 0x9e3779b1u + pyframe__unit1(v);
+	/*
+	 * The set, by the whole word mixed (its high bits): a function's units once took the
+	 * slots after its code object's, and code objects allocated near one another overlapped
+	 * there (main's one slot lost to run's units, re-read after the interpreter freed it).
+	 */
+	uint64_t hash = v * 0x9E3779B97F4A7C15ull >> 40;
 
 	return framename__resolve(&cache, pid, v, hash, read_code, out);
 }
