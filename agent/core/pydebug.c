@@ -51,6 +51,7 @@ static int parse_state(const uint64_t *w, struct pydebug_offsets *o)
 	o->tstate_next = field(&ts, 2, PTR);
 	o->tstate_current_frame = field(&ts, 4, PTR);
 	o->tstate_thread_id = field(&ts, 5, sizeof(unsigned long));
+	o->tstate_native_thread_id = field(&ts, 6, sizeof(uint32_t));
 	/* datastack_chunk, datastack_top, datastack_limit: three pointers (cpython/pystate.h) */
 	o->tstate_datastack_chunk = field(&ts, 7, 3 * PTR);
 	return rt.err ? rt.err : in.err ? in.err : ts.err;

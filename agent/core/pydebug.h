@@ -27,6 +27,7 @@ struct pydebug_offsets {
 	uint16_t rt_interpreters_head;		   /* in _PyRuntimeState */
 	uint16_t interp_next, interp_threads_head; /* in PyInterpreterState */
 	uint16_t tstate_next, tstate_current_frame, tstate_thread_id, tstate_datastack_chunk;
+	uint16_t tstate_native_thread_id; /* the kernel's tid (the BPF walker's key) */
 	uint16_t f_size, f_previous, f_executable, f_instr_ptr, f_owner; /* _PyInterpreterFrame */
 	uint16_t code_firstlineno, code_filename, code_name, code_qualname, code_linetable;
 	uint16_t code_adaptive;			     /* co_code_adaptive: the bytecode */

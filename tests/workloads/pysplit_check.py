@@ -5,8 +5,9 @@ samples under run() whose chain is whole (run, main and <module> named in that o
 interpreter's native Py_RunMain, no unnamed Python frame between), and each handler's share
 against the script's, with the largest gap.
 
-Usage: pysplit_check.py PROFILE SCRIPT_OUTPUT [NAMED_MIN WHOLE_MIN GAP_MAX]
-Exit 0 when named >= NAMED_MIN %, whole >= WHOLE_MIN % and the gap <= GAP_MAX pp (95 95 3)."""
+Usage: pysplit_check.py PROFILE SCRIPT_OUTPUT [NAMED_MIN WHOLE_MIN GAP_MAX [PID]]
+Exit 0 when named >= NAMED_MIN %, whole >= WHOLE_MIN % and the gap <= GAP_MAX pp (95 95 3).
+PID: only that process's main thread (a system-wide profile)."""
 import sys
 
 import pprof_traces as pt
@@ -26,8 +27,10 @@ def whole(frames):
 def main():
     path, out = sys.argv[1:3]
     named_min, whole_min, gap_max = (float(a) for a in (sys.argv[3:6] or (95, 95, 3)))
+    pid = sys.argv[6] if len(sys.argv) > 6 else None
     truth = {l.split()[0]: float(l.split()[1]) for l in open(out) if l.split()[0] in H}
-    ss = pt.samples(path)
+    ss = [s for s in pt.samples(path)
+          if pid is None or (s.labels.get("pid") == pid and s.labels.get("thread") == pid)]
     tot = sum(s.value for s in ss)
     named = sum(s.value for s in ss if SCRIPT & set(s.frames))
     under = [s for s in ss if "run" in s.frames]
@@ -47,7 +50,9 @@ def main():
     print("shares " + " ".join(f"{h} {shares[h]:.1f} (script {truth[h]:.1f})" for h in H) +
           f"; max gap {gap:.1f} pp")
     for l in pt.header(path):
-        if "python" in l:
+        if "py_" in l:
+            print(" ".join(w for w in l.split() if w.startswith("py_")))
+        elif "python" in l:
             print(l.strip())
     ok = (tot > 1e9 and 100 * named / tot >= named_min and whole_share >= whole_min and
           gap <= gap_max)

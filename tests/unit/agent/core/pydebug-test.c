@@ -57,6 +57,7 @@ static void test_real(void **state)
 	assert_int_equal(o.tstate_next, 8);
 	assert_int_equal(o.tstate_current_frame, 72);
 	assert_int_equal(o.tstate_thread_id, 152);
+	assert_int_equal(o.tstate_native_thread_id, 160);
 	assert_int_equal(o.tstate_datastack_chunk, 232);
 	assert_int_equal(o.f_size, 80);
 	assert_int_equal(o.f_executable, 0);
