@@ -58,22 +58,25 @@ int framename__peek(uint32_t pid, uint64_t addr, void *buf, size_t len)
 int framename__resolve(struct framename_cache *c, uint32_t pid, uint64_t key, uint64_t hash,
 		       framename_read_fn read, struct framename *out)
 {
-	/* the set: a pair of slots, the one used last first */
-	struct framename_slot *s = &c->slot[(hash ^ pid * 2654435761u) % (c->slots / 2) * 2], tmp;
+	/* the set: FRAMENAME_WAYS slots, the one used last first */
+	struct framename_slot *s =
+	    &c->slot[(hash ^ pid * 2654435761u) % (c->slots / FRAMENAME_WAYS) * FRAMENAME_WAYS];
+	struct framename_slot hit;
+	unsigned int w = 0;
 	int err;
 
 	pthread_mutex_lock(&c->lock);
-	if (s->pid == pid && s->key == key) {
+	while (w < FRAMENAME_WAYS - 1 && !(s[w].pid == pid && s[w].key == key))
+		w++;
+	if (s[w].pid == pid && s[w].key == key) {
 		c->cached++;
-	} else if (s[1].pid == pid && s[1].key == key) {
-		c->cached++;
-		tmp = s[0], s[0] = s[1], s[1] = tmp;
-	} else {
-		s[1] = s[0]; /* the one used before goes, the one used last stays */
-		s->pid = pid;
-		s->key = key;
-		s->err = read(pid, key, &s->n);
+		hit = s[w];
+	} else { /* the one used longest ago goes */
+		hit = (struct framename_slot){.pid = pid, .key = key};
+		hit.err = read(pid, key, &hit.n);
 	}
+	memmove(&s[1], &s[0], w * sizeof(s[0]));
+	s[0] = hit;
 	err = s->err;
 	if (!err)
 		*out = s->n;
