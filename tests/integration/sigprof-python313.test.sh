@@ -9,6 +9,9 @@
 # native Py_RunMain, the handlers' shares are within 3 pp of the script's, and the output and
 # exit status are those of a run without the library. Then tests/workloads/pylines.py: the
 # frames' lines from 3.13's location tables (>= 95 % of the samples under hot() on a HOT line).
+# Last, a copy of the interpreter whose _Py_DebugOffsets cookie is changed (CPython itself never
+# reads it): the table is refused (debug_offsets=refused, unknown_version=1), no Python frame is
+# spliced, and the script's output and exit status stay those of a run without the library.
 set -u
 lib=$EP_BUILD/libedgeprof.so
 root=$EP_TOP/build/py313-root
@@ -52,3 +55,31 @@ wait "$pid" || fail "pylines.py exited with $?"
 grep -q "^sink " "$tmp/lines.out" || fail "output: $(cat "$tmp/lines.out")"
 PYTHONPATH=$work /usr/bin/python3 "$work/pylines_check.py" "$tmp/lines.pb.gz" "$work/pylines.py" \
 	"$pid" 95 1 || fail "lines"
+
+# the cookie at _PyRuntime: "xdebugpy" followed by the version, 3.13.x
+cp "$root/usr/bin/python3.13" "$tmp/python3.13"
+/usr/bin/python3 - "$tmp/python3.13" <<'PY' || fail "no _Py_DebugOffsets cookie in python3.13"
+import struct, sys
+d = bytearray(open(sys.argv[1], "rb").read())
+at, i = [], d.find(b"xdebugpy")
+while i >= 0:
+    if struct.unpack_from("<Q", d, i + 8)[0] >> 16 == 0x30d:
+        at.append(i)
+    i = d.find(b"xdebugpy", i + 1)
+if len(at) != 1:
+    sys.exit(1)
+d[at[0] + 7:at[0] + 8] = b"X"
+open(sys.argv[1], "wb").write(d)
+PY
+bad=("${py313[@]:0:5}" "$tmp/python3.13") # its loader and libraries, the copy
+"${bad[@]}" "$work/pysplit.py" 1 3 >"$tmp/bad-plain.out"
+plain_rc=$?
+env LD_PRELOAD="$lib" EDGEPROF_OUTPUT="$tmp/bad.pb.gz" EDGEPROF_HZ=997 "${bad[@]}" "$work/pysplit.py" 1 3 \
+	>"$tmp/bad.out"
+prof_rc=$?
+[ "$plain_rc" = 3 ] && [ "$prof_rc" = 3 ] || fail "refused table: exit status $prof_rc, $plain_rc without the library"
+[ "$(cut -d' ' -f1 "$tmp/bad-plain.out")" = "$(cut -d' ' -f1 "$tmp/bad.out")" ] ||
+	fail "refused table: output differs: $(cat "$tmp/bad.out")"
+go tool pprof -raw -symbolize=none "$tmp/bad.pb.gz" 2>/dev/null |
+	grep -E "^(Comment: )?edgeprof python: version=3.13 spliced=0 unknown_version=1 samples=0 .*debug_offsets=refused" ||
+	fail "a changed cookie was not refused"
