@@ -9,6 +9,9 @@
 # native Py_RunMain, the handlers' shares are within 3 pp of the script's, and the output and
 # exit status are those of a run without the library. Then tests/workloads/pylines.py: the
 # frames' lines from 3.13's location tables (>= 95 % of the samples under hot() on a HOT line).
+# Then tests/workloads/pythreads.py: three threads, each in a function of its own, the GIL
+# passed between them: >= 95 % of each thread's samples name its own function (its state found
+# in the interpreter's list by its thread_id), no mismatch counted.
 # Last, a copy of the interpreter whose _Py_DebugOffsets cookie is changed (CPython itself never
 # reads it): the table is refused (debug_offsets=refused, unknown_version=1), no Python frame is
 # spliced, and the script's output and exit status stay those of a run without the library.
@@ -55,6 +58,30 @@ wait "$pid" || fail "pylines.py exited with $?"
 grep -q "^sink " "$tmp/lines.out" || fail "output: $(cat "$tmp/lines.out")"
 PYTHONPATH=$work /usr/bin/python3 "$work/pylines_check.py" "$tmp/lines.pb.gz" "$work/pylines.py" \
 	"$pid" 95 1 || fail "lines"
+
+env LD_PRELOAD="$lib" EDGEPROF_OUTPUT="$tmp/thr.pb.gz" EDGEPROF_HZ=997 "${py313[@]}" \
+	"$work/pythreads.py" 0.8 >"$tmp/thr.out" || fail "pythreads.py exited with $?"
+grep -q "^threads done" "$tmp/thr.out" || fail "pythreads.py output: $(cat "$tmp/thr.out")"
+go tool pprof -raw -symbolize=none "$tmp/thr.pb.gz" 2>/dev/null | grep -E "^(Comment: )?edgeprof python: .* mismatch=0 " ||
+	fail "thread states not found as the threads' own"
+PYTHONPATH=$work /usr/bin/python3 - "$tmp/thr.pb.gz" <<'PY' || fail "threads' frames"
+import sys
+import pprof_traces as pt
+per = {}
+for s in pt.samples(sys.argv[1]):
+    work = next((f for f in s.frames if f.startswith("work_")), None)
+    t = per.setdefault(s.labels.get("thread"), {"all": 0.0})
+    t["all"] += s.value
+    if work:
+        t[work] = t.get(work, 0.0) + s.value
+ok = 0
+for tid, t in sorted(per.items()):
+    own = max((k for k in t if k != "all"), key=t.get, default=None)
+    share = 100 * t[own] / t["all"] if own else 0
+    print(f"thread {tid}: {t['all'] / 1e6:.0f} ms, {own or 'no work_ function'} {share:.1f}%")
+    ok += own is not None and share >= 95 and t["all"] >= 2e8
+sys.exit(0 if ok == 3 else 1)
+PY
 
 # the cookie at _PyRuntime: "xdebugpy" followed by the version, 3.13.x
 cp "$root/usr/bin/python3.13" "$tmp/python3.13"
