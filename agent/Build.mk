@@ -7,7 +7,8 @@ agent-core-y := agent/core/ring.o agent/core/aggregate.o agent/core/rounds.o age
 		agent/core/output.o
 agent-core-$(CONFIG_SYMBOLIZE) += agent/core/symbolize.o
 agent-core-$(CONFIG_PERFMAP) += agent/core/perfmap.o
-agent-core-$(CONFIG_PYFRAMES) += agent/core/pyname.o agent/core/pysplice.o agent/core/pyline.o
+agent-core-$(CONFIG_PYFRAMES) += agent/core/pyname.o agent/core/pysplice.o agent/core/pyline.o \
+				 agent/core/pydebug.o
 agent-core-$(CONFIG_LUAFRAMES) += agent/core/luaname.o
 agent-core-$(CONFIG_LUA51FRAMES) += agent/core/lua51name.o
 # The interpreters' frame-name cache (agent/core/framename.h): once for either or both.
@@ -106,6 +107,9 @@ unit-tests-$(CONFIG_PYFRAMES) += pysplice
 pysplice-test-objs = agent/core/pysplice.o
 unit-tests-$(CONFIG_PYFRAMES) += pyline
 pyline-test-objs = agent/core/pyline.o
+unit-tests-$(CONFIG_PYFRAMES) += pydebug
+pydebug-test-objs = agent/core/pydebug.o agent/core/pyname.o agent/core/pyline.o agent/core/framename.o
+pydebug-test-ldlibs = -lpthread
 unit-tests-$(CONFIG_PROFILE_HEAP) += heapfile
 heapfile-test-objs = agent/core/heapfile.o
 unit-tests-$(CONFIG_SAMPLER_BPF) += leaf

@@ -19,7 +19,7 @@ bpf-$(CONFIG_SAMPLER_BPF) += bpf/sampler.o bpf/cpus.o agent/core/ksyms.o
 bpf-$(CONFIG_BPF_CFI) += bpf/cfitab.o
 # CPython processes' frames (bpf/python.h): their entries, and the splice shared with libedgeprof
 bpf-$(CONFIG_BPF_PYTHON) += bpf/python.o agent/core/pyname.o agent/core/pysplice.o agent/core/pyline.o \
-			    agent/core/framename.o
+			    agent/core/framename.o agent/core/pydebug.o
 # What cfitab.o reads maps and tables with (the agent links them anyway; the probe and the
 # sampler's test name them).
 bpf-cfi-deps-$(CONFIG_BPF_CFI) := agent/core/procmaps.o agent/core/ring.o elf/elf.o elf/cfi.o

@@ -22,17 +22,21 @@ struct py_proc {
 	__u16 f_prev_instr;	  /* _PyInterpreterFrame.prev_instr */
 	__u16 f_is_entry;	  /* _PyInterpreterFrame.is_entry (a byte) */
 	__u16 code_adaptive;	  /* PyCodeObject.co_code_adaptive: the bytecode */
+	__u8 ts_holds_frame;	  /* 3.13: ts_cframe is current_frame itself (no _PyCFrame) */
+	__u8 entry_is_shim;	  /* 3.13: f_is_entry is the owner byte, and an activation ends
+				   * at its entry shim (FRAME_OWNED_BY_CSTACK), not shown */
 };
 
 /*
  * A frame in the record: the code object (8-aligned) with bit 0 set on an entry frame (the
  * last one a C activation of the eval loop runs), and in bits 63..48 the instruction's index
- * plus one (code units from co_code_adaptive; 0: none, or beyond 65534).
+ * plus one (code units from co_code_adaptive; 0: none, or beyond 65534). 3.13's entry shim is
+ * PY_REC_ENTRY alone (no code object): the end of the activation before it.
  */
 #define PY_REC_ENTRY 1ull
 #define PY_REC_CODE_MASK 0xfffffffffff8ull
 
-/* Bytes of a frame read at once: every field above lies in them (3.11: 69). */
+/* Bytes of a frame read at once: every field above lies in them (3.11: 69, 3.13: 71). */
 #define PY_FRAME_READ 80
 
 /* Threads of a process searched for the sampled one when another holds the GIL. */

@@ -7,8 +7,9 @@
  * A process the agent recognised as CPython has an entry in py_procs (bpf/pyproc.h): where
  * _PyRuntime is and the offsets of its version. The sampled thread's PyThreadState is the
  * GIL's holder when its native_thread_id is the task's tid (a CPU-bound thread holds the GIL),
- * else one of the interpreter's threads (threads.head, next: PY_THREADS at most). Its
- * cframe->current_frame starts the chain of _PyInterpreterFrame (previous), newest first; each
+ * else one of the interpreter's threads (threads.head, next: PY_THREADS at most; 3.13: these
+ * alone). Its cframe->current_frame (3.13: its current_frame) starts the chain of
+ * _PyInterpreterFrame (previous), newest first; each
  * frame goes into the record as its code object, the instruction's index and the entry mark
  * (PY_REC_*), CONFIG_BPF_PYTHON_FRAMES at most (counted when cut). No BTF: the offsets are
  * the agent's. Names, files and lines are the agent's work (agent/core/pyname.h), from the
@@ -82,7 +83,9 @@ static __always_inline __u64 py_thread(const struct py_proc *p, __u32 tid, int l
 	__u64 ts = 0, interp = 0;
 	__u32 id = 0;
 
-	if (!read_user(&ts, sizeof(ts), p->runtime + p->rt_tstate_current, legacy) && ts &&
+	/* 3.13 keeps no GIL holder in _PyRuntime (rt_tstate_current 0): the list alone */
+	if (p->rt_tstate_current &&
+	    !read_user(&ts, sizeof(ts), p->runtime + p->rt_tstate_current, legacy) && ts &&
 	    !read_user(&id, sizeof(id), ts + p->ts_native_tid, legacy) && id == tid)
 		return ts;
 	/* another thread holds the GIL (this one runs C code, or waits for it) */
@@ -143,7 +146,7 @@ static __always_inline __u32 py_append(struct scratch *s, __u32 size, int legacy
 	struct profile_event *e = &s->e;
 	const struct py_proc *p;
 	struct py_buf *b;
-	__u32 zero = 0, at, n = 0, o_code, o_prev, o_instr, o_entry;
+	__u32 zero = 0, at, n = 0, o_code, o_prev, o_instr, o_entry, shim_marks;
 	__u64 ts, cframe = 0, frame = 0;
 
 	if (!python_enabled)
@@ -161,6 +164,7 @@ static __always_inline __u32 py_append(struct scratch *s, __u32 size, int legacy
 	o_prev = p->f_previous;
 	o_instr = p->f_prev_instr;
 	o_entry = p->f_is_entry;
+	shim_marks = p->entry_is_shim;
 	if (!b || ((o_code | o_prev | o_instr) & 7) ||
 	    o_code > PY_FRAME_READ - 8 || o_prev > PY_FRAME_READ - 8 ||
 	    o_instr > PY_FRAME_READ - 8 || o_entry > PY_FRAME_READ - 1)
@@ -170,8 +174,13 @@ static __always_inline __u32 py_append(struct scratch *s, __u32 size, int legacy
 		py_count(PY_C_NO_THREAD, 1);
 		return PROFILE_EVENT_HDR + at * 8;
 	}
-	if (read_user(&cframe, sizeof(cframe), ts + p->ts_cframe, legacy) || !cframe ||
-	    read_user(&frame, sizeof(frame), cframe + p->cf_current, legacy)) {
+	if (read_user(&cframe, sizeof(cframe), ts + p->ts_cframe, legacy)) {
+		py_count(PY_C_READ, 1);
+		return PROFILE_EVENT_HDR + at * 8;
+	}
+	frame = cframe; /* 3.13: the thread state's current_frame itself */
+	if (!p->ts_holds_frame &&
+	    (!cframe || read_user(&frame, sizeof(frame), cframe + p->cf_current, legacy))) {
 		py_count(PY_C_READ, 1);
 		return PROFILE_EVENT_HDR + at * 8;
 	}
@@ -187,6 +196,7 @@ static __always_inline __u32 py_append(struct scratch *s, __u32 size, int legacy
 	b->n = 0;
 	for (int i = 0; i < PROFILE_PY_FRAMES && frame; i++) {
 		__u64 code, instr, prev, idx;
+		__u8 mark;
 
 		if (at + i >= 2 * PROFILE_MAX_DEPTH) { /* the native frames left no more room */
 			py_count(PY_C_TRUNCATED, 1);
@@ -203,8 +213,12 @@ static __always_inline __u32 py_append(struct scratch *s, __u32 size, int legacy
 		idx = (instr - (code + p->code_adaptive)) / 2 + 1;
 		if (instr < code + p->code_adaptive - 2 || idx > 0xffff)
 			idx = 0;
-		e->frames[at + i] = (code & PY_REC_CODE_MASK) | (b->b[o_entry & 127] ? PY_REC_ENTRY : 0) |
-				    idx << 48;
+		mark = b->b[o_entry & 127];
+		if (shim_marks) /* 3.13: the owner byte; the shim ends the activation before it */
+			e->frames[at + i] = mark == 3 ? PY_REC_ENTRY : (code & PY_REC_CODE_MASK) | idx << 48;
+		else
+			e->frames[at + i] = (code & PY_REC_CODE_MASK) | (mark ? PY_REC_ENTRY : 0) |
+					    idx << 48;
 		b->n = i + 1;
 		frame = prev == frame ? 0 : prev;
 		if (frame && i == PROFILE_PY_FRAMES - 1)

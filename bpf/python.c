@@ -13,6 +13,7 @@
 #include <linux/types.h>
 #include <bpf/bpf.h>
 
+#include "agent/core/pydebug.h"
 #include "agent/core/pyname.h"
 #include "bpf/pyproc.h"
 #include "bpf/python.h"
@@ -74,6 +75,8 @@ struct pyfile {
 	struct timespec mtime;
 	bool used, cpython;	/* cpython: the three symbols are there */
 	unsigned int major, minor; /* from Py_Version; 0.0: none (before 3.11) */
+	bool have_debug;	   /* 3.13+: debug holds its own offsets (debug_offsets()) */
+	struct py_proc debug;
 	uint64_t runtime, eval, eval_size; /* link-time addresses */
 	unsigned int n_loads;
 	struct {
@@ -93,6 +96,30 @@ static int64_t file_offset(const struct pyfile *f, uint64_t vaddr)
 static bool read_at(int fd, void *buf, size_t len, uint64_t off)
 {
 	return pread(fd, buf, len, (off_t)off) == (ssize_t)len;
+}
+
+/*
+ * 3.13's offsets from its own _Py_DebugOffsets (agent/core/pydebug.h), which _PyRuntime's
+ * initializer puts in the file's data: read there, not from the process. No GIL holder in
+ * _PyRuntime: the sampled thread is found in the interpreter's list.
+ */
+static void debug_offsets(int fd, struct pyfile *f)
+{
+	unsigned char head[PYDEBUG_BYTES];
+	struct pydebug_offsets d;
+	int64_t at = file_offset(f, f->runtime);
+
+	f->have_debug = false;
+	if (at < 0 || !read_at(fd, head, sizeof(head), (uint64_t)at) ||
+	    pydebug__parse(head, sizeof(head), &d) || d.minor != f->minor)
+		return;
+	f->debug = (struct py_proc){
+	    .rt_interp_head = d.rt_interpreters_head, .is_threads_head = d.interp_threads_head,
+	    .ts_next = d.tstate_next, .ts_native_tid = d.tstate_native_thread_id,
+	    .ts_cframe = d.tstate_current_frame, .ts_holds_frame = 1, .f_code = d.f_executable,
+	    .f_previous = d.f_previous, .f_prev_instr = d.f_instr_ptr, .f_is_entry = d.f_owner,
+	    .entry_is_shim = 1, .code_adaptive = d.code_adaptive};
+	f->have_debug = true;
 }
 
 /* The three symbols from .dynsym (a stripped interpreter keeps them there). */
@@ -148,6 +175,8 @@ static int read_dynsym(int fd, const Elf64_Shdr *sym, const Elf64_Shdr *str, str
 			f->major = hex >> 24;
 			f->minor = hex >> 16 & 0xff;
 		}
+		if (f->major == 3 && f->minor >= 13 && sizeof(void *) == 8)
+			debug_offsets(fd, f);
 	}
 	return 0;
 }
@@ -293,7 +322,7 @@ static void list_proc(struct bpfpy *p, struct pyslot *slot, const struct procmap
 	uint64_t bias;
 	struct py_proc e;
 
-	if (!v) {
+	if (!v && !f->have_debug) {
 		p->st.unknown_version++;
 		return;
 	}
@@ -302,7 +331,7 @@ static void list_proc(struct bpfpy *p, struct pyslot *slot, const struct procmap
 		if (m->offset >= f->loads[i].offset &&
 		    m->offset - f->loads[i].offset < f->loads[i].filesz) {
 			bias = m->start - m->offset - (f->loads[i].vaddr - f->loads[i].offset);
-			e = v->off;
+			e = f->have_debug ? f->debug : v->off;
 			e.runtime = f->runtime + bias;
 			if (bpf_map_update_elem(p->procs_fd, &slot->pid, &e, BPF_ANY)) {
 				if (errno == E2BIG || errno == ENOMEM)
@@ -366,9 +395,11 @@ static unsigned int next_activation(void *ctx, uint64_t *out, unsigned int room,
 			*cut = true;
 			break;
 		}
+		c->i++;
+		if (w == PY_REC_ENTRY) /* 3.13's entry shim: the activation ends before it */
+			break;
 		/* the record's unit plus one is the word's (0: none; past 0xfffe: 0 too) */
 		out[k++] = pyframe__tag((uintptr_t)(w & PY_REC_CODE_MASK), (unsigned int)(w >> 48));
-		c->i++;
 		if (w & PY_REC_ENTRY)
 			break;
 	}

@@ -6,9 +6,11 @@
  * A process is looked at once per listing of its maps (agent/core/procmaps.h: a new listing
  * after an exec or a dlopen): a code mapping named python3.N or libpython3.N.so* whose .dynsym
  * has _PyRuntime, _PyEval_EvalFrameDefault (with its size) and Py_Version (read from the file:
- * the version) is CPython. A version with offsets in the table (3.11, LP64) lists the process
- * in the program's py_procs map (CONFIG_BPF_PYTHON_PROCS; full: counted, profiled natively);
- * another is counted (unknown_version) and profiled natively. Files are read once (a small
+ * the version) is CPython. A version with offsets in the table (3.11, LP64), or 3.13 with its
+ * own _Py_DebugOffsets (read from the file's data at _PyRuntime, checked by
+ * agent/core/pydebug.h), lists the process in the program's py_procs map
+ * (CONFIG_BPF_PYTHON_PROCS; full: counted, profiled natively); another, or a 3.13 whose table
+ * is refused, is counted (unknown_version) and profiled natively. Files are read once (a small
  * cache by path, inode and mtime: 20 processes of one python3.11 read it once).
  *
  * bpfpy__sample() splices a sample's Python frames in place of the eval loop's native

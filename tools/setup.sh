@@ -8,7 +8,8 @@
 #   test   what `make test` runs: every tools/deps/*.list (per test kind), both cross
 #          toolchains and qemu-user; kernels and static busyboxes for the VM tests
 #          (tests/lib/bpf-vm.sh): Debian 11's 5.10 (build/vm-5.10-amd64; with --arch arm64
-#          build/vm-5.10-arm64) and for arm64 Debian 12's 6.1 (build/vm-arm64)
+#          build/vm-5.10-arm64) and for arm64 Debian 12's 6.1 (build/vm-arm64); on x86_64
+#          Debian 13's python3.13 unpacked with its glibc (build/py313-root)
 # --static adds what a static board's musl toolchain needs (static.list; the test tier has it).
 # With --bench, perf for that VM and an x86_64 VM (build/vm-amd64) for tests/bench/bpf-icount.sh.
 #
@@ -18,8 +19,8 @@
 # A list's tier is its "# tier:" line (none: test). *.bench-list add the peers that only the
 # benchmarks run (bcc and kernel headers: large, and no test depends on them). vm.target-list
 # names target .debs for the arm64 VM test, vm-5.10-*.target-list the 5.10 ones (from the suite
-# of their "# suite:" line), vm.bench-target-list those the arm64 benchmark adds (perf):
-# downloaded and unpacked, never installed.
+# of their "# suite:" line), vm.bench-target-list those the arm64 benchmark adds (perf),
+# py313-amd64.target-list trixie's python3.13: downloaded and unpacked, never installed.
 set -euo pipefail
 
 arch=x86_64
@@ -32,7 +33,7 @@ while [ $# -gt 0 ]; do
 	--tier) tier="$2"; shift 2 ;;
 	--static) static=1; shift ;;
 	--bench) bench=1; shift ;;
-	-h|--help) sed -n '3,18p' "$0"; exit 0 ;;
+	-h|--help) sed -n '3,19p' "$0"; exit 0 ;;
 	*) echo "setup: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -256,12 +257,34 @@ make_vm_perf() {
 	touch "$dir/.complete"
 }
 
+# A root with another suite's interpreter and the libraries it runs on (py313-amd64.target-list):
+# its .debs unpacked, never installed; the test runs it with the root's own loader.
+make_pyroot() {
+	local a=$1 list=$2 root=$3 p pkgs='' suite opts
+	[ -f "$root/.complete" ] && return 0
+	suite=$(sed -n 's/^# suite: *//p' "$top/tools/deps/$list" | head -n 1)
+	echo "setup: fetching Debian $suite's python and its libraries into $root"
+	opts=$(apt_suite_opts "$suite" "$a")
+	# shellcheck disable=SC2086
+	apt-get $opts update -qq || { echo "setup: cannot reach Debian $suite" >&2; exit 1; }
+	rm -rf "$root"
+	mkdir -p "$root/debs"
+	for p in $(list_packages "$top/tools/deps/$list"); do pkgs="$pkgs $p:$a"; done
+	# shellcheck disable=SC2086
+	(cd "$root/debs" && apt-get $opts download -qq -o APT::Sandbox::User=root $pkgs)
+	for p in "$root"/debs/*.deb; do dpkg -x "$p" "$root"; done
+	(cd "$root/debs" && ls) >"$root/debs.txt"
+	rm -rf "$root/debs"
+	touch "$root/.complete"
+}
+
 case "$arch" in
 arm64) make_sysroot arm64
        [ "$tier" != test ] || { make_vm arm64 vm.target-list
 				make_vm arm64 vm-5.10-arm64.target-list "$top/build/vm-5.10-arm64"; }
        [ -z "$bench" ] || make_vm_perf arm64 ;;
-x86_64) [ "$tier" != test ] || make_vm amd64 vm-5.10-amd64.target-list "$top/build/vm-5.10-amd64"
+x86_64) [ "$tier" != test ] || { make_vm amd64 vm-5.10-amd64.target-list "$top/build/vm-5.10-amd64"
+				 make_pyroot amd64 py313-amd64.target-list "$top/build/py313-root"; }
 	[ -z "$bench" ] || { make_vm amd64 vm-amd64.bench-target-list; make_vm_perf amd64; } ;;
 armhf) make_sysroot armhf ;;
 esac

@@ -92,17 +92,25 @@ int framename__peek(uint32_t pid, uint64_t addr, void *buf, size_t len)
 int framename__resolve(struct framename_cache *c, uint32_t pid, uint64_t key, uint64_t hash,
 		       framename_read_fn read, struct framename *out)
 {
-	struct framename_slot *s = &c->slot[(hash ^ pid * 2654435761u) % c->slots];
+	/* the set: FRAMENAME_WAYS slots, the one used last first */
+	struct framename_slot *s =
+	    &c->slot[(hash ^ pid * 2654435761u) % (c->slots / FRAMENAME_WAYS) * FRAMENAME_WAYS];
+	struct framename_slot hit;
+	unsigned int w = 0;
 	int err;
 
 	pthread_mutex_lock(&c->lock);
-	if (s->pid == pid && s->key == key) {
+	while (w < FRAMENAME_WAYS - 1 && !(s[w].pid == pid && s[w].key == key))
+		w++;
+	if (s[w].pid == pid && s[w].key == key) {
 		c->cached++;
-	} else {
-		s->pid = pid;
-		s->key = key;
-		s->err = read(pid, key, &s->n);
+		hit = s[w];
+	} else { /* the one used longest ago goes */
+		hit = (struct framename_slot){.pid = pid, .key = key};
+		hit.err = read(pid, key, &hit.n);
 	}
+	memmove(&s[1], &s[0], w * sizeof(s[0]));
+	s[0] = hit;
 	err = s->err;
 	if (!err)
 		*out = s->n;

@@ -14,8 +14,10 @@
  * pointer size; the reader's own, as its target's: libedgeprof.so reads its own process, the
  * BPF agent the host's): offsetof() compiled by tests/offsets/py311.c against Debian 12's
  * python3.11-dev headers, LP64 with gcc (x86_64; checked with ctypes on 3.11.2 x86_64 and
- * aarch64), ILP32 with arm-linux-gnueabihf-gcc (armhf pyconfig.h) run under qemu-arm. Other
- * versions: not in the table, so their processes are sampled natively (counted).
+ * aarch64), ILP32 with arm-linux-gnueabihf-gcc (armhf pyconfig.h) run under qemu-arm. 3.13
+ * LP64 (the same headers of 3.13.5; the samplers check this row against the interpreter's own
+ * _Py_DebugOffsets before they splice its frames: agent/core/pydebug.h). Other versions: not in
+ * the table, so their processes are sampled natively (agent/lib/pyframes.c counts them).
  */
 static const struct pycode_layout layouts[] = {
     {.minor = 11, .ptr = 8, .firstlineno = 72, .filename = 112, .name = 120, .qualname = 128,
@@ -24,6 +26,9 @@ static const struct pycode_layout layouts[] = {
     {.minor = 11, .ptr = 4, .firstlineno = 48, .filename = 80, .name = 84, .qualname = 88,
      .linetable = 92, .code_adaptive = 116, .str_length = 8, .str_state = 16,
      .str_ascii_data = 24, .bytes_size = 8, .bytes_data = 16},
+    {.minor = 13, .ptr = 8, .firstlineno = 68, .filename = 112, .name = 120, .qualname = 128,
+     .linetable = 136, .code_adaptive = 200, .str_length = 16, .str_state = 32,
+     .str_ascii_data = 40, .bytes_size = 16, .bytes_data = 32},
 };
 
 /* PyObject's ob_type; PyTypeObject's tp_name, tp_basicsize right after it (object.h): the
@@ -202,8 +207,12 @@ static int read_code(uint32_t pid, uint64_t v, struct framename *out)
 
 int pyname__resolve(uint32_t pid, uint64_t v, struct framename *out)
 {
-	/* the slot: the code object's, and its units' spread over the next ones */
-	uint64_t hash = (v & PYFRAME_CODE_MASK) * 0x9e3779b1u + pyframe__unit1(v);
+	/*
+	 * The set, by the whole word mixed (its high bits): a function's units once took the
+	 * slots after its code object's, and code objects allocated near one another overlapped
+	 * there (main's one slot lost to run's units, re-read after the interpreter freed it).
+	 */
+	uint64_t hash = v * 0x9E3779B97F4A7C15ull >> 40;
 
 	return framename__resolve(&cache, pid, v, hash, read_code, out);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/core/pydebug.h"
 #include "agent/core/pyname.h"
 #include "agent/lib/pyframes.h"
 #include "agent/lib/selfread.h"
@@ -28,7 +29,16 @@ struct pyframe_layout {
 	uint16_t code_adaptive; /* PyCodeObject.co_code_adaptive: the bytecode */
 	uint16_t tstate_chunk, tstate_limit; /* tstate->datastack_chunk, datastack_limit */
 	uint16_t tstate_thread_id;	     /* tstate->thread_id: pthread_self() of its thread */
+	/* 3.13+ (debug_layout()): the thread state found in the interpreters' lists,
+	 * tstate_cframe is tstate->current_frame itself, an activation ends at its entry shim */
+	bool debug;
+	uint16_t f_owner, rt_interp_head, interp_next, interp_threads, tstate_next;
 };
+
+#define FRAME_OWNED_BY_CSTACK 3 /* 3.12+: the eval loop's entry shim (pycore_frame.h) */
+/* Thread states looked at per sample (3.13+: the lists are walked); more: natively, counted
+ * as a mismatch. */
+#define THREADS_WALKED 256
 
 static const struct pyframe_layout frame_layouts[] = {
     {.minor = 11, .ptr = 8, .tss_init = 592, .tss_key = 596, .tstate_cframe = 56,
@@ -45,6 +55,9 @@ static const struct pyframe_layout frame_layouts[] = {
      .f_size = 40, .code_adaptive = 116, .tstate_chunk = 172, .tstate_limit = 180,
      .tstate_thread_id = 88},
 };
+
+/* 3.13+: filled at start from the interpreter's own _Py_DebugOffsets */
+static struct pyframe_layout from_debug;
 
 static struct {
 	const struct pyframe_layout *l;
@@ -68,6 +81,41 @@ static const struct pyframe_layout *frame_layout(unsigned int minor)
 		if (frame_layouts[i].minor == minor && frame_layouts[i].ptr == sizeof(void *))
 			return &frame_layouts[i];
 	return NULL;
+}
+
+/*
+ * 3.13's layout from its _Py_DebugOffsets at the start of _PyRuntime (agent/core/pydebug.h),
+ * NULL when refused (py.st.debug_offsets: why). datastack_limit follows datastack_chunk and
+ * datastack_top (cpython/pystate.h); the chunks found there are checked (vouch_chunks).
+ */
+static const struct pyframe_layout *debug_layout(void)
+{
+	struct pydebug_offsets d;
+
+	py.st.debug_offsets = pydebug__parse(py.runtime, PYDEBUG_BYTES, &d);
+	if (py.st.debug_offsets)
+		return NULL;
+	from_debug = (struct pyframe_layout){
+	    .minor = d.minor, .debug = true, .tstate_cframe = d.tstate_current_frame,
+	    .f_code = d.f_executable, .f_previous = d.f_previous, .f_prev_instr = d.f_instr_ptr,
+	    .f_owner = d.f_owner, .f_size = d.f_size, .code_adaptive = d.code_adaptive,
+	    .tstate_chunk = d.tstate_datastack_chunk,
+	    .tstate_limit = d.tstate_datastack_chunk + 2 * sizeof(void *),
+	    .tstate_thread_id = d.tstate_thread_id, .rt_interp_head = d.rt_interpreters_head,
+	    .interp_next = d.interp_next, .interp_threads = d.interp_threads_head,
+	    .tstate_next = d.tstate_next};
+	py.st.debug_offsets = 1;
+	return &from_debug;
+}
+
+/* The layout of the interpreter whose _PyRuntime is py.runtime: 3.13+ its own, else the table. */
+static const struct pyframe_layout *runtime_layout(unsigned int minor)
+{
+	if (minor < 13)
+		return frame_layout(minor);
+	if (sizeof(void *) != 8) /* the walk is LP64's (pyname.c's table too) */
+		return NULL;
+	return from_debug.debug ? &from_debug : debug_layout();
 }
 
 struct segment_find {
@@ -108,13 +156,9 @@ void pyframes__init(void)
 	py.st.minor = (unsigned int)(*version >> 16 & 0xff);
 	if (off && !strcmp(off, "0")) /* the native walk alone (the cost's baseline) */
 		return;
-	if ((*version >> 24) != 3 || !frame_layout(py.st.minor)) {
-		py.st.unknown_version++;
-		return;
-	}
 	py.runtime = dlsym(RTLD_DEFAULT, "_PyRuntime");
-	if (!py.runtime || !dladdr1(eval, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym ||
-	    !sym->st_size) {
+	if ((*version >> 24) != 3 || !py.runtime || !runtime_layout(py.st.minor) ||
+	    !dladdr1(eval, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym || !sym->st_size) {
 		py.st.unknown_version++;
 		return;
 	}
@@ -128,7 +172,7 @@ void pyframes__init(void)
 	/* armv7: the eval loop (~48 KiB) is beyond the code readings' budget: the native walk
 	 * reads its frame from its prologue */
 	unwind__arm_body(py.eval_lo, py.eval_hi);
-	py.l = frame_layout(py.st.minor);
+	py.l = runtime_layout(py.st.minor);
 	py.tss = py.l->tss_init;
 	py.st.on = true;
 }
@@ -221,6 +265,38 @@ static uintptr_t thread_state(void)
 	return 0;
 }
 
+/*
+ * 3.13+: this thread's state, found in the interpreters' lists of thread states (heads and
+ * links from _Py_DebugOffsets) by its thread_id; the main interpreter and its first thread
+ * are in _PyRuntime. At most THREADS_WALKED; not found: 0, counted as a mismatch.
+ */
+static uintptr_t thread_state_listed(void)
+{
+	const struct pyframe_layout *l = py.l;
+	unsigned long self = (unsigned long)pthread_self(), id;
+	unsigned int walked = 0;
+	uintptr_t interp, tstate;
+
+	if (!peek((uintptr_t)py.runtime + l->rt_interp_head, &interp, sizeof(interp)))
+		return 0;
+	while (interp && walked < THREADS_WALKED) {
+		if (!peek(interp + l->interp_threads, &tstate, sizeof(tstate)))
+			return 0;
+		while (tstate && walked++ < THREADS_WALKED) {
+			if (!peek(tstate + l->tstate_thread_id, &id, sizeof(id)))
+				return 0;
+			if (id == self)
+				return tstate;
+			if (!peek(tstate + l->tstate_next, &tstate, sizeof(tstate)))
+				return 0;
+		}
+		if (!peek(interp + l->interp_next, &interp, sizeof(interp)))
+			return 0;
+	}
+	__atomic_fetch_add(&py.st.mismatch, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
 /* The newest interpreter frame of this thread, or 0. */
 static uintptr_t current_frame(void)
 {
@@ -229,11 +305,14 @@ static uintptr_t current_frame(void)
 
 	if (py.data_hi)
 		selfread__vouch(py.data_lo, py.data_hi);
-	tstate = thread_state();
+	tstate = l->debug ? thread_state_listed() : thread_state();
 	if (tstate)
 		vouch_chunks(tstate);
-	if (!tstate || !peek(tstate + l->tstate_cframe, &cframe, sizeof(cframe)) ||
-	    !peek(cframe + l->cframe_current, &frame, sizeof(frame)))
+	if (!tstate || !peek(tstate + l->tstate_cframe, &cframe, sizeof(cframe)))
+		return 0;
+	if (l->debug) /* 3.13: no _PyCFrame, the thread state holds the frame */
+		return cframe;
+	if (!peek(cframe + l->cframe_current, &frame, sizeof(frame)))
 		return 0;
 	return frame;
 }
@@ -241,7 +320,9 @@ static uintptr_t current_frame(void)
 /*
  * The code unit a frame executes plus one (pyname.h), from prev_instr: 0 before its first
  * (prev_instr is then the unit before the bytecode), PYFRAME_UNIT_FAR past the word's field
- * or anywhere else (a torn frame: its line is then the first).
+ * or anywhere else (a torn frame: its line is then the first). 3.13's instr_ptr points at the
+ * unit executing, as 3.11's prev_instr does once started: the same arithmetic (a 3.13 frame
+ * not started yet points at its first unit, whose line is the first line too).
  */
 static unsigned int frame_unit1(uintptr_t code, uintptr_t prev_instr)
 {
@@ -258,7 +339,7 @@ static unsigned int push_activation(uintptr_t *frame, uint64_t *out, unsigned in
 				    bool *cut)
 {
 	const struct pyframe_layout *l = py.l;
-	unsigned char f[80];
+	unsigned char f[128]; /* a frame's header: 3.11's 72 bytes, pydebug.c's bound */
 	unsigned int n = 0;
 
 	while (*frame) {
@@ -275,9 +356,14 @@ static unsigned int push_activation(uintptr_t *frame, uint64_t *out, unsigned in
 		memcpy(&code, f + l->f_code, sizeof(code));
 		memcpy(&prev, f + l->f_previous, sizeof(prev));
 		memcpy(&instr, f + l->f_prev_instr, sizeof(instr));
+		if (l->debug && f[l->f_owner] == FRAME_OWNED_BY_CSTACK) {
+			/* 3.13: the entry shim (f_executable is None) ends the activation */
+			*frame = prev == *frame ? 0 : prev;
+			break;
+		}
 		out[n++] = pyframe__tag(code, frame_unit1(code, instr));
 		*frame = prev == *frame ? 0 : prev; /* a cycle ends the chain */
-		if (f[l->f_is_entry])
+		if (!l->debug && f[l->f_is_entry])
 			break;
 	}
 	return n;

@@ -7,14 +7,22 @@
  * python3.11 keeps them). A version without a layout in the table (agent/core/pyname.c; 3.11
  * LP64 and ILP32 today) is counted (unknown_version) and the process is profiled natively. On
  * armv7 the eval loop, larger than the native walk's code readings reach, is registered
- * (unwind__arm_body) so that the walk gets through it without unwind tables.
+ * (unwind__arm_body) so that the walk gets through it without unwind tables. 3.13 brings
+ * its own offsets (_Py_DebugOffsets at the start of _PyRuntime, agent/core/pydebug.h): they are
+ * read at start and checked; refused (another minor's table, a free-threaded build, offsets out
+ * of bounds or not the name writer's, a 32-bit build) is counted the same way (debug_offsets:
+ * refused).
  *
  * In the handler: the thread's PyThreadState is pthread_getspecific() of _PyRuntime's
  * autoTSSkey (glibc reads it from the thread's own block, lock-free; the GIL holder's
  * tstate_current would be another thread's when this one runs C code without the GIL); its
  * cframe->current_frame starts the chain of _PyInterpreterFrame (previous), and each native
  * _PyEval_EvalFrameDefault activation in the walk is replaced by the frames it runs, newest
- * first, down to the one marked is_entry (3.11: one C activation runs many Python frames). Every
+ * first, down to the one marked is_entry (3.11: one C activation runs many Python frames).
+ * 3.13: the thread state is found in the interpreters' lists of thread states by its thread_id
+ * (at most 256 looked at; the main thread's is in _PyRuntime, the newest threads' first),
+ * tstate->current_frame starts the chain, and an activation's frames end at its entry shim
+ * (owner FRAME_OWNED_BY_CSTACK, on the C stack, not shown). Every
  * read of the interpreter's memory goes through agent/lib/selfread.h: plain loads where the
  * memory is proven mapped (the thread's linked data stack chunks, _PyRuntime's segment, the
  * brk heap of a one-thread program), process_vm_readv() on the process itself elsewhere (a
@@ -42,6 +50,7 @@ struct pyframes_stats {
 	uint64_t tss_searches;	   /* searches of _PyRuntime for the thread-state key */
 	uint64_t read_errors;	   /* reads that failed (EFAULT: a torn or freed pointer) */
 	uint64_t truncated;	   /* chains cut at CONFIG_PYFRAMES_MAX or the sample's depth */
+	int debug_offsets;	   /* 3.13+: 1 read and used, -errno refused (pydebug.h); 0 */
 };
 
 #ifdef CONFIG_PYFRAMES

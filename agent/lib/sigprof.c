@@ -764,12 +764,13 @@ static void write_standalone(void)
 	snprintf(c5, sizeof(c5),
 		 "edgeprof python: version=3.%u spliced=%d unknown_version=%llu samples=%llu "
 		 "frames=%llu no_state=%llu mismatch=%llu tss_searches=%llu read_errors=%llu "
-		 "truncated=%llu",
+		 "truncated=%llu debug_offsets=%s",
 		 ps.minor, ps.on, (unsigned long long)ps.unknown_version,
 		 (unsigned long long)ps.samples, (unsigned long long)ps.frames,
 		 (unsigned long long)ps.no_state, (unsigned long long)ps.mismatch,
 		 (unsigned long long)ps.tss_searches, (unsigned long long)ps.read_errors,
-		 (unsigned long long)ps.truncated);
+		 (unsigned long long)ps.truncated,
+		 ps.debug_offsets > 0 ? "used" : ps.debug_offsets < 0 ? "refused" : "-");
 	luaframes__stats(&ls);
 	snprintf(c6, sizeof(c6),
 		 "edgeprof lua: version=%s spliced=%d unknown_version=%llu samples=%llu frames=%llu "

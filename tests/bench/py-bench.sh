@@ -10,28 +10,39 @@
 # Prints per run: samples naming a script function, the handlers' shares against the script's,
 # the handler's median time (its own histogram, the profile's comment); then medians and the
 # python/native ratio of the handler's time. No peer: py-spy is not in Debian's archive.
-#   tests/bench/py-bench.sh [--build build/host-x86_64] [--seconds 6] [--reps 3]
+# --python 3.13: Debian trixie's python3.13 from build/py313-root (tools/setup.sh), on its own
+# loader, whose frames come from its _Py_DebugOffsets (agent/core/pydebug.h).
+#   tests/bench/py-bench.sh [--build build/host-x86_64] [--seconds 6] [--reps 3] [--python 3.13]
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
-build=$top/build/host-x86_64 seconds=6 reps=3
+build=$top/build/host-x86_64 seconds=6 reps=3 version=3.11
 while [ $# -gt 0 ]; do
 	case $1 in
 	--build) build=$(cd "$2" && pwd); shift 2 ;;
 	--seconds) seconds=$2; shift 2 ;;
 	--reps) reps=$2; shift 2 ;;
-	*) echo "usage: $0 [--build DIR] [--seconds N] [--reps N]" >&2; exit 2 ;;
+	--python) version=$2; shift 2 ;;
+	*) echo "usage: $0 [--build DIR] [--seconds N] [--reps N] [--python 3.11|3.13]" >&2; exit 2 ;;
 	esac
 done
 lib=$build/libedgeprof.so
 [ -f "$lib" ] || { echo "build first: make -j2 all-tests"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-echo "$(/usr/bin/python3.11 --version), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+case $version in
+3.11) py=(/usr/bin/python3.11) ;;
+3.13) root=$top/build/py313-root
+      [ -f "$root/.complete" ] || { echo "no build/py313-root: run tools/setup.sh"; exit 1; }
+      py=(env "PYTHONHOME=$root/usr" "$root/usr/lib64/ld-linux-x86-64.so.2"
+	  --library-path "$root/usr/lib/x86_64-linux-gnu" "$root/usr/bin/python3.13") ;;
+*) echo "--python: 3.11 (Debian 12's) or 3.13 (trixie's, build/py313-root)" >&2; exit 2 ;;
+esac
+echo "$("${py[@]}" --version), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$reps"); do
 	for mode in python native; do
 		env LD_PRELOAD="$lib" EDGEPROF_OUTPUT="$tmp/$mode.$r.pb.gz" \
 			EDGEPROF_PYTHON="$([ $mode = python ] && echo 1 || echo 0)" \
-			/usr/bin/python3.11 "$top/tests/workloads/pysplit.py" "$seconds" >"$tmp/$mode.$r.out"
+			"${py[@]}" "$top/tests/workloads/pysplit.py" "$seconds" >"$tmp/$mode.$r.out"
 		echo "$r $mode $tmp/$mode.$r.pb.gz $tmp/$mode.$r.out" >>"$tmp/runs"
 	done
 done
