@@ -848,6 +848,16 @@ const struct procmaps *proctab__maps(struct proctab *t, uint32_t pid)
 	return s ? s->pm : NULL;
 }
 
+const struct procmaps *proctab__loaded_maps(struct proctab *t, uint32_t pid)
+{
+	struct proc_slot *s = proctab_find(t, pid);
+
+	if (!s || !s->loaded)
+		return NULL;
+	proctab_reload(t, s); /* what was mapped since its last sample; NULL: nothing */
+	return s->pm;
+}
+
 const char *proctab__exe(struct proctab *t, uint32_t pid)
 {
 	struct proc_slot *s = proctab_find(t, pid);

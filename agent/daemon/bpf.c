@@ -126,6 +126,7 @@ static const struct stat_field cfi_stat_fields[] = {
 	BPF_STAT(st.cfi.walks[CFI_END_DEPTH], "cfi_depth"),
 	BPF_STAT(st.cfi.procs, "cfi_procs"),
 	BPF_STAT(st.cfi.loads, "cfi_listed"),
+	BPF_STAT(st.cfi.maps_known, "cfi_listed_from_records"),
 	BPF_STAT(st.cfi.unfit, "cfi_unfit"),
 	BPF_STAT(st.cfi.no_room, "cfi_no_room"),
 	BPF_STAT(st.cfi.fp_built, "cfi_fp_built"),
@@ -204,6 +205,11 @@ static int bpf_sink(void *ctx, const struct agent_sample *s)
 	return aggregate__add(svc->agg, s);
 }
 
+static const struct procmaps *proctab_loaded_maps(void *ctx, uint32_t pid)
+{
+	return proctab__loaded_maps(ctx, pid);
+}
+
 /* New programs' maps from the kernel's mmap records, where it grants them (bpf/mmapev.h). */
 static void bpf_mmap_events(struct agent *a)
 {
@@ -253,6 +259,8 @@ void agent_bpf__start(struct agent *a)
 		return;
 	}
 	a->bpf = s;
+	if (a->mmapev) /* a new process's maps for its tables: those its samples took */
+		bpf_sampler__set_maps(s, proctab_loaded_maps, a->procs);
 	err_watch = mmapev__watch(a->mmapev, bpf_sampler__fd(s));
 	if (err_watch)
 		pr_warn("cannot wait on the mmap records (%s): some may be lost", strerror(-err_watch));
