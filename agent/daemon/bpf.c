@@ -6,6 +6,7 @@
 
 #include "agent/core/aggregate.h"
 #include "agent/core/ksyms.h"
+#include "agent/core/perfmap.h"
 #include "agent/core/procmaps.h"
 #include "agent/daemon/bpf.h"
 #include "agent/daemon/services.h"
@@ -173,6 +174,46 @@ static const struct agent_sample *with_exe(struct agent *a, const struct agent_s
 	return l;
 }
 
+/* Whether pm maps anonymous code (a JIT's: node, a JVM, LuaJIT). */
+static bool has_jit_code(const struct procmaps *pm)
+{
+	for (unsigned int i = 0; i < pm->n; i++)
+		if (!pm->maps[i].path[0])
+			return true;
+	return false;
+}
+
+/*
+ * A process is brought up to date while it runs, as its samples come: its maps when the
+ * interrupted pc is in none (code mapped since: a JIT's, whose pages the mmap records may not
+ * show), and, when a frame is in anonymous code (node, a JVM, LuaJIT), its perf map; each at
+ * most every JIT_SYNC_NS. Names are given at the round's end, when a short node may have
+ * exited, and its /proc directory with it (agent/core/perfmap.h).
+ */
+#define JIT_SYNC_NS (200 * 1000 * 1000ull)
+
+static void jit_sync(struct agent *a, const struct agent_sample *s)
+{
+	const struct procmaps *pm = a->sym ? proctab__maps(a->procs, s->pid) : NULL;
+	bool in_jit = false;
+
+	if (!IS_ENABLED(CONFIG_PERFMAP) || !pm || !s->n_user)
+		return;
+	/* the interrupted pc is real code: in no mapping, it is code mapped since (a JIT's) */
+	if (!procmaps__find(pm, s->frames[s->n_kernel]) &&
+	    !proctab__refresh(a->procs, s->pid, JIT_SYNC_NS))
+		pm = proctab__maps(a->procs, s->pid);
+	if (!pm || !has_jit_code(pm))
+		return;
+	for (unsigned int i = s->n_kernel; i < s->n_kernel + s->n_user && !in_jit; i++) {
+		const struct procmap *m = procmaps__find(pm, s->frames[i]);
+
+		in_jit = m && !m->path[0];
+	}
+	if (in_jit)
+		perfmaps__sync(perfmaps__shared(), s->pid);
+}
+
 static int bpf_sink(void *ctx, const struct agent_sample *s)
 {
 	struct agent *a = ctx;
@@ -190,6 +231,8 @@ static int bpf_sink(void *ctx, const struct agent_sample *s)
 	known = s->n_user && !proctab__touch(a->procs, s->pid);
 	if (a->leaf && leaf__fix(a->leaf, a->procs, s, CONFIG_MAX_STACK_DEPTH, frames, &fixed))
 		s = &fixed;
+	if (known)
+		jit_sync(a, s);
 	if (known) /* Python frames in place of the eval loop's (looks at new processes) */
 		s = bpfpy__sample(bpf_sampler__python(a->bpf), proctab__maps(a->procs, s->pid), s,
 				  spliced, 2 * CONFIG_MAX_STACK_DEPTH, &py);
