@@ -13,10 +13,11 @@
  *
  * A process is listed at its fourth sample (the sampler calls cfitab__want()), from the maps
  * the agent took from the kernel's mmap records for its samples (cfitab__set_maps()), else
- * read from /proc/<pid>/maps; until then and when it does not fit (rows full, too many mappings, a file
- * with too many rows) its samples are walked by frame pointers as before: counted, never
- * walked by a partial table. A walk that meets a pc in no listed mapping (dlopen, exec) makes
- * the process be read again (cfitab__stale(), at most once a second). Exited processes leave
+ * read from /proc/<pid>/maps; until then and when it does not fit (rows full, too many
+ * mappings, a file with too many rows) its samples are walked by frame pointers as before:
+ * counted, never walked by a partial table. A walk that meets a pc in no listed mapping
+ * (dlopen, exec) makes the process be read again from /proc (cfitab__stale(), at most once a
+ * second). Exited processes leave
  * the map every few seconds (cfitab__sweep()). When rows are needed, the files no listed
  * process maps go first (least recently used), then the processes sampled least lately of
  * those listed 10 s ago or sampled far less than the one that wants room (they are listed
