@@ -17,12 +17,11 @@
  * mappings, a file with too many rows) its samples are walked by frame pointers as before:
  * counted, never walked by a partial table. A walk that meets a pc in no listed mapping
  * (dlopen, exec) makes the process be read again from /proc (cfitab__stale(), at most once a
- * second). Exited processes leave
- * the map every few seconds (cfitab__sweep()). When rows are needed, the files no listed
- * process maps go first (least recently used), then the processes sampled least lately of
- * those listed 10 s ago or sampled far less than the one that wants room (they are listed
- * again at their next samples); a process that found no room is tried again once its
- * samples have doubled.
+ * second). Exited processes leave the map every few seconds (cfitab__sweep()). When rows are
+ * needed, the files no listed process maps go first (least recently used), then the
+ * processes sampled least lately of those listed 10 s ago or sampled far less than the one
+ * that wants room (they are listed again at their next samples); a process that found no
+ * room is tried again once its samples have doubled.
  */
 #ifndef EDGEPROF_BPF_CFITAB_H
 #define EDGEPROF_BPF_CFITAB_H
