@@ -133,6 +133,8 @@ struct cfitab {
 	struct cfi_file *files;
 	struct cfi_listed *listed;
 	struct cfi_pid pids[CFI_PID_SLOTS];
+	cfitab_maps_fn maps_fn; /* the agent's maps of a process (cfitab__set_maps), or NULL */
+	void *maps_ctx;
 	struct cfitab_stats st;
 };
 
@@ -803,33 +805,63 @@ static bool anon_add(struct cfi_proc *p, const struct procmap *m, bool after_ano
 }
 
 /*
+ * The indexes of pm's first CFI_MAX_MAPS mappings in address order, as the program's search
+ * wants them: /proc lists them so, the mmap records in the order they were mapped (the
+ * program, then ld.so above the libraries it maps later). Their count.
+ */
+static unsigned int maps_in_order(const struct procmaps *pm, uint16_t *order)
+{
+	unsigned int n = pm->n < CFI_MAX_MAPS ? pm->n : CFI_MAX_MAPS;
+
+	for (unsigned int i = 0; i < n; i++) {
+		unsigned int k = i;
+
+		while (k && pm->maps[order[k - 1]].start > pm->maps[i].start) {
+			order[k] = order[k - 1];
+			k--;
+		}
+		order[k] = (uint16_t)i;
+	}
+	return n;
+}
+
+/*
  * Lists pid with its code mappings, or leaves it to frame pointers (counted); false: it did
  * not fit for want of room (c->no_room), rather than for good.
  */
-static bool proc_list(struct cfitab *c, uint32_t pid)
+static bool proc_list(struct cfitab *c, uint32_t pid, bool known_maps)
 {
-	struct procmaps *pm;
+	const struct procmaps *pm = known_maps && c->maps_fn ? c->maps_fn(c->maps_ctx, pid) : NULL;
+	struct procmaps *read = NULL;
 	struct cfi_proc p = {0};
 	struct cfi_listed *l = listed_find(c, pid, false), mine = {.pid = pid};
 	bool fit = true, partial = false, anon = false;
+	uint16_t order[CFI_MAX_MAPS];
+	unsigned int n;
 
 	c->no_room = false;
 	if (l)
 		listed_drop(c, l); /* listed again: its maps changed */
-	if (procmaps__read(pid, CFI_MAX_MAPS, &pm))
-		return true; /* gone already */
+	if (pm) {
+		c->st.maps_known++;
+	} else {
+		if (procmaps__read(pid, CFI_MAX_MAPS, &read))
+			return true; /* gone already */
+		pm = read;
+	}
 	/* the program first: built with frame pointers, it needs no other file's rows */
 	if (pm->exe >= 0 && (unsigned int)pm->exe < pm->n) {
 		struct cfi_file *f = file_get(c, pid, &pm->maps[pm->exe]);
 
 		if (f && !f->unfit && f->fp_built) {
 			c->st.fp_built++;
-			procmaps__free(pm);
+			procmaps__free(read);
 			return true;
 		}
 	}
-	for (unsigned int i = 0; i < pm->n && fit; i++) {
-		const struct procmap *m = &pm->maps[i];
+	n = maps_in_order(pm, order);
+	for (unsigned int i = 0; i < n && fit; i++) {
+		const struct procmap *m = &pm->maps[order[i]];
 		struct cfi_file *f;
 		uint64_t bias = 0;
 
@@ -857,8 +889,7 @@ static bool proc_list(struct cfitab *c, uint32_t pid)
 		mine.files[mine.n++] = (uint16_t)(f - c->files);
 		f->refs++; /* held while listing: make_room leaves it */
 	}
-	procmaps__free(pm);
-	/* maps are read in address order: sorted, as the program's search wants */
+	procmaps__free(read);
 	p.tgid = pid;
 	p.gen = ++c->gen; /* the program's remembered walks of the pid's last listing go stale */
 	if (fit && (l = listed_find(c, pid, true))) {
@@ -899,7 +930,16 @@ static void proc_try(struct cfitab *c, uint32_t pid, const char *comm, uint64_t 
 	if (t->tried_ns && now - t->tried_ns < retry_ns && !(t->retry_at && t->seen >= t->retry_at))
 		return;
 	t->tried_ns = now;
-	t->retry_at = proc_list(c, pid) ? 0 : 2 * t->seen;
+	/* listed again after a walk found no mapping: what the kernel shows now (/proc) */
+	t->retry_at = proc_list(c, pid, fp) ? 0 : 2 * t->seen;
+}
+
+void cfitab__set_maps(struct cfitab *c, cfitab_maps_fn fn, void *ctx)
+{
+	if (!c)
+		return;
+	c->maps_fn = fn;
+	c->maps_ctx = ctx;
 }
 
 void cfitab__want(struct cfitab *c, uint32_t pid, const char *comm)

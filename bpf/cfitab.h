@@ -11,16 +11,17 @@
  * loaded once, shared by every process that maps it), and per process the sorted list of its
  * code mappings (CONFIG_BPF_CFI_PROCS processes, PROFILE_CFI_MAPS mappings each).
  *
- * A process is listed at its fourth sample (the sampler calls cfitab__want()), read from
- * /proc/<pid>/maps; until then and when it does not fit (rows full, too many mappings, a file
- * with too many rows) its samples are walked by frame pointers as before: counted, never
- * walked by a partial table. A walk that meets a pc in no listed mapping (dlopen, exec) makes
- * the process be read again (cfitab__stale(), at most once a second). Exited processes leave
- * the map every few seconds (cfitab__sweep()). When rows are needed, the files no listed
- * process maps go first (least recently used), then the processes sampled least lately of
- * those listed 10 s ago or sampled far less than the one that wants room (they are listed
- * again at their next samples); a process that found no room is tried again once its
- * samples have doubled.
+ * A process is listed at its fourth sample (the sampler calls cfitab__want()), from the maps
+ * the agent took from the kernel's mmap records for its samples (cfitab__set_maps()), else
+ * read from /proc/<pid>/maps; until then and when it does not fit (rows full, too many
+ * mappings, a file with too many rows) its samples are walked by frame pointers as before:
+ * counted, never walked by a partial table. A walk that meets a pc in no listed mapping
+ * (dlopen, exec) makes the process be read again from /proc (cfitab__stale(), at most once a
+ * second). Exited processes leave the map every few seconds (cfitab__sweep()). When rows are
+ * needed, the files no listed process maps go first (least recently used), then the
+ * processes sampled least lately of those listed 10 s ago or sampled far less than the one
+ * that wants room (they are listed again at their next samples); a process that found no
+ * room is tried again once its samples have doubled.
  */
 #ifndef EDGEPROF_BPF_CFITAB_H
 #define EDGEPROF_BPF_CFITAB_H
@@ -35,6 +36,7 @@
 struct cfitab_stats {
 	uint64_t procs;        /* processes listed now */
 	uint64_t loads;        /* times a process was listed (again) */
+	uint64_t maps_known;   /* listings from the agent's maps (mmap records): no /proc read */
 	uint64_t unfit;        /* times a process was left to frame pointers: a bound */
 	uint64_t no_room;      /* of those, for want of room (tried again sooner, see cfitab.c) */
 	uint64_t fp_built;     /* times a program built with frame pointers was left to them */
@@ -69,6 +71,14 @@ struct cfitab *cfitab__new(int rows_fd, bool mmapable, int procs_fd, int slots_f
  * its exec is listed again).
  */
 void cfitab__want(struct cfitab *c, uint32_t pid, const char *comm);
+/*
+ * Where a process's maps come from when it is listed at its fourth sample: the agent's copy
+ * (the kernel's mmap records, already read for its samples), or NULL: /proc/<pid>/stat and
+ * maps are read (the only source for a process listed again after a walk found no mapping).
+ * The maps returned stay valid until the listing ends.
+ */
+typedef const struct procmaps *(*cfitab_maps_fn)(void *ctx, uint32_t pid);
+void cfitab__set_maps(struct cfitab *c, cfitab_maps_fn fn, void *ctx);
 /* A walk of pid met a pc in no listed mapping: read its maps again (at most once a second). */
 void cfitab__stale(struct cfitab *c, uint32_t pid, const char *comm);
 /*
@@ -87,6 +97,7 @@ static inline struct cfitab *cfitab__new(int rows_fd, bool mmapable, int procs_f
 {
 	return NULL;
 }
+static inline void cfitab__set_maps(struct cfitab *c, cfitab_maps_fn fn, void *ctx) {}
 static inline void cfitab__want(struct cfitab *c, uint32_t pid, const char *comm) {}
 static inline void cfitab__stale(struct cfitab *c, uint32_t pid, const char *comm) {}
 static inline void cfitab__count(struct cfitab *c, uint32_t pid, uint32_t end, uint32_t flags)

@@ -160,11 +160,15 @@ struct mmap_rec {
 static void stage_mmap(struct mmapev *ev, const struct mmap_rec *r)
 {
 	struct staged *p = stage_find(ev, r->pid);
-	size_t len = strnlen(r->path, PROCMAP_PATH - 1);
+	const char *path = r->path;
+	size_t len;
 	struct staged_map *m;
 
 	if (!p || p->incomplete || r->time_ns < p->exec_ns || !strcmp(r->path, "[vsyscall]"))
 		return;
+	if (!strcmp(r->path, "//anon"))
+		path = ""; /* anonymous code (a JIT), as the maps show it: no file to open */
+	len = strnlen(path, PROCMAP_PATH - 1);
 	stage_unmap(p, r->start, r->start + r->len);
 	if (p->n == MMAPEV_MAPS || p->paths_len + len + 1 > MMAPEV_PATH_BYTES) {
 		p->incomplete = true;
@@ -178,10 +182,10 @@ static void stage_mmap(struct mmapev *ev, const struct mmap_rec *r)
 				 .build_id_len = r->build_id_len};
 	if (r->build_id_len)
 		memcpy(m->build_id, r->build_id, r->build_id_len);
-	memcpy(p->paths + p->paths_len, r->path, len);
+	memcpy(p->paths + p->paths_len, path, len);
 	p->paths[p->paths_len + len] = 0;
 	p->paths_len += (unsigned)len + 1;
-	if (p->exe < 0 && r->path[0] == '/')
+	if (p->exe < 0 && path[0] == '/')
 		p->exe = (int)p->n; /* the kernel maps the program before its interpreter */
 	p->n++;
 	p->taken = false; /* the table's copy misses this one: a miss takes the stage again */

@@ -1278,6 +1278,11 @@ struct bpfpy *bpf_sampler__python(const struct bpf_sampler *s)
 	return s ? s->py : NULL;
 }
 
+void bpf_sampler__set_maps(struct bpf_sampler *s, cfitab_maps_fn fn, void *ctx)
+{
+	cfitab__set_maps(s->cfi, fn, ctx);
+}
+
 void bpf_sampler__free(struct bpf_sampler *s)
 {
 	if (!s)

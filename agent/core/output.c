@@ -264,19 +264,19 @@ static int add_entry(void *ctx, const struct agg_entry *e)
 static int jit_comment(struct out_ctx *c)
 {
 	struct perfmap_stats st;
-	char line[256];
+	char line[320];
 
 	perfmaps__stats(perfmaps__shared(), &st);
 	snprintf(line, sizeof(line),
 		 "perfmap: files=%llu reads=%llu entries=%llu superseded=%llu dropped=%llu "
 		 "bad_lines=%llu long_names=%llu refused=%llu hits=%llu misses=%llu "
-		 "evictions=%llu bytes=%zu",
+		 "evictions=%llu after_exit=%llu bytes=%zu",
 		 (unsigned long long)st.files, (unsigned long long)st.reads,
 		 (unsigned long long)st.entries, (unsigned long long)st.superseded,
 		 (unsigned long long)st.dropped, (unsigned long long)st.bad_lines,
 		 (unsigned long long)st.long_names, (unsigned long long)st.refused,
 		 (unsigned long long)st.hits, (unsigned long long)st.misses,
-		 (unsigned long long)st.evictions, st.bytes);
+		 (unsigned long long)st.evictions, (unsigned long long)st.after_exit, st.bytes);
 	return pprof_builder__add_comment(c->b, line);
 }
 

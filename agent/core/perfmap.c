@@ -263,6 +263,36 @@ static int open_map(struct perfmaps *p, uint32_t pid, struct stat *st)
 	return fd;
 }
 
+static bool proc_gone(uint32_t pid)
+{
+	return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+}
+
+/*
+ * The map of pp's process after its exit: its /proc root went with it, but the file stays in
+ * /tmp. Read only when it is the very file read while the process ran (same device and inode,
+ * checked on the open file): another root's /tmp, a replaced file or a symlink is refused.
+ */
+static int open_exited(struct perfmaps *p, struct pm_proc *pp, struct stat *st)
+{
+	char path[48];
+	int fd;
+
+	if (p->dir || !pp->ino || !proc_gone(pp->pid))
+		return -ENOENT;
+	snprintf(path, sizeof(path), "/tmp/perf-%u.map", pp->pid);
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, st) || !S_ISREG(st->st_mode) || (uint64_t)st->st_dev != pp->dev ||
+	    (uint64_t)st->st_ino != pp->ino) {
+		close(fd);
+		return -ESTALE;
+	}
+	p->st.after_exit++;
+	return fd;
+}
+
 /* Brings pp up to date with its file (at most every PERFMAP_RECHECK_MS). */
 static void refresh(struct perfmaps *p, struct pm_proc *pp)
 {
@@ -274,6 +304,8 @@ static void refresh(struct perfmaps *p, struct pm_proc *pp)
 		return;
 	pp->checked_ns = now;
 	fd = open_map(p, pp->pid, &st);
+	if (fd < 0)
+		fd = open_exited(p, pp, &st);
 	if (fd < 0) {
 		/*
 		 * A process that exited (its /proc root gone with it) keeps the names read while
@@ -281,7 +313,7 @@ static void refresh(struct perfmaps *p, struct pm_proc *pp)
 		 * (node's JIT frames turned <unknown> once a miss came after its exit). A pid in
 		 * use again is alive: its file is checked as a new one's.
 		 */
-		pp->missing = !pp->off || !(kill((pid_t)pp->pid, 0) < 0 && errno == ESRCH);
+		pp->missing = !pp->off || !proc_gone(pp->pid);
 		return;
 	}
 	if (pp->missing || pp->dev != (uint64_t)st.st_dev || pp->ino != (uint64_t)st.st_ino ||
@@ -403,6 +435,19 @@ int perfmaps__lookup(struct perfmaps *p, uint32_t pid, uint64_t addr, struct per
 	ret = lookup(p, pid, addr, sym);
 	pthread_mutex_unlock(&p->lock);
 	return ret;
+}
+
+void perfmaps__sync(struct perfmaps *p, uint32_t pid)
+{
+	struct pm_proc *pp;
+
+	if (!p || !pid)
+		return;
+	pthread_mutex_lock(&p->lock);
+	pp = proc_slot(p, pid);
+	pp->last_used = ++p->clock;
+	refresh(p, pp);
+	pthread_mutex_unlock(&p->lock);
 }
 
 void perfmaps__stats(struct perfmaps *p, struct perfmap_stats *st)

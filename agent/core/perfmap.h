@@ -33,6 +33,7 @@ struct perfmaps;
 struct perfmap_stats {
 	uint64_t files, reads, entries, superseded, dropped, bad_lines, long_names, refused;
 	uint64_t hits, misses, evictions;
+	uint64_t after_exit; /* reads of an exited process's file (the one read while it ran) */
 	size_t bytes;
 };
 
@@ -57,6 +58,13 @@ void perfmaps__free(struct perfmaps *p);
  * but no entry covers addr; -ENOENT: it has none (or it was refused).
  */
 int perfmaps__lookup(struct perfmaps *p, uint32_t pid, uint64_t addr, struct perfmap_sym *sym);
+/*
+ * Reads what pid's map has gained (at most every PERFMAP_RECHECK_MS): called while pid runs
+ * (a sample in its anonymous code), so that names given after it exited, at the round's end,
+ * are there. A file read while its process ran is read on after the exit, from /tmp, when it
+ * is the same file (device and inode).
+ */
+void perfmaps__sync(struct perfmaps *p, uint32_t pid);
 void perfmaps__stats(struct perfmaps *p, struct perfmap_stats *st);
 /* The one every profile writer of this process shares (made on first use; locked). */
 struct perfmaps *perfmaps__shared(void);
@@ -73,6 +81,9 @@ static inline int perfmaps__lookup(struct perfmaps *p, uint32_t pid, uint64_t ad
 				   struct perfmap_sym *sym)
 {
 	return -2; /* -ENOENT */
+}
+static inline void perfmaps__sync(struct perfmaps *p, uint32_t pid)
+{
 }
 static inline void perfmaps__stats(struct perfmaps *p, struct perfmap_stats *st)
 {

@@ -848,6 +848,31 @@ const struct procmaps *proctab__maps(struct proctab *t, uint32_t pid)
 	return s ? s->pm : NULL;
 }
 
+int proctab__refresh(struct proctab *t, uint32_t pid, uint64_t min_age_ns)
+{
+	struct proc_slot *s = proctab_find(t, pid);
+
+	if (!s)
+		return -ENOENT;
+	if (mono_ns() - s->read_ns < min_age_ns)
+		return -EAGAIN;
+	if (s->loaded && proctab_reload(t, s)) { /* the kernel's records: no system call */
+		s->read_ns = mono_ns();
+		return 0;
+	}
+	return proctab_load(t, pid, &s);
+}
+
+const struct procmaps *proctab__loaded_maps(struct proctab *t, uint32_t pid)
+{
+	struct proc_slot *s = proctab_find(t, pid);
+
+	if (!s || !s->loaded)
+		return NULL;
+	proctab_reload(t, s); /* what was mapped since its last sample; NULL: nothing */
+	return s->pm;
+}
+
 const char *proctab__exe(struct proctab *t, uint32_t pid)
 {
 	struct proc_slot *s = proctab_find(t, pid);

@@ -106,8 +106,19 @@ void proctab__forget(struct proctab *t, uint32_t pid);
 void proctab__main_comm(struct proctab *t, uint32_t pid, const char *comm);
 /* Captures pid's mappings now if not yet known (call while the process lives). */
 int proctab__touch(struct proctab *t, uint32_t pid);
+/*
+ * Reads a known pid's maps again when they are at least min_age_ns old (a JIT's code pages,
+ * mapped as it runs, must be known before it exits: names come at the round's end). 0, or
+ * -errno (unknown, too recent: -EAGAIN; gone: its maps stay).
+ */
+int proctab__refresh(struct proctab *t, uint32_t pid, uint64_t min_age_ns);
 /* The maps of a known pid, or NULL: no system call. Valid until the table changes. */
 const struct procmaps *proctab__maps(struct proctab *t, uint32_t pid);
+/*
+ * The maps of a known pid when they came from the loader (the kernel's mmap records), brought
+ * up to date by it: no system call. NULL when they came from /proc or pid is not known.
+ */
+const struct procmaps *proctab__loaded_maps(struct proctab *t, uint32_t pid);
 /* The exe of a known pid (procmaps__exe), or NULL: no system call. */
 const char *proctab__exe(struct proctab *t, uint32_t pid);
 /* Takes pm for its pid when the pid is not known yet (a process that already exited). */

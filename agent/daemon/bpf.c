@@ -6,6 +6,7 @@
 
 #include "agent/core/aggregate.h"
 #include "agent/core/ksyms.h"
+#include "agent/core/perfmap.h"
 #include "agent/core/procmaps.h"
 #include "agent/daemon/bpf.h"
 #include "agent/daemon/services.h"
@@ -126,6 +127,7 @@ static const struct stat_field cfi_stat_fields[] = {
 	BPF_STAT(st.cfi.walks[CFI_END_DEPTH], "cfi_depth"),
 	BPF_STAT(st.cfi.procs, "cfi_procs"),
 	BPF_STAT(st.cfi.loads, "cfi_listed"),
+	BPF_STAT(st.cfi.maps_known, "cfi_listed_from_records"),
 	BPF_STAT(st.cfi.unfit, "cfi_unfit"),
 	BPF_STAT(st.cfi.no_room, "cfi_no_room"),
 	BPF_STAT(st.cfi.fp_built, "cfi_fp_built"),
@@ -172,6 +174,46 @@ static const struct agent_sample *with_exe(struct agent *a, const struct agent_s
 	return l;
 }
 
+/* Whether pm maps anonymous code (a JIT's: node, a JVM, LuaJIT). */
+static bool has_jit_code(const struct procmaps *pm)
+{
+	for (unsigned int i = 0; i < pm->n; i++)
+		if (!pm->maps[i].path[0])
+			return true;
+	return false;
+}
+
+/*
+ * A process is brought up to date while it runs, as its samples come: its maps when the
+ * interrupted pc is in none (code mapped since: a JIT's, whose pages the mmap records may not
+ * show), and, when a frame is in anonymous code (node, a JVM, LuaJIT), its perf map; each at
+ * most every JIT_SYNC_NS. Names are given at the round's end, when a short node may have
+ * exited, and its /proc directory with it (agent/core/perfmap.h).
+ */
+#define JIT_SYNC_NS (200 * 1000 * 1000ull)
+
+static void jit_sync(struct agent *a, const struct agent_sample *s)
+{
+	const struct procmaps *pm = a->sym ? proctab__maps(a->procs, s->pid) : NULL;
+	bool in_jit = false;
+
+	if (!IS_ENABLED(CONFIG_PERFMAP) || !pm || !s->n_user)
+		return;
+	/* the interrupted pc is real code: in no mapping, it is code mapped since (a JIT's) */
+	if (!procmaps__find(pm, s->frames[s->n_kernel]) &&
+	    !proctab__refresh(a->procs, s->pid, JIT_SYNC_NS))
+		pm = proctab__maps(a->procs, s->pid);
+	if (!pm || !has_jit_code(pm))
+		return;
+	for (unsigned int i = s->n_kernel; i < s->n_kernel + s->n_user && !in_jit; i++) {
+		const struct procmap *m = procmaps__find(pm, s->frames[i]);
+
+		in_jit = m && !m->path[0];
+	}
+	if (in_jit)
+		perfmaps__sync(perfmaps__shared(), s->pid);
+}
+
 static int bpf_sink(void *ctx, const struct agent_sample *s)
 {
 	struct agent *a = ctx;
@@ -189,6 +231,8 @@ static int bpf_sink(void *ctx, const struct agent_sample *s)
 	known = s->n_user && !proctab__touch(a->procs, s->pid);
 	if (a->leaf && leaf__fix(a->leaf, a->procs, s, CONFIG_MAX_STACK_DEPTH, frames, &fixed))
 		s = &fixed;
+	if (known)
+		jit_sync(a, s);
 	if (known) /* Python frames in place of the eval loop's (looks at new processes) */
 		s = bpfpy__sample(bpf_sampler__python(a->bpf), proctab__maps(a->procs, s->pid), s,
 				  spliced, 2 * CONFIG_MAX_STACK_DEPTH, &py);
@@ -202,6 +246,11 @@ static int bpf_sink(void *ctx, const struct agent_sample *s)
 			       : -ENOSPC;
 	agent__pull_add(a, s, svc->name);
 	return aggregate__add(svc->agg, s);
+}
+
+static const struct procmaps *proctab_loaded_maps(void *ctx, uint32_t pid)
+{
+	return proctab__loaded_maps(ctx, pid);
 }
 
 /* New programs' maps from the kernel's mmap records, where it grants them (bpf/mmapev.h). */
@@ -253,6 +302,8 @@ void agent_bpf__start(struct agent *a)
 		return;
 	}
 	a->bpf = s;
+	if (a->mmapev) /* a new process's maps for its tables: those its samples took */
+		bpf_sampler__set_maps(s, proctab_loaded_maps, a->procs);
 	err_watch = mmapev__watch(a->mmapev, bpf_sampler__fd(s));
 	if (err_watch)
 		pr_warn("cannot wait on the mmap records (%s): some may be lost", strerror(-err_watch));

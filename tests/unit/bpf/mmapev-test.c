@@ -136,6 +136,46 @@ static void assert_same_maps(uint32_t pid, const struct procmaps *got)
 	procmaps__free(want);
 }
 
+/*
+ * The unwind tables list a new process from the maps its samples took from the records
+ * (proctab__loaded_maps), with no /proc read; maps read from /proc are not offered, and a
+ * refresh re-reads only maps old enough.
+ */
+static void loaded_maps_serve_tables(void **state)
+{
+	char *argv[] = {"/bin/sleep", "30", NULL};
+	struct proctab *t = proctab__new(16, 256);
+	struct mmapev *ev = open_or_skip(t);
+	struct procmaps_stats before, after;
+	const struct procmaps *pm;
+	int go[2];
+	pid_t pid;
+
+	(void)state;
+	proctab__set_loader(t, mmapev__take, ev);
+	pid = start_child(go, argv);
+	release(go);
+	settle(ev, pid, "sleep");
+	procmaps__stats(&before);
+	assert_int_equal(proctab__touch(t, (uint32_t)pid), 0); /* its first sample */
+	pm = proctab__loaded_maps(t, (uint32_t)pid);
+	procmaps__stats(&after);
+	assert_non_null(pm);
+	assert_int_equal(after.maps_reads, before.maps_reads);
+	assert_same_maps((uint32_t)pid, pm); /* itself a read of /proc */
+	procmaps__stats(&before);
+	assert_int_equal(proctab__refresh(t, (uint32_t)pid, 60ull * 1000000000), -EAGAIN);
+	assert_int_equal(proctab__refresh(t, (uint32_t)pid, 0), 0); /* nothing new: /proc */
+	procmaps__stats(&after);
+	assert_int_equal(after.maps_reads, before.maps_reads + 1);
+	assert_null(proctab__loaded_maps(t, (uint32_t)pid));
+	assert_same_maps((uint32_t)pid, proctab__maps(t, (uint32_t)pid));
+	assert_null(proctab__loaded_maps(t, 1)); /* not known */
+	stop_child(pid);
+	mmapev__free(ev);
+	proctab__free(t);
+}
+
 static void exec_is_staged(void **state)
 {
 	char *argv[] = {"/bin/sleep", "30", NULL};
@@ -395,6 +435,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(exec_forgets_old_program),
 	    cmocka_unit_test(later_mappings_reach_table),
 	    cmocka_unit_test(lost_stage_reads_proc),
+	    cmocka_unit_test(loaded_maps_serve_tables),
 	};
 
 	if (argc > 1 && !strcmp(argv[1], "--dlopen-child"))
