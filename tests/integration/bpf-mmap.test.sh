@@ -46,19 +46,32 @@ import pprof_traces as pt
 name, out, pids = sys.argv[1], sys.argv[2], set(sys.argv[3:])
 path = glob.glob(out + "/*.pb.gz")[0]
 ss = [s for s in pt.samples(path, index="samples") if s.labels.get("pid", "").strip("[]") in pids]
+WORK = ("work_a", "work_b", "work_c")
+# A frame of bpf-work the records did not name shows as "[bpf-work]" (its mapping, no function);
+# one of no known mapping as an address. Samples outside work_* are the program's start in
+# ld.so (stripped: "[ld-linux-x86-64.so.2]"), the kernel's exec and exit, interrupts: 2-10 %.
+unnamed = lambda f: f == "[bpf-work]" or f.startswith("0x") or f == "<unknown>"  # noqa: E731
 per = {}
 for s in ss:
     p = s.labels["pid"].strip("[]")
-    n, named = per.get(p, (0, 0))
-    per[p] = (n + s.value, named + s.value * (s.leaf in ("work_a", "work_b", "work_c")))
+    n, named, work = per.get(p, (0, 0, 0))
+    per[p] = (n + s.value, named + s.value * (not any(unnamed(f) for f in s.frames)),
+              work + s.value * bool(set(WORK) & set(s.frames)))
 com = " ".join(pt.header(path))
 rec = int(re.search(r"maps_from_records=(\d+)", com).group(1))
 evicted = int(re.search(r"evicted_procs=(\d+)", com).group(1))
 print(f"{name}: maps_from_records={rec} evicted_procs={evicted}; per short process "
-      "(samples, named):",
-      {p: (int(n), int(k)) for p, (n, k) in sorted(per.items())})
-# 10 samples judge the share named (17 seen at load average 9, where 20 was asked)
-ok = len(per) >= 6 and all(n >= 10 and k >= 0.9 * n for n, k in per.values())
+      "(samples, named, in work_*):",
+      {p: (int(n), int(k), int(w)) for p, (n, k, w) in sorted(per.items())})
+other = {}
+for s in ss:
+    if not set(WORK) & set(s.frames):
+        k = " < ".join(s.frames[:4])
+        other[k] = other.get(k, 0) + s.value
+print("  not in work_*:", sorted(other.items(), key=lambda kv: -kv[1])[:6])
+# 10 samples judge the shares (17 seen at load average 9, where 20 was asked): every frame
+# named in 98 %, work_* on the stack in 80 % (the rest: start-up, exit, interrupts)
+ok = len(per) >= 6 and all(n >= 10 and k >= 0.98 * n and w >= 0.8 * n for n, k, w in per.values())
 ok &= rec >= 6
 sys.exit(0 if ok else 1)
 PY
