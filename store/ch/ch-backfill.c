@@ -115,7 +115,7 @@ static int day_totals(struct ch_store *c, struct ch_conn *conn, const char *day,
 		snprintf(sql, sizeof(sql), "SELECT sum(v[1]), sum(v[2]), sum(v[3]), sum(v[4]) FROM "
 			 "samples%s ARRAY JOIN v WHERE day = %s AND length(v) <= %d FORMAT RowBinary",
 			 sfx, day, CH_ROLLUP_VALUES);
-	e = ch_conn__run(conn, sql, CH_QUERY_SETTINGS, NULL, 0, &res, err, errlen);
+	e = ch_conn__run(conn, sql, c->backfill_settings, NULL, 0, &res, err, errlen);
 	if (!e && res.len != 32) {
 		snprintf(err, errlen, "clickhouse: malformed answer to the day's totals");
 		e = -EIO;
@@ -133,7 +133,7 @@ static int backfill_day(struct ch_store *c, struct ch_conn *conn, uint64_t d, co
 	const char *sfx = c->cluster[0] ? "_local" : "";
 	unsigned char raw[32], rolled[32];
 	struct rb sql = { 0 };
-	char settings[200];
+	char settings[300];
 	time_t t = (time_t)(d * 86400);
 	struct tm tm;
 	int e = backfill_wait_ours(c, conn, err, errlen);
@@ -151,8 +151,8 @@ static int backfill_day(struct ch_store *c, struct ch_conn *conn, uint64_t d, co
 		  "%s AND length(v) <= %d GROUP BY day, series, sig, stack ORDER BY series, sig, "
 		  "stack", sfx, sfx, ds, CH_ROLLUP_VALUES);
 	rb_put(&sql, "", 1);
-	snprintf(settings, sizeof(settings), "query_id=%s&max_execution_time=%d&" CH_INSERT_SETTINGS,
-		 c->backfill_id, CONFIG_COLLECTOR_CH_BACKFILL_SECONDS);
+	snprintf(settings, sizeof(settings), "query_id=%s&%s&" CH_INSERT_SETTINGS, c->backfill_id,
+		 c->backfill_settings);
 	if (!e && !stopping(c))
 		e = sql.oom ? -ENOMEM : ch_conn__run(conn, (char *)sql.p, settings, NULL, 0, NULL,
 						     err, errlen);
@@ -231,10 +231,16 @@ static int backfill_one(struct ch_store *c, struct ch_conn *conn, uint64_t d)
 void *ch_backfill__run(void *arg)
 {
 	struct ch_store *c = arg;
-	struct ch_conn *conn = ch_conn__new(&c->o);
+	struct ch_opts o = c->o;
+	struct ch_conn *conn;
 	char err[300] = "";
 	unsigned days = 0;
-	int e = conn ? 0 : -ENOMEM;
+	int e;
+
+	/* its statement's answer waits for ClickHouse's bound, not the client's 30 s */
+	o.timeout_ms = (CONFIG_COLLECTOR_CH_BACKFILL_SECONDS + 60) * 1000u;
+	conn = ch_conn__new(&o);
+	e = conn ? 0 : -ENOMEM;
 
 	pr_info("clickhouse: backfill of samples_1d: the ended days before it serves, newest "
 		"first, up to %u days back", c->backfill_days);

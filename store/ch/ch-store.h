@@ -136,6 +136,7 @@ struct ch_store {
 	pthread_cond_t backfill_wake;	/* the backfill's sleeps: broadcast at stop */
 	unsigned backfill_days;		/* --ch-backfill-days (0: none) */
 	char backfill_id[96];		/* its statements' query_id: "edgeprof-backfill-DB" */
+	char backfill_settings[48];	/* their bound: max_execution_time=... */
 	struct ch_batch *open;		/* being filled */
 	uint64_t open_since;		/* mono ns of its first profile */
 	struct ch_batch *head, *tail;	/* sealed, in order */

@@ -227,6 +227,8 @@ struct store *store_ch__open(const struct store_opts *opts, char *err, size_t er
 	if (!e && c->backfill_days) {
 		snprintf(c->backfill_id, sizeof(c->backfill_id), "edgeprof-backfill-%s",
 			 c->o.database);
+		snprintf(c->backfill_settings, sizeof(c->backfill_settings),
+			 "max_execution_time=%d", CONFIG_COLLECTOR_CH_BACKFILL_SECONDS);
 		e = -pthread_create(&c->backfiller, NULL, ch_backfill__run, c);
 		c->backfiller_started = !e;
 		if (e)
