@@ -250,8 +250,8 @@ void *ch_backfill__run(void *arg)
 		pthread_mutex_lock(&c->lock);
 		e = c->stop ? -EINTR : c->schema_pending ? -EAGAIN : 0;
 		pthread_mutex_unlock(&c->lock);
-		if (e == -EAGAIN && backfill_sleep(c, 1)) {	/* the writer creates it */
-			e = 0;
+		if (e == -EAGAIN) {	/* the writer creates the schema once ClickHouse answers */
+			e = backfill_sleep(c, 1) ? 0 : -EINTR;
 			continue;
 		}
 		if (!e)
