@@ -4,7 +4,7 @@
 # and port/net, which the collector links anyway: $^ lists an object once).
 store-ch-$(CONFIG_COLLECTOR_CLICKHOUSE) := store/ch/store-ch.o store/ch/ch-query.o store/ch/ch-list.o store/ch/ch-client.o \
 					   store/ch/ch-spool.o store/ch/ch-retain.o store/ch/ch-rollup.o \
-					   store/ch/ch-daily.o \
+					   store/ch/ch-daily.o store/ch/ch-backfill.o \
 					   store/ch/ch-schema.o store/ch/ch-rows.o store/ch/ch-native.o \
 					   store/ch/ch-ingest.o store/ch/ch-writer.o port/net.o port/http.o
 store-core-y = $(port-ring-y) $(store-ch-y) store/ring/index.o store/query/selector.o store/query/timeparse.o \

@@ -71,7 +71,7 @@ static const char usage_text[] =
 	"                          [--ch-batch-ms N] [--retention-days N] [--ch-queue SIZE]\n"
 	"                          [--ch-spool FILE [--ring-size SIZE]]\n"
 	"                          [--ch-cluster NAME [--ch-shard-urls URL,...]]\n"
-	"                          [--ch-rollup-without LABEL,...]\n"
+	"                          [--ch-rollup-without LABEL,...] [--ch-backfill-days N]\n"
 	"                          (instead of --ring)\n"
 	DUTY_USAGE
 	"\n"
@@ -222,6 +222,7 @@ static int parse_args(int argc, char **argv, struct collector_opts *o)
 		{ "ch-cluster", required_argument, NULL, 'X' },
 		{ "ch-shard-urls", required_argument, NULL, 'u' },
 		{ "ch-rollup-without", required_argument, NULL, 'O' },
+		{ "ch-backfill-days", required_argument, NULL, 1013 },
 		{ "duty-percent", required_argument, NULL, 'p' },
 		{ "duty-window", required_argument, NULL, 'W' },
 		{ "duty-group-by", required_argument, NULL, 'G' },
@@ -302,7 +303,7 @@ static int parse_args(int argc, char **argv, struct collector_opts *o)
 			break;
 		case 's': case 'f': case 'b': case 'g': case 'm': case 't': case 'i': case 'x':
 		case 'a': case 'B': case 'J': case 'N': case 'q': case 'p': case 'W': case 'e':
-		case 'j': case 'o': case 1010: case 1011: case 1012:
+		case 'j': case 'o': case 1010: case 1011: case 1012: case 1013:
 			if (parse_size(optarg, &v)) {
 				fprintf(stderr, "edgeprof-collector: '%s' is not a size\n", optarg);
 				return -EINVAL;
@@ -327,6 +328,7 @@ static int parse_args(int argc, char **argv, struct collector_opts *o)
 			else if (c == 1010) o->srv.mem_query = v;
 			else if (c == 1011) o->srv.query_timeout_ms = (unsigned)v;
 			else if (c == 1012) series_idle = v;
+			else if (c == 1013) o->api.store.ch_backfill_days = (unsigned)v;
 			else o->api.store.index_entries = v;
 			break;
 		default:
@@ -342,10 +344,14 @@ static int parse_args(int argc, char **argv, struct collector_opts *o)
 	if (make_rules(&o->api, rules, n_rules, series, series_idle))
 		return -EINVAL;
 	if ((o->api.store.ch_spool || o->api.store.ch_queue_bytes || o->api.store.ch_cluster ||
-	     o->api.store.ch_shard_urls || o->api.store.ch_rollup_without) &&
-	    !o->api.store.clickhouse) {
-		fprintf(stderr, "edgeprof-collector: --ch-spool, --ch-queue, --ch-cluster and "
-			"--ch-rollup-without are for --clickhouse\n");
+	     o->api.store.ch_shard_urls || o->api.store.ch_rollup_without ||
+	     o->api.store.ch_backfill_days) && !o->api.store.clickhouse) {
+		fprintf(stderr, "edgeprof-collector: --ch-spool, --ch-queue, --ch-cluster, "
+			"--ch-rollup-without and --ch-backfill-days are for --clickhouse\n");
+		return -EINVAL;
+	}
+	if (o->api.store.ch_backfill_days > 3660) {
+		fprintf(stderr, "edgeprof-collector: --ch-backfill-days: 0..3660 (ten years)\n");
 		return -EINVAL;
 	}
 	if (o->api.store.retention_days && !o->api.store.clickhouse) {

@@ -33,6 +33,8 @@ struct store_ch_stats {
 	uint64_t rollup_dirty_hours;		/* hours merges read raw (rollup short) */
 	uint64_t rollup_failures;		/* rollup rows not built or not sent */
 	uint64_t daily_sides;			/* comparison sides read from samples_1d */
+	uint64_t backfill_days, backfill_failures; /* --ch-backfill-days: days served; tries */
+	uint64_t backfill_ms;			/* the time its attempts took */
 	bool reachable;				/* the last INSERT (or the schema) went in */
 	bool schema_pending;			/* started while ClickHouse was down */
 	char last_error[300];

@@ -274,6 +274,14 @@ static void metrics_ch(const struct store_ch_stats *ch, metric_fn cb, void *ctx)
 	emit(cb, ctx, "clickhouse_daily_rollup_sides_total", "counter",
 	     "Regression comparison sides summed from the per-device daily rollup (samples_1d).",
 	     ch->daily_sides);
+	emit(cb, ctx, "clickhouse_backfill_days_total", "counter",
+	     "Days --ch-backfill-days filled into samples_1d and served from it.",
+	     ch->backfill_days);
+	emit(cb, ctx, "clickhouse_backfill_failures_total", "counter",
+	     "Backfill attempts of a day that failed or whose totals differed (tried again).",
+	     ch->backfill_failures);
+	emit(cb, ctx, "clickhouse_backfill_milliseconds_total", "counter",
+	     "Time the backfill's attempts took.", ch->backfill_ms);
 	emit(cb, ctx, "clickhouse_waits_total", "counter",
 	     "Uploads that found the queue full while ClickHouse took batches, and waited.",
 	     ch->waits);

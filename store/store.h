@@ -103,6 +103,7 @@ struct store_opts {
 	const char *ch_shard_urls; /* retention's HTTP URLs of the cluster's servers, comma-
 				    * separated (NULL: system.clusters' hosts, our port) */
 	bool ch_no_rollup;	/* merges read raw sample rows only (--rollup-seconds 0) */
+	unsigned ch_backfill_days; /* fill samples_1d for up to this many ended days back (0: no) */
 	const char *ch_rollup_without; /* label keys a rollup group leaves out, comma-separated
 					* (NULL: CONFIG_COLLECTOR_CH_ROLLUP_WITHOUT) */
 };

@@ -35,8 +35,9 @@ static int retain_on(struct ch_store *c, struct ch_conn *conn, const char *serve
 
 	rb_printf(&sql, "SELECT DISTINCT table, partition_id FROM system.parts WHERE active AND "
 		  "database = '%s' AND table IN ('samples%s', 'profiles%s', 'samples_1h%s', "
-		  "'rollup_dirty%s', 'rollup_pending', 'samples_1g', 'samples_1d') AND max_date < today() - %u "
-		  "FORMAT RowBinary", c->o.database, sfx, sfx, sfx, sfx, c->retention_days);
+		  "'rollup_dirty%s', 'rollup_pending', 'samples_1g', 'samples_1d%s') AND "
+		  "max_date < today() - %u FORMAT RowBinary", c->o.database, sfx, sfx, sfx, sfx, sfx,
+		  c->retention_days);
 	rb_put(&sql, "", 1);
 	e = sql.oom ? -ENOMEM : ch_conn__run(conn, (char *)sql.p, NULL, NULL, 0, &res, err,
 					     errlen);

@@ -19,8 +19,9 @@
  *   samples_1h (day, hour, series, sig, stack, v0..v3): --ch-cluster: samples summed by hour
  *             and series by a materialized view on each shard's samples_local;
  *             SummingMergeTree PARTITION BY day ORDER BY (series, sig, hour, stack)
- *   samples_1d (day, series, sig, stack, v0..v3): one server: samples summed by day and
- *             series, sent with each batch after samples_1g's rows (ch-daily.c): a regression
+ *   samples_1d (day, series, sig, stack, v0..v3): samples summed by day and series, on one
+ *             server sent with each batch after samples_1g's rows, with --ch-cluster by a
+ *             materialized view on each shard's samples_local (ch-daily.c): a regression
  *             comparison's per-device sums; SummingMergeTree PARTITION BY day
  *             ORDER BY (series, sig, stack); samples_1d_since: the first day it serves
  *   rollup_dirty, rollup_pending: the hours the rollups may be short of (read raw)
@@ -300,8 +301,8 @@ int ch_schema__create(struct ch_store *c, char *err, size_t errlen)
 		e = ch__schema_rollup(c, conn, err, errlen);
 	if (!e && c->own_rollup)
 		e = ch__schema_group(c, conn, err, errlen);
-	if (!e && c->own_rollup)
-		e = ch_daily__schema(conn, err, errlen);
+	if (!e)
+		e = ch_daily__schema(c, conn, err, errlen);
 	ch_conn__free(conn);
 	return e;
 }

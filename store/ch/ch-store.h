@@ -41,6 +41,9 @@
 #ifndef CONFIG_COLLECTOR_CH_MAX_DEVICE_STACKS
 #define CONFIG_COLLECTOR_CH_MAX_DEVICE_STACKS 8000000
 #endif
+#ifndef CONFIG_COLLECTOR_CH_BACKFILL_SECONDS
+#define CONFIG_COLLECTOR_CH_BACKFILL_SECONDS 3600
+#endif
 #ifndef CONFIG_COLLECTOR_CH_MAX_STACKS
 #define CONFIG_COLLECTOR_CH_MAX_STACKS 1000000
 #endif
@@ -128,8 +131,12 @@ struct ch_store {
 	struct ch_opts o;
 	pthread_mutex_t lock;
 	pthread_cond_t wake, done, refill;
-	pthread_t writer, replayer;
-	bool writer_started, replayer_started, stop;
+	pthread_t writer, replayer, backfiller;
+	bool writer_started, replayer_started, backfiller_started, stop;
+	pthread_cond_t backfill_wake;	/* the backfill's sleeps: broadcast at stop */
+	unsigned backfill_days;		/* --ch-backfill-days (0: none) */
+	char backfill_id[96];		/* its statements' query_id: "edgeprof-backfill-DB" */
+	char backfill_settings[48];	/* their bound: max_execution_time=... */
 	struct ch_batch *open;		/* being filled */
 	uint64_t open_since;		/* mono ns of its first profile */
 	struct ch_batch *head, *tail;	/* sealed, in order */
@@ -188,6 +195,9 @@ struct ch_store {
 	uint64_t partitions_dropped;
 	uint64_t rollup_merges;		/* merges that read samples_1h or samples_1g */
 	uint64_t daily_sides;		/* comparison sides that read samples_1d */
+	uint64_t backfill_days_done;	/* days the backfill filled and served */
+	uint64_t backfill_failures;	/* its attempts that failed (tried again, up to 3) */
+	uint64_t backfill_ns;		/* the time its attempts took */
 	uint64_t dirty_hours;		/* hours marked in rollup_dirty */
 	uint64_t rollup_failures;	/* batches whose rollup rows failed: hours marked */
 	uint64_t retries_found;		/* batches with uploads ClickHouse held already */

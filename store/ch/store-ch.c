@@ -7,7 +7,8 @@
  * lowest: ch-client.c (HTTP, RowBinary), ch-rows.c (a profile's rows), ch-native.c (a batch's
  * samples block), ch-rollup.c (its rollup rows), ch-schema.c (the tables), ch-query.c (reads),
  * ch-spool.c (--ch-spool), ch-ingest.c (put), ch-retain.c (--retention-days), ch-writer.c (the
- * writer thread); what they share: ch-store.h. See store/README.md.
+ * writer thread), ch-daily.c and ch-backfill.c (the daily rollup, --ch-backfill-days); what
+ * they share: ch-store.h. See store/README.md.
  * Dictionary rows are sent once per collector (a bounded set of ids sent; when full it is
  * cleared and rows are sent again, which ReplacingMergeTree and any() absorb).
  */
@@ -18,7 +19,7 @@
 #include <string.h>
 
 #include "port/log.h"
-#include "store/ch/ch-store.h"
+#include "store/ch/ch-daily.h"
 
 static const struct store_ops ch_ops;
 
@@ -49,6 +50,9 @@ static void ch__stats(struct store *base, struct store_stats *st)
 	st->ch.rollup_dirty_hours = c->dirty_hours;
 	st->ch.rollup_failures = c->rollup_failures;
 	st->ch.daily_sides = c->daily_sides;
+	st->ch.backfill_days = c->backfill_days_done;
+	st->ch.backfill_failures = c->backfill_failures;
+	st->ch.backfill_ms = c->backfill_ns / 1000000;
 	st->ch.reachable = c->ch_ok && !c->schema_pending;
 	st->ch.schema_pending = c->schema_pending;
 	snprintf(st->ch.last_error, sizeof(st->ch.last_error), "%s", c->last_error);
@@ -75,6 +79,7 @@ static void ch__free(struct store *base)
 	pthread_cond_signal(&c->wake);
 	pthread_cond_signal(&c->refill);
 	pthread_mutex_unlock(&c->lock);
+	ch_backfill__stop(c);
 	if (c->replayer_started)
 		pthread_join(c->replayer, NULL);
 	if (c->writer_started)
@@ -96,6 +101,7 @@ static void ch__free(struct store *base)
 	pthread_cond_destroy(&c->wake);
 	pthread_cond_destroy(&c->done);
 	pthread_cond_destroy(&c->refill);
+	pthread_cond_destroy(&c->backfill_wake);
 	free(c);
 }
 
@@ -151,6 +157,8 @@ struct store *store_ch__open(const struct store_opts *opts, char *err, size_t er
 	pthread_cond_init(&c->wake, NULL);
 	pthread_cond_init(&c->done, NULL);
 	pthread_cond_init(&c->refill, NULL);
+	pthread_cond_init(&c->backfill_wake, NULL);
+	c->backfill_days = opts->ch_backfill_days;
 	c->batch_bytes = (size_t)CONFIG_COLLECTOR_CH_BATCH_KB << 10;
 	c->keep_bytes = (size_t)CONFIG_COLLECTOR_CH_KEEP_MB << 20;
 	c->batch_ms = opts->ch_batch_ms ? opts->ch_batch_ms : CONFIG_COLLECTOR_CH_BATCH_MS;
@@ -215,6 +223,16 @@ struct store *store_ch__open(const struct store_opts *opts, char *err, size_t er
 		c->replayer_started = !e;
 		if (e)
 			snprintf(err, errlen, "clickhouse: spool thread: %s", strerror(-e));
+	}
+	if (!e && c->backfill_days) {
+		snprintf(c->backfill_id, sizeof(c->backfill_id), "edgeprof-backfill-%s",
+			 c->o.database);
+		snprintf(c->backfill_settings, sizeof(c->backfill_settings),
+			 "max_execution_time=%d", CONFIG_COLLECTOR_CH_BACKFILL_SECONDS);
+		e = -pthread_create(&c->backfiller, NULL, ch_backfill__run, c);
+		c->backfiller_started = !e;
+		if (e)
+			snprintf(err, errlen, "clickhouse: backfill thread: %s", strerror(-e));
 	}
 	if (e) {
 		ch__free(&c->base);

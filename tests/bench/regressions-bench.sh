@@ -13,7 +13,8 @@
 #          CH_SLICE_S (120: the old path's slice of the day; 0: not run), ONLY_CH (1: the ClickHouse
 #          case alone), DAILY_CASE (1; 0: samples_1d against the raw rows not run), PREV_BUILD
 #          (a build directory of another commit, e.g. the parent's: its collector runs beside
-#          ours on the ClickHouse day, same run, alternating, same answers checked)
+#          ours on the ClickHouse day, same run, alternating, same answers checked),
+#          BACKFILL_CASE (0; 1: the backfill's cost on a copy of CH_DIR, below, then exit)
 #
 # Per run (seed 1..RUNS), tests/drivers/regress-fleet fills a ring in /dev/shm (tmpfs: the
 # store's fdatasync costs nothing, so the loop measures the statistics, not the disk) with
@@ -205,6 +206,57 @@ daily_case() { # T0
 }
 
 [ -n "${CH_DIR:-}" ] || { echo "== ClickHouse: CH_DIR not set (the synthetic day; see the head of this file): skipped"; exit 0; }
+# --ch-backfill-days (store/ch/ch-backfill.c) against the peer, the hourly backfill by hand
+# that daily_case() does (24 INSERT ... SELECT, an hour each), on a copy of CH_DIR (never
+# written): the day's samples_1d dropped and samples_1d_since reset to the day after it
+# before each (so the backfill does that one day: other days of the copy stay as they are),
+# wall time and clickhouse-server's CPU (user + system, /proc) each, the same rows after both.
+backfill_case() {
+	local t0=$1 day days since0 s0 c0 ours_w ours_c peer_w peer_c a b
+	day=$(date -u -d "@$t0" +%F)
+	days=$(( $(date +%s) / 86400 - t0 / 86400 ))
+	cpu_ch() { awk -v hz="$(getconf CLK_TCK)" '{ sub(/.*\) /, ""); printf "%.2f\n", ($12 + $13) / hz }' "/proc/${CH_PIDS[1]}/stat"; }
+	reset() {
+		ch_sql 1 "ALTER TABLE edgeprof_day.samples_1d DROP PARTITION ID '${day//-/}'" || return 1
+		ch_sql 1 "DROP TABLE edgeprof_day.samples_1d_since" || return 1
+		ch_sql 1 "CREATE TABLE edgeprof_day.samples_1d_since (day Date) ENGINE = Log" || return 1
+		ch_sql 1 "INSERT INTO edgeprof_day.samples_1d_since VALUES (toDate('$day') + 1)"
+	}
+	sums() { ch_sql 1 "SELECT count(), sum(v0), sum(v1), uniqExact(series, stack) FROM (SELECT series, sig, stack, sum(v0) AS v0, sum(v1) AS v1 FROM edgeprof_day.samples_1d WHERE day = '$day' GROUP BY series, sig, stack)"; }
+	reset || return 1
+	s0=$(date +%s.%N) c0=$(cpu_ch)
+	for h in $(seq 0 23); do
+		ch_sql 1 "INSERT INTO edgeprof_day.samples_1d SELECT day, series, sig, stack, sum(v[1]), sum(v[2]), sum(v[3]), sum(v[4]) FROM edgeprof_day.samples ARRAY JOIN stacks AS stack, v WHERE ts >= ($t0 + $h * 3600) * 1000000000 AND ts < ($t0 + ($h + 1) * 3600) * 1000000000 AND length(v) <= 4 GROUP BY day, series, sig, stack ORDER BY series, sig, stack" || return 1
+	done
+	peer_w=$(echo "$(date +%s.%N) - $s0" | bc) peer_c=$(echo "$(cpu_ch) - $c0" | bc)
+	a=$(sums)
+	reset || return 1
+	make_pki
+	s0=$(date +%s.%N) c0=$(cpu_ch)
+	start_ch_collector bf "http://127.0.0.1:$(ch_http_port 1)/edgeprof_day" --ch-backfill-days "$days"
+	for _ in $(seq 36000); do grep -q 'backfill done\|backfill ended' "$T/bf.log" && break; sleep 0.1; done
+	ours_w=$(echo "$(date +%s.%N) - $s0" | bc) ours_c=$(echo "$(cpu_ch) - $c0" | bc)
+	grep "backfill" "$T/bf.log" | grep -v "(0 rows" | head -n 4
+	grep -q 'backfill done' "$T/bf.log" || { echo "the backfill did not end"; return 1; }
+	b=$(sums)
+	[ "$a" = "$b" ] || { echo "backfill: the day's rows differ: by hand $a, ours $b"; return 1; }
+	awk -v ow="$ours_w" -v oc="$ours_c" -v pw="$peer_w" -v pc="$peer_c" -v d="$days" -v r="$a" -v l="$(uptime | sed 's/.*average: //')" 'BEGIN {
+		printf "backfill of the day (%d days back): --ch-backfill-days %.1f s, %.1f s of clickhouse-server CPU (the totals check and the empty days included); by hand, 24 hourly INSERT ... SELECT: %.1f s, %.1f s CPU: ours/peer wall %.3f, CPU %.3f; the same rows (count, sums, distinct (series, stack): %s); load %s\n", d, ow, oc, pw, pc, ow / pw, oc / pc, r, l }'
+}
+
+if [ "${BACKFILL_CASE:-0}" = 1 ]; then
+	(
+		. "$top/tests/lib/collector-lib.sh"
+		. "$top/tests/lib/clickhouse-lib.sh"
+		mkdir -p "$T/ch1"
+		cp -a "$CH_DIR/data" "$T/ch1/"
+		ch_config 1
+		ch_start 1
+		t0=$(ch_sql 1 "SELECT intDiv(min(ts), 1000000000) FROM edgeprof_day.profiles WHERE device LIKE 'gw-%'")
+		backfill_case "$t0"
+	)
+	exit $?
+fi
 echo "== ClickHouse: the synthetic day in $CH_DIR, fw1 against fw2"
 (
 	. "$top/tests/lib/collector-lib.sh"

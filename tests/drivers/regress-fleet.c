@@ -23,7 +23,8 @@
  *         --cand-delay-s S (0)  the candidate devices' profiles S seconds later (the roll-out
  *                            began later: the newest version is the one first seen last)
  *   RING may be a ClickHouse URL instead (http://HOST:PORT/DATABASE): the same fleet stored in
- *       ClickHouse (the database created), compared by ClickHouse's sums by device.
+ *       ClickHouse (the database created), compared by ClickHouse's sums by device; with
+ *       REGRESS_FLEET_CLUSTER=NAME in the environment, as the collector's --ch-cluster NAME.
  *   regress-fleet compare RING BASE_SEL CAND_SEL [--all] [--shares FILE] [--bootstrap N]
  *                         [--per-profile] [--raw] [--from-s T] [--to-s T] [--chains]
  *                         [--query-mem BYTES]
@@ -246,6 +247,7 @@ static void store_target(struct store_opts *so, const char *where)
 		so->backend = STORE_CLICKHOUSE;
 		so->clickhouse = where;
 		so->ch_batch_ms = 1; /* one put at a time: each waits for its INSERT */
+		so->ch_cluster = getenv("REGRESS_FLEET_CLUSTER");
 	} else {
 		so->path = where;
 	}

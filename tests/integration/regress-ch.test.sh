@@ -22,13 +22,30 @@
 #     from yesterday on (samples_1d_since, as a backfill would), so the default range reads
 #     yesterday from it and the raw rows around it, and the whole of yesterday from it alone:
 #     both equal to the ring; a row added to samples_1d changes the answer (it is read), and
-#     yesterday marked dirty (rollup_dirty) is read raw again, equal to the ring.
+#     yesterday marked dirty (rollup_dirty) is read raw again, equal to the ring;
+#   - --ch-backfill-days: the fleet stored two days ago, its samples_1d day dropped (stored
+#     before the table existed) and half refilled (what a backfill cut short leaves): read raw,
+#     equal to the ring; a collector with --ch-backfill-days 3, killed with kill -9 while its
+#     statement runs (5 M rows three days ago, of series no comparison reads), then
+#     started again: the three ended days served (samples_1d_since), that day summed once,
+#     the fleet's day equal to the ring from the rollup, and a grown samples_1d row moves it;
+#   - --ch-cluster: a second clickhouse-server, the two as the shards of cluster "edgeprof"
+#     (a collector on each creates its tables, the fleet stored through the Distributed
+#     tables): each shard's samples_1d_local (a materialized view) sums to its raw rows;
+#     yesterday served on one shard only is read raw; served on both (the latest of the
+#     shards' samples_1d_since), read from the rollup: equal to the ring, and a grown row on
+#     shard 1 moves it; a dirty hour reads the day raw again; then a backfill on each shard
+#     (a collector with --ch-backfill-days on each) serves the day before, equal to the ring.
 . "$(dirname "$0")/../lib/collector-lib.sh"
 . "$(dirname "$0")/../lib/clickhouse-lib.sh"
 FLEET=$EP_BUILD/tests/drivers/regress-fleet
 [ -x "$FLEET" ] || { echo "regress-fleet not built"; exit 77; }
 ch_need --clickhouse
 
+CH_EXTRA_CONFIG="<remote_servers><edgeprof>
+  <shard><replica><host>127.0.0.1</host><port>$(($(ch_http_port 0) + 1))</port></replica></shard>
+  <shard><replica><host>127.0.0.1</host><port>$(($(ch_http_port 1) + 1))</port></replica></shard>
+</edgeprof></remote_servers>"
 ch_start 0
 CH=http://127.0.0.1:$(ch_http_port 0)
 BASE='fw{version="1.4"}'
@@ -112,4 +129,107 @@ for where in "$T/ring" "$CH/regress_a"; do
 		>"$T/empty" 2>"$T/empty.err" && fail "an empty range compared ($where)"
 	grep -q 'no profiles match\|regress-fleet' "$T/empty.err" || fail "no error for an empty range ($where)"
 done
+# --ch-backfill-days: the same fleet two days ago, in a database whose samples_1d lacks that
+# day (stored before the table existed) but for a part of it (a backfill cut short)
+D2=$((Y0 - 86400))
+D2DAY=$(date -u -d "@$D2" +%F)
+"$FLEET" fill "$CH/regress_d" --seed 39 "${opts[@]}" --time-s $((D2 + 3600)) || fail "regress-fleet fill (two days ago)"
+ch_sql 0 "ALTER TABLE regress_d.samples_1d DROP PARTITION ID '${D2DAY//-/}'"
+ch_sql 0 "INSERT INTO regress_d.samples_1d SELECT day, series, sig, stack, sum(v[1]), sum(v[2]), sum(v[3]), sum(v[4]) FROM regress_d.samples ARRAY JOIN stacks AS stack, v WHERE day = '$D2DAY' AND series IN (SELECT series FROM regress_d.profiles WHERE has(label_values, '1.5') LIMIT 20) GROUP BY day, series, sig, stack"
+d2=(--from-s "$D2" --to-s $((D2 + 86400)))
+cmp_run "$CH/regress_d" "$T/bf0" "${d2[@]}"
+diff "$T/ringd.all" "$T/bf0.all" >/dev/null || fail "the day before the backfill (raw) differs from the ring"
+# and three days ago 5,000,000 (profile, stack) rows of series no profile row names (no
+# comparison reads them): a day whose backfill statement runs seconds, for the kill -9 to land in
+D3DAY=$(date -u -d "@$((D2 - 86400))" +%F)
+ch_sql 0 "INSERT INTO regress_d.samples (day, ts, series, sig, profile, stacks, v) SELECT toDate('$D3DAY'), toUInt64(($D2 - 86400 + number % 86400) * 1000000000), number % 3000, 7, number, arrayMap(i -> intHash64(number * 64 + i) % 5000, range(50)), arrayMap(i -> [toInt64(1), toInt64(i)], range(50)) FROM numbers(100000)"
+make_pki
+start_ch_collector ccb "$CH/regress_d" --ch-backfill-days 3
+running() { ch_sql 0 "SELECT count() FROM system.processes WHERE query_id = 'edgeprof-backfill-regress_d' AND query LIKE 'INSERT%'"; }
+for _ in $(seq 600); do [ "$(running)" = 1 ] && break; sleep 0.05; done
+[ "$(running)" = 1 ] || { cat "$T/ccb.log"; fail "no backfill statement seen running: the kill -9 would not land mid-day"; }
+kill -9 "$CC_PID"
+wait "$CC_PID" 2>/dev/null
+first=$(grep -c 'backfill: day' "$T/ccb.log" || true)
+[ "$(ch_sql 0 "SELECT countIf(day = '$D3DAY') FROM regress_d.samples_1d_since")" = 0 ] ||
+	fail "a day killed mid-backfill is served"
+start_ch_collector ccb2 "$CH/regress_d" --ch-backfill-days 3
+for _ in $(seq 1200); do grep -q 'backfill done\|backfill ended' "$T/ccb2.log" && break; sleep 0.1; done
+grep -q 'backfill done' "$T/ccb2.log" || { cat "$T/ccb2.log"; fail "the backfill did not end"; }
+[ "$(ch_sql 0 "SELECT sum(v0), sum(v1) FROM regress_d.samples_1d WHERE day = '$D3DAY'")" = \
+	"$(ch_sql 0 "SELECT sum(v[1]), sum(v[2]) FROM regress_d.samples ARRAY JOIN v WHERE day = '$D3DAY'")" ] ||
+	fail "the day killed mid-backfill, done again: samples_1d's sums differ from the raw rows'"
+[ "$(ch_sql 0 "SELECT min(day) = today() - 3 FROM regress_d.samples_1d_since")" = 1 ] ||
+	fail "the backfill did not serve the 3 ended days: $(ch_sql 0 'SELECT * FROM regress_d.samples_1d_since' | tr '\n' ' ')"
+bfm=$(curl -sS --cacert "$T/pki/ca.crt" --cert "$T/pki/op.crt" --key "$T/pki/op.key" \
+	"https://localhost:$CC_PORT/metrics" | awk '$1 == "edgeprof_collector_clickhouse_backfill_days_total" {print $2}')
+[ "$((bfm + first))" -ge 3 ] || fail "backfill days counted: $bfm after the restart, $first before"
+cmp_run "$CH/regress_d" "$T/bf1" "${d2[@]}"
+diff "$T/ringd.all" "$T/bf1.all" >/dev/null || fail "the backfilled day differs from the ring"
+ch_sql 0 "INSERT INTO regress_d.samples_1d SELECT day, series, sig, stack, v0 * 50, v1 * 50, v2 * 50, v3 * 50 FROM regress_d.samples_1d WHERE day = '$D2DAY' AND series = (SELECT any(series) FROM regress_d.profiles WHERE has(label_values, '1.5')) LIMIT 20"
+cmp_run "$CH/regress_d" "$T/bf2" "${d2[@]}"
+diff -q "$T/ringd.all" "$T/bf2.all" >/dev/null && fail "a grown samples_1d row of the backfilled day changed nothing: not read"
+echo "backfill: a collector killed -9 while a backfill statement ran ($first days done before)," \
+	"started again: 3 days served ($bfm by the second), $D3DAY summed once, $D2DAY from the" \
+	"rollup = the ring; read"
+grep -h 'backfill' "$T/ccb.log" "$T/ccb2.log" | head -n 6
+
+# --ch-cluster: two servers as the shards of cluster "edgeprof"; a collector on each creates
+# its tables (ON CLUSTER needs ZooKeeper), the fleet is stored through the Distributed tables
+ch_start 1
+CH1=http://127.0.0.1:$(ch_http_port 1)
+start_ch_collector cs0 "$CH/regress_c" --ch-cluster edgeprof
+start_ch_collector cs1 "$CH1/regress_c" --ch-cluster edgeprof
+export REGRESS_FLEET_CLUSTER=edgeprof
+"$FLEET" fill "$CH/regress_c" --seed 39 "${opts[@]}" || fail "regress-fleet fill (cluster)"
+for _ in $(seq 100); do [ "$(ch_sql 0 'SELECT count() FROM regress_c.profiles')" = 240 ] && break; sleep 0.1; done
+p0=$(ch_sql 0 'SELECT count() FROM regress_c.profiles_local')
+p1=$(ch_sql 1 'SELECT count() FROM regress_c.profiles_local')
+[ "$p0" -gt 0 ] && [ "$p1" -gt 0 ] && [ $((p0 + p1)) = 240 ] || fail "shards hold $p0 + $p1 profiles, not 240 on both"
+for i in 0 1; do
+	r=$(ch_sql "$i" "SELECT sum(v[1]), sum(v[2]), uniqExact(series) FROM regress_c.samples_local ARRAY JOIN v")
+	u=$(ch_sql "$i" "SELECT sum(v0), sum(v1), uniqExact(series) FROM regress_c.samples_1d_local")
+	[ "$r" = "$u" ] || fail "shard $i: samples_1d_local sums $u, samples_local $r"
+done
+since() { # N DAY: shard N's samples_1d_since_local holds DAY alone (its shard_num: N + 1)
+	ch_sql "$1" "DROP TABLE regress_c.samples_1d_since_local"
+	ch_sql "$1" "CREATE TABLE regress_c.samples_1d_since_local (day Date, shard UInt32) ENGINE = Log"
+	ch_sql "$1" "INSERT INTO regress_c.samples_1d_since_local VALUES ('$2', $(($1 + 1)))"
+}
+[ "$(ch_sql 1 'SELECT count(), min(day) > today() FROM regress_c.samples_1d_since')" = "2	1" ] ||
+	fail "a new cluster's samples_1d_since: not tomorrow on both shards"
+# grown rows on shard 1 first: read or not, the answer says
+ch_sql 1 "INSERT INTO regress_c.samples_1d_local SELECT day, series, sig, stack, v0 * 50, v1 * 50, v2 * 50, v3 * 50 FROM regress_c.samples_1d_local WHERE series = (SELECT any(series) FROM regress_c.profiles_local WHERE has(label_values, '1.5')) LIMIT 20"
+since 0 "$YDAY"
+cmp_run "$CH/regress_c" "$T/cl0" "${whole[@]}"
+diff "$T/ringd.all" "$T/cl0.all" >/dev/null || fail "cluster, yesterday served on shard 0 only (raw): differs from the ring"
+since 1 "$YDAY"
+cmp_run "$CH/regress_c" "$T/cl1" "${whole[@]}"
+diff -q "$T/ringd.all" "$T/cl1.all" >/dev/null && fail "cluster: a grown samples_1d_local row on shard 1 changed nothing: the rollup is not read"
+ch_sql 1 "ALTER TABLE regress_c.samples_1d_local DROP PARTITION ID '${YDAY//-/}'"
+ch_sql 1 "INSERT INTO regress_c.samples_1d_local SELECT day, series, sig, stack, sum(v[1]), sum(v[2]), sum(v[3]), sum(v[4]) FROM regress_c.samples_local ARRAY JOIN stacks AS stack, v WHERE day = '$YDAY' GROUP BY day, series, sig, stack"
+cmp_run "$CH/regress_c" "$T/cl2" "${whole[@]}"
+diff "$T/ringd.all" "$T/cl2.all" >/dev/null || fail "cluster: yesterday from the rollup differs from the ring"
+cmp_run "$CH/regress_c" "$T/cl3"
+diff "$T/ring.all" "$T/cl3.all" >/dev/null || fail "cluster: the default range (rollup and raw) differs from the ring"
+ch_sql 1 "INSERT INTO regress_c.samples_1d_local SELECT day, series, sig, stack, v0 * 50, v1 * 50, v2 * 50, v3 * 50 FROM regress_c.samples_1d_local WHERE day = '$YDAY' LIMIT 20"
+ch_sql 0 "INSERT INTO regress_c.rollup_dirty_local VALUES ('$YDAY', $((Y0 / 3600 + 5)))"
+cmp_run "$CH/regress_c" "$T/cl4" "${whole[@]}"
+diff "$T/ringd.all" "$T/cl4.all" >/dev/null || fail "cluster: a dirty day is not read raw"
+echo "cluster: each shard's samples_1d_local = its raw rows; served on one shard: raw;" \
+	"on both: the rollup (read), = the ring; a dirty day raw"
+# a backfill on each shard: the fleet two days ago, that day dropped from both shards' rollups
+"$FLEET" fill "$CH/regress_c" --seed 39 "${opts[@]}" --time-s $((D2 + 3600)) || fail "regress-fleet fill (cluster, two days ago)"
+for i in 0 1; do ch_sql "$i" "ALTER TABLE regress_c.samples_1d_local DROP PARTITION ID '${D2DAY//-/}'"; done
+start_ch_collector cb0 "$CH/regress_c" --ch-cluster edgeprof --ch-backfill-days 2
+start_ch_collector cb1 "$CH1/regress_c" --ch-cluster edgeprof --ch-backfill-days 2
+for _ in $(seq 300); do grep -q 'backfill done' "$T/cb0.log" && grep -q 'backfill done' "$T/cb1.log" && break; sleep 0.1; done
+grep -q 'backfill done' "$T/cb0.log" && grep -q 'backfill done' "$T/cb1.log" || { cat "$T/cb0.log" "$T/cb1.log"; fail "the shards' backfills did not end"; }
+cmp_run "$CH/regress_c" "$T/cl5" "${d2[@]}"
+diff "$T/ringd.all" "$T/cl5.all" >/dev/null || fail "cluster: the backfilled day differs from the ring"
+ch_sql 0 "INSERT INTO regress_c.samples_1d_local SELECT day, series, sig, stack, v0 * 50, v1 * 50, v2 * 50, v3 * 50 FROM regress_c.samples_1d_local WHERE day = '$D2DAY' LIMIT 20"
+cmp_run "$CH/regress_c" "$T/cl6" "${d2[@]}"
+diff -q "$T/ringd.all" "$T/cl6.all" >/dev/null && fail "cluster: the backfilled day's rollup is not read"
+echo "cluster backfill: a collector on each shard served the day two days ago, = the ring; read"
+unset REGRESS_FLEET_CLUSTER
 echo "PASS"
