@@ -56,6 +56,15 @@ struct cfitab_stats {
 };
 
 struct cfitab;
+struct procmaps;
+
+/*
+ * Where a process's maps come from when it is listed at its fourth sample: the agent's copy
+ * (the kernel's mmap records, already read for its samples), or NULL: /proc/<pid>/stat and
+ * maps are read (the only source for a process listed again after a walk found no mapping).
+ * The maps returned stay valid until the listing ends.
+ */
+typedef const struct procmaps *(*cfitab_maps_fn)(void *ctx, uint32_t pid);
 
 #ifdef CONFIG_BPF_CFI
 /*
@@ -71,13 +80,7 @@ struct cfitab *cfitab__new(int rows_fd, bool mmapable, int procs_fd, int slots_f
  * its exec is listed again).
  */
 void cfitab__want(struct cfitab *c, uint32_t pid, const char *comm);
-/*
- * Where a process's maps come from when it is listed at its fourth sample: the agent's copy
- * (the kernel's mmap records, already read for its samples), or NULL: /proc/<pid>/stat and
- * maps are read (the only source for a process listed again after a walk found no mapping).
- * The maps returned stay valid until the listing ends.
- */
-typedef const struct procmaps *(*cfitab_maps_fn)(void *ctx, uint32_t pid);
+/* Where a process's maps come from when it is listed (cfitab__set_maps). */
 void cfitab__set_maps(struct cfitab *c, cfitab_maps_fn fn, void *ctx);
 /* A walk of pid met a pc in no listed mapping: read its maps again (at most once a second). */
 void cfitab__stale(struct cfitab *c, uint32_t pid, const char *comm);
