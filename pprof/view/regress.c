@@ -605,6 +605,34 @@ int regress__add_rows(struct regress *r, const struct regress_row *rows, size_t 
 	return ret;
 }
 
+size_t regress__profile_mem(const struct pprof_profile *p)
+{
+	struct regress *r = NULL;
+	size_t per = sizeof(*r->in_stack) + sizeof(*r->in_sid) + sizeof(*r->in_sum) +
+		     sizeof(*r->in_mark) + sizeof(*r->in_order) + sizeof(*r->rows) +
+		     4 * sizeof(size_t); /* group_samples' slots: a power of two >= 2n */
+
+	return (p->n_samples + 1) * per + 16 * sizeof(size_t);
+}
+
+/* The input's arrays and rows freed: a ring side's profiles come one at a time, of any size. */
+static void input_free(struct regress *r)
+{
+	free(r->in_stack);
+	free(r->in_sid);
+	free(r->in_sum);
+	free(r->in_mark);
+	free(r->in_order);
+	free(r->rows);
+	r->in_stack = NULL;
+	r->in_sid = NULL;
+	r->in_sum = NULL;
+	r->in_mark = NULL;
+	r->in_order = NULL;
+	r->rows = NULL;
+	r->in_cap = r->rows_cap = 0;
+}
+
 int regress__add_profile(struct regress *r, const struct pprof_profile *p, int vi, char *err,
 			 size_t errlen)
 {
@@ -619,6 +647,7 @@ int regress__add_profile(struct regress *r, const struct pprof_profile *p, int v
 	if (!ret)
 		ret = regress__add_rows(r, r->rows, p->n_samples, err, errlen);
 	regress__stacks(r, NULL, err, errlen);
+	input_free(r);
 	return ret;
 }
 

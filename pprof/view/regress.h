@@ -144,6 +144,12 @@ void regress__drop_device(struct regress *r);
  */
 int regress__add_device(struct regress *r, enum regress_side side, const struct pprof_profile *p,
 			int vi, char *err, size_t errlen);
+/*
+ * What add_profile() allocates for p besides its stacks view, at most, for a caller's budget:
+ * per sample the input's five arrays, a row and the grouping's hash. It gives it back before
+ * it returns (one profile's at a time).
+ */
+size_t regress__profile_mem(const struct pprof_profile *p);
 int regress__add_profile(struct regress *r, const struct pprof_profile *p, int vi, char *err,
 			 size_t errlen);
 

@@ -60,6 +60,18 @@ static int cmp_listed(const void *x, const void *y)
 	return c ? c : (a->seq > b->seq) - (a->seq < b->seq);
 }
 
+/* Charges of the statistics' input for one profile (b NULL: none). */
+static int take(const struct pprof_budget *b, size_t bytes, char *err, size_t errlen)
+{
+	return b ? b->take(b->ctx, bytes, err, errlen) : 0;
+}
+
+static void give(const struct pprof_budget *b, size_t bytes)
+{
+	if (b)
+		b->give(b->ctx, bytes);
+}
+
 /*
  * One device's profiles v[0..n) added one by one: the sums a merge would give, without
  * building the merged profile (as fast here as store__merge_seqs' threaded decode, within this
@@ -89,7 +101,11 @@ static int add_device(struct store *s, const struct listed *v, size_t n, const c
 		if (v[i].weight_milli && v[i].weight_milli != 1000)
 			pprof_profile__weigh(p, v[i].weight_milli);
 		vi = stacks__sample_index(p, spec, err, errlen);
-		ret = vi < 0 ? vi : regress__add_profile(r, p, vi, err, errlen);
+		ret = vi < 0 ? vi : take(b, regress__profile_mem(p), err, errlen);
+		if (!ret) {
+			ret = regress__add_profile(r, p, vi, err, errlen);
+			give(b, regress__profile_mem(p));
+		}
 		pprof_profile__free_budget(p, b);
 		added++;
 	}
