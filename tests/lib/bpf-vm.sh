@@ -278,8 +278,11 @@ if arch == "arm64":
 # No cgroup2 is mounted in this VM, so /proc/<pid>/cgroup is empty: that answer is cached like
 # any other (it was read again for every sample: an open, a read and a close each)
 reads = count("cgroup_reads")
-print(f"cgroup_reads={reads} for {count('samples')} samples")
-ok &= reads <= 5
+# one read per process sampled at most (the guest's own tools run beside the workload: the
+# wait for the sampler spawns some), never one per sample
+procs = len({s.labels.get("pid") for s in pt.samples(path)})
+print(f"cgroup_reads={reads} for {count('samples')} samples of {procs} processes")
+ok &= reads <= max(5, procs)
 sys.exit(0 if ok else 1)
 PY
 echo "bpf on $(sed -n 's/.*@@vm up \([^ ]*\) .*/\1/p' "$console") ($arch): ok"
