@@ -49,6 +49,10 @@ static void test_real(void **state)
 	(void)state;
 	assert_int_equal(sizeof(words313), PYDEBUG_BYTES - 8);
 	table(buf, words313);
+	if (sizeof(void *) != 8) { /* ILP32 (armv7): no 3.13 row in the name writer's table */
+		assert_int_not_equal(pydebug__parse(buf, sizeof(buf), &o), 0);
+		return;
+	}
 	assert_int_equal(pydebug__parse(buf, sizeof(buf), &o), 0);
 	assert_int_equal(o.minor, 13);
 	/* pycore_runtime.h / pycore_interp.h / cpython/pystate.h / pycore_frame.h of 3.13.5 */
