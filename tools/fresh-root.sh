@@ -191,4 +191,6 @@ echo "$added" | tr '\n' ' ' | fold -s -w 100 | sed 's/^/    /'
 echo
 grep -h '^setup: \(installing\|Need to get\|After this\|installed in\)' "$work/commands.log" || true
 for t in "${times[@]}"; do echo "time: $t"; done
+# a failed test's last lines (tools/run-tests.sh), again at the end: the lines CI shows
+[ "$status" = 0 ] || grep -A12 '^--- .*: last lines of' "$work/commands.log" | tail -n 80 || true
 exit "$status"

@@ -85,6 +85,12 @@ if [ ${#skips[@]} -gt 0 ]; then
 	echo "skipped (why, and what runs it):"
 	printf '  %s\n' "${skips[@]}"
 fi
+# CI shows a run's last lines: each failure's own last lines again, just above the summary
+for name in "${failures[@]}"; do
+	[ -f "$logs/$name.log" ] || continue
+	echo "--- $name: last lines of $logs/$name.log"
+	tail -n 12 "$logs/$name.log" | cut -c1-200 | sed 's/^/    /'
+done
 [ ${#failures[@]} -gt 0 ] && echo "failed: ${failures[*]}"
 echo "total: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" = 0 ] && [ ${#failures[@]} = 0 ]
