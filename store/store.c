@@ -275,7 +275,7 @@ static void metrics_ch(const struct store_ch_stats *ch, metric_fn cb, void *ctx)
 	     "Regression comparison sides summed from the per-device daily rollup (samples_1d).",
 	     ch->daily_sides);
 	emit(cb, ctx, "clickhouse_backfill_days_total", "counter",
-	     "Days --ch-backfill-days filled into samples_1d and served from it.",
+	     "Days --ch-backfill-days served from samples_1d (filled, or found whole there).",
 	     ch->backfill_days);
 	emit(cb, ctx, "clickhouse_backfill_failures_total", "counter",
 	     "Backfill attempts of a day that failed or whose totals differed (tried again).",

@@ -18,8 +18,11 @@
  * sums the day's raw rows by (day, series, sig, stack), under ClickHouse's max_execution_time
  * (CONFIG_COLLECTOR_CH_BACKFILL_SECONDS); then the day's totals in samples_1d must equal the
  * raw rows' (a late upload of that day that raced with the fill, written twice or not at all,
- * shows there: the day is tried again); only then is it served. At shutdown the running
- * statement is killed and the day left unserved. Counted at /metrics, said in the log.
+ * shows there: the day is tried again); only then is it served. A day whole already (its sums
+ * equal the raw rows': another collector of the database filled it, or an attempt of ours was
+ * cut after its fill) is served, not dropped and filled again: two collectors may backfill one
+ * database at once. At shutdown the running statement is killed and the day left unserved.
+ * Counted at /metrics, said in the log.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -126,7 +129,31 @@ static int day_totals(struct ch_store *c, struct ch_conn *conn, const char *day,
 	return e;
 }
 
-/* One attempt at day d ('YYYY-MM-DD' in ds): 0 (complete), -EAGAIN (totals differ), -errno. */
+/*
+ * Whether day ds is whole in samples_1d already: its sums there, when not all 0, equal the raw
+ * rows'. Another collector of the same database (its statement waited for: the same query_id)
+ * filled it, or an attempt of ours was cut between its INSERT and serving the day: dropping
+ * it again would empty a day that may be served already, for the time the INSERT takes.
+ */
+static int day_whole(struct ch_store *c, struct ch_conn *conn, const char *ds, bool *whole,
+		     char *err, size_t errlen)
+{
+	static const unsigned char zero[32];
+	unsigned char raw[32], rolled[32];
+	int e = day_totals(c, conn, ds, true, rolled, err, errlen);
+
+	*whole = false;
+	if (e || !memcmp(rolled, zero, sizeof(zero)))	/* nothing there: the raw scan spared */
+		return e;
+	e = day_totals(c, conn, ds, false, raw, err, errlen);
+	*whole = !e && !memcmp(raw, rolled, sizeof(raw));
+	return e;
+}
+
+/*
+ * One attempt at day d ('YYYY-MM-DD' in ds): 0 (complete), 1 (whole already: not filled
+ * again), -EAGAIN (totals differ), -errno.
+ */
 static int backfill_day(struct ch_store *c, struct ch_conn *conn, uint64_t d, const char *ds,
 			char *err, size_t errlen)
 {
@@ -136,8 +163,13 @@ static int backfill_day(struct ch_store *c, struct ch_conn *conn, uint64_t d, co
 	char settings[300];
 	time_t t = (time_t)(d * 86400);
 	struct tm tm;
+	bool whole = false;
 	int e = backfill_wait_ours(c, conn, err, errlen);
 
+	if (!e)
+		e = day_whole(c, conn, ds, &whole, err, errlen);
+	if (!e && whole)
+		return 1;
 	gmtime_r(&t, &tm);
 	rb_printf(&sql, "ALTER TABLE samples_1d%s DROP PARTITION ID '%04d%02d%02d'", sfx,
 		  tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday);
@@ -210,6 +242,14 @@ static int backfill_one(struct ch_store *c, struct ch_conn *conn, uint64_t d)
 		if (i && !backfill_sleep(c, BACKFILL_RETRY_S))
 			return -EINTR;
 		e = backfill_day(c, conn, d, ds, err, sizeof(err));
+		if (e == 1) {
+			pr_info("clickhouse: backfill: day %s is whole in samples_1d already "
+				"(another collector's, or an attempt cut short after its fill): "
+				"served, not filled again", ds);
+			e = ch_daily__serve_from(c, conn, d, err, sizeof(err));
+			backfill_count(c, e, t0);
+			return e;
+		}
 		if (!e)
 			e = ch_daily__serve_from(c, conn, d, err, sizeof(err));
 		if (e == -EINTR)
@@ -263,13 +303,13 @@ void *ch_backfill__run(void *arg)
 		days += !e;
 	}
 	if (e == 1)
-		pr_info("clickhouse: backfill done: %u days filled; samples_1d serves the last %u "
+		pr_info("clickhouse: backfill done: %u days served; samples_1d serves the last %u "
 			"days", days, c->backfill_days);
 	else if (e == -EINTR)
-		pr_info("clickhouse: backfill stopped (%u days filled): the next start goes on",
+		pr_info("clickhouse: backfill stopped (%u days served): the next start goes on",
 			days);
 	else
-		pr_warn("clickhouse: backfill ended (%u days filled): %s", days,
+		pr_warn("clickhouse: backfill ended (%u days served): %s", days,
 			err[0] ? err : strerror(-e));
 	ch_conn__free(conn);
 	return NULL;
