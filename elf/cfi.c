@@ -400,6 +400,15 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const struct cie_info 
 		case 0x2e:
 			cur_uleb(&c);
 			break; /* GNU_args_size */
+		case 0x2d:
+			/*
+			 * AArch64 negate_ra_state: the return address is PAC-signed from here on.
+			 * The in-process walker strips it (agent/lib/unwind.c); the BPF walker does
+			 * not, so the rows it is given (em) stop here as before.
+			 */
+			if (em)
+				return false;
+			break;
 		case 0x0f: /* def_cfa_expression: only the PLT's */
 			if (!plt_expression(&c, r))
 				return false;

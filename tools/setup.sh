@@ -9,7 +9,8 @@
 #          toolchains and qemu-user; kernels and static busyboxes for the VM tests
 #          (tests/lib/bpf-vm.sh): Debian 11's 5.10 (build/vm-5.10-amd64; with --arch arm64
 #          build/vm-5.10-arm64) and for arm64 Debian 12's 6.1 (build/vm-arm64); on x86_64
-#          Debian 13's python3.13 unpacked with its glibc (build/py313-root)
+#          Debian 13's python3.13 unpacked with its glibc (build/py313-root; with --arch arm64
+#          or armhf, that architecture's in build/py313-root-ARCH, for the qemu-user tests)
 # --static adds what a static board's musl toolchain needs (static.list; the test tier has it).
 # With --bench, perf for that VM and an x86_64 VM (build/vm-amd64) for tests/bench/bpf-icount.sh.
 #
@@ -20,7 +21,7 @@
 # benchmarks run (bcc and kernel headers: large, and no test depends on them). vm.target-list
 # names target .debs for the arm64 VM test, vm-5.10-*.target-list the 5.10 ones (from the suite
 # of their "# suite:" line), vm.bench-target-list those the arm64 benchmark adds (perf),
-# py313-amd64.target-list trixie's python3.13: downloaded and unpacked, never installed.
+# py313-ARCH.target-list trixie's python3.13: downloaded and unpacked, never installed.
 set -euo pipefail
 
 arch=x86_64
@@ -257,7 +258,7 @@ make_vm_perf() {
 	touch "$dir/.complete"
 }
 
-# A root with another suite's interpreter and the libraries it runs on (py313-amd64.target-list):
+# A root with another suite's interpreter and the libraries it runs on (py313-*.target-list):
 # its .debs unpacked, never installed; the test runs it with the root's own loader.
 make_pyroot() {
 	local a=$1 list=$2 root=$3 p pkgs='' suite opts
@@ -281,10 +282,12 @@ make_pyroot() {
 case "$arch" in
 arm64) make_sysroot arm64
        [ "$tier" != test ] || { make_vm arm64 vm.target-list
-				make_vm arm64 vm-5.10-arm64.target-list "$top/build/vm-5.10-arm64"; }
+				make_vm arm64 vm-5.10-arm64.target-list "$top/build/vm-5.10-arm64"
+				make_pyroot arm64 py313-arm64.target-list "$top/build/py313-root-arm64"; }
        [ -z "$bench" ] || make_vm_perf arm64 ;;
 x86_64) [ "$tier" != test ] || { make_vm amd64 vm-5.10-amd64.target-list "$top/build/vm-5.10-amd64"
 				 make_pyroot amd64 py313-amd64.target-list "$top/build/py313-root"; }
 	[ -z "$bench" ] || { make_vm amd64 vm-amd64.bench-target-list; make_vm_perf amd64; } ;;
-armhf) make_sysroot armhf ;;
+armhf) make_sysroot armhf
+       [ "$tier" != test ] || make_pyroot armhf py313-armhf.target-list "$top/build/py313-root-armhf" ;;
 esac

@@ -6,18 +6,21 @@
 
 #include "agent/core/luaname.h"
 
-/* Lua 5.1.5 LP64 (lobject.h; offsetof() checked against Debian's 5.1.5-9 sources). */
-#define P_TT 8
-#define P_CODE 24
-#define P_LINEINFO 40
-#define P_SOURCE 64
-#define P_SIZECODE 80
-#define P_SIZELINEINFO 84
-#define P_LINEDEFINED 96
-#define P_SIZE 104
-#define TS_TT 8
-#define TS_LEN 16
-#define TS_CONTENTS 24 /* a TString is padded to L_Umaxalign: the bytes follow it */
+/* Lua 5.1.5 (lobject.h), LP64 : ILP32 (tests/offsets/lua51.c, compiled with gcc and with
+ * arm-linux-gnueabihf-gcc against Debian's 5.1.5-9 sources): the library reads its own
+ * process, so the build's pointer size picks. */
+#define LP64 (sizeof(void *) == 8)
+#define P_TT (LP64 ? 8 : 4)
+#define P_CODE (LP64 ? 24 : 12)
+#define P_LINEINFO (LP64 ? 40 : 20)
+#define P_SOURCE (LP64 ? 64 : 32)
+#define P_SIZECODE (LP64 ? 80 : 44)
+#define P_SIZELINEINFO (LP64 ? 84 : 48)
+#define P_LINEDEFINED (LP64 ? 96 : 60)
+#define P_SIZE (LP64 ? 104 : 64)
+#define TS_TT (LP64 ? 8 : 4)
+#define TS_LEN (LP64 ? 16 : 12)
+#define TS_CONTENTS (LP64 ? 24 : 16) /* a TString is padded to L_Umaxalign: the bytes follow it */
 #define LUA_TSTRING 4
 #define LUA_TPROTO 9
 

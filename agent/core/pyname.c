@@ -15,9 +15,11 @@
  * BPF agent the host's): offsetof() compiled by tests/offsets/py311.c against Debian 12's
  * python3.11-dev headers, LP64 with gcc (x86_64; checked with ctypes on 3.11.2 x86_64 and
  * aarch64), ILP32 with arm-linux-gnueabihf-gcc (armhf pyconfig.h) run under qemu-arm. 3.13
- * LP64 (the same headers of 3.13.5; the samplers check this row against the interpreter's own
- * _Py_DebugOffsets before they splice its frames: agent/core/pydebug.h). Other versions: not in
- * the table, so their processes are sampled natively (agent/lib/pyframes.c counts them).
+ * LP64 (the same headers of 3.13.5) and ILP32 (tests/offsets/py313.c against Debian 13's armhf
+ * libpython3.13-dev, run under qemu-arm; the same numbers as the armhf python3.13's own
+ * _Py_DebugOffsets). The samplers check a 3.13 row against the interpreter's _Py_DebugOffsets
+ * before they splice its frames (agent/core/pydebug.h). Other versions: not in the table, so
+ * their processes are sampled natively (agent/lib/pyframes.c counts them).
  */
 static const struct pycode_layout layouts[] = {
     {.minor = 11, .ptr = 8, .firstlineno = 72, .filename = 112, .name = 120, .qualname = 128,
@@ -29,6 +31,9 @@ static const struct pycode_layout layouts[] = {
     {.minor = 13, .ptr = 8, .firstlineno = 68, .filename = 112, .name = 120, .qualname = 128,
      .linetable = 136, .code_adaptive = 200, .str_length = 16, .str_state = 32,
      .str_ascii_data = 40, .bytes_size = 16, .bytes_data = 32},
+    {.minor = 13, .ptr = 4, .firstlineno = 44, .filename = 80, .name = 84, .qualname = 88,
+     .linetable = 92, .code_adaptive = 124, .str_length = 8, .str_state = 16,
+     .str_ascii_data = 20, .bytes_size = 8, .bytes_data = 16},
 };
 
 /* PyObject's ob_type; PyTypeObject's tp_name, tp_basicsize right after it (object.h): the

@@ -31,7 +31,9 @@
  * no process_vm_readv; else process_vm_readv): one per sample for the states' headers and 4 KiB of
  * the CallInfo array and of the Lua stack from where the last sample found them, more only for
  * what lies elsewhere or misses the per-thread caches (closure -> Proto, call site -> opcode).
- * LP64 layouts only.
+ * LP64 and ILP32 (armv7) layouts. On armv7 the module has no unwind tables (Debian's armhf
+ * lua5.1: one .ARM.exidx entry): the probe's walks read its frames from the code, and a
+ * function's bounds are read from the code too (luaframes__code_bounds).
  */
 #include <dlfcn.h>
 #include <elf.h>
@@ -48,29 +50,32 @@
 #include "agent/lib/selfread.h"
 #include "agent/lib/unwind.h"
 
-/* Lua 5.1.5 LP64 (lstate.h, lobject.h; offsetof() checked against Debian's 5.1.5-9 sources). */
-#define L_TT 8		 /* lua_State: CommonHeader's type byte */
-#define L_G 32		 /* l_G */
-#define L_CI 40		 /* ci: the running CallInfo */
-#define L_SAVEDPC 48	 /* the running Lua function's pc */
-#define L_STACK 64	 /* stack: the Lua stack's first slot */
-#define L_BASE_CI 80	 /* base_ci: the array's first (a C level) */
-#define L_ERRORJMP 168	 /* errorJmp */
-#define L_HEAD 176	 /* bytes of the header read per sample */
-#define G_MAINTHREAD 176 /* global_State.mainthread */
-#define CI_FUNC 8	 /* CallInfo: func (a TValue * on the Lua stack) */
-#define CI_SAVEDPC 24
-#define CI_SIZE 40
-#define TV_TT 8		 /* TValue: int tt after the 8-byte Value */
+/* Lua 5.1.5 (lstate.h, lobject.h), LP64 : ILP32 (tests/offsets/lua51.c, compiled with gcc and
+ * with arm-linux-gnueabihf-gcc against Debian's 5.1.5-9 sources): the build's pointer size
+ * picks (the library reads its own process). */
+#define LP64 (sizeof(void *) == 8)
+#define L_TT (LP64 ? 8 : 4)	       /* lua_State: CommonHeader's type byte */
+#define L_G (LP64 ? 32 : 16)	       /* l_G */
+#define L_CI (LP64 ? 40 : 20)	       /* ci: the running CallInfo */
+#define L_SAVEDPC (LP64 ? 48 : 24)     /* the running Lua function's pc */
+#define L_STACK (LP64 ? 64 : 32)       /* stack: the Lua stack's first slot */
+#define L_BASE_CI (LP64 ? 80 : 40)     /* base_ci: the array's first (a C level) */
+#define L_ERRORJMP (LP64 ? 168 : 112)  /* errorJmp */
+#define L_HEAD (LP64 ? 176 : 116)      /* bytes of the header read per sample */
+#define G_MAINTHREAD (LP64 ? 176 : 112) /* global_State.mainthread */
+#define CI_FUNC (LP64 ? 8 : 4)	       /* CallInfo: func (a TValue * on the Lua stack) */
+#define CI_SAVEDPC (LP64 ? 24 : 12)
+#define CI_SIZE (LP64 ? 40 : 24)
+#define TV_TT 8 /* TValue: int tt after the 8-byte Value (a double: 8-aligned on armhf too) */
 #define TV_SIZE 16
-#define CL_TT 8		 /* Closure: CommonHeader's type byte */
-#define CL_ISC 10
-#define CL_P 32		 /* LClosure.p */
-#define CL_SIZE 40
-#define P_TT 8		 /* Proto */
-#define P_CODE 24
-#define P_SIZECODE 80
-#define P_SIZE 84
+#define CL_TT (LP64 ? 8 : 4) /* Closure: CommonHeader's type byte */
+#define CL_ISC (LP64 ? 10 : 6)
+#define CL_P (LP64 ? 32 : 16) /* LClosure.p */
+#define CL_SIZE (LP64 ? 40 : 20)
+#define P_TT (LP64 ? 8 : 4) /* Proto */
+#define P_CODE (LP64 ? 24 : 12)
+#define P_SIZECODE (LP64 ? 80 : 44)
+#define P_SIZE (LP64 ? 84 : 48)
 #define LUA_TFUNCTION 6
 #define LUA_TTHREAD 8
 #define LUA_TPROTO 9
@@ -111,7 +116,8 @@ static EP_TLS struct {
 
 struct module_find {
 	uintptr_t pc;
-	const uint8_t *eh; /* the module's .eh_frame_hdr */
+	const uint8_t *eh;    /* the module's .eh_frame_hdr */
+	uintptr_t x_lo, x_hi; /* its load segment holding pc */
 };
 
 static int find_module(struct dl_phdr_info *info, size_t size, void *arg)
@@ -124,8 +130,11 @@ static int find_module(struct dl_phdr_info *info, size_t size, void *arg)
 		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
 		uintptr_t lo = info->dlpi_addr + p->p_vaddr;
 
-		if (p->p_type == PT_LOAD && m->pc >= lo && m->pc - lo < p->p_memsz)
+		if (p->p_type == PT_LOAD && m->pc >= lo && m->pc - lo < p->p_memsz) {
 			holds = true;
+			m->x_lo = lo;
+			m->x_hi = lo + p->p_memsz;
+		}
 		if (p->p_type == PT_GNU_EH_FRAME)
 			m->eh = (const uint8_t *)lo;
 	}
@@ -135,13 +144,16 @@ static int find_module(struct dl_phdr_info *info, size_t size, void *arg)
 }
 
 /* The function holding pc by its module's .eh_frame_hdr table: [*lo, *hi) up to the next FDE's
- * start. */
+ * start; a module without one (Debian's armhf lua5.1) by its code (armv7 only). */
 static bool function_of(uintptr_t pc, uintptr_t *lo, uintptr_t *hi)
 {
 	struct module_find m = {.pc = pc};
 
-	return dl_iterate_phdr(find_module, &m) && m.eh &&
-	       luaframes__function_bounds(m.eh, pc, lo, hi);
+	if (!dl_iterate_phdr(find_module, &m))
+		return false;
+	if (m.eh)
+		return luaframes__function_bounds(m.eh, pc, lo, hi);
+	return luaframes__code_bounds(m.x_lo, m.x_hi, pc, pc, lo, hi) && *lo <= pc && pc < *hi;
 }
 
 /* The Lua 5.1 API the probe calls (lua.h), from the module that exports lua_ident. */
@@ -281,7 +293,7 @@ bool lua51frames__init(const void *ident, struct luaframes_stats *st)
 	l51.on = false;
 	l51.vm.layout = &state_51;
 	l51.vm.st = st;
-	if (sizeof(void *) != 8 || !load_api(ident))
+	if (!load_api(ident))
 		return false;
 	probe_walks = aligned_alloc(64, sizeof(*probe_walks)); /* the unwinder's cache lines */
 	if (probe_walks)
@@ -289,6 +301,10 @@ bool lua51frames__init(const void *ident, struct luaframes_stats *st)
 	l51.on = probe_walks && run_probe() && find_execute(ident);
 	free(probe_walks);
 	probe_walks = NULL;
+	/* armv7: luaV_execute is larger than the code readings' budget: the native walk reads
+	 * its frame from its prologue */
+	if (l51.on)
+		unwind__arm_body(l51.vm.exec_lo, l51.vm.exec_hi);
 	return l51.on;
 }
 
@@ -335,9 +351,9 @@ static void prefetch(bool *heads_ok)
 	/* through the reader: its direct paths where proven, and under qemu-user (no
 	 * process_vm_readv) the only way in */
 	r = selfread__readv(local, remote, (unsigned long)n);
-	for (unsigned int v = 0; v < states && r >= (long)L_HEAD * (v + 1); v++)
+	for (unsigned int v = 0; v < states && r >= (long)L_HEAD * (long)(v + 1); v++)
 		heads_ok[slot[v]] = true;
-	r -= (long)L_HEAD * states;
+	r -= (long)L_HEAD * (long)states;
 	if (hint.ci_lo && r >= SELFREAD_WINDOW) /* whole iovecs only, in order */
 		window_holds(&ci_window, hint.ci_lo);
 	if (hint.stack_lo && r >= 2 * SELFREAD_WINDOW)

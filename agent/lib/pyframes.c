@@ -113,8 +113,6 @@ static const struct pyframe_layout *runtime_layout(unsigned int minor)
 {
 	if (minor < 13)
 		return frame_layout(minor);
-	if (sizeof(void *) != 8) /* the walk is LP64's (pyname.c's table too) */
-		return NULL;
 	return from_debug.debug ? &from_debug : debug_layout();
 }
 

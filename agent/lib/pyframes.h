@@ -5,12 +5,12 @@
  * At start (outside the handler) the library looks for the interpreter in the process: the
  * exported Py_Version, _PyRuntime and _PyEval_EvalFrameDefault (.dynsym: Debian's stripped
  * python3.11 keeps them). A version without a layout in the table (agent/core/pyname.c; 3.11
- * LP64 and ILP32 today) is counted (unknown_version) and the process is profiled natively. On
+ * and 3.13, LP64 and ILP32, today) is counted (unknown_version) and the process is profiled natively. On
  * armv7 the eval loop, larger than the native walk's code readings reach, is registered
  * (unwind__arm_body) so that the walk gets through it without unwind tables. 3.13 brings
  * its own offsets (_Py_DebugOffsets at the start of _PyRuntime, agent/core/pydebug.h): they are
  * read at start and checked; refused (another minor's table, a free-threaded build, offsets out
- * of bounds or not the name writer's, a 32-bit build) is counted the same way (debug_offsets:
+ * of bounds or not the name writer's) is counted the same way (debug_offsets:
  * refused).
  *
  * In the handler: the thread's PyThreadState is pthread_getspecific() of _PyRuntime's

@@ -25,6 +25,27 @@ struct regs {
 	uintptr_t pc, sp, fp, lr;
 };
 
+/*
+ * A return address as the code it returns to: arm64 code built with -mbranch-protection
+ * (Debian 13's python3.13, for one) signs the link register (paciasp) before it saves it, and
+ * the signature sits in the address's top bits. xpaclri (a hint: a no-op where the CPU has no
+ * pointer authentication) strips it, so an unsigned address comes back as it was.
+ */
+#if defined(__aarch64__)
+static uintptr_t code_address(uintptr_t ra)
+{
+	register uintptr_t x30 __asm__("x30") = ra;
+
+	__asm__("hint #7" : "+r"(x30)); /* xpaclri */
+	return x30;
+}
+#else
+static uintptr_t code_address(uintptr_t ra)
+{
+	return ra;
+}
+#endif /* __aarch64__ */
+
 static void regs_from_uctx(const void *uctx, struct regs *r)
 {
 	const ucontext_t *uc = uctx;
@@ -38,7 +59,7 @@ static void regs_from_uctx(const void *uctx, struct regs *r)
 	r->pc = uc->uc_mcontext.pc;
 	r->sp = uc->uc_mcontext.sp;
 	r->fp = uc->uc_mcontext.regs[29];
-	r->lr = uc->uc_mcontext.regs[30];
+	r->lr = code_address(uc->uc_mcontext.regs[30]);
 #elif defined(__arm__)
 	r->pc = uc->uc_mcontext.arm_pc;
 	r->sp = uc->uc_mcontext.arm_sp;
@@ -291,7 +312,7 @@ static enum step step_signal(struct walk *w, struct regs *r)
 	r->pc = pc;
 	r->sp = sp;
 	r->fp = fp;
-	r->lr = lr;
+	r->lr = code_address(lr);
 	w->n.signal_frames++;
 	return STEP_OK;
 }
@@ -336,6 +357,7 @@ static enum step step_cfi(struct walk *w, struct regs *r, bool *exact)
 		return STEP_NONE;
 	}
 	/* stacks grow down: a caller's CFA is above ours (equal only for a frameless leaf) */
+	ra = code_address(ra);
 	if (cfa < r->sp || (cfa == r->sp && !from_lr))
 		return STEP_NONE;
 	if (cr.fp_saved && !read_word(w, cfa + (uintptr_t)cr.fp_off, &fp))
@@ -360,7 +382,7 @@ static bool step_fp(struct walk *w, struct regs *r)
 		return false; /* stacks grow down: a caller's frame is above ours */
 	r->sp = r->fp + 2 * sizeof(uintptr_t);
 	r->fp = nfp;
-	r->pc = ra;
+	r->pc = code_address(ra);
 	r->lr = 0;
 	return true;
 }
@@ -445,8 +467,7 @@ static bool inferred_caller(struct walk *w, struct regs *r, const struct cfi_rul
 
 	if (cr->ra_saved ? !read_word(w, cfa + (uintptr_t)cr->ra_off, &ra) : !exact || !r->lr)
 		return false;
-	if (!cr->ra_saved)
-		ra = r->lr;
+	ra = cr->ra_saved ? code_address(ra) : r->lr;
 	if (cfa < r->sp || (cr->fp_saved && !read_word(w, cfa + (uintptr_t)cr->fp_off, &fp)))
 		return false;
 	m = ra > 4096 ? walk_tables(w, ra - 1) : NULL;

@@ -103,7 +103,7 @@ def judge(tag, out, truth, handler):
 
 work = f"{top}/tests/workloads"
 py = lambda arch: [os.path.join(sb.cross_root(top, arch), "usr/bin/python3.11"),  # noqa: E731
-                   f"{work}/pysplit.py", "6"]
+                   f"{work}/pysplit.py", "6", "0", "cpu"]  # 6 s of CPU: see sigprof-armv7-interp
 
 def py_handler(frames):
     return next(({"inner": "outer"}.get(f, f) for f in frames

@@ -158,6 +158,40 @@ static void plt_expression(void **state)
 #endif
 }
 
+/* the rows of an FDE, counted: with rules and without */
+static bool count_rows(void *ctx, uintptr_t pc, const struct cfi_rules *r)
+{
+	size_t *n = ctx;
+
+	(void)pc;
+	n[r ? 0 : 1]++;
+	return true;
+}
+
+/*
+ * AArch64's negate_ra_state (-mbranch-protection: Debian 13's arm64 python3.13): the lookup
+ * (the SIGPROF walker's, which strips the signature) keeps the rules; the rows (the BPF
+ * walker's, which does not) have none there, as before it was known.
+ */
+static void signed_return_address(void **state)
+{
+	static const uint8_t ins[] = {0x2d, 0x41, 0x0e, 16}; /* negate; advance 1, CFA = SP + 16 */
+	struct cfi_table t;
+	struct cfi_rules r;
+	size_t rows[2] = {0, 0};
+
+	(void)state;
+	build(1);
+	put_fde(0, code, 0x20, ins, sizeof(ins));
+	t = table();
+	assert_true(cfi__rules_at(&t, code + 4, &r));
+	assert_int_equal(r.cfa_off, 16);
+	assert_true(r.ra_saved);
+	cfi__rows(&t, NULL, 0, count_rows, rows);
+	assert_int_equal(rows[0], 0);
+	assert_true(rows[1] >= 1);
+}
+
 /* ---- rows of a real file ----------------------------------------------------------------- */
 
 struct check {
@@ -256,6 +290,7 @@ int main(void)
 	    cmocka_unit_test(saved_return_address_and_rows),
 	    cmocka_unit_test(outermost_frame),
 	    cmocka_unit_test(plt_expression),
+	    cmocka_unit_test(signed_return_address),
 	    cmocka_unit_test(rows_match_lookup),
 	    cmocka_unit_test(rows_stop_when_asked),
 	    cmocka_unit_test(rows_of_garbage_fail),

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * Unit tests of agent/core/lua51name.c through luaname__resolve(): Lua 5.1 frames (their own
- * tag) named from a Proto and a TString laid out as Lua 5.1.5's lobject.h lays them (LP64), in
- * this process's memory, read back through process_vm_readv as the profile writer reads a
- * profiled process. 5.1 keeps an absolute line per instruction (lineinfo[pc]); a 5.4 Proto
+ * tag) named from a Proto and a TString laid out as Lua 5.1.5's lobject.h lays them (LP64 or
+ * ILP32: the build's), in this process's memory, read back through process_vm_readv as the
+ * profile writer reads a profiled process. 5.1 keeps an absolute line per instruction (lineinfo[pc]); a 5.4 Proto
  * under the 5.1 tag, a pc beyond the code, a string that is not one, an unreadable address
  * give an error and no name.
  */
@@ -21,17 +21,19 @@
 #include "agent/core/luaname.h"
 #include "tests/lib/lua-fake.h"
 
-/* lobject.h of Lua 5.1.5, LP64 (offsetof() against Debian's 5.1.5-9 sources) */
-#define P_TT 8
-#define P_CODE 24
-#define P_LINEINFO 40
-#define P_SOURCE 64
-#define P_SIZECODE 80
-#define P_SIZELINEINFO 84
-#define P_LINEDEFINED 96
-#define TS_TT 8
-#define TS_LEN 16
-#define TS_CONTENTS 24
+/* lobject.h of Lua 5.1.5, LP64 : ILP32 (tests/offsets/lua51.c, against Debian's 5.1.5-9
+ * sources): the build's ABI */
+#define LP64 (sizeof(void *) == 8)
+#define P_TT (LP64 ? 8 : 4)
+#define P_CODE (LP64 ? 24 : 12)
+#define P_LINEINFO (LP64 ? 40 : 20)
+#define P_SOURCE (LP64 ? 64 : 32)
+#define P_SIZECODE (LP64 ? 80 : 44)
+#define P_SIZELINEINFO (LP64 ? 84 : 48)
+#define P_LINEDEFINED (LP64 ? 96 : 60)
+#define TS_TT (LP64 ? 8 : 4)
+#define TS_LEN (LP64 ? 16 : 12)
+#define TS_CONTENTS (LP64 ? 24 : 16)
 #define NCODE 40
 
 struct fake {
@@ -44,7 +46,7 @@ struct fake {
 static struct fake *fake_proto(const char *source, int32_t linedefined)
 {
 	struct fake *f = calloc(1, sizeof(*f));
-	uint64_t len = strlen(source);
+	size_t len = strlen(source); /* TString.tsv.len */
 
 	assert_non_null(f);
 	f->proto[P_TT] = 9; /* LUA_TPROTO */
