@@ -21,7 +21,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 "$py" "$work" 1 3 >"$tmp/plain.out"
 plain_rc=$?
-env LD_PRELOAD="$lib" EDGEPROF_OUTPUT="$tmp/cpu.pb.gz" EDGEPROF_HZ=997 "$py" "$work" 6 3 cpu \
+env LD_PRELOAD="$lib" EDGEPROF_OUTPUT="$tmp/cpu.pb.gz" EDGEPROF_HZ=997 "$py" "$work" 10 3 cpu \
 	>"$tmp/prof.out"
 prof_rc=$?
 [ "$plain_rc" = 3 ] && [ "$prof_rc" = 3 ] || fail "exit status $prof_rc under the library, $plain_rc without"

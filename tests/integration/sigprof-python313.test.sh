@@ -37,7 +37,7 @@ py313=(env "PYTHONHOME=$root/usr" "$root/usr/lib64/ld-linux-x86-64.so.2"
 "${py313[@]}" "$work/pysplit.py" 1 3 >"$tmp/plain.out"
 plain_rc=$?
 env LD_PRELOAD="$lib" EDGEPROF_OUTPUT="$tmp/cpu.pb.gz" EDGEPROF_HZ=997 "${py313[@]}" \
-	"$work/pysplit.py" 6 3 cpu \
+	"$work/pysplit.py" 10 3 cpu \
 	>"$tmp/prof.out"
 prof_rc=$?
 [ "$plain_rc" = 3 ] && [ "$prof_rc" = 3 ] || fail "exit status $prof_rc under the library, $plain_rc without"
