@@ -42,7 +42,7 @@
 #include <stdint.h>
 
 struct luaframes_stats {
-	char version[16];	  /* "5.4.4"; "" none found */
+	char version[24];	  /* "5.4.4", "LuaJIT-2.1.0-beta3"; "" none found */
 	bool on;		  /* its layout and luaV_execute are known: frames are spliced */
 	uint64_t unknown_version; /* a Lua without a layout, or no luaV_execute found */
 	uint64_t samples, frames; /* samples with Lua frames spliced in, frames put in */
@@ -51,6 +51,7 @@ struct luaframes_stats {
 	uint64_t mismatch;	  /* runs and activations differ: the sample kept native */
 	uint64_t read_errors;	  /* reads that failed (EFAULT: a torn or freed pointer) */
 	uint64_t truncated;	  /* chains cut at CONFIG_LUAFRAMES_MAX or the sample's depth */
+	uint64_t traces;	  /* LuaJIT: samples in a JIT trace (agent/lib/ljframes.h) */
 };
 
 #ifdef CONFIG_LUAFRAMES
