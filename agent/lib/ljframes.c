@@ -60,6 +60,7 @@ static struct {
 	bool on;
 	struct luaframes_vm vm; /* the interpreter's bounds; the counters (luaframes.c's) */
 	uintptr_t g;		/* the program's global_State, once seen (checked) */
+	uintptr_t x_lo, x_hi;	/* the LuaJIT module's code */
 } lj;
 
 #define EP_TLS __thread __attribute__((tls_model("initial-exec")))
@@ -225,6 +226,8 @@ bool ljframes__init(struct luaframes_stats *st)
 	if (!m.x_hi || !load_api(m.base) || !(L = api.newstate()))
 		return false;
 	ok = known_version(L, st) && layout_holds(L) && find_vm(word(L, L_GLREF), &m);
+	lj.x_lo = m.x_lo;
+	lj.x_hi = m.x_hi;
 	api.close(L);
 	lj.on = ok;
 	return ok;
@@ -431,7 +434,7 @@ static unsigned int rewalk_from_vm(uint64_t *frames, unsigned int n, unsigned in
 	ucontext_t uc;
 	unsigned int m;
 
-	if (k >= n || !cframe || k + 2 >= max)
+	if (k > n || !cframe || k + 2 >= max)
 		return 0;
 	memset(&uc.uc_mcontext, 0, sizeof(uc.uc_mcontext));
 	uc.uc_mcontext.gregs[REG_RIP] = (greg_t)lj.vm.exec_lo; /* CFA = rsp + CF_SIZE there */
@@ -471,6 +474,18 @@ static bool walk(const ucontext_t *uc, uintptr_t g, const unsigned char *gs,
 	return lua_runs(g, gs, L, word(L, L_BASE), ins, pushed, runs, cut);
 }
 
+/* A walk without the VM that may be LuaJIT's all the same: in a trace (no module's code), or
+ * through LuaJIT's C code, whose walk stops at the trace that called it. */
+static bool in_luajit(const uint64_t *frames, unsigned int n)
+{
+	if (!modules__find((uintptr_t)frames[0]))
+		return true;
+	for (unsigned int i = 0; i < n; i++)
+		if (frames[i] - (i > 0) >= lj.x_lo && frames[i] - (i > 0) < lj.x_hi)
+			return true;
+	return false;
+}
+
 unsigned int ljframes__splice(uint64_t *frames, unsigned int n, unsigned int max,
 			      const void *uctx, const struct ljframes_walk *wk, bool *truncated)
 {
@@ -483,7 +498,7 @@ unsigned int ljframes__splice(uint64_t *frames, unsigned int n, unsigned int max
 	if (!lj.on || !n)
 		return n;
 	a = luaframes__activations(&lj.vm, frames, n);
-	if (!a && modules__find(pc)) /* C code, no VM below it that the walk saw */
+	if (!a && !in_luajit(frames, n)) /* C code, not LuaJIT's */
 		return n;
 	selfread__reset(&stack_window);
 	g = global_of(uc, in_vm(pc) || !modules__find(pc));
@@ -508,6 +523,8 @@ unsigned int ljframes__splice(uint64_t *frames, unsigned int n, unsigned int max
 		n = m;
 		a = luaframes__activations(&lj.vm, frames, n);
 		__atomic_fetch_add(&lj.vm.st->traces, trace, __ATOMIC_RELAXED);
+	} else if (!a) { /* LuaJIT's C code, not below the VM: profiled natively */
+		return n;
 	}
 	if (!walk(uc, g, gs, L, trace, &pushed, &runs, &cut)) {
 		__atomic_fetch_add(&lj.vm.st->mismatch, 1, __ATOMIC_RELAXED);
