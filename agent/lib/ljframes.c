@@ -437,7 +437,8 @@ static unsigned int rewalk_from_vm(uint64_t *frames, unsigned int n, unsigned in
 	if (k > n || !cframe || k + 2 >= max)
 		return 0;
 	memset(&uc.uc_mcontext, 0, sizeof(uc.uc_mcontext));
-	uc.uc_mcontext.gregs[REG_RIP] = (greg_t)lj.vm.exec_lo; /* CFA = rsp + CF_SIZE there */
+	/* CFA = rsp + CF_SIZE there; one byte in, as a return address (frames[k > 0]) counts */
+	uc.uc_mcontext.gregs[REG_RIP] = (greg_t)lj.vm.exec_lo + 1;
 	uc.uc_mcontext.gregs[REG_RSP] = (greg_t)cframe;
 	m = unwind__stack(&uc, wk->stack_lo, wk->stack_hi, wk->mode, wk->cache, rewalk,
 			  max - k - 1, truncated);
@@ -512,7 +513,9 @@ unsigned int ljframes__splice(uint64_t *frames, unsigned int n, unsigned int max
 	if (trace || (in_vm(pc) && (n < 2 || !modules__find((uintptr_t)frames[1] - 1)))) {
 		unsigned int k = 0;
 
-		while (trace && k < n && modules__find((uintptr_t)frames[k] - (k > 0)))
+		/* C called from the trace: its frames; the VM's helpers a trace calls (->vm_modi,
+		 * ->vm_floor...; their walk is wrong, as above): none */
+		while (trace && !in_vm(pc) && k < n && modules__find((uintptr_t)frames[k] - (k > 0)))
 			k++;
 		m = rewalk_from_vm(frames, n, max, k, word(L, L_CFRAME) & ~(uintptr_t)3, wk,
 				   truncated);
