@@ -107,6 +107,10 @@ unit-tests-$(CONFIG_LUA51FRAMES) += lua51name
 lua51name-test-objs = agent/core/luaname.o agent/core/framename.o agent/core/lua51name.o \
 		      $(if $(CONFIG_LJFRAMES),agent/core/ljname.o)
 lua51name-test-ldlibs = -lpthread
+unit-tests-$(CONFIG_LJFRAMES) += ljname
+ljname-test-objs   = agent/core/luaname.o agent/core/framename.o agent/core/ljname.o \
+		     $(if $(CONFIG_LUA51FRAMES),agent/core/lua51name.o)
+ljname-test-ldlibs = -lpthread
 perfmap-test-ldlibs = -lpthread
 unit-tests-$(CONFIG_PYFRAMES) += pysplice
 pysplice-test-objs = agent/core/pysplice.o

@@ -4,8 +4,8 @@
  *
  * At start (outside the handler) the library looks for Lua in the process: the exported
  * lua_ident ("$LuaVersion: Lua 5.4.x ...", in .dynsym of Debian's lua5.4 and of liblua5.4.so)
- * says the version; a Lua without a layout here (LuaJIT, 5.1 without LUA51FRAMES or on armv7)
- * is counted (unknown_version) and profiled natively. 5.4's layouts: LP64 and ILP32 (armv7).
+ * says the version (LuaJIT, which has none: agent/lib/ljframes.h); a Lua without a layout here
+ * (5.1 without LUA51FRAMES or on armv7, LuaJIT without LJFRAMES) is counted (unknown_version) and profiled natively. 5.4's layouts: LP64 and ILP32 (armv7).
  * luaV_execute is hidden (no symbol, even dynamic):
  * it is found as the function that holds the targets of its computed-goto table (ljumptab.h's
  * disptab, NUM_OPCODES code pointers in a row in the module's relocated data), bounded by the
