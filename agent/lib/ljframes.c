@@ -55,6 +55,7 @@
 #define FRAME_CP 5
 #define CHAIN_STEPS 1024  /* Lua stack frames walked at most */
 #define SLOT 8		  /* a TValue */
+#define STACK_MAX (64u << 20) /* a Lua stack's bytes at most (LJ_STACK_MAXEX slots: ~1 MiB) */
 
 static struct {
 	bool on;
@@ -65,6 +66,7 @@ static struct {
 
 #define EP_TLS __thread __attribute__((tls_model("initial-exec")))
 static EP_TLS struct selfread_window stack_window;
+static EP_TLS bool live; /* this sample's state is proven mapped (read_state) */
 static EP_TLS uint64_t rewalk[CONFIG_MAX_STACK_DEPTH];
 
 /* Function -> its Lua proto and bytecode (0: a C or fast function); return PC -> the CALL's A
@@ -386,6 +388,15 @@ static bool walk_state(const unsigned char *L, uintptr_t base, uintptr_t ins, un
 	return f <= stack + SLOT && (open == *n || luaframes__end_run(*n, runs));
 }
 
+/* A state's Lua stack, when the VM or a trace runs it: proven mapped (read_state). */
+static void vouch_stack(const unsigned char *L)
+{
+	uintptr_t stack = word(L, L_STACK), max = word(L, L_MAXSTACK);
+
+	if (stack && stack < max && max - stack < STACK_MAX)
+		selfread__vouch(stack, max + SLOT);
+}
+
 /* The running state's frames, then the main thread's when a coroutine runs. */
 static bool lua_runs(uintptr_t g, const unsigned char *gs, const unsigned char *L,
 		     uintptr_t base, uintptr_t ins, unsigned int *n, unsigned int *runs,
@@ -400,6 +411,8 @@ static bool lua_runs(uintptr_t g, const unsigned char *gs, const unsigned char *
 		return true;
 	if (!peek(main, m, sizeof(m)) || m[L_GCT] != GCT_THREAD || word(m, L_GLREF) != g)
 		return false;
+	if (live)
+		vouch_stack(m);
 	selfread__reset(&stack_window);
 	return walk_state(m, word(m, L_BASE), 0, n, runs, cut);
 }
@@ -417,6 +430,39 @@ static uintptr_t global_of(const ucontext_t *uc, bool vm_or_trace)
 		return seen;
 	__atomic_store_n(&lj.g, g, __ATOMIC_RELAXED);
 	return g;
+}
+
+/*
+ * The global_State (gs: G_SPAN bytes from vmstate) and the running state (L: its head), read
+ * directly where they are proven mapped: the interrupted code is the VM's or a trace's and
+ * DISPATCH (r14) points into the GG_State of the global_State found before, so that GG_State
+ * is in use, and so are its cur_L (the state the VM runs), its main thread and their Lua stacks
+ * (reallocated by C code only, lj_state_growstack, never while the VM or a trace runs). The
+ * objects those point to are read through process_vm_readv (and cached). Elsewhere (LuaJIT's
+ * C code) everything is.
+ */
+static bool read_state(const ucontext_t *uc, bool vm_or_trace, uintptr_t *g, unsigned char *gs,
+		       unsigned char *L)
+{
+	uintptr_t cur, main;
+
+	*g = global_of(uc, vm_or_trace);
+	live = vm_or_trace && *g && *g == (uintptr_t)uc->uc_mcontext.gregs[REG_R14] - GG_G2DISP;
+	if (live)
+		selfread__vouch(*g + G_VMSTATE, *g + G_VMSTATE + G_SPAN);
+	if (!*g || !peek(*g + G_VMSTATE, gs, G_SPAN))
+		return false;
+	cur = word(gs, G_CUR_L - G_VMSTATE);
+	main = word(gs, G_MAINTHREF - G_VMSTATE);
+	if (live) {
+		selfread__vouch(cur, cur + L_HEAD);
+		selfread__vouch(main, main + L_HEAD);
+	}
+	if (!peek(cur, L, L_HEAD) || L[L_GCT] != GCT_THREAD || word(L, L_GLREF) != *g)
+		return false;
+	if (live)
+		vouch_stack(L);
+	return true;
 }
 
 /*
@@ -502,10 +548,7 @@ unsigned int ljframes__splice(uint64_t *frames, unsigned int n, unsigned int max
 	if (!a && !in_luajit(frames, n)) /* C code, not LuaJIT's */
 		return n;
 	selfread__reset(&stack_window);
-	g = global_of(uc, in_vm(pc) || !modules__find(pc));
-	if (!g || !peek(g + G_VMSTATE, gs, sizeof(gs)) ||
-	    !peek(word(gs, G_CUR_L - G_VMSTATE), L, sizeof(L)) || L[L_GCT] != GCT_THREAD ||
-	    word(L, L_GLREF) != g) {
+	if (!read_state(uc, in_vm(pc) || !modules__find(pc), &g, gs, L)) {
 		__atomic_fetch_add(&lj.vm.st->no_state, 1, __ATOMIC_RELAXED);
 		return n;
 	}
