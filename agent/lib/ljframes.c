@@ -496,16 +496,29 @@ static unsigned int rewalk_from_vm(uint64_t *frames, unsigned int n, unsigned in
 	return k + m;
 }
 
-/* Where the innermost Lua frame is and the frames from there: the registers in the interpreter
+/* A walk's second try: its frames and runs forgotten. */
+static void restart(unsigned int *pushed, unsigned int *runs, bool *cut)
+{
+	*pushed = *runs = 0;
+	*cut = false;
+	selfread__reset(&stack_window);
+}
+
+/*
+ * Where the innermost Lua frame is and the frames from there: the registers in the interpreter
  * (falling back to L->base, as elsewhere, where they do not hold a frame: the VM between
- * bytecodes), G->jit_base in a trace (whose native walk is then redone from the VM). */
+ * bytecodes), G->jit_base in a trace (whose native walk is then redone from the VM). helper:
+ * the VM called a C helper without writing L->base back (the cheap ones: lj_tab_len...) and
+ * keeps BASE in rbp (RB, callee-saved) around the call: tried last, the leaf without a line
+ * (PC's register, rbx, may be the helper's by then).
+ */
 static bool walk(const ucontext_t *uc, uintptr_t g, const unsigned char *gs,
-		 const unsigned char *L, bool trace, unsigned int *pushed, unsigned int *runs,
-		 bool *cut)
+		 const unsigned char *L, bool trace, bool helper, unsigned int *pushed,
+		 unsigned int *runs, bool *cut)
 {
 	uintptr_t ins = 0;
 
-	if (trace) {
+	if (trace) { /* the label, then the frames below the trace */
 		luaframes__push(ljframe__tag(0, LUAFRAME_PC_NONE), pushed, cut);
 		return lua_runs(g, gs, L, word(gs, G_JIT_BASE - G_VMSTATE), 0, pushed, runs, cut);
 	}
@@ -513,12 +526,15 @@ static bool walk(const ucontext_t *uc, uintptr_t g, const unsigned char *gs,
 	    lua_runs(g, gs, L, (uintptr_t)uc->uc_mcontext.gregs[REG_RDX],
 		     (uintptr_t)uc->uc_mcontext.gregs[REG_RBX], pushed, runs, cut))
 		return true;
-	*pushed = *runs = 0;
-	*cut = false;
-	selfread__reset(&stack_window);
+	restart(pushed, runs, cut);
 	if (!peek((word(L, L_CFRAME) & ~(uintptr_t)3) + CF_PC, &ins, sizeof(ins)))
 		ins = 0;
-	return lua_runs(g, gs, L, word(L, L_BASE), ins, pushed, runs, cut);
+	if (lua_runs(g, gs, L, word(L, L_BASE), ins, pushed, runs, cut))
+		return true;
+	if (!helper || luafield__int32(gs, 0) != VMST_INTERP)
+		return false;
+	restart(pushed, runs, cut);
+	return lua_runs(g, gs, L, (uintptr_t)uc->uc_mcontext.gregs[REG_RBP], 0, pushed, runs, cut);
 }
 
 /* A walk without the VM that may be LuaJIT's all the same: in a trace (no module's code), or
@@ -572,7 +588,8 @@ unsigned int ljframes__splice(uint64_t *frames, unsigned int n, unsigned int max
 	} else if (!a) { /* LuaJIT's C code, not below the VM: profiled natively */
 		return n;
 	}
-	if (!walk(uc, g, gs, L, trace, &pushed, &runs, &cut)) {
+	if (!walk(uc, g, gs, L, trace, !in_vm(pc) && n > 1 && in_vm((uintptr_t)frames[1] - 1),
+		  &pushed, &runs, &cut)) {
 		__atomic_fetch_add(&lj.vm.st->mismatch, 1, __ATOMIC_RELAXED);
 		return n;
 	}

@@ -46,7 +46,9 @@ for mode in on off; do
 		fail "the profile does not say LuaJIT was spliced"
 	if [ $mode = off ]; then
 		line=$(grep -n "^local function inner" "$work" | cut -d: -f1)
-		body=$((line + 2)) # x = (x * 31 + i) % 1000003: where inner spends its time
+		# x = (x * 31 + i) % 1000003, the loop's body: where inner spends its time (its
+		# FORL is on the line of the for, line + 2)
+		body=$((line + 3))
 		go tool pprof -lines -top -symbolize=none "$tmp/cpu.pb.gz" 2>/dev/null |
 			grep -m1 -E "luasplit.lua:$line> .*luasplit.lua:$body\$" ||
 			fail "no inner location with the script's file, first line and current line"
