@@ -3,7 +3,7 @@
  * agent/lib/ljframes.h — LuaJIT 2.1's own frames in libedgeprof.so's samples (CONFIG_LJFRAMES).
  *
  * agent/lib/luaframes.c finds LuaJIT (it exports luaJIT_setmode, no lua_ident) and hands it over
- * here. At start (outside the handler) a private state made with the exported API
+ * here (ljframes__init, in luaframes.h). At start (outside the handler) a private state made with the exported API
  * (luaL_newstate; nothing of the program's states is touched) proves the layout: jit.version
  * is "LuaJIT 2.1.0-beta3" (the one release whose GC64 headers tests/offsets/luajit.c measured:
  * Debian bookworm's), the state is a thread whose global_State's mainthref is itself, a loaded
@@ -55,17 +55,11 @@ struct ljframes_walk {
 };
 
 #ifdef CONFIG_LJFRAMES
-/* At start: is the process's LuaJIT one with a layout here? st: where the handler counts. */
-bool ljframes__init(struct luaframes_stats *st);
 /* Handler: the interpreter's activations in frames[0..n) replaced by Lua frames (uctx: the
  * interrupted context). The new count. */
 unsigned int ljframes__splice(uint64_t *frames, unsigned int n, unsigned int max,
 			      const void *uctx, const struct ljframes_walk *wk, bool *truncated);
 #else
-static inline bool ljframes__init(struct luaframes_stats *st)
-{
-	return false;
-}
 static inline unsigned int ljframes__splice(uint64_t *frames, unsigned int n, unsigned int max,
 					    const void *uctx, const struct ljframes_walk *wk,
 					    bool *truncated)

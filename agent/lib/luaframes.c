@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "agent/core/luaname.h"
-#include "agent/lib/ljframes.h"
 #include "agent/lib/luaframes.h"
 #include "agent/lib/selfread.h"
 #include "agent/lib/unwind.h"

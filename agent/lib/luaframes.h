@@ -177,4 +177,15 @@ static inline unsigned int lua51frames__splice(uint64_t *frames, unsigned int n,
 }
 #endif
 
+/* LuaJIT 2.1 (agent/lib/ljframes.h): luaframes__init() hands it over; sigprof.c splices. */
+#ifdef CONFIG_LJFRAMES
+/* At start: is the process's LuaJIT one with a layout here? st: where the handler counts. */
+bool ljframes__init(struct luaframes_stats *st);
+#else
+static inline bool ljframes__init(struct luaframes_stats *st)
+{
+	return false;
+}
+#endif
+
 #endif /* EDGEPROF_AGENT_LUAFRAMES_H */
