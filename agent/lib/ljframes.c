@@ -67,7 +67,12 @@ static struct {
 #define EP_TLS __thread __attribute__((tls_model("initial-exec")))
 static EP_TLS struct selfread_window stack_window;
 static EP_TLS bool live; /* this sample's state is proven mapped (read_state) */
+/* Thread-local, not on the stack: the handler keeps to EP_HANDLER_STACK (sigprof.c). */
 static EP_TLS uint64_t rewalk[CONFIG_MAX_STACK_DEPTH];
+static EP_TLS ucontext_t rewalk_uc; /* the VM's C frame as an interrupted context */
+static EP_TLS struct {
+	unsigned char g[G_SPAN], L[L_HEAD]; /* this sample's global_State and running state */
+} sample;
 
 /* Function -> its Lua proto and bytecode (0: a C or fast function); return PC -> the CALL's A
  * operand: per-thread direct-mapped caches (protos do not change while they live). */
@@ -477,16 +482,16 @@ static unsigned int rewalk_from_vm(uint64_t *frames, unsigned int n, unsigned in
 				   bool *truncated)
 {
 	uintptr_t pc = (uintptr_t)frames[0];
-	ucontext_t uc;
+	ucontext_t *uc = &rewalk_uc;
 	unsigned int m;
 
 	if (k > n || !cframe || k + 2 >= max)
 		return 0;
-	memset(&uc.uc_mcontext, 0, sizeof(uc.uc_mcontext));
+	memset(&uc->uc_mcontext, 0, sizeof(uc->uc_mcontext));
 	/* CFA = rsp + CF_SIZE there; one byte in, as a return address (frames[k > 0]) counts */
-	uc.uc_mcontext.gregs[REG_RIP] = (greg_t)lj.vm.exec_lo + 1;
-	uc.uc_mcontext.gregs[REG_RSP] = (greg_t)cframe;
-	m = unwind__stack(&uc, wk->stack_lo, wk->stack_hi, wk->mode, wk->cache, rewalk,
+	uc->uc_mcontext.gregs[REG_RIP] = (greg_t)lj.vm.exec_lo + 1;
+	uc->uc_mcontext.gregs[REG_RSP] = (greg_t)cframe;
+	m = unwind__stack(uc, wk->stack_lo, wk->stack_hi, wk->mode, wk->cache, rewalk,
 			  max - k - 1, truncated);
 	if (!m || !in_vm((uintptr_t)rewalk[0]))
 		return 0;
@@ -549,26 +554,24 @@ static bool in_luajit(const uint64_t *frames, unsigned int n)
 	return false;
 }
 
-unsigned int ljframes__splice(uint64_t *frames, unsigned int n, unsigned int max,
-			      const void *uctx, const struct ljframes_walk *wk, bool *truncated)
+static __attribute__((noinline)) unsigned int splice(uint64_t *frames, unsigned int n,
+						     unsigned int max, const ucontext_t *uc,
+						     const struct ljframes_walk *wk,
+						     bool *truncated)
 {
-	const ucontext_t *uc = uctx;
 	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP], g;
-	unsigned char gs[G_SPAN], L[L_HEAD];
 	unsigned int a, runs = 0, pushed = 0, m;
 	bool cut = false, trace;
 
-	if (!lj.on || !n)
-		return n;
 	a = luaframes__activations(&lj.vm, frames, n);
 	if (!a && !in_luajit(frames, n)) /* C code, not LuaJIT's */
 		return n;
 	selfread__reset(&stack_window);
-	if (!read_state(uc, in_vm(pc) || !modules__find(pc), &g, gs, L)) {
+	if (!read_state(uc, in_vm(pc) || !modules__find(pc), &g, sample.g, sample.L)) {
 		__atomic_fetch_add(&lj.vm.st->no_state, 1, __ATOMIC_RELAXED);
 		return n;
 	}
-	trace = luafield__int32(gs, 0) >= 0 && word(gs, G_JIT_BASE - G_VMSTATE);
+	trace = luafield__int32(sample.g, 0) >= 0 && word(sample.g, G_JIT_BASE - G_VMSTATE);
 	if (trace || (in_vm(pc) && (n < 2 || !modules__find((uintptr_t)frames[1] - 1)))) {
 		unsigned int k = 0;
 
@@ -576,7 +579,7 @@ unsigned int ljframes__splice(uint64_t *frames, unsigned int n, unsigned int max
 		 * ->vm_floor...; their walk is wrong, as above): none */
 		while (trace && !in_vm(pc) && k < n && modules__find((uintptr_t)frames[k] - (k > 0)))
 			k++;
-		m = rewalk_from_vm(frames, n, max, k, word(L, L_CFRAME) & ~(uintptr_t)3, wk,
+		m = rewalk_from_vm(frames, n, max, k, word(sample.L, L_CFRAME) & ~(uintptr_t)3, wk,
 				   truncated);
 		if (!m) {
 			__atomic_fetch_add(&lj.vm.st->mismatch, 1, __ATOMIC_RELAXED);
@@ -588,10 +591,18 @@ unsigned int ljframes__splice(uint64_t *frames, unsigned int n, unsigned int max
 	} else if (!a) { /* LuaJIT's C code, not below the VM: profiled natively */
 		return n;
 	}
-	if (!walk(uc, g, gs, L, trace, !in_vm(pc) && n > 1 && in_vm((uintptr_t)frames[1] - 1),
+	if (!walk(uc, g, sample.g, sample.L, trace, !in_vm(pc) && n > 1 && in_vm((uintptr_t)frames[1] - 1),
 		  &pushed, &runs, &cut)) {
 		__atomic_fetch_add(&lj.vm.st->mismatch, 1, __ATOMIC_RELAXED);
 		return n;
 	}
 	return luaframes__replace(&lj.vm, frames, n, max, a, runs, cut, truncated);
+}
+
+unsigned int ljframes__splice(uint64_t *frames, unsigned int n, unsigned int max,
+			      const void *uctx, const struct ljframes_walk *wk, bool *truncated)
+{
+	if (!lj.on || !n) /* no LuaJIT: no frame of the walk's on the stack */
+		return n;
+	return splice(frames, n, max, uctx, wk, truncated);
 }
