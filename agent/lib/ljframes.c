@@ -263,13 +263,27 @@ static bool is_global(uintptr_t g)
 	       word(main, L_GLREF) == g;
 }
 
-/* The function at fn: 1 Lua (its proto, bytecode and size), 0 C or fast, -1 torn. */
-static int function_of(uintptr_t fn, uintptr_t *proto, uintptr_t *bc, uint32_t *sizebc)
+/* Is the cached function at slot still fn, running at ins (0: unknown)? A Lua function's
+ * address reused by another's shows as a pc outside its proto's bytecode: read again. */
+static bool fn_cached(unsigned int slot, uintptr_t fn, uintptr_t ins)
+{
+	uintptr_t bc = fn_cache[slot].bc;
+
+	return fn_cache[slot].fn == fn &&
+	       (!ins || !fn_cache[slot].proto ||
+		(ins > bc && ins <= bc + 4 * (uintptr_t)fn_cache[slot].sizebc));
+}
+
+/* The function at fn, running at ins: 1 Lua (its proto, bytecode and size), 0 C or fast, -1
+ * torn. */
+static int function_of(uintptr_t fn, uintptr_t ins, uintptr_t *proto, uintptr_t *bc,
+		       uint32_t *sizebc)
 {
 	unsigned int slot = (unsigned int)(fn >> 4) % CACHE_SLOTS;
 	unsigned char f[FN_HEAD], p[PT_SIZEBC + 4];
 
-	if (fn_cache[slot].fn != fn) {
+	if (!fn_cached(slot, fn, ins)) {
+		fn_cache[slot].fn = 0;
 		if (!peek(fn, f, sizeof(f)) || f[FN_GCT] != GCT_FUNC)
 			return -1;
 		fn_cache[slot].proto = 0;
@@ -332,7 +346,7 @@ static uintptr_t step(uintptr_t f, bool skip_fn, uintptr_t *ins, bool *run_ends,
 	if (!skip_fn) {
 		if ((int64_t)slots[0] >> 47 != ITYPE_FUNC)
 			return 0;
-		lua = function_of((uintptr_t)(slots[0] & GCVMASK), &proto, &bc, &sizebc);
+		lua = function_of((uintptr_t)(slots[0] & GCVMASK), *ins, &proto, &bc, &sizebc);
 		if (lua < 0)
 			return 0;
 		if (lua)
