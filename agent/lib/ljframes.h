@@ -19,7 +19,9 @@
  *  - interpreter (pc in the VM, vmstate INTERP): BASE and PC are registers (rdx, rbx), L->base
  *    is stale; the leaf's current instruction is exact;
  *  - a C function or helper called by the VM (vmstate C, GC, ...): L->base, written back before
- *    the call; the leaf's pc from SAVE_PC in the VM's C frame (L->cframe);
+ *    the call; the leaf's pc from SAVE_PC in the VM's C frame (L->cframe). The cheap helpers
+ *    the VM calls without writing L->base back (lj_tab_len) keep BASE in rbp: tried last, the
+ *    leaf without a line;
  *  - a JIT trace (vmstate = the trace's number): G->jit_base, the base of the frame the trace
  *    was entered in. The trace itself holds no frames the walker can read (inlined calls live in
  *    registers and snapshots): the sample shows a "[LuaJIT trace]" frame above the trace's
@@ -33,10 +35,16 @@
  * lua_call/lua_pcall from C: lj_vm_call/lj_vm_pcall) ends the run of frames of one VM
  * activation. A coroutine's stack ends in a CP link too; its resumer is the main thread (from
  * G->mainthref): nested coroutines give more activations than runs and stay native (mismatch).
- * C functions' frames are skipped (their native frames are in the walk). Runs replace the VM's
+ * C functions' frames are skipped (their native frames are in the walk). The VM's one FDE says
+ * CFA = rsp + CFRAME_SIZE everywhere, which is wrong inside its helpers (->vm_modi...): a walk
+ * that stopped in the VM is redone from L->cframe too. Runs replace the VM's
  * activations as for PUC Lua (agent/lib/luaframes.h), or the sample stays native (counted).
  * Frames are tagged LJFRAME_TAG (agent/core/luaname.h) and named by the profile writer. Every
- * read goes through agent/lib/selfread.h; at most CONFIG_LUAFRAMES_MAX frames, 1024 steps.
+ * read goes through agent/lib/selfread.h: the global_State, the running and main states and
+ * their Lua stacks directly when the VM or a trace runs with DISPATCH (r14) in the GG_State
+ * found before (in use, so mapped), else and for everything else (functions, protos, bytecode:
+ * per-thread caches, a function re-read when the pc is outside its bytecode) through
+ * process_vm_readv. At most CONFIG_LUAFRAMES_MAX frames, 1024 steps per state.
  */
 #ifndef EDGEPROF_AGENT_LJFRAMES_H
 #define EDGEPROF_AGENT_LJFRAMES_H
