@@ -11,6 +11,7 @@ agent-core-$(CONFIG_PYFRAMES) += agent/core/pyname.o agent/core/pysplice.o agent
 				 agent/core/pydebug.o
 agent-core-$(CONFIG_LUAFRAMES) += agent/core/luaname.o
 agent-core-$(CONFIG_LUA51FRAMES) += agent/core/lua51name.o
+agent-core-$(CONFIG_LJFRAMES) += agent/core/ljname.o
 # The interpreters' frame-name cache (agent/core/framename.h): once for either or both.
 agent-framename-$(CONFIG_PYFRAMES) := agent/core/framename.o
 agent-framename-$(CONFIG_LUAFRAMES) := agent/core/framename.o
@@ -59,6 +60,8 @@ libedgeprof-py-$(CONFIG_PYFRAMES) := agent/lib/pyframes.o
 libedgeprof-lua-$(CONFIG_LUAFRAMES) := agent/lib/luaframes.o
 # Lua 5.1's (agent/lib/lua51frames.c).
 libedgeprof-lua-$(CONFIG_LUA51FRAMES) += agent/lib/lua51frames.o
+# LuaJIT 2.1's (agent/lib/ljframes.c).
+libedgeprof-lua-$(CONFIG_LJFRAMES) += agent/lib/ljframes.o
 # armv7: luaV_execute's bounds read from the code (no unwind tables in Debian's armhf lua5.4).
 libedgeprof-luaarm-$(CONFIG_ARCH_ARM) := agent/lib/luaarm.o
 libedgeprof-lua-$(CONFIG_LUAFRAMES) += $(libedgeprof-luaarm-y)
@@ -97,11 +100,17 @@ unit-tests-$(CONFIG_PERFMAP) += perfmap
 perfmap-test-objs  = agent/core/perfmap.o port/clock.o
 unit-tests-$(CONFIG_LUAFRAMES) += luaname
 luaname-test-objs  = agent/core/luaname.o agent/core/framename.o \
-		     $(if $(CONFIG_LUA51FRAMES),agent/core/lua51name.o)
+		     $(if $(CONFIG_LUA51FRAMES),agent/core/lua51name.o) \
+		     $(if $(CONFIG_LJFRAMES),agent/core/ljname.o)
 luaname-test-ldlibs = -lpthread
 unit-tests-$(CONFIG_LUA51FRAMES) += lua51name
-lua51name-test-objs = agent/core/luaname.o agent/core/framename.o agent/core/lua51name.o
+lua51name-test-objs = agent/core/luaname.o agent/core/framename.o agent/core/lua51name.o \
+		      $(if $(CONFIG_LJFRAMES),agent/core/ljname.o)
 lua51name-test-ldlibs = -lpthread
+unit-tests-$(CONFIG_LJFRAMES) += ljname
+ljname-test-objs   = agent/core/luaname.o agent/core/framename.o agent/core/ljname.o \
+		     $(if $(CONFIG_LUA51FRAMES),agent/core/lua51name.o)
+ljname-test-ldlibs = -lpthread
 perfmap-test-ldlibs = -lpthread
 unit-tests-$(CONFIG_PYFRAMES) += pysplice
 pysplice-test-objs = agent/core/pysplice.o

@@ -135,6 +135,8 @@ static int read_proto(uint32_t pid, uint64_t v, struct framename *out)
 
 	if (v >> 56 == LUA51FRAME_TAG)
 		return lua51name__read(pid, v, out, &stats);
+	if (v >> 56 == LJFRAME_TAG)
+		return ljname__read(pid, v, out, &stats);
 	if (peek(pid, proto, p, l->size)) {
 		stats.unreadable++;
 		return -EFAULT;

@@ -30,6 +30,7 @@
 
 #define LUAFRAME_TAG 0xA6ull
 #define LUA51FRAME_TAG 0xA7ull /* a Lua 5.1 Proto (agent/core/lua51name.c) */
+#define LJFRAME_TAG 0xA8ull    /* a LuaJIT 2.1 GCproto (agent/core/ljname.c) */
 #define LUAFRAME_PC_BITS 11
 #define LUAFRAME_PC_NONE ((1u << LUAFRAME_PC_BITS) - 1)
 #define LUAFRAME_PROTO_MASK ((1ull << 45) - 1)
@@ -43,7 +44,13 @@ static inline uint64_t luaframe__tag(uintptr_t proto, unsigned int pc)
 
 static inline bool luaframe__is(uint64_t v)
 {
-	return v >> 56 == LUAFRAME_TAG || v >> 56 == LUA51FRAME_TAG;
+	return v >> 56 == LUAFRAME_TAG || v >> 56 == LUA51FRAME_TAG || v >> 56 == LJFRAME_TAG;
+}
+
+/* The profile's mapping for a Lua frame: which runtime's. */
+static inline const char *luaframe__runtime(uint64_t v)
+{
+	return v >> 56 == LUA51FRAME_TAG ? "[lua5.1]" : v >> 56 == LJFRAME_TAG ? "[luajit]" : "[lua5.4]";
 }
 
 /*
@@ -56,6 +63,18 @@ static inline bool luaframe__is(uint64_t v)
 static inline uint64_t lua51frame__tag(uintptr_t proto, unsigned int pc)
 {
 	return (luaframe__tag(proto, pc) & ((1ull << 56) - 1)) | LUA51FRAME_TAG << 56;
+}
+
+/*
+ * LuaJIT 2.1 frames (CONFIG_LJFRAMES): agent/lib/ljframes.c tags a GCproto with the position of
+ * the instruction its frame is at (lj_debug.c's debug_framepc: the return PC's, less one);
+ * agent/core/ljname.c names it "function <chunk:firstline>" or "main chunk <chunk>", the line
+ * from the proto's lineinfo (lj_debug_line). Proto 0: the label of a sample in a JIT trace,
+ * "[LuaJIT trace]" (agent/lib/ljframes.h: what such a sample shows).
+ */
+static inline uint64_t ljframe__tag(uintptr_t proto, unsigned int pos)
+{
+	return (luaframe__tag(proto, pos) & ((1ull << 56) - 1)) | LJFRAME_TAG << 56;
 }
 
 /* Lua 5.4's Proto and TString fields the handler and the writer read (lobject.h), one table
@@ -117,6 +136,17 @@ int lua51name__read(uint32_t pid, uint64_t v, struct framename *out, struct luan
 #else
 static inline int lua51name__read(uint32_t pid, uint64_t v, struct framename *out,
 				  struct luaname_stats *st)
+{
+	return -95; /* -EOPNOTSUPP */
+}
+#endif
+
+#ifdef CONFIG_LJFRAMES
+/* Names the LuaJIT frame v of pid (luaname__resolve's reader; its counters in st). */
+int ljname__read(uint32_t pid, uint64_t v, struct framename *out, struct luaname_stats *st);
+#else
+static inline int ljname__read(uint32_t pid, uint64_t v, struct framename *out,
+			       struct luaname_stats *st)
 {
 	return -95; /* -EOPNOTSUPP */
 }

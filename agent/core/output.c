@@ -161,7 +161,7 @@ static uint64_t lua_location(struct out_ctx *c, uint32_t pid, uint64_t v)
 		return 0;
 	map_id = pprof_builder__mapping(c->b, &(struct pprof_mapping_desc){
 		.memory_start = v >> 56 << 56, .memory_limit = ((v >> 56) + 1) << 56,
-		.filename = v >> 56 == LUA51FRAME_TAG ? "[lua5.1]" : "[lua5.4]",
+		.filename = luaframe__runtime(v),
 		.has_functions = true, .has_filenames = true, .has_line_numbers = true});
 	if (!map_id)
 		return 0;

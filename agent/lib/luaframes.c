@@ -253,6 +253,11 @@ void luaframes__init(void)
 		return;
 	if (off && !strcmp(off, "0")) /* the native walk alone (the cost's baseline) */
 		return;
+	if (!strcmp(lua.st.version, "LuaJIT")) { /* agent/lib/ljframes.c walks (or not) */
+		lua.st.on = ljframes__init(&lua.st);
+		lua.st.unknown_version += !lua.st.on;
+		return;
+	}
 	if (!strncmp(lua.st.version, "5.1.", 4)) {
 		lua.on = lua.v51 = lua.st.on = lua51frames__init(ident, &lua.st);
 		lua.st.unknown_version += !lua.on;

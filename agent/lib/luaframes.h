@@ -4,8 +4,8 @@
  *
  * At start (outside the handler) the library looks for Lua in the process: the exported
  * lua_ident ("$LuaVersion: Lua 5.4.x ...", in .dynsym of Debian's lua5.4 and of liblua5.4.so)
- * says the version; a Lua without a layout here (LuaJIT, 5.1 without LUA51FRAMES or on armv7)
- * is counted (unknown_version) and profiled natively. 5.4's layouts: LP64 and ILP32 (armv7).
+ * says the version (LuaJIT, which has none: agent/lib/ljframes.h); a Lua without a layout here
+ * (5.1 without LUA51FRAMES or on armv7, LuaJIT without LJFRAMES) is counted (unknown_version) and profiled natively. 5.4's layouts: LP64 and ILP32 (armv7).
  * luaV_execute is hidden (no symbol, even dynamic):
  * it is found as the function that holds the targets of its computed-goto table (ljumptab.h's
  * disptab, NUM_OPCODES code pointers in a row in the module's relocated data), bounded by the
@@ -42,7 +42,7 @@
 #include <stdint.h>
 
 struct luaframes_stats {
-	char version[16];	  /* "5.4.4"; "" none found */
+	char version[24];	  /* "5.4.4", "LuaJIT-2.1.0-beta3"; "" none found */
 	bool on;		  /* its layout and luaV_execute are known: frames are spliced */
 	uint64_t unknown_version; /* a Lua without a layout, or no luaV_execute found */
 	uint64_t samples, frames; /* samples with Lua frames spliced in, frames put in */
@@ -51,6 +51,7 @@ struct luaframes_stats {
 	uint64_t mismatch;	  /* runs and activations differ: the sample kept native */
 	uint64_t read_errors;	  /* reads that failed (EFAULT: a torn or freed pointer) */
 	uint64_t truncated;	  /* chains cut at CONFIG_LUAFRAMES_MAX or the sample's depth */
+	uint64_t traces;	  /* LuaJIT: samples in a JIT trace (agent/lib/ljframes.h) */
 };
 
 #ifdef CONFIG_LUAFRAMES
@@ -173,6 +174,17 @@ static inline unsigned int lua51frames__splice(uint64_t *frames, unsigned int n,
 					       bool *truncated)
 {
 	return n;
+}
+#endif
+
+/* LuaJIT 2.1 (agent/lib/ljframes.h): luaframes__init() hands it over; sigprof.c splices. */
+#ifdef CONFIG_LJFRAMES
+/* At start: is the process's LuaJIT one with a layout here? st: where the handler counts. */
+bool ljframes__init(struct luaframes_stats *st);
+#else
+static inline bool ljframes__init(struct luaframes_stats *st)
+{
+	return false;
 }
 #endif
 

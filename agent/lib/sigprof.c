@@ -29,6 +29,7 @@
 #include "agent/lib/env.h"
 #include "agent/lib/heap.h"
 #include "agent/lib/modules.h"
+#include "agent/lib/ljframes.h"
 #include "agent/lib/luaframes.h"
 #include "agent/lib/pyframes.h"
 #include "agent/core/output.h"
@@ -226,6 +227,9 @@ static void on_sigprof(int sig, siginfo_t *si, void *uctx)
 			__atomic_load_n(&ep.program_threads, __ATOMIC_RELAXED) == 1, live_stack_hi());
 	n = pyframes__splice(self.frames, n, ep.max_depth, &truncated);
 	n = luaframes__splice(self.frames, n, ep.max_depth, self.stack_hi, &truncated);
+	n = ljframes__splice(self.frames, n, ep.max_depth, uctx,
+			     &(struct ljframes_walk){self.stack_lo, self.stack_hi, ep.unwind, &self.cache},
+			     &truncated);
 	rec = reserve_record(n, uctx);
 	if (rec) {
 		rec->time_ns = t0;
@@ -775,13 +779,13 @@ static void write_standalone(void)
 	snprintf(c6, sizeof(c6),
 		 "edgeprof lua: version=%s spliced=%d unknown_version=%llu samples=%llu frames=%llu "
 		 "states=%llu states_full=%llu scans=%llu no_state=%llu mismatch=%llu "
-		 "read_errors=%llu truncated=%llu",
+		 "read_errors=%llu truncated=%llu traces=%llu",
 		 ls.version[0] ? ls.version : "none", ls.on, (unsigned long long)ls.unknown_version,
 		 (unsigned long long)ls.samples, (unsigned long long)ls.frames,
 		 (unsigned long long)ls.states, (unsigned long long)ls.states_full,
 		 (unsigned long long)ls.scans, (unsigned long long)ls.no_state,
 		 (unsigned long long)ls.mismatch, (unsigned long long)ls.read_errors,
-		 (unsigned long long)ls.truncated);
+		 (unsigned long long)ls.truncated, (unsigned long long)ls.traces);
 	selfread__stats(&srs);
 	snprintf(c7, sizeof(c7),
 		 "edgeprof selfread: direct_on=%d emulated=%d direct=%llu syscalls=%llu "

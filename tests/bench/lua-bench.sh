@@ -12,30 +12,34 @@
 # the Lua walker's system calls per sample (strace -c, a separate short run); then medians and
 # the lua/native ratio of the handler's time. No peer: no Lua sampling profiler in Debian's
 # archive runs in-process (LuaJIT's jit.profile is LuaJIT only). --lua /usr/bin/lua5.1: the
-# same with Debian's Lua 5.1 (agent/lib/lua51frames.c).
+# same with Debian's Lua 5.1 (agent/lib/lua51frames.c); --lua /usr/bin/luajit with LuaJIT 2.1
+# (agent/lib/ljframes.c), --flags -joff with its JIT off.
 #   tests/bench/lua-bench.sh [--build build/host-x86_64] [--seconds 6] [--reps 3] [--lua BIN]
+#                            [--flags FLAGS]
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
-build=$top/build/host-x86_64 seconds=6 reps=3 lua=/usr/bin/lua5.4
+build=$top/build/host-x86_64 seconds=6 reps=3 lua=/usr/bin/lua5.4 flags=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--build) build=$(cd "$2" && pwd); shift 2 ;;
 	--seconds) seconds=$2; shift 2 ;;
 	--reps) reps=$2; shift 2 ;;
 	--lua) lua=$2; shift 2 ;;
-	*) echo "usage: $0 [--build DIR] [--seconds N] [--reps N] [--lua BIN]" >&2; exit 2 ;;
+	--flags) flags=$2; shift 2 ;;
+	*) echo "usage: $0 [--build DIR] [--seconds N] [--reps N] [--lua BIN] [--flags FLAGS]" >&2
+	   exit 2 ;;
 	esac
 done
 lib=$build/libedgeprof.so
 [ -f "$lib" ] || { echo "build first: make -j2 all-tests"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-echo "$("$lua" -v 2>&1 | cut -d' ' -f1-2), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "$("$lua" -v 2>&1 | cut -d' ' -f1-2) $flags, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$reps"); do
 	for mode in lua native; do
 		env LD_PRELOAD="$lib" EDGEPROF_OUTPUT="$tmp/$mode.$r.pb.gz" \
 			EDGEPROF_LUA="$([ $mode = lua ] && echo 1 || echo 0)" \
-			"$lua" "$top/tests/workloads/luasplit.lua" "$seconds" >"$tmp/$mode.$r.out"
+			"$lua" $flags "$top/tests/workloads/luasplit.lua" "$seconds" >"$tmp/$mode.$r.out"
 		echo "$r $mode $tmp/$mode.$r.pb.gz $tmp/$mode.$r.out" >>"$tmp/runs"
 	done
 done
@@ -43,7 +47,7 @@ if command -v strace >/dev/null; then
 	for mode in lua native; do
 		strace -f -c -e trace=process_vm_readv -o "$tmp/$mode.strace" env LD_PRELOAD="$lib" \
 			EDGEPROF_OUTPUT="$tmp/$mode.s.pb.gz" EDGEPROF_LUA="$([ $mode = lua ] && echo 1 || echo 0)" \
-			"$lua" "$top/tests/workloads/luasplit.lua" 2 >/dev/null
+			"$lua" $flags "$top/tests/workloads/luasplit.lua" 2 >/dev/null
 	done
 fi
 PYTHONPATH="$top/tests/workloads" /usr/bin/python3 - "$tmp" <<'PY'

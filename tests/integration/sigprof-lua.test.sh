@@ -8,7 +8,7 @@
 # chains are whole (main chunk -> main -> run -> handler, between __libc_start_main and the
 # leaf, in order), and the script's output and exit status are those of a run without the
 # library. A coroutine's frames sit above lua_resume, its resumer's below (luaco.lua).
-# EP_LUA: another interpreter (sigprof-lua51 runs these checks with lua5.1; LuaJIT is there too).
+# EP_LUA: another interpreter (sigprof-lua51 runs these checks with lua5.1; LuaJIT: sigprof-luajit).
 set -u
 lib=$EP_BUILD/libedgeprof.so
 lua=${EP_LUA:-/usr/bin/lua5.4}
