@@ -9,7 +9,7 @@ agent-core-$(CONFIG_SYMBOLIZE) += agent/core/symbolize.o
 agent-core-$(CONFIG_PERFMAP) += agent/core/perfmap.o
 agent-core-$(CONFIG_PYFRAMES) += agent/core/pyname.o agent/core/pysplice.o agent/core/pyline.o \
 				 agent/core/pydebug.o
-agent-core-$(CONFIG_LUAFRAMES) += agent/core/luaname.o
+agent-core-$(CONFIG_LUAFRAMES) += agent/core/luaname.o agent/core/luaexec.o
 agent-core-$(CONFIG_LUA51FRAMES) += agent/core/lua51name.o
 # The interpreters' frame-name cache (agent/core/framename.h): once for either or both.
 agent-framename-$(CONFIG_PYFRAMES) := agent/core/framename.o

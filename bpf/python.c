@@ -419,7 +419,7 @@ const struct agent_sample *bpfpy__sample(struct bpfpy *p, const struct procmaps 
 	if (!p || !pm || pm->pid != s->pid)
 		return s;
 	slot = look_at(p, pm);
-	if (!slot->listed || !s->n_py || nk >= max)
+	if (!slot->listed || !s->n_py || (s->flags & SAMPLE_F_LUA) || nk >= max)
 		return s;
 	c = (struct rec_chain){.py = s->py, .n = s->n_py};
 	sp = (struct pysplice){.eval_lo = slot->eval_lo, .eval_hi = slot->eval_hi,
