@@ -18,11 +18,11 @@ bpf-y :=
 bpf-$(CONFIG_SAMPLER_BPF) += bpf/sampler.o bpf/cpus.o agent/core/ksyms.o
 bpf-$(CONFIG_BPF_CFI) += bpf/cfitab.o
 # CPython processes' frames (bpf/python.h): their entries, and the splice shared with libedgeprof
-bpf-$(CONFIG_BPF_PYTHON) += bpf/python.o agent/core/pyname.o agent/core/pysplice.o agent/core/pyline.o \
+bpf-$(CONFIG_BPF_PYTHON) += bpf/python.o bpf/interp.o agent/core/pyname.o agent/core/pysplice.o agent/core/pyline.o \
 			    agent/core/framename.o agent/core/pydebug.o
 # Lua 5.4 processes' frames (bpf/lua.h): the same splice, luaV_execute and the states found as
 # libedgeprof's (agent/core/luaexec.h), names by agent/core/luaname.h
-bpf-$(CONFIG_BPF_LUA) += bpf/lua.o agent/core/luaexec.o agent/core/luaname.o agent/core/pysplice.o \
+bpf-$(CONFIG_BPF_LUA) += bpf/lua.o bpf/interp.o agent/core/luaexec.o agent/core/luaname.o agent/core/pysplice.o \
 			 agent/core/framename.o $(if $(CONFIG_LUA51FRAMES),agent/core/lua51name.o)
 # What cfitab.o reads maps and tables with (the agent links them anyway; the probe and the
 # sampler's test name them).
@@ -99,7 +99,7 @@ unit-tests-$(CONFIG_BPF_CFI) += cfitab
 cfitab-test-objs = bpf/cfitab.o $(bpf-cfi-deps-y) $(port-y)
 unit-tests-y += bpf-sampler
 bpf-sampler-test-objs = bpf/sampler.o bpf/cpus.o agent/core/ksyms.o \
-			$(filter bpf/cfitab.o bpf/python.o bpf/lua.o agent/core/py%.o agent/core/lua%.o agent/core/framename.o,$(bpf-y)) \
+			$(filter bpf/cfitab.o bpf/python.o bpf/lua.o bpf/interp.o agent/core/py%.o agent/core/lua%.o agent/core/framename.o,$(bpf-y)) \
 			$(bpf-cfi-deps-y) $(port-y)
 # Static: the cross sysroot keeps libz.so.1 where neither the linker nor qemu looks.
 bpf-sampler-test-ldlibs = -Wl,-Bstatic $(bpf-ldlibs) -Wl,-Bdynamic
