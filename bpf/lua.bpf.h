@@ -12,7 +12,8 @@
  * Lua function's CallInfo as its Proto, its instruction index and its CIST_FRESH mark (LUA_REC_*:
  * the agent splices the runs in place of luaV_execute's activations); C functions' CallInfos
  * are skipped. At most CONFIG_BPF_LUA_FRAMES frames (a longer chain, or a torn one, sends
- * none: counted). The chain is the sample's own: read at the sample, not later.
+ * none: counted). The chain is the sample's own: read at the sample, not later. Kernels
+ * with the ring buffer (5.8+) only: the perf buffer programs send native frames.
  */
 #ifndef EDGEPROF_BPF_LUA_BPF_H
 #define EDGEPROF_BPF_LUA_BPF_H
@@ -188,7 +189,9 @@ static __always_inline __u32 lua_append(struct scratch *s, __u32 size, int legac
 	__u64 total;
 	int torn = 0, cut = 0;
 
-	if (!lua_enabled || (e->flags & (PROFILE_F_PYTHON | PROFILE_F_STACK)))
+	/* legacy (5.2-5.7, the perf buffer programs): native only, ~19 KB less program in the
+	 * agent (the walk is inlined in each program that sends) */
+	if (legacy || !lua_enabled || (e->flags & (PROFILE_F_PYTHON | PROFILE_F_STACK)))
 		return size;
 	p = bpf_map_lookup_elem(&lua_procs, &e->tgid);
 	if (!p) {
