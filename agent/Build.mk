@@ -99,6 +99,8 @@ unit-tests-$(CONFIG_LUAFRAMES) += luaname
 luaname-test-objs  = agent/core/luaname.o agent/core/framename.o \
 		     $(if $(CONFIG_LUA51FRAMES),agent/core/lua51name.o)
 luaname-test-ldlibs = -lpthread
+unit-tests-$(CONFIG_LUAFRAMES) += luaexec
+luaexec-test-objs = agent/core/luaexec.o
 unit-tests-$(CONFIG_LUA51FRAMES) += lua51name
 lua51name-test-objs = agent/core/luaname.o agent/core/framename.o agent/core/lua51name.o
 lua51name-test-ldlibs = -lpthread
