@@ -184,7 +184,7 @@ def agent_phase():
             print(f"{v:7} peak RSS {rss:5.1f} MiB  CPU {cpu:5.2f} s  {c}")
         med[v] = (statistics.median(r[0] for r in rows[v]), statistics.median(r[1] for r in rows[v]))
         print(f"{v:7} median peak RSS {med[v][0]:.1f} MiB, CPU {med[v][1]:.2f} s")
-    print(f"python/native: RSS {med['frames'][0] / med['native'][0]:.2f}, "
+    print(f"{INTERP}/native: RSS {med['frames'][0] / med['native'][0]:.2f}, "
           f"CPU {med['frames'][1] / max(med['native'][1], 1e-9):.2f}; goal RSS <= 12 MiB: "
           f"{'met' if med['frames'][0] <= 12 else 'NOT met'}")
 
