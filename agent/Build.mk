@@ -9,7 +9,7 @@ agent-core-$(CONFIG_SYMBOLIZE) += agent/core/symbolize.o
 agent-core-$(CONFIG_PERFMAP) += agent/core/perfmap.o
 agent-core-$(CONFIG_PYFRAMES) += agent/core/pyname.o agent/core/pysplice.o agent/core/pyline.o \
 				 agent/core/pydebug.o
-agent-core-$(CONFIG_LUAFRAMES) += agent/core/luaname.o
+agent-core-$(CONFIG_LUAFRAMES) += agent/core/luaname.o agent/core/luaexec.o
 agent-core-$(CONFIG_LUA51FRAMES) += agent/core/lua51name.o
 agent-core-$(CONFIG_LJFRAMES) += agent/core/ljname.o
 # The interpreters' frame-name cache (agent/core/framename.h): once for either or both.
@@ -103,6 +103,8 @@ luaname-test-objs  = agent/core/luaname.o agent/core/framename.o \
 		     $(if $(CONFIG_LUA51FRAMES),agent/core/lua51name.o) \
 		     $(if $(CONFIG_LJFRAMES),agent/core/ljname.o)
 luaname-test-ldlibs = -lpthread
+unit-tests-$(CONFIG_LUAFRAMES) += luaexec
+luaexec-test-objs = agent/core/luaexec.o
 unit-tests-$(CONFIG_LUA51FRAMES) += lua51name
 lua51name-test-objs = agent/core/luaname.o agent/core/framename.o agent/core/lua51name.o \
 		      $(if $(CONFIG_LJFRAMES),agent/core/ljname.o)

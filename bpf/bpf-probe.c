@@ -47,6 +47,9 @@ struct probe {
 	uint64_t py_samples;   /* samples with Python frames spliced in */
 	uint64_t py_buf[2 * PROFILE_MAX_DEPTH];
 	struct agent_sample py_out;
+	uint64_t lua_samples;  /* samples with Lua frames spliced in */
+	uint64_t lua_buf[2 * PROFILE_MAX_DEPTH];
+	struct agent_sample lua_out;
 };
 
 /* True the first time pid shows up. */
@@ -77,6 +80,10 @@ static int probe_sink(void *ctx, const struct agent_sample *s)
 		s = bpfpy__sample(bpf_sampler__python(p->s), proctab__maps(p->procs, s->pid), py,
 				  p->py_buf, 2 * PROFILE_MAX_DEPTH, &p->py_out);
 		p->py_samples += s != py;
+		py = s;
+		s = bpflua__sample(bpf_sampler__lua(p->s), proctab__maps(p->procs, s->pid), py,
+				   p->lua_buf, 2 * PROFILE_MAX_DEPTH, &p->lua_out);
+		p->lua_samples += s != py;
 	}
 
 	if (!p->first_ns)
@@ -283,6 +290,7 @@ int main(int argc, char **argv)
 		(unsigned long long)st.cfi.cache_changed);
 	if (p.procs) {
 		struct bpfpy_stats py;
+		struct bpflua_stats lua;
 
 		bpfpy__stats(bpf_sampler__python(s), &py);
 		fprintf(stderr, "python: spliced=%llu listed=%llu looked_at=%llu unknown_version=%llu "
@@ -291,6 +299,13 @@ int main(int argc, char **argv)
 			(unsigned long long)py.looked_at, (unsigned long long)py.unknown_version,
 			(unsigned long long)py.bpf_samples, (unsigned long long)py.no_thread,
 			(unsigned long long)py.read_errors);
+		bpflua__stats(bpf_sampler__lua(s), &lua);
+		fprintf(stderr, "lua: spliced=%llu listed=%llu states=%llu mismatch=%llu "
+			"program_samples=%llu no_state=%llu torn=%llu read_errors=%llu\n",
+			(unsigned long long)p.lua_samples, (unsigned long long)lua.procs,
+			(unsigned long long)lua.states, (unsigned long long)lua.mismatch,
+			(unsigned long long)lua.bpf_samples, (unsigned long long)lua.no_state,
+			(unsigned long long)lua.torn, (unsigned long long)lua.read_errors);
 	}
 	bpf_sampler__free(s);
 	proctab__free(p.procs);

@@ -61,6 +61,12 @@
 #define PROFILE_F_PYTHON     0x400
 #define PROFILE_PY_SHIFT     24 /* flags >> it: how many (the header keeps its layout) */
 
+/* The same place and count for Lua 5.4's frames (bpf/lua.bpf.h, bpf/luaproc.h's LUA_REC_*). */
+#define PROFILE_F_LUA        0x800
+#ifndef PROFILE_LUA_FRAMES
+#define PROFILE_LUA_FRAMES 0
+#endif
+
 /* Python frames at most (CONFIG_BPF_PYTHON_FRAMES; 0: none). */
 #ifndef PROFILE_PY_FRAMES
 #define PROFILE_PY_FRAMES 0

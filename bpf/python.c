@@ -16,6 +16,7 @@
 #include "agent/core/pydebug.h"
 #include "agent/core/pyname.h"
 #include "bpf/pyproc.h"
+#include "bpf/interp.h"
 #include "bpf/python.h"
 
 #define SWEEP_NS 5000000000ull
@@ -419,7 +420,7 @@ const struct agent_sample *bpfpy__sample(struct bpfpy *p, const struct procmaps 
 	if (!p || !pm || pm->pid != s->pid)
 		return s;
 	slot = look_at(p, pm);
-	if (!slot->listed || !s->n_py || nk >= max)
+	if (!slot->listed || !s->n_py || (s->flags & SAMPLE_F_LUA) || nk >= max)
 		return s;
 	c = (struct rec_chain){.py = s->py, .n = s->n_py};
 	sp = (struct pysplice){.eval_lo = slot->eval_lo, .eval_hi = slot->eval_hi,
@@ -448,57 +449,29 @@ const struct agent_sample *bpfpy__sample(struct bpfpy *p, const struct procmaps 
 
 void bpfpy__sweep(struct bpfpy *p, uint64_t now)
 {
-	uint32_t key, next, n = 0;
-	bool first = true;
-
 	if (!p || now - p->last_sweep_ns < SWEEP_NS)
 		return;
 	p->last_sweep_ns = now;
-	while (n < p->max_procs &&
-	       !bpf_map_get_next_key(p->procs_fd, first ? NULL : &key, &next)) {
-		p->keys[n++] = next;
-		key = next;
-		first = false;
-	}
 	/*
 	 * The names read while it ran stay (and its slot, which forgets them if the pid comes
 	 * back with other maps): the round's profile is written after the process may be gone.
 	 */
-	for (uint32_t i = 0; i < n; i++) {
-		if (kill((pid_t)p->keys[i], 0) == 0 || errno != ESRCH)
-			continue;
-		bpf_map_delete_elem(p->procs_fd, &p->keys[i]);
-		p->st.exited++;
-	}
+	p->st.exited += bpfinterp__sweep(p->procs_fd, p->keys, p->max_procs);
 }
 
 /* The program's counter k, summed over the CPUs. */
 static uint64_t bpf_count(const struct bpfpy *p, uint32_t k)
 {
-	uint64_t *vals = calloc((size_t)p->ncpus, sizeof(*vals)), sum = 0;
-
-	if (vals && !bpf_map_lookup_elem(p->counts_fd, &k, vals))
-		for (int i = 0; i < p->ncpus; i++)
-			sum += vals[i];
-	free(vals);
-	return sum;
+	return bpfinterp__percpu_sum(p->counts_fd, p->ncpus, k);
 }
 
 void bpfpy__stats(const struct bpfpy *p, struct bpfpy_stats *st)
 {
-	uint32_t key, next;
-	bool first = true;
-
 	*st = (struct bpfpy_stats){0};
 	if (!p)
 		return;
 	*st = p->st;
-	while (st->procs < p->max_procs &&
-	       !bpf_map_get_next_key(p->procs_fd, first ? NULL : &key, &next)) {
-		st->procs++;
-		key = next;
-		first = false;
-	}
+	st->procs = bpfinterp__count(p->procs_fd, p->max_procs);
 	st->bpf_samples = bpf_count(p, PY_C_SAMPLES);
 	st->bpf_frames = bpf_count(p, PY_C_FRAMES);
 	st->no_thread = bpf_count(p, PY_C_NO_THREAD);

@@ -33,6 +33,7 @@
 #include "bpf/profile.h"
 #include "bpf/profile.skel.h"
 #include "bpf/python.h"
+#include "bpf/lua.h"
 #include "bpf/sampler.h"
 #include "port/clock.h"
 #include "port/file.h"
@@ -107,6 +108,7 @@ struct bpf_sampler {
 	uint64_t last_cfi_sweep_ns;
 	bool paused;               /* bpf_sampler__pause(): CPU events disabled, off-CPU detached */
 	struct bpfpy *py;          /* CONFIG_BPF_PYTHON: the CPython processes' entries */
+	struct bpflua *lua;        /* CONFIG_BPF_LUA: the Lua processes' entries */
 	uint64_t paused_since_ns;
 };
 
@@ -368,6 +370,36 @@ static int python_open(struct bpf_sampler *s)
 }
 #endif /* CONFIG_BPF_PYTHON */
 
+#ifdef CONFIG_BPF_LUA
+/* The Lua processes' map at its bound (bpf/lua.h); EDGEPROF_BPF_NO_LUA=1: native frames only. */
+static int lua_configure(struct bpf_sampler *s)
+{
+	const char *off = getenv("EDGEPROF_BPF_NO_LUA");
+
+	s->skel->rodata->lua_enabled = !(off && *off == '1');
+	return bpf_map__set_max_entries(s->skel->maps.lua_procs, CONFIG_BPF_LUA_PROCS);
+}
+
+static int lua_open(struct bpf_sampler *s)
+{
+	if (!s->skel->rodata->lua_enabled)
+		return 0;
+	s->lua = bpflua__new(bpf_map__fd(s->skel->maps.lua_procs),
+			     bpf_map__fd(s->skel->maps.lua_counts), CONFIG_BPF_LUA_PROCS, s->ncpus);
+	return s->lua ? 0 : -ENOMEM;
+}
+#else
+static int lua_configure(struct bpf_sampler *s)
+{
+	return 0;
+}
+
+static int lua_open(struct bpf_sampler *s)
+{
+	return 0;
+}
+#endif /* CONFIG_BPF_LUA */
+
 static int check_kernel(bool *perfbuf, char *err, size_t errlen)
 {
 	LIBBPF_OPTS(bpf_map_create_opts, ro, .map_flags = BPF_F_RDONLY_PROG);
@@ -515,7 +547,7 @@ static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, ch
 	ret = configure_offcpu(s, o, err, errlen);
 	if (ret)
 		return ret;
-	if (python_configure(s)) {
+	if (python_configure(s) || lua_configure(s)) {
 		set_err(err, errlen, "cannot size the Python processes' map");
 		return -EINVAL;
 	}
@@ -768,8 +800,9 @@ static int on_event(void *ctx, void *data, size_t size)
 		return 0;
 	nk = e->n_kernel < PROFILE_MAX_DEPTH ? e->n_kernel : PROFILE_MAX_DEPTH;
 	nu = e->n_user < PROFILE_MAX_DEPTH ? e->n_user : PROFILE_MAX_DEPTH;
-	npy = (e->flags & PROFILE_F_PYTHON) ? e->flags >> PROFILE_PY_SHIFT : 0;
-	if (npy > PROFILE_PY_FRAMES || npy > 2 * PROFILE_MAX_DEPTH - nk - nu) /* 0: no Python */
+	npy = (e->flags & (PROFILE_F_PYTHON | PROFILE_F_LUA)) ? e->flags >> PROFILE_PY_SHIFT : 0;
+	if (npy > ((e->flags & PROFILE_F_LUA) ? PROFILE_LUA_FRAMES : PROFILE_PY_FRAMES) ||
+	    npy > 2 * PROFILE_MAX_DEPTH - nk - nu) /* 0: none */
 		npy = 0;
 	if (PROFILE_EVENT_HDR + (nk + nu + npy) * sizeof(uint64_t) > size)
 		return 0;
@@ -786,6 +819,8 @@ static int on_event(void *ctx, void *data, size_t size)
 	as.frames = (const uint64_t *)e->frames; /* kernel then user, as agent_sample wants */
 	as.py = npy ? (const uint64_t *)e->frames + nk + nu : NULL; /* the sink splices them */
 	as.n_py = (uint16_t)npy;
+	if (npy && (e->flags & PROFILE_F_LUA))
+		as.flags |= SAMPLE_F_LUA;
 	as.weight_ns = e->period ? e->period : NSEC_PER_SEC / s->hz;
 	if (e->flags & PROFILE_F_OFFCPU)
 		as.flags |= SAMPLE_F_OFFCPU | SAMPLE_F_NOCPU;
@@ -1092,6 +1127,7 @@ int bpf_sampler__open(const struct bpf_sampler_opts *o, sample_sink_fn sink, voi
 		goto out_free;
 	}
 	ret = python_open(s);
+	ret = ret ? ret : lua_open(s);
 	if (ret) {
 		set_err(err, errlen, "out of memory");
 		goto out_free;
@@ -1278,6 +1314,11 @@ struct bpfpy *bpf_sampler__python(const struct bpf_sampler *s)
 	return s ? s->py : NULL;
 }
 
+struct bpflua *bpf_sampler__lua(const struct bpf_sampler *s)
+{
+	return s ? s->lua : NULL;
+}
+
 void bpf_sampler__set_maps(struct bpf_sampler *s, cfitab_maps_fn fn, void *ctx)
 {
 	cfitab__set_maps(s->cfi, fn, ctx);
@@ -1299,6 +1340,7 @@ void bpf_sampler__free(struct bpf_sampler *s)
 	}
 	cfitab__free(s->cfi);
 	bpfpy__free(s->py);
+	bpflua__free(s->lua);
 	profile_bpf__destroy(s->skel);
 	free(s->links);
 	free(s->pfd);

@@ -19,6 +19,7 @@
 
 #include "agent/core/sample.h"
 #include "bpf/cfitab.h"
+#include "bpf/lua.h"
 #include "bpf/python.h"
 
 struct bpf_sampler_opts {
@@ -106,6 +107,8 @@ int bpf_sampler__name_kernel(void *ctx, uint64_t addr, char *name, size_t len, u
 int bpf_sampler__prog_fd(const struct bpf_sampler *s);
 /* The CPython processes' entries (bpf/python.h), or NULL (CONFIG_BPF_PYTHON off; s NULL). */
 struct bpfpy *bpf_sampler__python(const struct bpf_sampler *s);
+/* The Lua processes' entries (bpf/lua.h), or NULL (CONFIG_BPF_LUA off; s NULL). */
+struct bpflua *bpf_sampler__lua(const struct bpf_sampler *s);
 /* Where the unwind tables take a new process's maps from (cfitab__set_maps()). */
 void bpf_sampler__set_maps(struct bpf_sampler *s, cfitab_maps_fn fn, void *ctx);
 void bpf_sampler__free(struct bpf_sampler *s);                   /* NULL-safe */

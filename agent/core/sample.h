@@ -55,6 +55,8 @@ struct agent_sample {
 #define SAMPLE_F_OFFCPU    0x10 /* BPF off-CPU: weight_ns is the time the thread was blocked */
 #define SAMPLE_F_INFERRED  0x20 /* some frames were found by reading code, not by tables
 				 * (armv7 without .ARM.exidx): the pprof label unwind=inferred */
+#define SAMPLE_F_LUA       0x80 /* BPF: py, n_py hold Lua 5.4 frames (bpf/luaproc.h's LUA_REC_*),
+				 * for the sink to splice (bpf/lua.h) */
 #define SAMPLE_F_SNAPSHOT  0x40 /* carries a snapshot of registers and stack (snapshot below;
 				 * in the ring: agent/lib/snapshot.h) for the collector to unwind */
 

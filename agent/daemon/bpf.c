@@ -13,6 +13,7 @@
 #include "agent/daemon/stats.h"
 #include "bpf/cpus.h"
 #include "bpf/leaf.h"
+#include "bpf/lua.h"
 #include "bpf/mmapev.h"
 #include "bpf/python.h"
 #include "bpf/sampler.h"
@@ -37,6 +38,7 @@ struct bpf_counters {
 	struct mmapev_stats mm;
 	struct proctab_stats procs;
 	struct bpfpy_stats py;
+	struct bpflua_stats lua;
 	uint64_t cfi_walks; /* by tables, however they ended */
 	uint64_t offcpu_min_us;
 };
@@ -81,6 +83,28 @@ static const struct stat_field py_stat_fields[] = {
 	BPF_STAT(py.bpf_truncated, "py_truncated"),
 	BPF_STAT(py.truncated, "py_cut"),
 	BPF_STAT(py.read_errors, "py_read_errors"),
+};
+
+/* Lua processes' frames (bpf/lua.h). */
+static const struct stat_field lua_stat_fields[] = {
+	BPF_STAT(lua.procs, "lua_procs"),
+	BPF_STAT(lua.looked_at, "lua_looked_at"),
+	BPF_STAT(lua.unknown_version, "lua_unknown_version"),
+	BPF_STAT(lua.no_execute, "lua_no_execute"),
+	BPF_STAT(lua.procs_full, "lua_procs_full"),
+	BPF_STAT(lua.exited, "lua_exited"),
+	BPF_STAT(lua.scans, "lua_scans"),
+	BPF_STAT(lua.states, "lua_states"),
+	BPF_STAT(lua.states_full, "lua_states_full"),
+	BPF_STAT(lua.bpf_samples, "lua_samples"),
+	BPF_STAT(lua.spliced, "lua_spliced"),
+	BPF_STAT(lua.frames, "lua_frames"),
+	BPF_STAT(lua.mismatch, "lua_mismatch"),
+	BPF_STAT(lua.no_state, "lua_no_state"),
+	BPF_STAT(lua.bpf_truncated, "lua_truncated"),
+	BPF_STAT(lua.torn, "lua_torn"),
+	BPF_STAT(lua.cut, "lua_cut"),
+	BPF_STAT(lua.read_errors, "lua_read_errors"),
 };
 
 /* What became of each sample's leaf frame (bpf/leaf.h). */
@@ -219,7 +243,7 @@ static int bpf_sink(void *ctx, const struct agent_sample *s)
 	struct agent *a = ctx;
 	struct service *svc = agent__service(a, a->cfg.bpf_service);
 	uint64_t frames[2 * CONFIG_MAX_STACK_DEPTH + 1], spliced[2 * CONFIG_MAX_STACK_DEPTH];
-	struct agent_sample fixed, l, py;
+	struct agent_sample fixed, l, py, lua;
 	bool known;
 
 	if (!svc)
@@ -236,6 +260,9 @@ static int bpf_sink(void *ctx, const struct agent_sample *s)
 	if (known) /* Python frames in place of the eval loop's (looks at new processes) */
 		s = bpfpy__sample(bpf_sampler__python(a->bpf), proctab__maps(a->procs, s->pid), s,
 				  spliced, 2 * CONFIG_MAX_STACK_DEPTH, &py);
+	if (known) /* Lua's in place of luaV_execute's (a record carries one interpreter's) */
+		s = bpflua__sample(bpf_sampler__lua(a->bpf), proctab__maps(a->procs, s->pid), s,
+				   spliced, 2 * CONFIG_MAX_STACK_DEPTH, &lua);
 	if (known)
 		s = with_exe(a, s, &l);
 	for (unsigned int i = 0; a->ksyms && i < s->n_kernel; i++)
@@ -337,6 +364,7 @@ void agent_bpf__poll(struct agent *a, int timeout_ms)
 	if (bpf_sampler__caught_up(a->bpf))
 		mmapev__advance(a->mmapev, now, true);
 	bpfpy__sweep(bpf_sampler__python(a->bpf), now);
+	bpflua__sweep(bpf_sampler__lua(a->bpf), now);
 	if (now - a->leaf_trimmed_ns >= LEAF_TRIM_NS) {
 		leaf__trim(a->leaf);
 		a->leaf_trimmed_ns = now;
@@ -398,6 +426,10 @@ void agent_bpf__comment(struct agent *a, char *buf, size_t len)
 	if (IS_ENABLED(CONFIG_BPF_PYTHON)) {
 		bpfpy__stats(bpf_sampler__python(a->bpf), &c.py);
 		stats__append(buf, len, "", py_stat_fields, STATS_N(py_stat_fields), &c);
+	}
+	if (IS_ENABLED(CONFIG_BPF_LUA)) {
+		bpflua__stats(bpf_sampler__lua(a->bpf), &c.lua);
+		stats__append(buf, len, "", lua_stat_fields, STATS_N(lua_stat_fields), &c);
 	}
 }
 

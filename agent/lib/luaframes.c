@@ -10,42 +10,14 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "agent/core/luaexec.h"
 #include "agent/core/luaname.h"
 #include "agent/lib/luaframes.h"
 #include "agent/lib/selfread.h"
 #include "agent/lib/unwind.h"
 
-/*
- * Lua 5.4.0-5.4.8's lua_State, CallInfo and LClosure (lstate.h, lobject.h), one table per ABI:
- * offsetof() of Debian's 5.4.4 sources compiled by tests/offsets/lua54.c, LP64 with gcc
- * (x86_64; the same on aarch64), ILP32 with arm-linux-gnueabihf-gcc and run under qemu-arm
- * (Thumb-2 armhf). The library reads its own process: the build's pointer size picks (L54).
- */
-struct lua54_layout {
-	struct luaframes_layout state; /* tt, l_G, errorJmp, global_State.mainthread */
-	uint16_t ci, base_ci;	       /* lua_State: ci; base_ci (embedded: the chain's end) */
-	uint16_t head;		       /* bytes of a state's header read per sample */
-	uint16_t ci_func, ci_previous, ci_savedpc, ci_callstatus, ci_size; /* CallInfo */
-	uint16_t cl_tt, cl_p, cl_size; /* LClosure */
-};
-
-#define LUA_VTHREAD 8
-static const struct lua54_layout lua54_lp64 = {
-    .state = {.tt = 8, .g = 24, .errorjmp = 88, .mainthread = 264, .thread = LUA_VTHREAD,
-	      .align_mask = 7, .align_rem = 0},
-    .ci = 32, .base_ci = 96, .head = 96,
-    .ci_func = 0, .ci_previous = 16, .ci_savedpc = 32, .ci_callstatus = 62, .ci_size = 64,
-    .cl_tt = 8, .cl_p = 24, .cl_size = 32,
-};
-/* ILP32: lua_State is 4-aligned (no 8-byte field), so a state sits LUA_EXTRASPACE (a pointer)
- * into its 8-aligned block: 4 mod 8, which halves the stack words a scan tries */
-static const struct lua54_layout lua54_ilp32 = {
-    .state = {.tt = 4, .g = 16, .errorjmp = 48, .mainthread = 164, .thread = LUA_VTHREAD,
-	      .align_mask = 7, .align_rem = 4},
-    .ci = 20, .base_ci = 52, .head = 52,
-    .ci_func = 0, .ci_previous = 8, .ci_savedpc = 16, .ci_callstatus = 34, .ci_size = 36,
-    .cl_tt = 4, .cl_p = 12, .cl_size = 16,
-};
+/* The layouts (agent/core/luaexec.h): the library reads its own process, so the build's
+ * pointer size picks. */
 #define L54 (sizeof(void *) == 8 ? &lua54_lp64 : &lua54_ilp32)
 #define HEAD_MAX 96	    /* the largest head and ci_size: the buffers' */
 #define CI_MAX 64
@@ -54,7 +26,6 @@ static const struct lua54_layout lua54_ilp32 = {
 #define TT_LCL 0x46	    /* a TValue's tag for a Lua closure: ctb(LUA_VLCL) */
 #define CIST_C (1u << 1)
 #define CIST_FRESH (1u << 2)
-#define NUM_OPCODES 83	    /* lopcodes.h, 5.4.0-5.4.8: disptab's length */
 #define CHAIN_STEPS 1024    /* CallInfos walked per state at most (a cycle ends there too) */
 #define WORD_MASK (sizeof(uintptr_t) - 1) /* a pointer's alignment */
 
@@ -125,96 +96,64 @@ static int find_module(struct dl_phdr_info *info, size_t size, void *arg)
 
 bool luaframes__function_bounds(const uint8_t *hdr, uintptr_t pc, uintptr_t *lo, uintptr_t *hi)
 {
-	int32_t count, lo_i = 0, hi_i, entry[2];
-	const uint8_t *table = hdr + 12;
-
-	if (hdr[0] != 1 || (hdr[1] & 0x0f) != 0x0b || hdr[2] != 0x03 || hdr[3] != 0x3b)
-		return false;
-	memcpy(&count, hdr + 8, sizeof(count));
-	hi_i = count;
-	while (hi_i - lo_i > 1) { /* the last entry starting at or before pc */
-		int32_t mid = lo_i + (hi_i - lo_i) / 2;
-
-		memcpy(entry, table + 8 * (size_t)mid, sizeof(entry));
-		if ((uintptr_t)(hdr + entry[0]) <= pc)
-			lo_i = mid;
-		else
-			hi_i = mid;
-	}
-	if (count < 2 || lo_i + 1 >= count)
-		return false;
-	memcpy(entry, table + 8 * (size_t)lo_i, sizeof(entry));
-	*lo = (uintptr_t)(hdr + entry[0]);
-	memcpy(entry, table + 8 * (size_t)(lo_i + 1), sizeof(entry));
-	*hi = (uintptr_t)(hdr + entry[0]);
-	return *lo <= pc && pc < *hi;
+	/* our own memory: the table's length is its count's */
+	return luaexec__function_bounds(hdr, SIZE_MAX, (uintptr_t)hdr, pc, lo, hi);
 }
 
-/*
- * A run of exactly NUM_OPCODES words at w all pointing into one function of [x_lo, x_hi), the
- * next word not (arm64's lua5.4 has another table of code pointers right after it). The function
- * by the module's .eh_frame_hdr (eh); a module without one (Debian's armhf binaries have no
- * unwind tables) by reading its code (luaframes__code_bounds: armv7 only). Not all one word
- * (a GOT's unresolved entries all point at the PLT).
- */
-static bool is_disptab(const uintptr_t *w, const uint8_t *eh, uintptr_t x_lo, uintptr_t x_hi,
-		       uintptr_t *lo, uintptr_t *hi)
-{
-	uintptr_t min = UINTPTR_MAX, max = 0;
+/* luaexec_bounds_fn: by the module's .eh_frame_hdr; a module without one (Debian's armhf
+ * binaries have no unwind tables) by reading its code (luaframes__code_bounds: armv7 only). */
+struct own_bounds {
+	const uint8_t *eh;
+	uintptr_t x_lo, x_hi;
+};
 
-	for (int i = 0; i < NUM_OPCODES; i++) {
-		if (w[i] < x_lo || w[i] >= x_hi)
-			return false;
-		min = w[i] < min ? w[i] : min;
-		max = w[i] > max ? w[i] : max;
-	}
-	if (min == max)
-		return false;
-	if (eh ? !luaframes__function_bounds(eh, min, lo, hi)
-	       : !luaframes__code_bounds(x_lo, x_hi, min, max, lo, hi))
-		return false;
-	return max < *hi && (w[NUM_OPCODES] < *lo || w[NUM_OPCODES] >= *hi);
+static bool own_bounds(void *ctx, uintptr_t min, uintptr_t max, uintptr_t *lo, uintptr_t *hi)
+{
+	const struct own_bounds *b = ctx;
+
+	return b->eh ? luaframes__function_bounds(b->eh, min, lo, hi)
+		     : luaframes__code_bounds(b->x_lo, b->x_hi, min, max, lo, hi);
 }
 
 /* luaV_execute of the module at base: the function its dispatch table points into. */
 static bool find_execute(uintptr_t base)
 {
 	struct module_find m = {.base = base};
-	uintptr_t x_lo = 0, x_hi = 0, lo, hi, found = 0;
-	const uint8_t *eh = NULL;
+	struct own_bounds ob = {0};
+	uintptr_t lo, hi;
+	int found = 0;
 
 	dl_iterate_phdr(find_module, &m);
 	for (ElfW(Half) i = 0; i < m.phnum; i++) {
 		const ElfW(Phdr) *p = &m.phdr[i];
 
 		if (p->p_type == PT_GNU_EH_FRAME)
-			eh = (const uint8_t *)(base + p->p_vaddr);
+			ob.eh = (const uint8_t *)(base + p->p_vaddr);
 		if (p->p_type == PT_LOAD && (p->p_flags & PF_X)) {
-			x_lo = base + p->p_vaddr;
-			x_hi = x_lo + p->p_memsz;
+			ob.x_lo = base + p->p_vaddr;
+			ob.x_hi = ob.x_lo + p->p_memsz;
 		}
 	}
-	if (!x_hi)
+	if (!ob.x_hi)
 		return false;
-	for (ElfW(Half) i = 0; i < m.phnum; i++) {
+	for (ElfW(Half) i = 0; i < m.phnum && found >= 0; i++) {
 		const ElfW(Phdr) *p = &m.phdr[i];
 		const uintptr_t *w = (const uintptr_t *)((base + p->p_vaddr + 7) & ~(uintptr_t)7);
 		size_t n = (p->p_memsz - ((uintptr_t)w - base - p->p_vaddr)) / sizeof(*w);
+		int r;
 
-		if (p->p_type != PT_LOAD || (p->p_flags & PF_X) || n <= NUM_OPCODES)
+		if (p->p_type != PT_LOAD || (p->p_flags & PF_X) || n <= LUA54_NUM_OPCODES)
 			continue;
-		for (size_t k = 0; k + NUM_OPCODES < n; k++) {
-			if (!is_disptab(w + k, eh, x_lo, x_hi, &lo, &hi) ||
-			    (k && w[k - 1] >= lo && w[k - 1] < hi))
-				continue;
-			if (found) /* two tables: not sure which is the VM's */
-				return false;
-			found = lo;
+		r = luaexec__find(w, n, ob.x_lo, ob.x_hi, own_bounds, &ob, &lo, &hi);
+		if (r > 0 && found) /* two tables: not sure which is the VM's */
+			return false;
+		if (r > 0) {
 			lua.vm.exec_lo = lo;
 			lua.vm.exec_hi = hi;
 		}
+		found = r ? r : found;
 	}
-	return found != 0;
+	return found > 0;
 }
 
 /* The version lua_ident names: "$LuaVersion: Lua 5.4.4  Copyright..." (5.2+), "$Lua: Lua 5.1.5
@@ -501,32 +440,15 @@ void luaframes__stats(struct luaframes_stats *st)
 
 /* ---- the walkers' shared part: finding the states -------------------------------------------- */
 
-#define STATE_HEAD 64 /* bytes of a candidate's header read: up to l_G and its word */
-
 static bool vm_peek(struct luaframes_vm *vm, uintptr_t addr, void *buf, size_t len)
 {
 	return selfread__peek(addr, buf, len, &vm->st->read_errors);
 }
 
-/* Is w a lua_State (main, or a coroutine of a main state's universe)? Up to three reads.
- * *main: its universe's main state (checked as one). */
-static bool is_state(struct luaframes_vm *vm, uintptr_t w, uintptr_t *main_out)
+/* luaexec_read_fn: our own memory, faults caught (agent/lib/selfread.h) */
+static bool vm_read(void *ctx, uintptr_t addr, void *buf, size_t len)
 {
-	const struct luaframes_layout *l = vm->layout;
-	unsigned char h[STATE_HEAD], m[STATE_HEAD];
-	unsigned int len = l->g + sizeof(uintptr_t);
-	uintptr_t g, main;
-
-	if (len > STATE_HEAD || !vm_peek(vm, w, h, len) || h[l->tt] != l->thread)
-		return false;
-	g = luafield__word(h, l->g);
-	if (!g || (g & WORD_MASK) || !vm_peek(vm, g + l->mainthread, &main, sizeof(main)))
-		return false;
-	*main_out = main;
-	if (main == w)
-		return true;
-	return (main & l->align_mask) == l->align_rem && vm_peek(vm, main, m, len) &&
-	       m[l->tt] == l->thread && luafield__word(m, l->g) == g;
+	return vm_peek(ctx, addr, buf, len);
 }
 
 static bool known_state(const struct luaframes_vm *vm, uintptr_t w)
@@ -586,7 +508,7 @@ __attribute__((noinline)) void luaframes__scan(struct luaframes_vm *vm,
 		    (w >= sp && w < end) || known_state(vm, w))
 			continue;
 		tried++;
-		if (!is_state(vm, w, &main))
+		if (!luaexec__is_state(l, w, vm_read, vm, &main))
 			continue;
 		add_state(vm, w);
 		/* a coroutine's resumer, often deeper than the candidates read reach */

@@ -41,6 +41,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "agent/core/luaexec.h"
+
 struct luaframes_stats {
 	char version[24];	  /* "5.4.4", "LuaJIT-2.1.0-beta3"; "" none found */
 	bool on;		  /* its layout and luaV_execute are known: frames are spliced */
@@ -111,16 +113,6 @@ static inline bool luaframes__code_bounds(uintptr_t x_lo, uintptr_t x_hi, uintpt
 	return false;
 }
 #endif /* CONFIG_ARCH_ARM */
-
-/* The lua_State and global_State fields the discovery reads (per version and ABI). */
-struct luaframes_layout {
-	unsigned int tt;	 /* lua_State: CommonHeader's type byte */
-	unsigned int g;		 /* l_G (a candidate's header is read up to it) */
-	unsigned int errorjmp;	 /* errorJmp: a local of luaD_rawrunprotected while it runs */
-	unsigned int mainthread; /* global_State.mainthread */
-	unsigned char thread;	 /* a thread's type tag: LUA_VTHREAD (5.4), LUA_TTHREAD (5.1) */
-	unsigned char align_mask, align_rem; /* a state's address & mask: its offset in its block */
-};
 
 /* One Lua VM of the process: its known states, its luaV_execute, where its walker counts. */
 struct luaframes_vm {

@@ -4,18 +4,21 @@
 1. Per-sample cost of the BPF program (the kernel's own account, kernel.bpf_stats_enabled:
    run time and runs of do_sample, its tail calls included) on the samples of two Debian
    python3.11 processes running tests/workloads/pysplit.py, at 999 Hz, rows alternating:
-     python    the Python frames walked (the default)
+     frames    the Python frames walked (the default)
      native    EDGEPROF_BPF_NO_PYTHON=1: the same sampler without them (native frames of the
                same stacks: the goal's "same sampler on native code of the same depth")
      filtered  --pid 1: no sample kept; the cost of a sample of another process, subtracted
                from the rows above (the machine's other processes run the program too)
-   Prints per row and the medians, and python/native.
+   Prints per row and the medians, and python/native (the frames row's over the native's).
 2. The agent (edgeprof-agent --sampler bpf --once, default settings) with N python3.11
    processes running (pysplit.py, CPU-bound): its peak RSS (VmHWM) and CPU time, with the
    Python frames and without (EDGEPROF_BPF_NO_PYTHON=1), alternating; the medians and ratios.
    The issue's goal: RSS <= 12 MiB with 20 Python processes.
 No peer for Python frames: py-spy is not in Debian's archive; Debian's austin (1.0.1) predates
-3.11's frame layout."""
+3.11's frame layout.
+INTERP=lua (bpf-lua-bench.sh): the same for Lua 5.4's frames (bpf/lua.h): Debian's lua5.4
+running tests/workloads/luasplit.lua, EDGEPROF_BPF_NO_LUA=1 for the native rows. No peer
+either: no BPF profiler that walks PUC Lua's frames is in Debian's archive."""
 import os
 import re
 import statistics
@@ -27,8 +30,11 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 BUILD = os.environ.get("EP_BUILD", os.path.join(TOP, "build", "host-x86_64"))
 PROBE = os.path.join(BUILD, "tests", "bpf-probe")
 AGENT = os.path.join(BUILD, "edgeprof-agent")
-PY = "/usr/bin/python3.11"
-WORK = os.path.join(TOP, "tests", "workloads", "pysplit.py")
+INTERP = os.environ.get("INTERP", "python")
+PY, WORK, NO_FRAMES = {
+    "python": ("/usr/bin/python3.11", "pysplit.py", "EDGEPROF_BPF_NO_PYTHON"),
+    "lua": ("/usr/bin/lua5.4", "luasplit.lua", "EDGEPROF_BPF_NO_LUA")}[INTERP]
+WORK = os.path.join(TOP, "tests", "workloads", WORK)
 REPS = int(os.environ.get("REPS", "3"))
 SECONDS = float(os.environ.get("SECONDS_PER_RUN", "6"))
 NPROCS = int(os.environ.get("NPROCS", "20"))
@@ -50,7 +56,7 @@ def probe_row(variant):
     pids = [str(p.pid) for p in procs] or ["1"]
     env = dict(os.environ)
     if variant == "native":
-        env["EDGEPROF_BPF_NO_PYTHON"] = "1"
+        env[NO_FRAMES] = "1"
     argv = [PROBE, "--seconds", str(SECONDS), "--hz", "999", "--quiet", "--python"]
     for p in pids:
         argv += ["--pid", p]
@@ -61,7 +67,7 @@ def probe_row(variant):
         p.wait()
     m = re.search(r"run_time_ns=(\d+) run_cnt=(\d+)", r.stderr)
     k = re.search(r"samples=(\d+) dropped_ringbuf=(\d+)", r.stderr)
-    py = re.search(r"program_samples=(\d+)", r.stderr)
+    py = re.search(INTERP + r": .*program_samples=(\d+)", r.stderr)
     if not m or not k:
         sys.exit("bpf-probe: " + r.stderr.strip()[-400:])
     ns, runs = int(m.group(1)), int(m.group(2))
@@ -78,37 +84,38 @@ def cost_phase():
             f.write("1")
     except OSError as e:
         sys.exit(f"cannot enable {STATS}: {e}")
-    rows = {"python": [], "native": [], "filtered": []}
+    rows = {"frames": [], "native": [], "filtered": []}
     try:
         for _ in range(REPS):
-            for v in ("filtered", "python", "native"):
+            for v in ("filtered", "frames", "native"):
                 rows[v].append(probe_row(v))
     finally:
         with open(STATS, "w") as f:
             f.write(old)
     per_run_filtered = statistics.median(ns / max(runs, 1) for ns, runs, *_ in rows["filtered"])
-    print(f"\n== BPF program per sample, 999 Hz, 2 python3.11 pysplit.py (nice -10), "
+    print(f"\n== BPF program per sample, 999 Hz, 2 {os.path.basename(PY)} "
+          f"{os.path.basename(WORK)} (nice -10), "
           f"{SECONDS:.0f} s a row, "
           f"{REPS} alternating rows each; load {open('/proc/loadavg').read().split()[0]}")
     print(f"filtered (a sample of another process): {per_run_filtered:.0f} ns a run")
     # A python row's samples taken before the probe listed the processes (its first batch)
     # have no Python frames: they cost what a native row's do.
     med = {}
-    for v in ("native", "python"):
+    for v in ("native", "frames"):
         costs = []
         for ns, runs, kept, walked, dropped in rows[v]:
             rest = ns - (runs - kept) * per_run_filtered
-            if v == "python":
+            if v == "frames":
                 c = (rest - (kept - walked) * med["native"]) / max(walked, 1)
             else:
                 c = rest / max(kept, 1)
             costs.append(c)
-            print(f"{v:7} runs {runs:6d} kept {kept:5d} (ring full {dropped}) with Python frames "
+            print(f"{v:7} runs {runs:6d} kept {kept:5d} (ring full {dropped}) with {INTERP} frames "
                   f"{walked:5d} -> {c / 1000:6.2f} us a sample")
         med[v] = statistics.median(costs)
         print(f"{v:7} median {med[v] / 1000:.2f} us a sample")
     if med["native"] > 0:
-        print(f"python/native per-sample cost (medians): {med['python'] / med['native']:.2f} "
+        print(f"{INTERP}/native per-sample cost (medians): {med['frames'] / med['native']:.2f} "
               f"(goal <= 2)")
 
 
@@ -136,7 +143,7 @@ def agent_row(variant, tmp):
     procs = pythons(NPROCS, SECONDS + 60)  # killed once the agent is done
     env = dict(os.environ)
     if variant == "native":
-        env["EDGEPROF_BPF_NO_PYTHON"] = "1"
+        env[NO_FRAMES] = "1"
     time.sleep(1)
     out = os.path.join(tmp, variant)
     a = subprocess.Popen([AGENT, "--once", "--seconds", str(int(SECONDS)), "--sampler", "bpf",
@@ -154,7 +161,8 @@ def agent_row(variant, tmp):
     for f in os.listdir(out) if os.path.isdir(out) else []:
         r = subprocess.run(["go", "tool", "pprof", "-comments", os.path.join(out, f)],
                            capture_output=True, text=True)
-        comment = " ".join(w for w in r.stdout.split() if w.startswith(("py_procs=", "py_spliced=")))
+        comment = " ".join(w for w in r.stdout.split()
+                           if w.startswith(("py_procs=", "py_spliced=", "lua_procs=", "lua_spliced=")))
     if a.returncode:
         sys.exit("agent: " + err[-400:])
     return hwm / 1024, cpu, comment
@@ -162,22 +170,23 @@ def agent_row(variant, tmp):
 
 def agent_phase():
     import tempfile
-    rows = {"python": [], "native": []}
+    rows = {"frames": [], "native": []}
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(REPS):
-            for v in ("python", "native"):
+            for v in ("frames", "native"):
                 rows[v].append(agent_row(v, os.path.join(tmp, str(i))))
     print(f"\n== edgeprof-agent --sampler bpf --once --seconds {SECONDS:.0f} (defaults) with "
-          f"{NPROCS} python3.11 pysplit.py running; {REPS} alternating rows each")
+          f"{NPROCS} {os.path.basename(PY)} {os.path.basename(WORK)} running; {REPS} alternating "
+          f"rows each")
     med = {}
-    for v in ("python", "native"):
+    for v in ("frames", "native"):
         for rss, cpu, c in rows[v]:
             print(f"{v:7} peak RSS {rss:5.1f} MiB  CPU {cpu:5.2f} s  {c}")
         med[v] = (statistics.median(r[0] for r in rows[v]), statistics.median(r[1] for r in rows[v]))
         print(f"{v:7} median peak RSS {med[v][0]:.1f} MiB, CPU {med[v][1]:.2f} s")
-    print(f"python/native: RSS {med['python'][0] / med['native'][0]:.2f}, "
-          f"CPU {med['python'][1] / max(med['native'][1], 1e-9):.2f}; goal RSS <= 12 MiB: "
-          f"{'met' if med['python'][0] <= 12 else 'NOT met'}")
+    print(f"{INTERP}/native: RSS {med['frames'][0] / med['native'][0]:.2f}, "
+          f"CPU {med['frames'][1] / max(med['native'][1], 1e-9):.2f}; goal RSS <= 12 MiB: "
+          f"{'met' if med['frames'][0] <= 12 else 'NOT met'}")
 
 
 def main():
@@ -186,7 +195,9 @@ def main():
     for f in (PROBE, AGENT, PY):
         if not os.access(f, os.X_OK):
             sys.exit(f"no {f}: make BOARD=host-x86_64 all-tests")
-    print(f"{subprocess.run([PY, '--version'], capture_output=True, text=True).stdout.strip()}, "
+    v = subprocess.run([PY, "-v" if INTERP == "lua" else "--version"], capture_output=True,
+                       text=True)
+    print(f"{(v.stdout + v.stderr).strip().splitlines()[0]}, "
           f"{os.cpu_count()} CPUs, load {open('/proc/loadavg').read().split()[0]}")
     if "cost" in PHASES:
         cost_phase()
