@@ -23,7 +23,8 @@ bpf-$(CONFIG_BPF_PYTHON) += bpf/python.o bpf/interp.o agent/core/pyname.o agent/
 # Lua 5.4 processes' frames (bpf/lua.h): the same splice, luaV_execute and the states found as
 # libedgeprof's (agent/core/luaexec.h), names by agent/core/luaname.h
 bpf-$(CONFIG_BPF_LUA) += bpf/lua.o bpf/interp.o agent/core/luaexec.o agent/core/luaname.o agent/core/pysplice.o \
-			 agent/core/framename.o $(if $(CONFIG_LUA51FRAMES),agent/core/lua51name.o)
+			 agent/core/framename.o $(if $(CONFIG_LUA51FRAMES),agent/core/lua51name.o) \
+			 $(if $(CONFIG_LJFRAMES),agent/core/ljname.o)
 # What cfitab.o reads maps and tables with (the agent links them anyway; the probe and the
 # sampler's test name them).
 bpf-cfi-deps-$(CONFIG_BPF_CFI) := agent/core/procmaps.o agent/core/ring.o elf/elf.o elf/cfi.o
