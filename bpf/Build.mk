@@ -20,6 +20,8 @@ bpf-$(CONFIG_BPF_CFI) += bpf/cfitab.o
 # CPython processes' frames (bpf/python.h): their entries, and the splice shared with libedgeprof
 bpf-$(CONFIG_BPF_PYTHON) += bpf/python.o agent/core/pyname.o agent/core/pysplice.o agent/core/pyline.o \
 			    agent/core/framename.o agent/core/pydebug.o
+# Node's JavaScript frames (bpf/v8.h) and their names
+bpf-$(CONFIG_BPF_V8) += bpf/v8.o agent/core/v8name.o agent/core/framename.o
 # What cfitab.o reads maps and tables with (the agent links them anyway; the probe and the
 # sampler's test name them).
 bpf-cfi-deps-$(CONFIG_BPF_CFI) := agent/core/procmaps.o agent/core/ring.o elf/elf.o elf/cfi.o
@@ -34,12 +36,13 @@ BPF_RECORD_DEFS-$(CONFIG_BPF_OFFCPU) += -DCONFIG_BPF_OFFCPU=1
 BPF_RECORD_DEFS-$(CONFIG_BPF_CFI) += -DPROFILE_CFI_CACHE_THREADS=$(CONFIG_BPF_CFI_WALK_CACHE)
 BPF_RECORD_DEFS-$(CONFIG_BPF_PYTHON) += -DCONFIG_BPF_PYTHON=1 \
 				       -DPROFILE_PY_FRAMES=$(CONFIG_BPF_PYTHON_FRAMES)
+BPF_RECORD_DEFS-$(CONFIG_BPF_V8) += -DCONFIG_BPF_V8=1 -DPROFILE_V8_FRAMES=$(CONFIG_BPF_V8_FRAMES)
 BPF_RECORD_DEFS += $(BPF_RECORD_DEFS-y)
 
 ifeq ($(CONFIG_SAMPLER_BPF),y)
 generated-y += $(O)/bpf/profile.skel.h
 
-$(O)/bpf/profile.bpf.o: bpf/profile.bpf.c bpf/offcpu.bpf.h bpf/python.bpf.h bpf/pyproc.h bpf/profile.h $(O)/include/config/auto.conf
+$(O)/bpf/profile.bpf.o: bpf/profile.bpf.c bpf/offcpu.bpf.h bpf/python.bpf.h bpf/pyproc.h bpf/v8.bpf.h bpf/v8proc.h bpf/profile.h $(O)/include/config/auto.conf
 	$(quiet) CLANG-BPF $@
 	@mkdir -p $(dir $@)
 	$(Q)$(BPF_CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH-$(ARCH)) \
@@ -54,6 +57,7 @@ $(O)/bpf/profile.skel.h: $(O)/bpf/profile.bpf.o
 CFLAGS_sampler = $(BPF_RECORD_DEFS)
 CFLAGS_bpf-probe = $(BPF_RECORD_DEFS)
 CFLAGS_python = $(BPF_RECORD_DEFS)
+CFLAGS_v8 = $(BPF_RECORD_DEFS)
 
 # Test driver (not installed): samples the system for N seconds and prints folded stacks.
 # (--python: the process table the agent finds CPython processes in)
@@ -92,7 +96,7 @@ unit-tests-$(CONFIG_BPF_CFI) += cfitab
 cfitab-test-objs = bpf/cfitab.o $(bpf-cfi-deps-y) $(port-y)
 unit-tests-y += bpf-sampler
 bpf-sampler-test-objs = bpf/sampler.o bpf/cpus.o agent/core/ksyms.o \
-			$(filter bpf/cfitab.o bpf/python.o agent/core/py%.o,$(bpf-y)) \
+			$(filter bpf/cfitab.o bpf/python.o bpf/v8.o agent/core/py%.o agent/core/v8name.o,$(bpf-y)) \
 			$(bpf-cfi-deps-y) $(port-y)
 # Static: the cross sysroot keeps libz.so.1 where neither the linker nor qemu looks.
 bpf-sampler-test-ldlibs = -Wl,-Bstatic $(bpf-ldlibs) -Wl,-Bdynamic

@@ -1324,6 +1324,8 @@ static __always_inline __u32 cfi_tail_some(void *ctx, struct scratch *s, int leg
 
 /* ---- CPython frames after the native ones (py_append): bpf/python.bpf.h ------------------- */
 #include "bpf/python.bpf.h"
+/* ---- V8 JavaScript frames after the native ones (v8_append): bpf/v8.bpf.h ---------------- */
+#include "bpf/v8.bpf.h"
 
 /* ---- output -------------------------------------------------------------------------------- */
 
@@ -1480,7 +1482,7 @@ int do_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	if (by_cfi)
 		bpf_tail_call(ctx, &cfi_progs, 0); /* returns only if it failed */
-	send_unlisted(ctx, s, py_append(s, fill_user(ctx, s, nk, 0), 0), 0);
+	send_unlisted(ctx, s, v8_append(ctx, s, py_append(s, fill_user(ctx, s, nk, 0), 0), 0), 0);
 	return 0;
 }
 
@@ -1492,7 +1494,10 @@ int cfi_walk(struct bpf_perf_event_data *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 
 	if (s)
-		send_rb(s, py_append(s, cfi_walk_some(ctx, s, 0, &cfi_progs, CFI_CACHE_ON), 0),
+		send_rb(s,
+			v8_append(ctx, s,
+				  py_append(s, cfi_walk_some(ctx, s, 0, &cfi_progs, CFI_CACHE_ON), 0),
+				  0),
 			wake_new_procs, 0);
 	return 0;
 }
@@ -1505,7 +1510,8 @@ int cfi_tail(struct bpf_perf_event_data *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 
 	if (s)
-		send_rb(s, py_append(s, cfi_tail_some(ctx, s, 0, &cfi_progs), 0), wake_new_procs, 0);
+		send_rb(s, v8_append(ctx, s, py_append(s, cfi_tail_some(ctx, s, 0, &cfi_progs), 0), 0),
+			wake_new_procs, 0);
 	return 0;
 }
 
@@ -1525,7 +1531,7 @@ int do_sample_pb(struct bpf_perf_event_data *ctx)
 		return 0;
 	if (by_cfi)
 		bpf_tail_call(ctx, &cfi_progs, 0);
-	send_unlisted(ctx, s, py_append(s, fill_user(ctx, s, nk, 1), 1), 1);
+	send_unlisted(ctx, s, v8_append(ctx, s, py_append(s, fill_user(ctx, s, nk, 1), 1), 1), 1);
 	return 0;
 }
 
@@ -1536,7 +1542,10 @@ int cfi_walk_pb(struct bpf_perf_event_data *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 
 	if (s)
-		send_pb(ctx, s, py_append(s, cfi_walk_some(ctx, s, 1, &cfi_progs, CFI_CACHE_ON), 1));
+		send_pb(ctx, s,
+			v8_append(ctx, s,
+				  py_append(s, cfi_walk_some(ctx, s, 1, &cfi_progs, CFI_CACHE_ON), 1),
+				  1));
 	return 0;
 }
 
@@ -1547,7 +1556,7 @@ int cfi_tail_pb(struct bpf_perf_event_data *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 
 	if (s)
-		send_pb(ctx, s, py_append(s, cfi_tail_some(ctx, s, 1, &cfi_progs), 1));
+		send_pb(ctx, s, v8_append(ctx, s, py_append(s, cfi_tail_some(ctx, s, 1, &cfi_progs), 1), 1));
 	return 0;
 }
 

@@ -20,6 +20,7 @@
 #include "agent/core/sample.h"
 #include "bpf/cfitab.h"
 #include "bpf/python.h"
+#include "bpf/v8.h"
 
 struct bpf_sampler_opts {
 	unsigned hz;              /* per CPU; 0: CONFIG_SAMPLE_HZ */
@@ -106,6 +107,8 @@ int bpf_sampler__name_kernel(void *ctx, uint64_t addr, char *name, size_t len, u
 int bpf_sampler__prog_fd(const struct bpf_sampler *s);
 /* The CPython processes' entries (bpf/python.h), or NULL (CONFIG_BPF_PYTHON off; s NULL). */
 struct bpfpy *bpf_sampler__python(const struct bpf_sampler *s);
+/* The node processes' entries (bpf/v8.h), or NULL (CONFIG_BPF_V8 off; s NULL). */
+struct bpfv8 *bpf_sampler__v8(const struct bpf_sampler *s);
 /* Where the unwind tables take a new process's maps from (cfitab__set_maps()). */
 void bpf_sampler__set_maps(struct bpf_sampler *s, cfitab_maps_fn fn, void *ctx);
 void bpf_sampler__free(struct bpf_sampler *s);                   /* NULL-safe */
