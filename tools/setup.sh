@@ -20,7 +20,8 @@
 # benchmarks run (bcc and kernel headers: large, and no test depends on them). vm.target-list
 # names target .debs for the arm64 VM test, vm-5.10-*.target-list the 5.10 ones (from the suite
 # of their "# suite:" line), vm.bench-target-list those the arm64 benchmark adds (perf),
-# py313-amd64.target-list trixie's python3.13: downloaded and unpacked, never installed.
+# py313-amd64.target-list trixie's python3.13, node18-amd64.target-list bookworm's node 18:
+# downloaded and unpacked, never installed.
 set -euo pipefail
 
 arch=x86_64
@@ -284,7 +285,8 @@ arm64) make_sysroot arm64
 				make_vm arm64 vm-5.10-arm64.target-list "$top/build/vm-5.10-arm64"; }
        [ -z "$bench" ] || make_vm_perf arm64 ;;
 x86_64) [ "$tier" != test ] || { make_vm amd64 vm-5.10-amd64.target-list "$top/build/vm-5.10-amd64"
-				 make_pyroot amd64 py313-amd64.target-list "$top/build/py313-root"; }
+				 make_pyroot amd64 py313-amd64.target-list "$top/build/py313-root"
+				 make_pyroot amd64 node18-amd64.target-list "$top/build/node18-root"; }
 	[ -z "$bench" ] || { make_vm amd64 vm-amd64.bench-target-list; make_vm_perf amd64; } ;;
 armhf) make_sysroot armhf ;;
 esac
