@@ -94,6 +94,11 @@ mmapev-test-objs = bpf/mmapev.o bpf/cpus.o agent/core/procmaps.o elf/elf.o agent
 # cfitab's bookkeeping (who gets the room) against real processes, its maps stubbed
 unit-tests-$(CONFIG_BPF_CFI) += cfitab
 cfitab-test-objs = bpf/cfitab.o $(bpf-cfi-deps-y) $(port-y)
+# V8's postmortem symbols read from the real node files there are
+unit-tests-$(CONFIG_BPF_V8) += v8
+v8-test-objs = bpf/v8.o agent/core/v8name.o agent/core/framename.o
+v8-test-ldlibs = -Wl,-Bstatic $(bpf-ldlibs) -Wl,-Bdynamic
+CFLAGS_v8-test = $(BPF_RECORD_DEFS)
 unit-tests-y += bpf-sampler
 bpf-sampler-test-objs = bpf/sampler.o bpf/cpus.o agent/core/ksyms.o \
 			$(filter bpf/cfitab.o bpf/python.o bpf/v8.o agent/core/py%.o agent/core/v8name.o,$(bpf-y)) \

@@ -311,6 +311,31 @@ static int read_file(int fd, struct v8file *f)
 	return err;
 }
 
+int bpfv8__file_entry(const char *path, struct v8_proc *proc, int *major, int *minor)
+{
+	struct v8file *f = calloc(1, sizeof(*f));
+	int fd = open(path, O_RDONLY | O_CLOEXEC), err;
+
+	if (!f || fd < 0) {
+		err = f ? -errno : -ENOMEM;
+		free(f);
+		if (fd >= 0)
+			close(fd);
+		return err;
+	}
+	err = read_file(fd, f);
+	close(fd);
+	if (!err && !f->v8)
+		err = -ENOENT;
+	if (!err) {
+		*proc = f->proc;
+		*major = f->val[S_MAJOR];
+		*minor = f->val[S_MINOR];
+	}
+	free(f);
+	return err;
+}
+
 /* ---- the processes ------------------------------------------------------------------------ */
 
 /* A process looked at: its maps' listing, and what it was found to be. */

@@ -33,6 +33,8 @@
 #include "agent/core/procmaps.h"
 #include "agent/core/sample.h"
 
+struct v8_proc; /* bpf/v8proc.h */
+
 struct bpfv8_stats {
 	uint64_t procs;		  /* listed in the kernel now */
 	uint64_t looked_at;	  /* listings of maps looked at */
@@ -65,6 +67,12 @@ const struct agent_sample *bpfv8__sample(struct bpfv8 *v, const struct procmaps 
 void bpfv8__sweep(struct bpfv8 *v, uint64_t now);
 void bpfv8__stats(const struct bpfv8 *v, struct bpfv8_stats *st);
 void bpfv8__free(struct bpfv8 *v); /* NULL-safe */
+/*
+ * What the agent lists a process of the ELF file at path with (its tests, and the probe): 0
+ * with *proc and V8's *major and *minor; -ENOENT: not V8 (or not all the symbols the walk
+ * needs, or too old a V8); -errno: unreadable, not ELF64.
+ */
+int bpfv8__file_entry(const char *path, struct v8_proc *proc, int *major, int *minor);
 #else
 static inline const struct agent_sample *bpfv8__sample(struct bpfv8 *v, const struct procmaps *pm,
 						       const struct agent_sample *s, uint64_t *buf,

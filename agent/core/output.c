@@ -255,7 +255,7 @@ static int add_stack(struct out_ctx *c, uint32_t pid, int64_t tid, uint32_t labe
 			id = py_location(c, pid, addr);
 		} else if (luaframe__is(addr)) {
 			id = lua_location(c, pid, addr);
-		} else if (v8frame__is(addr)) {
+		} else if (IS_ENABLED(CONFIG_BPF_V8) && v8frame__is(addr)) {
 			id = js_location(c, pid, addr);
 		} else {
 			/* return addresses point after the call: step back into it */
