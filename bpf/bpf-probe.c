@@ -141,7 +141,9 @@ static long maxrss_kb(void)
 
 /*
  * The sampling program's run time and runs, walks by tables and Python frames included (tail
- * calls run in its invocation): kernel.bpf_stats_enabled must be on (benches).
+ * calls run in its invocation): kernel.bpf_stats_enabled must be on (benches), or
+ * EDGEPROF_PROBE_STATS=1, which holds the kernel's statistics on for this run through
+ * BPF_ENABLE_STATS whatever another bench writes to that sysctl meanwhile.
  */
 static void prog_stats(const struct bpf_sampler *s)
 {
@@ -228,6 +230,8 @@ int main(int argc, char **argv)
 	/* SIGINT/SIGTERM end the run early, still with the stats line. */
 	sigaction(SIGINT, &(struct sigaction){ .sa_handler = on_signal }, NULL);
 	sigaction(SIGTERM, &(struct sigaction){ .sa_handler = on_signal }, NULL);
+	if (getenv("EDGEPROF_PROBE_STATS") && bpf_enable_stats(BPF_STATS_RUN_TIME) < 0)
+		fprintf(stderr, "bpf-probe: BPF_ENABLE_STATS: %s\n", strerror(errno));
 	t0 = port_clock_mono_ns();
 	p.start_ns = t0;
 	ret = bpf_sampler__open(&o, probe_sink, &p, &s, err, sizeof(err));
