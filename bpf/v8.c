@@ -431,6 +431,22 @@ static const struct v8file *file_get(struct bpfv8 *v, const char *path)
 	return f;
 }
 
+/*
+ * Whether the process writes a perf map (node --perf-basic-prof; its own /tmp, as
+ * agent/core/perfmap.c reads it): its JIT frames are then named from it, with the function's
+ * line, which these frames do not carry; the process is not listed (its interpreted frames
+ * stay InterpreterEntryTrampoline, as the flag alone gives them).
+ */
+static bool has_perf_map(uint32_t pid)
+{
+	char path[64];
+
+	if (!IS_ENABLED(CONFIG_PERFMAP))
+		return false;
+	snprintf(path, sizeof(path), "/proc/%u/root/tmp/perf-%u.map", pid, pid);
+	return access(path, F_OK) == 0;
+}
+
 /* What the process of pm is, looked at once per listing of its maps. */
 static struct v8slot *look_at(struct bpfv8 *v, const struct procmaps *pm)
 {
@@ -454,6 +470,10 @@ static struct v8slot *look_at(struct bpfv8 *v, const struct procmaps *pm)
 		f = file_get(v, pm->maps[i].path);
 		if (!f || !f->v8)
 			continue;
+		if (has_perf_map(pm->pid)) {
+			v->st.perf_map++;
+			break;
+		}
 		if (bpf_map_update_elem(v->procs_fd, &slot->pid, &f->proc, BPF_ANY)) {
 			if (errno == E2BIG || errno == ENOMEM)
 				v->st.procs_full++;

@@ -13,7 +13,10 @@
  * 10 and 11 (JS_FUNCTION_TYPE, then the constructors' subtypes, which have no v8dbg_type_
  * symbol of their own): from JS_FUNCTION_TYPE to the next type that has one, minus one.
  * A V8 process is listed in the program's v8_procs map (CONFIG_BPF_V8_PROCS; full: counted,
- * profiled natively). Files are read once (a small cache by path, inode and mtime).
+ * profiled natively). Files are read once (a small cache by path, inode and mtime). A process
+ * that writes a perf map (--perf-basic-prof, agent/core/perfmap.h) is left to it (counted:
+ * perf_map): the map gives each JIT function its line, which these frames lack; a stale
+ * /tmp/perf-PID.map of an earlier process with the same pid leaves a new one unlisted too.
  *
  * bpfv8__sample() puts a sample's JavaScript frames in place of the native frames with the
  * same pc (the frame-pointer walk of the program and the native walk, by frame pointers or
@@ -41,6 +44,7 @@ struct bpfv8_stats {
 	uint64_t files_read;	  /* node/libnode files whose symbols were read */
 	uint64_t unknown_version; /* V8 files without what the walk needs */
 	uint64_t procs_full;	  /* V8 processes the full map had no room for */
+	uint64_t perf_map;	  /* V8 processes left to their perf map (listings) */
 	uint64_t exited;	  /* entries removed for processes gone */
 	uint64_t spliced;	  /* samples with JavaScript frames put in */
 	uint64_t frames;	  /* JavaScript frames put in */

@@ -91,6 +91,7 @@ static const struct stat_field v8_stat_fields[] = {
 	BPF_STAT(v8.files_read, "v8_files_read"),
 	BPF_STAT(v8.unknown_version, "v8_unknown_version"),
 	BPF_STAT(v8.procs_full, "v8_procs_full"),
+	BPF_STAT(v8.perf_map, "v8_perf_map"),
 	BPF_STAT(v8.exited, "v8_exited"),
 	BPF_STAT(v8.bpf_samples, "v8_samples"),
 	BPF_STAT(v8.none, "v8_none"),

@@ -3,7 +3,8 @@
 // for the V8 frame test and benchmark (tests/integration/bpf-node-v8.test.sh,
 // tests/bench/v8-bench.sh): node with no flag. Each round gives each handler its share of
 // 7-13 ms (random) of the process's CPU time (getrusage), and the script prints its own
-// accounting at the end (the CPU time around each handler), as tests/workloads/jitsplit.js.
+// accounting at the end (the CPU time around each handler), as tests/workloads/jitsplit.js,
+// and the CPU time node spent starting before the script ran (startup_ms).
 // TurboFan inlines a callee whose bytecode is under 460 bytes into its caller, and the frame
 // is then the caller's (edgeprof does not recover inlined frames, nor does a perf map): each
 // handler ends with a summary of its result in 48 statements (a service's handler formats a
@@ -11,6 +12,7 @@
 // call (fib, inner) may be inlined into them: it stays under the handler's frame.
 // Usage: node v8split.js SECONDS
 'use strict';
+const STARTUP = process.cpuUsage(); // node's own start-up, before this script: printed at the end
 const SECONDS = Number(process.argv[2] || 5);
 const SHARES = { fib_handler: 0.5, work_dict: 0.3, outer: 0.2 };
 const spent = { fib_handler: 0n, work_dict: 0n, outer: 0n };
@@ -225,3 +227,4 @@ const total = Object.values(spent).reduce((a, b) => a + b, 0n);
 for (const name of Object.keys(spent))
 	console.log(`${name} ${(Number(spent[name]) * 100 / Number(total)).toFixed(2)}`);
 console.log(`sink ${(sink + st[0]) % 7}`);
+console.log(`startup_ms ${((STARTUP.user + STARTUP.system) / 1000).toFixed(1)}`);
