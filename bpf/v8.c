@@ -56,6 +56,11 @@ static const char *const wanted[] = {
     "v8dbg_scopeinfo_idx_first_vars",
     "v8dbg_scopeinfo_idx_ncontextlocals",
     "v8dbg_parent_ScopeInfo__HeapObject", /* a HeapObject (9.1+), not a FixedArray */
+    "v8dbg_type_FixedArray__FIXED_ARRAY_TYPE",
+    "v8dbg_class_FixedArrayBase__length__SMI",
+    "v8dbg_class_FixedArray__data__uintptr_t",
+    "v8dbg_class_Script__source__Object",
+    "v8dbg_class_Script__line_ends__Object",
     "_ZN2v88internal7Version6major_E",
     "_ZN2v88internal7Version6minor_E",
 };
@@ -90,6 +95,11 @@ enum {
 	S_FIRST_VARS,
 	S_NCONTEXT_LOCALS,
 	S_SCOPE_IS_HEAPOBJECT,
+	S_FIXED_ARRAY,
+	S_FIXED_LENGTH,
+	S_FIXED_DATA,
+	S_SCRIPT_SOURCE,
+	S_SCRIPT_LINE_ENDS,
 	S_MAJOR,
 	S_MINOR,
 	S_N
@@ -249,7 +259,12 @@ static void finish(struct v8file *f)
 				   .thin_tag = (uint16_t)f->val[S_THIN_TAG],
 				   .one_byte_tag = (uint16_t)f->val[S_ONE_BYTE_TAG],
 				   .scope_first_vars = (uint16_t)f->val[S_FIRST_VARS],
-				   .scope_ncontext_locals = (uint16_t)f->val[S_NCONTEXT_LOCALS]};
+				   .scope_ncontext_locals = (uint16_t)f->val[S_NCONTEXT_LOCALS],
+				   .type_fixed_array = (uint16_t)f->val[S_FIXED_ARRAY],
+				   .fixed_length = (uint16_t)f->val[S_FIXED_LENGTH],
+				   .fixed_data = (uint16_t)f->val[S_FIXED_DATA],
+				   .script_source = (uint16_t)f->val[S_SCRIPT_SOURCE],
+				   .script_line_ends = (uint16_t)f->val[S_SCRIPT_LINE_ENDS]};
 	f->layout = v8name__layout(&l);
 	f->v8 = f->layout >= 0;
 }
@@ -433,8 +448,9 @@ static const struct v8file *file_get(struct bpfv8 *v, const char *path)
 
 /*
  * Whether the process writes a perf map (node --perf-basic-prof; its own /tmp, as
- * agent/core/perfmap.c reads it): its JIT frames are then named from it, with the function's
- * line, which these frames do not carry; the process is not listed (its interpreted frames
+ * agent/core/perfmap.c reads it): its JIT frames are then named from it, as its operator
+ * asked (the same function and first line, and code V8 made that is not a JavaScript
+ * function's: stubs, regular expressions); the process is not listed (its interpreted frames
  * stay InterpreterEntryTrampoline, as the flag alone gives them).
  */
 static bool has_perf_map(uint32_t pid)
@@ -493,8 +509,8 @@ static struct v8slot *look_at(struct bpfv8 *v, const struct procmaps *pm)
  * the leaf: each is looked for after the last one found): at[j], or -1 when no native frame
  * has it. The count found.
  */
-static unsigned int match(const uint64_t *fr, unsigned int nu, const uint64_t *js,
-			  unsigned int nj, int *at)
+static unsigned int match(const uint64_t *fr, unsigned int nu, const uint64_t *js, unsigned int nj,
+			  int *at)
 {
 	unsigned int from = 0, found = 0;
 
@@ -568,7 +584,8 @@ const struct agent_sample *bpfv8__sample(struct bpfv8 *v, const struct procmaps 
 	}
 	v->st.spliced++;
 	v->st.frames += put;
-	v8name__warm(s->pid, buf + nk, o - nk); /* while the objects are where the sample saw them */
+	v8name__warm(s->pid, buf + nk,
+		     o - nk); /* while the objects are where the sample saw them */
 	return out;
 }
 

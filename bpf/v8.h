@@ -15,7 +15,8 @@
  * A V8 process is listed in the program's v8_procs map (CONFIG_BPF_V8_PROCS; full: counted,
  * profiled natively). Files are read once (a small cache by path, inode and mtime). A process
  * that writes a perf map (--perf-basic-prof, agent/core/perfmap.h) is left to it (counted:
- * perf_map): the map gives each JIT function its line, which these frames lack; a stale
+ * perf_map): the operator asked for it, and it names code these frames do not (stubs,
+ * regular expressions); a stale
  * /tmp/perf-PID.map of an earlier process with the same pid leaves a new one unlisted too.
  *
  * bpfv8__sample() puts a sample's JavaScript frames in place of the native frames with the

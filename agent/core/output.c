@@ -205,7 +205,8 @@ static uint64_t js_location(struct out_ctx *c, uint32_t pid, uint64_t v)
 	if (err)
 		return pprof_builder__location(c->b, map_id, v, &line, 0);
 	line.function_id = pprof_builder__function(c->b, c->js.name, c->js.name,
-						   c->js.file[0] ? c->js.file : NULL, 0);
+						   c->js.file[0] ? c->js.file : NULL, c->js.start_line);
+	line.line = c->js.start_line;
 	return line.function_id ? pprof_builder__location(c->b, map_id, v, &line, 1) : 0;
 }
 
@@ -364,11 +365,11 @@ static int js_comment(struct out_ctx *c)
 #endif
 	snprintf(line, sizeof(line),
 		 "javascript names: resolved=%llu cached=%llu unreadable=%llu not_sfi=%llu "
-		 "bad_layout=%llu no_name=%llu no_file=%llu",
+		 "bad_layout=%llu no_name=%llu no_file=%llu lines=%llu",
 		 (unsigned long long)st.resolved, (unsigned long long)st.cached,
 		 (unsigned long long)st.unreadable, (unsigned long long)st.not_sfi,
 		 (unsigned long long)st.bad_layout, (unsigned long long)st.no_name,
-		 (unsigned long long)st.no_file);
+		 (unsigned long long)st.no_file, (unsigned long long)st.lines);
 	return pprof_builder__add_comment(c->b, line);
 }
 

@@ -8,8 +8,9 @@
 #include "agent/core/v8name.h"
 
 #define HEAP_TAG 1ull
-#define SCOPE_SLOTS 16 /* ScopeInfo slots looked through for the name */
-#define CONS_DEPTH 4   /* cons strings followed this deep (names are short) */
+#define SCOPE_SLOTS 16		  /* ScopeInfo slots looked through for the name */
+#define CONS_DEPTH 4		  /* cons strings followed this deep (names are short) */
+#define LINE_SOURCE_MAX (1 << 20) /* a function's line counted in at most this much source */
 
 static struct v8name_layout layouts[V8NAME_LAYOUTS];
 static unsigned int n_layouts;
@@ -123,10 +124,11 @@ static int string_at(uint32_t pid, const struct v8name_layout *l, uint64_t tagge
 /*
  * The function's name in its ScopeInfo: past the flags, counts and context locals (names and
  * infos: two slots each), the first String (as OTel's heuristic: ScopeInfo's layout has no
- * postmortem symbols, and changes with every V8).
+ * postmortem symbols, and changes with every V8); after it, the first two Smis in increasing
+ * order are the function's start and end positions in its script's source (*start; -1: none).
  */
 static int scope_name(uint32_t pid, const struct v8name_layout *l, uint64_t scope, char *out,
-		      size_t len)
+		      size_t len, int64_t *start)
 {
 	uint64_t w[SCOPE_SLOTS];
 	uint64_t data =
@@ -140,8 +142,74 @@ static int scope_name(uint32_t pid, const struct v8name_layout *l, uint64_t scop
 	i = l->scope_first_vars + 2 * (unsigned int)(w[l->scope_ncontext_locals] >> 32);
 	for (; i < SCOPE_SLOTS; i++)
 		if ((w[i] & 3) == HEAP_TAG && !string_at(pid, l, w[i], out, len))
+			break;
+	if (i == SCOPE_SLOTS)
+		return -ENOENT;
+	for (i += 2; i < SCOPE_SLOTS; i++)
+		if (!(w[i - 1] & 1) && !(w[i] & 1) && (int32_t)(w[i - 1] >> 32) >= 0 &&
+		    (w[i - 1] >> 32) < (w[i] >> 32)) {
+			*start = (int64_t)(w[i - 1] >> 32);
+			break;
+		}
+	return 0;
+}
+
+/* Newlines in the one-byte source of a script before pos: its line there (from 1), or 0. */
+static int64_t line_from_source(uint32_t pid, const struct v8name_layout *l, uint64_t script,
+				int64_t pos)
+{
+	uint64_t src;
+	uint16_t type;
+	int32_t n;
+	char buf[4096];
+	int64_t line = 1;
+
+	if (pos > LINE_SOURCE_MAX || peek_word(pid, script - 1 + l->script_source, &src) ||
+	    type_of(pid, l, src, &type) || type >= l->first_nonstring_type ||
+	    (type & l->repr_mask) != l->seq_tag || (type & l->encoding_mask) != l->one_byte_tag ||
+	    framename__peek(pid, src - 1 + l->string_length, &n, sizeof(n)) || n < pos)
+		return 0;
+	for (int64_t at = 0; at < pos; at += (int64_t)sizeof(buf)) {
+		size_t k = pos - at < (int64_t)sizeof(buf) ? (size_t)(pos - at) : sizeof(buf);
+
+		if (framename__peek(pid, src - 1 + l->seq_one_chars + (uint64_t)at, buf, k))
 			return 0;
-	return -ENOENT;
+		for (size_t j = 0; j < k; j++)
+			line += buf[j] == '\n';
+	}
+	return line;
+}
+
+/*
+ * The line of position pos in a script: from its line_ends (a FixedArray of the positions of
+ * its newlines, which V8 makes when it first needs a line: a stack trace, an error), searched
+ * with a read a step, else from its source. 0: unknown.
+ */
+static int64_t script_line(uint32_t pid, const struct v8name_layout *l, uint64_t script,
+			   int64_t pos)
+{
+	uint64_t ends, len, at;
+	uint16_t type;
+	int64_t lo = 0, hi;
+
+	if (pos < 0)
+		return 0;
+	if (peek_word(pid, script - 1 + l->script_line_ends, &ends) ||
+	    type_of(pid, l, ends, &type) || type != l->type_fixed_array ||
+	    peek_word(pid, ends - 1 + l->fixed_length, &len) || (len & 1))
+		return line_from_source(pid, l, script, pos);
+	hi = (int64_t)(len >> 32); /* the first line whose end is at or past pos */
+	while (lo < hi) {
+		int64_t mid = lo + (hi - lo) / 2;
+
+		if (peek_word(pid, ends - 1 + l->fixed_data + 8 * (uint64_t)mid, &at) || (at & 1))
+			return 0;
+		if ((int64_t)(at >> 32) < pos)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo + 1;
 }
 
 static int read_sfi(uint32_t pid, uint64_t v, struct framename *out)
@@ -150,6 +218,7 @@ static int read_sfi(uint32_t pid, uint64_t v, struct framename *out)
 	const struct v8name_layout *l;
 	uint64_t sfi = (v & V8FRAME_SFI_MASK) << 3 | HEAP_TAG, nos, script, name;
 	uint16_t type = 0;
+	int64_t start = -1;
 	int err;
 
 	memset(out, 0, sizeof(*out));
@@ -171,7 +240,7 @@ static int read_sfi(uint32_t pid, uint64_t v, struct framename *out)
 	}
 	err = type_of(pid, l, nos, &type);
 	if (!err && type == l->type_scope_info)
-		err = scope_name(pid, l, nos, out->name, sizeof(out->name));
+		err = scope_name(pid, l, nos, out->name, sizeof(out->name), &start);
 	else if (!err)
 		err = string_at(pid, l, nos, out->name, sizeof(out->name));
 	if (err || !out->name[0]) {
@@ -182,6 +251,9 @@ static int read_sfi(uint32_t pid, uint64_t v, struct framename *out)
 	    type != l->type_script || peek_word(pid, script - 1 + l->script_name, &name) ||
 	    string_at(pid, l, name, out->file, sizeof(out->file)))
 		stats.no_file++;
+	else
+		out->start_line = script_line(pid, l, script, start);
+	stats.lines += out->start_line > 0;
 	stats.resolved++;
 	return 0;
 }

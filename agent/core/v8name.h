@@ -14,8 +14,11 @@
  * symbols), "<anonymous>" when it has none; the file from script_or_debug_info, a Script,
  * and its name (a String; none when the function is being debugged: a DebugInfo). Strings:
  * sequential one- and two-byte (non-ASCII shown as '?'), cons and thin ones, FRAMENAME_MAX
- * bytes at most. No line: V8 keeps a function's positions in tables it builds lazily (left
- * out; the first line is 0, unknown).
+ * bytes at most. The function's first line: its start position (the ScopeInfo's first two
+ * increasing Smis after the name, OTel's heuristic again) in its script's line_ends, or, where
+ * V8 has not made them (it does when it first needs a line), counted in the script's one-byte
+ * source (1 MiB of it at most; else 0, unknown: counted as not in lines). Not the frame's
+ * current line: that needs the bytecode's or the code's source position table (left out).
  *
  * Names are cached by (pid, word) in CONFIG_V8NAME_CACHE slots (agent/core/framename.h),
  * filled while the process runs (v8name__warm, at the sample's drain): V8's collector moves
@@ -57,11 +60,13 @@ struct v8name_layout {
 	uint16_t string_length, seq_one_chars, seq_two_chars;
 	uint16_t cons_first, cons_second, thin_actual;
 	uint16_t repr_mask, encoding_mask, seq_tag, cons_tag, thin_tag, one_byte_tag;
-	uint16_t scope_first_vars, scope_ncontext_locals; /* ScopeInfo slot indexes */
+	uint16_t scope_first_vars, scope_ncontext_locals;    /* ScopeInfo slot indexes */
+	uint16_t type_fixed_array, fixed_length, fixed_data; /* FixedArray: Script::line_ends */
+	uint16_t script_source, script_line_ends;
 };
 
 struct v8name_stats {
-	uint64_t resolved, cached, unreadable, not_sfi, bad_layout, no_name, no_file;
+	uint64_t resolved, cached, unreadable, not_sfi, bad_layout, no_name, no_file, lines;
 };
 
 #ifdef CONFIG_BPF_V8

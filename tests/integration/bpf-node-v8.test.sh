@@ -8,7 +8,8 @@
 # accounting, or two standard deviations of the sampling error where the machine's load left
 # fewer than 1,111 samples: tests/workloads/v8split_check.py), one started after it (>= 90 %
 # named: its first samples, node's own start-up, come before its script runs). The fib
-# frames carry the script's file and the [javascript] mapping; no perf map is written.
+# frames carry the script's file, fib's first line and the [javascript] mapping; no perf map
+# is written.
 # Each node there is: /usr/bin/node (Debian 12's 18.20.4 in CI, V8 10.2 with its symbols in
 # libnode.so.108; NodeSource's 20, V8 11.3, in the executable where that is installed), and
 # build/node18-root's (bookworm's nodejs and libnode108 unpacked by tools/setup.sh,
@@ -34,6 +35,7 @@ if ! "$probe" --seconds 0.1 --quiet 2>"$tmp/check" >/dev/null; then
 	cat "$tmp/check"; tail -n 1 "$tmp/check"; exit 77
 fi
 secs=${EP_NODE_SECONDS:-16}
+fib_line=$(grep -n "^function fib(" "$work" | cut -d: -f1)
 # One node under the agent: check_node TAG COMMAND...
 check_node() {
 	local tag=$1 before after apid n prof
@@ -64,8 +66,8 @@ check_node() {
 	ls /tmp/perf-"$before".map /tmp/perf-"$after".map 2>/dev/null && fail "a perf map was written"
 	prof=$(ls "$tmp"/$tag.o/*.pb.gz)
 	go tool pprof -raw -symbolize=none "$prof" 2>/dev/null >"$tmp/$tag.raw"
-	grep -m1 -E "^ +[0-9]+: 0x[0-9a-f]+ M=[0-9]+ fib .*v8split.js" "$tmp/$tag.raw" ||
-		fail "no fib location with the script's file"
+	grep -m1 -E "^ +[0-9]+: 0x[0-9a-f]+ M=[0-9]+ fib .*v8split.js:$fib_line s=$fib_line" "$tmp/$tag.raw" ||
+		fail "no fib location with the script's file and fib's first line ($fib_line)"
 	grep -q "\[javascript\]" "$tmp/$tag.raw" || fail "no [javascript] mapping"
 	PYTHONPATH="$EP_TOP/tests/workloads" /usr/bin/python3 "$EP_TOP/tests/workloads/v8split_check.py" \
 		"$prof" "$tmp/$tag" "$before" "$after"
