@@ -42,10 +42,21 @@ struct {
 	__type(value, __u64);
 } v8_counts SEC(".maps");
 
-/* One frame's window and the registers the walk starts from (the BPF stack is the walkers'). */
+/*
+ * Maps seen lately on this CPU and their instance types, V8_MAP_CACHE by the map's address:
+ * a JSFunction's Map is shared by all functions of its kind and every SharedFunctionInfo has
+ * the same one, so most frames' two type reads are not made (the walk's per-frame reads go
+ * from six to four). Keyed by process too (each has its own heap). A Map whose address V8's
+ * compaction gave to a Map of another type since would pass a wrong type here: both checks
+ * (JSFunction, then its SharedFunctionInfo) would have to pass for a wrong frame to be kept.
+ */
+#define V8_MAP_CACHE 8
 struct v8_buf {
 	__u64 w[V8_WIN_WORDS];
 	struct cfi_state regs;
+	__u64 map[V8_MAP_CACHE];
+	__u32 map_tgid[V8_MAP_CACHE];
+	__u16 map_type[V8_MAP_CACHE];
 	__u32 n; /* words put in so far */
 };
 
@@ -64,16 +75,25 @@ static __always_inline void v8_count(__u32 k, __u64 n)
 		*c += n;
 }
 
-/* The instance type of the object a tagged pointer points at, or 0. */
-static __always_inline __u16 v8_type_of(const struct v8_proc *p, __u64 tagged, int legacy)
+/* The instance type of the object a tagged pointer points at in process tgid, or 0. */
+static __always_inline __u16 v8_type_of(const struct v8_proc *p, struct v8_buf *b, __u32 tgid,
+					__u64 tagged, int legacy)
 {
 	__u64 map = 0;
 	__u16 type = 0;
+	__u32 k;
 
 	if ((tagged & 3) != 1 || read_user(&map, sizeof(map), tagged - 1 + p->off_map, legacy) ||
-	    (map & 3) != 1 ||
-	    read_user(&type, sizeof(type), map - 1 + p->off_instance_type, legacy))
+	    (map & 3) != 1)
 		return 0;
+	k = (map >> 3) & (V8_MAP_CACHE - 1);
+	if (b->map[k] == map && b->map_tgid[k] == tgid)
+		return b->map_type[k];
+	if (read_user(&type, sizeof(type), map - 1 + p->off_instance_type, legacy))
+		return 0;
+	b->map[k] = map;
+	b->map_tgid[k] = tgid;
+	b->map_type[k] = type;
 	return type;
 }
 
@@ -81,8 +101,8 @@ static __always_inline __u16 v8_type_of(const struct v8_proc *p, __u64 tagged, i
  * The SharedFunctionInfo (tagged) of the JavaScript frame whose window is b->w, or 0: a stub's
  * frame, a native one, or anything that does not check out.
  */
-static __always_inline __u64 v8_frame_sfi(const struct v8_proc *p, const struct v8_buf *b,
-					  int legacy)
+static __always_inline __u64 v8_frame_sfi(const struct v8_proc *p, struct v8_buf *b,
+					  __u32 tgid, int legacy)
 {
 	__u64 context = b->w[p->slot_context & (V8_WIN_WORDS - 1)];
 	__u64 fn = b->w[p->slot_function & (V8_WIN_WORDS - 1)], sfi = 0;
@@ -90,11 +110,11 @@ static __always_inline __u64 v8_frame_sfi(const struct v8_proc *p, const struct 
 
 	if ((context & 1) != 1) /* a Smi: the frame-type marker of a stub or entry frame */
 		return 0;
-	type = v8_type_of(p, fn, legacy);
+	type = v8_type_of(p, b, tgid, fn, legacy);
 	if (type < p->type_jsfunction_first || type > p->type_jsfunction_last)
 		return 0;
 	if (read_user(&sfi, sizeof(sfi), fn - 1 + p->off_shared, legacy) ||
-	    v8_type_of(p, sfi, legacy) != p->type_sfi)
+	    v8_type_of(p, b, tgid, sfi, legacy) != p->type_sfi)
 		return 0;
 	return sfi;
 }
@@ -139,7 +159,7 @@ static __always_inline __u32 v8_append(struct bpf_perf_event_data *ctx, struct s
 				v8_count(V8_C_READ, 1);
 			break;
 		}
-		sfi = v8_frame_sfi(p, b, legacy);
+		sfi = v8_frame_sfi(p, b, e->tgid, legacy);
 		if (sfi) {
 			if (idx > 2 * PROFILE_MAX_DEPTH - 2) { /* the native frames left no room */
 				v8_count(V8_C_TRUNCATED, 1);
