@@ -25,6 +25,8 @@ bpf-$(CONFIG_BPF_PYTHON) += bpf/python.o bpf/interp.o agent/core/pyname.o agent/
 bpf-$(CONFIG_BPF_LUA) += bpf/lua.o bpf/interp.o agent/core/luaexec.o agent/core/luaname.o agent/core/pysplice.o \
 			 agent/core/framename.o $(if $(CONFIG_LUA51FRAMES),agent/core/lua51name.o) \
 			 $(if $(CONFIG_LJFRAMES),agent/core/ljname.o)
+# Node's JavaScript frames (bpf/v8.h) and their names
+bpf-$(CONFIG_BPF_V8) += bpf/v8.o agent/core/v8name.o agent/core/framename.o
 # What cfitab.o reads maps and tables with (the agent links them anyway; the probe and the
 # sampler's test name them).
 bpf-cfi-deps-$(CONFIG_BPF_CFI) := agent/core/procmaps.o agent/core/ring.o elf/elf.o elf/cfi.o
@@ -41,12 +43,13 @@ BPF_RECORD_DEFS-$(CONFIG_BPF_PYTHON) += -DCONFIG_BPF_PYTHON=1 \
 				       -DPROFILE_PY_FRAMES=$(CONFIG_BPF_PYTHON_FRAMES)
 BPF_RECORD_DEFS-$(CONFIG_BPF_LUA) += -DCONFIG_BPF_LUA=1 -DPROFILE_LUA_FRAMES=$(CONFIG_BPF_LUA_FRAMES) \
 				    -DPROFILE_LUA_STATES=$(CONFIG_BPF_LUA_STATES)
+BPF_RECORD_DEFS-$(CONFIG_BPF_V8) += -DCONFIG_BPF_V8=1 -DPROFILE_V8_FRAMES=$(CONFIG_BPF_V8_FRAMES)
 BPF_RECORD_DEFS += $(BPF_RECORD_DEFS-y)
 
 ifeq ($(CONFIG_SAMPLER_BPF),y)
 generated-y += $(O)/bpf/profile.skel.h
 
-$(O)/bpf/profile.bpf.o: bpf/profile.bpf.c bpf/offcpu.bpf.h bpf/python.bpf.h bpf/pyproc.h bpf/lua.bpf.h bpf/luaproc.h bpf/profile.h $(O)/include/config/auto.conf
+$(O)/bpf/profile.bpf.o: bpf/profile.bpf.c bpf/offcpu.bpf.h bpf/python.bpf.h bpf/pyproc.h bpf/lua.bpf.h bpf/luaproc.h bpf/v8.bpf.h bpf/v8proc.h bpf/profile.h $(O)/include/config/auto.conf
 	$(quiet) CLANG-BPF $@
 	@mkdir -p $(dir $@)
 	$(Q)$(BPF_CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH-$(ARCH)) \
@@ -62,6 +65,7 @@ CFLAGS_sampler = $(BPF_RECORD_DEFS)
 CFLAGS_bpf-probe = $(BPF_RECORD_DEFS)
 CFLAGS_python = $(BPF_RECORD_DEFS)
 CFLAGS_lua = $(BPF_RECORD_DEFS)
+CFLAGS_v8 = $(BPF_RECORD_DEFS)
 
 # Test driver (not installed): samples the system for N seconds and prints folded stacks.
 # (--python: the process table the agent finds CPython processes in)
@@ -98,9 +102,14 @@ mmapev-test-objs = bpf/mmapev.o bpf/cpus.o agent/core/procmaps.o elf/elf.o agent
 # cfitab's bookkeeping (who gets the room) against real processes, its maps stubbed
 unit-tests-$(CONFIG_BPF_CFI) += cfitab
 cfitab-test-objs = bpf/cfitab.o $(bpf-cfi-deps-y) $(port-y)
+# V8's postmortem symbols read from the real node files there are
+unit-tests-$(CONFIG_BPF_V8) += v8
+v8-test-objs = bpf/v8.o agent/core/v8name.o agent/core/framename.o
+v8-test-ldlibs = -Wl,-Bstatic $(bpf-ldlibs) -Wl,-Bdynamic
+CFLAGS_v8-test = $(BPF_RECORD_DEFS)
 unit-tests-y += bpf-sampler
 bpf-sampler-test-objs = bpf/sampler.o bpf/cpus.o agent/core/ksyms.o \
-			$(filter bpf/cfitab.o bpf/python.o bpf/lua.o bpf/interp.o agent/core/py%.o agent/core/lua%.o agent/core/framename.o,$(bpf-y)) \
+			$(filter bpf/cfitab.o bpf/python.o bpf/lua.o bpf/v8.o bpf/interp.o agent/core/py%.o agent/core/lua%.o agent/core/lj%.o agent/core/v8name.o agent/core/framename.o,$(bpf-y)) \
 			$(bpf-cfi-deps-y) $(port-y)
 # Static: the cross sysroot keeps libz.so.1 where neither the linker nor qemu looks.
 bpf-sampler-test-ldlibs = -Wl,-Bstatic $(bpf-ldlibs) -Wl,-Bdynamic

@@ -9,7 +9,8 @@
  * its /proc/<pid>/maps could still be read when the sample reached user space, and its labels.
  * With --python, CPython processes are listed as the agent lists them (bpf/python.h) and their
  * samples carry Python frames (tagged code objects, agent/core/pyname.h) in place of the eval
- * loop's: what the cost benchmark measures (tests/bench/bpf-py-bench.sh).
+ * loop's: what the cost benchmark measures (tests/bench/bpf-py-bench.sh); node processes too
+ * (bpf/v8.h: JavaScript frames, tests/bench/bpf-v8-bench.sh). --v8 is the same option.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -45,11 +46,14 @@ struct probe {
 	struct proctab *procs; /* --python: the maps the CPython processes are found in */
 	struct bpf_sampler *s;
 	uint64_t py_samples;   /* samples with Python frames spliced in */
+	uint64_t js_samples;   /* samples with JavaScript frames put in */
 	uint64_t py_buf[2 * PROFILE_MAX_DEPTH];
 	struct agent_sample py_out;
 	uint64_t lua_samples;  /* samples with Lua frames spliced in */
 	uint64_t lua_buf[2 * PROFILE_MAX_DEPTH];
 	struct agent_sample lua_out;
+	uint64_t js_buf[2 * PROFILE_MAX_DEPTH];
+	struct agent_sample js_out;
 };
 
 /* True the first time pid shows up. */
@@ -84,6 +88,10 @@ static int probe_sink(void *ctx, const struct agent_sample *s)
 		s = bpflua__sample(bpf_sampler__lua(p->s), proctab__maps(p->procs, s->pid), py,
 				   p->lua_buf, 2 * PROFILE_MAX_DEPTH, &p->lua_out);
 		p->lua_samples += s != py;
+		py = s;
+		s = bpfv8__sample(bpf_sampler__v8(p->s), proctab__maps(p->procs, s->pid), py,
+				  p->js_buf, 2 * PROFILE_MAX_DEPTH, &p->js_out);
+		p->js_samples += s != py;
 	}
 
 	if (!p->first_ns)
@@ -140,7 +148,9 @@ static long maxrss_kb(void)
 
 /*
  * The sampling program's run time and runs, walks by tables and Python frames included (tail
- * calls run in its invocation): kernel.bpf_stats_enabled must be on (benches).
+ * calls run in its invocation): kernel.bpf_stats_enabled must be on (benches), or
+ * EDGEPROF_PROBE_STATS=1, which holds the kernel's statistics on for this run through
+ * BPF_ENABLE_STATS whatever another bench writes to that sysctl meanwhile.
  */
 static void prog_stats(const struct bpf_sampler *s)
 {
@@ -160,7 +170,8 @@ static void usage(void)
 		"    [--sink-max N] [--quiet] [--count-pid P (its samples in the stats line)]\n"
 		"    [--no-leaf (the user registers and stack words for leaf frames not read)]\n"
 		"    [--no-cfi (user stacks by frame pointers only, no unwind tables)]\n"
-		"    [--python (CPython processes' frames, as the agent: bpf/python.h)]\n");
+		"    [--python (CPython processes' frames, as the agent: bpf/python.h)]\n"
+		"    [--v8 (the same: node processes' JavaScript frames too, bpf/v8.h)]\n");
 }
 
 int main(int argc, char **argv)
@@ -171,7 +182,7 @@ int main(int argc, char **argv)
 		{ "cgroup", 1, 0, 'g' }, { "no-kernel", 0, 0, 'K' }, { "idle", 0, 0, 'i' },
 		{ "poll-ms", 1, 0, 'P' }, { "sleep-ms", 1, 0, 'S' }, { "sink-max", 1, 0, 'm' },
 		{ "quiet", 0, 0, 'q' }, { "count-pid", 1, 0, 'C' }, { "no-leaf", 0, 0, 'L' },
-		{ "no-cfi", 0, 0, 'F' }, { "python", 0, 0, 'Y' },
+		{ "no-cfi", 0, 0, 'F' }, { "python", 0, 0, 'Y' }, { "v8", 0, 0, 'Y' },
 		{ 0 }
 	};
 	struct bpf_sampler_opts o = { .kernel_stacks = true };
@@ -226,6 +237,8 @@ int main(int argc, char **argv)
 	/* SIGINT/SIGTERM end the run early, still with the stats line. */
 	sigaction(SIGINT, &(struct sigaction){ .sa_handler = on_signal }, NULL);
 	sigaction(SIGTERM, &(struct sigaction){ .sa_handler = on_signal }, NULL);
+	if (getenv("EDGEPROF_PROBE_STATS") && bpf_enable_stats(BPF_STATS_RUN_TIME) < 0)
+		fprintf(stderr, "bpf-probe: BPF_ENABLE_STATS: %s\n", strerror(errno));
 	t0 = port_clock_mono_ns();
 	p.start_ns = t0;
 	ret = bpf_sampler__open(&o, probe_sink, &p, &s, err, sizeof(err));
@@ -291,6 +304,7 @@ int main(int argc, char **argv)
 	if (p.procs) {
 		struct bpfpy_stats py;
 		struct bpflua_stats lua;
+		struct bpfv8_stats js;
 
 		bpfpy__stats(bpf_sampler__python(s), &py);
 		fprintf(stderr, "python: spliced=%llu listed=%llu looked_at=%llu unknown_version=%llu "
@@ -306,6 +320,15 @@ int main(int argc, char **argv)
 			(unsigned long long)lua.states, (unsigned long long)lua.mismatch,
 			(unsigned long long)lua.bpf_samples, (unsigned long long)lua.no_state,
 			(unsigned long long)lua.torn, (unsigned long long)lua.read_errors);
+		bpfv8__stats(bpf_sampler__v8(s), &js);
+		fprintf(stderr, "v8: spliced=%llu listed=%llu looked_at=%llu unknown_version=%llu "
+			"program_samples=%llu program_frames=%llu none=%llu truncated=%llu "
+			"read_errors=%llu\n",
+			(unsigned long long)p.js_samples, (unsigned long long)js.procs,
+			(unsigned long long)js.looked_at, (unsigned long long)js.unknown_version,
+			(unsigned long long)js.bpf_samples, (unsigned long long)js.bpf_frames,
+			(unsigned long long)js.none, (unsigned long long)js.bpf_truncated,
+			(unsigned long long)js.read_errors);
 	}
 	bpf_sampler__free(s);
 	proctab__free(p.procs);

@@ -1325,11 +1325,14 @@ static __always_inline __u32 cfi_tail_some(void *ctx, struct scratch *s, int leg
 /* ---- CPython frames after the native ones (py_append): bpf/python.bpf.h ------------------- */
 #include "bpf/python.bpf.h"
 #include "bpf/lua.bpf.h"
+/* ---- V8 JavaScript frames after the native ones (v8_append): bpf/v8.bpf.h ---------------- */
+#include "bpf/v8.bpf.h"
 
-/* The interpreters' frames after the native ones: CPython's, else Lua's. */
-static __always_inline __u32 interp_append(struct scratch *s, __u32 size, int legacy)
+/* The interpreters' frames after the native ones: CPython's, else Lua's, else V8's. */
+static __always_inline __u32 interp_append(struct bpf_perf_event_data *ctx, struct scratch *s,
+					   __u32 size, int legacy)
 {
-	return lua_append(s, py_append(s, size, legacy), legacy);
+	return v8_append(ctx, s, lua_append(s, py_append(s, size, legacy), legacy), legacy);
 }
 
 /* ---- output -------------------------------------------------------------------------------- */
@@ -1487,7 +1490,7 @@ int do_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	if (by_cfi)
 		bpf_tail_call(ctx, &cfi_progs, 0); /* returns only if it failed */
-	send_unlisted(ctx, s, interp_append(s, fill_user(ctx, s, nk, 0), 0), 0);
+	send_unlisted(ctx, s, interp_append(ctx, s, fill_user(ctx, s, nk, 0), 0), 0);
 	return 0;
 }
 
@@ -1499,7 +1502,7 @@ int cfi_walk(struct bpf_perf_event_data *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 
 	if (s)
-		send_rb(s, interp_append(s, cfi_walk_some(ctx, s, 0, &cfi_progs, CFI_CACHE_ON), 0),
+		send_rb(s, interp_append(ctx, s, cfi_walk_some(ctx, s, 0, &cfi_progs, CFI_CACHE_ON), 0),
 			wake_new_procs, 0);
 	return 0;
 }
@@ -1512,7 +1515,7 @@ int cfi_tail(struct bpf_perf_event_data *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 
 	if (s)
-		send_rb(s, interp_append(s, cfi_tail_some(ctx, s, 0, &cfi_progs), 0), wake_new_procs, 0);
+		send_rb(s, interp_append(ctx, s, cfi_tail_some(ctx, s, 0, &cfi_progs), 0), wake_new_procs, 0);
 	return 0;
 }
 
@@ -1532,7 +1535,7 @@ int do_sample_pb(struct bpf_perf_event_data *ctx)
 		return 0;
 	if (by_cfi)
 		bpf_tail_call(ctx, &cfi_progs, 0);
-	send_unlisted(ctx, s, interp_append(s, fill_user(ctx, s, nk, 1), 1), 1);
+	send_unlisted(ctx, s, interp_append(ctx, s, fill_user(ctx, s, nk, 1), 1), 1);
 	return 0;
 }
 
@@ -1543,7 +1546,7 @@ int cfi_walk_pb(struct bpf_perf_event_data *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 
 	if (s)
-		send_pb(ctx, s, interp_append(s, cfi_walk_some(ctx, s, 1, &cfi_progs, CFI_CACHE_ON), 1));
+		send_pb(ctx, s, interp_append(ctx, s, cfi_walk_some(ctx, s, 1, &cfi_progs, CFI_CACHE_ON), 1));
 	return 0;
 }
 
@@ -1554,7 +1557,7 @@ int cfi_tail_pb(struct bpf_perf_event_data *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 
 	if (s)
-		send_pb(ctx, s, interp_append(s, cfi_tail_some(ctx, s, 1, &cfi_progs), 1));
+		send_pb(ctx, s, interp_append(ctx, s, cfi_tail_some(ctx, s, 1, &cfi_progs), 1));
 	return 0;
 }
 

@@ -66,6 +66,16 @@
 #ifndef PROFILE_LUA_FRAMES
 #define PROFILE_LUA_FRAMES 0
 #endif
+/*
+ * flags >> PROFILE_PY_SHIFT words after the native frames are the sampled thread's V8
+ * JavaScript frames, two a frame (bpf/v8.bpf.h, bpf/v8proc.h); never with PROFILE_F_PYTHON
+ * or PROFILE_F_LUA (a record holds one runtime's frames).
+ */
+#define PROFILE_F_V8         0x4000
+/* JavaScript frames at most (CONFIG_BPF_V8_FRAMES; 0: none). */
+#ifndef PROFILE_V8_FRAMES
+#define PROFILE_V8_FRAMES 0
+#endif
 
 /* Python frames at most (CONFIG_BPF_PYTHON_FRAMES; 0: none). */
 #ifndef PROFILE_PY_FRAMES

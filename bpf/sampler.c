@@ -109,6 +109,7 @@ struct bpf_sampler {
 	bool paused;               /* bpf_sampler__pause(): CPU events disabled, off-CPU detached */
 	struct bpfpy *py;          /* CONFIG_BPF_PYTHON: the CPython processes' entries */
 	struct bpflua *lua;        /* CONFIG_BPF_LUA: the Lua processes' entries */
+	struct bpfv8 *v8;          /* CONFIG_BPF_V8: the node processes' entries */
 	uint64_t paused_since_ns;
 };
 
@@ -400,6 +401,36 @@ static int lua_open(struct bpf_sampler *s)
 }
 #endif /* CONFIG_BPF_LUA */
 
+#ifdef CONFIG_BPF_V8
+/* The V8 processes' map at its bound (bpf/v8.h). */
+static int v8_configure(struct bpf_sampler *s)
+{
+	const char *off = getenv("EDGEPROF_BPF_NO_V8"); /* 1: native frames only (benches) */
+
+	s->skel->rodata->v8_enabled = !(off && *off == '1');
+	return bpf_map__set_max_entries(s->skel->maps.v8_procs, CONFIG_BPF_V8_PROCS);
+}
+
+static int v8_open(struct bpf_sampler *s)
+{
+	if (!s->skel->rodata->v8_enabled)
+		return 0;
+	s->v8 = bpfv8__new(bpf_map__fd(s->skel->maps.v8_procs), bpf_map__fd(s->skel->maps.v8_counts),
+			   CONFIG_BPF_V8_PROCS, s->ncpus);
+	return s->v8 ? 0 : -ENOMEM;
+}
+#else
+static int v8_configure(struct bpf_sampler *s)
+{
+	return 0;
+}
+
+static int v8_open(struct bpf_sampler *s)
+{
+	return 0;
+}
+#endif /* CONFIG_BPF_V8 */
+
 static int check_kernel(bool *perfbuf, char *err, size_t errlen)
 {
 	LIBBPF_OPTS(bpf_map_create_opts, ro, .map_flags = BPF_F_RDONLY_PROG);
@@ -549,6 +580,10 @@ static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, ch
 		return ret;
 	if (python_configure(s) || lua_configure(s)) {
 		set_err(err, errlen, "cannot size the Python processes' map");
+		return -EINVAL;
+	}
+	if (v8_configure(s)) {
+		set_err(err, errlen, "cannot size the node processes' map");
 		return -EINVAL;
 	}
 	if (skel->rodata->cfi_enabled && can_mmap_arrays())
@@ -800,8 +835,12 @@ static int on_event(void *ctx, void *data, size_t size)
 		return 0;
 	nk = e->n_kernel < PROFILE_MAX_DEPTH ? e->n_kernel : PROFILE_MAX_DEPTH;
 	nu = e->n_user < PROFILE_MAX_DEPTH ? e->n_user : PROFILE_MAX_DEPTH;
-	npy = (e->flags & (PROFILE_F_PYTHON | PROFILE_F_LUA)) ? e->flags >> PROFILE_PY_SHIFT : 0;
-	if (npy > ((e->flags & PROFILE_F_LUA) ? PROFILE_LUA_FRAMES : PROFILE_PY_FRAMES) ||
+	/* the interpreter's words: Python's or Lua's frames, or V8's (two a frame); one runtime's */
+	npy = (e->flags & (PROFILE_F_PYTHON | PROFILE_F_LUA | PROFILE_F_V8)) ?
+		e->flags >> PROFILE_PY_SHIFT : 0;
+	if (npy > ((e->flags & PROFILE_F_V8)    ? 2 * PROFILE_V8_FRAMES
+		   : (e->flags & PROFILE_F_LUA) ? PROFILE_LUA_FRAMES
+						: PROFILE_PY_FRAMES) ||
 	    npy > 2 * PROFILE_MAX_DEPTH - nk - nu) /* 0: none */
 		npy = 0;
 	if (PROFILE_EVENT_HDR + (nk + nu + npy) * sizeof(uint64_t) > size)
@@ -1128,6 +1167,7 @@ int bpf_sampler__open(const struct bpf_sampler_opts *o, sample_sink_fn sink, voi
 	}
 	ret = python_open(s);
 	ret = ret ? ret : lua_open(s);
+	ret = ret ? ret : v8_open(s);
 	if (ret) {
 		set_err(err, errlen, "out of memory");
 		goto out_free;
@@ -1319,6 +1359,11 @@ struct bpflua *bpf_sampler__lua(const struct bpf_sampler *s)
 	return s ? s->lua : NULL;
 }
 
+struct bpfv8 *bpf_sampler__v8(const struct bpf_sampler *s)
+{
+	return s ? s->v8 : NULL;
+}
+
 void bpf_sampler__set_maps(struct bpf_sampler *s, cfitab_maps_fn fn, void *ctx)
 {
 	cfitab__set_maps(s->cfi, fn, ctx);
@@ -1341,6 +1386,7 @@ void bpf_sampler__free(struct bpf_sampler *s)
 	cfitab__free(s->cfi);
 	bpfpy__free(s->py);
 	bpflua__free(s->lua);
+	bpfv8__free(s->v8);
 	profile_bpf__destroy(s->skel);
 	free(s->links);
 	free(s->pfd);

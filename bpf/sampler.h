@@ -21,6 +21,7 @@
 #include "bpf/cfitab.h"
 #include "bpf/lua.h"
 #include "bpf/python.h"
+#include "bpf/v8.h"
 
 struct bpf_sampler_opts {
 	unsigned hz;              /* per CPU; 0: CONFIG_SAMPLE_HZ */
@@ -109,6 +110,8 @@ int bpf_sampler__prog_fd(const struct bpf_sampler *s);
 struct bpfpy *bpf_sampler__python(const struct bpf_sampler *s);
 /* The Lua processes' entries (bpf/lua.h), or NULL (CONFIG_BPF_LUA off; s NULL). */
 struct bpflua *bpf_sampler__lua(const struct bpf_sampler *s);
+/* The node processes' entries (bpf/v8.h), or NULL (CONFIG_BPF_V8 off; s NULL). */
+struct bpfv8 *bpf_sampler__v8(const struct bpf_sampler *s);
 /* Where the unwind tables take a new process's maps from (cfitab__set_maps()). */
 void bpf_sampler__set_maps(struct bpf_sampler *s, cfitab_maps_fn fn, void *ctx);
 void bpf_sampler__free(struct bpf_sampler *s);                   /* NULL-safe */

@@ -21,7 +21,8 @@
 # benchmarks run (bcc and kernel headers: large, and no test depends on them). vm.target-list
 # names target .debs for the arm64 VM test, vm-5.10-*.target-list the 5.10 ones (from the suite
 # of their "# suite:" line), vm.bench-target-list those the arm64 benchmark adds (perf),
-# py313-ARCH.target-list trixie's python3.13: downloaded and unpacked, never installed.
+# py313-ARCH.target-list trixie's python3.13, node18-amd64.target-list bookworm's node 18:
+# downloaded and unpacked, never installed.
 set -euo pipefail
 
 arch=x86_64
@@ -191,8 +192,12 @@ apt_suite_opts() {
 	mkdir -p "$dir/lists/partial" "$dir/cache"
 	echo "deb [arch=$a signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${uri:-http://deb.debian.org/debian} $suite main" \
 		>"$dir/sources-$a.list"
+	# an empty dpkg status: what this machine has installed (e.g. NodeSource's nodejs 20,
+	# newer than the suite's) is not the candidate apt downloads
+	: >"$dir/status"
 	echo "-o Dir::Etc::SourceList=$dir/sources-$a.list -o Dir::Etc::SourceParts=/dev/null" \
-	     "-o Dir::State::Lists=$dir/lists -o Dir::Cache=$dir/cache -o APT::Architectures::=$a"
+	     "-o Dir::State::Lists=$dir/lists -o Dir::Cache=$dir/cache -o APT::Architectures::=$a" \
+	     "-o Dir::State::status=$dir/status"
 }
 
 # A VM test boots vmlinuz with an initramfs built around busybox: keep only those files (the
@@ -264,7 +269,7 @@ make_pyroot() {
 	local a=$1 list=$2 root=$3 p pkgs='' suite opts
 	[ -f "$root/.complete" ] && return 0
 	suite=$(sed -n 's/^# suite: *//p' "$top/tools/deps/$list" | head -n 1)
-	echo "setup: fetching Debian $suite's python and its libraries into $root"
+	echo "setup: fetching Debian $suite's packages of $list into $root"
 	opts=$(apt_suite_opts "$suite" "$a")
 	# shellcheck disable=SC2086
 	apt-get $opts update -qq || { echo "setup: cannot reach Debian $suite" >&2; exit 1; }
@@ -286,7 +291,8 @@ arm64) make_sysroot arm64
 				make_pyroot arm64 py313-arm64.target-list "$top/build/py313-root-arm64"; }
        [ -z "$bench" ] || make_vm_perf arm64 ;;
 x86_64) [ "$tier" != test ] || { make_vm amd64 vm-5.10-amd64.target-list "$top/build/vm-5.10-amd64"
-				 make_pyroot amd64 py313-amd64.target-list "$top/build/py313-root"; }
+				 make_pyroot amd64 py313-amd64.target-list "$top/build/py313-root"
+				 make_pyroot amd64 node18-amd64.target-list "$top/build/node18-root"; }
 	[ -z "$bench" ] || { make_vm amd64 vm-amd64.bench-target-list; make_vm_perf amd64; } ;;
 armhf) make_sysroot armhf
        [ "$tier" != test ] || make_pyroot armhf py313-armhf.target-list "$top/build/py313-root-armhf" ;;

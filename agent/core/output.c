@@ -11,6 +11,7 @@
 #include "agent/core/output.h"
 #include "agent/core/perfmap.h"
 #include "agent/core/pyname.h"
+#include "agent/core/v8name.h"
 #include "port/file.h"
 #include "pprof/snapshot.h"
 #ifdef CONFIG_SAMPLER_BPF
@@ -31,6 +32,8 @@ struct out_ctx {
 	bool py_used;		/* a Python frame was seen: the naming's counters as a comment */
 	struct framename lua;	/* the last Lua frame named */
 	bool lua_used;		/* a Lua frame was seen: the naming's counters as a comment */
+	struct framename js;	/* the last JavaScript frame named */
+	bool js_used;		/* a JavaScript frame was seen: the naming's counters as a comment */
 	bool file_mapped;	/* a file's mapping was made (the first one is the program's) */
 	const char *snapshot;	/* the sample's snapshot label text (pprof/snapshot.h), or NULL */
 };
@@ -42,6 +45,11 @@ struct out_ctx {
  */
 extern __typeof__(ksyms__resolve) ksyms__resolve __attribute__((weak));
 #endif /* CONFIG_SAMPLER_BPF */
+#ifdef CONFIG_BPF_V8
+/* Weak as ksyms__resolve: only the agent links agent/core/v8name.o (the BPF sampler's). */
+extern __typeof__(v8name__resolve) v8name__resolve __attribute__((weak));
+extern __typeof__(v8name__stats) v8name__stats __attribute__((weak));
+#endif /* CONFIG_BPF_V8 */
 
 static const char *kernel_name(const struct output_opts *o, uint64_t addr)
 {
@@ -174,6 +182,34 @@ static uint64_t lua_location(struct out_ctx *c, uint32_t pid, uint64_t v)
 	return line.function_id ? pprof_builder__location(c->b, map_id, v, &line, 1) : 0;
 }
 
+/* A JavaScript frame (agent/core/v8name.h): its function with its script, or an unnamed
+ * location (counted). */
+static uint64_t js_location(struct out_ctx *c, uint32_t pid, uint64_t v)
+{
+	struct pprof_line_desc line = {0, 0};
+	uint64_t map_id;
+	int err = -EOPNOTSUPP;
+
+	if (!exe_first(c, pid))
+		return 0;
+	map_id = pprof_builder__mapping(c->b, &(struct pprof_mapping_desc){
+		.memory_start = V8FRAME_TAG << 56, .memory_limit = (V8FRAME_TAG + 1) << 56,
+		.filename = "[javascript]", .has_functions = true, .has_filenames = true});
+	if (!map_id)
+		return 0;
+	c->js_used = true;
+#ifdef CONFIG_BPF_V8
+	if (v8name__resolve)
+		err = v8name__resolve(pid, v, &c->js);
+#endif
+	if (err)
+		return pprof_builder__location(c->b, map_id, v, &line, 0);
+	line.function_id = pprof_builder__function(c->b, c->js.name, c->js.name,
+						   c->js.file[0] ? c->js.file : NULL, c->js.start_line);
+	line.line = c->js.start_line;
+	return line.function_id ? pprof_builder__location(c->b, map_id, v, &line, 1) : 0;
+}
+
 static uint64_t user_location(struct out_ctx *c, uint32_t pid, uint64_t addr)
 {
 	const struct procmap *m = c->o->procs ? proctab__resolve(c->o->procs, pid, addr) : NULL;
@@ -220,6 +256,8 @@ static int add_stack(struct out_ctx *c, uint32_t pid, int64_t tid, uint32_t labe
 			id = py_location(c, pid, addr);
 		} else if (luaframe__is(addr)) {
 			id = lua_location(c, pid, addr);
+		} else if (IS_ENABLED(CONFIG_BPF_V8) && v8frame__is(addr)) {
+			id = js_location(c, pid, addr);
 		} else {
 			/* return addresses point after the call: step back into it */
 			if ((i > 0 || leaf_is_ra) && addr)
@@ -315,6 +353,26 @@ static int lua_comment(struct out_ctx *c)
 	return pprof_builder__add_comment(c->b, line);
 }
 
+/* The JavaScript frames' naming counters (since start). */
+static int js_comment(struct out_ctx *c)
+{
+	struct v8name_stats st = {0};
+	char line[256];
+
+#ifdef CONFIG_BPF_V8
+	if (v8name__stats)
+		v8name__stats(&st);
+#endif
+	snprintf(line, sizeof(line),
+		 "javascript names: resolved=%llu cached=%llu unreadable=%llu not_sfi=%llu "
+		 "bad_layout=%llu no_name=%llu no_file=%llu lines=%llu",
+		 (unsigned long long)st.resolved, (unsigned long long)st.cached,
+		 (unsigned long long)st.unreadable, (unsigned long long)st.not_sfi,
+		 (unsigned long long)st.bad_layout, (unsigned long long)st.no_name,
+		 (unsigned long long)st.no_file, (unsigned long long)st.lines);
+	return pprof_builder__add_comment(c->b, line);
+}
+
 int output__pprof(const struct aggregate *a, const struct output_opts *o, pprof_write_fn w,
 		  void *ctx)
 {
@@ -350,6 +408,8 @@ int output__pprof(const struct aggregate *a, const struct output_opts *o, pprof_
 		err = py_comment(&c);
 	if (!err && c.lua_used)
 		err = lua_comment(&c);
+	if (!err && c.js_used)
+		err = js_comment(&c);
 	if (!err)
 		err = pprof_builder__finish(c.b);
 	pprof_builder__free(c.b);

@@ -39,6 +39,7 @@ struct bpf_counters {
 	struct proctab_stats procs;
 	struct bpfpy_stats py;
 	struct bpflua_stats lua;
+	struct bpfv8_stats v8;
 	uint64_t cfi_walks; /* by tables, however they ended */
 	uint64_t offcpu_min_us;
 };
@@ -105,6 +106,25 @@ static const struct stat_field lua_stat_fields[] = {
 	BPF_STAT(lua.torn, "lua_torn"),
 	BPF_STAT(lua.cut, "lua_cut"),
 	BPF_STAT(lua.read_errors, "lua_read_errors"),
+};
+
+/* Node's JavaScript frames (bpf/v8.h). */
+static const struct stat_field v8_stat_fields[] = {
+	BPF_STAT(v8.procs, "v8_procs"),
+	BPF_STAT(v8.looked_at, "v8_looked_at"),
+	BPF_STAT(v8.files_read, "v8_files_read"),
+	BPF_STAT(v8.unknown_version, "v8_unknown_version"),
+	BPF_STAT(v8.procs_full, "v8_procs_full"),
+	BPF_STAT(v8.perf_map, "v8_perf_map"),
+	BPF_STAT(v8.exited, "v8_exited"),
+	BPF_STAT(v8.bpf_samples, "v8_samples"),
+	BPF_STAT(v8.none, "v8_none"),
+	BPF_STAT(v8.spliced, "v8_spliced"),
+	BPF_STAT(v8.frames, "v8_frames"),
+	BPF_STAT(v8.inserted, "v8_inserted"),
+	BPF_STAT(v8.cut, "v8_cut"),
+	BPF_STAT(v8.bpf_truncated, "v8_truncated"),
+	BPF_STAT(v8.read_errors, "v8_read_errors"),
 };
 
 /* What became of each sample's leaf frame (bpf/leaf.h). */
@@ -243,7 +263,8 @@ static int bpf_sink(void *ctx, const struct agent_sample *s)
 	struct agent *a = ctx;
 	struct service *svc = agent__service(a, a->cfg.bpf_service);
 	uint64_t frames[2 * CONFIG_MAX_STACK_DEPTH + 1], spliced[2 * CONFIG_MAX_STACK_DEPTH];
-	struct agent_sample fixed, l, py, lua;
+	uint64_t v8buf[2 * CONFIG_MAX_STACK_DEPTH];
+	struct agent_sample fixed, l, py, lua, v8s;
 	bool known;
 
 	if (!svc)
@@ -263,6 +284,9 @@ static int bpf_sink(void *ctx, const struct agent_sample *s)
 	if (known) /* Lua's in place of luaV_execute's (a record carries one interpreter's) */
 		s = bpflua__sample(bpf_sampler__lua(a->bpf), proctab__maps(a->procs, s->pid), s,
 				   spliced, 2 * CONFIG_MAX_STACK_DEPTH, &lua);
+	if (known) /* JavaScript frames in place of V8's native ones (bpf/v8.h) */
+		s = bpfv8__sample(bpf_sampler__v8(a->bpf), proctab__maps(a->procs, s->pid), s,
+				  v8buf, 2 * CONFIG_MAX_STACK_DEPTH, &v8s);
 	if (known)
 		s = with_exe(a, s, &l);
 	for (unsigned int i = 0; a->ksyms && i < s->n_kernel; i++)
@@ -365,6 +389,7 @@ void agent_bpf__poll(struct agent *a, int timeout_ms)
 		mmapev__advance(a->mmapev, now, true);
 	bpfpy__sweep(bpf_sampler__python(a->bpf), now);
 	bpflua__sweep(bpf_sampler__lua(a->bpf), now);
+	bpfv8__sweep(bpf_sampler__v8(a->bpf), now);
 	if (now - a->leaf_trimmed_ns >= LEAF_TRIM_NS) {
 		leaf__trim(a->leaf);
 		a->leaf_trimmed_ns = now;
@@ -430,6 +455,10 @@ void agent_bpf__comment(struct agent *a, char *buf, size_t len)
 	if (IS_ENABLED(CONFIG_BPF_LUA)) {
 		bpflua__stats(bpf_sampler__lua(a->bpf), &c.lua);
 		stats__append(buf, len, "", lua_stat_fields, STATS_N(lua_stat_fields), &c);
+	}
+	if (IS_ENABLED(CONFIG_BPF_V8)) {
+		bpfv8__stats(bpf_sampler__v8(a->bpf), &c.v8);
+		stats__append(buf, len, "", v8_stat_fields, STATS_N(v8_stat_fields), &c);
 	}
 }
 

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Node.js JavaScript frames in the BPF sampler without perf maps (bpf/v8.h): node, with no
+# flag, running tests/workloads/v8split.js (three handlers, each too big for TurboFan to
+# inline; the script prints its own CPU accounting, the truth) under edgeprof-agent --sampler
+# bpf at its default settings. One node started before the agent (>= 95 % of its main
+# thread's samples name a script function, the handlers' shares within 3 pp of its
+# accounting, or two standard deviations of the sampling error where the machine's load left
+# fewer than 1,111 samples: tests/workloads/v8split_check.py), one started after it (>= 90 %
+# named: its first samples, node's own start-up, come before its script runs). The fib
+# frames carry the script's file, fib's first line and the [javascript] mapping; no perf map
+# is written.
+# Each node there is: /usr/bin/node (Debian 12's 18.20.4 in CI, V8 10.2 with its symbols in
+# libnode.so.108; NodeSource's 20, V8 11.3, in the executable where that is installed), and
+# build/node18-root's (bookworm's nodejs and libnode108 unpacked by tools/setup.sh,
+# tools/deps/node18-amd64.target-list) when it is another version: both V8 layouts on one
+# machine.
+set -u
+agent=$EP_BUILD/edgeprof-agent
+probe=$EP_BUILD/tests/bpf-probe
+work=$EP_TOP/tests/workloads/v8split.js
+root18=$EP_TOP/build/node18-root
+[ -x "$probe" ] || { echo "bpf-probe not built (CONFIG_SAMPLER_BPF off)"; exit 77; }
+grep -q "^CONFIG_BPF_V8=y" "$EP_BUILD/include/config/auto.conf" || { echo "CONFIG_BPF_V8 off"; exit 77; }
+[ "$(id -u)" = 0 ] || { echo "needs root for bpf()"; exit 77; }
+command -v node >/dev/null || { echo "node not installed (nodejs)"; exit 77; }
+command -v go >/dev/null || { echo "go (go tool pprof) not installed"; exit 77; }
+tmp=$(mktemp -d)
+[ -n "${EP_KEEP:-}" ] && echo "kept: $tmp" # EP_KEEP=1: the files stay, for a look
+pids=
+cleanup() { for p in $pids; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; [ -n "${EP_KEEP:-}" ] || rm -rf "$tmp"; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+if ! "$probe" --seconds 0.1 --quiet 2>"$tmp/check" >/dev/null; then
+	cat "$tmp/check"; tail -n 1 "$tmp/check"; exit 77
+fi
+secs=${EP_NODE_SECONDS:-16}
+fib_line=$(grep -n "^function fib(" "$work" | cut -d: -f1)
+# One node under the agent: check_node TAG COMMAND...
+check_node() {
+	local tag=$1 before after apid n prof
+	shift
+	local node=("$@")
+	echo "node $("${node[@]}" --version), V8 $("${node[@]}" -p process.versions.v8)"
+	(cd "$tmp" && exec "${node[@]}" "$work" "$((secs + 3))") >"$tmp/$tag.before.out" &
+	before=$!
+	pids=$before
+	sleep 0.5
+	"$agent" --once --seconds "$secs" --sampler bpf --output-dir "$tmp/$tag.o" 2>"$tmp/$tag.err" &
+	apid=$!
+	pids="$pids $apid"
+	# sampling has begun once the CPU events are open beside the mmap records' (2 per CPU)
+	for _ in $(seq 200); do
+		n=$(ls -l "/proc/$apid/fd" 2>/dev/null | grep -c "perf_event")
+		[ "$n" -ge "$((2 * $(nproc)))" ] && break
+		sleep 0.1
+	done
+	sleep 1
+	(cd "$tmp" && exec "${node[@]}" "$work" "$((secs - 3))") >"$tmp/$tag.after.out" &
+	after=$!
+	pids="$pids $after"
+	wait "$after" || fail "the node started after the agent exited with $?"
+	wait "$apid" || { cat "$tmp/$tag.err"; fail "agent"; }
+	wait "$before" || fail "the node started before the agent exited with $?"
+	pids=
+	ls /tmp/perf-"$before".map /tmp/perf-"$after".map 2>/dev/null && fail "a perf map was written"
+	prof=$(ls "$tmp"/$tag.o/*.pb.gz)
+	go tool pprof -raw -symbolize=none "$prof" 2>/dev/null >"$tmp/$tag.raw"
+	grep -m1 -E "^ +[0-9]+: 0x[0-9a-f]+ M=[0-9]+ fib .*v8split.js:$fib_line s=$fib_line" "$tmp/$tag.raw" ||
+		fail "no fib location with the script's file and fib's first line ($fib_line)"
+	grep -q "\[javascript\]" "$tmp/$tag.raw" || fail "no [javascript] mapping"
+	PYTHONPATH="$EP_TOP/tests/workloads" /usr/bin/python3 "$EP_TOP/tests/workloads/v8split_check.py" \
+		"$prof" "$tmp/$tag" "$before" "$after"
+}
+
+check_node system node || exit 1
+v18=$(LD_LIBRARY_PATH=$root18/usr/lib/x86_64-linux-gnu "$root18/usr/bin/node" --version 2>/dev/null)
+if [ -f "$root18/.complete" ] && [ -n "$v18" ] && [ "$v18" != "$(node --version)" ]; then
+	check_node node18 env "LD_LIBRARY_PATH=$root18/usr/lib/x86_64-linux-gnu" "$root18/usr/bin/node" || exit 1
+else
+	echo "build/node18-root: none, or the same node as /usr/bin/node (tools/setup.sh fetches it)"
+fi
