@@ -18,6 +18,14 @@
 #include "agent/core/ksyms.h"
 #endif
 
+/* each runtime's frames are told apart by their top byte: one tag each */
+_Static_assert(PYFRAME_TAG != LUAFRAME_TAG && PYFRAME_TAG != LUA51FRAME_TAG &&
+	       PYFRAME_TAG != LJFRAME_TAG && PYFRAME_TAG != V8FRAME_TAG &&
+	       LUAFRAME_TAG != LUA51FRAME_TAG && LUAFRAME_TAG != LJFRAME_TAG &&
+	       LUAFRAME_TAG != V8FRAME_TAG && LUA51FRAME_TAG != LJFRAME_TAG &&
+	       LUA51FRAME_TAG != V8FRAME_TAG && LJFRAME_TAG != V8FRAME_TAG,
+	       "two runtimes share a frame tag");
+
 #define KERNEL_MAPPING "[kernel.kallsyms]"
 
 struct out_ctx {

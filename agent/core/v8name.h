@@ -37,7 +37,7 @@
 
 #include "agent/core/framename.h"
 
-#define V8FRAME_TAG 0xA8ull
+#define V8FRAME_TAG 0xA9ull /* after Python's 0xA5 and Lua's 0xA6-0xA8 (output.c asserts they differ) */
 #define V8FRAME_SFI_MASK ((1ull << 45) - 1)
 #define V8NAME_LAYOUTS 4
 

@@ -147,7 +147,7 @@ static void write_cpu(struct agent *a, struct service *s, struct output_opts *o,
 
 unsigned agent__write_round(struct agent *a, uint64_t duration_ns)
 {
-	char c[3][384], c3[1536], c4[768] = "edgeprof";
+	char c[3][384], c3[2560], c4[768] = "edgeprof"; /* c3: the BPF counters, ~1,900 bytes */
 	const char *comments[5] = {c[0], c[1], c[2]};
 	size_t n_comments = 3;
 	struct rings_counters rc = {.dropped_rings = a->dropped_rings,
