@@ -5,8 +5,8 @@
 # inline; the script prints its own CPU accounting, the truth) under edgeprof-agent --sampler
 # bpf at its default settings. One node started before the agent (>= 95 % of its main
 # thread's samples name a script function, the handlers' shares within 3 pp of its
-# accounting, or two standard deviations of the sampling error where the machine's load left
-# fewer than 1,111 samples: tests/workloads/v8split_check.py), one started after it (>= 90 %
+# accounting, or three standard deviations of the sampling error where the machine's load left
+# fewer than 2,500 samples: tests/workloads/v8split_check.py), one started after it (>= 90 %
 # named: its first samples, node's own start-up, come before its script runs). The fib
 # frames carry the script's file, fib's first line and the [javascript] mapping; no perf map
 # is written.
