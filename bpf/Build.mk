@@ -26,7 +26,7 @@ bpf-$(CONFIG_BPF_LUA) += bpf/lua.o bpf/interp.o agent/core/luaexec.o agent/core/
 			 agent/core/framename.o $(if $(CONFIG_LUA51FRAMES),agent/core/lua51name.o) \
 			 $(if $(CONFIG_LJFRAMES),agent/core/ljname.o)
 # Node's JavaScript frames (bpf/v8.h) and their names
-bpf-$(CONFIG_BPF_V8) += bpf/v8.o agent/core/v8name.o agent/core/framename.o
+bpf-$(CONFIG_BPF_V8) += bpf/v8.o bpf/interp.o agent/core/v8name.o agent/core/framename.o
 # What cfitab.o reads maps and tables with (the agent links them anyway; the probe and the
 # sampler's test name them).
 bpf-cfi-deps-$(CONFIG_BPF_CFI) := agent/core/procmaps.o agent/core/ring.o elf/elf.o elf/cfi.o
@@ -104,7 +104,7 @@ unit-tests-$(CONFIG_BPF_CFI) += cfitab
 cfitab-test-objs = bpf/cfitab.o $(bpf-cfi-deps-y) $(port-y)
 # V8's postmortem symbols read from the real node files there are
 unit-tests-$(CONFIG_BPF_V8) += v8
-v8-test-objs = bpf/v8.o agent/core/v8name.o agent/core/framename.o
+v8-test-objs = bpf/v8.o bpf/interp.o agent/core/v8name.o agent/core/framename.o
 v8-test-ldlibs = -Wl,-Bstatic $(bpf-ldlibs) -Wl,-Bdynamic
 CFLAGS_v8-test = $(BPF_RECORD_DEFS)
 unit-tests-y += bpf-sampler

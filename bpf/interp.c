@@ -53,3 +53,27 @@ uint64_t bpfinterp__percpu_sum(int counts_fd, int ncpus, uint32_t k)
 	free(vals);
 	return sum;
 }
+
+int bpfinterp__init(struct bpfinterp *m, int procs_fd, int counts_fd, unsigned int max_procs,
+		    int ncpus)
+{
+	*m = (struct bpfinterp){.procs_fd = procs_fd, .counts_fd = counts_fd,
+				.ncpus = ncpus > 0 ? ncpus : 1, .max_procs = max_procs,
+				.n_slots = 4 * max_procs};
+	m->keys = calloc(max_procs ? max_procs : 1, sizeof(*m->keys));
+	return m->keys ? 0 : -ENOMEM;
+}
+
+void bpfinterp__release(struct bpfinterp *m)
+{
+	free(m->keys);
+	m->keys = NULL;
+}
+
+uint64_t bpfinterp__sweep_every(struct bpfinterp *m, uint64_t now, uint64_t period_ns)
+{
+	if (now - m->last_sweep_ns < period_ns)
+		return 0;
+	m->last_sweep_ns = now;
+	return bpfinterp__sweep(m->procs_fd, m->keys, m->max_procs);
+}

@@ -109,33 +109,21 @@ struct luaslot {
 };
 
 struct bpflua {
-	int procs_fd, counts_fd, ncpus;
-	unsigned int max_procs, n_slots;
-	uint64_t last_sweep_ns;
+	struct bpfinterp m; /* its maps, bounds and the sweep's keys */
 	struct bpflua_stats st;
 	struct luafile files[LUAFILES];
 	unsigned int next_file;
-	uint32_t *keys; /* the sweep's */
 	struct luaslot slots[];
 };
 
 struct bpflua *bpflua__new(int procs_fd, int counts_fd, unsigned int max_procs, int ncpus)
 {
-	unsigned int n = 4 * max_procs;
-	struct bpflua *p = calloc(1, sizeof(*p) + n * sizeof(p->slots[0]));
+	struct bpflua *p = calloc(1, sizeof(*p) + 4 * (size_t)max_procs * sizeof(p->slots[0]));
 
-	if (!p)
-		return NULL;
-	p->keys = calloc(max_procs, sizeof(*p->keys));
-	if (!p->keys) {
+	if (p && bpfinterp__init(&p->m, procs_fd, counts_fd, max_procs, ncpus)) {
 		free(p);
 		return NULL;
 	}
-	p->procs_fd = procs_fd;
-	p->counts_fd = counts_fd;
-	p->ncpus = ncpus > 0 ? ncpus : 1;
-	p->max_procs = max_procs;
-	p->n_slots = n;
 	return p;
 }
 
@@ -143,7 +131,7 @@ void bpflua__free(struct bpflua *p)
 {
 	if (!p)
 		return;
-	free(p->keys);
+	bpfinterp__release(&p->m);
 	free(p);
 }
 
@@ -279,7 +267,7 @@ static bool bias_of(const struct luafile *f, const struct procmap *m, uint64_t *
 /* What the process of pm is, looked at once per listing of its maps. */
 static struct luaslot *look_at(struct bpflua *p, const struct procmaps *pm)
 {
-	struct luaslot *slot = &p->slots[pm->pid % p->n_slots];
+	struct luaslot *slot = &p->slots[pm->pid % p->m.n_slots];
 	uint64_t first = pm->n ? pm->maps[0].start : 0, bias;
 	bool was = slot->pid == pm->pid && slot->listed;
 
@@ -289,7 +277,7 @@ static struct luaslot *look_at(struct bpflua *p, const struct procmaps *pm)
 	*slot = (struct luaslot){.pid = pm->pid, .pm = pm, .n_maps = pm->n, .first_start = first};
 	p->st.looked_at++;
 	if (was) /* exec'd (or mapped more): its states are looked for again */
-		bpf_map_delete_elem(p->procs_fd, &slot->pid);
+		bpf_map_delete_elem(p->m.procs_fd, &slot->pid);
 	for (unsigned int i = 0; i < pm->n; i++) {
 		struct luafile *f;
 
@@ -327,7 +315,7 @@ static void list_states(struct bpflua *p, struct luaslot *slot)
 	    .p_code = pl->code, .tt_lclosure = TT_LCLOSURE};
 
 	memcpy(e.states, slot->states, sizeof(e.states));
-	if (bpf_map_update_elem(p->procs_fd, &slot->pid, &e, BPF_ANY)) {
+	if (bpf_map_update_elem(p->m.procs_fd, &slot->pid, &e, BPF_ANY)) {
 		if (errno == E2BIG || errno == ENOMEM)
 			p->st.procs_full++;
 		return;
@@ -542,20 +530,19 @@ const struct agent_sample *bpflua__sample(struct bpflua *p, const struct procmap
 
 void bpflua__sweep(struct bpflua *p, uint64_t now)
 {
-	if (!p || now - p->last_sweep_ns < SWEEP_NS)
+	if (!p)
 		return;
-	p->last_sweep_ns = now;
 	/*
 	 * The names read while it ran stay (and its slot, which forgets them if the pid comes
 	 * back with other maps): the round's profile is written after the process may be gone.
 	 */
-	p->st.exited += bpfinterp__sweep(p->procs_fd, p->keys, p->max_procs);
+	p->st.exited += bpfinterp__sweep_every(&p->m, now, SWEEP_NS);
 }
 
 /* The program's counter k, summed over the CPUs. */
 static uint64_t bpf_count(const struct bpflua *p, uint32_t k)
 {
-	return bpfinterp__percpu_sum(p->counts_fd, p->ncpus, k);
+	return bpfinterp__percpu_sum(p->m.counts_fd, p->m.ncpus, k);
 }
 
 void bpflua__stats(const struct bpflua *p, struct bpflua_stats *st)
@@ -564,7 +551,7 @@ void bpflua__stats(const struct bpflua *p, struct bpflua_stats *st)
 	if (!p)
 		return;
 	*st = p->st;
-	st->procs = bpfinterp__count(p->procs_fd, p->max_procs);
+	st->procs = bpfinterp__count(p->m.procs_fd, p->m.max_procs);
 	st->bpf_samples = bpf_count(p, LUA_C_SAMPLES);
 	st->bpf_frames = bpf_count(p, LUA_C_FRAMES);
 	st->no_state = bpf_count(p, LUA_C_NO_STATE);

@@ -233,33 +233,21 @@ struct pyslot {
 };
 
 struct bpfpy {
-	int procs_fd, counts_fd, ncpus;
-	unsigned int max_procs, n_slots;
-	uint64_t last_sweep_ns;
+	struct bpfinterp m; /* its maps, bounds and the sweep's keys */
 	struct bpfpy_stats st;
 	struct pyfile files[PYFILES];
 	unsigned int next_file;
-	uint32_t *keys; /* the sweep's */
 	struct pyslot slots[];
 };
 
 struct bpfpy *bpfpy__new(int procs_fd, int counts_fd, unsigned int max_procs, int ncpus)
 {
-	unsigned int n = 4 * max_procs;
-	struct bpfpy *p = calloc(1, sizeof(*p) + n * sizeof(p->slots[0]));
+	struct bpfpy *p = calloc(1, sizeof(*p) + 4 * (size_t)max_procs * sizeof(p->slots[0]));
 
-	if (!p)
-		return NULL;
-	p->keys = calloc(max_procs, sizeof(*p->keys));
-	if (!p->keys) {
+	if (p && bpfinterp__init(&p->m, procs_fd, counts_fd, max_procs, ncpus)) {
 		free(p);
 		return NULL;
 	}
-	p->procs_fd = procs_fd;
-	p->counts_fd = counts_fd;
-	p->ncpus = ncpus > 0 ? ncpus : 1;
-	p->max_procs = max_procs;
-	p->n_slots = n;
 	return p;
 }
 
@@ -267,7 +255,7 @@ void bpfpy__free(struct bpfpy *p)
 {
 	if (!p)
 		return;
-	free(p->keys);
+	bpfinterp__release(&p->m);
 	free(p);
 }
 
@@ -334,7 +322,7 @@ static void list_proc(struct bpfpy *p, struct pyslot *slot, const struct procmap
 			bias = m->start - m->offset - (f->loads[i].vaddr - f->loads[i].offset);
 			e = f->have_debug ? f->debug : v->off;
 			e.runtime = f->runtime + bias;
-			if (bpf_map_update_elem(p->procs_fd, &slot->pid, &e, BPF_ANY)) {
+			if (bpf_map_update_elem(p->m.procs_fd, &slot->pid, &e, BPF_ANY)) {
 				if (errno == E2BIG || errno == ENOMEM)
 					p->st.procs_full++;
 				return;
@@ -350,7 +338,7 @@ static void list_proc(struct bpfpy *p, struct pyslot *slot, const struct procmap
 /* What the process of pm is, looked at once per listing of its maps. */
 static struct pyslot *look_at(struct bpfpy *p, const struct procmaps *pm)
 {
-	struct pyslot *slot = &p->slots[pm->pid % p->n_slots];
+	struct pyslot *slot = &p->slots[pm->pid % p->m.n_slots];
 	uint64_t first = pm->n ? pm->maps[0].start : 0;
 	bool was = slot->pid == pm->pid && slot->listed;
 
@@ -374,7 +362,7 @@ static struct pyslot *look_at(struct bpfpy *p, const struct procmaps *pm)
 		}
 	}
 	if (was && !slot->listed)
-		bpf_map_delete_elem(p->procs_fd, &slot->pid);
+		bpf_map_delete_elem(p->m.procs_fd, &slot->pid);
 	return slot;
 }
 
@@ -449,20 +437,19 @@ const struct agent_sample *bpfpy__sample(struct bpfpy *p, const struct procmaps 
 
 void bpfpy__sweep(struct bpfpy *p, uint64_t now)
 {
-	if (!p || now - p->last_sweep_ns < SWEEP_NS)
+	if (!p)
 		return;
-	p->last_sweep_ns = now;
 	/*
 	 * The names read while it ran stay (and its slot, which forgets them if the pid comes
 	 * back with other maps): the round's profile is written after the process may be gone.
 	 */
-	p->st.exited += bpfinterp__sweep(p->procs_fd, p->keys, p->max_procs);
+	p->st.exited += bpfinterp__sweep_every(&p->m, now, SWEEP_NS);
 }
 
 /* The program's counter k, summed over the CPUs. */
 static uint64_t bpf_count(const struct bpfpy *p, uint32_t k)
 {
-	return bpfinterp__percpu_sum(p->counts_fd, p->ncpus, k);
+	return bpfinterp__percpu_sum(p->m.counts_fd, p->m.ncpus, k);
 }
 
 void bpfpy__stats(const struct bpfpy *p, struct bpfpy_stats *st)
@@ -471,7 +458,7 @@ void bpfpy__stats(const struct bpfpy *p, struct bpfpy_stats *st)
 	if (!p)
 		return;
 	*st = p->st;
-	st->procs = bpfinterp__count(p->procs_fd, p->max_procs);
+	st->procs = bpfinterp__count(p->m.procs_fd, p->m.max_procs);
 	st->bpf_samples = bpf_count(p, PY_C_SAMPLES);
 	st->bpf_frames = bpf_count(p, PY_C_FRAMES);
 	st->no_thread = bpf_count(p, PY_C_NO_THREAD);

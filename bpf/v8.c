@@ -3,7 +3,6 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 
 #include "agent/core/v8name.h"
 #include "bpf/profile.h"
+#include "bpf/interp.h"
 #include "bpf/v8.h"
 #include "bpf/v8proc.h"
 
@@ -364,33 +364,21 @@ struct v8slot {
 };
 
 struct bpfv8 {
-	int procs_fd, counts_fd, ncpus;
-	unsigned int max_procs, n_slots;
-	uint64_t last_sweep_ns;
+	struct bpfinterp m; /* its maps, bounds and the sweep's keys */
 	struct bpfv8_stats st;
 	struct v8file files[V8FILES];
 	unsigned int next_file;
-	uint32_t *keys; /* the sweep's */
 	struct v8slot slots[];
 };
 
 struct bpfv8 *bpfv8__new(int procs_fd, int counts_fd, unsigned int max_procs, int ncpus)
 {
-	unsigned int n = 4 * max_procs;
-	struct bpfv8 *v = calloc(1, sizeof(*v) + n * sizeof(v->slots[0]));
+	struct bpfv8 *v = calloc(1, sizeof(*v) + 4 * (size_t)max_procs * sizeof(v->slots[0]));
 
-	if (!v)
-		return NULL;
-	v->keys = calloc(max_procs, sizeof(*v->keys));
-	if (!v->keys) {
+	if (v && bpfinterp__init(&v->m, procs_fd, counts_fd, max_procs, ncpus)) {
 		free(v);
 		return NULL;
 	}
-	v->procs_fd = procs_fd;
-	v->counts_fd = counts_fd;
-	v->ncpus = ncpus > 0 ? ncpus : 1;
-	v->max_procs = max_procs;
-	v->n_slots = n;
 	return v;
 }
 
@@ -398,7 +386,7 @@ void bpfv8__free(struct bpfv8 *v)
 {
 	if (!v)
 		return;
-	free(v->keys);
+	bpfinterp__release(&v->m);
 	free(v);
 }
 
@@ -466,7 +454,7 @@ static bool has_perf_map(uint32_t pid)
 /* What the process of pm is, looked at once per listing of its maps. */
 static struct v8slot *look_at(struct bpfv8 *v, const struct procmaps *pm)
 {
-	struct v8slot *slot = &v->slots[pm->pid % v->n_slots];
+	struct v8slot *slot = &v->slots[pm->pid % v->m.n_slots];
 	uint64_t first = pm->n ? pm->maps[0].start : 0;
 	bool was = slot->pid == pm->pid && slot->listed;
 
@@ -490,7 +478,7 @@ static struct v8slot *look_at(struct bpfv8 *v, const struct procmaps *pm)
 			v->st.perf_map++;
 			break;
 		}
-		if (bpf_map_update_elem(v->procs_fd, &slot->pid, &f->proc, BPF_ANY)) {
+		if (bpf_map_update_elem(v->m.procs_fd, &slot->pid, &f->proc, BPF_ANY)) {
 			if (errno == E2BIG || errno == ENOMEM)
 				v->st.procs_full++;
 			break;
@@ -500,7 +488,7 @@ static struct v8slot *look_at(struct bpfv8 *v, const struct procmaps *pm)
 		break;
 	}
 	if (was && !slot->listed)
-		bpf_map_delete_elem(v->procs_fd, &slot->pid);
+		bpf_map_delete_elem(v->m.procs_fd, &slot->pid);
 	return slot;
 }
 
@@ -591,52 +579,23 @@ const struct agent_sample *bpfv8__sample(struct bpfv8 *v, const struct procmaps 
 
 void bpfv8__sweep(struct bpfv8 *v, uint64_t now)
 {
-	uint32_t key, next, n = 0;
-	bool first = true;
-
-	if (!v || now - v->last_sweep_ns < SWEEP_NS)
-		return;
-	v->last_sweep_ns = now;
-	while (n < v->max_procs && !bpf_map_get_next_key(v->procs_fd, first ? NULL : &key, &next)) {
-		v->keys[n++] = next;
-		key = next;
-		first = false;
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		if (kill((pid_t)v->keys[i], 0) == 0 || errno != ESRCH)
-			continue;
-		bpf_map_delete_elem(v->procs_fd, &v->keys[i]);
-		v->st.exited++;
-	}
+	if (v)
+		v->st.exited += bpfinterp__sweep_every(&v->m, now, SWEEP_NS);
 }
 
 /* The program's counter k, summed over the CPUs. */
 static uint64_t bpf_count(const struct bpfv8 *v, uint32_t k)
 {
-	uint64_t *vals = calloc((size_t)v->ncpus, sizeof(*vals)), sum = 0;
-
-	if (vals && !bpf_map_lookup_elem(v->counts_fd, &k, vals))
-		for (int i = 0; i < v->ncpus; i++)
-			sum += vals[i];
-	free(vals);
-	return sum;
+	return bpfinterp__percpu_sum(v->m.counts_fd, v->m.ncpus, k);
 }
 
 void bpfv8__stats(const struct bpfv8 *v, struct bpfv8_stats *st)
 {
-	uint32_t key, next;
-	bool first = true;
-
 	*st = (struct bpfv8_stats){0};
 	if (!v)
 		return;
 	*st = v->st;
-	while (st->procs < v->max_procs &&
-	       !bpf_map_get_next_key(v->procs_fd, first ? NULL : &key, &next)) {
-		st->procs++;
-		key = next;
-		first = false;
-	}
+	st->procs = bpfinterp__count(v->m.procs_fd, v->m.max_procs);
 	st->bpf_samples = bpf_count(v, V8_C_SAMPLES);
 	st->bpf_frames = bpf_count(v, V8_C_FRAMES);
 	st->none = bpf_count(v, V8_C_NONE);
