@@ -6,7 +6,9 @@
 # checked against binutils: nm's symbol covering the address (its size; the nearest below for
 # a symbol without size) or addr2line -f. 0 wrong; and node must be named at all (at least 20
 # locations: the table used to be refused over the cache's size, every frame "[node]").
-# Workloads: node hashing, JSON and process.hrtime (libuv); openssl speed sha256/aes.
+# Workloads: node hashing, JSON and process.hrtime (libuv); openssl speed sha256/aes. A mapping
+# whose build-id is not the file's at its path (a process outside a chroot the test runs in) is
+# not judged against that file.
 set -u
 agent=$EP_BUILD/edgeprof-agent
 [ -x "$agent" ] || { echo "agent not built"; exit 77; }
@@ -75,9 +77,20 @@ def truth(syms, addrs, va):  # names nm gives va: every symbol covering it, or t
         ok.add(syms[i - 1][2])
     return ok
 
+def build_id(path):
+    out = subprocess.run(["readelf", "-nW", path], capture_output=True, text=True).stdout
+    m = re.search(r"Build ID: ([0-9a-f]+)", out)
+    return m[1] if m else ""
+
+# A mapping of another file at the same path (a process outside this chroot: the agent samples
+# the whole machine and reads each process's own file, /proc/PID/root) is not this file's.
+ids = {path: build_id(path) for path in files}
 maps = {}
 sec = raw.split("Mappings")[1] if "Mappings" in raw else ""
-for m in re.finditer(r"^(\d+): (0x[0-9a-f]+)/(0x[0-9a-f]+)/(0x[0-9a-f]+) (\S+)", sec, re.M):
+for m in re.finditer(r"^(\d+): (0x[0-9a-f]+)/(0x[0-9a-f]+)/(0x[0-9a-f]+) (\S+)(?: ([0-9a-f]{16,}))?", sec, re.M):
+    if m[5] in ids and m[6] and ids[m[5]] and m[6] != ids[m[5]]:
+        print(f"{m[5]}: mapping {m[1]} is another file's (build-id {m[6]}): not judged")
+        continue
     maps[m[1]] = (int(m[2], 16), int(m[4], 16), m[5])
 locs = re.findall(r"^\s+\d+: (0x[0-9a-f]+) M=(\d+)[ \t]*(\S*)", raw.split("Mappings")[0], re.M)
 bad = 0
