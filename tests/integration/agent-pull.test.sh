@@ -15,11 +15,11 @@ agent=$B/edgeprof-agent
 lib=$B/libedgeprof.so
 split=$B/tests/workloads/split
 [ -f "$lib" ] || { echo "skip: libedgeprof.so not built (CONFIG_SAMPLER_SIGPROF off)"; exit 77; }
-"$agent" --help | grep -q -- "--pull-listen" || { echo "skip: agent built without CONFIG_PULL_SERVER"; exit 77; }
+"$agent" --help | grep -- "--pull-listen" >/dev/null || { echo "skip: agent built without CONFIG_PULL_SERVER"; exit 77; }
 command -v go >/dev/null || { echo "skip: go is not installed (tools/deps/agent.list)"; exit 77; }
 [ -d /usr/share/gocode/src/github.com/google/pprof ] ||
 	{ echo "skip: golang-github-google-pprof-dev is not installed (tools/deps/agent.list)"; exit 77; }
-if ldd "$lib" | grep -q libasan; then
+if ldd "$lib" | grep libasan >/dev/null; then
 	echo "skip: sanitizer build (LD_PRELOAD of an ASan library into the workload)"
 	exit 77
 fi
@@ -88,7 +88,7 @@ timeout 30 "$PPROF" -top -tls_ca="$W/certs/ca.crt" -tls_cert="$W/certs/dev-1.crt
 	-tls_key="$W/certs/dev-1.key" "$U/profile?seconds=1" >/dev/null 2>"$W/pprof2.err" &&
 	fail "pprof with a device certificate got a profile"
 grep -q 403 "$W/pprof2.err" || { cat "$W/pprof2.err"; fail "pprof was not told 403"; }
-grep -c 'pull: refused' "$W/agent.log" | grep -qx 2 || { cat "$W/agent.log"; fail "refusals not logged"; }
+grep -c 'pull: refused' "$W/agent.log" | grep -x 2 >/dev/null || { cat "$W/agent.log"; fail "refusals not logged"; }
 # Idle sockets cannot keep operators out (issue 38: 4 idle sockets, 0 of 2 profiles in 24 s;
 # 1 idle socket, 10 s a request): 16 TCP connections that never speak, reopened as they are
 # closed, while two operators each fetch a 2 s profile at once: both get it, taking turns at

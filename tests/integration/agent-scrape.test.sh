@@ -15,7 +15,7 @@
 # ~12 s (the first run builds gopprof once into the build directory).
 . "$EP_TOP/tests/lib/transport-lib.sh"
 agent=$B/edgeprof-agent
-"$agent" --help | grep -q -- "--scrape " || { echo "skip: agent built without CONFIG_AGENT_SCRAPE"; exit 77; }
+"$agent" --help | grep -- "--scrape " >/dev/null || { echo "skip: agent built without CONFIG_AGENT_SCRAPE"; exit 77; }
 command -v go >/dev/null || { echo "skip: go is not installed (tools/deps/agent.list)"; exit 77; }
 export HOME=$W
 GOPPROF=$("$EP_TOP/tests/workloads/gopprof/build.sh" "$B") || fail "cannot build gopprof"
@@ -75,7 +75,7 @@ done
 awk '{s += $1} END {m = s / NR / 16 / 1048576; print "mean delta / 16 MiB:", m; exit !(m > 0.6 && m < 1.4)}' \
 	"$W/deltas" || fail "the heap deltas do not average one round's allocation"
 for f in "$W"/out/go-mutex-*; do
-	top "$f" | grep -q 'main.lockKnown' || fail "$f: no lockKnown in the mutex delta"
+	top "$f" | grep 'main.lockKnown' >/dev/null || fail "$f: no lockKnown in the mutex delta"
 done
 # every round's CPU profile merged: both burners are in it. Their order is not checked: the
 # 2:1 split of iterations is no 2:1 of Go's samples (spinA 420-670 ms, spinB 530-650 here

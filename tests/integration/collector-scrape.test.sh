@@ -14,12 +14,12 @@
 . "$EP_TOP/tests/lib/transport-lib.sh"
 agent=$B/edgeprof-agent
 lib=$B/libedgeprof.so
-"$B/edgeprof-collector" --help 2>&1 | grep -q -- "--scrape-targets" ||
+"$B/edgeprof-collector" --help 2>&1 | grep -- "--scrape-targets" >/dev/null ||
 	{ echo "skip: collector built without CONFIG_COLLECTOR_SCRAPE"; exit 77; }
-"$agent" --help | grep -q -- "--pull-listen" || { echo "skip: agent built without CONFIG_PULL_SERVER"; exit 77; }
+"$agent" --help | grep -- "--pull-listen" >/dev/null || { echo "skip: agent built without CONFIG_PULL_SERVER"; exit 77; }
 command -v go >/dev/null || { echo "skip: go is not installed (tools/deps/agent.list)"; exit 77; }
 [ -f "$lib" ] || { echo "skip: libedgeprof.so not built"; exit 77; }
-ldd "$lib" | grep -q libasan && { echo "skip: sanitizer build (LD_PRELOAD into the workload)"; exit 77; }
+ldd "$lib" | grep libasan >/dev/null && { echo "skip: sanitizer build (LD_PRELOAD into the workload)"; exit 77; }
 export HOME=$W
 GOPPROF=$("$EP_TOP/tests/workloads/gopprof/build.sh" "$B") || fail "cannot build gopprof"
 
@@ -71,7 +71,7 @@ wait_for() { # SELECTOR TYPE PATTERN MIN
 wait_for 'goapp{env="test",instance="127.0.0.1:'"$gport"'"}' cpu goapp 1
 wait_for 'goapp{env="test"}' heap goapp 2 # the first: inuse only; the second: a delta
 "$B/edgeprof" query 'goapp{env="test"}' --type heap --from now-1h -o "$W/heap.pb.gz" || fail "query heap"
-go tool pprof -top -sample_index=alloc_space "$W/heap.pb.gz" 2>/dev/null | grep -q main.allocKnown ||
+go tool pprof -top -sample_index=alloc_space "$W/heap.pb.gz" 2>/dev/null | grep main.allocKnown >/dev/null ||
 	fail "the scraped heap has no allocKnown"
 
 # the file is rewritten: read again without a restart, the device scraped over mutual TLS
@@ -82,7 +82,7 @@ JSON
 mv "$W/targets.json.new" "$W/targets.json"
 wait_for 'gwpull{device="gw-1"}' cpu gwpull 1
 "$B/edgeprof" query 'gwpull{device="gw-1"}' --type cpu --from now-1h -o "$W/pull.pb.gz" || fail "query pull"
-go tool pprof -top "$W/pull.pb.gz" 2>/dev/null | grep -q work_a || fail "the device's profile has no split"
+go tool pprof -top "$W/pull.pb.gz" 2>/dev/null | grep work_a >/dev/null || fail "the device's profile has no split"
 grep -q "scrape: the targets file changed: 2 targets" "$W/collector.log" || fail "no reread logged"
 
 echo '[{"targets": ' >"$W/targets.json.bad"

@@ -34,7 +34,7 @@ for f in edgeprof edgeprof-agent edgeprof-collector libedgeprof.so tests/workloa
 done
 command -v curl >/dev/null || { echo "no curl"; exit 77; }
 command -v go >/dev/null || { echo "no go (go tool pprof)"; exit 77; }
-if ldd "$B/libedgeprof.so" | grep -q libasan; then echo "sanitizer build: runs on the plain build"; exit 77; fi
+if ldd "$B/libedgeprof.so" | grep libasan >/dev/null; then echo "sanitizer build: runs on the plain build"; exit 77; fi
 tmp=$(mktemp -d)
 cleanup() {
 	for p in $(cat "$tmp"/*/pids 2>/dev/null); do kill "$p" 2>/dev/null; done

@@ -14,7 +14,7 @@ for f in "$AGENT" "$SPLIT" "$LIB"; do
 	[ -e "$f" ] || { echo "skip: $f is not built"; exit 77; }
 done
 command -v go >/dev/null || { echo "skip: go (go tool pprof) is not installed"; exit 77; }
-if ldd "$LIB" | grep -q libasan; then
+if ldd "$LIB" | grep libasan >/dev/null; then
 	echo "skip: sanitizer build (LD_PRELOAD of an ASan library into the workload)"
 	exit 77
 fi

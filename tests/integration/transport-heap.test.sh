@@ -19,7 +19,7 @@ done
 grep -q '^CONFIG_PROFILE_HEAP=y' "$B/.config" || { echo "skip: CONFIG_PROFILE_HEAP off"; exit 77; }
 grep -q '^CONFIG_UPLOAD_MTLS=y' "$B/.config" || { echo "skip: CONFIG_UPLOAD_MTLS off"; exit 77; }
 command -v go >/dev/null || { echo "skip: go (go tool pprof) is not installed"; exit 77; }
-if ldd "$LIB" | grep -q libasan; then
+if ldd "$LIB" | grep libasan >/dev/null; then
 	echo "skip: sanitizer build (LD_PRELOAD of an ASan library into the workload)"
 	exit 77
 fi

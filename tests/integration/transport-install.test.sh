@@ -83,8 +83,8 @@ if ! "$EP_BUILD/edgeprof-agent" --config "$R/etc/edgeprof/edgeprof-agent.conf" -
 		fail "the agent refuses the sampling lines of the installed config"
 	echo "   (this agent build does not take the transport options yet)"
 fi
-init status | grep -q running || fail "status does not say running"
-init start | grep -q "already running" || fail "a second start did not notice"
+init status | grep running >/dev/null || fail "status does not say running"
+init start | grep "already running" >/dev/null || fail "a second start did not notice"
 pid=$(cat "$W/agent.pid")
 init stop
 kill -0 "$pid" 2>/dev/null && fail "stop left the daemon running"

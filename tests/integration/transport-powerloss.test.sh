@@ -49,7 +49,7 @@ cut -d' ' -f1 "$W/list" >"$W/got"
 echo "stored: $(wc -l <"$W/got")"
 [ -z "$(sort "$W/got" | uniq -d)" ] || fail "stored twice: $(sort "$W/got" | uniq -d | head -n 3)"
 sort -C "$W/got" || fail "not stored in the order they were pushed"
-missing=$(comm -23 <(sort "$W/reported") <(sort "$W/got") | head -n 5)
+missing=$(comm -23 <(sort "$W/reported") <(sort "$W/got") | sed -n 1,5p)
 [ -z "$missing" ] || fail "reported durable but never arrived: $missing"
 extra=$(comm -13 <(sort "$W/reported") <(sort "$W/got") | wc -l)
 echo "written but killed before reporting: $extra (at most one per trial)"

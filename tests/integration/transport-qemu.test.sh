@@ -24,7 +24,7 @@ for board in gateway-arm64 gateway-armv7; do
 	echo "-- $board: cross-building push-dir"
 	make -s -C "$EP_TOP" BOARD="$board" "build/$board/tests/drivers/push-dir" >"$W/$board.make" 2>&1 ||
 		{ tail -n 20 "$W/$board.make"; fail "$board: cross build failed"; }
-	file "$drv" | grep -q "statically linked" || fail "$board: push-dir is not static"
+	file "$drv" | grep "statically linked" >/dev/null || fail "$board: push-dir is not static"
 
 	port=$(free_port)
 	args=(--upload "https://localhost:$port" --tls-ca "$W/certs/ca.crt"
