@@ -138,7 +138,7 @@ enum stack_runtime stacks__runtime_of(const char *filename)
 		return STACK_RT_LUA;
 	if (!strncmp(filename, "[kernel", 7))
 		return STACK_RT_KERNEL;
-	if (!strcmp(filename, "[jit]") ||
+	if (!strcmp(filename, "[jit]") || !strcmp(filename, "[javascript]") || /* V8's (bpf/v8.h) */
 	    (!strncmp(base, "perf-", 5) && n > 9 && !strcmp(base + n - 4, ".map")))
 		return STACK_RT_JIT;
 	return STACK_RT_NATIVE;

@@ -134,6 +134,8 @@ static void runtime_from_the_mapping(void **state)
 	assert_int_equal(stacks__runtime_of("[lua5.4]"), STACK_RT_LUA);
 	assert_int_equal(stacks__runtime_of("/tmp/perf-4242.map"), STACK_RT_JIT);
 	assert_int_equal(stacks__runtime_of("[jit]"), STACK_RT_JIT);
+	assert_int_equal(stacks__runtime_of("[javascript]"), STACK_RT_JIT);
+	assert_int_equal(stacks__runtime_of("[luajit]"), STACK_RT_LUA);
 	assert_int_equal(stacks__runtime_of("[kernel.kallsyms]"), STACK_RT_KERNEL);
 	assert_int_equal(stacks__runtime_of("/usr/bin/python3.11"), STACK_RT_NATIVE);
 	assert_int_equal(stacks__runtime_of("/usr/lib/perf-tools.so"), STACK_RT_NATIVE);
