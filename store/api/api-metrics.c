@@ -93,11 +93,11 @@ static void metric_scrape(struct sbuf *b, const struct server_metrics *m)
 static void metric_mem(struct sbuf *b, const struct mem_budget *mb)
 {
 	metric(b, "decode_memory_bytes", "gauge",
-	       "Memory held by uploads' bodies and decodes and by queries' merges and renders "
-	       "now, as asked of the budget (--decode-mem).",
+	       "Memory held by uploads' bodies and decodes, queries' merges and renders and "
+	       "open connections now, as asked of the budget (--decode-mem).",
 	       (uint64_t)mb->used);
 	metric(b, "decode_memory_peak_bytes", "gauge",
-	       "The most memory uploads and queries held at once since the start.",
+	       "The most memory uploads, queries and connections held at once since the start.",
 	       (uint64_t)mb->peak);
 	metric(b, "decode_memory_limit_bytes", "gauge", "--decode-mem.", (uint64_t)mb->limit);
 	metric_family(b, "decode_memory_refused_total",

@@ -7,6 +7,9 @@
  * given back when the request is answered. Debug-file uploads (--max-debuginfo) are not
  * charged: they have their own bound, and come from build hosts, not devices.
  *
+ * Connections hold their fixed cost in it too (mem_budget__hold()): 256 authenticated
+ * connections are ~24 MiB of TLS and HTTP buffers, which would otherwise come on top.
+ *
  * Queries share the global bound: what a merge or render of stored profiles decodes, merges and
  * renders is taken from it too (mem_charge__take(), from the merge's threads), under a bound of
  * its own per request (--query-mem), and a query stops at its time bound (--query-timeout).
@@ -69,6 +72,12 @@ static inline void mem_charge__mark(struct mem_charge *c)
 {
 	c->base = c->held;
 }
+/*
+ * A connection's fixed cost, held for its life: taken whatever the budget holds, never
+ * refused (--max-conns bounds it), so that decodes see only what connections leave.
+ */
+void mem_budget__hold(struct mem_budget *b, size_t bytes);
+void mem_budget__unhold(struct mem_budget *b, size_t bytes);
 void mem_charge__release_to(struct mem_charge *c, size_t keep);	/* back down to keep bytes */
 static inline void mem_charge__release(struct mem_charge *c)	/* gives back all it holds */
 {
