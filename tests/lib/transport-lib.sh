@@ -2,6 +2,9 @@
 # Shared by tests/integration/transport-*.test.sh (sourced, not run): real certificates from
 # `edgeprof certs`, a real collector on a loopback port, the push-dir driver, cleanup on exit.
 set -euo pipefail
+# set -e ends a test without a word; this says which command did it (a test's own subshells
+# and functions do not inherit the trap: it names the line that called them)
+trap 'echo "FAIL: exit $? at line $LINENO of $0: $BASH_COMMAND" >&2' ERR
 : "${EP_TOP:?}" "${EP_BUILD:?}"
 B=$EP_BUILD
 PY=/usr/bin/python3
