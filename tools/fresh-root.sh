@@ -128,6 +128,10 @@ mnt --bind /dev/pts /dev/pts
 mnt tmpfs shm /dev/shm
 mnt bpf bpf /sys/fs/bpf
 mnt tracefs tracefs /sys/kernel/tracing
+# The cgroup v2 hierarchy, as systemd mounts it on every Debian machine (/sys/fs/cgroup, the
+# directory a fresh sysfs has for it; .../unified in hybrid mode, on this machine): the BPF
+# tests sample their own cgroup (--bpf-cgroup) when they can, as they do outside the root
+grep -q "^[^ ]* [^ ]* cgroup2 " /proc/mounts && mnt cgroup2 cgroup2 /sys/fs/cgroup
 # The machine's own network set-up, as a fresh install on this network has it (nothing of the
 # project): its resolver; the hosts file Debian's installer writes and debootstrap does not; the
 # extra trust anchors of this network (e.g. a TLS-inspecting egress proxy's CA, which

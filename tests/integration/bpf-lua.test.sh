@@ -98,7 +98,7 @@ go tool pprof -lines -top -symbolize=none "$prof" 2>/dev/null |
 	fail "no inner location with the script's file, first line and current line"
 PYTHONPATH="$EP_TOP/tests/workloads" /usr/bin/python3 - "$prof" "$tmp" "$work" "$co" "$b1" "$b2" \
 	"$after" "$short" "$cop" <<'PY'
-import re, sys
+import collections, re, sys
 import pprof_traces as pt
 path, tmp, work, co, b1, b2, after, short, cop = sys.argv[1:10]
 H = ("fib", "work_str", "outer")
@@ -124,6 +124,7 @@ def name(frame):
 
 def judge(what, pids, outs):
     main = [s for s in ss if s.labels.get("pid") in pids]
+    missing = collections.Counter()  # samples without a handler, by their frames
     tot = sum(s.value for s in main) or 1
     per = dict.fromkeys(H, 0.0)
     whole = 0.0
@@ -133,6 +134,9 @@ def judge(what, pids, outs):
                   if n in H or n in ("fibs", "inner")), None)
         if h:
             per[h] += s.value
+        else:
+            missing[" <- ".join(s.frames[:6]) + (" ... " + " <- ".join(s.frames[-3:])
+                                                  if len(s.frames) > 6 else "")] += s.value
         top = [n for n in names if n][-4:]
         ok = (h and top[1:] == ["run", "main", "<chunk>"] and "__libc_start_main" in s.frames
               and s.frames.index("__libc_start_main") > max(i for i, n in enumerate(names) if n))
@@ -149,6 +153,8 @@ def judge(what, pids, outs):
           f"chains __libc_start_main..chunk..main..run..handler {100 * whole / tot:.1f}%; shares " +
           " ".join(f"{h} {100 * per[h] / htot:.1f} (script {truth[h]:.1f})" for h in H) +
           f"; max gap {gap:.1f} pp")
+    for frames, v in missing.most_common(3 if htot < 0.97 * tot else 0):
+        print(f"    without a handler, {100 * v / tot:.1f}%: {frames}")
     return tot, named, 100 * whole / tot, gap
 
 
@@ -180,6 +186,8 @@ ok &= under > 0.2e9 and good >= 0.9 * under
 for l in pt.header(path):
     if "lua_" in l:
         print(" ".join(w for w in l.split() if w.startswith("lua_")))
+    if "cfi_" in l:
+        print(" ".join(w for w in l.split() if w.startswith("cfi_")))
     elif l.startswith("lua names"):
         print(l.strip())
 sys.exit(0 if ok else 1)
