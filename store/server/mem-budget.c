@@ -148,16 +148,17 @@ void mem_charge__release_to(struct mem_charge *c, size_t keep)
 {
 	size_t held = atomic_load(&c->held);
 
-	if (held > keep)
-		mem_charge__give(c, held - keep);
 	/*
 	 * A large request's pieces under the mmap threshold stay in its thread's arena when
 	 * freed, and with a thread per connection (up to 16 arenas) the next large request
 	 * rarely finds them: RSS crept 10 to 15 MiB past the budget over collector-attack's
 	 * phases. Large requests are rare, so giving their memory back costs little.
 	 */
-	if (held > keep && held - keep >= MEM_SMALL)
-		malloc_trim(0);
+	if (held > keep) {
+		mem_charge__give(c, held - keep);
+		if (held - keep >= MEM_SMALL)
+			malloc_trim(0);
+	}
 	if (c->base > keep)
 		c->base = keep;
 	if (!keep)

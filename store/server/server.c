@@ -95,7 +95,8 @@ struct conn {
 
 /*
  * What a started connection holds, from the budget (mem_budget__hold()): its struct (two
- * 16 KiB head buffers), the TLS record buffers (2 x ~17 KiB), its thread's stack pages and the allocator's share.
+ * 16 KiB head buffers), the TLS record buffers (2 x ~17 KiB), its thread's stack pages and
+ * the allocator's share.
  * Measured: 200 authenticated connections, each waiting for the rest of its request head,
  * took 96 KiB each of RSS (sizeof(struct conn) is ~33 KiB of it).
  */
