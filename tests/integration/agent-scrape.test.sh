@@ -6,10 +6,10 @@
 # uploaded over mutual TLS to a real collector as service "go" with its type:
 #   - cpu, goroutine and heap every round (the heap's first: its inuse_* snapshot, alloc_* at 0,
 #     as the first round only sets the delta baseline); mutex, block from the second round on;
-#   - each later heap delta's alloc_space of allocKnown is about one round's 16 MiB, on average within
-#     40 % (gopprof allocates by the wall clock, catching up when a loaded machine delays its
-#     ticker; a running total instead of deltas would average 2 rounds' worth), its inuse_space
-#     a snapshot; each mutex delta has lockKnown;
+#   - each later heap delta's alloc_space of allocKnown is about one round's 16 MiB (0.1-2.5 of
+#     it each), on average within 40 % (gopprof allocates by the wall clock, catching up when a
+#     loaded machine delays its ticker; a running total instead of deltas would average 2 rounds'
+#     worth), its inuse_space a snapshot; each mutex delta has lockKnown;
 #   - a target that is down (port 1) costs one failed connect a round, logged once;
 #   - the collector lists the heap profiles as service go, type heap.
 # ~12 s (the first run builds gopprof once into the build directory).
@@ -65,9 +65,10 @@ for f in "$W"/out/go-heap-*; do
 		continue
 	fi
 	# one round: 2 s x 8 MiB/s. Go's heap profile is as of the last GC (every ~0.5-1 s
-	# here), so one delta may be off by a GC cycle's allocation: loose bounds each, tighter
-	# on the mean. A running total instead of deltas would reach 2 and 3 rounds' worth.
-	$PY -c "import sys; sys.exit(not 0.2 * 16 * 2**20 < float('${a:-0}') < 1.8 * 16 * 2**20)" ||
+	# here), and gopprof catches up after a stall, so one delta may carry part of the next
+	# or previous round: loose bounds each (CI had 0.60, 1.04, 1.85 rounds in a row), the
+	# mean is what tells deltas from a running total (which would average 2 rounds' worth).
+	$PY -c "import sys; sys.exit(not 0.1 * 16 * 2**20 < float('${a:-0}') < 2.5 * 16 * 2**20)" ||
 		fail "$f: alloc_space of allocKnown is not one round's 16 MiB (a delta)"
 	[ "${u:-0}" -gt 0 ] || fail "$f: no inuse_space for allocKnown (a snapshot)"
 	echo "$a" >>"$W/deltas"
