@@ -6,6 +6,7 @@
 #include "agent/daemon/duty.h"
 #include "agent/daemon/sigprof-rings.h"
 #include "agent/daemon/upload.h"
+#include "port/clock.h"
 #include "port/log.h"
 
 /*
@@ -21,15 +22,33 @@ void agent_duty__pause(struct agent *a)
 	agent_bpf__pause(a, paused);
 }
 
-void agent_duty__round_start(struct agent *a)
+/*
+ * A round's window is that of its scheduled start (monotonic ns, on the wall clock here), not
+ * of the moment the loop got to it: rounds of a window's length polled late were decided in
+ * the next window, and the next round, on time, in it too: two rounds sampled in one window
+ * (collector-duty saw 4 of 9 rounds sampled, not 2).
+ */
+static uint64_t start_s(uint64_t start)
+{
+	return (port_clock_real_ns() + start - port_clock_mono_ns()) / NSEC_PER_SEC;
+}
+
+static void decide(struct agent *a, uint64_t start, bool *skip, uint64_t *window)
+{
+	uint64_t s = start_s(start);
+
+	*skip = !agent_upload__round_samples(a, s);
+	*window = *skip ? 0 : agent_upload__told_window(a, s);
+}
+
+void agent_duty__round_start(struct agent *a, uint64_t start)
 {
 	a->in_round = true;
 	if (a->duty_next_known) {
 		a->duty_skip = a->duty_next_skip;
 		a->duty_window = a->duty_next_window;
 	} else {
-		a->duty_skip = !agent_upload__round_samples(a);
-		a->duty_window = a->duty_skip ? 0 : agent_upload__told_window(a);
+		decide(a, start, &a->duty_skip, &a->duty_window);
 	}
 	a->duty_next_known = false;
 	if (a->duty_skip)
@@ -57,9 +76,7 @@ void agent_duty__round_ended(struct agent *a, const struct rounds *rs, uint64_t 
 {
 	a->in_round = next_now(rs, now);
 	if (a->in_round && !a->cfg.once) {
-		a->duty_next_skip = !agent_upload__round_samples(a);
-		/* the window the decision was taken in: the one the schedule told */
-		a->duty_next_window = a->duty_next_skip ? 0 : agent_upload__told_window(a);
+		decide(a, rs->next_start, &a->duty_next_skip, &a->duty_next_window);
 		a->duty_next_known = true;
 	}
 	agent_duty__pause(a);

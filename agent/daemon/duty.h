@@ -14,8 +14,8 @@
 
 /* Pauses every sampler (SIGPROF producers, BPF) or lets them run, as the state says. */
 void agent_duty__pause(struct agent *a);
-/* A round starts: whether it samples (a->duty_skip), said when it does not. */
-void agent_duty__round_start(struct agent *a);
+/* A round starts (at start, monotonic): whether it samples (a->duty_skip), said when not. */
+void agent_duty__round_start(struct agent *a, uint64_t start);
 /* A round ends: the samplers run on only if the next starts at once and samples. */
 void agent_duty__round_ended(struct agent *a, const struct rounds *rs, uint64_t now);
 

@@ -389,7 +389,7 @@ static int run(struct agent *a)
 				agent__services_reset(a);
 				a->round_real_ns = port_clock_real_ns();
 				started = now;
-				agent_duty__round_start(a);
+				agent_duty__round_start(a, rs.start);
 				scrape__round(a->scrape, (unsigned)(round_ns / NSEC_PER_SEC),
 					      (unsigned)(period_ns / NSEC_PER_SEC));
 			} else {

@@ -104,14 +104,12 @@ void agent_upload__stop(struct agent *a)
 	transport__free(a->transport);
 }
 
-uint64_t agent_upload__told_window(struct agent *a)
+uint64_t agent_upload__told_window(struct agent *a, uint64_t start_s)
 {
-	return a->transport && !a->cfg.once
-	       ? transport__told_window(a->transport, port_clock_real_ns() / NSEC_PER_SEC) : 0;
+	return a->transport && !a->cfg.once ? transport__told_window(a->transport, start_s) : 0;
 }
 
-bool agent_upload__round_samples(struct agent *a)
+bool agent_upload__round_samples(struct agent *a, uint64_t start_s)
 {
-	return !a->transport || a->cfg.once ||
-	       transport__sample_round(a->transport, port_clock_real_ns() / NSEC_PER_SEC);
+	return !a->transport || a->cfg.once || transport__sample_round(a->transport, start_s);
 }

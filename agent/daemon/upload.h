@@ -38,10 +38,10 @@ void agent_upload__submit(struct agent *a, const char *service, const struct agg
 			  const struct output_opts *o);
 void agent_upload__poll(struct agent *a);
 void agent_upload__stop(struct agent *a);
-/* A round starting now samples: the collector's duty-cycling schedule. */
-bool agent_upload__round_samples(struct agent *a);
-/* The duty window a schedule told us to sample in that holds now, else 0. */
-uint64_t agent_upload__told_window(struct agent *a);
+/* A round starting at start_s (wall clock, s) samples: the collector's duty-cycling schedule. */
+bool agent_upload__round_samples(struct agent *a, uint64_t start_s);
+/* The duty window a schedule told us to sample in that holds start_s, else 0. */
+uint64_t agent_upload__told_window(struct agent *a, uint64_t start_s);
 #else
 #define AGENT_UPLOAD_OPTS
 static inline void agent_upload__defaults(struct config *c)
@@ -71,11 +71,11 @@ static inline void agent_upload__poll(struct agent *a)
 static inline void agent_upload__stop(struct agent *a)
 {
 }
-static inline bool agent_upload__round_samples(struct agent *a)
+static inline bool agent_upload__round_samples(struct agent *a, uint64_t start_s)
 {
 	return true;
 }
-static inline uint64_t agent_upload__told_window(struct agent *a)
+static inline uint64_t agent_upload__told_window(struct agent *a, uint64_t start_s)
 {
 	return 0;
 }
