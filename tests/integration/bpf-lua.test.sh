@@ -25,14 +25,11 @@ command -v go >/dev/null || { echo "go (go tool pprof) not installed"; exit 77; 
 tmp=$(mktemp -d)
 [ -n "${EP_KEEP:-}" ] && echo "kept: $tmp" # EP_KEEP=1: the files stay, for a look
 pids=
-cg=
+. "$EP_TOP/tests/lib/bpf-cgroup.sh"
 cleanup() {
 	for p in $pids; do kill "$p" 2>/dev/null; done
 	wait 2>/dev/null
-	if [ -n "$cg" ]; then
-		echo $$ >"$cg2/cgroup.procs"
-		rmdir "$cg"
-	fi
+	bpf_leave_cgroup
 	[ -n "${EP_KEEP:-}" ] || rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -41,17 +38,7 @@ if ! "$probe" --seconds 0.1 --quiet 2>"$tmp/check" >/dev/null; then
 	cat "$tmp/check"; tail -n 1 "$tmp/check"; exit 77
 fi
 secs=${EP_LUA_SECONDS:-20}
-# The test and its processes in a cgroup of their own, sampled alone (--bpf-cgroup): on a
-# machine busy with many other processes (a shared CI runner) their unwind tables were
-# evicted (cfi_procs_evicted) and the native walk stopped short of luaV_execute, which is the
-# CFI tables' bound, not the Lua frames'. Without a writable cgroup v2: the whole machine.
-cg2=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
-only=
-if [ -n "$cg2" ] && [ -w "$cg2/cgroup.procs" ] && mkdir "$cg2/edgeprof-bpf-lua-$$" 2>/dev/null; then
-	cg=$cg2/edgeprof-bpf-lua-$$
-	echo $$ >"$cg/cgroup.procs" || fail "moving the test into $cg"
-	only="--bpf-cgroup $cg"
-fi
+bpf_own_cgroup edgeprof-bpf-lua # sampled alone: tests/lib/bpf-cgroup.sh says why
 # The scripts count CPU time; at -10 (root) they get the CPUs on a machine busy with other
 # work, so that they end while the agent samples and their shares rest on enough samples.
 lua="nice -n -10 $lua"

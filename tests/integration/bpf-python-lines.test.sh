@@ -6,6 +6,7 @@
 # frame's instruction beside its code object; the agent decodes the line from the code
 # object's location table (agent/core/pyline.h). Read back by go tool pprof -traces -lines,
 # >= 95 % of the samples under hot() have hot() on a HOT line and main() on the CALL line.
+# Sampled alone, in the test's own cgroup (tests/lib/bpf-cgroup.sh).
 set -u
 agent=$EP_BUILD/edgeprof-agent
 probe=$EP_BUILD/tests/bpf-probe
@@ -18,18 +19,26 @@ grep -q "^CONFIG_BPF_PYTHON=y" "$EP_BUILD/include/config/auto.conf" || { echo "C
 command -v go >/dev/null || { echo "go (go tool pprof) not installed"; exit 77; }
 tmp=$(mktemp -d)
 pids=
-cleanup() { for p in $pids; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"; }
+. "$EP_TOP/tests/lib/bpf-cgroup.sh"
+cleanup() {
+	for p in $pids; do kill "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	bpf_leave_cgroup
+	rm -rf "$tmp"
+}
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 if ! "$probe" --seconds 0.1 --quiet 2>"$tmp/check" >/dev/null; then
 	cat "$tmp/check"; tail -n 1 "$tmp/check"; exit 77
 fi
 secs=8
-"$py" "$work" "$((secs + 4))" >"$tmp/out" &
+bpf_own_cgroup edgeprof-bpf-pylines
+# at nice -10: a busy machine left it 3.3-3.9 s of the 8 (the check wants 3 under hot())
+nice -n -10 "$py" "$work" "$((secs + 4))" >"$tmp/out" &
 pid=$!
 pids=$pid
 sleep 0.5
-"$agent" --once --seconds "$secs" --sampler bpf --output-dir "$tmp/o" 2>"$tmp/err" &
+"$agent" --once --seconds "$secs" --sampler bpf $only --output-dir "$tmp/o" 2>"$tmp/err" &
 apid=$!
 pids="$pids $apid"
 wait "$apid" || { cat "$tmp/err"; fail "agent"; }

@@ -8,7 +8,9 @@
 # through <module> to the leaf whole in >= 95 %), one started after it (>= 90 % named: its
 # first samples come before it is listed), and a short-lived one (1 s: its samples name
 # script functions, at least half of them). The fib frame carries the script's file, its body's
-# line and its first line.
+# line and its first line. The test's processes are sampled alone, in their own cgroup
+# (tests/lib/bpf-cgroup.sh), at nice -10 so that a busy machine leaves them ~4,000 samples (a
+# share's sampling error 0.8 pp: the 3 pp bound is then 3.75 standard deviations).
 set -u
 agent=$EP_BUILD/edgeprof-agent
 probe=$EP_BUILD/tests/bpf-probe
@@ -22,22 +24,30 @@ command -v go >/dev/null || { echo "go (go tool pprof) not installed"; exit 77; 
 tmp=$(mktemp -d)
 [ -n "${EP_KEEP:-}" ] && echo "kept: $tmp" # EP_KEEP=1: the files stay, for a look
 pids=
-cleanup() { for p in $pids; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; [ -n "${EP_KEEP:-}" ] || rm -rf "$tmp"; }
+. "$EP_TOP/tests/lib/bpf-cgroup.sh"
+cleanup() {
+	for p in $pids; do kill "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	bpf_leave_cgroup
+	[ -n "${EP_KEEP:-}" ] || rm -rf "$tmp"
+}
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 if ! "$probe" --seconds 0.1 --quiet 2>"$tmp/check" >/dev/null; then
 	cat "$tmp/check"; tail -n 1 "$tmp/check"; exit 77
 fi
 secs=${EP_PY_SECONDS:-20}
+bpf_own_cgroup edgeprof-bpf-python
+py="nice -n -10 $py"
 # Two processes before the agent (at 99 Hz a share's sampling error is ~1 pp with 2,000
 # samples: one process on a quiet machine gives that in 20 s)
-"$py" "$work" "$((secs + 4))" >"$tmp/before1.out" &
+$py "$work" "$((secs + 4))" >"$tmp/before1.out" &
 b1=$!
-"$py" "$work" "$((secs + 4))" >"$tmp/before2.out" &
+$py "$work" "$((secs + 4))" >"$tmp/before2.out" &
 b2=$!
 pids="$b1 $b2"
 sleep 0.5
-"$agent" --once --seconds "$secs" --sampler bpf --output-dir "$tmp/o" 2>"$tmp/err" &
+"$agent" --once --seconds "$secs" --sampler bpf $only --output-dir "$tmp/o" 2>"$tmp/err" &
 apid=$!
 pids="$pids $apid"
 # sampling has begun once the CPU events are open beside the mmap records' (2 per CPU)
@@ -47,11 +57,11 @@ for _ in $(seq 200); do
 	sleep 0.1
 done
 sleep 1
-"$py" "$work" "$((secs / 2))" >"$tmp/after.out" &
+$py "$work" "$((secs / 2))" >"$tmp/after.out" &
 after=$!
 pids="$pids $after"
 sleep 1
-"$py" "$work" 1 >"$tmp/short.out" &
+$py "$work" 1 >"$tmp/short.out" &
 short=$!
 pids="$pids $short"
 wait "$short" || fail "the short python exited with $?"
@@ -105,7 +115,7 @@ tot, named, whole, gap = judge("before the agent", (b1, b2),
                                (tmp + "/before1.out", tmp + "/before2.out"))
 ok &= tot >= 5e9 and named >= 95 and whole >= 95 and gap <= 3
 tot, named, whole, gap = judge("after the agent", (after,), (tmp + "/after.out",))
-ok &= tot >= 1e9 and named >= 95
+ok &= tot >= 1e9 and named >= 90
 tot, named, whole, gap = judge("short-lived", (short,), (tmp + "/short.out",))
 ok &= tot > 0 and named >= 50
 for l in pt.header(path):

@@ -20,7 +20,12 @@ fi
 # A large ring: only the new-process wake-up can bring samples out early.
 "$probe" --seconds 8 --hz 999 --ring-kb 8192 --poll-ms 20000 --comm bpfw-split >"$tmp/out" 2>"$tmp/err" &
 ppid_=$!
-sleep 0.5
+# the first short process once the probe samples (its CPU events open; a fixed 0.5 s lost the
+# first one on a busy machine, where opening took up to 0.87 s)
+for _ in $(seq 100); do
+	[ "$(ls -l "/proc/$ppid_/fd" 2>/dev/null | grep -c perf_event)" -ge "$(nproc)" ] && break
+	sleep 0.05
+done
 shorts=()
 for _ in 1 2 3 4 5; do
 	"$work" split 0.6 &

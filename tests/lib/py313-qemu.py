@@ -62,7 +62,9 @@ def run(tag, args, env=(), status=0, plain_args=None):
     plain = subprocess.run(BASE + (plain_args or args), capture_output=True, text=True,
                            timeout=600)
     env = ["LD_PRELOAD=" + LIB, "EDGEPROF_OUTPUT=" + out, "EDGEPROF_HZ=199"] + list(env)
-    prof = subprocess.run(BASE[:1] + [x for e in env for x in ("-E", e)] + BASE[1:] + args,
+    # at nice -10 (CI runs as root): load biased the shares (6.1 pp off at load 7, 2.2 quiet)
+    prof = subprocess.run(["nice", "-n", "-10"] + BASE[:1] + [x for e in env for x in ("-E", e)] +
+                          BASE[1:] + args,
                           capture_output=True, text=True, timeout=600)
     first = lambda s: [l.split()[0] for l in s.splitlines() if l.split()]  # noqa: E731
     check(f"{tag}: exit status {prof.returncode} and output lines as without the library",

@@ -75,14 +75,21 @@ func allocKnown(keep int) {
 
 // allocate follows the wall clock, not the ticks: a loaded machine delays and drops ticks,
 // and a fixed amount per tick then fell to half the rate (a CI run's heap deltas averaged
-// under 0.6 of a round's worth). Each tick catches up to rate x elapsed.
+// under 0.6 of a round's worth). Each tick catches up to rate x elapsed. A GC every 200 ms:
+// Go's heap profile is as of the last GC, and left to itself (every 0.5-1 s here) one scrape's
+// delta came out 1.85 rounds' worth and the one before it 0.6.
 func allocate(rate, total int64, keep int) {
 	<-startCh
 	const chunk = 4096
 	var done int64
 	t0 := time.Now()
+	lastGC := t0
 	tick := time.NewTicker(10 * time.Millisecond)
 	for range tick.C {
+		if time.Since(lastGC) >= 200*time.Millisecond {
+			runtime.GC()
+			lastGC = time.Now()
+		}
 		due := int64(time.Since(t0).Seconds() * float64(rate))
 		if total > 0 && due > total {
 			due = total
