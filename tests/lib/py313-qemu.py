@@ -125,6 +125,10 @@ check("pysplit: >= 95 % of the samples under run() name a handler (>= 4 s of the
       in_run >= 95 and utot >= 4e9)
 check("pysplit: >= 95 % of the samples under run() whole (run, main, <module>, Py_RunMain)",
       whole_share >= 95)
+if whole_share < 95:  # once 0.0 % in ~12 runs, not reproduced: what the chains were instead
+    cut = sorted((s for s in under if not whole(s.frames)), key=lambda s: -s.value)[:3]
+    for s in cut:
+        print(f"  not whole ({s.value / 1e6:.0f} ms): " + " <- ".join(s.frames[:24]))
 check(f"pysplit: shares within {SHARE_GAP} pp of the script's", gap <= SHARE_GAP)
 check("pysplit: 3.13's own table used, no mismatch, every code object read",
       re.search(r"python: version=3\.13 spliced=1 .*mismatch=0 .*debug_offsets=used", hdr) and
