@@ -49,8 +49,9 @@ sleep 1
 phase() {
 	local name=$1
 	shift
-	local l0 t0 t1 out
+	local l0 t0 t1 out rss0
 	echo 5 >"/proc/$CPID/clear_refs" # resets VmHWM to the current RSS
+	rss0=$(awk '/^VmRSS/ {print $2}' "/proc/$CPID/status")
 	l0=$(wc -l <"$T/collector.log")
 	t0=$(date +%s.%N)
 	out=$("$@" 2>&1 | tail -n 3 | tr '\n' ' ')
@@ -61,7 +62,7 @@ phase() {
 	lines=$(($(wc -l <"$T/collector.log") - l0))
 	count=$(echo "$out" | grep -o 'sent=[0-9]*\|opened=[0-9]*' | head -n 1 | cut -d= -f2)
 	echo "$name ${count:-?} $t0 $t1 $((hwm > idle ? hwm - idle : 0)) $lines" >>"$T/phases"
-	echo "== $name: $out"
+	echo "== $name (RSS at its start $((rss0 - idle)) KiB above idle): $out"
 }
 
 # 1. Connections that never speak, more than --max-conns, reopened as they are closed.
