@@ -264,20 +264,26 @@ static bool bias_of(const struct luafile *f, const struct procmap *m, uint64_t *
 	return false;
 }
 
-/* What the process of pm is, looked at once per listing of its maps. */
-static struct luaslot *look_at(struct bpflua *p, const struct procmaps *pm)
+/*
+ * The same interpreter at the same address, its maps listed again (a library mapped, a
+ * listing re-read): its states and its entry in the program's map stay. Looked for again,
+ * the samples until the next scan (a drain later: a second and more on a loaded machine,
+ * where the agent's turn comes late) went without Lua frames: bpf-lua's processes started
+ * before the agent had 94.6 % of their samples with a handler in one run, 99 % in others.
+ */
+static void keep_states(struct luaslot *slot, const struct luaslot *old)
 {
-	struct luaslot *slot = &p->slots[pm->pid % p->m.n_slots];
-	uint64_t first = pm->n ? pm->maps[0].start : 0, bias;
-	bool was = slot->pid == pm->pid && slot->listed;
+	memcpy(slot->states, old->states, sizeof(slot->states));
+	slot->next_state = old->next_state;
+	slot->last_scan_ns = old->last_scan_ns;
+	slot->listed = true;
+}
 
-	if (slot->pid == pm->pid && slot->pm == pm && slot->n_maps == pm->n &&
-	    slot->first_start == first)
-		return slot;
-	*slot = (struct luaslot){.pid = pm->pid, .pm = pm, .n_maps = pm->n, .first_start = first};
-	p->st.looked_at++;
-	if (was) /* exec'd (or mapped more): its states are looked for again */
-		bpf_map_delete_elem(p->m.procs_fd, &slot->pid);
+/* Whether pm maps Lua 5.4 with a known luaV_execute: slot->lua54 and its address. */
+static void find_lua54(struct bpflua *p, const struct procmaps *pm, struct luaslot *slot)
+{
+	uint64_t bias;
+
 	for (unsigned int i = 0; i < pm->n; i++) {
 		struct luafile *f;
 
@@ -300,6 +306,26 @@ static struct luaslot *look_at(struct bpflua *p, const struct procmaps *pm)
 		}
 		break;
 	}
+}
+
+/* What the process of pm is, looked at once per listing of its maps. */
+static struct luaslot *look_at(struct bpflua *p, const struct procmaps *pm)
+{
+	struct luaslot *slot = &p->slots[pm->pid % p->m.n_slots], old;
+	uint64_t first = pm->n ? pm->maps[0].start : 0;
+	bool was = slot->pid == pm->pid && slot->listed;
+
+	if (slot->pid == pm->pid && slot->pm == pm && slot->n_maps == pm->n &&
+	    slot->first_start == first)
+		return slot;
+	old = *slot;
+	*slot = (struct luaslot){.pid = pm->pid, .pm = pm, .n_maps = pm->n, .first_start = first};
+	p->st.looked_at++;
+	find_lua54(p, pm, slot);
+	if (was && slot->lua54 && slot->exec_lo == old.exec_lo)
+		keep_states(slot, &old);
+	else if (was) /* exec'd: its states are looked for again */
+		bpf_map_delete_elem(p->m.procs_fd, &slot->pid);
 	return slot;
 }
 

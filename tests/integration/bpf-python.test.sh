@@ -25,13 +25,7 @@ tmp=$(mktemp -d)
 [ -n "${EP_KEEP:-}" ] && echo "kept: $tmp" # EP_KEEP=1: the files stay, for a look
 pids=
 . "$EP_TOP/tests/lib/bpf-cgroup.sh"
-cleanup() {
-	for p in $pids; do kill "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	bpf_leave_cgroup
-	[ -n "${EP_KEEP:-}" ] || rm -rf "$tmp"
-}
-trap cleanup EXIT
+trap bpf_test_cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 if ! "$probe" --seconds 0.1 --quiet 2>"$tmp/check" >/dev/null; then
 	cat "$tmp/check"; tail -n 1 "$tmp/check"; exit 77

@@ -9,8 +9,10 @@
 # agent samples the whole machine, and the test says so.
 #   bpf_own_cgroup NAME   sets cg (the cgroup's directory, or empty) and only (the agent's
 #                         "--bpf-cgroup DIR", or empty: use it unquoted)
-#   bpf_leave_cgroup      the shell back where it was, the cgroup removed: call it from the
-#                         EXIT trap, once the test's processes are gone
+#   bpf_leave_cgroup      the shell back where it was, the cgroup removed, once the test's
+#                         processes are gone
+#   bpf_test_cleanup      the EXIT trap: kills $pids, waits, leaves the cgroup, removes $tmp
+#                         (kept with EP_KEEP=1)
 bpf_own_cgroup() {
 	local root
 	cg= only=
@@ -36,4 +38,11 @@ bpf_leave_cgroup() {
 	echo $$ >"$bpf_cg_root${bpf_cg_from%/}/cgroup.procs" 2>/dev/null ||
 		echo $$ >"$bpf_cg_root/cgroup.procs"
 	rmdir "$cg" 2>/dev/null || true
+}
+
+bpf_test_cleanup() {
+	for p in ${pids:-}; do kill "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	bpf_leave_cgroup
+	[ -n "${EP_KEEP:-}" ] || rm -rf "${tmp:?}"
 }
