@@ -43,7 +43,7 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+free_port() { /usr/bin/python3 "$EP_TOP/tests/lib/free-port.py"; } # outside the ephemeral range
 export GOCACHE=$tmp/go-cache HOME=$tmp GOFLAGS=-mod=mod GOPROXY=off GOTOOLCHAIN=local
 
 # The inputs the documents take for granted, recorded for real once.

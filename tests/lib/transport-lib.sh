@@ -29,9 +29,9 @@ trap 'exit 130' INT TERM
 
 fail() { echo "FAIL: $*"; exit 1; }
 
-# A TCP port on 127.0.0.1 that was free a moment ago (bound to 0, then released).
+# A TCP port on 127.0.0.1 that was free a moment ago, outside the ephemeral range (why: there).
 free_port() {
-	$PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+	$PY "$EP_TOP/tests/lib/free-port.py"
 }
 
 make_certs() { # -> $W/certs/{ca,server,dev-1,op}.{crt,key} (op: an operator, to read)
