@@ -4,17 +4,17 @@
 # tests/workloads/pysplit.py (three handlers; the script prints its own CPU accounting, the
 # truth) under edgeprof-agent --sampler bpf at its default settings. Three processes: one
 # started before the agent (the main check: >= 95 % of its samples name a script function,
-# the handlers' shares within 4 pp of its accounting (the goal is 3: see below), the chain from the native Py_RunMain
+# the handlers' shares within 3 pp of its accounting, the chain from the native Py_RunMain
 # through <module> to the leaf whole in >= 95 %), one started after it (>= 90 % named: its
 # first samples come before it is listed), and a short-lived one (1 s: its samples name
 # script functions, at least half of them). The fib frame carries the script's file, its body's
 # line and its first line. The test's processes are sampled alone, in their own cgroup
 # (tests/lib/bpf-cgroup.sh), at nice -10 so that a busy machine leaves them ~4,000 samples (a
 # share's sampling error 0.8 pp: the 3 pp bound is then 3.75 standard deviations).
-# The shares come out biased, not only noisy: fib over by 2.5 pp and work_dict under by 2.4-3.2
-# in three runs of 2026-11-29 (one CI's fresh root failed at 3.2), where libedgeprof.so's
-# sigprof-python is within 1 pp of the same script: not explained. The bound is 4 pp, and the
-# issue's 3 pp goal does not hold for BPF Python 3.11 on this workload (bpf/README.md).
+# (The script's rounds were once the sampling period's length: the shares moved 2-11 pp from
+# run to run, tests/workloads/pysplit.py. A process started after the agent, time-sharing a
+# CPU with the two before it, still comes out 3-10 pp off, work_dict under: not checked here,
+# not explained, bpf/README.md.)
 set -u
 agent=$EP_BUILD/edgeprof-agent
 probe=$EP_BUILD/tests/bpf-probe
@@ -111,7 +111,7 @@ def judge(what, pids, outs):
 ok = True
 tot, named, whole, gap = judge("before the agent", (b1, b2),
                                (tmp + "/before1.out", tmp + "/before2.out"))
-ok &= tot >= 5e9 and named >= 95 and whole >= 95 and gap <= 4
+ok &= tot >= 5e9 and named >= 95 and whole >= 95 and gap <= 3
 tot, named, whole, gap = judge("after the agent", (after,), (tmp + "/after.out",))
 ok &= tot >= 1e9 and named >= 90
 tot, named, whole, gap = judge("short-lived", (short,), (tmp + "/short.out",))

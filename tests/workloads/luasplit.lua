@@ -3,8 +3,8 @@
 -- slices of the process's CPU time), for the Lua frame tests and benchmark: the script prints
 -- its own accounting (os.clock, the process's CPU time, around each handler) and exits with
 -- EXIT (0). work_str calls string.gsub with a Lua callback, so its samples cross a C function
--- between two luaV_execute activations. Slices are CPU time and their lengths random (7-13 ms
--- a round), for the reason tests/workloads/pysplit.py gives.
+-- between two luaV_execute activations. Slices are CPU time and their lengths random (5-25.2 ms
+-- a round), for the reasons tests/workloads/pysplit.py gives.
 -- Usage: lua5.4 luasplit.lua SECONDS [EXIT]
 local SHARES = { { "fib", 0.5 }, { "work_str", 0.3 }, { "outer", 0.2 } }
 local spent = { fib = 0, work_str = 0, outer = 0 }
@@ -70,7 +70,7 @@ end
 local function main()
 	local stop = os.clock() + tonumber(arg[1] or "5")
 	while os.clock() < stop do
-		local period = 7 + 6 * math.random()
+		local period = 5 + 20.2 * math.random() -- 2 sampling periods wide: see above
 		for _, h in ipairs(SHARES) do
 			run(h[1], period * h[2])
 		end

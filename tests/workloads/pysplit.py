@@ -2,9 +2,12 @@
 """Three handlers taking known CPU shares (fib 50 %, work_dict 30 %, outer -> inner 20 % of
 slices of the thread's CPU time), for the Python frame tests and benchmark: the script prints
 its own accounting (the thread's CPU time around each handler) and exits with EXIT (0).
-Slices are CPU time, not wall time, and their lengths random (7-13 ms a round): with wall-time
-slices on a loaded machine, a handler starts when the thread is scheduled back in, just after
-a kernel tick, and one shorter than the tick (4 ms) ends before the next: CPU-time timers,
+Slices are CPU time, not wall time, and their lengths random, 5-25.2 ms a round: two periods
+of the BPF sampler's 99 Hz wide, so that each round starts at a uniformly random phase of its
+clock. Rounds of 7-13 ms (the period +-3 ms) drifted against it only slowly, consecutive
+samples fell on the same handler, and the shares moved 2-11 pp from run to run where 600-3,000
+independent samples give 1-2 (bpf-python, 2026-11-29). With wall-time slices on a loaded
+machine, a handler starts when the thread is scheduled back in, just after a kernel tick, and one shorter than the tick (4 ms) ends before the next: CPU-time timers,
 checked at ticks, would then never see it (measured: work_dict 15 % of the samples for 37 %
 of the CPU). Real services do not start their work on the scheduler's tick.
 SECONDS are wall time; with CLOCK "cpu", the process's CPU time: the same number of samples
@@ -66,7 +69,7 @@ def main():
     clock = time.process_time if sys.argv[3:4] == ["cpu"] else time.monotonic
     end = clock() + float(sys.argv[1] if len(sys.argv) > 1 else 5)
     while clock() < end:
-        period = random.uniform(7, 13)
+        period = random.uniform(5, 25.2)  # 2 sampling periods wide: see above
         for name, share in SHARES.items():
             run(name, period * share)
     total = sum(spent.values())

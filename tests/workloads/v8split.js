@@ -2,7 +2,8 @@
 // Three handlers taking known CPU shares (fib_handler 50 %, work_dict 30 %, outer -> inner 20 %)
 // for the V8 frame test and benchmark (tests/integration/bpf-node-v8.test.sh,
 // tests/bench/v8-bench.sh): node with no flag. Each round gives each handler its share of
-// 7-13 ms (random) of the process's CPU time (getrusage), and the script prints its own
+// 5-25.2 ms (random: tests/workloads/pysplit.py says why) of the process's CPU time
+// (getrusage), and the script prints its own
 // accounting at the end (the CPU time around each handler), as tests/workloads/jitsplit.js,
 // and the CPU time node spent starting before the script ran (startup_ms).
 // TurboFan inlines a callee whose bytecode is under 460 bytes into its caller, and the frame
@@ -219,7 +220,7 @@ function run(name, ms) {
 
 const end = Date.now() + SECONDS * 1000;
 while (Date.now() < end) {
-	const period = 7 + 6 * Math.random();
+	const period = 5 + 20.2 * Math.random(); // 2 sampling periods wide: see above
 	for (const name of Object.keys(SHARES))
 		run(name, period * SHARES[name]);
 }
