@@ -98,6 +98,9 @@ unit-tests-glibc  += elf
 elf-test-objs      = elf/elf.o agent/core/procmaps.o agent/core/ring.o port/file.o
 unit-tests-$(CONFIG_PERFMAP) += perfmap
 perfmap-test-objs  = agent/core/perfmap.o port/clock.o
+unit-tests-$(if $(agent-framename-y),y) += framename
+framename-test-objs = agent/core/framename.o
+framename-test-ldlibs = -lpthread
 unit-tests-$(CONFIG_LUAFRAMES) += luaname
 luaname-test-objs  = agent/core/luaname.o agent/core/framename.o \
 		     $(if $(CONFIG_LUA51FRAMES),agent/core/lua51name.o) \

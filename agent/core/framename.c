@@ -89,31 +89,119 @@ int framename__peek(uint32_t pid, uint64_t addr, void *buf, size_t len)
 	return self_mem_proven() ? self_mem_read(addr, buf, len) : self_pipe_read(addr, buf, len);
 }
 
-int framename__resolve(struct framename_cache *c, uint32_t pid, uint64_t key, uint64_t hash,
+/* The first of the FRAMENAME_WAYS entries (size bytes each) of (pid, key)'s set among n. */
+static char *set_of(void *base, size_t size, unsigned int n, uint32_t pid, uint64_t key)
+{
+	uint64_t mix = key * 0x9E3779B97F4A7C15ull >> 40; /* the high bits: all of the word's */
+
+	return (char *)base + (mix ^ pid * 2654435761u) % (n / FRAMENAME_WAYS) * FRAMENAME_WAYS * size;
+}
+
+/* Moves way w of set to its front (the one used last first). */
+static struct framename_line *to_front(char *set, size_t size, unsigned int w)
+{
+	unsigned char keep[sizeof(struct framename_slot)];
+
+	memcpy(keep, set + w * size, size);
+	memmove(set + size, set, w * size);
+	memcpy(set, keep, size);
+	return (struct framename_line *)set;
+}
+
+/* (pid, key)'s entry, moved to the front of its set; NULL when it has none. */
+static struct framename_line *set_find(void *base, size_t size, unsigned int n, uint32_t pid,
+				       uint64_t key)
+{
+	char *set = set_of(base, size, n, pid, key);
+
+	for (unsigned int w = 0; w < FRAMENAME_WAYS; w++) {
+		struct framename_line *e = (struct framename_line *)(set + w * size);
+
+		if (e->pid == pid && e->key == key)
+			return to_front(set, size, w);
+	}
+	return NULL;
+}
+
+/* A new, empty entry for (pid, key) at the front of its set, in place of the one used longest
+ * ago (a live one counted in *evicted, if given). */
+static struct framename_line *set_insert(void *base, size_t size, unsigned int n, uint32_t pid,
+					 uint64_t key, uint64_t *evicted)
+{
+	char *set = set_of(base, size, n, pid, key);
+	struct framename_line *e = to_front(set, size, FRAMENAME_WAYS - 1);
+
+	if (e->pid && evicted)
+		(*evicted)++;
+	memset(e, 0, size);
+	e->pid = pid;
+	e->key = key;
+	return e;
+}
+
+/*
+ * Reads key's name on a miss. Its function's slot s (NULL: none yet) is made or refreshed; its
+ * line goes to a lines entry, and so does a failure where no name is known. A function named
+ * before whose word cannot be read now (the process exited since its line was evicted) keeps
+ * its name, the first line (counted). 0 or -errno.
+ */
+static int read_into(struct framename_cache *c, uint32_t pid, uint64_t key, uint64_t fn,
+		     framename_read_fn read, struct framename_slot *s, int64_t *line,
+		     struct framename *out)
+{
+	struct framename n;
+	int err = read(pid, key, &n);
+
+	if (err && s && !s->err && c->line) { /* gone since: its function's name, the first line */
+		c->lines_lost++;
+		*out = s->n;
+		*line = 0;
+		return 0; /* not cached: a live word's line is worth its entry more */
+	}
+	if (!s)
+		s = (struct framename_slot *)set_insert(c->slot, sizeof(*s), c->slots, pid,
+							c->line ? fn : key, &c->evicted);
+	if (!err) {
+		s->err = 0;
+		s->n = n;
+		*line = n.line;
+		*out = n;
+	} else if (s->err == 0) {
+		s->err = err; /* a new slot: no name known for the function */
+	}
+	if (c->line)
+		set_insert(c->line, sizeof(struct framename_line), c->lines, pid, key, NULL)->line =
+		    err ? err : (int32_t)*line;
+	return err;
+}
+
+int framename__resolve(struct framename_cache *c, uint32_t pid, uint64_t key, uint64_t fn,
 		       framename_read_fn read, struct framename *out)
 {
-	/* the set: FRAMENAME_WAYS slots, the one used last first */
-	struct framename_slot *s =
-	    &c->slot[(hash ^ pid * 2654435761u) % (c->slots / FRAMENAME_WAYS) * FRAMENAME_WAYS];
-	struct framename_slot hit;
-	unsigned int w = 0;
+	struct framename_slot *s;
+	struct framename_line *l = NULL;
+	int64_t line = 0;
 	int err;
 
 	pthread_mutex_lock(&c->lock);
-	while (w < FRAMENAME_WAYS - 1 && !(s[w].pid == pid && s[w].key == key))
-		w++;
-	if (s[w].pid == pid && s[w].key == key) {
+	if (c->line)
+		l = set_find(c->line, sizeof(*l), c->lines, pid, key);
+	s = (struct framename_slot *)set_find(c->slot, sizeof(*s), c->slots, pid, c->line ? fn : key);
+	if (l && l->line < 0) { /* this word could not be named */
 		c->cached++;
-		hit = s[w];
-	} else { /* the one used longest ago goes */
-		hit = (struct framename_slot){.pid = pid, .key = key};
-		hit.err = read(pid, key, &hit.n);
+		err = l->line;
+	} else if (s && (c->line ? l && !s->err : true)) {
+		c->cached++;
+		err = s->err;
+		if (!err) {
+			*out = s->n;
+			line = l ? l->line : s->n.line;
+		}
+	} else {
+		err = read_into(c, pid, key, fn, read, s, &line, out);
 	}
-	memmove(&s[1], &s[0], w * sizeof(s[0]));
-	s[0] = hit;
-	err = s->err;
 	if (!err)
-		*out = s->n;
+		out->line = line;
 	pthread_mutex_unlock(&c->lock);
 	return err;
 }
@@ -122,7 +210,10 @@ void framename__forget(struct framename_cache *c, uint32_t pid)
 {
 	pthread_mutex_lock(&c->lock);
 	for (unsigned int i = 0; i < c->slots; i++)
-		if (c->slot[i].pid == pid)
-			c->slot[i].pid = 0, c->slot[i].key = 0;
+		if (c->slot[i].id.pid == pid)
+			c->slot[i].id = (struct framename_line){0};
+	for (unsigned int i = 0; i < c->lines; i++)
+		if (c->line[i].pid == pid)
+			c->line[i] = (struct framename_line){0};
 	pthread_mutex_unlock(&c->lock);
 }

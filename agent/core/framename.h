@@ -5,13 +5,17 @@
  *
  * A frame is a tagged word (the interpreter's code object, and what else its tag holds); its
  * name is read once, while the process runs (a drain pass: the interpreter frees its code at
- * exit, before a standalone profile is written), and kept in a cache of slots keyed by (pid,
- * word): the reader's error too, so a frame that cannot be named is not read again.
- * FRAMENAME_WAYS slots per set, the one used last first: a name evicted by a colliding word is
- * read again later, maybe after its object was freed (the program exits), so the ~100 names of
- * a script's hot paths must not evict one another (direct-mapped, main()'s was lost in 2 runs
- * of 5 of sigprof-python313). One lock per cache: the profile writer and the drain thread
- * share it. At least FRAMENAME_WAYS slots.
+ * exit, before a standalone profile is written), and cached: the reader's error too, so a frame
+ * that cannot be named is not read again. Where a word holds the frame's position as well as its
+ * function (Python's code unit, Lua's pc), two caches: names by (pid, function) in slots of
+ * ~350 bytes, lines by (pid, word) in entries of 16. Keyed by the whole word, a function's
+ * dozen positions took a dozen name slots, evicted one another, and were read again when the
+ * profile was written, after the process had exited: unnamed (bpf-python, 2026-11-29: 193 of
+ * 651 words, work_dict's many units most, its share 8 pp under). Now a word whose line was
+ * evicted, read again after its process exited, still has its function's name, with the first
+ * line (counted: lines_lost). FRAMENAME_WAYS entries per set, the one used last first; a name
+ * evicted by a colliding key is counted (evicted). One lock per cache: the profile writer and
+ * the drain thread share it. At least FRAMENAME_WAYS slots and lines.
  */
 #ifndef EDGEPROF_AGENT_FRAMENAME_H
 #define EDGEPROF_AGENT_FRAMENAME_H
@@ -30,9 +34,15 @@ struct framename {
 	int64_t line;		  /* the frame's current line; 0: unknown (the first line shown) */
 };
 
-struct framename_slot {
-	uint32_t pid;
+/* A word's line (by the whole word), or a name slot's key (by the function: the first member) */
+struct framename_line {
 	uint64_t key;
+	uint32_t pid;
+	int32_t line; /* the frame's line, 0 unknown; or -errno: it could not be named */
+};
+
+struct framename_slot {
+	struct framename_line id;
 	int err;
 	struct framename n;
 };
@@ -40,7 +50,11 @@ struct framename_slot {
 struct framename_cache {
 	struct framename_slot *slot;
 	unsigned int slots;
-	uint64_t cached; /* answers from the cache */
+	struct framename_line *line; /* NULL: a word names its function alone (no position) */
+	unsigned int lines;
+	uint64_t cached;     /* answers from the cache */
+	uint64_t evicted;    /* names pushed out by a colliding key (read again if asked) */
+	uint64_t lines_lost; /* frames named without their line: it was evicted, then unreadable */
 	pthread_mutex_t lock;
 };
 
@@ -50,11 +64,22 @@ struct framename_cache {
 		.lock = PTHREAD_MUTEX_INITIALIZER                                                 \
 	}
 
+/* Names in slots, lines in lines (arrays): for words that hold a position too. */
+#define FRAMENAME_CACHE_LINES(array, lines_array)                                                 \
+	{                                                                                         \
+		.slot = (array), .slots = sizeof(array) / sizeof((array)[0]),                       \
+		.line = (lines_array), .lines = sizeof(lines_array) / sizeof((lines_array)[0]),   \
+		.lock = PTHREAD_MUTEX_INITIALIZER                                                 \
+	}
+
 /* Reads the name of key in pid: 0 or -errno. Called with the cache's lock held. */
 typedef int (*framename_read_fn)(uint32_t pid, uint64_t key, struct framename *out);
 
-/* The name of key (hash picks its slot), read on a miss: 0, or the reader's -errno. */
-int framename__resolve(struct framename_cache *c, uint32_t pid, uint64_t key, uint64_t hash,
+/*
+ * The name of the frame word key, whose function is fn (key without its position; key itself
+ * in a cache without lines), read on a miss: 0, or the reader's -errno.
+ */
+int framename__resolve(struct framename_cache *c, uint32_t pid, uint64_t key, uint64_t fn,
 		       framename_read_fn read, struct framename *out);
 
 /*

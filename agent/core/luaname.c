@@ -29,7 +29,8 @@ const struct luaproto_layout luaproto_54_ilp32 = {
 #define MAXIWTHABS 128 /* ldebug.c: an absolute line at least every 128 instructions */
 
 static struct framename_slot slots[CONFIG_LUANAME_CACHE];
-static struct framename_cache cache = FRAMENAME_CACHE(slots);
+static struct framename_line lines[CONFIG_LUANAME_LINES];
+static struct framename_cache cache = FRAMENAME_CACHE_LINES(slots, lines);
 static struct luaname_stats stats; /* under cache.lock */
 
 static int peek(uint32_t pid, uint64_t addr, void *buf, size_t len)
@@ -159,7 +160,10 @@ static int read_proto(uint32_t pid, uint64_t v, struct framename *out)
 
 int luaname__resolve(uint32_t pid, uint64_t v, struct framename *out)
 {
-	return framename__resolve(&cache, pid, v, v * 0x9E3779B97F4A7C15ull >> 40, read_proto, out);
+	/* the function: the Proto (5.4, 5.1, LuaJIT alike), without the pc */
+	uint64_t fn = v & ~((uint64_t)LUAFRAME_PC_NONE << 45);
+
+	return framename__resolve(&cache, pid, v, fn, read_proto, out);
 }
 
 void luaname__warm(uint32_t pid, const uint64_t *frames, unsigned int n)
@@ -176,5 +180,7 @@ void luaname__stats(struct luaname_stats *st)
 	pthread_mutex_lock(&cache.lock);
 	*st = stats;
 	st->cached = cache.cached;
+	st->evicted = cache.evicted;
+	st->lines_lost = cache.lines_lost;
 	pthread_mutex_unlock(&cache.lock);
 }

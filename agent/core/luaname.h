@@ -13,8 +13,8 @@
  * chunk name and linedefined; "main chunk <file>" for a chunk), with the file and the current
  * line from the Proto's lineinfo (luaG_getfuncline). Global/field/method names, which Lua
  * derives from the caller's calling instruction, are not given (a name is right or absent).
- * Names are cached by (pid, word) in CONFIG_LUANAME_CACHE slots (agent/core/framename.h), filled while the
- * process runs (luaname__warm): lua_close() frees the Protos before a standalone profile is
+ * Names are cached by (pid, Proto) in CONFIG_LUANAME_CACHE slots, lines by (pid, word) in
+ * CONFIG_LUANAME_LINES entries (agent/core/framename.h), filled while the process runs (luaname__warm): lua_close() frees the Protos before a standalone profile is
  * written. A Proto freed and its address reused by another function's Proto with the same pc
  * in range would keep the first one's name (chunks loaded again and again: load() in a loop).
  */
@@ -111,7 +111,7 @@ static inline int32_t luafield__int32(const unsigned char *b, unsigned int off)
 }
 
 struct luaname_stats {
-	uint64_t resolved, cached, unreadable, not_proto, bad_string;
+	uint64_t resolved, cached, evicted, lines_lost, unreadable, not_proto, bad_string;
 };
 
 /* A chunk name of len bytes (raw holds its first n) as Lua's messages show it (luaO_chunkid):

@@ -59,9 +59,10 @@ static const struct pycode_layout *layout_of_size(uint64_t basicsize)
 }
 
 static struct framename_slot slots[CONFIG_PYNAME_CACHE];
+static struct framename_line lines[CONFIG_PYNAME_LINES];
 /* A location table read (under the cache's lock): its first CONFIG_PYLINE_TABLE_BYTES. */
 static uint8_t table[CONFIG_PYLINE_TABLE_BYTES];
-static struct framename_cache cache = FRAMENAME_CACHE(slots);
+static struct framename_cache cache = FRAMENAME_CACHE_LINES(slots, lines);
 static struct pyname_stats stats; /* under cache.lock */
 
 static int peek(uint32_t pid, uint64_t addr, void *buf, size_t len)
@@ -212,14 +213,10 @@ static int read_code(uint32_t pid, uint64_t v, struct framename *out)
 
 int pyname__resolve(uint32_t pid, uint64_t v, struct framename *out)
 {
-	/*
-	 * The set, by the whole word mixed (its high bits): a function's units once took the
-	 * slots after its code object's, and code objects allocated near one another overlapped
-	 * there (main's one slot lost to run's units, re-read after the interpreter freed it).
-	 */
-	uint64_t hash = v * 0x9E3779B97F4A7C15ull >> 40;
+	/* the function: the code object, without the unit */
+	uint64_t fn = v & ~((uint64_t)PYFRAME_UNIT_FAR << 45);
 
-	return framename__resolve(&cache, pid, v, hash, read_code, out);
+	return framename__resolve(&cache, pid, v, fn, read_code, out);
 }
 
 void pyname__warm(uint32_t pid, const uint64_t *frames, unsigned int n)
@@ -241,5 +238,7 @@ void pyname__stats(struct pyname_stats *st)
 	pthread_mutex_lock(&cache.lock);
 	*st = stats;
 	st->cached = cache.cached;
+	st->evicted = cache.evicted;
+	st->lines_lost = cache.lines_lost;
 	pthread_mutex_unlock(&cache.lock);
 }

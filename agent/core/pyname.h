@@ -14,9 +14,9 @@
  * frame stays unnamed (counted): co_qualname ("Class.method"), co_filename, co_firstlineno,
  * and the unit's line from co_linetable (agent/core/pyline.h; a table it cannot read gives
  * the first line, counted).
- * Names are cached by (pid, word) in CONFIG_PYNAME_CACHE slots (agent/core/framename.h): one
- * per code unit seen, so a name read while the process ran (pyname__warm)
- * outlives the object (the interpreter frees the script's code at exit, before a standalone
+ * Names are cached by (pid, code object) in CONFIG_PYNAME_CACHE slots, lines by (pid, word) in
+ * CONFIG_PYNAME_LINES entries (agent/core/framename.h), so a name read while the process ran
+ * (pyname__warm) outlives the object (the interpreter frees the script's code at exit, before a standalone
  * profile is written). A code object freed and its address reused by another code object of
  * the same process would keep the first one's name (functions live as long as their module:
  * rare in services; lambdas and exec'd code are the exception).
@@ -64,7 +64,7 @@ static inline bool pyframe__is(uint64_t v)
  * unit's entry, line_bad: a malformed table (each of these shows the first line).
  */
 struct pyname_stats {
-	uint64_t resolved, cached, unreadable, not_code, bad_string, unknown_version;
+	uint64_t resolved, cached, evicted, lines_lost, unreadable, not_code, bad_string, unknown_version;
 	uint64_t lines, line_far, line_none, line_cut, line_bad;
 };
 

@@ -260,9 +260,7 @@ static int read_sfi(uint32_t pid, uint64_t v, struct framename *out)
 
 int v8name__resolve(uint32_t pid, uint64_t v, struct framename *out)
 {
-	uint64_t hash = v * 0x9E3779B97F4A7C15ull >> 40;
-
-	return framename__resolve(&cache, pid, v, hash, read_sfi, out);
+	return framename__resolve(&cache, pid, v, v, read_sfi, out); /* no position: no lines */
 }
 
 void v8name__warm(uint32_t pid, const uint64_t *frames, unsigned int n)

@@ -11,10 +11,13 @@
 # line and its first line. The test's processes are sampled alone, in their own cgroup
 # (tests/lib/bpf-cgroup.sh), at nice -10 so that a busy machine leaves them ~4,000 samples (a
 # share's sampling error 0.8 pp: the 3 pp bound is then 3.75 standard deviations).
-# (The script's rounds were once the sampling period's length: the shares moved 2-11 pp from
-# run to run, tests/workloads/pysplit.py. A process started after the agent, time-sharing a
-# CPU with the two before it, still comes out 3-10 pp off, work_dict under: not checked here,
-# not explained, bpf/README.md.)
+# The process started after the agent, time-sharing a CPU with the two before it (~600
+# samples: 2 pp is one standard deviation), within 7 pp. (The script's rounds were once the
+# sampling period's length: the shares moved 2-11 pp from run to run, tests/workloads/pysplit.py.
+# Then work_dict came out 3-16 pp under: its many instructions' names were pushed out of the
+# agent's cache and read again after the processes had exited, which they do ~1 s after the
+# agent's round here; names are now cached per code object, lines per instruction,
+# agent/core/framename.h.)
 set -u
 agent=$EP_BUILD/edgeprof-agent
 probe=$EP_BUILD/tests/bpf-probe
@@ -113,7 +116,7 @@ tot, named, whole, gap = judge("before the agent", (b1, b2),
                                (tmp + "/before1.out", tmp + "/before2.out"))
 ok &= tot >= 5e9 and named >= 95 and whole >= 95 and gap <= 3
 tot, named, whole, gap = judge("after the agent", (after,), (tmp + "/after.out",))
-ok &= tot >= 1e9 and named >= 90
+ok &= tot >= 1e9 and named >= 90 and gap <= 7
 tot, named, whole, gap = judge("short-lived", (short,), (tmp + "/short.out",))
 ok &= tot > 0 and named >= 50
 for l in pt.header(path):

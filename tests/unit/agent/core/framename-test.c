@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Unit tests of agent/core/framename.c's cache: a frame word holds a function and a position
+ * (Python's code unit, Lua's pc); names are cached per function, lines per word. The reader
+ * here stands for a process: it answers while "alive" and fails (-EFAULT, as process_vm_readv
+ * does for an exited pid) after. What the cache must give: a word evicted from the lines,
+ * asked for after the exit, still named (its first line, counted); a word the reader rejected
+ * not read again; a cache without lines as before (name and line per word); forget() drops a
+ * pid's entries.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "agent/core/framename.h"
+
+#define POS_SHIFT 45
+#define FN(w) ((w) & ((1ull << POS_SHIFT) - 1))
+#define WORD(fn, pos) ((uint64_t)(pos) << POS_SHIFT | (fn))
+#define BAD_FN 0x666
+
+static int alive = 1, reads;
+
+/* Function fn is "f<fn>" first on line 10 * fn; position p is on its line 10 * fn + p. */
+static int fake_read(uint32_t pid, uint64_t key, struct framename *out)
+{
+	uint64_t fn = FN(key);
+
+	(void)pid;
+	reads++;
+	if (!alive)
+		return -EFAULT;
+	if (fn == BAD_FN)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	snprintf(out->name, sizeof(out->name), "f%llu", (unsigned long long)fn);
+	out->start_line = (int64_t)(10 * fn);
+	out->line = out->start_line + (int64_t)(key >> POS_SHIFT);
+	return 0;
+}
+
+static struct framename_slot slots[16];
+static struct framename_line lines[8]; /* two sets: 40 words cannot all stay */
+static struct framename_cache cache = FRAMENAME_CACHE_LINES(slots, lines);
+
+static int setup(void **state)
+{
+	(void)state;
+	memset(slots, 0, sizeof(slots));
+	memset(lines, 0, sizeof(lines));
+	cache.cached = cache.evicted = cache.lines_lost = 0;
+	alive = 1;
+	reads = 0;
+	return 0;
+}
+
+static int resolve(uint64_t w, struct framename *n)
+{
+	return framename__resolve(&cache, 7, w, FN(w), fake_read, n);
+}
+
+static void lines_evicted_keep_their_name(void **state)
+{
+	struct framename n;
+	int exact = 0;
+
+	(void)state;
+	for (unsigned int p = 1; p <= 40; p++) /* one function's 40 positions: the drain pass */
+		assert_int_equal(resolve(WORD(3, p), &n), 0);
+	assert_int_equal(reads, 40);
+	alive = 0; /* the process exits before the profile is written */
+	for (unsigned int p = 1; p <= 40; p++) {
+		assert_int_equal(resolve(WORD(3, p), &n), 0);
+		assert_string_equal(n.name, "f3");
+		assert_int_equal(n.start_line, 30);
+		if (n.line) { /* still cached: its own line */
+			assert_int_equal(n.line, 30 + p);
+			exact++;
+		}
+	}
+	assert_in_range(exact, 1, 8);
+	assert_int_equal(cache.lines_lost, 40 - exact);
+	assert_int_equal(cache.evicted, 0); /* one name slot served them all */
+}
+
+static void rejected_words_are_not_read_again(void **state)
+{
+	struct framename n;
+
+	(void)state;
+	assert_int_equal(resolve(WORD(BAD_FN, 1), &n), -EINVAL);
+	assert_int_equal(resolve(WORD(BAD_FN, 1), &n), -EINVAL);
+	assert_int_equal(reads, 1);
+	alive = 0; /* a function never named stays unnamed, its other positions too */
+	assert_true(resolve(WORD(BAD_FN, 2), &n) < 0);
+}
+
+static void a_named_function_is_not_renamed_by_a_failure(void **state)
+{
+	struct framename n;
+
+	(void)state;
+	assert_int_equal(resolve(WORD(5, 1), &n), 0);
+	alive = 0;
+	assert_int_equal(resolve(WORD(5, 9), &n), 0); /* never seen, the function known */
+	assert_string_equal(n.name, "f5");
+	assert_int_equal(n.line, 0);
+	assert_int_equal(resolve(WORD(5, 1), &n), 0);
+	assert_int_equal(n.line, 51);
+	assert_int_equal(resolve(WORD(6, 1), &n), -EFAULT); /* never named at all */
+}
+
+static void without_lines_a_word_is_its_own_name(void **state)
+{
+	static struct framename_slot s4[4];
+	static struct framename_cache c = FRAMENAME_CACHE(s4);
+	struct framename n;
+
+	(void)state;
+	for (unsigned int f = 1; f <= 5; f++) /* one set of 4: the first is pushed out */
+		assert_int_equal(framename__resolve(&c, 7, WORD(f, 2), WORD(f, 2), fake_read, &n), 0);
+	assert_int_equal(n.line, 52);
+	assert_int_equal(c.evicted, 1);
+	assert_int_equal(framename__resolve(&c, 7, WORD(5, 2), WORD(5, 2), fake_read, &n), 0);
+	assert_int_equal(c.cached, 1);
+	alive = 0;
+	assert_int_equal(framename__resolve(&c, 7, WORD(1, 2), WORD(1, 2), fake_read, &n), -EFAULT);
+}
+
+static void forget_drops_the_pid(void **state)
+{
+	struct framename n;
+
+	(void)state;
+	assert_int_equal(resolve(WORD(4, 1), &n), 0);
+	framename__forget(&cache, 7);
+	assert_int_equal(resolve(WORD(4, 1), &n), 0);
+	assert_int_equal(reads, 2);
+	assert_int_equal(framename__resolve(&cache, 8, WORD(4, 1), 4, fake_read, &n), 0);
+	assert_int_equal(reads, 3); /* another pid's word is another frame */
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup(lines_evicted_keep_their_name, setup),
+	    cmocka_unit_test_setup(rejected_words_are_not_read_again, setup),
+	    cmocka_unit_test_setup(a_named_function_is_not_renamed_by_a_failure, setup),
+	    cmocka_unit_test_setup(without_lines_a_word_is_its_own_name, setup),
+	    cmocka_unit_test_setup(forget_drops_the_pid, setup),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
