@@ -139,6 +139,12 @@ static struct framename_line *set_insert(void *base, size_t size, unsigned int n
 	return e;
 }
 
+static bool same_function(const struct framename *a, const struct framename *b)
+{
+	return a->start_line == b->start_line && !strcmp(a->name, b->name) &&
+	       !strcmp(a->file, b->file);
+}
+
 /*
  * Reads key's name on a miss. Its function's slot s (NULL: none yet) is made or refreshed; its
  * line goes to a lines entry, and so does a failure where no name is known. A function named
@@ -152,7 +158,12 @@ static int read_into(struct framename_cache *c, uint32_t pid, uint64_t key, uint
 	struct framename n;
 	int err = read(pid, key, &n);
 
-	if (err && s && !s->err && c->line) { /* gone since: its function's name, the first line */
+	/*
+	 * Its function named before, and now unreadable (the process exited), or another function
+	 * (its object freed at exit and the address reused): the name read while it ran, the
+	 * first line.
+	 */
+	if (s && !s->err && (err || !same_function(&n, &s->n))) {
 		c->lines_lost++;
 		*out = s->n;
 		*line = 0;

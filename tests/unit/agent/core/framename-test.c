@@ -3,7 +3,8 @@
  * Unit tests of agent/core/framename.c's cache: a frame word holds a function and a position
  * (Python's code unit, Lua's pc); names are cached per function, lines per word. The reader
  * here stands for a process: it answers while "alive" and fails (-EFAULT, as process_vm_readv
- * does for an exited pid) after. What the cache must give: a word evicted from the lines,
+ * does for an exited pid) after, or names another function at the same address (the object
+ * freed at exit and the memory reused). What the cache must give: a word evicted from the lines,
  * asked for after the exit, still named (its first line, counted); a word the reader rejected
  * not read again; a cache without lines as before (name and line per word); forget() drops a
  * pid's entries.
@@ -24,7 +25,7 @@
 #define WORD(fn, pos) ((uint64_t)(pos) << POS_SHIFT | (fn))
 #define BAD_FN 0x666
 
-static int alive = 1, reads;
+static int alive = 1, reused, reads;
 
 /* Function fn is "f<fn>" first on line 10 * fn; position p is on its line 10 * fn + p. */
 static int fake_read(uint32_t pid, uint64_t key, struct framename *out)
@@ -38,7 +39,8 @@ static int fake_read(uint32_t pid, uint64_t key, struct framename *out)
 	if (fn == BAD_FN)
 		return -EINVAL;
 	memset(out, 0, sizeof(*out));
-	snprintf(out->name, sizeof(out->name), "f%llu", (unsigned long long)fn);
+	snprintf(out->name, sizeof(out->name), "%s%llu", reused ? "other" : "f",
+		 (unsigned long long)fn);
 	out->start_line = (int64_t)(10 * fn);
 	out->line = out->start_line + (int64_t)(key >> POS_SHIFT);
 	return 0;
@@ -55,6 +57,7 @@ static int setup(void **state)
 	memset(lines, 0, sizeof(lines));
 	cache.cached = cache.evicted = cache.lines_lost = 0;
 	alive = 1;
+	reused = 0;
 	reads = 0;
 	return 0;
 }
@@ -115,6 +118,22 @@ static void a_named_function_is_not_renamed_by_a_failure(void **state)
 	assert_int_equal(resolve(WORD(6, 1), &n), -EFAULT); /* never named at all */
 }
 
+static void a_reused_address_does_not_rename_the_function(void **state)
+{
+	struct framename n;
+
+	(void)state;
+	assert_int_equal(resolve(WORD(5, 1), &n), 0);
+	reused = 1; /* the code object freed, another function's at its address */
+	assert_int_equal(resolve(WORD(5, 2), &n), 0);
+	assert_string_equal(n.name, "f5");
+	assert_int_equal(n.line, 0);
+	assert_int_equal(cache.lines_lost, 1);
+	assert_int_equal(resolve(WORD(5, 1), &n), 0);
+	assert_string_equal(n.name, "f5");
+	assert_int_equal(n.line, 51);
+}
+
 static void without_lines_a_word_is_its_own_name(void **state)
 {
 	static struct framename_slot s4[4];
@@ -151,6 +170,7 @@ int main(void)
 	    cmocka_unit_test_setup(lines_evicted_keep_their_name, setup),
 	    cmocka_unit_test_setup(rejected_words_are_not_read_again, setup),
 	    cmocka_unit_test_setup(a_named_function_is_not_renamed_by_a_failure, setup),
+	    cmocka_unit_test_setup(a_reused_address_does_not_rename_the_function, setup),
 	    cmocka_unit_test_setup(without_lines_a_word_is_its_own_name, setup),
 	    cmocka_unit_test_setup(forget_drops_the_pid, setup),
 	};
