@@ -2,13 +2,16 @@
 /* agent/core/framename.c — see framename.h. */
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include "agent/core/framename.h"
+#include "port/hash.h"
 
 /* Through /proc/self/mem: 1 proven right, -1 not (or not tried yet: 0). */
 static int self_mem_ok;
@@ -89,12 +92,20 @@ int framename__peek(uint32_t pid, uint64_t addr, void *buf, size_t len)
 	return self_mem_proven() ? self_mem_read(addr, buf, len) : self_pipe_read(addr, buf, len);
 }
 
+/* Slots and lines are handled alike through their first member (the key, pid and gen). */
+_Static_assert(offsetof(struct framename_slot, id) == 0, "a slot starts with its key");
+
 /* The first of the FRAMENAME_WAYS entries (size bytes each) of (pid, key)'s set among n. */
 static char *set_of(void *base, size_t size, unsigned int n, uint32_t pid, uint64_t key)
 {
-	uint64_t mix = key * 0x9E3779B97F4A7C15ull >> 40; /* the high bits: all of the word's */
+	/*
+	 * Every bit of the word and pid mixed into every bit of the set: a multiply's high bits
+	 * left bits 40..44 of a function's words alike, and its positions (bits 45..55) in the
+	 * same set of any cache of 32 sets or fewer, in 32 sets of a larger one.
+	 */
+	uint64_t mix = hash_mix64(key ^ (uint64_t)pid << 32 ^ pid);
 
-	return (char *)base + (mix ^ pid * 2654435761u) % (n / FRAMENAME_WAYS) * FRAMENAME_WAYS * size;
+	return (char *)base + mix % (n / FRAMENAME_WAYS) * FRAMENAME_WAYS * size;
 }
 
 /* Moves way w of set to its front (the one used last first). */
@@ -145,44 +156,55 @@ static bool same_function(const struct framename *a, const struct framename *b)
 	       !strcmp(a->file, b->file);
 }
 
+/* A line as an entry holds it: 0 (unknown) for what is not a line number. */
+static int32_t line_of(int64_t line)
+{
+	return line > 0 && line <= INT32_MAX ? (int32_t)line : 0;
+}
+
 /*
- * Reads key's name on a miss. Its function's slot s (NULL: none yet) is made or refreshed; its
- * line goes to a lines entry, and so does a failure where no name is known. A function named
- * before whose word cannot be read now (the process exited since its line was evicted) keeps
- * its name, the first line (counted). 0 or -errno.
+ * Reads key's name on a miss, into its function's slot s (made when NULL) and its lines entry
+ * l (made when NULL and the cache has lines). A function named while its process ran, whose
+ * word cannot be read now (the process exited since the word's line was pushed out), keeps its
+ * name, with the first line (counted). A function read anew, or found changed (its object
+ * freed and the address reused by another), gets a new generation: the lines read with the old
+ * one are read again. 0 or -errno.
  */
 static int read_into(struct framename_cache *c, uint32_t pid, uint64_t key, uint64_t fn,
-		     framename_read_fn read, struct framename_slot *s, int64_t *line,
-		     struct framename *out)
+		     framename_read_fn read, struct framename_slot *s, struct framename_line *l,
+		     int64_t *line, struct framename *out)
 {
 	struct framename n;
 	int err = read(pid, key, &n);
 
-	/*
-	 * Its function named before, and now unreadable (the process exited), or another function
-	 * (its object freed at exit and the address reused): the name read while it ran, the
-	 * first line.
-	 */
-	if (s && !s->err && (err || !same_function(&n, &s->n))) {
+	if (err && s && !s->err) {
 		c->lines_lost++;
+		err = 0;
 		*out = s->n;
 		*line = 0;
-		return 0; /* not cached: a live word's line is worth its entry more */
+	} else {
+		if (!s)
+			s = (struct framename_slot *)set_insert(c->slot, sizeof(*s), c->slots, pid,
+								c->line ? fn : key, &c->evicted);
+		if (err ? !s->id.gen : s->err || !s->id.gen || !same_function(&n, &s->n)) {
+			s->err = err;
+			if (!err)
+				s->n = n;
+			if (!++c->gen) /* never 0: an empty entry's */
+				c->gen++;
+			s->id.gen = c->gen;
+		}
+		if (!err) {
+			*out = n;
+			*line = line_of(n.line);
+		}
 	}
-	if (!s)
-		s = (struct framename_slot *)set_insert(c->slot, sizeof(*s), c->slots, pid,
-							c->line ? fn : key, &c->evicted);
-	if (!err) {
-		s->err = 0;
-		s->n = n;
-		*line = n.line;
-		*out = n;
-	} else if (s->err == 0) {
-		s->err = err; /* a new slot: no name known for the function */
+	if (c->line) {
+		if (!l)
+			l = set_insert(c->line, sizeof(*l), c->lines, pid, key, NULL);
+		l->gen = s->id.gen;
+		l->line = err ? err : (int32_t)*line;
 	}
-	if (c->line)
-		set_insert(c->line, sizeof(struct framename_line), c->lines, pid, key, NULL)->line =
-		    err ? err : (int32_t)*line;
 	return err;
 }
 
@@ -192,24 +214,26 @@ int framename__resolve(struct framename_cache *c, uint32_t pid, uint64_t key, ui
 	struct framename_slot *s;
 	struct framename_line *l = NULL;
 	int64_t line = 0;
+	bool fresh;
 	int err;
 
 	pthread_mutex_lock(&c->lock);
 	if (c->line)
 		l = set_find(c->line, sizeof(*l), c->lines, pid, key);
 	s = (struct framename_slot *)set_find(c->slot, sizeof(*s), c->slots, pid, c->line ? fn : key);
-	if (l && l->line < 0) { /* this word could not be named */
+	fresh = l && s && l->gen == s->id.gen; /* read with the function's name as it is */
+	if (fresh && l->line < 0) { /* this word could not be named */
 		c->cached++;
 		err = l->line;
-	} else if (s && (c->line ? l && !s->err : true)) {
+	} else if (s && (c->line ? fresh && !s->err : true)) {
 		c->cached++;
 		err = s->err;
 		if (!err) {
 			*out = s->n;
-			line = l ? l->line : s->n.line;
+			line = l ? l->line : line_of(s->n.line);
 		}
 	} else {
-		err = read_into(c, pid, key, fn, read, s, &line, out);
+		err = read_into(c, pid, key, fn, read, s, l, &line, out);
 	}
 	if (!err)
 		out->line = line;

@@ -8,7 +8,7 @@
  * exit, before a standalone profile is written), and cached: the reader's error too, so a frame
  * that cannot be named is not read again. Where a word holds the frame's position as well as its
  * function (Python's code unit, Lua's pc), two caches: names by (pid, function) in slots of
- * ~350 bytes, lines by (pid, word) in entries of 16. Keyed by the whole word, a function's
+ * ~350 bytes, lines by (pid, word) in entries of 24. Keyed by the whole word, a function's
  * dozen positions took a dozen name slots, evicted one another, and were read again when the
  * profile was written, after the process had exited: unnamed (bpf-python, 2026-11-29: 193 of
  * 651 words, work_dict's many units most, its share 8 pp under). Now a word whose line was
@@ -34,10 +34,15 @@ struct framename {
 	int64_t line;		  /* the frame's current line; 0: unknown (the first line shown) */
 };
 
-/* A word's line (by the whole word), or a name slot's key (by the function: the first member) */
+/*
+ * A word's line (by the whole word), or a name slot's key (by the function: the slot's first
+ * member). gen: a slot's, new each time its name is read anew; a line's, the slot's it was read
+ * with (another gen: read again, its function's slot was refilled since).
+ */
 struct framename_line {
 	uint64_t key;
 	uint32_t pid;
+	uint32_t gen;
 	int32_t line; /* the frame's line, 0 unknown; or -errno: it could not be named */
 };
 
@@ -55,6 +60,7 @@ struct framename_cache {
 	uint64_t cached;     /* answers from the cache */
 	uint64_t evicted;    /* names pushed out by a colliding key (read again if asked) */
 	uint64_t lines_lost; /* frames named without their line: it was evicted, then unreadable */
+	uint32_t gen;	     /* the last slot generation given */
 	pthread_mutex_t lock;
 };
 

@@ -18,8 +18,9 @@
  * CONFIG_PYNAME_LINES entries (agent/core/framename.h), so a name read while the process ran
  * (pyname__warm) outlives the object (the interpreter frees the script's code at exit, before a standalone
  * profile is written). A code object freed and its address reused by another code object of
- * the same process would keep the first one's name (functions live as long as their module:
- * rare in services; lambdas and exec'd code are the exception).
+ * the same process keeps the first one's name for the words already seen; a word not seen
+ * before reads it anew, and the old words are then read again (functions live as long as
+ * their module: rare in services; lambdas and exec'd code are the exception).
  */
 #ifndef EDGEPROF_AGENT_PYNAME_H
 #define EDGEPROF_AGENT_PYNAME_H
