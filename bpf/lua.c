@@ -324,8 +324,10 @@ static struct luaslot *look_at(struct bpflua *p, const struct procmaps *pm)
 	find_lua54(p, pm, slot);
 	if (was && slot->lua54 && slot->exec_lo == old.exec_lo)
 		keep_states(slot, &old);
-	else if (was) /* exec'd: its states are looked for again */
+	else if (was) { /* exec'd: its states are looked for again, its Protos named again */
 		bpf_map_delete_elem(p->m.procs_fd, &slot->pid);
+		luaname__forget(pm->pid);
+	}
 	return slot;
 }
 

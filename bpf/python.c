@@ -341,6 +341,7 @@ static struct pyslot *look_at(struct bpfpy *p, const struct procmaps *pm)
 	struct pyslot *slot = &p->slots[pm->pid % p->m.n_slots];
 	uint64_t first = pm->n ? pm->maps[0].start : 0;
 	bool was = slot->pid == pm->pid && slot->listed;
+	uint64_t eval_was = slot->eval_lo;
 
 	if (slot->pid == pm->pid && slot->pm == pm && slot->n_maps == pm->n &&
 	    slot->first_start == first)
@@ -348,8 +349,6 @@ static struct pyslot *look_at(struct bpfpy *p, const struct procmaps *pm)
 	/* a process evicted from the slot stays listed: its samples look at it again */
 	*slot = (struct pyslot){.pid = pm->pid, .pm = pm, .n_maps = pm->n, .first_start = first};
 	p->st.looked_at++;
-	if (was)
-		pyname__forget(pm->pid); /* exec'd (or mapped more): its code objects may be others */
 	for (unsigned int i = 0; i < pm->n; i++) {
 		const struct pyfile *f;
 
@@ -361,6 +360,14 @@ static struct pyslot *look_at(struct bpfpy *p, const struct procmaps *pm)
 			break;
 		}
 	}
+	/*
+	 * Exec'd: its code objects may be others, their names are read again. Only mapped more (an
+	 * extension module imported: the eval loop where it was), the names read stay: forgotten,
+	 * a process that exited before the round was written lost the names of the frames not
+	 * sampled again since.
+	 */
+	if (was && !(slot->listed && slot->eval_lo == eval_was))
+		pyname__forget(pm->pid);
 	if (was && !slot->listed)
 		bpf_map_delete_elem(p->m.procs_fd, &slot->pid);
 	return slot;

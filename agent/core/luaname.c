@@ -175,6 +175,11 @@ void luaname__warm(uint32_t pid, const uint64_t *frames, unsigned int n)
 			luaname__resolve(pid, frames[i], &tmp);
 }
 
+void luaname__forget(uint32_t pid)
+{
+	framename__forget(&cache, pid);
+}
+
 void luaname__stats(struct luaname_stats *st)
 {
 	pthread_mutex_lock(&cache.lock);

@@ -127,6 +127,8 @@ void luaname__set(struct framename *out, const char file[FRAMENAME_MAX], int64_t
 int luaname__resolve(uint32_t pid, uint64_t v, struct framename *out);
 /* Names the tagged frames among frames[0..n) now, while their Protos live. */
 void luaname__warm(uint32_t pid, const uint64_t *frames, unsigned int n);
+/* Forgets the names read for pid (it exec'd: its Protos are others now). */
+void luaname__forget(uint32_t pid);
 void luaname__stats(struct luaname_stats *st);
 #endif
 
@@ -158,6 +160,9 @@ static inline int luaname__resolve(uint32_t pid, uint64_t v, struct framename *o
 	return -95; /* -EOPNOTSUPP */
 }
 static inline void luaname__warm(uint32_t pid, const uint64_t *frames, unsigned int n)
+{
+}
+static inline void luaname__forget(uint32_t pid)
 {
 }
 static inline void luaname__stats(struct luaname_stats *st)
