@@ -13,6 +13,9 @@ of the CPU). Real services do not start their work on the scheduler's tick.
 SECONDS are wall time; with CLOCK "cpu", the process's CPU time: the same number of samples
 however loaded the machine is (the share bounds assume a sample count: 3 pp needs ~2,500 for
 1 pp of standard error, and 6 s of wall time at load 10 gave 394).
+Each handler's loop runs in its own frame: fib's once ran in run() (a call of fib(12) and a
+clock read a turn), and the samples that fell there between calls named no handler, ~1 pp of
+fib's share under in every sampler.
 Usage: pysplit.py SECONDS [EXIT [CLOCK]]"""
 import random
 import sys
@@ -23,8 +26,11 @@ spent = dict.fromkeys(SHARES, 0.0)
 sink = 0
 
 
-def fib(n):
-    return n if n < 2 else fib(n - 1) + fib(n - 2)
+def fib(n, until=0.0):
+    r = n if n < 2 else fib(n - 1) + fib(n - 2)
+    while until and time.thread_time() < until:  # the handler's rounds, in fib's own frame
+        r += fib(n)
+    return r
 
 
 def work_dict(until):
@@ -56,8 +62,7 @@ def run(name, ms):
     c0 = time.thread_time()
     until = c0 + ms / 1000.0
     if name == "fib":
-        while time.thread_time() < until:
-            sink += fib(12)
+        sink += fib(12, until)
     elif name == "work_dict":
         sink += work_dict(until)
     else:

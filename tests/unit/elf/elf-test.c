@@ -21,6 +21,7 @@
 
 #include "elf/elf.h"
 #include "agent/core/procmaps.h"
+#include "agent/core/ring.h"
 
 __attribute__((noinline)) int elf_test_marker_function(int x)
 {
@@ -343,30 +344,27 @@ static void maps_are_read_once_more_a_little_later(void **state)
  * A new comm of the main thread forgets them.
  */
 /*
- * Does pid's /proc maps list path yet? The exe link names the new program as soon as exec
- * switches the memory, before the loader has mapped it: maps read then hold no file of it
- * (proctab__exe NULL: this test failed so on a loaded machine).
+ * Has pid's exec of path finished loading it? The exe link names the new program as soon as
+ * exec switches the memory, the maps list it once its first segment is mapped, and
+ * /proc/PID/stat's startcode (what proctab__exe() goes by) is set only after the last: a read
+ * in between finds no exe (this test failed so on a loaded machine, twice at each wait).
  */
-static bool maps_hold(pid_t pid, const char *path)
+static bool exec_loaded(pid_t pid, const char *link)
 {
-	char name[64], line[512];
-	bool found = false;
-	FILE *f;
+	uint64_t start_time, start_code = 0;
+	char exe[256];
+	ssize_t n = readlink(link, exe, sizeof(exe) - 1);
 
-	snprintf(name, sizeof(name), "/proc/%d/maps", (int)pid);
-	f = fopen(name, "r");
-	while (f && !found && fgets(line, sizeof(line), f))
-		found = strstr(line, path) != NULL;
-	if (f)
-		fclose(f);
-	return found;
+	exe[n > 0 ? n : 0] = 0;
+	return strstr(exe, "sleep") && !ring_proc_stat((uint32_t)pid, &start_time, &start_code) &&
+	       start_code > 1;
 }
 
 static void exec_seen_in_the_main_comm_forgets_the_maps(void **state)
 {
 	struct proctab *t = proctab__new(4, 64);
 	struct proctab_stats st;
-	char link[64], exe[256];
+	char link[64];
 	int go[2];
 	pid_t child;
 
@@ -386,14 +384,8 @@ static void exec_seen_in_the_main_comm_forgets_the_maps(void **state)
 	proctab__main_comm(t, (uint32_t)child, "elf-test");
 	assert_int_equal(write(go[1], "x", 1), 1);
 	snprintf(link, sizeof(link), "/proc/%d/exe", (int)child);
-	for (int i = 0; i < 1000; i++) { /* until it runs sleep (seconds on a loaded machine) */
-		ssize_t n = readlink(link, exe, sizeof(exe) - 1);
-
-		exe[n > 0 ? n : 0] = 0;
-		if (strstr(exe, "sleep") && maps_hold(child, exe))
-			break;
+	for (int i = 0; i < 1000 && !exec_loaded(child, link); i++) /* seconds when loaded */
 		usleep(10 * 1000);
-	}
 	proctab__main_comm(t, (uint32_t)child, "elf-test"); /* the same: kept */
 	assert_non_null(proctab__maps(t, (uint32_t)child));
 	proctab__main_comm(t, (uint32_t)child, "sleep");
