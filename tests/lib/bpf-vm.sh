@@ -85,6 +85,26 @@ mount -t devtmpfs devtmpfs /dev
 mount -t tmpfs tmpfs /tmp
 echo 1 >/proc/sys/kernel/printk # no kernel lines inside our output
 echo "@@vm up $(uname -r) $(uname -m) cpus=$(nproc) uptime=$(cut -d' ' -f1 /proc/uptime)"
+up() { cut -d' ' -f1 /proc/uptime; }
+# SIGINT to agent PID, then 60 s for it to end: one still running is shown (each thread's
+# state and wait channel, the kernel stack, its log's end) and killed, so that a stuck step
+# says where it was and leaves the VM time for the rest (once, CI's VM stopped in the off-CPU
+# step until the 300 s timeout with nothing said).
+stop_agent() { # PID LOG
+	kill -INT "$1"
+	n=0
+	while kill -0 "$1" 2>/dev/null && [ $n -lt 600 ]; do sleep 0.1; n=$((n + 1)); done
+	if kill -0 "$1" 2>/dev/null; then
+		echo "@@stuck pid $1 at uptime $(up)"
+		for t in /proc/"$1"/task/*; do
+			echo "  task ${t##*/}: $(cut -d' ' -f3 "$t/stat") $(cat "$t/wchan" 2>/dev/null)"
+			cat "$t/stack" 2>/dev/null | sed 's/^/    /'
+		done
+		tail -n 5 "$2"
+		kill -9 "$1"
+	fi
+	wait "$1"
+}
 
 # The workloads run until the profiler is done: loading the BPF programs takes seconds under
 # TCG (the verifier's work), more when the host is busy.
@@ -118,9 +138,8 @@ sleep 1
 bpf-work leaf 120 &
 wpid=$!
 sleep 4
-kill -INT $apid
-wait $apid
-echo "@@agent rc=$? leaf_pid=$wpid"
+stop_agent $apid /tmp/agent.log
+echo "@@agent rc=$? leaf_pid=$wpid uptime=$(up)"
 kill $wpid
 cat /tmp/agent.log
 wait
@@ -134,7 +153,7 @@ bpf-work-nofp fixed 1000000 20 &
 wpid=$!
 sleep 0.5
 bpf-probe --seconds 4 --hz 99 --comm bpfw- >/tmp/cfi.out 2>/tmp/cfi.err
-echo "@@cfi rc=$? nofp_pid=$wpid"
+echo "@@cfi rc=$? nofp_pid=$wpid uptime=$(up)"
 kill $wpid
 cat /tmp/cfi.err
 echo "@@cfi-out"
@@ -150,12 +169,13 @@ edgeprof-agent --once --seconds 120 --sampler bpf --profiles offcpu --output-dir
 apid=$!
 i=0
 while ! grep -q "off-CPU time on" /tmp/off.log && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+echo "@@offcpu sampling after $i waits, uptime $(up)"
 sleep 1
 wallsplit 1.2 >/tmp/wall.out
+echo "@@wallsplit done, uptime $(up)"
 sleep 1
-kill -INT $apid
-wait $apid
-echo "@@offcpu rc=$?"
+stop_agent $apid /tmp/off.log
+echo "@@offcpu rc=$? uptime=$(up)"
 cat /tmp/off.log
 echo "@@wall-out"
 cat /tmp/wall.out
@@ -224,7 +244,7 @@ ok &= walked >= 0.9 * len(mine)
 sys.exit(0 if ok else 1)
 PY
 
-pid=$(sed -n 's/^@@agent rc=0 leaf_pid=\([0-9]*\)$/\1/p' "$console")
+pid=$(sed -n 's/^@@agent rc=0 leaf_pid=\([0-9]*\) .*/\1/p' "$console")
 received pprof "$tmp/leaf.pb.gz" || { sed -n '/^@@agent rc/,/^@@pprof-sum/p' "$console"; exit 1; }
 PYTHONPATH="$EP_TOP/tests/workloads" /usr/bin/python3 - "$tmp/leaf.pb.gz" "$pid" "$arch" <<'PY' || exit 1
 import sys, re
