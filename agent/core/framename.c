@@ -108,14 +108,17 @@ static char *set_of(void *base, size_t size, unsigned int n, uint32_t pid, uint6
 	return (char *)base + mix % (n / FRAMENAME_WAYS) * FRAMENAME_WAYS * size;
 }
 
-/* Moves way w of set to its front (the one used last first). */
+/* Moves way w of set to its front (the one used last first): nothing to move when it is there,
+ * as a warm pass's lookups mostly find it. */
 static struct framename_line *to_front(char *set, size_t size, unsigned int w)
 {
 	unsigned char keep[sizeof(struct framename_slot)];
 
-	memcpy(keep, set + w * size, size);
-	memmove(set + size, set, w * size);
-	memcpy(set, keep, size);
+	if (w) {
+		memcpy(keep, set + w * size, size);
+		memmove(set + size, set, w * size);
+		memcpy(set, keep, size);
+	}
 	return (struct framename_line *)set;
 }
 
@@ -184,8 +187,8 @@ static int read_into(struct framename_cache *c, uint32_t pid, uint64_t key, uint
 		*line = 0;
 	} else {
 		if (!s)
-			s = (struct framename_slot *)set_insert(c->slot, sizeof(*s), c->slots, pid,
-								c->line ? fn : key, &c->evicted);
+			s = (struct framename_slot *)set_insert(c->slot, sizeof(*s), c->slots, pid, fn,
+								&c->evicted);
 		if (err ? !s->id.gen : s->err || !s->id.gen || !same_function(&n, &s->n)) {
 			s->err = err;
 			if (!err)
@@ -217,15 +220,17 @@ int framename__resolve(struct framename_cache *c, uint32_t pid, uint64_t key, ui
 	bool fresh;
 	int err;
 
+	if (!c->line)
+		fn = key; /* names by the whole word */
 	pthread_mutex_lock(&c->lock);
 	if (c->line)
 		l = set_find(c->line, sizeof(*l), c->lines, pid, key);
-	s = (struct framename_slot *)set_find(c->slot, sizeof(*s), c->slots, pid, c->line ? fn : key);
+	s = (struct framename_slot *)set_find(c->slot, sizeof(*s), c->slots, pid, fn);
 	fresh = l && s && l->gen == s->id.gen; /* read with the function's name as it is */
 	if (fresh && l->line < 0) { /* this word could not be named */
 		c->cached++;
 		err = l->line;
-	} else if (s && (c->line ? fresh && !s->err : true)) {
+	} else if (s && (!c->line || (fresh && !s->err))) {
 		c->cached++;
 		err = s->err;
 		if (!err) {
