@@ -92,71 +92,212 @@ int framename__peek(uint32_t pid, uint64_t addr, void *buf, size_t len)
 	return self_mem_proven() ? self_mem_read(addr, buf, len) : self_pipe_read(addr, buf, len);
 }
 
-/* Slots and lines are handled alike through their first member (the key, pid and gen). */
-_Static_assert(offsetof(struct framename_slot, id) == 0, "a slot starts with its key");
+/* The round drain passes pin to, and the last released: a name pinned to a later one stays. */
+static uint32_t round_now = 1, round_released;
 
-/* The first of the FRAMENAME_WAYS entries (size bytes each) of (pid, key)'s set among n. */
-static char *set_of(void *base, size_t size, unsigned int n, uint32_t pid, uint64_t key)
+uint32_t framename__round(void)
+{
+	return __atomic_load_n(&round_now, __ATOMIC_RELAXED);
+}
+
+uint32_t framename__round_end(void)
+{
+	return __atomic_fetch_add(&round_now, 1, __ATOMIC_RELAXED);
+}
+
+void framename__release(uint32_t upto)
+{
+	uint32_t was = __atomic_load_n(&round_released, __ATOMIC_RELAXED);
+
+	while (upto > was && !__atomic_compare_exchange_n(&round_released, &was, upto, false,
+							 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+static bool pinned(uint32_t round)
+{
+	return round > __atomic_load_n(&round_released, __ATOMIC_RELAXED);
+}
+
+/* A new generation: never 0 (an empty text's, an entry not named yet). */
+static uint32_t next_gen(struct framename_cache *c)
+{
+	if (!++c->gen)
+		c->gen++;
+	return c->gen;
+}
+
+/*
+ * The first entries of (pid, key)'s two sets among n (FRAMENAME_WAYS each): a key lives in
+ * either. Pinned entries cannot make room, so one set's chance excess is what is lost: 8-way
+ * sets a third full overflowed here and there (12 entries dropped in bpf-interp-short); a key
+ * goes to its second set when its first is all pinned, and is dropped only when both are.
+ */
+/* Two sets of sets by a mixed hash: its low half's and its high half's, never the same one. */
+static void two_sets(uint64_t mix, unsigned int sets, unsigned int at[2])
+{
+	at[0] = (unsigned int)(mix % sets);
+	at[1] = (unsigned int)((mix >> 32) % sets);
+	if (at[1] == at[0])
+		at[1] = (at[0] + 1) % sets;
+}
+
+static void sets_of(struct framename_entry *base, unsigned int n, uint32_t pid, uint64_t key,
+		    struct framename_entry *set[2])
 {
 	/*
-	 * Every bit of the word and pid mixed into every bit of the set: a multiply's high bits
+	 * Every bit of the word and pid mixed into every bit of the sets: a multiply's high bits
 	 * left bits 40..44 of a function's words alike, and its positions (bits 45..55) in the
 	 * same set of any cache of 32 sets or fewer, in 32 sets of a larger one.
 	 */
-	uint64_t mix = hash_mix64(key ^ (uint64_t)pid << 32 ^ pid);
+	unsigned int at[2];
 
-	return (char *)base + mix % (n / FRAMENAME_WAYS) * FRAMENAME_WAYS * size;
+	two_sets(hash_mix64(key ^ (uint64_t)pid << 32 ^ pid), n / FRAMENAME_WAYS, at);
+	set[0] = base + at[0] * FRAMENAME_WAYS;
+	set[1] = base + at[1] * FRAMENAME_WAYS;
 }
 
-/* Moves way w of set to its front (the one used last first): nothing to move when it is there,
- * as a warm pass's lookups mostly find it. */
-static struct framename_line *to_front(char *set, size_t size, unsigned int w)
+/* Moves way w of set to its front (the one used last first). */
+static struct framename_entry *to_front(struct framename_entry *set, unsigned int w)
 {
-	unsigned char keep[sizeof(struct framename_slot)];
+	struct framename_entry keep = set[w];
 
-	if (w) {
-		memcpy(keep, set + w * size, size);
-		memmove(set + size, set, w * size);
-		memcpy(set, keep, size);
-	}
-	return (struct framename_line *)set;
+	memmove(set + 1, set, w * sizeof(*set));
+	set[0] = keep;
+	return set;
 }
 
 /* (pid, key)'s entry, moved to the front of its set; NULL when it has none. */
-static struct framename_line *set_find(void *base, size_t size, unsigned int n, uint32_t pid,
-				       uint64_t key)
+static struct framename_entry *entry_find(struct framename_entry *base, unsigned int n,
+					  uint32_t pid, uint64_t key)
 {
-	char *set = set_of(base, size, n, pid, key);
+	struct framename_entry *set[2];
 
-	for (unsigned int w = 0; w < FRAMENAME_WAYS; w++) {
-		struct framename_line *e = (struct framename_line *)(set + w * size);
-
-		if (e->pid == pid && e->key == key)
-			return to_front(set, size, w);
-	}
+	sets_of(base, n, pid, key, set);
+	for (unsigned int i = 0; i < 2; i++)
+		for (unsigned int w = 0; w < FRAMENAME_WAYS; w++)
+			if (set[i][w].pid == pid && set[i][w].key == key)
+				return to_front(set[i], w);
 	return NULL;
 }
 
-/* A new, empty entry for (pid, key) at the front of its set, in place of the one used longest
- * ago (a live one counted in *evicted, if given). */
-static struct framename_line *set_insert(void *base, size_t size, unsigned int n, uint32_t pid,
-					 uint64_t key, uint64_t *evicted)
+/* The way of set used longest ago that no unreleased round pins (or empty); -1: none. */
+static int free_way(const struct framename_entry *set)
 {
-	char *set = set_of(base, size, n, pid, key);
-	struct framename_line *e = to_front(set, size, FRAMENAME_WAYS - 1);
+	for (int w = FRAMENAME_WAYS - 1; w >= 0; w--)
+		if (!set[w].pid || !pinned(set[w].round))
+			return w;
+	return -1;
+}
 
-	if (e->pid && evicted)
+/*
+ * A new, empty entry for (pid, key) at the front of one of its sets, in place of the one used
+ * longest ago among those no unreleased round pins (the first set's, else the second's; a
+ * function's counted in *evicted, if given). Both all pinned: a drain pass's (round) pushes out
+ * the first set's used longest ago (counted: dropped); the writer's (round 0) gets NULL and
+ * caches nothing.
+ */
+static struct framename_entry *entry_insert(struct framename_cache *c,
+					    struct framename_entry *base, unsigned int n,
+					    uint32_t pid, uint64_t key, uint32_t round,
+					    uint64_t *evicted)
+{
+	struct framename_entry *set[2], *e;
+	int i = 0, w;
+
+	sets_of(base, n, pid, key, set);
+	w = free_way(set[0]);
+	if (w < 0) {
+		i = 1;
+		w = free_way(set[1]);
+	}
+	if (w < 0) { /* every way of both pinned */
+		if (!round)
+			return NULL;
+		i = 0;
+		w = FRAMENAME_WAYS - 1;
+		c->dropped++;
+	} else if (set[i][w].pid && evicted) {
 		(*evicted)++;
-	memset(e, 0, size);
-	e->pid = pid;
-	e->key = key;
+	}
+	e = to_front(set[i], (unsigned int)w);
+	*e = (struct framename_entry){.key = key, .pid = pid, .round = round};
 	return e;
 }
 
-static bool same_function(const struct framename *a, const struct framename *b)
+/* The text's hash, mixed: every bit of it moves the sets (FNV's low bits alone are weak). */
+static uint64_t text_hash(const struct framename *n)
 {
-	return a->start_line == b->start_line && !strcmp(a->name, b->name) &&
-	       !strcmp(a->file, b->file);
+	uint64_t h = hash_fnv64_add_str(HASH_FNV64_BASIS, n->name);
+
+	h = hash_fnv64_add(h, "", 1); /* ("ab", "c") is not ("a", "bc") */
+	h = hash_fnv64_add_str(h, n->file);
+	h = hash_fnv64_add(h, &n->start_line, sizeof(n->start_line));
+	h = hash_fnv64_add(h, &n->line, sizeof(n->line));
+	return hash_mix64(h);
+}
+
+static bool same_text(const struct framename_text *t, uint32_t hash, const struct framename *n)
+{
+	return t->hash == hash && t->n.start_line == n->start_line && t->n.line == n->line &&
+	       !strcmp(t->n.name, n->name) && !strcmp(t->n.file, n->file);
+}
+
+/* How much a text is worth keeping, the least pushed out first: empty, released, pinned; the
+ * oldest round of those. */
+static uint64_t keep_rank(const struct framename_text *t)
+{
+	return t->hash ? (uint64_t)(1 + pinned(t->round)) << 32 | t->round : 0;
+}
+
+/*
+ * The index of text n: the one held, or a new one in place of the one least worth keeping in
+ * its two sets (as entries': a text shared by many processes, dropped, unnames them all; a
+ * pinned one pushed out as entry_insert() does). -1: no room for the writer's.
+ */
+static int text_intern(struct framename_cache *c, const struct framename *n, uint32_t round)
+{
+	uint64_t mix = text_hash(n);
+	uint32_t hash = (uint32_t)mix | 1; /* never 0: an empty text's */
+	unsigned int at[2], v;
+	struct framename_text *t;
+
+	two_sets(mix, c->texts / FRAMENAME_TEXT_WAYS, at);
+	v = at[0] * FRAMENAME_TEXT_WAYS;
+	for (unsigned int k = 0; k < 2; k++)
+		for (unsigned int i = at[k] * FRAMENAME_TEXT_WAYS;
+		     i < (at[k] + 1) * FRAMENAME_TEXT_WAYS; i++) {
+			t = &c->text[i];
+			if (same_text(t, hash, n)) {
+				if (round)
+					t->round = round;
+				return (int)i;
+			}
+			if (keep_rank(t) < keep_rank(&c->text[v]))
+				v = i;
+		}
+	t = &c->text[v];
+	if (t->hash && pinned(t->round)) {
+		if (!round)
+			return -1;
+		c->dropped++;
+	}
+	t->hash = hash;
+	t->gen = next_gen(c);
+	t->round = round;
+	t->n = *n;
+	return (int)v;
+}
+
+/* f's text if it is named and its text still held; else NULL. */
+static struct framename_text *text_of(struct framename_cache *c, const struct framename_entry *f)
+{
+	struct framename_text *t;
+
+	if (!f || f->val < 0 || (unsigned int)f->val >= c->texts)
+		return NULL;
+	t = &c->text[f->val];
+	return t->hash && t->gen == f->gen ? t : NULL;
 }
 
 /* A line as an entry holds it: 0 (unknown) for what is not a line number. */
@@ -165,95 +306,141 @@ static int32_t line_of(int64_t line)
 	return line > 0 && line <= INT32_MAX ? (int32_t)line : 0;
 }
 
-/*
- * Reads key's name on a miss, into its function's slot s (made when NULL) and its lines entry
- * l (made when NULL and the cache has lines). A function named while its process ran, whose
- * word cannot be read now (the process exited since the word's line was pushed out), keeps its
- * name, with the first line (counted). A function read anew, or found changed (its object
- * freed and the address reused by another), gets a new generation: the lines read with the old
- * one are read again. 0 or -errno.
- */
-static int read_into(struct framename_cache *c, uint32_t pid, uint64_t key, uint64_t fn,
-		     framename_read_fn read, struct framename_slot *s, struct framename_line *l,
-		     int64_t *line, struct framename *out)
-{
-	struct framename n;
-	int err = read(pid, key, &n);
+struct lookup {
+	struct framename_cache *c;
+	uint32_t pid, round; /* round: the drain pass's (pinned), 0: the writer's */
+	uint64_t key, fn;
+	struct framename_entry *f, *l; /* the function's entry, the word's; NULL: none */
+	struct framename_text *t;      /* the function's text, when it is held */
+};
 
-	if (err && s && !s->err) {
+static void stamp(struct lookup *q)
+{
+	if (!q->round)
+		return;
+	if (q->f)
+		q->f->round = q->round;
+	if (q->l)
+		q->l->round = q->round;
+	if (q->t)
+		q->t->round = q->round;
+}
+
+/* The function's entry named by the read n (its text interned), or given the error err. */
+static void fill_function(struct lookup *q, int err, const struct framename *n)
+{
+	struct framename_cache *c = q->c;
+	int ti = -1;
+
+	if (!err) {
+		ti = text_intern(c, n, q->round);
+		if (ti < 0)
+			return; /* no room: nothing cached */
+	}
+	if (!q->f)
+		q->f = entry_insert(c, c->fn, c->fns, q->pid, q->fn, q->round, &c->evicted);
+	if (!q->f)
+		return;
+	if (!err) {
+		q->t = &c->text[ti];
+		q->f->val = ti;
+		q->f->gen = q->t->gen; /* another text: its old lines are read again */
+	} else if (q->f->val >= 0 || !q->f->gen) { /* a failure kept: its lines stay valid */
+		q->f->val = err;
+		q->f->gen = next_gen(c);
+	}
+}
+
+/*
+ * Reads the word on a miss. A function named while its process ran, whose word cannot be read
+ * now (the process exited since the word's line went), keeps its name, with the first line
+ * (counted once: the unknown line is cached). 0 or -errno.
+ */
+static int read_word(struct lookup *q, framename_read_fn read, struct framename *out)
+{
+	struct framename_cache *c = q->c;
+	struct framename n;
+	int32_t line = 0;
+	int err = read(q->pid, q->key, &n);
+
+	if (err && q->t) {
 		c->lines_lost++;
+		*out = q->t->n;
 		err = 0;
-		*out = s->n;
-		*line = 0;
 	} else {
-		if (!s)
-			s = (struct framename_slot *)set_insert(c->slot, sizeof(*s), c->slots, pid, fn,
-								&c->evicted);
-		if (err ? !s->id.gen : s->err || !s->id.gen || !same_function(&n, &s->n)) {
-			s->err = err;
-			if (!err)
-				s->n = n;
-			if (!++c->gen) /* never 0: an empty entry's */
-				c->gen++;
-			s->id.gen = c->gen;
-		}
 		if (!err) {
+			line = line_of(n.line);
 			*out = n;
-			*line = line_of(n.line);
+			if (c->line)
+				n.line = 0; /* a line per word, not per text */
+		}
+		fill_function(q, err, &n);
+	}
+	if (c->line && q->f) {
+		if (!q->l)
+			q->l = entry_insert(c, c->line, c->lines, q->pid, q->key, q->round, NULL);
+		if (q->l) {
+			q->l->gen = q->f->gen;
+			q->l->val = err ? err : line;
 		}
 	}
-	if (c->line) {
-		if (!l)
-			l = set_insert(c->line, sizeof(*l), c->lines, pid, key, NULL);
-		l->gen = s->id.gen;
-		l->line = err ? err : (int32_t)*line;
+	if (!err)
+		out->line = line;
+	return err;
+}
+
+static int lookup(struct lookup *q, framename_read_fn read, struct framename *out)
+{
+	struct framename_cache *c = q->c;
+	int err;
+
+	if (!c->line)
+		q->fn = q->key; /* names by the whole word */
+	pthread_mutex_lock(&c->lock);
+	if (c->line)
+		q->l = entry_find(c->line, c->lines, q->pid, q->key);
+	q->f = entry_find(c->fn, c->fns, q->pid, q->fn);
+	q->t = text_of(c, q->f);
+	if (q->f && (q->t || q->f->val < 0) && (!c->line || (q->l && q->l->gen == q->f->gen))) {
+		c->cached++;
+		err = q->l && q->l->val < 0 ? q->l->val : q->f->val < 0 ? q->f->val : 0;
+		if (!err) {
+			*out = q->t->n;
+			out->line = q->l ? q->l->val : line_of(q->t->n.line);
+		}
+	} else {
+		err = read_word(q, read, out);
 	}
+	stamp(q);
+	pthread_mutex_unlock(&c->lock);
 	return err;
 }
 
 int framename__resolve(struct framename_cache *c, uint32_t pid, uint64_t key, uint64_t fn,
 		       framename_read_fn read, struct framename *out)
 {
-	struct framename_slot *s;
-	struct framename_line *l = NULL;
-	int64_t line = 0;
-	bool fresh;
-	int err;
+	struct lookup q = {.c = c, .pid = pid, .key = key, .fn = fn};
 
-	if (!c->line)
-		fn = key; /* names by the whole word */
-	pthread_mutex_lock(&c->lock);
-	if (c->line)
-		l = set_find(c->line, sizeof(*l), c->lines, pid, key);
-	s = (struct framename_slot *)set_find(c->slot, sizeof(*s), c->slots, pid, fn);
-	fresh = l && s && l->gen == s->id.gen; /* read with the function's name as it is */
-	if (fresh && l->line < 0) { /* this word could not be named */
-		c->cached++;
-		err = l->line;
-	} else if (s && (!c->line || (fresh && !s->err))) {
-		c->cached++;
-		err = s->err;
-		if (!err) {
-			*out = s->n;
-			line = l ? l->line : line_of(s->n.line);
-		}
-	} else {
-		err = read_into(c, pid, key, fn, read, s, l, &line, out);
-	}
-	if (!err)
-		out->line = line;
-	pthread_mutex_unlock(&c->lock);
-	return err;
+	return lookup(&q, read, out);
+}
+
+void framename__pin(struct framename_cache *c, uint32_t pid, uint64_t key, uint64_t fn,
+		    framename_read_fn read)
+{
+	struct lookup q = {.c = c, .pid = pid, .key = key, .fn = fn, .round = framename__round()};
+	struct framename tmp;
+
+	lookup(&q, read, &tmp);
 }
 
 void framename__forget(struct framename_cache *c, uint32_t pid)
 {
 	pthread_mutex_lock(&c->lock);
-	for (unsigned int i = 0; i < c->slots; i++)
-		if (c->slot[i].id.pid == pid)
-			c->slot[i].id = (struct framename_line){0};
+	for (unsigned int i = 0; i < c->fns; i++)
+		if (c->fn[i].pid == pid)
+			c->fn[i] = (struct framename_entry){0};
 	for (unsigned int i = 0; i < c->lines; i++)
 		if (c->line[i].pid == pid)
-			c->line[i] = (struct framename_line){0};
+			c->line[i] = (struct framename_entry){0};
 	pthread_mutex_unlock(&c->lock);
 }

@@ -1,21 +1,30 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * agent/core/framename.h — names of interpreter frames (agent/core/pyname.h, luaname.h), read
- * from a process's memory and cached.
+ * agent/core/framename.h — names of interpreter frames (agent/core/pyname.h, luaname.h,
+ * v8name.h), read from a process's memory and kept until the profile that shows them is
+ * written.
  *
- * A frame is a tagged word (the interpreter's code object, and what else its tag holds); its
- * name is read once, while the process runs (a drain pass: the interpreter frees its code at
- * exit, before a standalone profile is written), and cached: the reader's error too, so a frame
- * that cannot be named is not read again. Where a word holds the frame's position as well as its
- * function (Python's code unit, Lua's pc), two caches: names by (pid, function) in slots of
- * ~350 bytes, lines by (pid, word) in entries of 24. Keyed by the whole word, a function's
- * dozen positions took a dozen name slots, evicted one another, and were read again when the
- * profile was written, after the process had exited: unnamed (bpf-python, 2026-11-29: 193 of
- * 651 words, work_dict's many units most, its share 8 pp under). Now a word whose line was
- * evicted, read again after its process exited, still has its function's name, with the first
- * line (counted: lines_lost). FRAMENAME_WAYS entries per set, the one used last first; a name
- * evicted by a colliding key is counted (evicted). One lock per cache: the profile writer and
- * the drain thread share it. At least FRAMENAME_WAYS slots and lines.
+ * A frame is a tagged word (the interpreter's code object, and what else its tag holds). Its
+ * name is read while the process runs, by a drain pass (framename__pin): the interpreter frees
+ * its code at exit, and a process may exit long before its round is written (42 short python3
+ * runs in one round lost 96 % of their names when names were merely cached: those of the first
+ * runs were pushed out by the later ones, 2026-11-29). So what a drain pass reads or uses is
+ * pinned to the round (framename__round_end): it is not pushed out for a newer name until that
+ * round is released (framename__release), once its profiles are written. Only a full set pushes
+ * out a pinned entry (counted: dropped; the frame may come out unnamed, or at its first line).
+ *
+ * Three tables, each bounded by Kconfig:
+ *   - texts: a function's name, file and first line (~350 bytes), shared by every process that
+ *     runs the same function (the same script, the same library module: its name read once);
+ *   - functions: (pid, function) -> its text, or the reader's error (24 bytes);
+ *   - lines: (pid, word) -> the word's line, where the word holds a position as well (Python's
+ *     code unit, Lua's pc; 24 bytes). A word whose line is gone and cannot be read again (its
+ *     process exited) keeps its function's name with the first line (counted: lines_lost).
+ * A function found changed at its address (freed, the address reused) gets its new text; the
+ * lines read under the old one are read again. Sets of FRAMENAME_WAYS entries, the one used
+ * last first; an entry of a released round pushed out for another is counted (evicted: read
+ * again if asked, while the process lives). One lock per cache: the profile writer and the
+ * drain thread share it.
  */
 #ifndef EDGEPROF_AGENT_FRAMENAME_H
 #define EDGEPROF_AGENT_FRAMENAME_H
@@ -25,7 +34,8 @@
 #include <stdint.h>
 
 #define FRAMENAME_MAX 160
-#define FRAMENAME_WAYS 4
+#define FRAMENAME_WAYS 8      /* functions and lines per set: at least this many of each */
+#define FRAMENAME_TEXT_WAYS 8 /* texts per set: at least this many */
 
 struct framename {
 	char name[FRAMENAME_MAX]; /* the function */
@@ -34,59 +44,94 @@ struct framename {
 	int64_t line;		  /* the frame's current line; 0: unknown (the first line shown) */
 };
 
-/*
- * A word's line (by the whole word), or a name slot's key (by the function: the slot's first
- * member). gen: a slot's, new each time its name is read anew; a line's, the slot's it was read
- * with (another gen: read again, its function's slot was refilled since).
- */
-struct framename_line {
-	uint64_t key;
-	uint32_t pid;
-	uint32_t gen;
-	int32_t line; /* the frame's line, 0 unknown; or -errno: it could not be named */
-};
-
-struct framename_slot {
-	struct framename_line id;
-	int err;
+/* A function's text. In a cache with lines, its line is 0 (the words' own are in the lines). */
+struct framename_text {
+	uint32_t hash;	/* of the text; 0: empty */
+	uint32_t gen;	/* new each time it is filled */
+	uint32_t round; /* the last round a drain pass used it in */
 	struct framename n;
 };
 
+/* A (pid, function)'s text, or a (pid, word)'s line. */
+struct framename_entry {
+	uint64_t key;
+	uint32_t pid;	/* 0: empty */
+	uint32_t round; /* the last round a drain pass used it in; 0: none (the writer's read) */
+	int32_t val;	/* a function's text's index, or -errno; a word's line (0 unknown) or -errno */
+	uint32_t gen;	/* a function's text's gen (an error's own); a word's function's, as read */
+};
+
 struct framename_cache {
-	struct framename_slot *slot;
-	unsigned int slots;
-	struct framename_line *line; /* NULL: a word names its function alone (no position) */
+	struct framename_text *text;
+	unsigned int texts;
+	struct framename_entry *fn;
+	unsigned int fns;
+	struct framename_entry *line; /* NULL: a word names its function alone (no position) */
 	unsigned int lines;
 	uint64_t cached;     /* answers from the cache */
-	uint64_t evicted;    /* names pushed out by a colliding key (read again if asked) */
-	uint64_t lines_lost; /* frames named without their line: it was evicted, then unreadable */
-	uint32_t gen;	     /* the last slot generation given */
+	uint64_t evicted;    /* functions of released rounds pushed out (read again if asked) */
+	uint64_t dropped;    /* entries of a round not yet released pushed out: a set was full */
+	uint64_t lines_lost; /* frames named without their line: it was gone, then unreadable */
+	uint32_t gen;	     /* the last text (or error) generation given */
 	pthread_mutex_t lock;
 };
 
-#define FRAMENAME_CACHE(array)                                                                    \
+#define FRAMENAME_N(a) (sizeof(a) / sizeof((a)[0]))
+
+/* A cache whose words are functions (texts and functions: arrays). */
+#define FRAMENAME_CACHE(texts_, fns_)                                                             \
 	{                                                                                         \
-		.slot = (array), .slots = sizeof(array) / sizeof((array)[0]),                       \
+		.text = (texts_), .texts = FRAMENAME_N(texts_), .fn = (fns_),                     \
+		.fns = FRAMENAME_N(fns_), .lock = PTHREAD_MUTEX_INITIALIZER                       \
+	}
+
+/* A cache whose words hold a position too: their lines in lines_. */
+#define FRAMENAME_CACHE_LINES(texts_, fns_, lines_)                                               \
+	{                                                                                         \
+		.text = (texts_), .texts = FRAMENAME_N(texts_), .fn = (fns_),                     \
+		.fns = FRAMENAME_N(fns_), .line = (lines_), .lines = FRAMENAME_N(lines_),         \
 		.lock = PTHREAD_MUTEX_INITIALIZER                                                 \
 	}
 
-/* Names in slots, lines in lines (arrays): for words that hold a position too. */
-#define FRAMENAME_CACHE_LINES(array, lines_array)                                                 \
-	{                                                                                         \
-		.slot = (array), .slots = sizeof(array) / sizeof((array)[0]),                       \
-		.line = (lines_array), .lines = sizeof(lines_array) / sizeof((lines_array)[0]),   \
-		.lock = PTHREAD_MUTEX_INITIALIZER                                                 \
-	}
+/*
+ * Rounds, for every cache of the process: what a drain pass reads or uses is pinned to the
+ * current round. framename__round_end() starts a new round and returns the one that ended;
+ * framename__release(r) lets the names of rounds up to r be pushed out (their profiles are
+ * written, or their samples thrown away). A process that never releases (libedgeprof.so
+ * standalone: one profile at exit) keeps every name pinned.
+ */
+#ifdef CONFIG_FRAMENAMES
+uint32_t framename__round(void);
+uint32_t framename__round_end(void);
+void framename__release(uint32_t upto);
+#else
+static inline uint32_t framename__round(void)
+{
+	return 1;
+}
+static inline uint32_t framename__round_end(void)
+{
+	return 1;
+}
+static inline void framename__release(uint32_t upto)
+{
+}
+#endif
 
 /* Reads the name of key in pid: 0 or -errno. Called with the cache's lock held. */
 typedef int (*framename_read_fn)(uint32_t pid, uint64_t key, struct framename *out);
 
 /*
  * The name of the frame word key, whose function is fn (key without its position; key itself
- * in a cache without lines), read on a miss: 0, or the reader's -errno.
+ * in a cache without lines), read on a miss: 0, or the reader's -errno. The profile writer's:
+ * it pins nothing, and what it reads pushes out no pinned entry.
  */
 int framename__resolve(struct framename_cache *c, uint32_t pid, uint64_t key, uint64_t fn,
 		       framename_read_fn read, struct framename *out);
+
+/* A drain pass's: key's name read now if it is not held, and pinned to the current round. */
+void framename__pin(struct framename_cache *c, uint32_t pid, uint64_t key, uint64_t fn,
+		    framename_read_fn read);
 
 /*
  * len bytes of pid's memory at addr: 0 or -EFAULT. process_vm_readv; where it is missing
@@ -97,7 +142,7 @@ int framename__resolve(struct framename_cache *c, uint32_t pid, uint64_t key, ui
  */
 int framename__peek(uint32_t pid, uint64_t addr, void *buf, size_t len);
 
-/* Forgets pid's names (it exec'd: the same words may now be other code). */
+/* Forgets pid's functions and lines (it exec'd: the same words may now be other code). */
 void framename__forget(struct framename_cache *c, uint32_t pid);
 
 #endif /* EDGEPROF_AGENT_FRAMENAME_H */

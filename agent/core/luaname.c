@@ -28,9 +28,10 @@ const struct luaproto_layout luaproto_54_ilp32 = {
 #define LUA_VLNGSTR 20
 #define MAXIWTHABS 128 /* ldebug.c: an absolute line at least every 128 instructions */
 
-static struct framename_slot slots[CONFIG_LUANAME_CACHE];
-static struct framename_line lines[CONFIG_LUANAME_LINES];
-static struct framename_cache cache = FRAMENAME_CACHE_LINES(slots, lines);
+static struct framename_text texts[CONFIG_LUANAME_CACHE];
+static struct framename_entry fns[CONFIG_LUANAME_FUNCS];
+static struct framename_entry lines[CONFIG_LUANAME_LINES];
+static struct framename_cache cache = FRAMENAME_CACHE_LINES(texts, fns, lines);
 static struct luaname_stats stats; /* under cache.lock */
 
 static int peek(uint32_t pid, uint64_t addr, void *buf, size_t len)
@@ -158,21 +159,22 @@ static int read_proto(uint32_t pid, uint64_t v, struct framename *out)
 	return 0;
 }
 
+/* The function of word v: its Proto (5.4, 5.1, LuaJIT alike), without the pc. */
+static uint64_t function_of(uint64_t v)
+{
+	return v & ~((uint64_t)LUAFRAME_PC_NONE << 45);
+}
+
 int luaname__resolve(uint32_t pid, uint64_t v, struct framename *out)
 {
-	/* the function: the Proto (5.4, 5.1, LuaJIT alike), without the pc */
-	uint64_t fn = v & ~((uint64_t)LUAFRAME_PC_NONE << 45);
-
-	return framename__resolve(&cache, pid, v, fn, read_proto, out);
+	return framename__resolve(&cache, pid, v, function_of(v), read_proto, out);
 }
 
 void luaname__warm(uint32_t pid, const uint64_t *frames, unsigned int n)
 {
-	struct framename tmp;
-
 	for (unsigned int i = 0; i < n; i++)
 		if (luaframe__is(frames[i]))
-			luaname__resolve(pid, frames[i], &tmp);
+			framename__pin(&cache, pid, frames[i], function_of(frames[i]), read_proto);
 }
 
 void luaname__forget(uint32_t pid)
@@ -186,6 +188,7 @@ void luaname__stats(struct luaname_stats *st)
 	*st = stats;
 	st->cached = cache.cached;
 	st->evicted = cache.evicted;
+	st->dropped = cache.dropped;
 	st->lines_lost = cache.lines_lost;
 	pthread_mutex_unlock(&cache.lock);
 }

@@ -111,7 +111,7 @@ static inline int32_t luafield__int32(const unsigned char *b, unsigned int off)
 }
 
 struct luaname_stats {
-	uint64_t resolved, cached, evicted, lines_lost, unreadable, not_proto, bad_string;
+	uint64_t resolved, cached, evicted, dropped, lines_lost, unreadable, not_proto, bad_string;
 };
 
 /* A chunk name of len bytes (raw holds its first n) as Lua's messages show it (luaO_chunkid):

@@ -58,11 +58,12 @@ static const struct pycode_layout *layout_of_size(uint64_t basicsize)
 	return NULL;
 }
 
-static struct framename_slot slots[CONFIG_PYNAME_CACHE];
-static struct framename_line lines[CONFIG_PYNAME_LINES];
+static struct framename_text texts[CONFIG_PYNAME_CACHE];
+static struct framename_entry fns[CONFIG_PYNAME_FUNCS];
+static struct framename_entry lines[CONFIG_PYNAME_LINES];
 /* A location table read (under the cache's lock): its first CONFIG_PYLINE_TABLE_BYTES. */
 static uint8_t table[CONFIG_PYLINE_TABLE_BYTES];
-static struct framename_cache cache = FRAMENAME_CACHE_LINES(slots, lines);
+static struct framename_cache cache = FRAMENAME_CACHE_LINES(texts, fns, lines);
 static struct pyname_stats stats; /* under cache.lock */
 
 static int peek(uint32_t pid, uint64_t addr, void *buf, size_t len)
@@ -211,21 +212,22 @@ static int read_code(uint32_t pid, uint64_t v, struct framename *out)
 	return 0;
 }
 
+/* The function of word v: its code object, without the unit. */
+static uint64_t function_of(uint64_t v)
+{
+	return v & ~((uint64_t)PYFRAME_UNIT_FAR << 45);
+}
+
 int pyname__resolve(uint32_t pid, uint64_t v, struct framename *out)
 {
-	/* the function: the code object, without the unit */
-	uint64_t fn = v & ~((uint64_t)PYFRAME_UNIT_FAR << 45);
-
-	return framename__resolve(&cache, pid, v, fn, read_code, out);
+	return framename__resolve(&cache, pid, v, function_of(v), read_code, out);
 }
 
 void pyname__warm(uint32_t pid, const uint64_t *frames, unsigned int n)
 {
-	struct framename tmp;
-
 	for (unsigned int i = 0; i < n; i++)
 		if (pyframe__is(frames[i]))
-			pyname__resolve(pid, frames[i], &tmp);
+			framename__pin(&cache, pid, frames[i], function_of(frames[i]), read_code);
 }
 
 void pyname__forget(uint32_t pid)
@@ -239,6 +241,7 @@ void pyname__stats(struct pyname_stats *st)
 	*st = stats;
 	st->cached = cache.cached;
 	st->evicted = cache.evicted;
+	st->dropped = cache.dropped;
 	st->lines_lost = cache.lines_lost;
 	pthread_mutex_unlock(&cache.lock);
 }

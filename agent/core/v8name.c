@@ -16,8 +16,9 @@ static struct v8name_layout layouts[V8NAME_LAYOUTS];
 static unsigned int n_layouts;
 static pthread_mutex_t layouts_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static struct framename_slot slots[CONFIG_V8NAME_CACHE];
-static struct framename_cache cache = FRAMENAME_CACHE(slots);
+static struct framename_text texts[CONFIG_V8NAME_CACHE];
+static struct framename_entry fns[CONFIG_V8NAME_FUNCS];
+static struct framename_cache cache = FRAMENAME_CACHE(texts, fns);
 static struct v8name_stats stats; /* under cache.lock */
 
 int v8name__layout(const struct v8name_layout *l)
@@ -265,11 +266,9 @@ int v8name__resolve(uint32_t pid, uint64_t v, struct framename *out)
 
 void v8name__warm(uint32_t pid, const uint64_t *frames, unsigned int n)
 {
-	struct framename tmp;
-
 	for (unsigned int i = 0; i < n; i++)
 		if (v8frame__is(frames[i]))
-			v8name__resolve(pid, frames[i], &tmp);
+			framename__pin(&cache, pid, frames[i], frames[i], read_sfi);
 }
 
 void v8name__forget(uint32_t pid)
@@ -282,5 +281,7 @@ void v8name__stats(struct v8name_stats *st)
 	pthread_mutex_lock(&cache.lock);
 	*st = stats;
 	st->cached = cache.cached;
+	st->evicted = cache.evicted;
+	st->dropped = cache.dropped;
 	pthread_mutex_unlock(&cache.lock);
 }

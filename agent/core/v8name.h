@@ -66,7 +66,7 @@ struct v8name_layout {
 };
 
 struct v8name_stats {
-	uint64_t resolved, cached, unreadable, not_sfi, bad_layout, no_name, no_file, lines;
+	uint64_t resolved, cached, evicted, dropped, unreadable, not_sfi, bad_layout, no_name, no_file, lines;
 };
 
 #ifdef CONFIG_BPF_V8

@@ -387,6 +387,7 @@ static int run(struct agent *a)
 			if (ev == ROUND_START) {
 				agent_rings__drain(a, false);
 				agent__services_reset(a);
+				agent__names_round_done(a); /* a skipped round's: thrown away */
 				a->round_real_ns = port_clock_real_ns();
 				started = now;
 				agent_duty__round_start(a, rs.start);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "agent/core/aggregate.h"
+#include "agent/core/framename.h"
 #include "agent/core/ring.h"
 #include "agent/daemon/bpf.h"
 #include "agent/daemon/duty.h"
@@ -94,6 +95,7 @@ static void pull_finish(struct agent *a)
 	free(buf.data);
 	aggregate__free(a->pull_agg);
 	a->pull_agg = NULL;
+	framename__release(framename__round() - 1); /* the rounds written while it ran */
 	agent_duty__pause(a);
 }
 
@@ -135,6 +137,7 @@ void agent_pull__poll(struct agent *a, uint64_t now)
 	case PULL_CPU:
 		agent_rings__drain(a, false); /* what was sampled before belongs to the rounds */
 		a->pull_agg = aggregate__new(&ao);
+		a->pull_round = framename__round();
 		if (!a->pull_agg) {
 			pull__answer(a->pull, 503, "no memory for the profile\n", 26);
 			return;

@@ -182,6 +182,7 @@ unsigned agent__write_round(struct agent *a, uint64_t duration_ns)
 		write_cpu(a, s, &o, rc, c);
 	}
 	agent_bpf__round_done(a);
+	agent__names_round_done(a);
 	proctab__new_round(a->procs);
 	return a->round_profiles;
 }

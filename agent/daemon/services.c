@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "agent/core/aggregate.h"
+#include "agent/core/framename.h"
 #include "agent/core/output.h"
 #include "agent/daemon/services.h"
 #include "agent/daemon/upload.h"
@@ -60,6 +61,13 @@ void agent__services_reset(struct agent *a)
 			if (a->services[i].kinds[k])
 				aggregate__reset(a->services[i].kinds[k]);
 	}
+}
+
+void agent__names_round_done(struct agent *a)
+{
+	uint32_t ended = framename__round_end();
+
+	framename__release(a->pull_agg && a->pull_round <= ended ? a->pull_round - 1 : ended);
 }
 
 void agent__services_free(struct agent *a)

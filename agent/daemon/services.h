@@ -24,6 +24,12 @@ struct service *agent__service(struct agent *a, const char *name);
 struct aggregate *agent__service_kind(struct agent *a, struct service *s, int kind);
 /* Empties every service's aggregates: a round starts. */
 void agent__services_reset(struct agent *a);
+/*
+ * A round's profiles written (or its samples thrown away): the interpreter frame names pinned
+ * to it (agent/core/framename.h) may go, unless a pulled profile begun in or before it still
+ * holds its samples (pull_finish releases them).
+ */
+void agent__names_round_done(struct agent *a);
 void agent__services_free(struct agent *a);
 
 /* A CPU sample of service, into the profile a pull asked for while one is sampled. */

@@ -8,6 +8,9 @@
  * for after the exit, still named (its first line, counted once); a function at a reused
  * address read as the new one, its old words too; a word the reader rejected not read again; a
  * cache without lines as before (name and line per word); forget() drops a pid's entries.
+ * And the rounds: what a drain pass pins stays until its round is released, whatever comes
+ * after it (the writer's reads, other processes), until a set is all pinned (counted: dropped);
+ * a text is shared by the processes that run the same function.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -46,17 +49,20 @@ static int fake_read(uint32_t pid, uint64_t key, struct framename *out)
 	return 0;
 }
 
-static struct framename_slot slots[16];
-static struct framename_line lines[8]; /* two sets: 40 words cannot all stay */
-static struct framename_cache cache = FRAMENAME_CACHE_LINES(slots, lines);
+static struct framename_text texts[16];
+static struct framename_entry fns[16];
+static struct framename_entry lines[16]; /* two sets: 40 words cannot all stay */
+static struct framename_cache cache = FRAMENAME_CACHE_LINES(texts, fns, lines);
 
 static int setup(void **state)
 {
 	(void)state;
-	memset(slots, 0, sizeof(slots));
+	memset(texts, 0, sizeof(texts));
+	memset(fns, 0, sizeof(fns));
 	memset(lines, 0, sizeof(lines));
-	cache.cached = cache.evicted = cache.lines_lost = 0;
+	cache.cached = cache.evicted = cache.dropped = cache.lines_lost = 0;
 	cache.gen = 0;
+	framename__release(framename__round_end()); /* nothing pinned: a new round */
 	alive = 1;
 	reused = 0;
 	reads = 0;
@@ -74,11 +80,11 @@ static void lines_evicted_keep_their_name(void **state)
 	int exact = 0;
 
 	(void)state;
-	for (unsigned int p = 1; p <= 40; p++) /* one function's 40 positions: the drain pass */
+	for (unsigned int p = 1; p <= 40; p++) /* one function's 40 positions: a released round */
 		assert_int_equal(resolve(WORD(3, p), &n), 0);
 	assert_int_equal(reads, 40);
 	alive = 0; /* the process exits before the profile is written */
-	for (unsigned int p = 40; p >= 1; p--) { /* newest first: each set's 4 newest still held */
+	for (unsigned int p = 40; p >= 1; p--) { /* newest first: each set's 8 newest still held */
 		assert_int_equal(resolve(WORD(3, p), &n), 0);
 		assert_string_equal(n.name, "f3");
 		assert_int_equal(n.start_line, 30);
@@ -87,9 +93,10 @@ static void lines_evicted_keep_their_name(void **state)
 			exact++;
 		}
 	}
-	assert_int_equal(exact, 8);
-	assert_int_equal(cache.lines_lost, 32);
-	assert_int_equal(cache.evicted, 0); /* one name slot served them all */
+	assert_int_equal(exact, 16);
+	assert_int_equal(cache.lines_lost, 24);
+	assert_int_equal(cache.evicted, 0); /* one function entry served them all */
+	assert_int_equal(cache.dropped, 0); /* nothing was pinned */
 }
 
 static void rejected_words_are_not_read_again(void **state)
@@ -177,16 +184,17 @@ static void a_bad_line_is_unknown_not_an_error(void **state)
 
 static void without_lines_a_word_is_its_own_name(void **state)
 {
-	static struct framename_slot s4[4];
-	static struct framename_cache c = FRAMENAME_CACHE(s4);
+	static struct framename_text t16[16];
+	static struct framename_entry f8[8];
+	static struct framename_cache c = FRAMENAME_CACHE(t16, f8);
 	struct framename n;
 
 	(void)state;
-	for (unsigned int f = 1; f <= 5; f++) /* one set of 4: the first is pushed out */
+	for (unsigned int f = 1; f <= 9; f++) /* one set of 8: the first is pushed out */
 		assert_int_equal(framename__resolve(&c, 7, WORD(f, 2), WORD(f, 2), fake_read, &n), 0);
-	assert_int_equal(n.line, 52);
+	assert_int_equal(n.line, 92);
 	assert_int_equal(c.evicted, 1);
-	assert_int_equal(framename__resolve(&c, 7, WORD(5, 2), WORD(5, 2), fake_read, &n), 0);
+	assert_int_equal(framename__resolve(&c, 7, WORD(9, 2), WORD(9, 2), fake_read, &n), 0);
 	assert_int_equal(c.cached, 1);
 	alive = 0;
 	assert_int_equal(framename__resolve(&c, 7, WORD(1, 2), WORD(1, 2), fake_read, &n), -EFAULT);
@@ -194,9 +202,9 @@ static void without_lines_a_word_is_its_own_name(void **state)
 
 static void forget_drops_the_pid(void **state)
 {
-	static struct framename_slot s4[4]; /* one set: every key collides */
-	static struct framename_line l4[4];
-	static struct framename_cache c = FRAMENAME_CACHE_LINES(s4, l4);
+	static struct framename_text t8[8]; /* one set each: every key collides */
+	static struct framename_entry f8[8], l8[8];
+	static struct framename_cache c = FRAMENAME_CACHE_LINES(t8, f8, l8);
 	struct framename n;
 
 	(void)state;
@@ -212,6 +220,163 @@ static void forget_drops_the_pid(void **state)
 	assert_int_equal(reads, 5); /* pid 8's stayed */
 }
 
+/*
+ * One process's names pinned in a round outlive what comes after in it: the writer's reads of
+ * another process's 20 functions, then the process's exit.
+ */
+static void a_round_keeps_its_names_until_released(void **state)
+{
+	static struct framename_text t64[64];
+	static struct framename_entry f8[8], l8[8]; /* one set each */
+	static struct framename_cache c = FRAMENAME_CACHE_LINES(t64, f8, l8);
+	struct framename n;
+
+	(void)state;
+	for (unsigned int f = 1; f <= 4; f++)
+		framename__pin(&c, 7, WORD(f, 1), f, fake_read);
+	for (unsigned int f = 20; f < 40; f++)
+		assert_int_equal(framename__resolve(&c, 9, WORD(f, 1), f, fake_read, &n), 0);
+	assert_true(c.evicted >= 12); /* the writer's went round the 4 ways left */
+	alive = 0;
+	reads = 0;
+	for (unsigned int f = 1; f <= 4; f++) {
+		assert_int_equal(framename__resolve(&c, 7, WORD(f, 1), f, fake_read, &n), 0);
+		assert_int_equal(n.line, 10 * f + 1);
+	}
+	assert_int_equal(reads, 0);
+	assert_int_equal(c.dropped, 0);
+}
+
+/* Released, a round's names are the ones to go: the next round's fill the set, none dropped. */
+static void a_released_round_makes_room(void **state)
+{
+	static struct framename_text t64[64];
+	static struct framename_entry f8[8];
+	static struct framename_cache c = FRAMENAME_CACHE(t64, f8);
+	uint32_t r = framename__round();
+
+	(void)state;
+	for (unsigned int f = 1; f <= 8; f++)
+		framename__pin(&c, 7, f, f, fake_read);
+	assert_int_equal(framename__round_end(), r);
+	framename__release(r);
+	for (unsigned int f = 11; f <= 18; f++)
+		framename__pin(&c, 8, f, f, fake_read);
+	assert_int_equal(c.dropped, 0);
+	assert_int_equal(c.evicted, 8);
+	framename__release(r - 1); /* a release never goes back */
+	framename__pin(&c, 8, 19, 19, fake_read);
+	assert_int_equal(c.dropped, 1); /* the set is the current round's */
+}
+
+/* A set all pinned pushes out the entry used longest ago, counted: that frame is unnamed. */
+static void a_full_set_of_pinned_names_drops_the_oldest(void **state)
+{
+	static struct framename_text t64[64];
+	static struct framename_entry f8[8];
+	static struct framename_cache c = FRAMENAME_CACHE(t64, f8);
+	struct framename n;
+	int unnamed = 0;
+
+	(void)state;
+	for (unsigned int f = 1; f <= 9; f++) /* 9 functions, one set of 8, one round */
+		framename__pin(&c, 7, f, f, fake_read);
+	assert_int_equal(c.dropped, 1);
+	assert_int_equal(c.evicted, 0);
+	alive = 0;
+	for (unsigned int f = 1; f <= 9; f++)
+		unnamed += framename__resolve(&c, 7, f, f, fake_read, &n) == -EFAULT;
+	assert_int_equal(unnamed, 1);
+	assert_int_equal(framename__resolve(&c, 7, 1, 1, fake_read, &n), -EFAULT); /* the first */
+}
+
+/* A key whose first set is all pinned goes to its second: two sets of 8 hold 16 pinned. */
+static void a_full_first_set_spills_to_the_second(void **state)
+{
+	static struct framename_text t64[64];
+	static struct framename_entry f16[16];
+	static struct framename_cache c = FRAMENAME_CACHE(t64, f16);
+	struct framename n;
+
+	(void)state;
+	for (unsigned int f = 1; f <= 16; f++)
+		framename__pin(&c, 7, f, f, fake_read);
+	assert_int_equal(c.dropped, 0);
+	alive = 0;
+	for (unsigned int f = 1; f <= 16; f++)
+		assert_int_equal(framename__resolve(&c, 7, f, f, fake_read, &n), 0);
+	alive = 1;
+	framename__pin(&c, 7, 17, 17, fake_read);
+	assert_int_equal(c.dropped, 1);
+}
+
+/* The writer's read of a word not held, in a set all pinned, is answered, not cached. */
+static void the_writer_pushes_out_no_pinned_name(void **state)
+{
+	static struct framename_text t64[64];
+	static struct framename_entry f8[8];
+	static struct framename_cache c = FRAMENAME_CACHE(t64, f8);
+	struct framename n;
+
+	(void)state;
+	for (unsigned int f = 1; f <= 8; f++)
+		framename__pin(&c, 7, f, f, fake_read);
+	reads = 0;
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(framename__resolve(&c, 7, 9, 9, fake_read, &n), 0);
+		assert_string_equal(n.name, "f9");
+	}
+	assert_int_equal(reads, 3);
+	alive = 0;
+	for (unsigned int f = 1; f <= 8; f++)
+		assert_int_equal(framename__resolve(&c, 7, f, f, fake_read, &n), 0);
+	assert_int_equal(c.dropped, 0);
+}
+
+/* Processes that run the same function share its text: 20 of them fit in an 8-text cache. */
+static void processes_share_a_functions_text(void **state)
+{
+	static struct framename_text t8[8];
+	static struct framename_entry f32[32], l32[32];
+	static struct framename_cache c = FRAMENAME_CACHE_LINES(t8, f32, l32);
+	struct framename n;
+	unsigned int held = 0;
+
+	(void)state;
+	for (uint32_t pid = 100; pid < 120; pid++)
+		framename__pin(&c, pid, WORD(3, 1), 3, fake_read);
+	for (unsigned int i = 0; i < 8; i++)
+		held += t8[i].hash != 0;
+	assert_int_equal(held, 1);
+	assert_int_equal(reads, 20); /* each process's memory read once */
+	alive = 0;
+	for (uint32_t pid = 100; pid < 120; pid++) {
+		int err = framename__resolve(&c, pid, WORD(3, 1), 3, fake_read, &n);
+
+		assert_int_equal(err, err ? -EFAULT : 0); /* a full set of 8 of 32: some dropped */
+	}
+	assert_int_equal(c.texts, 8);
+}
+
+/* A function whose text was pushed out is read again, and named anew while it can be. */
+static void a_pushed_out_text_is_read_again(void **state)
+{
+	static struct framename_text t8[8];
+	static struct framename_entry f16[16];
+	static struct framename_cache c = FRAMENAME_CACHE(t8, f16);
+	struct framename n;
+
+	(void)state;
+	for (unsigned int f = 1; f <= 9; f++) /* the writer's: 9 texts in a set of 8 */
+		assert_int_equal(framename__resolve(&c, 7, f, f, fake_read, &n), 0);
+	reads = 0;
+	for (unsigned int f = 1; f <= 9; f++) {
+		assert_int_equal(framename__resolve(&c, 7, f, f, fake_read, &n), 0);
+		assert_int_equal(n.start_line, 10 * f);
+	}
+	assert_true(reads >= 1); /* f1's text went for f9's */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -223,6 +388,13 @@ int main(void)
 	    cmocka_unit_test_setup(a_bad_line_is_unknown_not_an_error, setup),
 	    cmocka_unit_test_setup(without_lines_a_word_is_its_own_name, setup),
 	    cmocka_unit_test_setup(forget_drops_the_pid, setup),
+	    cmocka_unit_test_setup(a_round_keeps_its_names_until_released, setup),
+	    cmocka_unit_test_setup(a_released_round_makes_room, setup),
+	    cmocka_unit_test_setup(a_full_set_of_pinned_names_drops_the_oldest, setup),
+	    cmocka_unit_test_setup(a_full_first_set_spills_to_the_second, setup),
+	    cmocka_unit_test_setup(the_writer_pushes_out_no_pinned_name, setup),
+	    cmocka_unit_test_setup(processes_share_a_functions_text, setup),
+	    cmocka_unit_test_setup(a_pushed_out_text_is_read_again, setup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
