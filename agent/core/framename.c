@@ -119,20 +119,22 @@ static bool pinned(uint32_t round)
 	return round > __atomic_load_n(&round_released, __ATOMIC_RELAXED);
 }
 
-/* A new generation: never 0 (an empty text's, an entry not named yet). */
+/*
+ * A new text generation: never 0 (an entry not named). Entries name a text by (index, gen): when
+ * the counter wraps, once in 2^32 fills, they are all forgotten, or one untouched since could
+ * match a text refilled with its old gen.
+ */
 static uint32_t next_gen(struct framename_cache *c)
 {
-	if (!++c->gen)
+	if (!++c->gen) {
+		memset(c->fn, 0, c->fns * sizeof(*c->fn));
+		if (c->line)
+			memset(c->line, 0, c->lines * sizeof(*c->line));
 		c->gen++;
+	}
 	return c->gen;
 }
 
-/*
- * The first entries of (pid, key)'s two sets among n (FRAMENAME_WAYS each): a key lives in
- * either. Pinned entries cannot make room, so one set's chance excess is what is lost: 8-way
- * sets a third full overflowed here and there (12 entries dropped in bpf-interp-short); a key
- * goes to its second set when its first is all pinned, and is dropped only when both are.
- */
 /* Two sets of sets by a mixed hash: its low half's and its high half's, never the same one. */
 static void two_sets(uint64_t mix, unsigned int sets, unsigned int at[2])
 {
@@ -181,21 +183,21 @@ static struct framename_entry *entry_find(struct framename_entry *base, unsigned
 	return NULL;
 }
 
-/* The way of set used longest ago that no unreleased round pins (or empty); -1: none. */
-static int free_way(const struct framename_entry *set)
+/* The way of set used longest ago that no unreleased round pins (empty ones first); -1: none. */
+static int free_way(const struct framename_entry *set, bool empty_only)
 {
 	for (int w = FRAMENAME_WAYS - 1; w >= 0; w--)
-		if (!set[w].pid || !pinned(set[w].round))
+		if (!set[w].pid || (!empty_only && !pinned(set[w].round)))
 			return w;
 	return -1;
 }
 
 /*
- * A new, empty entry for (pid, key) at the front of one of its sets, in place of the one used
- * longest ago among those no unreleased round pins (the first set's, else the second's; a
- * function's counted in *evicted, if given). Both all pinned: a drain pass's (round) pushes out
- * the first set's used longest ago (counted: dropped); the writer's (round 0) gets NULL and
- * caches nothing.
+ * A new, empty entry for (pid, key) at the front of one of its sets: an empty way of either,
+ * else the way used longest ago among those no unreleased round pins (the first set's, else the
+ * second's; a function's counted in *evicted, if given). Both all pinned: a drain pass's (round)
+ * pushes out the first set's used longest ago (counted: dropped); the writer's (round 0) gets
+ * NULL and caches nothing.
  */
 static struct framename_entry *entry_insert(struct framename_cache *c,
 					    struct framename_entry *base, unsigned int n,
@@ -203,13 +205,12 @@ static struct framename_entry *entry_insert(struct framename_cache *c,
 					    uint64_t *evicted)
 {
 	struct framename_entry *set[2], *e;
-	int i = 0, w;
+	int i, w = -1;
 
 	sets_of(base, n, pid, key, set);
-	w = free_way(set[0]);
-	if (w < 0) {
-		i = 1;
-		w = free_way(set[1]);
+	for (int pass = 0; pass < 4 && w < 0; pass++) {
+		i = pass & 1;
+		w = free_way(set[i], pass < 2);
 	}
 	if (w < 0) { /* every way of both pinned */
 		if (!round)
@@ -243,11 +244,27 @@ static bool same_text(const struct framename_text *t, uint32_t hash, const struc
 	       !strcmp(t->n.name, n->name) && !strcmp(t->n.file, n->file);
 }
 
-/* How much a text is worth keeping, the least pushed out first: empty, released, pinned; the
- * oldest round of those. */
-static uint64_t keep_rank(const struct framename_text *t)
+/* 0: empty, 1: released, 2: pinned to a round not yet released. */
+static int text_class(const struct framename_text *t)
 {
-	return t->hash ? (uint64_t)(1 + pinned(t->round)) << 32 | t->round : 0;
+	return t->hash ? 1 + pinned(t->round) : 0;
+}
+
+/* Is a less worth keeping than b: empty, released, pinned; then the older round, the older use. */
+static bool keep_less(const struct framename_text *a, const struct framename_text *b)
+{
+	if (text_class(a) != text_class(b))
+		return text_class(a) < text_class(b);
+	if (a->round != b->round)
+		return a->round < b->round;
+	return (int32_t)(a->used - b->used) < 0;
+}
+
+static void text_use(struct framename_cache *c, struct framename_text *t, uint32_t round)
+{
+	t->used = ++c->tick;
+	if (round)
+		t->round = round;
 }
 
 /*
@@ -269,11 +286,10 @@ static int text_intern(struct framename_cache *c, const struct framename *n, uin
 		     i < (at[k] + 1) * FRAMENAME_TEXT_WAYS; i++) {
 			t = &c->text[i];
 			if (same_text(t, hash, n)) {
-				if (round)
-					t->round = round;
+				text_use(c, t, round);
 				return (int)i;
 			}
-			if (keep_rank(t) < keep_rank(&c->text[v]))
+			if (keep_less(t, &c->text[v]))
 				v = i;
 		}
 	t = &c->text[v];
@@ -286,18 +302,19 @@ static int text_intern(struct framename_cache *c, const struct framename *n, uin
 	t->gen = next_gen(c);
 	t->round = round;
 	t->n = *n;
+	text_use(c, t, round);
 	return (int)v;
 }
 
-/* f's text if it is named and its text still held; else NULL. */
-static struct framename_text *text_of(struct framename_cache *c, const struct framename_entry *f)
+/* The text entry e names, if it is still held (not refilled since); else NULL. */
+static struct framename_text *text_of(struct framename_cache *c, const struct framename_entry *e)
 {
 	struct framename_text *t;
 
-	if (!f || f->val < 0 || (unsigned int)f->val >= c->texts)
+	if (!e || e->val < 0 || !e->gen || e->text >= c->texts)
 		return NULL;
-	t = &c->text[f->val];
-	return t->hash && t->gen == f->gen ? t : NULL;
+	t = &c->text[e->text];
+	return t->hash && t->gen == e->gen ? t : NULL;
 }
 
 /* A line as an entry holds it: 0 (unknown) for what is not a line number. */
@@ -310,108 +327,122 @@ struct lookup {
 	struct framename_cache *c;
 	uint32_t pid, round; /* round: the drain pass's (pinned), 0: the writer's */
 	uint64_t key, fn;
-	struct framename_entry *f, *l; /* the function's entry, the word's; NULL: none */
-	struct framename_text *t;      /* the function's text, when it is held */
 };
 
-static void stamp(struct lookup *q)
+static void name_entry(struct framename_entry *e, int32_t val, int ti, const struct framename_text *t)
 {
-	if (!q->round)
-		return;
-	if (q->f)
-		q->f->round = q->round;
-	if (q->l)
-		q->l->round = q->round;
-	if (q->t)
-		q->t->round = q->round;
+	e->val = val;
+	e->text = (uint32_t)ti;
+	e->gen = t->gen;
 }
 
-/* The function's entry named by the read n (its text interned), or given the error err. */
-static void fill_function(struct lookup *q, int err, const struct framename *n)
+static void pin_entry(struct lookup *q, struct framename_entry *e)
 {
-	struct framename_cache *c = q->c;
-	int ti = -1;
-
-	if (!err) {
-		ti = text_intern(c, n, q->round);
-		if (ti < 0)
-			return; /* no room: nothing cached */
-	}
-	if (!q->f)
-		q->f = entry_insert(c, c->fn, c->fns, q->pid, q->fn, q->round, &c->evicted);
-	if (!q->f)
-		return;
-	if (!err) {
-		q->t = &c->text[ti];
-		q->f->val = ti;
-		q->f->gen = q->t->gen; /* another text: its old lines are read again */
-	} else if (q->f->val >= 0 || !q->f->gen) { /* a failure kept: its lines stay valid */
-		q->f->val = err;
-		q->f->gen = next_gen(c);
-	}
+	if (e && q->round)
+		e->round = q->round;
 }
 
 /*
- * Reads the word on a miss. A function named while its process ran, whose word cannot be read
- * now (the process exited since the word's line went), keeps its name, with the first line
- * (counted once: the unknown line is cached). 0 or -errno.
+ * A word read: its text interned, the function's entry and the word's (a cache with lines)
+ * naming it. Nothing cached when the writer finds no room for the text.
  */
-static int read_word(struct lookup *q, framename_read_fn read, struct framename *out)
+static void cache_named(struct lookup *q, struct framename_entry *f, struct framename_entry *l,
+			struct framename *n, int32_t line)
 {
 	struct framename_cache *c = q->c;
+	int ti;
+
+	if (c->line)
+		n->line = 0; /* a line per word, not per text */
+	ti = text_intern(c, n, q->round);
+	if (ti < 0)
+		return;
+	if (!f)
+		f = entry_insert(c, c->fn, c->fns, q->pid, q->fn, q->round, &c->evicted);
+	if (f)
+		name_entry(f, 0, ti, &c->text[ti]); /* the function's text now: another's if it changed */
+	if (c->line && !l)
+		l = entry_insert(c, c->line, c->lines, q->pid, q->key, q->round, NULL);
+	if (c->line && l)
+		name_entry(l, line, ti, &c->text[ti]); /* the word keeps the text it was read with */
+}
+
+/* A word that could not be read: the error cached (the word's; without lines, the function's). */
+static void cache_error(struct lookup *q, struct framename_entry *f, struct framename_entry *l,
+			int err)
+{
+	struct framename_cache *c = q->c;
+	struct framename_entry *e = c->line ? l : f;
+
+	if (!e)
+		e = c->line ? entry_insert(c, c->line, c->lines, q->pid, q->key, q->round, NULL)
+			    : entry_insert(c, c->fn, c->fns, q->pid, q->fn, q->round, &c->evicted);
+	if (e)
+		*e = (struct framename_entry){.key = e->key, .pid = e->pid, .round = e->round,
+					      .val = err};
+}
+
+/*
+ * Reads the word on a miss. A word that cannot be read now (its process exited before the drain
+ * pass came to it, or before the writer did, its line having gone) whose function was named while
+ * the process ran gets that function's name, as last read at its address, with the first line
+ * (counted once: the unknown line is cached). 0 or -errno.
+ */
+static int read_word(struct lookup *q, struct framename_entry *l, framename_read_fn read,
+		     struct framename *out)
+{
+	struct framename_cache *c = q->c;
+	struct framename_entry *f = entry_find(c->fn, c->fns, q->pid, q->fn);
+	struct framename_text *ft = c->line ? text_of(c, f) : NULL;
 	struct framename n;
-	int32_t line = 0;
 	int err = read(q->pid, q->key, &n);
 
-	if (err && q->t) {
+	pin_entry(q, f);
+	if (!err) {
+		*out = n;
+		out->line = line_of(n.line);
+		cache_named(q, f, l, &n, (int32_t)out->line);
+	} else if (ft) {
 		c->lines_lost++;
-		*out = q->t->n;
+		*out = ft->n;
+		out->line = 0;
+		text_use(c, ft, q->round);
+		if (!l)
+			l = entry_insert(c, c->line, c->lines, q->pid, q->key, q->round, NULL);
+		if (l)
+			name_entry(l, 0, (int)f->text, ft);
 		err = 0;
 	} else {
-		if (!err) {
-			line = line_of(n.line);
-			*out = n;
-			if (c->line)
-				n.line = 0; /* a line per word, not per text */
-		}
-		fill_function(q, err, &n);
+		cache_error(q, f, l, err);
 	}
-	if (c->line && q->f) {
-		if (!q->l)
-			q->l = entry_insert(c, c->line, c->lines, q->pid, q->key, q->round, NULL);
-		if (q->l) {
-			q->l->gen = q->f->gen;
-			q->l->val = err ? err : line;
-		}
-	}
-	if (!err)
-		out->line = line;
 	return err;
 }
 
 static int lookup(struct lookup *q, framename_read_fn read, struct framename *out)
 {
 	struct framename_cache *c = q->c;
+	struct framename_entry *e;
+	struct framename_text *t;
 	int err;
 
 	if (!c->line)
 		q->fn = q->key; /* names by the whole word */
 	pthread_mutex_lock(&c->lock);
-	if (c->line)
-		q->l = entry_find(c->line, c->lines, q->pid, q->key);
-	q->f = entry_find(c->fn, c->fns, q->pid, q->fn);
-	q->t = text_of(c, q->f);
-	if (q->f && (q->t || q->f->val < 0) && (!c->line || (q->l && q->l->gen == q->f->gen))) {
+	e = c->line ? entry_find(c->line, c->lines, q->pid, q->key)
+		    : entry_find(c->fn, c->fns, q->pid, q->fn);
+	t = text_of(c, e);
+	if (e && (t || e->val < 0)) {
 		c->cached++;
-		err = q->l && q->l->val < 0 ? q->l->val : q->f->val < 0 ? q->f->val : 0;
-		if (!err) {
-			*out = q->t->n;
-			out->line = q->l ? q->l->val : line_of(q->t->n.line);
+		err = e->val < 0 ? e->val : 0;
+		pin_entry(q, e);
+		if (t) {
+			text_use(c, t, q->round);
+			*out = t->n;
+			out->line = c->line ? e->val : line_of(t->n.line);
 		}
 	} else {
-		err = read_word(q, read, out);
+		err = read_word(q, c->line ? e : NULL, read, out);
 	}
-	stamp(q);
 	pthread_mutex_unlock(&c->lock);
 	return err;
 }
@@ -424,6 +455,11 @@ int framename__resolve(struct framename_cache *c, uint32_t pid, uint64_t key, ui
 	return lookup(&q, read, out);
 }
 
+/*
+ * The round is read before the lock: a drain pass on another thread than the releases' (none
+ * here: the agent drains and writes on its main thread, libedgeprof.so never releases) could pin
+ * a name to a round released meanwhile, which only makes it evictable a round early.
+ */
 void framename__pin(struct framename_cache *c, uint32_t pid, uint64_t key, uint64_t fn,
 		    framename_read_fn read)
 {
@@ -431,6 +467,19 @@ void framename__pin(struct framename_cache *c, uint32_t pid, uint64_t key, uint6
 	struct framename tmp;
 
 	lookup(&q, read, &tmp);
+}
+
+void framename__usage(struct framename_cache *c, struct framename_usage *u)
+{
+	*u = (struct framename_usage){0};
+	pthread_mutex_lock(&c->lock);
+	for (unsigned int i = 0; i < c->texts; i++)
+		u->texts += c->text[i].hash != 0;
+	for (unsigned int i = 0; i < c->fns; i++)
+		u->fns += c->fn[i].pid != 0;
+	for (unsigned int i = 0; i < c->lines; i++)
+		u->lines += c->line[i].pid != 0;
+	pthread_mutex_unlock(&c->lock);
 }
 
 void framename__forget(struct framename_cache *c, uint32_t pid)

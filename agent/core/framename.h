@@ -16,15 +16,18 @@
  * Three tables, each bounded by Kconfig:
  *   - texts: a function's name, file and first line (~350 bytes), shared by every process that
  *     runs the same function (the same script, the same library module: its name read once);
- *   - functions: (pid, function) -> its text, or the reader's error (24 bytes);
- *   - lines: (pid, word) -> the word's line, where the word holds a position as well (Python's
- *     code unit, Lua's pc; 24 bytes). A word whose line is gone and cannot be read again (its
- *     process exited) keeps its function's name with the first line (counted: lines_lost).
- * A function found changed at its address (freed, the address reused) gets its new text; the
- * lines read under the old one are read again. Sets of FRAMENAME_WAYS entries, the one used
- * last first; an entry of a released round pushed out for another is counted (evicted: read
- * again if asked, while the process lives). One lock per cache: the profile writer and the
- * drain thread share it.
+ *   - functions: (pid, function) -> the text last read at the function's address (32 bytes);
+ *     in a cache without lines, a word is its function, and its entry holds the reader's error;
+ *   - lines: (pid, word) -> the word's text and line, where the word holds a position as well
+ *     (Python's code unit, Lua's pc; 32 bytes), or the reader's error. A word keeps the text
+ *     it was read with: its function's address reused by another function (exec'd code, an
+ *     import's module body, freed) names the new words anew, not the old ones. A word that
+ *     cannot be read (its process exited before it was) is given its function's text, as last
+ *     read at that address, with the first line (counted: lines_lost).
+ * Sets of FRAMENAME_WAYS entries, the one used last first, two sets per key (the second when the
+ * first is all pinned); an entry of a released round pushed out for another is counted
+ * (evicted: read again if asked, while the process lives). One lock per cache: the profile
+ * writer and the drain thread share it.
  */
 #ifndef EDGEPROF_AGENT_FRAMENAME_H
 #define EDGEPROF_AGENT_FRAMENAME_H
@@ -49,16 +52,18 @@ struct framename_text {
 	uint32_t hash;	/* of the text; 0: empty */
 	uint32_t gen;	/* new each time it is filled */
 	uint32_t round; /* the last round a drain pass used it in */
+	uint32_t used;	/* when it was last used (the cache's tick): the oldest goes first */
 	struct framename n;
 };
 
-/* A (pid, function)'s text, or a (pid, word)'s line. */
+/* A (pid, function)'s text (the last read at its address), or a (pid, word)'s text and line. */
 struct framename_entry {
 	uint64_t key;
 	uint32_t pid;	/* 0: empty */
 	uint32_t round; /* the last round a drain pass used it in; 0: none (the writer's read) */
-	int32_t val;	/* a function's text's index, or -errno; a word's line (0 unknown) or -errno */
-	uint32_t gen;	/* a function's text's gen (an error's own); a word's function's, as read */
+	int32_t val;	/* -errno: it could not be named; else a word's line (0 unknown), or 0 */
+	uint32_t text;	/* named: its text's index */
+	uint32_t gen;	/* named: that text's gen (another: the text was refilled, the name lost) */
 };
 
 struct framename_cache {
@@ -72,8 +77,14 @@ struct framename_cache {
 	uint64_t evicted;    /* functions of released rounds pushed out (read again if asked) */
 	uint64_t dropped;    /* entries of a round not yet released pushed out: a set was full */
 	uint64_t lines_lost; /* frames named without their line: it was gone, then unreadable */
-	uint32_t gen;	     /* the last text (or error) generation given */
+	uint32_t gen;	     /* the last text generation given */
+	uint32_t tick;	     /* texts' uses, counted */
 	pthread_mutex_t lock;
+};
+
+/* Entries in use, to size the tables (CONFIG_*NAME_CACHE, _FUNCS, _LINES). */
+struct framename_usage {
+	unsigned int texts, fns, lines;
 };
 
 #define FRAMENAME_N(a) (sizeof(a) / sizeof((a)[0]))
@@ -141,6 +152,9 @@ void framename__pin(struct framename_cache *c, uint32_t pid, uint64_t key, uint6
  * drain pass and the profile writer.
  */
 int framename__peek(uint32_t pid, uint64_t addr, void *buf, size_t len);
+
+/* The entries in use now (a scan of the tables, under the lock). */
+void framename__usage(struct framename_cache *c, struct framename_usage *u);
 
 /* Forgets pid's functions and lines (it exec'd: the same words may now be other code). */
 void framename__forget(struct framename_cache *c, uint32_t pid);

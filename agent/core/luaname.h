@@ -111,6 +111,7 @@ static inline int32_t luafield__int32(const unsigned char *b, unsigned int off)
 }
 
 struct luaname_stats {
+	uint64_t texts, fns, lines_held; /* entries in use (framename_usage) */
 	uint64_t resolved, cached, evicted, dropped, lines_lost, unreadable, not_proto, bad_string;
 };
 

@@ -330,15 +330,17 @@ static int jit_comment(struct out_ctx *c)
 static int py_comment(struct out_ctx *c)
 {
 	struct pyname_stats st;
-	char line[384];
+	char line[448];
 
 	pyname__stats(&st);
 	snprintf(line, sizeof(line),
-		 "python names: resolved=%llu cached=%llu evicted=%llu dropped=%llu lines_lost=%llu "
+		 "python names: held_texts=%llu held_functions=%llu held_lines=%llu "
+		 "resolved=%llu cached=%llu evicted=%llu dropped=%llu lines_lost=%llu "
 		 "unreadable=%llu not_code=%llu "
 		 "bad_string=%llu unknown_version=%llu lines=%llu line_far=%llu line_none=%llu "
 		 "line_cut=%llu line_bad=%llu",
-		 (unsigned long long)st.resolved, (unsigned long long)st.cached,
+		 (unsigned long long)st.texts, (unsigned long long)st.fns,
+		 (unsigned long long)st.lines_held, (unsigned long long)st.resolved, (unsigned long long)st.cached,
 		 (unsigned long long)st.evicted, (unsigned long long)st.dropped,
 		 (unsigned long long)st.lines_lost,
 		 (unsigned long long)st.unreadable, (unsigned long long)st.not_code,
@@ -353,14 +355,16 @@ static int py_comment(struct out_ctx *c)
 static int lua_comment(struct out_ctx *c)
 {
 	struct luaname_stats st;
-	char line[256];
+	char line[384];
 
 	luaname__stats(&st);
 	snprintf(line, sizeof(line),
-		 "lua names: resolved=%llu cached=%llu evicted=%llu dropped=%llu lines_lost=%llu "
+		 "lua names: held_texts=%llu held_functions=%llu held_lines=%llu "
+		 "resolved=%llu cached=%llu evicted=%llu dropped=%llu lines_lost=%llu "
 		 "unreadable=%llu "
 		 "not_proto=%llu bad_string=%llu",
-		 (unsigned long long)st.resolved, (unsigned long long)st.cached,
+		 (unsigned long long)st.texts, (unsigned long long)st.fns,
+		 (unsigned long long)st.lines_held, (unsigned long long)st.resolved, (unsigned long long)st.cached,
 		 (unsigned long long)st.evicted, (unsigned long long)st.dropped,
 		 (unsigned long long)st.lines_lost,
 		 (unsigned long long)st.unreadable, (unsigned long long)st.not_proto,
@@ -372,15 +376,17 @@ static int lua_comment(struct out_ctx *c)
 static int js_comment(struct out_ctx *c)
 {
 	struct v8name_stats st = {0};
-	char line[256];
+	char line[384];
 
 #ifdef CONFIG_BPF_V8
 	if (v8name__stats)
 		v8name__stats(&st);
 #endif
 	snprintf(line, sizeof(line),
-		 "javascript names: resolved=%llu cached=%llu evicted=%llu dropped=%llu "
+		 "javascript names: held_texts=%llu held_functions=%llu "
+		 "resolved=%llu cached=%llu evicted=%llu dropped=%llu "
 		 "unreadable=%llu not_sfi=%llu bad_layout=%llu no_name=%llu no_file=%llu lines=%llu",
+		 (unsigned long long)st.texts, (unsigned long long)st.fns,
 		 (unsigned long long)st.resolved, (unsigned long long)st.cached,
 		 (unsigned long long)st.evicted, (unsigned long long)st.dropped,
 		 (unsigned long long)st.unreadable, (unsigned long long)st.not_sfi,
