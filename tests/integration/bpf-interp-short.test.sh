@@ -33,21 +33,14 @@ pids=
 . "$EP_TOP/tests/lib/bpf-cgroup.sh"
 trap bpf_test_cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-if ! "$probe" --seconds 0.1 --quiet 2>"$tmp/check" >/dev/null; then
-	cat "$tmp/check"; tail -n 1 "$tmp/check"; exit 77
-fi
+bpf_probe_or_skip
 runs=${EP_SHORT_RUNS:-16}
 mods="typing argparse email.message http.client asyncio.base_events inspect collections"
 bpf_own_cgroup edgeprof-bpf-short
 "$agent" --once --seconds "$((2 * runs + 10))" --sampler bpf $only --output-dir "$tmp/o" 2>"$tmp/err" &
 apid=$!
 pids=$apid
-# sampling has begun once the CPU events are open beside the mmap records' (2 per CPU)
-for _ in $(seq 200); do
-	n=$(ls -l "/proc/$apid/fd" 2>/dev/null | grep -c "perf_event")
-	[ "$n" -ge "$((2 * $(nproc)))" ] && break
-	sleep 0.1
-done
+bpf_wait_sampling "$apid"
 sleep 1
 : >"$tmp/py.pids"
 : >"$tmp/lua.pids"

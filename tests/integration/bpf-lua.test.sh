@@ -28,9 +28,7 @@ pids=
 . "$EP_TOP/tests/lib/bpf-cgroup.sh"
 trap bpf_test_cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-if ! "$probe" --seconds 0.1 --quiet 2>"$tmp/check" >/dev/null; then
-	cat "$tmp/check"; tail -n 1 "$tmp/check"; exit 77
-fi
+bpf_probe_or_skip
 secs=${EP_LUA_SECONDS:-20}
 bpf_own_cgroup edgeprof-bpf-lua # sampled alone: tests/lib/bpf-cgroup.sh says why
 # The scripts count CPU time; at -10 (root) they get the CPUs on a machine busy with other
@@ -46,12 +44,7 @@ sleep 0.5
 "$agent" --once --seconds "$((secs + 10))" --sampler bpf $only --output-dir "$tmp/o" 2>"$tmp/err" &
 apid=$!
 pids="$pids $apid"
-# sampling has begun once the CPU events are open beside the mmap records' (2 per CPU)
-for _ in $(seq 200); do
-	n=$(ls -l "/proc/$apid/fd" 2>/dev/null | grep -c "perf_event")
-	[ "$n" -ge "$((2 * $(nproc)))" ] && break
-	sleep 0.1
-done
+bpf_wait_sampling "$apid"
 sleep 1
 # (the scripts count CPU time: on a busy machine they take longer; all end well before the agent)
 $lua "$work" "$((secs / 5))" >"$tmp/after.out" &

@@ -22,9 +22,7 @@ pids=
 . "$EP_TOP/tests/lib/bpf-cgroup.sh"
 trap bpf_test_cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-if ! "$probe" --seconds 0.1 --quiet 2>"$tmp/check" >/dev/null; then
-	cat "$tmp/check"; tail -n 1 "$tmp/check"; exit 77
-fi
+bpf_probe_or_skip
 secs=8
 bpf_own_cgroup edgeprof-bpf-pylines
 # at nice -10: a busy machine left it 3.3-3.9 s of the 8 (the check wants 3 under hot())

@@ -34,9 +34,7 @@ pids=
 . "$EP_TOP/tests/lib/bpf-cgroup.sh"
 trap bpf_test_cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-if ! "$probe" --seconds 0.1 --quiet 2>"$tmp/check" >/dev/null; then
-	cat "$tmp/check"; tail -n 1 "$tmp/check"; exit 77
-fi
+bpf_probe_or_skip
 secs=${EP_PY_SECONDS:-20}
 bpf_own_cgroup edgeprof-bpf-python
 py="nice -n -10 $py"
@@ -51,12 +49,7 @@ sleep 0.5
 "$agent" --once --seconds "$secs" --sampler bpf $only --output-dir "$tmp/o" 2>"$tmp/err" &
 apid=$!
 pids="$pids $apid"
-# sampling has begun once the CPU events are open beside the mmap records' (2 per CPU)
-for _ in $(seq 200); do
-	n=$(ls -l "/proc/$apid/fd" 2>/dev/null | grep -c "perf_event")
-	[ "$n" -ge "$((2 * $(nproc)))" ] && break
-	sleep 0.1
-done
+bpf_wait_sampling "$apid"
 sleep 1
 $py "$work" "$((secs / 2))" >"$tmp/after.out" &
 after=$!

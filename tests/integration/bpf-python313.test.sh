@@ -31,9 +31,7 @@ pids=
 . "$EP_TOP/tests/lib/bpf-cgroup.sh"
 trap bpf_test_cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-if ! "$probe" --seconds 0.1 --quiet 2>"$tmp/check" >/dev/null; then
-	cat "$tmp/check"; tail -n 1 "$tmp/check"; exit 77
-fi
+bpf_probe_or_skip
 # at 99 Hz a share's sampling error is 0.9 pp with 3,000 samples (the 3 pp bound: 3.3 standard
 # deviations): 30 s of one busy process, at nice -10 so that a busy machine leaves it a CPU
 secs=${EP_PY_SECONDS:-30}

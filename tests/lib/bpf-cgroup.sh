@@ -13,6 +13,9 @@
 #                         processes are gone
 #   bpf_test_cleanup      the EXIT trap: kills $pids, waits, leaves the cgroup, removes $tmp
 #                         (kept with EP_KEEP=1)
+#   bpf_probe_or_skip     exits 77 (skipped), saying why, where $probe cannot sample here
+#   bpf_wait_sampling PID waits (20 s at most) until agent PID samples: its CPU events are open
+#                         beside the mmap records' (2 per CPU)
 bpf_own_cgroup() {
 	local root
 	cg= only=
@@ -45,4 +48,19 @@ bpf_test_cleanup() {
 	wait 2>/dev/null
 	bpf_leave_cgroup
 	[ -n "${EP_KEEP:-}" ] || rm -rf "${tmp:?}"
+}
+
+bpf_probe_or_skip() {
+	if ! "$probe" --seconds 0.1 --quiet 2>"$tmp/check" >/dev/null; then
+		cat "$tmp/check"; tail -n 1 "$tmp/check"; exit 77
+	fi
+}
+
+bpf_wait_sampling() {
+	local n
+	for _ in $(seq 200); do
+		n=$(ls -l "/proc/$1/fd" 2>/dev/null | grep -c "perf_event")
+		[ "$n" -ge "$((2 * $(nproc)))" ] && return 0
+		sleep 0.1
+	done
 }
