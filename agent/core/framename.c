@@ -135,7 +135,7 @@ static uint32_t next_gen(struct framename_cache *c)
 	return c->gen;
 }
 
-/* Two sets of sets by a mixed hash: its low half's and its high half's, never the same one. */
+/* A key's two sets among sets, by its mixed hash: the low half's and the high half's, never one. */
 static void two_sets(uint64_t mix, unsigned int sets, unsigned int at[2])
 {
 	at[0] = (unsigned int)(mix % sets);
@@ -329,7 +329,8 @@ struct lookup {
 	uint64_t key, fn;
 };
 
-static void name_entry(struct framename_entry *e, int32_t val, int ti, const struct framename_text *t)
+static void name_entry(struct framename_entry *e, int32_t val, int ti,
+		       const struct framename_text *t)
 {
 	e->val = val;
 	e->text = (uint32_t)ti;
@@ -359,12 +360,12 @@ static void cache_named(struct lookup *q, struct framename_entry *f, struct fram
 		return;
 	if (!f)
 		f = entry_insert(c, c->fn, c->fns, q->pid, q->fn, q->round, &c->evicted);
-	if (f)
-		name_entry(f, 0, ti, &c->text[ti]); /* the function's text now: another's if it changed */
+	if (f) /* the function's text now: another's if it changed */
+		name_entry(f, 0, ti, &c->text[ti]);
 	if (c->line && !l)
 		l = entry_insert(c, c->line, c->lines, q->pid, q->key, q->round, NULL);
-	if (c->line && l)
-		name_entry(l, line, ti, &c->text[ti]); /* the word keeps the text it was read with */
+	if (c->line && l) /* the word keeps the text it was read with */
+		name_entry(l, line, ti, &c->text[ti]);
 }
 
 /* A word that could not be read: the error cached (the word's; without lines, the function's). */

@@ -61,9 +61,9 @@ struct framename_entry {
 	uint64_t key;
 	uint32_t pid;	/* 0: empty */
 	uint32_t round; /* the last round a drain pass used it in; 0: none (the writer's read) */
-	int32_t val;	/* -errno: it could not be named; else a word's line (0 unknown), or 0 */
+	int32_t val;	/* -errno: not named; else a word's line (0 unknown), or 0 */
 	uint32_t text;	/* named: its text's index */
-	uint32_t gen;	/* named: that text's gen (another: the text was refilled, the name lost) */
+	uint32_t gen;	/* named: that text's gen (another: the text was refilled) */
 };
 
 struct framename_cache {
