@@ -29,13 +29,6 @@ const volatile char comm_prefix[PROFILE_COMM_LEN];
 const volatile __u64 wakeup_bytes;
 /* New processes wake the reader at most once per this many ns (0: each one at once). */
 const volatile __u64 new_proc_wake_ns;
-/*
- * Samples with interpreter frames wake the reader at most once per this many ns (0: they wait
- * like the others): the agent names their frames from the process's memory, which a
- * short-lived process takes with it at exit (python3 -m pydoc runs left 10-45 % of their
- * samples with an unnamed frame when the reader came every second).
- */
-const volatile __u64 interp_wake_ns;
 /* 0: the reader has the new processes' maps without reading /proc (mmap records): no wake-up */
 const volatile __u8 wake_new_procs = 1;
 /* 1: processes listed in cfi_procs are unwound by their CFI tables (CONFIG_BPF_CFI) */
@@ -271,21 +264,15 @@ static __always_inline int first_sample_of(__u32 tgid)
 	return 1;
 }
 
-/*
- * When new processes (entry WAKE_NEW) or interpreter samples (WAKE_INTERP) last woke the reader,
- * and whether one has waited since (all CPUs).
- */
+/* When new processes last woke the reader, and whether one has waited since (all CPUs). */
 struct new_proc_wake {
 	__u64 last_ns;
 	__u64 pending;
 };
 
-#define WAKE_NEW 0
-#define WAKE_INTERP 1
-
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct new_proc_wake);
 } wake SEC(".maps");
@@ -297,26 +284,22 @@ struct {
  * reader for all that started meanwhile, while they still live. Unlocked: two CPUs at once may
  * both wake it, which costs one spare wake-up, never a lost one.
  */
-static __always_inline int wake_rate_of(__u32 which, __u64 every_ns, int want, __u64 now)
+static __always_inline int wake_rate(int want, __u64 now)
 {
-	struct new_proc_wake *w = bpf_map_lookup_elem(&wake, &which);
+	__u32 zero = 0;
+	struct new_proc_wake *w = bpf_map_lookup_elem(&wake, &zero);
 
 	if (!w)
 		return want;
 	if (!want && !w->pending)
 		return 0;
-	if (now - w->last_ns < every_ns) {
+	if (now - w->last_ns < new_proc_wake_ns) {
 		w->pending = 1;
 		return 0;
 	}
 	w->last_ns = now;
 	w->pending = 0;
 	return 1;
-}
-
-static __always_inline int wake_rate(int want, __u64 now)
-{
-	return wake_rate_of(WAKE_NEW, new_proc_wake_ns, want, now);
 }
 
 static __always_inline int wake_for_new_process(__u32 tgid, __u64 now)
@@ -1364,17 +1347,12 @@ static __always_inline void send_rb_rec(const void *rec, __u32 size, __u32 max, 
 					__u64 now, int wake_new, int wake)
 {
 	__u64 flags = BPF_RB_FORCE_WAKEUP;
-	__u32 rec_flags = ((const struct profile_event *)rec)->flags;
 
 	barrier_var(size); /* clang may know the bound below; the verifier must see it */
 	if (size > max)
 		return; /* cannot happen; tells the verifier the bound */
 	if (cfi_enabled)
 		wake = wake_rate(wake, now); /* a wake-up for tables, rate-limited too */
-	if (interp_wake_ns && !wake)
-		wake = wake_rate_of(WAKE_INTERP, interp_wake_ns,
-				    !!(rec_flags & (PROFILE_F_PYTHON | PROFILE_F_LUA | PROFILE_F_V8)),
-				    now);
 	if (wakeup_bytes && !wake && !(wake_new && wake_for_new_process(tgid, now)) &&
 	    bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) + size < wakeup_bytes)
 		flags = BPF_RB_NO_WAKEUP;

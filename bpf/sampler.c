@@ -58,11 +58,6 @@
 #define CFI_BUILT 0
 #endif
 #define CFI_SWEEP_NS (5 * NSEC_PER_SEC)
-#ifdef CONFIG_BPF_INTERP_WAKE_MS
-#define INTERP_WAKE_MS CONFIG_BPF_INTERP_WAKE_MS
-#else
-#define INTERP_WAKE_MS 0 /* no interpreter's frames built in */
-#endif
 
 /* The exe of one process, looked up once (readlink) and reused. */
 struct proc_entry {
@@ -539,7 +534,6 @@ static int configure(struct bpf_sampler *s, const struct bpf_sampler_opts *o, ch
 	memcpy((char *)skel->rodata->comm_prefix, o->comm_prefix ? o->comm_prefix : "", plen);
 	skel->rodata->wakeup_bytes = ring / 2;
 	skel->rodata->new_proc_wake_ns = (uint64_t)CONFIG_BPF_NEW_PROC_WAKE_MS * NSEC_PER_MSEC;
-	skel->rodata->interp_wake_ns = (uint64_t)INTERP_WAKE_MS * NSEC_PER_MSEC;
 	skel->rodata->wake_new_procs = !o->no_new_proc_wake;
 	/* The kernel-symbol namer only where the kernel has what it needs (else kallsyms). */
 	bpf_program__set_autoload(skel->progs.name_kernel_addr, s->namer);

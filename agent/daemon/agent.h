@@ -72,6 +72,7 @@ struct agent {
 	struct pull_server *pull;	/* pull mode (agent/daemon/pull.h), or NULL */
 	struct aggregate *pull_agg;	/* a pulled CPU profile being sampled, or NULL */
 	uint32_t pull_round;		/* the frame-name round it began in (framename.h) */
+	uint64_t interp_sample_ns;	/* the last BPF sample with interpreter frames (bpf.c) */
 	uint64_t pull_start, pull_end, pull_real_ns;
 	struct scraper *scrape;		/* --scrape targets (agent/daemon/scrape.h), or NULL */
 	bool duty_skip;		/* this round is not in the fleet's schedule for us: no samples */

@@ -23,6 +23,7 @@
  * often: what a second of samples touched comes back as minor faults (~0.2 us a page).
  */
 #define LEAF_TRIM_NS NSEC_PER_SEC
+#define INTERP_RECENT_NS (2 * NSEC_PER_SEC) /* an interpreter sample this recent: read often */
 
 #ifdef CONFIG_BPF_OFFCPU
 #define OFFCPU_MIN_US CONFIG_BPF_OFFCPU_MIN_US
@@ -271,6 +272,8 @@ static int bpf_sink(void *ctx, const struct agent_sample *s)
 		return -ENOSPC;
 	/* the exec and mmaps of everything up to this sample, before its maps are looked up */
 	mmapev__advance(a->mmapev, s->time_ns, a->bpf_ordered);
+	if (s->n_py) /* Python, Lua or V8 frames: named from the process (agent_bpf__poll) */
+		a->interp_sample_ns = s->time_ns;
 	if (s->tid == s->pid) /* an exec no mmap record told of: maps read before it are stale */
 		proctab__main_comm(a->procs, s->pid, s->comm);
 	known = s->n_user && !proctab__touch(a->procs, s->pid);
@@ -382,6 +385,15 @@ void agent_bpf__poll(struct agent *a, int timeout_ms)
 		agent__idle_sleep(timeout_ms);
 		return;
 	}
+	/*
+	 * While interpreters are sampled, the ring is read every CONFIG_BPF_INTERP_WAKE_MS: their
+	 * frames are named from the process's memory, which a short-lived process takes with it
+	 * at exit. Half the ring or a second went by: python3 -m pydoc runs lost 10-45 % of their
+	 * samples' names (bpf-interp-short).
+	 */
+	if (CONFIG_BPF_INTERP_WAKE_MS && timeout_ms > CONFIG_BPF_INTERP_WAKE_MS &&
+	    port_clock_mono_ns() - a->interp_sample_ns < INTERP_RECENT_NS)
+		timeout_ms = CONFIG_BPF_INTERP_WAKE_MS;
 	bpf_sampler__poll(a->bpf, timeout_ms);
 	now = port_clock_mono_ns();
 	/* every sample up to now was delivered: the records up to now can be taken */
