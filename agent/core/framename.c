@@ -329,6 +329,17 @@ struct lookup {
 	uint64_t key, fn;
 };
 
+/* A new entry for the word (its line), or for its function. */
+static struct framename_entry *insert_word(struct lookup *q)
+{
+	return entry_insert(q->c, q->c->line, q->c->lines, q->pid, q->key, q->round, NULL);
+}
+
+static struct framename_entry *insert_function(struct lookup *q)
+{
+	return entry_insert(q->c, q->c->fn, q->c->fns, q->pid, q->fn, q->round, &q->c->evicted);
+}
+
 static void name_entry(struct framename_entry *e, int32_t val, int ti,
 		       const struct framename_text *t)
 {
@@ -359,11 +370,11 @@ static void cache_named(struct lookup *q, struct framename_entry *f, struct fram
 	if (ti < 0)
 		return;
 	if (!f)
-		f = entry_insert(c, c->fn, c->fns, q->pid, q->fn, q->round, &c->evicted);
+		f = insert_function(q);
 	if (f) /* the function's text now: another's if it changed */
 		name_entry(f, 0, ti, &c->text[ti]);
 	if (c->line && !l)
-		l = entry_insert(c, c->line, c->lines, q->pid, q->key, q->round, NULL);
+		l = insert_word(q);
 	if (c->line && l) /* the word keeps the text it was read with */
 		name_entry(l, line, ti, &c->text[ti]);
 }
@@ -376,8 +387,7 @@ static void cache_error(struct lookup *q, struct framename_entry *f, struct fram
 	struct framename_entry *e = c->line ? l : f;
 
 	if (!e)
-		e = c->line ? entry_insert(c, c->line, c->lines, q->pid, q->key, q->round, NULL)
-			    : entry_insert(c, c->fn, c->fns, q->pid, q->fn, q->round, &c->evicted);
+		e = c->line ? insert_word(q) : insert_function(q);
 	if (e)
 		*e = (struct framename_entry){.key = e->key, .pid = e->pid, .round = e->round,
 					      .val = err};
@@ -409,7 +419,7 @@ static int read_word(struct lookup *q, struct framename_entry *l, framename_read
 		out->line = 0;
 		text_use(c, ft, q->round);
 		if (!l)
-			l = entry_insert(c, c->line, c->lines, q->pid, q->key, q->round, NULL);
+			l = insert_word(q);
 		if (l)
 			name_entry(l, 0, (int)f->text, ft);
 		err = 0;
@@ -470,10 +480,11 @@ void framename__pin(struct framename_cache *c, uint32_t pid, uint64_t key, uint6
 	lookup(&q, read, &tmp);
 }
 
-void framename__usage(struct framename_cache *c, struct framename_usage *u)
+void framename__counters(struct framename_cache *c, struct framename_counters *u)
 {
-	*u = (struct framename_usage){0};
 	pthread_mutex_lock(&c->lock);
+	*u = (struct framename_counters){.cached = c->cached, .evicted = c->evicted,
+					 .dropped = c->dropped, .lines_lost = c->lines_lost};
 	for (unsigned int i = 0; i < c->texts; i++)
 		u->texts += c->text[i].hash != 0;
 	for (unsigned int i = 0; i < c->fns; i++)

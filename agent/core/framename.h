@@ -82,9 +82,11 @@ struct framename_cache {
 	pthread_mutex_t lock;
 };
 
-/* Entries in use, to size the tables (CONFIG_*NAME_CACHE, _FUNCS, _LINES). */
-struct framename_usage {
-	unsigned int texts, fns, lines;
+/* A cache for the profile's comments: its entries in use (to size the tables: CONFIG_*NAME_CACHE,
+ * _FUNCS, _LINES) and its counters. */
+struct framename_counters {
+	uint64_t texts, fns, lines;
+	uint64_t cached, evicted, dropped, lines_lost;
 };
 
 #define FRAMENAME_N(a) (sizeof(a) / sizeof((a)[0]))
@@ -153,8 +155,8 @@ void framename__pin(struct framename_cache *c, uint32_t pid, uint64_t key, uint6
  */
 int framename__peek(uint32_t pid, uint64_t addr, void *buf, size_t len);
 
-/* The entries in use now (a scan of the tables, under the lock). */
-void framename__usage(struct framename_cache *c, struct framename_usage *u);
+/* The entries in use now (a scan of the tables) and the counters, under the lock. */
+void framename__counters(struct framename_cache *c, struct framename_counters *out);
 
 /* Forgets pid's functions and lines (it exec'd: the same words may now be other code). */
 void framename__forget(struct framename_cache *c, uint32_t pid);

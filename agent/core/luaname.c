@@ -184,17 +184,8 @@ void luaname__forget(uint32_t pid)
 
 void luaname__stats(struct luaname_stats *st)
 {
-	struct framename_usage u;
-
-	framename__usage(&cache, &u);
 	pthread_mutex_lock(&cache.lock);
 	*st = stats;
-	st->texts = u.texts;
-	st->fns = u.fns;
-	st->lines_held = u.lines;
-	st->cached = cache.cached;
-	st->evicted = cache.evicted;
-	st->dropped = cache.dropped;
-	st->lines_lost = cache.lines_lost;
 	pthread_mutex_unlock(&cache.lock);
+	framename__counters(&cache, &st->names);
 }

@@ -111,8 +111,8 @@ static inline int32_t luafield__int32(const unsigned char *b, unsigned int off)
 }
 
 struct luaname_stats {
-	uint64_t texts, fns, lines_held; /* entries in use (framename_usage) */
-	uint64_t resolved, cached, evicted, dropped, lines_lost, unreadable, not_proto, bad_string;
+	struct framename_counters names; /* the cache's */
+	uint64_t resolved, unreadable, not_proto, bad_string;
 };
 
 /* A chunk name of len bytes (raw holds its first n) as Lua's messages show it (luaO_chunkid):

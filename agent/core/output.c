@@ -339,10 +339,11 @@ static int py_comment(struct out_ctx *c)
 		 "unreadable=%llu not_code=%llu "
 		 "bad_string=%llu unknown_version=%llu lines=%llu line_far=%llu line_none=%llu "
 		 "line_cut=%llu line_bad=%llu",
-		 (unsigned long long)st.texts, (unsigned long long)st.fns,
-		 (unsigned long long)st.lines_held, (unsigned long long)st.resolved, (unsigned long long)st.cached,
-		 (unsigned long long)st.evicted, (unsigned long long)st.dropped,
-		 (unsigned long long)st.lines_lost,
+		 (unsigned long long)st.names.texts, (unsigned long long)st.names.fns,
+		 (unsigned long long)st.names.lines, (unsigned long long)st.resolved,
+		 (unsigned long long)st.names.cached,
+		 (unsigned long long)st.names.evicted, (unsigned long long)st.names.dropped,
+		 (unsigned long long)st.names.lines_lost,
 		 (unsigned long long)st.unreadable, (unsigned long long)st.not_code,
 		 (unsigned long long)st.bad_string, (unsigned long long)st.unknown_version,
 		 (unsigned long long)st.lines, (unsigned long long)st.line_far,
@@ -363,10 +364,11 @@ static int lua_comment(struct out_ctx *c)
 		 "resolved=%llu cached=%llu evicted=%llu dropped=%llu lines_lost=%llu "
 		 "unreadable=%llu "
 		 "not_proto=%llu bad_string=%llu",
-		 (unsigned long long)st.texts, (unsigned long long)st.fns,
-		 (unsigned long long)st.lines_held, (unsigned long long)st.resolved, (unsigned long long)st.cached,
-		 (unsigned long long)st.evicted, (unsigned long long)st.dropped,
-		 (unsigned long long)st.lines_lost,
+		 (unsigned long long)st.names.texts, (unsigned long long)st.names.fns,
+		 (unsigned long long)st.names.lines, (unsigned long long)st.resolved,
+		 (unsigned long long)st.names.cached,
+		 (unsigned long long)st.names.evicted, (unsigned long long)st.names.dropped,
+		 (unsigned long long)st.names.lines_lost,
 		 (unsigned long long)st.unreadable, (unsigned long long)st.not_proto,
 		 (unsigned long long)st.bad_string);
 	return pprof_builder__add_comment(c->b, line);
@@ -386,9 +388,9 @@ static int js_comment(struct out_ctx *c)
 		 "javascript names: held_texts=%llu held_functions=%llu "
 		 "resolved=%llu cached=%llu evicted=%llu dropped=%llu "
 		 "unreadable=%llu not_sfi=%llu bad_layout=%llu no_name=%llu no_file=%llu lines=%llu",
-		 (unsigned long long)st.texts, (unsigned long long)st.fns,
-		 (unsigned long long)st.resolved, (unsigned long long)st.cached,
-		 (unsigned long long)st.evicted, (unsigned long long)st.dropped,
+		 (unsigned long long)st.names.texts, (unsigned long long)st.names.fns,
+		 (unsigned long long)st.resolved, (unsigned long long)st.names.cached,
+		 (unsigned long long)st.names.evicted, (unsigned long long)st.names.dropped,
 		 (unsigned long long)st.unreadable, (unsigned long long)st.not_sfi,
 		 (unsigned long long)st.bad_layout, (unsigned long long)st.no_name,
 		 (unsigned long long)st.no_file, (unsigned long long)st.lines);

@@ -237,17 +237,8 @@ void pyname__forget(uint32_t pid)
 
 void pyname__stats(struct pyname_stats *st)
 {
-	struct framename_usage u;
-
-	framename__usage(&cache, &u);
 	pthread_mutex_lock(&cache.lock);
 	*st = stats;
-	st->texts = u.texts;
-	st->fns = u.fns;
-	st->lines_held = u.lines;
-	st->cached = cache.cached;
-	st->evicted = cache.evicted;
-	st->dropped = cache.dropped;
-	st->lines_lost = cache.lines_lost;
 	pthread_mutex_unlock(&cache.lock);
+	framename__counters(&cache, &st->names);
 }

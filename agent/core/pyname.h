@@ -65,8 +65,8 @@ static inline bool pyframe__is(uint64_t v)
  * unit's entry, line_bad: a malformed table (each of these shows the first line).
  */
 struct pyname_stats {
-	uint64_t texts, fns, lines_held; /* entries in use (framename_usage) */
-	uint64_t resolved, cached, evicted, dropped, lines_lost, unreadable, not_code, bad_string, unknown_version;
+	struct framename_counters names; /* the cache's */
+	uint64_t resolved, unreadable, not_code, bad_string, unknown_version;
 	uint64_t lines, line_far, line_none, line_cut, line_bad;
 };
 

@@ -278,15 +278,8 @@ void v8name__forget(uint32_t pid)
 
 void v8name__stats(struct v8name_stats *st)
 {
-	struct framename_usage u;
-
-	framename__usage(&cache, &u);
 	pthread_mutex_lock(&cache.lock);
 	*st = stats;
-	st->texts = u.texts;
-	st->fns = u.fns;
-	st->cached = cache.cached;
-	st->evicted = cache.evicted;
-	st->dropped = cache.dropped;
 	pthread_mutex_unlock(&cache.lock);
+	framename__counters(&cache, &st->names);
 }

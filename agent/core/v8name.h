@@ -66,8 +66,8 @@ struct v8name_layout {
 };
 
 struct v8name_stats {
-	uint64_t texts, fns; /* entries in use (framename_usage) */
-	uint64_t resolved, cached, evicted, dropped, unreadable, not_sfi, bad_layout, no_name, no_file, lines;
+	struct framename_counters names; /* the cache's */
+	uint64_t resolved, unreadable, not_sfi, bad_layout, no_name, no_file, lines;
 };
 
 #ifdef CONFIG_BPF_V8

@@ -67,7 +67,7 @@ void agent__names_round_done(struct agent *a)
 {
 	uint32_t ended = framename__round_end();
 
-	framename__release(a->pull_agg && a->pull_round <= ended ? a->pull_round - 1 : ended);
+	framename__release(a->pull_agg ? a->pull_round - 1 : ended); /* pull_round <= ended */
 }
 
 void agent__services_free(struct agent *a)
